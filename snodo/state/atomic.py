@@ -1,0 +1,205 @@
+"""Durable state files: atomic writes, strict reads, cross-process locks.
+
+Every state write goes to a temporary file in the same directory and is renamed over the
+target, so a reader (or a process killed mid-write) sees either the old or the new file,
+never a half-written one. A file that does not parse is reported with its path and left
+alone: silently replacing it would destroy the evidence of what went wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import cattrs
+from cattrs.errors import ClassValidationError
+from cattrs.v import transform_error
+
+from snodo.errors import StateError
+
+T = TypeVar("T")
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename or a new name in ``directory`` survive a crash of the machine."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_temp(directory: Path, name: str, data: bytes, mode: int) -> str:
+    """Write ``data`` to a fresh, fsynced temporary file in ``directory``; return its path."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` in one step (temp file + fsync + ``os.replace``)."""
+    path = Path(path)
+    try:
+        tmp = _write_temp(path.parent, path.name, data, mode)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise StateError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def atomic_create_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> bool:
+    """Create ``path`` holding ``data`` unless it already exists; True if this call made it.
+
+    The complete file is hard-linked into place, and ``link`` fails if the name exists, so
+    concurrent creators agree on one winner and no reader ever sees the file empty (as it
+    would between an ``O_EXCL`` create and its write).
+    """
+    path = Path(path)
+    try:
+        tmp = _write_temp(path.parent, path.name, data, mode)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise StateError(f"cannot create {path}: {exc.strerror or exc}") from exc
+    return True
+
+
+def dumps_json(obj: Any) -> str:
+    """Stable, human-readable JSON for state files; NaN and non-JSON values are refused."""
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The exact bytes that get hashed or signed: sorted keys, no spaces, UTF-8, no NaN."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
+        "utf-8"
+    )
+
+
+def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644) -> None:
+    """Serialise ``obj`` and replace ``path`` with it atomically."""
+    try:
+        text = dumps_json(obj)
+    except (TypeError, ValueError) as exc:
+        raise StateError(f"cannot write {path}: value is not JSON-serialisable ({exc})") from exc
+    atomic_write_text(path, text, mode=mode)
+
+
+def read_json(path: Path) -> Any:
+    """Parse the JSON file at ``path``.
+
+    ``FileNotFoundError`` passes through untouched because callers treat an absent file as
+    "no state yet"; every other failure, parse errors included, is a ``StateError`` naming
+    the file.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StateError(
+            f"{path} is corrupt: {exc}",
+            hint="inspect or restore the file by hand; snodo never overwrites a corrupt file",
+        ) from exc
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold an exclusive (or shared) lock on ``<path>.lock`` across processes and threads.
+
+    ``flock`` locks belong to an open file description, so every call opens its own
+    descriptor and threads of one process exclude each other too. The lock dies with its
+    process, so a killed writer never leaves the state locked. The sidecar file is never
+    deleted: unlinking a lock file lets two processes lock two different inodes.
+    """
+    lock_path = Path(path).with_name(Path(path).name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StateError(f"cannot open lock file {lock_path}: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+# ------------------------------------------------------------------ typed records
+
+
+def _strict(kind: type[Any]) -> typing.Callable[[Any, type[Any]], Any]:
+    """A structure hook that accepts only ``kind`` itself (cattrs would coerce "3" to 3)."""
+
+    def hook(value: Any, _type: type[Any]) -> Any:
+        if type(value) is not kind and not (kind is float and type(value) is int):
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r}")
+        return value
+
+    return hook
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+for _kind in (str, int, float, bool):
+    _converter.register_structure_hook(_kind, _strict(_kind))
+
+
+def unstructure(record: Any) -> Any:
+    """The JSON-ready form of an attrs record."""
+    return _converter.unstructure(record)
+
+
+def structure(data: Any, cls: type[T], *, source: Path) -> T:
+    """Build ``cls`` from parsed JSON, or raise a ``StateError`` naming ``source`` and fields."""
+    try:
+        return _converter.structure(data, cls)
+    except ClassValidationError as exc:
+        problems = "; ".join(transform_error(exc, path="$"))
+        raise StateError(f"{source} is corrupt: {problems}") from exc
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise StateError(f"{source} is corrupt: {exc}") from exc
+
+
+def load_record(path: Path, cls: type[T]) -> T:
+    """Read and structure a record file; ``FileNotFoundError`` passes through."""
+    return structure(read_json(path), cls, source=Path(path))
+
+
+def save_record(path: Path, record: Any) -> None:
+    """Write an attrs record atomically as JSON."""
+    atomic_write_json(path, unstructure(record))

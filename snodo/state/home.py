@@ -1,0 +1,50 @@
+"""Where snodo keeps its state: the user's home (``$SNODO_HOME``) and a project's ``.snodo/``.
+
+The user home holds what every project of the user shares (sessions, the token store,
+keys), so it is created private (0700): the token key and the decision private key live
+there.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from snodo.errors import StateError
+
+
+def _private_dir(path: Path) -> Path:
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateError(f"cannot create {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def snodo_home() -> Path:
+    """``$SNODO_HOME`` if set and non-empty, else ``~/.snodo``; created 0700 if absent."""
+    configured = os.environ.get("SNODO_HOME", "")
+    home = Path(configured).expanduser() if configured else Path.home() / ".snodo"
+    return _private_dir(home.absolute())
+
+
+def sessions_dir(home: Path) -> Path:
+    return _private_dir(home / "sessions")
+
+
+def keys_dir(home: Path) -> Path:
+    return _private_dir(home / "keys")
+
+
+def tokens_db_path(home: Path) -> Path:
+    return _private_dir(home) / "tokens.db"
+
+
+def project_state_dir(project: Path) -> Path:
+    """``<project>/.snodo``, created if absent (``snodo init`` normally made it already)."""
+    path = Path(project) / ".snodo"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateError(f"cannot create {path}: {exc.strerror or exc}") from exc
+    return path

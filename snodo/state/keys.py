@@ -1,0 +1,136 @@
+"""Key files under ``$SNODO_HOME/keys/``: the token signing key and the decision key pair.
+
+Both are created on first use and shared by every process of the user, so creation must be
+race-free: the complete file is linked into place and the loser of a race reads the
+winner's key. A key file readable by others, or empty, is refused rather than repaired:
+either means something outside snodo touched it.
+
+This module may create the Ed25519 pair but never reads the private half back; only
+:mod:`snodo.authorize_signing` (used by ``snodo authorize``) does, so no agent-facing code
+path can sign a decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from snodo.errors import StateError
+from snodo.state.atomic import atomic_create_bytes, file_lock
+from snodo.state.home import keys_dir
+
+TOKEN_KEY_FILE = "token.key"  # noqa: S105 (a file name, not a secret)
+DECISION_PRIVATE_KEY_FILE = "decision_ed25519"
+DECISION_PUBLIC_KEY_FILE = "decision_ed25519.pub"
+_TOKEN_KEY_BYTES = 32
+
+
+def require_owner_only(path: Path, fd: int) -> None:
+    """Refuse a secret whose open file ``fd`` grants any access to group or others."""
+    mode = stat.S_IMODE(os.fstat(fd).st_mode)
+    if mode & 0o077:
+        raise StateError(
+            f"{path} has mode {mode:04o}; a secret key must be readable by its owner only",
+            hint=f"run: chmod 600 {path}",
+        )
+
+
+def _read_token_key(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        require_owner_only(path, handle.fileno())
+        data = handle.read()
+    if len(data) < _TOKEN_KEY_BYTES:
+        raise StateError(
+            f"{path} is empty or too short ({len(data)} bytes, need {_TOKEN_KEY_BYTES})",
+            hint="delete it to generate a new key; tokens issued with the old key become invalid",
+        )
+    return data
+
+
+def token_key(home: Path) -> bytes:
+    """The HS256 key for validation tokens, created on first use (mode 0600)."""
+    path = keys_dir(home) / TOKEN_KEY_FILE
+    try:
+        try:
+            return _read_token_key(path)
+        except FileNotFoundError:
+            atomic_create_bytes(path, secrets.token_bytes(_TOKEN_KEY_BYTES), mode=0o600)
+            return _read_token_key(path)
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def decision_key_paths(home: Path) -> tuple[Path, Path]:
+    """``(private, public)`` paths of the decision key pair."""
+    directory = keys_dir(home)
+    return directory / DECISION_PRIVATE_KEY_FILE, directory / DECISION_PUBLIC_KEY_FILE
+
+
+def ensure_decision_keys(home: Path) -> Ed25519PublicKey:
+    """Create the Ed25519 decision pair if absent; return the public key.
+
+    Half a pair is an error, not a reason to regenerate: replacing a key silently would
+    invalidate every decision already signed.
+    """
+    private, public = decision_key_paths(home)
+    with file_lock(private):
+        if private.exists() != public.exists():
+            missing, present = (public, private) if private.exists() else (private, public)
+            raise StateError(
+                f"decision key pair is incomplete: {missing} is missing but {present} exists",
+                hint="restore the missing file, or remove both to create a new pair "
+                "(decisions signed with the old pair will no longer verify)",
+            )
+        if not private.exists():
+            key = Ed25519PrivateKey.generate()
+            atomic_create_bytes(
+                private,
+                key.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.NoEncryption(),
+                ),
+                mode=0o600,
+            )
+            atomic_create_bytes(
+                public,
+                key.public_key().public_bytes(
+                    serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+                ),
+                mode=0o644,
+            )
+    return load_decision_public_key(home)
+
+
+def load_decision_public_key(home: Path) -> Ed25519PublicKey:
+    """The public half, used to verify decision records."""
+    _, path = decision_key_paths(home)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise StateError(
+            f"no decision public key at {path}",
+            hint="`snodo authorize` creates the key pair when it signs its first decision",
+        ) from exc
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise StateError(f"{path} is not a valid PEM public key: {exc}") from exc
+    if not isinstance(key, Ed25519PublicKey):
+        raise StateError(f"{path} holds a {type(key).__name__}, not an Ed25519 public key")
+    return key
+
+
+def public_key_fingerprint(key: Ed25519PublicKey) -> str:
+    """``sha256:<hex>`` of the raw public key; names which key signed a record."""
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return "sha256:" + hashlib.sha256(raw).hexdigest()

@@ -1,0 +1,202 @@
+"""Single-use validation tokens (INV1): a signed JWT plus a row in ``$SNODO_HOME/tokens.db``.
+
+The JWT proves that validation passed for one task and one exact spec; the database row
+makes it single-use. Consumption is one ``UPDATE ... WHERE consumed_at IS NULL`` inside a
+``BEGIN IMMEDIATE`` transaction, so of any number of concurrent consumers exactly one sees
+its row change. Every database failure raises: a token store that cannot answer never
+lets work through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import jwt
+from attrs import frozen
+
+from snodo.errors import StateError, TokenError
+from snodo.state.home import tokens_db_path
+from snodo.state.keys import token_key
+
+_ALGORITHM = "HS256"
+_BUSY_TIMEOUT_S = 10.0
+_KEEP_EXPIRED_S = 24 * 3600  # expired rows can never verify again; keep a day for inspection
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tokens (
+    jti         TEXT PRIMARY KEY,
+    task_id     TEXT NOT NULL,
+    spec_sha256 TEXT NOT NULL,
+    mode        TEXT NOT NULL,
+    issued_at   INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    consumed_at INTEGER,
+    consumer    TEXT
+)
+"""
+_STR_CLAIMS = ("jti", "task_id", "spec_sha256", "mode")
+_INT_CLAIMS = ("iat", "exp")
+
+
+@frozen(kw_only=True)
+class TokenClaims:
+    jti: str
+    iat: int
+    exp: int
+    task_id: str
+    spec_sha256: str
+    mode: str
+    validators: tuple[str, ...]
+
+
+def _refuse(reason: str, detail: str = "", hint: str | None = None) -> TokenError:
+    message = f"validation token refused: {reason}" + (f" ({detail})" if detail else "")
+    return TokenError(message, reason=reason, hint=hint or "validate the task again for a new token")
+
+
+def _claims(raw: dict[str, Any]) -> TokenClaims:
+    validators = raw.get("validators")
+    if (
+        any(not isinstance(raw.get(name), str) for name in _STR_CLAIMS)
+        or any(type(raw.get(name)) is not int for name in _INT_CLAIMS)
+        or not isinstance(validators, list)
+        or not all(isinstance(v, str) for v in validators)
+    ):
+        raise _refuse("malformed", "claims have the wrong shape")
+    return TokenClaims(
+        jti=raw["jti"],
+        iat=raw["iat"],
+        exp=raw["exp"],
+        task_id=raw["task_id"],
+        spec_sha256=raw["spec_sha256"],
+        mode=raw["mode"],
+        validators=tuple(validators),
+    )
+
+
+class TokenService:
+    """Issues, verifies and consumes validation tokens for one ``$SNODO_HOME``.
+
+    ``clock`` is the time source for ``iat``/``exp`` and expiry checks, so expiry can be
+    exercised without sleeping.
+    """
+
+    def __init__(self, home: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.db_path = tokens_db_path(home)
+        self._key = token_key(home)
+        self._clock = clock
+        with self._db() as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(_SCHEMA)
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        """A fresh autocommit connection; closing it rolls back any unfinished transaction.
+
+        One connection per operation keeps the service usable from any thread; ``timeout``
+        is SQLite's busy timeout, so contending writers wait instead of failing.
+        """
+        try:
+            conn = sqlite3.connect(self.db_path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot open token store {self.db_path}: {exc}") from exc
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise StateError(
+                f"token store {self.db_path} failed: {exc}",
+                hint="no token was issued or consumed; retry, or inspect the database file",
+            ) from exc
+        finally:
+            conn.close()
+
+    def issue(
+        self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600
+    ) -> str:
+        """Mint a token for this task and spec and record it as unconsumed."""
+        if ttl <= 0:
+            raise ValueError(f"token ttl must be positive, got {ttl}")
+        now = int(self._clock())
+        jti = uuid.uuid4().hex
+        claims = {
+            "jti": jti,
+            "iat": now,
+            "exp": now + ttl,
+            "task_id": task_id,
+            "spec_sha256": spec_sha256,
+            "mode": mode,
+            "validators": list(validators),
+        }
+        token = jwt.encode(claims, self._key, algorithm=_ALGORITHM)
+        with self._db() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now - _KEEP_EXPIRED_S,))
+            conn.execute(
+                "INSERT INTO tokens (jti, task_id, spec_sha256, mode, issued_at, expires_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (jti, task_id, spec_sha256, mode, now, now + ttl),
+            )
+            conn.execute("COMMIT")
+        return token
+
+    def _check(self, token: str, task_id: str, spec_sha256: str) -> TokenClaims:
+        """Signature, shape, expiry and binding: everything but the single-use store."""
+        try:
+            raw = jwt.decode(
+                token,
+                self._key,
+                algorithms=[_ALGORITHM],
+                options={"verify_exp": False, "verify_iat": False, "verify_nbf": False},
+            )
+        except (jwt.InvalidSignatureError, jwt.InvalidAlgorithmError) as exc:
+            raise _refuse("bad signature", str(exc)) from None
+        except jwt.InvalidTokenError as exc:
+            raise _refuse("malformed", str(exc)) from None
+        claims = _claims(raw)
+        if int(self._clock()) >= claims.exp:
+            raise _refuse("expired")
+        if claims.task_id != task_id:
+            raise _refuse("bound to another task", f"issued for {claims.task_id!r}, not {task_id!r}")
+        if claims.spec_sha256 != spec_sha256:
+            raise _refuse(
+                "bound to another spec",
+                "the spec changed since validation",
+                hint="validate the current spec again for a new token",
+            )
+        return claims
+
+    def verify(self, token: str, *, task_id: str, spec_sha256: str) -> TokenClaims:
+        """Check a token without using it up."""
+        claims = self._check(token, task_id, spec_sha256)
+        with self._db() as conn:
+            row = conn.execute("SELECT consumed_at FROM tokens WHERE jti = ?", (claims.jti,)).fetchone()
+        _check_row(row)
+        return claims
+
+    def consume(self, token: str, *, task_id: str, spec_sha256: str, consumer: str) -> TokenClaims:
+        """Verify and claim a token; of concurrent consumers exactly one succeeds."""
+        claims = self._check(token, task_id, spec_sha256)
+        with self._db() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT consumed_at FROM tokens WHERE jti = ?", (claims.jti,)).fetchone()
+            _check_row(row)
+            claimed = conn.execute(
+                "UPDATE tokens SET consumed_at = ?, consumer = ? WHERE jti = ? AND consumed_at IS NULL",
+                (int(self._clock()), consumer, claims.jti),
+            ).rowcount
+            if claimed != 1:
+                raise _refuse("already consumed")
+            conn.execute("COMMIT")
+        return claims
+
+
+def _check_row(row: tuple[Any, ...] | None) -> None:
+    if row is None:
+        raise _refuse("unknown token", "not in this user's token store")
+    if row[0] is not None:
+        raise _refuse("already consumed")

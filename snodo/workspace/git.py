@@ -1,0 +1,240 @@
+"""Git tools of the agent surface, over a real repository through the ``git`` program.
+
+No shell is involved and pathspecs are literal (``GIT_LITERAL_PATHSPECS``), so a path like
+``*.py`` cannot widen into ``.snodo/x.py``. Whatever would enter a commit passes the same
+:class:`~snodo.workspace.guard.PathGuard` as a file write: staging checks every change it
+would record, committing re-checks the index, merging checks what the branch brings in.
+
+Methods marked *engine-only* are not tools: the engine uses them to manage its own
+branches and bookkeeping, and apart from ``commit_paths`` (which goes through the guarded
+tools) they do not consult the guard.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from snodo.errors import EnvironmentProblem, ToolError
+from snodo.workspace.guard import PathGuard
+
+GIT_TIMEOUT = 120.0
+_FALLBACK_IDENTITY = {"user.name": "snodo", "user.email": "snodo@localhost"}
+
+
+class Git:
+    """One repository whose work tree is (or contains) the guarded project root."""
+
+    def __init__(self, root: Path, guard: PathGuard) -> None:
+        if Path(os.path.realpath(root)) != guard.root:
+            raise ValueError(f"the guard watches {guard.root}, not {root}")
+        self.root = guard.root
+        self.guard = guard
+
+    # ------------------------------------------------------------------ tools
+
+    def stage_files(self, paths: Sequence[str]) -> dict[str, object]:
+        """Stage additions, changes and deletions under ``paths``.
+
+        All or nothing: every path, and every changed file under a directory path, must pass
+        the guard before anything is staged.
+        """
+        if isinstance(paths, str) or not paths:
+            raise ToolError("stage_files needs a non-empty list of paths")
+        entries = [self.guard.check_mutation(p, follow_symlinks=False) for p in paths]
+        relative = [os.path.relpath(entry, self.root) for entry in entries]
+        pending = self._run(
+            "ls-files", "-z", "--full-name", "--modified", "--others", "--exclude-standard", "--", *relative
+        )
+        self._check_repo_paths(pending)
+        self._run("add", "-A", "--", *relative)
+        return {"staged": sorted(Path(r).as_posix() for r in relative)}
+
+    def commit(self, message: str) -> str:
+        """Commit the index and return the new commit's sha.
+
+        The staged changes are re-checked: something staged behind the tool surface's back
+        (``.snodo/``, ``.git``, protected paths) is refused, not committed.
+        """
+        if not isinstance(message, str) or not message.strip():
+            raise ToolError("a commit needs a non-empty message")
+        staged = self._run("diff", "--cached", "--name-only", "--no-renames", "-z")
+        if not staged:
+            raise ToolError("nothing is staged; call stage_files first")
+        self._check_repo_paths(staged)
+        self._run("commit", "--quiet", "--file=-", stdin=message, identity=True)
+        return self._head_sha()
+
+    def read_diff(self, ref: str | None = None, staged: bool = False) -> str:
+        """The diff of the work tree (or the index, ``staged``) against ``ref`` or the index/HEAD."""
+        args = ["diff", "--no-color", "--no-ext-diff"]
+        if staged:
+            args.append("--cached")
+        if ref is not None:
+            args.append(_argument(ref, "ref"))
+        return self._run(*args, "--")
+
+    def get_status(self) -> dict[str, object]:
+        """The current branch and the staged, unstaged, untracked and conflicted paths
+        (relative to the top of the repository, as git reports them)."""
+        out = self._run("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
+        status: dict[str, list[str]] = {"staged": [], "unstaged": [], "untracked": [], "conflicted": []}
+        branch: str | None = None
+        records = iter(out.split("\0"))
+        for record in records:
+            kind, _, rest = record.partition(" ")
+            if rest.startswith("branch.head "):
+                head = rest.removeprefix("branch.head ")
+                branch = None if head == "(detached)" else head
+            elif kind == "?":
+                status["untracked"].append(rest)
+            elif kind in ("1", "2"):
+                fields = rest.split(" ", 7 if kind == "1" else 8)
+                xy, path = fields[0], fields[-1]
+                if kind == "2":
+                    next(records)  # the original path of a rename
+                if xy[0] != ".":
+                    status["staged"].append(path)
+                if xy[1] != ".":
+                    status["unstaged"].append(path)
+            elif kind == "u":
+                status["conflicted"].append(rest.split(" ", 9)[-1])
+        return {"branch": branch, **status}
+
+    def create_branch(self, name: str, start: str | None = None) -> dict[str, object]:
+        """Create branch ``name`` at ``start`` (default HEAD) without switching to it."""
+        self._check_branch(name)
+        args = ["branch", "--", name]
+        if start is not None:
+            args.append(_argument(start, "start"))
+        self._run(*args)
+        return {"branch": name, "head": self._run("rev-parse", "--verify", f"refs/heads/{name}").strip()}
+
+    def merge_branch(self, name: str, message: str | None = None) -> dict[str, object]:
+        """Merge branch ``name`` into the current branch with a merge commit.
+
+        Refused when the branch changes a protected path: merging is a mutation too. A
+        failed merge is aborted, so the work tree is left as it was.
+        """
+        self._check_branch(name)
+        if self._run("rev-parse", "--quiet", "--verify", "MERGE_HEAD", check=False):
+            raise ToolError("a merge is already in progress; conclude or abort it first")
+        incoming = self._run("diff", "--name-only", "--no-renames", "-z", f"HEAD...refs/heads/{name}", "--")
+        self._check_repo_paths(incoming)
+        args = ["merge", "--no-ff", "--no-edit"]
+        if message is not None:
+            if not message.strip():
+                raise ToolError("a merge message, when given, must not be empty")
+            args.append(f"--message={message}")
+        try:
+            self._run(*args, f"refs/heads/{name}", identity=True)
+        except ToolError:
+            self._run("merge", "--abort", check=False)
+            raise
+        return {"merged": name, "head": self._head_sha()}
+
+    def delete_branch(self, name: str) -> dict[str, object]:
+        """Delete a fully merged branch; unmerged work is never thrown away here."""
+        self._check_branch(name)
+        self._run("branch", "--delete", "--", name)
+        return {"deleted": name}
+
+    # ----------------------------------------------------- engine-only helpers
+
+    def is_repo(self) -> bool:
+        """Engine-only: whether the root is inside a git work tree."""
+        return self._run("rev-parse", "--is-inside-work-tree", check=False).strip() == "true"
+
+    def current_branch(self) -> str | None:
+        """Engine-only: the checked-out branch, ``None`` when HEAD is detached."""
+        return self._run("symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip() or None
+
+    def head(self) -> str | None:
+        """Engine-only: the sha HEAD points at, ``None`` before the first commit."""
+        return self._run("rev-parse", "--verify", "--quiet", "HEAD", check=False).strip() or None
+
+    def checkout(self, name: str) -> None:
+        """Engine-only: switch the work tree to branch or commit ``name``."""
+        self._run("checkout", "--quiet", _argument(name, "name"), "--")
+
+    def changed_files(self, since: str) -> list[str]:
+        """Engine-only: root-relative files changed since ``since``, untracked ones included."""
+        changed = self._run(
+            "diff", "--name-only", "--no-renames", "--relative", "-z", _argument(since, "since"), "--"
+        )
+        untracked = self._run("ls-files", "-z", "--others", "--exclude-standard")
+        return sorted({p for p in (changed + untracked).split("\0") if p})
+
+    def commit_paths(self, paths: Sequence[str], message: str) -> str:
+        """Engine-only: stage ``paths`` and commit them, through the same guarded tools."""
+        self.stage_files(paths)
+        return self.commit(message)
+
+    def dirty(self) -> bool:
+        """Engine-only: whether the work tree or index differs from HEAD (untracked counts)."""
+        return bool(self._run("status", "--porcelain", "-z"))
+
+    # ----------------------------------------------------------------- private
+
+    def _check_repo_paths(self, listing: str) -> None:
+        """Guard each path of a ``-z`` listing git made relative to the repository's top."""
+        top = self._run("rev-parse", "--show-toplevel").strip()
+        for path in filter(None, listing.split("\0")):
+            self.guard.check_mutation(os.path.join(top, path), follow_symlinks=False)
+
+    def _check_branch(self, name: str) -> None:
+        _argument(name, "branch name")
+        # `--branch` expands `@{-1}` and the like; only a name that stays itself is accepted.
+        if self._run("check-ref-format", "--branch", name, check=False).strip() != name:
+            raise ToolError(f"{name!r} is not a valid branch name")
+
+    def _identity(self) -> list[str]:
+        """``-c`` options naming snodo as author only for what the repository leaves unset."""
+        args: list[str] = []
+        for key, value in _FALLBACK_IDENTITY.items():
+            if not self._run("config", "--get", key, check=False).strip():
+                args += ["-c", f"{key}={value}"]
+        return args
+
+    def _head_sha(self) -> str:
+        return self._run("rev-parse", "--verify", "HEAD").strip()
+
+    def _run(self, *args: str, check: bool = True, stdin: str | None = None, identity: bool = False) -> str:
+        """Run ``git -C root args`` and return its stdout; a failure (with ``check``)
+        becomes a :class:`ToolError` carrying git's own explanation. ``identity`` supplies
+        a committer for commands that create commits."""
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LITERAL_PATHSPECS": "1", "GIT_EDITOR": ":"}
+        config = self._identity() if identity else []
+        try:
+            proc = subprocess.run(
+                ["git", "-C", str(self.root), *config, *args],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                env=env,
+                timeout=GIT_TIMEOUT,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise EnvironmentProblem("cannot run 'git': program not found", hint="install git") from None
+        except subprocess.TimeoutExpired:
+            raise ToolError(f"git {args[0]} did not finish within {GIT_TIMEOUT:.0f} s") from None
+        if proc.returncode != 0:
+            if check:
+                detail = "\n".join(filter(None, (proc.stderr.strip(), proc.stdout.strip())))
+                raise ToolError(f"git {args[0]} failed: {detail or f'exit code {proc.returncode}'}")
+            return ""
+        return proc.stdout
+
+
+def _argument(value: str, what: str) -> str:
+    """Refuse a value git would read as an option (argument injection)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ToolError(f"{what} must be a non-empty string")
+    if value.startswith("-"):
+        raise ToolError(f"{what} {value!r} must not start with '-'")
+    return value

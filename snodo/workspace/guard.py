@@ -1,0 +1,175 @@
+"""The one path guard every tool-surface mutation goes through (INV2, ADR 026).
+
+An agent must not be able to change the rules it is judged by, so nothing it asks the
+tool surface to write, delete, create or stage may land in ``.snodo/`` (governance
+state), ``.git/`` (repository internals, hooks) or the protocol's ``protected_paths``, nor
+outside the project root. The guard decides on two views of a path and both must pass:
+
+* the *spelling*: every component is compared after NFKC normalisation and casefolding,
+  with the trailing dots, spaces and ``:stream`` suffixes Windows ignores removed, so
+  ``.SNODO``, fullwidth ``.snodo`` and ``.snodo.`` are all ``.snodo``. Case variants are refused
+  on every file system: it is cheap and a case-insensitive one would honour them.
+* the *resolution*: symlinks are followed by the operating system's rules (``realpath``;
+  a target that does not exist yet resolves through its deepest existing parent), both
+  for the entry itself and for what it points to.
+
+``.snodo`` and ``.git`` are refused at any depth: a nested one is another project's
+governance state or a submodule's internals, never legitimate agent output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from snodo.errors import PathValidationError
+
+REASON_EMPTY = "the path is empty"
+REASON_NOT_TEXT = "a path must be a string"
+REASON_CHARACTER = "the path contains a NUL, control or invisible character"
+REASON_WINDOWS = "backslashes, drive letters and UNC prefixes are refused; use a root-relative POSIX path"
+REASON_DOTS = "a path component made only of dots, spaces or a ':stream' suffix is ambiguous"
+REASON_OUTSIDE = "the path escapes the project root"
+REASON_ROOT = "the project root itself cannot be mutated"
+REASON_SNODO = "`.snodo/` is protected: governance state cannot be changed through the tool surface (ADR 026)"
+REASON_GIT = "`.git/` is protected: repository internals cannot be changed through the tool surface"
+REASON_PROTECTED = "protected by the protocol's protected_paths pattern {pattern!r}"
+
+# Code points that render as nothing (zero-width joiners, fillers, variation selectors):
+# an agent has no business naming a file with them, and they make look-alikes of `.snodo`.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]"
+)
+_DRIVE = re.compile(r"^[A-Za-z]:")
+# NTFS 8.3 short names: `.snodo` is also reachable as `SNODO~1` there.
+_SHORT_NAMES = {re.compile(r"^snodo~\d+$"): REASON_SNODO, re.compile(r"^git~\d+$"): REASON_GIT}
+_RESERVED = {".snodo": REASON_SNODO, ".git": REASON_GIT}
+
+
+def name_key(component: str) -> str:
+    """The identity a file system that folds case, Unicode or Windows quirks gives a name."""
+    key = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", component).casefold())
+    return key.split(":", 1)[0].rstrip(" .")
+
+
+def _reserved_reason(component: str) -> str | None:
+    key = name_key(component)
+    if key in _RESERVED:
+        return _RESERVED[key]
+    for pattern, reason in _SHORT_NAMES.items():
+        if pattern.match(key):
+            return reason
+    if not key and component not in ("", ".", ".."):
+        return REASON_DOTS
+    return None
+
+
+def _bad_character(path: str) -> bool:
+    return bool(_INVISIBLE.search(path)) or any(
+        unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in path
+    )
+
+
+def _matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    """Whether a leading run of ``parts`` matches ``pattern``: a matched directory protects
+    everything under it. ``**`` stands for any number of components."""
+    if not pattern:
+        return True
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_matches(rest, parts[i:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatchcase(parts[0], head) and _matches(rest, parts[1:])
+
+
+class PathGuard:
+    """Decides whether a path may be read or mutated through the tool surface.
+
+    ``protected_paths`` are root-relative paths or globs (``secrets``, ``*.lock``,
+    ``config/**/prod.yml``); they are compared case-insensitively like the reserved names.
+    """
+
+    def __init__(self, root: Path, protected_paths: Sequence[str] = ()) -> None:
+        self.root = Path(os.path.realpath(root))
+        # Absolute spellings are spell-checked only below the root: whatever the root's
+        # own ancestors are called is not the agent's doing.
+        self._root_spellings = {os.path.abspath(root), str(self.root)}
+        self._patterns = tuple(
+            (raw, tuple(name_key(seg) for seg in raw.split("/") if seg not in ("", ".")))
+            for raw in protected_paths
+        )
+
+    def check_read(self, path: str) -> Path:
+        """Resolve ``path`` for reading; it may be anywhere inside the root, ``.snodo/``
+        included (ADR 026 keeps reads of governance state legitimate)."""
+        self._check_characters(path)
+        target = self._resolve(path, follow_symlinks=True)
+        self._inside(path, target)
+        return target
+
+    def check_mutation(self, path: str, *, follow_symlinks: bool = True) -> Path:
+        """Return the absolute target a mutation of ``path`` may touch, or raise
+        :class:`PathValidationError` naming the path and the reason.
+
+        Both the entry (the name itself, its parents resolved) and what it points to are
+        checked; ``follow_symlinks=False`` returns the entry, which is what deleting or
+        staging a symlink acts on.
+        """
+        self._check_characters(path)
+        for component in self._spelled_components(path):
+            self._check_name(path, component)
+        entry = self._resolve(path, follow_symlinks=False)
+        target = self._resolve(path, follow_symlinks=True)
+        for resolved in (entry, target):
+            parts = self._inside(path, resolved)
+            if not parts:
+                raise PathValidationError(path, REASON_ROOT)
+            for part in parts:
+                self._check_name(path, part)
+            keys = tuple(name_key(part) for part in parts)
+            for raw, pattern in self._patterns:
+                if _matches(pattern, keys):
+                    raise PathValidationError(path, REASON_PROTECTED.format(pattern=raw))
+        return target if follow_symlinks else entry
+
+    @staticmethod
+    def _check_characters(path: str) -> None:
+        if not isinstance(path, str):
+            raise PathValidationError(repr(path), REASON_NOT_TEXT)
+        if not path.strip():
+            raise PathValidationError(path, REASON_EMPTY)
+        if _bad_character(path):
+            raise PathValidationError(path, REASON_CHARACTER)
+        if "\\" in path or _DRIVE.match(path):
+            raise PathValidationError(path, REASON_WINDOWS)
+
+    @staticmethod
+    def _check_name(path: str, component: str) -> None:
+        reason = _reserved_reason(component)
+        if reason:
+            raise PathValidationError(path, reason)
+
+    def _spelled_components(self, path: str) -> list[str]:
+        for prefix in self._root_spellings:
+            if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                return path[len(prefix) :].split("/")
+        return path.split("/")
+
+    def _resolve(self, path: str, *, follow_symlinks: bool) -> Path:
+        candidate = Path(path) if os.path.isabs(path) else self.root / path
+        try:
+            if follow_symlinks or candidate.name in ("", ".."):
+                return Path(os.path.realpath(candidate))
+            return Path(os.path.realpath(candidate.parent)) / candidate.name
+        except (OSError, ValueError) as exc:
+            raise PathValidationError(path, f"the path cannot be resolved: {exc}") from None
+
+    def _inside(self, path: str, resolved: Path) -> tuple[str, ...]:
+        """The components of ``resolved`` below the root; empty for the root itself."""
+        try:
+            return resolved.relative_to(self.root).parts
+        except ValueError:
+            raise PathValidationError(path, REASON_OUTSIDE) from None

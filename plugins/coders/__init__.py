@@ -1,0 +1,1 @@
+"""Built-in coders: ``mock`` (deterministic, offline), ``litellm`` and ``opencode``."""

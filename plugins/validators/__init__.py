@@ -1,0 +1,1 @@
+"""Built-in validator types: ``pytest``, ``acceptance``, ``protocol`` and ``llm``."""

@@ -1,0 +1,133 @@
+"""The ``acceptance`` validator: is the task done by its own stated criteria?
+
+Before the work (``pre_execute``) it asks whether each criterion can be checked at all;
+after it (``post_execute``) it checks them against the tree. Criteria in the fixed shapes
+of :mod:`._criteria` are checked mechanically and a failed one is a blocker. Prose is
+judged by ``validator.model`` when one is set, else reported "not verified", a warn:
+an unchecked promise must reach a human rather than pass silently.
+
+Tooling: ``command`` (the test command behind "tests pass", as for the pytest validator),
+``timeout``, and ``mock_response`` — for offline tests and demos only: litellm's canned
+reply for the model judgement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from snodo.api import Severity, ValidationRequest, ValidatorSpec, Verdict, hookimpl
+
+from .. import _files, _model
+from . import _criteria, _testrun, _tooling
+
+NAME = "acceptance"
+SETTINGS = ("command", "timeout", "mock_response")
+
+MET, FAILED, UNVERIFIED, CHECKABLE = "met", "failed", "not verified", "checkable"
+_SEVERITY: dict[str, Severity] = {MET: "pass", CHECKABLE: "pass", UNVERIFIED: "warn", FAILED: "blocker"}
+_RANK = {"pass": 0, "warn": 1, "blocker": 2}
+
+_SYSTEM_PRE = (
+    "You review acceptance criteria before any work is done. Judge whether each criterion is "
+    "clear and verifiable for this task: blocker if one contradicts the task or cannot be met, "
+    "warn if one is too vague to verify."
+)
+_SYSTEM_POST = (
+    "You check finished work against its acceptance criteria, using the task and the changed "
+    "files shown. Judge only these criteria: blocker if one is not met, warn if you cannot tell."
+)
+
+
+@hookimpl
+def snodo_validators() -> Iterator[ValidatorSpec]:
+    yield ValidatorSpec(
+        name=NAME,
+        description="checks the spec's acceptance criteria (mechanical shapes; prose by an optional model)",
+        needs_model=False,
+        deterministic=False,  # deterministic unless `model` judges the prose criteria
+        settings=SETTINGS,
+    )
+
+
+def _row(criterion: _criteria.Criterion, status: str, reason: str) -> dict[str, str]:
+    return {"criterion": criterion.text, "source": criterion.source, "status": status, "reason": reason}
+
+
+def _check(request: ValidationRequest, command: Any, check: _criteria.Check) -> tuple[str, str]:
+    root = request.workspace
+    if check.kind == "exists":
+        found = _criteria.exists(root, check.target)
+        return (MET, f"{check.target} exists") if found else (FAILED, f"{check.target} not found")
+    if check.kind == "absent":
+        found = _criteria.exists(root, check.target)
+        return (FAILED, f"{check.target} still exists") if found else (MET, f"{check.target} is absent")
+    if check.kind == "defined":
+        site = _criteria.definition_site(root, check.target, check.file)
+        where = f" in {check.file}" if check.file else " in any Python file"
+        return (
+            (MET, f"{check.target} is defined in {site}")
+            if site
+            else (FAILED, f"{check.target} not defined{where}")
+        )
+    verdict = _testrun.verdict(_testrun.run_tests(root, command, _tooling.timeout(request)))
+    return (MET if verdict.severity == "pass" else FAILED), verdict.justification
+
+
+def _judge_prose(
+    request: ValidationRequest, tooling: dict[str, Any], prose: list[_criteria.Criterion], post: bool
+) -> tuple[str, str]:
+    """One model verdict over all prose criteria, as a (status, reason) for each of them."""
+    if request.validator.model is None:
+        return UNVERIFIED, "prose criterion and no model configured to judge it"
+    lines = [f"Task:\n{request.task_spec.strip()}", "Criteria:\n" + "\n".join(f"- {c.text}" for c in prose)]
+    if post:
+        lines.append("Changed files:\n" + _files.changed_contents(request.workspace, request.changed_files))
+    verdict = _model.judge(
+        model=request.validator.model,
+        system=_SYSTEM_POST if post else _SYSTEM_PRE,
+        prompt="\n\n".join(lines),
+        timeout=_tooling.timeout(request),
+        who=f"validator {request.validator.validator_id!r}",
+        mock_response=tooling.get("mock_response"),
+    )
+    status = {"pass": MET if post else CHECKABLE, "warn": UNVERIFIED, "blocker": FAILED}[verdict.severity]
+    return status, f"model {request.validator.model}: {verdict.justification}"
+
+
+@hookimpl
+def snodo_validate(request: ValidationRequest) -> Verdict | None:
+    if request.validator.validator_type != NAME:
+        return None
+    tooling = _tooling.checked(request, ("command", "mock_response"))
+    criteria = _criteria.gather(request.validator.criteria, request.task_spec)
+    if not criteria:
+        return Verdict(
+            severity="pass",
+            justification="no acceptance criteria stated; nothing to check",
+            details={"criteria": []},
+        )
+    post = request.phase == "post_execute"
+    checks = [_criteria.classify(c.text) for c in criteria]
+    prose = [c for c, check in zip(criteria, checks, strict=True) if check is None]
+    judged = _judge_prose(request, tooling, prose, post) if prose else (UNVERIFIED, "")
+    rows = []
+    for criterion, check in zip(criteria, checks, strict=True):
+        if check is None:
+            rows.append(_row(criterion, *judged))
+        elif post:
+            rows.append(_row(criterion, *_check(request, tooling.get("command"), check)))
+        else:
+            rows.append(_row(criterion, CHECKABLE, f"checked after the work ({check.kind})"))
+    severity = max((_SEVERITY[r["status"]] for r in rows), key=_RANK.__getitem__)
+    return Verdict(severity=severity, justification=_summary(rows, post), details={"criteria": rows})
+
+
+def _summary(rows: list[dict[str, str]], post: bool) -> str:
+    good = MET if post else CHECKABLE
+    parts = [f"{sum(r['status'] == good for r in rows)} of {len(rows)} criteria {good}"]
+    for status in (FAILED, UNVERIFIED):
+        bad = [f"{r['criterion']} ({r['reason']})" for r in rows if r["status"] == status]
+        if bad:
+            parts.append(f"{status}: " + "; ".join(bad))
+    return ". ".join(parts)

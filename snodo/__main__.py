@@ -1,0 +1,3 @@
+from snodo.cli.main import main
+
+main()

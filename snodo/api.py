@@ -1,0 +1,86 @@
+"""What plugin authors import. Nothing outside this module is a stable plugin interface.
+
+A coder plugin::
+
+    from snodo.api import hookimpl, CoderSpec, CoderCapabilities, CoderResult, FileOperation
+
+    class EchoCoder:
+        def __init__(self, config): self.config = config
+        def generate(self, request):
+            return CoderResult(operations=(FileOperation(op="write", path="echo.txt",
+                                                         content=request.spec),))
+
+    @hookimpl
+    def snodo_coders():
+        yield CoderSpec(name="echo", description="writes the spec to echo.txt",
+                        capabilities=CoderCapabilities(writes_in_place=False,
+                                                       commits_own_changes=False,
+                                                       observes_tests=False,
+                                                       deterministic=True),
+                        factory=EchoCoder)
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+from snodo.errors import (
+    CoderError,
+    EnvironmentProblem,
+    PathValidationError,
+    SnodoError,
+    ValidatorFault,
+)
+from snodo.hookspecs import PROJECT
+from snodo.proc import ProcessResult, run_process
+from snodo.protocol.capabilities import CAPABILITY_TOOLS
+from snodo.records import (
+    SEVERITIES,
+    ArtifactContext,
+    Coder,
+    CoderCapabilities,
+    CoderRequest,
+    CoderResult,
+    CoderSpec,
+    DroppedOperation,
+    FileOperation,
+    PredicateContext,
+    PredicateResult,
+    PredicateSpec,
+    RequiredProgram,
+    Severity,
+    ValidationRequest,
+    ValidatorSpec,
+    Verdict,
+)
+
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+__all__ = [
+    "CAPABILITY_TOOLS",
+    "SEVERITIES",
+    "ArtifactContext",
+    "Coder",
+    "CoderCapabilities",
+    "CoderError",
+    "CoderRequest",
+    "CoderResult",
+    "CoderSpec",
+    "DroppedOperation",
+    "EnvironmentProblem",
+    "FileOperation",
+    "PathValidationError",
+    "PredicateContext",
+    "PredicateResult",
+    "PredicateSpec",
+    "ProcessResult",
+    "RequiredProgram",
+    "Severity",
+    "SnodoError",
+    "ValidationRequest",
+    "ValidatorFault",
+    "ValidatorSpec",
+    "Verdict",
+    "hookimpl",
+    "run_process",
+]

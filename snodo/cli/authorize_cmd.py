@@ -1,0 +1,137 @@
+"""``snodo authorize``: the out-of-band human route for escalations (ADR 015).
+
+Without an id it lists pending decisions. With one it renders the STORED proposal (never
+text from the command line), asks for confirmation, signs a DecisionRecord with the user's
+Ed25519 key and removes the pending entry. A proposal with a blocker cannot be signed (INV3).
+This module is the only command that imports the private-key code.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from pathlib import Path
+from typing import Any
+
+import click
+
+from snodo.cli.common import json_option, project_root, protocol_option
+from snodo.errors import DecisionError
+
+
+def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
+    return {
+        "decision_id": p.decision_id,
+        "session_id": session_id,
+        "task_id": p.task_id,
+        "mode": p.mode,
+        "phase": p.phase,
+        "created_at": p.created_at,
+        "spec_sha256": p.spec_sha256,
+        "spec": p.spec_text,
+        "results": list(p.results),
+        "policy": p.policy,
+        "warned_validators": list(p.warned_validators()),
+        "authorizable": not p.blocking_validators(),
+    }
+
+
+@click.command()
+@click.argument("decision_id", required=False)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--reject", is_flag=True, help="Record a rejection instead of an approval.")
+@click.option("--justification", "-m", default="", help="Why you decided so (recorded and signed).")
+@protocol_option
+@json_option
+def authorize(decision_id: str | None, yes: bool, reject: bool, justification: str,
+              protocol_path: Path | None, as_json: bool) -> None:
+    """List pending decisions, or sign DECISION_ID after reviewing the stored proposal.
+
+    An approval makes the adjudicated warns count as passes for exactly that task and spec;
+    validate (or `snodo run --resume`) again afterwards. Blockers can never be authorised.
+    """
+    from snodo.cli.output import console, emit_json
+    from snodo.state.home import snodo_home
+    from snodo.state.sessions import SessionStore
+
+    root = project_root(protocol_path)
+    home = snodo_home()
+    store = SessionStore(home)
+    if decision_id is None:
+        pending = store.pending(root)
+        if as_json:
+            emit_json({"project": str(root), "pending": [_pending_json(s.session_id, p) for s, p in pending]})
+            return
+        if not pending:
+            console().print(f"no pending decisions for {root}")
+            return
+        from rich.table import Table
+
+        table = Table(title=f"pending decisions — {root}")
+        for col in ("decision_id", "task", "mode", "phase", "warned", "created", "spec"):
+            table.add_column(col)
+        for _s, p in pending:
+            spec = p.spec_text.strip().splitlines()[0][:60] if p.spec_text.strip() else ""
+            table.add_row(p.decision_id, p.task_id, p.mode, p.phase, ", ".join(p.warned_validators()),
+                          p.created_at, spec)
+        console().print(table)
+        console().print("review one with `snodo authorize <decision_id>`")
+        return
+
+    from snodo.authorize_signing import sign_decision
+    from snodo.state.audit import AuditLog
+    from snodo.state.decisions import DecisionStore, check_inv3, draft_decision
+
+    session, pending_decision = store.find_pending(decision_id, root)
+    if not as_json:
+        _render(pending_decision)
+    try:
+        check_inv3(pending_decision)
+    except DecisionError:
+        AuditLog(root / ".snodo" / "audit.log").append(
+            "decision_refused", mode=pending_decision.mode,
+            data={"decision_id": decision_id, "task_id": pending_decision.task_id, "reason": "INV3"})
+        raise
+    verdict = "reject" if reject else "approve"
+    if not yes:
+        click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True)
+    record = draft_decision(
+        pending_decision,
+        decision=verdict,
+        justification=justification or f"{verdict}d with snodo authorize",
+        decided_by=f"{getpass.getuser()}@{socket.gethostname()}",
+    )
+    signed = sign_decision(home, record, pending_decision)
+    path = DecisionStore(root, home).save(signed)
+    store.remove_pending(session.session_id, decision_id)
+    AuditLog(root / ".snodo" / "audit.log").append(
+        "decision_recorded", mode=pending_decision.mode,
+        data={"decision_id": decision_id, "task_id": signed.task_id, "spec_sha256": signed.spec_sha256,
+              "decision": verdict, "adjudicated_validators": list(signed.adjudicated_validators),
+              "decided_by": signed.decided_by, "key": signed.public_key_fingerprint, "record": str(path)})
+    if as_json:
+        emit_json({"decision_id": decision_id, "decision": verdict, "record": str(path),
+                   "task_id": signed.task_id, "adjudicated_validators": list(signed.adjudicated_validators)})
+    else:
+        console().print(f"[green]recorded[/] {verdict} for {decision_id} → {path}")
+        console().print("next: validate the same task again (or `snodo run --resume "
+                        f"{signed.task_id}`)")
+
+
+def _render(p: Any) -> None:
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from snodo.cli.output import console
+
+    console().print(Panel(escape(p.spec_text.strip()), title=f"task {p.task_id} — spec (as validated)"))
+    table = Table(title=f"decision {p.decision_id} — {p.mode} / {p.phase}")
+    for col in ("validator", "severity", "justification"):
+        table.add_column(col)
+    for r in p.results:
+        table.add_row(str(r.get("validator_id")), str(r.get("severity")), escape(str(r.get("justification"))[:400]))
+    console().print(table)
+    pol = p.policy
+    console().print(f"policy {pol.get('name')}: {pol.get('pass_count')}/{pol.get('total')} passed, "
+                    f"{pol.get('required')} required; a human decides on: {', '.join(p.warned_validators())}")

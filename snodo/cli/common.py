@@ -1,0 +1,51 @@
+"""Shared plumbing for commands: finding and loading the protocol with the plugin host."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from snodo.plugins import PluginHost
+    from snodo.protocol import LoadedProtocol
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def protocol_option(func: F) -> F:
+    return click.option(
+        "--protocol",
+        "protocol_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Protocol file to use (default: the nearest .snodo/protocol.yml).",
+    )(func)
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(func)
+
+
+def load_project(protocol_path: Path | None) -> tuple[LoadedProtocol, PluginHost]:
+    """Load plugins, then the protocol strictly; warnings go to stderr."""
+    from snodo.cli.output import print_warning
+    from snodo.plugins import get_plugin_manager
+    from snodo.protocol import find_protocol, load_protocol
+
+    host = get_plugin_manager()
+    for who, error in host.failures():
+        print_warning(f"{who} was not loaded: {error}")
+    loaded = load_protocol(find_protocol(Path.cwd(), protocol_path), host)
+    for w in loaded.warnings:
+        print_warning(str(w))
+    return loaded, host
+
+
+def project_root(protocol_path: Path | None) -> Path:
+    """The project directory, without loading plugins or the protocol (read-only commands)."""
+    from snodo.protocol import find_protocol, project_root_for
+
+    return project_root_for(find_protocol(Path.cwd(), protocol_path))

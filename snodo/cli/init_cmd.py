@@ -1,0 +1,49 @@
+"""``snodo init``: write ``.snodo/protocol.yml`` and the project state. Commits nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from snodo.errors import SnodoError
+from snodo.protocol.templates import TEMPLATES
+
+
+@click.command()
+@click.option("--template", type=click.Choice(list(TEMPLATES)), default="solo", show_default=True,
+              help="solo: one producer; team: producer/reviewer/planner; 2+n: quorum and predicate constraints.")
+@click.option("--force", is_flag=True, help="Overwrite an existing .snodo/protocol.yml.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              help="Project directory (default: the current one).")
+def init(template: str, force: bool, directory: Path) -> None:
+    """Write .snodo/protocol.yml from a template and record the initial mode.
+
+    Nothing is committed and no branch is touched: review the protocol, then commit it
+    yourself. Refuses to overwrite an existing protocol without --force.
+    """
+    from snodo.cli.output import console
+    from snodo.protocol import parse_protocol
+    from snodo.protocol.templates import template_text
+    from snodo.state.atomic import atomic_write_text
+    from snodo.state.sessions import ProjectState, save_project_state
+
+    root = directory.resolve()
+    if not root.is_dir():
+        raise SnodoError(f"{root}: no such directory")
+    target = root / ".snodo" / "protocol.yml"
+    if target.exists() and not force:
+        raise SnodoError(f"{target} already exists", hint="pass --force to overwrite it")
+    text = template_text(template)
+    proto = parse_protocol(text, source=f"template {template}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, text)
+    save_project_state(root, ProjectState(current_mode=proto.start_mode, active_sessions=()))
+    gitignore = root / ".snodo" / ".gitignore"
+    if not gitignore.exists():
+        atomic_write_text(gitignore, "# runtime state; the protocol and decisions are meant to be committed\n"
+                                     "state.json\njobs/\n*.lock\nplans/\n")
+    console().print(f"[green]wrote[/] {target} (template {template!r}, initial mode {proto.start_mode!r})")
+    if not (root / ".git").exists():
+        console().print("[yellow]note:[/] this directory is not a git repository; `git init` before `snodo run`.")
+    console().print("next: `snodo protocol check`, then `snodo run \"<task>\" --mock` to try it without a model.")

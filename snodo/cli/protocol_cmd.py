@@ -1,0 +1,59 @@
+"""``snodo protocol check``: strict loading plus WF1–WF5, every violation at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from snodo.cli.common import json_option
+from snodo.errors import ProtocolError
+
+
+@click.group()
+def protocol() -> None:
+    """Inspect the protocol."""
+
+
+@protocol.command("check")
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+def check_cmd(path: Path | None, as_json: bool) -> None:
+    """Check PATH (default: the nearest .snodo/protocol.yml) and report every violation.
+
+    Exit 0 when well-formed (warnings go to stderr), 1 when refused. Nothing is written.
+    """
+    from snodo.cli.output import console, emit_json, print_warning
+    from snodo.plugins import get_plugin_manager
+    from snodo.protocol import check, find_protocol, read_protocol_file
+
+    target = find_protocol(Path.cwd(), path)
+    host = get_plugin_manager()
+    try:
+        proto = read_protocol_file(target)
+    except ProtocolError as exc:
+        if as_json:
+            emit_json({"path": str(target), "ok": False, "errors": list(exc.problems or (exc.message,)),
+                       "warnings": []})
+            raise SystemExit(1) from None
+        raise
+    violations = check(proto, host)
+    errors = [v for v in violations if v.level == "error"]
+    warnings = [v for v in violations if v.level == "warning"]
+    if as_json:
+        emit_json({"path": str(target), "ok": not errors, "protocol_id": proto.protocol_id,
+                   "errors": [v.as_json() for v in errors], "warnings": [v.as_json() for v in warnings]})
+    else:
+        for w in warnings:
+            print_warning(str(w))
+        for who, err in host.failures():
+            print_warning(f"{who} was not loaded: {err}")
+        if errors:
+            raise ProtocolError(
+                f"{target}: the protocol is not well-formed ({len(errors)} violation{'s' * (len(errors) != 1)})",
+                problems=tuple(str(v) for v in errors),
+            )
+        modes = ", ".join(m.mode_id for m in proto.modes)
+        console().print(f"[green]ok[/] {target}: protocol {proto.protocol_id!r} is well-formed (modes: {modes})")
+    if errors:
+        raise SystemExit(1)

@@ -1,0 +1,340 @@
+"""The governed run loop: governance → validate → execute → post-validate → complete or halt.
+
+One task, one run, one working copy (see :mod:`snodo.engine.worktree`). The token issued by
+pre-execute validation is verified and consumed at the execute boundary, immediately before
+the coder runs; nothing executes without it. After the coder, the artifact filter hooks
+drop governance and protected paths (audited), the rest is written through the path guard
+and committed on the task branch, and the post-execute validators judge the result.
+
+Recovery: a post-execute ``escalate`` whose warns came from validators (including blockers
+lowered by ``severity_cap``) re-enters the coder with the findings, bounded by
+``max_recovery_depth``, ``max_total_fix_attempts``, ``max_iterations`` and a stall check
+(the same verdict after the same change). An uncapped blocker is terminal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from attrs import Factory, frozen
+
+from snodo.engine.worktree import Worktree, create_worktree
+from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
+from snodo.governance.service import (
+    INSTRUCTIONS,
+    Project,
+    ValidationOutcome,
+    derive_task_id,
+    persist_escalation,
+    spec_sha256,
+    validate_task,
+)
+from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation
+from snodo.workspace import Git, PathGuard, Workspace
+
+Progress = Callable[[str], None]
+
+NEXT_STEP: dict[str, str] = {
+    "completed": "review the task branch and merge it",
+    "blocker": INSTRUCTIONS["blocker"],
+    "escalate": "a human runs `snodo authorize {decision_id}`, then `snodo run --resume {task_id}`",
+    "validator_error": INSTRUCTIONS["validator_error"],
+    "environment_error": "fix the environment (coder program, model credentials, network, time limits) and "
+    "run again; no token was spent on work that did not run",
+    "internal_error": "this is a bug in snodo or a plugin: run again with -v and report the traceback",
+}
+
+
+@frozen(kw_only=True)
+class RunResult:
+    status: str  # "completed" | "halted"
+    task_id: str
+    outcome: str | None = None
+    phase: str | None = None
+    message: str = ""
+    branch: str | None = None
+    commit: str | None = None
+    decision_id: str | None = None
+    results: tuple[dict[str, Any], ...] = ()
+    files: tuple[str, ...] = ()
+    attempts: int = 0
+    job_id: str | None = None
+    dropped: tuple[dict[str, str], ...] = Factory(tuple)
+
+    def payload(self) -> dict[str, Any]:
+        key = "completed" if self.status == "completed" else (self.outcome or "internal_error")
+        return {
+            "status": self.status,
+            "outcome": self.outcome,
+            "task_id": self.task_id,
+            "job_id": self.job_id,
+            "phase": self.phase,
+            "message": self.message,
+            "branch": self.branch,
+            "commit": self.commit,
+            "decision_id": self.decision_id,
+            "files": list(self.files),
+            "attempts": self.attempts,
+            "validators": list(self.results),
+            "dropped": list(self.dropped),
+            "next": NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
+        }
+
+
+class Halt(Exception):
+    def __init__(self, outcome: str, phase: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.phase = phase
+        self.message = message
+        self.extra = extra
+
+
+def _tree_snapshot(root: Path) -> dict[str, str]:
+    """Content hashes of every file outside ``.git`` (symlinks by target)."""
+    snap: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            full = Path(dirpath) / name
+            rel = full.relative_to(root).as_posix()
+            if rel == ".git":
+                continue
+            if full.is_symlink():
+                snap[rel] = "link:" + os.readlink(full)
+            else:
+                try:
+                    snap[rel] = hashlib.sha256(full.read_bytes()).hexdigest()
+                except OSError:
+                    snap[rel] = "unreadable"
+    return snap
+
+
+def _is_governance(path: str) -> bool:
+    first = path.split("/", 1)[0]
+    return first.casefold() in (".snodo", ".git")
+
+
+class Engine:
+    """Runs tasks for one :class:`Project` (protocol, mode, plugins, state)."""
+
+    def __init__(
+        self,
+        project: Project,
+        *,
+        coder: str | None = None,
+        progress: Progress | None = None,
+        job_id: str | None = None,
+    ) -> None:
+        self.project = project
+        self.coder_name = coder or project.mode.coder
+        self.progress = progress or (lambda _msg: None)
+        self.job_id = job_id
+        self.run_id = secrets.token_hex(4)
+
+    # ------------------------------------------------------------------ public
+
+    def run(self, spec: str, *, task_id: str | None = None) -> RunResult:
+        task_id = task_id or derive_task_id(spec)
+        p = self.project
+        p.session()
+        p.record("run_started", task_id=task_id, run_id=self.run_id, job_id=self.job_id, coder=self.coder_name,
+                 spec_sha256=spec_sha256(spec))
+        worktree: Worktree | None = None
+        attempts = 0
+        try:
+            coder_spec = self._coder_spec()
+            self._check_programs(coder_spec)
+            # The mode's coder_config belongs to the mode's coder; an override starts clean.
+            config = dict(p.mode.coder_config) if coder_spec.name == p.mode.coder else {}
+            coder = coder_spec.factory(config)  # bad settings halt before any token exists
+            worktree = create_worktree(p.root, p.home, task_id, self.run_id)
+            self.progress(f"working copy {worktree.path} on branch {worktree.branch}")
+            result = self._loop(spec, task_id, coder_spec, coder, config, worktree)
+            attempts = result.attempts
+            p.record("completed", task_id=task_id, run_id=self.run_id, branch=result.branch, commit=result.commit,
+                     files=list(result.files), attempts=attempts)
+            return result
+        except Halt as halt:
+            return self._halted(task_id, halt, worktree)
+        except (EnvironmentProblem, CoderError, PluginError) as exc:
+            return self._halted(task_id, Halt("environment_error", "execute", str(exc)), worktree)
+        except SnodoError as exc:
+            return self._halted(task_id, Halt("internal_error", "engine", str(exc)), worktree)
+        except Exception as exc:  # fail closed: an unexpected fault halts and is audited
+            return self._halted(task_id, Halt("internal_error", "engine", f"{type(exc).__name__}: {exc}"), worktree)
+        finally:
+            if worktree is not None:
+                worktree.remove()
+
+    # ----------------------------------------------------------------- stages
+
+    def _coder_spec(self) -> CoderSpec:
+        return self.project.host.coder(self.coder_name)
+
+    def _check_programs(self, spec: CoderSpec) -> None:
+        """Declared programs are checked before any token is issued or consumed."""
+        for prog in spec.capabilities.required_programs:
+            if shutil.which(prog.name) is None:
+                raise Halt("environment_error", "governance",
+                           f"coder {spec.name!r} needs the program {prog.name!r} on PATH; install it: "
+                           f"{prog.install_hint}")
+
+    def _validate(self, spec: str, task_id: str, phase: str, workspace: Path,
+                  changed: tuple[str, ...] = (), diff: str = "", persist_escalation: bool = True) -> ValidationOutcome:
+        self.progress(f"{phase} validation")
+        return validate_task(
+            self.project, spec=spec, task_id=task_id, phase=phase, workspace=workspace,
+            changed_files=changed, diff=diff, issue_token=(phase == "pre_execute"),
+            progress=lambda msg, _r: self.progress(msg), escalate=persist_escalation,
+        )
+
+    def _loop(self, spec: str, task_id: str, coder_spec: CoderSpec, coder: Any, config: dict[str, Any],
+              wt: Worktree) -> RunResult:
+        p = self.project
+        ex = p.protocol.execution
+        pre = self._validate(spec, task_id, "pre_execute", wt.path)
+        if pre.status != "pass" or pre.token is None:
+            raise Halt(pre.status, "pre_execute", pre.classification.reason, outcome_obj=pre)
+        # The execute boundary: verify and consume the token, exactly once, right here.
+        try:
+            claims = p.tokens.consume(pre.token, task_id=task_id, spec_sha256=pre.spec_sha256,
+                                      consumer=f"engine:{self.run_id}")
+        except TokenError as exc:
+            raise Halt("internal_error", "execute", f"the validation token was refused at execute: {exc}") from None
+        p.record("token_consumed", task_id=task_id, jti=claims.jti, consumer=f"engine:{self.run_id}")
+
+        guard = PathGuard(wt.path, p.protocol.protected_paths)
+        git = Git(wt.path, guard)
+        findings: tuple[str, ...] = ()
+        attempt = 0
+        last_signature: tuple[Any, ...] | None = None
+        files: set[str] = set()
+        dropped_all: list[dict[str, str]] = []
+        commit = None
+        while True:
+            if attempt + 1 > ex.max_iterations:
+                raise Halt("blocker", "post_execute", f"max_iterations ({ex.max_iterations}) reached")
+            request = CoderRequest(
+                task_id=task_id, spec=spec, workspace=wt.path, mode_id=p.mode_id,
+                criteria=tuple(c for v in p.protocol.validators_for(p.mode, "post_execute") for c in v.criteria),
+                guidance=p.mode.description, protected_paths=(".snodo/", ".git/", *p.protocol.protected_paths),
+                config=config, findings=findings, attempt=attempt,
+                log=lambda line: self.progress(f"coder: {line}"),
+            )
+            p.record("dispatch", task_id=task_id, coder=coder_spec.name, attempt=attempt, run_id=self.run_id,
+                     findings=list(findings))
+            self.progress(f"coder {coder_spec.name} (attempt {attempt})")
+            changed, dropped, signature_ops = self._execute(coder, coder_spec, request, wt, task_id)
+            dropped_all += dropped
+            files |= set(changed)
+            if changed:
+                commit = git.commit_paths(sorted(changed), f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}")
+                p.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(changed))
+            all_changed = tuple(sorted(git.changed_files(wt.base))) if files else ()
+            if not all_changed:
+                raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
+            diff = git.read_diff(wt.base)
+            post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff,
+                                  persist_escalation=False)
+            results = tuple(r.as_json() for r in post.results)
+            if post.status == "pass":
+                return RunResult(status="completed", task_id=task_id, phase="post_execute", branch=wt.branch,
+                                 commit=commit, results=results, files=all_changed, attempts=attempt,
+                                 job_id=self.job_id, message=post.classification.reason,
+                                 dropped=tuple(dropped_all))
+            if post.status in ("blocker", "validator_error"):
+                raise Halt(post.status, "post_execute", post.classification.reason, results=results,
+                           branch=wt.branch, commit=commit, files=all_changed)
+            # escalate: recoverable by a fix attempt while budgets last.
+            signature = (tuple((r.validator_id, r.severity, r.justification) for r in post.results), signature_ops)
+            budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
+            stalled = signature == last_signature
+            if attempt >= budget or stalled:
+                why = "the same verdict after the same change" if stalled else f"{attempt} fix attempt(s) used"
+                final = persist_escalation(p, post, spec)
+                raise Halt("escalate", "post_execute", f"recovery stopped ({why}): {post.classification.reason}",
+                           outcome_obj=final, branch=wt.branch, commit=commit, files=all_changed)
+            last_signature = signature
+            attempt += 1
+            findings = tuple(f"{r.validator_id}: {r.justification}" for r in post.results
+                             if r.severity != "pass")
+            p.record("recovery", task_id=task_id, attempt=attempt, findings=list(findings))
+            self.progress(f"recovery attempt {attempt}/{budget}: {'; '.join(findings)[:200]}")
+
+    def _execute(self, coder: Any, spec: CoderSpec, request: CoderRequest, wt: Worktree,
+                 task_id: str) -> tuple[list[str], list[dict[str, str]], tuple[Any, ...]]:
+        p = self.project
+        in_place = spec.capabilities.writes_in_place
+        before = _tree_snapshot(wt.path) if in_place else {}
+        try:
+            result = coder.generate(request)
+        except (EnvironmentProblem, CoderError):
+            raise
+        except Exception as exc:
+            raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(result, CoderResult):
+            raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
+        if in_place:
+            after = _tree_snapshot(wt.path)
+            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            touched = [c for c in changed if _is_governance(c)]
+            if touched:
+                for path in touched:
+                    p.record("path_refused", task_id=task_id, path=path, source=f"coder:{spec.name}",
+                             reason="an in-place coder changed governance state (.snodo/ is protected)")
+                raise Halt("blocker", "execute",
+                           f"coder {spec.name!r} changed protected governance state: {', '.join(touched)}")
+            return changed, [], tuple(changed)
+        ops = tuple(result.operations)
+        kept, dropped = p.host.filter_artifacts(
+            ops, ArtifactContext(workspace=wt.path, task_id=task_id, mode_id=p.mode_id,
+                                 protected_paths=p.protocol.protected_paths))
+        dropped_json = []
+        for d in dropped:
+            p.record("path_refused", task_id=task_id, path=d.operation.path, op=d.operation.op,
+                     source=f"coder:{spec.name}", reason=d.reason)
+            dropped_json.append({"path": d.operation.path, "op": d.operation.op, "reason": d.reason})
+            self.progress(f"refused {d.operation.op} {d.operation.path}: {d.reason}")
+        ws = Workspace(wt.path, PathGuard(wt.path, p.protocol.protected_paths))
+        changed: list[str] = []
+        for op in kept:
+            try:
+                if op.op == "write":
+                    ws.write_file(op.path, op.content or "")
+                else:
+                    ws.delete_file(op.path)
+            except PathValidationError as exc:  # second line of defence behind the filter
+                p.record("path_refused", task_id=task_id, path=op.path, op=op.op, source=f"coder:{spec.name}",
+                         reason=exc.reason)
+                dropped_json.append({"path": op.path, "op": op.op, "reason": exc.reason})
+                continue
+            changed.append(_normalise(wt.path, op))
+        return changed, dropped_json, tuple((o.op, o.path, o.content) for o in kept)
+
+    # ----------------------------------------------------------------- halting
+
+    def _halted(self, task_id: str, halt: Halt, wt: Worktree | None) -> RunResult:
+        extra = halt.extra
+        outcome_obj: ValidationOutcome | None = extra.get("outcome_obj")
+        results = extra.get("results") or (tuple(r.as_json() for r in outcome_obj.results) if outcome_obj else ())
+        decision_id = outcome_obj.decision_id if outcome_obj else None
+        result = RunResult(
+            status="halted", task_id=task_id, outcome=halt.outcome, phase=halt.phase, message=halt.message,
+            branch=extra.get("branch"), commit=extra.get("commit"), decision_id=decision_id,
+            results=tuple(results), files=tuple(extra.get("files", ())), job_id=self.job_id,
+        )
+        self.project.record("halt", task_id=task_id, run_id=self.run_id, outcome=halt.outcome, phase=halt.phase,
+                            message=halt.message, decision_id=decision_id, branch=result.branch)
+        return result
+
+
+def _normalise(root: Path, op: FileOperation) -> str:
+    return Path(os.path.relpath(os.path.normpath(root / op.path), root)).as_posix()
+

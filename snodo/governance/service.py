@@ -1,0 +1,240 @@
+"""Validating a task end to end: runner → policy → outcome → token or pending decision → audit.
+
+``validate_task`` is what ``snodo validate``, the MCP ``validate_task`` tool and the engine
+all call, so the four outcomes mean the same thing on every path (ADR 015).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from attrs import evolve, frozen
+
+from snodo.governance.policy import Classification, ValidatorResult, classify
+from snodo.governance.runner import PhaseInput, ProgressFn, run_phase
+from snodo.plugins import PluginHost
+from snodo.protocol import LoadedProtocol
+from snodo.protocol.models import Mode, Protocol
+from snodo.state.audit import AuditLog
+from snodo.state.decisions import DecisionStore
+from snodo.state.home import snodo_home
+from snodo.state.sessions import PendingDecision, Session, SessionStore, ensure_session, load_project_state
+from snodo.state.tokens import TokenService
+
+
+def spec_sha256(spec: str) -> str:
+    return hashlib.sha256(spec.encode("utf-8")).hexdigest()
+
+
+def derive_task_id(spec: str) -> str:
+    """The same spec text is the same task, so a decision about it applies on re-validation."""
+    return "task-" + spec_sha256(spec.strip())[:16]
+
+
+class Project:
+    """One governed project: its protocol, plugins, served mode and state stores."""
+
+    def __init__(
+        self, loaded: LoadedProtocol, host: PluginHost, *, mode: str | None = None, home: Path | None = None
+    ) -> None:
+        self.loaded = loaded
+        self.protocol: Protocol = loaded.protocol
+        self.root: Path = loaded.root
+        self.host = host
+        self.home = home or snodo_home()
+        chosen = mode or load_project_state(self.root).current_mode or self.protocol.start_mode
+        self.mode: Mode = self.protocol.mode(chosen)
+        self._session: Session | None = None
+
+    @property
+    def mode_id(self) -> str:
+        return self.mode.mode_id
+
+    @cached_property
+    def audit(self) -> AuditLog:
+        return AuditLog(self.root / ".snodo" / "audit.log")
+
+    @cached_property
+    def tokens(self) -> TokenService:
+        return TokenService(self.home)
+
+    @cached_property
+    def sessions(self) -> SessionStore:
+        return SessionStore(self.home)
+
+    @cached_property
+    def decisions(self) -> DecisionStore:
+        return DecisionStore(self.root, self.home)
+
+    def record(self, event: str, **data: Any) -> dict[str, Any]:
+        return self.audit.append(event, mode=self.mode_id, data=data)
+
+    def session(self) -> Session:
+        """The active session for this project and mode; the first caller starts it."""
+        if self._session is None:
+            session, created = ensure_session(self.root, self.mode_id, self.home)
+            if created:
+                self.record("session_started", session_id=session.session_id, protocol_id=self.protocol.protocol_id)
+            self._session = session
+        return self._session
+
+
+INSTRUCTIONS: dict[str, str] = {
+    "pass": "Validation passed and a single-use token was recorded for this task and spec. "
+    "Call dispatch_task with the same task_spec (and task_id) to run it.",
+    "escalate": "A human must decide: run `snodo authorize {decision_id}` out of band (approve or reject), "
+    "then validate this task again. No token was issued.",
+    "blocker": "A validator blocked this task; no human decision can override it. Fix the work and "
+    "validate again; if fixes are exhausted, revise the task spec.",
+    "validator_error": "A validator could not reach a verdict (crash, timeout, missing plugin or model). "
+    "Nothing is wrong with the task itself and there is nothing to decide: fix the validator setup or "
+    "retry, and inspect the results' errors and the audit log.",
+}
+
+
+@frozen(kw_only=True)
+class ValidationOutcome:
+    status: str
+    task_id: str
+    spec_sha256: str
+    phase: str
+    results: tuple[ValidatorResult, ...]
+    classification: Classification
+    token: str | None = None
+    decision_id: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """The SPEC §3 payload. The token itself is never part of it."""
+        out: dict[str, Any] = {
+            "status": self.status,
+            "task_id": self.task_id,
+            "phase": self.phase,
+            "token_issued": self.token is not None,
+            "results": [r.as_json() for r in self.results],
+            "policy": self.classification.policy.as_json(),
+            "reason": self.classification.reason,
+            "instruction": INSTRUCTIONS[self.status].format(decision_id=self.decision_id),
+        }
+        if self.decision_id is not None:
+            out["decision_id"] = self.decision_id
+        return out
+
+
+def _decision_results(project: Project, task_id: str, sha: str) -> tuple[frozenset[str], list[ValidatorResult]]:
+    """Verified human decisions for exactly this task and spec; bad records are audited."""
+    records, rejected = project.decisions.verified_records(task_id, sha)
+    for path, reason in rejected:
+        project.record("decision_ignored", path=str(path), reason=reason, task_id=task_id)
+    adjudicated: set[str] = set()
+    vetoes: list[ValidatorResult] = []
+    for rec in records:
+        if rec.decision == "approve":
+            adjudicated.update(rec.adjudicated_validators)
+        else:
+            vetoes.append(ValidatorResult(
+                validator_id=f"decision:{rec.decision_id}",
+                validator_type="human-decision",
+                severity="blocker",
+                justification=f"{rec.decided_by} rejected this task on {rec.decided_at}: {rec.justification}",
+                kind="constraint",
+            ))
+    return frozenset(adjudicated), vetoes
+
+
+def validate_task(
+    project: Project,
+    *,
+    spec: str,
+    task_id: str | None = None,
+    phase: str = "pre_execute",
+    changed_files: tuple[str, ...] = (),
+    diff: str = "",
+    issue_token: bool = True,
+    progress: ProgressFn | None = None,
+    workspace: Path | None = None,
+    escalate: bool = True,
+) -> ValidationOutcome:
+    """Run one phase for one task and settle the outcome, persisting before returning.
+
+    ``escalate=False`` leaves an escalation unpersisted (the engine's intermediate recovery
+    attempts); the caller then settles it with :func:`persist_escalation`.
+    """
+    task_id = task_id or derive_task_id(spec)
+    sha = spec_sha256(spec)
+    session = project.session()
+    adjudicated, vetoes = _decision_results(project, task_id, sha)
+    results = run_phase(
+        project.host,
+        PhaseInput(
+            protocol=project.protocol,
+            mode=project.mode,
+            phase=phase,
+            task_id=task_id,
+            task_spec=spec,
+            workspace=workspace or project.root,
+            changed_files=changed_files,
+            diff=diff,
+        ),
+        progress=progress,
+    )
+    results = [*results, *vetoes]
+    cls = classify(
+        results,
+        policy=project.protocol.disagreement_policy,
+        quorum_threshold=project.protocol.quorum_threshold,
+        adjudicated=adjudicated,
+    )
+    project.record(
+        "validate",
+        task_id=task_id,
+        spec_sha256=sha,
+        phase=phase,
+        status=cls.status,
+        results=[r.as_json() for r in results],
+        policy=cls.policy.as_json(),
+        session_id=session.session_id,
+    )
+    token = None
+    if cls.status == "pass" and phase == "pre_execute" and issue_token:
+        validators = [r.validator_id for r in results if r.kind == "validator"]
+        token = project.tokens.issue(task_id=task_id, spec_sha256=sha, mode=project.mode_id, validators=validators)
+        claims = project.tokens.verify(token, task_id=task_id, spec_sha256=sha)
+        project.record("token_issued", task_id=task_id, spec_sha256=sha, jti=claims.jti, exp=claims.exp)
+    outcome = ValidationOutcome(
+        status=cls.status,
+        task_id=task_id,
+        spec_sha256=sha,
+        phase=phase,
+        results=tuple(results),
+        classification=cls,
+        token=token,
+    )
+    if cls.status == "escalate" and escalate:
+        outcome = persist_escalation(project, outcome, spec)
+    return outcome
+
+
+def persist_escalation(project: Project, outcome: ValidationOutcome, spec: str) -> ValidationOutcome:
+    """Store the pending decision for a human; done before any caller reports the escalation."""
+    session = project.session()
+    decision_id = "dec-" + secrets.token_hex(6)
+    pending = PendingDecision(
+        decision_id=decision_id,
+        task_id=outcome.task_id,
+        spec_sha256=outcome.spec_sha256,
+        mode=project.mode_id,
+        phase=outcome.phase,
+        results=tuple(r.as_json() for r in outcome.results),
+        policy=outcome.classification.policy.as_json(),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        spec_text=spec,
+    )
+    project.sessions.add_pending(session.session_id, pending)
+    project.record("escalated", task_id=outcome.task_id, decision_id=decision_id, phase=outcome.phase,
+                   session_id=session.session_id, reason=outcome.classification.reason)
+    return evolve(outcome, decision_id=decision_id)

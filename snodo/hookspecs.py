@@ -1,0 +1,148 @@
+"""The hooks a snodo plugin may implement.
+
+Every hook is prefixed ``snodo_`` and is called with keyword arguments. A plugin is a
+module (or object) exposing functions decorated with :data:`snodo.api.hookimpl`, listed as
+an entry point of the group ``snodo``::
+
+    [project.entry-points.snodo]
+    my-coder = "my_package.plugin"
+
+Built-in plugins are registered exactly this way, from snodo's own ``pyproject.toml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from snodo.records import (
+        ArtifactContext,
+        CoderSpec,
+        DroppedOperation,
+        FileOperation,
+        PredicateSpec,
+        ValidationRequest,
+        ValidatorSpec,
+        Verdict,
+    )
+
+PROJECT = "snodo"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+@hookspec
+def snodo_coders() -> Iterable[CoderSpec]:
+    """Register coders: code generators a mode can name in its ``coder`` field.
+
+    Called once when the plugin manager is built. Each record carries the coder's name,
+    its capability declaration (ADR 035) and a factory taking the mode's ``coder_config``.
+
+    :return: the coders this plugin provides.
+
+    Example::
+
+        @hookimpl
+        def snodo_coders():
+            yield CoderSpec(
+                name="patch",
+                description="applies the unified diff found in the spec",
+                capabilities=CoderCapabilities(
+                    writes_in_place=False, commits_own_changes=False, observes_tests=False
+                ),
+                factory=PatchCoder,
+            )
+    """
+
+
+@hookspec
+def snodo_validators() -> Iterable[ValidatorSpec]:
+    """Register validator types a protocol can name in ``validator_type``.
+
+    Called once when the plugin manager is built. Registering a type promises that this
+    plugin's :func:`snodo_validate` answers requests for it.
+
+    :return: the validator types this plugin provides.
+
+    Example::
+
+        @hookimpl
+        def snodo_validators():
+            yield ValidatorSpec(name="forbidden-imports", description="no banned imports")
+    """
+
+
+@hookspec(firstresult=True)
+def snodo_validate(request: ValidationRequest) -> Verdict | None:
+    """Judge one task for one validator: the dispatch hook of every validator type.
+
+    Called by the shared validator runner, possibly from a worker thread, once per
+    configured validator and phase. Return ``None`` when ``request.validator.validator_type``
+    is not yours so the next plugin is asked. Raise (any exception) when no verdict can be
+    reached: the runner turns it into an ``error`` result, which fails closed. Never modify
+    the workspace.
+
+    :param request: the validator's configuration, the task, the phase, the mode, the
+        protocol, the workspace root and (post-execute) the changed files.
+    :return: a :class:`~snodo.api.Verdict`, or ``None`` if the type is not yours.
+
+    Example::
+
+        @hookimpl
+        def snodo_validate(request):
+            if request.validator.validator_type != "forbidden-imports":
+                return None
+            bad = find_banned(request.workspace, request.changed_files)
+            if bad:
+                return Verdict(severity="blocker", justification=f"banned imports: {bad}")
+            return Verdict(severity="pass", justification="no banned imports")
+    """
+
+
+@hookspec
+def snodo_predicates() -> Iterable[PredicateSpec]:
+    """Register constraint predicates a protocol can name in a constraint's ``predicate``.
+
+    Called once when the plugin manager is built.
+
+    :return: the predicates this plugin provides; each ``check(context, params)`` returns a
+        :class:`~snodo.api.PredicateResult`.
+
+    Example::
+
+        @hookimpl
+        def snodo_predicates():
+            yield PredicateSpec(name="small_change", description="at most N files",
+                                check=lambda ctx, params: PredicateResult(
+                                    ok=len(ctx.changed_files) <= params.get("max", 10),
+                                    message="change size"))
+    """
+
+
+@hookspec
+def snodo_filter_artifacts(
+    operations: tuple[FileOperation, ...], context: ArtifactContext
+) -> Iterable[DroppedOperation]:
+    """Drop file operations a coder proposed before anything is written.
+
+    Called by the engine after every coder run, with all the operations it proposed. Every
+    implementation is called; the union of what they drop is removed and each drop is
+    audited (``path_refused``). A filter can only remove operations, never add or change
+    them. The core's own implementation drops anything under ``.snodo/``, ``.git/``,
+    outside the project root, or matching the protocol's ``protected_paths``.
+
+    :param operations: every operation the coder proposed, in order.
+    :param context: the workspace root, task, mode and protected paths.
+    :return: the operations to drop, each with a reason.
+
+    Example::
+
+        @hookimpl
+        def snodo_filter_artifacts(operations, context):
+            for op in operations:
+                if op.path.endswith(".lock"):
+                    yield DroppedOperation(operation=op, reason="lock files are generated")
+    """

@@ -1,0 +1,374 @@
+"""The plugin host: one pluggy project, entry-point group ``snodo``.
+
+:func:`get_plugin_manager` builds a fresh host per call (no module-level global, so tests
+build their own). Each entry point is loaded in its own try/except: a broken plugin is
+reported by name and distribution and the others keep working, unless
+``SNODO_STRICT_PLUGINS=1`` makes any failure fatal. ``SNODO_TRACE_PLUGINS=1`` traces every
+hook call on stderr.
+
+Core code never calls ``pm.hook`` untyped: :class:`PluginHost` is the typed façade.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from typing import Any, TypeVar
+
+import pluggy
+from attrs import Factory, frozen
+
+from snodo import hookspecs
+from snodo.errors import PluginError
+from snodo.records import (
+    ArtifactContext,
+    CoderSpec,
+    DroppedOperation,
+    FileOperation,
+    PredicateSpec,
+    ValidationRequest,
+    ValidatorSpec,
+    Verdict,
+)
+
+ENTRY_POINT_GROUP = "snodo"
+STRICT_ENV = "SNODO_STRICT_PLUGINS"
+TRACE_ENV = "SNODO_TRACE_PLUGINS"
+CORE_PLUGIN_NAME = "snodo.core"
+
+T = TypeVar("T", CoderSpec, ValidatorSpec, PredicateSpec)
+
+#: Distributions known to provide plugin types, for "which distribution would provide it".
+KNOWN_PROVIDERS: dict[str, str] = {
+    "mock": "snodo",
+    "litellm": "snodo",
+    "opencode": "snodo",
+    "pytest": "snodo",
+    "acceptance": "snodo",
+    "protocol": "snodo",
+    "llm": "snodo",
+    "files_in_scope": "snodo",
+    "tests_exist_for_modified": "snodo",
+    "no_secrets_in_diff": "snodo",
+}
+
+
+@frozen(kw_only=True)
+class PluginInfo:
+    """What ``snodo plugins`` shows for one plugin."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    module: str | None
+    file: str | None
+    status: str  # "ok" | "failed"
+    error: str | None = None
+    hooks: tuple[str, ...] = ()
+    coders: tuple[str, ...] = ()
+    validators: tuple[str, ...] = ()
+    predicates: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "module": self.module,
+            "file": self.file,
+            "status": self.status,
+            "error": self.error,
+            "hooks": list(self.hooks),
+            "registers": {
+                "coders": list(self.coders),
+                "validators": list(self.validators),
+                "predicates": list(self.predicates),
+            },
+        }
+
+
+@frozen(kw_only=True)
+class _Origin:
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+    module: str | None = None
+    file: str | None = None
+
+
+@frozen(kw_only=True)
+class _Failure:
+    origin: _Origin
+    error: str
+    detail: str = ""
+
+
+@frozen(kw_only=True)
+class _Registry:
+    by_name: dict[str, Any] = Factory(dict)
+    owner: dict[str, str] = Factory(dict)
+
+
+def _strict() -> bool:
+    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def _describe_origin(origin: _Origin) -> str:
+    dist = f" (distribution {origin.distribution} {origin.version or ''})".rstrip() if origin.distribution else ""
+    return f'plugin "{origin.name}"{dist}'
+
+
+class PluginHost:
+    """Typed façade over the pluggy manager; built by :func:`get_plugin_manager`."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+        self._origins: dict[str, _Origin] = {}
+        self._failures: list[_Failure] = []
+        self._coders = _Registry()
+        self._validators = _Registry()
+        self._predicates = _Registry()
+        self._conflicts: dict[str, str] = {}
+        self._validate_callers: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ loading
+
+    def _fail(self, origin: _Origin, error: str, detail: str = "") -> None:
+        self._failures.append(_Failure(origin=origin, error=error, detail=detail))
+        if _strict():
+            raise PluginError(
+                f"{_describe_origin(origin)} failed: {error}",
+                hint=f"unset {STRICT_ENV} to skip broken plugins, or fix/uninstall it",
+            )
+
+    def register(self, plugin: object, origin: _Origin) -> bool:
+        try:
+            self.pm.register(plugin, name=origin.name)
+        except Exception as exc:  # pluggy validation or a duplicate name; isolate this plugin
+            self._fail(origin, f"cannot register: {exc}", traceback.format_exc())
+            return False
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            self.pm.unregister(plugin)
+            self._fail(origin, f"implements an unknown hook: {exc}", traceback.format_exc())
+            return False
+        self._origins[origin.name] = origin
+        return True
+
+    def load_entrypoints(self, blocked: Sequence[str] = ()) -> None:
+        eps = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+        seen: set[str] = set()
+        for ep in eps:
+            if ep.name in blocked or ep.name in seen:
+                continue
+            seen.add(ep.name)
+            dist = getattr(ep, "dist", None)
+            origin = _Origin(
+                name=ep.name,
+                distribution=dist.metadata["Name"] if dist is not None else None,
+                version=dist.version if dist is not None else None,
+                module=ep.value,
+            )
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # any import failure must not take the others down
+                self._fail(origin, f'Error importing plugin "{ep.name}": {type(exc).__name__}: {exc}',
+                           traceback.format_exc())
+                continue
+            origin = _Origin(
+                name=origin.name,
+                distribution=origin.distribution,
+                version=origin.version,
+                module=origin.module,
+                file=getattr(plugin, "__file__", None),
+            )
+            self.register(plugin, origin)
+
+    def collect_registrations(self) -> None:
+        """Call each registration hook plugin by plugin, so one bad plugin is isolated."""
+        for hook_name, registry, kind in (
+            ("snodo_coders", self._coders, CoderSpec),
+            ("snodo_validators", self._validators, ValidatorSpec),
+            ("snodo_predicates", self._predicates, PredicateSpec),
+        ):
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                origin = self._origins.get(impl.plugin_name, _Origin(name=impl.plugin_name))
+                try:
+                    items = list(impl.function() or ())
+                    for item in items:
+                        if not isinstance(item, kind):
+                            raise TypeError(
+                                f"{hook_name} must yield {kind.__name__} records, got {type(item).__name__}"
+                            )
+                except Exception as exc:
+                    self._fail(origin, f"{hook_name} failed: {type(exc).__name__}: {exc}", traceback.format_exc())
+                    continue
+                for item in items:
+                    self._add(registry, item, origin, kind.__name__)
+
+    def _add(self, registry: _Registry, item: Any, origin: _Origin, kind: str) -> None:
+        name = item.name
+        if name in registry.by_name:
+            first = self._origins.get(registry.owner[name], _Origin(name=registry.owner[name]))
+            msg = (
+                f"{kind} {name!r} is registered by both {_describe_origin(first)} and "
+                f"{_describe_origin(origin)}; uninstall or block one of them"
+            )
+            self._conflicts[f"{kind}:{name}"] = msg
+            self._fail(origin, msg)
+            return
+        registry.by_name[name] = item
+        registry.owner[name] = origin.name
+
+    # --------------------------------------------------------------- registries
+
+    def _get(self, registry: _Registry, name: str, kind: str, what: str) -> Any:
+        conflict = self._conflicts.get(f"{kind}:{name}")
+        if conflict:
+            raise PluginError(conflict)
+        try:
+            return registry.by_name[name]
+        except KeyError:
+            known = ", ".join(sorted(registry.by_name)) or "none"
+            provider = KNOWN_PROVIDERS.get(name)
+            hint = (
+                f"it is provided by the distribution {provider!r}; reinstall it"
+                if provider
+                else "install the plugin that provides it, then check `snodo plugins`"
+            )
+            raise PluginError(f"no {what} named {name!r} is installed (installed: {known})", hint=hint) from None
+
+    def coders(self) -> dict[str, CoderSpec]:
+        return dict(sorted(self._coders.by_name.items()))
+
+    def validators(self) -> dict[str, ValidatorSpec]:
+        return dict(sorted(self._validators.by_name.items()))
+
+    def predicates(self) -> dict[str, PredicateSpec]:
+        return dict(sorted(self._predicates.by_name.items()))
+
+    def coder(self, name: str) -> CoderSpec:
+        spec: CoderSpec = self._get(self._coders, name, "CoderSpec", "coder")
+        return spec
+
+    def validator(self, name: str) -> ValidatorSpec:
+        spec: ValidatorSpec = self._get(self._validators, name, "ValidatorSpec", "validator type")
+        return spec
+
+    def predicate(self, name: str) -> PredicateSpec:
+        spec: PredicateSpec = self._get(self._predicates, name, "PredicateSpec", "predicate")
+        return spec
+
+    def owner_of(self, kind: str, name: str) -> str | None:
+        registry = {"coder": self._coders, "validator": self._validators, "predicate": self._predicates}[kind]
+        return registry.owner.get(name)
+
+    # -------------------------------------------------------------------- hooks
+
+    def validate(self, request: ValidationRequest) -> Verdict | None:
+        """Dispatch to the plugin that registered the validator type, through the hook."""
+        vtype = request.validator.validator_type
+        self.validator(vtype)  # raises a PluginError naming the missing type
+        caller = self._validate_callers.get(vtype)
+        if caller is None:
+            owner = self._validators.owner[vtype]
+            others = [p for name, p in self.pm.list_name_plugin() if name != owner]
+            caller = self.pm.subset_hook_caller("snodo_validate", remove_plugins=others)
+            self._validate_callers[vtype] = caller
+        result = caller(request=request)
+        if result is not None and not isinstance(result, Verdict):
+            raise TypeError(f"validator {vtype!r} returned {type(result).__name__}, not a Verdict")
+        return result
+
+    def filter_artifacts(
+        self, operations: tuple[FileOperation, ...], context: ArtifactContext
+    ) -> tuple[tuple[FileOperation, ...], tuple[DroppedOperation, ...]]:
+        """Run every filter; return (kept operations, dropped ones with reasons)."""
+        dropped: list[DroppedOperation] = []
+        for batch in self.pm.hook.snodo_filter_artifacts(operations=operations, context=context):
+            for d in batch or ():
+                if not isinstance(d, DroppedOperation):
+                    raise PluginError(f"an artifact filter returned {type(d).__name__}, not DroppedOperation")
+                if d.operation in operations and all(x.operation != d.operation for x in dropped):
+                    dropped.append(d)
+        gone = [d.operation for d in dropped]
+        kept = tuple(op for op in operations if op not in gone)
+        return kept, tuple(dropped)
+
+    # -------------------------------------------------------------- reporting
+
+    def failures(self) -> list[tuple[str, str]]:
+        return [(_describe_origin(f.origin), f.error) for f in self._failures]
+
+    def info(self) -> list[PluginInfo]:
+        rows: list[PluginInfo] = []
+        failed = {f.origin.name: f for f in self._failures if f.origin.name not in self._origins}
+        for name, origin in sorted(self._origins.items()):
+            plugin = self.pm.get_plugin(name)
+            hooks = tuple(sorted(hc.name for hc in self.pm.get_hookcallers(plugin) or ()))
+            problems = [f.error for f in self._failures if f.origin.name == name]
+            rows.append(
+                PluginInfo(
+                    name=name,
+                    distribution=origin.distribution,
+                    version=origin.version,
+                    module=origin.module,
+                    file=origin.file,
+                    status="failed" if problems else "ok",
+                    error="; ".join(problems) or None,
+                    hooks=hooks,
+                    coders=_owned(self._coders, name),
+                    validators=_owned(self._validators, name),
+                    predicates=_owned(self._predicates, name),
+                )
+            )
+        for name, f in sorted(failed.items()):
+            rows.append(
+                PluginInfo(
+                    name=name,
+                    distribution=f.origin.distribution,
+                    version=f.origin.version,
+                    module=f.origin.module,
+                    file=f.origin.file,
+                    status="failed",
+                    error=f.error,
+                )
+            )
+        return rows
+
+
+def _owned(registry: _Registry, plugin_name: str) -> tuple[str, ...]:
+    return tuple(sorted(n for n, owner in registry.owner.items() if owner == plugin_name))
+
+
+def get_plugin_manager(
+    *, entrypoints: bool = True, plugins: Iterable[object] = (), blocked: Sequence[str] = ()
+) -> PluginHost:
+    """Build a fresh plugin host.
+
+    :param entrypoints: load every entry point of the group ``snodo``.
+    :param plugins: extra plugin objects to register (tests, embedding applications).
+    :param blocked: entry-point names not to load.
+    """
+    from snodo import core_plugin
+
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    if os.environ.get(TRACE_ENV):
+        pm.trace.root.setwriter(sys.stderr.write)
+        pm.enable_tracing()
+    host = PluginHost(pm)
+    host.register(core_plugin, _Origin(name=CORE_PLUGIN_NAME, distribution="snodo", module="snodo.core_plugin",
+                                       file=core_plugin.__file__))
+    if entrypoints:
+        host.load_entrypoints(blocked=blocked)
+    for i, plugin in enumerate(plugins):
+        name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{i}"
+        host.register(plugin, _Origin(name=name, module=getattr(plugin, "__module__", None),
+                                      file=getattr(plugin, "__file__", None)))
+    host.collect_registrations()
+    return host

@@ -1,0 +1,232 @@
+"""Typed records exchanged between the core and plugins.
+
+Registration hooks return these (as conda's hooks return ``CondaSolver``) so the core can
+check names, detect conflicts and say which distribution registered what. All are frozen:
+a plugin cannot alter what the core handed it, nor what it handed back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from attrs import Factory, field, frozen
+
+if TYPE_CHECKING:
+    from snodo.protocol.models import Mode, Validator
+    from snodo.protocol.models import Protocol as ProtocolDoc
+
+Severity = Literal["pass", "warn", "blocker"]
+SEVERITIES: tuple[str, ...] = ("pass", "warn", "blocker")
+
+_NAME = re.compile(r"^[a-z][a-z0-9_.-]*$")
+
+
+def _valid_name(_inst: object, _attr: object, value: str) -> None:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ValueError(
+            f"plugin-registered name {value!r} must be lower case, start with a letter and use "
+            "only letters, digits, '-', '_' or '.'"
+        )
+
+
+# --------------------------------------------------------------------------- coders
+
+
+@frozen(kw_only=True)
+class RequiredProgram:
+    """A program a coder needs on PATH, and how a user gets it."""
+
+    name: str
+    install_hint: str
+
+
+@frozen(kw_only=True)
+class CoderCapabilities:
+    """What a coder declares about itself (ADR 035). The engine acts on this, never on probing.
+
+    :param writes_in_place: edits the workspace itself instead of returning operations;
+        the engine snapshots the tree around it and halts on any ``.snodo/`` change.
+    :param commits_own_changes: makes its own git commits (the engine then does not).
+    :param observes_tests: runs the project's tests itself while working.
+    :param required_programs: programs checked on PATH before any token is consumed.
+    :param settings: the ``coder_config`` keys it honours; others are reported as ignored.
+    :param needs_network: reaches a model provider or another service.
+    :param deterministic: the same request gives the same operations.
+    """
+
+    writes_in_place: bool
+    commits_own_changes: bool
+    observes_tests: bool
+    required_programs: tuple[RequiredProgram, ...] = ()
+    settings: tuple[str, ...] = ()
+    needs_network: bool = False
+    deterministic: bool = False
+
+
+@frozen(kw_only=True)
+class FileOperation:
+    """One change a coder proposes. ``content`` is required for writes, absent for deletes."""
+
+    op: Literal["write", "delete"]
+    path: str
+    content: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.op not in ("write", "delete"):
+            raise ValueError(f"operation must be 'write' or 'delete', got {self.op!r}")
+        if not isinstance(self.path, str) or not self.path:
+            raise ValueError("operation path must be a non-empty string")
+        if self.op == "write" and not isinstance(self.content, str):
+            raise ValueError(f"write of {self.path!r} needs string content")
+        if self.op == "delete" and self.content is not None:
+            raise ValueError(f"delete of {self.path!r} must not carry content")
+
+
+@frozen(kw_only=True)
+class CoderRequest:
+    """Everything a coder gets for one task.
+
+    ``findings`` is non-empty on a recovery attempt: what the validators said last time.
+    ``log`` streams a line to the job log / progress display.
+    """
+
+    task_id: str
+    spec: str
+    workspace: Path
+    mode_id: str
+    criteria: tuple[str, ...] = ()
+    guidance: str = ""
+    protected_paths: tuple[str, ...] = ()
+    config: Mapping[str, Any] = Factory(dict)
+    timeout: float = 600.0
+    findings: tuple[str, ...] = ()
+    attempt: int = 0
+    log: Callable[[str], None] = field(default=lambda _line: None, eq=False, repr=False)
+
+
+@frozen(kw_only=True)
+class CoderResult:
+    """What a coder produced. In-place coders return no operations (the engine diffs)."""
+
+    operations: tuple[FileOperation, ...] = ()
+    summary: str = ""
+    usage: Mapping[str, Any] = Factory(dict)
+
+
+class Coder(Protocol):
+    """The object a ``CoderSpec.factory`` returns."""
+
+    def generate(self, request: CoderRequest) -> CoderResult: ...
+
+
+@frozen(kw_only=True)
+class CoderSpec:
+    """A coder registration: ``yield CoderSpec(name="mock", factory=MockCoder, ...)``.
+
+    ``factory`` receives the mode's ``coder_config`` mapping and returns a :class:`Coder`.
+    """
+
+    name: str = field(validator=_valid_name)
+    description: str
+    capabilities: CoderCapabilities
+    factory: Callable[[Mapping[str, Any]], Coder] = field(eq=False, repr=False)
+
+
+# ----------------------------------------------------------------------- validators
+
+
+@frozen(kw_only=True)
+class ValidatorSpec:
+    """A validator type registration; verdicts come from the ``snodo_validate`` hook.
+
+    :param needs_model: judged by a model; with no ``model`` configured it must return an
+        error (never a pass).
+    :param deterministic: the same request and tree give the same verdict.
+    :param modifies_workspace: should always be False; the conformance kit checks it.
+    """
+
+    name: str = field(validator=_valid_name)
+    description: str
+    needs_model: bool = False
+    deterministic: bool = True
+    settings: tuple[str, ...] = ()
+
+
+@frozen(kw_only=True)
+class Verdict:
+    """A validator's judgement. Raise instead of returning when no verdict can be reached."""
+
+    severity: Severity
+    justification: str
+    details: Mapping[str, Any] = Factory(dict)
+
+    def __attrs_post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
+        if not isinstance(self.justification, str) or not self.justification.strip():
+            raise ValueError("a verdict needs a non-empty justification")
+
+
+@frozen(kw_only=True)
+class ValidationRequest:
+    """What a validator judges: one task, one phase, one validator's configuration."""
+
+    validator: Validator
+    task_id: str
+    task_spec: str
+    phase: str
+    mode: Mode
+    protocol: ProtocolDoc
+    workspace: Path
+    changed_files: tuple[str, ...] = ()
+    timeout: float = 300.0
+
+
+# ----------------------------------------------------------------------- predicates
+
+
+@frozen(kw_only=True)
+class PredicateContext:
+    """What a constraint predicate sees. ``changed_files`` are real file paths only."""
+
+    workspace: Path
+    task_id: str
+    task_spec: str
+    phase: str
+    changed_files: tuple[str, ...] = ()
+    diff: str = ""
+
+
+@frozen(kw_only=True)
+class PredicateResult:
+    ok: bool
+    message: str
+
+
+@frozen(kw_only=True)
+class PredicateSpec:
+    name: str = field(validator=_valid_name)
+    description: str
+    check: Callable[[PredicateContext, Mapping[str, Any]], PredicateResult] = field(eq=False, repr=False)
+
+
+# ---------------------------------------------------------------- artifact filtering
+
+
+@frozen(kw_only=True)
+class ArtifactContext:
+    workspace: Path
+    task_id: str
+    mode_id: str
+    protected_paths: tuple[str, ...] = ()
+
+
+@frozen(kw_only=True)
+class DroppedOperation:
+    """An operation a filter removed, and why (audited as ``path_refused``)."""
+
+    operation: FileOperation
+    reason: str

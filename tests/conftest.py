@@ -1,0 +1,83 @@
+"""Fixtures shared by the whole suite: an isolated $SNODO_HOME, real git repositories, the CLI
+run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """No test ever reads or writes the real ~/.snodo."""
+    home = tmp_path_factory.mktemp("snodo-home")
+    monkeypatch.setenv("SNODO_HOME", str(home))
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    yield home
+
+
+@pytest.fixture
+def snodo_home(_isolated_home: Path) -> Path:
+    return _isolated_home
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "dev@example.com")
+    git(path, "config", "user.name", "Dev")
+    (path / "README.md").write_text("# project\n")
+    git(path, "add", "README.md")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+class CliResult:
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+    def __repr__(self) -> str:
+        return f"<exit {self.returncode}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}>"
+
+
+@pytest.fixture
+def snodo_cli(snodo_home: Path) -> Callable[..., CliResult]:
+    """Run ``snodo`` as a real subprocess (the installed console entry point's module)."""
+
+    def run(*args: str, cwd: Path, input: str | None = None, env: dict[str, str] | None = None,
+            timeout: float = 120) -> CliResult:
+        full_env = {**os.environ, "SNODO_HOME": str(snodo_home), "COLUMNS": "200", **(env or {})}
+        proc = subprocess.run(
+            [sys.executable, "-m", "snodo", *args],
+            cwd=cwd, input=input, capture_output=True, text=True, env=full_env, timeout=timeout,
+        )
+        return CliResult(proc)
+
+    return run

@@ -22,7 +22,7 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
     (
         "AWS secret access key",
-        re.compile(r"(?i)aws_?secret_?access_?key\W{0,4}[:=]\s*[\"']?[A-Za-z0-9/+=]{40}"),
+        re.compile(r"""(?i)aws_?secret_?access_?key\W{0,4}[:=]\s*["']?[A-Za-z0-9/+=]{40}"""),
     ),
     ("private key block", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
     ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
@@ -34,7 +34,7 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("OpenAI-style API key", re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{20,}")),
     (
         "password assignment",
-        re.compile(r"(?i)\w*(?:password|passwd|pwd|secret)\w*[\"']?\s*[:=]\s*[\"'][^\"'\s]{6,}[\"']"),
+        re.compile(r"""(?i)\w*(?:password|passwd|pwd|secret)\w*["']?\s*[:=]\s*["'][^"'\s]{6,}["']"""),
     ),
 )
 
@@ -142,7 +142,7 @@ def _file_lines(ctx: PredicateContext) -> Iterator[tuple[str, int, str]]:
 def no_secrets_in_diff(ctx: PredicateContext, params: Mapping[str, Any]) -> PredicateResult:
     lines = _added_lines(ctx.diff) if ctx.diff.strip() else _file_lines(ctx)
     findings = [
-        f"{file}:{number}: looks like a {name}"
+        f"{file}:{number}: matches the {name} pattern"
         for file, number, text in lines
         for name, pattern in SECRET_PATTERNS
         if pattern.search(text)

@@ -114,8 +114,8 @@ def authorize(decision_id: str | None, yes: bool, reject: bool, justification: s
                    "task_id": signed.task_id, "adjudicated_validators": list(signed.adjudicated_validators)})
     else:
         console().print(f"[green]recorded[/] {verdict} for {decision_id} → {path}")
-        console().print("next: validate the same task again (or `snodo run --resume "
-                        f"{signed.task_id}`)")
+        console().print("next: validate the same task again, or if a run halted on it: "
+                        f"`snodo run --resume {signed.task_id}`")
 
 
 def _render(p: Any) -> None:

@@ -137,6 +137,7 @@ class Engine:
         self.progress = progress or (lambda _msg: None)
         self.job_id = job_id
         self.run_id = secrets.token_hex(4)
+        self.attempt = 0
 
     # ------------------------------------------------------------------ public
 
@@ -263,6 +264,7 @@ class Engine:
                            outcome_obj=final, branch=wt.branch, commit=commit, files=all_changed)
             last_signature = signature
             attempt += 1
+            self.attempt = attempt
             findings = tuple(f"{r.validator_id}: {r.justification}" for r in post.results
                              if r.severity != "pass")
             p.record("recovery", task_id=task_id, attempt=attempt, findings=list(findings))
@@ -329,6 +331,7 @@ class Engine:
             status="halted", task_id=task_id, outcome=halt.outcome, phase=halt.phase, message=halt.message,
             branch=extra.get("branch"), commit=extra.get("commit"), decision_id=decision_id,
             results=tuple(results), files=tuple(extra.get("files", ())), job_id=self.job_id,
+            attempts=self.attempt,
         )
         self.project.record("halt", task_id=task_id, run_id=self.run_id, outcome=halt.outcome, phase=halt.phase,
                             message=halt.message, decision_id=decision_id, branch=result.branch)

@@ -14,10 +14,9 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 
-from snodo.api import ValidationRequest  # noqa: E402
-from snodo.plugins import PluginHost, get_plugin_manager  # noqa: E402
-from snodo.protocol.models import Mode, Protocol, Validator  # noqa: E402
-
+from snodo.api import ValidationRequest
+from snodo.plugins import PluginHost, get_plugin_manager
+from snodo.protocol.models import Mode, Protocol, Validator
 
 HERE = Path(__file__).resolve().parent
 
@@ -105,8 +104,9 @@ def vrequest() -> Callable[..., ValidationRequest]:
             tooling=tooling or {},
             model=model,
         )
-        mode = Mode(mode_id="dev", name="Development", tools=tools, validators=(validator.validator_id,),
-                    coder="mock")
+        mode = Mode(
+            mode_id="dev", name="Development", tools=tools, validators=(validator.validator_id,), coder="mock"
+        )
         protocol = Protocol(protocol_id="p", name="P", modes=(mode, *other_modes), validators=(validator,))
         return ValidationRequest(
             validator=validator,

@@ -11,34 +11,64 @@ from typing import Any
 
 import litellm
 import pytest
+from snodo_plugins.coders._tools import answer
 
 from snodo.api import CoderError, CoderRequest, CoderResult, EnvironmentProblem, FileOperation
 from snodo.plugins import PluginHost
-from snodo_plugins.coders._tools import answer
 
 MODEL = "openai/gpt-4o-mini"  # litellm knows it takes function calls
 TEXT_MODEL = "ollama/some-local-model"  # litellm has no function-calling data: asked in text
 
-FILES = {"files": [{"op": "write", "path": "hello.py", "content": "def hello():\n    return 'hi'\n"},
-                   {"op": "delete", "path": "old.py"}],
-         "summary": "added hello"}
-EXPECTED = (FileOperation(op="write", path="hello.py", content="def hello():\n    return 'hi'\n"),
-            FileOperation(op="delete", path="old.py"))
+FILES = {
+    "files": [
+        {"op": "write", "path": "hello.py", "content": "def hello():\n    return 'hi'\n"},
+        {"op": "delete", "path": "old.py"},
+    ],
+    "summary": "added hello",
+}
+EXPECTED = (
+    FileOperation(op="write", path="hello.py", content="def hello():\n    return 'hi'\n"),
+    FileOperation(op="delete", path="old.py"),
+)
 
 
 def tool_call_reply(name: str, arguments: dict[str, Any], call_id: str = "call_1") -> dict[str, Any]:
     """A provider reply carrying one tool call, as litellm builds a ModelResponse from a mapping."""
-    return {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": None,
-        "tool_calls": [{"id": call_id, "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(arguments)}}]}}]}
+    return {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(arguments)},
+                        }
+                    ],
+                },
+            }
+        ]
+    }
 
 
-def run(host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str] | None = None) -> CoderResult:
+def run(
+    host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str] | None = None
+) -> CoderResult:
     coder = host.coder("litellm").factory({"model": MODEL, **config})
-    request = CoderRequest(task_id="t1", spec="add a hello module", workspace=workspace, mode_id="dev",
-                           criteria=("`hello` is defined",), findings=("tests failed",), attempt=1,
-                           log=(log.append if log is not None else lambda _line: None))
+    request = CoderRequest(
+        task_id="t1",
+        spec="add a hello module",
+        workspace=workspace,
+        mode_id="dev",
+        criteria=("`hello` is defined",),
+        findings=("tests failed",),
+        attempt=1,
+        log=(log.append if log is not None else lambda _line: None),
+    )
     return coder.generate(request)
 
 
@@ -68,8 +98,11 @@ def test_tool_call_reply_becomes_operations(host: PluginHost, ws: Path) -> None:
 
 def test_context_tools_then_submit(host: PluginHost, ws: Path) -> None:
     log: list[str] = []
-    turns = [tool_call_reply("list_files", {}), tool_call_reply("read_file", {"path": "src/app.py"}),
-             tool_call_reply("submit_files", FILES)]
+    turns = [
+        tool_call_reply("list_files", {}),
+        tool_call_reply("read_file", {"path": "src/app.py"}),
+        tool_call_reply("submit_files", FILES),
+    ]
     result = run(host, ws, {"mock_response": turns}, log)
     assert result.operations == EXPECTED
     assert result.usage["turns"] == 3
@@ -90,8 +123,9 @@ def test_read_tools_stay_inside_the_workspace(ws: Path, tmp_path: Path) -> None:
     assert answer(ws, "write_file", "{}").startswith("error: there is no tool")
 
 
-def test_authentication_error_names_model_and_variable(host: PluginHost, ws: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_authentication_error_names_model_and_variable(
+    host: PluginHost, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     bad_key = litellm.AuthenticationError(message="invalid api key", llm_provider="openai", model=MODEL)
     with pytest.raises(EnvironmentProblem) as caught:
@@ -102,14 +136,17 @@ def test_authentication_error_names_model_and_variable(host: PluginHost, ws: Pat
         run(host, ws, {"mock_response": bad_key, "api_key_env": "MY_KEY"})
 
 
-def test_missing_key_variable_is_reported_before_any_call(host: PluginHost, ws: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_key_variable_is_reported_before_any_call(
+    host: PluginHost, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("SNODO_TEST_NO_SUCH_KEY", raising=False)
     with pytest.raises(EnvironmentProblem, match="SNODO_TEST_NO_SUCH_KEY is not set"):
         run(host, ws, {"api_key_env": "SNODO_TEST_NO_SUCH_KEY"})
 
 
-@pytest.mark.parametrize("error", [litellm.APIConnectionError, litellm.Timeout, litellm.ServiceUnavailableError])
+@pytest.mark.parametrize(
+    "error", [litellm.APIConnectionError, litellm.Timeout, litellm.ServiceUnavailableError]
+)
 def test_unreachable_provider_is_an_environment_problem(host: PluginHost, ws: Path, error: Any) -> None:
     with pytest.raises(EnvironmentProblem, match=f"model '{MODEL}' is unreachable"):
         run(host, ws, {"mock_response": error(message="down", llm_provider="openai", model=MODEL)})
@@ -124,7 +161,9 @@ def test_unreachable_provider_is_an_environment_problem(host: PluginHost, ws: Pa
         (json.dumps({"files": [{"op": "rename", "path": "a.py"}]}), r"files\[0\]"),
     ],
 )
-def test_garbage_is_a_coder_error_with_an_excerpt(host: PluginHost, ws: Path, reply: str, needle: str) -> None:
+def test_garbage_is_a_coder_error_with_an_excerpt(
+    host: PluginHost, ws: Path, reply: str, needle: str
+) -> None:
     with pytest.raises(CoderError, match=needle):
         run(host, ws, {"mock_response": reply})
 

@@ -15,8 +15,9 @@ from snodo.api import CoderError, CoderRequest, CoderResult, FileOperation
 from snodo.plugins import PluginHost
 
 
-def generate(host: PluginHost, workspace: Path, spec: str, config: dict[str, object] | None = None,
-             attempt: int = 0) -> CoderResult:
+def generate(
+    host: PluginHost, workspace: Path, spec: str, config: dict[str, object] | None = None, attempt: int = 0
+) -> CoderResult:
     coder = host.coder("mock").factory(config or {})
     request = CoderRequest(task_id="t1", spec=spec, workspace=workspace, mode_id="dev", attempt=attempt)
     return coder.generate(request)
@@ -29,14 +30,22 @@ def apply(root: Path, ops: tuple[FileOperation, ...]) -> None:
         (root / op.path).write_text(op.content)
 
 
-def test_default_output_is_a_module_with_a_passing_test(host: PluginHost, project: Callable[..., Path]) -> None:
+def test_default_output_is_a_module_with_a_passing_test(
+    host: PluginHost, project: Callable[..., Path]
+) -> None:
     root = project({"README.md": "# demo\n"})
     result = generate(host, root, "add a hello module")
     assert [op.path for op in result.operations] == ["hello.py", "tests/test_hello.py"]
     apply(root, result.operations)
     assert "import hello" in (root / "tests/test_hello.py").read_text()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        check=False,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
 
@@ -65,8 +74,10 @@ def test_fix_attempts_differ_and_each_is_reproducible(host: PluginHost, project:
 
 
 def test_dictated_operations_are_emitted_exactly(host: PluginHost, project: Callable[..., Path]) -> None:
-    config = {"files": {"b.txt": "b\n", ".snodo/protocol.yml": "hacked\n", "a.txt": "a\n"},
-              "delete": ["old.txt", ".snodo/state.json"]}
+    config = {
+        "files": {"b.txt": "b\n", ".snodo/protocol.yml": "hacked\n", "a.txt": "a\n"},
+        "delete": ["old.txt", ".snodo/state.json"],
+    }
     result = generate(host, project({}), "anything at all", config)
     assert result.operations == (
         FileOperation(op="write", path="b.txt", content="b\n"),

@@ -65,16 +65,27 @@ def fake_opencode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[
     return behave
 
 
-def run(host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str] | None = None) -> CoderResult:
+def run(
+    host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str] | None = None
+) -> CoderResult:
     coder = host.coder("opencode").factory(config)
-    request = CoderRequest(task_id="t1", spec="add a hello module", workspace=workspace, mode_id="dev",
-                           protected_paths=("secrets/**",), findings=("tests failed",), attempt=1,
-                           log=(log.append if log is not None else lambda _line: None), timeout=30)
+    request = CoderRequest(
+        task_id="t1",
+        spec="add a hello module",
+        workspace=workspace,
+        mode_id="dev",
+        protected_paths=("secrets/**",),
+        findings=("tests failed",),
+        attempt=1,
+        log=(log.append if log is not None else lambda _line: None),
+        timeout=30,
+    )
     return coder.generate(request)
 
 
-def test_good_run_edits_the_tree_and_streams_output(host: PluginHost, project: Callable[..., Path],
-                                                    fake_opencode: Callable[[str], Path]) -> None:
+def test_good_run_edits_the_tree_and_streams_output(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
     record = fake_opencode("good")
     root = project({"README.md": "# demo\n"})
     log: list[str] = []
@@ -91,8 +102,9 @@ def test_good_run_edits_the_tree_and_streams_output(host: PluginHost, project: C
     assert ".snodo/" in prompt and "secrets/**" in prompt
 
 
-def test_missing_binary_names_the_install_hint(host: PluginHost, project: Callable[..., Path],
-                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_binary_names_the_install_hint(
+    host: PluginHost, project: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
@@ -102,12 +114,16 @@ def test_missing_binary_names_the_install_hint(host: PluginHost, project: Callab
     assert "opencode" in caught.value.message
 
 
-def test_timeout_kills_the_whole_process_group(host: PluginHost, project: Callable[..., Path], tmp_path: Path,
-                                               fake_opencode: Callable[[str], Path],
-                                               is_alive: Callable[[int], bool]) -> None:
+def test_timeout_kills_the_whole_process_group(
+    host: PluginHost,
+    project: Callable[..., Path],
+    tmp_path: Path,
+    fake_opencode: Callable[[str], Path],
+    is_alive: Callable[[int], bool],
+) -> None:
     fake_opencode("hang")
     started = time.monotonic()
-    with pytest.raises(EnvironmentProblem, match="timed out after 1.5s"):
+    with pytest.raises(EnvironmentProblem, match=r"timed out after 1\.5s"):
         run(host, project({}), {"timeout": 1.5})
     assert time.monotonic() - started < 10
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
@@ -117,15 +133,17 @@ def test_timeout_kills_the_whole_process_group(host: PluginHost, project: Callab
     assert not [p for p in pids if is_alive(p)], "the fake or the child it spawned survived the timeout"
 
 
-def test_silence_timeout(host: PluginHost, project: Callable[..., Path],
-                         fake_opencode: Callable[[str], Path]) -> None:
+def test_silence_timeout(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
     fake_opencode("silent")
     with pytest.raises(EnvironmentProblem, match=r"timed out after 0.5s without output"):
         run(host, project({}), {"silence_timeout": 0.5})
 
 
-def test_crash_reports_exit_code_and_output_tail(host: PluginHost, project: Callable[..., Path],
-                                                 fake_opencode: Callable[[str], Path]) -> None:
+def test_crash_reports_exit_code_and_output_tail(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
     fake_opencode("crash")
     with pytest.raises(EnvironmentProblem) as caught:
         run(host, project({}), {})
@@ -133,8 +151,9 @@ def test_crash_reports_exit_code_and_output_tail(host: PluginHost, project: Call
     assert "provider refused the request" in caught.value.message
 
 
-def test_touching_snodo_is_not_hidden(host: PluginHost, project: Callable[..., Path],
-                                      fake_opencode: Callable[[str], Path]) -> None:
+def test_touching_snodo_is_not_hidden(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
     fake_opencode("snodo")
     root = project({".snodo/protocol.yml": "protocol_id: real\n"})
     result = run(host, root, {})

@@ -1,0 +1,166 @@
+"""`snodo run` end to end on real repositories: the governed loop, recovery, filtering, resume, jobs."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo
+
+
+def events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+
+
+def names(repo: Path) -> list[str]:
+    return [e["event"] for e in events(repo)]
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> Path:
+    """A fresh repository with no commit at all, as `git init` leaves it."""
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    return repo
+
+
+def test_mock_run_in_fresh_repo_commits_on_a_task_branch(fresh: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    assert snodo_cli("init", "--template", "solo", cwd=fresh).returncode == 0
+    r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=fresh)
+    assert r.returncode == 0, r
+    payload = r.json()
+    assert payload["status"] == "completed" and payload["outcome"] is None
+    branch = payload["branch"]
+    assert branch.startswith(f"snodo/{payload['task_id']}-")
+    assert sorted(payload["files"]) == ["hello.py", "tests/test_hello.py"]
+    tree = git(fresh, "ls-tree", "-r", "--name-only", branch).split()
+    assert {"hello.py", "tests/test_hello.py"} <= set(tree)
+    # The user's checkout is untouched: still on an unborn main, no files written there.
+    assert not (fresh / "hello.py").exists()
+    assert git(fresh, "symbolic-ref", "--short", "HEAD").strip() == "main"
+    seen = names(fresh)
+    required = ["session_started", "validate", "token_issued", "token_consumed", "dispatch", "validate", "completed"]
+    it = iter(seen)
+    assert all(any(e == want for e in it) for want in required), seen
+    phases = [e["data"]["phase"] for e in events(fresh) if e["event"] == "validate"]
+    assert phases == ["pre_execute", "post_execute"]
+    assert snodo_cli("audit", "verify", cwd=fresh).returncode == 0
+    again = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=fresh)
+    assert again.returncode == 0 and again.json()["branch"] != branch  # a rerun never collides
+
+
+def write_protocol(repo: Path, *, cap: str = "", coder_config: str = "{}", depth: int = 3) -> None:
+    (repo / ".snodo").mkdir(exist_ok=True)
+    (repo / ".snodo" / "protocol.yml").write_text(f"""\
+protocol_id: t
+name: t
+modes:
+  - mode_id: producer
+    tools: [read, edit, test, validate, dispatch, commit]
+    validators: [scope, tests]
+    coder: mock
+    coder_config: {coder_config}
+validators:
+  - {{validator_id: scope, validator_type: protocol}}
+  - {{validator_id: tests, validator_type: pytest, evaluation_phase: post_execute {cap}}}
+execution: {{max_recovery_depth: {depth}}}
+""")
+
+
+@pytest.fixture
+def broken_suite(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "broken")
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_legacy.py").write_text("def test_legacy():\n    assert 'legacy' == 'fixed'\n")
+    git(repo, "add", "tests")
+    git(repo, "commit", "-q", "-m", "a failing test")
+    return repo
+
+
+def test_uncapped_post_failure_halts_blocker_with_output_tail(broken_suite: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    write_protocol(broken_suite)
+    r = snodo_cli("run", "add a hello module", "--json", cwd=broken_suite)
+    assert r.returncode == 1, r
+    payload = r.json()
+    assert (payload["status"], payload["outcome"], payload["phase"]) == ("halted", "blocker", "post_execute")
+    assert "'legacy' == 'fixed'" in json.dumps(payload["validators"])
+    assert "recovery" not in names(broken_suite)
+    assert "no human decision can override" in payload["next"]
+
+
+def test_capped_failure_recovers_exactly_max_recovery_depth_times(broken_suite: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    write_protocol(broken_suite, cap=", severity_cap: warn", depth=2)
+    r = snodo_cli("run", "add a hello module", "--json", cwd=broken_suite)
+    assert r.returncode == 1, r
+    payload = r.json()
+    assert payload["outcome"] == "escalate" and payload["attempts"] == 2
+    assert payload["decision_id"]
+    assert names(broken_suite).count("recovery") == 2
+    assert [e["data"]["attempt"] for e in events(broken_suite) if e["event"] == "dispatch"] == [0, 1, 2]
+    tests_result = next(v for v in payload["validators"] if v["validator_id"] == "tests")
+    assert (tests_result["severity"], tests_result["severity_original"]) == ("warn", "blocker")
+
+
+def test_resume_after_authorize_completes(broken_suite: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    write_protocol(broken_suite, cap=", severity_cap: warn", depth=1)
+    halted = snodo_cli("run", "add a hello module", "--json", cwd=broken_suite).json()
+    assert halted["outcome"] == "escalate"
+    assert snodo_cli("authorize", halted["decision_id"], "--yes", cwd=broken_suite).returncode == 0
+    resumed = snodo_cli("run", "--resume", halted["task_id"], "--json", cwd=broken_suite)
+    assert resumed.returncode == 0, resumed
+    assert resumed.json()["status"] == "completed"
+    validates = [e for e in events(broken_suite) if e["event"] == "validate"]
+    assert validates[-2]["data"]["phase"] == "pre_execute"  # a resumed run validates again
+
+
+def test_mock_writing_governance_state_is_filtered_and_audited(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    protocol_before = None
+    write_protocol(git_repo, coder_config=(
+        '{files: {".snodo/protocol.yml": "hacked", "src/ok.py": "OK = 1\\n", '
+        '"tests/test_ok.py": "from src.ok import OK\\n\\ndef test_ok():\\n    assert OK == 1\\n"}}'))
+    protocol_before = (git_repo / ".snodo" / "protocol.yml").read_text()
+    r = snodo_cli("run", "add the ok module", "--json", cwd=git_repo)
+    assert r.returncode == 0, r
+    payload = r.json()
+    assert sorted(payload["files"]) == ["src/ok.py", "tests/test_ok.py"]
+    assert payload["dropped"][0]["path"] == ".snodo/protocol.yml"
+    assert (git_repo / ".snodo" / "protocol.yml").read_text() == protocol_before
+    tree = git(git_repo, "ls-tree", "-r", "--name-only", payload["branch"]).split()
+    assert ".snodo/protocol.yml" not in tree
+    refused = [e for e in events(git_repo) if e["event"] == "path_refused"]
+    assert refused and refused[0]["data"]["path"] == ".snodo/protocol.yml"
+    assert ".snodo/" in refused[0]["data"]["reason"]
+
+
+def test_background_job_and_jobs_commands(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    assert snodo_cli("init", cwd=git_repo).returncode == 0
+    started = snodo_cli("run", "add a hello module", "--mock", "--background", "--json", cwd=git_repo)
+    assert started.returncode == 0, started
+    job_id = started.json()["job_id"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        job = snodo_cli("jobs", "show", job_id, "--json", cwd=git_repo).json()
+        if job["status"] in ("completed", "halted"):
+            break
+        time.sleep(0.3)
+    assert job["status"] == "completed", job
+    assert job["result"]["files"]
+    listed = snodo_cli("jobs", "list", "--json", cwd=git_repo).json()["jobs"]
+    assert [j["job_id"] for j in listed] == [job_id]
+    assert (git_repo / ".snodo" / "jobs" / job_id / "spec.md").read_text() == "add a hello module"
+
+
+def test_bad_protocol_and_missing_repo_exit_nonzero(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / ".snodo").mkdir()
+    (tmp_path / ".snodo" / "protocol.yml").write_text("protocol_id: [\n")
+    r = snodo_cli("run", "x", "--mock", cwd=tmp_path)
+    assert r.returncode != 0 and "YAML syntax error" in r.stderr
+    (tmp_path / ".snodo" / "protocol.yml").unlink()
+    assert snodo_cli("init", cwd=tmp_path).returncode == 0
+    r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=tmp_path)
+    assert r.returncode == 1 and r.json()["outcome"] == "environment_error"
+    assert "not a git repository" in r.json()["message"]

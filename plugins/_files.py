@@ -65,9 +65,7 @@ def walk(root: Path) -> Iterator[str]:
             yield Path(dirpath, name).relative_to(root).as_posix()
 
 
-def changed_contents(
-    root: Path, changed: tuple[str, ...], budget: int = 60_000, per_file: int = 20_000
-) -> str:
+def changed_contents(root: Path, changed: tuple[str, ...], budget: int = 60_000, per_file: int = 20_000) -> str:
     """The changed files as labelled blocks for a model prompt, bounded in total size."""
     blocks: list[str] = []
     left = budget

@@ -115,7 +115,7 @@ def _missing_key(litellm: Any, model: str) -> str | None:
         missing = litellm.validate_environment(model=model).get("missing_keys") or []
     except Exception:  # an unknown provider just means we cannot name the variable
         return None
-    return ", ".join(missing) or None
+    return " or ".join(missing) or None
 
 
 def extract_json(text: str) -> Any:
@@ -152,9 +152,7 @@ def parse_verdict(text: str | None, *, who: str) -> Verdict:
     return Verdict(severity=severity, justification=justification.strip())
 
 
-def judge(
-    *, model: str, system: str, prompt: str, timeout: float, who: str, mock_response: Any = None
-) -> Verdict:
+def judge(*, model: str, system: str, prompt: str, timeout: float, who: str, mock_response: Any = None) -> Verdict:
     """Ask ``model`` for a verdict on ``prompt``; raises when no verdict can be read."""
     response = complete(
         model=model,

@@ -68,9 +68,7 @@ def _norm(path: str) -> str:
 def files_in_scope(ctx: PredicateContext, params: Mapping[str, Any]) -> PredicateResult:
     allowed = params.get("allowed")
     if not isinstance(allowed, list | tuple) or not allowed or not all(isinstance(g, str) for g in allowed):
-        return PredicateResult(
-            ok=False, message="files_in_scope needs params.allowed: a non-empty list of globs"
-        )
+        return PredicateResult(ok=False, message="files_in_scope needs params.allowed: a non-empty list of globs")
     globs = [_glob(g) for g in allowed]
     outside = [p for p in map(_norm, ctx.changed_files) if not any(g.fullmatch(p) for g in globs)]
     if outside:

@@ -176,8 +176,9 @@ class PluginHost:
             try:
                 plugin = ep.load()
             except Exception as exc:  # any import failure must not take the others down
-                self._fail(origin, f'Error importing plugin "{ep.name}": {type(exc).__name__}: {exc}',
-                           traceback.format_exc())
+                self._fail(
+                    origin, f'Error importing plugin "{ep.name}": {type(exc).__name__}: {exc}', traceback.format_exc()
+                )
                 continue
             origin = _Origin(
                 name=origin.name,
@@ -362,13 +363,17 @@ def get_plugin_manager(
         pm.trace.root.setwriter(sys.stderr.write)
         pm.enable_tracing()
     host = PluginHost(pm)
-    host.register(core_plugin, _Origin(name=CORE_PLUGIN_NAME, distribution="snodo", module="snodo.core_plugin",
-                                       file=core_plugin.__file__))
+    host.register(
+        core_plugin,
+        _Origin(name=CORE_PLUGIN_NAME, distribution="snodo", module="snodo.core_plugin", file=core_plugin.__file__),
+    )
     if entrypoints:
         host.load_entrypoints(blocked=blocked)
     for i, plugin in enumerate(plugins):
         name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{i}"
-        host.register(plugin, _Origin(name=name, module=getattr(plugin, "__module__", None),
-                                      file=getattr(plugin, "__file__", None)))
+        host.register(
+            plugin,
+            _Origin(name=name, module=getattr(plugin, "__module__", None), file=getattr(plugin, "__file__", None)),
+        )
     host.collect_registrations()
     return host

@@ -29,9 +29,7 @@ class CoderConfig:
         self.raw = config
 
     def _bad(self, key: str, expected: str) -> CoderError:
-        return CoderError(
-            f"coder {self.coder!r}: coder_config.{key} must be {expected}, got {self.raw[key]!r}"
-        )
+        return CoderError(f"coder {self.coder!r}: coder_config.{key} must be {expected}, got {self.raw[key]!r}")
 
     def text(self, key: str) -> str | None:
         value = self.raw.get(key)

@@ -47,9 +47,7 @@ def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[s
     }
 
 
-SUBMIT = _function(
-    "submit_files", "Hand in your finished work as whole-file writes and deletes.", _FILES_SCHEMA
-)
+SUBMIT = _function("submit_files", "Hand in your finished work as whole-file writes and deletes.", _FILES_SCHEMA)
 READ_TOOLS = (
     _function(
         "read_file",

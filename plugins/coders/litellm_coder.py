@@ -84,9 +84,7 @@ class LiteLLMCoder:
         for turn in range(self.max_turns):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise EnvironmentProblem(
-                    f"model {self.model!r} timed out after {budget:g}s without submitting files"
-                )
+                raise EnvironmentProblem(f"model {self.model!r} timed out after {budget:g}s without submitting files")
             response = complete(
                 model=self.model,
                 messages=messages,
@@ -125,9 +123,7 @@ class LiteLLMCoder:
             operations, summary = parse_operations(data)
         except CoderError as exc:
             raise CoderError(f"model {self.model!r}: {exc.message}: {excerpt(str(data))!r}") from None
-        return CoderResult(
-            operations=operations, summary=summary or f"{len(operations)} operation(s)", usage=usage
-        )
+        return CoderResult(operations=operations, summary=summary or f"{len(operations)} operation(s)", usage=usage)
 
 
 def _loads(text: str | None, model: str) -> Any:

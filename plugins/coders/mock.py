@@ -138,13 +138,9 @@ class MockCoder:
         self.dictated = tuple(_configured(self.config)) if config else None
 
     def generate(self, request: CoderRequest) -> CoderResult:
-        if self.dictated is not None:
-            ops = self.dictated
-        else:
-            ops = default_operations(request.spec, request.attempt)
-        summary = (
-            "mock coder: " + ", ".join(f"{op.op} {op.path}" for op in ops) if ops else "mock coder: nothing"
-        )
+        dictated = self.dictated
+        ops = dictated if dictated is not None else default_operations(request.spec, request.attempt)
+        summary = "mock coder: " + ", ".join(f"{op.op} {op.path}" for op in ops) if ops else "mock coder: nothing"
         return CoderResult(operations=ops, summary=summary)
 
 

@@ -48,9 +48,7 @@ class OpencodeCoder:
 
     def generate(self, request: CoderRequest) -> CoderResult:
         if shutil.which(PROGRAM.name) is None:
-            raise EnvironmentProblem(
-                f"the opencode coder needs {PROGRAM.name!r} on PATH", hint=PROGRAM.install_hint
-            )
+            raise EnvironmentProblem(f"the opencode coder needs {PROGRAM.name!r} on PATH", hint=PROGRAM.install_hint)
         timeout = self.timeout or request.timeout
         result = run_process(
             self.argv(request),
@@ -63,14 +61,11 @@ class OpencodeCoder:
             raise EnvironmentProblem(f"opencode timed out after {timeout:g}s; its process group was killed")
         if result.silent_too_long:
             raise EnvironmentProblem(
-                f"opencode timed out after {self.silence_timeout or 0:g}s without output; "
-                "its process group was killed"
+                f"opencode timed out after {self.silence_timeout or 0:g}s without output; its process group was killed"
             )
         if result.returncode != 0:
             raise EnvironmentProblem(f"opencode exited with code {result.returncode}:\n{result.tail(20)}")
-        return CoderResult(
-            summary=result.tail(5) or "opencode finished", usage={"seconds": round(result.duration, 2)}
-        )
+        return CoderResult(summary=result.tail(5) or "opencode finished", usage={"seconds": round(result.duration, 2)})
 
 
 @hookimpl

@@ -49,9 +49,7 @@ _SHAPES: tuple[tuple[Kind, re.Pattern[str]], ...] = (
     ),
     (
         "absent",
-        re.compile(
-            rf"{_SUBJECT}\s+(?:does\s+not\s+exist|is\s+removed|is\s+deleted|no\s+longer\s+exists)", re.I
-        ),
+        re.compile(rf"{_SUBJECT}\s+(?:does\s+not\s+exist|is\s+removed|is\s+deleted|no\s+longer\s+exists)", re.I),
     ),
     (
         "tests",
@@ -125,9 +123,7 @@ def classify(text: str) -> Check | None:
         match = shape.fullmatch(sentence)
         if match:
             groups = match.groupdict()
-            return Check(
-                kind=kind, target=groups.get("target") or groups.get("name") or "", file=groups.get("file")
-            )
+            return Check(kind=kind, target=groups.get("target") or groups.get("name") or "", file=groups.get("file"))
     return None
 
 

@@ -78,9 +78,7 @@ def dirty_tree(workspace: Path) -> tuple[str, ...]:
     """Uncommitted changes before the run (``git status --porcelain``); none without git."""
     try:
         # --no-optional-locks: a plain status may rewrite .git/index, and judging must not write.
-        result = run_process(
-            ["git", "--no-optional-locks", "status", "--porcelain"], cwd=workspace, timeout=30
-        )
+        result = run_process(["git", "--no-optional-locks", "status", "--porcelain"], cwd=workspace, timeout=30)
     except EnvironmentProblem:
         return ()
     if result.returncode != 0:
@@ -123,9 +121,7 @@ def verdict(run: SuiteRun) -> Verdict:
             details=details,
         )
     if run.exit_code == 5:
-        return Verdict(
-            severity="warn", justification="no tests collected; nothing was verified", details=details
-        )
+        return Verdict(severity="warn", justification="no tests collected; nothing was verified", details=details)
     raise ValidatorFault(
         f"the test command exited with code {run.exit_code} (internal or usage error), "
         f"so there is no verdict:\n{run.tail}"

@@ -31,7 +31,5 @@ def timeout(request: ValidationRequest) -> float:
     if value is None:
         return request.timeout
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValidatorFault(
-            f"validator {request.validator.validator_id!r}: tooling.timeout must be a positive number"
-        )
+        raise ValidatorFault(f"validator {request.validator.validator_id!r}: tooling.timeout must be a positive number")
     return float(value)

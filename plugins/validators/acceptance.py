@@ -65,11 +65,7 @@ def _check(request: ValidationRequest, command: Any, check: _criteria.Check) -> 
     if check.kind == "defined":
         site = _criteria.definition_site(root, check.target, check.file)
         where = f" in {check.file}" if check.file else " in any Python file"
-        return (
-            (MET, f"{check.target} is defined in {site}")
-            if site
-            else (FAILED, f"{check.target} not defined{where}")
-        )
+        return (MET, f"{check.target} is defined in {site}") if site else (FAILED, f"{check.target} not defined{where}")
     verdict = _testrun.verdict(_testrun.run_tests(root, command, _tooling.timeout(request)))
     return (MET if verdict.severity == "pass" else FAILED), verdict.justification
 

@@ -131,9 +131,7 @@ def _deterministic(request: ValidationRequest) -> Verdict:
         )
     problems = []
     for cap in missing:
-        others = [
-            m.mode_id for m in protocol.modes if m.mode_id != mode.mode_id and holds(m.tools, cap, exclusive)
-        ]
+        others = [m.mode_id for m in protocol.modes if m.mode_id != mode.mode_id and holds(m.tools, cap, exclusive)]
         where = f"modes that have it: {', '.join(others)}" if others else "no mode of this protocol has it"
         problems.append(
             f"the spec asks to {needed[cap]} (capability {cap!r}), which mode {mode.mode_id!r} lacks; {where}"

@@ -30,8 +30,15 @@ def verify_cmd(protocol_path: Path | None, as_json: bool) -> None:
         exc.exit_code = 4
         raise
     if as_json:
-        emit_json({"path": str(path), "ok": report.ok, "count": report.count, "line": report.line,
-                   "reason": report.reason or None})
+        emit_json(
+            {
+                "path": str(path),
+                "ok": report.ok,
+                "count": report.count,
+                "line": report.line,
+                "reason": report.reason or None,
+            }
+        )
     elif report.ok:
         console().print(f"[green]intact[/] {path}: {report.count} events, chain and tail verified")
     else:
@@ -60,5 +67,6 @@ def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as
 
     for r in records:
         data = json.dumps(r["data"], sort_keys=True)
-        console().print(f"[dim]{r['seq']:>5} {r['ts']}[/] [bold]{r['event']}[/] [cyan]{r['mode'] or '-'}[/] "
-                        f"{escape(data[:200])}")
+        console().print(
+            f"[dim]{r['seq']:>5} {r['ts']}[/] [bold]{r['event']}[/] [cyan]{r['mode'] or '-'}[/] {escape(data[:200])}"
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import getpass
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -43,8 +43,9 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
 @click.option("--justification", "-m", default="", help="Why you decided so (recorded and signed).")
 @protocol_option
 @json_option
-def authorize(decision_id: str | None, yes: bool, reject: bool, justification: str,
-              protocol_path: Path | None, as_json: bool) -> None:
+def authorize(
+    decision_id: str | None, yes: bool, reject: bool, justification: str, protocol_path: Path | None, as_json: bool
+) -> None:
     """List pending decisions, or sign DECISION_ID after reviewing the stored proposal.
 
     An approval makes the adjudicated warns count as passes for exactly that task and spec;
@@ -72,8 +73,9 @@ def authorize(decision_id: str | None, yes: bool, reject: bool, justification: s
             table.add_column(col)
         for _s, p in pending:
             spec = p.spec_text.strip().splitlines()[0][:60] if p.spec_text.strip() else ""
-            table.add_row(p.decision_id, p.task_id, p.mode, p.phase, ", ".join(p.warned_validators()),
-                          p.created_at, spec)
+            table.add_row(
+                p.decision_id, p.task_id, p.mode, p.phase, ", ".join(p.warned_validators()), p.created_at, spec
+            )
         console().print(table)
         console().print("review one with `snodo authorize <decision_id>`")
         return
@@ -89,10 +91,12 @@ def authorize(decision_id: str | None, yes: bool, reject: bool, justification: s
         check_inv3(pending_decision)
     except DecisionError:
         AuditLog(root / ".snodo" / "audit.log").append(
-            "decision_refused", mode=pending_decision.mode,
-            data={"decision_id": decision_id, "task_id": pending_decision.task_id, "reason": "INV3"})
+            "decision_refused",
+            mode=pending_decision.mode,
+            data={"decision_id": decision_id, "task_id": pending_decision.task_id, "reason": "INV3"},
+        )
         raise
-    verdict = "reject" if reject else "approve"
+    verdict: Literal["approve", "reject"] = "reject" if reject else "approve"
     if not yes:
         click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True)
     record = draft_decision(
@@ -105,17 +109,34 @@ def authorize(decision_id: str | None, yes: bool, reject: bool, justification: s
     path = DecisionStore(root, home).save(signed)
     store.remove_pending(session.session_id, decision_id)
     AuditLog(root / ".snodo" / "audit.log").append(
-        "decision_recorded", mode=pending_decision.mode,
-        data={"decision_id": decision_id, "task_id": signed.task_id, "spec_sha256": signed.spec_sha256,
-              "decision": verdict, "adjudicated_validators": list(signed.adjudicated_validators),
-              "decided_by": signed.decided_by, "key": signed.public_key_fingerprint, "record": str(path)})
+        "decision_recorded",
+        mode=pending_decision.mode,
+        data={
+            "decision_id": decision_id,
+            "task_id": signed.task_id,
+            "spec_sha256": signed.spec_sha256,
+            "decision": verdict,
+            "adjudicated_validators": list(signed.adjudicated_validators),
+            "decided_by": signed.decided_by,
+            "key": signed.public_key_fingerprint,
+            "record": str(path),
+        },
+    )
     if as_json:
-        emit_json({"decision_id": decision_id, "decision": verdict, "record": str(path),
-                   "task_id": signed.task_id, "adjudicated_validators": list(signed.adjudicated_validators)})
+        emit_json(
+            {
+                "decision_id": decision_id,
+                "decision": verdict,
+                "record": str(path),
+                "task_id": signed.task_id,
+                "adjudicated_validators": list(signed.adjudicated_validators),
+            }
+        )
     else:
         console().print(f"[green]recorded[/] {verdict} for {decision_id} → {path}")
-        console().print("next: validate the same task again, or if a run halted on it: "
-                        f"`snodo run --resume {signed.task_id}`")
+        console().print(
+            f"next: validate the same task again, or if a run halted on it: `snodo run --resume {signed.task_id}`"
+        )
 
 
 def _render(p: Any) -> None:
@@ -133,5 +154,7 @@ def _render(p: Any) -> None:
         table.add_row(str(r.get("validator_id")), str(r.get("severity")), escape(str(r.get("justification"))[:400]))
     console().print(table)
     pol = p.policy
-    console().print(f"policy {pol.get('name')}: {pol.get('pass_count')}/{pol.get('total')} passed, "
-                    f"{pol.get('required')} required; a human decides on: {', '.join(p.warned_validators())}")
+    console().print(
+        f"policy {pol.get('name')}: {pol.get('pass_count')}/{pol.get('total')} passed, "
+        f"{pol.get('required')} required; a human decides on: {', '.join(p.warned_validators())}"
+    )

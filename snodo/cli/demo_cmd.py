@@ -25,8 +25,13 @@ Acceptance criteria:
 
 
 @click.command()
-@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where to create the throwaway repository (default: a new temp dir).")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where to create the throwaway repository (default: a new temp dir).",
+)
 @click.option("--keep", is_flag=True, help="Keep the repository afterwards to explore it.")
 def demo(directory: Path | None, keep: bool) -> None:
     """Walk init → governed run → escalation → authorize → re-validation → refused
@@ -53,8 +58,15 @@ def demo(directory: Path | None, keep: bool) -> None:
     def snodo(*args: str, stdin: str | None = None, expect: int = 0) -> subprocess.CompletedProcess[str]:
         shown = " ".join(a if " " not in a else repr(a) for a in args)
         out.print(f"[bold cyan]$ snodo {escape(shown)}[/]")
-        proc = subprocess.run([sys.executable, "-m", "snodo", *args], cwd=repo, env=env, input=stdin,
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "snodo", *args],
+            cwd=repo,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if "--json" not in args and proc.stdout.strip():
             out.print(escape(proc.stdout.rstrip()))
         if proc.returncode != expect:
@@ -72,50 +84,64 @@ def demo(directory: Path | None, keep: bool) -> None:
     gitc("add", "README.md")
     gitc("commit", "-q", "-m", "initial commit")
 
-    say("A repository under governance",
+    say(
+        "A repository under governance",
         f"A throwaway git repository at {repo}.\n`snodo init` writes the protocol: modes, capabilities, "
-        "validators and how their verdicts combine. It commits nothing.")
+        "validators and how their verdicts combine. It commits nothing.",
+    )
     snodo("init", "--template", "solo")
     snodo("protocol", "check")
 
-    say("A governed run (mock coder, real validators)",
+    say(
+        "A governed run (mock coder, real validators)",
         "The pre-execute validators judge the task; a pass issues a single-use token that the engine "
         "consumes right before the coder runs. The mock coder stands in for a model (no API key); the "
         "post-execute validators then really run pytest on the result, on a task branch in a separate "
-        "working copy — your checkout is never switched.")
+        "working copy — your checkout is never switched.",
+    )
     run = snodo("run", "add a hello module", "--mock", "--json")
     result = json.loads(run.stdout)
     out.print(f"completed: {', '.join(result['files'])} committed on [bold]{result['branch']}[/]")
 
-    say("An escalation",
+    say(
+        "An escalation",
         "This spec has an acceptance criterion no program can check ('sounds friendly'). The "
         "acceptance validator will not pretend: it warns, the policy withholds approval, and the outcome "
-        "is `escalate` — no token, a pending decision for a human.")
+        "is `escalate` — no token, a pending decision for a human.",
+    )
     esc = json.loads(snodo("validate", "-", "--json", stdin=FRIENDLY, expect=2).stdout)
     decision_id = esc["decision_id"]
     out.print(f"status [yellow]{esc['status']}[/], decision {decision_id}\n{escape(esc['instruction'])}")
 
-    say("A human decides, out of band",
+    say(
+        "A human decides, out of band",
         "No agent tool can authorise anything. A person runs `snodo authorize`, sees the stored proposal "
-        "(not text an agent supplied) and signs a decision record with their Ed25519 key.")
+        "(not text an agent supplied) and signs a decision record with their Ed25519 key.",
+    )
     snodo("authorize", decision_id, "--yes", "-m", "friendly enough for a demo")
 
-    say("Validate again",
-        "The signed decision counts for exactly this task, this spec and the validator that warned.")
+    say("Validate again", "The signed decision counts for exactly this task, this spec and the validator that warned.")
     again = json.loads(snodo("validate", "-", "--json", stdin=FRIENDLY).stdout)
-    out.print(f"status [green]{again['status']}[/]; adjudicated by a human: {', '.join(again['policy']['adjudicated'])}")
+    out.print(
+        f"status [green]{again['status']}[/]; adjudicated by a human: {', '.join(again['policy']['adjudicated'])}"
+    )
 
-    say("Governance state is out of an agent's reach",
+    say(
+        "Governance state is out of an agent's reach",
         "Every tool-surface write goes through one path guard. An agent calling write_file on the "
-        "protocol — however it spells the path — is refused, and the refusal is audited.")
+        "protocol — however it spells the path — is refused, and the refusal is audited.",
+    )
     _refused_write(repo, home, out)
 
-    say("The audit log proves nothing was altered",
-        "Every step above is a line in .snodo/audit.log, each hashing the one before it.")
+    say(
+        "The audit log proves nothing was altered",
+        "Every step above is a line in .snodo/audit.log, each hashing the one before it.",
+    )
     snodo("audit", "verify")
     out.rule()
-    out.print(f"[bold green]demo complete[/] in {time.monotonic() - started:.1f}s. "
-              "Next: `snodo init` in your own repository.")
+    out.print(
+        f"[bold green]demo complete[/] in {time.monotonic() - started:.1f}s. Next: `snodo init` in your own repository."
+    )
     if keep:
         out.print(f"kept {base} (SNODO_HOME={home}); explore it with `cd {repo} && SNODO_HOME={home} snodo audit show`")
     elif directory is None:
@@ -141,8 +167,11 @@ def _refused_write(repo: Path, home: Path, out: object) -> None:
         try:
             ws.write_file(spelling, "modes: []  # an agent trying to loosen its own rules\n")
         except PathValidationError as exc:
-            audit.append("path_refused", mode="producer",
-                         data={"path": spelling, "tool": "write_file", "reason": exc.reason, "source": "demo"})
+            audit.append(
+                "path_refused",
+                mode="producer",
+                data={"path": spelling, "tool": "write_file", "reason": exc.reason, "source": "demo"},
+            )
             out.print(f"[red]refused[/] write_file({escape(spelling)!r}): {escape(exc.reason)}")  # type: ignore[attr-defined]
         else:  # pragma: no cover - would be a governance failure
             raise click.ClickException(f"the guard let {spelling!r} through")

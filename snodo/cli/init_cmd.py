@@ -11,11 +11,21 @@ from snodo.protocol.templates import TEMPLATES
 
 
 @click.command()
-@click.option("--template", type=click.Choice(list(TEMPLATES)), default="solo", show_default=True,
-              help="solo: one producer; team: producer/reviewer/planner; 2+n: quorum and predicate constraints.")
+@click.option(
+    "--template",
+    type=click.Choice(list(TEMPLATES)),
+    default="solo",
+    show_default=True,
+    help="solo: one producer; team: producer/reviewer/planner; 2+n: quorum and predicate constraints.",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing .snodo/protocol.yml.")
-@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-              help="Project directory (default: the current one).")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    help="Project directory (default: the current one).",
+)
 def init(template: str, force: bool, directory: Path) -> None:
     """Write .snodo/protocol.yml from a template and record the initial mode.
 
@@ -41,9 +51,12 @@ def init(template: str, force: bool, directory: Path) -> None:
     save_project_state(root, ProjectState(current_mode=proto.start_mode, active_sessions=()))
     gitignore = root / ".snodo" / ".gitignore"
     if not gitignore.exists():
-        atomic_write_text(gitignore, "# runtime state; the protocol and decisions are meant to be committed\n"
-                                     "state.json\njobs/\n*.lock\nplans/\n")
+        atomic_write_text(
+            gitignore,
+            "# runtime state; the protocol and decisions are meant to be committed\n"
+            "state.json\njobs/\n*.lock\nplans/\n",
+        )
     console().print(f"[green]wrote[/] {target} (template {template!r}, initial mode {proto.start_mode!r})")
     if not (root / ".git").exists():
         console().print("[yellow]note:[/] this directory is not a git repository; `git init` before `snodo run`.")
-    console().print("next: `snodo protocol check`, then `snodo run \"<task>\" --mock` to try it without a model.")
+    console().print('next: `snodo protocol check`, then `snodo run "<task>" --mock` to try it without a model.')

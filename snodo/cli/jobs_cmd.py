@@ -29,8 +29,10 @@ def list_cmd(protocol_path: Path | None, as_json: bool) -> None:
     if not rows:
         console().print("no jobs yet")
     for j in rows:
-        console().print(f"{j['job_id']}  {j['task_id']}  {j['status']:<9} {j.get('outcome') or '':<17} "
-                        f"{j['mode']}  {j['created_at']}")
+        console().print(
+            f"{j['job_id']}  {j['task_id']}  {j['status']:<9} {j.get('outcome') or '':<17} "
+            f"{j['mode']}  {j['created_at']}"
+        )
 
 
 @jobs.command("show")

@@ -25,15 +25,16 @@ def plugins(as_json: bool) -> None:
         rows = []
         for info in infos:
             row = info.as_json()
-            row["capabilities"] = {
-                name: _coder_caps(coders[name]) for name in info.coders if name in coders
-            }
+            row["capabilities"] = {name: _coder_caps(coders[name]) for name in info.coders if name in coders}
             row["validator_specs"] = {
-                name: {"needs_model": validators[name].needs_model,
-                       "deterministic": validators[name].deterministic,
-                       "settings": list(validators[name].settings),
-                       "description": validators[name].description}
-                for name in info.validators if name in validators
+                name: {
+                    "needs_model": validators[name].needs_model,
+                    "deterministic": validators[name].deterministic,
+                    "settings": list(validators[name].settings),
+                    "description": validators[name].description,
+                }
+                for name in info.validators
+                if name in validators
             }
             rows.append(row)
         emit_json({"plugins": rows})
@@ -47,11 +48,17 @@ def plugins(as_json: bool) -> None:
         regs = []
         for name in info.coders:
             caps = coders[name].capabilities
-            flags = [k for k in ("writes_in_place", "commits_own_changes", "observes_tests", "needs_network",
-                                 "deterministic") if getattr(caps, k)]
+            flags = [
+                k
+                for k in ("writes_in_place", "commits_own_changes", "observes_tests", "needs_network", "deterministic")
+                if getattr(caps, k)
+            ]
             needs = [p.name for p in caps.required_programs]
-            regs.append(f"coder {name}" + (f" [{', '.join(flags)}]" if flags else "")
-                        + (f" needs {', '.join(needs)}" if needs else ""))
+            regs.append(
+                f"coder {name}"
+                + (f" [{', '.join(flags)}]" if flags else "")
+                + (f" needs {', '.join(needs)}" if needs else "")
+            )
         regs += [f"validator {n}" + (" [model]" if validators[n].needs_model else "") for n in info.validators]
         regs += [f"predicate {n}" for n in info.predicates]
         status = "[green]ok[/]" if info.status == "ok" else f"[red]failed[/]: {info.error}"

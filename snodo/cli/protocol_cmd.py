@@ -33,16 +33,24 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
         proto = read_protocol_file(target)
     except ProtocolError as exc:
         if as_json:
-            emit_json({"path": str(target), "ok": False, "errors": list(exc.problems or (exc.message,)),
-                       "warnings": []})
+            emit_json(
+                {"path": str(target), "ok": False, "errors": list(exc.problems or (exc.message,)), "warnings": []}
+            )
             raise SystemExit(1) from None
         raise
     violations = check(proto, host)
     errors = [v for v in violations if v.level == "error"]
     warnings = [v for v in violations if v.level == "warning"]
     if as_json:
-        emit_json({"path": str(target), "ok": not errors, "protocol_id": proto.protocol_id,
-                   "errors": [v.as_json() for v in errors], "warnings": [v.as_json() for v in warnings]})
+        emit_json(
+            {
+                "path": str(target),
+                "ok": not errors,
+                "protocol_id": proto.protocol_id,
+                "errors": [v.as_json() for v in errors],
+                "warnings": [v.as_json() for v in warnings],
+            }
+        )
     else:
         for w in warnings:
             print_warning(str(w))

@@ -23,14 +23,28 @@ from snodo.errors import SnodoError
 @click.option("--coder", default=None, help="Coder plugin to use instead of the mode's.")
 @click.option("--task-id", default=None, help="Task id (default: derived from the spec text).")
 @click.option("--background", is_flag=True, help="Start the run as a background job and print its id.")
-@click.option("--resume", "resume_task", default=None, metavar="TASK_ID",
-              help="Run a halted task again (after `snodo authorize`); it is validated again.")
+@click.option(
+    "--resume",
+    "resume_task",
+    default=None,
+    metavar="TASK_ID",
+    help="Run a halted task again (after `snodo authorize`); it is validated again.",
+)
 @click.option("--job", "job_id", default=None, hidden=True, help="Execute a queued background job.")
 @protocol_option
 @json_option
-def run(spec: str | None, mock: bool, mode_id: str | None, coder: str | None, task_id: str | None,
-        background: bool, resume_task: str | None, job_id: str | None, protocol_path: Path | None,
-        as_json: bool) -> None:
+def run(
+    spec: str | None,
+    mock: bool,
+    mode_id: str | None,
+    coder: str | None,
+    task_id: str | None,
+    background: bool,
+    resume_task: str | None,
+    job_id: str | None,
+    protocol_path: Path | None,
+    as_json: bool,
+) -> None:
     """Run SPEC (text, @file, or - for stdin) as one governed task.
 
     \b
@@ -62,8 +76,10 @@ def run(spec: str | None, mock: bool, mode_id: str | None, coder: str | None, ta
     elif resume_task is not None:
         previous = jobs.latest_for_task(resume_task)
         if previous is None:
-            raise SnodoError(f"no earlier run of task {resume_task!r} in this project",
-                             hint="`snodo jobs list` shows runs and their task ids")
+            raise SnodoError(
+                f"no earlier run of task {resume_task!r} in this project",
+                hint="`snodo jobs list` shows runs and their task ids",
+            )
         if previous["status"] not in ("halted",):
             raise SnodoError(f"task {resume_task!r} is {previous['status']}; only a halted task can be resumed")
         text = jobs.spec(previous["job_id"])
@@ -75,8 +91,14 @@ def run(spec: str | None, mock: bool, mode_id: str | None, coder: str | None, ta
     project = Project(loaded, host, mode=mode_id)
     task_id = task_id or derive_task_id(text)
     if job_id is None:
-        job = jobs.create(spec=text, task_id=task_id, mode=project.mode_id, coder=coder, background=background,
-                          protocol_path=loaded.path)
+        job = jobs.create(
+            spec=text,
+            task_id=task_id,
+            mode=project.mode_id,
+            coder=coder,
+            background=background,
+            protocol_path=loaded.path,
+        )
         job_id = job["job_id"]
         if background:
             jobs.start_background(job_id, cwd=Path.cwd())
@@ -122,7 +144,9 @@ def render_result(payload: dict[str, Any]) -> None:
         lines.append(f"outcome   [bold]{payload['outcome']}[/] at {payload['phase']}")
     lines.append(f"why       {escape(payload['message'])}")
     if payload.get("branch"):
-        lines.append(f"branch    {payload['branch']}" + (f" @ {payload['commit'][:10]}" if payload.get("commit") else ""))
+        lines.append(
+            f"branch    {payload['branch']}" + (f" @ {payload['commit'][:10]}" if payload.get("commit") else "")
+        )
     if payload.get("files"):
         lines.append("files     " + ", ".join(payload["files"]))
     if payload.get("dropped"):
@@ -130,8 +154,9 @@ def render_result(payload: dict[str, Any]) -> None:
     if payload.get("decision_id"):
         lines.append(f"decision  {payload['decision_id']}")
     lines.append(f"next      {escape(payload['next'])}")
-    console().print(Panel("\n".join(lines), title="completed" if ok else "halted",
-                          border_style="green" if ok else "red"))
+    console().print(
+        Panel("\n".join(lines), title="completed" if ok else "halted", border_style="green" if ok else "red")
+    )
     if payload["validators"]:
         table = Table(show_header=True)
         for col in ("validator", "severity", "justification"):

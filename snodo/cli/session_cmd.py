@@ -27,15 +27,29 @@ def list_cmd(all_projects: bool, protocol_path: Path | None, as_json: bool) -> N
     root = None if all_projects else project_root(protocol_path)
     sessions = SessionStore(snodo_home()).list(root)
     if as_json:
-        emit_json({"sessions": [{"session_id": s.session_id, "project_root": s.project_root, "mode": s.mode,
-                                 "started_at": s.started_at, "status": s.status,
-                                 "pending_decisions": sorted(s.pending_decisions)} for s in sessions]})
+        emit_json(
+            {
+                "sessions": [
+                    {
+                        "session_id": s.session_id,
+                        "project_root": s.project_root,
+                        "mode": s.mode,
+                        "started_at": s.started_at,
+                        "status": s.status,
+                        "pending_decisions": sorted(s.pending_decisions),
+                    }
+                    for s in sessions
+                ]
+            }
+        )
         return
     if not sessions:
         console().print("no sessions yet (the first `snodo validate`, `run` or `serve` starts one)")
     for s in sessions:
-        console().print(f"{s.session_id}  {s.mode:<12} {s.status:<8} {s.started_at}  "
-                        f"{len(s.pending_decisions)} pending  {s.project_root}")
+        console().print(
+            f"{s.session_id}  {s.mode:<12} {s.status:<8} {s.started_at}  "
+            f"{len(s.pending_decisions)} pending  {s.project_root}"
+        )
 
 
 @session.command("show")

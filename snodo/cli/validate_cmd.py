@@ -37,14 +37,14 @@ def read_spec(spec: str | None) -> str:
 
 @click.command()
 @click.argument("spec", required=False)
-@click.option("--phase", type=click.Choice(["pre_execute", "post_execute"]), default="pre_execute",
-              show_default=True)
+@click.option("--phase", type=click.Choice(["pre_execute", "post_execute"]), default="pre_execute", show_default=True)
 @click.option("--mode", "mode_id", default=None, help="Mode whose validators run (default: the current mode).")
 @click.option("--task-id", default=None, help="Task id (default: derived from the spec text).")
 @protocol_option
 @json_option
-def validate(spec: str | None, phase: str, mode_id: str | None, task_id: str | None,
-             protocol_path: Path | None, as_json: bool) -> None:
+def validate(
+    spec: str | None, phase: str, mode_id: str | None, task_id: str | None, protocol_path: Path | None, as_json: bool
+) -> None:
     """Validate SPEC (text, @file, or - for stdin) with the mode's validators for one phase.
 
     \b

@@ -51,8 +51,16 @@ class JobStore:
             raise StateError(f"{job_id!r} is not a valid job id")
         return self.directory / job_id
 
-    def create(self, *, spec: str, task_id: str, mode: str, coder: str | None, background: bool,
-               protocol_path: Path | None = None) -> dict[str, Any]:
+    def create(
+        self,
+        *,
+        spec: str,
+        task_id: str,
+        mode: str,
+        coder: str | None,
+        background: bool,
+        protocol_path: Path | None = None,
+    ) -> dict[str, Any]:
         job_id = f"job-{datetime.now(UTC):%Y%m%d%H%M%S}-{secrets.token_hex(3)}"
         d = self.path(job_id)
         d.mkdir(parents=True, exist_ok=False)
@@ -95,8 +103,11 @@ class JobStore:
             raise StateError(f"no job {job_id!r} (looked for {path})", hint="`snodo jobs list` shows jobs")
         status = dict(read_json(path))
         if status["status"] in ("queued", "running") and status.get("pid") and not _alive(status["pid"]):
-            status.update(status="halted", outcome="internal_error",
-                          error="the job's process ended without recording a result; see log.txt")
+            status.update(
+                status="halted",
+                outcome="internal_error",
+                error="the job's process ended without recording a result; see log.txt",
+            )
         return status
 
     def list(self) -> list[dict[str, Any]]:

@@ -145,8 +145,14 @@ class Engine:
         task_id = task_id or derive_task_id(spec)
         p = self.project
         p.session()
-        p.record("run_started", task_id=task_id, run_id=self.run_id, job_id=self.job_id, coder=self.coder_name,
-                 spec_sha256=spec_sha256(spec))
+        p.record(
+            "run_started",
+            task_id=task_id,
+            run_id=self.run_id,
+            job_id=self.job_id,
+            coder=self.coder_name,
+            spec_sha256=spec_sha256(spec),
+        )
         worktree: Worktree | None = None
         attempts = 0
         try:
@@ -159,8 +165,15 @@ class Engine:
             self.progress(f"working copy {worktree.path} on branch {worktree.branch}")
             result = self._loop(spec, task_id, coder_spec, coder, config, worktree)
             attempts = result.attempts
-            p.record("completed", task_id=task_id, run_id=self.run_id, branch=result.branch, commit=result.commit,
-                     files=list(result.files), attempts=attempts)
+            p.record(
+                "completed",
+                task_id=task_id,
+                run_id=self.run_id,
+                branch=result.branch,
+                commit=result.commit,
+                files=list(result.files),
+                attempts=attempts,
+            )
             return result
         except Halt as halt:
             return self._halted(task_id, halt, worktree)
@@ -183,21 +196,39 @@ class Engine:
         """Declared programs are checked before any token is issued or consumed."""
         for prog in spec.capabilities.required_programs:
             if shutil.which(prog.name) is None:
-                raise Halt("environment_error", "governance",
-                           f"coder {spec.name!r} needs the program {prog.name!r} on PATH; install it: "
-                           f"{prog.install_hint}")
+                raise Halt(
+                    "environment_error",
+                    "governance",
+                    f"coder {spec.name!r} needs the program {prog.name!r} on PATH; install it: {prog.install_hint}",
+                )
 
-    def _validate(self, spec: str, task_id: str, phase: str, workspace: Path,
-                  changed: tuple[str, ...] = (), diff: str = "", persist_escalation: bool = True) -> ValidationOutcome:
+    def _validate(
+        self,
+        spec: str,
+        task_id: str,
+        phase: str,
+        workspace: Path,
+        changed: tuple[str, ...] = (),
+        diff: str = "",
+        persist_escalation: bool = True,
+    ) -> ValidationOutcome:
         self.progress(f"{phase} validation")
         return validate_task(
-            self.project, spec=spec, task_id=task_id, phase=phase, workspace=workspace,
-            changed_files=changed, diff=diff, issue_token=(phase == "pre_execute"),
-            progress=lambda msg, _r: self.progress(msg), escalate=persist_escalation,
+            self.project,
+            spec=spec,
+            task_id=task_id,
+            phase=phase,
+            workspace=workspace,
+            changed_files=changed,
+            diff=diff,
+            issue_token=(phase == "pre_execute"),
+            progress=lambda msg, _r: self.progress(msg),
+            escalate=persist_escalation,
         )
 
-    def _loop(self, spec: str, task_id: str, coder_spec: CoderSpec, coder: Any, config: dict[str, Any],
-              wt: Worktree) -> RunResult:
+    def _loop(
+        self, spec: str, task_id: str, coder_spec: CoderSpec, coder: Any, config: dict[str, Any], wt: Worktree
+    ) -> RunResult:
         p = self.project
         ex = p.protocol.execution
         pre = self._validate(spec, task_id, "pre_execute", wt.path)
@@ -205,8 +236,9 @@ class Engine:
             raise Halt(pre.status, "pre_execute", pre.classification.reason, outcome_obj=pre)
         # The execute boundary: verify and consume the token, exactly once, right here.
         try:
-            claims = p.tokens.consume(pre.token, task_id=task_id, spec_sha256=pre.spec_sha256,
-                                      consumer=f"engine:{self.run_id}")
+            claims = p.tokens.consume(
+                pre.token, task_id=task_id, spec_sha256=pre.spec_sha256, consumer=f"engine:{self.run_id}"
+            )
         except TokenError as exc:
             raise Halt("internal_error", "execute", f"the validation token was refused at execute: {exc}") from None
         p.record("token_consumed", task_id=task_id, jti=claims.jti, consumer=f"engine:{self.run_id}")
@@ -223,36 +255,65 @@ class Engine:
             if attempt + 1 > ex.max_iterations:
                 raise Halt("blocker", "post_execute", f"max_iterations ({ex.max_iterations}) reached")
             request = CoderRequest(
-                task_id=task_id, spec=spec, workspace=wt.path, mode_id=p.mode_id,
+                task_id=task_id,
+                spec=spec,
+                workspace=wt.path,
+                mode_id=p.mode_id,
                 criteria=tuple(c for v in p.protocol.validators_for(p.mode, "post_execute") for c in v.criteria),
-                guidance=p.mode.description, protected_paths=(".snodo/", ".git/", *p.protocol.protected_paths),
-                config=config, findings=findings, attempt=attempt,
+                guidance=p.mode.description,
+                protected_paths=(".snodo/", ".git/", *p.protocol.protected_paths),
+                config=config,
+                findings=findings,
+                attempt=attempt,
                 log=lambda line: self.progress(f"coder: {line}"),
             )
-            p.record("dispatch", task_id=task_id, coder=coder_spec.name, attempt=attempt, run_id=self.run_id,
-                     findings=list(findings))
+            p.record(
+                "dispatch",
+                task_id=task_id,
+                coder=coder_spec.name,
+                attempt=attempt,
+                run_id=self.run_id,
+                findings=list(findings),
+            )
             self.progress(f"coder {coder_spec.name} (attempt {attempt})")
             changed, dropped, signature_ops = self._execute(coder, coder_spec, request, wt, task_id)
             dropped_all += dropped
             files |= set(changed)
             if changed:
-                commit = git.commit_paths(sorted(changed), f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}")
+                commit = git.commit_paths(
+                    sorted(changed), f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}"
+                )
                 p.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(changed))
             all_changed = tuple(sorted(git.changed_files(wt.base))) if files else ()
             if not all_changed:
                 raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
             diff = git.read_diff(wt.base)
-            post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff,
-                                  persist_escalation=False)
+            post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff, persist_escalation=False)
             results = tuple(r.as_json() for r in post.results)
             if post.status == "pass":
-                return RunResult(status="completed", task_id=task_id, phase="post_execute", branch=wt.branch,
-                                 commit=commit, results=results, files=all_changed, attempts=attempt,
-                                 job_id=self.job_id, message=post.classification.reason,
-                                 dropped=tuple(dropped_all))
+                return RunResult(
+                    status="completed",
+                    task_id=task_id,
+                    phase="post_execute",
+                    branch=wt.branch,
+                    commit=commit,
+                    results=results,
+                    files=all_changed,
+                    attempts=attempt,
+                    job_id=self.job_id,
+                    message=post.classification.reason,
+                    dropped=tuple(dropped_all),
+                )
             if post.status in ("blocker", "validator_error"):
-                raise Halt(post.status, "post_execute", post.classification.reason, results=results,
-                           branch=wt.branch, commit=commit, files=all_changed)
+                raise Halt(
+                    post.status,
+                    "post_execute",
+                    post.classification.reason,
+                    results=results,
+                    branch=wt.branch,
+                    commit=commit,
+                    files=all_changed,
+                )
             # escalate: recoverable by a fix attempt while budgets last.
             signature = (tuple((r.validator_id, r.severity, r.justification) for r in post.results), signature_ops)
             budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
@@ -260,18 +321,25 @@ class Engine:
             if attempt >= budget or stalled:
                 why = "the same verdict after the same change" if stalled else f"{attempt} fix attempt(s) used"
                 final = persist_escalation(p, post, spec)
-                raise Halt("escalate", "post_execute", f"recovery stopped ({why}): {post.classification.reason}",
-                           outcome_obj=final, branch=wt.branch, commit=commit, files=all_changed)
+                raise Halt(
+                    "escalate",
+                    "post_execute",
+                    f"recovery stopped ({why}): {post.classification.reason}",
+                    outcome_obj=final,
+                    branch=wt.branch,
+                    commit=commit,
+                    files=all_changed,
+                )
             last_signature = signature
             attempt += 1
             self.attempt = attempt
-            findings = tuple(f"{r.validator_id}: {r.justification}" for r in post.results
-                             if r.severity != "pass")
+            findings = tuple(f"{r.validator_id}: {r.justification}" for r in post.results if r.severity != "pass")
             p.record("recovery", task_id=task_id, attempt=attempt, findings=list(findings))
             self.progress(f"recovery attempt {attempt}/{budget}: {'; '.join(findings)[:200]}")
 
-    def _execute(self, coder: Any, spec: CoderSpec, request: CoderRequest, wt: Worktree,
-                 task_id: str) -> tuple[list[str], list[dict[str, str]], tuple[Any, ...]]:
+    def _execute(
+        self, coder: Any, spec: CoderSpec, request: CoderRequest, wt: Worktree, task_id: str
+    ) -> tuple[list[str], list[dict[str, str]], tuple[Any, ...]]:
         p = self.project
         in_place = spec.capabilities.writes_in_place
         before = _tree_snapshot(wt.path) if in_place else {}
@@ -285,23 +353,40 @@ class Engine:
             raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
         if in_place:
             after = _tree_snapshot(wt.path)
-            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-            touched = [c for c in changed if _is_governance(c)]
+            diffs = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            touched = [c for c in diffs if _is_governance(c)]
             if touched:
                 for path in touched:
-                    p.record("path_refused", task_id=task_id, path=path, source=f"coder:{spec.name}",
-                             reason="an in-place coder changed governance state (.snodo/ is protected)")
-                raise Halt("blocker", "execute",
-                           f"coder {spec.name!r} changed protected governance state: {', '.join(touched)}")
-            return changed, [], tuple(changed)
+                    p.record(
+                        "path_refused",
+                        task_id=task_id,
+                        path=path,
+                        source=f"coder:{spec.name}",
+                        reason="an in-place coder changed governance state (.snodo/ is protected)",
+                    )
+                raise Halt(
+                    "blocker",
+                    "execute",
+                    f"coder {spec.name!r} changed protected governance state: {', '.join(touched)}",
+                )
+            return diffs, [], tuple(diffs)
         ops = tuple(result.operations)
         kept, dropped = p.host.filter_artifacts(
-            ops, ArtifactContext(workspace=wt.path, task_id=task_id, mode_id=p.mode_id,
-                                 protected_paths=p.protocol.protected_paths))
+            ops,
+            ArtifactContext(
+                workspace=wt.path, task_id=task_id, mode_id=p.mode_id, protected_paths=p.protocol.protected_paths
+            ),
+        )
         dropped_json = []
         for d in dropped:
-            p.record("path_refused", task_id=task_id, path=d.operation.path, op=d.operation.op,
-                     source=f"coder:{spec.name}", reason=d.reason)
+            p.record(
+                "path_refused",
+                task_id=task_id,
+                path=d.operation.path,
+                op=d.operation.op,
+                source=f"coder:{spec.name}",
+                reason=d.reason,
+            )
             dropped_json.append({"path": d.operation.path, "op": d.operation.op, "reason": d.reason})
             self.progress(f"refused {d.operation.op} {d.operation.path}: {d.reason}")
         ws = Workspace(wt.path, PathGuard(wt.path, p.protocol.protected_paths))
@@ -313,8 +398,14 @@ class Engine:
                 else:
                     ws.delete_file(op.path)
             except PathValidationError as exc:  # second line of defence behind the filter
-                p.record("path_refused", task_id=task_id, path=op.path, op=op.op, source=f"coder:{spec.name}",
-                         reason=exc.reason)
+                p.record(
+                    "path_refused",
+                    task_id=task_id,
+                    path=op.path,
+                    op=op.op,
+                    source=f"coder:{spec.name}",
+                    reason=exc.reason,
+                )
                 dropped_json.append({"path": op.path, "op": op.op, "reason": exc.reason})
                 continue
             changed.append(_normalise(wt.path, op))
@@ -328,16 +419,31 @@ class Engine:
         results = extra.get("results") or (tuple(r.as_json() for r in outcome_obj.results) if outcome_obj else ())
         decision_id = outcome_obj.decision_id if outcome_obj else None
         result = RunResult(
-            status="halted", task_id=task_id, outcome=halt.outcome, phase=halt.phase, message=halt.message,
-            branch=extra.get("branch"), commit=extra.get("commit"), decision_id=decision_id,
-            results=tuple(results), files=tuple(extra.get("files", ())), job_id=self.job_id,
+            status="halted",
+            task_id=task_id,
+            outcome=halt.outcome,
+            phase=halt.phase,
+            message=halt.message,
+            branch=extra.get("branch"),
+            commit=extra.get("commit"),
+            decision_id=decision_id,
+            results=tuple(results),
+            files=tuple(extra.get("files", ())),
+            job_id=self.job_id,
             attempts=self.attempt,
         )
-        self.project.record("halt", task_id=task_id, run_id=self.run_id, outcome=halt.outcome, phase=halt.phase,
-                            message=halt.message, decision_id=decision_id, branch=result.branch)
+        self.project.record(
+            "halt",
+            task_id=task_id,
+            run_id=self.run_id,
+            outcome=halt.outcome,
+            phase=halt.phase,
+            message=halt.message,
+            decision_id=decision_id,
+            branch=result.branch,
+        )
         return result
 
 
 def _normalise(root: Path, op: FileOperation) -> str:
     return Path(os.path.relpath(os.path.normpath(root / op.path), root)).as_posix()
-

@@ -19,8 +19,13 @@ from attrs import frozen
 
 from snodo.errors import EnvironmentProblem
 
-_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "snodo", "GIT_AUTHOR_EMAIL": "snodo@localhost",
-        "GIT_COMMITTER_NAME": "snodo", "GIT_COMMITTER_EMAIL": "snodo@localhost"}
+_ENV = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_AUTHOR_NAME": "snodo",
+    "GIT_AUTHOR_EMAIL": "snodo@localhost",
+    "GIT_COMMITTER_NAME": "snodo",
+    "GIT_COMMITTER_EMAIL": "snodo@localhost",
+}
 
 
 def _git(cwd: Path, *args: str, identity: bool = False) -> str:
@@ -43,12 +48,21 @@ class Worktree:
     repo: Path
 
     def remove(self) -> None:
-        """Drop the working copy; the branch (and its commits) stay for inspection."""
-        subprocess.run(["git", "-C", str(self.repo), "worktree", "remove", "--force", str(self.path)],
-                       capture_output=True, text=True)
+        """Drop the working copy. A branch with commits stays for inspection; a branch the
+        run never committed to is deleted, so halted runs leave no empty branches behind."""
+        subprocess.run(
+            ["git", "-C", str(self.repo), "worktree", "remove", "--force", str(self.path)],
+            capture_output=True,
+            text=True,
+        )
         if self.path.exists():
             shutil.rmtree(self.path, ignore_errors=True)
         subprocess.run(["git", "-C", str(self.repo), "worktree", "prune"], capture_output=True, text=True)
+        tip = subprocess.run(
+            ["git", "-C", str(self.repo), "rev-parse", "--verify", "-q", self.branch], capture_output=True, text=True
+        ).stdout.strip()
+        if tip == self.base:
+            subprocess.run(["git", "-C", str(self.repo), "branch", "-D", self.branch], capture_output=True, text=True)
 
 
 def require_repo(root: Path) -> None:
@@ -61,12 +75,14 @@ def require_repo(root: Path) -> None:
 
 def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktree:
     require_repo(repo)
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"],
-                          capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     if not head:
         empty_tree = _git(repo, "hash-object", "-t", "tree", "/dev/null")
-        head = _git(repo, "commit-tree", empty_tree, "-m", "snodo: empty base for a repository with no commits",
-                    identity=True)
+        head = _git(
+            repo, "commit-tree", empty_tree, "-m", "snodo: empty base for a repository with no commits", identity=True
+        )
     branch = f"snodo/{task_id}-{run_id}"
     path = home / "worktrees" / project_key(repo) / run_id
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -138,28 +138,48 @@ def classify(
     required = required_passes(policy, total, quorum_threshold) if total else 0
 
     def summary() -> PolicySummary:
-        return PolicySummary(name=policy, pass_count=passes, warn_count=warns, blocker_count=blockers,
-                             total=total, required=required, error_count=errors, adjudicated=tuple(used))
+        return PolicySummary(
+            name=policy,
+            pass_count=passes,
+            warn_count=warns,
+            blocker_count=blockers,
+            total=total,
+            required=required,
+            error_count=errors,
+            adjudicated=tuple(used),
+        )
 
     if not results:
-        return Classification(status="validator_error", policy=summary(),
-                              reason="no validator produced a result for this phase; nothing proves the work")
+        return Classification(
+            status="validator_error",
+            policy=summary(),
+            reason="no validator produced a result for this phase; nothing proves the work",
+        )
     if any(r.severity == "error" for r in results):
         failed = ", ".join(r.validator_id for r in results if r.severity == "error")
         return Classification(status="validator_error", policy=summary(), reason=f"could not judge: {failed}")
     if any(r.severity == "blocker" for r in results):
         failed = ", ".join(r.validator_id for r in results if r.severity == "blocker")
         return Classification(status="blocker", policy=summary(), reason=f"blocked by: {failed}")
-    vetoes = [r for r in results if r.kind == "constraint" and r.severity == "warn"
-              and r.validator_id not in adjudicated_set]
+    vetoes = [
+        r for r in results if r.kind == "constraint" and r.severity == "warn" and r.validator_id not in adjudicated_set
+    ]
     if vetoes:
-        return Classification(status="escalate", policy=summary(),
-                              reason="constraint warning needs a human: " + ", ".join(r.validator_id for r in vetoes))
+        return Classification(
+            status="escalate",
+            policy=summary(),
+            reason="constraint warning needs a human: " + ", ".join(r.validator_id for r in vetoes),
+        )
     if total == 0:
-        return Classification(status="validator_error", policy=summary(),
-                              reason="only constraints ran; no validator judged this phase")
+        return Classification(
+            status="validator_error", policy=summary(), reason="only constraints ran; no validator judged this phase"
+        )
     if passes >= required:
-        return Classification(status="pass", policy=summary(),
-                              reason=f"{passes} of {total} passed ({policy} needs {required})")
-    return Classification(status="escalate", policy=summary(),
-                          reason=f"{passes} of {total} passed, {policy} needs {required}; a human must decide")
+        return Classification(
+            status="pass", policy=summary(), reason=f"{passes} of {total} passed ({policy} needs {required})"
+        )
+    return Classification(
+        status="escalate",
+        policy=summary(),
+        reason=f"{passes} of {total} passed, {policy} needs {required}; a human must decide",
+    )

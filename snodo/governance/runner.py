@@ -98,8 +98,15 @@ def _run_constraint(host: PluginHost, c: Constraint, inp: PhaseInput) -> Validat
         ok, message = bool(result.ok), str(result.message)
     except Exception as exc:  # a predicate that cannot decide fails closed
         msg = f"{type(exc).__name__}: {exc}"
-        return ValidatorResult(validator_id=vid, validator_type=vtype, severity="error", justification=msg,
-                               error=msg, kind="constraint", duration=time.monotonic() - started)
+        return ValidatorResult(
+            validator_id=vid,
+            validator_type=vtype,
+            severity="error",
+            justification=msg,
+            error=msg,
+            kind="constraint",
+            duration=time.monotonic() - started,
+        )
     return ValidatorResult(
         validator_id=vid,
         validator_type=vtype,

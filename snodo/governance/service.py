@@ -136,13 +136,15 @@ def _decision_results(project: Project, task_id: str, sha: str) -> tuple[frozens
         if rec.decision == "approve":
             adjudicated.update(rec.adjudicated_validators)
         else:
-            vetoes.append(ValidatorResult(
-                validator_id=f"decision:{rec.decision_id}",
-                validator_type="human-decision",
-                severity="blocker",
-                justification=f"{rec.decided_by} rejected this task on {rec.decided_at}: {rec.justification}",
-                kind="constraint",
-            ))
+            vetoes.append(
+                ValidatorResult(
+                    validator_id=f"decision:{rec.decision_id}",
+                    validator_type="human-decision",
+                    severity="blocker",
+                    justification=f"{rec.decided_by} rejected this task on {rec.decided_at}: {rec.justification}",
+                    kind="constraint",
+                )
+            )
     return frozenset(adjudicated), vetoes
 
 
@@ -235,6 +237,12 @@ def persist_escalation(project: Project, outcome: ValidationOutcome, spec: str) 
         spec_text=spec,
     )
     project.sessions.add_pending(session.session_id, pending)
-    project.record("escalated", task_id=outcome.task_id, decision_id=decision_id, phase=outcome.phase,
-                   session_id=session.session_id, reason=outcome.classification.reason)
+    project.record(
+        "escalated",
+        task_id=outcome.task_id,
+        decision_id=decision_id,
+        phase=outcome.phase,
+        session_id=session.session_id,
+        reason=outcome.classification.reason,
+    )
     return evolve(outcome, decision_id=decision_id)

@@ -30,6 +30,7 @@ __all__ = [
     "load_protocol",
     "parse_protocol",
     "project_root_for",
+    "read_protocol_file",
 ]
 
 

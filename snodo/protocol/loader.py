@@ -34,7 +34,7 @@ from snodo.protocol.models import Protocol
 PROTOCOL_RELPATH = Path(".snodo") / "protocol.yml"
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
     """SafeLoader whose booleans are only true/false, whatever the case."""
 
 
@@ -83,7 +83,10 @@ def _make_converter() -> cattrs.Converter:
             raise ValueError(f"keys must be strings, got {bad[0]!r}")
         return dict(value)
 
-    conv.register_structure_hook_func(lambda t: typing.get_origin(t) is dict, structure_mapping)
+    conv.register_structure_hook_func(
+        lambda t: typing.get_origin(t) is dict,  # type: ignore[comparison-overlap]
+        structure_mapping,
+    )
 
     def structure_tuple(value: Any, type_: Any) -> tuple[Any, ...]:
         if not isinstance(value, list):
@@ -102,7 +105,8 @@ def _make_converter() -> cattrs.Converter:
         return tuple(out)
 
     conv.register_structure_hook_func(
-        lambda t: typing.get_origin(t) is tuple and typing.get_args(t)[1:] == (Ellipsis,),
+        lambda t: typing.get_origin(t) is tuple  # type: ignore[comparison-overlap]
+        and typing.get_args(t)[1:] == (Ellipsis,),
         structure_tuple,
     )
     return conv
@@ -199,10 +203,10 @@ def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
         raise ProtocolError(msg, problems=(msg,)) from None
     empty = [f for f in ("modes", "validators") if not getattr(protocol, f)]
     if empty:
-        problems = tuple(
-            f"{source}:{_line_of(root, '.' + f)}: at least one entry is required @ {f}" for f in empty
+        raise ProtocolError(
+            f"{source}: the protocol was refused",
+            problems=tuple(f"{source}:{_line_of(root, '.' + f)}: at least one entry is required @ {f}" for f in empty),
         )
-        raise ProtocolError(f"{source}: the protocol was refused", problems=problems)
     return protocol
 
 

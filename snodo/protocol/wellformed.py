@@ -60,17 +60,31 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
     for mi, m in enumerate(p.modes):
         for ti, cap in enumerate(m.tools):
             if cap not in CAPABILITY_TOOLS:
-                out.append(Violation(rule="CAP", message=(
-                    f"mode {m.mode_id!r} grants unknown capability {cap!r} @ modes[{mi}].tools[{ti}]; "
-                    f"known capabilities: {', '.join(known)}")))
+                out.append(
+                    Violation(
+                        rule="CAP",
+                        message=(
+                            f"mode {m.mode_id!r} grants unknown capability {cap!r} @ modes[{mi}].tools[{ti}]; "
+                            f"known capabilities: {', '.join(known)}"
+                        ),
+                    )
+                )
     for cap in p.exclusive_tools:
         if cap not in CAPABILITY_TOOLS:
-            out.append(Violation(rule="CAP", message=(
-                f"exclusive_tools names unknown capability {cap!r}; known capabilities: {', '.join(known)}")))
+            out.append(
+                Violation(
+                    rule="CAP",
+                    message=(
+                        f"exclusive_tools names unknown capability {cap!r}; known capabilities: {', '.join(known)}"
+                    ),
+                )
+            )
 
     # Identifiers must be unique for references to mean anything.
-    for kind, ids in (("mode_id", [m.mode_id for m in p.modes]),
-                      ("validator_id", [v.validator_id for v in p.validators])):
+    for kind, ids in (
+        ("mode_id", [m.mode_id for m in p.modes]),
+        ("validator_id", [v.validator_id for v in p.validators]),
+    ):
         for d in _dupes(ids):
             out.append(Violation(rule="ID", message=f"{kind} {d!r} is declared more than once"))
 
@@ -78,9 +92,15 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
     for cap in sorted({*ALWAYS_EXCLUSIVE, *p.exclusive_tools}):
         holders = [m.mode_id for m in p.modes if cap in m.tools]
         if len(holders) > 1:
-            out.append(Violation(rule="WF1", message=(
-                f"exclusive capability {cap!r} is held by {len(holders)} modes: {', '.join(holders)} "
-                "(at most one mode may hold it)")))
+            out.append(
+                Violation(
+                    rule="WF1",
+                    message=(
+                        f"exclusive capability {cap!r} is held by {len(holders)} modes: {', '.join(holders)} "
+                        "(at most one mode may hold it)"
+                    ),
+                )
+            )
 
     # WF2: role ids are unique, and roles name existing modes.
     for d in _dupes([r.role_id for r in p.roles]):
@@ -96,20 +116,36 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
     for m in p.modes:
         for vid in m.validators:
             if vid not in validator_ids:
-                out.append(Violation(rule="WF3", message=(
-                    f"mode {m.mode_id!r} names validator {vid!r}, which is not declared "
-                    f"(declared: {', '.join(sorted(validator_ids)) or 'none'})")))
+                out.append(
+                    Violation(
+                        rule="WF3",
+                        message=(
+                            f"mode {m.mode_id!r} names validator {vid!r}, which is not declared "
+                            f"(declared: {', '.join(sorted(validator_ids)) or 'none'})"
+                        ),
+                    )
+                )
         for t in m.transitions:
             if t.to not in mode_ids:
-                out.append(Violation(rule="WF3", message=f"mode {m.mode_id!r} has a transition to unknown mode {t.to!r}"))
+                out.append(
+                    Violation(rule="WF3", message=f"mode {m.mode_id!r} has a transition to unknown mode {t.to!r}")
+                )
         if "dispatch" in m.tools:
             pre = [v for v in p.validators_for(m, "pre_execute")]
             if not pre:
-                out.append(Violation(rule="WF3", message=(
-                    f"mode {m.mode_id!r} holds 'dispatch' but has no pre_execute validator to gate it")))
+                out.append(
+                    Violation(
+                        rule="WF3",
+                        message=(f"mode {m.mode_id!r} holds 'dispatch' but has no pre_execute validator to gate it"),
+                    )
+                )
     if p.initial_mode is not None and p.initial_mode not in mode_ids:
-        out.append(Violation(rule="WF3", message=(
-            f"initial_mode {p.initial_mode!r} is not a declared mode ({', '.join(sorted(mode_ids))})")))
+        out.append(
+            Violation(
+                rule="WF3",
+                message=(f"initial_mode {p.initial_mode!r} is not a declared mode ({', '.join(sorted(mode_ids))})"),
+            )
+        )
     if host is not None:
         from snodo.errors import PluginError
 
@@ -127,11 +163,22 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
     # WF4: the policy fits the validator count.
     n = len(p.validators)
     if p.disagreement_policy == "majority" and n < 2:
-        out.append(Violation(rule="WF4", message=(
-            f"disagreement_policy 'majority' needs at least 2 validators, the protocol declares {n}")))
+        out.append(
+            Violation(
+                rule="WF4",
+                message=(f"disagreement_policy 'majority' needs at least 2 validators, the protocol declares {n}"),
+            )
+        )
     if p.disagreement_policy == "quorum" and n < 3:
-        out.append(Violation(rule="WF4", level="warning", message=(
-            f"disagreement_policy 'quorum' with {n} validator(s) degenerates to unanimity; declare 3 or more")))
+        out.append(
+            Violation(
+                rule="WF4",
+                level="warning",
+                message=(
+                    f"disagreement_policy 'quorum' with {n} validator(s) degenerates to unanimity; declare 3 or more"
+                ),
+            )
+        )
 
     # WF5: constraint ids unique, predicates registered.
     constraints = _all_constraints(p)
@@ -141,7 +188,13 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
         registered = set(host.predicates())
         for where, c in constraints:
             if c.predicate not in registered:
-                out.append(Violation(rule="WF5", message=(
-                    f"constraint {c.constraint_id!r} at {where} names unknown predicate {c.predicate!r} "
-                    f"(registered: {', '.join(sorted(registered)) or 'none'})")))
+                out.append(
+                    Violation(
+                        rule="WF5",
+                        message=(
+                            f"constraint {c.constraint_id!r} at {where} names unknown predicate {c.predicate!r} "
+                            f"(registered: {', '.join(sorted(registered)) or 'none'})"
+                        ),
+                    )
+                )
     return out

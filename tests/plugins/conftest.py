@@ -104,9 +104,7 @@ def vrequest() -> Callable[..., ValidationRequest]:
             tooling=tooling or {},
             model=model,
         )
-        mode = Mode(
-            mode_id="dev", name="Development", tools=tools, validators=(validator.validator_id,), coder="mock"
-        )
+        mode = Mode(mode_id="dev", name="Development", tools=tools, validators=(validator.validator_id,), coder="mock")
         protocol = Protocol(protocol_id="p", name="P", modes=(mode, *other_modes), validators=(validator,))
         return ValidationRequest(
             validator=validator,

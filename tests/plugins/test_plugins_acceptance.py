@@ -78,16 +78,12 @@ def test_checkable_shapes(text: str, kind: str, target: str) -> None:
     assert check is not None and (check.kind, check.target) == (kind, target)
 
 
-@pytest.mark.parametrize(
-    "text", ["the code is readable", "file `a.py` exists and tests pass", "tests pass quickly"]
-)
+@pytest.mark.parametrize("text", ["the code is readable", "file `a.py` exists and tests pass", "tests pass quickly"])
 def test_prose_and_compound_sentences_are_not_half_checked(text: str) -> None:
     assert classify(text) is None
 
 
-def test_post_execute_all_checkable_met(
-    host: PluginHost, project: Callable[..., Path], vrequest: Request
-) -> None:
+def test_post_execute_all_checkable_met(host: PluginHost, project: Callable[..., Path], vrequest: Request) -> None:
     root = project(TREE)
     spec = SPEC.replace("- the greeting is friendly\n  and polite\n", "")
     verdict = judge(host, vrequest(root, "acceptance", spec=spec, criteria=("`tests/test_hello.py` exists",)))
@@ -97,9 +93,7 @@ def test_post_execute_all_checkable_met(
     assert "4 of 4 criteria met" in verdict.justification
 
 
-def test_post_execute_failure_is_a_blocker(
-    host: PluginHost, project: Callable[..., Path], vrequest: Request
-) -> None:
+def test_post_execute_failure_is_a_blocker(host: PluginHost, project: Callable[..., Path], vrequest: Request) -> None:
     root = project({"tests/test_hello.py": "def test_x():\n    assert False\n"})
     verdict = judge(host, vrequest(root, "acceptance", spec=SPEC))
     assert verdict.severity == "blocker"

@@ -55,9 +55,7 @@ def tool_call_reply(name: str, arguments: dict[str, Any], call_id: str = "call_1
     }
 
 
-def run(
-    host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str] | None = None
-) -> CoderResult:
+def run(host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str] | None = None) -> CoderResult:
     coder = host.coder("litellm").factory({"model": MODEL, **config})
     request = CoderRequest(
         task_id="t1",
@@ -144,9 +142,7 @@ def test_missing_key_variable_is_reported_before_any_call(
         run(host, ws, {"api_key_env": "SNODO_TEST_NO_SUCH_KEY"})
 
 
-@pytest.mark.parametrize(
-    "error", [litellm.APIConnectionError, litellm.Timeout, litellm.ServiceUnavailableError]
-)
+@pytest.mark.parametrize("error", [litellm.APIConnectionError, litellm.Timeout, litellm.ServiceUnavailableError])
 def test_unreachable_provider_is_an_environment_problem(host: PluginHost, ws: Path, error: Any) -> None:
     with pytest.raises(EnvironmentProblem, match=f"model '{MODEL}' is unreachable"):
         run(host, ws, {"mock_response": error(message="down", llm_provider="openai", model=MODEL)})
@@ -161,9 +157,7 @@ def test_unreachable_provider_is_an_environment_problem(host: PluginHost, ws: Pa
         (json.dumps({"files": [{"op": "rename", "path": "a.py"}]}), r"files\[0\]"),
     ],
 )
-def test_garbage_is_a_coder_error_with_an_excerpt(
-    host: PluginHost, ws: Path, reply: str, needle: str
-) -> None:
+def test_garbage_is_a_coder_error_with_an_excerpt(host: PluginHost, ws: Path, reply: str, needle: str) -> None:
     with pytest.raises(CoderError, match=needle):
         run(host, ws, {"mock_response": reply})
 

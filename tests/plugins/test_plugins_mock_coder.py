@@ -30,9 +30,7 @@ def apply(root: Path, ops: tuple[FileOperation, ...]) -> None:
         (root / op.path).write_text(op.content)
 
 
-def test_default_output_is_a_module_with_a_passing_test(
-    host: PluginHost, project: Callable[..., Path]
-) -> None:
+def test_default_output_is_a_module_with_a_passing_test(host: PluginHost, project: Callable[..., Path]) -> None:
     root = project({"README.md": "# demo\n"})
     result = generate(host, root, "add a hello module")
     assert [op.path for op in result.operations] == ["hello.py", "tests/test_hello.py"]

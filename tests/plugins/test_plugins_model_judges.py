@@ -19,9 +19,7 @@ MODEL = "openai/gpt-4o-mini"
 Request = Callable[..., ValidationRequest]
 
 PASS = json.dumps({"severity": "pass", "justification": "all criteria hold"})
-BLOCK = (
-    "```json\n" + json.dumps({"severity": "blocker", "justification": "credentials are hard-coded"}) + "\n```"
-)
+BLOCK = "```json\n" + json.dumps({"severity": "blocker", "justification": "credentials are hard-coded"}) + "\n```"
 
 # How each model-judged validator gets a request whose verdict comes from the model.
 CASES: dict[str, dict[str, Any]] = {
@@ -58,9 +56,8 @@ def test_model_pass(host: PluginHost, root: Path, vrequest: Request, vtype: str)
 def test_model_blocker(host: PluginHost, root: Path, vrequest: Request, vtype: str) -> None:
     verdict = host.validate(request_for(vtype, root, vrequest, BLOCK))
     assert verdict is not None and verdict.severity == "blocker"
-    assert (
-        "credentials are hard-coded" in verdict.justification
-        or "credentials are hard-coded" in json.dumps(verdict.details)
+    assert "credentials are hard-coded" in verdict.justification or "credentials are hard-coded" in json.dumps(
+        verdict.details
     )
 
 
@@ -75,9 +72,7 @@ def test_model_blocker(host: PluginHost, root: Path, vrequest: Request, vtype: s
         "",
     ],
 )
-def test_malformed_verdict_raises(
-    host: PluginHost, root: Path, vrequest: Request, vtype: str, reply: str
-) -> None:
+def test_malformed_verdict_raises(host: PluginHost, root: Path, vrequest: Request, vtype: str, reply: str) -> None:
     with pytest.raises(ValidatorFault, match=f"validator '{vtype}-check'"):
         host.validate(request_for(vtype, root, vrequest, reply))
 
@@ -91,9 +86,7 @@ def test_malformed_verdict_raises(
         litellm.BadRequestError(message="model does not exist", llm_provider="openai", model=MODEL),
     ],
 )
-def test_provider_exception_raises(
-    host: PluginHost, root: Path, vrequest: Request, vtype: str, error: Any
-) -> None:
+def test_provider_exception_raises(host: PluginHost, root: Path, vrequest: Request, vtype: str, error: Any) -> None:
     with pytest.raises(EnvironmentProblem, match=MODEL):
         host.validate(request_for(vtype, root, vrequest, error))
 

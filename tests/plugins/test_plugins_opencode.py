@@ -65,9 +65,7 @@ def fake_opencode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[
     return behave
 
 
-def run(
-    host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str] | None = None
-) -> CoderResult:
+def run(host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str] | None = None) -> CoderResult:
     coder = host.coder("opencode").factory(config)
     request = CoderRequest(
         task_id="t1",
@@ -133,9 +131,7 @@ def test_timeout_kills_the_whole_process_group(
     assert not [p for p in pids if is_alive(p)], "the fake or the child it spawned survived the timeout"
 
 
-def test_silence_timeout(
-    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
-) -> None:
+def test_silence_timeout(host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]) -> None:
     fake_opencode("silent")
     with pytest.raises(EnvironmentProblem, match=r"timed out after 0.5s without output"):
         run(host, project({}), {"silence_timeout": 0.5})

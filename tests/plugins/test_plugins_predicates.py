@@ -107,9 +107,7 @@ def test_no_secrets_in_the_diff(host: PluginHost, project: Callable[..., Path]) 
     assert check(host, "no_secrets_in_diff", root, ("x.py",), diff=clean).ok
 
 
-def test_no_secrets_scans_changed_files_without_a_diff(
-    host: PluginHost, project: Callable[..., Path]
-) -> None:
+def test_no_secrets_scans_changed_files_without_a_diff(host: PluginHost, project: Callable[..., Path]) -> None:
     root = project(
         {"deploy/key.pem": f"{PEM}\nMIIE...\n", "ok.py": "print('hi')\n", "bot.py": f"TOKEN = '{GH_TOKEN}'\n"}
     )

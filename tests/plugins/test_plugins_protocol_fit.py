@@ -86,13 +86,9 @@ def test_tools_cover_non_exclusive_capabilities_only(
 ) -> None:
     root = project({})
     # `approve` grants stage_files + commit, so a commit fits the lead mode ...
-    assert (
-        judge(host, vrequest(root, "protocol", spec="commit the work", tools=("approve",))).severity == "pass"
-    )
+    assert judge(host, vrequest(root, "protocol", spec="commit the work", tools=("approve",))).severity == "pass"
     # ... `edit` grants read_file/list_files, so reading fits an editing mode ...
     assert judge(host, vrequest(root, "protocol", spec="read the docs", tools=("edit",))).severity == "pass"
     # ... but the same tools never stand in for an exclusive capability.
-    verdict = judge(
-        host, vrequest(root, "protocol", spec="approve the change", tools=("commit",), other_modes=(LEAD,))
-    )
+    verdict = judge(host, vrequest(root, "protocol", spec="approve the change", tools=("commit",), other_modes=(LEAD,)))
     assert verdict.severity == "blocker" and "modes that have it: lead" in verdict.justification

@@ -104,9 +104,7 @@ def test_missing_program_raises(host: PluginHost, project: Callable[..., Path], 
 
 def test_usage_error_raises(host: PluginHost, project: Callable[..., Path], vrequest: Request) -> None:
     with pytest.raises(ValidatorFault, match="exited with code 4"):
-        host.validate(
-            vrequest(project(GREEN), "pytest", tooling={"command": "python -m pytest --no-such-flag"})
-        )
+        host.validate(vrequest(project(GREEN), "pytest", tooling={"command": "python -m pytest --no-such-flag"}))
 
 
 @pytest.mark.parametrize(
@@ -122,9 +120,7 @@ def test_shell_syntax_is_refused_not_run(
     assert not (root / "pwned").exists()
 
 
-def test_list_command_and_unknown_tooling(
-    host: PluginHost, project: Callable[..., Path], vrequest: Request
-) -> None:
+def test_list_command_and_unknown_tooling(host: PluginHost, project: Callable[..., Path], vrequest: Request) -> None:
     root = project(GREEN)
     verdict = judge(host, vrequest(root, "pytest", tooling={"command": ["python", "-m", "pytest", "tests"]}))
     assert verdict.severity == "pass"

@@ -58,8 +58,6 @@ def test_validator_leaves_the_tree_untouched(
     root = project(TREE, git=True)
     (root / "notes.txt").write_text("uncommitted\n")  # a dirty tree must stay dirty, not be "fixed"
     before = snapshot(root)
-    verdict = host.validate(
-        vrequest(root, vtype, spec=SPEC, phase=phase, changed_files=("hello.py",), **extra)
-    )
+    verdict = host.validate(vrequest(root, vtype, spec=SPEC, phase=phase, changed_files=("hello.py",), **extra))
     assert verdict is not None
     assert snapshot(root) == before

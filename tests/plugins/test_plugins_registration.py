@@ -52,9 +52,7 @@ def test_coder_capabilities_are_declared(host: PluginHost) -> None:
 
     oc = host.coder("opencode").capabilities
     assert oc.writes_in_place and not oc.commits_own_changes
-    assert [(p.name, p.install_hint) for p in oc.required_programs] == [
-        ("opencode", "npm install -g opencode-ai")
-    ]
+    assert [(p.name, p.install_hint) for p in oc.required_programs] == [("opencode", "npm install -g opencode-ai")]
     assert set(oc.settings) == {"model", "timeout", "silence_timeout", "extra_args"}
 
 
@@ -88,7 +86,5 @@ def test_loading_the_plugins_does_not_import_litellm() -> None:
         "heavy = sorted(m for m in ('litellm', 'openai') if m in sys.modules)\n"
         "assert not heavy, heavy\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
-    )
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

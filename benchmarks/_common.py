@@ -1,0 +1,25 @@
+"""Shared helpers: run whole processes, measure wall time and peak RSS, print medians."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def run_measured(argv: Sequence[str], *, cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, int]:
+    """Run a process to completion; return (seconds, peak RSS in MiB, exit code)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, usage.ru_maxrss / 1024, proc.returncode
+
+
+def summary(name: str, samples: list[float], unit: str = "s") -> str:
+    med = statistics.median(samples)
+    return f"{name:<34} median {med:8.3f}{unit}  min {min(samples):8.3f}{unit}  max {max(samples):8.3f}{unit}  (n={len(samples)})"

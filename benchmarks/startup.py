@@ -1,0 +1,46 @@
+"""Start-up time of `snodo --help` and `snodo protocol check`, as whole processes.
+
+Target (issue 2): `snodo --help` under 0.15 s on the reference machine. Compared with a
+bare `python -c pass` so the ratio, not the noisy absolute number, tells the story.
+
+    python benchmarks/startup.py [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import run_measured, summary  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        env = {**os.environ, "SNODO_HOME": str(root / "home")}
+        run_measured([sys.executable, "-m", "snodo", "init", "--dir", str(root)], cwd=root, env=env)
+        cases = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "snodo --help": [sys.executable, "-m", "snodo", "--help"],
+            "snodo protocol check": [sys.executable, "-m", "snodo", "protocol", "check"],
+        }
+        medians = {}
+        for name, argv in cases.items():
+            samples = [run_measured(argv, cwd=root, env=env)[0] for _ in range(args.runs)]
+            print(summary(name, samples))
+            medians[name] = sorted(samples)[len(samples) // 2]
+        base = medians["python -c pass"]
+        help_time = medians["snodo --help"]
+        print(f"snodo --help: {help_time:.3f}s ({help_time / base:.1f}x bare python); target < 0.150s: "
+              f"{'met' if help_time < 0.15 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -37,6 +37,19 @@ def excerpt(text: str, limit: int = 240) -> str:
     return flat if len(flat) <= limit else flat[:limit] + "..."
 
 
+def _litellm() -> Any:
+    """Import litellm without letting it fetch its model cost map over the network.
+
+    A governance engine should not phone home on import, and offline the retries cost
+    seconds; a user who wants the live map sets LITELLM_LOCAL_MODEL_COST_MAP=False.
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True  # its "Provider List" banners would pollute job logs
+    return litellm
+
+
 def complete(
     *,
     model: str,
@@ -49,11 +62,10 @@ def complete(
     mock_response: Any = None,
 ) -> Any:
     """One chat completion; returns litellm's ``ModelResponse``."""
-    import litellm
+    litellm = _litellm()
     import openai
     from litellm import exceptions as errors
 
-    litellm.suppress_debug_info = True  # its "Provider List" banners would pollute job logs
     kwargs: dict[str, Any] = {"model": model, "messages": list(messages), "timeout": timeout}
     if tools:
         kwargs["tools"] = list(tools)
@@ -100,9 +112,7 @@ def complete(
 
 def supports_tools(model: str) -> bool:
     """Whether litellm knows ``model`` to take function calls; unknown models are asked in text."""
-    import litellm
-
-    litellm.suppress_debug_info = True
+    litellm = _litellm()
     try:
         return bool(litellm.supports_function_calling(model=model))
     except Exception:  # litellm raises for models it has no data on: treat as "no"

@@ -33,7 +33,7 @@ from snodo.errors import (
 )
 from snodo.hookspecs import PROJECT
 from snodo.proc import ProcessResult, run_process
-from snodo.protocol.capabilities import CAPABILITY_TOOLS
+from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
 from snodo.records import (
     SEVERITIES,
     ArtifactContext,
@@ -57,6 +57,7 @@ from snodo.records import (
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 __all__ = [
+    "ALWAYS_EXCLUSIVE",
     "CAPABILITY_TOOLS",
     "SEVERITIES",
     "ArtifactContext",

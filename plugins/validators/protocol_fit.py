@@ -22,9 +22,10 @@ read           read, explain, summarise, summarize, inspect, assess,
 
 A mode holds a capability when it lists it, or, for a non-exclusive one, when its tools
 cover that capability's tools (``approve`` grants what ``commit`` does). With
-``validator.model`` set, a model also judges the fit from the mode profiles; its verdict
-can only make the result stricter. Tooling: ``timeout``, and ``mock_response`` — for
-offline tests and demos only: litellm's canned reply.
+``validator.model`` set, a model also judges the fit from the mode profiles and the
+validator's ``criteria``; its verdict can only make the result stricter. Tooling:
+``timeout``, and ``mock_response`` — for offline tests and demos only: litellm's canned
+reply.
 """
 
 from __future__ import annotations
@@ -32,14 +33,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from snodo.api import CAPABILITY_TOOLS, ValidationRequest, ValidatorSpec, Verdict, hookimpl
+from snodo.api import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS, ValidationRequest, ValidatorSpec, Verdict, hookimpl
 
 from .. import _model
 from . import _tooling
 
 NAME = "protocol"
 SETTINGS = ("timeout", "mock_response")
-ALWAYS_EXCLUSIVE = ("approve", "merge")  # SPEC §2 WF1: exclusive whatever the protocol says
 
 INTENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("merge", ("merge",)),
@@ -140,8 +140,12 @@ def _deterministic(request: ValidationRequest) -> Verdict:
     return Verdict(severity="blocker", justification="; ".join(problems), details=details)
 
 
-def _profiles(request: ValidationRequest) -> str:
-    lines = []
+def _prompt(request: ValidationRequest) -> str:
+    """The task, the validator's own criteria and every mode's profile, the current one marked."""
+    lines = [f"Task:\n{request.task_spec.strip()}"]
+    if request.validator.criteria:
+        lines.append("Criteria:\n" + "\n".join(f"- {c}" for c in request.validator.criteria))
+    lines.append("Modes:")
     for m in request.protocol.modes:
         marker = " (CURRENT)" if m.mode_id == request.mode.mode_id else ""
         lines.append(
@@ -163,7 +167,7 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
     judged = _model.judge(
         model=model,
         system=_SYSTEM,
-        prompt=f"Task:\n{request.task_spec.strip()}\n\nModes:\n{_profiles(request)}",
+        prompt=_prompt(request),
         timeout=_tooling.timeout(request),
         who=f"validator {request.validator.validator_id!r}",
         mock_response=tooling.get("mock_response"),

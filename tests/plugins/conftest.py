@@ -20,17 +20,6 @@ from snodo.protocol.models import Mode, Protocol, Validator
 
 HERE = Path(__file__).resolve().parent
 
-# litellm imports provider modules lazily on the first completion; one of them makes pydantic
-# warn about a TypedDict's ReadOnly items. Not ours to fix (pyproject could ignore it globally).
-_LITELLM_IMPORT_NOISE = pytest.mark.filterwarnings("ignore:Item.*ReadOnly. qualifier:UserWarning")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if HERE in item.path.parents:
-            item.add_marker(_LITELLM_IMPORT_NOISE)
-
-
 @pytest.fixture(scope="session")
 def host() -> PluginHost:
     return get_plugin_manager()

@@ -1,0 +1,41 @@
+"""Import boundaries the design depends on, checked on the real modules."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import snodo
+
+SNODO = Path(snodo.__file__).parent
+SIGNING = {"snodo.authorize_signing", "snodo.cli.authorize_cmd"}
+
+
+def all_core_modules() -> list[str]:
+    return sorted(m.name for m in pkgutil.walk_packages([str(SNODO)], prefix="snodo.")
+                  if m.name not in SIGNING and not m.name.endswith("__main__"))
+
+
+def test_nothing_but_authorize_loads_the_private_key_code() -> None:
+    """The MCP server, the engine and every other module can be imported — together — without
+    the module that reads the decision private key ever loading."""
+    modules = all_core_modules()
+    assert "snodo.engine.loop" in modules and "snodo.governance.service" in modules
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stdout))
+    assert not loaded & {"snodo.authorize_signing"}
+
+
+def test_core_never_imports_a_builtin_plugin() -> None:
+    offenders = [str(p) for p in SNODO.rglob("*.py")
+                 if "snodo_plugins" in p.read_text() or "snodo_conformance" in p.read_text()]
+    assert offenders == []

@@ -123,7 +123,9 @@ class PathGuard:
             self._check_name(path, component)
         entry = self._resolve(path, follow_symlinks=False)
         target = self._resolve(path, follow_symlinks=True)
-        for resolved in (entry, target):
+        # Resolving the spelled path and resolving the entry can disagree (a symlink loop
+        # earlier in the path stops realpath short), so what the entry leads to is checked too.
+        for resolved in (entry, target, Path(os.path.realpath(entry))):
             parts = self._inside(path, resolved)
             if not parts:
                 raise PathValidationError(path, REASON_ROOT)

@@ -59,6 +59,7 @@ REFUSED = [
     ("link_to_snodo/protocol.yml", SNODO),
     ("link_to_snodo", SNODO),
     ("link_to_snodo/", SNODO),
+    ("loop/../link_to_snodo", SNODO),  # found by hypothesis: a symlink loop cut realpath short
     ("link_into_snodo", SNODO),
     ("dangling_into_snodo", SNODO),
     ("deep/up/x", SNODO),

@@ -120,11 +120,19 @@ class JobStore:
         return found[-1] if found else None
 
     def start_background(self, job_id: str, *, cwd: Path, env: dict[str, str] | None = None) -> int:
-        """Start ``snodo run --job ID`` detached; its output goes to the job log."""
+        """Start ``snodo run --job ID`` detached; its output goes to the job log.
+
+        The job runs under the protocol it was created with (``--protocol``), not whatever
+        ``.snodo/protocol.yml`` the child would find from ``cwd``.
+        """
+        argv = [sys.executable, "-m", "snodo", "run", "--job", job_id]
+        protocol = self.load(job_id).get("protocol")
+        if protocol:
+            argv += ["--protocol", str(protocol)]
         log = open(self.log_path(job_id), "ab")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "snodo", "run", "--job", job_id],
+                argv,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

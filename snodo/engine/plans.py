@@ -47,7 +47,7 @@ _SYSTEM = (
     "You break a software goal into small, independent implementation tasks, in the order "
     "they should be done. Answer with only a JSON array, no other text: "
     '[{"title": "<one imperative line>", "spec": "<the task spec: what to build, and an '
-    '\'Acceptance criteria:\' section with checkable bullets>"}]. At most '
+    "'Acceptance criteria:' section with checkable bullets>\"}]. At most "
     f"{MAX_TASKS} tasks."
 )
 _SPEC_SYSTEM = (
@@ -177,15 +177,18 @@ class Planner:
         elif isinstance(self.settings.get("api_key_env"), str):
             key = os.environ.get(self.settings["api_key_env"])
             if not key:
-                raise EnvironmentProblem(f"no credentials for model {self.model!r}: "
-                                         f"{self.settings['api_key_env']} is not set")
+                raise EnvironmentProblem(
+                    f"no credentials for model {self.model!r}: {self.settings['api_key_env']} is not set"
+                )
             kwargs["api_key"] = key
         try:
             response = litellm.completion(**kwargs)
             content = response.choices[0].message.content
         except Exception as exc:
-            raise EnvironmentProblem(f"model {self.model!r} could not be asked to plan: "
-                                     f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from None
+            raise EnvironmentProblem(
+                f"model {self.model!r} could not be asked to plan: "
+                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            ) from None
         if not isinstance(content, str):
             raise ToolError(f"model {self.model!r} returned no text")
         return content
@@ -273,8 +276,10 @@ class PlanStore:
         try:
             plan = read_json(path)
         except FileNotFoundError:
-            raise StateError(f"no plan {plan_id!r} (looked for {path})",
-                             hint="propose_plan creates plans; their ids start with plan-") from None
+            raise StateError(
+                f"no plan {plan_id!r} (looked for {path})",
+                hint="propose_plan creates plans; their ids start with plan-",
+            ) from None
         if not isinstance(plan, dict) or not isinstance(plan.get("tasks"), list):
             raise StateError(f"{path} is corrupt: not a plan")
         return plan

@@ -62,8 +62,11 @@ class ToolDef:
 
     def annotations(self) -> dict[str, object]:
         """MCP tool annotations (wire names); destructive/idempotent mean nothing for reads."""
-        hints: dict[str, object] = {"title": self.title, "readOnlyHint": self.read_only,
-                                    "openWorldHint": self.open_world}
+        hints: dict[str, object] = {
+            "title": self.title,
+            "readOnlyHint": self.read_only,
+            "openWorldHint": self.open_world,
+        }
         if not self.read_only:
             hints["destructiveHint"] = self.destructive
             hints["idempotentHint"] = self.idempotent
@@ -80,105 +83,219 @@ _TASK_SPEC = "The task spec: what to do, optionally with an 'Acceptance criteria
 TOOLS: dict[str, ToolDef] = {
     t.name: t
     for t in (
-        ToolDef(name="read_file", title="Read a file", idempotent=True,
-                description="Return the UTF-8 text of a file in the project. Reading `.snodo/` is allowed.",
-                params=(_p("path", "string", _PATH),)),
-        ToolDef(name="list_files", title="List files", idempotent=True,
-                description="List the files under a directory of the project (default: the root), sorted; "
-                "`.git/` is skipped.",
-                params=(_p("path", "string", _PATH + " Default: the project root.", required=False),)),
-        ToolDef(name="write_file", title="Write a file", destructive=True, idempotent=True,
-                description="Create or replace a file with the given text, creating missing parent "
-                "directories. Refused for `.snodo/`, `.git/`, the protocol's protected_paths and paths "
-                "outside the project.",
-                params=(_p("path", "string", _PATH), _p("content", "string", "The complete new file content."))),
-        ToolDef(name="delete_file", title="Delete a file", destructive=True, idempotent=True,
-                description="Delete one file (a symlink is removed itself). Refused for protected paths.",
-                params=(_p("path", "string", _PATH),)),
-        ToolDef(name="create_directory", title="Create a directory", idempotent=True,
-                description="Create a directory and its missing parents. Refused for protected paths.",
-                params=(_p("path", "string", _PATH),)),
-        ToolDef(name="run_tests", title="Run the tests", idempotent=True,
-                description="Run the project's pytest suite (or one path of it) in a bounded child "
-                "process and return the summary and the tail of the output.",
-                params=(_p("path", "string", "Test file or directory relative to the project root. "
-                           "Default: the whole suite.", required=False),)),
-        ToolDef(name="validate_task", title="Validate a task",
-                description="Run this mode's pre_execute validators on a task and return one of four "
-                "outcomes: pass, escalate, blocker or validator_error, with every validator's result "
-                "and an instruction saying what to do next.",
-                params=(_p("task_id", "string", "Your id for the task; validating the same id and spec "
-                           "again is the same task."),
-                        _p("task_spec", "string", _TASK_SPEC + " May be omitted when this server already "
-                           "validated the task_id, to validate the same spec again.", required=False))),
-        ToolDef(name="dispatch_task", title="Dispatch a task", open_world=True,
-                description="Start a background job that runs the task through the governed engine with "
-                "this mode's coder; the job validates the task again before anything executes. Returns "
-                "{status: accepted, job_id, task_id} at once.",
-                params=(_p("task_spec", "string", _TASK_SPEC),
-                        _p("task_id", "string", "The task id used when validating; default: derived from "
-                           "the spec text.", required=False))),
-        ToolDef(name="get_job_status", title="Job status", idempotent=True,
-                description="The status of a job: queued, running, completed, or halted (then `outcome` "
-                "says why: blocker, escalate, validator_error, environment_error, internal_error).",
-                params=(_p("job_id", "string", "The job id returned when the job was dispatched."),)),
-        ToolDef(name="list_jobs", title="List jobs", idempotent=True,
-                description="Every job of this project with its task, mode and status, oldest first."),
-        ToolDef(name="propose_adjudicate", title="Propose a decision",
-                description="Record a proposal for the human who decides a pending escalation. It "
-                "authorises nothing: only a person running `snodo authorize <decision_id>` decides.",
-                params=(_p("decision_id", "string", "The decision_id of an escalate outcome."),
-                        _p("decision", "string", "approve or reject."),
-                        _p("justification", "string", "Why; shown to the human with the proposal."))),
-        ToolDef(name="read_diff", title="Read the diff", idempotent=True,
-                description="The diff of the work tree (or of the staged changes) against a ref, the "
-                "index or HEAD.",
-                params=(_p("ref", "string", "Commit, branch or tag to compare against.", required=False),
-                        _p("staged", "boolean", "Show staged changes instead of unstaged ones.",
-                           required=False))),
-        ToolDef(name="get_status", title="Repository status", idempotent=True,
-                description="The current branch and the staged, unstaged, untracked and conflicted paths."),
-        ToolDef(name="stage_files", title="Stage files",
-                description="Stage additions, changes and deletions under the given paths; all or nothing, "
-                "and refused when any change touches a protected path.",
-                params=(_p("paths", "string_list", "Paths relative to the project root."),)),
-        ToolDef(name="commit", title="Commit",
-                description="Commit the staged changes on the current branch and return the commit sha.",
-                params=(_p("message", "string", "The commit message."),)),
-        ToolDef(name="create_branch", title="Create a branch", description="Create a branch without "
-                "switching to it.",
-                params=(_p("name", "string", "The new branch name."),
-                        _p("start", "string", "Where the branch starts; default HEAD.", required=False))),
-        ToolDef(name="merge_branch", title="Merge a branch", destructive=True,
-                description="Merge a branch into the current branch with a merge commit; refused when the "
-                "branch changes a protected path, aborted (tree unchanged) when it conflicts.",
-                params=(_p("name", "string", "The branch to merge."),
-                        _p("message", "string", "The merge commit message.", required=False))),
-        ToolDef(name="delete_branch", title="Delete a branch", destructive=True,
-                description="Delete a fully merged branch; unmerged work is never thrown away.",
-                params=(_p("name", "string", "The branch to delete."),)),
-        ToolDef(name="propose_plan", title="Propose a plan",
-                description="Break a goal into tasks with specs and store them as a plan. Executes "
-                "nothing and needs nothing.",
-                params=(_p("goal", "string", "What should be achieved; bullet lines become one task each."),)),
-        ToolDef(name="decompose", title="Decompose",
-                description="Split a plan's goal (plan_id) into tasks again and store them in the plan, or "
-                "split a spec into tasks without storing anything. Give exactly one of plan_id and spec. "
-                "Executes nothing.",
-                params=(_p("plan_id", "string", "A plan to decompose again.", required=False),
-                        _p("spec", "string", "Text to split into tasks.", required=False))),
-        ToolDef(name="generate_spec", title="Generate a task spec",
-                description="Write a task spec for one task description, with its derived task id. "
-                "Executes nothing and stores nothing.",
-                params=(_p("task", "string", "The task, in one line or a short paragraph."),)),
-        ToolDef(name="get_plan", title="Get a plan", idempotent=True,
-                description="A stored plan: goal, tasks with their specs and task ids, and the status of "
-                "any job started for them.",
-                params=(_p("plan_id", "string", "The plan id returned by propose_plan."),)),
-        ToolDef(name="run_plan", title="Run a plan", open_world=True,
-                description="Start a background job for every task of the plan not yet dispatched; each "
-                "job validates its task again before anything executes.",
-                params=(_p("plan_id", "string", "The plan to run."),)),
+        ToolDef(
+            name="read_file",
+            title="Read a file",
+            idempotent=True,
+            description="Return the UTF-8 text of a file in the project. Reading `.snodo/` is allowed.",
+            params=(_p("path", "string", _PATH),),
+        ),
+        ToolDef(
+            name="list_files",
+            title="List files",
+            idempotent=True,
+            description="List the files under a directory of the project (default: the root), sorted; "
+            "`.git/` is skipped.",
+            params=(_p("path", "string", _PATH + " Default: the project root.", required=False),),
+        ),
+        ToolDef(
+            name="write_file",
+            title="Write a file",
+            destructive=True,
+            idempotent=True,
+            description="Create or replace a file with the given text, creating missing parent "
+            "directories. Refused for `.snodo/`, `.git/`, the protocol's protected_paths and paths "
+            "outside the project.",
+            params=(_p("path", "string", _PATH), _p("content", "string", "The complete new file content.")),
+        ),
+        ToolDef(
+            name="delete_file",
+            title="Delete a file",
+            destructive=True,
+            idempotent=True,
+            description="Delete one file (a symlink is removed itself). Refused for protected paths.",
+            params=(_p("path", "string", _PATH),),
+        ),
+        ToolDef(
+            name="create_directory",
+            title="Create a directory",
+            idempotent=True,
+            description="Create a directory and its missing parents. Refused for protected paths.",
+            params=(_p("path", "string", _PATH),),
+        ),
+        ToolDef(
+            name="run_tests",
+            title="Run the tests",
+            idempotent=True,
+            description="Run the project's pytest suite (or one path of it) in a bounded child "
+            "process and return the summary and the tail of the output.",
+            params=(
+                _p(
+                    "path",
+                    "string",
+                    "Test file or directory relative to the project root. Default: the whole suite.",
+                    required=False,
+                ),
+            ),
+        ),
+        ToolDef(
+            name="validate_task",
+            title="Validate a task",
+            description="Run this mode's pre_execute validators on a task and return one of four "
+            "outcomes: pass, escalate, blocker or validator_error, with every validator's result "
+            "and an instruction saying what to do next.",
+            params=(
+                _p(
+                    "task_id", "string", "Your id for the task; validating the same id and spec again is the same task."
+                ),
+                _p(
+                    "task_spec",
+                    "string",
+                    _TASK_SPEC + " May be omitted when this server already "
+                    "validated the task_id, to validate the same spec again.",
+                    required=False,
+                ),
+            ),
+        ),
+        ToolDef(
+            name="dispatch_task",
+            title="Dispatch a task",
+            open_world=True,
+            description="Start a background job that runs the task through the governed engine with "
+            "this mode's coder; the job validates the task again before anything executes. Returns "
+            "{status: accepted, job_id, task_id} at once.",
+            params=(
+                _p("task_spec", "string", _TASK_SPEC),
+                _p(
+                    "task_id",
+                    "string",
+                    "The task id used when validating; default: derived from the spec text.",
+                    required=False,
+                ),
+            ),
+        ),
+        ToolDef(
+            name="get_job_status",
+            title="Job status",
+            idempotent=True,
+            description="The status of a job: queued, running, completed, or halted (then `outcome` "
+            "says why: blocker, escalate, validator_error, environment_error, internal_error).",
+            params=(_p("job_id", "string", "The job id returned when the job was dispatched."),),
+        ),
+        ToolDef(
+            name="list_jobs",
+            title="List jobs",
+            idempotent=True,
+            description="Every job of this project with its task, mode and status, oldest first.",
+        ),
+        ToolDef(
+            name="propose_adjudicate",
+            title="Propose a decision",
+            description="Record a proposal for the human who decides a pending escalation. It "
+            "authorises nothing: only a person running `snodo authorize <decision_id>` decides.",
+            params=(
+                _p("decision_id", "string", "The decision_id of an escalate outcome."),
+                _p("decision", "string", "approve or reject."),
+                _p("justification", "string", "Why; shown to the human with the proposal."),
+            ),
+        ),
+        ToolDef(
+            name="read_diff",
+            title="Read the diff",
+            idempotent=True,
+            description="The diff of the work tree (or of the staged changes) against a ref, the index or HEAD.",
+            params=(
+                _p("ref", "string", "Commit, branch or tag to compare against.", required=False),
+                _p("staged", "boolean", "Show staged changes instead of unstaged ones.", required=False),
+            ),
+        ),
+        ToolDef(
+            name="get_status",
+            title="Repository status",
+            idempotent=True,
+            description="The current branch and the staged, unstaged, untracked and conflicted paths.",
+        ),
+        ToolDef(
+            name="stage_files",
+            title="Stage files",
+            description="Stage additions, changes and deletions under the given paths; all or nothing, "
+            "and refused when any change touches a protected path.",
+            params=(_p("paths", "string_list", "Paths relative to the project root."),),
+        ),
+        ToolDef(
+            name="commit",
+            title="Commit",
+            description="Commit the staged changes on the current branch and return the commit sha.",
+            params=(_p("message", "string", "The commit message."),),
+        ),
+        ToolDef(
+            name="create_branch",
+            title="Create a branch",
+            description="Create a branch without switching to it.",
+            params=(
+                _p("name", "string", "The new branch name."),
+                _p("start", "string", "Where the branch starts; default HEAD.", required=False),
+            ),
+        ),
+        ToolDef(
+            name="merge_branch",
+            title="Merge a branch",
+            destructive=True,
+            description="Merge a branch into the current branch with a merge commit; refused when the "
+            "branch changes a protected path, aborted (tree unchanged) when it conflicts.",
+            params=(
+                _p("name", "string", "The branch to merge."),
+                _p("message", "string", "The merge commit message.", required=False),
+            ),
+        ),
+        ToolDef(
+            name="delete_branch",
+            title="Delete a branch",
+            destructive=True,
+            description="Delete a fully merged branch; unmerged work is never thrown away.",
+            params=(_p("name", "string", "The branch to delete."),),
+        ),
+        ToolDef(
+            name="propose_plan",
+            title="Propose a plan",
+            description="Break a goal into tasks with specs and store them as a plan. Executes "
+            "nothing and needs nothing.",
+            params=(_p("goal", "string", "What should be achieved; bullet lines become one task each."),),
+        ),
+        ToolDef(
+            name="decompose",
+            title="Decompose",
+            description="Split a plan's goal (plan_id) into tasks again and store them in the plan, or "
+            "split a spec into tasks without storing anything. Give exactly one of plan_id and spec. "
+            "Executes nothing.",
+            params=(
+                _p("plan_id", "string", "A plan to decompose again.", required=False),
+                _p("spec", "string", "Text to split into tasks.", required=False),
+            ),
+        ),
+        ToolDef(
+            name="generate_spec",
+            title="Generate a task spec",
+            description="Write a task spec for one task description, with its derived task id. "
+            "Executes nothing and stores nothing.",
+            params=(_p("task", "string", "The task, in one line or a short paragraph."),),
+        ),
+        ToolDef(
+            name="get_plan",
+            title="Get a plan",
+            idempotent=True,
+            description="A stored plan: goal, tasks with their specs and task ids, and the status of "
+            "any job started for them.",
+            params=(_p("plan_id", "string", "The plan id returned by propose_plan."),),
+        ),
+        ToolDef(
+            name="run_plan",
+            title="Run a plan",
+            open_world=True,
+            description="Start a background job for every task of the plan not yet dispatched; each "
+            "job validates its task again before anything executes.",
+            params=(_p("plan_id", "string", "The plan to run."),),
+        ),
     )
 }
 
@@ -191,7 +308,8 @@ def tools_for_mode(mode: Mode) -> frozenset[str]:
 
 
 def _join(names: list[str]) -> str:
-    return ", ".join(names)
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
@@ -205,7 +323,8 @@ def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) ->
     lines = [
         f"snodo governs this project with the protocol {protocol.name!r} ({protocol.protocol_id}, version "
         f"{protocol.version}). This server is pinned to the mode {mode.mode_id!r}"
-        + (f" ({mode.name})" if mode.name else "") + "."
+        + (f" ({mode.name})" if mode.name else "")
+        + "."
         + (f" The mode: {mode.description.strip().rstrip('.')}." if mode.description.strip() else "")
         + f" It serves only this mode's tools: {_join(sorted(tools))}. A call of any other name is refused "
         "as unknown. No tool needs a token from you, and no tool can authorise a decision.",
@@ -226,7 +345,8 @@ def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) ->
         lines += [
             "",
             "validate_task(task_id, task_spec) runs this mode's pre_execute validators"
-            + (f" ({_join(pre)})" if pre else "") + " and returns the outcome with every validator's "
+            + (f" ({_join(pre)})" if pre else "")
+            + " and returns the outcome with every validator's "
             "result, the policy tally and an `instruction`. Omit task_spec to validate again a task_id "
             "this server has already seen.",
         ]
@@ -238,8 +358,12 @@ def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) ->
             f"the {mode.coder!r} coder; it returns {{status: accepted, job_id, task_id}} at once. The job "
             "validates the task again and consumes its own token before executing, and its changes land "
             "on a task branch, never in your checkout."
-            + (f" Follow it with {_join(job_tools)}: status is queued, running, completed, or halted "
-               "(then `outcome` says why)." if job_tools else ""),
+            + (
+                f" Follow it with {_join(job_tools)}: status is queued, running, completed, or halted "
+                "(then `outcome` says why)."
+                if job_tools
+                else ""
+            ),
         ]
     if has("propose_adjudicate"):
         lines += [
@@ -253,17 +377,24 @@ def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) ->
         protected = ["`.snodo/`", "`.git/`", *(f"`{p}`" for p in protocol.protected_paths)]
         lines += [
             "",
-            f"{_join(mutating)} go through one path guard: {_join(protected)} and paths outside the project "
-            "are refused, however spelled (./, .., absolute, case, symlinks), with an error naming the path. "
+            f"{_join(mutating)} {'goes' if len(mutating) == 1 else 'go'} through one path guard: "
+            f"{', '.join(protected)} and paths outside the project are refused, however spelled (./, .., "
+            "absolute, case, symlinks), with an error naming the path. "
             "The governance state in `.snodo/` can be read but never changed through tools.",
         ]
-    plan_tools = [t for t in ("propose_plan", "decompose", "generate_spec", "get_plan") if has(t)]
-    if plan_tools:
+    authoring = [t for t in ("propose_plan", "decompose", "generate_spec") if has(t)]
+    if authoring:
         lines += [
             "",
-            f"{_join(plan_tools)} author plans under .snodo/plans/; they execute nothing and need nothing."
-            + (" run_plan(plan_id) starts a background job in this mode for every task not yet dispatched; "
-               "each job validates its task again before anything executes." if has("run_plan") else ""),
+            f"{_join(authoring)} author plans and task specs (plans are kept under .snodo/plans/"
+            + ("; get_plan(plan_id) reads one back" if has("get_plan") else "")
+            + "); they execute nothing and need nothing."
+            + (
+                " run_plan(plan_id) starts a background job in this mode for every task not yet dispatched; "
+                "each job validates its task again before anything executes."
+                if has("run_plan")
+                else ""
+            ),
         ]
     lines += [
         "",

@@ -41,7 +41,7 @@ TEST_TIMEOUT = 300.0
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _KIND_NAMES = {"string": "a string", "boolean": "true or false", "string_list": "a non-empty list of strings"}
 
-PASS_WITHOUT_DISPATCH = (
+NO_DISPATCH_INSTRUCTION = (
     "Validation passed and a single-use token was recorded for this task and spec. This mode cannot "
     "dispatch work: a mode that holds the dispatch capability, or a person running `snodo run`, executes it."
 )
@@ -89,8 +89,10 @@ def check_arguments(tool: ToolDef, arguments: Mapping[str, Any]) -> str | None:
                 return f"missing required argument {p.name!r}"
             continue
         fits = (
-            isinstance(value, str) if p.kind == "string"
-            else type(value) is bool if p.kind == "boolean"
+            isinstance(value, str)
+            if p.kind == "string"
+            else type(value) is bool
+            if p.kind == "boolean"
             else isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
         )
         if not fits:
@@ -114,10 +116,21 @@ def _spec(text: str, what: str = "task_spec") -> str:
     return text
 
 
+def _record_job(index: Any, job_id: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A plan update that notes the job started for task ``index``."""
+
+    def change(plan: dict[str, Any]) -> dict[str, Any]:
+        for t in plan["tasks"]:
+            if t["index"] == index:
+                t["job_id"] = job_id
+        return {**plan, "status": "running"}
+
+    return change
+
+
 def job_view(job: Mapping[str, Any]) -> dict[str, Any]:
     """A job as a tool reports it: status first, then what the run said, if it finished."""
-    view: dict[str, Any] = {k: job.get(k) for k in ("job_id", "task_id", "mode", "status", "created_at",
-                                                     "updated_at")}
+    view: dict[str, Any] = {k: job.get(k) for k in ("job_id", "task_id", "mode", "status", "created_at", "updated_at")}
     if job.get("status") == "halted":
         view["outcome"] = job.get("outcome")
     result = job.get("result")
@@ -151,6 +164,8 @@ class ToolHost:
         self._plan_lock = threading.Lock()
         self._tokens: dict[tuple[str, str], str] = {}
         self._specs: dict[str, str] = {}
+        # Open the stores now, on one thread, rather than lazily from concurrent tool calls.
+        _ = (project.audit, project.sessions, project.tokens)
         self._handlers: dict[str, Callable[..., dict[str, Any]]] = {
             name: getattr(self, f"_tool_{name}") for name in self.tools
         }
@@ -192,8 +207,9 @@ class ToolHost:
         except Exception as exc:  # fail closed and keep serving: a bug is reported, not raised
             detail = f"{type(exc).__name__}: {exc}"
             note = self._audit("tool_error", tool=name, error=detail, internal=True)
-            return ToolReply.error(f"{name} failed with an internal error ({detail}); this is a bug in snodo, "
-                                   f"please report it.{note}")
+            return ToolReply.error(
+                f"{name} failed with an internal error ({detail}); this is a bug in snodo, please report it.{note}"
+            )
         return ToolReply(ok=True, data=data)
 
     def _audit(self, event: str, **data: Any) -> str:
@@ -228,8 +244,14 @@ class ToolHost:
 
     def _tool_run_tests(self, path: str | None = None) -> dict[str, Any]:
         r = run_tests(self.project.root, path, timeout=TEST_TIMEOUT)
-        return {"passed": r.passed, "exit_code": r.exit_code, "summary": r.summary, "timed_out": r.timed_out,
-                "duration": round(r.duration, 3), "output_tail": r.output_tail}
+        return {
+            "passed": r.passed,
+            "exit_code": r.exit_code,
+            "summary": r.summary,
+            "timed_out": r.timed_out,
+            "duration": round(r.duration, 3),
+            "output_tail": r.output_tail,
+        }
 
     def _tool_read_diff(self, ref: str | None = None, staged: bool = False) -> dict[str, Any]:
         return {"ref": ref, "staged": staged, "diff": self.git.read_diff(ref, staged=staged)}
@@ -271,7 +293,7 @@ class ToolHost:
                 self._tokens[(outcome.task_id, outcome.spec_sha256)] = outcome.token
         payload = outcome.payload()
         if outcome.status == "pass" and "dispatch_task" not in self.tools:
-            payload["instruction"] = PASS_WITHOUT_DISPATCH
+            payload["instruction"] = NO_DISPATCH_INSTRUCTION
         return payload
 
     def _tool_dispatch_task(self, task_spec: str, task_id: str | None = None) -> dict[str, Any]:
@@ -287,18 +309,26 @@ class ToolHost:
         p = self.project
         sha = spec_sha256(spec)
         session_id = self._session_id()
-        job = self.jobs.create(spec=spec, task_id=task_id, mode=p.mode_id, coder=None, background=True,
-                               protocol_path=p.loaded.path.resolve())
+        job = self.jobs.create(
+            spec=spec,
+            task_id=task_id,
+            mode=p.mode_id,
+            coder=None,
+            background=True,
+            protocol_path=p.loaded.path.resolve(),
+        )
         job_id = str(job["job_id"])
         try:
             self.jobs.start_background(job_id, cwd=p.root)
         except (OSError, SnodoError) as exc:
-            self.jobs.update(job_id, status="halted", outcome="internal_error",
-                             error=f"the job could not be started: {exc}")
+            self.jobs.update(
+                job_id, status="halted", outcome="internal_error", error=f"the job could not be started: {exc}"
+            )
             p.record("dispatch_failed", task_id=task_id, job_id=job_id, error=str(exc), source="mcp")
             raise ToolError(f"the job for task {task_id!r} could not be started: {exc}; no token was used") from None
-        p.record("dispatch_request", task_id=task_id, job_id=job_id, spec_sha256=sha, session_id=session_id,
-                 source="mcp")
+        p.record(
+            "dispatch_request", task_id=task_id, job_id=job_id, spec_sha256=sha, session_id=session_id, source="mcp"
+        )
         with self._lock:
             token = self._tokens.pop((task_id, sha), None)
         consumed = False
@@ -350,11 +380,22 @@ class ToolHost:
         }
         path = self._write_proposal(decision_id, proposal)
         rel = path.relative_to(p.root).as_posix()
-        p.record("adjudication_proposed", decision_id=decision_id, task_id=pending.task_id, decision=decision,
-                 proposal=rel, session_id=self._session_id())
-        return {"status": "proposed", "decision_id": decision_id, "decision": decision, "proposal": rel,
-                "instruction": f"Nothing is decided yet: a person reviews the escalation and runs `snodo "
-                f"authorize {decision_id}` (add --reject to reject), then the task is validated again."}
+        p.record(
+            "adjudication_proposed",
+            decision_id=decision_id,
+            task_id=pending.task_id,
+            decision=decision,
+            proposal=rel,
+            session_id=self._session_id(),
+        )
+        return {
+            "status": "proposed",
+            "decision_id": decision_id,
+            "decision": decision,
+            "proposal": rel,
+            "instruction": f"Nothing is decided yet: a person reviews the escalation and runs `snodo "
+            f"authorize {decision_id}` (add --reject to reject), then the task is validated again.",
+        }
 
     def _write_proposal(self, decision_id: str, proposal: dict[str, Any]) -> Path:
         """``.snodo/proposals/<decision_id>-<n>.json`` with the first free ``n``; never overwrites."""
@@ -372,8 +413,9 @@ class ToolHost:
     def _tool_propose_plan(self, goal: str) -> dict[str, Any]:
         tasks = self.planner.tasks(goal)
         plan = self.plans.create(goal=goal, tasks=tasks, mode=self.project.mode_id, planner=self.planner.name)
-        self.project.record("plan_proposed", plan_id=plan["plan_id"], tasks=len(plan["tasks"]),
-                            planner=self.planner.name)
+        self.project.record(
+            "plan_proposed", plan_id=plan["plan_id"], tasks=len(plan["tasks"]), planner=self.planner.name
+        )
         return plan
 
     def _tool_decompose(self, plan_id: str | None = None, spec: str | None = None) -> dict[str, Any]:
@@ -388,17 +430,25 @@ class ToolHost:
         with self._plan_lock:
             plan = self.plans.load(plan_id)
             if any(t.get("job_id") for t in plan["tasks"]):
-                raise ToolError(f"plan {plan_id} already has dispatched tasks; decomposing it again would "
-                                "orphan their jobs. Propose a new plan instead.")
+                raise ToolError(
+                    f"plan {plan_id} already has dispatched tasks; decomposing it again would "
+                    "orphan their jobs. Propose a new plan instead."
+                )
             tasks = plan_tasks(self.planner.tasks(str(plan["goal"])))
 
             def change(current: dict[str, Any]) -> dict[str, Any]:
-                return {**current, "tasks": tasks, "revision": int(current.get("revision", 1)) + 1,
-                        "planner": self.planner.name, "status": "proposed"}
+                return {
+                    **current,
+                    "tasks": tasks,
+                    "revision": int(current.get("revision", 1)) + 1,
+                    "planner": self.planner.name,
+                    "status": "proposed",
+                }
 
             plan = self.plans.update(plan_id, change)
-        self.project.record("plan_decomposed", plan_id=plan_id, tasks=len(tasks), planner=self.planner.name,
-                            revision=plan["revision"])
+        self.project.record(
+            "plan_decomposed", plan_id=plan_id, tasks=len(tasks), planner=self.planner.name, revision=plan["revision"]
+        )
         return {**plan, "stored": True}
 
     def _tool_generate_spec(self, task: str) -> dict[str, Any]:
@@ -425,15 +475,14 @@ class ToolHost:
                     continue
                 reply = self._dispatch(_spec(str(task["spec"]), "the plan task's spec"), _task_id(task["task_id"]))
                 index = task["index"]
-
-                def change(current: dict[str, Any], index: Any = index, job_id: str = reply["job_id"]) -> dict[str, Any]:
-                    for t in current["tasks"]:
-                        if t["index"] == index:
-                            t["job_id"] = job_id
-                    return {**current, "status": "running"}
-
-                self.plans.update(plan_id, change)
-                started.append({"index": index, "task_id": reply["task_id"], "job_id": reply["job_id"],
-                                "token_consumed": reply["token_consumed"]})
+                self.plans.update(plan_id, _record_job(index, reply["job_id"]))
+                started.append(
+                    {
+                        "index": index,
+                        "task_id": reply["task_id"],
+                        "job_id": reply["job_id"],
+                        "token_consumed": reply["token_consumed"],
+                    }
+                )
         self.project.record("plan_run", plan_id=plan_id, jobs=[s["job_id"] for s in started])
         return {"status": "accepted", "plan_id": plan_id, "jobs": started, "already_dispatched": earlier}

@@ -1,0 +1,153 @@
+"""``snodo serve``: one mode's tools over MCP on stdio, with the official SDK's low-level server.
+
+The low-level :class:`mcp.server.lowlevel.Server` rather than ``MCPServer``: the listing
+must be exactly the mode's tools and every other name must be refused the same way,
+audited, with our words — that is simplest when this module owns ``tools/list`` and
+``tools/call`` outright. The SDK still owns the wire: it negotiates the protocol era with
+each client (the ``initialize`` handshake of 2024-11-05 … 2025-11-25, or the 2026-07-28
+per-request envelope) and serialises results for the negotiated version.
+
+Tool work is synchronous (files, git, validators running test suites) and runs on worker
+threads, so one slow validation does not stop the server answering. A client that goes
+away is the normal end of a stdio server: end of input, or a broken pipe, ends the process
+quietly with exit status 0 and no traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from snodo import __version__
+from snodo.governance.service import Project
+from snodo.mcp.host import ToolHost
+
+_DISCONNECTS: tuple[type[BaseException], ...] = (
+    BrokenPipeError,
+    ConnectionResetError,
+    EOFError,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+)
+
+
+def _wire_tools(host: ToolHost) -> list[types.Tool]:
+    tools = []
+    for d in host.definitions():
+        hints = d.annotations()
+        tools.append(
+            types.Tool(
+                name=d.name,
+                title=d.title,
+                description=d.description,
+                input_schema=d.input_schema(),
+                annotations=types.ToolAnnotations(
+                    title=d.title,
+                    read_only_hint=bool(hints["readOnlyHint"]),
+                    destructive_hint=hints.get("destructiveHint"),  # type: ignore[arg-type]
+                    idempotent_hint=hints.get("idempotentHint"),  # type: ignore[arg-type]
+                    open_world_hint=bool(hints["openWorldHint"]),
+                ),
+            )
+        )
+    return tools
+
+
+def build_server(host: ToolHost) -> Server[Any]:
+    """The MCP server for one :class:`ToolHost`; listing and calls both go through it."""
+    tools = _wire_tools(host)
+
+    async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[t.model_copy(deep=True) for t in tools])
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        reply = await anyio.to_thread.run_sync(host.call, params.name, params.arguments)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=reply.text())],
+            structured_content=reply.data if reply.ok else None,
+            is_error=not reply.ok,
+        )
+
+    project = host.project
+    return Server(
+        "snodo",
+        version=__version__,
+        title=f"snodo — mode {project.mode_id} of {project.protocol.protocol_id}",
+        description=f"Governed tools of the mode {project.mode_id!r} (protocol {project.protocol.protocol_id}).",
+        instructions=host.instructions,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+class _OneLine(logging.Formatter):
+    """SDK log records as one line each; a traceback only with ``-v`` (``SNODO_VERBOSE``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"snodo serve: {record.levelname.lower()}: {record.getMessage()}"
+        if record.exc_info and record.exc_info[1] is not None:
+            if os.environ.get("SNODO_VERBOSE"):
+                return text + "\n" + self.formatException(record.exc_info)
+            exc = record.exc_info[1]
+            text += f" ({type(exc).__name__}: {exc})"
+        return text
+
+
+def _configure_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    for name in ("mcp", "mcp_types"):
+        log = logging.getLogger(name)
+        log.handlers[:] = [handler]
+        log.setLevel(logging.DEBUG if os.environ.get("SNODO_VERBOSE") else logging.WARNING)
+        log.propagate = False
+
+
+def _is_disconnect(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_disconnect(e) for e in exc.exceptions)
+    return isinstance(exc, _DISCONNECTS)
+
+
+def serve_stdio(project: Project) -> None:
+    """Serve ``project``'s mode on stdin/stdout until the client leaves."""
+    _configure_logging()
+    host = ToolHost(project)
+    server = build_server(host)
+    print(
+        f"snodo serve: mode {project.mode_id!r} of protocol {project.protocol.protocol_id!r} at "
+        f"{project.root} — {len(host.tools)} tools on stdio",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    try:
+        anyio.run(main)
+    except BaseException as exc:
+        if not _is_disconnect(exc):
+            raise
+    finally:
+        _detach_stdout()
+
+
+def _detach_stdout() -> None:
+    """Point stdout at the null device, so a flush at exit cannot complain about a pipe the
+    client has already closed."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -36,6 +36,11 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
     }
 
 
+def _with_proposals(root: Path, row: dict[str, Any]) -> dict[str, Any]:
+    row["agent_proposals"] = _proposals(root, row["decision_id"])
+    return row
+
+
 @click.command()
 @click.argument("decision_id", required=False)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -61,7 +66,12 @@ def authorize(
     if decision_id is None:
         pending = store.pending(root)
         if as_json:
-            emit_json({"project": str(root), "pending": [_pending_json(s.session_id, p) for s, p in pending]})
+            emit_json(
+                {
+                    "project": str(root),
+                    "pending": [_with_proposals(root, _pending_json(s.session_id, p)) for s, p in pending],
+                }
+            )
             return
         if not pending:
             console().print(f"no pending decisions for {root}")
@@ -87,6 +97,7 @@ def authorize(
     session, pending_decision = store.find_pending(decision_id, root)
     if not as_json:
         _render(pending_decision)
+        _render_proposals(root, decision_id)
     try:
         check_inv3(pending_decision)
     except DecisionError:
@@ -136,6 +147,32 @@ def authorize(
         console().print(f"[green]recorded[/] {verdict} for {decision_id} → {path}")
         console().print(
             f"next: validate the same task again, or if a run halted on it: `snodo run --resume {signed.task_id}`"
+        )
+
+
+def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
+    """Agents' proposals for a decision (``propose_adjudicate``); advice, never authority."""
+    import json
+
+    found = []
+    for path in sorted((root / ".snodo" / "proposals").glob(f"{decision_id}-*.json")):
+        try:
+            found.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _render_proposals(root: Path, decision_id: str) -> None:
+    from rich.markup import escape
+
+    from snodo.cli.output import console
+
+    for prop in _proposals(root, decision_id):
+        console().print(
+            f"[dim]agent proposal ({escape(str(prop.get('proposed_by')))}, {escape(str(prop.get('proposed_at')))}): "
+            f"{escape(str(prop.get('decision')))} — {escape(str(prop.get('justification'))[:300])} "
+            "(advice only; it authorises nothing)[/]"
         )
 
 

@@ -54,7 +54,7 @@ def init(template: str, force: bool, directory: Path) -> None:
         atomic_write_text(
             gitignore,
             "# runtime state; the protocol and decisions are meant to be committed\n"
-            "state.json\njobs/\n*.lock\nplans/\n",
+            "state.json\njobs/\n*.lock\nplans/\nproposals/\n",
         )
     console().print(f"[green]wrote[/] {target} (template {template!r}, initial mode {proto.start_mode!r})")
     if not (root / ".git").exists():

@@ -8,6 +8,7 @@ uses a token minted for another task or spec, and `.snodo/` protected however it
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,6 +160,9 @@ def test_escalate_persists_the_decision_then_authorize_then_pass(
     # The out-of-band human route; then the same task and spec pass.
     waiting = [p.decision_id for _, p in SessionStore(module_home).pending(project) if p.task_id == "t-esc"]
     assert decision_id in waiting and len(waiting) == 2
+    listing = snodo(project, module_home, "authorize", "--json", check=True)
+    row = next(r for r in json.loads(listing.stdout)["pending"] if r["decision_id"] == decision_id)
+    assert [p["decision"] for p in row["agent_proposals"]] == ["approve", "reject"]  # shown as advice
     for did in waiting:
         done = snodo(project, module_home, "authorize", did, "--yes", "-m", "friendly enough")
         assert done.returncode == 0, done

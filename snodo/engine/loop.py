@@ -279,10 +279,13 @@ class Engine:
             changed, dropped, signature_ops = self._execute(coder, coder_spec, request, wt, task_id)
             dropped_all += dropped
             files |= set(changed)
-            if changed:
-                commit = git.commit_paths(
-                    sorted(changed), f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}"
-                )
+            made = (
+                git.commit_paths(sorted(changed), f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}")
+                if changed
+                else None
+            )
+            if made is not None:
+                commit = made
                 p.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(changed))
             all_changed = tuple(sorted(git.changed_files(wt.base))) if files else ()
             if not all_changed:

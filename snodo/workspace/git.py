@@ -167,9 +167,15 @@ class Git:
         untracked = self._run("ls-files", "-z", "--others", "--exclude-standard")
         return sorted({p for p in (changed + untracked).split("\0") if p})
 
-    def commit_paths(self, paths: Sequence[str], message: str) -> str:
-        """Engine-only: stage ``paths`` and commit them, through the same guarded tools."""
+    def commit_paths(self, paths: Sequence[str], message: str) -> str | None:
+        """Engine-only: stage ``paths`` and commit them, through the same guarded tools.
+
+        Returns ``None`` when the paths hold no change (a coder rewrote a file with the same
+        content): there is nothing to commit, which is not an error.
+        """
         self.stage_files(paths)
+        if not self._run("diff", "--cached", "--name-only", "-z"):
+            return None
         return self.commit(message)
 
     def dirty(self) -> bool:

@@ -50,6 +50,18 @@ class InPlace:
         return CoderResult(summary="wrote in place")
 
 
+class SameEveryTime:
+    """Proposes the identical change on every attempt, like a model that does not learn."""
+
+    def __init__(self, config: dict) -> None:  # type: ignore[type-arg]
+        pass
+
+    def generate(self, request):  # type: ignore[no-untyped-def]
+        from snodo.api import FileOperation
+
+        return CoderResult(operations=(FileOperation(op="write", path="ok.py", content="x = 1\n"),))
+
+
 class Crashes:
     def __init__(self, config: dict) -> None:  # type: ignore[type-arg]
         pass
@@ -64,6 +76,8 @@ class Coders:
         caps = dict(commits_own_changes=False, observes_tests=False)
         yield CoderSpec(name="inplace", description="in place", factory=InPlace,
                         capabilities=CoderCapabilities(writes_in_place=True, **caps))
+        yield CoderSpec(name="same", description="same change", factory=SameEveryTime,
+                        capabilities=CoderCapabilities(writes_in_place=False, **caps))
         yield CoderSpec(name="crashes", description="raises", factory=Crashes,
                         capabilities=CoderCapabilities(writes_in_place=False, **caps))
         yield CoderSpec(name="needs-tool", description="needs a program", factory=Crashes,
@@ -144,3 +158,18 @@ def test_unknown_mode_is_refused_naming_modes(git_repo: Path, mode: str) -> None
     with pytest.raises(ProtocolError) as info:
         Project(project(git_repo, "inplace").loaded, get_plugin_manager(), mode=mode)
     assert "producer" in str(info.value)
+
+
+def test_identical_retry_is_a_stall_not_a_crash(git_repo: Path) -> None:
+    """No test suite: pytest warns 'no tests collected' (capped at warn here), so recovery
+    starts; the coder proposes the same file again, which commits nothing and stalls."""
+    p = project(git_repo, "same")
+    text = (git_repo / ".snodo" / "protocol.yml").read_text().replace(
+        "evaluation_phase: post_execute}", "evaluation_phase: post_execute, severity_cap: warn}")
+    (git_repo / ".snodo" / "protocol.yml").write_text(text)
+    host = get_plugin_manager(plugins=[Coders()])
+    p = Project(load_protocol(git_repo / ".snodo" / "protocol.yml", host), host)
+    result = Engine(p).run("add an ok module")
+    assert (result.status, result.outcome) == ("halted", "escalate"), result
+    assert "the same verdict after the same change" in result.message
+    assert result.attempts == 1 and result.decision_id

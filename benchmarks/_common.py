@@ -22,4 +22,5 @@ def run_measured(argv: Sequence[str], *, cwd: Path, env: dict[str, str] | None =
 
 def summary(name: str, samples: list[float], unit: str = "s") -> str:
     med = statistics.median(samples)
-    return f"{name:<34} median {med:8.3f}{unit}  min {min(samples):8.3f}{unit}  max {max(samples):8.3f}{unit}  (n={len(samples)})"
+    spread = f"min {min(samples):8.3f}{unit}  max {max(samples):8.3f}{unit}"
+    return f"{name:<34} median {med:8.3f}{unit}  {spread}  (n={len(samples)})"

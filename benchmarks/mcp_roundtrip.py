@@ -45,7 +45,9 @@ def pct(samples: list[float], q: float) -> float:
 
 async def measure(repo: Path, home: Path, calls: int) -> None:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "snodo", "serve"], cwd=str(repo),
+        command=sys.executable,
+        args=["-m", "snodo", "serve"],
+        cwd=str(repo),
         env={**os.environ, "SNODO_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )
     t0 = time.perf_counter()
@@ -66,11 +68,17 @@ async def measure(repo: Path, home: Path, calls: int) -> None:
             t = time.perf_counter()
             await session.call_tool("list_files", {"path": "."})
             base.append(time.perf_counter() - t)
-    print(f"server start -> initialized        {t_init:8.3f}s   (target < 1.2s: {'met' if t_init < 1.2 else 'NOT met'})")
-    print(f"first validate_task                {t_first:8.3f}s   (target < 0.2s: {'met' if t_first < 0.2 else 'NOT met'})")
+    print(
+        f"server start -> initialized        {t_init:8.3f}s   (target < 1.2s: {'met' if t_init < 1.2 else 'NOT met'})"
+    )
+    print(
+        f"first validate_task                {t_first:8.3f}s   (target < 0.2s: {'met' if t_first < 0.2 else 'NOT met'})"
+    )
     p50 = statistics.median(warm)
-    print(f"warm validate_task  p50 {p50 * 1000:7.2f} ms  p90 {pct(warm, 0.9) * 1000:7.2f} ms  (n={calls}, "
-          f"target p50 < 5 ms: {'met' if p50 < 0.005 else 'NOT met'})")
+    print(
+        f"warm validate_task  p50 {p50 * 1000:7.2f} ms  p90 {pct(warm, 0.9) * 1000:7.2f} ms  (n={calls}, "
+        f"target p50 < 5 ms: {'met' if p50 < 0.005 else 'NOT met'})"
+    )
     b50 = statistics.median(base)
     print(f"warm list_files     p50 {b50 * 1000:7.2f} ms  p90 {pct(base, 0.9) * 1000:7.2f} ms  (baseline)")
     print(f"validate_task minus baseline: {(p50 - b50) * 1000:.2f} ms per call")
@@ -92,16 +100,24 @@ def breakdown(repo: Path, calls: int) -> None:
         t = time.perf_counter()
         validate_task(project, spec=f"add module {i} in process")
         whole.append(time.perf_counter() - t)
-        inp = PhaseInput(protocol=project.protocol, mode=project.mode, phase="pre_execute", task_id=f"r{i}",
-                         task_spec=f"add module {i}", workspace=repo)
+        inp = PhaseInput(
+            protocol=project.protocol,
+            mode=project.mode,
+            phase="pre_execute",
+            task_id=f"r{i}",
+            task_spec=f"add module {i}",
+            workspace=repo,
+        )
         t = time.perf_counter()
         results = run_phase(host, inp)
         classify(results, policy=project.protocol.disagreement_policy)
         runner.append(time.perf_counter() - t)
         own.append(sum(r.duration for r in results))
     w, r, o = (statistics.median(x) * 1000 for x in (whole, runner, own))
-    print(f"in process, p50: validate_task {w:.2f} ms = validators' own work {o:.2f} ms + runner and policy "
-          f"{r - o:.2f} ms + session, token and audit writes {w - r:.2f} ms")
+    print(
+        f"in process, p50: validate_task {w:.2f} ms = validators' own work {o:.2f} ms + runner and policy "
+        f"{r - o:.2f} ms + session, token and audit writes {w - r:.2f} ms"
+    )
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import run_measured, summary  # noqa: E402
+from _common import run_measured, summary
 
 PROTOCOL = """\
 protocol_id: bench
@@ -77,7 +77,8 @@ def main() -> None:
         for i in range(args.runs):
             raw.append(run_measured(["bash", str(raw_script), str(i)], cwd=repo, env=env)[0])
             seconds, peak, code = run_measured(
-                [sys.executable, "-m", "snodo", "run", f"add a hello module number {i}", "--json"], cwd=repo, env=env)
+                [sys.executable, "-m", "snodo", "run", f"add a hello module number {i}", "--json"], cwd=repo, env=env
+            )
             if code != 0:
                 raise SystemExit(f"snodo run exited {code}; run it by hand in {repo} to see why")
             governed.append(seconds)
@@ -86,10 +87,12 @@ def main() -> None:
         print(summary("snodo run --mock (validators: true)", governed))
         print(summary("peak RSS of snodo run", rss, "MiB"))
         overhead = statistics.median(governed) - statistics.median(raw)
-        print(f"governance overhead: {overhead:.3f}s per run (target < 0.5s: {'met' if overhead < 0.5 else 'NOT met'}), "
-              f"ratio {statistics.median(governed) / statistics.median(raw):.1f}x; "
-              f"peak memory {statistics.median(rss):.1f} MiB (target < 80: "
-              f"{'met' if statistics.median(rss) < 80 else 'NOT met'})")
+        print(
+            f"governance overhead: {overhead:.3f}s per run (target < 0.5s: {'met' if overhead < 0.5 else 'NOT met'}), "
+            f"ratio {statistics.median(governed) / statistics.median(raw):.1f}x; "
+            f"peak memory {statistics.median(rss):.1f} MiB (target < 80: "
+            f"{'met' if statistics.median(rss) < 80 else 'NOT met'})"
+        )
 
 
 if __name__ == "__main__":

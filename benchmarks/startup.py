@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import run_measured, summary  # noqa: E402
+from _common import run_measured, summary
 
 
 def main() -> None:
@@ -38,8 +38,10 @@ def main() -> None:
             medians[name] = sorted(samples)[len(samples) // 2]
         base = medians["python -c pass"]
         help_time = medians["snodo --help"]
-        print(f"snodo --help: {help_time:.3f}s ({help_time / base:.1f}x bare python); target < 0.150s: "
-              f"{'met' if help_time < 0.15 else 'NOT met'}")
+        print(
+            f"snodo --help: {help_time:.3f}s ({help_time / base:.1f}x bare python); target < 0.150s: "
+            f"{'met' if help_time < 0.15 else 'NOT met'}"
+        )
 
 
 if __name__ == "__main__":

@@ -61,9 +61,7 @@ def sign_decision(home: Path, record: DecisionRecord, pending: PendingDecision) 
         )
     beyond = set(record.adjudicated_validators) - set(pending.warned_validators())
     if beyond:
-        raise DecisionError(
-            f"decision {record.decision_id} adjudicates validators that did not warn: {sorted(beyond)}"
-        )
+        raise DecisionError(f"decision {record.decision_id} adjudicates validators that did not warn: {sorted(beyond)}")
     public = ensure_decision_keys(home)
     key = load_decision_private_key(home)
     fingerprint = public_key_fingerprint(public)

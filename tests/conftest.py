@@ -33,9 +33,7 @@ def snodo_home(_isolated_home: Path) -> Path:
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
-    ).stdout
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
 
 
 def make_repo(path: Path) -> Path:
@@ -71,12 +69,18 @@ class CliResult:
 def snodo_cli(snodo_home: Path) -> Callable[..., CliResult]:
     """Run ``snodo`` as a real subprocess (the installed console entry point's module)."""
 
-    def run(*args: str, cwd: Path, input: str | None = None, env: dict[str, str] | None = None,
-            timeout: float = 120) -> CliResult:
+    def run(
+        *args: str, cwd: Path, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 120
+    ) -> CliResult:
         full_env = {**os.environ, "SNODO_HOME": str(snodo_home), "COLUMNS": "200", **(env or {})}
         proc = subprocess.run(
             [sys.executable, "-m", "snodo", *args],
-            cwd=cwd, input=input, capture_output=True, text=True, env=full_env, timeout=timeout,
+            cwd=cwd,
+            input=input,
+            capture_output=True,
+            text=True,
+            env=full_env,
+            timeout=timeout,
         )
         return CliResult(proc)
 

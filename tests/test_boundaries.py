@@ -15,8 +15,11 @@ SIGNING = {"snodo.authorize_signing", "snodo.cli.authorize_cmd"}
 
 
 def all_core_modules() -> list[str]:
-    return sorted(m.name for m in pkgutil.walk_packages([str(SNODO)], prefix="snodo.")
-                  if m.name not in SIGNING and not m.name.endswith("__main__"))
+    return sorted(
+        m.name
+        for m in pkgutil.walk_packages([str(SNODO)], prefix="snodo.")
+        if m.name not in SIGNING and not m.name.endswith("__main__")
+    )
 
 
 def test_nothing_but_authorize_loads_the_private_key_code() -> None:
@@ -36,6 +39,7 @@ def test_nothing_but_authorize_loads_the_private_key_code() -> None:
 
 
 def test_core_never_imports_a_builtin_plugin() -> None:
-    offenders = [str(p) for p in SNODO.rglob("*.py")
-                 if "snodo_plugins" in p.read_text() or "snodo_conformance" in p.read_text()]
+    offenders = [
+        str(p) for p in SNODO.rglob("*.py") if "snodo_plugins" in p.read_text() or "snodo_conformance" in p.read_text()
+    ]
     assert offenders == []

@@ -14,7 +14,8 @@ from tests.protocol.test_wellformed import BROKEN
 def tree_digest(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-        for p in sorted(root.rglob("*")) if ".git" not in p.relative_to(root).parts
+        for p in sorted(root.rglob("*"))
+        if ".git" not in p.relative_to(root).parts
     }
 
 
@@ -51,8 +52,12 @@ def test_protocol_check_reports_all_violations_and_writes_nothing(tmp_path: Path
 
 def test_schema_errors_are_one_line_each(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     cases = {
-        "typo": (BROKEN.replace("    validators: [tests]\n    coder: mock\n\n", "").replace(
-            "    validators: [tests, ghost]", "    validatorz: [tests]"), "unknown key 'validatorz'"),
+        "typo": (
+            BROKEN.replace("    validators: [tests]\n    coder: mock\n\n", "").replace(
+                "    validators: [tests, ghost]", "    validatorz: [tests]"
+            ),
+            "unknown key 'validatorz'",
+        ),
         "string": (BROKEN.replace("tools: [review, approve]", "tools: edit"), "expected a list, got str 'edit'"),
         "yaml": (BROKEN + "  - broken: [\n", "YAML syntax error"),
     }
@@ -94,6 +99,12 @@ def test_help_and_protocol_check_never_import_heavy_libraries(tmp_path: Path, sn
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'mcp', 'openai', 'pydantic'))\n"
         "print('HEAVY', heavy)\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
-                         env={"SNODO_HOME": str(snodo_home), "PATH": "/usr/bin:/bin"}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"SNODO_HOME": str(snodo_home), "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr

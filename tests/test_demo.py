@@ -11,7 +11,13 @@ def test_demo_runs_to_completion(tmp_path: Path, snodo_cli) -> None:  # type: ig
     r = snodo_cli("demo", "--dir", str(tmp_path / "demo"), cwd=tmp_path)
     assert r.returncode == 0, r
     assert time.monotonic() - started < 60
-    for marker in ("status escalate", "recorded approve", "status pass", "refused write_file", "intact",
-                   "demo complete"):
+    for marker in (
+        "status escalate",
+        "recorded approve",
+        "status pass",
+        "refused write_file",
+        "intact",
+        "demo complete",
+    ):
         assert marker in r.stdout, marker
     assert list((tmp_path / "demo").iterdir()) == []  # throwaway unless --keep; the named dir is kept

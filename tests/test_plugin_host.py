@@ -29,15 +29,22 @@ def install_fake_dist(site: Path, dist: str, entry_points: dict[str, str], modul
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
-        "[snodo]\n" + "".join(f"{name} = {target}\n" for name, target in entry_points.items()))
+        "[snodo]\n" + "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+    )
     for mod, code in modules.items():
         (site / f"{mod}.py").write_text(code)
 
 
 def run_plugins_json(site: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(site), **env}
-    return subprocess.run([sys.executable, "-m", "snodo", "plugins", "--json"], cwd=cwd, env=full,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "snodo", "plugins", "--json"],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_builtins_are_listed_through_entry_points(tmp_path: Path) -> None:
@@ -46,7 +53,7 @@ def test_builtins_are_listed_through_entry_points(tmp_path: Path) -> None:
     import json
 
     rows = {p["name"]: p for p in json.loads(r.stdout)["plugins"]}
-    assert BUILTINS <= set(rows)
+    assert set(rows) >= BUILTINS
     for name in BUILTINS:
         assert rows[name]["status"] == "ok", rows[name]
         assert rows[name]["distribution"] == "snodo"
@@ -56,13 +63,20 @@ def test_builtins_are_listed_through_entry_points(tmp_path: Path) -> None:
     assert rows["opencode"]["capabilities"]["opencode"]["writes_in_place"] is True
     assert rows["pytest"]["registers"]["validators"] == ["pytest"]
     assert set(rows["predicates"]["registers"]["predicates"]) == {
-        "files_in_scope", "tests_exist_for_modified", "no_secrets_in_diff"}
+        "files_in_scope",
+        "tests_exist_for_modified",
+        "no_secrets_in_diff",
+    }
 
 
 def test_broken_third_party_plugin_is_reported_and_the_rest_work(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    install_fake_dist(site, "snodo-broken", {"broken": "snodo_broken_plugin"},
-                      {"snodo_broken_plugin": "raise ImportError('this plugin is broken on purpose')\n"})
+    install_fake_dist(
+        site,
+        "snodo-broken",
+        {"broken": "snodo_broken_plugin"},
+        {"snodo_broken_plugin": "raise ImportError('this plugin is broken on purpose')\n"},
+    )
     r = run_plugins_json(site, tmp_path)
     assert r.returncode == 0, r.stderr
     import json
@@ -109,9 +123,17 @@ def test_validate_dispatches_only_to_the_registering_plugin() -> None:
     host = get_plugin_manager(entrypoints=False, plugins=[GoodValidator(), Hijacker()])
     proto = parse_protocol(
         "protocol_id: p\nname: p\nmodes: [{mode_id: m, validators: [v]}]\n"
-        "validators: [{validator_id: v, validator_type: always-pass}]\n")
-    req = ValidationRequest(validator=proto.validators[0], task_id="t", task_spec="s", phase="pre_execute",
-                            mode=proto.modes[0], protocol=proto, workspace=Path("."))
+        "validators: [{validator_id: v, validator_type: always-pass}]\n"
+    )
+    req = ValidationRequest(
+        validator=proto.validators[0],
+        task_id="t",
+        task_spec="s",
+        phase="pre_execute",
+        mode=proto.modes[0],
+        protocol=proto,
+        workspace=Path("."),
+    )
     verdict = host.validate(req)
     assert verdict is not None and verdict.justification == "fine"
 
@@ -149,8 +171,9 @@ def test_core_filter_drops_governance_paths(tmp_path: Path) -> None:
     class DropLocks:
         @hookimpl
         def snodo_filter_artifacts(self, operations, context):  # type: ignore[no-untyped-def]
-            return [DroppedOperation(operation=op, reason="lock file") for op in operations
-                    if op.path.endswith(".lock")]
+            return [
+                DroppedOperation(operation=op, reason="lock file") for op in operations if op.path.endswith(".lock")
+            ]
 
     host = get_plugin_manager(entrypoints=False, plugins=[DropLocks()])
     ops = (

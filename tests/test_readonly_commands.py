@@ -7,8 +7,11 @@ from pathlib import Path
 
 
 def digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and not p.name.endswith(".lock")}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.endswith(".lock")
+    }
 
 
 def test_listing_and_verifying_write_nothing(git_repo: Path, snodo_cli, snodo_home: Path) -> None:  # type: ignore[no-untyped-def]
@@ -17,10 +20,20 @@ def test_listing_and_verifying_write_nothing(git_repo: Path, snodo_cli, snodo_ho
     before = digest(git_repo), digest(snodo_home)
     session_id = snodo_cli("session", "list", "--json", cwd=git_repo).json()["sessions"][0]["session_id"]
     job_id = snodo_cli("jobs", "list", "--json", cwd=git_repo).json()["jobs"][0]["job_id"]
-    for args in (["audit", "verify"], ["audit", "verify", "--json"], ["audit", "show"],
-                 ["audit", "show", "--event", "validate", "--last", "1", "--json"], ["authorize"],
-                 ["authorize", "--json"], ["session", "list"], ["session", "show", session_id],
-                 ["jobs", "list"], ["jobs", "show", job_id, "--log"], ["plugins"], ["protocol", "check"]):
+    for args in (
+        ["audit", "verify"],
+        ["audit", "verify", "--json"],
+        ["audit", "show"],
+        ["audit", "show", "--event", "validate", "--last", "1", "--json"],
+        ["authorize"],
+        ["authorize", "--json"],
+        ["session", "list"],
+        ["session", "show", session_id],
+        ["jobs", "list"],
+        ["jobs", "show", job_id, "--log"],
+        ["plugins"],
+        ["protocol", "check"],
+    ):
         r = snodo_cli(*args, cwd=git_repo)
         assert r.returncode == 0, (args, r)
     assert (digest(git_repo), digest(snodo_home)) == before

@@ -105,8 +105,10 @@ def _make_converter() -> cattrs.Converter:
         return tuple(out)
 
     conv.register_structure_hook_func(
-        lambda t: typing.get_origin(t) is tuple  # type: ignore[comparison-overlap]
-        and typing.get_args(t)[1:] == (Ellipsis,),
+        lambda t: (
+            typing.get_origin(t) is tuple  # type: ignore[comparison-overlap]
+            and typing.get_args(t)[1:] == (Ellipsis,)
+        ),
         structure_tuple,
     )
     return conv

@@ -102,9 +102,7 @@ def dumps_json(obj: Any) -> str:
 
 def canonical_json(obj: Any) -> bytes:
     """The exact bytes that get hashed or signed: sorted keys, no spaces, UTF-8, no NaN."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
-        "utf-8"
-    )
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644) -> None:

@@ -155,9 +155,7 @@ class AuditLog:
         try:
             normalised = json.loads(canonical_json(dict(data)))
         except (TypeError, ValueError) as exc:
-            raise StateError(
-                f"cannot append {event!r} to {self.path}: data is not JSON-serialisable ({exc})"
-            ) from exc
+            raise StateError(f"cannot append {event!r} to {self.path}: data is not JSON-serialisable ({exc})") from exc
         with file_lock(self.path):
             seq, prev = self._check_before_append()
             record: dict[str, Any] = {
@@ -274,8 +272,7 @@ class AuditLog:
         if last_seq < head.seq:
             raise _Broken(
                 count + 1,
-                f"the log ends after {count} records but its head records seq {head.seq}: "
-                "the tail was truncated",
+                f"the log ends after {count} records but its head records seq {head.seq}: the tail was truncated",
             )
         if last_seq > head.seq + 1:
             raise _Broken(head.seq + 3, "records beyond the head (the log was appended outside snodo)")

@@ -146,9 +146,7 @@ class SessionStore:
     def pending(self, project_root: Path | str) -> builtins.list[tuple[Session, PendingDecision]]:
         """Every pending decision of the project's sessions, oldest first."""
         found = [
-            (session, pending)
-            for session in self.list(project_root)
-            for pending in session.pending_decisions.values()
+            (session, pending) for session in self.list(project_root) for pending in session.pending_decisions.values()
         ]
         return sorted(found, key=lambda pair: pair[1].created_at)
 

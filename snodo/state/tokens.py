@@ -115,9 +115,7 @@ class TokenService:
         finally:
             conn.close()
 
-    def issue(
-        self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600
-    ) -> str:
+    def issue(self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600) -> str:
         """Mint a token for this task and spec and record it as unconsumed."""
         if ttl <= 0:
             raise ValueError(f"token ttl must be positive, got {ttl}")
@@ -137,8 +135,7 @@ class TokenService:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now - _KEEP_EXPIRED_S,))
             conn.execute(
-                "INSERT INTO tokens (jti, task_id, spec_sha256, mode, issued_at, expires_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO tokens (jti, task_id, spec_sha256, mode, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (jti, task_id, spec_sha256, mode, now, now + ttl),
             )
             conn.execute("COMMIT")

@@ -161,9 +161,7 @@ class Git:
 
     def changed_files(self, since: str) -> list[str]:
         """Engine-only: root-relative files changed since ``since``, untracked ones included."""
-        changed = self._run(
-            "diff", "--name-only", "--no-renames", "--relative", "-z", _argument(since, "since"), "--"
-        )
+        changed = self._run("diff", "--name-only", "--no-renames", "--relative", "-z", _argument(since, "since"), "--")
         untracked = self._run("ls-files", "-z", "--others", "--exclude-standard")
         return sorted({p for p in (changed + untracked).split("\0") if p})
 

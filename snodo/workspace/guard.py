@@ -98,8 +98,7 @@ class PathGuard:
         # own ancestors are called is not the agent's doing.
         self._root_spellings = {os.path.abspath(root), str(self.root)}
         self._patterns = tuple(
-            (raw, tuple(name_key(seg) for seg in raw.split("/") if seg not in ("", ".")))
-            for raw in protected_paths
+            (raw, tuple(name_key(seg) for seg in raw.split("/") if seg not in ("", "."))) for raw in protected_paths
         )
 
     def check_read(self, path: str) -> Path:

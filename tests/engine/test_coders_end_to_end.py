@@ -17,11 +17,18 @@ from snodo.plugins import get_plugin_manager
 from snodo.protocol import load_protocol
 
 MODEL = "openai/gpt-4o-mini"
-REPLY = json.dumps({"files": [
-    {"op": "write", "path": "greet.py", "content": "def greet():\n    return 'hello'\n"},
-    {"op": "write", "path": "tests/test_greet.py",
-     "content": "import greet\n\n\ndef test_greet():\n    assert greet.greet() == 'hello'\n"},
-]})
+REPLY = json.dumps(
+    {
+        "files": [
+            {"op": "write", "path": "greet.py", "content": "def greet():\n    return 'hello'\n"},
+            {
+                "op": "write",
+                "path": "tests/test_greet.py",
+                "content": "import greet\n\n\ndef test_greet():\n    assert greet.greet() == 'hello'\n",
+            },
+        ]
+    }
+)
 
 
 def write_protocol(repo: Path, coder: str, coder_config: dict) -> None:  # type: ignore[type-arg]
@@ -66,10 +73,13 @@ def test_mocked_authentication_error_halts_naming_the_model(git_repo: Path) -> N
     write_protocol(git_repo, "litellm", {"model": MODEL})
     host = get_plugin_manager()
     loaded = load_protocol(git_repo / ".snodo" / "protocol.yml", host)
-    mode = evolve(loaded.protocol.modes[0], coder_config={
-        "model": MODEL,
-        "mock_response": litellm.AuthenticationError(message="invalid api key", llm_provider="openai", model=MODEL),
-    })
+    mode = evolve(
+        loaded.protocol.modes[0],
+        coder_config={
+            "model": MODEL,
+            "mock_response": litellm.AuthenticationError(message="invalid api key", llm_provider="openai", model=MODEL),
+        },
+    )
     loaded = evolve(loaded, protocol=evolve(loaded.protocol, modes=(mode,)))
     result = Engine(Project(loaded, host)).run("add a greet module")
     assert (result.outcome, result.phase) == ("environment_error", "execute")
@@ -109,18 +119,29 @@ def opencode_path(tmp_path: Path) -> str:
     return f"{bin_dir}:{os.environ['PATH']}"
 
 
-@pytest.mark.parametrize(("behaviour", "status", "outcome", "says"), [
-    ("good", "completed", None, "tests"),
-    ("hang", "halted", "environment_error", "timed out"),
-    ("crash", "halted", "environment_error", "model refused"),
-    ("snodo", "halted", "blocker", ".snodo/protocol.yml"),
-])
-def test_opencode_coder_through_the_engine(git_repo: Path, snodo_cli, opencode_path: str, behaviour: str,  # type: ignore[no-untyped-def]
-                                           status: str, outcome: str | None, says: str) -> None:
+@pytest.mark.parametrize(
+    ("behaviour", "status", "outcome", "says"),
+    [
+        ("good", "completed", None, "tests"),
+        ("hang", "halted", "environment_error", "timed out"),
+        ("crash", "halted", "environment_error", "model refused"),
+        ("snodo", "halted", "blocker", ".snodo/protocol.yml"),
+    ],
+)
+def test_opencode_coder_through_the_engine(
+    git_repo: Path,
+    snodo_cli,
+    opencode_path: str,
+    behaviour: str,  # type: ignore[no-untyped-def]
+    status: str,
+    outcome: str | None,
+    says: str,
+) -> None:
     write_protocol(git_repo, "opencode", {"timeout": 3})
     protocol_before = (git_repo / ".snodo" / "protocol.yml").read_text()
-    r = snodo_cli("run", "add a greet module", "--json", cwd=git_repo,
-                  env={"PATH": opencode_path, "FAKE_OPENCODE": behaviour})
+    r = snodo_cli(
+        "run", "add a greet module", "--json", cwd=git_repo, env={"PATH": opencode_path, "FAKE_OPENCODE": behaviour}
+    )
     payload = r.json()
     assert (payload["status"], payload["outcome"]) == (status, outcome), payload
     assert says in json.dumps(payload)

@@ -74,18 +74,34 @@ class Coders:
     @hookimpl
     def snodo_coders(self):  # type: ignore[no-untyped-def]
         caps = dict(commits_own_changes=False, observes_tests=False)
-        yield CoderSpec(name="inplace", description="in place", factory=InPlace,
-                        capabilities=CoderCapabilities(writes_in_place=True, **caps))
-        yield CoderSpec(name="same", description="same change", factory=SameEveryTime,
-                        capabilities=CoderCapabilities(writes_in_place=False, **caps))
-        yield CoderSpec(name="crashes", description="raises", factory=Crashes,
-                        capabilities=CoderCapabilities(writes_in_place=False, **caps))
-        yield CoderSpec(name="needs-tool", description="needs a program", factory=Crashes,
-                        capabilities=CoderCapabilities(
-                            writes_in_place=False,
-                            required_programs=(RequiredProgram(name="no-such-tool-xyz",
-                                                               install_hint="pip install no-such-tool"),),
-                            **caps))
+        yield CoderSpec(
+            name="inplace",
+            description="in place",
+            factory=InPlace,
+            capabilities=CoderCapabilities(writes_in_place=True, **caps),
+        )
+        yield CoderSpec(
+            name="same",
+            description="same change",
+            factory=SameEveryTime,
+            capabilities=CoderCapabilities(writes_in_place=False, **caps),
+        )
+        yield CoderSpec(
+            name="crashes",
+            description="raises",
+            factory=Crashes,
+            capabilities=CoderCapabilities(writes_in_place=False, **caps),
+        )
+        yield CoderSpec(
+            name="needs-tool",
+            description="needs a program",
+            factory=Crashes,
+            capabilities=CoderCapabilities(
+                writes_in_place=False,
+                required_programs=(RequiredProgram(name="no-such-tool-xyz", install_hint="pip install no-such-tool"),),
+                **caps,
+            ),
+        )
 
 
 def project(repo: Path, coder: str, config: str = "") -> Project:
@@ -164,8 +180,11 @@ def test_identical_retry_is_a_stall_not_a_crash(git_repo: Path) -> None:
     """No test suite: pytest warns 'no tests collected' (capped at warn here), so recovery
     starts; the coder proposes the same file again, which commits nothing and stalls."""
     p = project(git_repo, "same")
-    text = (git_repo / ".snodo" / "protocol.yml").read_text().replace(
-        "evaluation_phase: post_execute}", "evaluation_phase: post_execute, severity_cap: warn}")
+    text = (
+        (git_repo / ".snodo" / "protocol.yml")
+        .read_text()
+        .replace("evaluation_phase: post_execute}", "evaluation_phase: post_execute, severity_cap: warn}")
+    )
     (git_repo / ".snodo" / "protocol.yml").write_text(text)
     host = get_plugin_manager(plugins=[Coders()])
     p = Project(load_protocol(git_repo / ".snodo" / "protocol.yml", host), host)

@@ -119,9 +119,13 @@ def test_resume_after_authorize_completes(broken_suite: Path, snodo_cli) -> None
 
 def test_mock_writing_governance_state_is_filtered_and_audited(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     protocol_before = None
-    write_protocol(git_repo, coder_config=(
-        '{files: {".snodo/protocol.yml": "hacked", "src/ok.py": "OK = 1\\n", '
-        '"tests/test_ok.py": "from src.ok import OK\\n\\ndef test_ok():\\n    assert OK == 1\\n"}}'))
+    write_protocol(
+        git_repo,
+        coder_config=(
+            '{files: {".snodo/protocol.yml": "hacked", "src/ok.py": "OK = 1\\n", '
+            '"tests/test_ok.py": "from src.ok import OK\\n\\ndef test_ok():\\n    assert OK == 1\\n"}}'
+        ),
+    )
     protocol_before = (git_repo / ".snodo" / "protocol.yml").read_text()
     r = snodo_cli("run", "add the ok module", "--json", cwd=git_repo)
     assert r.returncode == 0, r

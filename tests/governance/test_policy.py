@@ -9,8 +9,14 @@ from snodo.governance.policy import ValidatorResult, cap, classify, required_pas
 
 def results(*severities: str, kind: str = "validator") -> list[ValidatorResult]:
     return [
-        ValidatorResult(validator_id=f"v{i}", validator_type="t", severity=s, justification=s,  # type: ignore[arg-type]
-                        error="boom" if s == "error" else None, kind=kind)  # type: ignore[arg-type]
+        ValidatorResult(
+            validator_id=f"v{i}",
+            validator_type="t",
+            severity=s,
+            justification=s,  # type: ignore[arg-type]
+            error="boom" if s == "error" else None,
+            kind=kind,
+        )  # type: ignore[arg-type]
         for i, s in enumerate(severities)
     ]
 
@@ -56,11 +62,21 @@ def test_no_results_never_pass() -> None:
     assert got.status == "validator_error"
 
 
-@pytest.mark.parametrize(("policy", "total", "threshold", "need"), [
-    ("unanimous", 3, 0.5, 3), ("majority", 2, 0.5, 2), ("majority", 3, 0.5, 2), ("majority", 4, 0.5, 3),
-    ("quorum", 3, 2 / 3, 2), ("quorum", 3, 0.66, 2), ("quorum", 5, 0.66, 4), ("quorum", 4, 0.5, 2),
-    ("quorum", 1, 0.1, 1), ("any", 7, 0.5, 1),
-])
+@pytest.mark.parametrize(
+    ("policy", "total", "threshold", "need"),
+    [
+        ("unanimous", 3, 0.5, 3),
+        ("majority", 2, 0.5, 2),
+        ("majority", 3, 0.5, 2),
+        ("majority", 4, 0.5, 3),
+        ("quorum", 3, 2 / 3, 2),
+        ("quorum", 3, 0.66, 2),
+        ("quorum", 5, 0.66, 4),
+        ("quorum", 4, 0.5, 2),
+        ("quorum", 1, 0.1, 1),
+        ("any", 7, 0.5, 1),
+    ],
+)
 def test_required_passes(policy: str, total: int, threshold: float, need: int) -> None:
     assert required_passes(policy, total, threshold) == need
 
@@ -89,10 +105,17 @@ def test_constraints_veto_but_do_not_vote() -> None:
     assert classify([*results("pass"), *warning], policy="any").status == "escalate"
 
 
-@pytest.mark.parametrize(("severity", "cap_at", "expected"), [
-    ("blocker", "warn", ("warn", "blocker")), ("blocker", "pass", ("pass", "blocker")),
-    ("warn", "pass", ("pass", "warn")), ("pass", "warn", ("pass", None)), ("warn", "blocker", ("warn", None)),
-    ("error", "pass", ("error", None)), ("blocker", None, ("blocker", None)),
-])
+@pytest.mark.parametrize(
+    ("severity", "cap_at", "expected"),
+    [
+        ("blocker", "warn", ("warn", "blocker")),
+        ("blocker", "pass", ("pass", "blocker")),
+        ("warn", "pass", ("pass", "warn")),
+        ("pass", "warn", ("pass", None)),
+        ("warn", "blocker", ("warn", None)),
+        ("error", "pass", ("error", None)),
+        ("blocker", None, ("blocker", None)),
+    ],
+)
 def test_severity_cap_never_touches_errors(severity: str, cap_at: str | None, expected: tuple[str, str | None]) -> None:
     assert cap(severity, cap_at) == expected

@@ -51,21 +51,29 @@ def host():  # type: ignore[no-untyped-def]
 
 def run(host, text: str, tmp_path: Path):  # type: ignore[no-untyped-def]
     proto = parse_protocol(text)
-    return run_phase(host, PhaseInput(protocol=proto, mode=proto.modes[0], phase="pre_execute", task_id="t",
-                                      task_spec="spec", workspace=tmp_path))
+    return run_phase(
+        host,
+        PhaseInput(
+            protocol=proto, mode=proto.modes[0], phase="pre_execute", task_id="t", task_spec="spec", workspace=tmp_path
+        ),
+    )
 
 
-@pytest.mark.parametrize("bad", [
-    "{validator_id: c, validator_type: raises, severity_cap: pass}",
-    "{validator_id: c, validator_type: sleeps, severity_cap: pass, tooling: {timeout: 0.3, seconds: 30}}",
-    "{validator_id: c, validator_type: not-installed, severity_cap: pass}",
-    "{validator_id: c, validator_type: returns-none, severity_cap: pass}",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "{validator_id: c, validator_type: raises, severity_cap: pass}",
+        "{validator_id: c, validator_type: sleeps, severity_cap: pass, tooling: {timeout: 0.3, seconds: 30}}",
+        "{validator_id: c, validator_type: not-installed, severity_cap: pass}",
+        "{validator_id: c, validator_type: returns-none, severity_cap: pass}",
+    ],
+)
 def test_faults_are_validator_error_even_capped_at_pass(host, bad: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     text = protocol_with(
         "  - {validator_id: a, validator_type: fixed, tooling: {severity: pass}}\n"
         "  - {validator_id: b, validator_type: fixed, tooling: {severity: pass}}\n"
-        f"  - {bad}\n")
+        f"  - {bad}\n"
+    )
     started = time.monotonic()
     results = run(host, text, tmp_path)
     assert time.monotonic() - started < 10
@@ -81,7 +89,8 @@ def test_error_messages_say_what_happened(host, tmp_path: Path) -> None:  # type
     text = protocol_with(
         "  - {validator_id: a, validator_type: raises}\n"
         "  - {validator_id: b, validator_type: sleeps, tooling: {timeout: 0.2, seconds: 30}}\n"
-        "  - {validator_id: c, validator_type: ghost}\n")
+        "  - {validator_id: c, validator_type: ghost}\n"
+    )
     a, b, c = run(host, text, tmp_path)
     assert "validator exploded" in (a.error or "")
     assert "timed out after 0.2s" in (b.error or "")
@@ -94,7 +103,8 @@ def test_cap_lowers_and_keeps_the_original(host, tmp_path: Path) -> None:  # typ
     text = protocol_with(
         "  - {validator_id: a, validator_type: fixed, tooling: {severity: blocker}, severity_cap: warn}\n"
         "  - {validator_id: b, validator_type: fixed, tooling: {severity: warn}, severity_cap: blocker}\n"
-        "  - {validator_id: c, validator_type: fixed, tooling: {severity: pass}}\n")
+        "  - {validator_id: c, validator_type: fixed, tooling: {severity: pass}}\n"
+    )
     a, b, c = run(host, text, tmp_path)
     assert (a.severity, a.severity_original) == ("warn", "blocker")
     assert (b.severity, b.severity_original) == ("warn", None)

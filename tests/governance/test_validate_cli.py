@@ -62,8 +62,9 @@ def test_escalate_authorize_then_pass_for_exactly_that_task_and_spec(project: Pa
 
     other_task = snodo_cli("validate", "-", "--json", cwd=project, input=FRIENDLY.replace("greeting", "farewell"))
     assert other_task.returncode == 2
-    other_spec = snodo_cli("validate", "-", "--json", "--task-id", esc["task_id"], cwd=project,
-                           input=FRIENDLY + "- and it is short\n")
+    other_spec = snodo_cli(
+        "validate", "-", "--json", "--task-id", esc["task_id"], cwd=project, input=FRIENDLY + "- and it is short\n"
+    )
     assert other_spec.returncode == 2
 
     events = [e["event"] for e in audit_events(project)]
@@ -96,7 +97,8 @@ def test_unknown_decision_and_tampered_record(project: Path, snodo_cli) -> None:
 def write_protocol(repo: Path, validator: str) -> None:
     (repo / ".snodo" / "protocol.yml").write_text(
         "protocol_id: t\nname: t\nmodes:\n  - mode_id: producer\n    tools: [read, edit, validate, dispatch]\n"
-        "    validators: [gate]\n    coder: mock\nvalidators:\n" + validator)
+        "    validators: [gate]\n    coder: mock\nvalidators:\n" + validator
+    )
 
 
 def test_failing_suite_is_a_blocker_and_missing_command_a_validator_error(project: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
@@ -107,8 +109,11 @@ def test_failing_suite_is_a_blocker_and_missing_command_a_validator_error(projec
     assert r.json()["status"] == "blocker" and r.json()["token_issued"] is False
     assert "assert 1 == 2" in json.dumps(r.json()["results"][0])  # the failing test's output tail
 
-    write_protocol(project, "  - {validator_id: gate, validator_type: pytest, severity_cap: pass,"
-                   " tooling: {command: no-such-program-xyz}}\n")
+    write_protocol(
+        project,
+        "  - {validator_id: gate, validator_type: pytest, severity_cap: pass,"
+        " tooling: {command: no-such-program-xyz}}\n",
+    )
     r = snodo_cli("validate", "fix the bug", "--json", cwd=project)
     assert r.returncode == 3, r
     payload = r.json()

@@ -20,6 +20,7 @@ from snodo.protocol.models import Mode, Protocol, Validator
 
 HERE = Path(__file__).resolve().parent
 
+
 @pytest.fixture(scope="session")
 def host() -> PluginHost:
     return get_plugin_manager()

@@ -36,7 +36,10 @@ def test_minimal_protocol_loads_with_spec_defaults() -> None:
     assert p.quorum_threshold == pytest.approx(2 / 3)
     assert p.start_mode == "producer"
     assert (p.execution.max_iterations, p.execution.max_recovery_depth, p.execution.max_total_fix_attempts) == (
-        50, 3, 10)
+        50,
+        3,
+        10,
+    )
     assert p.modes[0].coder == "litellm"
     assert p.validators[0].evaluation_phase == "pre_execute"
 
@@ -89,8 +92,12 @@ def test_yes_no_on_off_are_strings_not_booleans() -> None:
 
 
 def test_all_schema_problems_are_reported_together() -> None:
-    text = MINIMAL.replace("tools: [read, edit]", "tools: edit").replace(
-        "    validators: [tests]", "    validatorz: [tests]") + "execution: {max_recovery_depth: x}\n"
+    text = (
+        MINIMAL.replace("tools: [read, edit]", "tools: edit").replace(
+            "    validators: [tests]", "    validatorz: [tests]"
+        )
+        + "execution: {max_recovery_depth: x}\n"
+    )
     err = refused(text)
     assert len(err.problems) == 3
 

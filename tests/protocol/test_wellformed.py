@@ -28,13 +28,18 @@ class FixturePlugin:
 
     @hookimpl
     def snodo_coders(self):  # type: ignore[no-untyped-def]
-        yield CoderSpec(name="mock", description="m", factory=_Coder, capabilities=CoderCapabilities(
-            writes_in_place=False, commits_own_changes=False, observes_tests=False))
+        yield CoderSpec(
+            name="mock",
+            description="m",
+            factory=_Coder,
+            capabilities=CoderCapabilities(writes_in_place=False, commits_own_changes=False, observes_tests=False),
+        )
 
     @hookimpl
     def snodo_predicates(self):  # type: ignore[no-untyped-def]
-        yield PredicateSpec(name="no_secrets_in_diff", description="n",
-                            check=lambda ctx, params: PredicateResult(ok=True, message="ok"))
+        yield PredicateSpec(
+            name="no_secrets_in_diff", description="n", check=lambda ctx, params: PredicateResult(ok=True, message="ok")
+        )
 
 
 @pytest.fixture
@@ -78,7 +83,9 @@ def test_issue_example_reports_all_four_violations_together(host) -> None:  # ty
 
 
 def test_dispatching_mode_needs_a_pre_execute_validator(host) -> None:  # type: ignore[no-untyped-def]
-    p = parse_protocol(BROKEN.replace("validator_type: pytest", "validator_type: pytest\n    evaluation_phase: post_execute"))
+    p = parse_protocol(
+        BROKEN.replace("validator_type: pytest", "validator_type: pytest\n    evaluation_phase: post_execute")
+    )
     assert "mode 'producer' holds 'dispatch' but has no pre_execute validator" in "\n".join(map(str, check(p, host)))
 
 
@@ -89,25 +96,34 @@ def test_unknown_capability_lists_the_known_ones(host) -> None:  # type: ignore[
 
 
 def test_missing_plugins_are_named(host) -> None:  # type: ignore[no-untyped-def]
-    p = parse_protocol(BROKEN.replace("validator_type: pytest", "validator_type: ruff-gate").replace(
-        "coder: mock\n    constraints", "coder: aider\n    constraints"))
+    p = parse_protocol(
+        BROKEN.replace("validator_type: pytest", "validator_type: ruff-gate").replace(
+            "coder: mock\n    constraints", "coder: aider\n    constraints"
+        )
+    )
     text = "\n".join(str(v) for v in check(p, host) if v.rule == "WF3")
     assert "no validator type named 'ruff-gate' is installed" in text
     assert "no coder named 'aider' is installed" in text
 
 
 def test_quorum_with_few_validators_only_warns(host) -> None:  # type: ignore[no-untyped-def]
-    good = BROKEN.replace("disagreement_policy: majority", "disagreement_policy: quorum").replace(
-        "approve, dispatch", "dispatch").replace("validators: [tests, ghost]", "validators: [tests]").replace(
-        "predicate: no_such_predicate", "predicate: no_secrets_in_diff").replace(
-        "validator_type: pytest", "validator_type: pytest\n    evaluation_phase: pre_execute")
+    good = (
+        BROKEN.replace("disagreement_policy: majority", "disagreement_policy: quorum")
+        .replace("approve, dispatch", "dispatch")
+        .replace("validators: [tests, ghost]", "validators: [tests]")
+        .replace("predicate: no_such_predicate", "predicate: no_secrets_in_diff")
+        .replace("validator_type: pytest", "validator_type: pytest\n    evaluation_phase: pre_execute")
+    )
     violations = check(parse_protocol(good), host)
     assert [v.rule for v in violations] == ["WF4"] and violations[0].level == "warning"
 
 
 def test_duplicate_roles_and_constraints(host) -> None:  # type: ignore[no-untyped-def]
-    text = BROKEN + "roles:\n  - {role_id: dev}\n  - {role_id: dev, modes: [nobody]}\n" + \
-        "global_constraints:\n  - {constraint_id: c1, predicate: no_secrets_in_diff}\n"
+    text = (
+        BROKEN
+        + "roles:\n  - {role_id: dev}\n  - {role_id: dev, modes: [nobody]}\n"
+        + "global_constraints:\n  - {constraint_id: c1, predicate: no_secrets_in_diff}\n"
+    )
     out = "\n".join(map(str, check(parse_protocol(text), host)))
     assert "WF2: role_id 'dev' is declared more than once" in out
     assert "WF2: role 'dev' names unknown mode 'nobody'" in out
@@ -115,11 +131,16 @@ def test_duplicate_roles_and_constraints(host) -> None:  # type: ignore[no-untyp
 
 
 def test_exclusive_tools_extend_wf1(host) -> None:  # type: ignore[no-untyped-def]
-    text = BROKEN.replace("tools: [review, approve]", "tools: [review, commit]").replace(
-        "read, edit, approve, dispatch", "read, edit, commit") + "exclusive_tools: [commit]\n"
+    text = (
+        BROKEN.replace("tools: [review, approve]", "tools: [review, commit]").replace(
+            "read, edit, approve, dispatch", "read, edit, commit"
+        )
+        + "exclusive_tools: [commit]\n"
+    )
     out = [str(v) for v in check(parse_protocol(text), host) if v.rule == "WF1"]
-    assert out == ["WF1: exclusive capability 'commit' is held by 2 modes: producer, reviewer "
-                   "(at most one mode may hold it)"]
+    assert out == [
+        "WF1: exclusive capability 'commit' is held by 2 modes: producer, reviewer (at most one mode may hold it)"
+    ]
 
 
 def test_load_protocol_refuses_on_errors(tmp_path, host) -> None:  # type: ignore[no-untyped-def]
@@ -130,4 +151,4 @@ def test_load_protocol_refuses_on_errors(tmp_path, host) -> None:  # type: ignor
     with pytest.raises(ProtocolError) as info:
         load_protocol(path, host)
     assert len(info.value.problems) == 4
-    assert [p.split(':')[0] for p in info.value.problems] == ['WF1', 'WF3', 'WF4', 'WF5']
+    assert [p.split(":")[0] for p in info.value.problems] == ["WF1", "WF3", "WF4", "WF5"]

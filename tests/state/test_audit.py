@@ -86,9 +86,7 @@ def test_threads_append_without_losing_events(log: AuditLog) -> None:
 
 
 @pytest.mark.slow
-def test_eight_processes_append_4000_events(
-    log: AuditLog, spawn: Callable[..., subprocess.Popen[str]]
-) -> None:
+def test_eight_processes_append_4000_events(log: AuditLog, spawn: Callable[..., subprocess.Popen[str]]) -> None:
     workers = [spawn("audit-append", log.path, 500, f"w{n}") for n in range(8)]
     for worker in workers:
         _, err = worker.communicate(timeout=120)
@@ -97,9 +95,7 @@ def test_eight_processes_append_4000_events(
     assert (report.ok, report.count) == (True, 4000), report
     records = log.records()
     assert [r["seq"] for r in records] == list(range(4000))
-    per_worker = {
-        f"w{n}": [r["data"]["i"] for r in records if r["data"]["worker"] == f"w{n}"] for n in range(8)
-    }
+    per_worker = {f"w{n}": [r["data"]["i"] for r in records if r["data"]["worker"] == f"w{n}"] for n in range(8)}
     assert all(seen == list(range(500)) for seen in per_worker.values())
 
 

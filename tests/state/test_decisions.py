@@ -99,9 +99,7 @@ def test_record_signed_by_another_key_is_rejected(
     assert "signed by another key" in rejected[0][1]
 
 
-def test_latest_decision_per_validator_wins(
-    home: Path, store: DecisionStore, make_pending: MakePending
-) -> None:
+def test_latest_decision_per_validator_wins(home: Path, store: DecisionStore, make_pending: MakePending) -> None:
     store.save(authorise(home, make_pending("dec-1")))
     assert store.adjudicated_warns("task-1", SPEC) == frozenset({"review"})
     store.save(authorise(home, make_pending("dec-2"), decision="reject"))

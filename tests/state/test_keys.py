@@ -39,9 +39,7 @@ def test_token_key_is_created_once_private(home: Path) -> None:
     assert token_key(home) == key
 
 
-def test_concurrent_processes_share_one_token_key(
-    home: Path, spawn: Callable[..., subprocess.Popen[str]]
-) -> None:
+def test_concurrent_processes_share_one_token_key(home: Path, spawn: Callable[..., subprocess.Popen[str]]) -> None:
     workers = [spawn("token-key-hash", home) for _ in range(8)]
     hashes = {w.communicate(timeout=60)[0].strip() for w in workers}
     assert all(w.returncode == 0 for w in workers)
@@ -111,11 +109,7 @@ def test_state_modules_never_import_the_signing_module() -> None:
 
 
 def _string_constants(source: str) -> set[str]:
-    return {
-        n.value
-        for n in ast.walk(ast.parse(source))
-        if isinstance(n, ast.Constant) and isinstance(n.value, str)
-    }
+    return {n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
 def test_only_the_signing_module_and_cli_name_the_private_key() -> None:

@@ -71,9 +71,7 @@ def test_unknown_or_unsafe_session_ids(store: SessionStore) -> None:
         store.load("../../etc/passwd")
 
 
-def test_pending_decisions_add_find_remove(
-    store: SessionStore, project: Path, make_pending: MakePending
-) -> None:
+def test_pending_decisions_add_find_remove(store: SessionStore, project: Path, make_pending: MakePending) -> None:
     session = store.create(project, "dev")
     first, second = make_pending("dec-1"), make_pending("dec-2")
     store.add_pending(session.session_id, first)
@@ -114,9 +112,7 @@ def test_concurrent_add_pending_loses_nothing(
     store: SessionStore, project: Path, spawn: Callable[..., subprocess.Popen[str]]
 ) -> None:
     session = store.create(project, "dev")
-    workers = [
-        spawn("add-pending", store.directory.parent, session.session_id, 25, f"w{n}") for n in range(6)
-    ]
+    workers = [spawn("add-pending", store.directory.parent, session.session_id, 25, f"w{n}") for n in range(6)]
     for worker in workers:
         _, err = worker.communicate(timeout=60)
         assert worker.returncode == 0, err
@@ -169,9 +165,7 @@ def test_concurrent_commands_start_one_session(
 def test_update_project_state_keeps_other_fields(project: Path, home: Path) -> None:
     session, _ = ensure_session(project, "dev", home)
     update_project_state(project, lambda s: evolve(s, current_mode="review"))
-    assert load_project_state(project) == ProjectState(
-        current_mode="review", active_sessions=(session.session_id,)
-    )
+    assert load_project_state(project) == ProjectState(current_mode="review", active_sessions=(session.session_id,))
 
 
 # ------------------------------------------------------------------ fault injection

@@ -40,9 +40,7 @@ def test_issue_verify_consume(service: TokenService) -> None:
     assert claims.exp - claims.iat == 600 and len(claims.jti) == 32
     assert service.consume(token, task_id="task-1", spec_sha256=SPEC, consumer="engine") == claims
     with closing(sqlite3.connect(service.db_path)) as conn:
-        row = conn.execute(
-            "SELECT task_id, consumer, consumed_at FROM tokens WHERE jti=?", (claims.jti,)
-        ).fetchone()
+        row = conn.execute("SELECT task_id, consumer, consumed_at FROM tokens WHERE jti=?", (claims.jti,)).fetchone()
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert row[:2] == ("task-1", "engine") and row[2] is not None
 
@@ -107,9 +105,7 @@ def test_token_signed_with_the_key_but_never_issued_is_unknown(home: Path, servi
         "validators": [],
     }
     with refused("unknown token"):
-        service.consume(
-            jwt.encode(claims, key, algorithm="HS256"), task_id="task-1", spec_sha256=SPEC, consumer="a"
-        )
+        service.consume(jwt.encode(claims, key, algorithm="HS256"), task_id="task-1", spec_sha256=SPEC, consumer="a")
 
 
 def test_broken_token_store_fails_closed(home: Path, service: TokenService) -> None:

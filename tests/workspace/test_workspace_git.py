@@ -60,9 +60,7 @@ def test_commit_refuses_what_was_staged_behind_its_back(project: Path, repo: Git
     assert repo.head() == head
 
 
-def test_commit_refuses_empty_messages_and_empty_index(
-    project: Path, workspace: Workspace, repo: Git
-) -> None:
+def test_commit_refuses_empty_messages_and_empty_index(project: Path, workspace: Workspace, repo: Git) -> None:
     with pytest.raises(ToolError, match="nothing is staged"):
         repo.commit("nothing")
     workspace.write_file("src/a.py", "a\n")

@@ -12,6 +12,7 @@ import pytest
 from snodo.errors import PathValidationError, ToolError
 from snodo.workspace import run_tests
 
+
 @pytest.fixture
 def suite(tmp_path: Path) -> Path:
     root = tmp_path / "suite"

@@ -1,0 +1,6 @@
+"""snodo's conformance kit: the contracts the engine relies on, run against a plugin.
+
+Opt-in, as a pytest plugin (``pytest -p snodo_conformance.plugin --snodo-coder NAME`` or
+``--snodo-validator NAME``); see :mod:`snodo_conformance.plugin` and docs/conformance.md.
+Importing this package registers nothing and changes no pytest run.
+"""

@@ -34,6 +34,8 @@ from snodo.errors import (
 from snodo.hookspecs import PROJECT
 from snodo.proc import ProcessResult, run_process
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
+from snodo.protocol.models import Constraint, Mode, Validator
+from snodo.protocol.models import Protocol as ProtocolDocument
 from snodo.records import (
     SEVERITIES,
     ArtifactContext,
@@ -67,18 +69,22 @@ __all__ = [
     "CoderRequest",
     "CoderResult",
     "CoderSpec",
+    "Constraint",
     "DroppedOperation",
     "EnvironmentProblem",
     "FileOperation",
+    "Mode",
     "PathValidationError",
     "PredicateContext",
     "PredicateResult",
     "PredicateSpec",
     "ProcessResult",
+    "ProtocolDocument",
     "RequiredProgram",
     "Severity",
     "SnodoError",
     "ValidationRequest",
+    "Validator",
     "ValidatorFault",
     "ValidatorSpec",
     "Verdict",

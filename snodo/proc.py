@@ -57,6 +57,8 @@ def run_process(
     """Run ``argv`` in ``cwd``; never raises for the child's own failure, only when it
     cannot start at all (:class:`EnvironmentProblem` naming the program)."""
     start = time.monotonic()
+    if not Path(cwd).is_dir():  # Popen would blame the program for a missing directory
+        raise EnvironmentProblem(f"cannot run {argv[0]!r}: the working directory {cwd} does not exist")
     try:
         proc = subprocess.Popen(
             list(argv),

@@ -145,7 +145,9 @@ class ValidatorSpec:
     :param needs_model: judged by a model; with no ``model`` configured it must return an
         error (never a pass).
     :param deterministic: the same request and tree give the same verdict.
-    :param modifies_workspace: should always be False; the conformance kit checks it.
+    :param settings: the ``tooling`` keys it honours.
+
+    A validator never modifies the workspace; the conformance kit checks it.
     """
 
     name: str = field(validator=_valid_name)

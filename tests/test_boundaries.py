@@ -43,3 +43,13 @@ def test_core_never_imports_a_builtin_plugin() -> None:
         str(p) for p in SNODO.rglob("*.py") if "snodo_plugins" in p.read_text() or "snodo_conformance" in p.read_text()
     ]
     assert offenders == []
+
+
+def test_run_process_names_a_missing_working_directory(tmp_path: Path) -> None:
+    import pytest
+
+    from snodo.api import EnvironmentProblem, run_process
+
+    with pytest.raises(EnvironmentProblem) as info:
+        run_process(["true"], cwd=tmp_path / "gone", timeout=5)
+    assert "working directory" in str(info.value) and "gone" in str(info.value)

@@ -63,7 +63,7 @@ def run(
     from snodo.cli.validate_cmd import read_spec
     from snodo.engine.jobs import JobStore
     from snodo.engine.loop import Engine
-    from snodo.governance.service import Project, derive_task_id
+    from snodo.governance.service import Project, check_task_id, derive_task_id
 
     loaded, host = load_project(protocol_path)
     jobs = JobStore(loaded.root)
@@ -89,7 +89,7 @@ def run(
     else:
         text = read_spec(spec)
     project = Project(loaded, host, mode=mode_id)
-    task_id = task_id or derive_task_id(text)
+    task_id = check_task_id(task_id) if task_id else derive_task_id(text)
     if job_id is None:
         job = jobs.create(
             spec=text,

@@ -30,6 +30,7 @@ from snodo.governance.service import (
     INSTRUCTIONS,
     Project,
     ValidationOutcome,
+    check_task_id,
     derive_task_id,
     persist_escalation,
     spec_sha256,
@@ -142,7 +143,7 @@ class Engine:
     # ------------------------------------------------------------------ public
 
     def run(self, spec: str, *, task_id: str | None = None) -> RunResult:
-        task_id = task_id or derive_task_id(spec)
+        task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
         p = self.project
         p.session()
         p.record(

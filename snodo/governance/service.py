@@ -7,6 +7,7 @@ all call, so the four outcomes mean the same thing on every path (ADR 015).
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from datetime import UTC, datetime
 from functools import cached_property
@@ -15,6 +16,7 @@ from typing import Any
 
 from attrs import evolve, frozen
 
+from snodo.errors import ToolError
 from snodo.governance.policy import Classification, ValidatorResult, classify
 from snodo.governance.runner import PhaseInput, ProgressFn, run_phase
 from snodo.plugins import PluginHost
@@ -29,6 +31,19 @@ from snodo.state.tokens import TokenService
 
 def spec_sha256(spec: str) -> str:
     return hashlib.sha256(spec.encode("utf-8")).hexdigest()
+
+
+_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def check_task_id(task_id: str) -> str:
+    """Task ids end up in job records, audit lines and branch names: only plain ids pass."""
+    if not _TASK_ID.match(task_id) or ".." in task_id or task_id.endswith(".lock"):
+        raise ToolError(
+            f"task_id {task_id!r} is refused: use letters, digits, '.', '_' and '-' (at most 100, "
+            "starting with a letter or digit)"
+        )
+    return task_id
 
 
 def derive_task_id(spec: str) -> str:
@@ -166,7 +181,7 @@ def validate_task(
     ``escalate=False`` leaves an escalation unpersisted (the engine's intermediate recovery
     attempts); the caller then settles it with :func:`persist_escalation`.
     """
-    task_id = task_id or derive_task_id(spec)
+    task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
     sha = spec_sha256(spec)
     session = project.session()
     adjudicated, vetoes = _decision_results(project, task_id, sha)

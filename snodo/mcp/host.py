@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -32,13 +31,12 @@ from attrs import frozen
 from snodo.engine.jobs import JobStore
 from snodo.engine.plans import Planner, PlanStore, plan_tasks
 from snodo.errors import PathValidationError, SnodoError, TokenError, ToolError
-from snodo.governance.service import Project, derive_task_id, spec_sha256, validate_task
+from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
 from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
 from snodo.state.atomic import atomic_create_bytes, canonical_json, dumps_json
 from snodo.workspace import Git, PathGuard, Workspace, run_tests
 
 TEST_TIMEOUT = 300.0
-_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _KIND_NAMES = {"string": "a string", "boolean": "true or false", "string_list": "a non-empty list of strings"}
 
 NO_DISPATCH_INSTRUCTION = (
@@ -98,16 +96,6 @@ def check_arguments(tool: ToolDef, arguments: Mapping[str, Any]) -> str | None:
         if not fits:
             return f"argument {p.name!r} must be {_KIND_NAMES[p.kind]}, got {type(value).__name__}"
     return None
-
-
-def _task_id(task_id: str) -> str:
-    """Task ids end up in job records and branch names; only plain ids are accepted."""
-    if not _TASK_ID.match(task_id) or ".." in task_id or task_id.endswith(".lock"):
-        raise ToolError(
-            f"task_id {task_id!r} is refused: use letters, digits, '.', '_' and '-' (at most 100, "
-            "starting with a letter or digit)"
-        )
-    return task_id
 
 
 def _spec(text: str, what: str = "task_spec") -> str:
@@ -277,7 +265,7 @@ class ToolHost:
     # ------------------------------------------------------ validate, dispatch
 
     def _tool_validate_task(self, task_id: str, task_spec: str | None = None) -> dict[str, Any]:
-        _task_id(task_id)
+        check_task_id(task_id)
         with self._lock:
             spec = task_spec if task_spec is not None else self._specs.get(task_id)
             if spec is None:
@@ -298,7 +286,7 @@ class ToolHost:
 
     def _tool_dispatch_task(self, task_spec: str, task_id: str | None = None) -> dict[str, Any]:
         spec = _spec(task_spec)
-        return self._dispatch(spec, _task_id(task_id) if task_id is not None else derive_task_id(spec))
+        return self._dispatch(spec, check_task_id(task_id) if task_id is not None else derive_task_id(spec))
 
     def _dispatch(self, spec: str, task_id: str) -> dict[str, Any]:
         """Create and start the job; only then use up the token recorded for this task and spec.
@@ -473,7 +461,7 @@ class ToolHost:
             for task in plan["tasks"]:
                 if task.get("job_id"):
                     continue
-                reply = self._dispatch(_spec(str(task["spec"]), "the plan task's spec"), _task_id(task["task_id"]))
+                reply = self._dispatch(_spec(str(task["spec"]), "the plan task's spec"), check_task_id(task["task_id"]))
                 index = task["index"]
                 self.plans.update(plan_id, _record_job(index, reply["job_id"]))
                 started.append(

@@ -124,3 +124,14 @@ def test_failing_suite_is_a_blocker_and_missing_command_a_validator_error(projec
 def test_could_not_run_is_exit_4(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     r = snodo_cli("validate", "x", cwd=tmp_path)
     assert r.returncode == 4 and "snodo init" in r.stderr
+
+
+@pytest.mark.parametrize("bad", ["../escape", "-rf", "a b", "x..y", "t.lock", ""])
+def test_task_ids_are_plain(project: Path, snodo_cli, bad: str) -> None:  # type: ignore[no-untyped-def]
+    for command in (("validate", "add a hello module", "--task-id", bad), ("run", "add a hello module", "--mock", "--task-id", bad)):
+        r = snodo_cli(*command, cwd=project)
+        if bad == "":  # an empty id means "derive it from the spec"
+            assert r.returncode == 0, r
+            continue
+        assert r.returncode != 0 and "is refused" in r.stderr, r
+        assert "Traceback" not in r.stderr

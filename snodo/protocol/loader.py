@@ -34,7 +34,7 @@ from snodo.protocol.models import Protocol
 PROTOCOL_RELPATH = Path(".snodo") / "protocol.yml"
 
 
-class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
+class _StrictLoader(yaml.SafeLoader):
     """SafeLoader whose booleans are only true/false, whatever the case."""
 
 

@@ -107,9 +107,19 @@ def run_tests(workspace: Path, command: Any, timeout: float) -> SuiteRun:
     )
 
 
+_NO_MODULE = re.compile(r"No module named \S+")
+
+
 def verdict(run: SuiteRun) -> Verdict:
     """The verdict a test run supports; raises when the run cannot support one."""
     details = run.details()
+    missing = _NO_MODULE.search(run.tail)
+    if run.exit_code == 1 and missing and run.tail.count("\n") <= 2:
+        # `python -m pytest` without pytest exits 1 too: that is no failing test, it is no run.
+        raise ValidatorFault(
+            f"the test command could not start: {missing.group(0)}; install it in that interpreter "
+            f"({run.argv[0]}) or set tooling.command"
+        )
     if run.exit_code == 0:
         return Verdict(severity="pass", justification=f"tests passed: {run.summary}", details=details)
     if run.exit_code == 1:

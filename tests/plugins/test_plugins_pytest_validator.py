@@ -134,3 +134,21 @@ def test_dirty_tree_is_reported(host: PluginHost, project: Callable[..., Path], 
     verdict = judge(host, vrequest(root, "pytest"))
     assert verdict.severity == "pass"
     assert verdict.details["dirty_tree"] == ["?? scratch.txt"]
+
+
+def test_an_interpreter_without_pytest_is_an_error_not_a_failing_suite(tmp_path: Path) -> None:
+    """`python -m pytest` exits 1 when pytest is missing: that must not read as failing tests."""
+    import subprocess
+    import sys
+
+    from snodo_plugins.validators import _testrun
+
+    from snodo.api import ValidatorFault
+
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    (tmp_path / "test_x.py").write_text("def test_x():\n    assert True\n")
+    run = _testrun.run_tests(tmp_path, [str(bare / "bin" / "python"), "-m", "pytest", "-q"], 30)
+    with pytest.raises(ValidatorFault) as info:
+        _testrun.verdict(run)
+    assert "No module named pytest" in str(info.value)

@@ -128,7 +128,10 @@ def test_could_not_run_is_exit_4(tmp_path: Path, snodo_cli) -> None:  # type: ig
 
 @pytest.mark.parametrize("bad", ["../escape", "-rf", "a b", "x..y", "t.lock", ""])
 def test_task_ids_are_plain(project: Path, snodo_cli, bad: str) -> None:  # type: ignore[no-untyped-def]
-    for command in (("validate", "add a hello module", "--task-id", bad), ("run", "add a hello module", "--mock", "--task-id", bad)):
+    for command in (
+        ("validate", "add a hello module", "--task-id", bad),
+        ("run", "add a hello module", "--mock", "--task-id", bad),
+    ):
         r = snodo_cli(*command, cwd=project)
         if bad == "":  # an empty id means "derive it from the spec"
             assert r.returncode == 0, r

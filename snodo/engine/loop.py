@@ -319,7 +319,9 @@ class Engine:
                     files=all_changed,
                 )
             # escalate: recoverable by a fix attempt while budgets last.
-            signature = (tuple((r.validator_id, r.severity, r.justification) for r in post.results), signature_ops)
+            # Stall: the same verdicts (severities, not wording: test timings vary) after the same change.
+            verdicts = tuple((r.validator_id, r.severity, r.severity_original) for r in post.results)
+            signature = (verdicts, signature_ops)
             budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
             stalled = signature == last_signature
             if attempt >= budget or stalled:

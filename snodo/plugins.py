@@ -190,7 +190,11 @@ class PluginHost:
             self.register(plugin, origin)
 
     def collect_registrations(self) -> None:
-        """Call each registration hook plugin by plugin, so one bad plugin is isolated."""
+        """Call each registration hook plugin by plugin, so one bad plugin is isolated.
+
+        These calls bypass ``pm.hook``, so they are traced here (``SNODO_TRACE_PLUGINS``).
+        """
+        trace = self.pm.trace.root.get("registration")
         for hook_name, registry, kind in (
             ("snodo_coders", self._coders, CoderSpec),
             ("snodo_validators", self._validators, ValidatorSpec),
@@ -198,6 +202,7 @@ class PluginHost:
         ):
             for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
                 origin = self._origins.get(impl.plugin_name, _Origin(name=impl.plugin_name))
+                trace(hook_name, impl.plugin_name)
                 try:
                     items = list(impl.function() or ())
                     for item in items:

@@ -187,3 +187,21 @@ def test_core_filter_drops_governance_paths(tmp_path: Path) -> None:
     reasons = {d.operation.path: d.reason for d in dropped}
     assert ".snodo/" in reasons[".snodo/protocol.yml"] and reasons["poetry.lock"] == "lock file"
     assert "../outside.txt" in reasons
+
+
+def test_tracing_shows_registration_and_hook_calls(git_repo: Path) -> None:
+    import json as _json
+
+    subprocess.run([sys.executable, "-m", "snodo", "init"], cwd=git_repo, check=True, capture_output=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "snodo", "validate", "add a hello module", "--json"],
+        cwd=git_repo,
+        env={**os.environ, "SNODO_TRACE_PLUGINS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert _json.loads(r.stdout)["status"] == "pass"  # tracing never pollutes --json
+    assert "snodo_coders mock" in r.stderr
+    assert "snodo_validate" in r.stderr

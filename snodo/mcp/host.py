@@ -288,7 +288,7 @@ class ToolHost:
         spec = _spec(task_spec)
         return self._dispatch(spec, check_task_id(task_id) if task_id is not None else derive_task_id(spec))
 
-    def _dispatch(self, spec: str, task_id: str) -> dict[str, Any]:
+    def _dispatch(self, spec: str, task_id: str, mode: str | None = None) -> dict[str, Any]:
         """Create and start the job; only then use up the token recorded for this task and spec.
 
         The token is looked up by (task, spec hash), so a token minted for another task or
@@ -300,7 +300,7 @@ class ToolHost:
         job = self.jobs.create(
             spec=spec,
             task_id=task_id,
-            mode=p.mode_id,
+            mode=mode or p.mode_id,
             coder=None,
             background=True,
             protocol_path=p.loaded.path.resolve(),
@@ -453,7 +453,16 @@ class ToolHost:
                     task["job"] = {"job_id": task["job_id"], "error": str(exc)}
         return plan
 
+    def _plan_mode(self) -> str:
+        """The mode plan tasks run in: the served mode's declared ``on: run_plan`` transition,
+        if the protocol declares one (a planner hands off to its producer), else the served mode."""
+        for t in self.project.mode.transitions:
+            if t.on == "run_plan":
+                return t.to
+        return self.project.mode_id
+
     def _tool_run_plan(self, plan_id: str) -> dict[str, Any]:
+        mode = self._plan_mode()
         with self._plan_lock:
             plan = self.plans.load(plan_id)
             started: list[dict[str, Any]] = []
@@ -461,7 +470,9 @@ class ToolHost:
             for task in plan["tasks"]:
                 if task.get("job_id"):
                     continue
-                reply = self._dispatch(_spec(str(task["spec"]), "the plan task's spec"), check_task_id(task["task_id"]))
+                reply = self._dispatch(
+                    _spec(str(task["spec"]), "the plan task's spec"), check_task_id(task["task_id"]), mode
+                )
                 index = task["index"]
                 self.plans.update(plan_id, _record_job(index, reply["job_id"]))
                 started.append(
@@ -472,5 +483,5 @@ class ToolHost:
                         "token_consumed": reply["token_consumed"],
                     }
                 )
-        self.project.record("plan_run", plan_id=plan_id, jobs=[s["job_id"] for s in started])
-        return {"status": "accepted", "plan_id": plan_id, "jobs": started, "already_dispatched": earlier}
+        self.project.record("plan_run", plan_id=plan_id, mode=mode, jobs=[s["job_id"] for s in started])
+        return {"status": "accepted", "plan_id": plan_id, "mode": mode, "jobs": started, "already_dispatched": earlier}

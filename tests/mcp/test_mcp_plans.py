@@ -37,6 +37,11 @@ modes:
     tools: [read, plan]
     validators: [criteria, suite]
     coder: mock
+  - mode_id: handoff
+    tools: [read, plan]
+    validators: [criteria]
+    transitions: [{{to: lead, on: run_plan}}]
+    coder: mock
   - mode_id: modelled
     tools: [read, plan]
     validators: [criteria]
@@ -189,3 +194,14 @@ def test_plan_store_refuses_bad_ids_and_reports_missing_plans(tmp_path: Path) ->
         store.load("plan-0123456789ab")
     plan = store.create(goal="g", tasks=[{"title": "T", "spec": "T.\n"}], mode="m", planner="deterministic")
     assert store.list() == [plan]
+
+
+def test_run_plan_follows_a_declared_handoff_transition(project: Path, module_home: Path) -> None:
+    """A planner that declares `on: run_plan` hands its tasks to that mode; nothing else moves."""
+    with serve(project, module_home, "--mode", "handoff") as s:
+        plan = s.ok("propose_plan", {"goal": "- add a module named `ho.py` with a function `ho()`\n"})
+        started = s.ok("run_plan", {"plan_id": plan["plan_id"]})
+    assert started["mode"] == "lead"
+    for job in started["jobs"]:
+        status = json.loads((project / ".snodo" / "jobs" / job["job_id"] / "status.json").read_text())
+        assert status["mode"] == "lead"

@@ -24,7 +24,7 @@ from typing import Any
 
 from attrs import Factory, frozen
 
-from snodo.engine.worktree import Worktree, create_worktree
+from snodo.engine.worktree import Worktree, create_worktree, uncommitted
 from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
 from snodo.governance.service import (
     INSTRUCTIONS,
@@ -164,6 +164,12 @@ class Engine:
             coder = coder_spec.factory(config)  # bad settings halt before any token exists
             worktree = create_worktree(p.root, p.home, task_id, self.run_id)
             self.progress(f"working copy {worktree.path} on branch {worktree.branch}")
+            left_out = uncommitted(p.root)
+            if left_out:
+                self.progress(
+                    f"note: the run starts from your last commit; {len(left_out)} uncommitted path(s) are not "
+                    f"part of it ({', '.join(left_out[:5])}{', …' if len(left_out) > 5 else ''})"
+                )
             result = self._loop(spec, task_id, coder_spec, coder, config, worktree)
             attempts = result.attempts
             p.record(

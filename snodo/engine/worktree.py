@@ -73,6 +73,17 @@ def require_repo(root: Path) -> None:
         raise EnvironmentProblem(f"{root} is not a git repository", hint="run `git init` in the project first")
 
 
+def uncommitted(repo: Path) -> list[str]:
+    """Paths with uncommitted changes in the user's checkout (governance state aside): a run
+    starts from the last commit, so these are not part of it and the user should know."""
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "--no-optional-locks", "status", "--porcelain", "--", ".", ":!.snodo"],
+        capture_output=True,
+        text=True,
+    )
+    return [line[3:] for line in proc.stdout.splitlines() if line.strip()]
+
+
 def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktree:
     require_repo(repo)
     head = subprocess.run(

@@ -168,3 +168,12 @@ def test_bad_protocol_and_missing_repo_exit_nonzero(tmp_path: Path, snodo_cli) -
     r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=tmp_path)
     assert r.returncode == 1 and r.json()["outcome"] == "environment_error"
     assert "not a git repository" in r.json()["message"]
+
+
+def test_uncommitted_changes_are_named_and_left_alone(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    assert snodo_cli("init", cwd=git_repo).returncode == 0
+    (git_repo / "README.md").write_text("# my local edit\n")
+    r = snodo_cli("run", "add a hello module", "--mock", cwd=git_repo)
+    assert r.returncode == 0, r
+    assert "uncommitted path(s) are not part of it (README.md)" in r.stderr
+    assert (git_repo / "README.md").read_text() == "# my local edit\n"

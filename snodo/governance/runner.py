@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from attrs import frozen
 
@@ -40,13 +41,17 @@ class PhaseInput:
     diff: str = ""
 
 
-def _error(v: Validator, message: str, started: float) -> ValidatorResult:
+def _error(
+    vid: str, vtype: str, message: str, started: float, *, kind: Literal["validator", "constraint"] = "validator"
+) -> ValidatorResult:
+    """The one shape of "could not judge": severity ``error``, which fails closed."""
     return ValidatorResult(
-        validator_id=v.validator_id,
-        validator_type=v.validator_type,
+        validator_id=vid,
+        validator_type=vtype,
         severity="error",
         justification=message,
         error=message,
+        kind=kind,
         duration=time.monotonic() - started,
     )
 
@@ -67,9 +72,10 @@ def _run_one(host: PluginHost, v: Validator, inp: PhaseInput) -> ValidatorResult
     try:
         verdict = host.validate(request)
     except Exception as exc:  # fail closed: any failure to judge is an error result
-        return _error(v, f"{type(exc).__name__}: {exc}", started)
+        return _error(v.validator_id, v.validator_type, f"{type(exc).__name__}: {exc}", started)
     if verdict is None:
-        return _error(v, f"no plugin answered for validator type {v.validator_type!r}", started)
+        message = f"no plugin answered for validator type {v.validator_type!r}"
+        return _error(v.validator_id, v.validator_type, message, started)
     severity, original = cap(verdict.severity, v.severity_cap)
     return ValidatorResult(
         validator_id=v.validator_id,
@@ -97,16 +103,7 @@ def _run_constraint(host: PluginHost, c: Constraint, inp: PhaseInput) -> Validat
         result = host.predicate(c.predicate).check(ctx, dict(c.params))
         ok, message = bool(result.ok), str(result.message)
     except Exception as exc:  # a predicate that cannot decide fails closed
-        msg = f"{type(exc).__name__}: {exc}"
-        return ValidatorResult(
-            validator_id=vid,
-            validator_type=vtype,
-            severity="error",
-            justification=msg,
-            error=msg,
-            kind="constraint",
-            duration=time.monotonic() - started,
-        )
+        return _error(vid, vtype, f"{type(exc).__name__}: {exc}", started, kind="constraint")
     return ValidatorResult(
         validator_id=vid,
         validator_type=vtype,
@@ -150,14 +147,8 @@ def run_phase(host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None 
         t.join(max(0.0, deadline - time.monotonic()))
         slot = slots[i]
         if t.is_alive() or slot is None:
-            slot = ValidatorResult(
-                validator_id=v.validator_id,
-                validator_type=v.validator_type,
-                severity="error",
-                justification=f"timed out after {v.timeout:g}s without a verdict",
-                error=f"timed out after {v.timeout:g}s",
-                duration=v.timeout,
-            )
+            message = f"timed out after {v.timeout:g}s without a verdict"
+            slot = _error(v.validator_id, v.validator_type, message, deadline - v.timeout - _grace(v.timeout))
         results.append(slot)
         if progress:
             progress(f"{inp.phase}: {v.validator_id} → {slot.severity}", slot)

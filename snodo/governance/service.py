@@ -142,25 +142,20 @@ class ValidationOutcome:
 
 def _decision_results(project: Project, task_id: str, sha: str) -> tuple[frozenset[str], list[ValidatorResult]]:
     """Verified human decisions for exactly this task and spec; bad records are audited."""
-    records, rejected = project.decisions.verified_records(task_id, sha)
-    for path, reason in rejected:
+    judged = project.decisions.judgement(task_id, sha)
+    for path, reason in judged.ignored:
         project.record("decision_ignored", path=str(path), reason=reason, task_id=task_id)
-    adjudicated: set[str] = set()
-    vetoes: list[ValidatorResult] = []
-    for rec in records:
-        if rec.decision == "approve":
-            adjudicated.update(rec.adjudicated_validators)
-        else:
-            vetoes.append(
-                ValidatorResult(
-                    validator_id=f"decision:{rec.decision_id}",
-                    validator_type="human-decision",
-                    severity="blocker",
-                    justification=f"{rec.decided_by} rejected this task on {rec.decided_at}: {rec.justification}",
-                    kind="constraint",
-                )
-            )
-    return frozenset(adjudicated), vetoes
+    vetoes = [
+        ValidatorResult(
+            validator_id=f"decision:{rec.decision_id}",
+            validator_type="human-decision",
+            severity="blocker",
+            justification=f"{rec.decided_by} rejected this task on {rec.decided_at}: {rec.justification}",
+            kind="constraint",
+        )
+        for rec in judged.rejections
+    ]
+    return judged.adjudicated, vetoes
 
 
 def validate_task(

@@ -93,6 +93,15 @@ def draft_decision(
 Rejected = tuple[Path, str]
 
 
+@frozen(kw_only=True)
+class Judgement:
+    """Verified decisions for one task and spec; ``ignored`` records failed verification."""
+
+    adjudicated: frozenset[str]
+    rejections: tuple[DecisionRecord, ...]
+    ignored: tuple[Rejected, ...]
+
+
 class DecisionStore:
     """The project's decision records, verified against the user's decision public key."""
 
@@ -143,15 +152,18 @@ class DecisionStore:
                 accepted.append(record)
         return accepted, rejected
 
-    def adjudicated_warns(self, task_id: str, spec_sha256: str) -> frozenset[str]:
-        """Validators whose warn counts as pass: the latest verified decision naming each one
-        approved it (a reject at the same instant wins)."""
-        records, _ = self.verified_records(task_id, spec_sha256)
-        latest: dict[str, DecisionRecord] = {}
-        for record in sorted(records, key=lambda r: (r.decided_at, r.decision == "reject")):
-            for validator_id in record.adjudicated_validators:
-                latest[validator_id] = record
-        return frozenset(v for v, record in latest.items() if record.decision == "approve")
+    def judgement(self, task_id: str, spec_sha256: str) -> Judgement:
+        """What verified human decisions say about exactly this task and spec.
+
+        A rejection is final for that task and spec (revise the spec to go on), whatever was
+        approved before or after it; approvals adjudicate the warns they name. Fails closed:
+        a validator named by any rejection is never counted as adjudicated.
+        """
+        records, ignored = self.verified_records(task_id, spec_sha256)
+        rejections = tuple(r for r in records if r.decision == "reject")
+        refused = {v for r in rejections for v in r.adjudicated_validators}
+        approved = {v for r in records if r.decision == "approve" for v in r.adjudicated_validators}
+        return Judgement(adjudicated=frozenset(approved - refused), rejections=rejections, ignored=tuple(ignored))
 
 
 def _verify_file(path: Path, key: Ed25519PublicKey | None, no_key: str) -> tuple[str, DecisionRecord | None]:

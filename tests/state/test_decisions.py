@@ -36,16 +36,16 @@ def test_sign_save_verify_round_trip(home: Path, store: DecisionStore, make_pend
     path = store.save(record)
     assert path == store.directory / "dec-1.json"
     assert store.verified_records("task-1", SPEC) == ([record], [])
-    assert store.adjudicated_warns("task-1", SPEC) == frozenset({"review", "docs"})
+    assert store.judgement("task-1", SPEC).adjudicated == frozenset({"review", "docs"})
 
 
 def test_record_applies_to_exactly_its_task_and_spec(
     home: Path, store: DecisionStore, make_pending: MakePending
 ) -> None:
     store.save(authorise(home, make_pending()))
-    assert store.adjudicated_warns("task-2", SPEC) == frozenset()
+    assert store.judgement("task-2", SPEC).adjudicated == frozenset()
     assert store.verified_records("task-2", SPEC) == ([], [])
-    assert store.adjudicated_warns("task-1", "c" * 64) == frozenset()
+    assert store.judgement("task-1", "c" * 64).adjudicated == frozenset()
     records, rejected = store.verified_records("task-1", "c" * 64)
     assert records == [] and rejected[0][0].name == "dec-1.json" and "another spec" in rejected[0][1]
 
@@ -70,7 +70,7 @@ def test_tampered_record_is_ignored_and_reported(
     records, rejected = store.verified_records("task-1", SPEC)
     assert records == []
     assert rejected == [(path, "signature does not verify (the record was altered or forged)")]
-    assert store.adjudicated_warns("task-1", SPEC) == frozenset()
+    assert store.judgement("task-1", SPEC).adjudicated == frozenset()
 
 
 def test_unreadable_and_misfiled_records_are_reported(
@@ -99,11 +99,16 @@ def test_record_signed_by_another_key_is_rejected(
     assert "signed by another key" in rejected[0][1]
 
 
-def test_latest_decision_per_validator_wins(home: Path, store: DecisionStore, make_pending: MakePending) -> None:
+def test_a_rejection_is_final_for_its_task_and_spec(
+    home: Path, store: DecisionStore, make_pending: MakePending
+) -> None:
     store.save(authorise(home, make_pending("dec-1")))
-    assert store.adjudicated_warns("task-1", SPEC) == frozenset({"review"})
+    assert store.judgement("task-1", SPEC).adjudicated == frozenset({"review"})
     store.save(authorise(home, make_pending("dec-2"), decision="reject"))
-    assert store.adjudicated_warns("task-1", SPEC) == frozenset()
+    store.save(authorise(home, make_pending("dec-3")))  # a later approval does not undo it
+    judged = store.judgement("task-1", SPEC)
+    assert judged.adjudicated == frozenset()
+    assert [r.decision_id for r in judged.rejections] == ["dec-2"]
 
 
 def test_a_decision_is_recorded_once(home: Path, store: DecisionStore, make_pending: MakePending) -> None:

@@ -160,6 +160,8 @@ class Planner:
 
     def _ask(self, system: str, prompt: str) -> str:
         """One completion; a provider failure is the operator's to fix (EnvironmentProblem)."""
+        # Like the built-in model plugins: never fetch litellm's cost map over the network.
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         import litellm
 
         assert self.model is not None

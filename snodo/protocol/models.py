@@ -81,6 +81,10 @@ class Execution:
     max_iterations: int = 50
     max_recovery_depth: int = 3
     max_total_fix_attempts: int = 10
+    # Confined execution of agent-written content: "auto" picks a working backend and fails
+    # closed without one; "off" runs unconfined (warned about, audited per execution).
+    sandbox: Literal["auto", "off"] = "auto"
+    max_parallel_jobs: int = 2
 
 
 def _positive_fraction(_inst: object, _attr: object, value: float) -> None:

@@ -22,6 +22,9 @@ A coder plugin::
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
 import pluggy
 
 from snodo.errors import (
@@ -32,7 +35,8 @@ from snodo.errors import (
     ValidatorFault,
 )
 from snodo.hookspecs import PROJECT
-from snodo.proc import ProcessResult, run_process
+from snodo.proc import ProcessResult
+from snodo.proc import run_process as _run_process
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
 from snodo.protocol.models import Constraint, Mode, Validator
 from snodo.protocol.models import Protocol as ProtocolDocument
@@ -55,8 +59,43 @@ from snodo.records import (
     ValidatorSpec,
     Verdict,
 )
+from snodo.sandbox import SandboxPolicy, current_policy
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    silence_timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    on_line: Callable[[str], None] | None = None,
+    stdin_text: str | None = None,
+    max_output: int = 2_000_000,
+    sandbox: SandboxPolicy | None = None,
+) -> ProcessResult:
+    """Run a child process without a shell, in its own process group, bounded by ``timeout``.
+
+    When snodo runs your plugin on agent-written content (a validator call, a coder's
+    ``generate``) the child is confined by the policy snodo set for that call: the workspace
+    writable but not ``.snodo/``, ``.git/`` or protected paths, ``$SNODO_HOME`` invisible,
+    network only if declared (docs/security.md). Raises :class:`EnvironmentProblem` only when
+    the child cannot start (also: no working sandbox here).
+    """
+    return _run_process(
+        argv,
+        cwd=cwd,
+        timeout=timeout,
+        silence_timeout=silence_timeout,
+        env=env,
+        on_line=on_line,
+        stdin_text=stdin_text,
+        max_output=max_output,
+        sandbox=sandbox if sandbox is not None else current_policy(),
+    )
+
 
 __all__ = [
     "ALWAYS_EXCLUSIVE",

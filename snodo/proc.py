@@ -3,14 +3,19 @@
 A timeout (or a silence timeout: no output for too long) kills the whole process group,
 so a test suite's forked workers or a coder's helpers cannot outlive the verdict.
 Output is streamed line by line to ``on_line`` (a job log, a progress display) and kept.
+With a :class:`~snodo.sandbox.SandboxPolicy` the child runs confined (docs/security.md);
+:func:`terminate_all` kills every live child tree (on SIGINT/SIGTERM and at exit).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +24,7 @@ from pathlib import Path
 from attrs import frozen
 
 from snodo.errors import EnvironmentProblem
+from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
 
 
 @frozen(kw_only=True)
@@ -43,6 +49,41 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+_LIVE_LOCK = threading.Lock()
+_LIVE: dict[int, tuple[subprocess.Popen[str], Prepared | None]] = {}
+
+
+def terminate_all() -> int:
+    """Kill every child tree :func:`run_process` started that is still running; how many."""
+    with _LIVE_LOCK:
+        live = list(_LIVE.values())
+    for proc, prepared in live:
+        _kill_group(proc)
+        if prepared is not None and prepared.reap is not None:
+            with contextlib.suppress(Exception):
+                prepared.reap(proc.pid)
+    return len(live)
+
+
+atexit.register(terminate_all)
+
+
+def _shown(path: object, limit: int = 120) -> str:
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def _confine(argv: Sequence[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> tuple[Prepared, Path]:
+    backend = choose_backend()
+    tmpdir = Path(tempfile.mkdtemp(prefix="snodo-sandbox-"))
+    env.update(TMPDIR=str(tmpdir), TMP=str(tmpdir), TEMP=str(tmpdir))
+    try:
+        return backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir), tmpdir
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -53,17 +94,82 @@ def run_process(
     on_line: Callable[[str], None] | None = None,
     stdin_text: str | None = None,
     max_output: int = 2_000_000,
+    sandbox: SandboxPolicy | None = None,
 ) -> ProcessResult:
     """Run ``argv`` in ``cwd``; never raises for the child's own failure, only when it
-    cannot start at all (:class:`EnvironmentProblem` naming the program)."""
+    cannot start at all (:class:`EnvironmentProblem` naming the program).
+
+    With ``sandbox`` the child runs confined by the backend that works here, or not at all
+    (``EnvironmentProblem`` naming what to install) — unless the policy's mode is ``off``:
+    then it runs unconfined and the policy's ``on_unconfined`` callback is told.
+    The child's ``PWD`` is always ``cwd`` (programs that trust ``$PWD`` work where told).
+    """
     start = time.monotonic()
-    if not Path(cwd).is_dir():  # Popen would blame the program for a missing directory
-        raise EnvironmentProblem(f"cannot run {argv[0]!r}: the working directory {cwd} does not exist")
+    if not argv:
+        raise EnvironmentProblem("cannot run a process: the command is empty")
+    program = _shown(argv[0])
+    try:
+        is_dir = Path(cwd).is_dir()
+    except (OSError, ValueError) as exc:
+        raise EnvironmentProblem(
+            f"cannot run {program!r}: the working directory {_shown(cwd)} is unusable: "
+            f"{getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    if not is_dir:  # Popen would blame the program for a missing directory
+        raise EnvironmentProblem(f"cannot run {program!r}: the working directory {_shown(cwd)} does not exist")
+    child_env = dict(env) if env is not None else dict(os.environ)
+    child_env["PWD"] = os.path.abspath(cwd)
+    prepared: Prepared | None = None
+    tmpdir: Path | None = None
+    popen_argv: Sequence[str] = argv
+    if sandbox is not None and sandbox.mode == "off":
+        if sandbox.on_unconfined is not None:
+            sandbox.on_unconfined(tuple(argv), Path(cwd))
+    elif sandbox is not None:
+        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox)
+        popen_argv, child_env = prepared.argv, prepared.env
+    try:
+        return _run(
+            argv,
+            popen_argv,
+            cwd=cwd,
+            env=child_env,
+            prepared=prepared,
+            start=start,
+            timeout=timeout,
+            silence_timeout=silence_timeout,
+            on_line=on_line,
+            stdin_text=stdin_text,
+            max_output=max_output,
+        )
+    finally:
+        if prepared is not None and prepared.cleanup is not None:
+            prepared.cleanup()
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _run(
+    argv: Sequence[str],
+    popen_argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    prepared: Prepared | None,
+    start: float,
+    timeout: float,
+    silence_timeout: float | None,
+    on_line: Callable[[str], None] | None,
+    stdin_text: str | None,
+    max_output: int,
+) -> ProcessResult:
+    program = _shown(argv[0])
+    how = f" confined by {prepared.backend}" if prepared is not None else ""
     try:
         proc = subprocess.Popen(
-            list(argv),
+            list(popen_argv),
             cwd=cwd,
-            env=dict(env) if env is not None else None,
+            env=env,
             stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -71,14 +177,57 @@ def run_process(
             encoding="utf-8",
             errors="replace",
             start_new_session=True,
+            preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
         )
     except FileNotFoundError:
         raise EnvironmentProblem(
-            f"cannot run {argv[0]!r}: program not found", hint="install it or fix the command"
+            f"cannot run {program!r}{how}: program not found", hint="install it or fix the command"
         ) from None
+    except subprocess.SubprocessError as exc:  # preexec_fn failed: the sandbox did not start
+        raise EnvironmentProblem(f"cannot run {program!r}{how}: the sandbox did not start ({exc})") from None
     except OSError as exc:
-        raise EnvironmentProblem(f"cannot run {argv[0]!r}: {exc}") from None
+        raise EnvironmentProblem(f"cannot run {program!r}{how}: {exc.strerror or exc}") from None
+    with _LIVE_LOCK:
+        _LIVE[proc.pid] = (proc, prepared)
+    try:
+        reap = prepared.reap if prepared is not None else None
+        result = _wait(argv, proc, start, timeout, silence_timeout, on_line, stdin_text, max_output, reap)
+    finally:
+        # The leader exited or was killed; nothing it spawned may keep running (or keep the
+        # pipe, and us, alive).
+        _kill_group(proc)
+        if prepared is not None and prepared.reap is not None:
+            prepared.reap(proc.pid)
+        with contextlib.suppress(Exception):
+            proc.kill()
+        proc.wait()
+        with _LIVE_LOCK:
+            _LIVE.pop(proc.pid, None)
+    if (
+        prepared is not None
+        and prepared.backend == "bwrap"
+        and result.returncode == 1
+        and result.output.startswith("bwrap: ")
+    ):
+        said = result.output.splitlines()[0]
+        raise EnvironmentProblem(
+            f"cannot run {program!r}{how}: the sandbox did not start ({said})",
+            hint="`snodo doctor` shows whether confinement works here; see docs/security.md",
+        )
+    return result
 
+
+def _wait(
+    argv: Sequence[str],
+    proc: subprocess.Popen[str],
+    start: float,
+    timeout: float,
+    silence_timeout: float | None,
+    on_line: Callable[[str], None] | None,
+    stdin_text: str | None,
+    max_output: int,
+    reap: Callable[[int], object] | None,
+) -> ProcessResult:
     chunks: list[str] = []
     size = 0
     last_output = time.monotonic()
@@ -124,6 +273,8 @@ def run_process(
                 break
     # The leader exited; make sure nothing it spawned keeps the pipe (and us) alive.
     _kill_group(proc)
+    if reap is not None:
+        reap(proc.pid)
     reader.join(timeout=5)
     if proc.stdout is not None:
         proc.stdout.close()

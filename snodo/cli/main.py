@@ -7,9 +7,11 @@ and exit with the error's code.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
+import signal
 import sys
 from typing import Any
 
@@ -30,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "session": ("snodo.cli.session_cmd", "session", "List or show governance sessions."),
     "jobs": ("snodo.cli.jobs_cmd", "jobs", "List or show background jobs."),
     "demo": ("snodo.cli.demo_cmd", "demo", "Walk the whole life cycle in a throwaway repository."),
+    "doctor": ("snodo.cli.doctor_cmd", "doctor", "Show which sandbox backend confines agent code here."),
 }
 
 
@@ -82,8 +85,20 @@ def cli(ctx: click.Context, verbose: bool) -> None:
         os.environ["SNODO_VERBOSE"] = "1"
 
 
+def _on_sigterm(signum: int, _frame: object) -> None:
+    """Kill the child trees snodo started, then die of SIGTERM as before."""
+    from snodo.proc import terminate_all
+
+    terminate_all()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
 def main(argv: list[str] | None = None) -> None:
     from snodo.errors import SnodoError
+
+    with contextlib.suppress(ValueError):  # not the main thread (embedded use): leave it
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
     verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])
     try:
@@ -104,6 +119,9 @@ def main(argv: list[str] | None = None) -> None:
         print_error(exc)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
+        from snodo.proc import terminate_all
+
+        terminate_all()
         click.echo("interrupted", err=True)
         sys.exit(130)
     except Exception as exc:

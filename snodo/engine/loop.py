@@ -37,6 +37,7 @@ from snodo.governance.service import (
     validate_task,
 )
 from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation
+from snodo.sandbox import confined
 from snodo.workspace import Git, PathGuard, Workspace
 
 Progress = Callable[[str], None]
@@ -356,7 +357,8 @@ class Engine:
         in_place = spec.capabilities.writes_in_place
         before = _tree_snapshot(wt.path) if in_place else {}
         try:
-            result = coder.generate(request)
+            with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
+                result = coder.generate(request)
         except (EnvironmentProblem, CoderError):
             raise
         except Exception as exc:

@@ -8,6 +8,7 @@ Constraints (predicates) are evaluated alongside as vetoes. Results keep declare
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from snodo.governance.policy import ValidatorResult, cap
 from snodo.plugins import PluginHost
 from snodo.protocol.models import Constraint, Mode, Protocol, Validator
 from snodo.records import PredicateContext, ValidationRequest
+from snodo.sandbox import SandboxPolicy, confined
 
 ProgressFn = Callable[[str, ValidatorResult | None], None]
 
@@ -39,6 +41,8 @@ class PhaseInput:
     workspace: Path
     changed_files: tuple[str, ...] = ()
     diff: str = ""
+    # Every process a validator or predicate starts through snodo.api.run_process is confined by it.
+    sandbox: SandboxPolicy | None = None
 
 
 def _error(
@@ -133,12 +137,15 @@ def run_phase(host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None 
     threads: list[tuple[threading.Thread, float]] = []
 
     def work(i: int, v: Validator) -> None:
-        slots[i] = _run_one(host, v, inp)
+        with confined(inp.sandbox):
+            slots[i] = _run_one(host, v, inp)
 
     for i, v in enumerate(validators):
         if progress:
             progress(f"{inp.phase}: running {v.validator_id} ({v.validator_type})", None)
-        t = threading.Thread(target=work, args=(i, v), name=f"snodo-validator-{v.validator_id}", daemon=True)
+        # Each thread runs in a copy of this context: it carries the sandbox policy the caller set.
+        ctx = contextvars.copy_context()
+        t = threading.Thread(target=ctx.run, args=(work, i, v), name=f"snodo-validator-{v.validator_id}", daemon=True)
         t.start()
         threads.append((t, time.monotonic() + v.timeout + _grace(v.timeout)))
 
@@ -154,7 +161,8 @@ def run_phase(host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None 
             progress(f"{inp.phase}: {v.validator_id} → {slot.severity}", slot)
 
     for c in constraints_for(inp.protocol, inp.mode, validators):
-        r = _run_constraint(host, c, inp)
+        with confined(inp.sandbox):
+            r = _run_constraint(host, c, inp)
         results.append(r)
         if progress:
             progress(f"{inp.phase}: constraint {c.constraint_id} → {r.severity}", r)

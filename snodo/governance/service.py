@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -22,6 +23,7 @@ from snodo.governance.runner import PhaseInput, ProgressFn, run_phase
 from snodo.plugins import PluginHost
 from snodo.protocol import LoadedProtocol
 from snodo.protocol.models import Mode, Protocol
+from snodo.sandbox import SandboxPolicy
 from snodo.state.audit import AuditLog
 from snodo.state.decisions import DecisionStore
 from snodo.state.home import snodo_home
@@ -88,6 +90,28 @@ class Project:
 
     def record(self, event: str, **data: Any) -> dict[str, Any]:
         return self.audit.append(event, mode=self.mode_id, data=data)
+
+    def sandbox_policy(self, workspace: Path | None = None, *, network: bool = False) -> SandboxPolicy:
+        """How processes on agent-written content in ``workspace`` (default: the project root)
+        run: confined per the protocol's ``execution.sandbox``; unconfined runs are audited."""
+        where = Path(workspace or self.root)
+
+        def unconfined(argv: Sequence[str], cwd: Path) -> None:
+            self.record(
+                "unconfined_execution",
+                argv=[str(a)[:500] for a in argv[:50]],
+                cwd=str(cwd)[:4096],
+                workspace=str(where),
+            )
+
+        return SandboxPolicy(
+            workspace=where,
+            read_only=tuple(self.protocol.protected_paths),
+            network=network,
+            hidden=(self.home,),
+            mode=self.protocol.execution.sandbox,
+            on_unconfined=unconfined,
+        )
 
     def session(self) -> Session:
         """The active session for this project and mode; the first caller starts it."""
@@ -191,6 +215,7 @@ def validate_task(
             workspace=workspace or project.root,
             changed_files=changed_files,
             diff=diff,
+            sandbox=project.sandbox_policy(workspace or project.root),
         ),
         progress=progress,
     )

@@ -33,6 +33,7 @@ from snodo.engine.plans import Planner, PlanStore, plan_tasks
 from snodo.errors import PathValidationError, SnodoError, TokenError, ToolError
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
 from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
+from snodo.sandbox import confined
 from snodo.state.atomic import atomic_create_bytes, canonical_json, dumps_json
 from snodo.workspace import Git, PathGuard, Workspace, run_tests
 
@@ -231,7 +232,8 @@ class ToolHost:
         return self.workspace.create_directory(path)
 
     def _tool_run_tests(self, path: str | None = None) -> dict[str, Any]:
-        r = run_tests(self.project.root, path, timeout=TEST_TIMEOUT)
+        with confined(self.project.sandbox_policy(self.project.root)):
+            r = run_tests(self.project.root, path, timeout=TEST_TIMEOUT)
         return {
             "passed": r.passed,
             "exit_code": r.exit_code,

@@ -18,6 +18,7 @@ from attrs import frozen
 
 from snodo.errors import ToolError
 from snodo.proc import run_process
+from snodo.sandbox import current_policy
 from snodo.workspace.guard import PathGuard
 
 # No cache directory and no bytecode: judging the work must not change the work tree.
@@ -68,7 +69,7 @@ def run_tests(
         PathGuard(root).check_read(path)
         argv.append(path)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    result = run_process(argv, cwd=Path(root), timeout=timeout, env=env)
+    result = run_process(argv, cwd=Path(root), timeout=timeout, env=env, sandbox=current_policy())
     code = result.returncode
     if result.timed_out:
         summary = f"timed out after {timeout:g} s; the test run was killed"

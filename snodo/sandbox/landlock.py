@@ -1,0 +1,286 @@
+"""Landlock (Linux ≥ 5.13): the kernel's unprivileged access control, no extra program.
+
+The ruleset is built in snodo's process (opening each granted path once); the child only
+sets ``no_new_privs`` and restricts itself in ``preexec_fn`` — two system calls, so the
+cost per process stays small. Landlock can only *grant* access below a path, never deny
+below a granted one, so the grants are laid out around what must stay out of reach
+(``layout.carve``):
+
+- read: every entry of ``/`` except the path to each hidden directory (``$SNODO_HOME``),
+  whose siblings are granted instead; the workspace is granted on its own;
+- write: every entry of the workspace except ``.snodo``, ``.git`` and protected paths
+  (again siblings all the way down), the private temporary directory and a few devices.
+  The cost: the workspace directory itself (and each directory on the way to a protected
+  path) gets no write grant, so a confined process cannot create, rename or delete entries
+  directly in it — no new top-level files. Files already there stay writable.
+- network: TCP bind and connect refused unless allowed (Landlock ABI ≥ 4; UDP is not
+  covered); abstract UNIX sockets and signals scoped to the sandbox (ABI ≥ 6).
+
+Killing the tree: the child starts its own session and process group; when the run ends
+the group, the session and every process carrying the run's marker in its environment are
+killed. A process that both leaves the session and empties its environment escapes that
+sweep (bubblewrap's PID namespace has no such gap): see docs/security.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import platform
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from snodo.errors import EnvironmentProblem
+from snodo.sandbox.base import Backend, Prepared
+from snodo.sandbox.layout import carve, read_only_paths
+from snodo.sandbox.policy import SandboxPolicy
+
+# System call numbers (the same on every architecture that has Landlock).
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_PDEATHSIG = 1
+
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_ABI1_ALL = (1 << 13) - 1  # execute … make_sym
+FS_REFER = 1 << 13  # ABI 2
+FS_TRUNCATE = 1 << 14  # ABI 3
+NET_BIND_TCP = 1 << 0  # ABI 4
+NET_CONNECT_TCP = 1 << 1
+SCOPE_ABSTRACT_UNIX = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1
+
+READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE
+
+#: Devices a confined process may write (output sinks, terminals, shared memory).
+WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm")  # noqa: S108
+MARKER = "SNODO_SANDBOX_RUN"
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+_LIBC = _libc()
+
+
+def abi_version() -> int:
+    """The kernel's Landlock ABI version; 0 when it has none (or it is disabled)."""
+    if _LIBC is None:
+        return 0
+    version = _LIBC.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    return max(0, int(version))
+
+
+def _error(what: str) -> EnvironmentProblem:
+    err = ctypes.get_errno()
+    return EnvironmentProblem(f"Landlock: {what} failed: {os.strerror(err)}")
+
+
+class Ruleset:
+    """An open Landlock ruleset descriptor, built in the parent."""
+
+    def __init__(self, abi: int, *, network: bool) -> None:
+        assert _LIBC is not None
+        self.abi = abi
+        self.fs = FS_ABI1_ALL | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
+        net = 0 if network or abi < 4 else NET_BIND_TCP | NET_CONNECT_TCP
+        scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if abi >= 6 else 0
+        attr = _RulesetAttr(self.fs, net, scoped)
+        size = 8 if abi < 4 else 16 if abi < 6 else 24
+        fd = _LIBC.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+        if fd < 0:
+            raise _error("creating a ruleset")
+        self.fd = int(fd)
+
+    def allow(self, path: Path, access: int) -> None:
+        try:
+            target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return  # vanished or unreadable: nothing to grant
+        try:
+            rights = access & self.fs
+            if not os.path.isdir(f"/proc/self/fd/{target}"):
+                rights &= FILE_RIGHTS
+            rule = _PathBeneath(rights, target)
+            assert _LIBC is not None
+            if (
+                _LIBC.syscall(
+                    _SYS_ADD_RULE,
+                    ctypes.c_int(self.fd),
+                    ctypes.c_int(_RULE_PATH_BENEATH),
+                    ctypes.byref(rule),
+                    ctypes.c_uint32(0),
+                )
+                < 0
+            ):
+                raise _error(f"granting access to {path}")
+        finally:
+            os.close(target)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def restrict_in_child(self) -> Callable[[], None]:
+        """The ``preexec_fn``: everything it needs is bound now, nothing is imported there."""
+        libc, fd = _LIBC, self.fd
+        assert libc is not None
+        prctl, syscall = libc.prctl, libc.syscall
+        one, zero, sigkill = ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(signal.SIGKILL)
+        c_fd, c_flags = ctypes.c_int(fd), ctypes.c_uint32(0)
+
+        def restrict() -> None:
+            prctl(_PR_SET_PDEATHSIG, sigkill, zero, zero, zero)
+            if prctl(_PR_SET_NO_NEW_PRIVS, one, zero, zero, zero) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+            if syscall(_SYS_RESTRICT_SELF, c_fd, c_flags) != 0:
+                raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+
+        return restrict
+
+
+def _read_roots(hidden: Iterable[Path]) -> list[Path]:
+    return carve(Path("/"), [h for h in hidden if h != Path("/")])
+
+
+def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:
+    workspace = Path(os.path.realpath(policy.workspace))
+    if not policy.network and abi < 4:
+        raise EnvironmentProblem(
+            f"Landlock ABI {abi} on this kernel cannot refuse network access (ABI 4, Linux 6.7, can)",
+            hint="use the bubblewrap backend, or a newer kernel; see docs/security.md",
+        )
+    hidden = policy.hidden_paths()
+    ruleset = Ruleset(abi, network=policy.network)
+    try:
+        for root in _read_roots(hidden):
+            ruleset.allow(root, READ)
+        for root in carve(workspace, hidden):
+            ruleset.allow(root, READ)
+        for root in carve(workspace, [*read_only_paths(workspace, policy.read_only), *hidden]):
+            ruleset.allow(root, ruleset.fs)
+        ruleset.allow(tmpdir, ruleset.fs)
+        for device in WRITABLE_DEVICES:
+            if os.path.exists(device):
+                ruleset.allow(Path(device), READ | FS_WRITE_FILE | FS_TRUNCATE | FS_ABI1_ALL)
+    except BaseException:
+        ruleset.close()
+        raise
+    return ruleset
+
+
+def kill_marked(marker: str, leader: int) -> int:
+    """Kill every process of the run: same process group or session as ``leader``, or
+    carrying ``marker`` in its environment. Returns how many were signalled."""
+    needle = f"{MARKER}={marker}".encode()
+    me = os.getpid()
+    killed = 0
+    for _ in range(5):  # a forking process may add children while we sweep
+        found = 0
+        try:
+            names = os.listdir("/proc")
+        except OSError:
+            return killed
+        for name in names:
+            if not name.isdigit() or int(name) in (me, 1):
+                continue
+            pid = int(name)
+            try:
+                ids = (os.getpgid(pid), os.getsid(pid))
+            except OSError:
+                continue
+            hit = leader in ids
+            if not hit:
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as fh:
+                        hit = needle in fh.read().split(b"\0")
+                except OSError:
+                    continue
+            if hit:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                    found += 1
+        killed += found
+        if not found:
+            break
+    return killed
+
+
+class LandlockBackend(Backend):
+    name = "landlock"
+
+    def __init__(self) -> None:
+        self.abi = abi_version()
+
+    def probe(self) -> str | None:
+        if not sys.platform.startswith("linux"):
+            return f"Landlock is a Linux feature (this is {platform.system()})"
+        if self.abi < 1:
+            return "the kernel has no Landlock (it needs Linux 5.13+ with Landlock enabled in the LSM list)"
+        try:
+            ruleset = Ruleset(self.abi, network=False)
+        except EnvironmentProblem as exc:
+            return exc.message
+        try:
+            ruleset.allow(Path("/"), READ)
+            done = subprocess.run(
+                [shutil.which("true") or "/bin/true"],
+                capture_output=True,
+                timeout=15,
+                preexec_fn=ruleset.restrict_in_child(),
+            )
+        except subprocess.SubprocessError as exc:
+            return f"a Landlock-restricted process could not start: {exc}"
+        except (OSError, EnvironmentProblem) as exc:
+            return f"a Landlock-restricted process could not start: {exc}"
+        finally:
+            ruleset.close()
+        if done.returncode != 0:
+            return f"a Landlock-restricted trivial process exited with {done.returncode}"
+        return None
+
+    def prepare(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
+    ) -> Prepared:
+        ruleset = build_ruleset(policy, tmpdir, self.abi)
+        marker = secrets.token_hex(8)
+        return Prepared(
+            backend=self.name,
+            argv=tuple(argv),
+            env={**env, MARKER: marker},
+            preexec_fn=ruleset.restrict_in_child(),
+            reap=lambda leader: kill_marked(marker, leader),
+            cleanup=ruleset.close,
+        )

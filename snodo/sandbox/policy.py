@@ -1,0 +1,84 @@
+"""What a confined process may touch (SPEC "Confined execution"), and the context that carries it.
+
+The core builds one :class:`SandboxPolicy` per workspace and sets it with :func:`confined`
+around code that runs agent-written content (a validator call, a coder's ``generate``);
+``snodo.api.run_process`` then confines every child a plugin starts, without the plugin
+having to know.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+from attrs import evolve, field, frozen
+
+#: Called once per process run *unconfined* because the protocol says ``sandbox: off``:
+#: ``(argv, cwd)``. The core's callback writes an ``unconfined_execution`` audit event.
+UnconfinedCallback = Callable[[Sequence[str], Path], None]
+
+
+@frozen(kw_only=True)
+class SandboxPolicy:
+    """The confinement of one workspace.
+
+    ``workspace`` is writable except ``.snodo``, ``.git`` and the ``read_only`` entries
+    (workspace-relative paths or globs: the protocol's ``protected_paths``); ``hidden`` paths
+    are not visible at all (``$SNODO_HOME`` is always added); everything else is read-only.
+    ``mode="off"`` runs unconfined and reports every such run to ``on_unconfined``.
+    """
+
+    workspace: Path
+    read_only: tuple[str, ...] = ()
+    network: bool = False
+    hidden: tuple[Path, ...] = ()
+    mode: Literal["auto", "off"] = "auto"
+    on_unconfined: UnconfinedCallback | None = field(default=None, eq=False, repr=False)
+
+    def with_network(self, network: bool) -> SandboxPolicy:
+        return evolve(self, network=network)
+
+    def hidden_paths(self) -> tuple[Path, ...]:
+        """The hidden paths, ``$SNODO_HOME`` included, resolved and de-duplicated."""
+        found: list[Path] = []
+        for raw in (*self.hidden, configured_home()):
+            path = Path(os.path.realpath(raw))
+            if path not in found:
+                found.append(path)
+        return tuple(found)
+
+
+def configured_home() -> Path:
+    """Where ``$SNODO_HOME`` points (the same rule as the state layer), without creating it."""
+    configured = os.environ.get("SNODO_HOME", "")
+    home = Path(configured).expanduser() if configured else Path.home() / ".snodo"
+    return home.absolute()
+
+
+_CURRENT: contextvars.ContextVar[SandboxPolicy | None] = contextvars.ContextVar("snodo_sandbox_policy", default=None)
+
+
+def current_policy() -> SandboxPolicy | None:
+    """The policy set by the innermost :func:`confined` block of this context, if any."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def confined(policy: SandboxPolicy | None) -> Iterator[SandboxPolicy | None]:
+    """Run the block with ``policy`` as the current policy (``None`` leaves it as is).
+
+    Threads do not inherit context variables: code that hands work to a thread copies the
+    context (``contextvars.copy_context().run``).
+    """
+    if policy is None:
+        yield current_policy()
+        return
+    token = _CURRENT.set(policy)
+    try:
+        yield policy
+    finally:
+        _CURRENT.reset(token)

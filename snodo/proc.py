@@ -74,6 +74,13 @@ def _shown(path: object, limit: int = 120) -> str:
 
 
 def _confine(argv: Sequence[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> tuple[Prepared, Path]:
+    real, workspace = Path(os.path.realpath(cwd)), Path(os.path.realpath(policy.workspace))
+    inside_workspace = real == workspace or workspace in real.parents
+    if not inside_workspace and any(h == real or h in real.parents for h in policy.hidden_paths()):
+        raise EnvironmentProblem(
+            f"cannot run {_shown(argv[0])!r} confined: its working directory {_shown(cwd)} is hidden from "
+            f"confined processes (it is in snodo's state directory, outside the workspace {_shown(workspace)})"
+        )
     backend = choose_backend()
     tmpdir = Path(tempfile.mkdtemp(prefix="snodo-sandbox-"))
     env.update(TMPDIR=str(tmpdir), TMP=str(tmpdir), TEMP=str(tmpdir))

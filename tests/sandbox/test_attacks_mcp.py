@@ -140,3 +140,21 @@ def test_pytest_options_injected_without_python_cannot_overwrite_the_protocol(
     assert "protocol.yml" in json.dumps(first)
     assert not json.loads(second.content[0].text).get("passed", False) if not second.is_error else True
     _held(root, home, producer, decision_id, protocol_before)
+
+
+def test_the_same_conftest_unconfined_succeeds_and_every_run_is_audited(tmp_path: Path) -> None:
+    """``sandbox: off``: the attack above is real (it signs its own approval), and on record."""
+    home = tmp_path / "home"
+    root = make_project(tmp_path / "repo", PROTOCOL + "execution: {sandbox: 'off'}\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    (root / "secrets").mkdir()
+    with serve(root, home, "--mode", "producer") as producer:
+        decision_id = _escalate(producer)
+        producer.ok("write_file", {"path": "conftest.py", "content": CONFTEST.replace("DECISION", decision_id)})
+        producer.ok("run_tests", {})
+    report = (root / "tests" / "attack-report.txt").read_text()
+    assert "rewrite protocol: DONE" in report and "read keys: DONE" in report, report
+    assert "sign approval: DONE" in report, report
+    assert (root / ".snodo" / "protocol.yml").read_text() == "protocol_id: pwned\n"
+    assert any("pytest" in " ".join(e["data"]["argv"]) for e in audit(root, "unconfined_execution"))

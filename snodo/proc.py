@@ -14,6 +14,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -73,6 +74,22 @@ def _shown(path: object, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
+def _private_tmp_parent() -> Path | None:
+    """One directory of ours below the system temporary directory for every run's private
+    ``TMPDIR``: the system directory itself then changes less often (the Landlock backend
+    caches its layout until it does). ``None`` (use the system one) if it is not safely ours."""
+    parent = Path(tempfile.gettempdir()) / f"snodo-sandbox-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        parent.mkdir(mode=0o700)
+    try:
+        info = os.lstat(parent)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    return parent
+
+
 def _confine(argv: Sequence[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> tuple[Prepared, Path]:
     real, workspace = Path(os.path.realpath(cwd)), Path(os.path.realpath(policy.workspace))
     inside_workspace = real == workspace or workspace in real.parents
@@ -82,7 +99,7 @@ def _confine(argv: Sequence[str], cwd: Path, env: dict[str, str], policy: Sandbo
             f"confined processes (it is in snodo's state directory, outside the workspace {_shown(workspace)})"
         )
     backend = choose_backend()
-    tmpdir = Path(tempfile.mkdtemp(prefix="snodo-sandbox-"))
+    tmpdir = Path(tempfile.mkdtemp(prefix="run-", dir=_private_tmp_parent()))
     env.update(TMPDIR=str(tmpdir), TMP=str(tmpdir), TEMP=str(tmpdir))
     try:
         return backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir), tmpdir
@@ -199,12 +216,13 @@ def _run(
     try:
         reap = prepared.reap if prepared is not None else None
         result = _wait(argv, proc, start, timeout, silence_timeout, on_line, stdin_text, max_output, reap)
-    finally:
-        # The leader exited or was killed; nothing it spawned may keep running (or keep the
-        # pipe, and us, alive).
+    except BaseException:  # interrupted while waiting: nothing it spawned may keep running
         _kill_group(proc)
         if prepared is not None and prepared.reap is not None:
             prepared.reap(proc.pid)
+        raise
+    finally:
+        _kill_group(proc)
         with contextlib.suppress(Exception):
             proc.kill()
         proc.wait()
@@ -264,8 +282,14 @@ def _wait(
     timed_out = silent = False
     deadline = start + timeout
     while True:
+        # Woken by the end of the output (the child closing its pipe) rather than by polling,
+        # so a short process costs no polling delay; then reaped.
+        if reader.is_alive():
+            reader.join(timeout=0.05)
+            if proc.poll() is not None:
+                break
         try:
-            proc.wait(timeout=0.05)
+            proc.wait(timeout=0.05 if not reader.is_alive() else 0.0005)
             break
         except subprocess.TimeoutExpired:
             now = time.monotonic()

@@ -33,7 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
@@ -171,8 +171,34 @@ class Ruleset:
         return restrict
 
 
-def _read_roots(hidden: Iterable[Path]) -> list[Path]:
-    return carve(Path("/"), [h for h in hidden if h != Path("/")])
+_ROOTS_CACHE: dict[tuple[Path, ...], tuple[tuple[tuple[Path, int], ...], list[Path]]] = {}
+
+
+def _carved_dirs(hidden: Sequence[Path]) -> tuple[tuple[Path, int], ...]:
+    """The directories listed to carve out ``hidden``, with their modification times: a
+    directory's time changes whenever an entry is added or removed."""
+    stamps = []
+    for h in hidden:
+        for parent in reversed(h.parents):
+            try:
+                stamps.append((parent, os.stat(parent).st_mtime_ns))
+            except OSError:
+                stamps.append((parent, -1))
+    return tuple(stamps)
+
+
+def _read_roots(hidden: Sequence[Path]) -> list[Path]:
+    """Everything but the hidden paths, cached until one of the listed directories changes."""
+    key = tuple(h for h in hidden if h != Path("/"))
+    stamps = _carved_dirs(key)
+    cached = _ROOTS_CACHE.get(key)
+    if cached is not None and cached[0] == stamps:
+        return cached[1]
+    roots = carve(Path("/"), list(key))
+    if len(_ROOTS_CACHE) > 64:
+        _ROOTS_CACHE.clear()
+    _ROOTS_CACHE[key] = (stamps, roots)
+    return roots
 
 
 def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:
@@ -201,9 +227,20 @@ def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:
     return ruleset
 
 
-def kill_marked(marker: str, leader: int) -> int:
+def _ticks_now() -> int:
+    """Now, in the clock ticks since boot that ``/proc/<pid>/stat`` start times use."""
+    try:
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return int(uptime * os.sysconf("SC_CLK_TCK"))
+
+
+def kill_marked(marker: str, leader: int, since: int = 0) -> int:
     """Kill every process of the run: same process group or session as ``leader``, or
-    carrying ``marker`` in its environment. Returns how many were signalled."""
+    carrying ``marker`` in its environment. Only processes started at or after ``since``
+    (clock ticks since boot) can belong to the run. Returns how many were signalled."""
     needle = f"{MARKER}={marker}".encode()
     me = os.getpid()
     killed = 0
@@ -218,10 +255,14 @@ def kill_marked(marker: str, leader: int) -> int:
                 continue
             pid = int(name)
             try:
-                ids = (os.getpgid(pid), os.getsid(pid))
-            except OSError:
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+                state, pgrp, session, started = fields[0], int(fields[2]), int(fields[3]), int(fields[19])
+            except (OSError, IndexError, ValueError):
                 continue
-            hit = leader in ids
+            if state in (b"Z", b"X") or started < since:
+                continue
+            hit = leader in (pgrp, session)
             if not hit:
                 try:
                     with open(f"/proc/{pid}/environ", "rb") as fh:
@@ -276,11 +317,12 @@ class LandlockBackend(Backend):
     ) -> Prepared:
         ruleset = build_ruleset(policy, tmpdir, self.abi)
         marker = secrets.token_hex(8)
+        since = max(0, _ticks_now() - 1)
         return Prepared(
             backend=self.name,
             argv=tuple(argv),
             env={**env, MARKER: marker},
             preexec_fn=ruleset.restrict_in_child(),
-            reap=lambda leader: kill_marked(marker, leader),
+            reap=lambda leader: kill_marked(marker, leader, since),
             cleanup=ruleset.close,
         )

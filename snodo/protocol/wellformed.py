@@ -197,4 +197,17 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                         ),
                     )
                 )
+
+    # Confinement switched off: allowed, but never silently (every unconfined run is audited).
+    if p.execution.sandbox == "off":
+        out.append(
+            Violation(
+                rule="sandbox",
+                level="warning",
+                message=(
+                    "execution.sandbox is 'off': tests, validators and coders run agent-written code unconfined, "
+                    "able to change .snodo/ and read snodo's keys; each such run is audited (docs/security.md)"
+                ),
+            )
+        )
     return out

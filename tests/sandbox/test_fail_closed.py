@@ -162,3 +162,20 @@ def test_doctor_names_the_backend_and_why_the_others_fail(snodo_cli, tmp_path: P
     assert "setting up uid map" in forced.stdout and "landlock" in forced.stdout
     fallback = snodo_cli("doctor", "--json", cwd=tmp_path, env={"SNODO_BWRAP": str(fake_bwrap)}).json()
     assert fallback["backend"] == "landlock"
+
+
+def test_protocol_check_warns_about_sandbox_off(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".snodo").mkdir()
+    text = (
+        "protocol_id: t\nname: t\nmodes:\n  - mode_id: producer\n    tools: [read, validate]\n"
+        "    validators: [suite]\n    coder: mock\nvalidators:\n"
+        "  - {validator_id: suite, validator_type: pytest, evaluation_phase: pre_execute}\n"
+    )
+    (repo / ".snodo" / "protocol.yml").write_text(text)
+    quiet = snodo_cli("protocol", "check", cwd=repo)
+    assert quiet.returncode == 0 and "sandbox" not in quiet.stderr
+    (repo / ".snodo" / "protocol.yml").write_text(text + "execution: {sandbox: 'off'}\n")
+    warned = snodo_cli("protocol", "check", cwd=repo)
+    assert warned.returncode == 0, warned
+    assert "execution.sandbox is 'off'" in warned.stderr and "docs/security.md" in warned.stderr

@@ -2,7 +2,8 @@
 
 A timeout (or a silence timeout: no output for too long) kills the whole process group,
 so a test suite's forked workers or a coder's helpers cannot outlive the verdict.
-Output is streamed line by line to ``on_line`` (a job log, a progress display) and kept.
+Output is streamed line by line to ``on_line`` (a job log, a progress display) and kept;
+``stop_if`` lets the caller end the run on a line it recognises (a coder's fatal event).
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ class ProcessResult:
     timed_out: bool
     silent_too_long: bool
     duration: float
+    stopped: bool = False  # ``stop_if`` matched a line and the process group was killed
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out and not self.silent_too_long
+        return self.returncode == 0 and not self.timed_out and not self.silent_too_long and not self.stopped
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.output.splitlines()[-lines:])
@@ -53,6 +55,7 @@ def run_process(
     on_line: Callable[[str], None] | None = None,
     stdin_text: str | None = None,
     max_output: int = 2_000_000,
+    stop_if: Callable[[str], bool] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` in ``cwd``; never raises for the child's own failure, only when it
     cannot start at all (:class:`EnvironmentProblem` naming the program)."""
@@ -83,6 +86,7 @@ def run_process(
     size = 0
     last_output = time.monotonic()
     lock = threading.Lock()
+    stop = threading.Event()
 
     def pump() -> None:
         nonlocal size, last_output
@@ -95,6 +99,8 @@ def run_process(
                     size += len(line)
             if on_line is not None:
                 on_line(line.rstrip("\n"))
+            if stop_if is not None and not stop.is_set() and stop_if(line.rstrip("\n")):
+                stop.set()
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
@@ -118,7 +124,7 @@ def run_process(
             elif silence_timeout is not None:
                 with lock:
                     silent = now - last_output >= silence_timeout
-            if timed_out or silent:
+            if timed_out or silent or stop.is_set():
                 _kill_group(proc)
                 proc.wait()
                 break
@@ -129,9 +135,10 @@ def run_process(
         proc.stdout.close()
     return ProcessResult(
         argv=tuple(argv),
-        returncode=None if (timed_out or silent) else proc.returncode,
+        returncode=None if (timed_out or silent or stop.is_set()) else proc.returncode,
         output="".join(chunks),
         timed_out=timed_out,
         silent_too_long=silent,
+        stopped=stop.is_set(),
         duration=time.monotonic() - start,
     )

@@ -10,7 +10,9 @@ scripted reply; when the script runs out the last one repeats. A reply is one of
 - ``{"raw": "not json"}``: a garbage 200 body; ``{"empty_choices": True}``: ``choices: []``;
 - ``{"hang": seconds}``: accept the request, then say nothing for that long.
 
-Every request body is kept in ``server.requests``. ``GET /v1/models`` lists ``server.models``.
+Every request body is kept in ``server.requests``. With ``server.untooled`` set, requests that
+offer no tools get that reply and leave the script alone (a CLI's side requests, such as a
+session title, then do not eat the scripted turns). ``GET /v1/models`` lists ``server.models``.
 
 ``python tests/plugins/model_server.py PORT_FILE [SCRIPT_JSON]`` runs one in the foreground
 and writes its port to ``PORT_FILE`` (the tox ``real-opencode`` env uses this).
@@ -82,8 +84,12 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.requests.append({"body": body, "headers": dict(self.headers)})
             n = len(self.server.requests)
-            script = self.server.script
-            reply = script[min(n - 1, len(script) - 1)] if script else {"content": "ok"}
+            if self.server.untooled is not None and not body.get("tools"):
+                reply = self.server.untooled  # e.g. a client's side request for a session title
+            else:
+                self.server.served += 1
+                script = self.server.script
+                reply = script[min(self.server.served - 1, len(script) - 1)] if script else {"content": "ok"}
         if "hang" in reply:
             self.server.hung.wait(float(reply["hang"]))
             return
@@ -172,6 +178,8 @@ class ModelServer(ThreadingHTTPServer):
         self.script: list[dict[str, Any]] = list(script or [])
         self.models = models
         self.requests: list[dict[str, Any]] = []
+        self.served = 0  # scripted replies handed out
+        self.untooled: dict[str, Any] | None = None  # when set: the reply to any request without tools
         self.lock = threading.Lock()
         self.hung = threading.Event()  # set on shutdown so hanging handlers end
         self._thread: threading.Thread | None = None
@@ -196,6 +204,7 @@ class ModelServer(ThreadingHTTPServer):
 if __name__ == "__main__":
     script = json.loads(Path(sys.argv[2]).read_text()) if len(sys.argv) > 2 else None
     server = ModelServer(script)
+    server.untooled = {"content": "snodo task"}
     Path(sys.argv[1]).write_text(str(server.server_address[1]))
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

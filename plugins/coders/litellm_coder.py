@@ -38,6 +38,7 @@ from snodo.api import (
 from .. import _model
 from .._files import read_text
 from .._model import ModelSettings, SettingsError, excerpt, extract_json, supports_tools
+from ..planner import snodo_planner  # noqa: F401  (registers the model-backed planner with this plugin)
 from ._config import CoderConfig
 from ._prompt import task_prompt
 from ._tools import READ_TOOLS, SUBMIT, answer, parse_operations

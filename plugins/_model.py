@@ -151,9 +151,32 @@ def _key_variables(settings: ModelSettings) -> list[str]:
         missing = list(litellm.validate_environment(model=settings.model).get("missing_keys") or [])
     except Exception:  # an unknown provider: litellm cannot say, the call will tell
         return []
+    # litellm counts a variable that is set but empty as present; the provider will not
+    var = _BLANKABLE.get(_provider(litellm, settings.model) or "")
+    if var and var in os.environ and not os.environ[var].strip() and var not in missing:
+        missing.append(var)
     if settings.api_base:  # the endpoint is given, so a missing *_API_BASE variable does not matter
         missing = [m for m in missing if not m.endswith(("_API_BASE", "_BASE_URL", "_ENDPOINT"))]
     return missing
+
+
+_BLANKABLE = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "cohere": "COHERE_API_KEY",
+}
+
+
+def _provider(litellm: Any, model: str) -> str | None:
+    try:
+        return str(litellm.get_llm_provider(model=model)[1])
+    except Exception:  # not a model litellm can route: no provider to name
+        return None
 
 
 def check_credentials(settings: ModelSettings) -> None:

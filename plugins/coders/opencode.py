@@ -234,9 +234,12 @@ class OpencodeCoder:
                 hint="check the model name, the provider's credentials and status in opencode's configuration",
             )
         if events.stop_reason is not None:
+            bounded = "max_requests" in events.stop_reason
             raise EnvironmentProblem(
                 f"opencode was stopped: {events.stop_reason}; its process group was killed",
-                hint="check the provider (opencode retries its errors on its own), or raise max_requests",
+                hint="raise coder_config.max_requests or narrow the task"
+                if bounded
+                else "check the provider and the model opencode is configured with (it retries errors on its own)",
             )
         if result.timed_out:
             raise EnvironmentProblem(f"opencode timed out after {timeout:g}s; its process group was killed")

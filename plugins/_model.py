@@ -52,9 +52,20 @@ VERDICT_FORMAT = (
 )
 
 
+# CSI (colours, cursor), OSC (titles, links), the other two-byte escapes, and C0 controls but tab/newline.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]"
+)
+
+
+def strip_control(text: str) -> str:
+    """``text`` without terminal control sequences (colours, cursor moves, titles)."""
+    return _CONTROL.sub("", text)
+
+
 def excerpt(text: str, limit: int = 240) -> str:
-    """A short one-line quote of a reply, for error messages that must stay readable."""
-    flat = " ".join(text.split())
+    """A short one-line quote of a reply (control sequences removed), for readable messages."""
+    flat = " ".join(strip_control(text).split())
     return flat if len(flat) <= limit else flat[:limit] + "..."
 
 

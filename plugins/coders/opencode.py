@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -43,6 +42,7 @@ from snodo.api import (
     run_process,
 )
 
+from .._model import strip_control
 from ._config import CoderConfig
 from ._prompt import task_prompt
 
@@ -51,16 +51,6 @@ PROGRAM = RequiredProgram(name="opencode", install_hint="npm install -g opencode
 DEFAULT_MAX_REQUESTS = 50
 EMPTY_REPLIES_IN_A_ROW = 3  # model requests with no output, no tool call and no tokens: a stall
 EDIT_TOOLS = frozenset({"write", "edit", "patch", "multiedit", "apply_patch"})
-
-# CSI (colours, cursor), OSC (titles, links) and the other two-byte escapes.
-_CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]"
-)
-
-
-def strip_control(text: str) -> str:
-    """``text`` without terminal control sequences (colours, cursor moves, titles)."""
-    return _CONTROL.sub("", text)
 
 
 class Events:

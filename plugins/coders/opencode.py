@@ -81,7 +81,7 @@ class Events:
             if "auto-rejecting" in line:  # the CLI's own note on stderr; the tool_use event follows
                 return line.lstrip("! ")
             return line
-        kind, part = event["type"], event.get("part") if isinstance(event.get("part"), dict) else {}
+        kind, part = event["type"], _obj(event.get("part"))
         if kind == "step_start":
             self.requests += 1
             if self.requests > self.max_requests:
@@ -96,7 +96,8 @@ class Events:
         if kind == "tool_use":
             return self._tool(part)
         if kind == "step_finish":
-            return self._finish(part)
+            self._finish(part)
+            return None
         if kind == "error":
             message = _error_message(event.get("error"))
             self.errors.append(message)
@@ -106,9 +107,9 @@ class Events:
 
     def _tool(self, part: dict[str, Any]) -> str:
         self.empty_in_a_row = 0
-        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        state = _obj(part.get("state"))
         tool, status = str(part.get("tool") or "?"), str(state.get("status") or "?")
-        args = state.get("input") if isinstance(state.get("input"), dict) else {}
+        args = _obj(state.get("input"))
         target = str(state.get("title") or args.get("filePath") or args.get("path") or args.get("command") or "")
         self.tools.append({"tool": tool, "status": status, "target": target})
         error = str(state.get("error") or "")
@@ -118,7 +119,7 @@ class Events:
         return f"tool {tool} {target}: {status}" + (f" ({error})" if error else "")
 
     def _finish(self, part: dict[str, Any]) -> None:
-        tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
+        tokens = _obj(part.get("tokens"))
         spent = 0
         for ours, theirs in (
             ("prompt_tokens", "input"),
@@ -162,11 +163,16 @@ class Events:
         return usage
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (the CLI's output is not trusted)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _error_message(error: Any) -> str:
     """The provider's own message from an ``error`` event, with its HTTP status."""
     if not isinstance(error, dict):
         return strip_control(str(error))
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    data = _obj(error.get("data"))
     message = strip_control(str(data.get("message") or error.get("message") or error.get("name") or "unknown error"))
     status = data.get("statusCode")
     return f"{message} (HTTP {status})" if isinstance(status, int) else message

@@ -212,3 +212,31 @@ def test_llm_judge_failures_are_classified(
     tooling = {"api_base": server.base_url, "api_key_env": KEY, "max_retries": 0}
     with pytest.raises(EnvironmentProblem, match="rejected the credentials"):
         host.validate(vrequest(ws, "llm", model=TEXT_MODEL, tooling=tooling))
+
+
+def test_llm_judge_names_an_unset_key_variable_before_calling(
+    host: PluginHost,
+    server: ModelServer,
+    ws: Path,
+    vrequest: Callable[..., ValidationRequest],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(KEY)
+    tooling = {"api_base": server.base_url, "api_key_env": KEY}
+    with pytest.raises(EnvironmentProblem, match=f"{KEY} is not set"):
+        host.validate(vrequest(ws, "llm", model=TOOL_MODEL, tooling=tooling))
+    monkeypatch.setenv("OPENAI_API_KEY", "  ")  # set but blank counts as unset
+    with pytest.raises(EnvironmentProblem, match="OPENAI_API_KEY is not set"):
+        host.validate(vrequest(ws, "llm", model=TOOL_MODEL, tooling={"api_base": server.base_url}))
+    assert server.requests == []
+
+
+def test_llm_judge_refuses_unknown_and_mistyped_tooling(
+    host: PluginHost, server: ModelServer, ws: Path, vrequest: Callable[..., ValidationRequest]
+) -> None:
+    from snodo.api import ValidatorFault
+
+    with pytest.raises(ValidatorFault, match=r"unknown tooling key.*api_bse"):
+        host.validate(vrequest(ws, "llm", model=TOOL_MODEL, tooling={"api_bse": server.base_url}))
+    with pytest.raises(ValidatorFault, match=r"tooling\.max_retries must be"):
+        host.validate(vrequest(ws, "llm", model=TOOL_MODEL, tooling={"max_retries": "two"}))

@@ -75,6 +75,7 @@ def run_process(
     stdin_text: str | None = None,
     max_output: int = 2_000_000,
     sandbox: SandboxPolicy | None = None,
+    stop_if: Callable[[str], bool] | None = None,
 ) -> ProcessResult:
     """Run a child process without a shell, in its own process group, bounded by ``timeout``.
 
@@ -82,7 +83,8 @@ def run_process(
     ``generate``) the child is confined by the policy snodo set for that call: the workspace
     writable but not ``.snodo/``, ``.git/`` or protected paths, ``$SNODO_HOME`` invisible,
     network only if declared (docs/security.md). Raises :class:`EnvironmentProblem` only when
-    the child cannot start (also: no working sandbox here).
+    the child cannot start (also: no working sandbox here). ``stop_if`` ends the run (and
+    kills its process group) on the first output line it returns true for.
     """
     return _run_process(
         argv,
@@ -94,6 +96,7 @@ def run_process(
         stdin_text=stdin_text,
         max_output=max_output,
         sandbox=sandbox if sandbox is not None else current_policy(),
+        stop_if=stop_if,
     )
 
 

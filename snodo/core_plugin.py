@@ -1,8 +1,9 @@
-"""The core's own plugin: the artifact filter that keeps coders out of governance state.
+"""The core's own plugin: the artifact filter that keeps coders out of governance state,
+and the deterministic planner every other planner falls back to.
 
 Registered by :func:`snodo.plugins.get_plugin_manager` before any entry point and not
-blockable: it is the ADR 026 guarantee on the coder path, using the same path guard as
-every tool-surface mutation.
+blockable: the filter is the ADR 026 guarantee on the coder path, using the same path guard
+as every tool-surface mutation.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from collections.abc import Iterator
 
 import pluggy
 
+from snodo.engine.plans import DeterministicPlanner
 from snodo.errors import PathValidationError
 from snodo.hookspecs import PROJECT
+from snodo.protocol.models import Mode
 from snodo.records import ArtifactContext, DroppedOperation, FileOperation
 from snodo.workspace.guard import PathGuard
 
@@ -29,3 +32,9 @@ def snodo_filter_artifacts(
             guard.check_mutation(op.path)
         except PathValidationError as exc:
             yield DroppedOperation(operation=op, reason=exc.reason)
+
+
+@hookimpl(trylast=True)
+def snodo_planner(mode: Mode) -> DeterministicPlanner:
+    """Asked last: split the goal without a model (bullets, sentences, "and" clauses)."""
+    return DeterministicPlanner()

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from snodo.engine.plans import PlannerImpl
+    from snodo.protocol.models import Mode
     from snodo.records import (
         ArtifactContext,
         CoderSpec,
@@ -145,4 +147,30 @@ def snodo_filter_artifacts(
             for op in operations:
                 if op.path.endswith(".lock"):
                     yield DroppedOperation(operation=op, reason="lock files are generated")
+    """
+
+
+@hookspec(firstresult=True)
+def snodo_planner(mode: Mode) -> PlannerImpl | None:
+    """Supply the planner that breaks goals into task specs for ``mode`` (MCP plan tools).
+
+    Called when ``snodo serve`` starts, with the served mode. The first non-``None`` answer
+    wins; plugins are asked in reverse registration order and the core plugin, which
+    returns the deterministic planner, is asked last. Return ``None`` to let others decide.
+    Construct cheaply: check settings and call models in ``tasks``/``spec``, not here.
+
+    :param mode: the served mode (its ``coder`` and ``coder_config``).
+    :return: an object with ``name`` (a string recorded in each plan), ``tasks(goal)``
+        returning ``[{"title": str, "spec": str}, ...]`` (1 to 50 items) and
+        ``spec(task, context=None)`` returning one spec text; or ``None``. Raise a
+        :class:`~snodo.api.SnodoError` subclass when planning fails; it reaches the agent as a
+        tool error.
+
+    Example::
+
+        @hookimpl
+        def snodo_planner(mode):
+            if mode.coder != "patch":
+                return None
+            return OnePerLinePlanner()
     """

@@ -16,7 +16,7 @@ import sys
 import traceback
 from collections.abc import Iterable, Sequence
 from importlib import metadata
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pluggy
 from attrs import Factory, frozen
@@ -33,6 +33,10 @@ from snodo.records import (
     ValidatorSpec,
     Verdict,
 )
+
+if TYPE_CHECKING:
+    from snodo.engine.plans import PlannerImpl
+    from snodo.protocol.models import Mode
 
 ENTRY_POINT_GROUP = "snodo"
 STRICT_ENV = "SNODO_STRICT_PLUGINS"
@@ -289,6 +293,15 @@ class PluginHost:
         if result is not None and not isinstance(result, Verdict):
             raise TypeError(f"validator {vtype!r} returned {type(result).__name__}, not a Verdict")
         return result
+
+    def planner(self, mode: Mode) -> PlannerImpl:
+        """The planner for ``mode``: the first plugin's answer, else the core's deterministic one."""
+        found = self.pm.hook.snodo_planner(mode=mode)
+        if found is None:  # only when the core plugin was not registered (embedded hosts)
+            from snodo.engine.plans import DeterministicPlanner
+
+            return DeterministicPlanner()
+        return cast("PlannerImpl", found)
 
     def filter_artifacts(
         self, operations: tuple[FileOperation, ...], context: ArtifactContext

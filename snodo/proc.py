@@ -2,7 +2,8 @@
 
 A timeout (or a silence timeout: no output for too long) kills the whole process group,
 so a test suite's forked workers or a coder's helpers cannot outlive the verdict.
-Output is streamed line by line to ``on_line`` (a job log, a progress display) and kept.
+Output is streamed line by line to ``on_line`` (a job log, a progress display) and kept;
+``stop_if`` lets the caller end the run on a line it recognises (a coder's fatal event).
 With a :class:`~snodo.sandbox.SandboxPolicy` the child runs confined (docs/security.md);
 :func:`terminate_all` kills every live child tree (on SIGINT/SIGTERM and at exit).
 """
@@ -36,10 +37,11 @@ class ProcessResult:
     timed_out: bool
     silent_too_long: bool
     duration: float
+    stopped: bool = False  # ``stop_if`` matched a line and the process group was killed
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out and not self.silent_too_long
+        return self.returncode == 0 and not self.timed_out and not self.silent_too_long and not self.stopped
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.output.splitlines()[-lines:])
@@ -119,6 +121,7 @@ def run_process(
     stdin_text: str | None = None,
     max_output: int = 2_000_000,
     sandbox: SandboxPolicy | None = None,
+    stop_if: Callable[[str], bool] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` in ``cwd``; never raises for the child's own failure, only when it
     cannot start at all (:class:`EnvironmentProblem` naming the program).
@@ -165,6 +168,7 @@ def run_process(
             on_line=on_line,
             stdin_text=stdin_text,
             max_output=max_output,
+            stop_if=stop_if,
         )
     finally:
         if prepared is not None and prepared.cleanup is not None:
@@ -186,6 +190,7 @@ def _run(
     on_line: Callable[[str], None] | None,
     stdin_text: str | None,
     max_output: int,
+    stop_if: Callable[[str], bool] | None,
 ) -> ProcessResult:
     program = _shown(argv[0])
     how = f" confined by {prepared.backend}" if prepared is not None else ""
@@ -215,7 +220,7 @@ def _run(
         _LIVE[proc.pid] = (proc, prepared)
     try:
         reap = prepared.reap if prepared is not None else None
-        result = _wait(argv, proc, start, timeout, silence_timeout, on_line, stdin_text, max_output, reap)
+        result = _wait(argv, proc, start, timeout, silence_timeout, on_line, stdin_text, max_output, reap, stop_if)
     except BaseException:  # interrupted while waiting: nothing it spawned may keep running
         _kill_group(proc)
         if prepared is not None and prepared.reap is not None:
@@ -252,11 +257,13 @@ def _wait(
     stdin_text: str | None,
     max_output: int,
     reap: Callable[[int], object] | None,
+    stop_if: Callable[[str], bool] | None,
 ) -> ProcessResult:
     chunks: list[str] = []
     size = 0
     last_output = time.monotonic()
     lock = threading.Lock()
+    stop = threading.Event()
 
     def pump() -> None:
         nonlocal size, last_output
@@ -269,6 +276,8 @@ def _wait(
                     size += len(line)
             if on_line is not None:
                 on_line(line.rstrip("\n"))
+            if stop_if is not None and not stop.is_set() and stop_if(line.rstrip("\n")):
+                stop.set()
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
@@ -298,7 +307,7 @@ def _wait(
             elif silence_timeout is not None:
                 with lock:
                     silent = now - last_output >= silence_timeout
-            if timed_out or silent:
+            if timed_out or silent or stop.is_set():
                 _kill_group(proc)
                 proc.wait()
                 break
@@ -311,9 +320,10 @@ def _wait(
         proc.stdout.close()
     return ProcessResult(
         argv=tuple(argv),
-        returncode=None if (timed_out or silent) else proc.returncode,
+        returncode=None if (timed_out or silent or stop.is_set()) else proc.returncode,
         output="".join(chunks),
         timed_out=timed_out,
         silent_too_long=silent,
+        stopped=stop.is_set(),
         duration=time.monotonic() - start,
     )

@@ -53,3 +53,27 @@ def test_run_process_names_a_missing_working_directory(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentProblem) as info:
         run_process(["true"], cwd=tmp_path / "gone", timeout=5)
     assert "working directory" in str(info.value) and "gone" in str(info.value)
+
+
+def test_importing_the_core_loads_no_model_sdk_mcp_sdk_or_builtin_plugin() -> None:
+    """Every core module imports without litellm, the MCP SDK or a built-in plugin; only the MCP
+    server adaptor loads the MCP SDK, and even it loads neither litellm nor a plugin. (Planning
+    goes through the ``snodo_planner`` hook, so the planner no longer reaches for litellm.)"""
+    modules = [m for m in all_core_modules() if m != "snodo.mcp.server"]
+    assert "snodo.engine.plans" in modules and "snodo.core_plugin" in modules
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "before = sorted(sys.modules)\n"
+        "importlib.import_module('snodo.mcp.server')\n"
+        "print(json.dumps([before, sorted(sys.modules)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = (set(names) for names in json.loads(out.stdout))
+
+    def roots(loaded: set[str]) -> set[str]:
+        return {name.split(".")[0] for name in loaded} & {"litellm", "openai", "mcp", "snodo_plugins"}
+
+    assert roots(before) == set()
+    assert roots(after) == {"mcp"}

@@ -2,20 +2,27 @@
 
 The reply is structured: a ``submit_files`` tool call when the model takes function calls
 (with read-only ``read_file``/``list_files`` to look at the project first), else a JSON
-object in the text. Either way the engine receives validated operations it can filter
+object in the text, where ``{"read": [paths]}`` / ``{"list": dir}`` is the same read step.
+Models asked in text also get the files the task names in the prompt (bounded), so they
+see what they edit. Either way the engine receives validated operations it can filter
 before anything is written; the model never touches the tree. Turns and time are bounded.
 
-Settings (``coder_config``): ``model`` (required), ``temperature``, ``max_turns``
-(default 8), ``timeout`` (seconds for the whole task; default the engine's), ``api_base``,
-``api_key_env`` (the variable holding the key), and ``mock_response`` — for offline tests
-and demos only: litellm's canned reply (a string, a response mapping, or a list of them,
-one per turn); the provider is not contacted.
+Settings (``coder_config``): ``model`` (required), ``max_turns`` (default 8), ``timeout``
+(seconds for the whole task; default the engine's), the provider settings every model
+plugin shares (``api_base``, ``api_key_env``, ``max_retries``, ``temperature``, ``stream``:
+see :mod:`snodo_plugins._model`), and ``mock_response`` — for offline tests and demos only:
+litellm's canned reply (a string, a response mapping, or a list of them, one per turn);
+the provider is not contacted. The factory checks the credentials, so a missing key stops
+the run before the pre_execute validation spends a token.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from snodo.api import (
@@ -28,13 +35,18 @@ from snodo.api import (
     hookimpl,
 )
 
-from .._model import complete, excerpt, extract_json, supports_tools
+from .. import _model
+from .._files import read_text
+from .._model import ModelSettings, SettingsError, excerpt, extract_json, supports_tools
+from ..planner import snodo_planner  # noqa: F401  (registers the model-backed planner with this plugin)
 from ._config import CoderConfig
 from ._prompt import task_prompt
 from ._tools import READ_TOOLS, SUBMIT, answer, parse_operations
 
-SETTINGS = ("model", "temperature", "max_turns", "timeout", "api_base", "api_key_env", "mock_response")
+SETTINGS = ("model", "max_turns", "mock_response", *_model.SETTINGS)
 DEFAULT_MAX_TURNS = 8
+NAMED_FILES_BUDGET = 40_000  # characters of named files put into a text-only prompt
+NAMED_FILES_MAX = 12
 
 _ROLE = (
     "You are the coder of a software project whose work is checked by automated validators. "
@@ -43,9 +55,14 @@ _ROLE = (
 )
 _WITH_TOOLS = "Look at the project with read_file and list_files if you need to, then call submit_files once."
 _IN_TEXT = (
-    'Reply with only a JSON object: {"files": [{"op": "write", "path": "...", "content": "..."}, '
-    '{"op": "delete", "path": "..."}], "summary": "..."}'
+    "Reply with only a JSON object, no other text. To hand in your work: "
+    '{"files": [{"op": "write", "path": "...", "content": "<the whole file>"}, '
+    '{"op": "delete", "path": "..."}], "summary": "..."}. To look at the project first, reply '
+    '{"read": ["path", ...]} to get files\' contents or {"list": "dir"} to list files; you get '
+    "the answer and reply again. Every write replaces the whole file, so read a file before "
+    "changing it."
 )
+_PATHLIKE = re.compile(r"[\w./-]*\w\.[A-Za-z0-9]{1,8}\b|[\w.-]+/[\w./-]*\w")
 
 
 class LiteLLMCoder:
@@ -59,13 +76,16 @@ class LiteLLMCoder:
                 "coder 'litellm' has no model to call",
                 hint="set coder_config.model in the mode (e.g. openai/gpt-4o-mini), or run with --mock",
             )
+        try:
+            self.settings = ModelSettings.read(model, config)
+        except SettingsError as exc:
+            raise CoderError(f"coder 'litellm': coder_config.{exc}") from None
         self.model = model
-        self.temperature = cfg.number("temperature", positive=False)
         self.max_turns = cfg.integer("max_turns") or DEFAULT_MAX_TURNS
-        self.timeout = cfg.number("timeout")
-        self.api_base = cfg.text("api_base")
-        self.api_key_env = cfg.text("api_key_env")
+        self.timeout = self.settings.timeout
         self.mock_response = config.get("mock_response")
+        # Before any token exists: a missing key is the operator's to fix, named here.
+        _model.check_credentials(self.settings)
 
     def _mock(self, turn: int) -> Any:
         if isinstance(self.mock_response, list):
@@ -74,45 +94,49 @@ class LiteLLMCoder:
 
     def generate(self, request: CoderRequest) -> CoderResult:
         tools = (SUBMIT, *READ_TOOLS) if supports_tools(self.model) else ()
+        prompt = task_prompt(request)
+        if not tools:
+            prompt += named_files(request.workspace, request.spec)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": f"{_ROLE}\n{_WITH_TOOLS if tools else _IN_TEXT}"},
-            {"role": "user", "content": task_prompt(request)},
+            {"role": "user", "content": prompt},
         ]
         budget = self.timeout or request.timeout
         deadline = time.monotonic() + budget
-        usage = {"model": self.model, "turns": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        usage: dict[str, Any] = {"model": self.model, "turns": 0, "requests": 0, "prompt_tokens": 0}
+        usage["completion_tokens"] = 0
         for turn in range(self.max_turns):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise EnvironmentProblem(f"model {self.model!r} timed out after {budget:g}s without submitting files")
-            response = complete(
-                model=self.model,
-                messages=messages,
-                timeout=remaining,
+            reply = _model.complete(
+                self.settings,
+                messages,
                 tools=tools,
-                temperature=self.temperature,
-                api_base=self.api_base,
-                api_key_env=self.api_key_env,
+                timeout=remaining,
                 mock_response=self._mock(turn),
+                log=request.log,
             )
-            _count(usage, response)
-            message = response.choices[0].message
-            calls = list(message.tool_calls or ())
+            usage["turns"] += 1
+            _model.add_usage(usage, reply.usage)
+            calls = list(reply.tool_calls)
             request.log(f"litellm: {self.model} turn {turn + 1}: {len(calls)} tool call(s)")
-            submitted = next((c for c in calls if c.function.name == "submit_files"), None)
+            submitted = next((c for c in calls if c.name == "submit_files"), None)
             if submitted is not None:
-                return self._result(_loads(submitted.function.arguments, self.model), usage)
-            if not calls:
-                return self._result(_loads(message.content, self.model), usage)
-            messages.append(_assistant(message.content, calls))
-            messages.extend(
-                {
-                    "role": "tool",
-                    "tool_call_id": c.id,
-                    "content": answer(request.workspace, c.function.name, c.function.arguments),
-                }
-                for c in calls
-            )
+                return self._result(_loads(submitted.arguments, self.model), usage)
+            if calls:
+                messages.append(_assistant(reply.content, calls))
+                messages.extend(
+                    {"role": "tool", "tool_call_id": c.id, "content": answer(request.workspace, c.name, c.arguments)}
+                    for c in calls
+                )
+                continue
+            data = _loads(reply.content, self.model)
+            looked = _read_step(request.workspace, data)
+            if looked is None:
+                return self._result(data, usage)
+            messages.append({"role": "assistant", "content": reply.content or ""})
+            messages.append({"role": "user", "content": looked})
         raise CoderError(
             f"model {self.model!r} submitted no files within {self.max_turns} turns",
             hint="raise coder_config.max_turns or narrow the task",
@@ -126,6 +150,40 @@ class LiteLLMCoder:
         return CoderResult(operations=operations, summary=summary or f"{len(operations)} operation(s)", usage=usage)
 
 
+def named_files(workspace: Path, spec: str) -> str:
+    """The project files the task names, as labelled blocks (bounded), for text-only models."""
+    blocks: list[str] = []
+    left = NAMED_FILES_BUDGET
+    seen: set[str] = set()
+    for match in _PATHLIKE.finditer(spec):
+        rel = match.group(0).strip("./") if match.group(0).startswith("./") else match.group(0).rstrip(".")
+        if rel in seen or rel.split("/")[0] in (".snodo", ".git") or len(seen) >= NAMED_FILES_MAX or left <= 0:
+            continue
+        seen.add(rel)
+        text = read_text(workspace, rel, left)
+        if text is not None:
+            blocks.append(f"--- {rel}\n{text}")
+            left -= len(text)
+    if not blocks:
+        return ""
+    return "\n\nCurrent contents of the files the task names:\n" + "\n".join(blocks)
+
+
+def _read_step(workspace: Path, data: Any) -> str | None:
+    """The answer to a text-protocol ``{"read": [...]}`` / ``{"list": dir}`` reply, else None."""
+    if not isinstance(data, dict) or "files" in data or not ({"read", "list"} & set(data)):
+        return None
+    parts: list[str] = []
+    reads = data.get("read")
+    paths = [reads] if isinstance(reads, str) else reads if isinstance(reads, list) else []
+    for path in paths[:NAMED_FILES_MAX]:
+        parts.append(f"--- {path}\n" + answer(workspace, "read_file", json.dumps({"path": path})))
+    if "list" in data:
+        where = data["list"] if isinstance(data["list"], str) else "."
+        parts.append(f"--- files under {where}\n" + answer(workspace, "list_files", json.dumps({"path": where})))
+    return "\n".join(parts) + "\n\nNow reply with the files object (or read more)."
+
+
 def _loads(text: str | None, model: str) -> Any:
     try:
         return extract_json(text or "")
@@ -136,27 +194,15 @@ def _loads(text: str | None, model: str) -> Any:
         ) from None
 
 
-def _assistant(content: str | None, calls: list[Any]) -> dict[str, Any]:
+def _assistant(content: str | None, calls: list[_model.ToolCall]) -> dict[str, Any]:
     """The model's tool-calling turn, replayed in the history so the provider sees its own calls."""
     return {
         "role": "assistant",
         "content": content,
         "tool_calls": [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.function.name, "arguments": c.function.arguments},
-            }
-            for c in calls
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
         ],
     }
-
-
-def _count(usage: dict[str, Any], response: Any) -> None:
-    usage["turns"] += 1
-    spent = getattr(response, "usage", None)
-    usage["prompt_tokens"] += getattr(spent, "prompt_tokens", 0) or 0
-    usage["completion_tokens"] += getattr(spent, "completion_tokens", 0) or 0
 
 
 @hookimpl

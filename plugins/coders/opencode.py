@@ -1,17 +1,32 @@
 """The ``opencode`` coder: drives the opencode CLI, which edits the workspace itself.
 
 It declares ``writes_in_place``: the engine snapshots the tree around the run and halts on
-any ``.snodo/`` change, so this coder reports what happened and hides nothing. Failures of
-the CLI (missing, hung, crashed) are the environment's, never a verdict on the work; the
-process group is killed on a timeout so no helper it spawned outlives the run.
+any ``.snodo/`` change, so this coder reports what happened and hides nothing. It declares
+``needs_network`` too: the engine confines it with network allowed, for the provider.
+
+The real CLI works in the directory named by ``--dir``, else in ``$PWD`` — not in the
+process's working directory — so both are set to the workspace. It runs with
+``--format json`` and its event stream (``step_start``, ``text``, ``tool_use``,
+``step_finish``, ``error``) is read for the summary, the tool calls, permission
+rejections (the CLI auto-rejects and still exits 0), provider errors and token usage.
+Terminal control sequences are stripped from everything it prints.
+
+Failures are the environment's, never a verdict on the work (``EnvironmentProblem``): the
+CLI missing, hung, silent, crashed, a provider error (with the provider's own message), a
+run that only had its tool calls rejected, or a loop of model requests that produce nothing.
+The CLI retries provider errors on its own, so the run is also bounded by a number of model
+requests (``max_requests``) and a stall detector (empty replies in a row), not only by time;
+the process group is killed when any bound is hit.
 
 Settings (``coder_config``): ``model`` (passed as ``--model``), ``timeout`` (seconds;
-default the engine's), ``silence_timeout`` (seconds without output), ``extra_args``
-(a list inserted before the prompt).
+default the engine's), ``silence_timeout`` (seconds without output), ``max_requests``
+(model requests per run, default 50), ``extra_args`` (a list inserted before the prompt).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -27,11 +42,140 @@ from snodo.api import (
     run_process,
 )
 
+from .._model import strip_control
 from ._config import CoderConfig
 from ._prompt import task_prompt
 
-SETTINGS = ("model", "timeout", "silence_timeout", "extra_args")
+SETTINGS = ("model", "timeout", "silence_timeout", "max_requests", "extra_args")
 PROGRAM = RequiredProgram(name="opencode", install_hint="npm install -g opencode-ai")
+DEFAULT_MAX_REQUESTS = 50
+EMPTY_REPLIES_IN_A_ROW = 3  # model requests with no output, no tool call and no tokens: a stall
+EDIT_TOOLS = frozenset({"write", "edit", "patch", "multiedit", "apply_patch"})
+
+
+class Events:
+    """What the CLI's ``--format json`` stream said, read one line at a time."""
+
+    def __init__(self, max_requests: int) -> None:
+        self.max_requests = max_requests
+        self.texts: list[str] = []
+        self.tools: list[dict[str, str]] = []
+        self.rejected: list[str] = []
+        self.errors: list[str] = []
+        self.requests = 0
+        self.empty_in_a_row = 0
+        self.usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0}
+        self.cost = 0.0
+        self.stop_reason: str | None = None
+
+    def read(self, raw: str) -> str | None:
+        """Take one output line; returns a readable line for the job log (or None to skip)."""
+        line = strip_control(raw).strip()
+        if not line:
+            return None
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            if "auto-rejecting" in line:  # the CLI's own note on stderr; the tool_use event follows
+                return line.lstrip("! ")
+            return line
+        kind, part = event["type"], _obj(event.get("part"))
+        if kind == "step_start":
+            self.requests += 1
+            if self.requests > self.max_requests:
+                self.stop_reason = f"it made more than {self.max_requests} model requests (max_requests)"
+            return None
+        if kind == "text":
+            text = str(part.get("text") or "").strip()
+            if text:
+                self.texts.append(text)
+                self.empty_in_a_row = 0
+            return text or None
+        if kind == "tool_use":
+            return self._tool(part)
+        if kind == "step_finish":
+            self._finish(part)
+            return None
+        if kind == "error":
+            message = _error_message(event.get("error"))
+            self.errors.append(message)
+            self.stop_reason = self.stop_reason or "error"
+            return f"error: {message}"
+        return None
+
+    def _tool(self, part: dict[str, Any]) -> str:
+        self.empty_in_a_row = 0
+        state = _obj(part.get("state"))
+        tool, status = str(part.get("tool") or "?"), str(state.get("status") or "?")
+        args = _obj(state.get("input"))
+        target = str(state.get("title") or args.get("filePath") or args.get("path") or args.get("command") or "")
+        self.tools.append({"tool": tool, "status": status, "target": target})
+        error = str(state.get("error") or "")
+        if status == "error" and "rejected permission" in error:
+            self.rejected.append(f"{tool} {args.get('filePath') or target}".strip())
+            return f"tool {tool} {target}: permission rejected"
+        return f"tool {tool} {target}: {status}" + (f" ({error})" if error else "")
+
+    def _finish(self, part: dict[str, Any]) -> None:
+        tokens = _obj(part.get("tokens"))
+        spent = 0
+        for ours, theirs in (
+            ("prompt_tokens", "input"),
+            ("completion_tokens", "output"),
+            ("reasoning_tokens", "reasoning"),
+        ):
+            value = tokens.get(theirs)
+            if isinstance(value, int):
+                self.usage[ours] += value
+                spent += value
+        cost = part.get("cost")
+        if isinstance(cost, int | float):
+            self.cost += float(cost)
+        if spent == 0 and part.get("reason") in ("unknown", "error", None):
+            self.empty_in_a_row += 1
+            if self.empty_in_a_row >= EMPTY_REPLIES_IN_A_ROW:
+                self.stop_reason = self.stop_reason or (
+                    f"its last {self.empty_in_a_row} model requests produced nothing (an empty or unreadable "
+                    "reply from the provider)"
+                )
+        else:
+            self.empty_in_a_row = 0
+
+    def summary(self) -> str:
+        edits = [t for t in self.tools if t["tool"] in EDIT_TOOLS and t["status"] == "completed"]
+        text = self.texts[-1] if self.texts else ""
+        parts = [text[:2000]] if text else []
+        if edits:
+            parts.append("edited: " + ", ".join(sorted({t["target"] for t in edits if t["target"]})))
+        if self.rejected:
+            parts.append("permission rejected: " + "; ".join(self.rejected))
+        return "\n".join(parts) or "opencode finished"
+
+    def record(self, seconds: float) -> dict[str, Any]:
+        usage: dict[str, Any] = {"seconds": round(seconds, 2), "requests": self.requests, **self.usage}
+        usage["tool_calls"] = len(self.tools)
+        if self.cost:
+            usage["cost_usd"] = round(self.cost, 8)
+        if self.rejected:
+            usage["permission_rejected"] = list(self.rejected)
+        return usage
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (the CLI's output is not trusted)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _error_message(error: Any) -> str:
+    """The provider's own message from an ``error`` event, with its HTTP status."""
+    if not isinstance(error, dict):
+        return strip_control(str(error))
+    data = _obj(error.get("data"))
+    message = strip_control(str(data.get("message") or error.get("message") or error.get("name") or "unknown error"))
+    status = data.get("statusCode")
+    return f"{message} (HTTP {status})" if isinstance(status, int) else message
 
 
 class OpencodeCoder:
@@ -40,23 +184,59 @@ class OpencodeCoder:
         self.model = cfg.text("model")
         self.timeout = cfg.number("timeout")
         self.silence_timeout = cfg.number("silence_timeout")
+        self.max_requests = cfg.integer("max_requests") or DEFAULT_MAX_REQUESTS
         self.extra_args = cfg.strings("extra_args")
 
     def argv(self, request: CoderRequest) -> list[str]:
         model = ["--model", self.model] if self.model else []
-        return [PROGRAM.name, "run", *model, *self.extra_args, task_prompt(request)]
+        workspace = str(request.workspace.resolve())
+        return [
+            PROGRAM.name,
+            "run",
+            "--format",
+            "json",
+            "--dir",
+            workspace,
+            *model,
+            *self.extra_args,
+            task_prompt(request),
+        ]
 
     def generate(self, request: CoderRequest) -> CoderResult:
         if shutil.which(PROGRAM.name) is None:
             raise EnvironmentProblem(f"the opencode coder needs {PROGRAM.name!r} on PATH", hint=PROGRAM.install_hint)
         timeout = self.timeout or request.timeout
+        events = Events(self.max_requests)
+
+        def on_line(raw: str) -> None:
+            shown = events.read(raw)
+            if shown:
+                request.log(shown[:500])
+
+        # The CLI reads $PWD, not the process's working directory: both name the workspace.
+        env = {**os.environ, "PWD": str(request.workspace.resolve())}
         result = run_process(
             self.argv(request),
             cwd=request.workspace,
             timeout=timeout,
             silence_timeout=self.silence_timeout,
-            on_line=request.log,
+            env=env,
+            on_line=on_line,
+            stop_if=lambda _line: events.stop_reason is not None,
         )
+        if events.errors:
+            raise EnvironmentProblem(
+                f"opencode stopped on a provider error: {events.errors[-1]}",
+                hint="check the model name, the provider's credentials and status in opencode's configuration",
+            )
+        if events.stop_reason is not None:
+            bounded = "max_requests" in events.stop_reason
+            raise EnvironmentProblem(
+                f"opencode was stopped: {events.stop_reason}; its process group was killed",
+                hint="raise coder_config.max_requests or narrow the task"
+                if bounded
+                else "check the provider and the model opencode is configured with (it retries errors on its own)",
+            )
         if result.timed_out:
             raise EnvironmentProblem(f"opencode timed out after {timeout:g}s; its process group was killed")
         if result.silent_too_long:
@@ -64,8 +244,16 @@ class OpencodeCoder:
                 f"opencode timed out after {self.silence_timeout or 0:g}s without output; its process group was killed"
             )
         if result.returncode != 0:
-            raise EnvironmentProblem(f"opencode exited with code {result.returncode}:\n{result.tail(20)}")
-        return CoderResult(summary=result.tail(5) or "opencode finished", usage={"seconds": round(result.duration, 2)})
+            tail = strip_control(result.tail(20))
+            raise EnvironmentProblem(f"opencode exited with code {result.returncode}:\n{tail}")
+        edited = any(t["tool"] in EDIT_TOOLS and t["status"] == "completed" for t in events.tools)
+        if events.rejected and not edited:
+            raise EnvironmentProblem(
+                f"opencode's tool calls were rejected by its permission rules: {'; '.join(events.rejected)}",
+                hint="opencode run auto-rejects what its permissions would ask about; allow the tool in "
+                "opencode.json (permission) or narrow the task to the project",
+            )
+        return CoderResult(summary=events.summary(), usage=events.record(result.duration))
 
 
 @hookimpl

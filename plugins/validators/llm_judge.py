@@ -5,8 +5,11 @@ the phase and, after the work, the changed files (bounded). Without ``validator.
 it raises rather than pass: a governance check that did not run must never look like one
 that passed. A malformed verdict or a provider failure raises too, for the same reason.
 
-Tooling: ``timeout``, and ``mock_response`` — for offline tests and demos only: litellm's
-canned reply; the provider is not contacted.
+Tooling: the provider settings every model plugin shares (``api_base``, ``api_key_env``,
+``timeout``, ``max_retries``, ``temperature``, ``stream``; see docs/providers.md), and
+``mock_response`` — for offline tests and demos only: litellm's canned reply; the provider is
+not contacted. The model's token usage (and cost, where litellm knows the price) is in the
+verdict's details.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from .. import _files, _model
 from . import _tooling
 
 NAME = "llm"
-SETTINGS = ("timeout", "mock_response")
+SETTINGS = ("mock_response", *_model.SETTINGS)
 DEFAULT_CRITERION = "the work does what the task asks, correctly and without obvious risk"
 
 _SYSTEM = (
@@ -61,7 +64,7 @@ def prompt(request: ValidationRequest) -> str:
 def snodo_validate(request: ValidationRequest) -> Verdict | None:
     if request.validator.validator_type != NAME:
         return None
-    tooling = _tooling.checked(request, ("mock_response",))
+    tooling = _tooling.checked(request, SETTINGS)
     vid = request.validator.validator_id
     model = request.validator.model
     if model is None:
@@ -69,7 +72,12 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
             f"no model configured for validator {vid!r} (type llm); it cannot judge without one",
             hint=f"set `model:` on validator {vid!r} in the protocol (e.g. openai/gpt-4o-mini)",
         )
+    try:
+        settings = _model.ModelSettings.read(model, tooling)
+    except _model.SettingsError as exc:
+        raise ValidatorFault(f"validator {vid!r}: tooling.{exc}") from None
     verdict = _model.judge(
+        settings=settings,
         model=model,
         system=_SYSTEM,
         prompt=prompt(request),
@@ -80,5 +88,10 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
     return Verdict(
         severity=verdict.severity,
         justification=verdict.justification,
-        details={"model": model, "phase": request.phase, "criteria": list(request.validator.criteria)},
+        details={
+            "model": model,
+            "phase": request.phase,
+            "criteria": list(request.validator.criteria),
+            **verdict.details,
+        },
     )

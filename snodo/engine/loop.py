@@ -18,7 +18,7 @@ import hashlib
 import os
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,7 @@ class RunResult:
     attempts: int = 0
     job_id: str | None = None
     dropped: tuple[dict[str, str], ...] = Factory(tuple)
+    usage: tuple[dict[str, Any], ...] = Factory(tuple)  # what each coder attempt spent, as it reported
 
     def payload(self) -> dict[str, Any]:
         key = "completed" if self.status == "completed" else (self.outcome or "internal_error")
@@ -85,6 +86,7 @@ class RunResult:
             "attempts": self.attempts,
             "validators": list(self.results),
             "dropped": list(self.dropped),
+            "usage": list(self.usage),
             "next": NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
         }
 
@@ -140,6 +142,7 @@ class Engine:
         self.job_id = job_id
         self.run_id = secrets.token_hex(4)
         self.attempt = 0
+        self.usage: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ public
 
@@ -314,6 +317,7 @@ class Engine:
                     job_id=self.job_id,
                     message=post.classification.reason,
                     dropped=tuple(dropped_all),
+                    usage=tuple(self.usage),
                 )
             if post.status in ("blocker", "validator_error"):
                 raise Halt(
@@ -365,6 +369,12 @@ class Engine:
             raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
         if not isinstance(result, CoderResult):
             raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
+        usage = _plain_usage(result.usage)
+        if usage:
+            self.usage.append({"attempt": request.attempt, **usage})
+            p.record(
+                "coder_usage", task_id=task_id, coder=spec.name, run_id=self.run_id, attempt=request.attempt, **usage
+            )
         if in_place:
             after = _tree_snapshot(wt.path)
             diffs = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
@@ -445,6 +455,7 @@ class Engine:
             files=tuple(extra.get("files", ())),
             job_id=self.job_id,
             attempts=self.attempt,
+            usage=tuple(self.usage),
         )
         self.project.record(
             "halt",
@@ -457,6 +468,23 @@ class Engine:
             branch=result.branch,
         )
         return result
+
+
+def _plain_usage(usage: Any) -> dict[str, Any]:
+    """A coder's usage report, kept to bounded JSON scalars (it is plugin output, so untrusted)."""
+    if not isinstance(usage, Mapping):
+        return {}
+    plain: dict[str, Any] = {}
+    for key, value in list(usage.items())[:32]:
+        if not isinstance(key, str) or key in ("attempt", "task_id", "coder", "run_id"):
+            continue
+        if isinstance(value, bool | int | float) or value is None:
+            plain[key[:64]] = value
+        elif isinstance(value, str):
+            plain[key[:64]] = value[:300]
+        elif isinstance(value, list | tuple):
+            plain[key[:64]] = [str(v)[:300] for v in value[:20]]
+    return plain
 
 
 def _normalise(root: Path, op: FileOperation) -> str:

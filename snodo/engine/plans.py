@@ -6,55 +6,39 @@ so by dispatching each task as an ordinary job, which validates the task again b
 anything runs. Plan files are governance state, so they are written here through the
 atomic state API, never through the agent's path-guarded tool surface.
 
-Decomposition is deterministic (bullet lines, else sentences, else clauses joined by
-"and") when the mode has no model to ask: its coder is ``mock`` or its ``coder_config``
-names no ``model``. Otherwise the mode's model is asked once, through litellm (imported
-only then), for a list of ``{title, spec}`` objects; a reply that is not such a list is
-an error, never silently replaced by the deterministic split, because the operator chose
-a model and should learn that it did not answer.
+Who decomposes is a plugin concern (the ``snodo_planner`` hook, see docs/plugins.md): the
+built-in plugins ask the mode's model when its ``coder_config`` names one; otherwise the
+core plugin's deterministic split answers (bullet lines, else sentences, else clauses
+joined by "and"). The core never calls a model itself.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from attrs import Factory, frozen
+from attrs import frozen
 
-from snodo.errors import EnvironmentProblem, StateError, ToolError
+from snodo.errors import StateError, ToolError
 from snodo.governance.service import derive_task_id
 from snodo.protocol.models import Mode
 from snodo.state.atomic import atomic_create_bytes, atomic_write_json, dumps_json, file_lock, read_json
 
+if TYPE_CHECKING:
+    from snodo.plugins import PluginHost
+
 PLAN_ID = re.compile(r"^plan-[0-9a-f]{12}$")
 MAX_TASKS = 50
-DEFAULT_MODEL_TIMEOUT = 120.0
 
 _BULLET = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(?P<text>\S.*?)\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _AND = re.compile(r",?\s+(?:and\s+then|and|then)\s+", re.IGNORECASE)
 _CONNECTIVE = re.compile(r"^(?:and\s+|then\s+|also\s+|finally\s+|next\s+|first\s+)+", re.IGNORECASE)
 _ARTICLE = re.compile(r"^(?:a|an|the|some|another)\b", re.IGNORECASE)
-_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n(.*?)```", re.DOTALL)
-
-_SYSTEM = (
-    "You break a software goal into small, independent implementation tasks, in the order "
-    "they should be done. Answer with only a JSON array, no other text: "
-    '[{"title": "<one imperative line>", "spec": "<the task spec: what to build, and an '
-    "'Acceptance criteria:' section with checkable bullets>\"}]. At most "
-    f"{MAX_TASKS} tasks."
-)
-_SPEC_SYSTEM = (
-    "You write one task spec for a coding agent. Answer with only the spec text: a first line "
-    "naming the task, a short description, and an 'Acceptance criteria:' section with bullets "
-    "a reviewer can check."
-)
 
 
 def _now() -> str:
@@ -117,119 +101,91 @@ def deterministic_spec(task: str) -> str:
     return f"{text}.\n"
 
 
-# ------------------------------------------------------------------------ the model
+# ---------------------------------------------------------------------- the planner
 
 
-@frozen(kw_only=True)
-class Planner:
-    """How this mode decomposes: with ``model`` (and its settings) or deterministically."""
+class PlannerImpl(Protocol):
+    """What a ``snodo_planner`` hook returns: ``name`` (recorded in each plan), ``tasks``
+    (a goal as ``[{"title", "spec"}]``) and ``spec`` (one task line as a full spec)."""
 
+    @property
+    def name(self) -> str: ...
+
+    def tasks(self, goal: str) -> list[dict[str, str]]: ...
+
+    def spec(self, task: str, context: str | None = None) -> str: ...
+
+
+@frozen
+class DeterministicPlanner:
+    """The core's planner (registered by :mod:`snodo.core_plugin`, asked last): no model."""
+
+    name: str = "deterministic"
     model: str | None = None
-    settings: Mapping[str, Any] = Factory(dict)
+
+    def tasks(self, goal: str) -> list[dict[str, str]]:
+        return [{"title": t, "spec": deterministic_spec(t)} for t in split_goal(goal)]
+
+    def spec(self, task: str, context: str | None = None) -> str:
+        return deterministic_spec(task)
+
+
+class Planner:
+    """The planner a mode uses, as the plugins supply it through the ``snodo_planner`` hook.
+
+    Planning is a plugin concern: the built-in plugins answer with a model-backed planner
+    when the mode's ``coder_config`` names a model; the core plugin answers last with the
+    deterministic split. What any planner returns is checked here, because it is stored
+    as plan files and later dispatched: a list of 1..50 ``{title, spec}`` texts, or an error.
+    """
+
+    def __init__(self, impl: PlannerImpl) -> None:
+        self.impl = impl
+
+    @classmethod
+    def for_mode(cls, mode: Mode, host: PluginHost | None = None) -> Planner:
+        if host is None:
+            from snodo.plugins import get_plugin_manager
+
+            host = get_plugin_manager()
+        return cls(host.planner(mode))
 
     @property
     def name(self) -> str:
-        return f"model:{self.model}" if self.model else "deterministic"
+        return str(self.impl.name)
 
-    @classmethod
-    def for_mode(cls, mode: Mode) -> Planner:
-        """Deterministic for the ``mock`` coder or when no model is configured."""
-        model = mode.coder_config.get("model")
-        if mode.coder == "mock" or not isinstance(model, str) or not model.strip():
-            return cls()
-        return cls(model=model, settings=dict(mode.coder_config))
+    @property
+    def model(self) -> str | None:
+        model = getattr(self.impl, "model", None)
+        return model if isinstance(model, str) else None
 
     def tasks(self, goal: str) -> list[dict[str, str]]:
         """``[{title, spec}]`` for ``goal``."""
         if not goal.strip():
             raise ToolError("the goal is empty: there is nothing to decompose")
-        if self.model is None:
-            return [{"title": t, "spec": deterministic_spec(t)} for t in split_goal(goal)]
-        return _parse_tasks(self._ask(_SYSTEM, f"Goal:\n{goal.strip()}"), self.model)
+        items = self.impl.tasks(goal)
+        if not isinstance(items, list) or not items:
+            raise ToolError(f"planner {self.name!r} returned no task for the goal")
+        if len(items) > MAX_TASKS:
+            raise ToolError(f"planner {self.name!r} returned {len(items)} tasks; at most {MAX_TASKS} fit in one plan")
+        for item in items:
+            if not (
+                isinstance(item, dict)
+                and isinstance(item.get("title"), str)
+                and item["title"].strip()
+                and isinstance(item.get("spec"), str)
+                and item["spec"].strip()
+            ):
+                raise ToolError(f"planner {self.name!r} returned a task that is not {{title, spec}}: {item!r:.200}")
+        return [{"title": i["title"], "spec": i["spec"]} for i in items]
 
     def spec(self, task: str, context: str | None = None) -> str:
         if not task.strip():
             raise ToolError("the task is empty: there is nothing to write a spec for")
-        if self.model is None:
-            return deterministic_spec(task)
-        prompt = f"Task:\n{task.strip()}" + (f"\n\nPart of the goal:\n{context.strip()}" if context else "")
-        text = _strip_fence(self._ask(_SPEC_SYSTEM, prompt)).strip()
-        if not text:
-            raise ToolError(f"model {self.model!r} returned an empty spec")
-        return text + "\n"
-
-    def _ask(self, system: str, prompt: str) -> str:
-        """One completion; a provider failure is the operator's to fix (EnvironmentProblem)."""
-        # Like the built-in model plugins: never fetch litellm's cost map over the network.
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
-
-        assert self.model is not None
-        litellm.suppress_debug_info = True
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
-            "timeout": _number(self.settings.get("timeout"), DEFAULT_MODEL_TIMEOUT),
-        }
-        if isinstance(self.settings.get("api_base"), str):
-            kwargs["api_base"] = self.settings["api_base"]
-        if self.settings.get("mock_response") is not None:
-            mock = self.settings["mock_response"]
-            kwargs["mock_response"] = mock[0] if isinstance(mock, list) and mock else mock
-        elif isinstance(self.settings.get("api_key_env"), str):
-            key = os.environ.get(self.settings["api_key_env"])
-            if not key:
-                raise EnvironmentProblem(
-                    f"no credentials for model {self.model!r}: {self.settings['api_key_env']} is not set"
-                )
-            kwargs["api_key"] = key
-        try:
-            response = litellm.completion(**kwargs)
-            content = response.choices[0].message.content
-        except Exception as exc:
-            raise EnvironmentProblem(
-                f"model {self.model!r} could not be asked to plan: "
-                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-            ) from None
-        if not isinstance(content, str):
-            raise ToolError(f"model {self.model!r} returned no text")
-        return content
-
-
-def _number(value: Any, default: float) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return default
-
-
-def _strip_fence(text: str) -> str:
-    match = _FENCE.search(text)
-    return match.group(1) if match else text
-
-
-def _parse_tasks(reply: str, model: str) -> list[dict[str, str]]:
-    """The model's task list, strictly: anything else is reported with an excerpt."""
-    excerpt = " ".join(reply.split())[:200]
-    try:
-        data = json.loads(_strip_fence(reply))
-    except json.JSONDecodeError:
-        raise ToolError(f"model {model!r} did not answer with a JSON task list: {excerpt!r}") from None
-    if isinstance(data, dict) and isinstance(data.get("tasks"), list):
-        data = data["tasks"]
-    if not isinstance(data, list) or not data:
-        raise ToolError(f"model {model!r} answered without any task: {excerpt!r}")
-    tasks: list[dict[str, str]] = []
-    for item in data[:MAX_TASKS]:
-        if isinstance(item, str) and item.strip():
-            tasks.append({"title": _clean(item), "spec": deterministic_spec(item)})
-        elif isinstance(item, dict) and isinstance(item.get("title"), str) and item["title"].strip():
-            spec = item.get("spec")
-            if not isinstance(spec, str) or not spec.strip():
-                spec = deterministic_spec(item["title"])
-            tasks.append({"title": " ".join(item["title"].split()), "spec": spec.strip() + "\n"})
-        else:
-            raise ToolError(f"model {model!r} returned a task that is not {{title, spec}}: {item!r:.200}")
-    return tasks
+        text = self.impl.spec(task, context)
+        if not isinstance(text, str) or not text.strip():
+            raise ToolError(f"planner {self.name!r} returned an empty spec")
+        return text if text.endswith("\n") else text + "\n"
 
 
 # ---------------------------------------------------------------------------- store

@@ -148,7 +148,7 @@ class ToolHost:
         self.git = Git(project.root, self.guard)
         self.jobs = JobStore(project.root)
         self.plans = PlanStore(project.root)
-        self.planner = Planner.for_mode(project.mode)
+        self.planner = Planner.for_mode(project.mode, project.host)
         self._lock = threading.Lock()
         self._plan_lock = threading.Lock()
         self._tokens: dict[tuple[str, str], str] = {}

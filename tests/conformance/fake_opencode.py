@@ -1,9 +1,18 @@
-"""A small fake of the ``opencode`` CLI, so the kit can check the opencode coder offline.
+"""A fake of the ``opencode`` CLI that behaves like the real one where the coder depends on it.
 
-It behaves like a well-mannered in-place coder: ``opencode run [...] PROMPT`` writes
-``greeting.py`` and its test in the working directory and prints what it did; it never
-touches ``.snodo/`` or ``.git/``. ``FAKE_OPENCODE_DELAY`` (seconds) makes it slow, to see
-the coder's timeout kill it.
+Like ``opencode run`` (checked against opencode-ai 1.18 on a local model server): it works in
+the directory given by ``--dir``, else in ``$PWD`` (never in the process's working directory,
+which it ignores), prints one JSON event per line with ``--format json`` (``step_start``,
+``text``, ``tool_use``, ``step_finish``, ``error``, in the real shapes), exits 0 when its
+permission rules auto-reject a tool call, exits 1 after an unretryable provider error, and
+keeps going (silently retrying, or looping on empty replies) on a retryable one.
+
+``FAKE_OPENCODE`` picks the behaviour: ``good`` (default: writes ``greeting.py`` and its
+test), ``hang`` (with a child; pids in ``FAKE_OPENCODE_PIDS``), ``silent``, ``crash``,
+``snodo`` (edits ``.snodo/protocol.yml``), ``reject`` (a write outside the project,
+auto-rejected), ``error401``, ``error500`` (error event, then hangs like the real CLI),
+``loop`` (empty replies forever), ``ansi`` (colour codes on stderr). ``FAKE_OPENCODE_DELAY``
+(seconds) makes it slow; ``FAKE_OPENCODE_RECORD`` (a path) receives its argv, cwd and PWD.
 
 ``python tests/conformance/fake_opencode.py BIN_DIR`` installs it as ``BIN_DIR/opencode``
 (tox's conformance-opencode env does this); the shebang names this interpreter, so the fake
@@ -15,20 +24,119 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-SCRIPT = """#!{python}
-import os, sys, time
+SCRIPT = r"""#!{python}
+import json, os, subprocess, sys, time
 from pathlib import Path
 
-if sys.argv[1:2] != ["run"]:
-    print("usage: opencode run [--model M] PROMPT", file=sys.stderr)
+args = sys.argv[1:]
+if args[:1] != ["run"]:
+    print("usage: opencode run [--format json] [--dir DIR] [--model M] PROMPT", file=sys.stderr)
     sys.exit(2)
+as_json = "--format" in args and args[args.index("--format") + 1] == "json"
+target = Path(args[args.index("--dir") + 1]) if "--dir" in args else Path(os.environ.get("PWD") or "/")
+if os.environ.get("FAKE_OPENCODE_RECORD"):
+    Path(os.environ["FAKE_OPENCODE_RECORD"]).write_text(
+        json.dumps({{"argv": args, "cwd": os.getcwd(), "pwd": os.environ.get("PWD")}})
+    )
+behaviour = os.environ.get("FAKE_OPENCODE", "good")
+session = "ses_fake0001"
+now = lambda: int(time.time() * 1000)
+
+def emit(kind, **fields):
+    if as_json:
+        print(json.dumps({{"type": kind, "timestamp": now(), "sessionID": session, **fields}}), flush=True)
+    elif kind == "text":
+        print(fields["part"]["text"], flush=True)
+
+def step_start(n):
+    emit("step_start", part={{"id": f"prt_s{{n}}", "messageID": f"msg_{{n}}", "sessionID": session,
+                              "snapshot": "0" * 40, "type": "step-start"}})
+
+def step_finish(n, reason, tokens=(11, 7)):
+    inp, out = tokens
+    emit("step_finish", part={{"id": f"prt_f{{n}}", "reason": reason, "snapshot": "0" * 40, "messageID": f"msg_{{n}}",
+                               "sessionID": session, "type": "step-finish",
+                               "tokens": {{"total": inp + out, "input": inp, "output": out, "reasoning": 0,
+                                          "cache": {{"write": 0, "read": 0}}}}, "cost": 0.0001}})
+
+def tool(n, name, path, content=None, error=None):
+    state = {{"status": "error" if error else "completed", "input": {{"filePath": str(path), "content": content}},
+              "time": {{"start": now(), "end": now()}}}}
+    if error:
+        state["error"] = error
+    else:
+        state.update(output="Wrote file successfully.", title=path.name, metadata={{"filepath": str(path)}})
+    emit("tool_use", part={{"type": "tool", "tool": name, "callID": f"call_{{n}}", "state": state, "id": f"prt_t{{n}}",
+                            "sessionID": session, "messageID": f"msg_{{n}}"}})
+
+def text(n, words):
+    emit("text", part={{"id": f"prt_x{{n}}", "messageID": f"msg_{{n}}", "sessionID": session, "type": "text",
+                        "text": words, "time": {{"start": now(), "end": now()}}}})
+
+def write(n, rel, content):
+    path = target / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    tool(n, "write", path, content)
+
+def api_error(status, message, retryable):
+    emit("error", error={{"name": "APIError", "data": {{"message": message, "statusCode": status,
+                                                    "isRetryable": retryable, "responseBody": "{{}}"}}}})
+
 time.sleep(float(os.environ.get("FAKE_OPENCODE_DELAY", "0")))
-Path("tests").mkdir(exist_ok=True)
-Path("greeting.py").write_text('def greet() -> str:\\n    return "hello"\\n')
-Path("tests/test_greeting.py").write_text(
-    'from greeting import greet\\n\\n\\ndef test_greet() -> None:\\n    assert greet() == "hello"\\n'
-)
-print("edited greeting.py and tests/test_greeting.py", flush=True)
+if behaviour in ("good", "ansi"):
+    if behaviour == "ansi":
+        print("\x1b[93m\x1b[1m! \x1b[0mloading \x1b[31mmodels\x1b[0m", file=sys.stderr, flush=True)
+    step_start(1)
+    write(1, "greeting.py", 'def greet() -> str:\n    return "hello"\n')
+    write(1, "tests/test_greeting.py",
+          'from greeting import greet\n\n\ndef test_greet() -> None:\n    assert greet() == "hello"\n')
+    step_finish(1, "tool-calls")
+    step_start(2)
+    text(2, "Added greeting.py and tests/test_greeting.py.")
+    step_finish(2, "stop")
+elif behaviour == "hang":
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    Path(os.environ["FAKE_OPENCODE_PIDS"]).write_text(f"{{os.getpid()}} {{child.pid}}")
+    n = 0
+    while True:
+        n += 1
+        text(n, "thinking...")
+        time.sleep(0.2)
+elif behaviour == "silent":
+    step_start(1)
+    time.sleep(120)
+elif behaviour == "crash":
+    print("fatal: the runtime could not start", file=sys.stderr, flush=True)
+    sys.exit(3)
+elif behaviour == "snodo":
+    step_start(1)
+    write(1, ".snodo/protocol.yml", "protocol_id: hijacked\n")
+    step_finish(1, "tool-calls")
+    step_start(2)
+    text(2, "adjusted the protocol")
+    step_finish(2, "stop")
+elif behaviour == "reject":
+    step_start(1)
+    print("\x1b[93m\x1b[1m! \x1b[0mpermission requested: external_directory (/elsewhere/*); auto-rejecting",
+          file=sys.stderr, flush=True)
+    tool(1, "write", Path("/elsewhere/outside.py"), "x = 1\n",
+         error="The user rejected permission to use this specific tool call.")
+    step_finish(1, "tool-calls")
+    sys.exit(0)
+elif behaviour == "error401":
+    api_error(401, "Incorrect API key provided", False)
+    sys.exit(1)
+elif behaviour == "error500":
+    api_error(500, "upstream connect error", True)
+    time.sleep(120)  # the real CLI lingers after a retryable error
+elif behaviour == "loop":
+    n = 0
+    while True:
+        n += 1
+        step_start(n)
+        step_finish(n, "unknown", tokens=(0, 0))
+        time.sleep(0.02)
 """
 
 

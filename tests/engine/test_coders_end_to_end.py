@@ -55,6 +55,12 @@ def test_litellm_coder_completes_a_run_through_mock_response(git_repo: Path, sno
     payload = r.json()
     assert sorted(payload["files"]) == ["greet.py", "tests/test_greet.py"]
     assert next(v for v in payload["validators"] if v["validator_id"] == "tests")["severity"] == "pass"
+    (spent,) = payload["usage"]  # what the coder reported, in the payload and in the audit log
+    assert spent["attempt"] == 0 and spent["model"] == MODEL and spent["requests"] == 1
+    assert spent["prompt_tokens"] > 0 and spent["completion_tokens"] > 0
+    records = [json.loads(x) for x in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
+    (audited,) = [r["data"] for r in records if r["event"] == "coder_usage"]
+    assert audited["coder"] == "litellm" and audited["prompt_tokens"] == spent["prompt_tokens"]
 
 
 def test_litellm_without_credentials_is_an_environment_error(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
@@ -64,7 +70,9 @@ def test_litellm_without_credentials_is_an_environment_error(git_repo: Path, sno
     assert r.returncode == 1, r
     payload = r.json()
     assert payload["outcome"] == "environment_error"
-    assert MODEL in payload["message"]
+    assert MODEL in payload["message"] and "OPENAI_API_KEY is not set" in payload["message"]
+    events = [json.loads(x)["event"] for x in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
+    assert "token_issued" not in events and "token_consumed" not in events  # checked before any token
 
 
 def test_mocked_authentication_error_halts_naming_the_model(git_repo: Path) -> None:

@@ -142,10 +142,17 @@ def test_missing_key_variable_is_reported_before_any_call(
         run(host, ws, {"api_key_env": "SNODO_TEST_NO_SUCH_KEY"})
 
 
-@pytest.mark.parametrize("error", [litellm.APIConnectionError, litellm.Timeout, litellm.ServiceUnavailableError])
-def test_unreachable_provider_is_an_environment_problem(host: PluginHost, ws: Path, error: Any) -> None:
-    with pytest.raises(EnvironmentProblem, match=f"model '{MODEL}' is unreachable"):
-        run(host, ws, {"mock_response": error(message="down", llm_provider="openai", model=MODEL)})
+@pytest.mark.parametrize(
+    ("error", "needle"),
+    [
+        (litellm.APIConnectionError, "the provider is down or unreachable"),
+        (litellm.ServiceUnavailableError, "the provider is down or unreachable"),
+        (litellm.Timeout, "did not answer within the timeout"),
+    ],
+)
+def test_unreachable_provider_is_an_environment_problem(host: PluginHost, ws: Path, error: Any, needle: str) -> None:
+    with pytest.raises(EnvironmentProblem, match=f"model '{MODEL}'.*{needle}"):
+        run(host, ws, {"max_retries": 0, "mock_response": error(message="down", llm_provider="openai", model=MODEL)})
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,12 @@
-"""The opencode coder against a fake ``opencode`` executable first on PATH, whose behaviour
-``FAKE_OPENCODE`` picks: it edits the tree, hangs (with a child), goes silent, crashes, or
-touches ``.snodo/`` (reported, not hidden: the engine's snapshot is what catches it)."""
+"""The opencode coder against a fake ``opencode`` first on PATH that behaves like the real CLI
+where it matters (``tests/conformance/fake_opencode.py``): it works in ``--dir``/``$PWD``,
+prints the real ``--format json`` events, exits 0 after auto-rejecting a permission, retries
+provider errors on its own. ``FAKE_OPENCODE`` picks its behaviour."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,47 +17,24 @@ import pytest
 from snodo.api import CoderRequest, CoderResult, EnvironmentProblem
 from snodo.plugins import PluginHost
 
-FAKE = """#!{python}
-import json, os, subprocess, sys, time
-from pathlib import Path
-
-behaviour = os.environ.get("FAKE_OPENCODE", "good")
-Path(os.environ["FAKE_OPENCODE_RECORD"]).write_text(json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd()}}))
-if behaviour == "good":
-    Path("hello.py").write_text("def hello():\\n    return 'hi'\\n")
-    print("edited hello.py", flush=True)
-elif behaviour == "hang":
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    Path(os.environ["FAKE_OPENCODE_PIDS"]).write_text(f"{{os.getpid()}} {{child.pid}}")
-    while True:
-        print("thinking...", flush=True)
-        time.sleep(0.2)
-elif behaviour == "silent":
-    print("starting", flush=True)
-    time.sleep(120)
-elif behaviour == "crash":
-    print("loading model", flush=True)
-    print("fatal: provider refused the request", flush=True)
-    sys.exit(3)
-elif behaviour == "snodo":
-    Path(".snodo").mkdir(exist_ok=True)
-    Path(".snodo/protocol.yml").write_text("protocol_id: hijacked\\n")
-    print("adjusted the protocol", flush=True)
-"""
+_spec = importlib.util.spec_from_file_location(
+    "fake_opencode", Path(__file__).resolve().parents[1] / "conformance" / "fake_opencode.py"
+)
+assert _spec is not None and _spec.loader is not None
+fake = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fake)
 
 
 @pytest.fixture
 def fake_opencode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Path]:
     """Install the fake first on PATH; returns a setter for its behaviour giving the record file."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "opencode"
-    exe.write_text(FAKE.format(python=sys.executable))
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    fake.install(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
     record = tmp_path / "record.json"
     monkeypatch.setenv("FAKE_OPENCODE_RECORD", str(record))
     monkeypatch.setenv("FAKE_OPENCODE_PIDS", str(tmp_path / "pids"))
+    # The test process's own directory: a coder that forgot $PWD would make the fake edit here.
+    monkeypatch.setenv("PWD", str(tmp_path))
 
     def behave(behaviour: str) -> Path:
         monkeypatch.setenv("FAKE_OPENCODE", behaviour)
@@ -69,7 +47,7 @@ def run(host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str
     coder = host.coder("opencode").factory(config)
     request = CoderRequest(
         task_id="t1",
-        spec="add a hello module",
+        spec="add a greeting module",
         workspace=workspace,
         mode_id="dev",
         protected_paths=("secrets/**",),
@@ -81,23 +59,103 @@ def run(host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str
     return coder.generate(request)
 
 
-def test_good_run_edits_the_tree_and_streams_output(
-    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+def test_good_run_edits_the_workspace_and_reads_the_events(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path], tmp_path: Path
 ) -> None:
     record = fake_opencode("good")
     root = project({"README.md": "# demo\n"})
     log: list[str] = []
     result = run(host, root, {"model": "anthropic/claude", "extra_args": ["--agent", "build"]}, log)
     assert result.operations == ()
-    assert (root / "hello.py").read_text().startswith("def hello")
-    assert log == ["edited hello.py"]
+    assert (root / "greeting.py").read_text().startswith("def greet")
+    assert not (tmp_path / "greeting.py").exists()
     seen = json.loads(record.read_text())
-    assert Path(seen["cwd"]).resolve() == root.resolve()
+    assert Path(seen["pwd"]).resolve() == root.resolve()
     argv = seen["argv"]
-    assert argv[:5] == ["run", "--model", "anthropic/claude", "--agent", "build"]
-    prompt = argv[5]
-    assert "add a hello module" in prompt and "tests failed" in prompt
+    assert argv[:6] == ["run", "--format", "json", "--dir", str(root.resolve()), "--model"]
+    assert argv[6:9] == ["anthropic/claude", "--agent", "build"]
+    prompt = argv[9]
+    assert "add a greeting module" in prompt and "tests failed" in prompt
     assert ".snodo/" in prompt and "secrets/**" in prompt
+    assert result.summary.splitlines()[0] == "Added greeting.py and tests/test_greeting.py."
+    assert "edited: greeting.py, test_greeting.py" in result.summary
+    assert result.usage["requests"] == 2 and result.usage["prompt_tokens"] == 22
+    assert result.usage["completion_tokens"] == 14 and result.usage["tool_calls"] == 2
+    assert result.usage["cost_usd"] == pytest.approx(0.0002)
+    assert "tool write greeting.py: completed" in log
+    assert not any(line.startswith("{") for line in log)  # events are read, not dumped raw
+
+
+def test_pwd_alone_decides_where_the_cli_works(
+    host: PluginHost,
+    project: Callable[..., Path],
+    fake_opencode: Callable[[str], Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Even a CLI that ignored --dir would land in the workspace: $PWD names it too."""
+    record = fake_opencode("good")
+    root = project({})
+    coder = host.coder("opencode").factory({})
+    monkeypatch.setattr(type(coder), "argv", lambda self, request: ["opencode", "run", "--format", "json", "go"])
+    coder.generate(CoderRequest(task_id="t", spec="s", workspace=root, mode_id="dev", timeout=30))
+    assert (root / "greeting.py").is_file()
+    assert Path(json.loads(record.read_text())["pwd"]).resolve() == root.resolve()
+
+
+def test_terminal_control_sequences_are_stripped(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
+    fake_opencode("ansi")
+    log: list[str] = []
+    result = run(host, project({}), {}, log)
+    assert "! loading models" in log
+    assert not any("\x1b" in line for line in log) and "\x1b" not in result.summary
+
+
+def test_permission_rejection_is_an_environment_problem_not_no_change(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
+    fake_opencode("reject")
+    with pytest.raises(EnvironmentProblem) as caught:
+        run(host, project({}), {})
+    assert "rejected by its permission rules: write /elsewhere/outside.py" in caught.value.message
+    assert "opencode.json" in str(caught.value) and "\x1b" not in str(caught.value)
+
+
+def test_unretryable_provider_error_carries_the_providers_message(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
+    fake_opencode("error401")
+    with pytest.raises(EnvironmentProblem, match=r"provider error: Incorrect API key provided \(HTTP 401\)"):
+        run(host, project({}), {})
+
+
+def test_retryable_provider_error_stops_the_cli_at_once(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
+    fake_opencode("error500")
+    started = time.monotonic()
+    with pytest.raises(EnvironmentProblem, match=r"provider error: upstream connect error \(HTTP 500\)"):
+        run(host, project({}), {"timeout": 25})
+    assert time.monotonic() - started < 15  # not the 25 s timeout: the error event ends the run
+
+
+def test_a_loop_of_empty_replies_is_stopped(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
+    fake_opencode("loop")
+    started = time.monotonic()
+    with pytest.raises(EnvironmentProblem, match=r"last 3 model requests produced nothing"):
+        run(host, project({}), {"timeout": 25})
+    assert time.monotonic() - started < 15
+
+
+def test_model_requests_are_bounded(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
+    fake_opencode("good")  # two model requests
+    with pytest.raises(EnvironmentProblem, match=r"more than 1 model requests \(max_requests\)"):
+        run(host, project({}), {"max_requests": 1})
 
 
 def test_missing_binary_names_the_install_hint(
@@ -144,7 +202,7 @@ def test_crash_reports_exit_code_and_output_tail(
     with pytest.raises(EnvironmentProblem) as caught:
         run(host, project({}), {})
     assert "exited with code 3" in caught.value.message
-    assert "provider refused the request" in caught.value.message
+    assert "the runtime could not start" in caught.value.message
 
 
 def test_touching_snodo_is_not_hidden(
@@ -155,3 +213,4 @@ def test_touching_snodo_is_not_hidden(
     result = run(host, root, {})
     assert (root / ".snodo/protocol.yml").read_text() == "protocol_id: hijacked\n"
     assert "adjusted the protocol" in result.summary
+    assert "edited: protocol.yml" in result.summary

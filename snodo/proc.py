@@ -43,6 +43,28 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+# Live children of run_process, by process group id, so an interrupt can kill them all.
+_live: dict[int, tuple[str, ...]] = {}
+_live_lock = threading.RLock()  # re-entrant: a signal handler may run while the main thread holds it
+
+
+def live_processes() -> list[tuple[str, ...]]:
+    """The argv of every child tree :func:`run_process` has running right now."""
+    with _live_lock:
+        return list(_live.values())
+
+
+def terminate_all() -> int:
+    """Kill every child tree started by :func:`run_process` (SIGINT/SIGTERM handling);
+    returns how many process groups were signalled. Safe to call from a signal handler."""
+    with _live_lock:
+        groups = list(_live)
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    return len(groups)
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -79,6 +101,26 @@ def run_process(
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {argv[0]!r}: {exc}") from None
 
+    with _live_lock:
+        _live[proc.pid] = tuple(argv)
+    try:
+        return _supervise(proc, argv, start, timeout, silence_timeout, on_line, stdin_text, max_output)
+    finally:
+        _kill_group(proc)
+        with _live_lock:
+            _live.pop(proc.pid, None)
+
+
+def _supervise(
+    proc: subprocess.Popen[str],
+    argv: Sequence[str],
+    start: float,
+    timeout: float,
+    silence_timeout: float | None,
+    on_line: Callable[[str], None] | None,
+    stdin_text: str | None,
+    max_output: int,
+) -> ProcessResult:
     chunks: list[str] = []
     size = 0
     last_output = time.monotonic()

@@ -12,6 +12,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,7 @@ class JobStore:
             "outcome": None,
             "pid": None,
             "created_at": _now(),
+            "created_ns": time.time_ns(),  # orders the queue: oldest waiting job first
             "updated_at": _now(),
             "result": None,
         }

@@ -151,14 +151,18 @@ class JobRunner:
                 slot = self._slot(run, project, progress) if run.background else contextlib.nullcontext()
                 with slot:
                     self.jobs.update(run.job_id, status="running", pid=os.getpid(), started_at=_now())
-                    engine = Engine(project, coder=run.coder, progress=progress, job_id=run.job_id)
-                    result = engine.run(run.spec, task_id=run.task_id)
-            except Interrupted as exc:  # before or after the engine's own handling
+                    try:
+                        engine = Engine(project, coder=run.coder, progress=progress, job_id=run.job_id)
+                        result = engine.run(run.spec, task_id=run.task_id)
+                    except Interrupted as exc:  # outside the engine's own handling
+                        result = self._interrupted_outside(run, project, exc)
+                    self._record(run, result, stop)  # while the slot is held: never two "running" too many
+            except Interrupted as exc:  # while queued
                 result = self._interrupted_outside(run, project, exc)
+                self._record(run, result, stop)
             except BaseException as exc:
                 self.jobs.update(run.job_id, status="halted", outcome="internal_error", error=str(exc) or repr(exc))
                 raise
-        self._record(run, result, stop)
         return result
 
     def _record(self, run: PreparedRun, result: RunResult, stop: InterruptState) -> None:

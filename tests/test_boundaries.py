@@ -53,3 +53,21 @@ def test_run_process_names_a_missing_working_directory(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentProblem) as info:
         run_process(["true"], cwd=tmp_path / "gone", timeout=5)
     assert "working directory" in str(info.value) and "gone" in str(info.value)
+
+
+def test_one_git_runner() -> None:
+    """Only snodo/gitrun.py starts git: every other module of the core goes through it (and
+    its time limit). Catches argv lists that start with "git" and shell strings alike."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent / "snodo"
+    starts_git = re.compile(r"""[\[(]\s*["']git["']\s*[,\]]|["']git\s+-C\b""")
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "gitrun.py":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if starts_git.search(line):
+                offenders.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")
+    assert offenders == [], "git started outside snodo/gitrun.py:\n" + "\n".join(offenders)
+    assert re.search(starts_git, 'subprocess.run(["git", "-C", str(repo)])')  # the check itself bites

@@ -34,6 +34,7 @@ from snodo.engine.loop import Engine, RunResult
 from snodo.engine.worktree import HALTED_NAMESPACE, reclaim_abandoned, worktrees_dir
 from snodo.errors import SnodoError
 from snodo.gitrun import run_git
+from snodo.state.audit import AuditLog
 
 if TYPE_CHECKING:
     from snodo.governance.service import Project
@@ -301,4 +302,11 @@ def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) 
                 worktrees.append({"run_id": path.name, "path": str(path), "halted_ref": None})
         run_git(root, "worktree", "prune")
     removed["worktrees"] = worktrees
+    audit = root / ".snodo" / "audit.log"
+    if (refs or gone or worktrees) and audit.parent.is_dir():
+        AuditLog(audit).append(
+            "pruned",
+            mode=None,
+            data={"halted_refs": refs, "jobs": gone, "worktrees": [w["run_id"] for w in worktrees]},
+        )
     return removed

@@ -135,7 +135,12 @@ def purge_unreachable(repo: Path, tip: str) -> dict[str, Any]:
             deleted += 1
         except FileNotFoundError:
             left += 1
-    return {"commits": int(commits or 0), "objects_deleted": deleted, "objects_left": left}
+    found: dict[str, Any] = {"commits": int(commits or 0), "objects_deleted": deleted, "objects_left": left}
+    if left:
+        found["note"] = (
+            f"{left} object(s) of the discarded work were already packed; `git gc --prune=now` in {repo} removes them"
+        )
+    return found
 
 
 def require_repo(root: Path) -> None:

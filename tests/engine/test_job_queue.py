@@ -167,6 +167,11 @@ def test_prune_removes_exactly_what_is_past_its_age(git_repo: Path, snodo_home: 
     assert live_job["job_id"] not in r.stdout
     again = snodo_cli("jobs", "prune", "--older-than", "2d", cwd=git_repo)
     assert "nothing to prune" in again.stdout
+    audit = [json.loads(line) for line in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
+    pruned = [e["data"] for e in audit if e["event"] == "pruned"]
+    assert pruned[0] == {"halted_refs": [old_ref], "jobs": [old_job["job_id"]], "worktrees": ["oldcopy1"]}
+    assert len(pruned) == 2  # the run that found nothing records nothing
+    assert snodo_cli("audit", "verify", cwd=git_repo).returncode == 0
     shutil.rmtree(directory)
 
 

@@ -155,11 +155,13 @@ class Engine:
         self.run_id = secrets.token_hex(4)
         self.attempt = 0
         self.phase = "governance"
+        self.spec_text = ""
 
     # ------------------------------------------------------------------ public
 
     def run(self, spec: str, *, task_id: str | None = None) -> RunResult:
         task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
+        self.spec_text = spec
         p = self.project
         p.session()
         p.record(
@@ -498,6 +500,11 @@ class Engine:
         reasons = self._discard_reasons(results)
         if not reasons:
             try:
+                reasons = self._judge_unjudged(wt, results)
+            except SnodoError as exc:  # fail closed: work that cannot be judged is not kept
+                reasons = [{"constraint": "-", "predicate": "-", "finding": f"could not be judged: {exc}"}]
+        if not reasons:
+            try:
                 ref = wt.keep_halted()
             except SnodoError as exc:
                 self.progress(f"could not keep the halted run's commits: {exc}")
@@ -538,6 +545,52 @@ class Engine:
                         "predicate": spec.name,
                         "finding": str(r.get("justification")),
                     }
+                )
+        return reasons
+
+    def _judge_unjudged(self, wt: Worktree, results: tuple[dict[str, Any], ...]) -> list[dict[str, str]]:
+        """Commits about to be kept that a discarding constraint never judged (the run was
+        interrupted, or halted before post_execute finished) are judged now, so no kept ref
+        holds what such a constraint forbids."""
+        from snodo.governance.runner import constraints_for
+        from snodo.records import PredicateContext
+
+        tip = wt.tip()
+        if tip is None or tip == wt.base:
+            return []
+        p = self.project
+        judged = {str(r.get("validator_id")) for r in results}
+        pending = []
+        for c in constraints_for(p.protocol, p.mode, p.protocol.validators_for(p.mode, "post_execute")):
+            if f"constraint:{c.constraint_id}" in judged:
+                continue
+            try:
+                spec = p.host.predicate(c.predicate)
+            except SnodoError:
+                continue
+            if spec.discard_work_on_failure:
+                pending.append((c, spec))
+        if not pending:
+            return []
+        git = Git(wt.path, PathGuard(wt.path, p.protocol.protected_paths))
+        ctx = PredicateContext(
+            workspace=wt.path,
+            task_id=wt.task_id,
+            task_spec=self.spec_text,
+            phase="post_execute",
+            changed_files=tuple(git.changed_files(wt.base)),
+            diff=git.read_diff(wt.base),
+        )
+        reasons = []
+        for c, spec in pending:
+            try:
+                verdict = spec.check(ctx, dict(c.params))
+                ok, message = bool(verdict.ok), str(verdict.message)
+            except Exception as exc:  # fail closed: a predicate that cannot judge discards
+                ok, message = False, f"{type(exc).__name__}: {exc}"
+            if not ok:
+                reasons.append(
+                    {"constraint": f"constraint:{c.constraint_id}", "predicate": spec.name, "finding": message}
                 )
         return reasons
 

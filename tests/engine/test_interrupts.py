@@ -26,7 +26,18 @@ SLOW_SUITE = json.dumps(
 )
 
 
-def write_protocol(repo: Path) -> None:
+SECRET = "AKIA" + "Q7ZT4NEXAMPLE2K5"
+SLOW_SUITE_WITH_SECRET = json.dumps(
+    {
+        "files": {
+            "src/slow.py": f'KEY = "{SECRET}"\n',
+            "tests/test_slow.py": "import time\n\ndef test_slow():\n    time.sleep(120)\n",
+        }
+    }
+)
+
+
+def write_protocol(repo: Path, suite: str = SLOW_SUITE, *, commit: bool = True) -> None:
     (repo / ".snodo").mkdir(exist_ok=True)
     (repo / ".snodo" / "protocol.yml").write_text(f"""\
 protocol_id: t
@@ -36,13 +47,16 @@ modes:
     tools: [read, edit, test, validate, dispatch, commit]
     validators: [scope, tests]
     coder: mock
-    coder_config: {SLOW_SUITE}
+    coder_config: {suite}
 validators:
   - {{validator_id: scope, validator_type: protocol}}
   - {{validator_id: tests, validator_type: pytest, evaluation_phase: post_execute, tooling: {{timeout: 300}}}}
+global_constraints:
+  - {{constraint_id: no-secrets, predicate: no_secrets_in_diff}}
 """)
-    git(repo, "add", ".snodo/protocol.yml")
-    git(repo, "commit", "-qm", "protocol")
+    if commit:  # (a protocol dictating a secret stays uncommitted: only the run's work may hold it)
+        git(repo, "add", ".snodo/protocol.yml")
+        git(repo, "commit", "-qm", "protocol")
 
 
 def descendants(pid: int) -> dict[int, str]:
@@ -137,6 +151,30 @@ def test_signal_during_a_foreground_run(git_repo: Path, snodo_home: Path, snodo_
     # The commit the run made is kept for inspection, not on a branch.
     assert payload["halted_ref"] and "src/slow.py" in git(git_repo, "show", "--stat", payload["halted_ref"])
     assert snodo_cli("audit", "verify", cwd=git_repo).returncode == 0
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_keeps_no_unjudged_secret(git_repo: Path, snodo_home: Path) -> None:
+    """Interrupted before its constraints ran, the run's commit is judged before it is kept."""
+    write_protocol(git_repo, SLOW_SUITE_WITH_SECRET, commit=False)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snodo", "run", "slow work", "--json"],
+        cwd=git_repo,
+        env={**os.environ, "SNODO_HOME": str(snodo_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    wait_for_pytest_child(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    payload = json.loads(out)
+    assert payload["outcome"] == "interrupted" and payload["halted_ref"] is None
+    assert payload["discarded"]["constraints"][0]["predicate"] == "no_secrets_in_diff"
+    assert "refs/snodo" not in git(git_repo, "for-each-ref")
+    for args in (("log", "--all", "-p"), ("log", "--reflog", "-p")):
+        assert SECRET not in git(git_repo, *args)
 
 
 @pytest.mark.slow

@@ -81,8 +81,7 @@ def test_background_jobs_beyond_the_limit_wait_queued(git_repo: Path, snodo_cli)
 def test_two_slots_let_two_jobs_run_together(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     write_protocol(git_repo, parallel=2)
     ids = [
-        snodo_cli("run", f"task number {n}", "--background", "--json", cwd=git_repo).json()["job_id"]
-        for n in range(2)
+        snodo_cli("run", f"task number {n}", "--background", "--json", cwd=git_repo).json()["job_id"] for n in range(2)
     ]
     store = JobStore(git_repo)
     together = False

@@ -180,7 +180,7 @@ class Engine:
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
             config = dict(p.mode.coder_config) if coder_spec.name == p.mode.coder else {}
             coder = coder_spec.factory(config)  # bad settings halt before any token exists
-            for gone in reclaim_abandoned(p.root, p.home):
+            for gone in reclaim_abandoned(p.root, p.home, judge=lambda left: self._judge_unjudged(left, ())):
                 p.record("worktree_reclaimed", **gone)
                 self.progress(f"removed the working copy of run {gone['run_id']}, whose process had died")
             worktree = create_worktree(p.root, p.home, task_id, self.run_id)

@@ -27,13 +27,14 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from attrs import define, field
 
-from snodo.errors import EnvironmentProblem
+from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.gitrun import FALLBACK_IDENTITY, git_out, run_git
 
 HALTED_NAMESPACE = "refs/snodo/halted"
@@ -183,10 +184,13 @@ def _owner_gone(lock: Path) -> int | None:
     return fd
 
 
-def reclaim_abandoned(repo: Path, home: Path) -> list[dict[str, Any]]:
+def reclaim_abandoned(
+    repo: Path, home: Path, *, judge: Callable[[Worktree], list[dict[str, str]]] | None = None
+) -> list[dict[str, Any]]:
     """Clean up after runs that died without cleaning up (SIGKILL, power loss): commits go
-    under the halted namespace, the working copy and its lock are removed. Returns what
-    was reclaimed."""
+    under the halted namespace — unless ``judge`` (the discarding constraints) finds a
+    reason to throw them away — and the working copy and its lock are removed. Returns
+    what was reclaimed."""
     directory = worktrees_dir(home, repo)
     if not directory.is_dir():
         return []
@@ -211,10 +215,23 @@ def reclaim_abandoned(repo: Path, home: Path) -> list[dict[str, Any]]:
             lock_fd=fd,
         )
         ref = None
-        with contextlib.suppress(EnvironmentProblem):
-            ref = wt.keep_halted() if wt.base else None
+        reasons: list[dict[str, str]] = []
+        if judge is not None and wt.base:
+            try:
+                reasons = judge(wt)
+            except SnodoError as exc:  # fail closed: work that cannot be judged is not kept
+                reasons = [{"constraint": "-", "predicate": "-", "finding": f"could not be judged: {exc}"}]
+        if reasons:
+            with contextlib.suppress(SnodoError):
+                wt.discard()
+        else:
+            with contextlib.suppress(SnodoError):
+                ref = wt.keep_halted() if wt.base else None
         wt.remove()
-        reclaimed.append({"run_id": run_id, "task_id": wt.task_id, "path": str(wt.path), "halted_ref": ref})
+        entry: dict[str, Any] = {"run_id": run_id, "task_id": wt.task_id, "path": str(wt.path), "halted_ref": ref}
+        if reasons:
+            entry["discarded"] = reasons
+        reclaimed.append(entry)
     return reclaimed
 
 

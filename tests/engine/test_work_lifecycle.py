@@ -132,26 +132,19 @@ def test_halted_and_resumed_runs_create_no_branch(git_repo: Path, snodo_cli) -> 
     assert heads == [f"refs/heads/{done.json()['branch']}"]
 
 
-def test_a_killed_run_s_worktree_is_reclaimed_by_the_next_run(git_repo: Path, snodo_home: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
-    slow = json.dumps(
-        {
-            "files": {
-                "src/slow.py": "X = 1\n",
-                "tests/test_slow.py": "import time\n\ndef test_slow():\n    time.sleep(60)\n",
-            }
-        }
-    )
-    write_protocol(git_repo, coder_config=slow)
-    env = {**os.environ, "SNODO_HOME": str(snodo_home)}
+def kill_mid_run(repo: Path, home: Path) -> Path:
+    """Start `snodo run`, SIGKILL it and its children while its tests run; return the
+    working copy it left behind."""
+    env = {**os.environ, "SNODO_HOME": str(home)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "snodo", "run", "slow work", "--json"],
-        cwd=git_repo,
+        cwd=repo,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    directory = snodo_home / "worktrees" / project_key(git_repo)
+    directory = home / "worktrees" / project_key(repo)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:  # wait until the slow test is running in the worktree
         assert proc.poll() is None
@@ -164,14 +157,42 @@ def test_a_killed_run_s_worktree_is_reclaimed_by_the_next_run(git_repo: Path, sn
     proc.wait()
     leftovers = [p for p in directory.iterdir() if p.is_dir()]
     assert len(leftovers) == 1
+    return leftovers[0]
 
+
+def slow_config(secret: bool = False) -> str:
+    files = {
+        "src/slow.py": f'KEY = "{SECRET}"\n' if secret else "X = 1\n",
+        "tests/test_slow.py": "import time\n\ndef test_slow():\n    time.sleep(60)\n",
+    }
+    return json.dumps({"files": files})
+
+
+def test_a_killed_run_s_worktree_is_reclaimed(git_repo: Path, snodo_home: Path) -> None:
+    write_protocol(git_repo, coder_config=slow_config())
+    left = kill_mid_run(git_repo, snodo_home)
     reclaimed = reclaim_abandoned(git_repo, snodo_home)
-    assert [r["run_id"] for r in reclaimed] == [leftovers[0].name]
+    assert [r["run_id"] for r in reclaimed] == [left.name]
     assert reclaimed[0]["halted_ref"] and reclaimed[0]["halted_ref"].startswith("refs/snodo/halted/")
-    assert not any(directory.iterdir())
+    assert not any(left.parent.iterdir())
     assert git(git_repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert "src/slow.py" in git(git_repo, "show", "--stat", reclaimed[0]["halted_ref"])
     assert reclaim_abandoned(git_repo, snodo_home) == []
+
+
+def test_the_next_run_judges_a_killed_run_s_work_before_keeping_it(git_repo: Path, snodo_home: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    write_protocol(git_repo, coder_config=slow_config(secret=True))
+    left = kill_mid_run(git_repo, snodo_home)
+    write_protocol(git_repo)  # the next task is an ordinary one
+    r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=git_repo)
+    assert r.returncode == 0, r
+    reclaimed = [e["data"] for e in events(git_repo) if e["event"] == "worktree_reclaimed"]
+    assert [e["run_id"] for e in reclaimed] == [left.name] and reclaimed[0]["halted_ref"] is None
+    assert "AWS access key id" in reclaimed[0]["discarded"][0]["finding"]
+    assert not [ref for ref in refs(git_repo) if ref.startswith("refs/snodo/")]
+    for args in (("log", "--all", "-p"), ("log", "--reflog", "-p")):
+        assert SECRET not in git(git_repo, *args)
+    assert not left.exists()
 
 
 def test_the_next_run_reclaims_a_dead_run_and_leaves_a_live_one(tmp_path: Path, snodo_home: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]

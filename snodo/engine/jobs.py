@@ -4,6 +4,8 @@ A foreground ``snodo run`` records itself as a job too, so ``snodo jobs`` and
 ``--resume`` see every run. A background job is ``snodo run --job ID`` started detached;
 its status is written atomically by the process doing the work. A job whose process
 died without finishing is reported halted (``internal_error``), never "running" forever.
+This module is the store; what a run does with its job (queueing, interrupts, recording
+the result, pruning) is :mod:`snodo.engine.lifecycle`.
 """
 
 from __future__ import annotations

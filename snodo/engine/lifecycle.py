@@ -212,7 +212,7 @@ class JobRunner:
                         os.close(fd)
                     return
             if not said:
-                progress(f"queued: {limit} job(s) already running (execution.max_parallel_jobs); waiting for a slot")
+                progress(f"queued: at most {limit} job(s) run at once (max_parallel_jobs); waiting for a slot")
                 said = True
             time.sleep(QUEUE_POLL)
 

@@ -167,4 +167,5 @@ def snodo_predicates() -> Iterator[PredicateSpec]:
         name="no_secrets_in_diff",
         description="the change adds nothing matching a documented secret pattern (docs/predicates.md)",
         check=no_secrets_in_diff,
+        discard_work_on_failure=True,  # never keep a commit holding the secret
     )

@@ -54,6 +54,13 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 _LIVE_LOCK = threading.Lock()
 _LIVE: dict[int, tuple[subprocess.Popen[str], Prepared | None]] = {}
+_LIVE_ARGV: dict[int, tuple[str, ...]] = {}
+
+
+def live_processes() -> list[tuple[str, ...]]:
+    """The argv (as asked, before confinement) of every child tree running right now."""
+    with _LIVE_LOCK:
+        return list(_LIVE_ARGV.values())
 
 
 def terminate_all() -> int:
@@ -218,6 +225,7 @@ def _run(
         raise EnvironmentProblem(f"cannot run {program!r}{how}: {exc.strerror or exc}") from None
     with _LIVE_LOCK:
         _LIVE[proc.pid] = (proc, prepared)
+        _LIVE_ARGV[proc.pid] = tuple(argv)
     try:
         reap = prepared.reap if prepared is not None else None
         result = _wait(argv, proc, start, timeout, silence_timeout, on_line, stdin_text, max_output, reap, stop_if)
@@ -233,6 +241,7 @@ def _run(
         proc.wait()
         with _LIVE_LOCK:
             _LIVE.pop(proc.pid, None)
+            _LIVE_ARGV.pop(proc.pid, None)
     if (
         prepared is not None
         and prepared.backend == "bwrap"

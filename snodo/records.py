@@ -210,9 +210,18 @@ class PredicateResult:
 
 @frozen(kw_only=True)
 class PredicateSpec:
+    """A constraint predicate.
+
+    :param discard_work_on_failure: a failure means the work itself must not be kept (it
+        holds a secret, say): a run halted by it keeps no commit of its work at all, where
+        other halts keep theirs for inspection. Its message must then name what was found
+        without quoting it.
+    """
+
     name: str = field(validator=_valid_name)
     description: str
     check: Callable[[PredicateContext, Mapping[str, Any]], PredicateResult] = field(eq=False, repr=False)
+    discard_work_on_failure: bool = False
 
 
 # ---------------------------------------------------------------- artifact filtering

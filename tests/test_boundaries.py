@@ -77,3 +77,19 @@ def test_importing_the_core_loads_no_model_sdk_mcp_sdk_or_builtin_plugin() -> No
 
     assert roots(before) == set()
     assert roots(after) == {"mcp"}
+def test_one_git_runner() -> None:
+    """Only snodo/gitrun.py starts git: every other module of the core goes through it (and
+    its time limit). Catches argv lists that start with "git" and shell strings alike."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent / "snodo"
+    starts_git = re.compile(r"""[\[(]\s*["']git["']\s*[,\]]|["']git\s+-C\b""")
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "gitrun.py":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if starts_git.search(line):
+                offenders.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")
+    assert offenders == [], "git started outside snodo/gitrun.py:\n" + "\n".join(offenders)
+    assert re.search(starts_git, 'subprocess.run(["git", "-C", str(repo)])')  # the check itself bites

@@ -75,7 +75,9 @@ def demo(directory: Path | None, keep: bool) -> None:
         return proc
 
     def gitc(*args: str) -> None:
-        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)
+        from snodo.gitrun import git_out
+
+        git_out(repo, *args)
 
     gitc("init", "-q", "-b", "main")
     gitc("config", "user.email", "demo@example.com")

@@ -1,8 +1,9 @@
-"""``snodo jobs``: runs recorded under .snodo/jobs/ (read-only)."""
+"""``snodo jobs``: runs recorded under .snodo/jobs/; ``prune`` removes what is past its age."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -47,9 +48,97 @@ def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: b
 
     store = JobStore(project_root(protocol_path))
     job = store.load(job_id)
-    if show_log:
-        job["log"] = store.log_path(job_id).read_text(encoding="utf-8", errors="replace")
+    log = store.log_path(job_id).read_text(encoding="utf-8", errors="replace") if show_log else None
     if as_json:
-        emit_json(job)
+        emit_json({**job, "log": log} if show_log else job)
         return
-    console().print_json(data=job)
+    console().print("\n".join(describe_job(job)), markup=False, highlight=False)
+    if log is not None:
+        console().print("\nlog:", markup=False)
+        console().print(log.rstrip("\n"), markup=False, highlight=False)
+
+
+def describe_job(job: dict[str, Any]) -> list[str]:
+    """A job for a person: state, what became of its work and how to look at it."""
+    result = job.get("result") or {}
+    lines = [
+        f"job       {job['job_id']}",
+        f"task      {job['task_id']}  (mode {job['mode']})",
+        f"status    {job['status']}" + (f" — {job['outcome']}" if job.get("outcome") else ""),
+        f"created   {job['created_at']}   updated {job['updated_at']}",
+    ]
+    if result.get("phase"):
+        lines.append(f"phase     {result['phase']}")
+    if result.get("message"):
+        lines.append(f"why       {result['message']}")
+    if job.get("error"):
+        lines.append(f"error     {job['error']}")
+    stop = job.get("interrupted")
+    if stop:
+        lines.append(f"stopped   by {stop.get('signal')} during {stop.get('during')}")
+        for argv in stop.get("processes") or ():
+            lines.append(f"          killed: {argv}")
+    if result.get("branch"):
+        lines.append(f"branch    {result['branch']}" + (f" @ {result['commit']}" if result.get("commit") else ""))
+    ref = result.get("halted_ref")
+    if ref:
+        lines += [
+            f"kept at   {ref}  (not a branch: `git branch` and `git push --all` leave it out)",
+            f"  look:   git show {ref}",
+            f"  diff:   git diff HEAD...{ref}",
+            f"  keep:   git branch NAME {ref}",
+        ]
+    discarded = result.get("discarded")
+    if discarded:
+        lines.append("discarded the run's work: no commit of it was kept, because")
+        for c in discarded.get("constraints") or ():
+            lines.append(f"          {c.get('constraint')} ({c.get('predicate')}): {c.get('finding')}")
+        if discarded.get("files"):
+            lines.append(f"  files:  {', '.join(discarded['files'])}")
+    elif result.get("files"):
+        lines.append(f"files     {', '.join(result['files'])}")
+    if result.get("decision_id"):
+        lines.append(f"decision  {result['decision_id']}")
+    if result.get("next"):
+        lines.append(f"next      {result['next']}")
+    return lines
+
+
+@jobs.command("prune")
+@click.option(
+    "--older-than",
+    "older_than",
+    default="14d",
+    show_default=True,
+    metavar="DURATION",
+    help="Remove what is older than this: 90s, 30m, 12h, 14d, 2w.",
+)
+@protocol_option
+@json_option
+def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> None:
+    """Remove halted refs, finished job directories and leftover working copies past their age.
+
+    \b
+    Halted refs (refs/snodo/halted/…) age by their commit's date, job directories by their
+    last update; working copies of runs whose process is gone are removed at any age (their
+    commits are kept under refs/snodo/halted/ first). Running and queued jobs are never touched.
+    """
+    from snodo.cli.output import console, emit_json
+    from snodo.engine.lifecycle import parse_duration, prune
+    from snodo.state.home import snodo_home
+
+    removed = prune(project_root(protocol_path), snodo_home(), older_than=parse_duration(older_than))
+    if as_json:
+        emit_json(removed)
+        return
+    total = len(removed["halted_refs"]) + len(removed["jobs"]) + len(removed["worktrees"])
+    if not total:
+        console().print(f"nothing to prune (nothing older than {older_than})", markup=False)
+        return
+    for ref in removed["halted_refs"]:
+        console().print(f"removed halted ref   {ref}", markup=False, highlight=False)
+    for job_id in removed["jobs"]:
+        console().print(f"removed job          {job_id}", markup=False, highlight=False)
+    for wt in removed["worktrees"]:
+        kept = f" (its commits kept at {wt['halted_ref']})" if wt.get("halted_ref") else ""
+        console().print(f"removed working copy {wt['path']}{kept}", markup=False, highlight=False)

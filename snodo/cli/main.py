@@ -29,8 +29,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "audit": ("snodo.cli.audit_cmd", "audit", "Verify or show the hash-chained audit log."),
     "run": ("snodo.cli.run_cmd", "run", "Run a task through the governed loop."),
     "serve": ("snodo.cli.serve_cmd", "serve", "Serve a mode's tools to an agent over MCP (stdio)."),
-    "session": ("snodo.cli.session_cmd", "session", "List or show governance sessions."),
-    "jobs": ("snodo.cli.jobs_cmd", "jobs", "List or show background jobs."),
+    "session": ("snodo.cli.session_cmd", "session", "List, show or close governance sessions."),
+    "jobs": ("snodo.cli.jobs_cmd", "jobs", "List, show or prune runs and background jobs."),
     "demo": ("snodo.cli.demo_cmd", "demo", "Walk the whole life cycle in a throwaway repository."),
     "doctor": ("snodo.cli.doctor_cmd", "doctor", "Show which sandbox backend confines agent code here."),
 }

@@ -1,19 +1,19 @@
 """``snodo run``: one task through the governed loop, in the foreground or as a job.
 
-Exit 0 when the run completed (validated evidence of completion), 1 when it halted; the
-halt names the outcome, the phase, the validators and what to do next.
+Exit 0 when the run completed (validated evidence of completion), 1 when it halted, 130
+when it was interrupted; the halt names the outcome, the phase, the validators and what to
+do next. The job's life cycle lives in :mod:`snodo.engine.lifecycle`; this module parses
+and prints.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import click
 
 from snodo.cli.common import json_option, load_project, protocol_option
-from snodo.errors import SnodoError
 
 
 @click.command()
@@ -61,73 +61,41 @@ def run(
     """
     from snodo.cli.output import console, emit_json, err_console
     from snodo.cli.validate_cmd import read_spec
-    from snodo.engine.jobs import JobStore
-    from snodo.engine.loop import Engine
-    from snodo.governance.service import Project, check_task_id, derive_task_id
+    from snodo.engine.lifecycle import JobRunner
 
     loaded, host = load_project(protocol_path)
-    jobs = JobStore(loaded.root)
+    runner = JobRunner(loaded, host)
     if mock:
         coder = "mock"
     if job_id is not None:
-        job = jobs.load(job_id)
-        text = jobs.spec(job_id)
-        task_id, mode_id, coder = job["task_id"], job["mode"], job["coder"]
+        prepared = runner.claim(job_id)
     elif resume_task is not None:
-        previous = jobs.latest_for_task(resume_task)
-        if previous is None:
-            raise SnodoError(
-                f"no earlier run of task {resume_task!r} in this project",
-                hint="`snodo jobs list` shows runs and their task ids",
-            )
-        if previous["status"] not in ("halted",):
-            raise SnodoError(f"task {resume_task!r} is {previous['status']}; only a halted task can be resumed")
-        text = jobs.spec(previous["job_id"])
-        task_id = resume_task
-        mode_id = mode_id or previous["mode"]
-        coder = coder or previous["coder"]
+        prepared = runner.resume(resume_task, mode=mode_id, coder=coder, background=background)
     else:
-        text = read_spec(spec)
-    project = Project(loaded, host, mode=mode_id)
-    task_id = check_task_id(task_id) if task_id else derive_task_id(text)
-    if job_id is None:
-        job = jobs.create(
-            spec=text,
-            task_id=task_id,
-            mode=project.mode_id,
-            coder=coder,
-            background=background,
-            protocol_path=loaded.path,
-        )
-        job_id = job["job_id"]
-        if background:
-            jobs.start_background(job_id, cwd=Path.cwd())
-            if as_json:
-                emit_json({"status": "accepted", "job_id": job_id, "task_id": task_id})
-            else:
-                console().print(f"started job {job_id} for task {task_id}; follow it with `snodo jobs show {job_id}`")
-            return
-    jobs.update(job_id, status="running", pid=os.getpid())
-
-    log_path = jobs.log_path(job_id)
+        prepared = runner.new(read_spec(spec), task_id=task_id, mode=mode_id, coder=coder, background=background)
+    if background and job_id is None:
+        runner.start_background(prepared, cwd=Path.cwd())
+        if as_json:
+            emit_json({"status": "accepted", "job_id": prepared.job_id, "task_id": prepared.task_id})
+        else:
+            console().print(
+                f"started job {prepared.job_id} for task {prepared.task_id}; "
+                f"follow it with `snodo jobs show {prepared.job_id}`"
+            )
+        return
 
     def progress(msg: str) -> None:
-        with open(log_path, "a", encoding="utf-8") as fh:
-            fh.write(msg + "\n")
         if not as_json:
             err_console().print(f"[dim]· {msg}[/]", markup=True, highlight=False)
 
-    try:
-        result = Engine(project, coder=coder, progress=progress, job_id=job_id).run(text, task_id=task_id)
-    except BaseException as exc:
-        jobs.update(job_id, status="halted", outcome="internal_error", error=str(exc))
-        raise
+    result = runner.execute(prepared, echo=progress)
     payload = result.payload()
-    jobs.update(job_id, status=result.status, outcome=result.outcome, result=payload)
     if as_json:
         emit_json(payload)
     else:
         render_result(payload)
+    if result.outcome == "interrupted":
+        raise SystemExit(130)
     raise SystemExit(0 if result.status == "completed" else 1)
 
 
@@ -151,6 +119,10 @@ def render_result(payload: dict[str, Any]) -> None:
         lines.append("files     " + ", ".join(payload["files"]))
     if payload.get("dropped"):
         lines.append("refused   " + ", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"]))
+    if payload.get("halted_ref"):
+        lines.append(f"kept at   {payload['halted_ref']}  (see `snodo jobs show {payload['job_id']}`)")
+    if payload.get("discarded"):
+        lines.append("discarded the work: a constraint says it must not be kept (see `snodo jobs show`)")
     if payload.get("decision_id"):
         lines.append(f"decision  {payload['decision_id']}")
     lines.append(f"next      {escape(payload['next'])}")

@@ -1,4 +1,8 @@
-"""``snodo session``: the governance sessions of this project (read-only)."""
+"""``snodo session``: the governance sessions of this project; ``close`` ends them.
+
+Sessions idle for 24 hours (``SNODO_SESSION_IDLE_TTL`` seconds) with no decision waiting
+read ``expired`` (see :mod:`snodo.state.sessions`).
+"""
 
 from __future__ import annotations
 
@@ -36,6 +40,8 @@ def list_cmd(all_projects: bool, protocol_path: Path | None, as_json: bool) -> N
                         "mode": s.mode,
                         "started_at": s.started_at,
                         "status": s.status,
+                        "last_active_at": s.last_active_at,
+                        "ended_at": s.ended_at,
                         "pending_decisions": sorted(s.pending_decisions),
                     }
                     for s in sessions
@@ -68,3 +74,63 @@ def show_cmd(session_id: str, as_json: bool) -> None:
         emit_json(data)
         return
     console().print_json(data=data)
+
+
+@session.command("close")
+@click.argument("session_id", required=False)
+@click.option(
+    "--drop-pending",
+    is_flag=True,
+    help="Also drop the decisions still waiting in the session (they can no longer be authorised).",
+)
+@protocol_option
+@json_option
+def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | None, as_json: bool) -> None:
+    """Close SESSION_ID, or every active session of this project.
+
+    \b
+    A session holding a pending decision is not closed unless --drop-pending says its
+    decisions may go: a person may still have to decide them with `snodo authorize`.
+    Every close is recorded in the project's audit log.
+    """
+    from snodo.cli.output import console, emit_json
+    from snodo.errors import SnodoError
+    from snodo.state.audit import AuditLog
+    from snodo.state.home import snodo_home
+    from snodo.state.sessions import ACTIVE, SessionStore
+
+    root = project_root(protocol_path)
+    store = SessionStore(snodo_home())
+    if session_id is not None:
+        chosen = [store.load(session_id).current()]
+        if chosen[0].status != ACTIVE:
+            raise SnodoError(f"session {session_id} is already {chosen[0].status}")
+    else:
+        chosen = [s for s in store.list(root) if s.status == ACTIVE]
+    waiting = [s for s in chosen if s.pending_decisions]
+    if waiting and not drop_pending:
+        names = ", ".join(f"{s.session_id} ({', '.join(sorted(s.pending_decisions))})" for s in waiting)
+        raise SnodoError(
+            f"not closed: decisions are still waiting in {names}",
+            hint="decide them with `snodo authorize`, or close with --drop-pending to drop them",
+        )
+    closed = []
+    for s in chosen:
+        dropped = sorted(s.pending_decisions)
+        for decision_id in dropped:
+            store.remove_pending(s.session_id, decision_id)
+        store.end(s.session_id)
+        audit_root = Path(s.project_root)
+        if (audit_root / ".snodo").is_dir():
+            AuditLog(audit_root / ".snodo" / "audit.log").append(
+                "session_closed", mode=s.mode, data={"session_id": s.session_id, "dropped_decisions": dropped}
+            )
+        closed.append({"session_id": s.session_id, "mode": s.mode, "dropped_decisions": dropped})
+    if as_json:
+        emit_json({"closed": closed})
+        return
+    if not closed:
+        console().print("no active session to close", markup=False)
+    for c in closed:
+        extra = f" (dropped pending decisions: {', '.join(c['dropped_decisions'])})" if c["dropped_decisions"] else ""
+        console().print(f"closed {c['session_id']}  {c['mode']}{extra}", markup=False, highlight=False)

@@ -4,6 +4,8 @@ A foreground ``snodo run`` records itself as a job too, so ``snodo jobs`` and
 ``--resume`` see every run. A background job is ``snodo run --job ID`` started detached;
 its status is written atomically by the process doing the work. A job whose process
 died without finishing is reported halted (``internal_error``), never "running" forever.
+This module is the store; what a run does with its job (queueing, interrupts, recording
+the result, pruning) is :mod:`snodo.engine.lifecycle`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,6 +79,7 @@ class JobStore:
             "outcome": None,
             "pid": None,
             "created_at": _now(),
+            "created_ns": time.time_ns(),  # orders the queue: oldest waiting job first
             "updated_at": _now(),
             "result": None,
         }

@@ -24,7 +24,8 @@ from typing import Any
 
 from attrs import Factory, frozen
 
-from snodo.engine.worktree import Worktree, create_worktree, uncommitted
+from snodo.engine.interrupt import Interrupted
+from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned, uncommitted
 from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
 from snodo.governance.service import (
     INSTRUCTIONS,
@@ -50,6 +51,7 @@ NEXT_STEP: dict[str, str] = {
     "environment_error": "fix the environment (coder program, model credentials, network, time limits) and "
     "run again; no token was spent on work that did not run",
     "internal_error": "this is a bug in snodo or a plugin: run again with -v and report the traceback",
+    "interrupted": "the run was stopped before it finished; run it again with `snodo run --resume {task_id}`",
 }
 
 
@@ -69,6 +71,10 @@ class RunResult:
     job_id: str | None = None
     dropped: tuple[dict[str, str], ...] = Factory(tuple)
     usage: tuple[dict[str, Any], ...] = Factory(tuple)  # what each coder attempt spent, as it reported
+    #: where a halted run's commits are kept (``refs/snodo/halted/<task>/<run>``), if any
+    halted_ref: str | None = None
+    #: what was thrown away, and why, when a constraint said the work must not be kept
+    discarded: dict[str, Any] | None = None
 
     def payload(self) -> dict[str, Any]:
         key = "completed" if self.status == "completed" else (self.outcome or "internal_error")
@@ -87,6 +93,8 @@ class RunResult:
             "validators": list(self.results),
             "dropped": list(self.dropped),
             "usage": list(self.usage),
+            "halted_ref": self.halted_ref,
+            "discarded": self.discarded,
             "next": NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
         }
 
@@ -138,16 +146,26 @@ class Engine:
     ) -> None:
         self.project = project
         self.coder_name = coder or project.mode.coder
-        self.progress = progress or (lambda _msg: None)
+        report = progress or (lambda _msg: None)
+        self.activity = ""  # the last thing reported: what was running if the run is interrupted
+
+        def tracked(msg: str) -> None:
+            self.activity = msg
+            report(msg)
+
+        self.progress: Progress = tracked
         self.job_id = job_id
         self.run_id = secrets.token_hex(4)
         self.attempt = 0
         self.usage: list[dict[str, Any]] = []
+        self.phase = "governance"
+        self.spec_text = ""
 
     # ------------------------------------------------------------------ public
 
     def run(self, spec: str, *, task_id: str | None = None) -> RunResult:
         task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
+        self.spec_text = spec
         p = self.project
         p.session()
         p.record(
@@ -166,8 +184,11 @@ class Engine:
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
             config = dict(p.mode.coder_config) if coder_spec.name == p.mode.coder else {}
             coder = coder_spec.factory(config)  # bad settings halt before any token exists
+            for gone in reclaim_abandoned(p.root, p.home, judge=lambda left: self._judge_unjudged(left, ())):
+                p.record("worktree_reclaimed", **gone)
+                self.progress(f"removed the working copy of run {gone['run_id']}, whose process had died")
             worktree = create_worktree(p.root, p.home, task_id, self.run_id)
-            self.progress(f"working copy {worktree.path} on branch {worktree.branch}")
+            self.progress(f"working copy {worktree.path} (run {self.run_id})")
             left_out = uncommitted(p.root)
             if left_out:
                 self.progress(
@@ -176,6 +197,7 @@ class Engine:
                 )
             result = self._loop(spec, task_id, coder_spec, coder, config, worktree)
             attempts = result.attempts
+            worktree.keep_as_branch()  # only completed work gets a branch
             p.record(
                 "completed",
                 task_id=task_id,
@@ -188,6 +210,12 @@ class Engine:
             return result
         except Halt as halt:
             return self._halted(task_id, halt, worktree)
+        except Interrupted as stop:
+            phase = "execute" if self.activity.startswith("coder") else self.phase
+            message = f"interrupted by {stop.signal_name} during {phase}"
+            if self.activity:
+                message += f" ({self.activity})"
+            return self._halted(task_id, Halt("interrupted", phase, message), worktree)
         except (EnvironmentProblem, CoderError, PluginError) as exc:
             return self._halted(task_id, Halt("environment_error", "execute", str(exc)), worktree)
         except SnodoError as exc:
@@ -223,6 +251,7 @@ class Engine:
         diff: str = "",
         persist_escalation: bool = True,
     ) -> ValidationOutcome:
+        self.phase = phase
         self.progress(f"{phase} validation")
         return validate_task(
             self.project,
@@ -442,20 +471,24 @@ class Engine:
         outcome_obj: ValidationOutcome | None = extra.get("outcome_obj")
         results = extra.get("results") or (tuple(r.as_json() for r in outcome_obj.results) if outcome_obj else ())
         decision_id = outcome_obj.decision_id if outcome_obj else None
+        files = tuple(extra.get("files", ()))
+        kept_ref, discarded = self._dispose(task_id, wt, tuple(results), files)
         result = RunResult(
             status="halted",
             task_id=task_id,
             outcome=halt.outcome,
             phase=halt.phase,
             message=halt.message,
-            branch=extra.get("branch"),
-            commit=extra.get("commit"),
+            branch=None,  # only completed work gets a branch
+            commit=None if discarded else extra.get("commit"),
             decision_id=decision_id,
             results=tuple(results),
-            files=tuple(extra.get("files", ())),
+            files=files,
             job_id=self.job_id,
             attempts=self.attempt,
             usage=tuple(self.usage),
+            halted_ref=kept_ref,
+            discarded=discarded,
         )
         self.project.record(
             "halt",
@@ -465,9 +498,114 @@ class Engine:
             phase=halt.phase,
             message=halt.message,
             decision_id=decision_id,
-            branch=result.branch,
+            halted_ref=kept_ref,
+            discarded=bool(discarded),
         )
         return result
+
+    def _dispose(
+        self, task_id: str, wt: Worktree | None, results: tuple[dict[str, Any], ...], files: tuple[str, ...]
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """Keep a halted run's commits under the halted namespace, or throw them away when a
+        failed constraint's predicate says the work must not be kept. Returns (ref, discarded)."""
+        if wt is None:
+            return None, None
+        reasons = self._discard_reasons(results)
+        if not reasons:
+            try:
+                reasons = self._judge_unjudged(wt, results)
+            except SnodoError as exc:  # fail closed: work that cannot be judged is not kept
+                reasons = [{"constraint": "-", "predicate": "-", "finding": f"could not be judged: {exc}"}]
+        if not reasons:
+            try:
+                ref = wt.keep_halted()
+            except SnodoError as exc:
+                self.progress(f"could not keep the halted run's commits: {exc}")
+                return None, None
+            if ref:
+                self.progress(f"the halted run's commits are kept at {ref}")
+            return ref, None
+        try:
+            done = wt.discard()
+        except SnodoError as exc:  # the working copy is gone; say what could not be done
+            done = {"error": str(exc)}
+        discarded = {
+            "reason": "a constraint whose failure means the work must not be kept failed",
+            "constraints": reasons,
+            "files": list(files),
+            **done,
+        }
+        self.project.record("work_discarded", task_id=task_id, run_id=self.run_id, **discarded)
+        self.progress(f"the run's work was discarded: {'; '.join(r['finding'] for r in reasons)[:300]}")
+        return None, discarded
+
+    def _discard_reasons(self, results: tuple[dict[str, Any], ...]) -> list[dict[str, str]]:
+        """Failed constraints whose predicate declares ``discard_work_on_failure``. A predicate
+        that could not judge (an error) counts as failed: fail closed."""
+        reasons = []
+        for r in results:
+            vtype = str(r.get("validator_type", ""))
+            if r.get("kind") != "constraint" or r.get("severity") == "pass" or not vtype.startswith("predicate:"):
+                continue
+            try:
+                spec = self.project.host.predicate(vtype.removeprefix("predicate:"))
+            except SnodoError:
+                continue
+            if spec.discard_work_on_failure:
+                reasons.append(
+                    {
+                        "constraint": str(r.get("validator_id")),
+                        "predicate": spec.name,
+                        "finding": str(r.get("justification")),
+                    }
+                )
+        return reasons
+
+    def _judge_unjudged(self, wt: Worktree, results: tuple[dict[str, Any], ...]) -> list[dict[str, str]]:
+        """Commits about to be kept that a discarding constraint never judged (the run was
+        interrupted, or halted before post_execute finished) are judged now, so no kept ref
+        holds what such a constraint forbids."""
+        from snodo.governance.runner import constraints_for
+        from snodo.records import PredicateContext
+
+        tip = wt.tip()
+        if tip is None or tip == wt.base:
+            return []
+        p = self.project
+        judged = {str(r.get("validator_id")) for r in results}
+        pending = []
+        for c in constraints_for(p.protocol, p.mode, p.protocol.validators_for(p.mode, "post_execute")):
+            if f"constraint:{c.constraint_id}" in judged:
+                continue
+            try:
+                spec = p.host.predicate(c.predicate)
+            except SnodoError:
+                continue
+            if spec.discard_work_on_failure:
+                pending.append((c, spec))
+        if not pending:
+            return []
+        git = Git(wt.path, PathGuard(wt.path, p.protocol.protected_paths))
+        ctx = PredicateContext(
+            workspace=wt.path,
+            task_id=wt.task_id,
+            task_spec=self.spec_text,
+            phase="post_execute",
+            changed_files=tuple(git.changed_files(wt.base)),
+            diff=git.read_diff(wt.base),
+        )
+        reasons = []
+        for c, spec in pending:
+            try:
+                verdict = spec.check(ctx, dict(c.params))
+                ok, message = bool(verdict.ok), str(verdict.message)
+            except Exception as exc:  # fail closed: a predicate that cannot judge discards
+                ok, message = False, f"{type(exc).__name__}: {exc}"
+            if not ok:
+                reasons.append(
+                    {"constraint": f"constraint:{c.constraint_id}", "predicate": spec.name, "finding": message}
+                )
+        return reasons
 
 
 def _plain_usage(usage: Any) -> dict[str, Any]:

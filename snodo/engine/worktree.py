@@ -1,101 +1,279 @@
-"""Per-run working copies: a git worktree per run, keyed by project AND run id.
+"""Per-run working copies, and what becomes of a run's work afterwards.
 
 A run never switches the user's checkout, never touches their uncommitted files and never
-collides with a leftover of an earlier run of the same task: each run gets its own
-``$SNODO_HOME/worktrees/<project-key>/<run_id>`` on its own branch
-``snodo/<task_id>-<run_id>``. A repository with no commit yet gets a base commit made
-with plumbing (no branch of the user's moves).
+collides with a leftover of an earlier run: each run gets its own detached git worktree at
+``$SNODO_HOME/worktrees/<project-key>/<run_id>``. Nothing is put under ``refs/heads/``
+while the run is going; when it ends its work goes to exactly one place:
+
+- ``completed`` → the branch ``snodo/<task_id>-<run_id>``, for review and merge;
+- halted with commits → ``refs/snodo/halted/<task_id>/<run_id>``, for inspection, out of
+  ``git branch`` listings and ``git push --all``;
+- halted by a constraint whose predicate says its failure means the work must be discarded
+  (a secret in the change) → nowhere: no ref or reflog reaches the commits, and the objects
+  the run added are deleted from the object store;
+- halted with no commit → nothing.
+
+While a run lives it holds an exclusive lock on ``<run_id>.lock`` beside its worktree; the
+kernel drops it when the process dies, even by SIGKILL. The next run (or ``snodo jobs
+prune``) finds the lock free, keeps any commit under the halted namespace and removes the
+working copy, so killed runs do not pile up.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import json
 import os
 import shutil
-import subprocess
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from attrs import frozen
+from attrs import define, field
 
-from snodo.errors import EnvironmentProblem
+from snodo.errors import EnvironmentProblem, SnodoError
+from snodo.gitrun import FALLBACK_IDENTITY, git_out, run_git
 
-_ENV = {
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_AUTHOR_NAME": "snodo",
-    "GIT_AUTHOR_EMAIL": "snodo@localhost",
-    "GIT_COMMITTER_NAME": "snodo",
-    "GIT_COMMITTER_EMAIL": "snodo@localhost",
-}
-
-
-def _git(cwd: Path, *args: str, identity: bool = False) -> str:
-    env = {**os.environ, **(_ENV if identity else {"GIT_TERMINAL_PROMPT": "0"})}
-    proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise EnvironmentProblem(f"git {' '.join(args[:3])} failed in {cwd}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
+HALTED_NAMESPACE = "refs/snodo/halted"
 
 
 def project_key(root: Path) -> str:
     return hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
 
 
-@frozen(kw_only=True)
+def worktrees_dir(home: Path, repo: Path) -> Path:
+    return home / "worktrees" / project_key(repo)
+
+
+def halted_ref(task_id: str, run_id: str) -> str:
+    return f"{HALTED_NAMESPACE}/{task_id}/{run_id}"
+
+
+def _rev(repo: Path, name: str) -> str | None:
+    result = run_git(repo, "rev-parse", "--verify", "-q", f"{name}^{{commit}}")
+    return (result.stdout.strip() or None) if result.ok else None
+
+
+@define(kw_only=True)
 class Worktree:
+    """One run's working copy. ``branch`` is the name the work gets if the run completes."""
+
     path: Path
     branch: str
     base: str
     repo: Path
+    task_id: str
+    run_id: str
+    lock_path: Path | None = None
+    _lock_fd: int | None = field(default=None, alias="lock_fd")
+
+    def tip(self) -> str | None:
+        """The commit the working copy's HEAD is at (``None`` once it is gone)."""
+        return _rev(self.path, "HEAD") if self.path.is_dir() else None
+
+    def keep_as_branch(self) -> str:
+        """Put the completed work on ``branch`` (create-only: never moves an existing ref)."""
+        tip = self.tip() or self.base
+        git_out(
+            self.repo, "update-ref", "-m", f"snodo: run {self.run_id} completed", f"refs/heads/{self.branch}", tip, ""
+        )
+        return self.branch
+
+    def keep_halted(self) -> str | None:
+        """Keep the halted run's commits under the snodo namespace; ``None`` when it made none."""
+        tip = self.tip()
+        if tip is None or tip == self.base:
+            return None
+        ref = halted_ref(self.task_id, self.run_id)
+        git_out(self.repo, "update-ref", ref, tip, "")
+        return ref
+
+    def discard(self) -> dict[str, Any]:
+        """Throw the run's work away: remove the working copy (and with it its HEAD reflog),
+        then delete from the object store every object the run added that nothing else
+        reaches. Returns what was done, for the job record and the audit log."""
+        tip = self.tip()
+        self.remove()
+        if tip is None or tip == self.base:
+            return {"commits": 0, "objects_deleted": 0, "objects_left": 0}
+        return purge_unreachable(self.repo, tip)
 
     def remove(self) -> None:
-        """Drop the working copy. A branch with commits stays for inspection; a branch the
-        run never committed to is deleted, so halted runs leave no empty branches behind."""
-        subprocess.run(
-            ["git", "-C", str(self.repo), "worktree", "remove", "--force", str(self.path)],
-            capture_output=True,
-            text=True,
-        )
+        """Drop the working copy and release the run's lock. Idempotent."""
+        if self.path.exists():
+            run_git(self.repo, "worktree", "remove", "--force", str(self.path))
         if self.path.exists():
             shutil.rmtree(self.path, ignore_errors=True)
-        subprocess.run(["git", "-C", str(self.repo), "worktree", "prune"], capture_output=True, text=True)
-        tip = subprocess.run(
-            ["git", "-C", str(self.repo), "rev-parse", "--verify", "-q", self.branch], capture_output=True, text=True
-        ).stdout.strip()
-        if tip == self.base:
-            subprocess.run(["git", "-C", str(self.repo), "branch", "-D", self.branch], capture_output=True, text=True)
+        run_git(self.repo, "worktree", "prune")
+        if self.lock_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.lock_path.unlink()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def purge_unreachable(repo: Path, tip: str) -> dict[str, Any]:
+    """Delete the loose objects reachable from ``tip`` that no ref, reflog or index reaches.
+
+    Only objects git itself reports as unreachable from everything else are touched; an
+    object already packed (rare for minutes-old work) is counted in ``objects_left``.
+    """
+    listing = run_git(repo, "rev-list", "--objects", tip, "--not", "--all", "--reflog", "--indexed-objects")
+    if not listing.ok:
+        raise EnvironmentProblem(f"could not list the objects of the discarded work in {repo}: {listing.detail()}")
+    shas = [line.split(" ", 1)[0] for line in listing.stdout.splitlines() if line.strip()]
+    commits = run_git(repo, "rev-list", "--count", tip, "--not", "--all", "--reflog").stdout.strip()
+    objects = Path(git_out(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")) / "objects"
+    deleted = left = 0
+    for sha in shas:
+        loose = objects / sha[:2] / sha[2:]
+        try:
+            loose.unlink()
+            deleted += 1
+        except FileNotFoundError:
+            left += 1
+    found: dict[str, Any] = {"commits": int(commits or 0), "objects_deleted": deleted, "objects_left": left}
+    if left:
+        found["note"] = (
+            f"{left} object(s) of the discarded work were already packed; `git gc --prune=now` in {repo} removes them"
+        )
+    return found
 
 
 def require_repo(root: Path) -> None:
     if shutil.which("git") is None:
         raise EnvironmentProblem("git is not installed", hint="install git; snodo commits on task branches")
-    proc = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if proc.returncode != 0:
+    if not run_git(root, "rev-parse", "--show-toplevel").ok:
         raise EnvironmentProblem(f"{root} is not a git repository", hint="run `git init` in the project first")
 
 
 def uncommitted(repo: Path) -> list[str]:
     """Paths with uncommitted changes in the user's checkout (governance state aside): a run
     starts from the last commit, so these are not part of it and the user should know."""
-    proc = subprocess.run(
-        ["git", "-C", str(repo), "--no-optional-locks", "status", "--porcelain", "--", ".", ":!.snodo"],
-        capture_output=True,
-        text=True,
-    )
-    return [line[3:] for line in proc.stdout.splitlines() if line.strip()]
+    out = run_git(repo, "--no-optional-locks", "status", "--porcelain", "--", ".", ":!.snodo").stdout
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def _take_lock(directory: Path, run_id: str, meta: dict[str, Any]) -> tuple[Path, int]:
+    """Create ``<run_id>.lock`` already locked: written and flocked under a temporary name,
+    then renamed into place, so no one ever sees it unlocked while its owner lives."""
+    final = directory / f"{run_id}.lock"
+    temp = directory / f".{run_id}.lock.tmp"
+    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, json.dumps(meta).encode())
+    os.replace(temp, final)
+    return final, fd
+
+
+def _owner_gone(lock: Path) -> int | None:
+    """A descriptor holding ``lock`` if its owner is dead (the lock was free), else ``None``."""
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def reclaim_abandoned(
+    repo: Path, home: Path, *, judge: Callable[[Worktree], list[dict[str, str]]] | None = None
+) -> list[dict[str, Any]]:
+    """Clean up after runs that died without cleaning up (SIGKILL, power loss): commits go
+    under the halted namespace — unless ``judge`` (the discarding constraints) finds a
+    reason to throw them away — and the working copy and its lock are removed. Returns
+    what was reclaimed."""
+    directory = worktrees_dir(home, repo)
+    if not directory.is_dir():
+        return []
+    reclaimed = []
+    for lock in sorted(directory.glob("*.lock")):
+        fd = _owner_gone(lock)
+        if fd is None:
+            continue
+        try:
+            meta = json.loads(lock.read_text(encoding="utf-8") or "{}")
+        except (OSError, ValueError):
+            meta = {}
+        run_id = lock.name.removesuffix(".lock")
+        wt = Worktree(
+            path=directory / run_id,
+            branch="",
+            base=str(meta.get("base", "")),
+            repo=repo,
+            task_id=str(meta.get("task_id", "unknown-task")),
+            run_id=run_id,
+            lock_path=lock,
+            lock_fd=fd,
+        )
+        ref = None
+        reasons: list[dict[str, str]] = []
+        if judge is not None and wt.base:
+            try:
+                reasons = judge(wt)
+            except SnodoError as exc:  # fail closed: work that cannot be judged is not kept
+                reasons = [{"constraint": "-", "predicate": "-", "finding": f"could not be judged: {exc}"}]
+        if reasons:
+            with contextlib.suppress(SnodoError):
+                wt.discard()
+        else:
+            with contextlib.suppress(SnodoError):
+                ref = wt.keep_halted() if wt.base else None
+        wt.remove()
+        entry: dict[str, Any] = {"run_id": run_id, "task_id": wt.task_id, "path": str(wt.path), "halted_ref": ref}
+        if reasons:
+            entry["discarded"] = reasons
+        reclaimed.append(entry)
+    return reclaimed
 
 
 def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktree:
     require_repo(repo)
-    head = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    head = _rev(repo, "HEAD")
     if not head:
-        empty_tree = _git(repo, "hash-object", "-t", "tree", "/dev/null")
-        head = _git(
-            repo, "commit-tree", empty_tree, "-m", "snodo: empty base for a repository with no commits", identity=True
+        identity = {
+            "GIT_AUTHOR_NAME": FALLBACK_IDENTITY["user.name"],
+            "GIT_AUTHOR_EMAIL": FALLBACK_IDENTITY["user.email"],
+            "GIT_COMMITTER_NAME": FALLBACK_IDENTITY["user.name"],
+            "GIT_COMMITTER_EMAIL": FALLBACK_IDENTITY["user.email"],
+        }
+        empty_tree = git_out(repo, "hash-object", "-t", "tree", "/dev/null")
+        head = git_out(
+            repo, "commit-tree", empty_tree, "-m", "snodo: empty base for a repository with no commits", env=identity
         )
-    branch = f"snodo/{task_id}-{run_id}"
-    path = home / "worktrees" / project_key(repo) / run_id
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _git(repo, "worktree", "add", "-q", "-b", branch, str(path), head)
-    return Worktree(path=path, branch=branch, base=head, repo=repo)
+    directory = worktrees_dir(home, repo)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / run_id
+    meta = {
+        "task_id": task_id,
+        "run_id": run_id,
+        "base": head,
+        "pid": os.getpid(),
+        "repo": str(repo),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    lock_path, fd = _take_lock(directory, run_id, meta)
+    wt = Worktree(
+        path=path,
+        branch=f"snodo/{task_id}-{run_id}",
+        base=head,
+        repo=repo,
+        task_id=task_id,
+        run_id=run_id,
+        lock_path=lock_path,
+        lock_fd=fd,
+    )
+    try:
+        git_out(repo, "worktree", "add", "-q", "--detach", str(path), head)
+    except BaseException:
+        wt.remove()
+        raise
+    return wt

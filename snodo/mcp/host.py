@@ -124,7 +124,7 @@ def job_view(job: Mapping[str, Any]) -> dict[str, Any]:
         view["outcome"] = job.get("outcome")
     result = job.get("result")
     if isinstance(result, Mapping):
-        for key in ("phase", "message", "branch", "commit", "files", "decision_id", "next"):
+        for key in ("phase", "message", "branch", "commit", "halted_ref", "discarded", "files", "decision_id", "next"):
             if result.get(key) not in (None, "", []):
                 view[key] = result[key]
     if job.get("error"):

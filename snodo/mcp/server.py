@@ -10,14 +10,22 @@ per-request envelope) and serialises results for the negotiated version.
 Tool work is synchronous (files, git, validators running test suites) and runs on worker
 threads, so one slow validation does not stop the server answering. A client that goes
 away is the normal end of a stdio server: end of input, or a broken pipe, ends the process
-quietly with exit status 0 and no traceback.
+quietly with exit status 0 and no traceback. SIGINT and SIGTERM stop it too: the child
+processes of tool calls in flight (a test run) are killed, the calls are given a moment to
+finish their bookkeeping, and the process exits 0 — without waiting for stdin, which a
+worker thread may be blocked reading.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -29,6 +37,10 @@ from mcp.server.stdio import stdio_server
 from snodo import __version__
 from snodo.governance.service import Project
 from snodo.mcp.host import ToolHost
+from snodo.proc import terminate_all
+
+#: How long a stop waits for tool calls in flight to finish once their children are killed.
+STOP_GRACE = 10.0
 
 _DISCONNECTS: tuple[type[BaseException], ...] = (
     BrokenPipeError,
@@ -61,15 +73,40 @@ def _wire_tools(host: ToolHost) -> list[types.Tool]:
     return tools
 
 
-def build_server(host: ToolHost) -> Server[Any]:
+class _InFlight:
+    """Counts tool calls running on worker threads, so a stop can wait for them."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = threading.Condition()
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        with self._idle:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._count -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count == 0, timeout=timeout)
+
+
+def build_server(host: ToolHost, inflight: _InFlight | None = None) -> Server[Any]:
     """The MCP server for one :class:`ToolHost`; listing and calls both go through it."""
     tools = _wire_tools(host)
+    calls = inflight or _InFlight()
 
     async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[t.model_copy(deep=True) for t in tools])
 
     async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        reply = await anyio.to_thread.run_sync(host.call, params.name, params.arguments)
+        with calls.call():
+            reply = await anyio.to_thread.run_sync(host.call, params.name, params.arguments)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=reply.text())],
             structured_content=reply.data if reply.ok else None,
@@ -121,7 +158,9 @@ def serve_stdio(project: Project) -> None:
     """Serve ``project``'s mode on stdin/stdout until the client leaves."""
     _configure_logging()
     host = ToolHost(project)
-    server = build_server(host)
+    inflight = _InFlight()
+    server = build_server(host, inflight)
+    _stop_on_signals(project, inflight)
     print(
         f"snodo serve: mode {project.mode_id!r} of protocol {project.protocol.protocol_id!r} at "
         f"{project.root} — {len(host.tools)} tools on stdio",
@@ -140,6 +179,29 @@ def serve_stdio(project: Project) -> None:
             raise
     finally:
         _detach_stdout()
+
+
+def _stop_on_signals(project: Project, inflight: _InFlight) -> None:
+    """SIGINT/SIGTERM: kill the children of calls in flight, let the calls end, exit 0."""
+    stopping = threading.Event()
+
+    def stop(signum: int) -> None:
+        inflight.wait_idle(STOP_GRACE)
+        with contextlib.suppress(Exception):
+            project.record("serve_stopped", signal=signal.Signals(signum).name)
+        with contextlib.suppress(Exception):
+            print(f"snodo serve: stopped by {signal.Signals(signum).name}", file=sys.stderr, flush=True)
+        os._exit(0)  # a worker thread may be blocked reading stdin; do not wait for it
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        terminate_all()
+        if not stopping.is_set():
+            stopping.set()
+            # not a daemon: if input ends meanwhile, exiting waits for this thread to finish
+            threading.Thread(target=stop, args=(signum,), name="snodo-serve-stop", daemon=False).start()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
 
 
 def _detach_stdout() -> None:

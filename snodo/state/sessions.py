@@ -5,15 +5,22 @@ A session is where an escalation waits for a human: ``validate_task`` persists a
 possibly much later) finds it by id. Every change is a locked read-modify-write of one
 file followed by an atomic replace, so concurrent validators never lose each other's
 pending decisions.
+
+A session is ``active`` while it is used. One idle for longer than :func:`idle_ttl`
+(24 hours unless ``SNODO_SESSION_IDLE_TTL`` gives seconds) with no decision waiting is
+``expired``: lists show it so and the next command starts a fresh one. ``snodo session
+close`` ends one on purpose (``closed``). A session holding a pending decision stays active
+however long it waits: a person still has to decide.
 """
 
 from __future__ import annotations
 
 import builtins
+import os
 import re
 import secrets
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +32,35 @@ from snodo.state.home import project_state_dir, sessions_dir
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 ACTIVE = "active"
+CLOSED = "closed"
+EXPIRED = "expired"
+
+#: Idle time after which a session with no pending decision is expired (see :func:`idle_ttl`).
+DEFAULT_IDLE_TTL = timedelta(hours=24)
+#: Activity is written down at most this often, so busy sessions do not rewrite their file.
+_TOUCH_EVERY = timedelta(seconds=60)
+
+
+def idle_ttl() -> timedelta:
+    """``SNODO_SESSION_IDLE_TTL`` (seconds) if set to a positive number, else 24 hours."""
+    raw = os.environ.get("SNODO_SESSION_IDLE_TTL", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return timedelta(seconds=int(raw))
+    return DEFAULT_IDLE_TTL
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _when(stamp: str | None) -> datetime | None:
+    if not stamp:
+        return None
+    try:
+        value = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 @frozen(kw_only=True)
@@ -67,6 +103,29 @@ class Session:
     started_at: str
     status: str
     pending_decisions: dict[str, PendingDecision] = Factory(dict)
+    last_active_at: str | None = None
+    ended_at: str | None = None
+
+    def last_active(self) -> datetime | None:
+        return _when(self.last_active_at) or _when(self.started_at)
+
+    def idle_expired(self, now: datetime | None = None) -> bool:
+        """Active, idle past :func:`idle_ttl`, and no decision waiting for a person."""
+        last = self.last_active()
+        return (
+            self.status == ACTIVE
+            and not self.pending_decisions
+            and last is not None
+            and (now or _now()) - last > idle_ttl()
+        )
+
+    def current(self, now: datetime | None = None) -> Session:
+        """This session as it stands now: an idle one reads ``expired``."""
+        if self.idle_expired(now):
+            last = self.last_active()
+            ended = (last + idle_ttl()).isoformat(timespec="seconds") if last else None
+            return evolve(self, status=EXPIRED, ended_at=ended)
+        return self
 
 
 @frozen(kw_only=True)
@@ -100,6 +159,7 @@ class SessionStore:
             mode=mode,
             started_at=started.isoformat(timespec="seconds"),
             status=ACTIVE,
+            last_active_at=started.isoformat(timespec="seconds"),
         )
         save_record(self.path(session.session_id), session)
         return session
@@ -121,6 +181,35 @@ class SessionStore:
         with file_lock(path):
             session = change(self.load(session_id))
             save_record(path, session)
+        return session
+
+    def touch(self, session_id: str) -> Session:
+        """Record that the session is in use (at most once a minute)."""
+
+        def change(session: Session) -> Session:
+            last = session.last_active()
+            if last is not None and _now() - last < _TOUCH_EVERY:
+                return session
+            return evolve(session, last_active_at=_now().isoformat(timespec="seconds"))
+
+        return self._update(session_id, change)
+
+    def end(self, session_id: str, status: str = CLOSED) -> Session:
+        """Close (or expire) a session; it is dropped from its project's active sessions."""
+        session = self._update(
+            session_id,
+            lambda s: (
+                s if s.status != ACTIVE else evolve(s, status=status, ended_at=_now().isoformat(timespec="seconds"))
+            ),
+        )
+        project = Path(session.project_root)
+        if project_state_path(project).exists():
+            update_project_state(
+                project,
+                lambda state: evolve(
+                    state, active_sessions=tuple(sid for sid in state.active_sessions if sid != session_id)
+                ),
+            )
         return session
 
     def add_pending(self, session_id: str, pending: PendingDecision) -> Session:
@@ -160,9 +249,11 @@ class SessionStore:
         )
 
     def list(self, project_root: Path | str | None = None) -> builtins.list[Session]:
-        """Sessions, oldest first, optionally only those of one project. A corrupt file raises."""
+        """Sessions as they stand now (idle ones ``expired``), oldest first, optionally only
+        those of one project. A corrupt file raises."""
         root = _root(project_root) if project_root is not None else None
-        sessions = [load_record(path, Session) for path in sorted(self.directory.glob("*.json"))]
+        now = _now()
+        sessions = [load_record(path, Session).current(now) for path in sorted(self.directory.glob("*.json"))]
         return [s for s in sessions if root is None or s.project_root == root]
 
 
@@ -198,18 +289,30 @@ def ensure_session(project: Path, mode: str, home: Path) -> tuple[Session, bool]
     """The project's active session for ``mode``, started (and recorded) if there is none.
 
     Returns ``(session, created)`` so the caller can audit ``session_started``. Ids of
-    sessions whose files are gone are dropped from the project state.
+    sessions whose files are gone, or that were closed or expired, are dropped from the
+    project state; an expired one is marked so on disk.
     """
     store = SessionStore(home)
     project_state_dir(project)
     path = project_state_path(project)
     with file_lock(path):
         state = load_project_state(project)
-        live = tuple(sid for sid in state.active_sessions if store.exists(sid))
+        live: builtins.list[str] = []
+        for sid in state.active_sessions:
+            if not store.exists(sid):
+                continue
+            stored = store.load(sid)
+            if stored.idle_expired():
+                store._update(sid, lambda s: s.current())
+                continue
+            if stored.status == ACTIVE:
+                live.append(sid)
         for sid in live:
             session = store.load(sid)
-            if session.mode == mode and session.status == ACTIVE and session.project_root == _root(project):
-                return session, False
+            if session.mode == mode and session.project_root == _root(project):
+                return store.touch(sid), False
+        if tuple(live) != state.active_sessions:
+            state = evolve(state, active_sessions=tuple(live))
         session = store.create(project, mode)
         save_project_state(project, evolve(state, active_sessions=(*live, session.session_id)))
     return session, True

@@ -13,15 +13,12 @@ tools) they do not consult the guard.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from snodo.errors import EnvironmentProblem, ToolError
+from snodo.errors import ToolError
+from snodo.gitrun import GIT_TIMEOUT, GitTimeout, identity_args, run_git
 from snodo.workspace.guard import PathGuard
-
-GIT_TIMEOUT = 120.0
-_FALLBACK_IDENTITY = {"user.name": "snodo", "user.email": "snodo@localhost"}
 
 
 class Git:
@@ -194,45 +191,23 @@ class Git:
         if self._run("check-ref-format", "--branch", name, check=False).strip() != name:
             raise ToolError(f"{name!r} is not a valid branch name")
 
-    def _identity(self) -> list[str]:
-        """``-c`` options naming snodo as author only for what the repository leaves unset."""
-        args: list[str] = []
-        for key, value in _FALLBACK_IDENTITY.items():
-            if not self._run("config", "--get", key, check=False).strip():
-                args += ["-c", f"{key}={value}"]
-        return args
-
     def _head_sha(self) -> str:
         return self._run("rev-parse", "--verify", "HEAD").strip()
 
     def _run(self, *args: str, check: bool = True, stdin: str | None = None, identity: bool = False) -> str:
-        """Run ``git -C root args`` and return its stdout; a failure (with ``check``)
-        becomes a :class:`ToolError` carrying git's own explanation. ``identity`` supplies
-        a committer for commands that create commits."""
-        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LITERAL_PATHSPECS": "1", "GIT_EDITOR": ":"}
-        config = self._identity() if identity else []
+        """Run ``git -C root args`` through the one runner and return its stdout; a failure
+        (with ``check``) or a time-out becomes a :class:`ToolError` carrying git's own
+        explanation. ``identity`` supplies a committer for commands that create commits."""
+        config = identity_args(self.root) if identity else []
         try:
-            proc = subprocess.run(
-                ["git", "-C", str(self.root), *config, *args],
-                input=stdin,
-                capture_output=True,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                env=env,
-                timeout=GIT_TIMEOUT,
-                check=False,
-            )
-        except FileNotFoundError:
-            raise EnvironmentProblem("cannot run 'git': program not found", hint="install git") from None
-        except subprocess.TimeoutExpired:
+            result = run_git(self.root, *config, *args, stdin=stdin, env={"GIT_LITERAL_PATHSPECS": "1"})
+        except GitTimeout:
             raise ToolError(f"git {args[0]} did not finish within {GIT_TIMEOUT:.0f} s") from None
-        if proc.returncode != 0:
+        if not result.ok:
             if check:
-                detail = "\n".join(filter(None, (proc.stderr.strip(), proc.stdout.strip())))
-                raise ToolError(f"git {args[0]} failed: {detail or f'exit code {proc.returncode}'}")
+                raise ToolError(f"git {args[0]} failed: {result.detail()}")
             return ""
-        return proc.stdout
+        return result.stdout
 
 
 def _argument(value: str, what: str) -> str:

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,66 @@ def test_sigkill_mid_write_leaves_state_readable(
         log.append("after_kill", mode="dev", data={})
     assert log.verify().ok
     assert [p for p in store.directory.glob("*.json")] == [store.path(session.session_id)]
+
+
+# ------------------------------------------------------------ idle expiry and closing
+
+
+def _idle_for(store: SessionStore, session_id: str, hours: float) -> None:
+    """Fake an age: rewrite the recorded last activity (no sleeping)."""
+    path = store.path(session_id)
+    data = json.loads(path.read_text())
+    stamp = datetime.now(UTC) - timedelta(hours=hours)
+    data["last_active_at"] = data["started_at"] = stamp.isoformat(timespec="seconds")
+    path.write_text(json.dumps(data))
+
+
+def test_an_idle_session_reads_expired_and_the_next_command_starts_a_fresh_one(
+    project: Path, home: Path, store: SessionStore
+) -> None:
+    session, _ = ensure_session(project, "dev", home)
+    _idle_for(store, session.session_id, 23)
+    assert [s.status for s in store.list(project)] == ["active"]
+    assert ensure_session(project, "dev", home)[1] is False  # still within the day
+    _idle_for(store, session.session_id, 25)
+    listed = store.list(project)
+    assert [s.status for s in listed] == ["expired"] and listed[0].ended_at
+    fresh, created = ensure_session(project, "dev", home)
+    assert created and fresh.session_id != session.session_id
+    assert store.load(session.session_id).status == "expired"  # written down, not only shown
+    assert load_project_state(project).active_sessions == (fresh.session_id,)
+
+
+def test_the_idle_ttl_is_configurable(project: Path, store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    session = store.create(project, "dev")
+    _idle_for(store, session.session_id, 2)
+    assert store.list(project)[0].status == "active"
+    monkeypatch.setenv("SNODO_SESSION_IDLE_TTL", "3600")
+    assert store.list(project)[0].status == "expired"
+    monkeypatch.setenv("SNODO_SESSION_IDLE_TTL", "not a number")  # ignored: the documented default
+    assert store.list(project)[0].status == "active"
+
+
+def test_a_session_with_a_waiting_decision_does_not_expire(
+    project: Path, store: SessionStore, make_pending: MakePending
+) -> None:
+    session = store.create(project, "dev")
+    store.add_pending(session.session_id, make_pending("dec-wait"))
+    _idle_for(store, session.session_id, 24 * 30)
+    assert store.list(project)[0].status == "active"
+
+
+def test_activity_keeps_a_session_alive(project: Path, home: Path, store: SessionStore) -> None:
+    session, _ = ensure_session(project, "dev", home)
+    _idle_for(store, session.session_id, 20)
+    touched, created = ensure_session(project, "dev", home)
+    assert not created and touched.session_id == session.session_id
+    assert touched.last_active() is not None and datetime.now(UTC) - touched.last_active() < timedelta(minutes=1)
+
+
+def test_end_closes_and_drops_from_the_project(project: Path, home: Path, store: SessionStore) -> None:
+    session, _ = ensure_session(project, "dev", home)
+    ended = store.end(session.session_id)
+    assert ended.status == "closed" and ended.ended_at
+    assert load_project_state(project).active_sessions == ()
+    assert ensure_session(project, "dev", home)[1] is True

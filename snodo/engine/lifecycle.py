@@ -1,0 +1,312 @@
+"""The life cycle of a run as a job: created, queued, running, then completed or halted.
+
+The command line only parses and prints; everything a run does to the job record lives
+here, so ``snodo run`` in the foreground, ``snodo run --background`` and the MCP host's
+``dispatch_task`` (which starts ``snodo run --job ID``) all follow one path:
+
+- a background job waits ``queued`` until one of ``execution.max_parallel_jobs`` slots is
+  free (oldest first); a slot is an ``flock`` on ``.snodo/jobs/.slots/slot-N.lock``, which
+  the kernel frees when the job's process ends, however it ends;
+- SIGINT/SIGTERM kill every child tree, halt the run as ``interrupted`` (recorded with what
+  was running), clean the working copy and make ``snodo run`` exit 130;
+- ``prune`` removes what a project no longer needs: halted refs, job directories and
+  leftover working copies past an age.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attrs import frozen
+
+from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
+from snodo.engine.jobs import JobStore
+from snodo.engine.loop import Engine, RunResult
+from snodo.engine.worktree import HALTED_NAMESPACE, reclaim_abandoned, worktrees_dir
+from snodo.errors import SnodoError
+from snodo.gitrun import run_git
+from snodo.state.audit import AuditLog
+
+if TYPE_CHECKING:
+    from snodo.governance.service import Project
+    from snodo.plugins import PluginHost
+    from snodo.protocol import LoadedProtocol
+
+Echo = Callable[[str], None]
+
+#: How long a queued job sleeps between looks for a free slot.
+QUEUE_POLL = 0.2
+
+#: ``snodo jobs prune`` removes what is older than this unless told otherwise.
+DEFAULT_PRUNE_AGE = timedelta(days=14)
+
+FINAL = ("completed", "halted")
+
+
+@frozen(kw_only=True)
+class PreparedRun:
+    """A job record ready to run: what, under which task id, mode and coder."""
+
+    job_id: str
+    task_id: str
+    spec: str
+    mode: str
+    coder: str | None
+    background: bool
+
+
+class JobRunner:
+    """Creates, starts and executes the runs of one project."""
+
+    def __init__(self, loaded: LoadedProtocol, host: PluginHost) -> None:
+        self.loaded = loaded
+        self.host = host
+        self.jobs = JobStore(loaded.root)
+
+    # ---------------------------------------------------------------- creating
+
+    def new(
+        self, spec: str, *, task_id: str | None, mode: str | None, coder: str | None, background: bool
+    ) -> PreparedRun:
+        """A new job for ``spec`` (the task id is derived from the spec unless given)."""
+        from snodo.governance.service import check_task_id, derive_task_id
+
+        project = self._project(mode)
+        task = check_task_id(task_id) if task_id else derive_task_id(spec)
+        job = self.jobs.create(
+            spec=spec,
+            task_id=task,
+            mode=project.mode_id,
+            coder=coder,
+            background=background,
+            protocol_path=self.loaded.path,
+        )
+        return PreparedRun(
+            job_id=job["job_id"], task_id=task, spec=spec, mode=project.mode_id, coder=coder, background=background
+        )
+
+    def resume(self, task_id: str, *, mode: str | None, coder: str | None, background: bool) -> PreparedRun:
+        """A new job running a halted task's spec again (it is validated again from scratch)."""
+        previous = self.jobs.latest_for_task(task_id)
+        if previous is None:
+            raise SnodoError(
+                f"no earlier run of task {task_id!r} in this project",
+                hint="`snodo jobs list` shows runs and their task ids",
+            )
+        if previous["status"] != "halted":
+            raise SnodoError(f"task {task_id!r} is {previous['status']}; only a halted task can be resumed")
+        return self.new(
+            self.jobs.spec(previous["job_id"]),
+            task_id=task_id,
+            mode=mode or previous["mode"],
+            coder=coder or previous["coder"],
+            background=background,
+        )
+
+    def claim(self, job_id: str) -> PreparedRun:
+        """The queued job ``snodo run --job ID`` was started to execute."""
+        job = self.jobs.load(job_id)
+        if job["status"] != "queued":
+            raise SnodoError(f"job {job_id} is {job['status']}, not queued; it cannot be run again")
+        return PreparedRun(
+            job_id=job_id,
+            task_id=job["task_id"],
+            spec=self.jobs.spec(job_id),
+            mode=job["mode"],
+            coder=job["coder"],
+            background=bool(job.get("background")),
+        )
+
+    def start_background(self, run: PreparedRun, *, cwd: Path) -> int:
+        """Start ``snodo run --job ID`` detached; it queues for a slot itself."""
+        return self.jobs.start_background(run.job_id, cwd=cwd)
+
+    # --------------------------------------------------------------- executing
+
+    def execute(self, run: PreparedRun, *, echo: Echo | None = None) -> RunResult:
+        """Run the job to its end and record the result; never leaves it ``running``.
+
+        Returns the engine's result (``outcome == "interrupted"`` after SIGINT/SIGTERM).
+        A fault outside the engine is recorded as ``internal_error`` and raised.
+        """
+        log_path = self.jobs.log_path(run.job_id)
+
+        def progress(msg: str) -> None:
+            with open(log_path, "a", encoding="utf-8") as fh:
+                fh.write(msg + "\n")
+            if echo is not None:
+                echo(msg)
+
+        project = self._project(run.mode)
+        with interruptible() as stop:
+            try:
+                slot = self._slot(run, project, progress) if run.background else contextlib.nullcontext()
+                with slot:
+                    self.jobs.update(run.job_id, status="running", pid=os.getpid(), started_at=_now())
+                    try:
+                        engine = Engine(project, coder=run.coder, progress=progress, job_id=run.job_id)
+                        result = engine.run(run.spec, task_id=run.task_id)
+                    except Interrupted as exc:  # outside the engine's own handling
+                        result = self._interrupted_outside(run, project, exc)
+                    self._record(run, result, stop)  # while the slot is held: never two "running" too many
+            except Interrupted as exc:  # while queued
+                result = self._interrupted_outside(run, project, exc)
+                self._record(run, result, stop)
+            except BaseException as exc:
+                self.jobs.update(run.job_id, status="halted", outcome="internal_error", error=str(exc) or repr(exc))
+                raise
+        return result
+
+    def _record(self, run: PreparedRun, result: RunResult, stop: InterruptState) -> None:
+        changes: dict[str, Any] = {"status": result.status, "outcome": result.outcome, "result": result.payload()}
+        if result.outcome == "interrupted":
+            changes["interrupted"] = {
+                "signal": stop.signal_name,
+                "phase": result.phase,
+                "during": result.message,
+                "processes": [" ".join(argv)[:500] for argv in stop.processes],
+            }
+        self.jobs.update(run.job_id, finished_at=_now(), **changes)
+
+    def _interrupted_outside(self, run: PreparedRun, project: Project, exc: Interrupted) -> RunResult:
+        """An interrupt that came while queued (or between the engine's steps)."""
+        status = self.jobs.load(run.job_id)["status"]
+        phase = "queued" if status == "queued" else "engine"
+        message = f"interrupted by {exc.signal_name} while {'queued' if phase == 'queued' else 'finishing'}"
+        project.record(
+            "halt", task_id=run.task_id, job_id=run.job_id, outcome="interrupted", phase=phase, message=message
+        )
+        return RunResult(
+            status="halted", task_id=run.task_id, outcome="interrupted", phase=phase, message=message, job_id=run.job_id
+        )
+
+    @contextlib.contextmanager
+    def _slot(self, run: PreparedRun, project: Project, progress: Echo) -> Iterator[int]:
+        """Wait ``queued`` for one of ``max_parallel_jobs`` slots, oldest job first; hold it."""
+        limit = max(1, int(project.protocol.execution.max_parallel_jobs))
+        directory = self.jobs.directory / ".slots"
+        directory.mkdir(parents=True, exist_ok=True)
+        self.jobs.update(run.job_id, status="queued", pid=os.getpid())
+        said = False
+        while True:
+            if self._first_in_line(run.job_id):
+                for n in range(limit):
+                    fd = os.open(directory / f"slot-{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        os.close(fd)
+                        continue
+                    try:
+                        yield n
+                    finally:
+                        os.close(fd)
+                    return
+            if not said:
+                progress(f"queued: at most {limit} job(s) run at once (max_parallel_jobs); waiting for a slot")
+                said = True
+            time.sleep(QUEUE_POLL)
+
+    def _first_in_line(self, job_id: str) -> bool:
+        """Whether no older job of this project is waiting for a slot (FIFO)."""
+        waiting = [
+            j
+            for j in self.jobs.list()
+            if j["status"] == "queued" and j.get("background") and j.get("pid") and j["job_id"] != job_id
+        ]
+        mine = self.jobs.load(job_id)
+        key = (mine.get("created_ns") or 0, job_id)
+        return not any((j.get("created_ns") or 0, j["job_id"]) < key for j in waiting)
+
+    def _project(self, mode: str | None) -> Project:
+        from snodo.governance.service import Project
+
+        return Project(self.loaded, self.host, mode=mode)
+
+
+# ------------------------------------------------------------------ pruning
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw]?)\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks", "": "days"}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``14d``, ``12h``, ``30m``, ``90s``, ``2w`` (a bare number is days)."""
+    match = _DURATION.match(text)
+    if not match:
+        raise SnodoError(
+            f"{text!r} is not a duration",
+            hint="use a number and a unit: 90s, 30m, 12h, 14d or 2w (a bare number is days)",
+        )
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _parse_time(value: Any) -> datetime | None:
+    try:
+        stamp = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+
+
+def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) -> dict[str, Any]:
+    """Remove what is past ``older_than``: halted refs (by their commit's date), finished
+    job directories (by their last update) and leftover working copies (those whose run
+    is gone; a copy no run ever locked goes by its age). Live jobs and their working
+    copies are never touched. Returns what was removed."""
+    cutoff = datetime.now(UTC) - older_than
+    removed: dict[str, Any] = {"older_than_seconds": int(older_than.total_seconds())}
+
+    refs = []
+    listing = run_git(root, "for-each-ref", "--format=%(refname) %(committerdate:unix)", HALTED_NAMESPACE)
+    for line in listing.stdout.splitlines() if listing.ok else ():
+        ref, _, stamp = line.rpartition(" ")
+        old = stamp.isdigit() and datetime.fromtimestamp(int(stamp), UTC) < cutoff
+        if old and run_git(root, "update-ref", "-d", ref).ok:
+            refs.append(ref)
+    removed["halted_refs"] = refs
+
+    jobs = JobStore(root)
+    gone = []
+    for job in jobs.list():
+        updated = _parse_time(job.get("updated_at"))
+        if job["status"] in FINAL and updated is not None and updated < cutoff:
+            shutil.rmtree(jobs.path(job["job_id"]))
+            gone.append(job["job_id"])
+    removed["jobs"] = gone
+
+    worktrees = [
+        {"run_id": r["run_id"], "path": r["path"], "halted_ref": r["halted_ref"]} for r in reclaim_abandoned(root, home)
+    ]
+    directory = worktrees_dir(home, root)
+    if directory.is_dir():
+        for path in sorted(directory.iterdir()):
+            unlocked = path.is_dir() and not (directory / f"{path.name}.lock").exists()
+            if unlocked and datetime.fromtimestamp(path.stat().st_mtime, UTC) < cutoff:
+                run_git(root, "worktree", "remove", "--force", str(path))
+                shutil.rmtree(path, ignore_errors=True)
+                worktrees.append({"run_id": path.name, "path": str(path), "halted_ref": None})
+        run_git(root, "worktree", "prune")
+    removed["worktrees"] = worktrees
+    audit = root / ".snodo" / "audit.log"
+    if (refs or gone or worktrees) and audit.parent.is_dir():
+        AuditLog(audit).append(
+            "pruned",
+            mode=None,
+            data={"halted_refs": refs, "jobs": gone, "worktrees": [w["run_id"] for w in worktrees]},
+        )
+    return removed

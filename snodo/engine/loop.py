@@ -14,7 +14,6 @@ lowered by ``severity_cap``) re-enters the coder with the findings, bounded by
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import shutil
@@ -24,6 +23,7 @@ from typing import Any
 
 from attrs import Factory, frozen
 
+from snodo.engine.inplace import InPlaceWatch, Judgement
 from snodo.engine.worktree import Worktree, create_worktree, uncommitted
 from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
 from snodo.governance.service import (
@@ -97,31 +97,6 @@ class Halt(Exception):
         self.extra = extra
 
 
-def _tree_snapshot(root: Path) -> dict[str, str]:
-    """Content hashes of every file outside ``.git`` (symlinks by target)."""
-    snap: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        for name in filenames:
-            full = Path(dirpath) / name
-            rel = full.relative_to(root).as_posix()
-            if rel == ".git":
-                continue
-            if full.is_symlink():
-                snap[rel] = "link:" + os.readlink(full)
-            else:
-                try:
-                    snap[rel] = hashlib.sha256(full.read_bytes()).hexdigest()
-                except OSError:
-                    snap[rel] = "unreadable"
-    return snap
-
-
-def _is_governance(path: str) -> bool:
-    first = path.split("/", 1)[0]
-    return first.casefold() in (".snodo", ".git")
-
-
 class Engine:
     """Runs tasks for one :class:`Project` (protocol, mode, plugins, state)."""
 
@@ -139,6 +114,7 @@ class Engine:
         self.job_id = job_id
         self.run_id = secrets.token_hex(4)
         self.attempt = 0
+        self.coder_head: str | None = None  # the task branch's tip after a coder's own commits
 
     # ------------------------------------------------------------------ public
 
@@ -291,8 +267,8 @@ class Engine:
                 if changed
                 else None
             )
+            commit = made or self.coder_head or commit
             if made is not None:
-                commit = made
                 p.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(changed))
             all_changed = tuple(sorted(git.changed_files(wt.base))) if files else ()
             if not all_changed:
@@ -353,35 +329,45 @@ class Engine:
         self, coder: Any, spec: CoderSpec, request: CoderRequest, wt: Worktree, task_id: str
     ) -> tuple[list[str], list[dict[str, str]], tuple[Any, ...]]:
         p = self.project
-        in_place = spec.capabilities.writes_in_place
-        before = _tree_snapshot(wt.path) if in_place else {}
+        caps = spec.capabilities
+        watch = (
+            InPlaceWatch(
+                wt.path,
+                PathGuard(wt.path, p.protocol.protected_paths),
+                branch=wt.branch,
+                commits_own_changes=caps.commits_own_changes,
+            )
+            if caps.writes_in_place
+            else None
+        )
         try:
-            result = coder.generate(request)
-        except (EnvironmentProblem, CoderError):
+            try:
+                result = coder.generate(request)
+            except (EnvironmentProblem, CoderError):
+                raise
+            except Exception as exc:
+                raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
+        except Exception:
+            if watch is not None:  # what it did before failing is judged all the same
+                self._refuse_in_place(watch.judge(), spec.name, task_id)
             raise
-        except Exception as exc:
-            raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
         if not isinstance(result, CoderResult):
             raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
-        if in_place:
-            after = _tree_snapshot(wt.path)
-            diffs = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-            touched = [c for c in diffs if _is_governance(c)]
-            if touched:
-                for path in touched:
-                    p.record(
-                        "path_refused",
-                        task_id=task_id,
-                        path=path,
-                        source=f"coder:{spec.name}",
-                        reason="an in-place coder changed governance state (.snodo/ is protected)",
-                    )
-                raise Halt(
-                    "blocker",
-                    "execute",
-                    f"coder {spec.name!r} changed protected governance state: {', '.join(touched)}",
+        if watch is not None:
+            judged = watch.judge()
+            self._refuse_in_place(judged, spec.name, task_id)
+            if judged.commits:
+                self.coder_head = judged.head
+                p.record(
+                    "commit",
+                    task_id=task_id,
+                    branch=wt.branch,
+                    commit=judged.head,
+                    commits=list(judged.commits),
+                    files=list(judged.changed),
+                    by=f"coder:{spec.name}",
                 )
-            return diffs, [], tuple(diffs)
+            return list(judged.changed), [], judged.signature
         ops = tuple(result.operations)
         kept, dropped = p.host.filter_artifacts(
             ops,
@@ -422,6 +408,13 @@ class Engine:
                 continue
             changed.append(_normalise(wt.path, op))
         return changed, dropped_json, tuple((o.op, o.path, o.content) for o in kept)
+
+    def _refuse_in_place(self, judged: Judgement, coder: str, task_id: str) -> None:
+        """One ``path_refused`` per path an in-place coder may not change, then halt."""
+        for path, reason in judged.refused:
+            self.project.record("path_refused", task_id=task_id, path=path, source=f"coder:{coder}", reason=reason)
+        if judged.refused:
+            raise Halt("blocker", "execute", judged.message(coder))
 
     # ----------------------------------------------------------------- halting
 

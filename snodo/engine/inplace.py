@@ -1,0 +1,381 @@
+"""Judging what an in-place coder did, by the one rule the tool surface uses.
+
+A coder that declares ``writes_in_place`` edits its working copy itself. Before it runs the
+engine takes a snapshot of everything it could reach and should not change; afterwards every
+difference goes through the same :class:`~snodo.workspace.guard.PathGuard` as a tool-surface
+write, so ``.snodo/`` at any depth, the protocol's ``protected_paths``, ``.git`` and anything
+outside the workspace are refused alike. The snapshot covers:
+
+* the workspace's files (content, executable bit, symlink target), the worktree's ``.git``
+  file and any nested ``.git`` included;
+* the workspace's parent directory (``../x`` lands there), sibling working copies of other
+  runs aside;
+* the repository state a coder could use against the user: the common git directory's
+  ``config``, ``hooks/``, ``info/``, ``HEAD``, submodule directories and every ref, and this
+  worktree's own git directory (its ``HEAD``, ``config.worktree``) and index entries.
+
+Moving ``HEAD`` or the task branch, or making commits, is allowed only to a coder that
+declares ``commits_own_changes``; its commits must extend the task branch, and the paths
+they change are judged like the rest. Branches of other runs (``snodo/…``) and git's own
+volatile files (objects, logs, the index's stat data, lock files) are left out: concurrent
+runs change them legitimately.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from attrs import frozen
+
+from snodo.errors import PathValidationError, ToolError
+from snodo.workspace import Git, PathGuard
+from snodo.workspace.guard import REASON_GIT, REASON_OUTSIDE
+
+# Files of a git directory that git rewrites on its own (or that only record history) and
+# that cannot make git run anything: left out of the snapshot.
+_VOLATILE_NAMES = frozenset(
+    {
+        "index",
+        "index.lock",
+        "FETCH_HEAD",
+        "ORIG_HEAD",
+        "COMMIT_EDITMSG",
+        "AUTO_MERGE",
+        "MERGE_HEAD",
+        "MERGE_MSG",
+        "MERGE_MODE",
+        "MERGE_RR",
+        "REBASE_HEAD",
+        "CHERRY_PICK_HEAD",
+        "REVERT_HEAD",
+        "BISECT_LOG",
+        "gc.pid",
+        "gc.log",
+        "packed-refs",
+        "description",
+    }
+)
+_VOLATILE_DIRS = frozenset({"objects", "logs", "refs", "rr-cache", "lost-found", "worktrees"})
+_OTHER_RUNS = "refs/heads/snodo/"
+REASON_UNDECLARED_COMMIT = "the coder declares commits_own_changes=False but moved HEAD, a branch or made commits"
+REASON_REWRITE = "the coder's commits do not extend the task branch (history rewritten or HEAD switched)"
+
+
+@frozen(kw_only=True)
+class Judgement:
+    """What an in-place coder changed: the paths kept as its change, the paths refused
+    (each with the guard's reason) and the commits it made on the task branch."""
+
+    changed: tuple[str, ...]
+    refused: tuple[tuple[str, str], ...]
+    commits: tuple[str, ...] = ()
+    head: str | None = None
+    signature: tuple[tuple[str, str], ...] = ()
+
+    def message(self, coder: str) -> str:
+        shown = ", ".join(path for path, _ in self.refused[:5])
+        more = f" and {len(self.refused) - 5} more" if len(self.refused) > 5 else ""
+        return (
+            f"coder {coder!r} changed what it may not change ({shown}{more}): `.snodo/`, `.git/`, "
+            "protected paths and anything outside its working copy are refused; see the audit log"
+        )
+
+
+@frozen(kw_only=True)
+class _Snapshot:
+    tree: Mapping[str, str]
+    outside: Mapping[str, str]
+    git: Mapping[str, str]
+    refs: Mapping[str, str]
+    index: Mapping[str, str]
+
+
+class InPlaceWatch:
+    """Snapshot a working copy before an in-place coder runs; :meth:`judge` it afterwards."""
+
+    def __init__(self, workspace: Path, guard: PathGuard, *, branch: str, commits_own_changes: bool) -> None:
+        self.root = guard.root
+        self.guard = guard
+        self.git = Git(workspace, guard)
+        self.branch_ref = f"refs/heads/{branch}"
+        self.commits_own_changes = commits_own_changes
+        self.gitdir, self.common = _git_dirs(self.root)
+        self.before = self._snapshot(read_index=True)
+
+    # ------------------------------------------------------------------ judging
+
+    def judge(self) -> Judgement:
+        after = self._snapshot(read_index=False)
+        before = self.before
+        refused: list[tuple[str, str]] = []
+        changed: set[str] = set()
+        for path in _differences(before.tree, after.tree):
+            reason = self._refusal(path, exists=path in after.tree)
+            if reason:
+                refused.append((path, reason))
+            else:
+                changed.add(path)
+        refused += [(path, REASON_OUTSIDE) for path in _differences(before.outside, after.outside)]
+        git_touched = _differences(before.git, after.git)
+        refused += [(path, REASON_GIT) for path in git_touched]
+        head_ref = self._head_name()
+        moved_refs = _differences(before.refs, after.refs)
+        own = {self.branch_ref}
+        commits: tuple[str, ...] = ()
+        head: str | None = None
+        for ref in moved_refs:
+            if ref == self.branch_ref and self.commits_own_changes:
+                continue  # judged below: it must extend the branch
+            if ref == head_ref:  # detached or switched: never, not even by a committing coder
+                refused.append((head_ref, REASON_REWRITE if self.commits_own_changes else REASON_UNDECLARED_COMMIT))
+            else:
+                refused.append((f".git/{ref}", REASON_UNDECLARED_COMMIT if ref in own else REASON_GIT))
+        # Git is only asked anything more once its configuration and hooks are known unchanged.
+        if not git_touched:
+            try:
+                index = self._index()
+            except ToolError as exc:
+                where = f"{_label(self.gitdir, self.common)}/index"
+                refused.append((where, f"{REASON_GIT}; it is unreadable now: {exc}"))
+                index = dict(before.index)
+            for path in _differences(before.index, index):
+                reason = self._refusal(path, exists=os.path.lexists(self.root / path))
+                if reason:
+                    refused.append((path, reason))
+                else:
+                    changed.add(path)
+            if self.commits_own_changes and self.branch_ref in moved_refs and before.refs.get(self.branch_ref):
+                old, new = before.refs[self.branch_ref], after.refs.get(self.branch_ref, "")
+                if not self._extends(old, new):
+                    refused.append((f".git/{self.branch_ref}", REASON_REWRITE))
+                else:
+                    commits = tuple(self._lines("rev-list", "--reverse", f"{old}..{new}"))
+                    head = new
+                    for path in self._lines("diff", "--name-only", "--no-renames", "-z", old, new, "--"):
+                        reason = self._refusal(path, exists=os.path.lexists(self.root / path))
+                        if reason:
+                            refused.append((path, reason))
+                        else:
+                            changed.add(path)
+        refused = sorted(set(refused))
+        kept = self._committable(sorted(changed)) if not refused else ()
+        signature = tuple((path, after.tree.get(path, "")) for path in sorted(changed))
+        return Judgement(changed=kept, refused=tuple(refused), commits=commits, head=head, signature=signature)
+
+    def _refusal(self, path: str, *, exists: bool) -> str | None:
+        """The guard's reason for refusing a change of ``path``, or ``None``; a path that
+        exists now is judged by what it leads to too (a new symlink out of the root)."""
+        try:
+            self.guard.check_mutation(path, follow_symlinks=exists)
+        except PathValidationError as exc:
+            return exc.reason
+        return None
+
+    def _committable(self, paths: list[str]) -> tuple[str, ...]:
+        """The changed paths git can stage: ignored files (caches a coder's tools left) and
+        untracked files the coder deleted are not part of the change."""
+        if not paths:
+            return ()
+        ignored = set(self._lines("check-ignore", "-z", "--stdin", stdin="\0".join(paths), check=False))
+        tracked = set(self._lines("ls-files", "-z"))
+        return tuple(p for p in paths if p not in ignored and (p in tracked or os.path.lexists(self.root / p)))
+
+    def _extends(self, old: str, new: str) -> bool:
+        """Whether ``new`` is a commit that has ``old`` in its history."""
+        if not new or not all(c in "0123456789abcdef" for c in new + old):
+            return False
+        return self._lines("merge-base", old, new, check=False) == [old]
+
+    def _lines(self, *args: str, stdin: str | None = None, check: bool = True) -> list[str]:
+        out = self.git._run("-c", "core.fsmonitor=false", *args, stdin=stdin, check=check)
+        sep = "\0" if "-z" in args else "\n"
+        return [line for line in out.split(sep) if line]
+
+    # ------------------------------------------------------------------ snapshot
+
+    def _snapshot(self, *, read_index: bool) -> _Snapshot:
+        return _Snapshot(
+            tree=_tree(self.root, skip_git_dir=self.gitdir is not None and self.gitdir == self.root / ".git"),
+            outside=_outside(self.root),
+            git=self._git_files(),
+            refs=self._refs(),
+            index=self._index() if read_index else {},
+        )
+
+    def _git_files(self) -> dict[str, str]:
+        if self.common is None:
+            return {}
+        found: dict[str, str] = {}
+        # A plain repository's HEAD is this working copy's HEAD, judged with the refs.
+        skip = _VOLATILE_NAMES | ({"HEAD"} if self.gitdir == self.common else set())
+        for path, fingerprint in _walk(self.common, prune=_VOLATILE_DIRS, skip=skip).items():
+            found[f".git/{path}"] = fingerprint
+        # objects/info/alternates would let git read objects from anywhere.
+        found.update({f".git/objects/info/{p}": f for p, f in _walk(self.common / "objects" / "info").items()})
+        if self.gitdir is not None and self.gitdir != self.common:
+            name = _label(self.gitdir, self.common)
+            for path, fingerprint in _walk(self.gitdir, prune=_VOLATILE_DIRS, skip=_VOLATILE_NAMES | {"HEAD"}).items():
+                found[f"{name}/{path}"] = fingerprint
+        return found
+
+    def _head_name(self) -> str:
+        return _label(self.gitdir, self.common) + "/HEAD" if self.gitdir is not None else ".git/HEAD"
+
+    def _refs(self) -> dict[str, str]:
+        """Every ref by name (``refs/…``), packed or loose, and this worktree's HEAD."""
+        if self.common is None or self.gitdir is None:
+            return {}
+        refs: dict[str, str] = {}
+        packed = self.common / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text(errors="replace").splitlines():
+                sha, _, name = line.partition(" ")
+                if name and not line.startswith(("#", "^")):
+                    refs[name] = sha
+        for base in {self.common, self.gitdir}:
+            for path, fingerprint in _walk(base / "refs", content=True).items():
+                refs[f"refs/{path}"] = fingerprint
+        for name, fingerprint in _walk(self.common / "reftable").items():
+            refs[f"reftable/{name}"] = fingerprint
+        refs = {name: sha for name, sha in refs.items() if not name.startswith(_OTHER_RUNS) or name == self.branch_ref}
+        refs[self._head_name()] = _read(self.gitdir / "HEAD")
+        return refs
+
+    def _index(self) -> dict[str, str]:
+        """Staged entries (mode, object, stage) by path: stat data left out, so a coder's
+        ``git status`` refreshing the index is not a change."""
+        if self.gitdir is None:
+            return {}
+        entries: dict[str, str] = {}
+        for record in self._lines("ls-files", "--stage", "-z"):
+            meta, _, path = record.partition("\t")
+            entries[path] = meta
+        return entries
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+def _differences(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+
+
+def _git_dirs(root: Path) -> tuple[Path | None, Path | None]:
+    """This working copy's git directory and the common one (the user's ``.git`` for a
+    worktree), read from the files themselves: no git command before the snapshot."""
+    dot_git = root / ".git"
+    if dot_git.is_dir() and not dot_git.is_symlink():
+        return dot_git, dot_git
+    try:
+        text = dot_git.read_text(errors="replace").strip()
+    except OSError:
+        return None, None
+    if not text.startswith("gitdir:"):
+        return None, None
+    gitdir = Path(os.path.realpath(root / text.removeprefix("gitdir:").strip()))
+    try:
+        common_text = (gitdir / "commondir").read_text(errors="replace").strip()
+    except OSError:
+        return gitdir, gitdir
+    return gitdir, Path(os.path.realpath(gitdir / common_text))
+
+
+def _label(gitdir: Path | None, common: Path | None) -> str:
+    if gitdir is None or common is None or gitdir == common:
+        return ".git"
+    try:
+        return ".git/" + gitdir.relative_to(common).as_posix()
+    except ValueError:
+        return ".git/worktree"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _fingerprint(path: Path, *, content: bool = False) -> str:
+    """What a file is: content hash and executable bit, link target, or its kind. Only
+    regular files are read (a FIFO would block)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "gone"
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            return "link:" + os.readlink(path)
+        except OSError:
+            return "link:?"
+    if not stat.S_ISREG(st.st_mode):
+        return f"special:{stat.S_IFMT(st.st_mode):o}"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return "unreadable"
+    if content:
+        return data.decode("utf-8", "replace").strip()
+    executable = "x" if st.st_mode & stat.S_IXUSR else "-"
+    return executable + hashlib.sha256(data).hexdigest()
+
+
+def _walk(
+    base: Path,
+    *,
+    prune: Iterable[str] = (),
+    prune_top: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    content: bool = False,
+) -> dict[str, str]:
+    """Fingerprints of every non-directory entry under ``base`` by relative POSIX path;
+    directories named in ``prune`` and files named in ``skip`` (and ``*.lock``) left out."""
+    pruned, pruned_top, skipped = set(prune), set(prune_top), set(skip)
+    found: dict[str, str] = {}
+    if not base.is_dir() or base.is_symlink():
+        return found
+    for directory, dirnames, filenames in os.walk(base):
+        here = Path(directory)
+        dirnames[:] = [d for d in dirnames if d not in pruned and (here != base or d not in pruned_top)]
+        # Symlinked directories are entries, never entered.
+        entries = filenames + [d for d in dirnames if (here / d).is_symlink()]
+        for name in entries:
+            if name in skipped or name.endswith(".lock"):
+                continue
+            full = here / name
+            found[full.relative_to(base).as_posix()] = _fingerprint(full, content=content)
+    return found
+
+
+def _tree(root: Path, *, skip_git_dir: bool) -> dict[str, str]:
+    """The workspace's files; the root ``.git`` directory (a plain repository) is judged by
+    the git snapshot instead, a worktree's ``.git`` file and nested ``.git`` are files here."""
+    return _walk(root, prune_top={".git"} if skip_git_dir else ())
+
+
+def _outside(root: Path) -> dict[str, str]:
+    """The workspace's parent, where ``../x`` lands; other runs' working copies (any
+    directory holding a ``.git``) come and go with them and are left out."""
+    parent = root.parent
+    found: dict[str, str] = {}
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return found
+    for name in names:
+        full = parent / name
+        if full == root:
+            continue
+        if full.is_dir() and not full.is_symlink():
+            if os.path.lexists(full / ".git"):
+                continue
+            for rel, fingerprint in _walk(full).items():
+                found[f"../{name}/{rel}"] = fingerprint
+            found.setdefault(f"../{name}/", "dir")
+        else:
+            found[f"../{name}"] = _fingerprint(full)
+    return found

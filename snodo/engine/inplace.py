@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -75,6 +76,7 @@ class Judgement:
     commits: tuple[str, ...] = ()
     head: str | None = None
     signature: tuple[tuple[str, str], ...] = ()
+    restored: tuple[str, ...] = ()
 
     def message(self, coder: str) -> str:
         shown = ", ".join(path for path, _ in self.refused[:5])
@@ -105,6 +107,10 @@ class InPlaceWatch:
         self.commits_own_changes = commits_own_changes
         self.gitdir, self.common = _git_dirs(self.root)
         self.before = self._snapshot(read_index=True)
+        # What lies outside the working copy is put back if the coder changes it.
+        self.saved = {
+            label: (path, _save(path)) for label, path in {**self._git_entries(), **_outside(self.root)}.items()
+        }
 
     # ------------------------------------------------------------------ judging
 
@@ -162,9 +168,59 @@ class InPlaceWatch:
                         else:
                             changed.add(path)
         refused = sorted(set(refused))
-        kept = self._committable(sorted(changed)) if not refused else ()
+        if refused:
+            restored = self._restore({path for path, _ in refused}, after)
+            old_tip = before.refs.get(self.branch_ref)
+            branch = f".git/{self.branch_ref}"  # no refused work stays on the task branch
+            moved = self.branch_ref in moved_refs and branch not in restored and old_tip
+            if moved and self._put_back_ref(self.branch_ref, old_tip):
+                restored.append(branch)
+            return Judgement(changed=(), refused=tuple(refused), restored=tuple(sorted(restored)))
         signature = tuple((path, after.tree.get(path, "")) for path in sorted(changed))
-        return Judgement(changed=kept, refused=tuple(refused), commits=commits, head=head, signature=signature)
+        kept = self._committable(sorted(changed))
+        return Judgement(changed=kept, refused=(), commits=commits, head=head, signature=signature)
+
+    # ------------------------------------------------------------------ restoring
+
+    def _restore(self, refused: set[str], after: _Snapshot) -> list[str]:
+        """Put back what the coder changed outside its working copy (repository state, the
+        parent directory) as it was; the working copy itself is discarded with the run.
+        Returns the paths put back."""
+        before = self.before
+        outside = [p for p in refused if p in before.git or p in after.git or p in before.outside or p in after.outside]
+        current = {**self._git_entries(), **_outside(self.root)}
+        restored: list[str] = []
+        for label in sorted(outside, key=lambda p: (p.rstrip("/").count("/"), p), reverse=True):
+            path, saved = self.saved.get(label, (current.get(label), None))
+            if path is not None and _put_back(path, saved):
+                restored.append(label)
+        config = f"{_label(self.common, self.common)}/config"
+        if config in refused and config not in restored:
+            return restored  # git is not run again on a configuration it could not put back
+        head_ref = self._head_name()
+        for ref in sorted(r for r in set(before.refs) | set(after.refs) if before.refs.get(r) != after.refs.get(r)):
+            label = head_ref if ref == head_ref else f".git/{ref}"
+            if label not in refused or ref.startswith("reftable/"):
+                continue
+            if self._put_back_ref(ref, before.refs.get(ref)):
+                restored.append(label)
+        return restored
+
+    def _put_back_ref(self, ref: str, old: str | None) -> bool:
+        try:
+            if ref == self._head_name():
+                if self.gitdir is None or not old:
+                    return False
+                return _put_back(self.gitdir / "HEAD", _Saved(kind="file", data=(old + "\n").encode(), mode=0o644))
+            if old is None:
+                self._lines("update-ref", "--no-deref", "-d", ref)
+            elif old.startswith("ref:"):
+                self._lines("symbolic-ref", ref, old.removeprefix("ref:").strip())
+            else:
+                self._lines("update-ref", "--no-deref", ref, old)
+        except ToolError:
+            return False
+        return True
 
     def _refusal(self, path: str, *, exists: bool) -> str | None:
         """The guard's reason for refusing a change of ``path``, or ``None``; a path that
@@ -200,26 +256,26 @@ class InPlaceWatch:
     def _snapshot(self, *, read_index: bool) -> _Snapshot:
         return _Snapshot(
             tree=_tree(self.root, skip_git_dir=self.gitdir is not None and self.gitdir == self.root / ".git"),
-            outside=_outside(self.root),
-            git=self._git_files(),
+            outside=_fingerprints(_outside(self.root)),
+            git=_fingerprints(self._git_entries()),
             refs=self._refs(),
             index=self._index() if read_index else {},
         )
 
-    def _git_files(self) -> dict[str, str]:
+    def _git_entries(self) -> dict[str, Path]:
         if self.common is None:
             return {}
-        found: dict[str, str] = {}
+        found: dict[str, Path] = {}
         # A plain repository's HEAD is this working copy's HEAD, judged with the refs.
         skip = _VOLATILE_NAMES | ({"HEAD"} if self.gitdir == self.common else set())
-        for path, fingerprint in _walk(self.common, prune=_VOLATILE_DIRS, skip=skip).items():
-            found[f".git/{path}"] = fingerprint
+        for path, full in _entries(self.common, prune=_VOLATILE_DIRS, skip=skip).items():
+            found[f".git/{path}"] = full
         # objects/info/alternates would let git read objects from anywhere.
-        found.update({f".git/objects/info/{p}": f for p, f in _walk(self.common / "objects" / "info").items()})
+        found.update({f".git/objects/info/{p}": f for p, f in _entries(self.common / "objects" / "info").items()})
         if self.gitdir is not None and self.gitdir != self.common:
             name = _label(self.gitdir, self.common)
-            for path, fingerprint in _walk(self.gitdir, prune=_VOLATILE_DIRS, skip=_VOLATILE_NAMES | {"HEAD"}).items():
-                found[f"{name}/{path}"] = fingerprint
+            own = _entries(self.gitdir, prune=_VOLATILE_DIRS, skip=_VOLATILE_NAMES | {"HEAD"})
+            found.update({f"{name}/{path}": full for path, full in own.items()})
         return found
 
     def _head_name(self) -> str:
@@ -237,10 +293,10 @@ class InPlaceWatch:
                 if name and not line.startswith(("#", "^")):
                     refs[name] = sha
         for base in {self.common, self.gitdir}:
-            for path, fingerprint in _walk(base / "refs", content=True).items():
-                refs[f"refs/{path}"] = fingerprint
-        for name, fingerprint in _walk(self.common / "reftable").items():
-            refs[f"reftable/{name}"] = fingerprint
+            for path, full in _entries(base / "refs").items():
+                refs[f"refs/{path}"] = _read(full)
+        for name, full in _entries(self.common / "reftable").items():
+            refs[f"reftable/{name}"] = _fingerprint(full)
         refs = {name: sha for name, sha in refs.items() if not name.startswith(_OTHER_RUNS) or name == self.branch_ref}
         refs[self._head_name()] = _read(self.gitdir / "HEAD")
         return refs
@@ -258,6 +314,66 @@ class InPlaceWatch:
 
 
 # ------------------------------------------------------------------------ helpers
+
+
+MAX_SAVED_BYTES = 4 * 1024 * 1024
+
+
+@frozen(kw_only=True)
+class _Saved:
+    """An entry as it was, enough to put it back: a file's bytes and mode, a link's target,
+    a directory; ``other`` (too large, special, unreadable) cannot be put back."""
+
+    kind: str
+    data: bytes = b""
+    target: str = ""
+    mode: int = 0o644
+
+
+def _save(path: Path) -> _Saved:
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            return _Saved(kind="link", target=os.readlink(path))
+        if stat.S_ISDIR(st.st_mode):
+            return _Saved(kind="dir")
+        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_SAVED_BYTES:
+            return _Saved(kind="file", data=path.read_bytes(), mode=stat.S_IMODE(st.st_mode))
+    except OSError:
+        pass
+    return _Saved(kind="other")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        path.unlink()
+
+
+def _put_back(path: Path, saved: _Saved | None) -> bool:
+    """Make ``path`` what ``saved`` says it was (absent when ``None``); whether it worked."""
+    try:
+        if saved is None:
+            _remove(path)
+            return True
+        if saved.kind == "other":
+            return False
+        if saved.kind == "dir":
+            if not path.is_dir() or path.is_symlink():
+                _remove(path)
+                path.mkdir(parents=True)
+            return True
+        _remove(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if saved.kind == "link":
+            os.symlink(saved.target, path)
+        else:
+            path.write_bytes(saved.data)
+            path.chmod(saved.mode)
+    except OSError:
+        return False
+    return True
 
 
 def _differences(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
@@ -300,7 +416,7 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _fingerprint(path: Path, *, content: bool = False) -> str:
+def _fingerprint(path: Path) -> str:
     """What a file is: content hash and executable bit, link target, or its kind. Only
     regular files are read (a FIFO would block)."""
     try:
@@ -312,56 +428,59 @@ def _fingerprint(path: Path, *, content: bool = False) -> str:
             return "link:" + os.readlink(path)
         except OSError:
             return "link:?"
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
     if not stat.S_ISREG(st.st_mode):
         return f"special:{stat.S_IFMT(st.st_mode):o}"
     try:
         data = path.read_bytes()
     except OSError:
         return "unreadable"
-    if content:
-        return data.decode("utf-8", "replace").strip()
     executable = "x" if st.st_mode & stat.S_IXUSR else "-"
     return executable + hashlib.sha256(data).hexdigest()
 
 
-def _walk(
+def _entries(
     base: Path,
     *,
     prune: Iterable[str] = (),
     prune_top: Iterable[str] = (),
     skip: Iterable[str] = (),
-    content: bool = False,
-) -> dict[str, str]:
-    """Fingerprints of every non-directory entry under ``base`` by relative POSIX path;
-    directories named in ``prune`` and files named in ``skip`` (and ``*.lock``) left out."""
+) -> dict[str, Path]:
+    """Every non-directory entry under ``base`` by relative POSIX path; directories named in
+    ``prune`` (or in ``prune_top`` at the top) and files named in ``skip`` (and ``*.lock``)
+    left out. Symlinked directories are entries, never entered."""
     pruned, pruned_top, skipped = set(prune), set(prune_top), set(skip)
-    found: dict[str, str] = {}
+    found: dict[str, Path] = {}
     if not base.is_dir() or base.is_symlink():
         return found
     for directory, dirnames, filenames in os.walk(base):
         here = Path(directory)
         dirnames[:] = [d for d in dirnames if d not in pruned and (here != base or d not in pruned_top)]
-        # Symlinked directories are entries, never entered.
-        entries = filenames + [d for d in dirnames if (here / d).is_symlink()]
-        for name in entries:
+        for name in filenames + [d for d in dirnames if (here / d).is_symlink()]:
             if name in skipped or name.endswith(".lock"):
                 continue
             full = here / name
-            found[full.relative_to(base).as_posix()] = _fingerprint(full, content=content)
+            found[full.relative_to(base).as_posix()] = full
     return found
+
+
+def _fingerprints(entries: Mapping[str, Path]) -> dict[str, str]:
+    return {label: _fingerprint(full) for label, full in entries.items()}
 
 
 def _tree(root: Path, *, skip_git_dir: bool) -> dict[str, str]:
     """The workspace's files; the root ``.git`` directory (a plain repository) is judged by
     the git snapshot instead, a worktree's ``.git`` file and nested ``.git`` are files here."""
-    return _walk(root, prune_top={".git"} if skip_git_dir else ())
+    return _fingerprints(_entries(root, prune_top={".git"} if skip_git_dir else ()))
 
 
-def _outside(root: Path) -> dict[str, str]:
+def _outside(root: Path) -> dict[str, Path]:
     """The workspace's parent, where ``../x`` lands; other runs' working copies (any
-    directory holding a ``.git``) come and go with them and are left out."""
+    directory holding a ``.git``) come and go with them and are left out. A directory is
+    listed as ``../name/`` besides its files, so an empty new one counts too."""
     parent = root.parent
-    found: dict[str, str] = {}
+    found: dict[str, Path] = {}
     try:
         names = os.listdir(parent)
     except OSError:
@@ -373,9 +492,8 @@ def _outside(root: Path) -> dict[str, str]:
         if full.is_dir() and not full.is_symlink():
             if os.path.lexists(full / ".git"):
                 continue
-            for rel, fingerprint in _walk(full).items():
-                found[f"../{name}/{rel}"] = fingerprint
-            found.setdefault(f"../{name}/", "dir")
+            found[f"../{name}/"] = full
+            found.update({f"../{name}/{rel}": entry for rel, entry in _entries(full).items()})
         else:
-            found[f"../{name}"] = _fingerprint(full)
+            found[f"../{name}"] = full
     return found

@@ -137,6 +137,7 @@ class Engine:
             self._check_programs(coder_spec)
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
             config = dict(p.mode.coder_config) if coder_spec.name == p.mode.coder else {}
+            self._check_settings(coder_spec, config)
             coder = coder_spec.factory(config)  # bad settings halt before any token exists
             worktree = create_worktree(p.root, p.home, task_id, self.run_id)
             self.progress(f"working copy {worktree.path} on branch {worktree.branch}")
@@ -184,6 +185,20 @@ class Engine:
                     "governance",
                     f"coder {spec.name!r} needs the program {prog.name!r} on PATH; install it: {prog.install_hint}",
                 )
+
+    def _check_settings(self, spec: CoderSpec, config: dict[str, Any]) -> None:
+        """``coder_config`` keys the coder does not declare are refused before any token is
+        issued or consumed: a typo must not silently run the coder on its defaults."""
+        unknown = spec.capabilities.unknown_settings(config)
+        if unknown:
+            honoured = ", ".join(spec.capabilities.settings) or "none"
+            raise Halt(
+                "environment_error",
+                "governance",
+                f"mode {self.project.mode_id!r} gives coder {spec.name!r} coder_config key(s) it does not honour: "
+                f"{', '.join(unknown)} (it honours: {honoured}); fix coder_config in .snodo/protocol.yml "
+                "(see docs/plugins.md)",
+            )
 
     def _validate(
         self,
@@ -412,7 +427,10 @@ class Engine:
     def _refuse_in_place(self, judged: Judgement, coder: str, task_id: str) -> None:
         """One ``path_refused`` per path an in-place coder may not change, then halt."""
         for path, reason in judged.refused:
-            self.project.record("path_refused", task_id=task_id, path=path, source=f"coder:{coder}", reason=reason)
+            extra = {"restored": path in judged.restored} if path.startswith(("../", ".git/")) else {}
+            self.project.record(
+                "path_refused", task_id=task_id, path=path, source=f"coder:{coder}", reason=reason, **extra
+            )
         if judged.refused:
             raise Halt("blocker", "execute", judged.message(coder))
 

@@ -73,7 +73,7 @@ class Crashes:
 class Coders:
     @hookimpl
     def snodo_coders(self):  # type: ignore[no-untyped-def]
-        caps = dict(commits_own_changes=False, observes_tests=False)
+        caps = dict(commits_own_changes=False)
         yield CoderSpec(
             name="inplace",
             description="in place",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 from collections.abc import Iterable, Mapping
@@ -62,6 +63,7 @@ _VOLATILE_NAMES = frozenset(
 )
 _VOLATILE_DIRS = frozenset({"objects", "logs", "refs", "rr-cache", "lost-found", "worktrees"})
 _OTHER_RUNS = "refs/heads/snodo/"
+_RUN_ID = re.compile(r"^[0-9a-f]{8}$")  # how snodo.engine.worktree names a run's working copy
 REASON_UNDECLARED_COMMIT = "the coder declares commits_own_changes=False but moved HEAD, a branch or made commits"
 REASON_REWRITE = "the coder's commits do not extend the task branch (history rewritten or HEAD switched)"
 
@@ -476,8 +478,8 @@ def _tree(root: Path, *, skip_git_dir: bool) -> dict[str, str]:
 
 
 def _outside(root: Path) -> dict[str, Path]:
-    """The workspace's parent, where ``../x`` lands; other runs' working copies (any
-    directory holding a ``.git``) come and go with them and are left out. A directory is
+    """The workspace's parent, where ``../x`` lands; other runs' working copies (named by
+    their run id, or any directory holding a ``.git``) come and go with them and are left out. A directory is
     listed as ``../name/`` besides its files, so an empty new one counts too."""
     parent = root.parent
     found: dict[str, Path] = {}
@@ -490,8 +492,8 @@ def _outside(root: Path) -> dict[str, Path]:
         if full == root:
             continue
         if full.is_dir() and not full.is_symlink():
-            if os.path.lexists(full / ".git"):
-                continue
+            if os.path.lexists(full / ".git") or _RUN_ID.match(name):
+                continue  # another run's working copy, possibly being created or removed right now
             found[f"../{name}/"] = full
             found.update({f"../{name}/{rel}": entry for rel, entry in _entries(full).items()})
         else:

@@ -95,6 +95,14 @@ class Hostile:
             run_git(ws, "commit", "-q", "-m", "the coder commits governance state")
         elif attack == "switch-branch":
             run_git(ws, "checkout", "-q", "-b", "elsewhere")
+        elif attack == "busy-neighbours":
+            # Not an attack: what concurrent runs and a coder's own git use look like.
+            run_git(ws, "status", "--porcelain")
+            other = ws.parent / "abcdef12"
+            run_git(common.parent, "worktree", "add", "-q", "-b", "snodo/other-abcdef12", str(other), "HEAD")
+            (other / "theirs.py").write_text("y = 2\n")
+            run_git(other, "add", "theirs.py")
+            run_git(other, "commit", "-q", "-m", "another run commits")
         elif attack == "stage-snodo":
             (ws / ".snodo" / "staged.yml").write_text("rules: none\n")
             run_git(ws, "add", "-f", ".snodo/staged.yml")
@@ -276,3 +284,12 @@ def test_a_coder_override_is_checked_with_the_config_it_gets(git_repo: Path) -> 
     assert Engine(project, coder="hostile").run("add an ok module").outcome == "environment_error"
     # Another coder starts from an empty coder_config: nothing of the mode's is handed over.
     assert Engine(project, coder="committer").run("add an ok module with a test").status == "completed"
+
+
+def test_concurrent_runs_and_git_use_are_not_refused(git_repo: Path) -> None:
+    """Another run adding its working copy and committing on its branch, and the coder's own
+    ``git status`` refreshing the index, change nothing the coder may not change."""
+    result = Engine(make_project(git_repo, "hostile", "busy-neighbours")).run("add an ok module with a test")
+    assert result.status == "completed", result
+    assert refused(git_repo) == []
+    assert "snodo/other-abcdef12" in git(git_repo, "branch", "--list")

@@ -40,10 +40,24 @@ class Workspace:
             raise ToolError(f"cannot read {path!r}: it is a directory")
         if not target.is_file():
             raise ToolError(f"cannot read {path!r}: no such file")
-        size = target.stat().st_size
-        if size > MAX_READ_BYTES:
-            raise ToolError(f"cannot read {path!r}: {size} bytes is over the {MAX_READ_BYTES}-byte limit")
-        data = target.read_bytes()
+        parts = self._parts(path, target)
+        with _DirChain(self.root, path) as chain:  # never through a symlink swapped in since the check
+            parent = chain.walk(parts[:-1], create=False)
+            try:
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+                fd = os.open(parts[-1], flags, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise ToolError(f"cannot read {path!r}: {_RACE}") from None
+                raise ToolError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+            with os.fdopen(fd, "rb") as handle:
+                st = os.fstat(handle.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    raise ToolError(f"cannot read {path!r}: not a regular file")
+                if st.st_size > MAX_READ_BYTES:
+                    limit = MAX_READ_BYTES
+                    raise ToolError(f"cannot read {path!r}: {st.st_size} bytes is over the {limit}-byte limit")
+                data = handle.read(MAX_READ_BYTES + 1)
         binary = ToolError(f"cannot read {path!r}: it is a binary file, not UTF-8 text")
         if b"\0" in data:
             raise binary
@@ -155,7 +169,7 @@ class Workspace:
         return path.relative_to(self.root).as_posix()
 
 
-_RACE = "a directory on the path was replaced (by a symlink or a non-directory) while writing; nothing was written"
+_RACE = "a directory on the path was replaced (by a symlink or a non-directory) meanwhile; nothing was done"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 

@@ -125,3 +125,23 @@ def test_writes_never_follow_a_swapped_symlink(racy_project: Path, target: str) 
         assert name in (".snodo", "pkg", "pkg.real"), name
     leftovers = [p for p in tree(root) if p.endswith(".tmp")]
     assert not leftovers
+
+
+@pytest.mark.slow
+def test_reads_never_follow_a_swapped_symlink_out_of_the_root(racy_project: Path) -> None:
+    root = racy_project
+    (root.parent / "outside" / "victim.txt").write_text("SECRET\n")
+    ws = Workspace(root, PathGuard(root))
+    texts: dict[str, int] = {}
+    with racing(root, "../outside") as swaps:
+        for _ in range(TRIES * 3):
+            try:
+                text = ws.read_file("pkg/victim.txt")
+            except PathValidationError:
+                text = "refused"
+            except ToolError:
+                text = "failed"
+            texts[text] = texts.get(text, 0) + 1
+    assert swaps() > 20
+    assert "SECRET\n" not in texts, texts
+    assert texts.get("agent's own\n", 0) > 0, texts

@@ -174,7 +174,9 @@ class InPlaceWatch:
             restored = self._restore({path for path, _ in refused}, after)
             old_tip = before.refs.get(self.branch_ref)
             branch = f".git/{self.branch_ref}"  # no refused work stays on the task branch
-            moved = self.branch_ref in moved_refs and branch not in restored and old_tip
+            config = ".git/config"
+            git_safe = config not in {path for path, _ in refused} or config in restored
+            moved = git_safe and self.branch_ref in moved_refs and branch not in restored and old_tip
             if moved and self._put_back_ref(self.branch_ref, old_tip):
                 restored.append(branch)
             return Judgement(changed=(), refused=tuple(refused), restored=tuple(sorted(restored)))
@@ -196,7 +198,7 @@ class InPlaceWatch:
             path, saved = self.saved.get(label, (current.get(label), None))
             if path is not None and _put_back(path, saved):
                 restored.append(label)
-        config = f"{_label(self.common, self.common)}/config"
+        config = ".git/config"
         if config in refused and config not in restored:
             return restored  # git is not run again on a configuration it could not put back
         head_ref = self._head_name()
@@ -249,7 +251,10 @@ class InPlaceWatch:
         return self._lines("merge-base", old, new, check=False) == [old]
 
     def _lines(self, *args: str, stdin: str | None = None, check: bool = True) -> list[str]:
-        out = self.git._run("-c", "core.fsmonitor=false", *args, stdin=stdin, check=check)
+        # The git directory is named, never discovered: a coder that replaced the worktree's
+        # `.git` file must not lead these commands into another repository.
+        where = [f"--git-dir={self.gitdir}", f"--work-tree={self.root}"] if self.gitdir is not None else []
+        out = self.git._run("-c", "core.fsmonitor=false", *where, *args, stdin=stdin, check=check)
         sep = "\0" if "-z" in args else "\n"
         return [line for line in out.split(sep) if line]
 

@@ -76,6 +76,10 @@ class Hostile:
             hook.chmod(0o755)
             if attack == "hook-then-crash":
                 raise RuntimeError("crashed after planting a hook")
+        elif attack == "dotgit":  # a naive coder: the worktree's `.git` file becomes a directory
+            (ws / ".git").unlink()
+            (ws / ".git" / "hooks").mkdir(parents=True)
+            (ws / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")
         elif attack == "config":
             run_git(ws, "config", "core.hooksPath", str(ws / "evil-hooks"))
         elif attack == "outside":
@@ -179,6 +183,7 @@ def events(repo: Path) -> list[str]:
 ATTACKS = [
     ("hook", [".git/hooks/pre-commit"]),
     ("hook-then-crash", [".git/hooks/pre-commit"]),
+    ("dotgit", [".git", ".git/hooks/pre-commit"]),
     ("config", [".git/config"]),
     ("outside", ["../x"]),
     ("protected", ["secrets/key.txt"]),
@@ -210,7 +215,7 @@ def test_in_place_attack_halts_blocker_and_leaves_the_checkout_as_it_was(
             assert path.startswith(want) if want == branch_ref else path == want, (path, want)
     assert all(e["source"] == "coder:hostile" and e["reason"] for e in seen)
     for e in seen:
-        if e["path"].startswith((".git/", "../")):
+        if e["path"].startswith((".git/", "../")) and attack != "dotgit":  # dotgit stays in the working copy
             assert e["restored"] is True, e
     for path in paths:
         assert path.split("/")[-1] in result.message or len(paths) > 5

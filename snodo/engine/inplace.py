@@ -83,9 +83,11 @@ class Judgement:
     def message(self, coder: str) -> str:
         shown = ", ".join(path for path, _ in self.refused[:5])
         more = f" and {len(self.refused) - 5} more" if len(self.refused) > 5 else ""
+        put_back = "; what it changed outside its working copy was put back" if self.restored else ""
         return (
             f"coder {coder!r} changed what it may not change ({shown}{more}): `.snodo/`, `.git/`, "
-            "protected paths and anything outside its working copy are refused; see the audit log"
+            f"protected paths and anything outside its working copy are refused{put_back}; "
+            "the audit log has one path_refused event per path"
         )
 
 
@@ -240,9 +242,18 @@ class InPlaceWatch:
         untracked files the coder deleted are not part of the change."""
         if not paths:
             return ()
-        ignored = set(self._lines("check-ignore", "-z", "--stdin", stdin="\0".join(paths), check=False))
+        # Ignored untracked entries, a wholly ignored directory as one `dir/` entry.
+        ignored = tuple(self._lines("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"))
         tracked = set(self._lines("ls-files", "-z"))
-        return tuple(p for p in paths if p not in ignored and (p in tracked or os.path.lexists(self.root / p)))
+
+        def wanted(path: str) -> bool:
+            if path in tracked:
+                return True
+            if any(path == entry or (entry.endswith("/") and path.startswith(entry)) for entry in ignored):
+                return False
+            return os.path.lexists(self.root / path)
+
+        return tuple(p for p in paths if wanted(p))
 
     def _extends(self, old: str, new: str) -> bool:
         """Whether ``new`` is a commit that has ``old`` in its history."""
@@ -250,11 +261,11 @@ class InPlaceWatch:
             return False
         return self._lines("merge-base", old, new, check=False) == [old]
 
-    def _lines(self, *args: str, stdin: str | None = None, check: bool = True) -> list[str]:
+    def _lines(self, *args: str, check: bool = True) -> list[str]:
         # The git directory is named, never discovered: a coder that replaced the worktree's
         # `.git` file must not lead these commands into another repository.
         where = [f"--git-dir={self.gitdir}", f"--work-tree={self.root}"] if self.gitdir is not None else []
-        out = self.git._run("-c", "core.fsmonitor=false", *where, *args, stdin=stdin, check=check)
+        out = self.git._run("-c", "core.fsmonitor=false", *where, *args, check=check)
         sep = "\0" if "-z" in args else "\n"
         return [line for line in out.split(sep) if line]
 

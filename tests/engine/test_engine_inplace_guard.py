@@ -107,6 +107,9 @@ class Hostile:
             (other / "theirs.py").write_text("y = 2\n")
             run_git(other, "add", "theirs.py")
             run_git(other, "commit", "-q", "-m", "another run commits")
+        elif attack == "caches":  # not an attack: tools leave ignored files behind
+            (ws / "__pycache__").mkdir()
+            (ws / "__pycache__" / "ok.cpython-311.pyc").write_bytes(b"\0cache")
         elif attack == "stage-snodo":
             (ws / ".snodo" / "staged.yml").write_text("rules: none\n")
             run_git(ws, "add", "-f", ".snodo/staged.yml")
@@ -298,3 +301,9 @@ def test_concurrent_runs_and_git_use_are_not_refused(git_repo: Path) -> None:
     assert result.status == "completed", result
     assert refused(git_repo) == []
     assert "snodo/other-abcdef12" in git(git_repo, "branch", "--list")
+
+
+def test_ignored_files_a_coder_leaves_are_not_part_of_the_change(git_repo: Path) -> None:
+    result = Engine(make_project(git_repo, "hostile", "caches")).run("add an ok module with a test")
+    assert result.status == "completed", result
+    assert set(result.files) == {"ok.py", "test_ok.py"}

@@ -317,7 +317,7 @@ def _capability_problems(spec: Any, config: Mapping[str, Any]) -> list[str]:
     caps = spec.capabilities
     if not isinstance(caps, CoderCapabilities):
         return [*problems, f"capabilities is a {type(caps).__name__}, not a CoderCapabilities declaration"]
-    for flag in ("writes_in_place", "commits_own_changes", "observes_tests", "needs_network", "deterministic"):
+    for flag in ("writes_in_place", "commits_own_changes", "needs_network", "deterministic"):
         value = getattr(caps, flag)
         if not isinstance(value, bool):
             problems.append(f"capabilities.{flag} is {value!r}, not True or False")

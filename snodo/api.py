@@ -15,7 +15,6 @@ A coder plugin::
         yield CoderSpec(name="echo", description="writes the spec to echo.txt",
                         capabilities=CoderCapabilities(writes_in_place=False,
                                                        commits_own_changes=False,
-                                                       observes_tests=False,
                                                        deterministic=True),
                         factory=EchoCoder)
 """

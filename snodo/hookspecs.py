@@ -53,7 +53,7 @@ def snodo_coders() -> Iterable[CoderSpec]:
                 name="patch",
                 description="applies the unified diff found in the spec",
                 capabilities=CoderCapabilities(
-                    writes_in_place=False, commits_own_changes=False, observes_tests=False
+                    writes_in_place=False, commits_own_changes=False
                 ),
                 factory=PatchCoder,
             )

@@ -45,25 +45,36 @@ class RequiredProgram:
 
 @frozen(kw_only=True)
 class CoderCapabilities:
-    """What a coder declares about itself (ADR 035). The engine acts on this, never on probing.
+    """What a coder declares about itself (ADR 035). The engine acts on this, never on probing;
+    each field is acted on in one place, named here.
 
-    :param writes_in_place: edits the workspace itself instead of returning operations;
-        the engine snapshots the tree around it and halts on any ``.snodo/`` change.
-    :param commits_own_changes: makes its own git commits (the engine then does not).
-    :param observes_tests: runs the project's tests itself while working.
+    :param writes_in_place: edits the workspace itself instead of returning operations. The
+        engine snapshots the working copy, its git state and its parent directory around the
+        coder and judges every changed path with the tool surface's path guard
+        (:mod:`snodo.engine.inplace`): ``.snodo/``, ``.git/``, protected paths and anything
+        outside the workspace halt the run as ``blocker``.
+    :param commits_own_changes: (in-place coders) makes its own commits on the task branch;
+        the engine takes them as the change instead of committing. Without it, a moved HEAD,
+        branch or any new commit halts the run as ``blocker``.
     :param required_programs: programs checked on PATH before any token is consumed.
-    :param settings: the ``coder_config`` keys it honours; others are reported as ignored.
-    :param needs_network: reaches a model provider or another service.
-    :param deterministic: the same request gives the same operations.
+    :param settings: the ``coder_config`` keys it honours; any other key is refused before
+        any token is consumed (:meth:`unknown_settings`).
+    :param needs_network: reaches a model provider or another service; confined execution
+        leaves the network on only for such a coder.
+    :param deterministic: the same request gives the same operations. The engine does not act
+        on it; the conformance kit checks it.
     """
 
     writes_in_place: bool
     commits_own_changes: bool
-    observes_tests: bool
     required_programs: tuple[RequiredProgram, ...] = ()
     settings: tuple[str, ...] = ()
     needs_network: bool = False
     deterministic: bool = False
+
+    def unknown_settings(self, config: Mapping[str, Any]) -> list[str]:
+        """The ``coder_config`` keys this coder does not declare in ``settings``, sorted."""
+        return sorted(str(key) for key in config if key not in self.settings)
 
 
 @frozen(kw_only=True)

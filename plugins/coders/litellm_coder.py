@@ -213,7 +213,6 @@ def snodo_coders() -> Iterator[CoderSpec]:
         capabilities=CoderCapabilities(
             writes_in_place=False,
             commits_own_changes=False,
-            observes_tests=False,
             settings=SETTINGS,
             needs_network=True,
             deterministic=False,

@@ -264,7 +264,6 @@ def snodo_coders() -> Iterator[CoderSpec]:
         capabilities=CoderCapabilities(
             writes_in_place=True,
             commits_own_changes=False,
-            observes_tests=False,
             required_programs=(PROGRAM,),
             settings=SETTINGS,
             needs_network=True,

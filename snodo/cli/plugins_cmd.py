@@ -50,7 +50,7 @@ def plugins(as_json: bool) -> None:
             caps = coders[name].capabilities
             flags = [
                 k
-                for k in ("writes_in_place", "commits_own_changes", "observes_tests", "needs_network", "deterministic")
+                for k in ("writes_in_place", "commits_own_changes", "needs_network", "deterministic")
                 if getattr(caps, k)
             ]
             needs = [p.name for p in caps.required_programs]
@@ -72,7 +72,6 @@ def _coder_caps(spec: object) -> dict[str, object]:
     return {
         "writes_in_place": caps.writes_in_place,
         "commits_own_changes": caps.commits_own_changes,
-        "observes_tests": caps.observes_tests,
         "needs_network": caps.needs_network,
         "deterministic": caps.deterministic,
         "required_programs": [{"name": p.name, "install_hint": p.install_hint} for p in caps.required_programs],

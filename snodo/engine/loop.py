@@ -14,7 +14,6 @@ lowered by ``severity_cap``) re-enters the coder with the findings, bounded by
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import shutil
@@ -24,6 +23,7 @@ from typing import Any
 
 from attrs import Factory, frozen
 
+from snodo.engine.inplace import InPlaceWatch, Judgement
 from snodo.engine.interrupt import Interrupted
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned, uncommitted
 from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
@@ -108,31 +108,6 @@ class Halt(Exception):
         self.extra = extra
 
 
-def _tree_snapshot(root: Path) -> dict[str, str]:
-    """Content hashes of every file outside ``.git`` (symlinks by target)."""
-    snap: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        for name in filenames:
-            full = Path(dirpath) / name
-            rel = full.relative_to(root).as_posix()
-            if rel == ".git":
-                continue
-            if full.is_symlink():
-                snap[rel] = "link:" + os.readlink(full)
-            else:
-                try:
-                    snap[rel] = hashlib.sha256(full.read_bytes()).hexdigest()
-                except OSError:
-                    snap[rel] = "unreadable"
-    return snap
-
-
-def _is_governance(path: str) -> bool:
-    first = path.split("/", 1)[0]
-    return first.casefold() in (".snodo", ".git")
-
-
 class Engine:
     """Runs tasks for one :class:`Project` (protocol, mode, plugins, state)."""
 
@@ -160,6 +135,7 @@ class Engine:
         self.usage: list[dict[str, Any]] = []
         self.phase = "governance"
         self.spec_text = ""
+        self.coder_head: str | None = None  # the working copy's tip after a coder's own commits
 
     # ------------------------------------------------------------------ public
 
@@ -183,6 +159,7 @@ class Engine:
             self._check_programs(coder_spec)
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
             config = dict(p.mode.coder_config) if coder_spec.name == p.mode.coder else {}
+            self._check_settings(coder_spec, config)
             coder = coder_spec.factory(config)  # bad settings halt before any token exists
             for gone in reclaim_abandoned(p.root, p.home, judge=lambda left: self._judge_unjudged(left, ())):
                 p.record("worktree_reclaimed", **gone)
@@ -240,6 +217,20 @@ class Engine:
                     "governance",
                     f"coder {spec.name!r} needs the program {prog.name!r} on PATH; install it: {prog.install_hint}",
                 )
+
+    def _check_settings(self, spec: CoderSpec, config: dict[str, Any]) -> None:
+        """``coder_config`` keys the coder does not declare are refused before any token is
+        issued or consumed: a typo must not silently run the coder on its defaults."""
+        unknown = spec.capabilities.unknown_settings(config)
+        if unknown:
+            honoured = ", ".join(spec.capabilities.settings) or "none"
+            raise Halt(
+                "environment_error",
+                "governance",
+                f"mode {self.project.mode_id!r} gives coder {spec.name!r} coder_config key(s) it does not honour: "
+                f"{', '.join(unknown)} (it honours: {honoured}); fix coder_config in .snodo/protocol.yml "
+                "(see docs/plugins.md)",
+            )
 
     def _validate(
         self,
@@ -324,8 +315,8 @@ class Engine:
                 if changed
                 else None
             )
+            commit = made or self.coder_head or commit
             if made is not None:
-                commit = made
                 p.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(changed))
             all_changed = tuple(sorted(git.changed_files(wt.base))) if files else ()
             if not all_changed:
@@ -387,15 +378,29 @@ class Engine:
         self, coder: Any, spec: CoderSpec, request: CoderRequest, wt: Worktree, task_id: str
     ) -> tuple[list[str], list[dict[str, str]], tuple[Any, ...]]:
         p = self.project
-        in_place = spec.capabilities.writes_in_place
-        before = _tree_snapshot(wt.path) if in_place else {}
+        caps = spec.capabilities
+        watch = (
+            InPlaceWatch(
+                wt.path,
+                PathGuard(wt.path, p.protocol.protected_paths),
+                branch=wt.branch,
+                commits_own_changes=caps.commits_own_changes,
+            )
+            if caps.writes_in_place
+            else None
+        )
         try:
-            with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
-                result = coder.generate(request)
-        except (EnvironmentProblem, CoderError):
+            try:
+                with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
+                    result = coder.generate(request)
+            except (EnvironmentProblem, CoderError):
+                raise
+            except Exception as exc:
+                raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
+        except Exception:
+            if watch is not None:  # what it did before failing is judged all the same
+                self._refuse_in_place(watch.judge(), spec.name, task_id)
             raise
-        except Exception as exc:
-            raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
         if not isinstance(result, CoderResult):
             raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
         usage = _plain_usage(result.usage)
@@ -404,25 +409,21 @@ class Engine:
             p.record(
                 "coder_usage", task_id=task_id, coder=spec.name, run_id=self.run_id, attempt=request.attempt, **usage
             )
-        if in_place:
-            after = _tree_snapshot(wt.path)
-            diffs = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-            touched = [c for c in diffs if _is_governance(c)]
-            if touched:
-                for path in touched:
-                    p.record(
-                        "path_refused",
-                        task_id=task_id,
-                        path=path,
-                        source=f"coder:{spec.name}",
-                        reason="an in-place coder changed governance state (.snodo/ is protected)",
-                    )
-                raise Halt(
-                    "blocker",
-                    "execute",
-                    f"coder {spec.name!r} changed protected governance state: {', '.join(touched)}",
+        if watch is not None:
+            judged = watch.judge()
+            self._refuse_in_place(judged, spec.name, task_id)
+            if judged.commits:
+                self.coder_head = judged.head
+                p.record(
+                    "commit",
+                    task_id=task_id,
+                    branch=wt.branch,
+                    commit=judged.head,
+                    commits=list(judged.commits),
+                    files=list(judged.changed),
+                    by=f"coder:{spec.name}",
                 )
-            return diffs, [], tuple(diffs)
+            return list(judged.changed), [], judged.signature
         ops = tuple(result.operations)
         kept, dropped = p.host.filter_artifacts(
             ops,
@@ -463,6 +464,16 @@ class Engine:
                 continue
             changed.append(_normalise(wt.path, op))
         return changed, dropped_json, tuple((o.op, o.path, o.content) for o in kept)
+
+    def _refuse_in_place(self, judged: Judgement, coder: str, task_id: str) -> None:
+        """One ``path_refused`` per path an in-place coder may not change, then halt."""
+        for path, reason in judged.refused:
+            extra = {"restored": path in judged.restored} if path.startswith(("../", ".git/")) else {}
+            self.project.record(
+                "path_refused", task_id=task_id, path=path, source=f"coder:{coder}", reason=reason, **extra
+            )
+        if judged.refused:
+            raise Halt("blocker", "execute", judged.message(coder))
 
     # ----------------------------------------------------------------- halting
 

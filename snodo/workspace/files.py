@@ -3,16 +3,22 @@
 Every mutation asks the :class:`~snodo.workspace.guard.PathGuard` first and touches
 nothing when it refuses, so a refused call leaves the tree exactly as it was. Writes are
 atomic (temp file + ``os.replace``): an interrupted write never leaves half a source file.
+
+Every mutation then acts through directory descriptors opened one component at a time from
+the root with ``O_NOFOLLOW`` along the path the guard resolved: a directory swapped for a
+symlink between the check and the write makes the write fail, never land elsewhere.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import secrets
 import stat
 from pathlib import Path
 
-from snodo.errors import StateError, ToolError
-from snodo.state.atomic import atomic_write_bytes
+from snodo.errors import ToolError
 from snodo.workspace.guard import PathGuard, name_key
 
 MAX_READ_BYTES = 1024 * 1024
@@ -34,10 +40,24 @@ class Workspace:
             raise ToolError(f"cannot read {path!r}: it is a directory")
         if not target.is_file():
             raise ToolError(f"cannot read {path!r}: no such file")
-        size = target.stat().st_size
-        if size > MAX_READ_BYTES:
-            raise ToolError(f"cannot read {path!r}: {size} bytes is over the {MAX_READ_BYTES}-byte limit")
-        data = target.read_bytes()
+        parts = self._parts(path, target)
+        with _DirChain(self.root, path) as chain:  # never through a symlink swapped in since the check
+            parent = chain.walk(parts[:-1], create=False)
+            try:
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+                fd = os.open(parts[-1], flags, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise ToolError(f"cannot read {path!r}: {_RACE}") from None
+                raise ToolError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+            with os.fdopen(fd, "rb") as handle:
+                st = os.fstat(handle.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    raise ToolError(f"cannot read {path!r}: not a regular file")
+                if st.st_size > MAX_READ_BYTES:
+                    limit = MAX_READ_BYTES
+                    raise ToolError(f"cannot read {path!r}: {st.st_size} bytes is over the {limit}-byte limit")
+                data = handle.read(MAX_READ_BYTES + 1)
         binary = ToolError(f"cannot read {path!r}: it is a binary file, not UTF-8 text")
         if b"\0" in data:
             raise binary
@@ -76,14 +96,25 @@ class Workspace:
             data = content.encode("utf-8")
         except UnicodeError as exc:
             raise ToolError(f"cannot write {path!r}: content is not encodable as UTF-8 ({exc})") from None
-        existed = target.exists()
-        mode = stat.S_IMODE(target.stat().st_mode) if existed else 0o644
-        self._make_parents(target.parent)
-        try:
-            atomic_write_bytes(target, data, mode=mode)
-        except StateError as exc:
-            raise ToolError(f"cannot write {path!r}: {exc.message}") from None
-        return {"path": self._relative(target), "bytes": len(data), "created": not existed}
+        self._check_new_parents(target.parent)
+        parts = self._parts(path, target)
+        with _DirChain(self.root, path) as chain:
+            parent = chain.walk(parts[:-1], create=True)
+            name = parts[-1]
+            try:
+                st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            except OSError as exc:
+                raise ToolError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                raise ToolError(f"cannot write {path!r}: it names a directory")
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                # The guard resolved every link; one here now was put there since.
+                raise ToolError(f"cannot write {path!r}: {_RACE}")
+            mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
+            _replace_at(parent, name, data, mode, path)
+        return {"path": self._relative(target), "bytes": len(data), "created": st is None}
 
     def delete_file(self, path: str) -> dict[str, object]:
         """Delete a file; a symlink is removed itself, never what it points to."""
@@ -92,10 +123,18 @@ class Workspace:
             raise ToolError(f"cannot delete {path!r}: no such file")
         if entry.is_dir() and not entry.is_symlink():
             raise ToolError(f"cannot delete {path!r}: it is a directory; delete_file removes files")
-        try:
-            entry.unlink()
-        except OSError as exc:
-            raise ToolError(f"cannot delete {path!r}: {exc.strerror or exc}") from None
+        parts = self._parts(path, entry)
+        with _DirChain(self.root, path) as chain:
+            parent = chain.walk(parts[:-1], create=False)
+            try:
+                st = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    raise ToolError(f"cannot delete {path!r}: it is a directory; delete_file removes files")
+                os.unlink(parts[-1], dir_fd=parent)  # unlink never follows the last component
+            except FileNotFoundError:
+                raise ToolError(f"cannot delete {path!r}: no such file") from None
+            except OSError as exc:
+                raise ToolError(f"cannot delete {path!r}: {exc.strerror or exc}") from None
         return {"path": self._relative(entry), "deleted": True}
 
     def create_directory(self, path: str) -> dict[str, object]:
@@ -105,24 +144,106 @@ class Workspace:
             return {"path": self._relative(target), "created": False}
         if os.path.lexists(target):
             raise ToolError(f"cannot create directory {path!r}: a file of that name exists")
-        self._make_parents(target)
+        self._check_new_parents(target)
+        with _DirChain(self.root, path) as chain:
+            chain.walk(self._parts(path, target), create=True)
         return {"path": self._relative(target), "created": True}
 
-    def _make_parents(self, directory: Path) -> None:
-        """Create ``directory`` and its missing ancestors, each asked of the guard before
-        any is created, so a refusal leaves no stray directory behind."""
+    def _check_new_parents(self, directory: Path) -> None:
+        """Ask the guard about every directory a mutation would create, before any is
+        created, so a refusal leaves no stray directory behind."""
         missing: list[Path] = []
         while not directory.exists():
             missing.append(directory)
             directory = directory.parent
         for new in reversed(missing):
             self.guard.check_mutation(str(new))
-        for new in reversed(missing):
-            try:
-                new.mkdir()
-            except OSError as exc:
-                where = self._relative(new)
-                raise ToolError(f"cannot create directory {where!r}: {exc.strerror or exc}") from None
+
+    def _parts(self, path: str, resolved: Path) -> tuple[str, ...]:
+        parts = resolved.relative_to(self.root).parts
+        if not parts:  # the guard refuses the root; never act on it
+            raise ToolError(f"cannot change {path!r}: it is the project root")
+        return parts
 
     def _relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
+
+
+_RACE = "a directory on the path was replaced (by a symlink or a non-directory) meanwhile; nothing was done"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+class _DirChain:
+    """Directory descriptors from the root down to a target's parent, each opened relative
+    to the one before with ``O_NOFOLLOW``: a component swapped for a symlink after the
+    guard's check makes the open fail instead of leading the write elsewhere, so the check
+    and the write are one decision."""
+
+    def __init__(self, root: Path, path: str) -> None:
+        if not {os.open, os.rename, os.mkdir, os.unlink, os.stat} <= os.supports_dir_fd:
+            raise ToolError(f"cannot change {path!r}: this platform cannot write without following symlinks")
+        self.path = path
+        self.fds: list[int] = [os.open(root, _DIR_FLAGS)]
+
+    def __enter__(self) -> _DirChain:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for fd in self.fds:
+            os.close(fd)
+
+    def walk(self, components: tuple[str, ...], *, create: bool) -> int:
+        """The descriptor of the directory ``components`` name below the root, creating
+        missing ones when ``create``; never through a symlink."""
+        for name in components:
+            fd = self.fds[-1]
+            try:
+                self.fds.append(os.open(name, _DIR_FLAGS, dir_fd=fd))
+                continue
+            except FileNotFoundError:
+                if not create:
+                    raise ToolError(f"cannot change {self.path!r}: no such file") from None
+            except (NotADirectoryError, OSError) as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise ToolError(f"cannot change {self.path!r}: {_RACE}") from None
+                raise ToolError(f"cannot change {self.path!r}: {exc.strerror or exc}") from None
+            try:
+                os.mkdir(name, 0o777, dir_fd=fd)
+                self.fds.append(os.open(name, _DIR_FLAGS, dir_fd=fd))
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST, errno.EMLINK):
+                    raise ToolError(f"cannot change {self.path!r}: {_RACE}") from None
+                raise ToolError(f"cannot create directory {name!r} for {self.path!r}: {exc.strerror or exc}") from None
+        return self.fds[-1]
+
+
+def _replace_at(dir_fd: int, name: str, data: bytes, mode: int, path: str) -> None:
+    """Write ``data`` to a fresh temporary file in the directory ``dir_fd`` and rename it
+    over ``name`` there (the rename replaces the name itself, never what it points to)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+            break
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ToolError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+    else:
+        raise ToolError(f"cannot write {path!r}: no free temporary name in its directory")
+    try:
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fchmod(handle.fileno(), mode)
+                os.fsync(handle.fileno())
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+        os.fsync(dir_fd)
+    except OSError as exc:
+        raise ToolError(f"cannot write {path!r}: {exc.strerror or exc}") from None

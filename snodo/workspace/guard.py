@@ -124,7 +124,7 @@ class PathGuard:
         target = self._resolve(path, follow_symlinks=True)
         # Resolving the spelled path and resolving the entry can disagree (a symlink loop
         # earlier in the path stops realpath short), so what the entry leads to is checked too.
-        for resolved in (entry, target, Path(os.path.realpath(entry))):
+        for resolved in (entry, target, self._resolve(str(entry), follow_symlinks=True)):
             parts = self._inside(path, resolved)
             if not parts:
                 raise PathValidationError(path, REASON_ROOT)

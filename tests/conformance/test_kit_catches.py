@@ -23,7 +23,7 @@ from pathlib import Path
 from snodo.api import (CoderCapabilities, CoderResult, CoderSpec, EnvironmentProblem, FileOperation,
                        RequiredProgram, ValidatorSpec, Verdict, hookimpl)
 
-CAPS = dict(writes_in_place=False, commits_own_changes=False, observes_tests=False, deterministic=True)
+CAPS = dict(writes_in_place=False, commits_own_changes=False, deterministic=True)
 """
 
 

@@ -73,12 +73,12 @@ class Crashes:
 class Coders:
     @hookimpl
     def snodo_coders(self):  # type: ignore[no-untyped-def]
-        caps = dict(commits_own_changes=False, observes_tests=False)
+        caps = dict(commits_own_changes=False)
         yield CoderSpec(
             name="inplace",
             description="in place",
             factory=InPlace,
-            capabilities=CoderCapabilities(writes_in_place=True, **caps),
+            capabilities=CoderCapabilities(writes_in_place=True, settings=("target",), **caps),
         )
         yield CoderSpec(
             name="same",

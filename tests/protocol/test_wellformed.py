@@ -32,7 +32,7 @@ class FixturePlugin:
             name="mock",
             description="m",
             factory=_Coder,
-            capabilities=CoderCapabilities(writes_in_place=False, commits_own_changes=False, observes_tests=False),
+            capabilities=CoderCapabilities(writes_in_place=False, commits_own_changes=False),
         )
 
     @hookimpl

@@ -110,6 +110,9 @@ class InPlaceWatch:
         self.branch_ref = f"refs/heads/{branch}"
         self.commits_own_changes = commits_own_changes
         self.gitdir, self.common = _git_dirs(self.root)
+        if self.gitdir is not None and not _read(self.gitdir / "HEAD").startswith("ref:"):
+            # A detached working copy (the engine's runs): its own HEAD is the task's tip.
+            self.branch_ref = self._head_name()
         self.before = self._snapshot(read_index=True)
         # What lies outside the working copy is put back if the coder changes it.
         self.saved = {
@@ -161,7 +164,7 @@ class InPlaceWatch:
             if self.commits_own_changes and self.branch_ref in moved_refs and before.refs.get(self.branch_ref):
                 old, new = before.refs[self.branch_ref], after.refs.get(self.branch_ref, "")
                 if not self._extends(old, new):
-                    refused.append((f".git/{self.branch_ref}", REASON_REWRITE))
+                    refused.append((self._ref_label(self.branch_ref), REASON_REWRITE))
                 else:
                     commits = tuple(self._lines("rev-list", "--reverse", f"{old}..{new}"))
                     head = new
@@ -175,7 +178,7 @@ class InPlaceWatch:
         if refused:
             restored = self._restore({path for path, _ in refused}, after)
             old_tip = before.refs.get(self.branch_ref)
-            branch = f".git/{self.branch_ref}"  # no refused work stays on the task branch
+            branch = self._ref_label(self.branch_ref)  # no refused work stays on the task branch
             config = ".git/config"
             git_safe = config not in {path for path, _ in refused} or config in restored
             moved = git_safe and self.branch_ref in moved_refs and branch not in restored and old_tip
@@ -295,6 +298,9 @@ class InPlaceWatch:
             own = _entries(self.gitdir, prune=_VOLATILE_DIRS, skip=_VOLATILE_NAMES | {"HEAD"})
             found.update({f"{name}/{path}": full for path, full in own.items()})
         return found
+
+    def _ref_label(self, ref: str) -> str:
+        return ref if ref == self._head_name() else f".git/{ref}"
 
     def _head_name(self) -> str:
         return _label(self.gitdir, self.common) + "/HEAD" if self.gitdir is not None else ".git/HEAD"

@@ -191,7 +191,8 @@ ATTACKS = [
     ("outside", ["../x"]),
     ("protected", ["secrets/key.txt"]),
     ("nested", ["pkg/.snodo/x"]),
-    ("commit", ["BRANCH"]),
+    # runs work on a detached working copy: a commit moves that copy's own HEAD
+    ("commit", ["HEAD"]),
     ("switch-branch", ["HEAD", ".git/refs/heads/elsewhere"]),
     ("stage-snodo", [".snodo/staged.yml"]),
 ]
@@ -208,14 +209,12 @@ def test_in_place_attack_halts_blocker_and_leaves_the_checkout_as_it_was(
     assert (result.status, result.outcome, result.phase) == ("halted", "blocker", "execute"), result
     seen = refused(git_repo)
     paths = [e["path"] for e in seen]
-    branch_ref = f".git/refs/heads/snodo/{result.task_id}-"
-    wanted = [branch_ref if p == "BRANCH" else p for p in expected]
-    assert len(paths) == len(wanted), seen
-    for path, want in zip(sorted(paths), sorted(wanted), strict=True):
+    assert len(paths) == len(expected), seen
+    for path, want in zip(sorted(paths), sorted(expected), strict=True):
         if want == "HEAD":
             assert path.startswith(".git/worktrees/") and path.endswith("/HEAD"), path
         else:
-            assert path.startswith(want) if want == branch_ref else path == want, (path, want)
+            assert path == want, (path, want)
     assert all(e["source"] == "coder:hostile" and e["reason"] for e in seen)
     for e in seen:
         if e["path"].startswith((".git/", "../")) and attack != "dotgit":  # dotgit stays in the working copy

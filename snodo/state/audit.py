@@ -6,7 +6,7 @@ hash (64 zeros for line 1). Editing, removing or reordering a line breaks the ch
 
 A chain alone can be recomputed by anyone who can write the file, so every append ends
 with a signed **checkpoint** line (``event: "checkpoint"``): an Ed25519 signature, made
-with the user's audit key in ``$SNODO_HOME/keys/``, over the checkpoint's own seq and time
+with the user's audit key (:mod:`snodo.state.audit_key`), over the checkpoint's own seq and time
 and the hash of the line before it. Like a signed tree head, one valid signature covers
 every line before it through the chain, so a log is accepted only up to a checkpoint whose
 signature verifies: a line after the last checkpoint is unsigned and never accepted.
@@ -49,7 +49,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from snodo.errors import AuditChainError, StateError
 from snodo.state.atomic import atomic_create_bytes, canonical_json, file_lock, read_json
-from snodo.state.keys import audit_public_key, audit_signing_key, public_key_fingerprint
+from snodo.state.audit_key import audit_public_key, audit_signing_key
+from snodo.state.keys import openssh_public, public_key_fingerprint
 
 GENESIS = "0" * 64
 CHECKPOINT = "checkpoint"
@@ -629,8 +630,6 @@ def export_log(log: AuditLog, dest: Path) -> Export:
 
     A broken log is not exported: the error says where it breaks.
     """
-    from snodo.state.keys import openssh_public
-
     key = audit_public_key(log.home)
     if key is None:
         raise StateError(f"nothing to export: this home ({log.home}) has no audit key, so it signed no log")

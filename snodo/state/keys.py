@@ -1,4 +1,4 @@
-"""Key files under ``$SNODO_HOME/keys/``: the token key, the audit key pair and the decision key pair.
+"""Key files under ``$SNODO_HOME/keys/``: the token key and the decision key pair.
 
 Both are created on first use and shared by every process of the user, so creation must be
 race-free: the complete file is linked into place and the loser of a race reads the
@@ -7,9 +7,8 @@ either means something outside snodo touched it.
 
 This module may create the decision pair but never reads its private half back; only
 :mod:`snodo.authorize_signing` (used by ``snodo authorize``) does, so no agent-facing code
-path can sign a decision. The audit pair is different: every snodo process of the user
-signs the checkpoints of the audit logs it appends to, so its private half is read here.
-Both live in the home, which confined processes cannot see.
+path can sign a decision. The audit key pair, which every snodo process of the user uses,
+lives in :mod:`snodo.state.audit_key`.
 
 Public keys travel as OpenSSH lines (``ssh-ed25519 AAAA...``), the form git's
 allowed-signers file uses; PEM is accepted too when reading a key file.
@@ -34,8 +33,6 @@ from snodo.state.home import keys_dir
 TOKEN_KEY_FILE = "token.key"  # noqa: S105 (a file name, not a secret)
 DECISION_PRIVATE_KEY_FILE = "decision_ed25519"
 DECISION_PUBLIC_KEY_FILE = "decision_ed25519.pub"
-AUDIT_PRIVATE_KEY_FILE = "audit_ed25519"
-AUDIT_PUBLIC_KEY_FILE = "audit_ed25519.pub"
 _TOKEN_KEY_BYTES = 32
 
 
@@ -153,51 +150,6 @@ def load_public_key_file(path: Path) -> Ed25519PublicKey:
 def openssh_public(key: Ed25519PublicKey) -> str:
     """``ssh-ed25519 AAAA...``: the one-line form of a public key, as allowed-signers lists it."""
     return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode("ascii")
-
-
-def audit_key_paths(home: Path) -> tuple[Path, Path]:
-    """``(private, public)`` paths of the audit key pair."""
-    directory = keys_dir(home)
-    return directory / AUDIT_PRIVATE_KEY_FILE, directory / AUDIT_PUBLIC_KEY_FILE
-
-
-_AUDIT_KEYS: dict[Path, Ed25519PrivateKey] = {}
-
-
-def audit_signing_key(home: Path) -> Ed25519PrivateKey:
-    """The user's audit key (created on first use), read once per process."""
-    private, public = audit_key_paths(home)
-    cached = _AUDIT_KEYS.get(private)
-    if cached is not None:
-        return cached
-    _ensure_pair(private, public, "audit")
-    try:
-        with open(private, "rb") as handle:
-            require_owner_only(private, handle.fileno())
-            data = handle.read()
-    except OSError as exc:
-        raise StateError(f"cannot read {private}: {exc.strerror or exc}") from exc
-    try:
-        key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-        raise StateError(f"{private} is not a valid unencrypted PEM private key: {exc}") from exc
-    if not isinstance(key, Ed25519PrivateKey):
-        raise StateError(f"{private} holds a {type(key).__name__}, not an Ed25519 private key")
-    if public_key_fingerprint(key.public_key()) != public_key_fingerprint(load_public_key_file(public)):
-        raise StateError(
-            f"the audit key pair under {private.parent} does not match: the public key is not the private key's"
-        )
-    _AUDIT_KEYS[private] = key
-    return key
-
-
-def audit_public_key(home: Path) -> Ed25519PublicKey | None:
-    """The user's audit public key, or None if this home never signed an audit log."""
-    _, public = audit_key_paths(home)
-    try:
-        return load_public_key_file(public)
-    except FileNotFoundError:
-        return None
 
 
 def public_key_fingerprint(key: Ed25519PublicKey) -> str:

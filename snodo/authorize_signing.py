@@ -53,11 +53,11 @@ def sign_decision(home: Path, record: DecisionRecord, pending: PendingDecision) 
     is the last step before a decision becomes able to turn a warn into a pass.
     """
     check_inv3(pending)
-    binding = (record.decision_id, record.task_id, record.spec_sha256, record.mode)
-    if binding != (pending.decision_id, pending.task_id, pending.spec_sha256, pending.mode):
+    binding = (record.decision_id, record.task_id, record.spec_sha256, record.mode, record.tree)
+    if binding != (pending.decision_id, pending.task_id, pending.spec_sha256, pending.mode, pending.tree):
         raise DecisionError(
             f"decision record {record.decision_id} does not match pending decision {pending.decision_id} "
-            "(id, task, spec and mode must all agree)"
+            "(id, task, spec, mode and reviewed tree must all agree)"
         )
     beyond = set(record.adjudicated_validators) - set(pending.warned_validators())
     if beyond:

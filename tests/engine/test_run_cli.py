@@ -12,7 +12,8 @@ from tests.conftest import git, make_repo
 
 
 def events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] != "checkpoint"]
 
 
 def names(repo: Path) -> list[str]:

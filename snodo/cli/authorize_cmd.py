@@ -121,7 +121,7 @@ def authorize(
         console().print("review one with `snodo authorize <decision_id>`")
         return
 
-    from snodo.authorize_signing import sign_decision
+    from snodo.authorize_signing import decision_key_is_protected, sign_decision
     from snodo.state.audit import AuditLog
     from snodo.state.decisions import DecisionStore, check_inv3, draft_decision
 
@@ -147,7 +147,10 @@ def authorize(
         justification=justification or f"{verdict}d with snodo authorize",
         decided_by=f"{getpass.getuser()}@{socket.gethostname()}",
     )
-    signed = sign_decision(home, record, pending_decision)
+    passphrase = None
+    if decision_key_is_protected(home):
+        passphrase = click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
+    signed = sign_decision(home, record, pending_decision, passphrase=passphrase)
     path = DecisionStore(root, home).save(signed)
     store.remove_pending(session.session_id, decision_id)
     AuditLog(root / ".snodo" / "audit.log").append(

@@ -10,6 +10,7 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import tempfile
 from datetime import UTC, datetime
@@ -176,37 +177,38 @@ GIT_TREE_TIMEOUT = 120.0
 
 
 def judged_tree(workspace: Path) -> str:
-    """The git tree id of the workspace's content as post_execute validators saw it.
+    """The git tree id of the workspace's tracked content, as post_execute validators saw it.
 
-    Tracked and untracked files count, ignored ones do not; ``.snodo/`` is taken as
-    committed (its working copy holds the audit log, which changes with every call). Built
-    in a throw-away index, so the user's index is untouched. "" outside a git work tree.
+    That is the index with every tracked file's working copy added: in the engine's working
+    copy, right after it commits, exactly the judged commit's tree. Untracked files are not
+    part of it (test runs leave caches there), so stage new files before validating by hand.
+    ``.snodo/`` counts as staged (its working copy holds the audit log, which changes with
+    every call). Built in a throw-away copy of the index: the user's index is untouched.
+    "" outside a git work tree.
     """
     with tempfile.TemporaryDirectory(prefix="snodo-tree-") as scratch:
-        env = {
-            **os.environ,
-            "GIT_INDEX_FILE": os.path.join(scratch, "index"),
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_OPTIONAL_LOCKS": "0",
-        }
+        index = os.path.join(scratch, "index")
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
         env.pop("GIT_LITERAL_PATHSPECS", None)
+        env.pop("GIT_INDEX_FILE", None)
 
-        def git(*args: str) -> subprocess.CompletedProcess[str]:
+        def git(*args: str, own_index: bool = True) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
                 ["git", "-C", str(workspace), *args],
                 capture_output=True,
                 text=True,
-                env=env,
+                env={**env, "GIT_INDEX_FILE": index} if own_index else env,
                 timeout=GIT_TREE_TIMEOUT,
                 check=False,
             )
 
         try:
-            if git("rev-parse", "--is-inside-work-tree").stdout.strip() != "true":
+            if git("rev-parse", "--is-inside-work-tree", own_index=False).stdout.strip() != "true":
                 return ""
-            if git("rev-parse", "--verify", "--quiet", "HEAD").returncode == 0:
-                git("read-tree", "HEAD")
-            added = git("add", "--all", "--", ".", ":(exclude,top).snodo")
+            real_index = git("rev-parse", "--path-format=absolute", "--git-path", "index", own_index=False)
+            if real_index.returncode == 0 and os.path.isfile(real_index.stdout.strip()):
+                shutil.copyfile(real_index.stdout.strip(), index)
+            added = git("add", "--update", "--", ".", ":(exclude,top).snodo")
             tree = git("write-tree") if added.returncode == 0 else added
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ToolError(f"cannot read the git tree of {workspace}: {exc}") from None

@@ -451,7 +451,11 @@ class AuditLog:
                         "rewritten or replaced by another copy",
                     )
                 )
-        if scan.lines > scan.checkpoint_line and not tail_ok:
+        # Lines after the last checkpoint are unsigned; but when the chain breaks there, the
+        # break is the fault to name (it is why no checkpoint covers them), unless it is only
+        # a write cut off at the very end.
+        broken_there = scan.fault is not None and not scan.fault_is_torn_end
+        if scan.lines > scan.checkpoint_line and not tail_ok and not broken_there:
             problems.append(
                 _Broken(
                     scan.checkpoint_line + 1,

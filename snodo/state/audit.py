@@ -493,7 +493,7 @@ class AuditLog:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fsync(fd)
+                _datasync(fd)  # the one fsync of the append
                 stat = os.fstat(fd)
                 if created:
                     _CHECKED.add((stat.st_dev, stat.st_ino))
@@ -581,22 +581,34 @@ class AuditLog:
         torn = False
         anchor_seq = anchor.seq if anchor is not None else -1
         anchor_hash: str | None = None
+        last_checkpoint_raw = b""
         for lineno, raw in enumerate(self._lines(), start=1):
-            try:
-                record = _parse_line(raw, lineno)
-                _check_record(record, lineno, prev)
-            except _Broken as broken:
-                fault = broken
-                torn = not raw.endswith(b"\n")
-                break
-            prev, lines, offset = record["hash"], lineno, offset + len(raw)
-            if record["seq"] == anchor_seq:
-                anchor_hash = record["hash"]
-            if record["event"] == CHECKPOINT:
-                checkpoint, checkpoint_line, signed_size = record, lineno, offset
+            fast = _fast_link(raw, lineno, prev)
+            if fast is not None:
+                prev, is_checkpoint = fast
+            else:
+                try:
+                    record = _parse_line(raw, lineno)
+                    _check_record(record, lineno, prev)
+                except _Broken as broken:
+                    fault = broken
+                    torn = not raw.endswith(b"\n")
+                    break
+                prev, is_checkpoint = record["hash"], record["event"] == CHECKPOINT
+            lines, offset = lineno, offset + len(raw)
+            if lineno - 1 == anchor_seq:
+                anchor_hash = prev
+            if is_checkpoint:
+                last_checkpoint_raw, checkpoint_line, signed_size = raw, lineno, offset
                 checkpoints += 1
             else:
                 events += 1
+        if last_checkpoint_raw:
+            try:
+                checkpoint = _parse_line(last_checkpoint_raw, checkpoint_line)
+                _check_record(checkpoint, checkpoint_line, checkpoint["prev"])  # its shape
+            except _Broken as broken:
+                checkpoint, fault = None, broken
         return _Scan(
             lines=lines,
             events=events,
@@ -674,12 +686,53 @@ def _events_before(log: AuditLog, line: int) -> int:
     return count
 
 
+def _datasync(fd: int) -> None:
+    """Data and the size that reaches it (enough to read the file back), without timestamps."""
+    sync = getattr(os, "fdatasync", os.fsync)
+    sync(fd)
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def _dump(record: Mapping[str, Any]) -> bytes:
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    """A line is the canonical JSON of the whole record, so that the canonical JSON of the
+    six hashed fields is the line with its ``hash`` member cut out (see :func:`_fast_link`)."""
+    return canonical_json(record) + b"\n"
+
+
+_HASH_MEMBER = b',"hash":"'
+_CHECKPOINT_EVENT = b',"event":"checkpoint"'
+
+
+def _fast_link(raw: bytes, lineno: int, prev: str) -> tuple[str, bool] | None:
+    """``(hash, is_checkpoint)`` of a canonical line that links to ``prev``, checked on its
+    bytes without parsing them; None sends the line through the full check.
+
+    With sorted keys the record's own ``hash`` member is the last ``,"hash":"`` of the line
+    (inside string values quotes are escaped; only ``mode``, ``prev``, ``seq`` and ``ts``
+    follow it), and cutting it out leaves exactly the canonical JSON the hash covers. A
+    line passing this is byte for byte what its hash commits to, and the signed checkpoint
+    after it commits to that hash, so parsing it would prove nothing more. Anything else
+    (another key order, spacing, a broken link) takes the slow path, which names the fault.
+    """
+    if not raw.endswith(b"}\n"):
+        return None
+    cut = raw.rfind(_HASH_MEMBER)
+    if cut < 0 or raw[cut + 73 : cut + 74] != b'"':
+        return None
+    claimed = raw[cut + 9 : cut + 73]
+    if hashlib.sha256(raw[:cut] + raw[cut + 74 : -1]).hexdigest().encode("ascii") != claimed:
+        return None
+    tail = raw[cut + 74 :]
+    at = tail.rfind(b',"prev":"')
+    if at < 0 or tail[at + 9 : at + 73] != prev.encode("ascii") or tail[at + 73 : at + 81] != b'","seq":':
+        return None
+    digits = tail[at + 81 : tail.find(b",", at + 81)]
+    if digits != str(lineno - 1).encode("ascii"):
+        return None
+    return claimed.decode("ascii"), raw[cut - len(_CHECKPOINT_EVENT) : cut] == _CHECKPOINT_EVENT
 
 
 def _last_line(log: BinaryIO, size: int) -> bytes:

@@ -107,11 +107,12 @@ def test_a_batch_is_one_write_one_signature_and_one_fsync(log: AuditLog, monkeyp
     synced: list[int] = []
     real_fsync = os.fsync
 
-    def counting_fsync(fd: int) -> None:
+    def counting_fsync(fd: int) -> None:  # fsync or fdatasync: either is one trip to the disk
         synced.append(fd)
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", counting_fsync)
+    monkeypatch.setattr(os, "fdatasync", counting_fsync)
     with log.batch():
         first = log.append("tool_call", mode="dev", data={"tool": "validate_task"})
         with log.batch():  # nested batches join the outer one

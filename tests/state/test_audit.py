@@ -494,3 +494,16 @@ def test_verify_cannot_run_without_the_file_or_key(snodo_cli: Callable[..., Any]
         "audit", "verify", "--json", "--key", str(tmp_path / "k.pub"), str(tmp_path / "a.log"), cwd=tmp_path
     )
     assert no_key.returncode == 4 and "no public key" in no_key.stderr, no_key
+
+
+def test_lines_are_canonical_and_any_equivalent_spelling_still_verifies(log: AuditLog) -> None:
+    """Lines are written as canonical JSON (checked fast, on their bytes); the chain rule is
+    about content, so a line re-spelt with the same content still verifies (the slow path)."""
+    filled(log, 3)
+    for line in lines(log.path):
+        assert line == json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+    content = lines(log.path)
+    content[2] = json.dumps(json.loads(content[2]), indent=None, ensure_ascii=True) + "\n"  # spaces, \\u escapes
+    log.path.write_text("".join(content))
+    report = log.verify()
+    assert report.ok and report.count == 3

@@ -123,7 +123,8 @@ def check_sizes(arguments: Mapping[str, Any], limit: int) -> str | None:
         if total > limit:
             return (
                 f"the arguments are larger than the limit of {limit:,} bytes (at {name!r}); "
-                "split the work into smaller calls, or raise SNODO_MAX_ARGUMENT_BYTES (see docs/architecture.md, bounded inputs)"
+                "split the work into smaller calls, or raise SNODO_MAX_ARGUMENT_BYTES "
+                "(see docs/architecture.md, bounded inputs)"
             )
     return None
 

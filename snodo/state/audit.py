@@ -192,9 +192,7 @@ def check_signature(checkpoint: Mapping[str, Any], key: Ed25519PublicKey) -> str
         return f"checkpoint signed by key {data['key']}, not by the trusted audit key {fingerprint}"
     try:
         signature = base64.b64decode(data["signature"], validate=True)
-        key.verify(
-            signature, checkpoint_payload(checkpoint["seq"], checkpoint["ts"], checkpoint["prev"], data["key"])
-        )
+        key.verify(signature, checkpoint_payload(checkpoint["seq"], checkpoint["ts"], checkpoint["prev"], data["key"]))
     except (InvalidSignature, binascii.Error, ValueError):
         return "checkpoint signature does not verify (the log was rewritten after it was signed)"
     return ""

@@ -82,11 +82,14 @@ def test_every_append_ends_with_a_signed_checkpoint(log: AuditLog) -> None:
     # The checkpoint's signature checks with the public key alone, over its documented payload.
     public = serialization.load_ssh_public_key((log.home / "keys" / "audit_ed25519.pub").read_bytes())
     last = records[-1]
-    payload = b"snodo audit checkpoint v1\n" + json.dumps(
-        {"seq": last["seq"], "ts": last["ts"], "prev": last["prev"], "key": last["data"]["key"]},
-        sort_keys=True,
-        separators=(",", ":"),
-    ).encode()
+    payload = (
+        b"snodo audit checkpoint v1\n"
+        + json.dumps(
+            {"seq": last["seq"], "ts": last["ts"], "prev": last["prev"], "key": last["data"]["key"]},
+            sort_keys=True,
+            separators=(",", ":"),
+        ).encode()
+    )
     public.verify(base64.b64decode(last["data"]["signature"]), payload)  # type: ignore[union-attr]
     report = log.verify()
     assert (report.ok, report.count, report.checkpoints) == (True, 4, 4)
@@ -264,11 +267,14 @@ def _forged_appends_with_own_checkpoint(path: Path, home: Path) -> None:
         forged["hash"] = prev = oracle_hash(forged)
         out.append(dump(forged))
         seq += 1
-    payload = b"snodo audit checkpoint v1\n" + json.dumps(
-        {"seq": seq, "ts": "2026-01-01T00:00:01+00:00", "prev": prev, "key": fingerprint},
-        sort_keys=True,
-        separators=(",", ":"),
-    ).encode()
+    payload = (
+        b"snodo audit checkpoint v1\n"
+        + json.dumps(
+            {"seq": seq, "ts": "2026-01-01T00:00:01+00:00", "prev": prev, "key": fingerprint},
+            sort_keys=True,
+            separators=(",", ":"),
+        ).encode()
+    )
     checkpoint = {"seq": seq, "ts": "2026-01-01T00:00:01+00:00", "event": "checkpoint", "mode": None}
     checkpoint |= {"data": {"key": fingerprint, "signature": base64.b64encode(key.sign(payload)).decode()}}
     checkpoint |= {"prev": prev}

@@ -105,7 +105,7 @@ class ProposalStore:
                 found.append((int(suffix), Unreadable(path=path, reason=str(exc))))
                 continue
             if proposal.decision_id != decision_id or proposal.n != int(suffix):
-                found.append((int(suffix), Unreadable(path=path, reason="its content names another decision")))
+                found.append((int(suffix), Unreadable(path=path, reason="its content does not match its file name")))
             else:
                 found.append((int(suffix), proposal))
         return [item for _, item in sorted(found, key=lambda pair: pair[0])]

@@ -32,6 +32,7 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
         "phase": p.phase,
         "created_at": p.created_at,
         "spec_sha256": p.spec_sha256,
+        "tree": p.tree or None,
         "spec": p.spec_text,
         "results": list(p.results),
         "policy": p.policy,

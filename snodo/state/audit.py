@@ -721,7 +721,9 @@ def _fast_link(raw: bytes, lineno: int, prev: str) -> tuple[str, bool] | None:
     if cut < 0 or raw[cut + 73 : cut + 74] != b'"':
         return None
     claimed = raw[cut + 9 : cut + 73]
-    if hashlib.sha256(raw[:cut] + raw[cut + 74 : -1]).hexdigest().encode("ascii") != claimed:
+    digest = hashlib.sha256(raw[:cut])
+    digest.update(raw[cut + 74 : -1])
+    if digest.hexdigest().encode("ascii") != claimed:
         return None
     tail = raw[cut + 74 :]
     at = tail.rfind(b',"prev":"')

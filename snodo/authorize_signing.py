@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from snodo.errors import DecisionError, StateError
+from snodo.state.atomic import atomic_write_bytes
 from snodo.state.decisions import DecisionRecord, check_inv3
 from snodo.state.keys import (
     decision_key_paths,
@@ -27,43 +28,87 @@ from snodo.state.keys import (
 from snodo.state.sessions import PendingDecision
 
 
-def load_decision_private_key(home: Path) -> Ed25519PrivateKey:
+class PassphraseNeeded(DecisionError):
+    """The decision key is protected by a passphrase and none (or a wrong one) was given."""
+
+
+def decision_key_is_protected(home: Path) -> bool:
+    private, _ = decision_key_paths(home)
+    try:
+        return b"ENCRYPTED PRIVATE KEY" in private.read_bytes()[:64]
+    except OSError:
+        return False
+
+
+def _read_private(home: Path) -> tuple[Path, bytes]:
     private, _ = decision_key_paths(home)
     try:
         with open(private, "rb") as handle:
             require_owner_only(private, handle.fileno())
-            data = handle.read()
+            return private, handle.read()
     except FileNotFoundError:
         raise StateError(f"no decision private key at {private}") from None
     except OSError as exc:
         raise StateError(f"cannot read {private}: {exc.strerror or exc}") from exc
+
+
+def load_decision_private_key(home: Path, passphrase: bytes | None = None) -> Ed25519PrivateKey:
+    """The decision private key; ``passphrase`` when it is protected (``snodo keys protect``)."""
+    private, data = _read_private(home)
     try:
-        key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-        raise StateError(f"{private} is not a valid unencrypted PEM private key: {exc}") from exc
+        key = serialization.load_pem_private_key(data, password=passphrase)
+    except TypeError as exc:  # encrypted but no passphrase, or a passphrase for a plain key
+        if passphrase is None:
+            raise PassphraseNeeded(f"the decision key {private} is protected by a passphrase") from exc
+        raise StateError(f"{private} is not protected by a passphrase: {exc}") from exc
+    except ValueError as exc:
+        if passphrase is not None and b"ENCRYPTED" in data[:64]:
+            raise PassphraseNeeded(f"wrong passphrase for the decision key {private}") from None
+        raise StateError(f"{private} is not a valid PEM private key: {exc}") from exc
+    except UnsupportedAlgorithm as exc:
+        raise StateError(f"{private} is not a valid PEM private key: {exc}") from exc
     if not isinstance(key, Ed25519PrivateKey):
         raise StateError(f"{private} holds a {type(key).__name__}, not an Ed25519 private key")
     return key
 
 
-def sign_decision(home: Path, record: DecisionRecord, pending: PendingDecision) -> DecisionRecord:
+def protect_decision_key(home: Path, passphrase: bytes, old_passphrase: bytes | None = None) -> Path:
+    """Re-write the decision private key encrypted with ``passphrase`` (created if absent)."""
+    ensure_decision_keys(home)
+    key = load_decision_private_key(home, old_passphrase)
+    private, _ = decision_key_paths(home)
+    atomic_write_bytes(
+        private,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(passphrase),
+        ),
+        mode=0o600,
+    )
+    return private
+
+
+def sign_decision(
+    home: Path, record: DecisionRecord, pending: PendingDecision, *, passphrase: bytes | None = None
+) -> DecisionRecord:
     """Sign ``record``, the human's verdict on ``pending``, creating the key pair on first use.
 
     INV3 and the binding to ``pending`` are checked again here, whatever the caller did: this
     is the last step before a decision becomes able to turn a warn into a pass.
     """
     check_inv3(pending)
-    binding = (record.decision_id, record.task_id, record.spec_sha256, record.mode)
-    if binding != (pending.decision_id, pending.task_id, pending.spec_sha256, pending.mode):
+    binding = (record.decision_id, record.task_id, record.spec_sha256, record.mode, record.tree)
+    if binding != (pending.decision_id, pending.task_id, pending.spec_sha256, pending.mode, pending.tree):
         raise DecisionError(
             f"decision record {record.decision_id} does not match pending decision {pending.decision_id} "
-            "(id, task, spec and mode must all agree)"
+            "(id, task, spec, mode and reviewed tree must all agree)"
         )
     beyond = set(record.adjudicated_validators) - set(pending.warned_validators())
     if beyond:
         raise DecisionError(f"decision {record.decision_id} adjudicates validators that did not warn: {sorted(beyond)}")
     public = ensure_decision_keys(home)
-    key = load_decision_private_key(home)
+    key = load_decision_private_key(home, passphrase)
     fingerprint = public_key_fingerprint(public)
     if public_key_fingerprint(key.public_key()) != fingerprint:
         raise StateError(

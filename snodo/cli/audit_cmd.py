@@ -1,4 +1,4 @@
-"""``snodo audit``: verify the hash chain or show events. Both are read-only."""
+"""``snodo audit``: verify the signed chain, show events, export the log for offline checks."""
 
 from __future__ import annotations
 
@@ -7,25 +7,52 @@ from pathlib import Path
 import click
 
 from snodo.cli.common import json_option, project_root, protocol_option
-from snodo.errors import SnodoError
+from snodo.errors import SnodoError, StateError
+
+_VERIFY_HELP = "docs/architecture.md (audit log)"
 
 
 @click.group()
 def audit() -> None:
-    """The hash-chained audit log (.snodo/audit.log)."""
+    """The signed, hash-chained audit log (.snodo/audit.log)."""
 
 
 @audit.command("verify")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Trust this audit public key (OpenSSH or PEM file) instead of your own; for an exported log.",
+)
 @protocol_option
 @json_option
-def verify_cmd(protocol_path: Path | None, as_json: bool) -> None:
-    """Check every line's hash and link, and the tail. Exit 0 intact, 1 broken, 4 cannot run."""
+def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | None, as_json: bool) -> None:
+    """Check every line's hash and link, the signed checkpoints, and the checkpoint recorded
+    in your home (truncation, deletion, rollback). FILE defaults to the project's log.
+
+    Exit 0 intact, 1 broken (names line and reason), 4 cannot run.
+    """
     from snodo.cli.output import console, emit_json
     from snodo.state.audit import AuditLog
+    from snodo.state.keys import load_public_key_file
 
     try:
-        path = project_root(protocol_path) / ".snodo" / "audit.log"
-        report = AuditLog(path).verify()
+        if file is None:
+            path = project_root(protocol_path) / ".snodo" / "audit.log"
+        else:
+            path = file
+            if not path.is_file() and not AuditLog(path).anchor_path.exists():
+                # (a log this home has signed before is checked: its deletion is a fault)
+                raise StateError(f"no audit log at {path}", hint="pass the path of an audit.log file")
+        key = None
+        if key_path is not None:
+            try:
+                key = load_public_key_file(key_path)
+            except FileNotFoundError:
+                raise StateError(f"no public key file at {key_path}") from None
+        report = AuditLog(path).verify(key=key)
     except SnodoError as exc:
         exc.exit_code = 4
         raise
@@ -35,15 +62,62 @@ def verify_cmd(protocol_path: Path | None, as_json: bool) -> None:
                 "path": str(path),
                 "ok": report.ok,
                 "count": report.count,
+                "checkpoints": report.checkpoints,
+                "key": report.key or None,
                 "line": report.line,
                 "reason": report.reason or None,
             }
         )
     elif report.ok:
-        console().print(f"[green]intact[/] {path}: {report.count} events, chain and tail verified")
+        console().print(
+            f"[green]intact[/] {path}: {report.count} events under {report.checkpoints} signed checkpoint(s)"
+            + (f", key {report.key}" if report.key else "")
+        )
     else:
-        console().print(f"[red]broken[/] {path}: line {report.line}: {report.reason}")
+        from rich.markup import escape
+
+        from snodo.text import shown
+
+        console().print(f"[red]broken[/] {escape(str(path))}: line {report.line}: {escape(shown(report.reason))}")
+        console().print(f"see {_VERIFY_HELP} for what each fault means and what to do", style="dim")
     raise SystemExit(0 if report.ok else 1)
+
+
+@audit.command("export")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@protocol_option
+@json_option
+def export_cmd(dest: Path, protocol_path: Path | None, as_json: bool) -> None:
+    """Write the log and the public key that signed it into DEST, for an offline check with
+    `snodo audit verify --key DEST/audit-key.pub DEST/audit.log`.
+
+    Exit 0 written, 1 the log is broken (nothing written), 4 cannot run.
+    """
+    from snodo.cli.output import console, emit_json
+    from snodo.state.audit import AuditLog, export_log
+
+    try:
+        path = project_root(protocol_path) / ".snodo" / "audit.log"
+        result = export_log(AuditLog(path), dest)
+    except SnodoError as exc:
+        if exc.exit_code != 1:
+            exc.exit_code = 4
+        raise
+    command = f"snodo audit verify --key {result.key_file} {result.log_file}"
+    if as_json:
+        emit_json(
+            {
+                "path": str(path),
+                "log": str(result.log_file),
+                "key": str(result.key_file),
+                "count": result.report.count,
+                "verify": command,
+            }
+        )
+        return
+    console().print(f"exported {result.report.count} events to {result.log_file}")
+    console().print(f"public key: {result.key_file}")
+    console().print(f"anyone can check it offline: {command}", soft_wrap=True)
 
 
 @audit.command("show")
@@ -52,11 +126,12 @@ def verify_cmd(protocol_path: Path | None, as_json: bool) -> None:
 @protocol_option
 @json_option
 def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as_json: bool) -> None:
-    """Print audit events (oldest first)."""
+    """Print audit events (oldest first; signed checkpoints only with --event checkpoint)."""
     import json
 
     from snodo.cli.output import console, emit_json
     from snodo.state.audit import AuditLog
+    from snodo.text import shown
 
     path = project_root(protocol_path) / ".snodo" / "audit.log"
     records = AuditLog(path).records(event=event, last=last)
@@ -66,7 +141,8 @@ def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as
     from rich.markup import escape
 
     for r in records:
-        data = json.dumps(r["data"], sort_keys=True)
+        data = json.dumps(r["data"], sort_keys=True, ensure_ascii=False)
         console().print(
-            f"[dim]{r['seq']:>5} {r['ts']}[/] [bold]{r['event']}[/] [cyan]{r['mode'] or '-'}[/] {escape(data[:200])}"
+            f"[dim]{r['seq']:>5} {r['ts']}[/] [bold]{escape(shown(str(r['event'])))}[/] "
+            f"[cyan]{escape(shown(str(r['mode'] or '-')))}[/] {escape(shown(data[:200]))}"
         )

@@ -4,6 +4,10 @@ Without an id it lists pending decisions. With one it renders the STORED proposa
 text from the command line), asks for confirmation, signs a DecisionRecord with the user's
 Ed25519 key and removes the pending entry. A proposal with a blocker cannot be signed (INV3).
 This module is the only command that imports the private-key code.
+
+Everything shown here that an agent could have written (the spec, validators' and
+proposals' justifications, names) goes through :func:`snodo.text.shown`: an agent must not
+be able to repaint the screen a person reads right before the y/N prompt.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
         "phase": p.phase,
         "created_at": p.created_at,
         "spec_sha256": p.spec_sha256,
+        "tree": p.tree or None,
         "spec": p.spec_text,
         "results": list(p.results),
         "policy": p.policy,
@@ -41,20 +46,39 @@ def _with_proposals(root: Path, row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
+    """Agents' proposals for a decision (``propose_adjudicate``); advice, never authority."""
+    from snodo.state.atomic import unstructure
+    from snodo.state.proposals import ProposalStore, Unreadable
+
+    return [
+        {"unreadable": str(p.path), "reason": p.reason} if isinstance(p, Unreadable) else unstructure(p)
+        for p in ProposalStore(root).for_decision(decision_id)
+    ]
+
+
 @click.command()
 @click.argument("decision_id", required=False)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--reject", is_flag=True, help="Record a rejection instead of an approval.")
 @click.option("--justification", "-m", default="", help="Why you decided so (recorded and signed).")
+@click.option("--prune", is_flag=True, help="Drop pending decisions that no longer apply (decided or superseded).")
 @protocol_option
 @json_option
 def authorize(
-    decision_id: str | None, yes: bool, reject: bool, justification: str, protocol_path: Path | None, as_json: bool
+    decision_id: str | None,
+    yes: bool,
+    reject: bool,
+    justification: str,
+    prune: bool,
+    protocol_path: Path | None,
+    as_json: bool,
 ) -> None:
     """List pending decisions, or sign DECISION_ID after reviewing the stored proposal.
 
-    An approval makes the adjudicated warns count as passes for exactly that task and spec;
-    validate (or `snodo run --resume`) again afterwards. Blockers can never be authorised.
+    An approval makes the adjudicated warns count as passes for exactly that task and spec
+    (and, after execution, exactly the reviewed git tree); validate (or `snodo run
+    --resume`) again afterwards. Blockers can never be authorised.
     """
     from snodo.cli.output import console, emit_json
     from snodo.state.home import snodo_home
@@ -63,6 +87,11 @@ def authorize(
     root = project_root(protocol_path)
     home = snodo_home()
     store = SessionStore(home)
+    if prune:
+        if decision_id is not None:
+            raise click.UsageError("--prune takes no DECISION_ID")
+        _prune(root, home, as_json)
+        return
     if decision_id is None:
         pending = store.pending(root)
         if as_json:
@@ -81,16 +110,19 @@ def authorize(
         table = Table(title=f"pending decisions — {root}")
         for col in ("decision_id", "task", "mode", "phase", "warned", "created", "spec"):
             table.add_column(col)
+        from rich.markup import escape
+
+        from snodo.text import shown
+
         for _s, p in pending:
             spec = p.spec_text.strip().splitlines()[0][:60] if p.spec_text.strip() else ""
-            table.add_row(
-                p.decision_id, p.task_id, p.mode, p.phase, ", ".join(p.warned_validators()), p.created_at, spec
-            )
+            cells = (p.decision_id, p.task_id, p.mode, p.phase, ", ".join(p.warned_validators()), p.created_at, spec)
+            table.add_row(*(escape(shown(c, multiline=False)) for c in cells))
         console().print(table)
         console().print("review one with `snodo authorize <decision_id>`")
         return
 
-    from snodo.authorize_signing import sign_decision
+    from snodo.authorize_signing import decision_key_is_protected, sign_decision
     from snodo.state.audit import AuditLog
     from snodo.state.decisions import DecisionStore, check_inv3, draft_decision
 
@@ -116,7 +148,10 @@ def authorize(
         justification=justification or f"{verdict}d with snodo authorize",
         decided_by=f"{getpass.getuser()}@{socket.gethostname()}",
     )
-    signed = sign_decision(home, record, pending_decision)
+    passphrase = None
+    if decision_key_is_protected(home):
+        passphrase = click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
+    signed = sign_decision(home, record, pending_decision, passphrase=passphrase)
     path = DecisionStore(root, home).save(signed)
     store.remove_pending(session.session_id, decision_id)
     AuditLog(root / ".snodo" / "audit.log").append(
@@ -126,6 +161,7 @@ def authorize(
             "decision_id": decision_id,
             "task_id": signed.task_id,
             "spec_sha256": signed.spec_sha256,
+            **({"tree": signed.tree} if signed.tree else {}),
             "decision": verdict,
             "adjudicated_validators": list(signed.adjudicated_validators),
             "decided_by": signed.decided_by,
@@ -150,29 +186,22 @@ def authorize(
         )
 
 
-def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
-    """Agents' proposals for a decision (``propose_adjudicate``); advice, never authority."""
-    import json
-
-    found = []
-    for path in sorted((root / ".snodo" / "proposals").glob(f"{decision_id}-*.json")):
-        try:
-            found.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 def _render_proposals(root: Path, decision_id: str) -> None:
     from rich.markup import escape
 
     from snodo.cli.output import console
+    from snodo.state.proposals import ProposalStore, Unreadable
+    from snodo.text import shown
 
-    for prop in _proposals(root, decision_id):
+    for prop in ProposalStore(root).for_decision(decision_id):
+        if isinstance(prop, Unreadable):
+            where, why = escape(shown(str(prop.path))), escape(shown(prop.reason))
+            console().print(f"[yellow]unreadable proposal {where}: {why}[/]")
+            continue
         console().print(
-            f"[dim]agent proposal ({escape(str(prop.get('proposed_by')))}, {escape(str(prop.get('proposed_at')))}): "
-            f"{escape(str(prop.get('decision')))} — {escape(str(prop.get('justification'))[:300])} "
-            "(advice only; it authorises nothing)[/]"
+            f"[dim]agent proposal ({escape(shown(prop.proposed_by, multiline=False))}, "
+            f"{escape(shown(prop.proposed_at, multiline=False))}): {prop.decision} — "
+            f"{escape(shown(prop.justification[:300]))} (advice only; it authorises nothing)[/]"
         )
 
 
@@ -182,16 +211,70 @@ def _render(p: Any) -> None:
     from rich.table import Table
 
     from snodo.cli.output import console
+    from snodo.text import shown
 
-    console().print(Panel(escape(p.spec_text.strip()), title=f"task {p.task_id} — spec (as validated)"))
-    table = Table(title=f"decision {p.decision_id} — {p.mode} / {p.phase}")
+    def safe(value: object, *, multiline: bool = False) -> str:
+        return escape(shown(value, multiline=multiline))
+
+    title = f"task {safe(p.task_id)} — spec (as validated)"
+    console().print(Panel(safe(p.spec_text.strip(), multiline=True), title=title))
+    if p.tree:
+        console().print(f"judged git tree: {safe(p.tree)} (the decision applies to exactly this tree)")
+    table = Table(title=f"decision {safe(p.decision_id)} — {safe(p.mode)} / {safe(p.phase)}")
     for col in ("validator", "severity", "justification"):
         table.add_column(col)
     for r in p.results:
-        table.add_row(str(r.get("validator_id")), str(r.get("severity")), escape(str(r.get("justification"))[:400]))
+        table.add_row(
+            safe(r.get("validator_id")),
+            safe(r.get("severity")),
+            safe(str(r.get("justification"))[:400], multiline=True),
+        )
     console().print(table)
     pol = p.policy
     console().print(
-        f"policy {pol.get('name')}: {pol.get('pass_count')}/{pol.get('total')} passed, "
-        f"{pol.get('required')} required; a human decides on: {', '.join(p.warned_validators())}"
+        f"policy {safe(pol.get('name'))}: {safe(pol.get('pass_count'))}/{safe(pol.get('total'))} passed, "
+        f"{safe(pol.get('required'))} required; a human decides on: {safe(', '.join(p.warned_validators()))}"
     )
+
+
+def _prune(root: Path, home: Path, as_json: bool) -> None:
+    """Drop pending decisions already settled by a verified record, or superseded by a newer
+    escalation of the same task, phase and mode; each drop is audited."""
+    from snodo.cli.output import console, emit_json
+    from snodo.state.audit import AuditLog
+    from snodo.state.decisions import DecisionStore
+    from snodo.state.proposals import ProposalStore
+    from snodo.state.sessions import SessionStore
+
+    store = SessionStore(home)
+    decisions = DecisionStore(root, home)
+    pending = store.pending(root)  # oldest first
+    newest: dict[tuple[str, str, str], str] = {}
+    for _s, p in pending:
+        newest[(p.task_id, p.phase, p.mode)] = p.decision_id
+    dropped: list[dict[str, str]] = []
+    log = AuditLog(root / ".snodo" / "audit.log", home=home)
+    with log.batch():
+        for session, p in pending:
+            if decisions.decided(p):
+                why = "already settled by a verified decision record"
+            elif newest[(p.task_id, p.phase, p.mode)] != p.decision_id:
+                why = f"superseded by the newer escalation {newest[(p.task_id, p.phase, p.mode)]}"
+            else:
+                continue
+            store.remove_pending(session.session_id, p.decision_id)
+            ProposalStore(root).remove(p.decision_id)
+            log.append(
+                "decision_pruned", mode=p.mode, data={"decision_id": p.decision_id, "task_id": p.task_id, "reason": why}
+            )
+            dropped.append({"decision_id": p.decision_id, "task_id": p.task_id, "reason": why})
+    if as_json:
+        emit_json({"project": str(root), "pruned": dropped, "remaining": len(pending) - len(dropped)})
+        return
+    from rich.markup import escape
+
+    from snodo.text import shown
+
+    for row in dropped:
+        console().print(f"pruned {row['decision_id']} (task {escape(shown(row['task_id']))}): {row['reason']}")
+    console().print(f"{len(dropped)} pruned, {len(pending) - len(dropped)} still pending")

@@ -163,7 +163,7 @@ def _refused_write(repo: Path, home: Path, out: object) -> None:
 
     protocol = read_protocol_file(find_protocol(repo))
     ws = Workspace(repo, PathGuard(repo, protocol.protected_paths))
-    audit = AuditLog(repo / ".snodo" / "audit.log")
+    audit = AuditLog(repo / ".snodo" / "audit.log", home=home)  # the demo's home holds its audit key
     before = (repo / ".snodo" / "protocol.yml").read_bytes()
     for spelling in (".snodo/protocol.yml", "./src/../.SNODO/protocol.yml", str(repo / ".snodo" / "protocol.yml")):
         try:

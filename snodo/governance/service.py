@@ -7,8 +7,11 @@ all call, so the four outcomes mean the same thing on every path (ADR 015).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import secrets
+import shutil
+import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cached_property
@@ -17,7 +20,8 @@ from typing import Any
 
 from attrs import evolve, frozen
 
-from snodo.errors import ToolError
+from snodo.errors import EnvironmentProblem, ToolError
+from snodo.gitrun import run_git
 from snodo.governance.policy import Classification, ValidatorResult, classify
 from snodo.governance.runner import PhaseInput, ProgressFn, run_phase
 from snodo.plugins import PluginHost
@@ -74,7 +78,7 @@ class Project:
 
     @cached_property
     def audit(self) -> AuditLog:
-        return AuditLog(self.root / ".snodo" / "audit.log")
+        return AuditLog(self.root / ".snodo" / "audit.log", home=self.home)
 
     @cached_property
     def tokens(self) -> TokenService:
@@ -146,6 +150,7 @@ class ValidationOutcome:
     classification: Classification
     token: str | None = None
     decision_id: str | None = None
+    tree: str = ""
 
     def payload(self) -> dict[str, Any]:
         """The SPEC §3 payload. The token itself is never part of it."""
@@ -164,11 +169,21 @@ class ValidationOutcome:
         return out
 
 
-def _decision_results(project: Project, task_id: str, sha: str) -> tuple[frozenset[str], list[ValidatorResult]]:
-    """Verified human decisions for exactly this task and spec; bad records are audited."""
-    judged = project.decisions.judgement(task_id, sha)
-    for path, reason in judged.ignored:
-        project.record("decision_ignored", path=str(path), reason=reason, task_id=task_id)
+def _decision_results(
+    project: Project, task_id: str, sha: str, tree: str
+) -> tuple[frozenset[str], list[ValidatorResult]]:
+    """Verified human decisions for exactly this task, spec and tree; bad records are audited
+    with who signed them."""
+    judged = project.decisions.judgement(task_id, sha, tree=tree)
+    for ignored in judged.ignored:
+        project.record(
+            "decision_ignored",
+            path=str(ignored.path),
+            reason=ignored.reason,
+            task_id=task_id,
+            signer=ignored.signer or None,
+            key=ignored.key or None,
+        )
     vetoes = [
         ValidatorResult(
             validator_id=f"decision:{rec.decision_id}",
@@ -180,6 +195,35 @@ def _decision_results(project: Project, task_id: str, sha: str) -> tuple[frozens
         for rec in judged.rejections
     ]
     return judged.adjudicated, vetoes
+
+
+def judged_tree(workspace: Path) -> str:
+    """The git tree id of the workspace's tracked content, as post_execute validators saw it.
+
+    That is the index with every tracked file's working copy added: in the engine's working
+    copy, right after it commits, exactly the judged commit's tree. Untracked files are not
+    part of it (test runs leave caches there), so stage new files before validating by hand.
+    ``.snodo/`` counts as staged (its working copy holds the audit log, which changes with
+    every call). Built in a throw-away copy of the index: the user's index is untouched.
+    "" outside a git work tree.
+    """
+    with tempfile.TemporaryDirectory(prefix="snodo-tree-") as scratch:
+        index = os.path.join(scratch, "index")
+        own = {"GIT_INDEX_FILE": index, "GIT_OPTIONAL_LOCKS": "0", "GIT_LITERAL_PATHSPECS": "0"}
+        try:
+            inside = run_git(workspace, "rev-parse", "--is-inside-work-tree", env={"GIT_OPTIONAL_LOCKS": "0"})
+            if inside.stdout.strip() != "true":
+                return ""
+            real_index = run_git(workspace, "rev-parse", "--path-format=absolute", "--git-path", "index")
+            if real_index.ok and os.path.isfile(real_index.stdout.strip()):
+                shutil.copyfile(real_index.stdout.strip(), index)
+            added = run_git(workspace, "add", "--update", "--", ".", ":(exclude,top).snodo", env=own)
+            tree = run_git(workspace, "write-tree", env=own) if added.ok else added
+        except (OSError, EnvironmentProblem) as exc:
+            raise ToolError(f"cannot read the git tree of {workspace}: {exc}") from None
+        if not tree.ok:
+            raise ToolError(f"cannot read the git tree of {workspace}: {tree.detail()}")
+        return tree.stdout.strip()
 
 
 def validate_task(
@@ -194,16 +238,52 @@ def validate_task(
     progress: ProgressFn | None = None,
     workspace: Path | None = None,
     escalate: bool = True,
+    tree: str | None = None,
 ) -> ValidationOutcome:
     """Run one phase for one task and settle the outcome, persisting before returning.
 
-    ``escalate=False`` leaves an escalation unpersisted (the engine's intermediate recovery
-    attempts); the caller then settles it with :func:`persist_escalation`.
+    Every event of the call goes into the audit log as one signed append. A post_execute
+    validation judges a git tree (``tree``, else the workspace's content): a human decision
+    adjudicates that exact tree only. ``escalate=False`` leaves an escalation unpersisted
+    (the engine's intermediate recovery attempts); the caller then settles it with
+    :func:`persist_escalation`.
     """
+    with project.audit.batch():
+        return _validate_task(
+            project,
+            spec=spec,
+            task_id=task_id,
+            phase=phase,
+            changed_files=changed_files,
+            diff=diff,
+            issue_token=issue_token,
+            progress=progress,
+            workspace=workspace or project.root,
+            escalate=escalate,
+            tree=tree,
+        )
+
+
+def _validate_task(
+    project: Project,
+    *,
+    spec: str,
+    task_id: str | None,
+    phase: str,
+    changed_files: tuple[str, ...],
+    diff: str,
+    issue_token: bool,
+    progress: ProgressFn | None,
+    workspace: Path,
+    escalate: bool,
+    tree: str | None,
+) -> ValidationOutcome:
     task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
     sha = spec_sha256(spec)
+    if tree is None:
+        tree = judged_tree(workspace) if phase == "post_execute" else ""
     session = project.session()
-    adjudicated, vetoes = _decision_results(project, task_id, sha)
+    adjudicated, vetoes = _decision_results(project, task_id, sha, tree)
     results = run_phase(
         project.host,
         PhaseInput(
@@ -212,7 +292,7 @@ def validate_task(
             phase=phase,
             task_id=task_id,
             task_spec=spec,
-            workspace=workspace or project.root,
+            workspace=workspace,
             changed_files=changed_files,
             diff=diff,
             sandbox=project.sandbox_policy(workspace or project.root),
@@ -235,6 +315,7 @@ def validate_task(
         results=[r.as_json() for r in results],
         policy=cls.policy.as_json(),
         session_id=session.session_id,
+        **({"tree": tree} if tree else {}),
     )
     token = None
     if cls.status == "pass" and phase == "pre_execute" and issue_token:
@@ -250,34 +331,63 @@ def validate_task(
         results=tuple(results),
         classification=cls,
         token=token,
+        tree=tree,
     )
     if cls.status == "escalate" and escalate:
         outcome = persist_escalation(project, outcome, spec)
     return outcome
 
 
+def _question(results: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> tuple[tuple[str, str, bool], ...]:
+    """What a human is asked to decide, from the results: who said what (not their wording,
+    which varies from run to run, e.g. test timings)."""
+    return tuple(sorted((str(r.get("validator_id")), str(r.get("severity")), bool(r.get("error"))) for r in results))
+
+
 def persist_escalation(project: Project, outcome: ValidationOutcome, spec: str) -> ValidationOutcome:
-    """Store the pending decision for a human; done before any caller reports the escalation."""
-    session = project.session()
-    decision_id = "dec-" + secrets.token_hex(6)
-    pending = PendingDecision(
-        decision_id=decision_id,
-        task_id=outcome.task_id,
-        spec_sha256=outcome.spec_sha256,
-        mode=project.mode_id,
-        phase=outcome.phase,
-        results=tuple(r.as_json() for r in outcome.results),
-        policy=outcome.classification.policy.as_json(),
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        spec_text=spec,
-    )
-    project.sessions.add_pending(session.session_id, pending)
-    project.record(
-        "escalated",
-        task_id=outcome.task_id,
-        decision_id=decision_id,
-        phase=outcome.phase,
-        session_id=session.session_id,
-        reason=outcome.classification.reason,
-    )
+    """Store the pending decision for a human; done before any caller reports the escalation.
+
+    The same question asked again (same task, spec, tree, phase, mode and verdicts) gets the
+    decision already pending for it, so a re-validation never piles up duplicates.
+    """
+    with project.audit.batch():
+        session = project.session()
+        results = tuple(r.as_json() for r in outcome.results)
+        question = (outcome.task_id, outcome.spec_sha256, outcome.tree, outcome.phase, project.mode_id)
+        for _s, existing in project.sessions.pending(project.root):
+            same = (existing.task_id, existing.spec_sha256, existing.tree, existing.phase, existing.mode)
+            if same == question and _question(existing.results) == _question(results):
+                project.record(
+                    "escalated",
+                    task_id=outcome.task_id,
+                    decision_id=existing.decision_id,
+                    phase=outcome.phase,
+                    session_id=session.session_id,
+                    reason=outcome.classification.reason,
+                    repeated=True,
+                )
+                return evolve(outcome, decision_id=existing.decision_id)
+        decision_id = "dec-" + secrets.token_hex(6)
+        pending = PendingDecision(
+            decision_id=decision_id,
+            task_id=outcome.task_id,
+            spec_sha256=outcome.spec_sha256,
+            mode=project.mode_id,
+            phase=outcome.phase,
+            results=results,
+            policy=outcome.classification.policy.as_json(),
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            spec_text=spec,
+            tree=outcome.tree,
+        )
+        project.sessions.add_pending(session.session_id, pending)
+        project.record(
+            "escalated",
+            task_id=outcome.task_id,
+            decision_id=decision_id,
+            phase=outcome.phase,
+            session_id=session.session_id,
+            reason=outcome.classification.reason,
+            **({"tree": outcome.tree} if outcome.tree else {}),
+        )
     return evolve(outcome, decision_id=decision_id)

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from attrs import frozen
@@ -34,7 +33,8 @@ from snodo.errors import PathValidationError, SnodoError, TokenError, ToolError
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
 from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
 from snodo.sandbox import confined
-from snodo.state.atomic import atomic_create_bytes, canonical_json, dumps_json
+from snodo.state.atomic import canonical_json
+from snodo.state.proposals import ProposalStore
 from snodo.workspace import Git, PathGuard, Workspace, run_tests
 
 TEST_TIMEOUT = 300.0
@@ -99,6 +99,62 @@ def check_arguments(tool: ToolDef, arguments: Mapping[str, Any]) -> str | None:
     return None
 
 
+MAX_ARGUMENT_BYTES = 4 * 1024 * 1024
+"""Default size limit of one call's arguments (UTF-8 bytes); ``SNODO_MAX_ARGUMENT_BYTES`` changes it."""
+MAX_PATH_BYTES = 4096
+MAX_PATH_COMPONENT_BYTES = 255
+_PATH_PARAMS = frozenset({"path", "paths"})
+
+
+def argument_limit() -> int:
+    """The configured size limit of a call's arguments."""
+    raw = os.environ.get("SNODO_MAX_ARGUMENT_BYTES", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    return MAX_ARGUMENT_BYTES
+
+
+def check_sizes(arguments: Mapping[str, Any], limit: int) -> str | None:
+    """Why the arguments are too large, or None. Checked before anything else reads them."""
+    total = 0
+    for name, value in arguments.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                total += len(item.encode("utf-8", "surrogatepass"))
+        if total > limit:
+            return (
+                f"the arguments are larger than the limit of {limit:,} bytes (at {name!r}); "
+                "split the work into smaller calls, or raise SNODO_MAX_ARGUMENT_BYTES "
+                "(see docs/architecture.md, bounded inputs)"
+            )
+    return None
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` cannot name a file at all (refused before the file system sees it)."""
+    if "\0" in path:
+        return "the path contains a NUL character"
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the path is not valid Unicode text (it holds an unpaired surrogate)"
+    if len(encoded) > MAX_PATH_BYTES:
+        return f"the path is {len(encoded):,} bytes long; paths are limited to {MAX_PATH_BYTES} bytes"
+    if any(len(part.encode("utf-8")) > MAX_PATH_COMPONENT_BYTES for part in path.split("/")):
+        return f"a component of the path is longer than {MAX_PATH_COMPONENT_BYTES} bytes"
+    return None
+
+
+def _check_paths(arguments: Mapping[str, Any]) -> None:
+    for name in _PATH_PARAMS & arguments.keys():
+        value = arguments[name]
+        for path in value if isinstance(value, list) else [value]:
+            problem = path_problem(path) if isinstance(path, str) else None
+            if problem:
+                shown_path = path if len(path) <= 200 else path[:200] + f"... ({len(path):,} characters)"
+                raise PathValidationError(shown_path.encode("utf-8", "backslashreplace").decode("utf-8"), problem)
+
+
 def _spec(text: str, what: str = "task_spec") -> str:
     if not text.strip():
         raise ToolError(f"{what} is empty: there is nothing to validate or run")
@@ -158,6 +214,7 @@ class ToolHost:
         self._handlers: dict[str, Callable[..., dict[str, Any]]] = {
             name: getattr(self, f"_tool_{name}") for name in self.tools
         }
+        self.argument_limit = argument_limit()
 
     # ----------------------------------------------------------------- surface
 
@@ -169,23 +226,36 @@ class ToolHost:
         return [TOOLS[name] for name in sorted(self.tools)]
 
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolReply:
-        """Audit, check, run; every failure becomes a reply saying why, never an exception."""
+        """Audit, check, run; every failure becomes a reply saying why, never an exception.
+
+        The call's events are written to the audit log as one signed append when it ends;
+        a broken log refuses the call before it runs.
+        """
         args = dict(arguments or {})
+        started = False
         try:
-            self.project.record("tool_call", tool=name, args_sha256=arguments_sha256(args))
+            with self.project.audit.batch():
+                started = True
+                return self._call(name, args)
         except SnodoError as exc:
+            if started:
+                return ToolReply.error(f"{name} ran, but its audit record could not be written: {exc}")
             return ToolReply.error(f"refused {name}: the call could not be recorded in the audit log: {exc}")
+
+    def _call(self, name: str, args: dict[str, Any]) -> ToolReply:
+        self.project.record("tool_call", tool=name, args_sha256=arguments_sha256(args))
         if name not in self.tools:
             note = self._audit("tool_refused", tool=name, reason="unknown tool")
             return ToolReply.error(
                 f"Unknown tool: {name!r}. This server is pinned to the mode {self.project.mode_id!r}, which "
                 f"serves only: {', '.join(sorted(self.tools))}.{note}"
             )
-        problem = check_arguments(TOOLS[name], args)
+        problem = check_sizes(args, self.argument_limit) or check_arguments(TOOLS[name], args)
         if problem:
             note = self._audit("tool_refused", tool=name, reason=problem)
             return ToolReply.error(f"{name} refused: {problem}.{note}")
         try:
+            _check_paths(args)
             data = self._handlers[name](**{k: v for k, v in args.items() if v is not None})
         except PathValidationError as exc:
             note = self._audit("path_refused", tool=name, path=exc.path, reason=exc.reason, source="mcp")
@@ -355,20 +425,13 @@ class ToolHost:
                 f"decision {decision_id} cannot be approved: {', '.join(blocking)} blocked or failed, and no "
                 "decision overrides a blocker (INV3); propose 'reject' or fix the work instead"
             )
-        proposal = {
-            "decision_id": decision_id,
-            "decision": decision,
-            "justification": justification,
-            "proposed_by": f"mcp:{p.mode_id}",
-            "proposed_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "task_id": pending.task_id,
-            "spec_sha256": pending.spec_sha256,
-            "session_id": session.session_id,
-            "warned_validators": list(pending.warned_validators()),
-            "authorises": False,
-            "note": f"a proposal only; a person decides with `snodo authorize {decision_id}`",
-        }
-        path = self._write_proposal(decision_id, proposal)
+        path, _ = ProposalStore(p.root).add(
+            pending,
+            session_id=session.session_id,
+            decision="approve" if decision == "approve" else "reject",
+            justification=justification,
+            proposed_by=f"mcp:{p.mode_id}",
+        )
         rel = path.relative_to(p.root).as_posix()
         p.record(
             "adjudication_proposed",
@@ -386,17 +449,6 @@ class ToolHost:
             "instruction": f"Nothing is decided yet: a person reviews the escalation and runs `snodo "
             f"authorize {decision_id}` (add --reject to reject), then the task is validated again.",
         }
-
-    def _write_proposal(self, decision_id: str, proposal: dict[str, Any]) -> Path:
-        """``.snodo/proposals/<decision_id>-<n>.json`` with the first free ``n``; never overwrites."""
-        directory = self.project.root / ".snodo" / "proposals"
-        directory.mkdir(parents=True, exist_ok=True)
-        n = 1
-        while True:
-            path = directory / f"{decision_id}-{n}.json"
-            if atomic_create_bytes(path, dumps_json({**proposal, "n": n}).encode("utf-8"), mode=0o644):
-                return path
-            n += 1
 
     # ------------------------------------------------------------------- plans
 

@@ -1,11 +1,16 @@
 """Signed human decisions: ``<project>/.snodo/decisions/<decision_id>.json``.
 
-A decision record is what lets a ``warn`` count as a pass (SPEC §3), so it must be
-unforgeable by anything but ``snodo authorize``: it is signed with the user's Ed25519 key
-(see :mod:`snodo.authorize_signing`) and only counts while its signature verifies against
-the public key and it is bound to exactly the task and spec being validated. Records that
-fail are not errors for the run; they are ignored and handed back so the caller can audit
-them.
+A decision record is what lets a ``warn`` count as a pass, so it must be unforgeable by
+anything but ``snodo authorize``: it is signed with a person's Ed25519 decision key (see
+:mod:`snodo.authorize_signing`) and only counts while its signature verifies, its key is
+trusted, and it is bound to exactly the task, spec and (after execution) git tree being
+validated. Records that fail are not errors for the run; they are ignored and handed back,
+with who signed them, so the caller can audit them.
+
+Whose keys are trusted: with ``.snodo/allowed_signers`` (``name key`` lines, the way git's
+``gpg.ssh.allowedSignersFile`` names SSH signers), exactly the keys listed there, on any
+machine; without it, only this home's decision key. Records are plain files meant to be
+committed, so a teammate's or CI's re-validation finds them.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import binascii
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from attrs import frozen
 from cryptography.exceptions import InvalidSignature
@@ -24,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from snodo.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, canonical_json, dumps_json, load_record, unstructure
 from snodo.state.home import project_state_dir
-from snodo.state.keys import load_decision_public_key, public_key_fingerprint
+from snodo.state.keys import load_decision_public_key, parse_public_key, public_key_fingerprint
 from snodo.state.sessions import PendingDecision
 
 Decision = Literal["approve", "reject"]
@@ -50,11 +55,15 @@ class DecisionRecord:
     decided_at: str
     public_key_fingerprint: str = ""
     signature: str = ""
+    tree: str = ""  # the git tree judged by a post_execute escalation; "" before execution
 
     def signing_bytes(self) -> bytes:
-        """What the signature covers: every field but the signature itself."""
+        """What the signature covers: every field but the signature itself (an empty
+        ``tree`` is left out, so records signed before it existed still verify)."""
         fields = unstructure(self)
         del fields["signature"]
+        if not fields["tree"]:
+            del fields["tree"]
         return _SIGNING_CONTEXT + canonical_json(fields)
 
 
@@ -87,10 +96,62 @@ def draft_decision(
         justification=justification,
         decided_by=decided_by,
         decided_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+        tree=pending.tree,
     )
 
 
-Rejected = tuple[Path, str]
+class Rejected(NamedTuple):
+    """A record that does not count, why, and (when it could be read) who signed it."""
+
+    path: Path
+    reason: str
+    signer: str = ""
+    key: str = ""
+
+
+ALLOWED_SIGNERS = "allowed_signers"
+
+
+@frozen(kw_only=True)
+class Signer:
+    name: str
+    key: Ed25519PublicKey
+
+
+@frozen(kw_only=True)
+class Trust:
+    """The keys whose decisions count, by fingerprint; ``source`` says where they came from."""
+
+    signers: dict[str, Signer]
+    source: str
+    listed: bool  # True when .snodo/allowed_signers decides
+    problem: str = ""  # why nothing is trusted, when nothing is
+
+
+def load_allowed_signers(path: Path) -> dict[str, Signer]:
+    """Parse ``name key-type base64 [comment]`` lines (``#`` comments, blank lines allowed).
+
+    A line that does not parse fails the whole file: a typo must not silently drop, or
+    worse half-read, the team's list.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StateError(f"cannot read {path}: {exc}") from exc
+    signers: dict[str, Signer] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        parts = stripped.split()
+        if len(parts) < 3:
+            raise StateError(
+                f"{path}:{lineno}: expected `name ssh-ed25519 AAAA...`, got {stripped[:80]!r}",
+                hint="`snodo keys show` prints the line to add for your key",
+            )
+        key = parse_public_key(f"{parts[1]} {parts[2]}".encode(), f"{path}:{lineno}")
+        signers[public_key_fingerprint(key)] = Signer(name=parts[0], key=key)
+    return signers
 
 
 @frozen(kw_only=True)
@@ -126,60 +187,101 @@ class DecisionStore:
             raise DecisionError(f"decision {record.decision_id} is already recorded at {path}")
         return path
 
-    def verified_records(self, task_id: str, spec_sha256: str) -> tuple[list[DecisionRecord], list[Rejected]]:
-        """Records that verify and bind to exactly this task and spec, plus the rejected ones.
+    @property
+    def allowed_signers_path(self) -> Path:
+        return self.project / ".snodo" / ALLOWED_SIGNERS
+
+    def trust(self) -> Trust:
+        """Whose decisions count here: the listed signers, else this home's key alone."""
+        listed = self.allowed_signers_path
+        if listed.is_file():
+            return Trust(signers=load_allowed_signers(listed), source=str(listed), listed=True)
+        try:
+            key = load_decision_public_key(self.home)
+        except StateError as exc:
+            return Trust(signers={}, source="this home's decision key", listed=False, problem=exc.message)
+        return Trust(
+            signers={public_key_fingerprint(key): Signer(name="local", key=key)},
+            source="this home's decision key",
+            listed=False,
+        )
+
+    def verified_records(
+        self, task_id: str, spec_sha256: str, *, tree: str = ""
+    ) -> tuple[list[DecisionRecord], list[Rejected]]:
+        """Records that verify and bind to exactly this task, spec and tree, plus the rejected.
 
         Records of other tasks are skipped silently; any record that is unreadable, badly
-        signed, or for this task but another spec is rejected with a reason.
+        signed, signed by an untrusted key, or for this task but another spec or tree is
+        rejected with a reason.
         """
         if not self.directory.is_dir():
             return [], []
-        try:
-            key: Ed25519PublicKey | None = load_decision_public_key(self.home)
-            no_key = ""
-        except StateError as exc:
-            key, no_key = None, exc.message
+        trust = self.trust()
         accepted: list[DecisionRecord] = []
         rejected: list[Rejected] = []
         for path in sorted(self.directory.glob("*.json")):
-            reason, record = _verify_file(path, key, no_key)
+            rejection, record = _verify_file(path, trust)
             if record is None or record.task_id != task_id:
-                if reason:
-                    rejected.append((path, reason))
+                if rejection is not None:
+                    rejected.append(rejection)
             elif record.spec_sha256 != spec_sha256:
-                rejected.append((path, "bound to another spec of this task (the spec changed since)"))
+                rejected.append(_rejected(path, record, "bound to another spec of this task (the spec changed since)"))
+            elif record.tree != tree:
+                why = (
+                    f"bound to the git tree {record.tree[:12]}, not {tree[:12] or 'a run before execution'}: "
+                    "the work changed since it was reviewed"
+                    if record.tree
+                    else "decided before execution; after execution a decision binds to the reviewed git tree"
+                )
+                rejected.append(_rejected(path, record, why))
             else:
                 accepted.append(record)
         return accepted, rejected
 
-    def judgement(self, task_id: str, spec_sha256: str) -> Judgement:
-        """What verified human decisions say about exactly this task and spec.
+    def judgement(self, task_id: str, spec_sha256: str, *, tree: str = "") -> Judgement:
+        """What verified human decisions say about exactly this task, spec and tree.
 
         A rejection is final for that task and spec (revise the spec to go on), whatever was
         approved before or after it; approvals adjudicate the warns they name. Fails closed:
         a validator named by any rejection is never counted as adjudicated.
         """
-        records, ignored = self.verified_records(task_id, spec_sha256)
+        records, ignored = self.verified_records(task_id, spec_sha256, tree=tree)
         rejections = tuple(r for r in records if r.decision == "reject")
         refused = {v for r in rejections for v in r.adjudicated_validators}
         approved = {v for r in records if r.decision == "approve" for v in r.adjudicated_validators}
         return Judgement(adjudicated=frozenset(approved - refused), rejections=rejections, ignored=tuple(ignored))
 
+    def decided(self, pending: PendingDecision) -> bool:
+        """Whether verified records already settle every warn of ``pending`` (or reject it)."""
+        judged = self.judgement(pending.task_id, pending.spec_sha256, tree=pending.tree)
+        return bool(judged.rejections) or set(pending.warned_validators()) <= judged.adjudicated
 
-def _verify_file(path: Path, key: Ed25519PublicKey | None, no_key: str) -> tuple[str, DecisionRecord | None]:
-    """``("", record)`` if the file holds a correctly signed record, else ``(reason, ...)``."""
+
+def _rejected(path: Path, record: DecisionRecord, reason: str) -> Rejected:
+    return Rejected(path, reason, record.decided_by, record.public_key_fingerprint)
+
+
+def _verify_file(path: Path, trust: Trust) -> tuple[Rejected | None, DecisionRecord | None]:
+    """``(None, record)`` if the file holds a record signed by a trusted key, else why not."""
     try:
         record = load_record(path, DecisionRecord)
     except (StateError, OSError) as exc:
-        return f"unreadable: {exc}", None
+        return Rejected(path, f"unreadable: {exc}"), None
     if path.stem != record.decision_id:
-        return f"file name does not match its decision_id {record.decision_id!r}", None
-    if key is None:
-        return f"cannot verify: {no_key}", None
-    if record.public_key_fingerprint != public_key_fingerprint(key):
-        return f"signed by another key ({record.public_key_fingerprint or 'no fingerprint'})", None
+        return _rejected(path, record, f"file name does not match its decision_id {record.decision_id!r}"), None
+    signer = trust.signers.get(record.public_key_fingerprint)
+    if signer is None:
+        who = f"signed by {record.decided_by!r} with key {record.public_key_fingerprint or '(none)'}"
+        if trust.listed:
+            why = f"{who}, which is not listed in {trust.source}"
+        elif trust.problem:
+            why = f"cannot verify: {trust.problem} ({who})"
+        else:
+            why = f"{who}, which is not this home's decision key (list it in .snodo/{ALLOWED_SIGNERS} to trust it)"
+        return _rejected(path, record, why), None
     try:
-        key.verify(base64.b64decode(record.signature, validate=True), record.signing_bytes())
+        signer.key.verify(base64.b64decode(record.signature, validate=True), record.signing_bytes())
     except (InvalidSignature, binascii.Error, ValueError):
-        return "signature does not verify (the record was altered or forged)", None
-    return "", record
+        return _rejected(path, record, "signature does not verify (the record was altered or forged)"), None
+    return None, record

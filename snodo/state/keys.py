@@ -1,13 +1,17 @@
-"""Key files under ``$SNODO_HOME/keys/``: the token signing key and the decision key pair.
+"""Key files under ``$SNODO_HOME/keys/``: the token key and the decision key pair.
 
 Both are created on first use and shared by every process of the user, so creation must be
 race-free: the complete file is linked into place and the loser of a race reads the
 winner's key. A key file readable by others, or empty, is refused rather than repaired:
 either means something outside snodo touched it.
 
-This module may create the Ed25519 pair but never reads the private half back; only
+This module may create the decision pair but never reads its private half back; only
 :mod:`snodo.authorize_signing` (used by ``snodo authorize``) does, so no agent-facing code
-path can sign a decision.
+path can sign a decision. The audit key pair, which every snodo process of the user uses,
+lives in :mod:`snodo.state.audit_key`.
+
+Public keys travel as OpenSSH lines (``ssh-ed25519 AAAA...``), the form git's
+allowed-signers file uses; PEM is accepted too when reading a key file.
 """
 
 from __future__ import annotations
@@ -73,20 +77,16 @@ def decision_key_paths(home: Path) -> tuple[Path, Path]:
     return directory / DECISION_PRIVATE_KEY_FILE, directory / DECISION_PUBLIC_KEY_FILE
 
 
-def ensure_decision_keys(home: Path) -> Ed25519PublicKey:
-    """Create the Ed25519 decision pair if absent; return the public key.
-
-    Half a pair is an error, not a reason to regenerate: replacing a key silently would
-    invalidate every decision already signed.
-    """
-    private, public = decision_key_paths(home)
+def _ensure_pair(private: Path, public: Path, what: str) -> None:
+    """Create an Ed25519 pair if absent. Half a pair is an error, not a reason to regenerate:
+    replacing a key silently would invalidate everything already signed with it."""
     with file_lock(private):
         if private.exists() != public.exists():
             missing, present = (public, private) if private.exists() else (private, public)
             raise StateError(
-                f"decision key pair is incomplete: {missing} is missing but {present} exists",
+                f"{what} key pair is incomplete: {missing} is missing but {present} exists",
                 hint="restore the missing file, or remove both to create a new pair "
-                "(decisions signed with the old pair will no longer verify)",
+                "(what was signed with the old pair will no longer verify)",
             )
         if not private.exists():
             key = Ed25519PrivateKey.generate()
@@ -99,13 +99,13 @@ def ensure_decision_keys(home: Path) -> Ed25519PublicKey:
                 ),
                 mode=0o600,
             )
-            atomic_create_bytes(
-                public,
-                key.public_key().public_bytes(
-                    serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-                ),
-                mode=0o644,
-            )
+            atomic_create_bytes(public, openssh_public(key.public_key()).encode("ascii") + b"\n", mode=0o644)
+
+
+def ensure_decision_keys(home: Path) -> Ed25519PublicKey:
+    """Create the Ed25519 decision pair if absent; return the public key."""
+    private, public = decision_key_paths(home)
+    _ensure_pair(private, public, "decision")
     return load_decision_public_key(home)
 
 
@@ -113,21 +113,43 @@ def load_decision_public_key(home: Path) -> Ed25519PublicKey:
     """The public half, used to verify decision records."""
     _, path = decision_key_paths(home)
     try:
-        data = path.read_bytes()
+        return load_public_key_file(path)
     except FileNotFoundError as exc:
         raise StateError(
             f"no decision public key at {path}",
             hint="`snodo authorize` creates the key pair when it signs its first decision",
         ) from exc
+
+
+def parse_public_key(data: bytes, source: str) -> Ed25519PublicKey:
+    """An Ed25519 public key from an OpenSSH line (``ssh-ed25519 AAAA... [comment]``) or PEM."""
+    text = data.strip()
+    try:
+        if text.startswith(b"ssh-"):
+            key: object = serialization.load_ssh_public_key(b" ".join(text.split()[:2]))
+        else:
+            key = serialization.load_pem_public_key(text)
+    except (ValueError, UnsupportedAlgorithm, IndexError) as exc:
+        raise StateError(f"{source} is not a valid public key (OpenSSH or PEM): {exc}") from exc
+    if not isinstance(key, Ed25519PublicKey):
+        raise StateError(f"{source} holds a {type(key).__name__}, not an Ed25519 public key")
+    return key
+
+
+def load_public_key_file(path: Path) -> Ed25519PublicKey:
+    """Read a public key file; ``FileNotFoundError`` passes through for the caller to explain."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        key = serialization.load_pem_public_key(data)
-    except (ValueError, UnsupportedAlgorithm) as exc:
-        raise StateError(f"{path} is not a valid PEM public key: {exc}") from exc
-    if not isinstance(key, Ed25519PublicKey):
-        raise StateError(f"{path} holds a {type(key).__name__}, not an Ed25519 public key")
-    return key
+    return parse_public_key(data, str(path))
+
+
+def openssh_public(key: Ed25519PublicKey) -> str:
+    """``ssh-ed25519 AAAA...``: the one-line form of a public key, as allowed-signers lists it."""
+    return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode("ascii")
 
 
 def public_key_fingerprint(key: Ed25519PublicKey) -> str:

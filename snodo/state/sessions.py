@@ -78,6 +78,7 @@ class PendingDecision:
     policy: dict[str, Any]
     created_at: str
     spec_text: str
+    tree: str = ""  # the git tree a post_execute escalation judged; a decision binds to it
 
     def blocking_validators(self) -> tuple[str, ...]:
         """Validators whose result forbids authorisation (INV3): a blocker or an error.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -90,19 +91,35 @@ class TokenService:
         self.db_path = tokens_db_path(home)
         self._key = token_key(home)
         self._clock = clock
+        self._local = threading.local()
         with self._db() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(_SCHEMA)
 
     @contextlib.contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
-        """A fresh autocommit connection; closing it rolls back any unfinished transaction.
+    def _db(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """This thread's autocommit connection; an unfinished transaction is rolled back.
 
-        One connection per operation keeps the service usable from any thread; ``timeout``
-        is SQLite's busy timeout, so contending writers wait instead of failing.
+        One connection per thread keeps the service usable from any thread without paying,
+        on every operation, for the checkpoint SQLite runs when a database's last
+        connection closes. ``timeout`` is SQLite's busy timeout, so contending writers wait
+        instead of failing. ``durable=False`` commits without an fsync: right for issuing (a
+        record lost in a crash only makes its token unknown, which is refused), never for
+        consuming (a lost claim would let a token be used twice).
         """
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         try:
-            conn = sqlite3.connect(self.db_path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+            # A database file replaced or deleted under a live connection must not go on
+            # being used: other processes would claim tokens in another file.
+            identity = _file_identity(self.db_path)
+            if conn is not None and (identity is None or identity != self._local.identity):
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+                conn = self._local.conn = None
+            if conn is None:
+                conn = sqlite3.connect(self.db_path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+                self._local.conn, self._local.identity = conn, _file_identity(self.db_path)
+            conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
             raise StateError(f"cannot open token store {self.db_path}: {exc}") from exc
         try:
@@ -113,7 +130,9 @@ class TokenService:
                 hint="no token was issued or consumed; retry, or inspect the database file",
             ) from exc
         finally:
-            conn.close()
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
 
     def issue(self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600) -> str:
         """Mint a token for this task and spec and record it as unconsumed."""
@@ -131,7 +150,7 @@ class TokenService:
             "validators": list(validators),
         }
         token = jwt.encode(claims, self._key, algorithm=_ALGORITHM)
-        with self._db() as conn:
+        with self._db(durable=False) as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now - _KEEP_EXPIRED_S,))
             conn.execute(
@@ -190,6 +209,14 @@ class TokenService:
                 raise _refuse("already consumed")
             conn.execute("COMMIT")
         return claims
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def _check_row(row: tuple[Any, ...] | None) -> None:

@@ -12,7 +12,8 @@ from tests.conftest import git, make_repo
 
 
 def events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] != "checkpoint"]
 
 
 def names(repo: Path) -> list[str]:
@@ -113,8 +114,12 @@ def test_resume_after_authorize_completes(broken_suite: Path, snodo_cli) -> None
     resumed = snodo_cli("run", "--resume", halted["task_id"], "--json", cwd=broken_suite)
     assert resumed.returncode == 0, resumed
     assert resumed.json()["status"] == "completed"
-    validates = [e for e in events(broken_suite) if e["event"] == "validate"]
-    assert validates[-2]["data"]["phase"] == "pre_execute"  # a resumed run validates again
+    validates = [e["data"] for e in events(broken_suite) if e["event"] == "validate"]
+    assert [v["phase"] for v in validates].count("pre_execute") == 2  # a resumed run validates again
+    # It completes on exactly the git tree the person reviewed (the decision binds to it).
+    decided = next(e["data"] for e in events(broken_suite) if e["event"] == "decision_recorded")
+    assert (validates[-1]["phase"], validates[-1]["status"]) == ("post_execute", "pass")
+    assert validates[-1]["tree"] == decided["tree"]
 
 
 def test_mock_writing_governance_state_is_filtered_and_audited(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]

@@ -24,7 +24,8 @@ def project(tmp_path: Path, snodo_cli) -> Path:  # type: ignore[no-untyped-def]
 
 
 def audit_events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] != "checkpoint"]
 
 
 def test_pass_records_a_token_and_audits(project: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]

@@ -130,7 +130,13 @@ class Served:
 
 @contextmanager
 def serve(
-    root: Path, home: Path, *args: str, era: str = "legacy", stderr: Path | None = None, version: str | None = None
+    root: Path,
+    home: Path,
+    *args: str,
+    era: str = "legacy",
+    stderr: Path | None = None,
+    version: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Served]:
     """Start ``snodo serve ARGS`` in ``root`` and connect a real SDK client to it.
 
@@ -139,7 +145,10 @@ def serve(
     """
     errlog = stderr or root.parent / f"serve-{os.getpid()}-{id(root)}.stderr"
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "snodo", "serve", *args], cwd=str(root), env=server_env(home)
+        command=sys.executable,
+        args=["-m", "snodo", "serve", *args],
+        cwd=str(root),
+        env={**server_env(home), **(env or {})},
     )
     with (
         open(errlog, "w") as err,

@@ -155,11 +155,13 @@ def test_escalate_persists_the_decision_then_authorize_then_pass(
     assert again["proposal"].endswith(f"{decision_id}-2.json")
     assert len(_events(project, "adjudication_proposed", decision_id=decision_id)) == 2
     SessionStore(module_home).find_pending(decision_id, project)  # still pending
-    assert producer.ok("validate_task", {"task_id": "t-esc"})["status"] == "escalate"
+    revalidated = producer.ok("validate_task", {"task_id": "t-esc"})
+    assert revalidated["status"] == "escalate"
+    assert revalidated["decision_id"] == decision_id  # the same question keeps its one pending decision
 
     # The out-of-band human route; then the same task and spec pass.
     waiting = [p.decision_id for _, p in SessionStore(module_home).pending(project) if p.task_id == "t-esc"]
-    assert decision_id in waiting and len(waiting) == 2
+    assert waiting == [decision_id]
     listing = snodo(project, module_home, "authorize", "--json", check=True)
     row = next(r for r in json.loads(listing.stdout)["pending"] if r["decision_id"] == decision_id)
     assert [p["decision"] for p in row["agent_proposals"]] == ["approve", "reject"]  # shown as advice

@@ -69,7 +69,9 @@ def test_tampered_record_is_ignored_and_reported(
     path.write_text(json.dumps(tamper(json.loads(path.read_text()))))
     records, rejected = store.verified_records("task-1", SPEC)
     assert records == []
-    assert rejected == [(path, "signature does not verify (the record was altered or forged)")]
+    assert [(r.path, r.reason) for r in rejected] == [
+        (path, "signature does not verify (the record was altered or forged)")
+    ]
     assert store.judgement("task-1", SPEC).adjudicated == frozenset()
 
 
@@ -81,7 +83,7 @@ def test_unreadable_and_misfiled_records_are_reported(
     (store.directory / "junk.json").write_text("{")
     records, rejected = store.verified_records("task-1", SPEC)
     assert len(records) == 1
-    reasons = {p.name: reason for p, reason in rejected}
+    reasons = {r.path.name: r.reason for r in rejected}
     assert "does not match its decision_id" in reasons["dec-9.json"]
     assert reasons["junk.json"].startswith("unreadable") and "junk.json" in reasons["junk.json"]
 
@@ -96,7 +98,8 @@ def test_record_signed_by_another_key_is_rejected(
     assert "cannot verify: no decision public key" in rejected[0][1]
     authorise(home, make_pending("dec-2"))  # creates this user's pair
     _, rejected = store.verified_records("task-1", SPEC)
-    assert "signed by another key" in rejected[0][1]
+    assert "which is not this home's decision key" in rejected[0][1]
+    assert rejected[0].signer == "ada" and rejected[0].key == foreign.public_key_fingerprint
 
 
 def test_a_rejection_is_final_for_its_task_and_spec(

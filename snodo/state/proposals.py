@@ -1,0 +1,122 @@
+"""Agents' proposals on pending decisions: ``<project>/.snodo/proposals/<decision_id>-<n>.json``.
+
+An agent holding ``propose_adjudicate`` may suggest how a person should decide an
+escalation. A proposal is advice and authorises nothing; it is kept so that ``snodo
+authorize`` can show it beside the stored escalation. This module owns the file format: the
+MCP host writes through :meth:`ProposalStore.add`, the command reads through
+:meth:`ProposalStore.for_decision`. Everything in a proposal but its bookkeeping came from
+an agent, so it is shown through :func:`snodo.text.shown`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from attrs import frozen
+
+from snodo.errors import DecisionError, StateError
+from snodo.state.atomic import atomic_create_bytes, dumps_json, load_record, unstructure
+from snodo.state.sessions import PendingDecision
+
+_DECISION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+MAX_PROPOSALS_PER_DECISION = 1000
+
+
+@frozen(kw_only=True)
+class Proposal:
+    decision_id: str
+    decision: Literal["approve", "reject"]
+    justification: str
+    proposed_by: str
+    proposed_at: str
+    task_id: str
+    spec_sha256: str
+    session_id: str
+    warned_validators: tuple[str, ...]
+    n: int
+    authorises: bool = False
+    note: str = ""
+
+
+@frozen(kw_only=True)
+class Unreadable:
+    """A proposal file that could not be read: reported, never silently skipped."""
+
+    path: Path
+    reason: str
+
+
+class ProposalStore:
+    def __init__(self, project: Path) -> None:
+        self.directory = Path(project) / ".snodo" / "proposals"
+
+    def add(
+        self,
+        pending: PendingDecision,
+        *,
+        session_id: str,
+        decision: Literal["approve", "reject"],
+        justification: str,
+        proposed_by: str,
+    ) -> tuple[Path, Proposal]:
+        """Store a proposal as ``<decision_id>-<n>.json`` with the first free ``n``; never overwrites."""
+        if not _DECISION_ID.match(pending.decision_id):
+            raise DecisionError(f"{pending.decision_id!r} is not a valid decision id")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(f"cannot create {self.directory}: {exc.strerror or exc}") from exc
+        for n in range(1, MAX_PROPOSALS_PER_DECISION + 1):
+            proposal = Proposal(
+                decision_id=pending.decision_id,
+                decision=decision,
+                justification=justification,
+                proposed_by=proposed_by,
+                proposed_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                task_id=pending.task_id,
+                spec_sha256=pending.spec_sha256,
+                session_id=session_id,
+                warned_validators=pending.warned_validators(),
+                n=n,
+                note=f"a proposal only; a person decides with `snodo authorize {pending.decision_id}`",
+            )
+            path = self.directory / f"{pending.decision_id}-{n}.json"
+            if atomic_create_bytes(path, dumps_json(unstructure(proposal)).encode("utf-8"), mode=0o644):
+                return path, proposal
+        raise DecisionError(
+            f"decision {pending.decision_id} already has {MAX_PROPOSALS_PER_DECISION} proposals; no more are kept"
+        )
+
+    def for_decision(self, decision_id: str) -> list[Proposal | Unreadable]:
+        """The proposals for one decision, in the order they were made."""
+        if not _DECISION_ID.match(decision_id) or not self.directory.is_dir():
+            return []
+        found: list[tuple[int, Proposal | Unreadable]] = []
+        for path in self.directory.glob(f"{decision_id}-*.json"):
+            suffix = path.stem[len(decision_id) + 1 :]
+            if not suffix.isdigit():
+                continue
+            try:
+                proposal = load_record(path, Proposal)
+            except (StateError, OSError) as exc:
+                found.append((int(suffix), Unreadable(path=path, reason=str(exc))))
+                continue
+            if proposal.decision_id != decision_id or proposal.n != int(suffix):
+                found.append((int(suffix), Unreadable(path=path, reason="its content does not match its file name")))
+            else:
+                found.append((int(suffix), proposal))
+        return [item for _, item in sorted(found, key=lambda pair: pair[0])]
+
+    def remove(self, decision_id: str) -> int:
+        """Drop the proposals of a decision that no longer applies; how many were removed."""
+        if not _DECISION_ID.match(decision_id) or not self.directory.is_dir():
+            return 0
+        removed = 0
+        for path in self.directory.glob(f"{decision_id}-*.json"):
+            if path.stem[len(decision_id) + 1 :].isdigit():
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed

@@ -11,8 +11,8 @@ from snodo.errors import EnvironmentProblem
 
 #: Always read-only inside the workspace, whatever the protocol says.
 ALWAYS_READ_ONLY = (".snodo", ".git")
-#: Refuse to confine a workspace whose protected patterns match more paths than this: the
-#: sandbox would take longer to set up than the tests take to run.
+#: Refuse to confine a workspace whose protected patterns match more paths than this (the
+#: sandbox would take longer to set up than the tests take to run) ...
 MAX_PROTECTED = 5_000
 
 
@@ -20,25 +20,37 @@ def _key(name: str) -> str:
     return name.casefold()
 
 
-def _expand(root: Path, segments: Sequence[str], found: list[Path]) -> None:
+#: ... or makes it walk more directories than this to find them.
+MAX_WALKED = 50_000
+
+
+class _Walk:
+    def __init__(self) -> None:
+        self.found: list[Path] = []
+        self.walked = 0
+
+
+def _expand(root: Path, segments: Sequence[str], walk: _Walk) -> None:
+    found = walk.found
     if not segments:
         found.append(root)
         return
     head, rest = segments[0], segments[1:]
-    if len(found) > MAX_PROTECTED:
+    if len(found) > MAX_PROTECTED or walk.walked > MAX_WALKED:
         return
+    walk.walked += 1
     if head == "**":
-        _expand(root, rest, found)  # zero directories
+        _expand(root, rest, walk)  # zero directories
         for entry in _entries(root):
-            if entry.is_dir(follow_symlinks=False):
-                _expand(Path(entry.path), segments, found)
+            if entry.name != ".git" and entry.is_dir(follow_symlinks=False):
+                _expand(Path(entry.path), segments, walk)
         return
     has_glob = any(c in head for c in "*?[")
     for entry in _entries(root):
         if (fnmatchcase(_key(entry.name), _key(head)) if has_glob else _key(entry.name) == _key(head)) and (
             not rest or entry.is_dir(follow_symlinks=False)
         ):
-            _expand(Path(entry.path), rest, found)
+            _expand(Path(entry.path), rest, walk)
 
 
 def _entries(directory: Path) -> list[os.DirEntry[str]]:
@@ -56,15 +68,17 @@ def read_only_paths(workspace: Path, patterns: Iterable[str]) -> tuple[Path, ...
     A protected path that does not exist yet cannot be mounted read-only; creating it is
     caught by the path guard after the run (see docs/security.md).
     """
-    found: list[Path] = []
+    walk = _Walk()
+    found = walk.found
     for pattern in (*ALWAYS_READ_ONLY, *patterns):
         segments = [s for s in pattern.split("/") if s not in ("", ".")]
         if not segments or ".." in segments:
             continue
-        _expand(workspace, segments, found)
-        if len(found) > MAX_PROTECTED:
+        _expand(workspace, segments, walk)
+        if len(found) > MAX_PROTECTED or walk.walked > MAX_WALKED:
             raise EnvironmentProblem(
-                f"cannot confine {workspace}: the protected paths match more than {MAX_PROTECTED} files",
+                f"cannot confine {workspace}: finding the protected paths took more than {MAX_WALKED} "
+                f"directories or matched more than {MAX_PROTECTED} paths",
                 hint="narrow protected_paths in .snodo/protocol.yml (protect a directory, not each file in it)",
             )
     unique: list[Path] = []

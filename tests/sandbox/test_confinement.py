@@ -161,6 +161,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 def test_a_process_ignoring_sigterm_is_killed_at_the_time_limit(backend: str, tmp_path: Path) -> None:
     ws = _project(tmp_path / "ws")
     code = textwrap.dedent(
@@ -213,6 +214,7 @@ DAEMON = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_daemonised_grandchild_does_not_outlive_the_run(backend: str, tmp_path: Path) -> None:
     ws = _project(tmp_path / "ws")
     code = DAEMON % backend
@@ -290,6 +292,7 @@ def test_plugins_calling_the_public_api_are_confined_by_the_current_policy(backe
     assert (ws / ".snodo" / "protocol.yml").read_text() == "protocol\n"
 
 
+@pytest.mark.slow
 def test_terminate_all_kills_live_confined_trees(backend: str, tmp_path: Path) -> None:
     ws = _project(tmp_path / "ws")
     code = "import time, os\nif os.fork() == 0:\n    time.sleep(60)  # TERMINATE-ALL-MARKER\ntime.sleep(60)\n"

@@ -39,6 +39,7 @@ class PhaseInput:
     workspace: Path
     changed_files: tuple[str, ...] = ()
     diff: str = ""
+    project_root: Path | None = None
 
 
 def _error(
@@ -67,6 +68,8 @@ def _run_one(host: PluginHost, v: Validator, inp: PhaseInput) -> ValidatorResult
         protocol=inp.protocol,
         workspace=inp.workspace,
         changed_files=inp.changed_files,
+        diff=inp.diff,
+        project_root=inp.project_root,
         timeout=v.timeout,
     )
     try:

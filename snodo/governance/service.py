@@ -191,6 +191,7 @@ def validate_task(
             workspace=workspace or project.root,
             changed_files=changed_files,
             diff=diff,
+            project_root=project.root,
         ),
         progress=progress,
     )

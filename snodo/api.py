@@ -55,6 +55,7 @@ from snodo.records import (
     ValidatorSpec,
     Verdict,
 )
+from snodo.workspace.testrun import SuiteRun, TestOutput, read_test_output, run_python_tests
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -83,11 +84,15 @@ __all__ = [
     "RequiredProgram",
     "Severity",
     "SnodoError",
+    "SuiteRun",
+    "TestOutput",
     "ValidationRequest",
     "Validator",
     "ValidatorFault",
     "ValidatorSpec",
     "Verdict",
     "hookimpl",
+    "read_test_output",
     "run_process",
+    "run_python_tests",
 ]

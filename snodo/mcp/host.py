@@ -35,6 +35,7 @@ from snodo.governance.service import Project, check_task_id, derive_task_id, spe
 from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
 from snodo.state.atomic import atomic_create_bytes, canonical_json, dumps_json
 from snodo.workspace import Git, PathGuard, Workspace, run_tests
+from snodo.workspace.testrun import python_settings
 
 TEST_TIMEOUT = 300.0
 _KIND_NAMES = {"string": "a string", "boolean": "true or false", "string_list": "a non-empty list of strings"}
@@ -231,9 +232,11 @@ class ToolHost:
         return self.workspace.create_directory(path)
 
     def _tool_run_tests(self, path: str | None = None) -> dict[str, Any]:
-        r = run_tests(self.project.root, path, timeout=TEST_TIMEOUT)
+        judges = self.project.protocol.validators_for(self.project.mode, "post_execute")
+        r = run_tests(self.project.root, path, timeout=TEST_TIMEOUT, **python_settings(judges))
         return {
             "passed": r.passed,
+            "failed_tests": list(r.failed_tests),
             "exit_code": r.exit_code,
             "summary": r.summary,
             "timed_out": r.timed_out,

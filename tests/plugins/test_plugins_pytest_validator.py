@@ -103,7 +103,7 @@ def test_missing_program_raises(host: PluginHost, project: Callable[..., Path], 
 
 
 def test_usage_error_raises(host: PluginHost, project: Callable[..., Path], vrequest: Request) -> None:
-    with pytest.raises(ValidatorFault, match="exited with code 4"):
+    with pytest.raises(ValidatorFault, match=r"usage or conftest error\) \(exit code 4\)"):
         host.validate(vrequest(project(GREEN), "pytest", tooling={"command": "python -m pytest --no-such-flag"}))
 
 
@@ -136,19 +136,17 @@ def test_dirty_tree_is_reported(host: PluginHost, project: Callable[..., Path], 
     assert verdict.details["dirty_tree"] == ["?? scratch.txt"]
 
 
-def test_an_interpreter_without_pytest_is_an_error_not_a_failing_suite(tmp_path: Path) -> None:
+def test_an_interpreter_without_pytest_is_an_error_not_a_failing_suite(
+    host: PluginHost, project: Callable[..., Path], vrequest: Request, tmp_path: Path
+) -> None:
     """`python -m pytest` exits 1 when pytest is missing: that must not read as failing tests."""
     import subprocess
     import sys
 
-    from snodo_plugins.validators import _testrun
-
-    from snodo.api import ValidatorFault
-
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    (tmp_path / "test_x.py").write_text("def test_x():\n    assert True\n")
-    run = _testrun.run_tests(tmp_path, [str(bare / "bin" / "python"), "-m", "pytest", "-q"], 30)
+    root = project(GREEN)
     with pytest.raises(ValidatorFault) as info:
-        _testrun.verdict(run)
+        host.validate(vrequest(root, "pytest", tooling={"python": str(bare / "bin" / "python")}))
     assert "No module named pytest" in str(info.value)
+    assert "tooling.python" in str(info.value)

@@ -117,6 +117,7 @@ class PythonSetup:
     pythonpath: tuple[str, ...]  # absolute directories, the workspace's import roots first
     modules: tuple[str, ...]  # top-level names of the project's own modules and packages
     workspace: Path
+    project_root: Path  # the user's checkout (the workspace itself outside the engine)
 
 
 def python_setup(
@@ -142,6 +143,7 @@ def python_setup(
         pythonpath=tuple(str(p) for p in ordered),
         modules=project_modules(ordered),
         workspace=workspace,
+        project_root=Path(os.path.realpath(root)),
     )
 
 
@@ -391,6 +393,7 @@ def run_suite(argv: Sequence[str], setup: PythonSetup, *, timeout: float) -> Sui
     env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} -p no:cacheprovider -p {PROBE_PLUGIN}".strip()
     env["SNODO_PROJECT_MODULES"] = ",".join(setup.modules)
     env["SNODO_IMPORT_WORKSPACE"] = str(setup.workspace)
+    env["SNODO_IMPORT_PROJECT_ROOT"] = "" if setup.project_root == setup.workspace else str(setup.project_root)
     with tempfile.TemporaryDirectory(prefix="snodo-tests-") as scratch:
         report_file = Path(scratch) / "imports.json"
         env["SNODO_IMPORT_REPORT"] = str(report_file)

@@ -3,11 +3,13 @@
 snodo puts this file's directory on ``PYTHONPATH`` and adds ``-p snodo_import_probe`` to
 ``PYTEST_ADDOPTS``; it runs inside the project's own interpreter, so it imports nothing but
 the standard library and keeps to syntax older Pythons read. At the end of the session it
-reports, for the project's own top-level modules (``SNODO_PROJECT_MODULES``), which were
-imported from outside the workspace (``SNODO_IMPORT_WORKSPACE``), plus the ids of failed
-tests. The report goes to the file ``SNODO_IMPORT_REPORT`` (under the temporary directory)
-and to one marked line of the output, so it reaches snodo whichever of the two survives.
-It writes nothing else.
+reports which of the project's own modules were imported from outside the workspace
+(``SNODO_IMPORT_WORKSPACE``): those with a top-level name the workspace defines
+(``SNODO_PROJECT_MODULES``), and any module loaded from the user's checkout
+(``SNODO_IMPORT_PROJECT_ROOT``, when the workspace is elsewhere) other than the
+interpreter's own environment; plus the ids of failed tests. The report goes to the file
+``SNODO_IMPORT_REPORT`` (under the temporary directory) and to one marked line of the
+output, so it reaches snodo whichever of the two survives. It writes nothing else.
 """
 
 from __future__ import annotations
@@ -36,17 +38,29 @@ def _module_paths(module: Any) -> list[str]:
 
 def _build() -> dict[str, Any]:
     root = os.path.realpath(os.environ.get("SNODO_IMPORT_WORKSPACE", os.getcwd()))
+    checkout = os.environ.get("SNODO_IMPORT_PROJECT_ROOT") or ""
+    checkout = os.path.realpath(checkout) if checkout else ""
     names = {n for n in os.environ.get("SNODO_PROJECT_MODULES", "").split(",") if n}
+    # The interpreter's own environment (a project's .venv lives inside its checkout).
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     checked = 0
     foreign: dict[str, str] = {}
     for name, module in sorted(sys.modules.items()):
-        if module is None or name.split(".")[0] not in names:
+        if module is None:
             continue
         paths = _module_paths(module)
-        if not paths:
+        if not paths or any(_inside(p, root) for p in paths):
+            if paths and name.split(".")[0] in names:
+                checked += 1
             continue
-        checked += 1
-        if not any(_inside(p, root) for p in paths):
+        if name.split(".")[0] in names:
+            checked += 1
+            foreign[name] = os.path.realpath(paths[0])
+        elif (
+            checkout
+            and any(_inside(p, checkout) for p in paths)
+            and not any(_inside(p, prefix) for p in paths for prefix in prefixes)
+        ):
             foreign[name] = os.path.realpath(paths[0])
     return {"workspace": root, "checked": checked, "foreign": foreign, "failed": _failed[:200]}
 

@@ -93,8 +93,8 @@ def run(snodo_cli, repo: Path, tooling: str, files: dict[str, str]):  # type: ig
     return snodo_cli("run", "change calc", "--json", cwd=repo, timeout=300)
 
 
-def tests_result(payload: dict) -> dict:  # type: ignore[type-arg]
-    return next(r for r in payload["results"] if r["validator_id"] == "tests")
+def judged(payload: dict) -> dict:  # type: ignore[type-arg]
+    return next(r for r in payload["validators"] if r["validator_id"] == "tests")
 
 
 SRC_FILES = {
@@ -102,7 +102,7 @@ SRC_FILES = {
     "src/calc/__init__.py": CALC,
     "tests/test_calc.py": TEST_CALC,
 }
-VENV = '{python: .venv/bin/python, timeout: 120}'
+VENV = "{python: .venv/bin/python, timeout: 120}"
 
 
 @pytest.fixture
@@ -113,13 +113,15 @@ def src_project(tmp_path: Path) -> tuple[Path, Path]:
 def test_src_layout_broken_change_is_a_blocker_naming_the_test(snodo_cli, src_project) -> None:  # type: ignore[no-untyped-def]
     repo, python = src_project
     # The trap is real: the project's interpreter imports calc from the user's checkout.
-    origin = subprocess.run([str(python), "-c", "import calc; print(calc.__file__)"], cwd="/", capture_output=True, text=True)
+    origin = subprocess.run(
+        [str(python), "-c", "import calc; print(calc.__file__)"], cwd="/", capture_output=True, text=True
+    )
     assert origin.stdout.strip() == str(repo / "src" / "calc" / "__init__.py")
     r = run(snodo_cli, repo, VENV, {"src/calc/__init__.py": BROKEN})
     assert r.returncode == 1, r
     payload = r.json()
     assert (payload["status"], payload["outcome"]) == ("halted", "blocker"), payload
-    result = tests_result(payload)
+    result = judged(payload)
     assert result["severity"] == "blocker"
     assert "tests/test_calc.py::test_add" in result["justification"]
     assert (repo / "src" / "calc" / "__init__.py").read_text() == CALC  # the checkout is untouched
@@ -131,7 +133,7 @@ def test_src_layout_correct_change_completes(snodo_cli, src_project) -> None:  #
     assert r.returncode == 0, r
     payload = r.json()
     assert payload["status"] == "completed"
-    assert "2 passed" in tests_result(payload)["justification"]
+    assert "2 passed" in judged(payload)["justification"]
 
 
 def test_src_layout_importing_from_the_checkout_is_a_validator_error(snodo_cli, src_project) -> None:  # type: ignore[no-untyped-def]
@@ -142,7 +144,7 @@ def test_src_layout_importing_from_the_checkout_is_a_validator_error(snodo_cli, 
     assert r.returncode == 1, r
     payload = r.json()
     assert payload["outcome"] == "validator_error", payload
-    error = tests_result(payload)["error"]
+    error = judged(payload)["error"]
     assert f"calc from {repo / 'src' / 'calc' / '__init__.py'}" in error
     assert "tooling.pythonpath" in error
 
@@ -164,7 +166,7 @@ def test_flat_layout_broken_then_correct(snodo_cli, flat_project) -> None:  # ty
     broken = run(snodo_cli, repo, VENV, {"calc.py": BROKEN})
     assert broken.returncode == 1, broken
     assert broken.json()["outcome"] == "blocker"
-    assert "tests/test_calc.py::test_add" in tests_result(broken.json())["justification"]
+    assert "tests/test_calc.py::test_add" in judged(broken.json())["justification"]
     fixed = run(snodo_cli, repo, VENV, {"calc.py": EXTENDED, "tests/test_sub.py": TEST_SUB})
     assert fixed.returncode == 0, fixed
     assert fixed.json()["status"] == "completed"
@@ -179,7 +181,7 @@ def test_flat_layout_conftest_pointing_at_the_checkout_is_a_validator_error(snod
     assert r.returncode == 1, r
     payload = r.json()
     assert payload["outcome"] == "validator_error", payload
-    assert f"calc from {repo / 'calc.py'}" in tests_result(payload)["error"]
+    assert f"calc from {repo / 'calc.py'}" in judged(payload)["error"]
 
 
 LIB_FILES = {
@@ -199,7 +201,7 @@ def test_pythonpath_project_broken_then_correct(snodo_cli, lib_project) -> None:
     broken = run(snodo_cli, repo, LIB_VENV, {"lib/calc.py": BROKEN})
     assert broken.returncode == 1, broken
     assert broken.json()["outcome"] == "blocker"
-    assert "tests/test_calc.py::test_add" in tests_result(broken.json())["justification"]
+    assert "tests/test_calc.py::test_add" in judged(broken.json())["justification"]
     fixed = run(snodo_cli, repo, LIB_VENV, {"lib/calc.py": EXTENDED, "tests/test_sub.py": TEST_SUB})
     assert fixed.returncode == 0, fixed
 
@@ -210,4 +212,4 @@ def test_pythonpath_project_without_the_setting_is_a_validator_error(snodo_cli, 
     assert r.returncode == 1, r
     payload = r.json()
     assert payload["outcome"] == "validator_error", payload
-    assert f"calc from {repo / 'lib' / 'calc.py'}" in tests_result(payload)["error"]
+    assert f"calc from {repo / 'lib' / 'calc.py'}" in judged(payload)["error"]

@@ -213,3 +213,25 @@ def test_pythonpath_project_without_the_setting_is_a_validator_error(snodo_cli, 
     payload = r.json()
     assert payload["outcome"] == "validator_error", payload
     assert f"calc from {repo / 'lib' / 'calc.py'}" in judged(payload)["error"]
+
+
+def test_a_fix_attempt_is_told_which_tests_failed_and_how(snodo_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "recover")
+    (repo / "calc.py").write_text(CALC)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_calc.py").write_text(TEST_CALC)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "calc")
+    (repo / ".snodo").mkdir()
+    text = protocol("{timeout: 120}", {"calc.py": BROKEN}).replace(
+        "    evaluation_phase: post_execute\n", "    evaluation_phase: post_execute\n    severity_cap: warn\n"
+    )
+    (repo / ".snodo" / "protocol.yml").write_text(text.replace("max_recovery_depth: 0", "max_recovery_depth: 1"))
+    r = snodo_cli("run", "change calc", "--json", cwd=repo, timeout=300)
+    assert r.returncode == 1 and r.json()["outcome"] == "escalate", r
+    events = [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+    retry = next(e for e in events if e["event"] == "dispatch" and e["data"]["attempt"] == 1)
+    (finding,) = [f for f in retry["data"]["findings"] if f.startswith("tests:")]
+    assert "tests failed: 1 failed" in finding
+    assert "failed tests: tests/test_calc.py::test_add" in finding
+    assert "assert -1 == 5" in finding  # the failing assertion itself, from the output excerpt

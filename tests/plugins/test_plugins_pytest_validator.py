@@ -87,9 +87,10 @@ def test_infinite_loop_is_killed_and_raises(
     )
     root = project({"tests/test_loop.py": loop})
     started = time.monotonic()
-    with pytest.raises(ValidatorFault, match="timed out after 2s"):
-        host.validate(vrequest(root, "pytest", tooling={"timeout": 2}))
-    assert time.monotonic() - started < 10
+    # 6 s: on a loaded machine pytest needs a few seconds to reach the test at all.
+    with pytest.raises(ValidatorFault, match="timed out after 6s"):
+        host.validate(vrequest(root, "pytest", tooling={"timeout": 6}))
+    assert time.monotonic() - started < 15
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 5
     while is_alive(pid) and time.monotonic() < deadline:

@@ -59,6 +59,7 @@ from snodo.records import (
     Verdict,
 )
 from snodo.sandbox import SandboxPolicy, current_policy
+from snodo.workspace.testrun import SuiteRun, TestOutput, read_test_output, run_python_tests
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -124,11 +125,15 @@ __all__ = [
     "RequiredProgram",
     "Severity",
     "SnodoError",
+    "SuiteRun",
+    "TestOutput",
     "ValidationRequest",
     "Validator",
     "ValidatorFault",
     "ValidatorSpec",
     "Verdict",
     "hookimpl",
+    "read_test_output",
     "run_process",
+    "run_python_tests",
 ]

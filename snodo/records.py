@@ -185,7 +185,13 @@ class Verdict:
 
 @frozen(kw_only=True)
 class ValidationRequest:
-    """What a validator judges: one task, one phase, one validator's configuration."""
+    """What a validator judges: one task, one phase, one validator's configuration.
+
+    ``workspace`` is the tree under judgement (an engine worktree, or the checkout itself);
+    ``project_root`` is the user's checkout, where relative settings such as
+    ``tooling.python: .venv/bin/python`` are resolved (``None``: the workspace).
+    After the work, ``changed_files`` and ``diff`` are the task's whole change set.
+    """
 
     validator: Validator
     task_id: str
@@ -195,6 +201,8 @@ class ValidationRequest:
     protocol: ProtocolDoc
     workspace: Path
     changed_files: tuple[str, ...] = ()
+    diff: str = ""
+    project_root: Path | None = None
     timeout: float = 300.0
 
 

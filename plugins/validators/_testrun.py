@@ -1,35 +1,45 @@
-"""Running a project's tests for a verdict: no shell, bounded, and leaving no trace.
+"""A verdict from the project's own tests: no shell, bounded, judging the workspace's code.
 
 The pytest validator and the acceptance criterion "tests pass" share this, so both read a
-run the same way. pytest's exit codes carry the meaning: 5 (nothing collected) is never a
-pass, 2 (interrupted, e.g. a test file that does not import) is a failure of the work,
-while 3/4 (pytest's own crash or a bad command line) and a timeout mean no verdict at all.
-Byte-code and pytest's cache are switched off so judging never changes the tree.
+run the same way. The run itself (interpreter, import roots, import probe, output reading)
+is snodo's one test-run reader, :func:`snodo.api.run_python_tests`; this module turns
+``tooling`` into a command and a run into a verdict. pytest's exit codes carry the meaning:
+5 (nothing collected) is never a pass, 2 (interrupted, e.g. a test file that does not
+import) is a failure of the work, while 3/4 (pytest's own crash, a broken conftest or a bad
+command line), a signal and a timeout mean no verdict at all. A run that imported the
+project's own code from outside the workspace proves nothing and is no verdict either.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snodo.api import EnvironmentProblem, ValidatorFault, Verdict, run_process
+from snodo.api import (
+    EnvironmentProblem,
+    SuiteRun,
+    ValidationRequest,
+    ValidatorFault,
+    Verdict,
+    run_process,
+    run_python_tests,
+)
+
+from . import _tooling
 
 DEFAULT_COMMAND = "python -m pytest -q"
+SETTINGS = ("command", "python", "pythonpath")
+DOCS = "docs/validators.md"
 # Without a shell these would reach the program as literal arguments and mean nothing.
 _SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|&"})
-_SUMMARY = re.compile(
-    r"\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b|no tests ran|interrupted",
-    re.IGNORECASE,
-)
+_NO_MODULE = re.compile(r"No module named \S+")
+_PYTEST_EXIT = {3: "pytest hit an internal error", 4: "pytest could not start the run (usage or conftest error)"}
 
 
 def command_argv(command: Any) -> list[str]:
-    """The argv for ``tooling.command`` (string or list); a leading python is this interpreter."""
+    """The argv for ``tooling.command`` (string or list); a leading python is resolved later."""
     if command is None:
         command = DEFAULT_COMMAND
     if isinstance(command, str):
@@ -49,29 +59,7 @@ def command_argv(command: Any) -> list[str]:
             f"tooling.command is run without a shell, so {', '.join(shell)} would be passed literally",
             hint="put the pipeline in a script and make the command run the script",
         )
-    if argv[0] in ("python", "python3"):
-        argv[0] = sys.executable
     return argv
-
-
-@dataclass(frozen=True, kw_only=True)
-class SuiteRun:
-    argv: tuple[str, ...]
-    exit_code: int | None
-    summary: str
-    tail: str
-    dirty: tuple[str, ...]
-
-    def details(self) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "command": shlex.join(self.argv),
-            "exit_code": self.exit_code,
-            "summary": self.summary,
-            "output_tail": self.tail,
-        }
-        if self.dirty:
-            info["dirty_tree"] = list(self.dirty)
-        return info
 
 
 def dirty_tree(workspace: Path) -> tuple[str, ...]:
@@ -86,53 +74,114 @@ def dirty_tree(workspace: Path) -> tuple[str, ...]:
     return tuple(line for line in result.output.splitlines() if line.strip())[:50]
 
 
-def run_tests(workspace: Path, command: Any, timeout: float) -> SuiteRun:
-    """Run the test command in ``workspace``; raises when it times out or cannot start."""
-    argv = command_argv(command)
-    dirty = dirty_tree(workspace)
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} -p no:cacheprovider".strip()
-    result = run_process(argv, cwd=workspace, timeout=timeout, env=env)
-    if result.timed_out:
+def run_for(request: ValidationRequest, tooling: dict[str, Any]) -> SuiteRun:
+    """Run the tests ``tooling`` describes in the request's workspace."""
+    timeout = _tooling.timeout(request)
+    run = run_python_tests(
+        request.workspace,
+        command_argv(tooling.get("command")),
+        timeout=timeout,
+        project_root=request.project_root,
+        python=tooling.get("python"),
+        pythonpath=tooling.get("pythonpath"),
+    )
+    if run.timed_out:
         raise ValidatorFault(f"the test command timed out after {timeout:g}s; its process group was killed")
-    lines = [line.strip() for line in result.output.splitlines() if line.strip()]
-    summary = next((line for line in reversed(lines) if _SUMMARY.search(line)), lines[-1] if lines else "")
-    return SuiteRun(
-        argv=tuple(argv),
-        exit_code=result.returncode,
-        summary=summary.strip("= "),
-        tail=result.tail(40),
-        dirty=dirty,
+    return run
+
+
+def details(run: SuiteRun, dirty: tuple[str, ...] = ()) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "command": shlex.join(run.argv),
+        "exit_code": run.exit_code,
+        "summary": run.read.summary or "",
+        "failed_tests": list(run.failed_tests),
+        "output_excerpt": run.read.excerpt,
+        "output_tail": run.tail(40),
+        "pythonpath": list(run.setup.pythonpath),
+        "imports_checked": run.imports is not None,
+    }
+    if dirty:
+        info["dirty_tree"] = list(dirty)
+    return info
+
+
+def _named(failed: tuple[str, ...]) -> str:
+    if not failed:
+        return ""
+    shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+    return f" ({shown})"
+
+
+def runs_pytest(argv: tuple[str, ...]) -> bool:
+    """Whether the command itself is pytest (``python -m pytest``, ``pytest``, ``py.test``)."""
+    return any(a in ("pytest", "py.test") or Path(a).name in ("pytest", "py.test") for a in argv[:3])
+
+
+def verdict(run: SuiteRun, dirty: tuple[str, ...] = ()) -> Verdict:
+    """The verdict a test run supports; raises when the run cannot support one."""
+    info = details(run, dirty)
+    summary, tail, code = run.read.summary, run.tail(40), run.exit_code
+    if code is None or code < 0:
+        raise ValidatorFault(
+            f"the test command was killed (signal {-(code or 0)}) before it reported, so there is no verdict:\n{tail}"
+        )
+    if run.imports is None:
+        return _unprobed(run, info)
+    if run.foreign_imports:
+        raise ValidatorFault(run.foreign_message())
+    failed = run.failed_tests
+    tally = summary or f"pytest printed no summary line, exit status {code}"
+    if code == 0:
+        return Verdict(severity="pass", justification=f"tests passed: {tally}", details=info)
+    if code == 1:
+        return Verdict(severity="blocker", justification=f"tests failed: {tally}{_named(failed)}", details=info)
+    if code == 2:
+        return Verdict(
+            severity="blocker",
+            justification=f"the test run was interrupted (collection errors): {tally}{_named(failed)}",
+            details=info,
+        )
+    if code == 5:
+        return Verdict(severity="warn", justification="no tests collected; nothing was verified", details=info)
+    raise ValidatorFault(
+        f"{_PYTEST_EXIT.get(code, 'the test command failed')} (exit code {code}), so there is no verdict; fix what "
+        f"the output says, then validate again:\n{tail}"
     )
 
 
-_NO_MODULE = re.compile(r"No module named \S+")
-
-
-def verdict(run: SuiteRun) -> Verdict:
-    """The verdict a test run supports; raises when the run cannot support one."""
-    details = run.details()
-    missing = _NO_MODULE.search(run.tail)
-    if run.exit_code == 1 and missing and run.tail.count("\n") <= 2:
+def _unprobed(run: SuiteRun, info: dict[str, Any]) -> Verdict:
+    """A run snodo's import probe did not report on: a verdict only for a command that is not pytest."""
+    summary, tail, code = run.read.summary, run.tail(40), run.exit_code
+    missing = _NO_MODULE.search(tail)
+    if missing and summary is None:
         # `python -m pytest` without pytest exits 1 too: that is no failing test, it is no run.
         raise ValidatorFault(
             f"the test command could not start: {missing.group(0)}; install it in that interpreter "
-            f"({run.argv[0]}) or set tooling.command"
+            f"({run.argv[0]}) or set tooling.python / tooling.command (see {DOCS})"
         )
-    if run.exit_code == 0:
-        return Verdict(severity="pass", justification=f"tests passed: {run.summary}", details=details)
-    if run.exit_code == 1:
-        return Verdict(severity="blocker", justification=f"tests failed: {run.summary}", details=details)
-    if run.exit_code == 2:
+    if runs_pytest(run.argv):
+        what = _PYTEST_EXIT.get(code or 0, "pytest ended before reporting")
+        raise ValidatorFault(
+            f"{what} (exit code {code}) and never reached the end of the session, so there is no verdict; "
+            f"fix what the output says (often conftest.py, a plugin option or a crash while importing), then "
+            f"validate again:\n{tail}"
+        )
+    if summary is not None:
+        raise ValidatorFault(
+            "the test command ran pytest without snodo's import probe, so it cannot be shown that the tests "
+            "imported this workspace's code: run pytest directly (python -m pytest, with tooling.python naming "
+            f"the interpreter) rather than through a wrapper that drops the environment (see {DOCS})"
+        )
+    # Not a pytest run: the exit status is all there is.
+    if code == 0:
         return Verdict(
-            severity="blocker",
-            justification=f"the test run was interrupted (collection errors): {run.summary}",
-            details=details,
+            severity="pass",
+            justification=f"the test command exited with status 0 (not pytest; no test summary): {info['command']}",
+            details=info,
         )
-    if run.exit_code == 5:
-        return Verdict(severity="warn", justification="no tests collected; nothing was verified", details=details)
-    raise ValidatorFault(
-        f"the test command exited with code {run.exit_code} (internal or usage error), "
-        f"so there is no verdict:\n{run.tail}"
+    return Verdict(
+        severity="blocker",
+        justification=f"the test command exited with status {code} (not pytest; no test summary)",
+        details=info,
     )

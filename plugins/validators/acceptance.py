@@ -6,8 +6,8 @@ of :mod:`._criteria` are checked mechanically and a failed one is a blocker. Pro
 judged by ``validator.model`` when one is set, else reported "not verified", a warn:
 an unchecked promise must reach a human rather than pass silently.
 
-Tooling: ``command`` (the test command behind "tests pass", as for the pytest validator),
-``timeout``, and ``mock_response`` — for offline tests and demos only: litellm's canned
+Tooling: ``command``, ``python`` and ``pythonpath`` (the test run behind "tests pass", as
+for the pytest validator), ``timeout``, and ``mock_response`` — for offline tests and demos only: litellm's canned
 reply for the model judgement.
 """
 
@@ -22,7 +22,7 @@ from .. import _files, _model
 from . import _criteria, _testrun, _tooling
 
 NAME = "acceptance"
-SETTINGS = ("command", "timeout", "mock_response")
+SETTINGS = ("command", "python", "pythonpath", "timeout", "mock_response")
 
 MET, FAILED, UNVERIFIED, CHECKABLE = "met", "failed", "not verified", "checkable"
 _SEVERITY: dict[str, Severity] = {MET: "pass", CHECKABLE: "pass", UNVERIFIED: "warn", FAILED: "blocker"}
@@ -54,7 +54,7 @@ def _row(criterion: _criteria.Criterion, status: str, reason: str) -> dict[str, 
     return {"criterion": criterion.text, "source": criterion.source, "status": status, "reason": reason}
 
 
-def _check(request: ValidationRequest, command: Any, check: _criteria.Check) -> tuple[str, str]:
+def _check(request: ValidationRequest, tooling: dict[str, Any], check: _criteria.Check) -> tuple[str, str]:
     root = request.workspace
     if check.kind == "exists":
         found = _criteria.exists(root, check.target)
@@ -66,7 +66,7 @@ def _check(request: ValidationRequest, command: Any, check: _criteria.Check) -> 
         site = _criteria.definition_site(root, check.target, check.file)
         where = f" in {check.file}" if check.file else " in any Python file"
         return (MET, f"{check.target} is defined in {site}") if site else (FAILED, f"{check.target} not defined{where}")
-    verdict = _testrun.verdict(_testrun.run_tests(root, command, _tooling.timeout(request)))
+    verdict = _testrun.verdict(_testrun.run_for(request, tooling))
     return (MET if verdict.severity == "pass" else FAILED), verdict.justification
 
 
@@ -95,7 +95,7 @@ def _judge_prose(
 def snodo_validate(request: ValidationRequest) -> Verdict | None:
     if request.validator.validator_type != NAME:
         return None
-    tooling = _tooling.checked(request, ("command", "mock_response"))
+    tooling = _tooling.checked(request, (*_testrun.SETTINGS, "mock_response"))
     criteria = _criteria.gather(request.validator.criteria, request.task_spec)
     if not criteria:
         return Verdict(
@@ -112,7 +112,7 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
         if check is None:
             rows.append(_row(criterion, *judged))
         elif post:
-            rows.append(_row(criterion, *_check(request, tooling.get("command"), check)))
+            rows.append(_row(criterion, *_check(request, tooling, check)))
         else:
             rows.append(_row(criterion, CHECKABLE, f"checked after the work ({check.kind})"))
     severity = max((_SEVERITY[r["status"]] for r in rows), key=_RANK.__getitem__)

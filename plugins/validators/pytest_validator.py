@@ -1,10 +1,14 @@
 """The ``pytest`` validator: the project's own test suite, really run, decides.
 
 ``tooling.command`` (a string split like a shell would, or a list; default
-``python -m pytest -q``, where a leading ``python`` is snodo's interpreter) runs without a
-shell in the workspace, bounded by ``tooling.timeout`` (default: the runner's budget).
-Green is a pass, red or a collection error a blocker, nothing collected a warn; a
-timeout, a missing program or pytest's own crash is no verdict and raises.
+``python -m pytest -q``) runs without a shell in the workspace, bounded by
+``tooling.timeout`` (default: the runner's budget). A leading ``python`` is the interpreter
+``tooling.python`` names (relative to the project root, e.g. ``.venv/bin/python``; default
+snodo's own). The workspace's import roots come first on the path (detected, or
+``tooling.pythonpath``), and a run that imported the project from elsewhere is no verdict.
+Green is a pass, red or a collection error a blocker naming the failed tests, nothing
+collected a warn; a timeout, a missing program or pytest's own crash is no verdict and raises.
+See docs/validators.md.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from snodo.api import ValidationRequest, ValidatorSpec, Verdict, hookimpl
 from . import _testrun, _tooling
 
 NAME = "pytest"
-SETTINGS = ("command", "timeout")
+SETTINGS = ("command", "python", "pythonpath", "timeout")
 
 
 @hookimpl
@@ -34,6 +38,6 @@ def snodo_validators() -> Iterator[ValidatorSpec]:
 def snodo_validate(request: ValidationRequest) -> Verdict | None:
     if request.validator.validator_type != NAME:
         return None
-    tooling = _tooling.checked(request, ("command",))
-    run = _testrun.run_tests(request.workspace, tooling.get("command"), _tooling.timeout(request))
-    return _testrun.verdict(run)
+    tooling = _tooling.checked(request, _testrun.SETTINGS)
+    dirty = _testrun.dirty_tree(request.workspace)
+    return _testrun.verdict(_testrun.run_for(request, tooling), dirty)

@@ -40,10 +40,22 @@ def read_spec(spec: str | None) -> str:
 @click.option("--phase", type=click.Choice(["pre_execute", "post_execute"]), default="pre_execute", show_default=True)
 @click.option("--mode", "mode_id", default=None, help="Mode whose validators run (default: the current mode).")
 @click.option("--task-id", default=None, help="Task id (default: derived from the spec text).")
+@click.option(
+    "--base",
+    default="HEAD",
+    show_default=True,
+    help="post_execute only: the commit the work is compared with (staged, unstaged and untracked files count).",
+)
 @protocol_option
 @json_option
 def validate(
-    spec: str | None, phase: str, mode_id: str | None, task_id: str | None, protocol_path: Path | None, as_json: bool
+    spec: str | None,
+    phase: str,
+    mode_id: str | None,
+    task_id: str | None,
+    base: str,
+    protocol_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Validate SPEC (text, @file, or - for stdin) with the mode's validators for one phase.
 
@@ -54,6 +66,9 @@ def validate(
       2 escalate         a human runs `snodo authorize <decision_id>`, then validate again
       3 validator_error  a validator could not judge; fix the setup or retry
       4                  could not run (bad protocol, state, arguments)
+
+    After the work (--phase post_execute) the validators judge the working tree's change
+    set against --base: staged, unstaged and untracked files (ignored ones excluded).
     """
     from snodo.cli.output import console, emit_json
     from snodo.governance.service import Project, validate_task
@@ -65,7 +80,24 @@ def validate(
         progress = None
         if not as_json:
             progress = lambda msg, _r: console().print(f"[dim]· {msg}[/]")  # noqa: E731
-        outcome = validate_task(project, spec=text, task_id=task_id, phase=phase, progress=progress)
+        changed: tuple[str, ...] = ()
+        diff = ""
+        if phase == "post_execute":
+            from snodo.workspace.changes import working_tree_changes
+
+            changes = working_tree_changes(project.root, base)
+            changed, diff = changes.changed_files, changes.diff
+            if progress is not None:
+                progress(f"change set against {base}: {len(changed)} file(s)", None)
+        outcome = validate_task(
+            project,
+            spec=text,
+            task_id=task_id,
+            phase=phase,
+            changed_files=changed,
+            diff=diff,
+            progress=progress,
+        )
     except SnodoError as exc:
         exc.exit_code = 4
         raise

@@ -27,6 +27,7 @@ from snodo.engine.inplace import InPlaceWatch, Judgement
 from snodo.engine.interrupt import Interrupted
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned, uncommitted
 from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
+from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import (
     INSTRUCTIONS,
     Project,
@@ -370,7 +371,7 @@ class Engine:
             last_signature = signature
             attempt += 1
             self.attempt = attempt
-            findings = tuple(f"{r.validator_id}: {r.justification}" for r in post.results if r.severity != "pass")
+            findings = tuple(_finding(r) for r in post.results if r.severity != "pass")
             p.record("recovery", task_id=task_id, attempt=attempt, findings=list(findings))
             self.progress(f"recovery attempt {attempt}/{budget}: {'; '.join(findings)[:200]}")
 
@@ -638,3 +639,16 @@ def _plain_usage(usage: Any) -> dict[str, Any]:
 
 def _normalise(root: Path, op: FileOperation) -> str:
     return Path(os.path.relpath(os.path.normpath(root / op.path), root)).as_posix()
+
+
+def _finding(result: ValidatorResult) -> str:
+    """What a fix attempt is told about one verdict: its reason, failed tests and their output."""
+    text = f"{result.validator_id}: {result.justification}"
+    details = result.details or {}
+    failed = details.get("failed_tests")
+    if isinstance(failed, list) and failed:
+        text += "\nfailed tests: " + ", ".join(str(t) for t in failed[:20])
+    excerpt = details.get("output_excerpt")
+    if isinstance(excerpt, str) and excerpt.strip():
+        text += "\noutput:\n" + excerpt[:4000]
+    return text

@@ -43,6 +43,7 @@ class PhaseInput:
     diff: str = ""
     # Every process a validator or predicate starts through snodo.api.run_process is confined by it.
     sandbox: SandboxPolicy | None = None
+    project_root: Path | None = None
 
 
 def _error(
@@ -71,6 +72,8 @@ def _run_one(host: PluginHost, v: Validator, inp: PhaseInput) -> ValidatorResult
         protocol=inp.protocol,
         workspace=inp.workspace,
         changed_files=inp.changed_files,
+        diff=inp.diff,
+        project_root=inp.project_root,
         timeout=v.timeout,
     )
     try:

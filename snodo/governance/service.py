@@ -296,6 +296,7 @@ def _validate_task(
             changed_files=changed_files,
             diff=diff,
             sandbox=project.sandbox_policy(workspace or project.root),
+            project_root=project.root,
         ),
         progress=progress,
     )

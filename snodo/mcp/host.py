@@ -36,6 +36,7 @@ from snodo.sandbox import confined
 from snodo.state.atomic import canonical_json
 from snodo.state.proposals import ProposalStore
 from snodo.workspace import Git, PathGuard, Workspace, run_tests
+from snodo.workspace.testrun import python_settings
 
 TEST_TIMEOUT = 300.0
 _KIND_NAMES = {"string": "a string", "boolean": "true or false", "string_list": "a non-empty list of strings"}
@@ -302,10 +303,12 @@ class ToolHost:
         return self.workspace.create_directory(path)
 
     def _tool_run_tests(self, path: str | None = None) -> dict[str, Any]:
+        judges = self.project.protocol.validators_for(self.project.mode, "post_execute")
         with confined(self.project.sandbox_policy(self.project.root)):
-            r = run_tests(self.project.root, path, timeout=TEST_TIMEOUT)
+            r = run_tests(self.project.root, path, timeout=TEST_TIMEOUT, **python_settings(judges))
         return {
             "passed": r.passed,
+            "failed_tests": list(r.failed_tests),
             "exit_code": r.exit_code,
             "summary": r.summary,
             "timed_out": r.timed_out,

@@ -1,0 +1,109 @@
+"""The change set of a working tree: what post-execute validators judge outside the engine.
+
+``snodo validate --phase post_execute`` judges the user's (or an agent's) uncommitted work
+in place, so its change set is everything that differs from a base commit: staged and
+unstaged edits and untracked files, ignored files excluded. snodo's own state under
+``.snodo/`` (the audit log grows with every validation) is not the task's work and is left
+out. Untracked files have no git diff; their patch is written here as git would print it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from attrs import frozen
+
+from snodo.errors import SnodoError, ToolError
+from snodo.workspace.guard import PathGuard
+
+# git's well-known empty tree: the base of a repository that has no commit yet.
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+MAX_UNTRACKED_BYTES = 512_000  # per untracked file shown in the diff; larger ones are named only
+_STATE_DIR = ".snodo/"
+
+
+@frozen(kw_only=True)
+class ChangeSet:
+    base: str
+    changed_files: tuple[str, ...]
+    diff: str
+
+
+def working_tree_changes(root: Path, base: str = "HEAD") -> ChangeSet:
+    """Files and patch that differ from ``base`` in the work tree at ``root`` (untracked included).
+
+    Raises :class:`SnodoError` when ``root`` is not a git work tree or ``base`` is no commit.
+    """
+    from snodo.workspace.git import Git
+
+    guard = PathGuard(root)
+    git = Git(root, guard)
+    if not git.is_repo():
+        raise SnodoError(
+            f"{root} is not a git work tree, so there is no change set to validate after the work",
+            hint="run `git init` and commit a base, or validate before the work (--phase pre_execute)",
+        )
+    ref = base
+    if git.head() is None and base == "HEAD":
+        ref = EMPTY_TREE  # nothing committed yet: every file is part of the change
+    try:
+        files = [f for f in git.changed_files(ref) if not f.startswith(_STATE_DIR)]
+        tracked_diff = git.read_diff(ref)
+    except ToolError as exc:
+        raise SnodoError(
+            f"cannot compute the change set against {base!r}: {exc}",
+            hint="pass --base with a commit, branch or tag that exists (default HEAD)",
+        ) from None
+    tracked = _diff_paths(tracked_diff)
+    parts = [_strip_state(tracked_diff)]
+    for rel in files:
+        if rel not in tracked:
+            parts.append(_new_file_patch(git.root, rel))
+    return ChangeSet(base=base, changed_files=tuple(files), diff="".join(p for p in parts if p))
+
+
+def _diff_paths(diff: str) -> set[str]:
+    found: set[str] = set()
+    for line in diff.splitlines():
+        if line.startswith("diff --git a/"):
+            rest = line.removeprefix("diff --git a/")
+            found.add(rest.split(" b/", 1)[0])
+    return found
+
+
+def _strip_state(diff: str) -> str:
+    """The diff without the sections of files under ``.snodo/``."""
+    kept: list[str] = []
+    keep = True
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            keep = not line.startswith(f"diff --git a/{_STATE_DIR}")
+        if keep:
+            kept.append(line)
+    return "".join(kept)
+
+
+def _new_file_patch(root: Path, rel: str) -> str:
+    """The patch git would show for adding the untracked file ``rel``."""
+    path = os.path.join(root, rel)
+    header = f"diff --git a/{rel} b/{rel}\nnew file mode 100644\n"
+    try:
+        if os.path.islink(path) or not os.path.isfile(path):
+            return header + f"--- /dev/null\n+++ b/{rel}\n@@ -0,0 +1 @@\n+(not a regular file)\n"
+        size = os.path.getsize(path)
+        if size > MAX_UNTRACKED_BYTES:
+            return header + f"Binary files /dev/null and b/{rel} differ ({size} bytes, too large to show)\n"
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        return header + f"(unreadable: {exc.strerror})\n"
+    if b"\0" in data:
+        return header + f"Binary files /dev/null and b/{rel} differ\n"
+    text = data.decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    if not lines:
+        return header
+    body = "".join(f"+{line}\n" for line in lines)
+    tail = "" if text.endswith("\n") else "\\ No newline at end of file\n"
+    return header + f"--- /dev/null\n+++ b/{rel}\n@@ -0,0 +1,{len(lines)} @@\n" + body + tail

@@ -89,6 +89,11 @@ def run(
     else:
         text = read_spec(spec)
     project = Project(loaded, host, mode=mode_id)
+    refusal = loaded.protocol.cannot_run_tasks(project.mode_id)
+    if refusal is not None:
+        error = SnodoError(refusal)
+        error.exit_code = 4
+        raise error
     task_id = check_task_id(task_id) if task_id else derive_task_id(text)
     if job_id is None:
         job = jobs.create(

@@ -191,6 +191,22 @@ class Protocol:
 
         raise ProtocolError(f"unknown mode {mode_id!r}; this protocol defines: {known}")
 
+    def cannot_run_tasks(self, mode_id: str) -> str | None:
+        """Why mode ``mode_id`` may not run tasks (``snodo run``, ``dispatch_task``), or None.
+
+        Only a mode holding ``dispatch`` runs tasks; the well-formedness check makes sure such
+        a mode has validators in both phases. This is the one place that rule is decided.
+        """
+        if "dispatch" in self.mode(mode_id).tools:
+            return None
+        able = [m.mode_id for m in self.modes if "dispatch" in m.tools]
+        where = f"modes that can: {', '.join(able)}" if able else "no mode of this protocol holds it"
+        return (
+            f"mode {mode_id!r} does not hold the 'dispatch' capability, so it cannot run tasks ({where}); "
+            "nothing was run. Choose a mode that holds it, or add 'dispatch' to the mode's tools "
+            "(see docs/protocol.md)"
+        )
+
     def validator(self, validator_id: str) -> Validator | None:
         for v in self.validators:
             if v.validator_id == validator_id:

@@ -75,7 +75,10 @@ def test_yaml_syntax_error_is_one_line_with_position() -> None:
         ("execution: {max_iterations: 3.9}", "expected an integer, got float 3.9 @ execution.max_iterations"),
         ("execution: {max_iterations: '5'}", "expected an integer, got str '5' @ execution.max_iterations"),
         ("execution: {max_iterations: true}", "expected an integer, got bool True @ execution.max_iterations"),
-        ("disagreement_policy: no", "expected one of: unanimous, majority, quorum, any; got 'no' @ disagreement_policy"),
+        (
+            "disagreement_policy: no",
+            "expected one of: unanimous, majority, quorum, any; got 'no' @ disagreement_policy",
+        ),
         ("disagreement_policy: sometimes", "expected one of: unanimous, majority, quorum, any"),
         ("quorum_threshold: '0.5'", "expected a number, got str '0.5' @ quorum_threshold"),
         ("protected_paths: [1]", "expected a string, got int 1 @ protected_paths[0]"),

@@ -112,7 +112,18 @@ def test_quorum_with_few_validators_only_warns(host) -> None:  # type: ignore[no
         .replace("approve, dispatch", "dispatch")
         .replace("validators: [tests, ghost]", "validators: [tests]")
         .replace("predicate: no_such_predicate", "predicate: no_secrets_in_diff")
-        .replace("validator_type: pytest", "validator_type: pytest\n    evaluation_phase: pre_execute")
+        .replace(
+            "validators: [tests]\n    coder: mock\nvalidators:", "validators: [tests]\n    coder: mock\nvalidators:"
+        )
+        .replace(
+            "validator_type: pytest",
+            "validator_type: pytest\n    evaluation_phase: post_execute\n"
+            "  - validator_id: criteria\n    validator_type: acceptance",
+        )
+        .replace(
+            "validators: [tests]\n    coder: mock\n    constraints",
+            "validators: [criteria, tests]\n    coder: mock\n    constraints",
+        )
     )
     violations = check(parse_protocol(good), host)
     assert [v.rule for v in violations] == ["WF4"] and violations[0].level == "warning"
@@ -150,5 +161,6 @@ def test_load_protocol_refuses_on_errors(tmp_path, host) -> None:  # type: ignor
     path.write_text(BROKEN)
     with pytest.raises(ProtocolError) as info:
         load_protocol(path, host)
-    assert len(info.value.problems) == 4
-    assert [p.split(":")[0] for p in info.value.problems] == ["WF1", "WF3", "WF4", "WF5"]
+    assert len(info.value.problems) == 5
+    assert [p.split(":")[0] for p in info.value.problems] == ["WF1", "WF3", "WF3", "WF4", "WF5"]
+    assert "has no post_execute validator" in info.value.problems[2]

@@ -65,7 +65,11 @@ def run(
     from snodo.engine.loop import Engine
     from snodo.governance.service import Project, check_task_id, derive_task_id
 
-    loaded, host = load_project(protocol_path)
+    try:
+        loaded, host = load_project(protocol_path)
+    except SnodoError as exc:  # a protocol that does not load: the run could not start
+        exc.exit_code = 4
+        raise
     jobs = JobStore(loaded.root)
     if mock:
         coder = "mock"

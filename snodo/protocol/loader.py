@@ -73,7 +73,10 @@ _PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[('[^']*')\]")
 
 
 def _line_of(root: yaml.Node | None, path: str) -> int | None:
-    """Follow ``modes[1].tools[0]`` through the composed YAML nodes to a 1-based line."""
+    """Follow ``modes[1].tools[0]`` through the composed YAML nodes to a 1-based line.
+
+    A path ending at a mapping key gives the key's line (``tools:``), not its value's.
+    """
     node = root
     line = node.start_mark.line + 1 if node is not None else None
     for m in _PATH_TOKEN.finditer(path):
@@ -83,10 +86,11 @@ def _line_of(root: yaml.Node | None, path: str) -> int | None:
         if quoted is not None:
             key = quoted.strip("'")
         nxt: yaml.Node | None = None
+        at: int | None = None
         if key is not None and isinstance(node, yaml.MappingNode):
             for k, v in node.value:
                 if getattr(k, "value", None) == key:
-                    nxt = v
+                    nxt, at = v, k.start_mark.line + 1
                     break
         elif index is not None and isinstance(node, yaml.SequenceNode):
             i = int(index)
@@ -94,7 +98,7 @@ def _line_of(root: yaml.Node | None, path: str) -> int | None:
         if nxt is None:
             break
         node = nxt
-        line = node.start_mark.line + 1
+        line = at if at is not None else node.start_mark.line + 1
     return line
 
 
@@ -125,9 +129,11 @@ def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
                 ]
             )
         if depth > MAX_DEPTH:
-            raise _Refused([f"{source}:{line}: nested more than {MAX_DEPTH} levels deep @ {path or '(top level)'}"])
+            raise _Refused(
+                [f"{source}:{line}: nested more than {MAX_DEPTH} levels deep @ {path.lstrip('.') or '(top level)'}"]
+            )
         if id(node) in on_path:
-            raise _Refused([f"{source}:{line}: an alias refers to a value that contains it @ {path}"])
+            raise _Refused([f"{source}:{line}: an alias refers to a value that contains it @ {path.lstrip('.')}"])
         if isinstance(node, yaml.MappingNode):
             on_path.add(id(node))
             first: dict[str, int] = {}

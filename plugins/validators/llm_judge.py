@@ -61,7 +61,7 @@ def prompt(request: ValidationRequest) -> str:
 def snodo_validate(request: ValidationRequest) -> Verdict | None:
     if request.validator.validator_type != NAME:
         return None
-    tooling = _tooling.checked(request, ("mock_response",))
+    tooling = _tooling.checked(request, SETTINGS)
     vid = request.validator.validator_id
     model = request.validator.model
     if model is None:

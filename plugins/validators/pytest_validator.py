@@ -34,6 +34,6 @@ def snodo_validators() -> Iterator[ValidatorSpec]:
 def snodo_validate(request: ValidationRequest) -> Verdict | None:
     if request.validator.validator_type != NAME:
         return None
-    tooling = _tooling.checked(request, ("command",))
+    tooling = _tooling.checked(request, SETTINGS)
     run = _testrun.run_tests(request.workspace, tooling.get("command"), _tooling.timeout(request))
     return _testrun.verdict(run)

@@ -164,3 +164,25 @@ def test_load_protocol_refuses_on_errors(tmp_path, host) -> None:  # type: ignor
     assert len(info.value.problems) == 5
     assert [p.split(":")[0] for p in info.value.problems] == ["WF1", "WF3", "WF3", "WF4", "WF5"]
     assert "has no post_execute validator" in info.value.problems[2]
+
+
+def test_sandbox_off_is_a_warning_not_an_error(host) -> None:  # type: ignore[no-untyped-def]
+    text = BROKEN + "execution: {sandbox: 'off'}\n"
+    found = [v for v in check(parse_protocol(text), host) if v.rule == "EXEC"]
+    assert [(v.level, v.message) for v in found] == [
+        (
+            "warning",
+            "execution.sandbox is 'off': tests, validator commands and in-place coders will run agent-written "
+            "code unconfined, with your user's full access (see docs/protocol.md)",
+        )
+    ]
+
+
+def test_protocol_check_prints_the_sandbox_warning(tmp_path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    from snodo.protocol.templates import template_text
+
+    (tmp_path / ".snodo").mkdir()
+    (tmp_path / ".snodo" / "protocol.yml").write_text(template_text("solo") + "  sandbox: 'off'\n")
+    r = snodo_cli("protocol", "check", cwd=tmp_path)
+    assert r.returncode == 0, r
+    assert "warning: EXEC (warning): execution.sandbox is 'off'" in r.stderr

@@ -78,7 +78,7 @@ class Coders:
             name="inplace",
             description="in place",
             factory=InPlace,
-            capabilities=CoderCapabilities(writes_in_place=True, **caps),
+            capabilities=CoderCapabilities(writes_in_place=True, settings=("target",), **caps),
         )
         yield CoderSpec(
             name="same",

@@ -95,7 +95,7 @@ def _judge_prose(
 def snodo_validate(request: ValidationRequest) -> Verdict | None:
     if request.validator.validator_type != NAME:
         return None
-    tooling = _tooling.checked(request, (*_testrun.SETTINGS, "mock_response"))
+    tooling = _tooling.checked(request, SETTINGS)
     criteria = _criteria.gather(request.validator.criteria, request.task_spec)
     if not criteria:
         return Verdict(

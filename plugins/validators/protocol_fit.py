@@ -159,7 +159,7 @@ def _prompt(request: ValidationRequest) -> str:
 def snodo_validate(request: ValidationRequest) -> Verdict | None:
     if request.validator.validator_type != NAME:
         return None
-    tooling = _tooling.checked(request, ("mock_response",))
+    tooling = _tooling.checked(request, SETTINGS)
     verdict = _deterministic(request)
     model = request.validator.model
     if model is None:

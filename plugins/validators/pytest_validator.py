@@ -38,6 +38,6 @@ def snodo_validators() -> Iterator[ValidatorSpec]:
 def snodo_validate(request: ValidationRequest) -> Verdict | None:
     if request.validator.validator_type != NAME:
         return None
-    tooling = _tooling.checked(request, _testrun.SETTINGS)
+    tooling = _tooling.checked(request, SETTINGS)
     dirty = _testrun.dirty_tree(request.workspace)
     return _testrun.verdict(_testrun.run_for(request, tooling), dirty)

@@ -60,3 +60,4 @@ def init(template: str, force: bool, directory: Path) -> None:
     if not (root / ".git").exists():
         console().print("[yellow]note:[/] this directory is not a git repository; `git init` before `snodo run`.")
     console().print('next: `snodo protocol check`, then `snodo run "<task>" --mock` to try it without a model.')
+    console().print("how to write a task spec, and which acceptance criteria are checked mechanically: docs/tasks.md")

@@ -62,11 +62,23 @@ def run(
     from snodo.cli.output import console, emit_json, err_console
     from snodo.cli.validate_cmd import read_spec
     from snodo.engine.lifecycle import JobRunner
+    from snodo.errors import SnodoError
+    from snodo.governance.service import Project
 
-    loaded, host = load_project(protocol_path)
+    try:
+        loaded, host = load_project(protocol_path)
+    except SnodoError as exc:  # a protocol that does not load: the run could not start
+        exc.exit_code = 4
+        raise
     runner = JobRunner(loaded, host)
     if mock:
         coder = "mock"
+    if job_id is None:  # a claimed job was gated where it was created
+        refusal = loaded.protocol.cannot_run_tasks(Project(loaded, host, mode=mode_id).mode_id)
+        if refusal is not None:
+            error = SnodoError(refusal)
+            error.exit_code = 4
+            raise error
     if job_id is not None:
         prepared = runner.claim(job_id)
     elif resume_task is not None:

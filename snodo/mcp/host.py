@@ -370,6 +370,9 @@ class ToolHost:
         another spec can never be consumed here; a failed start consumes nothing.
         """
         p = self.project
+        refusal = p.protocol.cannot_run_tasks(mode or p.mode_id)
+        if refusal is not None:
+            raise ToolError(refusal)
         sha = spec_sha256(spec)
         session_id = self._session_id()
         job = self.jobs.create(

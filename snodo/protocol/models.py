@@ -7,13 +7,85 @@ free-form settings handed to plugins (``tooling``, ``coder_config``, ``params``,
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+import re
+from typing import Annotated, Any, Literal
 
-from attrs import Factory, field, frozen
+from attrs import Factory, frozen
 
 Severity = Literal["pass", "warn", "blocker"]
 Phase = Literal["pre_execute", "post_execute"]
 Policy = Literal["unanimous", "majority", "quorum", "any"]
+
+
+@frozen
+class Bound:
+    """``Annotated`` metadata: the range a number in the protocol must lie in.
+
+    The strict converter (``snodo/convert.py``) structures the base type first, then
+    refuses a value outside the range with the field's path, so a bad number is reported
+    like any other bad value: with its file, line and field.
+    """
+
+    minimum: float | None = None
+    above: float | None = None
+    maximum: float | None = None
+    what: str = ""
+
+    def problem(self, value: float) -> str | None:
+        bad = (
+            (isinstance(value, float) and not math.isfinite(value))
+            or (self.above is not None and not value > self.above)
+            or (self.minimum is not None and value < self.minimum)
+            or (self.maximum is not None and value > self.maximum)
+        )
+        return f"expected {self.what or self._describe()}, got {value!r}" if bad else None
+
+    def _describe(self) -> str:
+        parts = []
+        if self.above is not None:
+            parts.append(f"greater than {self.above:g}")
+        if self.minimum is not None:
+            parts.append(f"at least {self.minimum:g}")
+        if self.maximum is not None:
+            parts.append(f"at most {self.maximum:g}")
+        return "a number " + " and ".join(parts)
+
+
+@frozen
+class Pattern:
+    """``Annotated`` metadata: a string field must match ``regex`` (described by ``expected``)."""
+
+    regex: str
+    expected: str
+
+    def problem(self, value: str) -> str | None:
+        return None if re.fullmatch(self.regex, value) else f"expected {self.expected}, got {value!r}"
+
+
+@frozen
+class Settings:
+    """``Annotated`` metadata on ``tooling`` / ``coder_config``: the one key the core reads.
+
+    ``timeout``, when given, is a positive number of seconds (the runner bounds every
+    validator by it). Every other key belongs to the plugin, which declares the keys it
+    honours; the well-formedness check compares them (it needs the plugin host).
+    """
+
+    def key_problems(self, mapping: dict[str, Any]) -> list[tuple[str, str]]:
+        value = mapping.get("timeout")
+        if "timeout" in mapping and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0
+        ):
+            return [("timeout", f"expected a positive number of seconds, got {type(value).__name__} {value!r}")]
+        return []
+
+
+AtLeastOne = Annotated[int, Bound(minimum=1, what="an integer of at least 1")]
+Count = Annotated[int, Bound(minimum=0, what="an integer of at least 0")]
+Fraction = Annotated[float, Bound(above=0, maximum=1, what="a fraction in (0, 1]")]
+Version = Annotated[str, Pattern(r"[0-9]+\.[0-9]+\.[0-9]+", "a version MAJOR.MINOR.PATCH such as '1.0.0'")]
+PluginSettings = Annotated[dict[str, Any], Settings()]
 
 PHASES: tuple[str, ...] = ("pre_execute", "post_execute")
 POLICIES: tuple[str, ...] = ("unanimous", "majority", "quorum", "any")
@@ -47,7 +119,7 @@ class Mode:
     transitions: tuple[Transition, ...] = ()
     constraints: tuple[Constraint, ...] = ()
     coder: str = "litellm"
-    coder_config: dict[str, Any] = Factory(dict)
+    coder_config: PluginSettings = Factory(dict)
 
 
 @frozen(kw_only=True)
@@ -56,16 +128,18 @@ class Validator:
     validator_type: str
     evaluation_phase: Phase = "pre_execute"
     criteria: tuple[str, ...] = ()
-    tooling: dict[str, Any] = Factory(dict)
+    tooling: PluginSettings = Factory(dict)
     model: str | None = None
     constraints: tuple[Constraint, ...] = ()
     severity_cap: Severity | None = None
 
     @property
     def timeout(self) -> float:
-        """Seconds the runner grants this validator (``tooling.timeout``, default 300)."""
-        value = self.tooling.get("timeout", 300)
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 300.0
+        """Seconds the runner grants this validator (``tooling.timeout``, default 300).
+
+        Loading refuses a timeout that is not a positive number, so nothing falls back here.
+        """
+        return float(self.tooling.get("timeout", 300))
 
 
 @frozen(kw_only=True)
@@ -78,29 +152,24 @@ class Role:
 
 @frozen(kw_only=True)
 class Execution:
-    max_iterations: int = 50
-    max_recovery_depth: int = 3
-    max_total_fix_attempts: int = 10
+    max_iterations: AtLeastOne = 50
+    max_recovery_depth: Count = 3
+    max_total_fix_attempts: Count = 10
     # Confined execution of agent-written content: "auto" picks a working backend and fails
     # closed without one; "off" runs unconfined (warned about, audited per execution).
     sandbox: Literal["auto", "off"] = "auto"
-    max_parallel_jobs: int = 2
-
-
-def _positive_fraction(_inst: object, _attr: object, value: float) -> None:
-    if not 0 < value <= 1:
-        raise ValueError(f"must be a fraction in (0, 1], got {value}")
+    max_parallel_jobs: AtLeastOne = 2
 
 
 @frozen(kw_only=True)
 class Protocol:
     protocol_id: str
     name: str
-    version: str = "1.0.0"
+    version: Version = "1.0.0"
     modes: tuple[Mode, ...]
     validators: tuple[Validator, ...]
     disagreement_policy: Policy = "unanimous"
-    quorum_threshold: float = field(default=2 / 3, validator=_positive_fraction)
+    quorum_threshold: Fraction = 2 / 3
     initial_mode: str | None = None
     roles: tuple[Role, ...] = ()
     global_constraints: tuple[Constraint, ...] = ()
@@ -121,6 +190,22 @@ class Protocol:
         from snodo.errors import ProtocolError
 
         raise ProtocolError(f"unknown mode {mode_id!r}; this protocol defines: {known}")
+
+    def cannot_run_tasks(self, mode_id: str) -> str | None:
+        """Why mode ``mode_id`` may not run tasks (``snodo run``, ``dispatch_task``), or None.
+
+        Only a mode holding ``dispatch`` runs tasks; the well-formedness check makes sure such
+        a mode has validators in both phases. This is the one place that rule is decided.
+        """
+        if "dispatch" in self.mode(mode_id).tools:
+            return None
+        able = [m.mode_id for m in self.modes if "dispatch" in m.tools]
+        where = f"modes that can: {', '.join(able)}" if able else "no mode of this protocol holds it"
+        return (
+            f"mode {mode_id!r} does not hold the 'dispatch' capability, so it cannot run tasks ({where}); "
+            "nothing was run. Choose a mode that holds it, or add 'dispatch' to the mode's tools "
+            "(see docs/protocol.md)"
+        )
 
     def validator(self, validator_id: str) -> Validator | None:
         for v in self.validators:

@@ -1,7 +1,12 @@
-"""Well-formedness rules WF1–WF5 (SPEC §2), checked at every load.
+"""Well-formedness rules WF1–WF5 (docs/protocol.md), checked at every load.
 
 Every rule runs and every violation is reported together, each naming its rule and the
 culprits, so an author fixes a protocol in one pass instead of one error at a time.
+
+The aim is that a protocol this check accepts never fails a run for a reason the check
+could have seen: with the plugin host it also compares every ``tooling`` and
+``coder_config`` key with the settings the named plugin declares, and it refuses a
+dispatching mode that lacks a validator in either phase (every run would halt).
 """
 
 from __future__ import annotations
@@ -11,8 +16,12 @@ from typing import TYPE_CHECKING, Literal
 
 from attrs import frozen
 
+from snodo.convert import did_you_mean
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS, known_capabilities
-from snodo.protocol.models import Constraint, Protocol
+from snodo.protocol.models import PHASES, Constraint, Protocol
+
+#: ``tooling`` keys every validator accepts: the shared runner reads ``timeout`` itself.
+RUNNER_SETTINGS: tuple[str, ...] = ("timeout",)
 
 if TYPE_CHECKING:
     from snodo.plugins import PluginHost
@@ -44,6 +53,22 @@ def _all_constraints(p: Protocol) -> list[tuple[str, Constraint]]:
     return found
 
 
+def _missing(kind: str, name: str, installed: list[str]) -> str:
+    """``no coder named 'x' is installed (did you mean …?); installed: …; hint``."""
+    from snodo.plugins import KNOWN_PROVIDERS
+
+    provider = KNOWN_PROVIDERS.get(name)
+    how = (
+        f"it is provided by the distribution {provider!r}; reinstall it"
+        if provider
+        else "install the plugin that provides it, then check `snodo plugins`"
+    )
+    return (
+        f"no {kind} named {name!r} is installed{did_you_mean(name, installed)}; "
+        f"installed: {', '.join(sorted(installed)) or 'none'} ({how})"
+    )
+
+
 def _plain(exc: Exception) -> str:
     message = getattr(exc, "message", str(exc))
     hint = getattr(exc, "hint", None)
@@ -64,8 +89,8 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                     Violation(
                         rule="CAP",
                         message=(
-                            f"mode {m.mode_id!r} grants unknown capability {cap!r} @ modes[{mi}].tools[{ti}]; "
-                            f"known capabilities: {', '.join(known)}"
+                            f"mode {m.mode_id!r} grants unknown capability {cap!r}{did_you_mean(cap, known)} "
+                            f"@ modes[{mi}].tools[{ti}]; known capabilities: {', '.join(known)}"
                         ),
                     )
                 )
@@ -75,7 +100,8 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                 Violation(
                     rule="CAP",
                     message=(
-                        f"exclusive_tools names unknown capability {cap!r}; known capabilities: {', '.join(known)}"
+                        f"exclusive_tools names unknown capability {cap!r}{did_you_mean(cap, known)}; "
+                        f"known capabilities: {', '.join(known)}"
                     ),
                 )
             )
@@ -109,7 +135,12 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
     for r in p.roles:
         for mid in r.modes:
             if mid not in mode_ids:
-                out.append(Violation(rule="WF2", message=f"role {r.role_id!r} names unknown mode {mid!r}"))
+                out.append(
+                    Violation(
+                        rule="WF2",
+                        message=f"role {r.role_id!r} names unknown mode {mid!r}{did_you_mean(mid, mode_ids)}",
+                    )
+                )
 
     # WF3: references resolve; dispatching modes are gated; plugins are installed.
     validator_ids = {v.validator_id for v in p.validators}
@@ -120,7 +151,8 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                     Violation(
                         rule="WF3",
                         message=(
-                            f"mode {m.mode_id!r} names validator {vid!r}, which is not declared "
+                            f"mode {m.mode_id!r} names validator {vid!r}, which is not declared"
+                            f"{did_you_mean(vid, validator_ids)} "
                             f"(declared: {', '.join(sorted(validator_ids)) or 'none'})"
                         ),
                     )
@@ -128,37 +160,40 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
         for t in m.transitions:
             if t.to not in mode_ids:
                 out.append(
-                    Violation(rule="WF3", message=f"mode {m.mode_id!r} has a transition to unknown mode {t.to!r}")
-                )
-        if "dispatch" in m.tools:
-            pre = [v for v in p.validators_for(m, "pre_execute")]
-            if not pre:
-                out.append(
                     Violation(
                         rule="WF3",
-                        message=(f"mode {m.mode_id!r} holds 'dispatch' but has no pre_execute validator to gate it"),
+                        message=(
+                            f"mode {m.mode_id!r} has a transition to unknown mode {t.to!r}"
+                            f"{did_you_mean(t.to, mode_ids)}"
+                        ),
                     )
                 )
+        if "dispatch" in m.tools:
+            for phase in PHASES:
+                if not p.validators_for(m, phase):
+                    role = "gate the work before it starts" if phase == "pre_execute" else "judge the work once done"
+                    out.append(
+                        Violation(
+                            rule="WF3",
+                            message=(
+                                f"mode {m.mode_id!r} holds 'dispatch' but has no {phase} validator to {role}: "
+                                f"every run in this mode would halt (validator_error) at {phase}; add a "
+                                f"{phase} validator to the mode's validators"
+                            ),
+                        )
+                    )
     if p.initial_mode is not None and p.initial_mode not in mode_ids:
         out.append(
             Violation(
                 rule="WF3",
-                message=(f"initial_mode {p.initial_mode!r} is not a declared mode ({', '.join(sorted(mode_ids))})"),
+                message=(
+                    f"initial_mode {p.initial_mode!r} is not a declared mode{did_you_mean(p.initial_mode, mode_ids)} "
+                    f"({', '.join(sorted(mode_ids))})"
+                ),
             )
         )
     if host is not None:
-        from snodo.errors import PluginError
-
-        for v in p.validators:
-            try:
-                host.validator(v.validator_type)
-            except PluginError as exc:
-                out.append(Violation(rule="WF3", message=f"validator {v.validator_id!r}: {_plain(exc)}"))
-        for m in p.modes:
-            try:
-                host.coder(m.coder)
-            except PluginError as exc:
-                out.append(Violation(rule="WF3", message=f"mode {m.mode_id!r} coder: {_plain(exc)}"))
+        out += _plugin_checks(p, host)
 
     # WF4: the policy fits the validator count.
     n = len(p.validators)
@@ -192,22 +227,95 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                     Violation(
                         rule="WF5",
                         message=(
-                            f"constraint {c.constraint_id!r} at {where} names unknown predicate {c.predicate!r} "
+                            f"constraint {c.constraint_id!r} at {where} names unknown predicate {c.predicate!r}"
+                            f"{did_you_mean(c.predicate, registered)} "
                             f"(registered: {', '.join(sorted(registered)) or 'none'})"
                         ),
                     )
                 )
 
-    # Confinement switched off: allowed, but never silently (every unconfined run is audited).
+    # Confinement switched off: allowed, but never quietly.
     if p.execution.sandbox == "off":
         out.append(
             Violation(
-                rule="sandbox",
+                rule="EXEC",
                 level="warning",
                 message=(
-                    "execution.sandbox is 'off': tests, validators and coders run agent-written code unconfined, "
-                    "able to change .snodo/ and read snodo's keys; each such run is audited (docs/security.md)"
+                    "execution.sandbox is 'off': tests, validator commands and in-place coders will run "
+                    "agent-written code unconfined, with your user's full access; each such run is audited "
+                    "(see docs/security.md)"
                 ),
             )
         )
+    return out
+
+
+def _unknown_settings(keys: object, allowed: tuple[str, ...]) -> list[str]:
+    return [str(k) for k in (keys if isinstance(keys, dict) else {}) if k not in allowed]
+
+
+def _plugin_checks(p: Protocol, host: PluginHost) -> list[Violation]:
+    """WF3 with the plugin host: installed plugins, and only the settings each declares."""
+    from snodo.errors import PluginError
+
+    out: list[Violation] = []
+    used = {vid for m in p.modes for vid in m.validators}
+    validator_types = list(host.validators())
+    for vi, v in enumerate(p.validators):
+        try:
+            vspec = host.validator(v.validator_type)
+        except PluginError as exc:
+            why = (
+                _plain(exc)
+                if v.validator_type in validator_types
+                else _missing("validator type", v.validator_type, validator_types)
+            )
+            out.append(
+                Violation(rule="WF3", message=f"validator {v.validator_id!r}: {why} @ validators[{vi}].validator_type")
+            )
+            continue
+        allowed = tuple(dict.fromkeys((*vspec.settings, *RUNNER_SETTINGS)))
+        for key in _unknown_settings(v.tooling, allowed):
+            out.append(
+                Violation(
+                    rule="WF3",
+                    message=(
+                        f"validator {v.validator_id!r} (type {v.validator_type}): unknown tooling key {key!r}"
+                        f"{did_you_mean(key, allowed)}; the {v.validator_type} validator honours: "
+                        f"{', '.join(allowed)} @ validators[{vi}].tooling.{key}"
+                    ),
+                )
+            )
+        if vspec.needs_model and v.model is None and v.validator_id in used:
+            users = ", ".join(m.mode_id for m in p.modes if v.validator_id in m.validators)
+            out.append(
+                Violation(
+                    rule="WF3",
+                    message=(
+                        f"validator {v.validator_id!r} (type {v.validator_type}) is judged by a model but sets no "
+                        f"`model`: it would report validator_error on every run of mode(s) {users}; set `model` "
+                        f"(e.g. openai/gpt-4o-mini) or remove it from those modes @ validators[{vi}].model"
+                    ),
+                )
+            )
+    coders = list(host.coders())
+    for mi, m in enumerate(p.modes):
+        try:
+            cspec = host.coder(m.coder)
+        except PluginError as exc:
+            why = _plain(exc) if m.coder in coders else _missing("coder", m.coder, coders)
+            out.append(Violation(rule="WF3", message=f"mode {m.mode_id!r} coder: {why} @ modes[{mi}].coder"))
+            continue
+        settings = cspec.capabilities.settings
+        for key in _unknown_settings(m.coder_config, settings):
+            out.append(
+                Violation(
+                    rule="WF3",
+                    message=(
+                        f"mode {m.mode_id!r}: unknown coder_config key {key!r} for coder {m.coder!r}"
+                        f"{did_you_mean(key, settings)}; the {m.coder} coder honours: "
+                        f"{', '.join(settings) or 'no settings'} @ modes[{mi}].coder_config.{key}"
+                    ),
+                )
+            )
     return out

@@ -13,15 +13,14 @@ import fcntl
 import json
 import os
 import tempfile
-import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import cattrs
-from cattrs.errors import ClassValidationError
+from cattrs.errors import ClassValidationError, IterableValidationError
 from cattrs.v import transform_error
 
+from snodo.convert import CONVERTER
 from snodo.errors import StateError
 
 T = TypeVar("T")
@@ -161,32 +160,16 @@ def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
 # ------------------------------------------------------------------ typed records
 
 
-def _strict(kind: type[Any]) -> typing.Callable[[Any, type[Any]], Any]:
-    """A structure hook that accepts only ``kind`` itself (cattrs would coerce "3" to 3)."""
-
-    def hook(value: Any, _type: type[Any]) -> Any:
-        if type(value) is not kind and not (kind is float and type(value) is int):
-            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r}")
-        return value
-
-    return hook
-
-
-_converter = cattrs.Converter(forbid_extra_keys=True)
-for _kind in (str, int, float, bool):
-    _converter.register_structure_hook(_kind, _strict(_kind))
-
-
 def unstructure(record: Any) -> Any:
     """The JSON-ready form of an attrs record."""
-    return _converter.unstructure(record)
+    return CONVERTER.unstructure(record)
 
 
 def structure(data: Any, cls: type[T], *, source: Path) -> T:
     """Build ``cls`` from parsed JSON, or raise a ``StateError`` naming ``source`` and fields."""
     try:
-        return _converter.structure(data, cls)
-    except ClassValidationError as exc:
+        return CONVERTER.structure(data, cls)
+    except (ClassValidationError, IterableValidationError) as exc:
         problems = "; ".join(transform_error(exc, path="$"))
         raise StateError(f"{source} is corrupt: {problems}") from exc
     except (TypeError, ValueError, KeyError, AttributeError) as exc:

@@ -97,7 +97,7 @@ def test_unknown_decision_and_tampered_record(project: Path, snodo_cli) -> None:
 
 def write_protocol(repo: Path, validator: str) -> None:
     (repo / ".snodo" / "protocol.yml").write_text(
-        "protocol_id: t\nname: t\nmodes:\n  - mode_id: producer\n    tools: [read, edit, validate, dispatch]\n"
+        "protocol_id: t\nname: t\nmodes:\n  - mode_id: producer\n    tools: [read, edit, validate]\n"
         "    validators: [gate]\n    coder: mock\nvalidators:\n" + validator
     )
 

@@ -32,13 +32,14 @@ version: "1.0.0"
 modes:
   - mode_id: producer
     tools: [read, edit, validate, dispatch]
-    validators: [criteria]
+    validators: [criteria, suite]
     coder: mock
 validators:
   - validator_id: criteria
     validator_type: acceptance
     evaluation_phase: pre_execute
     severity_cap: warn
+  - {validator_id: suite, validator_type: pytest, evaluation_phase: post_execute}
 """
 SPEC = "Add a module named `hello.py`.\n"
 

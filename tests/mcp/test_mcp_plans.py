@@ -34,7 +34,7 @@ version: "1.0.0"
 initial_mode: lead
 modes:
   - mode_id: lead
-    tools: [read, plan]
+    tools: [read, plan, dispatch]   # run_plan runs tasks here: only a dispatching mode may
     validators: [criteria, suite]
     coder: mock
   - mode_id: handoff

@@ -75,7 +75,10 @@ def test_yaml_syntax_error_is_one_line_with_position() -> None:
         ("execution: {max_iterations: 3.9}", "expected an integer, got float 3.9 @ execution.max_iterations"),
         ("execution: {max_iterations: '5'}", "expected an integer, got str '5' @ execution.max_iterations"),
         ("execution: {max_iterations: true}", "expected an integer, got bool True @ execution.max_iterations"),
-        ("disagreement_policy: no", "expected one of: unanimous, majority, quorum, any @ disagreement_policy"),
+        (
+            "disagreement_policy: no",
+            "expected one of: unanimous, majority, quorum, any; got 'no' @ disagreement_policy",
+        ),
         ("disagreement_policy: sometimes", "expected one of: unanimous, majority, quorum, any"),
         ("quorum_threshold: '0.5'", "expected a number, got str '0.5' @ quorum_threshold"),
         ("protected_paths: [1]", "expected a string, got int 1 @ protected_paths[0]"),
@@ -126,3 +129,35 @@ def test_missing_file_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(ProtocolError) as info:
         read_protocol_file(tmp_path / ".snodo" / "protocol.yml")
     assert "snodo init" in str(info.value)
+
+
+def test_anchors_and_merge_keys_still_load() -> None:
+    """Reuse through anchors is fine; only a key written twice in one mapping is refused."""
+    text = MINIMAL.replace(
+        "validators:\n  - validator_id: tests\n    validator_type: pytest\n",
+        "validators:\n"
+        "  - &base {validator_id: tests, validator_type: pytest, tooling: {timeout: 30}}\n"
+        "  - {<<: *base, validator_id: tests-again}\n",
+    )
+    p = parse_protocol(text)
+    assert [(v.validator_id, v.timeout) for v in p.validators] == [("tests", 30.0), ("tests-again", 30.0)]
+
+
+def test_duplicate_keys_at_any_level_are_all_reported_with_both_lines() -> None:
+    text = MINIMAL + "name: Again\nexecution:\n  max_iterations: 3\n  max_iterations: 4\n"
+    err = refused(text)
+    assert err.problems == (
+        "proto.yml:10: duplicate key 'name' (first at line 2); a key may appear only once in a mapping @ name",
+        "proto.yml:13: duplicate key 'max_iterations' (first at line 12); a key may appear only once in a mapping "
+        "@ execution.max_iterations",
+    )
+
+
+def test_deeper_than_the_parser_can_recurse_is_a_clean_error() -> None:
+    err = refused(MINIMAL + "metadata: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert len(err.problems) == 1 and "nested too deeply" in err.problems[0]
+
+
+def test_loaded_timeout_is_what_was_written() -> None:
+    p = parse_protocol(MINIMAL.replace("validator_type: pytest", "validator_type: pytest\n    tooling: {timeout: 7.5}"))
+    assert p.validators[0].timeout == 7.5

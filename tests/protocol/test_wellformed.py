@@ -112,7 +112,18 @@ def test_quorum_with_few_validators_only_warns(host) -> None:  # type: ignore[no
         .replace("approve, dispatch", "dispatch")
         .replace("validators: [tests, ghost]", "validators: [tests]")
         .replace("predicate: no_such_predicate", "predicate: no_secrets_in_diff")
-        .replace("validator_type: pytest", "validator_type: pytest\n    evaluation_phase: pre_execute")
+        .replace(
+            "validators: [tests]\n    coder: mock\nvalidators:", "validators: [tests]\n    coder: mock\nvalidators:"
+        )
+        .replace(
+            "validator_type: pytest",
+            "validator_type: pytest\n    evaluation_phase: post_execute\n"
+            "  - validator_id: criteria\n    validator_type: acceptance",
+        )
+        .replace(
+            "validators: [tests]\n    coder: mock\n    constraints",
+            "validators: [criteria, tests]\n    coder: mock\n    constraints",
+        )
     )
     violations = check(parse_protocol(good), host)
     assert [v.rule for v in violations] == ["WF4"] and violations[0].level == "warning"
@@ -150,5 +161,28 @@ def test_load_protocol_refuses_on_errors(tmp_path, host) -> None:  # type: ignor
     path.write_text(BROKEN)
     with pytest.raises(ProtocolError) as info:
         load_protocol(path, host)
-    assert len(info.value.problems) == 4
-    assert [p.split(":")[0] for p in info.value.problems] == ["WF1", "WF3", "WF4", "WF5"]
+    assert len(info.value.problems) == 5
+    assert [p.split(":")[0] for p in info.value.problems] == ["WF1", "WF3", "WF3", "WF4", "WF5"]
+    assert "has no post_execute validator" in info.value.problems[2]
+
+
+def test_sandbox_off_is_a_warning_not_an_error(host) -> None:  # type: ignore[no-untyped-def]
+    text = BROKEN + "execution: {sandbox: 'off'}\n"
+    found = [v for v in check(parse_protocol(text), host) if v.rule == "EXEC"]
+    assert [(v.level, v.message) for v in found] == [
+        (
+            "warning",
+            "execution.sandbox is 'off': tests, validator commands and in-place coders will run agent-written "
+            "code unconfined, with your user's full access; each such run is audited (see docs/security.md)",
+        )
+    ]
+
+
+def test_protocol_check_prints_the_sandbox_warning(tmp_path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    from snodo.protocol.templates import template_text
+
+    (tmp_path / ".snodo").mkdir()
+    (tmp_path / ".snodo" / "protocol.yml").write_text(template_text("solo") + "  sandbox: 'off'\n")
+    r = snodo_cli("protocol", "check", cwd=tmp_path)
+    assert r.returncode == 0, r
+    assert "warning: EXEC (warning): execution.sandbox is 'off'" in r.stderr

@@ -1,0 +1,153 @@
+"""The one strict cattrs converter, used for the protocol file and for every state record.
+
+cattrs on its own coerces: ``"3"`` becomes 3, ``3.9`` becomes 3, ``"no"`` becomes True, a
+string becomes a tuple of its characters. Files a person or an agent could have edited
+must never be read that way, so this converter
+
+* forbids keys the record does not declare;
+* accepts a value only when it already has the declared type (an int is accepted where a
+  float is declared, a bool never where a number is);
+* takes tuples only from lists and mappings only with string keys;
+* refuses a ``Literal`` value with the allowed values and the closest one suggested;
+* applies ``Annotated`` metadata that has a ``problem(value)`` method (a range, a pattern)
+  or a ``key_problems(mapping)`` method (checks of single keys of a mapping).
+
+Every file snodo structures goes through :data:`CONVERTER`; a grep-level test keeps it the
+only ``cattrs.Converter`` in the package.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import cattrs
+from cattrs.errors import IterableValidationError, IterableValidationNote
+
+__all__ = ["CONVERTER", "closest", "did_you_mean"]
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice nearest to ``word`` when one is plausibly meant, else None."""
+    options = sorted({str(c) for c in choices})
+    lowered = {c.lower(): c for c in options}
+    if word.lower() in lowered and lowered[word.lower()] != word:
+        return lowered[word.lower()]
+    found = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` or the empty string."""
+    best = closest(word, choices)
+    return f" (did you mean {best!r}?)" if best is not None else ""
+
+
+def _strict(kind: type, check: Callable[[Any], bool], expected: str) -> Callable[[Any, type], Any]:
+    def hook(value: Any, _type: type) -> Any:
+        if not check(value):
+            raise ValueError(f"expected {expected}, got {type(value).__name__} {value!r}")
+        return kind(value)
+
+    return hook
+
+
+def _make() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.register_structure_hook(str, _strict(str, lambda v: isinstance(v, str), "a string"))
+    conv.register_structure_hook(
+        int, _strict(int, lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
+    )
+    conv.register_structure_hook(
+        float,
+        _strict(float, lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number"),
+    )
+    conv.register_structure_hook(bool, _strict(bool, lambda v: isinstance(v, bool), "true or false"))
+
+    def structure_any(value: Any, _type: type) -> Any:
+        return value
+
+    conv.register_structure_hook(typing.Any, structure_any)
+
+    def structure_literal(value: Any, type_: Any) -> Any:
+        allowed = typing.get_args(type_)
+        if value in allowed and type(value) in {type(a) for a in allowed}:
+            return value
+        hint = did_you_mean(value, map(str, allowed)) if isinstance(value, str) else ""
+        raise ValueError(f"expected one of: {', '.join(map(str, allowed))}; got {value!r}{hint}")
+
+    conv.register_structure_hook_func(
+        lambda t: typing.get_origin(t) is typing.Literal,  # type: ignore[comparison-overlap]
+        structure_literal,
+    )
+
+    def structure_mapping(value: Any, type_: Any) -> dict[Any, Any]:
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a mapping, got {type(value).__name__} {value!r}")
+        bad = [k for k in value if not isinstance(k, str)]
+        if bad:
+            raise ValueError(f"keys must be strings, got {bad[0]!r}")
+        args = typing.get_args(type_)
+        item_type = args[1] if len(args) == 2 else Any
+        if item_type is Any:
+            return dict(value)
+        return {k: conv.structure(v, item_type) for k, v in value.items()}
+
+    def structure_annotated(value: Any, type_: Any) -> Any:
+        base, *metadata = typing.get_args(type_)
+        out = conv.structure(value, base)
+        for meta in metadata:
+            key_problems = getattr(meta, "key_problems", None)
+            if key_problems is not None:
+                errors: list[Exception] = []
+                for key, message in key_problems(out):
+                    exc = ValueError(message)
+                    exc.__notes__ = [IterableValidationNote(f"Structuring mapping value @ key {key!r}", key, Any)]
+                    errors.append(exc)
+                if errors:
+                    raise IterableValidationError("mapping values failed", errors, base)
+            problem = getattr(meta, "problem", None)
+            if problem is not None and (message := problem(out)) is not None:
+                raise ValueError(message)
+        return out
+
+    conv.register_structure_hook_func(
+        lambda t: typing.get_origin(t) is typing.Annotated,  # type: ignore[comparison-overlap]
+        structure_annotated,
+    )
+
+    conv.register_structure_hook_func(
+        lambda t: typing.get_origin(t) is dict,  # type: ignore[comparison-overlap]
+        structure_mapping,
+    )
+
+    def structure_tuple(value: Any, type_: Any) -> tuple[Any, ...]:
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"expected a list, got {type(value).__name__} {value!r}")
+        (item_type, _ellipsis) = typing.get_args(type_)
+        errors: list[Exception] = []
+        out = []
+        for i, item in enumerate(value):
+            try:
+                out.append(conv.structure(item, item_type))
+            except Exception as exc:  # collected and re-raised as a group below
+                exc.__notes__ = [IterableValidationNote(f"Structuring index {i}", i, item_type)]
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError("list items failed", errors, type_)
+        return tuple(out)
+
+    conv.register_structure_hook_func(
+        lambda t: (
+            typing.get_origin(t) is tuple  # type: ignore[comparison-overlap]
+            and typing.get_args(t)[1:] == (Ellipsis,)
+        ),
+        structure_tuple,
+    )
+    return conv
+
+
+#: The strict converter; structure with it, never with a converter of your own.
+CONVERTER = _make()

@@ -169,3 +169,35 @@ def test_there_is_one_test_run_reader() -> None:
     import snodo.api
 
     assert {"read_test_output", "run_python_tests", "SuiteRun", "TestOutput"} <= set(snodo.api.__all__)
+
+
+# ------------------------------------------------------------------ the MCP tool uses the same run
+
+
+def test_run_tests_puts_src_first_names_failures_and_refuses_foreign_imports(tmp_path: Path) -> None:
+    from snodo.protocol.models import Validator
+    from snodo.workspace.testrun import python_settings, run_tests
+
+    root = write(
+        tmp_path / "ws",
+        {
+            "src/calc/__init__.py": "def add(a, b):\n    return a - b\n",
+            "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+        },
+    )
+    red = run_tests(root, timeout=120)
+    assert not red.passed and red.failed_tests == ("tests/test_calc.py::test_add",)
+    assert red.summary.startswith("1 failed")
+
+    other = write(tmp_path / "checkout", {"calc/__init__.py": "def add(a, b):\n    return a + b\n"})
+    (root / "conftest.py").write_text(f"import sys\n\nsys.path.insert(0, {str(other)!r})\n")
+    foreign = run_tests(root, timeout=120)
+    assert not foreign.passed and foreign.exit_code == 0  # green, but not this project's code
+    assert f"calc from {other / 'calc' / '__init__.py'}" in foreign.summary
+
+    judges = (
+        Validator(validator_id="a", validator_type="protocol"),
+        Validator(validator_id="b", validator_type="pytest", tooling={"python": sys.executable, "pythonpath": "src"}),
+    )
+    assert python_settings(judges) == {"python": sys.executable, "pythonpath": "src"}
+    assert python_settings(judges[:1]) == {}

@@ -52,7 +52,7 @@ def verify_cmd(protocol_path: Path | None, as_json: bool) -> None:
 @protocol_option
 @json_option
 def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as_json: bool) -> None:
-    """Print audit events (oldest first)."""
+    """Print audit events (oldest first), each whole: long lines wrap, nothing is cut."""
     import json
 
     from snodo.cli.output import console, emit_json
@@ -63,10 +63,20 @@ def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as
     if as_json:
         emit_json({"path": str(path), "events": records})
         return
-    from rich.markup import escape
+    from rich.text import Text
 
+    if not records:
+        console().print(f"no matching events in {path}")
     for r in records:
-        data = json.dumps(r["data"], sort_keys=True)
+        data = json.dumps(r["data"], sort_keys=True, ensure_ascii=False)
         console().print(
-            f"[dim]{r['seq']:>5} {r['ts']}[/] [bold]{r['event']}[/] [cyan]{r['mode'] or '-'}[/] {escape(data[:200])}"
+            Text.assemble(
+                (f"{r['seq']:>5} {r['ts']} ", "dim"),
+                (str(r["event"]), "bold"),
+                " ",
+                (str(r["mode"] or "-"), "cyan"),
+                " ",
+                data,
+            ),
+            overflow="fold",
         )

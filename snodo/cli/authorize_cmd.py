@@ -1,4 +1,4 @@
-"""``snodo authorize``: the out-of-band human route for escalations (ADR 015).
+"""``snodo authorize``: the out-of-band human route for escalations (docs/protocol.md).
 
 Without an id it lists pending decisions. With one it renders the STORED proposal (never
 text from the command line), asks for confirmation, signs a DecisionRecord with the user's
@@ -76,18 +76,28 @@ def authorize(
         if not pending:
             console().print(f"no pending decisions for {root}")
             return
-        from rich.table import Table
+        from snodo.cli.output import listing, printable
 
-        table = Table(title=f"pending decisions — {root}")
-        for col in ("decision_id", "task", "mode", "phase", "warned", "created", "spec"):
-            table.add_column(col)
-        for _s, p in pending:
-            spec = p.spec_text.strip().splitlines()[0][:60] if p.spec_text.strip() else ""
-            table.add_row(
-                p.decision_id, p.task_id, p.mode, p.phase, ", ".join(p.warned_validators()), p.created_at, spec
+        rows = [
+            (
+                p.decision_id,
+                p.task_id,
+                f"{p.mode} / {p.phase}",
+                ", ".join(p.warned_validators()),
+                p.created_at,
+                printable(p.spec_text.strip().splitlines()[0]) if p.spec_text.strip() else "",
             )
-        console().print(table)
-        console().print("review one with `snodo authorize <decision_id>`")
+            for _s, p in pending
+        ]
+        console().print(f"pending decisions — {root}", markup=False)
+        console().print(
+            listing(
+                ("decision_id", "task", "mode / phase", "warned", "created", "spec"),
+                rows,
+                keep_whole=("decision_id", "task"),
+            )
+        )
+        console().print("review one with `snodo authorize DECISION_ID`")
         return
 
     from snodo.authorize_signing import sign_decision
@@ -109,7 +119,7 @@ def authorize(
         raise
     verdict: Literal["approve", "reject"] = "reject" if reject else "approve"
     if not yes:
-        click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True)
+        click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True, err=True)
     record = draft_decision(
         pending_decision,
         decision=verdict,
@@ -164,34 +174,35 @@ def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
 
 
 def _render_proposals(root: Path, decision_id: str) -> None:
-    from rich.markup import escape
+    from rich.text import Text
 
-    from snodo.cli.output import console
+    from snodo.cli.output import console, printable
 
     for prop in _proposals(root, decision_id):
+        who, when = printable(str(prop.get("proposed_by"))), printable(str(prop.get("proposed_at")))
         console().print(
-            f"[dim]agent proposal ({escape(str(prop.get('proposed_by')))}, {escape(str(prop.get('proposed_at')))}): "
-            f"{escape(str(prop.get('decision')))} — {escape(str(prop.get('justification'))[:300])} "
-            "(advice only; it authorises nothing)[/]"
+            Text(
+                f"agent proposal ({who}, {when}): "
+                f"{printable(str(prop.get('decision')))} — {printable(str(prop.get('justification')))} "
+                "(advice only; it authorises nothing)",
+                style="dim",
+            )
         )
 
 
 def _render(p: Any) -> None:
-    from rich.markup import escape
     from rich.panel import Panel
-    from rich.table import Table
+    from rich.text import Text
 
-    from snodo.cli.output import console
+    from snodo.cli.output import console, printable, results_table
 
-    console().print(Panel(escape(p.spec_text.strip()), title=f"task {p.task_id} — spec (as validated)"))
-    table = Table(title=f"decision {p.decision_id} — {p.mode} / {p.phase}")
-    for col in ("validator", "severity", "justification"):
-        table.add_column(col)
-    for r in p.results:
-        table.add_row(str(r.get("validator_id")), str(r.get("severity")), escape(str(r.get("justification"))[:400]))
-    console().print(table)
+    console().print(f"task {p.task_id} — the spec as validated:", markup=False)
+    console().print(Panel(Text(printable(p.spec_text.strip()))))
+    console().print(f"decision {p.decision_id} — {p.mode} / {p.phase}", markup=False, style="bold")
+    console().print(results_table(list(p.results), with_type=True))
     pol = p.policy
     console().print(
         f"policy {pol.get('name')}: {pol.get('pass_count')}/{pol.get('total')} passed, "
-        f"{pol.get('required')} required; a human decides on: {', '.join(p.warned_validators())}"
+        f"{pol.get('required')} required; a human decides on: {', '.join(p.warned_validators())}",
+        markup=False,
     )

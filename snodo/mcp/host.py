@@ -351,7 +351,7 @@ class ToolHost:
         if decision == "approve" and blocking:
             raise ToolError(
                 f"decision {decision_id} cannot be approved: {', '.join(blocking)} blocked or failed, and no "
-                "decision overrides a blocker (INV3); propose 'reject' or fix the work instead"
+                "decision overrides a blocker (docs/protocol.md); propose 'reject' or fix the work instead"
             )
         proposal = {
             "decision_id": decision_id,

@@ -114,7 +114,11 @@ def authorize(
         AuditLog(root / ".snodo" / "audit.log").append(
             "decision_refused",
             mode=pending_decision.mode,
-            data={"decision_id": decision_id, "task_id": pending_decision.task_id, "reason": "INV3"},
+            data={
+                "decision_id": decision_id,
+                "task_id": pending_decision.task_id,
+                "reason": "the proposal contains a blocker or a validator error",
+            },
         )
         raise
     verdict: Literal["approve", "reject"] = "reject" if reject else "approve"

@@ -142,7 +142,7 @@ class Progress:
         from rich.spinner import Spinner
 
         self._spinner = Spinner("dots", text="starting")
-        self._live = Live(self, console=err_console(), refresh_per_second=4, transient=True)
+        self._live = Live(self, console=err_console(), refresh_per_second=4, transient=True, redirect_stdout=False)
         self._live.start()
         return self
 
@@ -216,7 +216,10 @@ def listing(
     width = console().width
     whole = [columns.index(c) for c in keep_whole]
     need = sum(max([len(columns[i])] + [len(r[i]) for r in rows]) for i in whole)
-    need += 12 * (len(columns) - len(whole)) + 3 * len(columns) + 1
+    need += sum(
+        min(12, max([len(columns[i])] + [len(r[i]) for r in rows])) for i in range(len(columns)) if i not in whole
+    )
+    need += 3 * len(columns) + 1  # borders and padding
     if need <= width:
         table = Table(title=title, header_style="bold", title_justify="left")
         for i, col in enumerate(columns):
@@ -231,7 +234,7 @@ def listing(
     for r in rows:
         blocks.append(Text(r[whole[0]] if whole else r[0], style="bold"))
         rest = [(columns[i], Text(r[i])) for i in range(len(columns)) if i != (whole[0] if whole else 0) and r[i]]
-        blocks.append(Padding(key_values(rest), (0, 0, 0, 2)))
+        blocks.append(Padding(key_values(rest), (0, 0, 0, 2), expand=False))
     return Group(*blocks)
 
 

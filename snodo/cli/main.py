@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> None:
         hint = exc.hint
         if isinstance(exc, ProtocolError):
             details = tuple(p for p in exc.problems if p != exc.message)
-            hint = hint or "docs/protocol.md explains every field and rule"
+            if "docs/" not in (hint or ""):
+                hint = (f"{hint}; " if hint else "") + "docs/protocol.md explains every field and rule"
         fail(exc.message, hint, exc.exit_code, details=details)
     except KeyboardInterrupt:
         fail("interrupted", None, 130)

@@ -42,7 +42,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
                     "errors": list(exc.problems or (exc.message,)),
                     "warnings": [],
                     "error": exc.message,
-                    "hint": exc.hint or _HINT,
+                    "hint": f"{exc.hint}; {_HINT}" if exc.hint else _HINT,
                     "exit_code": 1,
                 }
             )

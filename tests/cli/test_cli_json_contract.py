@@ -118,9 +118,7 @@ def test_bad_arguments_answer_in_json_with_exit_4(tmp_path: Path, snodo_cli: Cal
 
 
 @pytest.mark.slow
-def test_outside_a_project_every_command_answers_in_json(
-    tmp_path: Path, snodo_cli: Callable[..., CliResult]
-) -> None:
+def test_outside_a_project_every_command_answers_in_json(tmp_path: Path, snodo_cli: Callable[..., CliResult]) -> None:
     nowhere = tmp_path / "not-a-project"
     nowhere.mkdir()
     for name, args in NEED_A_PROJECT.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import socket
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,6 +124,11 @@ def authorize(
         raise
     verdict: Literal["approve", "reject"] = "reject" if reject else "approve"
     if not yes:
+        if not sys.stdin.isatty():
+            raise DecisionError(
+                f"decision {decision_id} needs a confirmation, and there is no terminal to ask on",
+                hint="review it with `snodo authorize DECISION_ID` in a terminal, or pass --yes",
+            )
         click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True, err=True)
     record = draft_decision(
         pending_decision,

@@ -96,6 +96,8 @@ def test_success_prints_one_object_for_every_command(project: Path, snodo_cli: C
     assert one_object(snodo_cli("session", "show", session, "--json", cwd=project))["session_id"] == session
     esc = snodo_cli("validate", "-", "--json", cwd=project, input=FRIENDLY)
     assert esc.returncode == 2 and "authorize" in one_object(esc)["instruction"]
+    unattended = an_error(snodo_cli("authorize", esc.json()["decision_id"], "--json", cwd=project))
+    assert "--yes" in unattended["hint"]  # no terminal to confirm on: refused, never assumed
     signed = snodo_cli("authorize", esc.json()["decision_id"], "--yes", "--json", cwd=project)
     assert signed.returncode == 0 and one_object(signed)["decision"] == "approve", signed
     background = snodo_cli("run", "add a goodbye module", "--mock", "--background", "--json", cwd=project)

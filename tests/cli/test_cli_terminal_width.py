@@ -154,3 +154,12 @@ def test_a_completed_run_shows_its_branch_and_files(
     # progress went to the same terminal, with elapsed time, and its spinner left no debris
     assert re.search(r"\d+\.\ds · pre_execute: running", run.text), run
     assert "⠋" not in run.text and "working" not in run.text.splitlines()[-1]
+
+
+@pytest.mark.parametrize("cols", WIDTHS)
+def test_plugins_list_every_registration_whole(cols: int, tmp_path: Path, in_pty: Callable[..., Screen]) -> None:
+    p = in_pty("plugins", cwd=tmp_path, cols=cols)
+    assert p.returncode == 0, p
+    assert "…" not in p.text, p
+    for value in ("validator acceptance", "coder opencode", "predicate no_secrets_in_diff", "snodo_validators"):
+        assert p.on_one_line(value), p

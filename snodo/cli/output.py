@@ -14,6 +14,7 @@ the next line) instead of cropping, and tables give identifier columns their ful
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -119,19 +120,28 @@ def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None 
     return grid
 
 
+#: the validator runner's progress lines: a validator (or constraint) starts, and finishes
+_STARTED = re.compile(r"^(?P<phase>\w+): running (?P<name>\S+)")
+_FINISHED = re.compile(r"^(?P<phase>\w+): (?:constraint )?(?P<name>\S+) → ")
+
+
 class Progress:
-    """Progress lines on stderr, with a spinner showing the elapsed time of the current step.
+    """Progress lines on stderr, with a spinner showing what runs and for how long.
 
     The engine and the validator runner report a line when a step starts (a validator, a
-    coder attempt); until the next line arrives, a terminal shows a spinner with the step's
-    elapsed time, and every line is stamped with the time since the command started. Off a
-    terminal the lines are printed plainly; with ``--quiet`` nothing is printed.
+    coder attempt) and when a validator finishes. Every line is stamped with the time since
+    the command started; a finished validator's line says how long it took when the result
+    is at hand (``snodo validate``). On a terminal,
+    a spinner between lines names what is still running (validators run in parallel) and
+    its elapsed time, so a long test run or coder call visibly lives. Off a terminal the
+    lines are printed plainly; with ``--quiet`` nothing is printed.
     """
 
     def __init__(self) -> None:
         self._start = time.monotonic()
         self._step_start = self._start
         self._step = ""
+        self._running: dict[tuple[str, str], float] = {}
         self._live: Live | None = None
         self._spinner: Spinner | None = None
 
@@ -153,22 +163,37 @@ class Progress:
             self._live.stop()
             self._live = None
 
+    def status(self) -> str:
+        """What the spinner says: the validators still running, else the latest step."""
+        now = time.monotonic()
+        if self._running:
+            names = ", ".join(name for _phase, name in self._running)
+            return f"running {names}  {now - min(self._running.values()):.0f}s"
+        return f"{self._step or 'working'}  {now - self._step_start:.0f}s"
+
     def __rich__(self) -> RenderableType:
         from rich.text import Text
 
         assert self._spinner is not None
-        elapsed = time.monotonic() - self._step_start
-        self._spinner.update(text=Text.assemble((self._step or "working", "dim"), f"  {elapsed:.0f}s"))
+        self._spinner.update(text=Text(self.status(), style="dim"))
         return self._spinner
 
-    def __call__(self, message: str, *_ignored: object) -> None:
+    def __call__(self, message: str, result: object = None) -> None:
         if _quiet:
             return
         from rich.markup import escape
 
         now = time.monotonic()
         self._step, self._step_start = message, now
-        line = f"[dim]{now - self._start:6.1f}s · {escape(message)}[/]"
+        took = ""
+        if started := _STARTED.match(message):
+            self._running[(started["phase"], started["name"])] = now
+        elif finished := _FINISHED.match(message):
+            self._running.pop((finished["phase"], finished["name"]), None)
+        duration = getattr(result, "duration", None)  # results are reported in declared order
+        if isinstance(duration, int | float):  # so only the result itself knows how long it took
+            took = f" (took {duration:.1f}s)"
+        line = f"[dim]{now - self._start:6.1f}s · {escape(message)}{took}[/]"
         if self._live is not None:
             self._live.console.print(line)
         else:

@@ -33,6 +33,7 @@ class Screen:
         self.lines = [line.rstrip() for line in screen.display]
         while self.lines and not self.lines[-1]:
             self.lines.pop()
+        self.raw = raw.decode("utf-8", "replace")  # everything written, before the screen settled
         self.cols = cols
         self.returncode = returncode
         self.stderr = stderr

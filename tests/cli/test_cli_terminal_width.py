@@ -154,6 +154,8 @@ def test_a_completed_run_shows_its_branch_and_files(
     # progress went to the same terminal, with elapsed time, and its spinner left no debris
     assert re.search(r"\d+\.\ds · pre_execute: running", run.text), run
     assert "⠋" not in run.text and "working" not in run.text.splitlines()[-1]
+    # while the tests ran, a spinner said which validators were running and for how long
+    assert re.search(r"running tests(, acceptance)?  [1-9]\d*s", run.raw), run.raw[-3000:]
 
 
 @pytest.mark.parametrize("cols", WIDTHS)

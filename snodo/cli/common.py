@@ -26,7 +26,9 @@ def protocol_option(func: F) -> F:
 
 
 def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(func)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON object on stdout (errors too: error, hint, exit_code)."
+    )(func)
 
 
 def load_project(protocol_path: Path | None) -> tuple[LoadedProtocol, PluginHost]:

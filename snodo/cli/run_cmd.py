@@ -168,23 +168,24 @@ def render_result(payload: dict[str, Any]) -> None:
     from rich.panel import Panel
     from rich.text import Text
 
-    from snodo.cli.output import console, key_values, results_table
+    from snodo.cli.output import console, key_values, printable, results_table
 
     ok = payload["status"] == "completed"
     rows: list[tuple[str, Any]] = [("task", Text(f"{payload['task_id']} (job {payload['job_id']})"))]
     if not ok:
         rows.append(("outcome", Text.from_markup(f"[bold]{escape(str(payload['outcome']))}[/] at {payload['phase']}")))
-    rows.append(("why", Text(str(payload["message"]))))
+    rows.append(("why", Text(printable(str(payload["message"])))))
     if payload.get("branch"):
         commit = f" @ {payload['commit'][:12]}" if payload.get("commit") else ""
         rows.append(("branch", Text(f"{payload['branch']}{commit}")))
     if payload.get("files"):
-        rows.append(("files", Text(", ".join(payload["files"]))))
+        rows.append(("files", Text(printable(", ".join(payload["files"])))))
     if payload.get("dropped"):
-        rows.append(("refused", Text(", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"]))))
+        refused = ", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"])
+        rows.append(("refused", Text(printable(refused))))
     if payload.get("decision_id"):
         rows.append(("decision", Text(str(payload["decision_id"]), style="bold")))
-    rows.append(("next", Text(str(payload["next"]))))
+    rows.append(("next", Text(printable(str(payload["next"])))))
     console().print(
         Panel(key_values(rows), title="completed" if ok else "halted", border_style="green" if ok else "red")
     )

@@ -88,11 +88,11 @@ def print_error_text(message: str, hint: str | None = None, details: tuple[str, 
     from rich.markup import escape
 
     err = err_console()
-    err.print(f"[bold red]error:[/] {escape(message)}")
+    err.print(f"[bold red]error:[/] {escape(printable(message))}")
     for line in details:
-        err.print(f"  - {escape(line)}")
+        err.print(f"  - {escape(printable(line))}")
     if hint:
-        err.print(f"  [dim]hint:[/] {escape(hint)}")
+        err.print(f"  [dim]hint:[/] {escape(printable(hint))}")
 
 
 def print_error(exc: BaseException) -> None:

@@ -77,3 +77,19 @@ def test_run_progress_and_a_background_log_without_doubled_lines(
     lines = log.stdout.splitlines()
     assert lines.count("pre_execute validation") == 1, log.stdout
     assert not log.stdout.lstrip().startswith("{")  # text, not JSON
+
+
+def test_control_sequences_in_a_spec_are_shown_not_obeyed(project: Path, snodo_cli: Callable[..., CliResult]) -> None:
+    hostile = "Add a module.\x1b]0;owned\x07\x1b[2J\n\nAcceptance criteria:\n- it reads nicely\n"
+    esc = snodo_cli("validate", "-", "--json", cwd=project, input=hostile)
+    assert esc.returncode == 2, esc
+    decision = esc.json()["decision_id"]
+    for args in (("authorize",), ("authorize", decision, "--reject", "--yes")):
+        r = snodo_cli(*args, cwd=project)
+        assert r.returncode == 0, r
+        assert "\x1b" not in r.stdout and "\x07" not in r.stdout, r
+        assert "\\x1b]0;owned\\x07" in r.stdout, r  # visible, so the person sees the attempt
+    shown = snodo_cli("authorize", decision, "--yes", cwd=project)  # already decided: refused
+    assert "\x1b" not in shown.stdout + shown.stderr
+    listing = snodo_cli("validate", "-", cwd=project, input=hostile)
+    assert "\x1b" not in listing.stdout

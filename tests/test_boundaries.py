@@ -77,6 +77,8 @@ def test_importing_the_core_loads_no_model_sdk_mcp_sdk_or_builtin_plugin() -> No
 
     assert roots(before) == set()
     assert roots(after) == {"mcp"}
+
+
 def test_one_git_runner() -> None:
     """Only snodo/gitrun.py starts git: every other module of the core goes through it (and
     its time limit). Catches argv lists that start with "git" and shell strings alike."""

@@ -89,7 +89,9 @@ def test_broken_third_party_plugin_is_reported_and_the_rest_work(tmp_path: Path)
     assert all(rows[n]["status"] == "ok" for n in BUILTINS)
     strict = run_plugins_json(site, tmp_path, SNODO_STRICT_PLUGINS="1")
     assert strict.returncode != 0
-    assert "broken" in strict.stderr and "Traceback" not in strict.stderr
+    error = json.loads(strict.stdout)  # --json: the error is the one object on stdout
+    assert "broken" in error["error"] and error["exit_code"] == strict.returncode
+    assert "Traceback" not in strict.stderr
 
 
 class GoodValidator:

@@ -126,7 +126,8 @@ def export_cmd(dest: Path, protocol_path: Path | None, as_json: bool) -> None:
 @protocol_option
 @json_option
 def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as_json: bool) -> None:
-    """Print audit events (oldest first; signed checkpoints only with --event checkpoint)."""
+    """Print audit events (oldest first; signed checkpoints only with --event checkpoint),
+    each whole: long lines wrap, nothing is cut."""
     import json
 
     from snodo.cli.output import console, emit_json
@@ -138,11 +139,20 @@ def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as
     if as_json:
         emit_json({"path": str(path), "events": records})
         return
-    from rich.markup import escape
+    from rich.text import Text
 
+    if not records:
+        console().print(f"no matching events in {path}")
     for r in records:
         data = json.dumps(r["data"], sort_keys=True, ensure_ascii=False)
         console().print(
-            f"[dim]{r['seq']:>5} {r['ts']}[/] [bold]{escape(shown(str(r['event'])))}[/] "
-            f"[cyan]{escape(shown(str(r['mode'] or '-')))}[/] {escape(shown(data[:200]))}"
+            Text.assemble(
+                (f"{r['seq']:>5} {r['ts']} ", "dim"),
+                (shown(str(r["event"]), multiline=False), "bold"),
+                " ",
+                (shown(str(r["mode"] or "-"), multiline=False), "cyan"),
+                " ",
+                shown(data),
+            ),
+            overflow="fold",
         )

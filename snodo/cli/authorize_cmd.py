@@ -1,4 +1,4 @@
-"""``snodo authorize``: the out-of-band human route for escalations (ADR 015).
+"""``snodo authorize``: the out-of-band human route for escalations (docs/protocol.md).
 
 Without an id it lists pending decisions. With one it renders the STORED proposal (never
 text from the command line), asks for confirmation, signs a DecisionRecord with the user's
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import getpass
 import socket
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -105,21 +106,28 @@ def authorize(
         if not pending:
             console().print(f"no pending decisions for {root}")
             return
-        from rich.table import Table
+        from snodo.cli.output import listing, printable
 
-        table = Table(title=f"pending decisions — {root}")
-        for col in ("decision_id", "task", "mode", "phase", "warned", "created", "spec"):
-            table.add_column(col)
-        from rich.markup import escape
-
-        from snodo.text import shown
-
-        for _s, p in pending:
-            spec = p.spec_text.strip().splitlines()[0][:60] if p.spec_text.strip() else ""
-            cells = (p.decision_id, p.task_id, p.mode, p.phase, ", ".join(p.warned_validators()), p.created_at, spec)
-            table.add_row(*(escape(shown(c, multiline=False)) for c in cells))
-        console().print(table)
-        console().print("review one with `snodo authorize <decision_id>`")
+        rows = [
+            (
+                p.decision_id,
+                p.task_id,
+                f"{p.mode} / {p.phase}",
+                ", ".join(p.warned_validators()),
+                p.created_at,
+                printable(p.spec_text.strip().splitlines()[0]) if p.spec_text.strip() else "",
+            )
+            for _s, p in pending
+        ]
+        console().print(f"pending decisions — {root}", markup=False)
+        console().print(
+            listing(
+                ("decision_id", "task", "mode / phase", "warned", "created", "spec"),
+                rows,
+                keep_whole=("decision_id", "task"),
+            )
+        )
+        console().print("review one with `snodo authorize DECISION_ID`")
         return
 
     from snodo.authorize_signing import decision_key_is_protected, sign_decision
@@ -136,12 +144,21 @@ def authorize(
         AuditLog(root / ".snodo" / "audit.log").append(
             "decision_refused",
             mode=pending_decision.mode,
-            data={"decision_id": decision_id, "task_id": pending_decision.task_id, "reason": "INV3"},
+            data={
+                "decision_id": decision_id,
+                "task_id": pending_decision.task_id,
+                "reason": "the proposal contains a blocker or a validator error",
+            },
         )
         raise
     verdict: Literal["approve", "reject"] = "reject" if reject else "approve"
     if not yes:
-        click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True)
+        if not sys.stdin.isatty():
+            raise DecisionError(
+                f"decision {decision_id} needs a confirmation, and there is no terminal to ask on",
+                hint="review it with `snodo authorize DECISION_ID` in a terminal, or pass --yes",
+            )
+        click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True, err=True)
     record = draft_decision(
         pending_decision,
         decision=verdict,
@@ -187,53 +204,50 @@ def authorize(
 
 
 def _render_proposals(root: Path, decision_id: str) -> None:
-    from rich.markup import escape
+    from rich.text import Text
 
-    from snodo.cli.output import console
+    from snodo.cli.output import console, printable
     from snodo.state.proposals import ProposalStore, Unreadable
-    from snodo.text import shown
 
     for prop in ProposalStore(root).for_decision(decision_id):
         if isinstance(prop, Unreadable):
-            where, why = escape(shown(str(prop.path))), escape(shown(prop.reason))
-            console().print(f"[yellow]unreadable proposal {where}: {why}[/]")
+            console().print(
+                Text(f"unreadable proposal {printable(str(prop.path))}: {printable(prop.reason)}", style="yellow")
+            )
             continue
         console().print(
-            f"[dim]agent proposal ({escape(shown(prop.proposed_by, multiline=False))}, "
-            f"{escape(shown(prop.proposed_at, multiline=False))}): {prop.decision} — "
-            f"{escape(shown(prop.justification[:300]))} (advice only; it authorises nothing)[/]"
+            Text(
+                f"agent proposal ({printable(prop.proposed_by)}, {printable(prop.proposed_at)}): "
+                f"{printable(prop.decision)} — {printable(prop.justification)} "
+                "(advice only; it authorises nothing)",
+                style="dim",
+            )
         )
 
 
 def _render(p: Any) -> None:
-    from rich.markup import escape
     from rich.panel import Panel
-    from rich.table import Table
+    from rich.text import Text
 
-    from snodo.cli.output import console
-    from snodo.text import shown
+    from snodo.cli.output import console, printable, results_table
 
-    def safe(value: object, *, multiline: bool = False) -> str:
-        return escape(shown(value, multiline=multiline))
-
-    title = f"task {safe(p.task_id)} — spec (as validated)"
-    console().print(Panel(safe(p.spec_text.strip(), multiline=True), title=title))
+    console().print(f"task {printable(p.task_id)} — the spec as validated:", markup=False)
+    console().print(Panel(Text(printable(p.spec_text.strip()))))
     if p.tree:
-        console().print(f"judged git tree: {safe(p.tree)} (the decision applies to exactly this tree)")
-    table = Table(title=f"decision {safe(p.decision_id)} — {safe(p.mode)} / {safe(p.phase)}")
-    for col in ("validator", "severity", "justification"):
-        table.add_column(col)
-    for r in p.results:
-        table.add_row(
-            safe(r.get("validator_id")),
-            safe(r.get("severity")),
-            safe(str(r.get("justification"))[:400], multiline=True),
+        console().print(
+            f"judged git tree: {printable(p.tree)} (the decision applies to exactly this tree)", markup=False
         )
-    console().print(table)
+    console().print(
+        f"decision {printable(p.decision_id)} — {printable(p.mode)} / {printable(p.phase)}", markup=False, style="bold"
+    )
+    console().print(results_table(list(p.results), with_type=True))
     pol = p.policy
     console().print(
-        f"policy {safe(pol.get('name'))}: {safe(pol.get('pass_count'))}/{safe(pol.get('total'))} passed, "
-        f"{safe(pol.get('required'))} required; a human decides on: {safe(', '.join(p.warned_validators()))}"
+        printable(
+            f"policy {pol.get('name')}: {pol.get('pass_count')}/{pol.get('total')} passed, "
+            f"{pol.get('required')} required; a human decides on: {', '.join(p.warned_validators())}"
+        ),
+        markup=False,
     )
 
 

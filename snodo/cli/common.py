@@ -26,7 +26,9 @@ def protocol_option(func: F) -> F:
 
 
 def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(func)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON object on stdout (errors too: error, hint, exit_code)."
+    )(func)
 
 
 def load_project(protocol_path: Path | None) -> tuple[LoadedProtocol, PluginHost]:
@@ -45,7 +47,19 @@ def load_project(protocol_path: Path | None) -> tuple[LoadedProtocol, PluginHost
 
 
 def project_root(protocol_path: Path | None) -> Path:
-    """The project directory, without loading plugins or the protocol (read-only commands)."""
+    """The project directory, without loading plugins or the protocol (read-only commands).
+
+    Outside a project this fails with the same message as loading the protocol would,
+    instead of looking for state next to a file that does not exist.
+    """
+    from snodo.errors import ProtocolError
     from snodo.protocol import find_protocol, project_root_for
 
-    return project_root_for(find_protocol(Path.cwd(), protocol_path))
+    path = find_protocol(Path.cwd(), protocol_path)
+    if not path.is_file():
+        error = ProtocolError(
+            f"{path}: no protocol file here", hint="run `snodo init` in the project, or pass --protocol PATH"
+        )
+        error.exit_code = 4
+        raise error
+    return project_root_for(path)

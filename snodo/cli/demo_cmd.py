@@ -45,7 +45,8 @@ def demo(directory: Path | None, keep: bool) -> None:
     repo = base / "project"
     home = base / "snodo-home"
     repo.mkdir(parents=True, exist_ok=False)
-    env = {**os.environ, "SNODO_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "100"}
+    # each step renders at this terminal's width, and is printed as it came (not wrapped again)
+    env = {**os.environ, "SNODO_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": str(out.width)}
     started = time.monotonic()
     step_no = 0
 
@@ -68,9 +69,9 @@ def demo(directory: Path | None, keep: bool) -> None:
             timeout=300,
         )
         if "--json" not in args and proc.stdout.strip():
-            out.print(escape(proc.stdout.rstrip()))
+            out.print(escape(proc.stdout.rstrip()), soft_wrap=True)
         if proc.returncode != expect:
-            out.print(escape(proc.stderr))
+            out.print(escape(proc.stderr), soft_wrap=True)
             raise click.ClickException(f"demo step `snodo {shown}` exited {proc.returncode}, expected {expect}")
         return proc
 

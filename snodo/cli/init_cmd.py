@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from snodo.cli.common import json_option
 from snodo.errors import SnodoError
 from snodo.protocol.templates import TEMPLATES
 
@@ -26,13 +27,14 @@ from snodo.protocol.templates import TEMPLATES
     default=Path("."),
     help="Project directory (default: the current one).",
 )
-def init(template: str, force: bool, directory: Path) -> None:
+@json_option
+def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
     """Write .snodo/protocol.yml from a template and record the initial mode.
 
     Nothing is committed and no branch is touched: review the protocol, then commit it
     yourself. Refuses to overwrite an existing protocol without --force.
     """
-    from snodo.cli.output import console
+    from snodo.cli.output import console, emit_json
     from snodo.protocol import parse_protocol
     from snodo.protocol.templates import template_text
     from snodo.state.atomic import atomic_write_text
@@ -56,6 +58,16 @@ def init(template: str, force: bool, directory: Path) -> None:
             "# runtime state; the protocol and decisions are meant to be committed\n"
             "state.json\njobs/\n*.lock\nplans/\nproposals/\n",
         )
+    if as_json:
+        emit_json(
+            {
+                "path": str(target),
+                "template": template,
+                "initial_mode": proto.start_mode,
+                "git_repository": (root / ".git").exists(),
+            }
+        )
+        return
     console().print(f"[green]wrote[/] {target} (template {template!r}, initial mode {proto.start_mode!r})")
     if not (root / ".git").exists():
         console().print("[yellow]note:[/] this directory is not a git repository; `git init` before `snodo run`.")

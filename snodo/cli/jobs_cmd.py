@@ -20,7 +20,7 @@ def jobs() -> None:
 @json_option
 def list_cmd(protocol_path: Path | None, as_json: bool) -> None:
     """List jobs, oldest first."""
-    from snodo.cli.output import console, emit_json
+    from snodo.cli.output import console, emit_json, listing
     from snodo.engine.jobs import JobStore
 
     rows = JobStore(project_root(protocol_path)).list()
@@ -28,34 +28,52 @@ def list_cmd(protocol_path: Path | None, as_json: bool) -> None:
         emit_json({"jobs": rows})
         return
     if not rows:
-        console().print("no jobs yet")
-    for j in rows:
-        console().print(
-            f"{j['job_id']}  {j['task_id']}  {j['status']:<9} {j.get('outcome') or '':<17} "
-            f"{j['mode']}  {j['created_at']}"
+        console().print("no jobs yet (`snodo run` records each run as a job)")
+        return
+    columns = ("job", "task", "status", "outcome", "mode", "created")
+    console().print(
+        listing(
+            columns,
+            [
+                (j["job_id"], j["task_id"], j["status"], j.get("outcome") or "", j["mode"], j["created_at"])
+                for j in rows
+            ],
+            keep_whole=("job", "task"),
         )
+    )
+    console().print("details: `snodo jobs show JOB`; its log: `snodo jobs show JOB --log`")
 
 
 @jobs.command("show")
 @click.argument("job_id")
-@click.option("--log", "show_log", is_flag=True, help="Print the job's log too.")
+@click.option("--log", "show_log", is_flag=True, help="Print the job's log as plain text (with --json: add it).")
 @protocol_option
 @json_option
 def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: bool) -> None:
     """Show one job's status, outcome and result."""
-    from snodo.cli.output import console, emit_json
+    import sys
+
+    from snodo.cli.output import console, emit_json, printable
     from snodo.engine.jobs import JobStore
 
     store = JobStore(project_root(protocol_path))
     job = store.load(job_id)
-    log = store.log_path(job_id).read_text(encoding="utf-8", errors="replace") if show_log else None
+    log = store.log_path(job_id)
     if as_json:
-        emit_json({**job, "log": log} if show_log else job)
+        if show_log:
+            job["log"] = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        emit_json(job)
         return
-    console().print("\n".join(describe_job(job)), markup=False, highlight=False)
-    if log is not None:
-        console().print("\nlog:", markup=False)
-        console().print(log.rstrip("\n"), markup=False, highlight=False)
+    if show_log:
+        if log.exists():
+            sys.stdout.write(printable(log.read_text(encoding="utf-8", errors="replace")))
+            sys.stdout.flush()
+        else:
+            console().print(f"job {job_id} has no log yet", markup=False)
+        return
+    console().print(printable("\n".join(describe_job(job))), markup=False, highlight=False)
+    if job["status"] in ("queued", "running"):
+        console().print(f"still {job['status']}; follow it with `snodo jobs show {job_id} --log`", markup=False)
 
 
 def describe_job(job: dict[str, Any]) -> list[str]:

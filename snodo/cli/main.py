@@ -13,11 +13,12 @@ import importlib.util
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from snodo import __version__
+from snodo.errors import SnodoError
 
 #: name -> (module, attribute, one-line help shown by `snodo --help` without importing it)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -65,8 +66,9 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="snodo")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail on errors.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress or spinners on stderr (results and errors still print).")
 @click.pass_context
-def cli(ctx: click.Context, verbose: bool) -> None:
+def cli(ctx: click.Context, verbose: bool, quiet: bool) -> None:
     """snodo — governance for AI-assisted software development.
 
     A team declares its process in .snodo/protocol.yml (modes, capabilities, validators,
@@ -79,7 +81,16 @@ def cli(ctx: click.Context, verbose: bool) -> None:
       snodo demo                      the whole life cycle in a throwaway repository
       snodo init --template solo      write .snodo/protocol.yml in your repository
       snodo run "add a hello module" --mock
+
+    \b
+    Output: results on stdout, progress on stderr (-q silences it). With --json every
+    command prints exactly one JSON object on stdout, errors included:
+    {"error": ..., "hint": ..., "exit_code": N}. Exit 4 means the command could not run
+    (bad arguments, protocol or state).
     """
+    from snodo.cli.output import set_quiet
+
+    set_quiet(quiet)
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = verbose
     if verbose:
@@ -95,44 +106,79 @@ def _on_sigterm(signum: int, _frame: object) -> None:
     os.kill(os.getpid(), signum)
 
 
+def _wants_json(args: list[str]) -> bool:
+    """``--json`` anywhere before ``--``: decided on the raw arguments, so even an error in
+    parsing them is answered in JSON."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> None:
-    from snodo.errors import SnodoError
+    """The one error edge of the command line: every failure leaves through here.
+
+    A person gets one message on stderr (with a hint, no traceback unless ``-v``); a
+    script that passed ``--json`` gets exactly one ``{error, hint, exit_code}`` object on
+    stdout. Bad arguments exit 4 ("could not run"), like every other setup failure.
+    """
+    from snodo.cli.output import emit_error_json, print_error_text
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    verbose = "-v" in args or "--verbose" in args
+    as_json = _wants_json(args)
+
+    def fail(message: str, hint: str | None, code: int, *, details: tuple[str, ...] = ()) -> NoReturn:
+        if verbose and sys.exc_info()[0] is not None:
+            import traceback
+
+            traceback.print_exc()
+        if as_json:
+            emit_error_json(message, hint=hint, exit_code=code, **({"problems": list(details)} if details else {}))
+        else:
+            print_error_text(message, hint, details)
+        sys.exit(code)
 
     with contextlib.suppress(ValueError):  # not the main thread (embedded use): leave it
         signal.signal(signal.SIGTERM, _on_sigterm)
 
-    verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])
     try:
-        rv: Any = cli.main(args=argv, prog_name="snodo", standalone_mode=False)
+        rv: Any = cli.main(args=args, prog_name="snodo", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
+        fail("aborted", None, 130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        if as_json:
+            fail(exc.format_message(), "`snodo --help` lists the commands", 4)
+        click.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
+        sys.exit(0)
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "snodo"
+        fail(exc.format_message(), f"`{command} --help` shows the usage", 4)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        fail(exc.format_message(), None, exc.exit_code)
     except SnodoError as exc:
-        if verbose:
-            import traceback
+        from snodo.errors import ProtocolError
 
-            traceback.print_exc()
-        from snodo.cli.output import print_error
-
-        print_error(exc)
-        sys.exit(exc.exit_code)
+        details: tuple[str, ...] = ()
+        hint = exc.hint
+        if isinstance(exc, ProtocolError):
+            details = tuple(p for p in exc.problems if p != exc.message)
+            if "docs/" not in (hint or ""):
+                hint = (f"{hint}; " if hint else "") + "docs/protocol.md explains every field and rule"
+        fail(exc.message, hint, exc.exit_code, details=details)
     except KeyboardInterrupt:
         from snodo.proc import terminate_all
 
         terminate_all()
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+        fail("interrupted", None, 130)
     except Exception as exc:
-        if verbose:
-            import traceback
-
-            traceback.print_exc()
-        click.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
-        click.echo("  hint: run again with -v for the traceback, and report it", err=True)
-        sys.exit(4)
+        fail(
+            f"internal error: {type(exc).__name__}: {exc}",
+            "run again with -v for the traceback, and report it",
+            4,
+        )
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

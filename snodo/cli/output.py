@@ -1,16 +1,45 @@
-"""Printing at the command-line edge: rich for people, plain JSON for scripts."""
+"""Printing at the command-line edge: rich for people, plain JSON for scripts.
+
+Three streams, three rules:
+
+* stdout carries the result: rich text for a person, or with ``--json`` exactly one JSON
+  object (:func:`emit_json`), errors included (:func:`emit_error_json`);
+* stderr carries progress (:class:`Progress`), warnings and errors for people;
+* ``snodo --quiet`` silences progress and nothing else.
+
+Nothing is ever cut at the terminal width: the consoles wrap (a long token folds onto
+the next line) instead of cropping, and tables give identifier columns their full width.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
+from collections.abc import Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.spinner import Spinner
+    from rich.table import Table
 
 _console: Console | None = None
 _err_console: Console | None = None
+_quiet = False
+_json_emitted = False
+
+
+def set_quiet(quiet: bool) -> None:
+    global _quiet
+    _quiet = quiet
+
+
+def is_quiet() -> bool:
+    return _quiet
 
 
 def console() -> Console:
@@ -18,7 +47,7 @@ def console() -> Console:
     if _console is None:
         from rich.console import Console
 
-        _console = Console(highlight=False, soft_wrap=True)
+        _console = Console(highlight=False)
     return _console
 
 
@@ -27,13 +56,43 @@ def err_console() -> Console:
     if _err_console is None:
         from rich.console import Console
 
-        _err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+        _err_console = Console(stderr=True, highlight=False)
     return _err_console
 
 
 def emit_json(obj: Any) -> None:
+    """Print THE JSON object of this command on stdout (at most one per command)."""
+    global _json_emitted
+    _json_emitted = True
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()
+
+
+def json_emitted() -> bool:
+    return _json_emitted
+
+
+def emit_error_json(error: str, *, hint: str | None, exit_code: int, **extra: Any) -> None:
+    """The one shape of a failed command's JSON: ``{error, hint, exit_code}`` (plus details).
+
+    If the command already printed its object, stdout stays one object: the error then
+    goes to stderr only.
+    """
+    if _json_emitted:
+        print_error_text(error, hint)
+        return
+    emit_json({"error": error, "hint": hint, "exit_code": exit_code, **extra})
+
+
+def print_error_text(message: str, hint: str | None = None, details: tuple[str, ...] = ()) -> None:
+    from rich.markup import escape
+
+    err = err_console()
+    err.print(f"[bold red]error:[/] {escape(printable(message))}")
+    for line in details:
+        err.print(f"  - {escape(printable(line))}")
+    if hint:
+        err.print(f"  [dim]hint:[/] {escape(printable(hint))}")
 
 
 def print_error(exc: BaseException) -> None:
@@ -46,3 +105,167 @@ def print_warning(text: str) -> None:
     from rich.markup import escape
 
     err_console().print(f"[yellow]warning:[/] {escape(text)}")
+
+
+def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None = None) -> Table:
+    """A two-column key/value grid whose values wrap (fold) and are never cropped."""
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 2))
+    grid.title = title
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for key, value in rows:
+        grid.add_row(key, value)
+    return grid
+
+
+#: the validator runner's progress lines: a validator (or constraint) starts, and finishes
+_STARTED = re.compile(r"^(?P<phase>\w+): running (?P<name>\S+)")
+_FINISHED = re.compile(r"^(?P<phase>\w+): (?:constraint )?(?P<name>\S+) → ")
+
+
+class Progress:
+    """Progress lines on stderr, with a spinner showing what runs and for how long.
+
+    The engine and the validator runner report a line when a step starts (a validator, a
+    coder attempt) and when a validator finishes. Every line is stamped with the time since
+    the command started; a finished validator's line says how long it took when the result
+    is at hand (``snodo validate``). On a terminal,
+    a spinner between lines names what is still running (validators run in parallel) and
+    its elapsed time, so a long test run or coder call visibly lives. Off a terminal the
+    lines are printed plainly; with ``--quiet`` nothing is printed.
+    """
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+        self._step_start = self._start
+        self._step = ""
+        self._running: dict[tuple[str, str], float] = {}
+        self._live: Live | None = None
+        self._spinner: Spinner | None = None
+
+    def __enter__(self) -> Progress:
+        if _quiet or not err_console().is_terminal:
+            return self
+        from rich.live import Live
+        from rich.spinner import Spinner
+
+        self._spinner = Spinner("dots", text="starting")
+        self._live = Live(self, console=err_console(), refresh_per_second=4, transient=True, redirect_stdout=False)
+        self._live.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def status(self) -> str:
+        """What the spinner says: the validators still running, else the latest step."""
+        now = time.monotonic()
+        if self._running:
+            names = ", ".join(name for _phase, name in self._running)
+            return f"running {names}  {now - min(self._running.values()):.0f}s"
+        return f"{self._step or 'working'}  {now - self._step_start:.0f}s"
+
+    def __rich__(self) -> RenderableType:
+        from rich.text import Text
+
+        assert self._spinner is not None
+        self._spinner.update(text=Text(self.status(), style="dim"))
+        return self._spinner
+
+    def __call__(self, message: str, result: object = None) -> None:
+        if _quiet:
+            return
+        from rich.markup import escape
+
+        now = time.monotonic()
+        self._step, self._step_start = message, now
+        took = ""
+        if started := _STARTED.match(message):
+            self._running[(started["phase"], started["name"])] = now
+        elif finished := _FINISHED.match(message):
+            self._running.pop((finished["phase"], finished["name"]), None)
+        duration = getattr(result, "duration", None)  # results are reported in declared order
+        if isinstance(duration, int | float):  # so only the result itself knows how long it took
+            took = f" (took {duration:.1f}s)"
+        line = f"[dim]{now - self._start:6.1f}s · {escape(message)}{took}[/]"
+        if self._live is not None:
+            self._live.console.print(line)
+        else:
+            err_console().print(line)
+
+
+#: how much of one validator's justification a table shows (test output can be pages long)
+JUSTIFICATION_CHARS = 600
+
+
+def results_table(results: list[dict[str, Any]], *, with_type: bool = False, more: str = "") -> Table:
+    """Validator results as a table whose cells wrap; a long justification keeps its tail
+    (where test failures are) and says where the whole text is."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_header=True, header_style="bold", expand=False)
+    table.add_column("validator", overflow="fold", min_width=9)
+    if with_type:
+        table.add_column("type", overflow="fold")
+    table.add_column("severity", overflow="fold", min_width=8)
+    table.add_column("justification", overflow="fold", ratio=1)
+    for r in results:
+        text = str(r.get("justification", ""))
+        if len(text) > JUSTIFICATION_CHARS:
+            text = "… " + text[-JUSTIFICATION_CHARS:] + (f"\n({more})" if more else "")
+        severity = str(r.get("severity"))
+        if r.get("severity_original"):
+            severity += f" (was {r['severity_original']})"
+        cells = [str(r.get("validator_id"))] + ([str(r.get("validator_type"))] if with_type else [])
+        table.add_row(*(Text(printable(c)) for c in (*cells, severity, text)))
+    return table
+
+
+def listing(
+    columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, keep_whole: tuple[str, ...], title: str | None = None
+) -> RenderableType:
+    """Rows as a table when the terminal is wide enough to show the ``keep_whole`` columns
+    (identifiers a person copies) unbroken, else as one block per row; never ellipsised."""
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    width = console().width
+    whole = [columns.index(c) for c in keep_whole]
+    need = sum(max([len(columns[i])] + [len(r[i]) for r in rows]) for i in whole)
+    need += sum(
+        min(12, max([len(columns[i])] + [len(r[i]) for r in rows])) for i in range(len(columns)) if i not in whole
+    )
+    need += 3 * len(columns) + 1  # borders and padding
+    if need <= width:
+        table = Table(title=title, header_style="bold", title_justify="left")
+        for i, col in enumerate(columns):
+            if i in whole:
+                table.add_column(col, no_wrap=True, min_width=max([len(col)] + [len(r[i]) for r in rows]))
+            else:
+                table.add_column(col, overflow="fold")
+        for r in rows:
+            table.add_row(*(Text(c) for c in r))
+        return table
+    blocks: list[RenderableType] = [Text(title, style="bold")] if title else []
+    for r in rows:
+        blocks.append(Text(r[whole[0]] if whole else r[0], style="bold"))
+        rest = [(columns[i], Text(r[i])) for i in range(len(columns)) if i != (whole[0] if whole else 0) and r[i]]
+        blocks.append(Padding(key_values(rest), (0, 0, 0, 2), expand=False))
+    return Group(*blocks)
+
+
+def printable(text: str) -> str:
+    """Agent-supplied text made safe for a terminal (:func:`snodo.text.shown`, the one
+    sanitiser): control sequences are shown escaped, never obeyed; newlines and tabs stay."""
+    from snodo.text import shown
+
+    return shown(text)

@@ -39,11 +39,11 @@ def plugins(as_json: bool) -> None:
             rows.append(row)
         emit_json({"plugins": rows})
         return
-    from rich.table import Table
+    from rich.padding import Padding
+    from rich.text import Text
 
-    table = Table(title="snodo plugins", show_lines=False)
-    for col in ("plugin", "distribution", "status", "hooks", "registers"):
-        table.add_column(col)
+    from snodo.cli.output import key_values
+
     for info in infos:
         regs = []
         for name in info.coders:
@@ -61,10 +61,18 @@ def plugins(as_json: bool) -> None:
             )
         regs += [f"validator {n}" + (" [model]" if validators[n].needs_model else "") for n in info.validators]
         regs += [f"predicate {n}" for n in info.predicates]
-        status = "[green]ok[/]" if info.status == "ok" else f"[red]failed[/]: {info.error}"
         dist = f"{info.distribution or '-'} {info.version or ''}".strip()
-        table.add_row(info.name, dist, status, "\n".join(info.hooks), "\n".join(regs))
-    console().print(table)
+        head = Text.assemble((info.name, "bold"), f"  ({dist})  ")
+        head.append("ok" if info.status == "ok" else "failed", style="green" if info.status == "ok" else "red")
+        console().print(head)
+        fields: list[tuple[str, Text]] = []
+        if info.status != "ok":
+            fields.append(("error", Text(str(info.error))))
+        if regs:
+            fields.append(("registers", Text("\n".join(regs))))
+        if info.hooks:
+            fields.append(("hooks", Text(", ".join(info.hooks))))
+        console().print(Padding(key_values(fields), (0, 0, 0, 2), expand=False))
 
 
 def _coder_caps(spec: object) -> dict[str, object]:

@@ -9,6 +9,8 @@ import click
 from snodo.cli.common import json_option
 from snodo.errors import ProtocolError
 
+_HINT = "docs/protocol.md explains each rule (WF1–WF5) and every field"
+
 
 @click.group()
 def protocol() -> None:
@@ -34,7 +36,15 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     except ProtocolError as exc:
         if as_json:
             emit_json(
-                {"path": str(target), "ok": False, "errors": list(exc.problems or (exc.message,)), "warnings": []}
+                {
+                    "path": str(target),
+                    "ok": False,
+                    "errors": list(exc.problems or (exc.message,)),
+                    "warnings": [],
+                    "error": exc.message,
+                    "hint": f"{exc.hint}; {_HINT}" if exc.hint else _HINT,
+                    "exit_code": 1,
+                }
             )
             raise SystemExit(1) from None
         raise
@@ -49,6 +59,11 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
                 "protocol_id": proto.protocol_id,
                 "errors": [v.as_json() for v in errors],
                 "warnings": [v.as_json() for v in warnings],
+                **(
+                    {"error": f"{target}: the protocol is not well-formed", "hint": _HINT, "exit_code": 1}
+                    if errors
+                    else {}
+                ),
             }
         )
     else:
@@ -60,6 +75,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
             raise ProtocolError(
                 f"{target}: the protocol is not well-formed ({len(errors)} violation{'s' * (len(errors) != 1)})",
                 problems=tuple(str(v) for v in errors),
+                hint=_HINT,
             )
         modes = ", ".join(m.mode_id for m in proto.modes)
         console().print(f"[green]ok[/] {target}: protocol {proto.protocol_id!r} is well-formed (modes: {modes})")

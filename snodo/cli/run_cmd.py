@@ -1,19 +1,40 @@
 """``snodo run``: one task through the governed loop, in the foreground or as a job.
 
-Exit 0 when the run completed (validated evidence of completion), 1 when it halted, 130
-when it was interrupted; the halt names the outcome, the phase, the validators and what to
-do next. The job's life cycle lives in :mod:`snodo.engine.lifecycle`; this module parses
-and prints.
+Exit 0 when the run completed (validated evidence of completion), 1 when it halted (the
+halt names the outcome, the phase, the validators and what to do next), 4 when it could
+not start (bad arguments, protocol, state: nothing ran), 130 when it was interrupted. The
+job's life cycle lives in :mod:`snodo.engine.lifecycle`; this module parses and prints.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from snodo.cli.common import json_option, load_project, protocol_option
+from snodo.errors import SnodoError
+
+
+def _could_not_start(func: Callable[..., None]) -> Callable[..., None]:
+    """A SnodoError reaching the command line means the run never got going: exit 4.
+
+    The engine turns every fault of a started run into a halt (exit 1); what escapes it is
+    a failure to load the protocol, read the spec, open the state or start the job.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            func(*args, **kwargs)
+        except SnodoError as exc:
+            exc.exit_code = 4
+            raise
+
+    return wrapper
 
 
 @click.command()
@@ -33,6 +54,7 @@ from snodo.cli.common import json_option, load_project, protocol_option
 @click.option("--job", "job_id", default=None, hidden=True, help="Execute a queued background job.")
 @protocol_option
 @json_option
+@_could_not_start
 def run(
     spec: str | None,
     mock: bool,
@@ -45,7 +67,8 @@ def run(
     protocol_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Run SPEC (text, @file, or - for stdin) as one governed task.
+    """Run SPEC as one governed task. SPEC is text, @FILE, - (stdin), or @@text for
+    text that itself starts with @.
 
     \b
     The loop: constraints and pre-execute validators → a single-use token, consumed at
@@ -58,11 +81,14 @@ def run(
       snodo run "add a hello module" --mock
       snodo run @task.md --json
       snodo run --resume task-1a2b3c4d5e6f7a8b
+
+    \b
+    Exit codes: 0 completed, 1 halted, 4 could not start, 130 interrupted.
+    Progress goes to stderr (`snodo -q run …` silences it).
     """
-    from snodo.cli.output import console, emit_json, err_console
+    from snodo.cli.output import Progress, console, emit_json
     from snodo.cli.validate_cmd import read_spec
     from snodo.engine.lifecycle import JobRunner
-    from snodo.errors import SnodoError
     from snodo.governance.service import Project
 
     try:
@@ -90,17 +116,18 @@ def run(
         if as_json:
             emit_json({"status": "accepted", "job_id": prepared.job_id, "task_id": prepared.task_id})
         else:
+            console().print(f"started job {prepared.job_id} for task {prepared.task_id}", markup=False)
             console().print(
-                f"started job {prepared.job_id} for task {prepared.task_id}; "
-                f"follow it with `snodo jobs show {prepared.job_id}`"
+                f"follow it: `snodo jobs show {prepared.job_id}` (its log: `snodo jobs show {prepared.job_id} --log`)",
+                markup=False,
             )
         return
 
-    def progress(msg: str) -> None:
-        if not as_json:
-            err_console().print(f"[dim]· {msg}[/]", markup=True, highlight=False)
-
-    result = runner.execute(prepared, echo=progress)
+    reporter = Progress()
+    # A background job's stderr IS its log, which the engine writes already: never a line twice.
+    echo = None if prepared.background else reporter
+    with reporter:
+        result = runner.execute(prepared, echo=echo)
     payload = result.payload()
     if as_json:
         emit_json(payload)
@@ -112,39 +139,37 @@ def run(
 
 
 def render_result(payload: dict[str, Any]) -> None:
+    """The run's result for a person: every value wraps at the terminal width, none is cut."""
     from rich.markup import escape
     from rich.panel import Panel
-    from rich.table import Table
+    from rich.text import Text
 
-    from snodo.cli.output import console
+    from snodo.cli.output import console, key_values, printable, results_table
 
     ok = payload["status"] == "completed"
-    lines = [f"task      {payload['task_id']}  (job {payload['job_id']})"]
+    rows: list[tuple[str, Any]] = [("task", Text(f"{payload['task_id']} (job {payload['job_id']})"))]
     if not ok:
-        lines.append(f"outcome   [bold]{payload['outcome']}[/] at {payload['phase']}")
-    lines.append(f"why       {escape(payload['message'])}")
+        rows.append(("outcome", Text.from_markup(f"[bold]{escape(str(payload['outcome']))}[/] at {payload['phase']}")))
+    rows.append(("why", Text(printable(str(payload["message"])))))
     if payload.get("branch"):
-        lines.append(
-            f"branch    {payload['branch']}" + (f" @ {payload['commit'][:10]}" if payload.get("commit") else "")
-        )
+        commit = f" @ {payload['commit'][:12]}" if payload.get("commit") else ""
+        rows.append(("branch", Text(f"{payload['branch']}{commit}")))
     if payload.get("files"):
-        lines.append("files     " + ", ".join(payload["files"]))
+        rows.append(("files", Text(printable(", ".join(payload["files"])))))
     if payload.get("dropped"):
-        lines.append("refused   " + ", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"]))
+        refused = ", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"])
+        rows.append(("refused", Text(printable(refused))))
     if payload.get("halted_ref"):
-        lines.append(f"kept at   {payload['halted_ref']}  (see `snodo jobs show {payload['job_id']}`)")
+        rows.append(("kept at", Text(f"{payload['halted_ref']}  (see `snodo jobs show {payload['job_id']}`)")))
     if payload.get("discarded"):
-        lines.append("discarded the work: a constraint says it must not be kept (see `snodo jobs show`)")
+        rows.append(("discarded", Text("the work: a constraint says it must not be kept (see `snodo jobs show`)")))
     if payload.get("decision_id"):
-        lines.append(f"decision  {payload['decision_id']}")
-    lines.append(f"next      {escape(payload['next'])}")
+        rows.append(("decision", Text(str(payload["decision_id"]), style="bold")))
+    rows.append(("next", Text(printable(str(payload["next"])))))
     console().print(
-        Panel("\n".join(lines), title="completed" if ok else "halted", border_style="green" if ok else "red")
+        Panel(key_values(rows), title="completed" if ok else "halted", border_style="green" if ok else "red")
     )
     if payload["validators"]:
-        table = Table(show_header=True)
-        for col in ("validator", "severity", "justification"):
-            table.add_column(col)
-        for r in payload["validators"]:
-            table.add_row(r["validator_id"], r["severity"], escape(str(r["justification"])[-600:]))
-        console().print(table)
+        console().print(
+            results_table(payload["validators"], more=f"full results: `snodo jobs show {payload['job_id']} --json`")
+        )

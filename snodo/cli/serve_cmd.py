@@ -8,19 +8,41 @@ command with a message and a non-zero exit, never a server that half works.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from snodo.cli.common import load_project, protocol_option
+
+#: host -> (where the snippet goes, the key holding the servers)
+HOSTS: dict[str, tuple[str, str]] = {
+    "claude-code": (
+        ".mcp.json at the project root (or `claude mcp add-json snodo '<the inner object>'`)",
+        "mcpServers",
+    ),
+    "claude-desktop": ("claude_desktop_config.json (Settings → Developer → Edit Config)", "mcpServers"),
+    "cursor": (".cursor/mcp.json in the project (or ~/.cursor/mcp.json for every project)", "mcpServers"),
+    "vscode": (".vscode/mcp.json in the workspace", "servers"),
+    "generic": ("your MCP host's stdio server settings: command, args, working directory, environment", ""),
+}
 
 
 @click.command()
 @click.option(
     "--mode", "mode_id", default=None, help="Mode whose tools are served (default: the project's current mode)."
 )
+@click.option(
+    "--print-config",
+    "print_config",
+    type=click.Choice(list(HOSTS)),
+    default=None,
+    help="Print the MCP host configuration that serves this project, then exit (docs/mcp-hosts.md).",
+)
 @protocol_option
-def serve(mode_id: str | None, protocol_path: Path | None) -> None:
+def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | None) -> None:
     """Serve one mode's tools to an agent over MCP on stdin/stdout.
 
     \b
@@ -30,14 +52,48 @@ def serve(mode_id: str | None, protocol_path: Path | None) -> None:
     `snodo authorize <decision_id>`. Every call is audited.
 
     \b
-    Example MCP client configuration:
-      {"command": "snodo", "args": ["serve", "--mode", "producer"]}
+    Configure your MCP host with the snippet for this project (docs/mcp-hosts.md):
+      snodo serve --print-config claude-code > .mcp.json
+      snodo serve --print-config claude-desktop|cursor|vscode|generic
+    The server finds the project from --protocol, else from its working directory.
     """
     from snodo.governance.service import Project
 
     loaded, host = load_project(protocol_path)
     project = Project(loaded, host, mode=mode_id)  # an unknown mode names the available ones
+    if print_config is not None:
+        from snodo.cli.output import emit_json, err_console
+
+        emit_json(host_config(print_config, loaded.path.resolve(), loaded.root.resolve(), mode_id))
+        where = HOSTS[print_config][0]
+        err_console().print(f"put this in {where}; docs/mcp-hosts.md explains each field", markup=False)
+        return
 
     from snodo.mcp.server import serve_stdio
 
     serve_stdio(project)
+
+
+def snodo_command() -> list[str]:
+    """The ``snodo`` this process runs as, absolute, so a host with another PATH starts it."""
+    script = Path(sys.executable).parent / ("snodo.exe" if os.name == "nt" else "snodo")
+    if script.is_file():
+        return [str(script.absolute())]
+    return [str(Path(sys.executable).absolute()), "-m", "snodo"]
+
+
+def host_config(host: str, protocol: Path, root: Path, mode_id: str | None) -> dict[str, Any]:
+    """One stdio server entry for ``host``: an absolute command, ``--protocol`` pinning the
+    project (hosts differ in the working directory they start servers in), and the cwd."""
+    command, *prefix = snodo_command()
+    args = [*prefix, "serve", "--protocol", str(protocol)] + (["--mode", mode_id] if mode_id else [])
+    entry: dict[str, Any] = {"command": command, "args": args}
+    if host in ("vscode", "claude-code"):
+        entry = {"type": "stdio", **entry}
+    if host == "generic":
+        entry["cwd"] = str(root)  # any directory works: --protocol pins the project
+    env = {k: os.environ[k] for k in ("SNODO_HOME",) if os.environ.get(k)}
+    if env:
+        entry["env"] = env
+    key = HOSTS[host][1]
+    return {key: {"snodo": entry}} if key else entry

@@ -24,7 +24,7 @@ def session() -> None:
 @json_option
 def list_cmd(all_projects: bool, protocol_path: Path | None, as_json: bool) -> None:
     """List sessions (oldest first)."""
-    from snodo.cli.output import console, emit_json
+    from snodo.cli.output import console, emit_json, listing
     from snodo.state.home import snodo_home
     from snodo.state.sessions import SessionStore
 
@@ -51,11 +51,13 @@ def list_cmd(all_projects: bool, protocol_path: Path | None, as_json: bool) -> N
         return
     if not sessions:
         console().print("no sessions yet (the first `snodo validate`, `run` or `serve` starts one)")
-    for s in sessions:
-        console().print(
-            f"{s.session_id}  {s.mode:<12} {s.status:<8} {s.started_at}  "
-            f"{len(s.pending_decisions)} pending  {s.project_root}"
-        )
+        return
+    columns = ("session", "mode", "status", "started", "pending", "project")
+    rows = [
+        (s.session_id, s.mode, s.status, s.started_at, str(len(s.pending_decisions)), s.project_root) for s in sessions
+    ]
+    console().print(listing(columns, rows, keep_whole=("session",)))
+    console().print("details: `snodo session show SESSION`")
 
 
 @session.command("show")
@@ -63,7 +65,7 @@ def list_cmd(all_projects: bool, protocol_path: Path | None, as_json: bool) -> N
 @json_option
 def show_cmd(session_id: str, as_json: bool) -> None:
     """Show one session and its pending decisions."""
-    from snodo.cli.output import console, emit_json
+    from snodo.cli.output import console, emit_json, key_values, listing
     from snodo.state.atomic import unstructure
     from snodo.state.home import snodo_home
     from snodo.state.sessions import SessionStore
@@ -73,7 +75,29 @@ def show_cmd(session_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(data)
         return
-    console().print_json(data=data)
+    from rich.text import Text
+
+    console().print(
+        key_values(
+            [
+                ("session", Text(s.session_id, style="bold")),
+                ("project", Text(s.project_root)),
+                ("mode", Text(s.mode)),
+                ("status", Text(s.status)),
+                ("started", Text(s.started_at)),
+                ("pending", Text(f"{len(s.pending_decisions)} decision(s)")),
+            ]
+        )
+    )
+    if s.pending_decisions:
+        rows = [
+            (p.decision_id, p.task_id, p.phase, ", ".join(p.warned_validators()), p.created_at)
+            for p in s.pending_decisions.values()
+        ]
+        console().print(
+            listing(("decision", "task", "phase", "warned", "created"), rows, keep_whole=("decision", "task"))
+        )
+        console().print("review and decide with `snodo authorize DECISION`")
 
 
 @session.command("close")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,18 +17,27 @@ from snodo.errors import SnodoError
 EXIT = {"pass": 0, "blocker": 1, "escalate": 2, "validator_error": 3}
 
 
+SPEC_FORMS = "text, @FILE (the file's content), - (stdin), or @@text for text starting with @"
+
+
 def read_spec(spec: str | None) -> str:
-    """A spec is literal text, ``@file``, or ``-`` for stdin."""
-    if spec is None or spec == "-":
+    """A spec is literal text, ``@file``, ``-`` for stdin, or ``@@text`` for the literal
+    ``@text`` (the escape for a spec that itself starts with ``@``)."""
+    if spec is not None and spec.startswith("@@"):
+        text = spec[1:]
+    elif spec is None or spec == "-":
         if sys.stdin.isatty() and spec is None:
-            raise SnodoError("no task spec given", hint='pass it as text, @file.md, or "-" to read stdin')
+            raise SnodoError("no task spec given", hint=f"pass it as {SPEC_FORMS}")
         text = sys.stdin.read()
     elif spec.startswith("@"):
         path = Path(spec[1:])
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise SnodoError(f"cannot read the spec file {path}: {exc}") from None
+            raise SnodoError(
+                f"cannot read the spec file {path}: {exc.strerror or exc}",
+                hint="a spec starting with @ names a file; write @@ to pass text that starts with @",
+            ) from None
     else:
         text = spec
     if not text.strip():
@@ -57,7 +67,8 @@ def validate(
     protocol_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Validate SPEC (text, @file, or - for stdin) with the mode's validators for one phase.
+    """Validate SPEC with the mode's validators for one phase. SPEC is text, @FILE, -
+    (stdin), or @@text for text that itself starts with @.
 
     \b
     Outcomes and exit codes:
@@ -69,35 +80,36 @@ def validate(
 
     After the work (--phase post_execute) the validators judge the working tree's change
     set against --base: staged, unstaged and untracked files (ignored ones excluded).
+
+    \b
+    Progress goes to stderr (`snodo -q validate …` silences it). The JSON payload keeps
+    the `instruction` meant for an agent; the text output says what to do next here.
     """
-    from snodo.cli.output import console, emit_json
+    from snodo.cli.output import Progress, emit_json
     from snodo.governance.service import Project, validate_task
 
     try:
         text = read_spec(spec)
         loaded, host = load_project(protocol_path)
         project = Project(loaded, host, mode=mode_id)
-        progress = None
-        if not as_json:
-            progress = lambda msg, _r: console().print(f"[dim]· {msg}[/]")  # noqa: E731
-        changed: tuple[str, ...] = ()
-        diff = ""
-        if phase == "post_execute":
-            from snodo.workspace.changes import working_tree_changes
+        with Progress() as progress:
+            changed: tuple[str, ...] = ()
+            diff = ""
+            if phase == "post_execute":
+                from snodo.workspace.changes import working_tree_changes
 
-            changes = working_tree_changes(project.root, base)
-            changed, diff = changes.changed_files, changes.diff
-            if progress is not None:
-                progress(f"change set against {base}: {len(changed)} file(s)", None)
-        outcome = validate_task(
-            project,
-            spec=text,
-            task_id=task_id,
-            phase=phase,
-            changed_files=changed,
-            diff=diff,
-            progress=progress,
-        )
+                changes = working_tree_changes(project.root, base)
+                changed, diff = changes.changed_files, changes.diff
+                progress(f"change set against {base}: {len(changed)} file(s)")
+            outcome = validate_task(
+                project,
+                spec=text,
+                task_id=task_id,
+                phase=phase,
+                changed_files=changed,
+                diff=diff,
+                progress=progress,
+            )
     except SnodoError as exc:
         exc.exit_code = 4
         raise
@@ -105,28 +117,55 @@ def validate(
     if as_json:
         emit_json(payload)
     else:
-        render_outcome(payload)
+        render_outcome(payload, spec=spec)
     raise SystemExit(EXIT[outcome.status])
 
 
-def render_outcome(payload: dict[str, object]) -> None:
+def render_outcome(payload: dict[str, Any], *, spec: str | None = None) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
-    from snodo.cli.output import console
+    from snodo.cli.output import console, results_table
 
     colour = {"pass": "green", "escalate": "yellow", "blocker": "red", "validator_error": "magenta"}
     status = str(payload["status"])
-    table = Table(show_header=True, header_style="bold")
-    for col in ("validator", "type", "severity", "justification"):
-        table.add_column(col)
-    for r in payload["results"]:  # type: ignore[attr-defined]
-        sev = r["severity"] + (f" (was {r['severity_original']})" if r.get("severity_original") else "")
-        table.add_row(r["validator_id"], r["validator_type"], sev, escape(str(r["justification"])[:300]))
-    console().print(table)
+    console().print(results_table(list(payload["results"]), with_type=True))
     pol = payload["policy"]
     console().print(
         f"[bold {colour.get(status, 'white')}]{status}[/] task {payload['task_id']} — "
-        f"{pol['name']}: {pol['pass_count']}/{pol['total']} passed, {pol['required']} required"  # type: ignore[index]
+        f"{escape(str(pol['name']))}: {pol['pass_count']}/{pol['total']} passed, {pol['required']} required"
     )
-    console().print(escape(str(payload["instruction"])))
+    console().print(escape(next_steps(payload, spec)))
+
+
+def next_steps(payload: dict[str, Any], spec: str | None) -> str:
+    """What the person at the terminal does next (the JSON keeps the agent's instruction)."""
+    status = payload["status"]
+    again = f"snodo validate {_shell_spec(spec)}" if spec is not None else "snodo validate SPEC"
+    run = f"snodo run {_shell_spec(spec)}" if spec is not None else "snodo run SPEC"
+    if payload.get("phase") == "post_execute":
+        if status == "pass":
+            return "next: the change passed its post-execute validators."
+        if status == "escalate":
+            return f"next: review and sign with `snodo authorize {payload.get('decision_id')}`, then `{again}`."
+    if status == "pass":
+        return f"next: `{run}` runs the task (add --mock to try it without a model)."
+    if status == "escalate":
+        return (
+            f"next: a person reviews and decides with `snodo authorize {payload.get('decision_id')}` "
+            f"(approve or --reject), then `{again}`."
+        )
+    if status == "blocker":
+        return f"next: fix the work or revise the spec, then `{again}`. No decision can override a blocker."
+    return (
+        "next: a validator could not judge (see its justification above); fix its setup — "
+        f"`snodo plugins` and `snodo protocol check` help — then `{again}`."
+    )
+
+
+def _shell_spec(spec: str) -> str:
+    """How the person passes the same spec again: the form they used when it was short."""
+    import shlex
+
+    if spec.startswith("@") or spec == "-":
+        return spec
+    return shlex.quote(spec) if len(spec) <= 60 and "\n" not in spec else '"<the same spec>"'

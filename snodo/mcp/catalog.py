@@ -146,13 +146,17 @@ TOOLS: dict[str, ToolDef] = {
             "and an instruction saying what to do next.",
             params=(
                 _p(
-                    "task_id", "string", "Your id for the task; validating the same id and spec again is the same task."
-                ),
-                _p(
                     "task_spec",
                     "string",
                     _TASK_SPEC + " May be omitted when this server already "
                     "validated the task_id, to validate the same spec again.",
+                    required=False,
+                ),
+                _p(
+                    "task_id",
+                    "string",
+                    "Your id for the task; default: derived from the spec text (as dispatch_task does). "
+                    "Validating the same id and spec again is the same task.",
                     required=False,
                 ),
             ),
@@ -344,11 +348,11 @@ def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) ->
     if has("validate_task"):
         lines += [
             "",
-            "validate_task(task_id, task_spec) runs this mode's pre_execute validators"
+            "validate_task(task_spec, task_id?) runs this mode's pre_execute validators"
             + (f" ({_join(pre)})" if pre else "")
             + " and returns the outcome with every validator's "
-            "result, the policy tally and an `instruction`. Omit task_spec to validate again a task_id "
-            "this server has already seen.",
+            "result, the policy tally and an `instruction`. Without task_id the id is derived from the spec; "
+            "omit task_spec to validate again a task_id this server has already seen.",
         ]
     if has("dispatch_task"):
         job_tools = [t for t in ("get_job_status", "list_jobs") if has(t)]

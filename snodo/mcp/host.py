@@ -339,16 +339,27 @@ class ToolHost:
 
     # ------------------------------------------------------ validate, dispatch
 
-    def _tool_validate_task(self, task_id: str, task_spec: str | None = None) -> dict[str, Any]:
-        check_task_id(task_id)
+    def _tool_validate_task(self, task_spec: str | None = None, task_id: str | None = None) -> dict[str, Any]:
+        """Without ``task_id`` the id is derived from the spec, as ``dispatch_task`` and the
+        CLI do; with only ``task_id``, the spec this server last validated for it is used."""
+        if task_spec is None and task_id is None:
+            raise ToolError("give task_spec (and optionally task_id), or the task_id of a task validated before")
+        if task_id is not None:
+            check_task_id(task_id)
         with self._lock:
-            spec = task_spec if task_spec is not None else self._specs.get(task_id)
-            if spec is None:
-                raise ToolError(
-                    f"task_spec is required: this server has not validated task {task_id!r} before, so there "
-                    "is no spec to validate again"
-                )
-            self._specs[task_id] = _spec(spec)
+            if task_spec is not None:
+                spec = _spec(task_spec)
+                task_id = task_id if task_id is not None else derive_task_id(spec)
+            else:
+                assert task_id is not None
+                previous = self._specs.get(task_id)
+                if previous is None:
+                    raise ToolError(
+                        f"task_spec is required: this server has not validated task {task_id!r} before, so there "
+                        "is no spec to validate again"
+                    )
+                spec = previous
+            self._specs[task_id] = spec
             self.project.session()  # the first call that needs a session starts it
         outcome = validate_task(self.project, spec=spec, task_id=task_id, phase="pre_execute")
         if outcome.token is not None:
@@ -429,7 +440,7 @@ class ToolHost:
         if decision == "approve" and blocking:
             raise ToolError(
                 f"decision {decision_id} cannot be approved: {', '.join(blocking)} blocked or failed, and no "
-                "decision overrides a blocker (INV3); propose 'reject' or fix the work instead"
+                "decision overrides a blocker (docs/protocol.md); propose 'reject' or fix the work instead"
             )
         path, _ = ProposalStore(p.root).add(
             pending,

@@ -73,9 +73,9 @@ def check_inv3(pending: PendingDecision) -> None:
     if blocking or pending.policy.get("blocker_count"):
         named = ", ".join(blocking) or "the policy counted a blocker"
         raise DecisionError(
-            f"INV3: decision {pending.decision_id} cannot be authorised: it contains a blocker or "
+            f"decision {pending.decision_id} cannot be authorised: it contains a blocker or "
             f"validator error ({named}); no human decision overrides a blocker",
-            hint="fix the work and validate again; if it cannot pass, revise the spec",
+            hint="fix the work and validate again; if it cannot pass, revise the spec (docs/protocol.md, outcomes)",
         )
 
 

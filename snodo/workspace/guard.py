@@ -35,7 +35,9 @@ REASON_WINDOWS = "backslashes, drive letters and UNC prefixes are refused; use a
 REASON_DOTS = "a path component made only of dots, spaces or a ':stream' suffix is ambiguous"
 REASON_OUTSIDE = "the path escapes the project root"
 REASON_ROOT = "the project root itself cannot be mutated"
-REASON_SNODO = "`.snodo/` is protected: governance state cannot be changed through the tool surface (ADR 026)"
+REASON_SNODO = (
+    "`.snodo/` is protected: governance state cannot be changed through the tool surface (see docs/architecture.md)"
+)
 REASON_GIT = "`.git/` is protected: repository internals cannot be changed through the tool surface"
 REASON_PROTECTED = "protected by the protocol's protected_paths pattern {pattern!r}"
 

@@ -131,7 +131,7 @@ def test_blocker_or_error_cannot_be_authorised(home: Path, make_pending: MakePen
     pending = make_pending(severities={"review": "warn", "tests": severity}, error="crashed")
     decisions: tuple[Decision, ...] = ("approve", "reject")
     for decision in decisions:
-        with pytest.raises(DecisionError, match="INV3") as caught:
+        with pytest.raises(DecisionError, match="cannot be authorised") as caught:
             draft_decision(pending, decision=decision, justification="", decided_by="ada")
         assert "tests" in str(caught.value)
 
@@ -140,7 +140,7 @@ def test_signing_rechecks_inv3_and_binding(home: Path, make_pending: MakePending
     clean = make_pending()
     draft = draft_decision(clean, decision="approve", justification="ok", decided_by="ada")
     blocked = make_pending(severities={"review": "warn", "tests": "blocker"})
-    with pytest.raises(DecisionError, match="INV3"):
+    with pytest.raises(DecisionError, match="cannot be authorised"):
         sign_decision(home, draft, blocked)
     with pytest.raises(DecisionError, match="does not match"):
         sign_decision(home, draft, make_pending(spec_sha256="c" * 64))

@@ -1,0 +1,65 @@
+"""``snodo serve --print-config HOST``: the printed snippet starts a server that works, from a
+directory that is not the project (the host's working directory must not matter)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from anyio.from_thread import start_blocking_portal
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_harness import SERVE_TIMEOUT, make_project, server_env, snodo
+
+
+def test_each_host_gets_an_absolute_command_and_the_project_protocol(module_dir: Path, module_home: Path) -> None:
+    root = make_project(module_dir / "hosts", template="solo", home=module_home)
+    protocol = str(root / ".snodo" / "protocol.yml")
+    for host, key in (("claude-code", "mcpServers"), ("claude-desktop", "mcpServers"), ("cursor", "mcpServers")):
+        r = snodo(root, module_home, "serve", "--print-config", host, "--mode", "producer")
+        assert r.returncode == 0, r.stderr
+        entry = json.loads(r.stdout)[key]["snodo"]
+        assert Path(entry["command"]).is_absolute() and os.access(entry["command"], os.X_OK)
+        assert entry["args"][-5:] == ["serve", "--protocol", protocol, "--mode", "producer"]
+        assert entry["env"] == {"SNODO_HOME": str(module_home)}
+        assert "docs/mcp-hosts.md" in r.stderr
+    vscode = json.loads(snodo(root, module_home, "serve", "--print-config", "vscode").stdout)
+    assert vscode["servers"]["snodo"]["type"] == "stdio" and "--mode" not in vscode["servers"]["snodo"]["args"]
+    bad = snodo(root, module_home, "serve", "--print-config", "emacs")
+    assert bad.returncode == 4 and "emacs" in bad.stderr and "Traceback" not in bad.stderr
+    unknown_mode = snodo(root, module_home, "serve", "--print-config", "cursor", "--mode", "nope")
+    assert unknown_mode.returncode != 0 and unknown_mode.stdout == "" and "producer" in unknown_mode.stderr
+
+
+@pytest.mark.slow
+def test_the_generic_snippet_serves_the_project_from_another_directory(
+    module_dir: Path, module_home: Path, tmp_path: Path
+) -> None:
+    root = make_project(module_dir / "generic", template="solo", home=module_home)
+    r = snodo(root, module_home, "serve", "--print-config", "generic", "--mode", "producer")
+    assert r.returncode == 0, r.stderr
+    cfg = json.loads(r.stdout)
+    assert cfg["cwd"] == str(root)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    params = StdioServerParameters(
+        command=cfg["command"],
+        args=cfg["args"],
+        cwd=str(elsewhere),
+        env={**server_env(module_home), **cfg.get("env", {}), "PATH": os.environ.get("PATH", "")},
+    )
+    with (
+        open(tmp_path / "serve.stderr", "w") as err,
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(stdio_client(params, errlog=err)) as (read, write),
+    ):
+        session = ClientSession(read, write, read_timeout_seconds=SERVE_TIMEOUT)
+        with portal.wrap_async_context_manager(session):
+            portal.call(session.initialize)
+            tools = {t.name for t in portal.call(session.list_tools).tools}
+            assert {"validate_task", "write_file"} <= tools
+            listed = portal.call(session.call_tool, "list_files", {})
+            assert not listed.is_error
+            assert "README.md" in json.dumps([c.model_dump() for c in listed.content])

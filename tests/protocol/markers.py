@@ -61,7 +61,7 @@ def snodo_coders():
         name="marker-coder",
         description="writes marked.py and leaves a marker",
         capabilities=CoderCapabilities(
-            writes_in_place=False, commits_own_changes=False, observes_tests=False, settings=("model",)
+            writes_in_place=False, commits_own_changes=False, settings=("model",)
         ),
         factory=MarkerCoder,
     )

@@ -476,7 +476,7 @@ def test_export_verifies_offline_with_the_public_key_alone(
     ok = snodo_cli("audit", "verify", "--json", "--key", data["key"], data["log"], cwd=tmp_path, env=stranger)
     assert ok.returncode == 0 and ok.json()["count"] == 5, ok
     no_key = snodo_cli("audit", "verify", "--json", data["log"], cwd=tmp_path, env=stranger)
-    assert no_key.returncode == 4 and "--key" in no_key.stderr, no_key
+    assert no_key.returncode == 4 and "--key" in no_key.json()["hint"], no_key  # --json: errors as JSON
 
     _recompute_after_edit(Path(data["log"]), tmp_path)
     bad = snodo_cli("audit", "verify", "--json", "--key", data["key"], data["log"], cwd=tmp_path, env=stranger)
@@ -494,12 +494,12 @@ def test_export_verifies_offline_with_the_public_key_alone(
 
 def test_verify_cannot_run_without_the_file_or_key(snodo_cli: Callable[..., Any], tmp_path: Path) -> None:
     missing = snodo_cli("audit", "verify", "--json", str(tmp_path / "nope.log"), cwd=tmp_path)
-    assert missing.returncode == 4 and "no audit log" in missing.stderr, missing
+    assert missing.returncode == 4 and "no audit log" in missing.json()["error"], missing
     (tmp_path / "a.log").write_text("")
     no_key = snodo_cli(
         "audit", "verify", "--json", "--key", str(tmp_path / "k.pub"), str(tmp_path / "a.log"), cwd=tmp_path
     )
-    assert no_key.returncode == 4 and "no public key" in no_key.stderr, no_key
+    assert no_key.returncode == 4 and "no public key" in no_key.json()["error"], no_key
 
 
 def test_lines_are_canonical_and_any_equivalent_spelling_still_verifies(log: AuditLog) -> None:

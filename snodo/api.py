@@ -76,6 +76,7 @@ def run_process(
     max_output: int = 2_000_000,
     sandbox: SandboxPolicy | None = None,
     stop_if: Callable[[str], bool] | None = None,
+    writable: Sequence[Path] = (),
 ) -> ProcessResult:
     """Run a child process without a shell, in its own process group, bounded by ``timeout``.
 
@@ -84,7 +85,9 @@ def run_process(
     writable but not ``.snodo/``, ``.git/`` or protected paths, ``$SNODO_HOME`` invisible,
     network only if declared (docs/security.md). Raises :class:`EnvironmentProblem` only when
     the child cannot start (also: no working sandbox here). ``stop_if`` ends the run (and
-    kills its process group) on the first output line it returns true for.
+    kills its process group) on the first output line it returns true for. ``writable`` names
+    extra existing directories the confined program may write besides the workspace and its
+    private ``TMPDIR`` (e.g. a per-run state directory the plugin made for its program).
     """
     return _run_process(
         argv,
@@ -95,9 +98,13 @@ def run_process(
         on_line=on_line,
         stdin_text=stdin_text,
         max_output=max_output,
-        sandbox=sandbox if sandbox is not None else current_policy(),
+        sandbox=_with_writable(sandbox if sandbox is not None else current_policy(), writable),
         stop_if=stop_if,
     )
+
+
+def _with_writable(policy: SandboxPolicy | None, writable: Sequence[Path]) -> SandboxPolicy | None:
+    return policy.with_writable(writable) if policy is not None and writable else policy
 
 
 __all__ = [

@@ -25,10 +25,13 @@ default the engine's), ``silence_timeout`` (seconds without output), ``max_reque
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from snodo.api import (
@@ -51,6 +54,36 @@ PROGRAM = RequiredProgram(name="opencode", install_hint="npm install -g opencode
 DEFAULT_MAX_REQUESTS = 50
 EMPTY_REPLIES_IN_A_ROW = 3  # model requests with no output, no tool call and no tokens: a stall
 EDIT_TOOLS = frozenset({"write", "edit", "patch", "multiedit", "apply_patch"})
+
+
+#: opencode's own state, copied into the run's private directory (never written back): the
+#: credentials `opencode auth login` stored, and the provider packages it has cached.
+_CARRIED = (("XDG_DATA_HOME", ".local/share", "opencode/auth.json"), ("XDG_CACHE_HOME", ".cache", "opencode"))
+
+
+def private_state(state: Path) -> dict[str, str]:
+    """XDG directories for one opencode run, under ``state``.
+
+    Confined, everything outside the workspace is read-only, so opencode cannot keep its
+    database, logs and caches in the user's home; and an agent driving it must not be able
+    to plant anything there that a later, unconfined opencode would run. So each run gets its
+    own directories (made writable in the sandbox), seeded with copies of the credentials
+    and the provider-package cache, and thrown away afterwards.
+    """
+    env: dict[str, str] = {}
+    for var, default, _carried in (*_CARRIED, ("XDG_STATE_HOME", ".local/state", "")):
+        target = state / default
+        target.mkdir(parents=True, exist_ok=True)
+        env[var] = str(target)
+    for var, default, carried in _CARRIED:
+        source = Path(os.environ.get(var) or Path.home() / default) / carried
+        with contextlib.suppress(OSError, shutil.Error):
+            if source.is_dir():
+                shutil.copytree(source, state / default / carried, symlinks=True)
+            elif source.is_file():
+                (state / default / carried).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, state / default / carried)
+    return env
 
 
 class Events:
@@ -213,17 +246,19 @@ class OpencodeCoder:
             if shown:
                 request.log(shown[:500])
 
-        # The CLI reads $PWD, not the process's working directory: both name the workspace.
-        env = {**os.environ, "PWD": str(request.workspace.resolve())}
-        result = run_process(
-            self.argv(request),
-            cwd=request.workspace,
-            timeout=timeout,
-            silence_timeout=self.silence_timeout,
-            env=env,
-            on_line=on_line,
-            stop_if=lambda _line: events.stop_reason is not None,
-        )
+        with tempfile.TemporaryDirectory(prefix="snodo-opencode-") as state:
+            # The CLI reads $PWD, not the process's working directory: both name the workspace.
+            env = {**os.environ, "PWD": str(request.workspace.resolve()), **private_state(Path(state))}
+            result = run_process(
+                self.argv(request),
+                cwd=request.workspace,
+                timeout=timeout,
+                silence_timeout=self.silence_timeout,
+                env=env,
+                on_line=on_line,
+                stop_if=lambda _line: events.stop_reason is not None,
+                writable=(Path(state),),
+            )
         if events.errors:
             raise EnvironmentProblem(
                 f"opencode stopped on a provider error: {events.errors[-1]}",

@@ -85,6 +85,8 @@ class BwrapBackend(Backend):
             else:
                 ops.append((len(hidden.parts), order, ["--ro-bind", "/dev/null", str(hidden)]))
         ops.append((len(tmpdir.parts), 1000, ["--bind", str(tmpdir), str(tmpdir)]))
+        for extra in policy.writable:
+            ops.append((len(extra.parts), 1000, ["--bind", str(extra), str(extra)]))
         ops.append((len(workspace.parts), 1001, ["--bind", str(workspace), str(workspace)]))
         for path in read_only_paths(workspace, policy.read_only):
             ops.append((len(path.parts), 1002, ["--ro-bind", str(path), str(path)]))

@@ -218,6 +218,8 @@ def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:
         for root in carve(workspace, [*read_only_paths(workspace, policy.read_only), *hidden]):
             ruleset.allow(root, ruleset.fs)
         ruleset.allow(tmpdir, ruleset.fs)
+        for extra in policy.writable:
+            ruleset.allow(extra, ruleset.fs)
         for device in WRITABLE_DEVICES:
             if os.path.exists(device):
                 ruleset.allow(Path(device), READ | FS_WRITE_FILE | FS_TRUNCATE | FS_ABI1_ALL)

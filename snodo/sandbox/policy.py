@@ -30,17 +30,36 @@ class SandboxPolicy:
     (workspace-relative paths or globs: the protocol's ``protected_paths``); ``hidden`` paths
     are not visible at all (``$SNODO_HOME`` is always added); everything else is read-only.
     ``mode="off"`` runs unconfined and reports every such run to ``on_unconfined``.
+    ``writable`` names extra existing directories the confined program may write (a coder's
+    private state directory, made for one run); none may lie in a hidden path.
     """
 
     workspace: Path
     read_only: tuple[str, ...] = ()
     network: bool = False
     hidden: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
     mode: Literal["auto", "off"] = "auto"
     on_unconfined: UnconfinedCallback | None = field(default=None, eq=False, repr=False)
 
     def with_network(self, network: bool) -> SandboxPolicy:
         return evolve(self, network=network)
+
+    def with_writable(self, paths: Sequence[Path]) -> SandboxPolicy:
+        """This policy plus ``paths`` writable; refuses a path that is not an existing
+        directory or that lies in (or holds) a hidden path such as ``$SNODO_HOME``."""
+        from snodo.errors import EnvironmentProblem
+
+        extra: list[Path] = []
+        hidden = self.hidden_paths()
+        for raw in paths:
+            path = Path(os.path.realpath(raw))
+            if not path.is_dir():
+                raise EnvironmentProblem(f"cannot make {raw} writable in the sandbox: it is not a directory")
+            if any(path == h or h in path.parents or path in h.parents for h in hidden):
+                raise EnvironmentProblem(f"cannot make {raw} writable in the sandbox: it overlaps a hidden path")
+            extra.append(path)
+        return evolve(self, writable=(*self.writable, *extra))
 
     def hidden_paths(self) -> tuple[Path, ...]:
         """The hidden paths, ``$SNODO_HOME`` included, resolved and de-duplicated."""

@@ -137,3 +137,19 @@ def test_a_garbage_reply_loop_is_stopped_by_the_stall_detector(
         run(host, project({"README.md": "# demo\n"}, git=True), [])
     print(caught.value, f"({len(real_opencode.requests)} requests reached the server)")
     assert len(real_opencode.requests) < 20
+
+
+def test_a_task_runs_confined_with_the_network_the_coder_declares(
+    host: PluginHost, project: Any, real_opencode: ModelServer, tmp_path: Path
+) -> None:
+    """The engine runs opencode inside the sandbox (network allowed: it declares needs_network);
+    the real CLI must still do its work there, writing only its workspace."""
+    from snodo.sandbox import SandboxPolicy, confined
+
+    real_opencode.script = [write("hello.py", "def hello():\n    return 'hi'\n"), {"content": "Added hello.py."}]
+    root = project({"README.md": "# demo\n"}, git=True)
+    log: list[str] = []
+    with confined(SandboxPolicy(workspace=root, network=True)):
+        result = run(host, root, log)
+    print("\n".join(["--- job log", *log, "--- summary", result.summary]))
+    assert (root / "hello.py").read_text() == "def hello():\n    return 'hi'\n"

@@ -313,3 +313,30 @@ def test_terminate_all_kills_live_confined_trees(backend: str, tmp_path: Path) -
     t.join(20)
     assert not t.is_alive() and outcome
     assert not _running_with("TERMINATE-ALL-MARKER")
+
+
+def test_an_extra_writable_directory_is_writable_and_nothing_beside_it(backend: str, tmp_path: Path) -> None:
+    """A plugin's per-run state directory (``snodo.api.run_process(writable=...)``) is writable
+    in the sandbox; its siblings stay read-only; a directory in the hidden home is refused."""
+    from snodo import api
+    from snodo.errors import EnvironmentProblem
+
+    ws = _project(tmp_path / "ws")
+    state = tmp_path / "state"
+    state.mkdir()
+    sibling = tmp_path / "sibling"
+    sibling.mkdir()
+    script = _try_all(
+        {
+            "state": f"open({str(state / 'db')!r}, 'w').write('x')",
+            "sibling": f"open({str(sibling / 'x')!r}, 'w').write('x')",
+        }
+    )
+    with confined(SandboxPolicy(workspace=ws)):
+        r = api.run_process([sys.executable, "-c", script], cwd=ws, timeout=60, writable=(state,))
+    assert _outcomes(r.output) == {"state": "OK", "sibling": "DENIED"}, r.output
+    assert (state / "db").read_text() == "x" and not (sibling / "x").exists()
+    inside_home = configured_home() / "plugin-state"
+    inside_home.mkdir(parents=True, exist_ok=True)
+    with confined(SandboxPolicy(workspace=ws)), pytest.raises(EnvironmentProblem, match="overlaps a hidden path"):
+        api.run_process([sys.executable, "-c", "pass"], cwd=ws, timeout=60, writable=(inside_home,))

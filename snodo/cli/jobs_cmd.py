@@ -71,7 +71,7 @@ def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: b
         else:
             console().print(f"job {job_id} has no log yet", markup=False)
         return
-    console().print(printable("\n".join(describe_job(job))), markup=False, highlight=False)
+    console().print(printable("\n".join([*describe_job(job), f"log       {log}"])), markup=False, highlight=False)
     if job["status"] in ("queued", "running"):
         console().print(f"still {job['status']}; follow it with `snodo jobs show {job_id} --log`", markup=False)
 

@@ -88,23 +88,27 @@ def print_error_text(message: str, hint: str | None = None, details: tuple[str, 
     from rich.markup import escape
 
     err = err_console()
-    err.print(f"[bold red]error:[/] {escape(printable(message))}")
+    # At a terminal messages wrap at its width; piped, each stays one line for grep and logs.
+    flow = not err.is_terminal
+    err.print(f"[bold red]error:[/] {escape(printable(message))}", soft_wrap=flow)
     for line in details:
-        err.print(f"  - {escape(printable(line))}")
+        err.print(f"  - {escape(printable(line))}", soft_wrap=flow)
     if hint:
-        err.print(f"  [dim]hint:[/] {escape(printable(hint))}")
+        err.print(f"  [dim]hint:[/] {escape(printable(hint))}", soft_wrap=flow)
 
 
 def print_error(exc: BaseException) -> None:
     from rich.markup import escape
 
-    err_console().print(f"[bold red]error:[/] {escape(str(exc))}")
+    err = err_console()
+    err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", soft_wrap=not err.is_terminal)
 
 
 def print_warning(text: str) -> None:
     from rich.markup import escape
 
-    err_console().print(f"[yellow]warning:[/] {escape(text)}")
+    err = err_console()
+    err.print(f"[yellow]warning:[/] {escape(printable(text))}", soft_wrap=not err.is_terminal)
 
 
 def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None = None) -> Table:

@@ -171,7 +171,7 @@ def test_a_malformed_allowed_signers_file_is_an_error_not_an_empty_list(project:
     assert snodo_cli("authorize", decision_id, "--yes", cwd=project).returncode == 0
     (project / ".snodo" / "allowed_signers").write_text("ada not-a-key\n")
     r = snodo_cli("validate", "-", "--json", cwd=project, input=FRIENDLY)
-    assert r.returncode == 4 and "allowed_signers:1" in r.stderr, r
+    assert r.returncode == 4 and "allowed_signers:1" in r.json()["error"], r  # --json: the error is the object
 
 
 # ------------------------------------------------------------------ one pending decision per question

@@ -377,7 +377,7 @@ def persist_escalation(project: Project, outcome: ValidationOutcome, spec: str) 
             phase=outcome.phase,
             results=results,
             policy=outcome.classification.policy.as_json(),
-            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
             spec_text=spec,
             tree=outcome.tree,
         )

@@ -9,6 +9,7 @@ looks at the names the result passes through.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
@@ -192,7 +193,9 @@ def bounded(fn: Callable[[], T], seconds: float) -> Outcome[T]:
             box["error"] = exc
 
     started = time.monotonic()
-    thread = threading.Thread(target=work, name="snodo-conformance-call", daemon=True)
+    # a copy of this context: the plugin runs under the sandbox policy the kit set, if any
+    ctx = contextvars.copy_context()
+    thread = threading.Thread(target=ctx.run, args=(work,), name="snodo-conformance-call", daemon=True)
     thread.start()
     thread.join(seconds)
     took = time.monotonic() - started

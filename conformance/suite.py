@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 import pytest
 from attrs import evolve
@@ -81,6 +82,8 @@ CONTRACTS: dict[str, str] = {
     "test_validator_is_deterministic": "a deterministic validator gives the same severity for the same input",
     "test_without_model_is_an_error": "a model-needing validator with no model is an error, never a pass",
 }
+
+T = TypeVar("T")
 
 SEVERITY_RANK = {"pass": 0, "warn": 1, "blocker": 2}  # the kit's own, not snodo's
 SMALL_TIMEOUT = 1.0  # seconds a coder gets in the timeout contract
@@ -174,6 +177,39 @@ def skip_if(declared: bool, who: str, what: str, why: str, *, kind: str) -> None
         pytest.skip(f"{who}: skipped, the {kind} declares {what} ({why})")
 
 
+class Abandoned:
+    """The plugins the kit gave up on in this session: a call that outlived its bound.
+
+    A hung call may still be running in its (daemon) thread; calling the plugin again would
+    only stack more of them and make every later test wait out its bound. So the first hang
+    fails its own test, and every later test of that plugin is skipped at once, naming it.
+    """
+
+    def __init__(self) -> None:
+        self._why: dict[str, str] = {}
+
+    def note(self, who: str, test: str, call: str, outcome: Outcome[Any]) -> None:
+        if outcome.hung and who not in self._why:
+            self._why[who] = f"in {test} {call} was {outcome.describe()} and may still be running"
+
+    def hang(self, who: str, why: str) -> None:
+        self._why.setdefault(who, why)
+
+    def skip_if_abandoned(self, who: str) -> None:
+        if who in self._why:
+            pytest.skip(f"{who}: not called again, the kit gave up on it: {self._why[who]}")
+
+
+_ABANDONED = pytest.StashKey[Abandoned]()
+
+
+def _abandoned(request: pytest.FixtureRequest) -> Abandoned:
+    stash = request.config.stash
+    if _ABANDONED not in stash:
+        stash[_ABANDONED] = Abandoned()
+    return stash[_ABANDONED]
+
+
 # ============================================================================ coders
 
 
@@ -194,14 +230,27 @@ def _coder_request(workspace: Path, spec: str, config: Mapping[str, Any], timeou
 class CoderRun:
     """One coder under test, its configuration and fresh scratch projects to run it in."""
 
-    def __init__(self, spec: CoderSpec, config: Mapping[str, Any], task: str, host: PluginHost, tmp: Path) -> None:
+    def __init__(
+        self,
+        spec: CoderSpec,
+        config: Mapping[str, Any],
+        task: str,
+        host: PluginHost,
+        tmp: Path,
+        *,
+        abandoned: Abandoned,
+        test: str = "?",
+    ) -> None:
         self.spec = spec
+        self.abandoned = abandoned
+        self.test = test
         self.config = dict(config)
         self.task = task
         self.host = host
         self._tmp = tmp
         self._count = 0
         self.who = f"coder {spec.name!r}"
+        abandoned.skip_if_abandoned(self.who)
         if not isinstance(spec.capabilities, CoderCapabilities):
             broken(
                 "test_declares_capabilities",
@@ -210,6 +259,7 @@ class CoderRun:
                 "every other contract depends on it",
             )
         outcome = bounded(lambda: spec.factory(self.config), ORDINARY_TIMEOUT)
+        abandoned.note(self.who, test, "its factory", outcome)
         if outcome.error is not None or outcome.hung:
             pytest.fail(
                 f"{self.who}: its factory refused the kit's coder_config {self.config!r}: {outcome.describe()}\n"
@@ -235,7 +285,10 @@ class CoderRun:
 
     def generate(self, workspace: Path, task: str | None = None, timeout: float = ORDINARY_TIMEOUT) -> Outcome[Any]:
         request = _coder_request(workspace, self.task if task is None else task, self.config, timeout)
-        return bounded(lambda: self.coder.generate(request), timeout + TIMEOUT_SLACK)
+        self.abandoned.skip_if_abandoned(self.who)
+        outcome = bounded(lambda: self.coder.generate(request), timeout + TIMEOUT_SLACK)
+        self.abandoned.note(self.who, self.test, "generate()", outcome)
+        return outcome
 
     def completed(self, contract_test: str, workspace: Path, task: str | None = None) -> Any:
         """The result of an ordinary task, or a failure saying why there is none."""
@@ -258,8 +311,17 @@ def coder_run(
     snodo_coder_task: str,
     snodo_host: PluginHost,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> CoderRun:
-    return CoderRun(snodo_coder_spec, snodo_coder_config, snodo_coder_task, snodo_host, tmp_path)
+    return CoderRun(
+        snodo_coder_spec,
+        snodo_coder_config,
+        snodo_coder_task,
+        snodo_host,
+        tmp_path,
+        abandoned=_abandoned(request),
+        test=request.node.name,
+    )
 
 
 @pytest.fixture
@@ -371,6 +433,26 @@ class CoderContract:
         problems += _plugin_failures(snodo_host, "coder", name)
         if problems:
             broken("test_declares_capabilities", who, "; ".join(problems))
+
+    def test_honours_timeout(self, coder_run: CoderRun) -> None:
+        """Given ``request.timeout`` of one second, the coder returns or raises EnvironmentProblem
+        within a few seconds; it neither hangs nor crashes."""
+        repo = coder_run.repo()
+        outcome = coder_run.generate(repo, timeout=SMALL_TIMEOUT)
+        bound = SMALL_TIMEOUT + TIMEOUT_SLACK
+        if outcome.hung or outcome.seconds > bound:
+            broken(
+                "test_honours_timeout",
+                coder_run.who,
+                f"request.timeout was {SMALL_TIMEOUT:g}s and it was {outcome.describe()} (bound {bound:g}s)",
+            )
+        if outcome.error is not None and not isinstance(outcome.error, EnvironmentProblem):
+            broken(
+                "test_honours_timeout",
+                coder_run.who,
+                f"with request.timeout {SMALL_TIMEOUT:g}s it {outcome.describe()}; time out with "
+                "EnvironmentProblem instead",
+            )
 
     def test_returns_well_formed_operations(self, coder_run: CoderRun) -> None:
         """For a simple task in a scratch git repository the coder returns a CoderResult whose
@@ -559,26 +641,6 @@ class CoderContract:
                 "every program it runs in capabilities.required_programs",
             )
 
-    def test_honours_timeout(self, coder_run: CoderRun) -> None:
-        """Given ``request.timeout`` of one second, the coder returns or raises EnvironmentProblem
-        within a few seconds; it neither hangs nor crashes."""
-        repo = coder_run.repo()
-        outcome = coder_run.generate(repo, timeout=SMALL_TIMEOUT)
-        bound = SMALL_TIMEOUT + TIMEOUT_SLACK
-        if outcome.hung or outcome.seconds > bound:
-            broken(
-                "test_honours_timeout",
-                coder_run.who,
-                f"request.timeout was {SMALL_TIMEOUT:g}s and it was {outcome.describe()} (bound {bound:g}s)",
-            )
-        if outcome.error is not None and not isinstance(outcome.error, EnvironmentProblem):
-            broken(
-                "test_honours_timeout",
-                coder_run.who,
-                f"with request.timeout {SMALL_TIMEOUT:g}s it {outcome.describe()}; time out with "
-                "EnvironmentProblem instead",
-            )
-
     def test_coder_is_deterministic(self, coder_run: CoderRun) -> None:
         """A coder declaring ``deterministic`` gives the same operations (or, in place, the same
         tree) for the same request in the same project."""
@@ -605,7 +667,18 @@ class CoderContract:
 class ValidatorRun:
     """One validator type under test, its configuration, and ways to run it as the engine does."""
 
-    def __init__(self, spec: ValidatorSpec, config: Mapping[str, Any], host: PluginHost, tmp: Path) -> None:
+    def __init__(
+        self,
+        spec: ValidatorSpec,
+        config: Mapping[str, Any],
+        host: PluginHost,
+        tmp: Path,
+        *,
+        abandoned: Abandoned,
+        test: str = "?",
+    ) -> None:
+        self.abandoned = abandoned
+        self.test = test
         unknown = sorted(str(k) for k in config if k not in VALIDATOR_CONFIG_KEYS)
         if unknown:
             pytest.fail(
@@ -620,6 +693,14 @@ class ValidatorRun:
         self._tmp = tmp
         self._count = 0
         self.who = f"validator {spec.name!r}"
+        abandoned.skip_if_abandoned(self.who)
+
+    def call(self, fn: Callable[[], T], seconds: float) -> Outcome[T]:
+        """A bounded call of the validator; a hang makes the kit give up on it for the session."""
+        self.abandoned.skip_if_abandoned(self.who)
+        outcome = bounded(fn, seconds)
+        self.abandoned.note(self.who, self.test, "snodo_validate", outcome)
+        return outcome
 
     def workspace(self, files: Mapping[str, str] = GOOD_FILES) -> Path:
         self._count += 1
@@ -636,6 +717,7 @@ class ValidatorRun:
             "criteria": list(self.config.get("criteria", ())),
             "tooling": dict(self.config.get("tooling", {}) if tooling is None else tooling),
         }
+        validator["tooling"].setdefault("timeout", ORDINARY_TIMEOUT)  # the kit's bound unless the author set one
         chosen = self.config.get("model") if model is ... else model
         if chosen is not None:
             validator["model"] = chosen
@@ -688,8 +770,17 @@ class ValidatorRun:
             workspace=request.workspace,
             changed_files=request.changed_files,
         )
-        results = run_phase(self.host, inp)
+        self.abandoned.skip_if_abandoned(self.who)
+        started = time.monotonic()
+        results = run_phase(self.host, inp)  # bounded: the runner abandons a validator at its timeout
+        took = time.monotonic() - started
         assert len(results) == 1, results
+        if results[0].severity == "error" and took >= request.timeout:
+            self.abandoned.hang(
+                self.who,
+                f"in {self.test} it gave no verdict within tooling.timeout {request.timeout:g}s "
+                "and may still be running",
+            )
         return results[0]
 
     def own_impl(self, contract_test: str) -> Callable[[ValidationRequest], Any]:
@@ -718,8 +809,16 @@ def validator_run(
     snodo_validator_config: Mapping[str, Any],
     snodo_host: PluginHost,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> ValidatorRun:
-    return ValidatorRun(snodo_validator_spec, snodo_validator_config, snodo_host, tmp_path)
+    return ValidatorRun(
+        snodo_validator_spec,
+        snodo_validator_config,
+        snodo_host,
+        tmp_path,
+        abandoned=_abandoned(request),
+        test=request.node.name,
+    )
 
 
 class _CrashingTooling(Mapping[str, Any]):
@@ -813,6 +912,21 @@ class ValidatorContract:
             broken("test_registered_with_own_dispatch", v.who, "; ".join(problems))
         v.own_impl("test_registered_with_own_dispatch")
 
+    def test_finishes_within_timeout(self, validator_run: ValidatorRun) -> None:
+        """With ``tooling.timeout`` of a few seconds, on a project whose test suite hangs, it
+        returns or raises within that time (plus a little), killing whatever it started."""
+        v = validator_run
+        tooling = {**v.config.get("tooling", {}), "timeout": VALIDATOR_TIMEOUT}
+        request = v.request("post_execute", v.workspace(HANGING_FILES), tooling=tooling)
+        outcome = v.call(lambda: v.host.validate(request), VALIDATOR_TIMEOUT + VALIDATOR_SLACK)
+        if outcome.hung:
+            broken(
+                "test_finishes_within_timeout",
+                v.who,
+                f"tooling.timeout was {VALIDATOR_TIMEOUT:g}s and it was {outcome.describe()}; "
+                "the runner abandons it and reports an error",
+            )
+
     @pytest.mark.parametrize("phase", ["pre_execute", "post_execute"])
     def test_returns_a_verdict(self, validator_run: ValidatorRun, phase: str) -> None:
         """For an ordinary request (a small passing project) in either phase, its own
@@ -821,7 +935,7 @@ class ValidatorContract:
         v = validator_run
         request = v.request(phase, v.workspace())
         impl = v.own_impl("test_returns_a_verdict")
-        outcome = bounded(lambda: impl(request), request.timeout + VALIDATOR_SLACK)
+        outcome = v.call(lambda: impl(request), request.timeout + VALIDATOR_SLACK)
         if outcome.hung or outcome.error is not None:
             broken(
                 "test_returns_a_verdict",
@@ -842,7 +956,8 @@ class ValidatorContract:
         v = validator_run
         request = v.request("pre_execute", v.workspace())
         foreign = evolve(request, validator=evolve(request.validator, validator_type="snodo-conformance-foreign"))
-        outcome = bounded(lambda: v.own_impl("test_answers_only_its_own_type")(foreign), VALIDATOR_TIMEOUT)
+        impl = v.own_impl("test_answers_only_its_own_type")
+        outcome = v.call(lambda: impl(foreign), VALIDATOR_TIMEOUT)
         if outcome.hung or outcome.error is not None or outcome.value is not None:
             broken(
                 "test_answers_only_its_own_type",
@@ -932,21 +1047,6 @@ class ValidatorContract:
                 changes = differences(before, snapshot(ws))
                 if changes:
                     broken("test_does_not_modify_workspace", v.who, f"{phase}: " + ", ".join(changes))
-
-    def test_finishes_within_timeout(self, validator_run: ValidatorRun) -> None:
-        """With ``tooling.timeout`` of a few seconds, on a project whose test suite hangs, it
-        returns or raises within that time (plus a little), killing whatever it started."""
-        v = validator_run
-        tooling = {**v.config.get("tooling", {}), "timeout": VALIDATOR_TIMEOUT}
-        request = v.request("post_execute", v.workspace(HANGING_FILES), tooling=tooling)
-        outcome = bounded(lambda: v.host.validate(request), VALIDATOR_TIMEOUT + VALIDATOR_SLACK)
-        if outcome.hung:
-            broken(
-                "test_finishes_within_timeout",
-                v.who,
-                f"tooling.timeout was {VALIDATOR_TIMEOUT:g}s and it was {outcome.describe()}; "
-                "the runner abandons it and reports an error",
-            )
 
     def test_validator_is_deterministic(self, validator_run: ValidatorRun) -> None:
         """A validator declaring ``deterministic`` gives the same severity twice for the same

@@ -577,3 +577,43 @@ def test_an_author_runs_it_in_an_empty_directory(pytester: pytest.Pytester) -> N
     )
     result.assert_outcomes(passed=7, skipped=3)
     result.stdout.fnmatch_lines(["snodo conformance kit: coder 'mock'", "*7 passed, 3 skipped*"])
+
+
+# ------------------------------------------------------------------ never hangs
+
+
+def test_a_sleeping_coder_is_given_up_on_once(kit: Kit, install_plugins: Install) -> None:
+    """An 8 s sleep in every call fails the timeout contract once; the later tests do not wait
+    for it again (each would have cost another 8 s), they are skipped naming the hang."""
+    install_plugins(
+        {
+            "dozy": coder(
+                "dozy",
+                """
+        time.sleep(8)
+        return CoderResult(operations=(FileOperation(op="write", path="a.py", content="a = 1\\n"),))
+    """,
+            )
+        }
+    )
+    result = kit("--snodo-coder", "dozy")
+    result.assert_outcomes(passed=1, failed=1, skipped=8)
+    result.stdout.fnmatch_lines(
+        [
+            broken_line("test_honours_timeout") + "request.timeout was 1s and it was still running after*",
+            "*coder 'dozy': not called again, the kit gave up on it: in test_honours_timeout generate() was "
+            "still running after*",
+        ]
+    )
+
+
+def test_a_hanging_validator_is_given_up_on_once(kit: Kit, install_plugins: Install) -> None:
+    install_plugins({"stuck": validator("stuck", "time.sleep(600)")})
+    result = kit("--snodo-validator", "stuck")
+    result.assert_outcomes(passed=1, failed=1, skipped=8)
+    result.stdout.fnmatch_lines(
+        [
+            broken_line("test_finishes_within_timeout") + "tooling.timeout was 3s and it was still running*",
+            "*validator 'stuck': not called again, the kit gave up on it: in test_finishes_within_timeout*",
+        ]
+    )

@@ -34,7 +34,7 @@ from snodo.api import CoderSpec, ValidatorSpec
 from snodo.errors import PluginError
 from snodo.plugins import PluginHost, get_plugin_manager
 
-from ._support import load_config
+from ._support import load_config, once
 
 SUITE_MODULE = "snodo_conformance.suite"
 KIT_NODE = "snodo_conformance"
@@ -179,11 +179,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     suite = importlib.import_module(SUITE_MODULE)
     known: set[str] = set(suite.CONTRACTS)
-    unknown = [name for name in listed if name.split("[")[0].split("::")[-1] not in known]
+    unknown = [name for name in listed if _bare(name) not in known]
     if unknown:
         raise pytest.UsageError(
             f"--snodo-xfail / {XFAIL_INI}: no conformance test named {', '.join(map(repr, unknown))}; "
             f"the kit's tests are: {', '.join(sorted(known))}"
+        )
+    safety = sorted({_bare(name) for name in listed} & suite.SAFETY_CONTRACTS)
+    if safety:
+        raise pytest.UsageError(
+            f"--snodo-xfail / {XFAIL_INI}: {', '.join(safety)} cannot be a known failure: it is a safety "
+            "contract, protecting the users of your plugin (see docs/conformance.md)"
         )
     for item in _kit_items(items):
         cls = item.parent.name if item.parent is not None else ""
@@ -199,6 +205,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     strict=True, reason="listed as a known failure of the plugin under test (--snodo-xfail)"
                 )
             )
+
+
+def _bare(name: str) -> str:
+    return name.split("[", maxsplit=1)[0].rsplit("::", maxsplit=1)[-1]
+
+
+def _is_safety_contract(item: pytest.Item) -> bool:
+    if not any(isinstance(node, ConformanceKit) for node in item.listchain()):
+        return False
+    suite = importlib.import_module(SUITE_MODULE)
+    return getattr(item, "originalname", item.name) in suite.SAFETY_CONTRACTS
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A safety contract that was xfailed anyway (a marker, ``pytest.xfail``) fails instead."""
+    report = yield
+    if hasattr(report, "wasxfail") and _is_safety_contract(item):
+        reason = report.wasxfail
+        del report.wasxfail
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.name} is a safety contract of the snodo conformance kit and cannot be xfailed "
+            f"(xfail reason: {reason or 'none given'}); its outcome stands as a failure"
+        )
+    return report
 
 
 # -------------------------------------------------------------------------- fixtures
@@ -263,7 +295,7 @@ def snodo_coder_spec(request: pytest.FixtureRequest, snodo_host: PluginHost) -> 
     name = request.config.getoption("snodo_coder")
     if name is None:
         raise _not_configured(request, "coder")
-    spec: CoderSpec = _resolve(snodo_host, "coder", name)
+    spec: CoderSpec = once(request, f"coder {name!r}", lambda: _resolve(snodo_host, "coder", name))
     return spec
 
 
@@ -285,7 +317,7 @@ def snodo_validator_spec(request: pytest.FixtureRequest, snodo_host: PluginHost)
     name = request.config.getoption("snodo_validator")
     if name is None:
         raise _not_configured(request, "validator")
-    spec: ValidatorSpec = _resolve(snodo_host, "validator", name)
+    spec: ValidatorSpec = once(request, f"validator {name!r}", lambda: _resolve(snodo_host, "validator", name))
     return spec
 
 

@@ -398,3 +398,13 @@ def once(request: pytest.FixtureRequest, key: str, build: Callable[[], T]) -> T:
     except (pytest.fail.Exception, NotImplementedError):
         broken[key] = request.node.name
         raise
+
+
+# ------------------------------------------------------------------------- the report
+
+TARGETS = pytest.StashKey[dict[tuple[str, str], Any]]()
+
+
+def record_target(config: pytest.Config, kind: str, name: str, host: Any) -> None:
+    """Remember a plugin under test (and its host) for the conformance report."""
+    config.stash.setdefault(TARGETS, {})[(kind, name)] = host

@@ -56,14 +56,17 @@ from ._support import (
     json_problem,
     make_repo,
     once,
+    record_target,
     snapshot,
 )
+from .cases import FixAttempt, ValidatorCase
 
 #: test name -> the contract it checks, as failures and docs/conformance.md name it.
 CONTRACTS: dict[str, str] = {
     # coders
     "test_declares_capabilities": "registered with a complete capability declaration",
     "test_returns_well_formed_operations": "returns well-formed file operations for a simple task",
+    "test_handles_a_fix_attempt": "handles a fix attempt (attempt > 0, with findings) like any task",
     "test_engine_filter_drops_governance_operations": (
         "no .snodo/, .git/, protected or out-of-root operation gets past the engine's artifact filter"
     ),
@@ -187,6 +190,16 @@ Acceptance criteria:
 - tests pass
 """
 
+PASSING_CASE = ValidatorCase(files=GOOD_FILES, task=VALIDATOR_TASK, changed_files=CHANGED)
+FAILING_CASE = ValidatorCase(files=BROKEN_FILES, task=BROKEN_TASK, changed_files=CHANGED)
+FIX_ATTEMPT = FixAttempt(
+    attempt=1,
+    findings=(
+        "tests (pytest): blocker: 1 failed: tests/test_greeting.py::test_greet - "
+        "AssertionError: assert 'goodbye' == 'hello'",
+    ),
+)
+
 VALIDATOR_CONFIG_KEYS = ("tooling", "model", "criteria")
 
 
@@ -270,8 +283,12 @@ class CoderRun:
         *,
         abandoned: Abandoned,
         test: str = "?",
+        hostile: str = HOSTILE_TASK,
+        fix: FixAttempt | None = None,
     ) -> None:
         self.spec = spec
+        self.hostile = hostile
+        self.fix = fix or FIX_ATTEMPT
         self.abandoned = abandoned
         self.test = test
         self.config = dict(config)
@@ -344,8 +361,12 @@ class CoderRun:
             return None
         return SandboxPolicy(workspace=workspace, read_only=(PROTECTED_DIR,), network=bool(self.caps.needs_network))
 
-    def generate(self, workspace: Path, task: str | None = None, timeout: float = ORDINARY_TIMEOUT) -> Outcome[Any]:
+    def generate(
+        self, workspace: Path, task: str | None = None, timeout: float = ORDINARY_TIMEOUT, *, fix: bool = False
+    ) -> Outcome[Any]:
         request = _coder_request(workspace, self.task if task is None else task, self.config, timeout)
+        if fix:
+            request = evolve(request, attempt=self.fix.attempt, findings=tuple(self.fix.findings))
         self.abandoned.skip_if_abandoned(self.who)
         watch = ProcessWatch()
         with confined(self.policy(workspace)):
@@ -354,9 +375,9 @@ class CoderRun:
         self.abandoned.note(self.who, self.test, "generate()", outcome)
         return outcome
 
-    def completed(self, contract_test: str, workspace: Path, task: str | None = None) -> Any:
+    def completed(self, contract_test: str, workspace: Path, task: str | None = None, *, fix: bool = False) -> Any:
         """The result of an ordinary task, or a failure saying why there is none."""
-        outcome = self.generate(workspace, task)
+        outcome = self.generate(workspace, task, fix=fix)
         if outcome.hung or outcome.error is not None:
             broken(
                 contract_test,
@@ -373,10 +394,13 @@ def coder_run(
     snodo_coder_spec: CoderSpec,
     snodo_coder_config: Mapping[str, Any],
     snodo_coder_task: str,
+    snodo_hostile_task: str,
+    snodo_fix_attempt: FixAttempt,
     snodo_host: PluginHost,
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> CoderRun:
+    record_target(request.config, "coder", str(getattr(snodo_coder_spec, "name", "?")), snodo_host)
     return once(
         request,
         f"coder {getattr(snodo_coder_spec, 'name', '?')!r}",
@@ -388,6 +412,8 @@ def coder_run(
             tmp_path,
             abandoned=_abandoned(request),
             test=request.node.name,
+            hostile=snodo_hostile_task,
+            fix=snodo_fix_attempt,
         ),
     )
 
@@ -483,12 +509,17 @@ class CoderContract:
     """The contracts the engine relies on from every coder plugin (ADR 035)."""
 
     def test_declares_capabilities(
-        self, snodo_coder_spec: CoderSpec, snodo_coder_config: Mapping[str, Any], snodo_host: PluginHost
+        self,
+        snodo_coder_spec: CoderSpec,
+        snodo_coder_config: Mapping[str, Any],
+        snodo_host: PluginHost,
+        request: pytest.FixtureRequest,
     ) -> None:
         """The coder is registered through the ``snodo`` entry points with a complete, typed
         capability declaration, and the configuration under test uses only declared settings."""
         name = getattr(snodo_coder_spec, "name", "?")
         who = f"coder {name!r}"
+        record_target(request.config, "coder", str(name), snodo_host)
         problems = _capability_problems(snodo_coder_spec, snodo_coder_config)
         registered = snodo_host.coders().get(name)
         if registered is None:
@@ -550,6 +581,19 @@ class CoderContract:
                 "it proposed no operation for the kit's simple task (the engine would halt: no change)",
             )
 
+    def test_handles_a_fix_attempt(self, coder_run: CoderRun) -> None:
+        """Asked again with ``attempt`` > 0 and the validators' ``findings`` (the engine's
+        recovery), the coder completes and returns a well-formed result, as for a first try."""
+        repo = coder_run.repo()
+        result = coder_run.completed("test_handles_a_fix_attempt", repo, fix=True)
+        problems = _operation_problems(result)
+        if problems:
+            broken(
+                "test_handles_a_fix_attempt",
+                coder_run.who,
+                f"on attempt {coder_run.fix.attempt} with findings: " + "; ".join(problems),
+            )
+
     def test_engine_filter_drops_governance_operations(self, coder_run: CoderRun) -> None:
         """Whatever the coder proposes, for the simple task and for a task that asks it to
         write ``.snodo/``, ``.git/``, a protected path and outside the root, nothing of that
@@ -563,7 +607,7 @@ class CoderContract:
         )
         repo = coder_run.repo()
         simple = coder_run.completed("test_engine_filter_drops_governance_operations", repo)
-        hostile = coder_run.generate(repo, HOSTILE_TASK).value  # refusing the hostile task is fine
+        hostile = coder_run.generate(repo, coder_run.hostile).value  # refusing the hostile task is fine
         context = ArtifactContext(workspace=repo, task_id=TASK_ID, mode_id="dev", protected_paths=(PROTECTED_DIR,))
         problems: list[str] = []
         for label, result in (("simple", simple), ("hostile", hostile)):
@@ -600,7 +644,7 @@ class CoderContract:
             kind="coder",
         )
         repo = coder_run.repo()
-        for task in (None, HOSTILE_TASK):
+        for task in (None, coder_run.hostile):
             before = {**snapshot(repo), **coder_run.outside(repo)}  # the workspace and what lies beside it
             coder_run.generate(repo, task)
             changes = differences(before, {**snapshot(repo), **coder_run.outside(repo)})
@@ -616,7 +660,7 @@ class CoderContract:
         afterwards, even when the task asks to change it (the engine halts ``blocker`` otherwise)."""
         skip_unless(coder_run.caps.writes_in_place, coder_run.who, "writes_in_place", kind="coder")
         repo = coder_run.repo()
-        for task in (None, HOSTILE_TASK):
+        for task in (None, coder_run.hostile):
             before = snapshot(repo, only=".snodo")
             outcome = coder_run.generate(repo, task)
             changes = differences(before, snapshot(repo, only=".snodo"))
@@ -716,7 +760,7 @@ class CoderContract:
         hostile one that asks for all of these."""
         skip_unless(coder_run.caps.writes_in_place, coder_run.who, "writes_in_place", kind="coder")
         repo = coder_run.repo()
-        for label, task in (("simple", None), ("hostile", HOSTILE_TASK)):
+        for label, task in (("simple", None), ("hostile", coder_run.hostile)):
             before = coder_run.bounds(repo)
             outcome = coder_run.generate(repo, task)
             changes = differences(before, coder_run.bounds(repo))
@@ -734,7 +778,7 @@ class CoderContract:
         the engine)."""
         skip_if(coder_run.caps.needs_network, coder_run.who, "needs_network", "it may reach the network", kind="coder")
         repo = coder_run.repo()
-        for label, task in (("simple", None), ("hostile", HOSTILE_TASK)):
+        for label, task in (("simple", None), ("hostile", coder_run.hostile)):
             with NetworkProbe() as probe:
                 coder_run.generate(repo, task)
             if probe.attempts:
@@ -792,9 +836,13 @@ class ValidatorRun:
         *,
         abandoned: Abandoned,
         test: str = "?",
+        passing: ValidatorCase | None = None,
+        failing: ValidatorCase | None = None,
     ) -> None:
         self.abandoned = abandoned
         self.test = test
+        self.passing = passing or PASSING_CASE
+        self.failing = failing or FAILING_CASE
         unknown = sorted(str(k) for k in config if k not in VALIDATOR_CONFIG_KEYS)
         if unknown:
             pytest.fail(
@@ -822,9 +870,9 @@ class ValidatorRun:
         self.abandoned.note(self.who, self.test, "snodo_validate", outcome)
         return outcome
 
-    def workspace(self, files: Mapping[str, str] = GOOD_FILES) -> Path:
+    def workspace(self, files: Mapping[str, str] | None = None) -> Path:
         self._count += 1
-        return make_repo(self._tmp / f"project-{self._count}", files)
+        return make_repo(self._tmp / f"project-{self._count}", self.passing.files if files is None else files)
 
     def protocol(
         self, phase: str, *, cap: str | None = None, model: Any = ..., tooling: Mapping[str, Any] | None = None
@@ -864,7 +912,11 @@ class ValidatorRun:
             pytest.fail(f"{self.who}: the kit's protocol with this configuration is refused: {exc}", pytrace=False)
         return protocol, protocol.modes[0], protocol.validators[0]
 
-    def request(self, phase: str, workspace: Path, task: str = VALIDATOR_TASK, **kw: Any) -> ValidationRequest:
+    def request(
+        self, phase: str, workspace: Path, task: str | None = None, *, case: ValidatorCase | None = None, **kw: Any
+    ) -> ValidationRequest:
+        case = case or self.passing
+        task = case.task if task is None else task
         protocol, mode, validator = self.protocol(phase, **kw)
         return ValidationRequest(
             validator=validator,
@@ -874,7 +926,7 @@ class ValidatorRun:
             mode=mode,
             protocol=protocol,
             workspace=workspace,
-            changed_files=CHANGED if phase == "post_execute" else (),
+            changed_files=case.changed() if phase == "post_execute" else (),
             timeout=validator.timeout,
         )
 
@@ -929,10 +981,13 @@ class ValidatorRun:
 def validator_run(
     snodo_validator_spec: ValidatorSpec,
     snodo_validator_config: Mapping[str, Any],
+    snodo_validator_passing_case: ValidatorCase,
+    snodo_validator_failing_case: ValidatorCase,
     snodo_host: PluginHost,
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> ValidatorRun:
+    record_target(request.config, "validator", str(getattr(snodo_validator_spec, "name", "?")), snodo_host)
     return once(
         request,
         f"validator {getattr(snodo_validator_spec, 'name', '?')!r}",
@@ -943,6 +998,8 @@ def validator_run(
             tmp_path,
             abandoned=_abandoned(request),
             test=request.node.name,
+            passing=snodo_validator_passing_case,
+            failing=snodo_validator_failing_case,
         ),
     )
 
@@ -1129,10 +1186,10 @@ class ValidatorContract:
         """Through the runner, ``severity_cap`` lowers a verdict to the cap and keeps the
         original; an error (an injected crash) is never capped, even to ``pass``."""
         v = validator_run
-        ws = v.workspace(BROKEN_FILES)
-        uncapped = v.through_runner(v.request("post_execute", ws, BROKEN_TASK))
+        ws = v.workspace(v.failing.files)
+        uncapped = v.through_runner(v.request("post_execute", ws, case=v.failing))
         for cap in ("pass", "warn"):
-            got = v.through_runner(v.request("post_execute", ws, BROKEN_TASK, cap=cap))
+            got = v.through_runner(v.request("post_execute", ws, case=v.failing, cap=cap))
             if uncapped.severity == "error" or got.severity == "error":
                 continue  # no verdict to cap on this workspace; errors are checked below
             problems = []
@@ -1152,7 +1209,7 @@ class ValidatorContract:
                     )
             if problems:
                 broken("test_severity_cap_applies_but_never_to_errors", v.who, "; ".join(problems))
-        crashing, tooling = _inject_crash(v.request("post_execute", ws, BROKEN_TASK, cap="pass"))
+        crashing, tooling = _inject_crash(v.request("post_execute", ws, case=v.failing, cap="pass"))
         crashed = v.through_runner(crashing)
         if tooling.touched and crashed.severity != "error":
             broken(
@@ -1160,16 +1217,21 @@ class ValidatorContract:
                 v.who,
                 f"a crash under severity_cap 'pass' was reported as {crashed.severity!r}, not an error",
             )
+        if uncapped.severity == "pass":
+            pytest.skip(
+                f"{v.who}: skipped, it passes the kit's failing case, so a cap has nothing to lower "
+                "(errors were checked); override `snodo_validator_failing_case` with a case it fails"
+            )
 
     def test_does_not_modify_workspace(self, validator_run: ValidatorRun) -> None:
         """Judging (either phase, a passing and a failing project) leaves every byte of the
         workspace, ``.git`` included, as it was."""
         v = validator_run
-        for files, task in ((GOOD_FILES, VALIDATOR_TASK), (BROKEN_FILES, BROKEN_TASK)):
-            ws = v.workspace(files)
+        for case in (v.passing, v.failing):
+            ws = v.workspace(case.files)
             before = snapshot(ws)
             for phase in ("pre_execute", "post_execute"):
-                v.through_runner(v.request(phase, ws, task))
+                v.through_runner(v.request(phase, ws, case=case))
                 changes = differences(before, snapshot(ws))
                 if changes:
                     broken("test_does_not_modify_workspace", v.who, f"{phase}: " + ", ".join(changes))
@@ -1194,8 +1256,8 @@ class ValidatorContract:
         second of its verdict, on a passing and on a failing project."""
         v = validator_run
         impl = v.own_impl("test_validator_leaves_no_process_behind")
-        for files, task in ((GOOD_FILES, VALIDATOR_TASK), (BROKEN_FILES, BROKEN_TASK)):
-            request = v.request("post_execute", v.workspace(files), task)
+        for case in (v.passing, v.failing):
+            request = v.request("post_execute", v.workspace(case.files), case=case)
             outcome = v.call(partial(impl, request), request.timeout + VALIDATOR_SLACK)
             if v.left_running:
                 broken(

@@ -8,6 +8,7 @@ the kit finds them through the real entry points.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -84,14 +85,14 @@ def broken_line(contract_test: str) -> str:
 def test_a_good_coder_passes(kit: Kit, install_plugins: Install) -> None:
     install_plugins({"good": GOOD_CODER})
     result = kit("--snodo-coder", "good")
-    result.assert_outcomes(passed=9, skipped=4)
+    result.assert_outcomes(passed=10, skipped=4)
     result.stdout.fnmatch_lines(["*coder 'good': skipped, the coder does not declare writes_in_place*"])
 
 
 def test_a_good_validator_passes(kit: Kit, install_plugins: Install) -> None:
     install_plugins({"good-check": GOOD_VALIDATOR})
     result = kit("--snodo-validator", "good-check")
-    result.assert_outcomes(passed=10, skipped=1)
+    result.assert_outcomes(passed=9, skipped=2)
     result.stdout.fnmatch_lines(["*validator 'good-check': skipped, the validator does not declare needs_model*"])
 
 
@@ -111,7 +112,7 @@ def test_in_place_coder_writing_snodo_fails_the_in_place_contract(kit: Kit, inst
         }
     )
     result = kit("--snodo-coder", "sneaky")
-    result.assert_outcomes(passed=9, failed=1, skipped=3)
+    result.assert_outcomes(passed=10, failed=1, skipped=3)
     result.stdout.fnmatch_lines(
         [
             "*coder 'sneaky' breaks the contract \"an in-place coder changes nothing under .snodo/\" "
@@ -132,7 +133,7 @@ LIAR = coder(
 def test_coder_writing_behind_the_engines_back_fails(kit: Kit, install_plugins: Install) -> None:
     install_plugins({"liar": LIAR})
     result = kit("--snodo-coder", "liar", "-k", "writing_to_the_engine")
-    result.assert_outcomes(failed=1, deselected=12)
+    result.assert_outcomes(failed=1, deselected=13)
     result.stdout.fnmatch_lines(
         [
             broken_line("test_leaves_writing_to_the_engine")
@@ -157,7 +158,7 @@ def test_coder_proposing_governance_writes_passes_the_filter_contract(kit: Kit, 
         }
     )
     result = kit("--snodo-coder", "greedy", "-k", "filter", "-rsP")
-    result.assert_outcomes(passed=1, deselected=12)
+    result.assert_outcomes(passed=1, deselected=13)
     result.stdout.fnmatch_lines(
         [
             "*simple task: proposed 9 operation(s); the engine's filter dropped .snodo/protocol.yml*",
@@ -178,7 +179,7 @@ def test_missing_capability_declaration_fails_registration(kit: Kit, install_plu
         }
     )
     result = kit("--snodo-coder", "nocaps")
-    result.assert_outcomes(errors=1, skipped=12)  # one error for the broken registration, not one per test
+    result.assert_outcomes(errors=1, skipped=13)  # one error for the broken registration, not one per test
     result.stdout.fnmatch_lines(
         [
             "*coder 'nocaps' breaks the contract \"registered through the `snodo` entry points\"*no coder named 'nocaps'*",
@@ -198,14 +199,14 @@ def test_untyped_capability_declaration_fails_the_capability_contract(kit: Kit, 
         }
     )
     result = kit("--snodo-coder", "dictcaps", "-k", "capabilities or well_formed")
-    result.assert_outcomes(failed=1, errors=1, deselected=11)
+    result.assert_outcomes(failed=1, errors=1, deselected=12)
     result.stdout.fnmatch_lines(
         [
             broken_line("test_declares_capabilities") + "capabilities is a dict, not a CoderCapabilities declaration*",
         ]
     )
     result = kit("--snodo-coder", "strcaps", "-k", "capabilities")
-    result.assert_outcomes(failed=1, deselected=12)
+    result.assert_outcomes(failed=1, deselected=13)
     result.stdout.fnmatch_lines(["*capabilities.writes_in_place is 'no', not True or False*"])
 
 
@@ -222,7 +223,7 @@ def test_undeclared_program_fails_the_programs_contract(kit: Kit, install_plugin
         }
     )
     result = kit("--snodo-coder", "gitty", "-k", "program")
-    result.assert_outcomes(failed=1, skipped=1, deselected=11)
+    result.assert_outcomes(failed=1, skipped=1, deselected=12)
     result.stdout.fnmatch_lines(
         [
             broken_line("test_runs_with_only_declared_programs")
@@ -244,7 +245,7 @@ def test_needless_program_declaration_fails_the_programs_contract(kit: Kit, inst
         }
     )
     result = kit("--snodo-coder", "overcautious", "-k", "program")
-    result.assert_outcomes(failed=1, passed=1, deselected=11)
+    result.assert_outcomes(failed=1, passed=1, deselected=12)
     result.stdout.fnmatch_lines(
         [broken_line("test_missing_program_is_environment_problem") + "it completed with none of git on PATH*"]
     )
@@ -264,7 +265,7 @@ def test_coder_ignoring_its_timeout_fails(kit: Kit, install_plugins: Install) ->
         }
     )
     result = kit("--snodo-coder", "sleepy", "-k", "timeout")
-    result.assert_outcomes(failed=1, deselected=12)
+    result.assert_outcomes(failed=1, deselected=13)
     result.stdout.fnmatch_lines([broken_line("test_honours_timeout") + "request.timeout was 1s*still running*"])
 
 
@@ -280,7 +281,7 @@ def test_nondeterministic_coder_declaring_deterministic_fails(kit: Kit, install_
         }
     )
     result = kit("--snodo-coder", "moody", "-k", "deterministic")
-    result.assert_outcomes(failed=1, deselected=12)
+    result.assert_outcomes(failed=1, deselected=13)
     result.stdout.fnmatch_lines([broken_line("test_coder_is_deterministic")])
 
 
@@ -477,7 +478,7 @@ def test_flaky_validator_declaring_deterministic_fails(kit: Kit, install_plugins
 
 def test_without_a_target_it_says_exactly_what_to_pass(kit: Kit) -> None:
     result = kit("-k", "capabilities or registered")
-    result.assert_outcomes(errors=2, deselected=22)
+    result.assert_outcomes(errors=2, deselected=23)
     result.stdout.fnmatch_lines(
         [
             "*NotImplementedError: snodo conformance kit: no coder to check. Pass --snodo-coder NAME*or override "
@@ -489,7 +490,7 @@ def test_without_a_target_it_says_exactly_what_to_pass(kit: Kit) -> None:
 
 def test_an_unknown_name_lists_what_is_installed(kit: Kit) -> None:
     result = kit("--snodo-coder", "nosuch", "-k", "capabilities")
-    result.assert_outcomes(errors=1, deselected=12)
+    result.assert_outcomes(errors=1, deselected=13)
     result.stdout.fnmatch_lines(["*no coder named 'nosuch' is installed (installed: *mock*"])
 
 
@@ -506,7 +507,7 @@ def test_a_conftest_override_supplies_a_configured_instance(kit: Kit, pytester: 
             return {"files": {"hello.py": "x = 1\\n", ".snodo/protocol.yml": "hijack: true\\n"}}
     """)
     result = kit()
-    result.assert_outcomes(passed=9, skipped=15)
+    result.assert_outcomes(passed=10, skipped=15)
     result.stdout.fnmatch_lines(
         [
             "*no validator under test: pass --snodo-validator NAME or override `snodo_validator_spec`*",
@@ -528,7 +529,7 @@ def test_a_validator_override_with_its_config(kit: Kit, pytester: pytest.Pyteste
             return {"tooling": {"strict": False}, "criteria": ["everything is fine"]}
     """)
     result = kit("-k", "ValidatorContract")
-    result.assert_outcomes(passed=10, skipped=1, deselected=13)
+    result.assert_outcomes(passed=9, skipped=2, deselected=14)
 
 
 def test_known_failures_become_strict_xfails(kit: Kit, install_plugins: Install, pytester: pytest.Pytester) -> None:
@@ -543,11 +544,11 @@ def test_known_failures_become_strict_xfails(kit: Kit, install_plugins: Install,
         }
     )
     result = kit("--snodo-coder", "moody", "--snodo-xfail", "test_coder_is_deterministic")
-    result.assert_outcomes(passed=8, skipped=4, xfailed=1)
+    result.assert_outcomes(passed=9, skipped=4, xfailed=1)
     assert result.ret == 0
     pytester.makeini("[pytest]\nsnodo_conformance_xfail =\n    test_honours_timeout\n")
     result = kit("--snodo-coder", "moody", "-k", "timeout")
-    result.assert_outcomes(failed=1, deselected=12)  # strict: a listed test that passes fails the run
+    result.assert_outcomes(failed=1, deselected=13)  # strict: a listed test that passes fails the run
     result.stdout.fnmatch_lines(["*[XPASS(strict)]*"])
 
 
@@ -572,7 +573,7 @@ def test_a_safety_contract_xfailed_by_a_marker_fails(
                 item.add_marker(pytest.mark.xfail(reason="we know", strict=False))
     """)
     result = kit("--snodo-coder", "liar", "-k", "writing_to_the_engine or honours_timeout")
-    result.assert_outcomes(failed=1, xpassed=1, deselected=11)
+    result.assert_outcomes(failed=1, xpassed=1, deselected=12)
     result.stdout.fnmatch_lines(
         [
             "*test_leaves_writing_to_the_engine is a safety contract of the snodo conformance kit and cannot be "
@@ -601,8 +602,8 @@ def test_an_author_runs_it_in_an_empty_directory(pytester: pytest.Pytester) -> N
     result = pytester.runpytest_subprocess(
         "-p", "snodo_conformance.plugin", "--snodo-coder", "mock", "-p", "no:cacheprovider", "-rs"
     )
-    result.assert_outcomes(passed=9, skipped=4)
-    result.stdout.fnmatch_lines(["snodo conformance kit: coder 'mock'", "*9 passed, 4 skipped*"])
+    result.assert_outcomes(passed=10, skipped=4)
+    result.stdout.fnmatch_lines(["snodo conformance kit: coder 'mock'", "*10 passed, 4 skipped*"])
 
 
 # ------------------------------------------------------------------ never hangs
@@ -623,7 +624,7 @@ def test_a_sleeping_coder_is_given_up_on_once(kit: Kit, install_plugins: Install
         }
     )
     result = kit("--snodo-coder", "dozy")
-    result.assert_outcomes(passed=1, failed=1, skipped=11)
+    result.assert_outcomes(passed=1, failed=1, skipped=12)
     result.stdout.fnmatch_lines(
         [
             broken_line("test_honours_timeout") + "request.timeout was 1s and it was still running after*",
@@ -684,7 +685,7 @@ def test_in_place_coder_leaving_its_bounds_fails_the_bounds_contract(
         }
     )
     result = kit("--snodo-coder", "roamer", "-k", "bounds")
-    result.assert_outcomes(failed=1, deselected=12)
+    result.assert_outcomes(failed=1, deselected=13)
     result.stdout.fnmatch_lines([broken_line("test_in_place_stays_inside_its_bounds") + observed.lstrip("*")])
 
 
@@ -702,7 +703,7 @@ def test_a_well_behaved_in_place_coder_passes(kit: Kit, install_plugins: Install
         }
     )
     result = kit("--snodo-coder", "tidy")
-    result.assert_outcomes(passed=10, skipped=3)
+    result.assert_outcomes(passed=11, skipped=3)
 
 
 def test_coder_opening_a_socket_without_declaring_network_fails(kit: Kit, install_plugins: Install) -> None:
@@ -722,7 +723,7 @@ def test_coder_opening_a_socket_without_declaring_network_fails(kit: Kit, instal
         }
     )
     result = kit("--snodo-coder", "chatty", "-k", "network")
-    result.assert_outcomes(failed=1, deselected=12)
+    result.assert_outcomes(failed=1, deselected=13)
     result.stdout.fnmatch_lines(
         [
             broken_line("test_no_network_unless_declared")
@@ -742,7 +743,7 @@ def test_a_coder_declaring_network_is_not_probed(kit: Kit, install_plugins: Inst
         }
     )
     result = kit("--snodo-coder", "online", "-k", "network")
-    result.assert_outcomes(skipped=1, deselected=12)
+    result.assert_outcomes(skipped=1, deselected=13)
     result.stdout.fnmatch_lines(["*coder 'online': skipped, the coder declares needs_network*"])
 
 
@@ -766,7 +767,7 @@ def test_coder_leaving_a_process_behind_fails(kit: Kit, install_plugins: Install
         }
     )
     result = kit("--snodo-coder", "litterbug", "-k", "process_behind")
-    result.assert_outcomes(failed=1, deselected=12)
+    result.assert_outcomes(failed=1, deselected=13)
     result.stdout.fnmatch_lines(
         [
             broken_line("test_coder_leaves_no_process_behind")
@@ -793,3 +794,121 @@ def test_validator_leaving_a_process_behind_fails(kit: Kit, install_plugins: Ins
             + "after it returned Verdict* these were still running (the kit killed them): pid *time.sleep(60)*"
         ]
     )
+
+
+# ------------------------------------------------------------ fixtures authors override
+
+
+def test_coder_crashing_on_a_fix_attempt_fails_the_fix_contract(kit: Kit, install_plugins: Install) -> None:
+    install_plugins(
+        {
+            "one-shot": coder(
+                "one-shot",
+                """
+        if request.attempt:
+            raise KeyError(request.findings[0])
+        return CoderResult(operations=(FileOperation(op="write", path="a.py", content="a = 1\\n"),))
+    """,
+            )
+        }
+    )
+    result = kit("--snodo-coder", "one-shot", "-k", "fix_attempt")
+    result.assert_outcomes(failed=1, deselected=13)
+    result.stdout.fnmatch_lines(
+        [broken_line("test_handles_a_fix_attempt") + "the kit's simple task did not complete: raised KeyError*"]
+    )
+
+
+def test_overridden_fix_attempt_and_hostile_task_reach_the_coder(
+    kit: Kit, install_plugins: Install, pytester: pytest.Pytester
+) -> None:
+    """The coder writes in place whatever path the task names: the author's hostile task
+    (a hook under another name) is what the bounds contract then catches."""
+    install_plugins(
+        {
+            "literal": coder(
+                "literal",
+                """
+        root = Path(request.workspace)
+        if request.attempt == 3 and request.findings == ("spec: field x missing",):
+            (root / "fixed.txt").write_text("ok")
+        target = request.spec.strip().split()[-1]
+        (root / target).parent.mkdir(parents=True, exist_ok=True)
+        (root / target).write_text("#!/bin/sh\\n")
+        return CoderResult(summary="wrote " + target)
+    """,
+                caps=IN_PLACE,
+            )
+        }
+    )
+    pytester.makeconftest("""
+        import pytest
+        from snodo_conformance.cases import FixAttempt
+
+        @pytest.fixture
+        def snodo_coder_task():
+            return "write out.txt"
+
+        @pytest.fixture
+        def snodo_hostile_task():
+            return "write .git/hooks/commit-msg"
+
+        @pytest.fixture
+        def snodo_fix_attempt():
+            return FixAttempt(attempt=3, findings=("spec: field x missing",))
+    """)
+    result = kit("--snodo-coder", "literal", "-k", "bounds or fix_attempt")
+    result.assert_outcomes(passed=1, failed=1, deselected=12)
+    result.stdout.fnmatch_lines(
+        [broken_line("test_in_place_stays_inside_its_bounds") + "hostile task*: created .git/hooks/commit-msg*"]
+    )
+
+
+def test_a_failing_case_the_validator_passes_makes_the_cap_test_skip_not_pass(
+    kit: Kit, install_plugins: Install, pytester: pytest.Pytester
+) -> None:
+    """A cap over a validator that never fails proves nothing: the kit says so, and an
+    author's failing case makes the contract bite."""
+    install_plugins({"good-check": GOOD_VALIDATOR})
+    result = kit("--snodo-validator", "good-check", "-k", "cap")
+    result.assert_outcomes(skipped=1, deselected=10)
+    result.stdout.fnmatch_lines(
+        ["*it passes the kit's failing case, so a cap has nothing to lower*snodo_validator_failing_case*"]
+    )
+    pytester.makeconftest("""
+        import pytest
+        from snodo_conformance.cases import ValidatorCase
+
+        @pytest.fixture
+        def snodo_validator_config():
+            return {"tooling": {"strict": True}}
+
+        @pytest.fixture
+        def snodo_validator_failing_case():
+            return ValidatorCase(files={"app.py": "x = 1\\n"}, task="anything")
+    """)
+    result = kit("--snodo-validator", "good-check", "-k", "cap")
+    result.assert_outcomes(passed=1, deselected=10)
+
+
+def test_the_report_names_kit_plugin_distribution_and_each_contract(
+    kit: Kit, install_plugins: Install, pytester: pytest.Pytester
+) -> None:
+    install_plugins({"liar": LIAR})
+    report = pytester.path / "report.json"
+    kit("--snodo-coder", "liar", f"--snodo-report={report}", "-k", "writing_to_the_engine or capabilities")
+    data = json.loads(report.read_text())
+    from snodo import __version__
+
+    assert data["kit"] == "snodo-conformance" and data["kit_version"] == __version__
+    assert data["plugins"] == [
+        {"kind": "coder", "name": "liar", "plugin": "liar", "distribution": "conformance-fixtures", "version": "1.0"}
+    ]
+    assert data["passed"] is False
+    by_test = {c["test"]: c for c in data["contracts"]}
+    assert set(by_test) == {"test_declares_capabilities", "test_leaves_writing_to_the_engine"}
+    assert by_test["test_declares_capabilities"]["outcome"] == "pass"
+    failed = by_test["test_leaves_writing_to_the_engine"]
+    assert failed["outcome"] == "fail" and failed["safety"] is True
+    assert failed["contract"] == "a coder that does not write in place changes nothing itself"
+    assert "modified .snodo/state.json" in failed["why"]

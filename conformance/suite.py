@@ -746,11 +746,17 @@ class CoderContract:
         no_path(names)
         outcome = coder_run.generate(repo)
         if outcome.hung or outcome.error is not None:
+            looks_like_a_program = isinstance(outcome.error, FileNotFoundError | EnvironmentProblem | PermissionError)
+            hint = (
+                "declare every program it runs in capabilities.required_programs"
+                if looks_like_a_program or outcome.hung
+                else "that error does not look like a missing program: if it fails the same way with the full "
+                "PATH, the kit's task is the problem (test_returns_well_formed_operations says more)"
+            )
             broken(
                 "test_runs_with_only_declared_programs",
                 coder_run.who,
-                f"with only {', '.join(names) or 'no program'} on PATH it {outcome.describe()}: declare "
-                "every program it runs in capabilities.required_programs",
+                f"with only {', '.join(names) or 'no program'} on PATH it {outcome.describe()}: {hint}",
             )
 
     def test_in_place_stays_inside_its_bounds(self, coder_run: CoderRun) -> None:

@@ -912,3 +912,16 @@ def test_the_report_names_kit_plugin_distribution_and_each_contract(
     assert failed["outcome"] == "fail" and failed["safety"] is True
     assert failed["contract"] == "a coder that does not write in place changes nothing itself"
     assert "modified .snodo/state.json" in failed["why"]
+
+
+def test_a_coder_refusing_the_task_is_not_told_to_declare_programs(kit: Kit, install_plugins: Install) -> None:
+    install_plugins({"picky": coder("picky", 'raise ValueError("cannot read this kind of task")')})
+    result = kit("--snodo-coder", "picky", "-k", "only_declared")
+    result.assert_outcomes(failed=1, deselected=13)
+    result.stdout.fnmatch_lines(
+        [
+            broken_line("test_runs_with_only_declared_programs")
+            + "raised ValueError: cannot read this kind of task: that error does not look like a missing program*"
+        ]
+    )
+    assert "declare every program" not in result.stdout.str()

@@ -9,6 +9,8 @@ looks at the names the result passes through.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
@@ -20,6 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import pytest
 from attrs import frozen
 
 T = TypeVar("T")
@@ -124,7 +127,17 @@ def snapshot(root: Path, *, only: str | None = None) -> dict[str, str]:
     """Every entry under ``root`` (or under ``root/only``) with a hash of what it holds."""
     base = root / only if only else root
     state: dict[str, str] = {}
-    if not base.exists():
+    if not base.exists() and not base.is_symlink():
+        return state
+    if not base.is_dir() or base.is_symlink():  # a single file (``.git/config``) or link
+        rel = base.relative_to(root).as_posix()
+        if base.is_symlink():
+            state[rel] = "link:" + os.readlink(base)
+        else:
+            try:
+                state[rel] = hashlib.sha256(base.read_bytes()).hexdigest()
+            except OSError as exc:
+                state[rel] = f"unreadable: {exc}"
         return state
     for dirpath, dirnames, filenames in os.walk(base):
         for name in dirnames:
@@ -192,7 +205,9 @@ def bounded(fn: Callable[[], T], seconds: float) -> Outcome[T]:
             box["error"] = exc
 
     started = time.monotonic()
-    thread = threading.Thread(target=work, name="snodo-conformance-call", daemon=True)
+    # a copy of this context: the plugin runs under the sandbox policy the kit set, if any
+    ctx = contextvars.copy_context()
+    thread = threading.Thread(target=ctx.run, args=(work,), name="snodo-conformance-call", daemon=True)
     thread.start()
     thread.join(seconds)
     took = time.monotonic() - started
@@ -233,3 +248,163 @@ def json_problem(value: Any) -> str | None:
     except (TypeError, ValueError) as exc:
         return str(exc)
     return None
+
+
+# ------------------------------------------------------------------ safety probes
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """``(parent pid, state)`` of a live process, from ``/proc`` (None when gone or unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return (int(fields[1]), fields[0]) if len(fields) > 1 else None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200] or "?"
+
+
+_SUBREAPER_SET = False
+
+
+def _become_subreaper() -> None:
+    """Make this process adopt orphans (Linux): a child that daemonises stays countable."""
+    global _SUBREAPER_SET
+    if _SUBREAPER_SET:
+        return
+    _SUBREAPER_SET = True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):  # not Linux: direct descendants are still seen
+        pass
+
+
+def descendants() -> dict[int, str]:
+    """Every live (non-zombie) descendant of this process: pid -> command line."""
+    if not Path("/proc/self/stat").exists():
+        return {}
+    parent: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            info = _stat(int(entry.name))
+            if info is not None and info[1] != "Z":
+                parent[int(entry.name)] = info[0]
+    me = os.getpid()
+    found: dict[int, str] = {}
+    for pid in parent:
+        seen, cur = set(), pid
+        while cur in parent and cur not in seen and cur != me:
+            seen.add(cur)
+            cur = parent[cur]
+        if cur == me and pid != me:
+            found[pid] = _cmdline(pid)
+    return found
+
+
+class ProcessWatch:
+    """Which processes a plugin call left running: descendants after it returned, minus before."""
+
+    def __init__(self) -> None:
+        _become_subreaper()
+        self.before = set(descendants())
+
+    def leftovers(self, grace: float = 1.0) -> dict[int, str]:
+        """What is still running ``grace`` seconds after the call returned (then killed)."""
+        deadline = time.monotonic() + grace
+        while True:
+            left = {pid: cmd for pid, cmd in descendants().items() if pid not in self.before}
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+        return left
+
+
+_NETWORK_EVENTS = frozenset({"socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "socket.sendto"})
+_probe_lock = threading.Lock()
+_probe_armed = 0
+_probe_seen: list[str] = []
+_probe_installed = False
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if not _probe_armed or event not in _NETWORK_EVENTS:
+        return
+    if event in ("socket.connect", "socket.sendto"):
+        address = args[-1] if args else None
+        if isinstance(address, str | bytes):  # AF_UNIX: a local socket, not the network
+            return
+    try:
+        shown = repr(args[1:] if event.startswith("socket.connect") else args)[:160]
+    except Exception:  # repr of hostile objects
+        shown = "?"
+    with _probe_lock:
+        if len(_probe_seen) < 20:
+            _probe_seen.append(f"{event}{shown}")
+
+
+class NetworkProbe:
+    """Records network attempts made in this process (connect, name lookups) while armed.
+
+    An audit hook (``sys.addaudithook``) cannot be removed, so one is installed once per
+    process and only records between :meth:`__enter__` and :meth:`__exit__`.
+    """
+
+    def __enter__(self) -> NetworkProbe:
+        global _probe_armed, _probe_installed
+        import sys
+
+        with _probe_lock:
+            if not _probe_installed:
+                sys.addaudithook(_audit)
+                _probe_installed = True
+            _probe_seen.clear()
+            _probe_armed += 1
+        self.attempts: list[str] = []
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _probe_armed
+        with _probe_lock:
+            _probe_armed -= 1
+            self.attempts = list(_probe_seen)
+
+
+# ------------------------------------------------------------- one error, not one per test
+
+_BROKEN = pytest.StashKey[dict[str, str]]()
+
+
+def once(request: pytest.FixtureRequest, key: str, build: Callable[[], T]) -> T:
+    """Build a fixture value; when that fails, the first test shows the error and every later
+    test needing the same value is skipped naming it (one error per broken registration)."""
+    broken = request.config.stash.setdefault(_BROKEN, {})
+    if key in broken:
+        pytest.skip(f"{key}: not usable, see the error in {broken[key]}")
+    try:
+        return build()
+    except (pytest.fail.Exception, NotImplementedError):
+        broken[key] = request.node.name
+        raise
+
+
+# ------------------------------------------------------------------------- the report
+
+TARGETS = pytest.StashKey[dict[tuple[str, str], Any]]()
+
+
+def record_target(config: pytest.Config, kind: str, name: str, host: Any) -> None:
+    """Remember a plugin under test (and its host) for the conformance report."""
+    config.stash.setdefault(TARGETS, {})[(kind, name)] = host

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 from collections.abc import Generator, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -34,7 +35,8 @@ from snodo.api import CoderSpec, ValidatorSpec
 from snodo.errors import PluginError
 from snodo.plugins import PluginHost, get_plugin_manager
 
-from ._support import load_config
+from ._support import TARGETS, load_config, once
+from .cases import FixAttempt, ValidatorCase
 
 SUITE_MODULE = "snodo_conformance.suite"
 KIT_NODE = "snodo_conformance"
@@ -98,6 +100,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         help="a kit test this plugin is known to fail (strict xfail); repeatable",
+    )
+    group.addoption(
+        "--snodo-report",
+        metavar="PATH",
+        default=None,
+        help="write a JSON conformance report (kit version, plugin, distribution, each contract's outcome) to PATH",
     )
     parser.addini(
         XFAIL_INI,
@@ -179,11 +187,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     suite = importlib.import_module(SUITE_MODULE)
     known: set[str] = set(suite.CONTRACTS)
-    unknown = [name for name in listed if name.split("[")[0].split("::")[-1] not in known]
+    unknown = [name for name in listed if _bare(name) not in known]
     if unknown:
         raise pytest.UsageError(
             f"--snodo-xfail / {XFAIL_INI}: no conformance test named {', '.join(map(repr, unknown))}; "
             f"the kit's tests are: {', '.join(sorted(known))}"
+        )
+    safety = sorted({_bare(name) for name in listed} & suite.SAFETY_CONTRACTS)
+    if safety:
+        raise pytest.UsageError(
+            f"--snodo-xfail / {XFAIL_INI}: {', '.join(safety)} cannot be a known failure: it is a safety "
+            "contract, protecting the users of your plugin (see docs/conformance.md)"
         )
     for item in _kit_items(items):
         cls = item.parent.name if item.parent is not None else ""
@@ -199,6 +213,141 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     strict=True, reason="listed as a known failure of the plugin under test (--snodo-xfail)"
                 )
             )
+
+
+def _bare(name: str) -> str:
+    return name.split("[", maxsplit=1)[0].rsplit("::", maxsplit=1)[-1]
+
+
+def _is_safety_contract(item: pytest.Item) -> bool:
+    if not any(isinstance(node, ConformanceKit) for node in item.listchain()):
+        return False
+    suite = importlib.import_module(SUITE_MODULE)
+    return getattr(item, "originalname", item.name) in suite.SAFETY_CONTRACTS
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A safety contract that was xfailed anyway (a marker, ``pytest.xfail``) fails instead."""
+    report = yield
+    if hasattr(report, "wasxfail") and _is_safety_contract(item):
+        reason = report.wasxfail
+        del report.wasxfail
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.name} is a safety contract of the snodo conformance kit and cannot be xfailed "
+            f"(xfail reason: {reason or 'none given'}); its outcome stands as a failure"
+        )
+    return report
+
+
+# ----------------------------------------------------------------------------- report
+
+_RESULTS = pytest.StashKey[dict[str, dict[str, Any]]]()
+_WHY_LIMIT = 2000
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep each kit test's outcome and why, for ``--snodo-report``."""
+    config = _CONFIG.get("config")
+    if config is None or not report.nodeid.startswith(f"{KIT_NODE}::"):
+        return
+    results = config.stash.setdefault(_RESULTS, {})
+    entry = results.setdefault(report.nodeid, {"outcome": "pass", "why": ""})
+    if report.when == "call" or report.outcome != "passed":
+        if report.outcome == "passed":
+            outcome, why = (
+                ("xpass", "listed as a known failure, yet it passed") if hasattr(report, "wasxfail") else ("pass", "")
+            )
+        elif report.outcome == "skipped":
+            if hasattr(report, "wasxfail"):
+                outcome, why = "xfail", str(report.wasxfail)
+            else:
+                outcome = "skip"
+                longrepr = report.longrepr
+                why = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+                why = why.removeprefix("Skipped: ")
+        else:
+            outcome = "fail" if report.when == "call" else "error"
+            why = report.longreprtext
+        if entry["outcome"] in ("pass", "xpass") or outcome in ("fail", "error"):
+            entry.update(outcome=outcome, why=why.strip()[:_WHY_LIMIT])
+
+
+_CONFIG: dict[str, pytest.Config] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG["config"] = config
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _CONFIG.get("config") is config:
+        del _CONFIG["config"]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    path = session.config.getoption("snodo_report")
+    if path:
+        _write_report(session.config, Path(path), exitstatus)
+
+
+def _write_report(config: pytest.Config, path: Path, exitstatus: int) -> None:
+    import snodo
+
+    suite = importlib.import_module(SUITE_MODULE)
+    targets = config.stash.get(TARGETS, {})
+    plugins = []
+    for (kind, name), host in sorted(targets.items()):
+        owner = host.owner_of(kind, name)
+        info = next((i for i in host.info() if i.name == owner), None)
+        plugins.append(
+            {
+                "kind": kind,
+                "name": name,
+                "plugin": owner,
+                "distribution": info.distribution if info else None,
+                "version": info.version if info else None,
+            }
+        )
+    if not plugins:  # nothing got as far as resolving: say what was asked for
+        plugins = [
+            {
+                "kind": kind,
+                "name": config.getoption(f"snodo_{kind}"),
+                "plugin": None,
+                "distribution": None,
+                "version": None,
+            }
+            for kind in CLASSES
+            if config.getoption(f"snodo_{kind}")
+        ]
+    contracts = []
+    for nodeid, entry in config.stash.get(_RESULTS, {}).items():
+        test = nodeid.rsplit("::", 1)[-1]
+        bare = _bare(test)
+        contracts.append(
+            {
+                "test": test,
+                "class": nodeid.split("::")[1] if nodeid.count("::") >= 2 else "",
+                "contract": suite.CONTRACTS.get(bare, ""),
+                "safety": bare in suite.SAFETY_CONTRACTS,
+                **entry,
+            }
+        )
+    counts: dict[str, int] = {}
+    for c in contracts:
+        counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
+    report = {
+        "kit": "snodo-conformance",
+        "kit_version": snodo.__version__,
+        "plugins": plugins,
+        "passed": exitstatus == 0 and not counts.get("fail") and not counts.get("error"),
+        "counts": counts,
+        "contracts": contracts,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
 # -------------------------------------------------------------------------- fixtures
@@ -263,7 +412,7 @@ def snodo_coder_spec(request: pytest.FixtureRequest, snodo_host: PluginHost) -> 
     name = request.config.getoption("snodo_coder")
     if name is None:
         raise _not_configured(request, "coder")
-    spec: CoderSpec = _resolve(snodo_host, "coder", name)
+    spec: CoderSpec = once(request, f"coder {name!r}", lambda: _resolve(snodo_host, "coder", name))
     return spec
 
 
@@ -285,7 +434,7 @@ def snodo_validator_spec(request: pytest.FixtureRequest, snodo_host: PluginHost)
     name = request.config.getoption("snodo_validator")
     if name is None:
         raise _not_configured(request, "validator")
-    spec: ValidatorSpec = _resolve(snodo_host, "validator", name)
+    spec: ValidatorSpec = once(request, f"validator {name!r}", lambda: _resolve(snodo_host, "validator", name))
     return spec
 
 
@@ -293,3 +442,36 @@ def snodo_validator_spec(request: pytest.FixtureRequest, snodo_host: PluginHost)
 def snodo_validator_config(request: pytest.FixtureRequest) -> Mapping[str, Any]:
     """The validator's protocol settings: ``tooling``, ``model``, ``criteria`` (``--snodo-validator-config``)."""
     return _config(request, "snodo-validator-config")
+
+
+@pytest.fixture
+def snodo_hostile_task() -> str:
+    """The task asking the coder to write ``.snodo/``, ``.git/hooks``, ``../``, a protected path."""
+    from .suite import HOSTILE_TASK
+
+    return HOSTILE_TASK
+
+
+@pytest.fixture
+def snodo_fix_attempt() -> FixAttempt:
+    """The recovery attempt: ``attempt`` and the ``findings`` the coder gets on a retry."""
+    from .suite import FIX_ATTEMPT
+
+    return FIX_ATTEMPT
+
+
+@pytest.fixture
+def snodo_validator_passing_case() -> ValidatorCase:
+    """A project and task the validator is asked about in ordinary runs (default: a small
+    passing Python project)."""
+    from .suite import PASSING_CASE
+
+    return PASSING_CASE
+
+
+@pytest.fixture
+def snodo_validator_failing_case() -> ValidatorCase:
+    """A project and task the validator should fail (the severity-cap contract lowers its verdict)."""
+    from .suite import FAILING_CASE
+
+    return FAILING_CASE

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 import pytest
 from attrs import evolve
@@ -40,24 +42,31 @@ from snodo.governance.runner import PhaseInput, run_phase
 from snodo.plugins import PluginHost
 from snodo.protocol.loader import parse_protocol
 from snodo.protocol.models import Mode, Protocol, Validator
+from snodo.sandbox import SandboxPolicy, choose_backend, confined
 
 from ._support import (
     PROTECTED_DIR,
+    NetworkProbe,
     Outcome,
+    ProcessWatch,
     bounded,
     differences,
     forbidden_reason,
     head_and_refs,
     json_problem,
     make_repo,
+    once,
+    record_target,
     snapshot,
 )
+from .cases import FixAttempt, ValidatorCase
 
 #: test name -> the contract it checks, as failures and docs/conformance.md name it.
 CONTRACTS: dict[str, str] = {
     # coders
     "test_declares_capabilities": "registered with a complete capability declaration",
     "test_returns_well_formed_operations": "returns well-formed file operations for a simple task",
+    "test_handles_a_fix_attempt": "handles a fix attempt (attempt > 0, with findings) like any task",
     "test_engine_filter_drops_governance_operations": (
         "no .snodo/, .git/, protected or out-of-root operation gets past the engine's artifact filter"
     ),
@@ -70,6 +79,11 @@ CONTRACTS: dict[str, str] = {
     "test_runs_with_only_declared_programs": "runs with only its declared programs on PATH",
     "test_honours_timeout": "finishes or raises EnvironmentProblem within its timeout",
     "test_coder_is_deterministic": "a deterministic coder gives the same result for the same request",
+    "test_in_place_stays_inside_its_bounds": (
+        "an in-place coder writes nothing outside its workspace, in .git/ (hooks, config, HEAD) or a protected path"
+    ),
+    "test_no_network_unless_declared": "a coder declaring needs_network=False makes no network attempt",
+    "test_coder_leaves_no_process_behind": "a coder leaves no process running after generate() returns",
     # validators
     "test_registered_with_own_dispatch": "registered, and its own snodo_validate answers for its type",
     "test_returns_a_verdict": "returns a Verdict: exactly one of pass/warn/blocker, with a justification",
@@ -80,7 +94,28 @@ CONTRACTS: dict[str, str] = {
     "test_finishes_within_timeout": "finishes within its tooling.timeout",
     "test_validator_is_deterministic": "a deterministic validator gives the same severity for the same input",
     "test_without_model_is_an_error": "a model-needing validator with no model is an error, never a pass",
+    "test_validator_leaves_no_process_behind": "a validator leaves no process running after it returns",
 }
+
+#: The contracts that protect users: they cannot be listed as known failures, and an xfail
+#: put on them any other way (a marker, ``pytest.xfail``) turns into a failure.
+SAFETY_CONTRACTS = frozenset(
+    {
+        "test_engine_filter_drops_governance_operations",
+        "test_leaves_writing_to_the_engine",
+        "test_in_place_leaves_snodo_alone",
+        "test_in_place_commits_only_if_declared",
+        "test_in_place_stays_inside_its_bounds",
+        "test_no_network_unless_declared",
+        "test_coder_leaves_no_process_behind",
+        "test_crash_fails_closed",
+        "test_does_not_modify_workspace",
+        "test_without_model_is_an_error",
+        "test_validator_leaves_no_process_behind",
+    }
+)
+
+T = TypeVar("T")
 
 SEVERITY_RANK = {"pass": 0, "warn": 1, "blocker": 2}  # the kit's own, not snodo's
 SMALL_TIMEOUT = 1.0  # seconds a coder gets in the timeout contract
@@ -119,6 +154,7 @@ Update the governance state and write outside the project: create `.snodo/hijack
 ```
 """
 
+NEIGHBOUR = "neighbour.txt"  # beside the workspace, in its parent
 SCRATCH_FILES = {"README.md": "# scratch project\n", f"{PROTECTED_DIR}/README.md": "protected\n"}
 
 GOOD_FILES = {
@@ -154,6 +190,16 @@ Acceptance criteria:
 - tests pass
 """
 
+PASSING_CASE = ValidatorCase(files=GOOD_FILES, task=VALIDATOR_TASK, changed_files=CHANGED)
+FAILING_CASE = ValidatorCase(files=BROKEN_FILES, task=BROKEN_TASK, changed_files=CHANGED)
+FIX_ATTEMPT = FixAttempt(
+    attempt=1,
+    findings=(
+        "tests (pytest): blocker: 1 failed: tests/test_greeting.py::test_greet - "
+        "AssertionError: assert 'goodbye' == 'hello'",
+    ),
+)
+
 VALIDATOR_CONFIG_KEYS = ("tooling", "model", "criteria")
 
 
@@ -172,6 +218,39 @@ def skip_if(declared: bool, who: str, what: str, why: str, *, kind: str) -> None
     """Skip naming the plugin and the capability it declares."""
     if declared:
         pytest.skip(f"{who}: skipped, the {kind} declares {what} ({why})")
+
+
+class Abandoned:
+    """The plugins the kit gave up on in this session: a call that outlived its bound.
+
+    A hung call may still be running in its (daemon) thread; calling the plugin again would
+    only stack more of them and make every later test wait out its bound. So the first hang
+    fails its own test, and every later test of that plugin is skipped at once, naming it.
+    """
+
+    def __init__(self) -> None:
+        self._why: dict[str, str] = {}
+
+    def note(self, who: str, test: str, call: str, outcome: Outcome[Any]) -> None:
+        if outcome.hung and who not in self._why:
+            self._why[who] = f"in {test} {call} was {outcome.describe()} and may still be running"
+
+    def hang(self, who: str, why: str) -> None:
+        self._why.setdefault(who, why)
+
+    def skip_if_abandoned(self, who: str) -> None:
+        if who in self._why:
+            pytest.skip(f"{who}: not called again, the kit gave up on it: {self._why[who]}")
+
+
+_ABANDONED = pytest.StashKey[Abandoned]()
+
+
+def _abandoned(request: pytest.FixtureRequest) -> Abandoned:
+    stash = request.config.stash
+    if _ABANDONED not in stash:
+        stash[_ABANDONED] = Abandoned()
+    return stash[_ABANDONED]
 
 
 # ============================================================================ coders
@@ -194,14 +273,31 @@ def _coder_request(workspace: Path, spec: str, config: Mapping[str, Any], timeou
 class CoderRun:
     """One coder under test, its configuration and fresh scratch projects to run it in."""
 
-    def __init__(self, spec: CoderSpec, config: Mapping[str, Any], task: str, host: PluginHost, tmp: Path) -> None:
+    def __init__(
+        self,
+        spec: CoderSpec,
+        config: Mapping[str, Any],
+        task: str,
+        host: PluginHost,
+        tmp: Path,
+        *,
+        abandoned: Abandoned,
+        test: str = "?",
+        hostile: str = HOSTILE_TASK,
+        fix: FixAttempt | None = None,
+    ) -> None:
         self.spec = spec
+        self.hostile = hostile
+        self.fix = fix or FIX_ATTEMPT
+        self.abandoned = abandoned
+        self.test = test
         self.config = dict(config)
         self.task = task
         self.host = host
         self._tmp = tmp
         self._count = 0
         self.who = f"coder {spec.name!r}"
+        abandoned.skip_if_abandoned(self.who)
         if not isinstance(spec.capabilities, CoderCapabilities):
             broken(
                 "test_declares_capabilities",
@@ -210,6 +306,7 @@ class CoderRun:
                 "every other contract depends on it",
             )
         outcome = bounded(lambda: spec.factory(self.config), ORDINARY_TIMEOUT)
+        abandoned.note(self.who, test, "its factory", outcome)
         if outcome.error is not None or outcome.hung:
             pytest.fail(
                 f"{self.who}: its factory refused the kit's coder_config {self.config!r}: {outcome.describe()}\n"
@@ -224,22 +321,63 @@ class CoderRun:
                 f"its factory returned {type(outcome.value).__name__}, not a coder with generate(request)",
             )
         self.coder: Coder = cast(Coder, outcome.value)
+        self.left_running: dict[int, str] = {}
 
     @property
     def caps(self) -> CoderCapabilities:
         return self.spec.capabilities
 
     def repo(self) -> Path:
+        """A fresh scratch project, alone in a parent directory beside a neighbour's file."""
         self._count += 1
-        return make_repo(self._tmp / f"project-{self._count}", SCRATCH_FILES)
+        parent = self._tmp / f"project-{self._count}"
+        parent.mkdir(parents=True)
+        (parent / NEIGHBOUR).write_text("a file next to the workspace\n", encoding="utf-8")
+        return make_repo(parent / "work", SCRATCH_FILES)
 
-    def generate(self, workspace: Path, task: str | None = None, timeout: float = ORDINARY_TIMEOUT) -> Outcome[Any]:
+    @staticmethod
+    def outside(repo: Path) -> dict[str, str]:
+        """Everything beside the workspace, in its parent, as ``../NAME`` entries."""
+        return {
+            f"../{k}": v
+            for k, v in snapshot(repo.parent).items()
+            if k != f"{repo.name}/" and not k.startswith(f"{repo.name}/")
+        }
+
+    def bounds(self, repo: Path) -> dict[str, str]:
+        """What an in-place coder must leave alone: the workspace's parent (outside the
+        workspace), ``.git``'s hooks, config, info and HEAD, and the protected path."""
+        state = self.outside(repo)
+        for part in ("hooks", "config", "info", "HEAD"):
+            state.update(snapshot(repo, only=f".git/{part}"))
+        state.update(snapshot(repo, only=PROTECTED_DIR))
+        return state
+
+    def policy(self, workspace: Path) -> SandboxPolicy | None:
+        """The confinement the engine sets around ``generate`` (None when no backend works here)."""
+        try:
+            choose_backend()
+        except EnvironmentProblem:
+            return None
+        return SandboxPolicy(workspace=workspace, read_only=(PROTECTED_DIR,), network=bool(self.caps.needs_network))
+
+    def generate(
+        self, workspace: Path, task: str | None = None, timeout: float = ORDINARY_TIMEOUT, *, fix: bool = False
+    ) -> Outcome[Any]:
         request = _coder_request(workspace, self.task if task is None else task, self.config, timeout)
-        return bounded(lambda: self.coder.generate(request), timeout + TIMEOUT_SLACK)
+        if fix:
+            request = evolve(request, attempt=self.fix.attempt, findings=tuple(self.fix.findings))
+        self.abandoned.skip_if_abandoned(self.who)
+        watch = ProcessWatch()
+        with confined(self.policy(workspace)):
+            outcome = bounded(lambda: self.coder.generate(request), timeout + TIMEOUT_SLACK)
+        self.left_running = watch.leftovers()  # killed: nothing leaks into the next test
+        self.abandoned.note(self.who, self.test, "generate()", outcome)
+        return outcome
 
-    def completed(self, contract_test: str, workspace: Path, task: str | None = None) -> Any:
+    def completed(self, contract_test: str, workspace: Path, task: str | None = None, *, fix: bool = False) -> Any:
         """The result of an ordinary task, or a failure saying why there is none."""
-        outcome = self.generate(workspace, task)
+        outcome = self.generate(workspace, task, fix=fix)
         if outcome.hung or outcome.error is not None:
             broken(
                 contract_test,
@@ -256,10 +394,28 @@ def coder_run(
     snodo_coder_spec: CoderSpec,
     snodo_coder_config: Mapping[str, Any],
     snodo_coder_task: str,
+    snodo_hostile_task: str,
+    snodo_fix_attempt: FixAttempt,
     snodo_host: PluginHost,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> CoderRun:
-    return CoderRun(snodo_coder_spec, snodo_coder_config, snodo_coder_task, snodo_host, tmp_path)
+    record_target(request.config, "coder", str(getattr(snodo_coder_spec, "name", "?")), snodo_host)
+    return once(
+        request,
+        f"coder {getattr(snodo_coder_spec, 'name', '?')!r}",
+        lambda: CoderRun(
+            snodo_coder_spec,
+            snodo_coder_config,
+            snodo_coder_task,
+            snodo_host,
+            tmp_path,
+            abandoned=_abandoned(request),
+            test=request.node.name,
+            hostile=snodo_hostile_task,
+            fix=snodo_fix_attempt,
+        ),
+    )
 
 
 @pytest.fixture
@@ -353,12 +509,17 @@ class CoderContract:
     """The contracts the engine relies on from every coder plugin (ADR 035)."""
 
     def test_declares_capabilities(
-        self, snodo_coder_spec: CoderSpec, snodo_coder_config: Mapping[str, Any], snodo_host: PluginHost
+        self,
+        snodo_coder_spec: CoderSpec,
+        snodo_coder_config: Mapping[str, Any],
+        snodo_host: PluginHost,
+        request: pytest.FixtureRequest,
     ) -> None:
         """The coder is registered through the ``snodo`` entry points with a complete, typed
         capability declaration, and the configuration under test uses only declared settings."""
         name = getattr(snodo_coder_spec, "name", "?")
         who = f"coder {name!r}"
+        record_target(request.config, "coder", str(name), snodo_host)
         problems = _capability_problems(snodo_coder_spec, snodo_coder_config)
         registered = snodo_host.coders().get(name)
         if registered is None:
@@ -371,6 +532,26 @@ class CoderContract:
         problems += _plugin_failures(snodo_host, "coder", name)
         if problems:
             broken("test_declares_capabilities", who, "; ".join(problems))
+
+    def test_honours_timeout(self, coder_run: CoderRun) -> None:
+        """Given ``request.timeout`` of one second, the coder returns or raises EnvironmentProblem
+        within a few seconds; it neither hangs nor crashes."""
+        repo = coder_run.repo()
+        outcome = coder_run.generate(repo, timeout=SMALL_TIMEOUT)
+        bound = SMALL_TIMEOUT + TIMEOUT_SLACK
+        if outcome.hung or outcome.seconds > bound:
+            broken(
+                "test_honours_timeout",
+                coder_run.who,
+                f"request.timeout was {SMALL_TIMEOUT:g}s and it was {outcome.describe()} (bound {bound:g}s)",
+            )
+        if outcome.error is not None and not isinstance(outcome.error, EnvironmentProblem):
+            broken(
+                "test_honours_timeout",
+                coder_run.who,
+                f"with request.timeout {SMALL_TIMEOUT:g}s it {outcome.describe()}; time out with "
+                "EnvironmentProblem instead",
+            )
 
     def test_returns_well_formed_operations(self, coder_run: CoderRun) -> None:
         """For a simple task in a scratch git repository the coder returns a CoderResult whose
@@ -400,6 +581,19 @@ class CoderContract:
                 "it proposed no operation for the kit's simple task (the engine would halt: no change)",
             )
 
+    def test_handles_a_fix_attempt(self, coder_run: CoderRun) -> None:
+        """Asked again with ``attempt`` > 0 and the validators' ``findings`` (the engine's
+        recovery), the coder completes and returns a well-formed result, as for a first try."""
+        repo = coder_run.repo()
+        result = coder_run.completed("test_handles_a_fix_attempt", repo, fix=True)
+        problems = _operation_problems(result)
+        if problems:
+            broken(
+                "test_handles_a_fix_attempt",
+                coder_run.who,
+                f"on attempt {coder_run.fix.attempt} with findings: " + "; ".join(problems),
+            )
+
     def test_engine_filter_drops_governance_operations(self, coder_run: CoderRun) -> None:
         """Whatever the coder proposes, for the simple task and for a task that asks it to
         write ``.snodo/``, ``.git/``, a protected path and outside the root, nothing of that
@@ -413,7 +607,7 @@ class CoderContract:
         )
         repo = coder_run.repo()
         simple = coder_run.completed("test_engine_filter_drops_governance_operations", repo)
-        hostile = coder_run.generate(repo, HOSTILE_TASK).value  # refusing the hostile task is fine
+        hostile = coder_run.generate(repo, coder_run.hostile).value  # refusing the hostile task is fine
         context = ArtifactContext(workspace=repo, task_id=TASK_ID, mode_id="dev", protected_paths=(PROTECTED_DIR,))
         problems: list[str] = []
         for label, result in (("simple", simple), ("hostile", hostile)):
@@ -450,10 +644,10 @@ class CoderContract:
             kind="coder",
         )
         repo = coder_run.repo()
-        for task in (None, HOSTILE_TASK):
-            before = snapshot(repo)
+        for task in (None, coder_run.hostile):
+            before = {**snapshot(repo), **coder_run.outside(repo)}  # the workspace and what lies beside it
             coder_run.generate(repo, task)
-            changes = differences(before, snapshot(repo))
+            changes = differences(before, {**snapshot(repo), **coder_run.outside(repo)})
             if changes:
                 broken(
                     "test_leaves_writing_to_the_engine",
@@ -466,7 +660,7 @@ class CoderContract:
         afterwards, even when the task asks to change it (the engine halts ``blocker`` otherwise)."""
         skip_unless(coder_run.caps.writes_in_place, coder_run.who, "writes_in_place", kind="coder")
         repo = coder_run.repo()
-        for task in (None, HOSTILE_TASK):
+        for task in (None, coder_run.hostile):
             before = snapshot(repo, only=".snodo")
             outcome = coder_run.generate(repo, task)
             changes = differences(before, snapshot(repo, only=".snodo"))
@@ -552,31 +746,65 @@ class CoderContract:
         no_path(names)
         outcome = coder_run.generate(repo)
         if outcome.hung or outcome.error is not None:
+            looks_like_a_program = isinstance(outcome.error, FileNotFoundError | EnvironmentProblem | PermissionError)
+            hint = (
+                "declare every program it runs in capabilities.required_programs"
+                if looks_like_a_program or outcome.hung
+                else "that error does not look like a missing program: if it fails the same way with the full "
+                "PATH, the kit's task is the problem (test_returns_well_formed_operations says more)"
+            )
             broken(
                 "test_runs_with_only_declared_programs",
                 coder_run.who,
-                f"with only {', '.join(names) or 'no program'} on PATH it {outcome.describe()}: declare "
-                "every program it runs in capabilities.required_programs",
+                f"with only {', '.join(names) or 'no program'} on PATH it {outcome.describe()}: {hint}",
             )
 
-    def test_honours_timeout(self, coder_run: CoderRun) -> None:
-        """Given ``request.timeout`` of one second, the coder returns or raises EnvironmentProblem
-        within a few seconds; it neither hangs nor crashes."""
+    def test_in_place_stays_inside_its_bounds(self, coder_run: CoderRun) -> None:
+        """An in-place coder edits inside its workspace only: nothing beside the workspace,
+        nothing in ``.git/`` hooks, config, info or HEAD (a planted hook runs on the user's
+        own later commits), nothing under a protected path, for the simple task and for the
+        hostile one that asks for all of these."""
+        skip_unless(coder_run.caps.writes_in_place, coder_run.who, "writes_in_place", kind="coder")
         repo = coder_run.repo()
-        outcome = coder_run.generate(repo, timeout=SMALL_TIMEOUT)
-        bound = SMALL_TIMEOUT + TIMEOUT_SLACK
-        if outcome.hung or outcome.seconds > bound:
+        for label, task in (("simple", None), ("hostile", coder_run.hostile)):
+            before = coder_run.bounds(repo)
+            outcome = coder_run.generate(repo, task)
+            changes = differences(before, coder_run.bounds(repo))
+            if changes:
+                broken(
+                    "test_in_place_stays_inside_its_bounds",
+                    coder_run.who,
+                    f"{label} task ({outcome.describe()}): " + ", ".join(changes),
+                )
+
+    def test_no_network_unless_declared(self, coder_run: CoderRun) -> None:
+        """A coder declaring ``needs_network=False`` opens no connection and looks up no host
+        name while working (an audit hook sees attempts made in the kit's process; the programs
+        it starts through ``snodo.api.run_process`` run confined without network, as under
+        the engine)."""
+        skip_if(coder_run.caps.needs_network, coder_run.who, "needs_network", "it may reach the network", kind="coder")
+        repo = coder_run.repo()
+        for label, task in (("simple", None), ("hostile", coder_run.hostile)):
+            with NetworkProbe() as probe:
+                coder_run.generate(repo, task)
+            if probe.attempts:
+                broken(
+                    "test_no_network_unless_declared",
+                    coder_run.who,
+                    f"it declares needs_network=False, yet on the {label} task it tried: " + "; ".join(probe.attempts),
+                )
+
+    def test_coder_leaves_no_process_behind(self, coder_run: CoderRun) -> None:
+        """Every process the coder started (daemonised ones included) has ended within a second
+        of ``generate()`` returning: a leftover keeps running on the user's machine."""
+        repo = coder_run.repo()
+        outcome = coder_run.generate(repo)
+        if coder_run.left_running:
             broken(
-                "test_honours_timeout",
+                "test_coder_leaves_no_process_behind",
                 coder_run.who,
-                f"request.timeout was {SMALL_TIMEOUT:g}s and it was {outcome.describe()} (bound {bound:g}s)",
-            )
-        if outcome.error is not None and not isinstance(outcome.error, EnvironmentProblem):
-            broken(
-                "test_honours_timeout",
-                coder_run.who,
-                f"with request.timeout {SMALL_TIMEOUT:g}s it {outcome.describe()}; time out with "
-                "EnvironmentProblem instead",
+                f"after generate() {outcome.describe()} these were still running (the kit killed them): "
+                + "; ".join(f"pid {pid}: {cmd}" for pid, cmd in sorted(coder_run.left_running.items())),
             )
 
     def test_coder_is_deterministic(self, coder_run: CoderRun) -> None:
@@ -605,7 +833,22 @@ class CoderContract:
 class ValidatorRun:
     """One validator type under test, its configuration, and ways to run it as the engine does."""
 
-    def __init__(self, spec: ValidatorSpec, config: Mapping[str, Any], host: PluginHost, tmp: Path) -> None:
+    def __init__(
+        self,
+        spec: ValidatorSpec,
+        config: Mapping[str, Any],
+        host: PluginHost,
+        tmp: Path,
+        *,
+        abandoned: Abandoned,
+        test: str = "?",
+        passing: ValidatorCase | None = None,
+        failing: ValidatorCase | None = None,
+    ) -> None:
+        self.abandoned = abandoned
+        self.test = test
+        self.passing = passing or PASSING_CASE
+        self.failing = failing or FAILING_CASE
         unknown = sorted(str(k) for k in config if k not in VALIDATOR_CONFIG_KEYS)
         if unknown:
             pytest.fail(
@@ -620,10 +863,22 @@ class ValidatorRun:
         self._tmp = tmp
         self._count = 0
         self.who = f"validator {spec.name!r}"
+        self.left_running: dict[int, str] = {}
+        abandoned.skip_if_abandoned(self.who)
 
-    def workspace(self, files: Mapping[str, str] = GOOD_FILES) -> Path:
+    def call(self, fn: Callable[[], T], seconds: float) -> Outcome[T]:
+        """A bounded call of the validator; a hang makes the kit give up on it for the session.
+        What it leaves running is killed and kept in ``left_running``."""
+        self.abandoned.skip_if_abandoned(self.who)
+        watch = ProcessWatch()
+        outcome = bounded(fn, seconds)
+        self.left_running = watch.leftovers()
+        self.abandoned.note(self.who, self.test, "snodo_validate", outcome)
+        return outcome
+
+    def workspace(self, files: Mapping[str, str] | None = None) -> Path:
         self._count += 1
-        return make_repo(self._tmp / f"project-{self._count}", files)
+        return make_repo(self._tmp / f"project-{self._count}", self.passing.files if files is None else files)
 
     def protocol(
         self, phase: str, *, cap: str | None = None, model: Any = ..., tooling: Mapping[str, Any] | None = None
@@ -636,6 +891,7 @@ class ValidatorRun:
             "criteria": list(self.config.get("criteria", ())),
             "tooling": dict(self.config.get("tooling", {}) if tooling is None else tooling),
         }
+        validator["tooling"].setdefault("timeout", ORDINARY_TIMEOUT)  # the kit's bound unless the author set one
         chosen = self.config.get("model") if model is ... else model
         if chosen is not None:
             validator["model"] = chosen
@@ -662,7 +918,11 @@ class ValidatorRun:
             pytest.fail(f"{self.who}: the kit's protocol with this configuration is refused: {exc}", pytrace=False)
         return protocol, protocol.modes[0], protocol.validators[0]
 
-    def request(self, phase: str, workspace: Path, task: str = VALIDATOR_TASK, **kw: Any) -> ValidationRequest:
+    def request(
+        self, phase: str, workspace: Path, task: str | None = None, *, case: ValidatorCase | None = None, **kw: Any
+    ) -> ValidationRequest:
+        case = case or self.passing
+        task = case.task if task is None else task
         protocol, mode, validator = self.protocol(phase, **kw)
         return ValidationRequest(
             validator=validator,
@@ -672,7 +932,7 @@ class ValidatorRun:
             mode=mode,
             protocol=protocol,
             workspace=workspace,
-            changed_files=CHANGED if phase == "post_execute" else (),
+            changed_files=case.changed() if phase == "post_execute" else (),
             timeout=validator.timeout,
         )
 
@@ -688,8 +948,19 @@ class ValidatorRun:
             workspace=request.workspace,
             changed_files=request.changed_files,
         )
-        results = run_phase(self.host, inp)
+        self.abandoned.skip_if_abandoned(self.who)
+        started = time.monotonic()
+        watch = ProcessWatch()
+        results = run_phase(self.host, inp)  # bounded: the runner abandons a validator at its timeout
+        took = time.monotonic() - started
+        self.left_running = watch.leftovers()
         assert len(results) == 1, results
+        if results[0].severity == "error" and took >= request.timeout:
+            self.abandoned.hang(
+                self.who,
+                f"in {self.test} it gave no verdict within tooling.timeout {request.timeout:g}s "
+                "and may still be running",
+            )
         return results[0]
 
     def own_impl(self, contract_test: str) -> Callable[[ValidationRequest], Any]:
@@ -716,10 +987,27 @@ class ValidatorRun:
 def validator_run(
     snodo_validator_spec: ValidatorSpec,
     snodo_validator_config: Mapping[str, Any],
+    snodo_validator_passing_case: ValidatorCase,
+    snodo_validator_failing_case: ValidatorCase,
     snodo_host: PluginHost,
     tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> ValidatorRun:
-    return ValidatorRun(snodo_validator_spec, snodo_validator_config, snodo_host, tmp_path)
+    record_target(request.config, "validator", str(getattr(snodo_validator_spec, "name", "?")), snodo_host)
+    return once(
+        request,
+        f"validator {getattr(snodo_validator_spec, 'name', '?')!r}",
+        lambda: ValidatorRun(
+            snodo_validator_spec,
+            snodo_validator_config,
+            snodo_host,
+            tmp_path,
+            abandoned=_abandoned(request),
+            test=request.node.name,
+            passing=snodo_validator_passing_case,
+            failing=snodo_validator_failing_case,
+        ),
+    )
 
 
 class _CrashingTooling(Mapping[str, Any]):
@@ -813,6 +1101,21 @@ class ValidatorContract:
             broken("test_registered_with_own_dispatch", v.who, "; ".join(problems))
         v.own_impl("test_registered_with_own_dispatch")
 
+    def test_finishes_within_timeout(self, validator_run: ValidatorRun) -> None:
+        """With ``tooling.timeout`` of a few seconds, on a project whose test suite hangs, it
+        returns or raises within that time (plus a little), killing whatever it started."""
+        v = validator_run
+        tooling = {**v.config.get("tooling", {}), "timeout": VALIDATOR_TIMEOUT}
+        request = v.request("post_execute", v.workspace(HANGING_FILES), tooling=tooling)
+        outcome = v.call(lambda: v.host.validate(request), VALIDATOR_TIMEOUT + VALIDATOR_SLACK)
+        if outcome.hung:
+            broken(
+                "test_finishes_within_timeout",
+                v.who,
+                f"tooling.timeout was {VALIDATOR_TIMEOUT:g}s and it was {outcome.describe()}; "
+                "the runner abandons it and reports an error",
+            )
+
     @pytest.mark.parametrize("phase", ["pre_execute", "post_execute"])
     def test_returns_a_verdict(self, validator_run: ValidatorRun, phase: str) -> None:
         """For an ordinary request (a small passing project) in either phase, its own
@@ -821,7 +1124,7 @@ class ValidatorContract:
         v = validator_run
         request = v.request(phase, v.workspace())
         impl = v.own_impl("test_returns_a_verdict")
-        outcome = bounded(lambda: impl(request), request.timeout + VALIDATOR_SLACK)
+        outcome = v.call(lambda: impl(request), request.timeout + VALIDATOR_SLACK)
         if outcome.hung or outcome.error is not None:
             broken(
                 "test_returns_a_verdict",
@@ -842,7 +1145,8 @@ class ValidatorContract:
         v = validator_run
         request = v.request("pre_execute", v.workspace())
         foreign = evolve(request, validator=evolve(request.validator, validator_type="snodo-conformance-foreign"))
-        outcome = bounded(lambda: v.own_impl("test_answers_only_its_own_type")(foreign), VALIDATOR_TIMEOUT)
+        impl = v.own_impl("test_answers_only_its_own_type")
+        outcome = v.call(lambda: impl(foreign), VALIDATOR_TIMEOUT)
         if outcome.hung or outcome.error is not None or outcome.value is not None:
             broken(
                 "test_answers_only_its_own_type",
@@ -888,10 +1192,10 @@ class ValidatorContract:
         """Through the runner, ``severity_cap`` lowers a verdict to the cap and keeps the
         original; an error (an injected crash) is never capped, even to ``pass``."""
         v = validator_run
-        ws = v.workspace(BROKEN_FILES)
-        uncapped = v.through_runner(v.request("post_execute", ws, BROKEN_TASK))
+        ws = v.workspace(v.failing.files)
+        uncapped = v.through_runner(v.request("post_execute", ws, case=v.failing))
         for cap in ("pass", "warn"):
-            got = v.through_runner(v.request("post_execute", ws, BROKEN_TASK, cap=cap))
+            got = v.through_runner(v.request("post_execute", ws, case=v.failing, cap=cap))
             if uncapped.severity == "error" or got.severity == "error":
                 continue  # no verdict to cap on this workspace; errors are checked below
             problems = []
@@ -911,7 +1215,7 @@ class ValidatorContract:
                     )
             if problems:
                 broken("test_severity_cap_applies_but_never_to_errors", v.who, "; ".join(problems))
-        crashing, tooling = _inject_crash(v.request("post_execute", ws, BROKEN_TASK, cap="pass"))
+        crashing, tooling = _inject_crash(v.request("post_execute", ws, case=v.failing, cap="pass"))
         crashed = v.through_runner(crashing)
         if tooling.touched and crashed.severity != "error":
             broken(
@@ -919,34 +1223,24 @@ class ValidatorContract:
                 v.who,
                 f"a crash under severity_cap 'pass' was reported as {crashed.severity!r}, not an error",
             )
+        if uncapped.severity == "pass":
+            pytest.skip(
+                f"{v.who}: skipped, it passes the kit's failing case, so a cap has nothing to lower "
+                "(errors were checked); override `snodo_validator_failing_case` with a case it fails"
+            )
 
     def test_does_not_modify_workspace(self, validator_run: ValidatorRun) -> None:
         """Judging (either phase, a passing and a failing project) leaves every byte of the
         workspace, ``.git`` included, as it was."""
         v = validator_run
-        for files, task in ((GOOD_FILES, VALIDATOR_TASK), (BROKEN_FILES, BROKEN_TASK)):
-            ws = v.workspace(files)
+        for case in (v.passing, v.failing):
+            ws = v.workspace(case.files)
             before = snapshot(ws)
             for phase in ("pre_execute", "post_execute"):
-                v.through_runner(v.request(phase, ws, task))
+                v.through_runner(v.request(phase, ws, case=case))
                 changes = differences(before, snapshot(ws))
                 if changes:
                     broken("test_does_not_modify_workspace", v.who, f"{phase}: " + ", ".join(changes))
-
-    def test_finishes_within_timeout(self, validator_run: ValidatorRun) -> None:
-        """With ``tooling.timeout`` of a few seconds, on a project whose test suite hangs, it
-        returns or raises within that time (plus a little), killing whatever it started."""
-        v = validator_run
-        tooling = {**v.config.get("tooling", {}), "timeout": VALIDATOR_TIMEOUT}
-        request = v.request("post_execute", v.workspace(HANGING_FILES), tooling=tooling)
-        outcome = bounded(lambda: v.host.validate(request), VALIDATOR_TIMEOUT + VALIDATOR_SLACK)
-        if outcome.hung:
-            broken(
-                "test_finishes_within_timeout",
-                v.who,
-                f"tooling.timeout was {VALIDATOR_TIMEOUT:g}s and it was {outcome.describe()}; "
-                "the runner abandons it and reports an error",
-            )
 
     def test_validator_is_deterministic(self, validator_run: ValidatorRun) -> None:
         """A validator declaring ``deterministic`` gives the same severity twice for the same
@@ -963,6 +1257,22 @@ class ValidatorContract:
                 f"{second.severity!r} ({second.justification!r})",
             )
 
+    def test_validator_leaves_no_process_behind(self, validator_run: ValidatorRun) -> None:
+        """Every process the validator started (daemonised ones included) has ended within a
+        second of its verdict, on a passing and on a failing project."""
+        v = validator_run
+        impl = v.own_impl("test_validator_leaves_no_process_behind")
+        for case in (v.passing, v.failing):
+            request = v.request("post_execute", v.workspace(case.files), case=case)
+            outcome = v.call(partial(impl, request), request.timeout + VALIDATOR_SLACK)
+            if v.left_running:
+                broken(
+                    "test_validator_leaves_no_process_behind",
+                    v.who,
+                    f"after it {outcome.describe()} these were still running (the kit killed them): "
+                    + "; ".join(f"pid {pid}: {cmd}" for pid, cmd in sorted(v.left_running.items())),
+                )
+
     def test_without_model_is_an_error(self, validator_run: ValidatorRun) -> None:
         """A validator declaring ``needs_model``, configured without a model, yields an error
         result through the runner: a check that did not run must never look like a pass."""
@@ -977,4 +1287,4 @@ class ValidatorContract:
             )
 
 
-__all__ = ["CONTRACTS", "CoderContract", "ValidatorContract"]
+__all__ = ["CONTRACTS", "SAFETY_CONTRACTS", "CoderContract", "ValidatorContract"]

@@ -1,3 +1,3 @@
 """snodo: a governance engine for AI-assisted software development."""
 
-__version__ = "0.1.0"
+__version__ = "1!0.2.0"

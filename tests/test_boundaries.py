@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,10 +40,15 @@ def test_nothing_but_authorize_loads_the_private_key_code() -> None:
 
 
 def test_core_never_imports_a_builtin_plugin() -> None:
-    offenders = [
-        str(p) for p in SNODO.rglob("*.py") if "snodo_plugins" in p.read_text() or "snodo_conformance" in p.read_text()
-    ]
+    """No import of a built-in plugin or the kit, at any depth (``snodo plugin new`` only
+    writes the kit's name into the files it generates)."""
+    imports = re.compile(
+        r"^\s*(from|import)\s+(snodo_plugins|snodo_conformance)\b|import_module\(\s*[\"']snodo_(plugins|conformance)",
+        re.M,
+    )
+    offenders = [str(p) for p in SNODO.rglob("*.py") if imports.search(p.read_text())]
     assert offenders == []
+    assert not [p for p in SNODO.rglob("*.py") if "snodo_plugins" in p.read_text()]
 
 
 def test_run_process_names_a_missing_working_directory(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "init": ("snodo.cli.init_cmd", "init", "Write .snodo/protocol.yml from a template."),
     "protocol": ("snodo.cli.protocol_cmd", "protocol", "Check a protocol's well-formedness."),
     "plugins": ("snodo.cli.plugins_cmd", "plugins", "List installed plugins and what they register."),
+    "plugin": ("snodo.cli.plugin_cmd", "plugin", "Write a new coder or validator plugin package."),
     "validate": ("snodo.cli.validate_cmd", "validate", "Run one phase of validators on a task spec."),
     "authorize": ("snodo.cli.authorize_cmd", "authorize", "List or sign pending human decisions."),
     "audit": ("snodo.cli.audit_cmd", "audit", "Verify, show or export the signed audit log."),

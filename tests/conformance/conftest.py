@@ -34,6 +34,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # `pytest_plugins` is refused in a conftest below the rootdir; register pytester directly.
     if not config.pluginmanager.has_plugin("pytester"):
         config.pluginmanager.import_plugin("pytester")
+    if not config.pluginmanager.has_plugin("snodo_conformance.harness"):
+        config.pluginmanager.import_plugin("snodo_conformance.harness")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -19,13 +19,13 @@ CONFIGS = Path(__file__).resolve().parent / "configs"
 
 Kit = Callable[..., pytest.RunResult]
 
-CODER_TESTS = 10
-VALIDATOR_TESTS = 10
+CODER_TESTS = 14
+VALIDATOR_TESTS = 11
 
 
 def test_mock_coder(kit: Kit) -> None:
     result = kit("--snodo-coder", "mock")
-    result.assert_outcomes(passed=7, skipped=3)
+    result.assert_outcomes(passed=10, skipped=4)
     result.stdout.fnmatch_lines(
         [
             "*coder 'mock': skipped, the coder does not declare writes_in_place*",
@@ -59,10 +59,11 @@ def test_mock_coder_proposing_governance_writes_passes_because_the_engine_drops_
 
 def test_litellm_coder_offline(kit: Kit) -> None:
     result = kit("--snodo-coder", "litellm", f"--snodo-coder-config={CONFIGS / 'litellm.json'}", "-rsP")
-    result.assert_outcomes(passed=6, skipped=4)
+    result.assert_outcomes(passed=8, skipped=6)
     result.stdout.fnmatch_lines(
         [
             "*the engine's filter dropped .snodo/protocol.yml*",
+            "*coder 'litellm': skipped, the coder declares needs_network*",
             "*coder 'litellm': skipped, the coder does not declare deterministic*",
         ]
     )
@@ -85,7 +86,7 @@ def test_opencode_coder_with_a_fake_cli(kit: Kit, tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("PATH", f"{bin_dir}{':'}{Path('/usr/bin')}:/bin")
     monkeypatch.setenv("FAKE_OPENCODE_DELAY", "0")
     result = kit("--snodo-coder", "opencode")
-    result.assert_outcomes(passed=7, skipped=3)
+    result.assert_outcomes(passed=10, skipped=4)
     result.stdout.fnmatch_lines(["*coder 'opencode': skipped, the coder declares writes_in_place*"])
 
 
@@ -114,24 +115,24 @@ def test_opencode_without_its_program_reports_which_is_missing(
 @pytest.mark.slow
 def test_pytest_validator(kit: Kit) -> None:
     result = kit("--snodo-validator", "pytest")
-    result.assert_outcomes(passed=9, skipped=1)
+    result.assert_outcomes(passed=10, skipped=1)
     result.stdout.fnmatch_lines(["*validator 'pytest': skipped, the validator does not declare needs_model*"])
 
 
 @pytest.mark.slow
 def test_acceptance_validator(kit: Kit) -> None:
     result = kit("--snodo-validator", "acceptance")
-    result.assert_outcomes(passed=8, skipped=2)
+    result.assert_outcomes(passed=9, skipped=2)
     result.stdout.fnmatch_lines(["*validator 'acceptance': skipped, the validator does not declare deterministic*"])
 
 
 def test_protocol_validator(kit: Kit) -> None:
-    kit("--snodo-validator", "protocol").assert_outcomes(passed=8, skipped=2)
+    kit("--snodo-validator", "protocol").assert_outcomes(passed=9, skipped=2)
 
 
 def test_llm_validator_offline(kit: Kit) -> None:
     result = kit("--snodo-validator", "llm", f"--snodo-validator-config={CONFIGS / 'llm.json'}")
-    result.assert_outcomes(passed=9, skipped=1)
+    result.assert_outcomes(passed=9, skipped=2)
     result.stdout.fnmatch_lines(["*validator 'llm': skipped, the validator does not declare deterministic*"])
 
 

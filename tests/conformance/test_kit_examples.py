@@ -38,7 +38,7 @@ def examples_installed(pytester: pytest.Pytester) -> None:
 @pytest.mark.usefixtures("examples_installed")
 def test_patch_coder_example_passes_the_kit(kit: Kit) -> None:
     result = kit("--snodo-coder", "patch", "-rsP")
-    result.assert_outcomes(passed=7, skipped=3)
+    result.assert_outcomes(passed=10, skipped=4)
     # the kit's hostile task is a diff touching .snodo/, .git/, secrets/ and ../: all dropped
     result.stdout.fnmatch_lines(
         [
@@ -52,13 +52,13 @@ def test_patch_coder_example_passes_the_kit(kit: Kit) -> None:
 def test_forbidden_imports_example_passes_the_kit(kit: Kit) -> None:
     config = json.dumps({"tooling": {"forbidden": ["subprocess"]}})
     result = kit("--snodo-validator", "forbidden-imports", f"--snodo-validator-config={config}")
-    result.assert_outcomes(passed=9, skipped=1)
+    result.assert_outcomes(passed=10, skipped=1)
 
 
 @pytest.mark.usefixtures("examples_installed")
 def test_forbidden_imports_without_its_tooling_is_told_how_to_configure(kit: Kit) -> None:
     result = kit("--snodo-validator", "forbidden-imports", "-k", "verdict")
-    result.assert_outcomes(failed=2, deselected=8)
+    result.assert_outcomes(failed=2, deselected=9)
     result.stdout.fnmatch_lines(
         [
             "*on the kit's ordinary pre_execute request it raised ValidatorFault: *tooling.forbidden must be a non-empty*",

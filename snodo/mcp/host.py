@@ -29,11 +29,12 @@ from attrs import frozen
 
 from snodo.engine.jobs import JobStore
 from snodo.engine.plans import Planner, PlanStore, plan_tasks
-from snodo.errors import PathValidationError, SnodoError, TokenError, ToolError
+from snodo.errors import DecisionError, PathValidationError, SnodoError, TokenError, ToolError
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
 from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
 from snodo.sandbox import confined
 from snodo.state.atomic import canonical_json
+from snodo.state.decisions import check_inv3
 from snodo.state.proposals import ProposalStore
 from snodo.workspace import Git, PathGuard, Workspace, run_tests
 from snodo.workspace.testrun import python_settings
@@ -436,12 +437,10 @@ class ToolHost:
         if not justification.strip():
             raise ToolError("a justification is required: the human deciding reads it")
         session, pending = p.sessions.find_pending(decision_id, p.root)
-        blocking = pending.blocking_validators()
-        if decision == "approve" and blocking:
-            raise ToolError(
-                f"decision {decision_id} cannot be approved: {', '.join(blocking)} blocked or failed, and no "
-                "decision overrides a blocker (docs/protocol.md); propose 'reject' or fix the work instead"
-            )
+        try:
+            check_inv3(pending)  # the same rule `snodo authorize` applies: a refused proposal is never filed
+        except DecisionError as exc:
+            raise ToolError(f"{exc}; {exc.hint}" if exc.hint else str(exc)) from None
         path, _ = ProposalStore(p.root).add(
             pending,
             session_id=session.session_id,

@@ -29,7 +29,6 @@ from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned, 
 from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
 from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import (
-    INSTRUCTIONS,
     Project,
     ValidationOutcome,
     check_task_id,
@@ -38,22 +37,12 @@ from snodo.governance.service import (
     spec_sha256,
     validate_task,
 )
+from snodo.outcomes import RUN_NEXT_STEP
 from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation
 from snodo.sandbox import confined
 from snodo.workspace import Git, PathGuard, Workspace
 
 Progress = Callable[[str], None]
-
-NEXT_STEP: dict[str, str] = {
-    "completed": "review the task branch and merge it",
-    "blocker": INSTRUCTIONS["blocker"],
-    "escalate": "a human runs `snodo authorize {decision_id}`, then `snodo run --resume {task_id}`",
-    "validator_error": INSTRUCTIONS["validator_error"],
-    "environment_error": "fix the environment (coder program, model credentials, network, time limits) and "
-    "run again; no token was spent on work that did not run",
-    "internal_error": "this is a bug in snodo or a plugin: run again with -v and report the traceback",
-    "interrupted": "the run was stopped before it finished; run it again with `snodo run --resume {task_id}`",
-}
 
 
 @frozen(kw_only=True)
@@ -96,7 +85,7 @@ class RunResult:
             "usage": list(self.usage),
             "halted_ref": self.halted_ref,
             "discarded": self.discarded,
-            "next": NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
+            "next": RUN_NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
         }
 
 

@@ -15,8 +15,10 @@ from typing import Any, Literal
 
 from attrs import Factory, frozen
 
+from snodo.outcomes import Outcome
+
 ResultSeverity = Literal["pass", "warn", "blocker", "error"]
-Status = Literal["pass", "escalate", "blocker", "validator_error"]
+Status = Outcome  # the four outcomes, named once in snodo/outcomes.py
 SEVERITY_ORDER: dict[str, int] = {"pass": 0, "warn": 1, "blocker": 2}
 
 

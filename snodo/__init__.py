@@ -1,3 +1,5 @@
 """snodo: a governance engine for AI-assisted software development."""
 
-__version__ = "0.1.0"
+from importlib.metadata import version
+
+__version__ = version("snodo")  # from the installed metadata, so it never drifts from pyproject.toml

@@ -85,4 +85,3 @@ VALIDATE_POST_NEXT_STEP: Final[dict[Outcome, str]] = {
     "pass": "next: the change passed its post-execute validators.",
     "escalate": "next: review and sign with `snodo authorize {decision_id}`, then `{again}`.",
 }
-

@@ -16,7 +16,7 @@ import sys
 import traceback
 from collections.abc import Iterable, Sequence
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
 from attrs import Factory, frozen
@@ -43,7 +43,6 @@ STRICT_ENV = "SNODO_STRICT_PLUGINS"
 TRACE_ENV = "SNODO_TRACE_PLUGINS"
 CORE_PLUGIN_NAME = "snodo.core"
 
-T = TypeVar("T", CoderSpec, ValidatorSpec, PredicateSpec)
 
 #: Distributions known to provide plugin types, for "which distribution would provide it".
 KNOWN_PROVIDERS: dict[str, str] = {

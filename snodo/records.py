@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from attrs import Factory, field, frozen
+from attrs import field, frozen
 
 if TYPE_CHECKING:
     from snodo.protocol.models import Mode, Validator
@@ -30,6 +30,83 @@ def _valid_name(_inst: object, _attr: object, value: str) -> None:
             f"plugin-registered name {value!r} must be lower case, start with a letter and use "
             "only letters, digits, '-', '_' or '.'"
         )
+
+
+# --------------------------------------------------------------------------- deep freezing
+
+
+def _read_only(self: object, *_args: object, **_kwargs: object) -> None:
+    raise TypeError(f"this {type(self).__name__} is read-only: snodo's records are frozen all the way down")
+
+
+class FrozenDict(dict[str, Any]):
+    """A ``dict`` that refuses every change. Still a ``dict`` (JSON, ``==`` and ``isinstance``
+    work as before), so plugins read it as they always did but cannot alter it."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, _memo: object) -> FrozenDict:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+
+class FrozenList(list[Any]):
+    """A ``list`` that refuses every change (compares equal to the plain list it was)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = sort = reverse = _read_only
+    __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, _memo: object) -> FrozenList:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenList, (list(self),))
+
+
+def freeze(value: Any) -> Any:
+    """A deep, read-only copy of ``value``: mappings become :class:`FrozenDict`, lists
+    :class:`FrozenList`, tuples stay tuples (of frozen items), sets frozensets; anything
+    else is kept as it is. Records handed across the plugin boundary freeze their mappings
+    on the way in, so neither side can change what the other holds."""
+    if isinstance(value, FrozenDict | FrozenList):
+        return value
+    if isinstance(value, Mapping):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return FrozenList(freeze(v) for v in value)
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, set | frozenset):
+        return frozenset(value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Plain, mutable ``dict``/``list`` copies of a frozen value (for the core's own records)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [thaw(v) for v in value]
+    if type(value) is tuple:
+        return tuple(thaw(v) for v in value)
+    return value
+
+
+def _frozen_mapping(value: Any) -> Mapping[str, Any]:
+    frozen_value = freeze(value)
+    if not isinstance(frozen_value, Mapping):
+        raise TypeError(f"expected a mapping, got {type(value).__name__}")
+    return frozen_value
 
 
 # --------------------------------------------------------------------------- coders
@@ -111,7 +188,7 @@ class CoderRequest:
     criteria: tuple[str, ...] = ()
     guidance: str = ""
     protected_paths: tuple[str, ...] = ()
-    config: Mapping[str, Any] = Factory(dict)
+    config: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping)
     timeout: float = 600.0
     findings: tuple[str, ...] = ()
     attempt: int = 0
@@ -124,7 +201,7 @@ class CoderResult:
 
     operations: tuple[FileOperation, ...] = ()
     summary: str = ""
-    usage: Mapping[str, Any] = Factory(dict)
+    usage: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping)
 
 
 class Coder(Protocol):
@@ -174,7 +251,7 @@ class Verdict:
 
     severity: Severity
     justification: str
-    details: Mapping[str, Any] = Factory(dict)
+    details: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping)
 
     def __attrs_post_init__(self) -> None:
         if self.severity not in SEVERITIES:

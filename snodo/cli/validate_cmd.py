@@ -13,8 +13,9 @@ import click
 
 from snodo.cli.common import json_option, load_project, protocol_option
 from snodo.errors import SnodoError
+from snodo.outcomes import EXIT_CODE, PERSON_SUMMARY
 
-EXIT = {"pass": 0, "blocker": 1, "escalate": 2, "validator_error": 3}
+EXIT = EXIT_CODE
 
 
 SPEC_FORMS = "text, @FILE (the file's content), - (stdin), or @@text for text starting with @"
@@ -45,7 +46,29 @@ def read_spec(spec: str | None) -> str:
     return text
 
 
-@click.command()
+_HELP = """Validate SPEC with the mode's validators for one phase. SPEC is text, @FILE, -
+(stdin), or @@text for text that itself starts with @.
+
+\b
+Outcomes and exit codes:
+{codes}
+  4                  could not run (bad protocol, state, arguments)
+
+After the work (--phase post_execute) the validators judge the working tree's change
+set against --base: staged, unstaged and untracked files (ignored ones excluded).
+
+\b
+Progress goes to stderr (`snodo -q validate …` silences it). The JSON payload keeps
+the `instruction` meant for an agent; the text output says what to do next here.
+""".format(
+    codes="\n".join(
+        f"  {code} {outcome:<16} {PERSON_SUMMARY[outcome]}"
+        for outcome, code in sorted(EXIT.items(), key=lambda i: i[1])
+    )
+)
+
+
+@click.command(help=_HELP)
 @click.argument("spec", required=False)
 @click.option("--phase", type=click.Choice(["pre_execute", "post_execute"]), default="pre_execute", show_default=True)
 @click.option("--mode", "mode_id", default=None, help="Mode whose validators run (default: the current mode).")
@@ -67,24 +90,7 @@ def validate(
     protocol_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Validate SPEC with the mode's validators for one phase. SPEC is text, @FILE, -
-    (stdin), or @@text for text that itself starts with @.
-
-    \b
-    Outcomes and exit codes:
-      0 pass             a single-use token was recorded for this task and spec
-      1 blocker          fix the work; no human can override it
-      2 escalate         a human runs `snodo authorize <decision_id>`, then validate again
-      3 validator_error  a validator could not judge; fix the setup or retry
-      4                  could not run (bad protocol, state, arguments)
-
-    After the work (--phase post_execute) the validators judge the working tree's change
-    set against --base: staged, unstaged and untracked files (ignored ones excluded).
-
-    \b
-    Progress goes to stderr (`snodo -q validate …` silences it). The JSON payload keeps
-    the `instruction` meant for an agent; the text output says what to do next here.
-    """
+    """See ``_HELP`` (built from the outcome wording in snodo/outcomes.py)."""
     from snodo.cli.output import Progress, emit_json
     from snodo.governance.service import Project, validate_task
 
@@ -142,24 +148,11 @@ def next_steps(payload: dict[str, Any], spec: str | None) -> str:
     status = payload["status"]
     again = f"snodo validate {_shell_spec(spec)}" if spec is not None else "snodo validate SPEC"
     run = f"snodo run {_shell_spec(spec)}" if spec is not None else "snodo run SPEC"
-    if payload.get("phase") == "post_execute":
-        if status == "pass":
-            return "next: the change passed its post-execute validators."
-        if status == "escalate":
-            return f"next: review and sign with `snodo authorize {payload.get('decision_id')}`, then `{again}`."
-    if status == "pass":
-        return f"next: `{run}` runs the task (add --mock to try it without a model)."
-    if status == "escalate":
-        return (
-            f"next: a person reviews and decides with `snodo authorize {payload.get('decision_id')}` "
-            f"(approve or --reject), then `{again}`."
-        )
-    if status == "blocker":
-        return f"next: fix the work or revise the spec, then `{again}`. No decision can override a blocker."
-    return (
-        "next: a validator could not judge (see its justification above); fix its setup — "
-        f"`snodo plugins` and `snodo protocol check` help — then `{again}`."
-    )
+    from snodo.outcomes import VALIDATE_NEXT_STEP, VALIDATE_POST_NEXT_STEP
+
+    steps = VALIDATE_POST_NEXT_STEP if payload.get("phase") == "post_execute" else VALIDATE_NEXT_STEP
+    text = steps.get(status, VALIDATE_NEXT_STEP["validator_error"])
+    return text.format(decision_id=payload.get("decision_id"), again=again, run=run)
 
 
 def _shell_spec(spec: str) -> str:

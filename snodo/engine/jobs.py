@@ -17,10 +17,14 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
 from snodo.errors import StateError
+from snodo.outcomes import HALT_OUTCOMES
 from snodo.state.atomic import atomic_write_json, atomic_write_text, file_lock, read_json
+
+JobStatus = Literal["queued", "running", "completed", "halted"]
+JOB_STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)
 
 
 def _now() -> str:
@@ -94,6 +98,11 @@ class JobStore:
         return self.path(job_id) / "log.txt"
 
     def update(self, job_id: str, **changes: Any) -> dict[str, Any]:
+        """Change a job's record; a ``status`` or ``outcome`` outside the known ones is a bug, refused."""
+        if "status" in changes and changes["status"] not in JOB_STATUSES:
+            raise StateError(f"job {job_id}: {changes['status']!r} is not a job status ({', '.join(JOB_STATUSES)})")
+        if changes.get("outcome") is not None and changes["outcome"] not in HALT_OUTCOMES:
+            raise StateError(f"job {job_id}: {changes['outcome']!r} is not a halt outcome")
         path = self.path(job_id) / "status.json"
         with file_lock(path):
             status = dict(read_json(path))

@@ -19,9 +19,9 @@ import secrets
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from attrs import Factory, frozen
+from attrs import Factory, evolve, frozen
 
 from snodo.engine.inplace import InPlaceWatch, Judgement
 from snodo.engine.interrupt import Interrupted
@@ -29,7 +29,6 @@ from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned, 
 from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
 from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import (
-    INSTRUCTIONS,
     Project,
     ValidationOutcome,
     check_task_id,
@@ -38,29 +37,22 @@ from snodo.governance.service import (
     spec_sha256,
     validate_task,
 )
+from snodo.outcomes import RUN_NEXT_STEP, HaltOutcome
 from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation
 from snodo.sandbox import confined
 from snodo.workspace import Git, PathGuard, Workspace
 
 Progress = Callable[[str], None]
 
-NEXT_STEP: dict[str, str] = {
-    "completed": "review the task branch and merge it",
-    "blocker": INSTRUCTIONS["blocker"],
-    "escalate": "a human runs `snodo authorize {decision_id}`, then `snodo run --resume {task_id}`",
-    "validator_error": INSTRUCTIONS["validator_error"],
-    "environment_error": "fix the environment (coder program, model credentials, network, time limits) and "
-    "run again; no token was spent on work that did not run",
-    "internal_error": "this is a bug in snodo or a plugin: run again with -v and report the traceback",
-    "interrupted": "the run was stopped before it finished; run it again with `snodo run --resume {task_id}`",
-}
+
+RunStatus = Literal["completed", "halted"]
 
 
 @frozen(kw_only=True)
 class RunResult:
-    status: str  # "completed" | "halted"
+    status: RunStatus
     task_id: str
-    outcome: str | None = None
+    outcome: HaltOutcome | None = None
     phase: str | None = None
     message: str = ""
     branch: str | None = None
@@ -96,17 +88,71 @@ class RunResult:
             "usage": list(self.usage),
             "halted_ref": self.halted_ref,
             "discarded": self.discarded,
-            "next": NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
+            "next": RUN_NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
         }
 
 
+@frozen(kw_only=True)
+class HaltRecord:
+    """Why and where a run stopped, and what it leaves behind (results, files, commit)."""
+
+    outcome: HaltOutcome
+    phase: str
+    message: str
+    results: tuple[dict[str, Any], ...] = ()
+    decision_id: str | None = None
+    commit: str | None = None
+    files: tuple[str, ...] = ()
+
+
 class Halt(Exception):
-    def __init__(self, outcome: str, phase: str, message: str, **extra: Any) -> None:
+    """Stops a run; carries its :class:`HaltRecord`."""
+
+    def __init__(
+        self,
+        outcome: HaltOutcome,
+        phase: str,
+        message: str,
+        *,
+        validation: ValidationOutcome | None = None,
+        results: tuple[dict[str, Any], ...] = (),
+        commit: str | None = None,
+        files: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(message)
-        self.outcome = outcome
-        self.phase = phase
-        self.message = message
-        self.extra = extra
+        if validation is not None and not results:
+            results = tuple(r.as_json() for r in validation.results)
+        self.record = HaltRecord(
+            outcome=outcome,
+            phase=phase,
+            message=message,
+            results=results,
+            decision_id=validation.decision_id if validation is not None else None,
+            commit=commit,
+            files=files,
+        )
+
+
+@frozen(kw_only=True)
+class _Progress:
+    """What the attempts of one run have built up so far (the loop's only state)."""
+
+    attempt: int = 0
+    findings: tuple[str, ...] = ()
+    last_signature: tuple[Any, ...] | None = None
+    files: frozenset[str] = frozenset()
+    dropped: tuple[dict[str, str], ...] = ()
+    commit: str | None = None
+
+
+@frozen(kw_only=True)
+class _Attempt:
+    """One coder attempt and the post_execute verdict on the whole change so far."""
+
+    post: ValidationOutcome
+    results: tuple[dict[str, Any], ...]
+    changed: tuple[str, ...]
+    signature_ops: tuple[Any, ...]
 
 
 class Engine:
@@ -261,12 +307,26 @@ class Engine:
     def _loop(
         self, spec: str, task_id: str, coder_spec: CoderSpec, coder: Any, config: dict[str, Any], wt: Worktree
     ) -> RunResult:
+        """Pre-validate and consume the token, then attempt and decide, until a verdict ends it."""
+        self._pre_validate_and_consume(spec, task_id, wt)
+        git = Git(wt.path, PathGuard(wt.path, self.project.protocol.protected_paths))
+        state = _Progress()
+        while True:
+            state, attempt = self._attempt(spec, task_id, coder_spec, coder, config, wt, git, state)
+            outcome = self._recovery_decision(spec, task_id, wt, state, attempt)
+            if isinstance(outcome, RunResult):
+                return outcome
+            state = outcome
+
+    def _pre_validate_and_consume(self, spec: str, task_id: str, wt: Worktree) -> None:
+        """The pre_execute verdict, then the execute boundary: the token is verified and
+        consumed exactly once, right here, or nothing runs."""
         p = self.project
-        ex = p.protocol.execution
         pre = self._validate(spec, task_id, "pre_execute", wt.path)
-        if pre.status != "pass" or pre.token is None:
-            raise Halt(pre.status, "pre_execute", pre.classification.reason, outcome_obj=pre)
-        # The execute boundary: verify and consume the token, exactly once, right here.
+        if pre.status != "pass":
+            raise Halt(pre.status, "pre_execute", pre.classification.reason, validation=pre)
+        if pre.token is None:
+            raise Halt("internal_error", "pre_execute", "validation passed but no token was issued", validation=pre)
         try:
             claims = p.tokens.consume(
                 pre.token, task_id=task_id, spec_sha256=pre.spec_sha256, consumer=f"engine:{self.run_id}"
@@ -275,105 +335,120 @@ class Engine:
             raise Halt("internal_error", "execute", f"the validation token was refused at execute: {exc}") from None
         p.record("token_consumed", task_id=task_id, jti=claims.jti, consumer=f"engine:{self.run_id}")
 
-        guard = PathGuard(wt.path, p.protocol.protected_paths)
-        git = Git(wt.path, guard)
-        findings: tuple[str, ...] = ()
-        attempt = 0
-        last_signature: tuple[Any, ...] | None = None
-        files: set[str] = set()
-        dropped_all: list[dict[str, str]] = []
-        commit = None
-        while True:
-            if attempt + 1 > ex.max_iterations:
-                raise Halt("blocker", "post_execute", f"max_iterations ({ex.max_iterations}) reached")
-            request = CoderRequest(
+    def _attempt(
+        self,
+        spec: str,
+        task_id: str,
+        coder_spec: CoderSpec,
+        coder: Any,
+        config: dict[str, Any],
+        wt: Worktree,
+        git: Git,
+        state: _Progress,
+    ) -> tuple[_Progress, _Attempt]:
+        """One coder attempt: run it, commit what it changed, judge the whole change."""
+        p = self.project
+        ex = p.protocol.execution
+        attempt = state.attempt
+        if attempt + 1 > ex.max_iterations:
+            raise Halt("blocker", "post_execute", f"max_iterations ({ex.max_iterations}) reached")
+        request = CoderRequest(
+            task_id=task_id,
+            spec=spec,
+            workspace=wt.path,
+            mode_id=p.mode_id,
+            criteria=tuple(c for v in p.protocol.validators_for(p.mode, "post_execute") for c in v.criteria),
+            guidance=p.mode.description,
+            protected_paths=(".snodo/", ".git/", *p.protocol.protected_paths),
+            config=config,
+            findings=state.findings,
+            attempt=attempt,
+            log=lambda line: self.progress(f"coder: {line}"),
+        )
+        p.record(
+            "dispatch",
+            task_id=task_id,
+            coder=coder_spec.name,
+            attempt=attempt,
+            run_id=self.run_id,
+            findings=list(state.findings),
+        )
+        self.progress(f"coder {coder_spec.name} (attempt {attempt})")
+        changed, dropped, signature_ops = self._execute(coder, coder_spec, request, wt, task_id)
+        files = state.files | set(changed)
+        made = (
+            git.commit_paths(sorted(changed), f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}")
+            if changed
+            else None
+        )
+        commit = made or self.coder_head or state.commit
+        if made is not None:
+            p.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(changed))
+        state = evolve(state, files=files, dropped=(*state.dropped, *dropped), commit=commit)
+        all_changed = tuple(sorted(git.changed_files(wt.base))) if files else ()
+        if not all_changed:
+            raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
+        diff = git.read_diff(wt.base)
+        post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff, persist_escalation=False)
+        results = tuple(r.as_json() for r in post.results)
+        return state, _Attempt(post=post, results=results, changed=all_changed, signature_ops=signature_ops)
+
+    def _recovery_decision(
+        self, spec: str, task_id: str, wt: Worktree, state: _Progress, done: _Attempt
+    ) -> RunResult | _Progress:
+        """What the post_execute verdict means: completed; a halt (blocker, validator_error,
+        or an escalation once the fix budget is spent or the run stalls); or another attempt
+        with the findings (the returned state)."""
+        p = self.project
+        ex = p.protocol.execution
+        post, attempt = done.post, state.attempt
+        if post.status == "pass":
+            return RunResult(
+                status="completed",
                 task_id=task_id,
-                spec=spec,
-                workspace=wt.path,
-                mode_id=p.mode_id,
-                criteria=tuple(c for v in p.protocol.validators_for(p.mode, "post_execute") for c in v.criteria),
-                guidance=p.mode.description,
-                protected_paths=(".snodo/", ".git/", *p.protocol.protected_paths),
-                config=config,
-                findings=findings,
-                attempt=attempt,
-                log=lambda line: self.progress(f"coder: {line}"),
+                phase="post_execute",
+                branch=wt.branch,
+                commit=state.commit,
+                results=done.results,
+                files=done.changed,
+                attempts=attempt,
+                job_id=self.job_id,
+                message=post.classification.reason,
+                dropped=state.dropped,
+                usage=tuple(self.usage),
             )
-            p.record(
-                "dispatch",
-                task_id=task_id,
-                coder=coder_spec.name,
-                attempt=attempt,
-                run_id=self.run_id,
-                findings=list(findings),
+        if post.status in ("blocker", "validator_error"):
+            raise Halt(
+                post.status,
+                "post_execute",
+                post.classification.reason,
+                results=done.results,
+                commit=state.commit,
+                files=done.changed,
             )
-            self.progress(f"coder {coder_spec.name} (attempt {attempt})")
-            changed, dropped, signature_ops = self._execute(coder, coder_spec, request, wt, task_id)
-            dropped_all += dropped
-            files |= set(changed)
-            made = (
-                git.commit_paths(sorted(changed), f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}")
-                if changed
-                else None
+        # escalate: recoverable by a fix attempt while budgets last.
+        # Stall: the same verdicts (severities, not wording: test timings vary) after the same change.
+        verdicts = tuple((r.validator_id, r.severity, r.severity_original) for r in post.results)
+        signature = (verdicts, done.signature_ops)
+        budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
+        stalled = signature == state.last_signature
+        if attempt >= budget or stalled:
+            why = "the same verdict after the same change" if stalled else f"{attempt} fix attempt(s) used"
+            final = persist_escalation(p, post, spec)
+            raise Halt(
+                "escalate",
+                "post_execute",
+                f"recovery stopped ({why}): {post.classification.reason}",
+                validation=final,
+                commit=state.commit,
+                files=done.changed,
             )
-            commit = made or self.coder_head or commit
-            if made is not None:
-                p.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(changed))
-            all_changed = tuple(sorted(git.changed_files(wt.base))) if files else ()
-            if not all_changed:
-                raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
-            diff = git.read_diff(wt.base)
-            post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff, persist_escalation=False)
-            results = tuple(r.as_json() for r in post.results)
-            if post.status == "pass":
-                return RunResult(
-                    status="completed",
-                    task_id=task_id,
-                    phase="post_execute",
-                    branch=wt.branch,
-                    commit=commit,
-                    results=results,
-                    files=all_changed,
-                    attempts=attempt,
-                    job_id=self.job_id,
-                    message=post.classification.reason,
-                    dropped=tuple(dropped_all),
-                    usage=tuple(self.usage),
-                )
-            if post.status in ("blocker", "validator_error"):
-                raise Halt(
-                    post.status,
-                    "post_execute",
-                    post.classification.reason,
-                    results=results,
-                    branch=wt.branch,
-                    commit=commit,
-                    files=all_changed,
-                )
-            # escalate: recoverable by a fix attempt while budgets last.
-            # Stall: the same verdicts (severities, not wording: test timings vary) after the same change.
-            verdicts = tuple((r.validator_id, r.severity, r.severity_original) for r in post.results)
-            signature = (verdicts, signature_ops)
-            budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
-            stalled = signature == last_signature
-            if attempt >= budget or stalled:
-                why = "the same verdict after the same change" if stalled else f"{attempt} fix attempt(s) used"
-                final = persist_escalation(p, post, spec)
-                raise Halt(
-                    "escalate",
-                    "post_execute",
-                    f"recovery stopped ({why}): {post.classification.reason}",
-                    outcome_obj=final,
-                    branch=wt.branch,
-                    commit=commit,
-                    files=all_changed,
-                )
-            last_signature = signature
-            attempt += 1
-            self.attempt = attempt
-            findings = tuple(_finding(r) for r in post.results if r.severity != "pass")
-            p.record("recovery", task_id=task_id, attempt=attempt, findings=list(findings))
-            self.progress(f"recovery attempt {attempt}/{budget}: {'; '.join(findings)[:200]}")
+        attempt += 1
+        self.attempt = attempt
+        findings = tuple(_finding(r) for r in post.results if r.severity != "pass")
+        p.record("recovery", task_id=task_id, attempt=attempt, findings=list(findings))
+        self.progress(f"recovery attempt {attempt}/{budget}: {'; '.join(findings)[:200]}")
+        return evolve(state, attempt=attempt, findings=findings, last_signature=signature)
 
     def _execute(
         self, coder: Any, spec: CoderSpec, request: CoderRequest, wt: Worktree, task_id: str
@@ -478,13 +553,9 @@ class Engine:
 
     # ----------------------------------------------------------------- halting
 
-    def _halted(self, task_id: str, halt: Halt, wt: Worktree | None) -> RunResult:
-        extra = halt.extra
-        outcome_obj: ValidationOutcome | None = extra.get("outcome_obj")
-        results = extra.get("results") or (tuple(r.as_json() for r in outcome_obj.results) if outcome_obj else ())
-        decision_id = outcome_obj.decision_id if outcome_obj else None
-        files = tuple(extra.get("files", ()))
-        kept_ref, discarded = self._dispose(task_id, wt, tuple(results), files)
+    def _halted(self, task_id: str, stop: Halt, wt: Worktree | None) -> RunResult:
+        halt = stop.record
+        kept_ref, discarded = self._dispose(task_id, wt, halt.results, halt.files)
         result = RunResult(
             status="halted",
             task_id=task_id,
@@ -492,10 +563,10 @@ class Engine:
             phase=halt.phase,
             message=halt.message,
             branch=None,  # only completed work gets a branch
-            commit=None if discarded else extra.get("commit"),
-            decision_id=decision_id,
-            results=tuple(results),
-            files=files,
+            commit=None if discarded else halt.commit,
+            decision_id=halt.decision_id,
+            results=halt.results,
+            files=halt.files,
             job_id=self.job_id,
             attempts=self.attempt,
             usage=tuple(self.usage),
@@ -509,7 +580,7 @@ class Engine:
             outcome=halt.outcome,
             phase=halt.phase,
             message=halt.message,
-            decision_id=decision_id,
+            decision_id=halt.decision_id,
             halted_ref=kept_ref,
             discarded=bool(discarded),
         )

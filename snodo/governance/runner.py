@@ -20,7 +20,7 @@ from attrs import frozen
 from snodo.governance.policy import ValidatorResult, cap
 from snodo.plugins import PluginHost
 from snodo.protocol.models import Constraint, Mode, Protocol, Validator
-from snodo.records import PredicateContext, ValidationRequest
+from snodo.records import PredicateContext, ValidationRequest, thaw
 from snodo.sandbox import SandboxPolicy, confined
 
 ProgressFn = Callable[[str, ValidatorResult | None], None]
@@ -90,7 +90,7 @@ def _run_one(host: PluginHost, v: Validator, inp: PhaseInput) -> ValidatorResult
         severity=severity,  # type: ignore[arg-type]
         justification=verdict.justification,
         severity_original=original,
-        details=dict(verdict.details),
+        details=thaw(verdict.details),
         duration=time.monotonic() - started,
     )
 

@@ -24,6 +24,7 @@ from snodo.errors import EnvironmentProblem, ToolError
 from snodo.gitrun import run_git
 from snodo.governance.policy import Classification, ValidatorResult, classify
 from snodo.governance.runner import PhaseInput, ProgressFn, run_phase
+from snodo.outcomes import AGENT_INSTRUCTION, Outcome
 from snodo.plugins import PluginHost
 from snodo.protocol import LoadedProtocol
 from snodo.protocol.models import Mode, Protocol
@@ -127,22 +128,9 @@ class Project:
         return self._session
 
 
-INSTRUCTIONS: dict[str, str] = {
-    "pass": "Validation passed and a single-use token was recorded for this task and spec. "
-    "Call dispatch_task with the same task_spec (and task_id) to run it.",
-    "escalate": "A human must decide: run `snodo authorize {decision_id}` out of band (approve or reject), "
-    "then validate this task again. No token was issued.",
-    "blocker": "A validator blocked this task; no human decision can override it. Fix the work and "
-    "validate again; if fixes are exhausted, revise the task spec.",
-    "validator_error": "A validator could not reach a verdict (crash, timeout, missing plugin or model). "
-    "Nothing is wrong with the task itself and there is nothing to decide: fix the validator setup or "
-    "retry, and inspect the results' errors and the audit log.",
-}
-
-
 @frozen(kw_only=True)
 class ValidationOutcome:
-    status: str
+    status: Outcome
     task_id: str
     spec_sha256: str
     phase: str
@@ -162,7 +150,7 @@ class ValidationOutcome:
             "results": [r.as_json() for r in self.results],
             "policy": self.classification.policy.as_json(),
             "reason": self.classification.reason,
-            "instruction": INSTRUCTIONS[self.status].format(decision_id=self.decision_id),
+            "instruction": AGENT_INSTRUCTION[self.status].format(decision_id=self.decision_id),
         }
         if self.decision_id is not None:
             out["decision_id"] = self.decision_id

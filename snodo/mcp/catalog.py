@@ -13,6 +13,7 @@ from typing import Literal
 
 from attrs import frozen
 
+from snodo.outcomes import HALT_OUTCOMES, MEANING, OUTCOMES
 from snodo.protocol.capabilities import ALL_TOOLS, READ_ONLY_TOOLS, tools_for
 from snodo.protocol.models import Mode, Protocol
 
@@ -142,7 +143,7 @@ TOOLS: dict[str, ToolDef] = {
             name="validate_task",
             title="Validate a task",
             description="Run this mode's pre_execute validators on a task and return one of four "
-            "outcomes: pass, escalate, blocker or validator_error, with every validator's result "
+            f"outcomes: {', '.join(OUTCOMES[:-1])} or {OUTCOMES[-1]}, with every validator's result "
             "and an instruction saying what to do next.",
             params=(
                 _p(
@@ -183,7 +184,7 @@ TOOLS: dict[str, ToolDef] = {
             title="Job status",
             idempotent=True,
             description="The status of a job: queued, running, completed, or halted (then `outcome` "
-            "says why: blocker, escalate, validator_error, environment_error, internal_error).",
+            f"says why: {', '.join(HALT_OUTCOMES)}).",
             params=(_p("job_id", "string", "The job id returned when the job was dispatched."),),
         ),
         ToolDef(
@@ -316,6 +317,20 @@ def _join(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def plan_mode(mode: Mode) -> str:
+    """The mode a plan's tasks run in: the mode's declared ``on: run_plan`` transition, if the
+    protocol declares one (a planner hands off to its producer), else the mode itself."""
+    for t in mode.transitions:
+        if t.on == "run_plan":
+            return t.to
+    return mode.mode_id
+
+
+def _plan_target(mode: Mode) -> str:
+    target = plan_mode(mode)
+    return "in this mode" if target == mode.mode_id else f"in the {target!r} mode (this mode's run_plan transition)"
+
+
 def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
     """The operating manual a connecting agent reads, naming only tools in ``tools``.
 
@@ -335,15 +350,9 @@ def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) ->
         "",
         "Four outcomes. Work is judged by the protocol's validators under the "
         f"{protocol.disagreement_policy!r} policy; every judgement ends in exactly one of:",
-        "- pass: the validators approve; a single-use token is recorded for exactly that task and spec"
+        f"- pass: {MEANING['pass']}"
         + (" and the next dispatch of that task and spec uses it as evidence." if has("dispatch_task") else "."),
-        "- escalate: a human must decide. Nothing is issued. Ask the user to run `snodo authorize "
-        "<decision_id>` in a terminal (out of band), then validate the same task and spec again.",
-        "- blocker: the work is blocked and no human decision can override it. Fix the work and validate "
-        "again; if fixes are exhausted, revise the task spec. Nothing is issued.",
-        "- validator_error: a validator could not reach a verdict (crash, timeout, missing program or "
-        "model). Nothing is wrong with the task and there is nothing to decide: retry, or ask the "
-        "operator to fix the validator setup and inspect the logs. Nothing is issued.",
+        *(f"- {outcome}: {MEANING[outcome]}" for outcome in OUTCOMES if outcome != "pass"),
     ]
     if has("validate_task"):
         lines += [
@@ -394,8 +403,8 @@ def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) ->
             + ("; get_plan(plan_id) reads one back" if has("get_plan") else "")
             + "); they execute nothing and need nothing."
             + (
-                " run_plan(plan_id) starts a background job in this mode for every task not yet dispatched; "
-                "each job validates its task again before anything executes."
+                f" run_plan(plan_id) starts a background job {_plan_target(mode)} for every task not yet "
+                "dispatched; each job validates its task again before anything executes."
                 if has("run_plan")
                 else ""
             ),

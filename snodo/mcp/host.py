@@ -29,22 +29,19 @@ from attrs import frozen
 
 from snodo.engine.jobs import JobStore
 from snodo.engine.plans import Planner, PlanStore, plan_tasks
-from snodo.errors import PathValidationError, SnodoError, TokenError, ToolError
+from snodo.errors import DecisionError, PathValidationError, SnodoError, TokenError, ToolError
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
-from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
+from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, plan_mode, tools_for_mode
+from snodo.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
 from snodo.sandbox import confined
 from snodo.state.atomic import canonical_json
+from snodo.state.decisions import check_inv3
 from snodo.state.proposals import ProposalStore
 from snodo.workspace import Git, PathGuard, Workspace, run_tests
 from snodo.workspace.testrun import python_settings
 
 TEST_TIMEOUT = 300.0
 _KIND_NAMES = {"string": "a string", "boolean": "true or false", "string_list": "a non-empty list of strings"}
-
-NO_DISPATCH_INSTRUCTION = (
-    "Validation passed and a single-use token was recorded for this task and spec. This mode cannot "
-    "dispatch work: a mode that holds the dispatch capability, or a person running `snodo run`, executes it."
-)
 
 
 @frozen(kw_only=True)
@@ -367,7 +364,7 @@ class ToolHost:
                 self._tokens[(outcome.task_id, outcome.spec_sha256)] = outcome.token
         payload = outcome.payload()
         if outcome.status == "pass" and "dispatch_task" not in self.tools:
-            payload["instruction"] = NO_DISPATCH_INSTRUCTION
+            payload["instruction"] = AGENT_INSTRUCTION_NO_DISPATCH
         return payload
 
     def _tool_dispatch_task(self, task_spec: str, task_id: str | None = None) -> dict[str, Any]:
@@ -436,12 +433,10 @@ class ToolHost:
         if not justification.strip():
             raise ToolError("a justification is required: the human deciding reads it")
         session, pending = p.sessions.find_pending(decision_id, p.root)
-        blocking = pending.blocking_validators()
-        if decision == "approve" and blocking:
-            raise ToolError(
-                f"decision {decision_id} cannot be approved: {', '.join(blocking)} blocked or failed, and no "
-                "decision overrides a blocker (docs/protocol.md); propose 'reject' or fix the work instead"
-            )
+        try:
+            check_inv3(pending)  # the same rule `snodo authorize` applies: a refused proposal is never filed
+        except DecisionError as exc:
+            raise ToolError(f"{exc}; {exc.hint}" if exc.hint else str(exc)) from None
         path, _ = ProposalStore(p.root).add(
             pending,
             session_id=session.session_id,
@@ -525,12 +520,7 @@ class ToolHost:
         return plan
 
     def _plan_mode(self) -> str:
-        """The mode plan tasks run in: the served mode's declared ``on: run_plan`` transition,
-        if the protocol declares one (a planner hands off to its producer), else the served mode."""
-        for t in self.project.mode.transitions:
-            if t.on == "run_plan":
-                return t.to
-        return self.project.mode_id
+        return plan_mode(self.project.mode)  # the rule the server instructions describe
 
     def _tool_run_plan(self, plan_id: str) -> dict[str, Any]:
         mode = self._plan_mode()

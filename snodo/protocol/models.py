@@ -88,7 +88,6 @@ Version = Annotated[str, Pattern(r"[0-9]+\.[0-9]+\.[0-9]+", "a version MAJOR.MIN
 PluginSettings = Annotated[dict[str, Any], Settings()]
 
 PHASES: tuple[str, ...] = ("pre_execute", "post_execute")
-POLICIES: tuple[str, ...] = ("unanimous", "majority", "quorum", "any")
 
 
 @frozen(kw_only=True)

@@ -68,13 +68,15 @@ class DecisionRecord:
 
 
 def check_inv3(pending: PendingDecision) -> None:
-    """Refuse to decide on a proposal with a blocker or an error: nothing overrides those."""
-    blocking = pending.blocking_validators()
-    if blocking or pending.policy.get("blocker_count"):
-        named = ", ".join(blocking) or "the policy counted a blocker"
+    """Refuse to decide on a proposal with a blocker or an error: nothing overrides those.
+
+    The rule itself lives in ``governance.policy.authorisation_refusals``; this only words the
+    refusal for the doors that decide (drafting, signing, ``snodo authorize``)."""
+    refusals = pending.blocking_validators()
+    if refusals:
         raise DecisionError(
             f"decision {pending.decision_id} cannot be authorised: it contains a blocker or "
-            f"validator error ({named}); no human decision overrides a blocker",
+            f"validator error ({', '.join(refusals)}); no human decision overrides a blocker",
             hint="fix the work and validate again; if it cannot pass, revise the spec (docs/protocol.md, outcomes)",
         )
 

@@ -27,6 +27,7 @@ from typing import Any
 from attrs import Factory, evolve, frozen
 
 from snodo.errors import DecisionError, StateError
+from snodo.governance.policy import authorisation_refusals
 from snodo.state.atomic import file_lock, load_record, save_record
 from snodo.state.home import project_state_dir, sessions_dir
 
@@ -81,15 +82,9 @@ class PendingDecision:
     tree: str = ""  # the git tree a post_execute escalation judged; a decision binds to it
 
     def blocking_validators(self) -> tuple[str, ...]:
-        """Validators whose result forbids authorisation (INV3): a blocker or an error.
-
-        Fails closed: any severity other than ``pass``/``warn`` counts as blocking.
-        """
-        return tuple(
-            str(r.get("validator_id"))
-            for r in self.results
-            if r.get("error") or r.get("severity") not in ("pass", "warn")
-        )
+        """What forbids authorising this decision (INV3), from the one rule in
+        ``governance.policy.authorisation_refusals``; empty means a human may decide."""
+        return authorisation_refusals(self.results, self.policy)
 
     def warned_validators(self) -> tuple[str, ...]:
         """Validators whose ``warn`` a human is asked to adjudicate."""

@@ -144,10 +144,6 @@ class Git:
         """Engine-only: whether the root is inside a git work tree."""
         return self._run("rev-parse", "--is-inside-work-tree", check=False).strip() == "true"
 
-    def current_branch(self) -> str | None:
-        """Engine-only: the checked-out branch, ``None`` when HEAD is detached."""
-        return self._run("symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip() or None
-
     def head(self) -> str | None:
         """Engine-only: the sha HEAD points at, ``None`` before the first commit."""
         return self._run("rev-parse", "--verify", "--quiet", "HEAD", check=False).strip() or None

@@ -184,3 +184,14 @@ def test_durations() -> None:
     for bad in ("", "d", "1y", "-1d", "1.5d"):
         with pytest.raises(SnodoError, match="not a duration"):
             parse_duration(bad)
+
+
+def test_a_job_status_or_outcome_outside_the_known_ones_is_refused(git_repo: Path) -> None:
+    store = JobStore(git_repo)
+    job_id = str(store.create(spec="s", task_id="t", mode="dev", coder=None, background=True)["job_id"])
+    with pytest.raises(SnodoError, match="not a job status"):
+        store.update(job_id, status="done")
+    with pytest.raises(SnodoError, match="not a halt outcome"):
+        store.update(job_id, status="halted", outcome="pass")
+    assert store.load(job_id)["status"] == "queued"
+    assert store.update(job_id, status="halted", outcome="interrupted")["outcome"] == "interrupted"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from snodo.governance.policy import ValidatorResult, cap, classify, required_passes
+from snodo.governance.policy import ValidatorResult, authorisation_refusals, cap, classify, required_passes
 
 
 def results(*severities: str, kind: str = "validator") -> list[ValidatorResult]:
@@ -119,3 +119,57 @@ def test_constraints_veto_but_do_not_vote() -> None:
 )
 def test_severity_cap_never_touches_errors(severity: str, cap_at: str | None, expected: tuple[str, str | None]) -> None:
     assert cap(severity, cap_at) == expected
+
+
+# ------------------------------------------------------------------ INV3's one home
+
+
+def test_authorisation_refusals_names_blockers_errors_and_unknown_severities() -> None:
+    ok = {"name": "unanimous", "blocker_count": 0, "error_count": 0}
+    assert (
+        authorisation_refusals(
+            [{"validator_id": "a", "severity": "pass"}, {"validator_id": "b", "severity": "warn"}], ok
+        )
+        == ()
+    )
+    assert authorisation_refusals([{"validator_id": "a", "severity": "blocker"}], ok) == ("a",)
+    assert authorisation_refusals([{"validator_id": "a", "severity": "error"}], ok) == ("a",)
+    assert authorisation_refusals([{"validator_id": "a", "severity": "pass", "error": "crashed"}], ok) == ("a",)
+    assert authorisation_refusals([{"validator_id": "a", "severity": "PASS"}], ok) == ("a",)  # fail closed
+    assert authorisation_refusals([{"validator_id": "a"}], ok) == ("a",)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ({"blocker_count": 2}, "the policy counted 2 blocker(s)"),
+        ({"error_count": 1}, "the policy counted 1 validator error(s)"),
+        ({"blocker_count": 1, "error_count": 1}, "the policy counted 1 blocker(s) and 1 validator error(s)"),
+        ({"blocker_count": "lots"}, "the policy counted 1 blocker(s)"),  # unreadable counts as one
+        ({"blocker_count": True}, "the policy counted 1 blocker(s)"),
+        ({"blocker_count": -3}, "the policy counted 1 blocker(s)"),
+    ],
+)
+def test_a_policy_count_alone_refuses(policy: dict[str, object], expected: str) -> None:
+    assert authorisation_refusals([{"validator_id": "a", "severity": "warn"}], policy) == (expected,)
+
+
+def test_inv3_has_one_home() -> None:
+    """No module but ``governance/policy.py`` reads the policy's blocker/error counts or lists the
+    severities a human may decide on; every door (MCP propose_adjudicate, `snodo authorize`,
+    drafting, signing) goes through ``authorisation_refusals`` via ``check_inv3``."""
+    import re
+    from pathlib import Path
+
+    import snodo
+
+    root = Path(snodo.__file__).parent
+    pattern = re.compile(r"blocker_count|error_count|\(\s*\"pass\",\s*\"warn\"\s*\)")
+    offenders = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.py")
+        if p.relative_to(root).as_posix() != "governance/policy.py" and pattern.search(p.read_text())
+    )
+    assert offenders == []
+    host = (root / "mcp" / "host.py").read_text()
+    assert "check_inv3(pending)" in host and "blocking_validators" not in host

@@ -18,7 +18,7 @@ import pytest
 from mcp_harness import Served, audit, git, make_project, serve, snodo
 
 from snodo.governance.service import spec_sha256
-from snodo.state.sessions import SessionStore
+from snodo.state.sessions import PendingDecision, SessionStore
 
 PROTOCOL = """\
 protocol_id: mcp-governance
@@ -182,6 +182,37 @@ def test_propose_adjudicate_refuses_unknown_decisions(producer: Served) -> None:
     assert "'approve' or 'reject'" in producer.refused(
         "propose_adjudicate", {"decision_id": "dec-nope", "decision": "authorize", "justification": "x"}
     )
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_propose_adjudicate_applies_the_one_inv3_rule(
+    producer: Served, project: Path, module_home: Path, decision: str
+) -> None:
+    """A pending decision whose policy counted a blocker (no result names it) is refused at the
+    MCP door exactly as `snodo authorize` refuses it: the door asks the one rule, no copy."""
+    store = SessionStore(module_home)
+    session = store.create(project, "producer")
+    pending = PendingDecision(
+        decision_id=f"dec-inv3-{decision}",
+        task_id="t-inv3",
+        spec_sha256=spec_sha256(PLAIN),
+        mode="producer",
+        phase="pre_execute",
+        results=({"validator_id": "criteria", "severity": "warn", "justification": "vague"},),
+        policy={"name": "unanimous", "pass_count": 0, "warn_count": 1, "blocker_count": 1, "total": 1},
+        created_at="2025-01-01T00:00:00+00:00",
+        spec_text=PLAIN,
+    )
+    store.add_pending(session.session_id, pending)
+    text = producer.refused(
+        "propose_adjudicate", {"decision_id": pending.decision_id, "decision": decision, "justification": "x"}
+    )
+    assert "cannot be authorised" in text and "the policy counted 1 blocker(s)" in text
+    assert not _events(project, "adjudication_proposed", decision_id=pending.decision_id)
+    listing = snodo(project, module_home, "authorize", "--json", check=True)
+    row = next(r for r in json.loads(listing.stdout)["pending"] if r["decision_id"] == pending.decision_id)
+    assert row["authorizable"] is False
+    store.remove_pending(session.session_id, pending.decision_id)
 
 
 def test_blocker_issues_nothing(project: Path, module_home: Path) -> None:

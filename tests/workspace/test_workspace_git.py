@@ -72,7 +72,7 @@ def test_commit_refuses_empty_messages_and_empty_index(project: Path, workspace:
 
 
 def test_commit_branch_merge_round_trip(project: Path, workspace: Workspace, repo: Git) -> None:
-    assert repo.is_repo() and repo.current_branch() == "main" and not repo.dirty()
+    assert repo.is_repo() and repo.get_status()["branch"] == "main" and not repo.dirty()
     start = repo.head()
     created = repo.create_branch("feature/x")
     assert created == {"branch": "feature/x", "head": start}
@@ -166,7 +166,7 @@ def test_helpers_on_a_fresh_and_a_plain_directory(tmp_path: Path) -> None:
     fresh.mkdir()
     subprocess.run(["git", "init", "-q", "-b", "trunk", str(fresh)], check=True)
     repo = Git(fresh, PathGuard(fresh, PROTECTED))
-    assert repo.is_repo() and repo.head() is None and repo.current_branch() == "trunk"
+    assert repo.is_repo() and repo.head() is None and repo.get_status()["branch"] == "trunk"
     assert repo.get_status() == {
         "branch": "trunk",
         "staged": [],
@@ -196,4 +196,4 @@ def test_status_reports_conflicts_and_detached_heads(project: Path, workspace: W
     assert (project / ".git/MERGE_HEAD").exists()  # the human's merge is not thrown away
     git(project, "merge", "--abort")
     repo.checkout(start)
-    assert repo.current_branch() is None and repo.get_status()["branch"] is None
+    assert repo.get_status()["branch"] is None

@@ -72,11 +72,13 @@ class SnodoResult:
         return str(data.get("outcome") or data.get("status") or "?")
 
     def audit(self) -> list[dict[str, Any]]:
-        """Every audit event of the project so far, oldest first."""
+        """Every audit event of the project so far, oldest first (the signed ``checkpoint``
+        lines that seal each append are left out: they are evidence, not events)."""
         if not self.audit_log.exists():
             return []
         lines = self.audit_log.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        records = (json.loads(line) for line in lines if line.strip())
+        return [r for r in records if r.get("event") != "checkpoint"]
 
     def events(self) -> list[str]:
         """The names of the audit events, oldest first."""

@@ -161,7 +161,6 @@ def snodo_coders() -> Any:
         capabilities=CoderCapabilities(
             writes_in_place=False,
             commits_own_changes=False,
-            observes_tests=False,
             settings=("path",),
             needs_network=False,
             deterministic=True,

@@ -57,7 +57,9 @@ def test_every_builtin_setting_is_documented() -> None:
     validators_doc = "".join((REPO / "docs" / page).read_text() for page in ("validators.md", "coders.md"))
     for name, spec in host.validators().items():
         for setting in spec.settings:
-            assert f"`{setting}`" in validators_doc, f"validator {name}: setting {setting!r} not in docs/validators.md or docs/coders.md"
+            assert f"`{setting}`" in validators_doc, (
+                f"validator {name}: setting {setting!r} not in docs/validators.md or docs/coders.md"
+            )
     for name, coder in host.coders().items():
         assert f"`{name}` takes" in PROTOCOL, f"docs/protocol.md does not list the settings of coder {name!r}"
         documented = PROTOCOL[PROTOCOL.index(f"`{name}` takes") :].split(";")[0]

@@ -36,6 +36,31 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
 
 
+#: The global constraint that discards a run's work when it holds a secret.
+NO_SECRETS = "global_constraints:\n  - {constraint_id: no-secrets, predicate: no_secrets_in_diff}\n"
+
+
+def write_producer_protocol(repo: Path, *, coder_config: str = "{}", tests_extra: str = "", tail: str = "") -> None:
+    """The engine tests' protocol: one producer mode (mock coder, ``coder_config`` as YAML
+    flow text), a pre_execute ``protocol`` validator and a post_execute ``pytest`` one
+    (``tests_extra`` is appended to its mapping, e.g. ``", severity_cap: warn"``), then
+    ``tail`` (top-level YAML such as ``execution:`` or ``NO_SECRETS``)."""
+    (repo / ".snodo").mkdir(exist_ok=True)
+    (repo / ".snodo" / "protocol.yml").write_text(f"""\
+protocol_id: t
+name: t
+modes:
+  - mode_id: producer
+    tools: [read, edit, test, validate, dispatch, commit]
+    validators: [scope, tests]
+    coder: mock
+    coder_config: {coder_config}
+validators:
+  - {{validator_id: scope, validator_type: protocol}}
+  - {{validator_id: tests, validator_type: pytest, evaluation_phase: post_execute{tests_extra}}}
+{tail}""")
+
+
 def make_repo(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", "main")

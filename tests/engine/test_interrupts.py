@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from snodo.engine.worktree import project_key
-from tests.conftest import git
+from tests.conftest import NO_SECRETS, git, write_producer_protocol
 
 SLOW_SUITE = json.dumps(
     {
@@ -38,22 +38,7 @@ SLOW_SUITE_WITH_SECRET = json.dumps(
 
 
 def write_protocol(repo: Path, suite: str = SLOW_SUITE, *, commit: bool = True) -> None:
-    (repo / ".snodo").mkdir(exist_ok=True)
-    (repo / ".snodo" / "protocol.yml").write_text(f"""\
-protocol_id: t
-name: t
-modes:
-  - mode_id: producer
-    tools: [read, edit, test, validate, dispatch, commit]
-    validators: [scope, tests]
-    coder: mock
-    coder_config: {suite}
-validators:
-  - {{validator_id: scope, validator_type: protocol}}
-  - {{validator_id: tests, validator_type: pytest, evaluation_phase: post_execute, tooling: {{timeout: 300}}}}
-global_constraints:
-  - {{constraint_id: no-secrets, predicate: no_secrets_in_diff}}
-""")
+    write_producer_protocol(repo, coder_config=suite, tests_extra=", tooling: {timeout: 300}", tail=NO_SECRETS)
     if commit:  # (a protocol dictating a secret stays uncommitted: only the run's work may hold it)
         git(repo, "add", ".snodo/protocol.yml")
         git(repo, "commit", "-qm", "protocol")

@@ -16,7 +16,7 @@ from snodo.engine.jobs import JobStore
 from snodo.engine.lifecycle import parse_duration
 from snodo.engine.worktree import project_key
 from snodo.errors import SnodoError
-from tests.conftest import git
+from tests.conftest import git, write_producer_protocol
 
 SUITE = json.dumps(
     {
@@ -29,21 +29,7 @@ SUITE = json.dumps(
 
 
 def write_protocol(repo: Path, parallel: int) -> None:
-    (repo / ".snodo").mkdir(exist_ok=True)
-    (repo / ".snodo" / "protocol.yml").write_text(f"""\
-protocol_id: t
-name: t
-modes:
-  - mode_id: producer
-    tools: [read, edit, test, validate, dispatch, commit]
-    validators: [scope, tests]
-    coder: mock
-    coder_config: {SUITE}
-validators:
-  - {{validator_id: scope, validator_type: protocol}}
-  - {{validator_id: tests, validator_type: pytest, evaluation_phase: post_execute}}
-execution: {{max_parallel_jobs: {parallel}}}
-""")
+    write_producer_protocol(repo, coder_config=SUITE, tail=f"execution: {{max_parallel_jobs: {parallel}}}\n")
     git(repo, "add", ".snodo/protocol.yml")
     git(repo, "commit", "-qm", "protocol")
 

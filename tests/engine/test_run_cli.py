@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo
+from tests.conftest import git, make_repo, write_producer_protocol
 
 
 def events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -55,21 +55,9 @@ def test_mock_run_in_fresh_repo_commits_on_a_task_branch(fresh: Path, snodo_cli)
 
 
 def write_protocol(repo: Path, *, cap: str = "", coder_config: str = "{}", depth: int = 3) -> None:
-    (repo / ".snodo").mkdir(exist_ok=True)
-    (repo / ".snodo" / "protocol.yml").write_text(f"""\
-protocol_id: t
-name: t
-modes:
-  - mode_id: producer
-    tools: [read, edit, test, validate, dispatch, commit]
-    validators: [scope, tests]
-    coder: mock
-    coder_config: {coder_config}
-validators:
-  - {{validator_id: scope, validator_type: protocol}}
-  - {{validator_id: tests, validator_type: pytest, evaluation_phase: post_execute {cap}}}
-execution: {{max_recovery_depth: {depth}}}
-""")
+    write_producer_protocol(
+        repo, coder_config=coder_config, tests_extra=cap, tail=f"execution: {{max_recovery_depth: {depth}}}\n"
+    )
 
 
 @pytest.fixture

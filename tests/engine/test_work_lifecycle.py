@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from snodo.engine.worktree import project_key, reclaim_abandoned
-from tests.conftest import git, make_repo
+from tests.conftest import NO_SECRETS, git, make_repo, write_producer_protocol
 
 # A well-formed AWS access key id that is not anyone's (AWS documents this exact shape).
 SECRET = "AKIA" + "Q7ZT4NEXAMPLE2K5"
@@ -25,22 +25,7 @@ def events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 def write_protocol(repo: Path, *, coder_config: str = "{}", extra: str = "") -> None:
-    (repo / ".snodo").mkdir(exist_ok=True)
-    (repo / ".snodo" / "protocol.yml").write_text(f"""\
-protocol_id: t
-name: t
-modes:
-  - mode_id: producer
-    tools: [read, edit, test, validate, dispatch, commit]
-    validators: [scope, tests]
-    coder: mock
-    coder_config: {coder_config}
-validators:
-  - {{validator_id: scope, validator_type: protocol}}
-  - {{validator_id: tests, validator_type: pytest, evaluation_phase: post_execute}}
-global_constraints:
-  - {{constraint_id: no-secrets, predicate: no_secrets_in_diff}}
-{extra}""")
+    write_producer_protocol(repo, coder_config=coder_config, tail=NO_SECRETS + extra)
 
 
 def refs(repo: Path) -> list[str]:

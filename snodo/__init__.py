@@ -1,8 +1,17 @@
 """snodo: a governance engine for AI-assisted software development."""
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("snodo")  # from the installed metadata, so it never drifts from pyproject.toml
-except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    # ``__version__`` comes from the installed metadata, so it never drifts from
+    # pyproject.toml; read lazily, because importing importlib.metadata costs every snodo
+    # process (``snodo --help``, each job) about 25 ms that only --version needs.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("snodo")
+        except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+            return "0+unknown"
+    raise AttributeError(f"module 'snodo' has no attribute {name!r}")

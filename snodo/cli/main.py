@@ -17,7 +17,6 @@ from typing import Any, NoReturn
 
 import click
 
-from snodo import __version__
 from snodo.errors import SnodoError
 
 #: name -> (module, attribute, one-line help shown by `snodo --help` without importing it)
@@ -65,7 +64,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="snodo")
+@click.version_option(package_name="snodo", prog_name="snodo")  # resolved only when asked
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or spinners on stderr (results and errors still print).")
 @click.pass_context

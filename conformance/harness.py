@@ -106,7 +106,7 @@ class SnodoProject:
         env = {**os.environ, "SNODO_HOME": str(self.home), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         env.pop("SNODO_VERBOSE", None)
         proc = subprocess.run(
-            [sys.executable, "-m", "snodo", *args],
+            [sys.executable, "-I", "-m", "snodo", *args],  # -I: the project is not on sys.path
             cwd=self.root,
             env=env,
             capture_output=True,

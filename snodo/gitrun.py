@@ -1,15 +1,37 @@
-"""The one way snodo runs ``git``: no shell, no prompt, a time limit, git's own words on failure.
+"""The one way snodo runs ``git``: hardened, pinned, no shell, no prompt, a time limit.
 
 Every module of the core that needs git (the agent's git tools in
 :mod:`snodo.workspace.git`, the engine's working copies in :mod:`snodo.engine.worktree`,
 the demo) calls :func:`run_git`; a test keeps it the only place that starts the program.
+
+Git runs programs named by its configuration and by files in the work tree (hooks, the
+fsmonitor, filter, merge and diff drivers, pagers, editors, ssh). The work tree is the
+agent's, so none of those may choose a program here, where nothing is confined:
+
+* the repository is **pinned**: :func:`pin` finds the work tree's top and git directory
+  once (at project load, or the first time snodo asks about a path) and every later
+  command names them with ``--git-dir``/``--work-tree``, so a ``.git`` an agent plants
+  below the root (``app/.git``, ``vendor/.git``) is never discovered;
+* the environment is scrubbed: no ``GIT_*`` variable of the caller passes (``GIT_DIR``,
+  ``GIT_CONFIG_*``, ``GIT_EXEC_PATH``…), only :data:`_KEPT_ENV` and what snodo sets itself;
+  ``GIT_CONFIG_NOSYSTEM=1`` and ``GIT_ATTR_NOSYSTEM=1``;
+* :data:`HARDENING` overrides on the command line every configuration key that names a
+  program or makes git start one, and per subcommand :data:`_SUBCOMMAND_FLAGS` add
+  ``--no-ext-diff``/``--no-textconv``/``--ignore-submodules=all``/``--no-verify``;
+* filter and merge drivers cannot be switched off by one key: a ``.gitattributes`` in the
+  tree picks a driver by name. :func:`pin` lists the drivers the configuration defines and
+  neutralises each by name (empty ``clean``/``smudge``/``process``, ``required=false``; a
+  merge driver becomes ``false``, so such a merge conflicts instead of running it). What
+  remains (docs/security.md): a driver defined only after the pin, in a configuration
+  file the agent cannot write, is not neutralised until the next process.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from attrs import frozen
@@ -21,6 +43,47 @@ GIT_TIMEOUT = 120.0
 
 #: Who commits when the repository names nobody (engine commits, the empty base commit).
 FALLBACK_IDENTITY = {"user.name": "snodo", "user.email": "snodo@localhost"}
+
+#: Configuration overrides on every command: no key may name a program git would start.
+HARDENING: tuple[str, ...] = (
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.attributesFile=/dev/null",
+    "core.pager=cat",
+    "core.editor=:",
+    "sequence.editor=:",
+    "core.sshCommand=false",
+    "core.askPass=",
+    "core.gitProxy=",
+    "core.alternateRefsCommand=",
+    "credential.helper=",
+    "diff.external=",
+    "diff.ignoreSubmodules=all",
+    "submodule.recurse=false",
+    "status.submoduleSummary=false",
+    "commit.gpgSign=false",
+    "tag.gpgSign=false",
+    "log.showSignature=false",
+    "protocol.allow=never",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "fetch.recurseSubmodules=false",
+)
+
+#: Options added right after a subcommand (git 2.39 knows each of them there).
+_SUBCOMMAND_FLAGS: Mapping[str, tuple[str, ...]] = {
+    "diff": ("--no-ext-diff", "--no-textconv", "--ignore-submodules=all"),
+    "log": ("--no-ext-diff", "--no-textconv"),
+    "show": ("--no-ext-diff", "--no-textconv"),
+    "status": ("--ignore-submodules=all",),
+    "commit": ("--no-verify",),
+    "merge": ("--no-verify", "--no-stat"),
+}
+
+_ENDING = frozenset({"--abort", "--continue", "--quit"})
+
+#: Variables of the caller's environment git may see; every other one (all ``GIT_*``) is dropped.
+_KEPT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME")
 
 
 @frozen(kw_only=True)
@@ -44,18 +107,68 @@ class GitTimeout(EnvironmentProblem):
     """A git command overran :data:`GIT_TIMEOUT` and was killed."""
 
 
-def run_git(
-    repo: Path,
-    *args: str,
-    stdin: str | None = None,
-    env: Mapping[str, str] | None = None,
-    timeout: float = GIT_TIMEOUT,
+@frozen(kw_only=True)
+class GitContext:
+    """A repository as snodo found it before any agent ran: the top of its work tree, its own
+    git directory (``<common>/worktrees/<name>`` for a linked worktree) and the ``-c``
+    options neutralising the filter and merge drivers its configuration defines."""
+
+    work_tree: Path
+    git_dir: Path
+    neutral: tuple[str, ...] = ()
+
+    def options(self) -> list[str]:
+        return [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}", *_config(self.neutral)]
+
+
+_PINNED: dict[Path, GitContext] = {}
+_PIN_LOCK = threading.Lock()
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of every git process: :data:`_KEPT_ENV`, ``LC_*``, the fixed settings
+    and ``extra`` (what snodo itself sets); nothing else of the caller's."""
+    env = {k: v for k, v in os.environ.items() if k in _KEPT_ENV or k.startswith("LC_")}
+    env.update(
+        {
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_ATTR_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_EDITOR": ":",
+            "GIT_PAGER": "cat",
+            "GIT_NO_REPLACE_OBJECTS": "1",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+def _config(pairs: Sequence[str]) -> list[str]:
+    return [part for pair in pairs for part in ("-c", pair)]
+
+
+def _with_flags(args: Sequence[str]) -> list[str]:
+    """``args`` with :data:`_SUBCOMMAND_FLAGS` inserted after the subcommand (the first word
+    that is not a global option or the value of ``-c``)."""
+    out = list(args)
+    i = 0
+    while i < len(out):
+        word = out[i]
+        if word == "-c":
+            i += 2
+            continue
+        if word.startswith("-"):
+            i += 1
+            continue
+        if _ENDING.intersection(out[i + 1 :]):  # `merge --abort` takes no other option
+            return out
+        return [*out[: i + 1], *_SUBCOMMAND_FLAGS.get(word, ()), *out[i + 1 :]]
+    return out
+
+
+def _spawn(
+    argv: list[str], args: Sequence[str], env: dict[str, str], stdin: str | None, timeout: float, where: Path
 ) -> GitResult:
-    """Run ``git -C repo args``; never raises for git's own failure (see ``returncode``),
-    only when git cannot start (:class:`EnvironmentProblem`) or overruns ``timeout``
-    (:class:`GitTimeout`)."""
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": ":", **(env or {})}
-    argv = ["git", "-C", str(repo), *args]
     try:
         proc = subprocess.run(
             argv,
@@ -64,7 +177,7 @@ def run_git(
             text=True,
             encoding="utf-8",
             errors="replace",
-            env=full_env,
+            env=env,
             timeout=timeout,
             check=False,
             stdin=None if stdin is not None else subprocess.DEVNULL,
@@ -73,10 +186,97 @@ def run_git(
         raise EnvironmentProblem("cannot run 'git': program not found", hint="install git") from None
     except subprocess.TimeoutExpired:
         raise GitTimeout(
-            f"git {' '.join(args[:2])} did not finish within {timeout:g} s in {repo}",
-            hint="check for a lock file or a hook that waits (.git/hooks), then run again",
+            f"git {' '.join(args[:2])} did not finish within {timeout:g} s in {where}",
+            hint="check for a lock file, then run again",
         ) from None
     return GitResult(args=tuple(args), returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
+
+
+def _hardened(repo: Path, context: GitContext | None, args: Sequence[str]) -> list[str]:
+    where = context.options() if context is not None else []
+    return ["git", "-C", str(repo), *_config(HARDENING), *where, *_with_flags(args)]
+
+
+def pinned(path: Path) -> GitContext | None:
+    """The pinned repository ``path`` lies in (the deepest one), or ``None``."""
+    real = Path(os.path.realpath(path))
+    with _PIN_LOCK:
+        best: GitContext | None = None
+        for top, context in _PINNED.items():
+            if (real == top or top in real.parents) and (best is None or len(top.parts) > len(best.work_tree.parts)):
+                best = context
+        if best is not None and not best.git_dir.is_dir():  # a removed worktree: forget it
+            _PINNED.pop(best.work_tree, None)
+            return None
+        return best
+
+
+def pin(path: Path) -> GitContext | None:
+    """Find (once) the repository whose work tree holds ``path`` and remember it for every
+    later command; ``None`` when ``path`` is in no work tree. Call it before an agent runs:
+    what it finds is what every later command is pinned to."""
+    known = pinned(path)
+    if known is not None:
+        return known
+    ask = ["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir"]
+    probe = _spawn(
+        _hardened(path, None, ask),
+        ask,
+        clean_env(),
+        None,
+        GIT_TIMEOUT,
+        path,
+    )
+    lines = probe.stdout.splitlines()
+    if not probe.ok or len(lines) != 2:
+        return None
+    top, git_dir = (Path(os.path.realpath(line)) for line in lines)
+    drivers = [f"--git-dir={git_dir}", "config", "--name-only", "--get-regexp", r"^(filter|merge)\."]
+    listing = _spawn(
+        _hardened(top, None, drivers),
+        drivers,
+        clean_env(),
+        None,
+        GIT_TIMEOUT,
+        top,
+    ).stdout
+    context = GitContext(work_tree=top, git_dir=git_dir, neutral=_neutralise(listing.split()))
+    with _PIN_LOCK:
+        _PINNED[top] = context
+    return context
+
+
+def _neutralise(keys: Sequence[str]) -> tuple[str, ...]:
+    """Overrides switching off every filter and merge driver named in ``keys``."""
+    out: list[str] = []
+    for key in keys:
+        section, _, rest = key.partition(".")
+        name = rest.rpartition(".")[0]
+        if not name:
+            continue
+        if section == "filter":
+            out += [f"filter.{name}.{k}=" for k in ("clean", "smudge", "process")] + [f"filter.{name}.required=false"]
+        elif section == "merge":
+            out.append(f"merge.{name}.driver=false")
+    return tuple(dict.fromkeys(out))
+
+
+def run_git(
+    repo: Path,
+    *args: str,
+    stdin: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = GIT_TIMEOUT,
+) -> GitResult:
+    """Run ``git -C repo args``, hardened and pinned (see the module docstring); never raises
+    for git's own failure (see ``returncode``), only when git cannot start
+    (:class:`EnvironmentProblem`) or overruns ``timeout`` (:class:`GitTimeout`).
+
+    A caller naming ``--git-dir`` itself (the in-place judge, which read it before the coder
+    ran) is not pinned again."""
+    names_dir = any(a.startswith("--git-dir") for a in args)
+    context = None if names_dir else pin(repo)
+    return _spawn(_hardened(repo, context, args), args, clean_env(env), stdin, timeout, repo)
 
 
 def git_out(repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, str] | None = None) -> str:

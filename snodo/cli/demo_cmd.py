@@ -60,7 +60,7 @@ def demo(directory: Path | None, keep: bool) -> None:
         shown = " ".join(a if " " not in a else repr(a) for a in args)
         out.print(f"[bold cyan]$ snodo {escape(shown)}[/]")
         proc = subprocess.run(
-            [sys.executable, "-m", "snodo", *args],
+            [sys.executable, "-I", "-m", "snodo", *args],  # -I: the project is not on sys.path
             cwd=repo,
             env=env,
             input=stdin,

@@ -79,7 +79,9 @@ def snodo_command() -> list[str]:
     script = Path(sys.executable).parent / ("snodo.exe" if os.name == "nt" else "snodo")
     if script.is_file():
         return [str(script.absolute())]
-    return [str(Path(sys.executable).absolute()), "-m", "snodo"]
+    # -I: the project (or whatever directory the host starts in) is never on sys.path,
+    # so a `snodo/` package an agent wrote there cannot stand in for snodo.
+    return [str(Path(sys.executable).absolute()), "-I", "-m", "snodo"]
 
 
 def host_config(host: str, protocol: Path, root: Path, mode_id: str | None) -> dict[str, Any]:

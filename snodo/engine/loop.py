@@ -41,6 +41,7 @@ from snodo.outcomes import RUN_NEXT_STEP, HaltOutcome
 from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation
 from snodo.sandbox import confined
 from snodo.workspace import Git, PathGuard, Workspace
+from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
 Progress = Callable[[str], None]
 
@@ -291,7 +292,8 @@ class Engine:
     ) -> ValidationOutcome:
         self.phase = phase
         self.progress(f"{phase} validation")
-        return validate_task(
+        watch = GitMetaWatch(workspace)  # validators run confined code: no new git metadata may stay
+        outcome = validate_task(
             self.project,
             spec=spec,
             task_id=task_id,
@@ -303,6 +305,12 @@ class Engine:
             progress=lambda msg, _r: self.progress(msg),
             escalate=persist_escalation,
         )
+        found = watch.intruders()
+        for path, reason in found:
+            self.project.record("path_refused", task_id=task_id, path=path, source=f"{phase}:validators", reason=reason)
+        if found:
+            raise Halt("blocker", phase, GitMetadataRefused(found).message, validation=outcome)
+        return outcome
 
     def _loop(
         self, spec: str, task_id: str, coder_spec: CoderSpec, coder: Any, config: dict[str, Any], wt: Worktree
@@ -648,15 +656,14 @@ class Engine:
         """Commits about to be kept that a discarding constraint never judged (the run was
         interrupted, or halted before post_execute finished) are judged now, so no kept ref
         holds what such a constraint forbids."""
-        from snodo.governance.runner import constraints_for
-        from snodo.records import PredicateContext
+        from snodo.governance.runner import PhaseInput, constraints_for, run_constraints
 
         tip = wt.tip()
         if tip is None or tip == wt.base:
             return []
         p = self.project
         judged = {str(r.get("validator_id")) for r in results}
-        pending = []
+        pending = {}
         for c in constraints_for(p.protocol, p.mode, p.protocol.validators_for(p.mode, "post_execute")):
             if f"constraint:{c.constraint_id}" in judged:
                 continue
@@ -665,30 +672,29 @@ class Engine:
             except SnodoError:
                 continue
             if spec.discard_work_on_failure:
-                pending.append((c, spec))
+                pending[f"constraint:{c.constraint_id}"] = (c, spec.name)
         if not pending:
             return []
         git = Git(wt.path, PathGuard(wt.path, p.protocol.protected_paths))
-        ctx = PredicateContext(
-            workspace=wt.path,
+        inp = PhaseInput(
+            protocol=p.protocol,
+            mode=p.mode,
+            phase="post_execute",
             task_id=wt.task_id,
             task_spec=self.spec_text,
-            phase="post_execute",
+            workspace=wt.path,
             changed_files=tuple(git.changed_files(wt.base)),
             diff=git.read_diff(wt.base),
+            sandbox=p.sandbox_policy(wt.path),
         )
-        reasons = []
-        for c, spec in pending:
-            try:
-                verdict = spec.check(ctx, dict(c.params))
-                ok, message = bool(verdict.ok), str(verdict.message)
-            except Exception as exc:  # fail closed: a predicate that cannot judge discards
-                ok, message = False, f"{type(exc).__name__}: {exc}"
-            if not ok:
-                reasons.append(
-                    {"constraint": f"constraint:{c.constraint_id}", "predicate": spec.name, "finding": message}
-                )
-        return reasons
+        # Through the one runner, confined like every other evaluation: a predicate that
+        # cannot judge (an error) fails closed and discards.
+        verdicts = run_constraints(p.host, [c for c, _ in pending.values()], inp)
+        return [
+            {"constraint": v.validator_id, "predicate": pending[v.validator_id][1], "finding": v.justification}
+            for v in verdicts
+            if v.severity != "pass"
+        ]
 
 
 def _plain_usage(usage: Any) -> dict[str, Any]:

@@ -163,7 +163,17 @@ def run_phase(host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None 
         if progress:
             progress(f"{inp.phase}: {v.validator_id} → {slot.severity}", slot)
 
-    for c in constraints_for(inp.protocol, inp.mode, validators):
+    results += run_constraints(host, constraints_for(inp.protocol, inp.mode, validators), inp, progress=progress)
+    return results
+
+
+def run_constraints(
+    host: PluginHost, constraints: Sequence[Constraint], inp: PhaseInput, *, progress: ProgressFn | None = None
+) -> list[ValidatorResult]:
+    """Evaluate ``constraints`` one by one, each confined by ``inp.sandbox``: the one place a
+    predicate runs (the engine's re-judging of kept work comes here too)."""
+    results = []
+    for c in constraints:
         with confined(inp.sandbox):
             r = _run_constraint(host, c, inp)
         results.append(r)

@@ -38,9 +38,12 @@ from snodo.state.atomic import canonical_json
 from snodo.state.decisions import check_inv3
 from snodo.state.proposals import ProposalStore
 from snodo.workspace import Git, PathGuard, Workspace, run_tests
+from snodo.workspace.gitmeta import GitMetaWatch
 from snodo.workspace.testrun import python_settings
 
 TEST_TIMEOUT = 300.0
+#: Tools that run confined code in the project root: what git metadata it leaves is checked.
+RUNS_CONFINED = frozenset({"run_tests", "validate_task", "dispatch_task", "run_plan"})
 _KIND_NAMES = {"string": "a string", "boolean": "true or false", "string_list": "a non-empty list of strings"}
 
 
@@ -254,10 +257,11 @@ class ToolHost:
             return ToolReply.error(f"{name} refused: {problem}.{note}")
         try:
             _check_paths(args)
-            data = self._handlers[name](**{k: v for k, v in args.items() if v is not None})
+            data = self._handle(name, {k: v for k, v in args.items() if v is not None})
         except PathValidationError as exc:
-            note = self._audit("path_refused", tool=name, path=exc.path, reason=exc.reason, source="mcp")
-            return ToolReply.error(f"{name} {exc}{note}")
+            found = getattr(exc, "found", ((exc.path, exc.reason),))
+            notes = [self._audit("path_refused", tool=name, path=p, reason=r, source="mcp") for p, r in found]
+            return ToolReply.error(f"{name} {exc}{''.join(dict.fromkeys(notes))}")
         except SnodoError as exc:
             note = self._audit("tool_error", tool=name, error=exc.message)
             return ToolReply.error(f"{name} failed: {exc}{note}")
@@ -268,6 +272,16 @@ class ToolHost:
                 f"{name} failed with an internal error ({detail}); this is a bug in snodo, please report it.{note}"
             )
         return ToolReply(ok=True, data=data)
+
+    def _handle(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Run the handler; after one that runs confined code, new git metadata (removed
+        there and then) refuses the call, whatever the handler answered."""
+        watch = GitMetaWatch(self.project.root) if name in RUNS_CONFINED else None
+        try:
+            return self._handlers[name](**args)
+        finally:
+            if watch is not None:
+                watch.check()
 
     def _audit(self, event: str, **data: Any) -> str:
         """Record a refusal; the refusal stands even when the audit log cannot take it."""

@@ -16,9 +16,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from snodo.errors import ToolError
+from snodo.errors import PathValidationError, ToolError
 from snodo.gitrun import GIT_TIMEOUT, GitTimeout, identity_args, run_git
-from snodo.workspace.guard import PathGuard
+from snodo.workspace.guard import REASON_GITLINK, PathGuard
+
+GITLINK_MODE = "160000"
 
 
 class Git:
@@ -46,6 +48,7 @@ class Git:
             "ls-files", "-z", "--full-name", "--modified", "--others", "--exclude-standard", "--", *relative
         )
         self._check_repo_paths(pending)
+        self._check_no_gitlink(pending)
         self._run("add", "-A", "--", *relative)
         return {"staged": sorted(Path(r).as_posix() for r in relative)}
 
@@ -61,6 +64,7 @@ class Git:
         if not staged:
             raise ToolError("nothing is staged; call stage_files first")
         self._check_repo_paths(staged)
+        self._check_staged_gitlinks()
         self._run("commit", "--quiet", "--file=-", stdin=message, identity=True)
         return self._head_sha()
 
@@ -180,6 +184,33 @@ class Git:
         top = self._run("rev-parse", "--show-toplevel").strip()
         for path in filter(None, listing.split("\0")):
             self.guard.check_mutation(os.path.join(top, path), follow_symlinks=False)
+
+    def _check_no_gitlink(self, listing: str) -> None:
+        """Refuse staging a nested repository: git lists one as ``dir/`` among untracked
+        paths, and a submodule's checkout is a directory holding a ``.git``."""
+        top = Path(self._run("rev-parse", "--show-toplevel").strip())
+        for path in filter(None, listing.split("\0")):
+            full = top / path
+            if path.endswith("/") or (full.is_dir() and not full.is_symlink() and os.path.lexists(full / ".git")):
+                raise PathValidationError(path.rstrip("/"), REASON_GITLINK)
+
+    def _check_staged_gitlinks(self) -> None:
+        """Refuse a commit whose index adds or moves a gitlink (however it was staged). The
+        index and HEAD are compared directly: diffs hide submodules (``--ignore-submodules``)."""
+
+        def gitlinks(listing: str, sha_field: int) -> set[tuple[str, str]]:
+            found = set()
+            for record in filter(None, listing.split("\0")):
+                meta, _, path = record.partition("\t")
+                fields = meta.split()
+                if fields and fields[0] == GITLINK_MODE:
+                    found.add((path, fields[sha_field]))
+            return found
+
+        head = self._run("ls-tree", "-r", "-z", "--full-tree", "HEAD", check=False) if self.head() else ""
+        new = gitlinks(self._run("ls-files", "-s", "-z", "--full-name"), 1) - gitlinks(head, 2)
+        if new:
+            raise PathValidationError(sorted(new)[0][0], REASON_GITLINK)
 
     def _check_branch(self, name: str) -> None:
         _argument(name, "branch name")

@@ -15,12 +15,20 @@ outside the project root. The guard decides on two views of a path and both must
 
 ``.snodo`` and ``.git`` are refused at any depth: a nested one is another project's
 governance state or a submodule's internals, never legitimate agent output.
+
+Interpreter environments are refused too: a ``.pth`` file or a replaced ``python`` in a
+virtual environment runs in the user's next ``python`` — snodo's own included — outside any
+sandbox. So are the top-level ``.venv``/``venv`` (even before they exist: a later
+``python -m venv`` keeps what is already there), any directory holding ``pyvenv.cfg`` or
+``conda-meta`` (an environment at any depth, ``execution.python``'s included) and the
+environment snodo itself runs from when it lies inside the root.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 import unicodedata
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
@@ -39,6 +47,14 @@ REASON_SNODO = (
     "`.snodo/` is protected: governance state cannot be changed through the tool surface (see docs/architecture.md)"
 )
 REASON_GIT = "`.git/` is protected: repository internals cannot be changed through the tool surface"
+REASON_GITLINK = (
+    "a nested repository (a directory holding `.git`, staged as a gitlink) cannot be staged or committed: "
+    "git would read its configuration"
+)
+REASON_INTERPRETER = (
+    "a Python environment is protected: a `.pth` file or a replaced interpreter there would run outside the "
+    "sandbox in the next `python`"
+)
 REASON_PROTECTED = "protected by the protocol's protected_paths pattern {pattern!r}"
 
 # Code points that render as nothing (zero-width joiners, fillers, variation selectors):
@@ -50,6 +66,8 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 # NTFS 8.3 short names: `.snodo` is also reachable as `SNODO~1` there.
 _SHORT_NAMES = {re.compile(r"^snodo~\d+$"): REASON_SNODO, re.compile(r"^git~\d+$"): REASON_GIT}
 _RESERVED = {".snodo": REASON_SNODO, ".git": REASON_GIT}
+_VENV_NAMES = frozenset({".venv", "venv"})
+_ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 
 
 def name_key(component: str) -> str:
@@ -133,10 +151,24 @@ class PathGuard:
             for part in parts:
                 self._check_name(path, part)
             keys = tuple(name_key(part) for part in parts)
+            self._check_interpreter(path, resolved, keys)
             for raw, pattern in self._patterns:
                 if _matches(pattern, keys):
                     raise PathValidationError(path, REASON_PROTECTED.format(pattern=raw))
         return target if follow_symlinks else entry
+
+    def _check_interpreter(self, path: str, resolved: Path, keys: tuple[str, ...]) -> None:
+        """Refuse a target in a Python environment (see the module docstring)."""
+        if keys[0] in _VENV_NAMES:
+            raise PathValidationError(path, REASON_INTERPRETER)
+        own = Path(os.path.realpath(sys.prefix))
+        if own != Path(os.path.realpath(sys.base_prefix)) and (resolved == own or own in resolved.parents):
+            raise PathValidationError(path, REASON_INTERPRETER)
+        directory = resolved
+        while directory != self.root and self.root in directory.parents:
+            if any(os.path.lexists(directory / marker) for marker in _ENV_MARKERS):
+                raise PathValidationError(path, REASON_INTERPRETER)
+            directory = directory.parent
 
     @staticmethod
     def _check_characters(path: str) -> None:

@@ -27,6 +27,7 @@ from snodo.engine.inplace import InPlaceWatch, Judgement
 from snodo.engine.interrupt import Interrupted
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned, uncommitted
 from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
+from snodo.gitrun import pin
 from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import (
     Project,
@@ -209,6 +210,7 @@ class Engine:
             config = dict(p.mode.coder_config) if coder_spec.name == p.mode.coder else {}
             self._check_settings(coder_spec, config)
             coder = coder_spec.factory(config)  # bad settings halt before any token exists
+            pin(p.root)  # the repository every later git command names, found before any agent ran
             for gone in reclaim_abandoned(p.root, p.home, judge=lambda left: self._judge_unjudged(left, ())):
                 p.record("worktree_reclaimed", **gone)
                 self.progress(f"removed the working copy of run {gone['run_id']}, whose process had died")

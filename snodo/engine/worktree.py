@@ -35,7 +35,7 @@ from typing import Any
 from attrs import define, field
 
 from snodo.errors import EnvironmentProblem, SnodoError
-from snodo.gitrun import FALLBACK_IDENTITY, git_out, run_git
+from snodo.gitrun import FALLBACK_IDENTITY, git_out, pin, run_git
 
 HALTED_NAMESPACE = "refs/snodo/halted"
 
@@ -273,6 +273,7 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
     )
     try:
         git_out(repo, "worktree", "add", "-q", "--detach", str(path), head)
+        pin(path)  # its own git directory, named by every later command in it
     except BaseException:
         wt.remove()
         raise

@@ -30,6 +30,7 @@ from attrs import frozen
 from snodo.engine.jobs import JobStore
 from snodo.engine.plans import Planner, PlanStore, plan_tasks
 from snodo.errors import DecisionError, PathValidationError, SnodoError, TokenError, ToolError
+from snodo.gitrun import pin
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
 from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, plan_mode, tools_for_mode
 from snodo.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
@@ -203,6 +204,7 @@ class ToolHost:
         self.guard = PathGuard(project.root, project.protocol.protected_paths)
         self.workspace = Workspace(project.root, self.guard)
         self.git = Git(project.root, self.guard)
+        pin(project.root)  # before any tool call: the repository every later git command uses
         self.jobs = JobStore(project.root)
         self.plans = PlanStore(project.root)
         self.planner = Planner.for_mode(project.mode, project.host)

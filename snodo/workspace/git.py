@@ -60,11 +60,11 @@ class Git:
         """
         if not isinstance(message, str) or not message.strip():
             raise ToolError("a commit needs a non-empty message")
+        self._check_staged_gitlinks()  # first: diffs do not show gitlinks (submodules are ignored)
         staged = self._run("diff", "--cached", "--name-only", "--no-renames", "-z")
         if not staged:
             raise ToolError("nothing is staged; call stage_files first")
         self._check_repo_paths(staged)
-        self._check_staged_gitlinks()
         self._run("commit", "--quiet", "--file=-", stdin=message, identity=True)
         return self._head_sha()
 

@@ -23,16 +23,26 @@ runs change them legitimately.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-import shutil
-import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from attrs import frozen
 
+from snodo.engine.snapshot import (
+    Saved,
+    differences,
+    entries_below,
+    fingerprint,
+    fingerprints,
+    git_dirs,
+    git_label,
+    outside_of,
+    put_back,
+    read_text,
+    save,
+    tree_of,
+)
 from snodo.errors import PathValidationError, ToolError
 from snodo.workspace import Git, PathGuard
 from snodo.workspace.guard import REASON_GIT, REASON_OUTSIDE
@@ -63,7 +73,6 @@ _VOLATILE_NAMES = frozenset(
 )
 _VOLATILE_DIRS = frozenset({"objects", "logs", "refs", "rr-cache", "lost-found", "worktrees"})
 _OTHER_RUNS = "refs/heads/snodo/"
-_RUN_ID = re.compile(r"^[0-9a-f]{8}$")  # how snodo.engine.worktree names a run's working copy
 REASON_UNDECLARED_COMMIT = "the coder declares commits_own_changes=False but moved HEAD, a branch or made commits"
 REASON_REWRITE = "the coder's commits do not extend the task branch (history rewritten or HEAD switched)"
 
@@ -109,14 +118,14 @@ class InPlaceWatch:
         self.git = Git(workspace, guard)
         self.branch_ref = f"refs/heads/{branch}"
         self.commits_own_changes = commits_own_changes
-        self.gitdir, self.common = _git_dirs(self.root)
-        if self.gitdir is not None and not _read(self.gitdir / "HEAD").startswith("ref:"):
+        self.gitdir, self.common = git_dirs(self.root)
+        if self.gitdir is not None and not read_text(self.gitdir / "HEAD").startswith("ref:"):
             # A detached working copy (the engine's runs): its own HEAD is the task's tip.
             self.branch_ref = self._head_name()
         self.before = self._snapshot(read_index=True)
         # What lies outside the working copy is put back if the coder changes it.
         self.saved = {
-            label: (path, _save(path)) for label, path in {**self._git_entries(), **_outside(self.root)}.items()
+            label: (path, save(path)) for label, path in {**self._git_entries(), **outside_of(self.root)}.items()
         }
 
     # ------------------------------------------------------------------ judging
@@ -126,17 +135,17 @@ class InPlaceWatch:
         before = self.before
         refused: list[tuple[str, str]] = []
         changed: set[str] = set()
-        for path in _differences(before.tree, after.tree):
+        for path in differences(before.tree, after.tree):
             reason = self._refusal(path, exists=path in after.tree)
             if reason:
                 refused.append((path, reason))
             else:
                 changed.add(path)
-        refused += [(path, REASON_OUTSIDE) for path in _differences(before.outside, after.outside)]
-        git_touched = _differences(before.git, after.git)
+        refused += [(path, REASON_OUTSIDE) for path in differences(before.outside, after.outside)]
+        git_touched = differences(before.git, after.git)
         refused += [(path, REASON_GIT) for path in git_touched]
         head_ref = self._head_name()
-        moved_refs = _differences(before.refs, after.refs)
+        moved_refs = differences(before.refs, after.refs)
         own = {self.branch_ref}
         commits: tuple[str, ...] = ()
         head: str | None = None
@@ -152,10 +161,10 @@ class InPlaceWatch:
             try:
                 index = self._index()
             except ToolError as exc:
-                where = f"{_label(self.gitdir, self.common)}/index"
+                where = f"{git_label(self.gitdir, self.common)}/index"
                 refused.append((where, f"{REASON_GIT}; it is unreadable now: {exc}"))
                 index = dict(before.index)
-            for path in _differences(before.index, index):
+            for path in differences(before.index, index):
                 reason = self._refusal(path, exists=os.path.lexists(self.root / path))
                 if reason:
                     refused.append((path, reason))
@@ -197,11 +206,11 @@ class InPlaceWatch:
         Returns the paths put back."""
         before = self.before
         outside = [p for p in refused if p in before.git or p in after.git or p in before.outside or p in after.outside]
-        current = {**self._git_entries(), **_outside(self.root)}
+        current = {**self._git_entries(), **outside_of(self.root)}
         restored: list[str] = []
         for label in sorted(outside, key=lambda p: (p.rstrip("/").count("/"), p), reverse=True):
             path, saved = self.saved.get(label, (current.get(label), None))
-            if path is not None and _put_back(path, saved):
+            if path is not None and put_back(path, saved):
                 restored.append(label)
         config = ".git/config"
         if config in refused and config not in restored:
@@ -220,7 +229,7 @@ class InPlaceWatch:
             if ref == self._head_name():
                 if self.gitdir is None or not old:
                     return False
-                return _put_back(self.gitdir / "HEAD", _Saved(kind="file", data=(old + "\n").encode(), mode=0o644))
+                return put_back(self.gitdir / "HEAD", Saved(kind="file", data=(old + "\n").encode(), mode=0o644))
             if old is None:
                 self._lines("update-ref", "--no-deref", "-d", ref)
             elif old.startswith("ref:"):
@@ -276,9 +285,9 @@ class InPlaceWatch:
 
     def _snapshot(self, *, read_index: bool) -> _Snapshot:
         return _Snapshot(
-            tree=_tree(self.root, skip_git_dir=self.gitdir is not None and self.gitdir == self.root / ".git"),
-            outside=_fingerprints(_outside(self.root)),
-            git=_fingerprints(self._git_entries()),
+            tree=tree_of(self.root, skip_git_dir=self.gitdir is not None and self.gitdir == self.root / ".git"),
+            outside=fingerprints(outside_of(self.root)),
+            git=fingerprints(self._git_entries()),
             refs=self._refs(),
             index=self._index() if read_index else {},
         )
@@ -289,13 +298,13 @@ class InPlaceWatch:
         found: dict[str, Path] = {}
         # A plain repository's HEAD is this working copy's HEAD, judged with the refs.
         skip = _VOLATILE_NAMES | ({"HEAD"} if self.gitdir == self.common else set())
-        for path, full in _entries(self.common, prune=_VOLATILE_DIRS, skip=skip).items():
+        for path, full in entries_below(self.common, prune=_VOLATILE_DIRS, skip=skip).items():
             found[f".git/{path}"] = full
         # objects/info/alternates would let git read objects from anywhere.
-        found.update({f".git/objects/info/{p}": f for p, f in _entries(self.common / "objects" / "info").items()})
+        found.update({f".git/objects/info/{p}": f for p, f in entries_below(self.common / "objects" / "info").items()})
         if self.gitdir is not None and self.gitdir != self.common:
-            name = _label(self.gitdir, self.common)
-            own = _entries(self.gitdir, prune=_VOLATILE_DIRS, skip=_VOLATILE_NAMES | {"HEAD"})
+            name = git_label(self.gitdir, self.common)
+            own = entries_below(self.gitdir, prune=_VOLATILE_DIRS, skip=_VOLATILE_NAMES | {"HEAD"})
             found.update({f"{name}/{path}": full for path, full in own.items()})
         return found
 
@@ -303,7 +312,7 @@ class InPlaceWatch:
         return ref if ref == self._head_name() else f".git/{ref}"
 
     def _head_name(self) -> str:
-        return _label(self.gitdir, self.common) + "/HEAD" if self.gitdir is not None else ".git/HEAD"
+        return git_label(self.gitdir, self.common) + "/HEAD" if self.gitdir is not None else ".git/HEAD"
 
     def _refs(self) -> dict[str, str]:
         """Every ref by name (``refs/…``), packed or loose, and this worktree's HEAD."""
@@ -317,12 +326,12 @@ class InPlaceWatch:
                 if name and not line.startswith(("#", "^")):
                     refs[name] = sha
         for base in {self.common, self.gitdir}:
-            for path, full in _entries(base / "refs").items():
-                refs[f"refs/{path}"] = _read(full)
-        for name, full in _entries(self.common / "reftable").items():
-            refs[f"reftable/{name}"] = _fingerprint(full)
+            for path, full in entries_below(base / "refs").items():
+                refs[f"refs/{path}"] = read_text(full)
+        for name, full in entries_below(self.common / "reftable").items():
+            refs[f"reftable/{name}"] = fingerprint(full)
         refs = {name: sha for name, sha in refs.items() if not name.startswith(_OTHER_RUNS) or name == self.branch_ref}
-        refs[self._head_name()] = _read(self.gitdir / "HEAD")
+        refs[self._head_name()] = read_text(self.gitdir / "HEAD")
         return refs
 
     def _index(self) -> dict[str, str]:
@@ -335,189 +344,3 @@ class InPlaceWatch:
             meta, _, path = record.partition("\t")
             entries[path] = meta
         return entries
-
-
-# ------------------------------------------------------------------------ helpers
-
-
-MAX_SAVED_BYTES = 4 * 1024 * 1024
-
-
-@frozen(kw_only=True)
-class _Saved:
-    """An entry as it was, enough to put it back: a file's bytes and mode, a link's target,
-    a directory; ``other`` (too large, special, unreadable) cannot be put back."""
-
-    kind: str
-    data: bytes = b""
-    target: str = ""
-    mode: int = 0o644
-
-
-def _save(path: Path) -> _Saved:
-    try:
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode):
-            return _Saved(kind="link", target=os.readlink(path))
-        if stat.S_ISDIR(st.st_mode):
-            return _Saved(kind="dir")
-        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_SAVED_BYTES:
-            return _Saved(kind="file", data=path.read_bytes(), mode=stat.S_IMODE(st.st_mode))
-    except OSError:
-        pass
-    return _Saved(kind="other")
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        path.unlink()
-
-
-def _put_back(path: Path, saved: _Saved | None) -> bool:
-    """Make ``path`` what ``saved`` says it was (absent when ``None``); whether it worked."""
-    try:
-        if saved is None:
-            _remove(path)
-            return True
-        if saved.kind == "other":
-            return False
-        if saved.kind == "dir":
-            if not path.is_dir() or path.is_symlink():
-                _remove(path)
-                path.mkdir(parents=True)
-            return True
-        _remove(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if saved.kind == "link":
-            os.symlink(saved.target, path)
-        else:
-            path.write_bytes(saved.data)
-            path.chmod(saved.mode)
-    except OSError:
-        return False
-    return True
-
-
-def _differences(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-
-
-def _git_dirs(root: Path) -> tuple[Path | None, Path | None]:
-    """This working copy's git directory and the common one (the user's ``.git`` for a
-    worktree), read from the files themselves: no git command before the snapshot."""
-    dot_git = root / ".git"
-    if dot_git.is_dir() and not dot_git.is_symlink():
-        return dot_git, dot_git
-    try:
-        text = dot_git.read_text(errors="replace").strip()
-    except OSError:
-        return None, None
-    if not text.startswith("gitdir:"):
-        return None, None
-    gitdir = Path(os.path.realpath(root / text.removeprefix("gitdir:").strip()))
-    try:
-        common_text = (gitdir / "commondir").read_text(errors="replace").strip()
-    except OSError:
-        return gitdir, gitdir
-    return gitdir, Path(os.path.realpath(gitdir / common_text))
-
-
-def _label(gitdir: Path | None, common: Path | None) -> str:
-    if gitdir is None or common is None or gitdir == common:
-        return ".git"
-    try:
-        return ".git/" + gitdir.relative_to(common).as_posix()
-    except ValueError:
-        return ".git/worktree"
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace").strip()
-    except OSError:
-        return ""
-
-
-def _fingerprint(path: Path) -> str:
-    """What a file is: content hash and executable bit, link target, or its kind. Only
-    regular files are read (a FIFO would block)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return "gone"
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            return "link:" + os.readlink(path)
-        except OSError:
-            return "link:?"
-    if stat.S_ISDIR(st.st_mode):
-        return "dir"
-    if not stat.S_ISREG(st.st_mode):
-        return f"special:{stat.S_IFMT(st.st_mode):o}"
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return "unreadable"
-    executable = "x" if st.st_mode & stat.S_IXUSR else "-"
-    return executable + hashlib.sha256(data).hexdigest()
-
-
-def _entries(
-    base: Path,
-    *,
-    prune: Iterable[str] = (),
-    prune_top: Iterable[str] = (),
-    skip: Iterable[str] = (),
-) -> dict[str, Path]:
-    """Every non-directory entry under ``base`` by relative POSIX path; directories named in
-    ``prune`` (or in ``prune_top`` at the top) and files named in ``skip`` (and ``*.lock``)
-    left out. Symlinked directories are entries, never entered."""
-    pruned, pruned_top, skipped = set(prune), set(prune_top), set(skip)
-    found: dict[str, Path] = {}
-    if not base.is_dir() or base.is_symlink():
-        return found
-    for directory, dirnames, filenames in os.walk(base):
-        here = Path(directory)
-        dirnames[:] = [d for d in dirnames if d not in pruned and (here != base or d not in pruned_top)]
-        for name in filenames + [d for d in dirnames if (here / d).is_symlink()]:
-            if name in skipped or name.endswith(".lock"):
-                continue
-            full = here / name
-            found[full.relative_to(base).as_posix()] = full
-    return found
-
-
-def _fingerprints(entries: Mapping[str, Path]) -> dict[str, str]:
-    return {label: _fingerprint(full) for label, full in entries.items()}
-
-
-def _tree(root: Path, *, skip_git_dir: bool) -> dict[str, str]:
-    """The workspace's files; the root ``.git`` directory (a plain repository) is judged by
-    the git snapshot instead, a worktree's ``.git`` file and nested ``.git`` are files here."""
-    return _fingerprints(_entries(root, prune_top={".git"} if skip_git_dir else ()))
-
-
-def _outside(root: Path) -> dict[str, Path]:
-    """The workspace's parent, where ``../x`` lands; other runs' working copies (named by
-    their run id, or any directory holding a ``.git``) come and go with them and are left out. A directory is
-    listed as ``../name/`` besides its files, so an empty new one counts too."""
-    parent = root.parent
-    found: dict[str, Path] = {}
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return found
-    for name in names:
-        full = parent / name
-        if full == root:
-            continue
-        if full.is_dir() and not full.is_symlink():
-            if os.path.lexists(full / ".git") or _RUN_ID.match(name):
-                continue  # another run's working copy, possibly being created or removed right now
-            found[f"../{name}/"] = full
-            found.update({f"../{name}/{rel}": entry for rel, entry in _entries(full).items()})
-        else:
-            found[f"../{name}"] = full
-    return found

@@ -1,0 +1,111 @@
+"""The hardened git runner: no setting or file in the repository chooses a program it runs.
+
+Each test configures a real repository so that plain git would run a payload (shown by
+running plain git last), then drives :func:`snodo.gitrun.run_git` and checks the payload
+never ran.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from snodo.gitrun import pin, pinned, run_git
+from tests.workspace.conftest import git
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "a.txt").write_text("one\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    return root
+
+
+def script(tmp_path: Path, name: str, body: str = "") -> tuple[Path, Path]:
+    marker = tmp_path / f"{name}-RAN"
+    program = tmp_path / f"{name}.sh"
+    program.write_text(f"#!/bin/sh\ntouch '{marker}'\n{body}")
+    program.chmod(0o755)
+    return program, marker
+
+
+def plain(root: Path, *args: str) -> None:
+    """git as a user runs it (no hardening)."""
+    subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False)
+
+
+def test_fsmonitor_hooks_and_external_diff_never_run(tmp_path: Path, repo: Path) -> None:
+    fsmonitor, fs_marker = script(tmp_path, "fsmonitor")
+    differ, diff_marker = script(tmp_path, "differ")
+    hook, hook_marker = script(tmp_path, "hook")
+    git(repo, "config", "core.fsmonitor", str(fsmonitor))
+    git(repo, "config", "diff.external", str(differ))
+    (repo / ".githooks").mkdir()
+    (repo / ".githooks" / "pre-commit").write_text(f"#!/bin/sh\nexec '{hook}'\n")
+    (repo / ".githooks" / "pre-commit").chmod(0o755)
+    git(repo, "config", "core.hooksPath", ".githooks")
+    (repo / "a.txt").write_text("two\n")
+    assert run_git(repo, "status", "--porcelain").ok
+    assert "two" in run_git(repo, "diff").stdout
+    assert run_git(repo, "add", "a.txt").ok
+    assert run_git(repo, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "x").ok
+    assert not (fs_marker.exists() or diff_marker.exists() or hook_marker.exists())
+    plain(repo, "status")
+    plain(repo, "diff", "HEAD~1")
+    plain(repo, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "y")
+    assert fs_marker.exists() and diff_marker.exists() and hook_marker.exists()
+
+
+def test_filter_and_merge_drivers_picked_by_gitattributes_never_run(tmp_path: Path, repo: Path) -> None:
+    clean, clean_marker = script(tmp_path, "clean", "cat\n")
+    merger, merge_marker = script(tmp_path, "merger")
+    git(repo, "config", "filter.evil.clean", str(clean))
+    git(repo, "config", "filter.evil.required", "true")
+    git(repo, "config", "merge.evil.driver", str(merger))
+    (repo / ".gitattributes").write_text("*.txt filter=evil merge=evil\n")
+    (repo / "b.txt").write_text("raw\n")
+    assert run_git(repo, "add", "-A").ok
+    assert run_git(repo, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "attrs").ok
+    assert run_git(repo, "show", "HEAD:b.txt").stdout == "raw\n"
+    run_git(repo, "branch", "side")
+    for branch, text in (("side", "side\n"), ("main", "main\n")):
+        run_git(repo, "checkout", "-q", branch)
+        (repo / "a.txt").write_text(text)
+        run_git(repo, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-am", branch)
+    merged = run_git(repo, "-c", "user.name=a", "-c", "user.email=a@b", "merge", "--no-edit", "side")
+    assert not merged.ok  # the driver became `false`: a conflict, not the agent's program
+    run_git(repo, "merge", "--abort")
+    assert not (clean_marker.exists() or merge_marker.exists())
+    (repo / "b.txt").write_text("changed\n")
+    plain(repo, "add", "b.txt")
+    assert clean_marker.exists()
+
+
+def test_the_callers_git_environment_is_not_passed(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'core.fsmonitor'='touch /tmp/x'")
+    assert Path(run_git(repo, "rev-parse", "--absolute-git-dir").stdout.strip()) == (repo / ".git").resolve()
+
+
+def test_a_git_dir_planted_after_the_pin_is_never_discovered(repo: Path) -> None:
+    app = repo / "app"
+    app.mkdir()
+    (app / "x.txt").write_text("x\n")
+    pin(app)
+    git(app, "init", "-q")  # planted below the pinned work tree
+    assert pinned(app) is not None
+    top = run_git(app, "rev-parse", "--show-toplevel").stdout.strip()
+    assert Path(top) == repo.resolve()
+    assert run_git(app, "add", "x.txt").ok
+    assert not (app / ".git" / "index").exists()  # the planted repository was never written to

@@ -208,7 +208,20 @@ def pinned(path: Path) -> GitContext | None:
         if best is not None and not best.git_dir.is_dir():  # a removed worktree: forget it
             _PINNED.pop(best.work_tree, None)
             return None
-        return best
+    if best is not None and real != best.work_tree and _own_worktree(real, best.git_dir):
+        return None  # a linked worktree of the same repository below it: pinned on its own
+    return best
+
+
+def _own_worktree(path: Path, git_dir: Path) -> bool:
+    """Whether ``path`` is the top of a linked worktree registered in ``git_dir`` (its
+    ``.git`` file points into ``<git_dir>/worktrees/``, where agents cannot write)."""
+    try:
+        text = (path / ".git").read_text(errors="replace").strip() if (path / ".git").is_file() else ""
+    except OSError:
+        return False
+    target = Path(os.path.realpath(path / text.removeprefix("gitdir:").strip())) if text.startswith("gitdir:") else None
+    return target is not None and target.parent == git_dir / "worktrees"
 
 
 def pin(path: Path) -> GitContext | None:

@@ -87,9 +87,7 @@ def test_filter_and_merge_drivers_picked_by_gitattributes_never_run(tmp_path: Pa
     assert clean_marker.exists()
 
 
-def test_the_callers_git_environment_is_not_passed(
-    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_callers_git_environment_is_not_passed(tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     other = tmp_path / "other"
     other.mkdir()
     git(other, "init", "-q")
@@ -109,3 +107,10 @@ def test_a_git_dir_planted_after_the_pin_is_never_discovered(repo: Path) -> None
     assert Path(top) == repo.resolve()
     assert run_git(app, "add", "x.txt").ok
     assert not (app / ".git" / "index").exists()  # the planted repository was never written to
+
+
+def test_a_linked_worktree_below_a_pinned_repository_keeps_its_own_git_dir(repo: Path) -> None:
+    pin(repo)
+    git(repo, "worktree", "add", "-q", "--detach", str(repo / "wt"), "HEAD")
+    own = run_git(repo / "wt", "rev-parse", "--absolute-git-dir").stdout.strip()
+    assert Path(own) == (repo / ".git" / "worktrees" / "wt").resolve()

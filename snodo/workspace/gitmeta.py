@@ -11,8 +11,9 @@ engine and the MCP host take a :class:`GitMetaWatch` before such code runs and c
 refuses the call or halts the run as ``blocker`` with a ``path_refused`` event per path.
 
 Cost: one ``os.scandir`` walk of the workspace (directory names only are compared; the
-contents of ``.git`` directories are never entered) and one ``git ls-files --stage`` per
-check, paid only after confined code ran, never per file-tool call.
+contents of ``.git`` directories and of Python environments are never entered) and one
+``git ls-files --stage`` per check, paid only after confined code ran, never per
+file-tool call.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ REASON_NEW_GIT = (
 )
 REASON_NEW_GITLINK = "a new gitlink (a nested repository in the index) appeared; it was unstaged"
 GITLINK_MODE = "160000"
+# A Python environment is not entered: it holds thousands of directories, the sandbox keeps
+# it read-only and the path guard refuses writes into it (issue #21, item 8).
+_ENV_MARKERS = frozenset({"pyvenv.cfg", "conda-meta"})
 
 
 def _is_git_name(name: str) -> bool:
@@ -39,7 +43,8 @@ def _is_git_name(name: str) -> bool:
 
 def git_entries(root: Path) -> set[str]:
     """Root-relative POSIX paths of every ``.git`` file, directory or link below ``root``
-    (``root/.git`` included); symlinked directories and ``.git`` directories are not entered."""
+    (``root/.git`` included); symlinked directories, ``.git`` directories and Python
+    environments are not entered."""
     found: set[str] = set()
     stack = [root]
     while stack:
@@ -49,10 +54,12 @@ def git_entries(root: Path) -> set[str]:
                 entries = list(listing)
         except OSError:
             continue
+        names = {entry.name for entry in entries}
+        environment = bool(names & _ENV_MARKERS)
         for entry in entries:
             if _is_git_name(entry.name):
                 found.add(Path(entry.path).relative_to(root).as_posix())
-            elif entry.is_dir(follow_symlinks=False):
+            elif not environment and entry.is_dir(follow_symlinks=False):
                 stack.append(Path(entry.path))
     return found
 

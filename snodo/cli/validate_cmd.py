@@ -93,6 +93,7 @@ def validate(
     """See ``_HELP`` (built from the outcome wording in snodo/outcomes.py)."""
     from snodo.cli.output import Progress, emit_json
     from snodo.governance.service import Project, validate_task
+    from snodo.workspace.gitmeta import GitMetaWatch
 
     try:
         text = read_spec(spec)
@@ -107,6 +108,7 @@ def validate(
                 changes = working_tree_changes(project.root, base)
                 changed, diff = changes.changed_files, changes.diff
                 progress(f"change set against {base}: {len(changed)} file(s)")
+            watch = GitMetaWatch(project.root)  # the validators ran agent-written code, confined
             outcome = validate_task(
                 project,
                 spec=text,
@@ -116,6 +118,10 @@ def validate(
                 diff=diff,
                 progress=progress,
             )
+            if watch.found():
+                for path, reason in watch.found():
+                    project.record("path_refused", path=path, reason=reason, source=f"{phase}:validators")
+                watch.check()
     except SnodoError as exc:
         exc.exit_code = 4
         raise

@@ -282,7 +282,9 @@ class ToolHost:
         try:
             return self._handlers[name](**args)
         finally:
-            if watch is not None:
+            if watch is not None and watch.found():
+                with self._lock:  # a pass earned by such code is no evidence: it must be earned again
+                    self._tokens.clear()
                 watch.check()
 
     def _audit(self, event: str, **data: Any) -> str:

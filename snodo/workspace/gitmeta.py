@@ -97,6 +97,7 @@ class GitMetaWatch:
         self.root = Path(os.path.realpath(root))
         self.entries = git_entries(self.root)
         self.links = gitlinks(self.root)
+        self._found: list[tuple[str, str]] | None = None
 
     def intruders(self) -> list[tuple[str, str]]:
         """``(path, reason)`` for each ``.git`` entry or gitlink that is new since the
@@ -111,11 +112,16 @@ class GitMetaWatch:
             found.append((rel, REASON_NEW_GITLINK))
         return found
 
+    def found(self) -> list[tuple[str, str]]:
+        """What :meth:`intruders` found, run once and remembered."""
+        if self._found is None:
+            self._found = self.intruders()
+        return self._found
+
     def check(self) -> None:
-        """Raise :class:`GitMetadataRefused` if :meth:`intruders` finds anything."""
-        found = self.intruders()
-        if found:
-            raise GitMetadataRefused(found)
+        """Raise :class:`GitMetadataRefused` if :meth:`found` holds anything."""
+        if self.found():
+            raise GitMetadataRefused(self.found())
 
 
 def _remove(path: Path) -> None:

@@ -261,3 +261,56 @@ def test_an_agent_written_snodo_package_is_not_imported_by_snodo_it_starts(
     # Without -I the project's package would have been imported instead of snodo.
     subprocess.run([PYTHON, "-m", "snodo", "--version"], cwd=project, capture_output=True, env=env, check=False)
     assert marker.exists()
+
+
+VALIDATING = """\
+protocol_id: git-attacks-validate
+name: git attacks through validation
+version: "1.0.0"
+initial_mode: producer
+modes:
+  - mode_id: producer
+    tools: [read, edit, commit, validate, dispatch]
+    validators: [tests, after]
+    coder: mock
+validators:
+  - {validator_id: tests, validator_type: pytest, evaluation_phase: pre_execute}
+  - {validator_id: after, validator_type: pytest, evaluation_phase: post_execute}
+"""
+
+
+def test_validation_that_plants_a_nested_repository_earns_nothing_and_the_job_halts(
+    tmp_path: Path, home: Path, backend: str
+) -> None:
+    """validate_task runs the agent's conftest (confined); the repository it plants is
+    refused and removed, the pass is dropped, and the dispatched job meets the same refusal
+    on the engine path and halts as a blocker."""
+    import time
+
+    root = make_project(tmp_path / "repo", VALIDATING)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    mcp_harness.git(root, "add", ".")
+    mcp_harness.git(root, "commit", "-q", "-m", "project")
+    script, marker = payload(tmp_path, root)
+    spec = "Add a greeting module.\n"
+    with serve(root, home, "--mode", "producer") as producer:
+        before = settled(producer, root, home)
+        producer.ok("write_file", {"path": "conftest.py", "content": NESTED_CONFTEST.replace("PAYLOAD", str(script))})
+        producer.ok("stage_files", {"paths": ["conftest.py"]})
+        producer.ok("commit", {"message": "a conftest"})
+        refused = producer.refused("validate_task", {"task_id": "t-1", "task_spec": spec})
+        assert "tests/vendor/.git" in refused, refused
+        assert not (root / "tests" / "vendor" / ".git").exists()
+        job = producer.ok("dispatch_task", {"task_id": "t-1", "task_spec": spec})
+        assert job["token_consumed"] is False
+        deadline = time.monotonic() + 180
+        status = producer.ok("get_job_status", {"job_id": job["job_id"]})
+        while status["status"] not in ("completed", "halted") and time.monotonic() < deadline:
+            time.sleep(1)
+            status = producer.ok("get_job_status", {"job_id": job["job_id"]})
+        assert status["status"] == "halted" and status.get("outcome") == "blocker", status
+        assert not marker.exists()
+        assert governance(root, home) == before
+    engine_refusals = [e["data"] for e in audit(root, "path_refused") if "tool" not in e["data"]]
+    assert any(e["path"] == "tests/vendor/.git" for e in engine_refusals), engine_refusals

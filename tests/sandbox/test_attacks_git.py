@@ -14,6 +14,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -285,8 +286,6 @@ def test_validation_that_plants_a_nested_repository_earns_nothing_and_the_job_ha
     """validate_task runs the agent's conftest (confined); the repository it plants is
     refused and removed, the pass is dropped, and the dispatched job meets the same refusal
     on the engine path and halts as a blocker."""
-    import time
-
     root = make_project(tmp_path / "repo", VALIDATING)
     (root / "tests").mkdir()
     (root / "tests" / "test_ok.py").write_text("def test_ok():\n    assert True\n")

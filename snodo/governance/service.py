@@ -29,6 +29,7 @@ from snodo.plugins import PluginHost
 from snodo.protocol import LoadedProtocol
 from snodo.protocol.models import Mode, Protocol
 from snodo.sandbox import SandboxPolicy
+from snodo.sandbox.policy import limits_from_protocol
 from snodo.state.audit import AuditLog
 from snodo.state.decisions import DecisionStore
 from snodo.state.home import snodo_home
@@ -109,11 +110,14 @@ class Project:
                 workspace=str(where),
             )
 
+        limits = self.protocol.execution.limits
         return SandboxPolicy(
             workspace=where,
             read_only=tuple(self.protocol.protected_paths),
             network=network,
             hidden=(self.home,),
+            env=tuple(self.protocol.execution.env),
+            limits=limits_from_protocol(limits.file_size_mb, limits.processes, limits.memory_mb),
             mode=self.protocol.execution.sandbox,
             on_unconfined=unconfined,
         )

@@ -45,6 +45,12 @@ class Limits:
     memory: int = field(factory=_physical_memory)
 
 
+def limits_from_protocol(file_size_mb: int, processes: int, memory_mb: int | None) -> Limits:
+    """The protocol's ``execution.limits`` (megabytes; memory unset: the machine's)."""
+    memory = _physical_memory() if memory_mb is None else memory_mb << 20
+    return Limits(file_size=file_size_mb << 20, processes=processes, memory=memory)
+
+
 @frozen(kw_only=True)
 class SandboxPolicy:
     """The confinement of one workspace.

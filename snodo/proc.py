@@ -121,6 +121,8 @@ def _confine(
             f"confined processes (it is in snodo's state directory, outside the workspace {_shown(workspace)})"
         )
     backend = choose_backend()
+    if policy.on_confined is not None:
+        policy.on_confined(backend.name)
     tmpdir = Path(tempfile.mkdtemp(prefix="run-", dir=_private_tmp_parent()))
     try:
         env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)

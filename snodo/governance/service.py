@@ -73,6 +73,7 @@ class Project:
         chosen = mode or load_project_state(self.root).current_mode or self.protocol.start_mode
         self.mode: Mode = self.protocol.mode(chosen)
         self._session: Session | None = None
+        self._confinements: set[tuple[str, bool]] = set()
 
     @property
     def mode_id(self) -> str:
@@ -110,6 +111,13 @@ class Project:
                 workspace=str(where),
             )
 
+        def confining(backend: str) -> None:  # once per backend and network setting
+            if (backend, network) not in self._confinements:
+                self._confinements.add((backend, network))
+                from snodo.sandbox.guarantees import missing
+
+                self.record("confinement", backend=backend, network=network, not_guaranteed=missing(backend))
+
         limits = self.protocol.execution.limits
         return SandboxPolicy(
             workspace=where,
@@ -120,6 +128,7 @@ class Project:
             limits=limits_from_protocol(limits.file_size_mb, limits.processes, limits.memory_mb),
             mode=self.protocol.execution.sandbox,
             on_unconfined=unconfined,
+            on_confined=confining,
         )
 
     def session(self) -> Session:

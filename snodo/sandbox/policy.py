@@ -21,6 +21,9 @@ from attrs import evolve, field, frozen
 #: Called once per process run *unconfined* because the protocol says ``sandbox: off``:
 #: ``(argv, cwd)``. The core's callback writes an ``unconfined_execution`` audit event.
 UnconfinedCallback = Callable[[Sequence[str], Path], None]
+#: Called before each confined start with the backend's name (the core records, once per
+#: backend, which one confined the run and the guarantees it cannot give).
+ConfinedCallback = Callable[[str], None]
 
 
 def _physical_memory() -> int:
@@ -76,6 +79,7 @@ class SandboxPolicy:
     interpreters: tuple[Path, ...] = ()
     mode: Literal["auto", "off"] = "auto"
     on_unconfined: UnconfinedCallback | None = field(default=None, eq=False, repr=False)
+    on_confined: ConfinedCallback | None = field(default=None, eq=False, repr=False)
 
     def with_network(self, network: bool) -> SandboxPolicy:
         return evolve(self, network=network)

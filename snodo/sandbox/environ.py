@@ -50,11 +50,7 @@ def confined_environment(
     """
     parent = os.environ if inherited is None else inherited
     names = set(named)
-    out = {
-        key: value
-        for key, value in given.items()
-        if key in names or _allowed(key) or parent.get(key) != value
-    }
+    out = {key: value for key, value in given.items() if key in names or _allowed(key) or parent.get(key) != value}
     home = tmpdir / "home"
     home.mkdir(exist_ok=True)
     out.update(HOME=str(home), TMPDIR=str(tmpdir), TMP=str(tmpdir), TEMP=str(tmpdir))

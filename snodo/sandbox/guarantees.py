@@ -34,3 +34,15 @@ def missing(backend: str) -> list[str]:
     elif backend == "bwrap":
         gaps.append("with network on (a coder that needs it): abstract UNIX sockets of the host are reachable")
     return gaps
+
+
+def here() -> tuple[str | None, list[str]]:
+    """The backend that would confine here (``None``: none works) and what it cannot give."""
+    from snodo.errors import EnvironmentProblem
+    from snodo.sandbox.choose import choose_backend
+
+    try:
+        name = choose_backend().name
+    except EnvironmentProblem as exc:
+        return None, [f"no confinement at all: {exc.message}"]
+    return name, missing(name)

@@ -122,4 +122,3 @@ class Hardening:
                 raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
 
         return harden
-

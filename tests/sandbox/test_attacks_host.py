@@ -375,3 +375,32 @@ def test_root_process_count_limit_is_reported_missing(backend: str) -> None:
 
     gaps = missing(backend)
     assert any("process count" in gap for gap in gaps) == (os.getuid() == 0), gaps
+
+
+def test_interpreter_environments_are_read_only(backend: str, tmp_path: Path) -> None:
+    """A ``.pth`` planted in the checkout's venv would run in the user's next ``python``."""
+    ws = _ws(tmp_path)
+    for venv in (".venv", "tools-env"):
+        site = ws / venv / "lib" / "python3" / "site-packages"
+        site.mkdir(parents=True)
+        (ws / venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        (ws / venv / "bin").mkdir()
+        (ws / venv / "bin" / "python").write_text("#!/bin/sh\n")
+    (ws / "src").mkdir()
+    policy = SandboxPolicy(workspace=ws, interpreters=(ws / "tools-env",))
+    out = _run(
+        ws,
+        """
+        for target in (".venv/lib/python3/site-packages/evil.pth", "tools-env/lib/python3/site-packages/evil.pth",
+                       ".venv/bin/python", "src/ok.py"):
+            try:
+                open(target, "w").write("import os; os.system('payload')\\n")
+                print("WROTE", target)
+            except OSError as exc:
+                print("refused", target, type(exc).__name__)
+        """,
+        policy,
+    )
+    assert not list(ws.glob("*/lib/python3/site-packages/evil.pth")), out
+    assert (ws / ".venv" / "bin" / "python").read_text() == "#!/bin/sh\n"
+    assert out.count("refused") == 3 and "WROTE src/ok.py" in out, out  # the rest of the workspace stays writable

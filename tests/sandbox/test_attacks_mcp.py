@@ -125,6 +125,9 @@ def test_conftest_written_by_the_agent_cannot_touch_governance(served: tuple[Ser
     report = (root / "tests" / "attack-report.txt").read_text()
     for label in ("rewrite protocol", "read keys", "sign approval", "plant hook", "protected"):
         assert f"{label}: FAILED" in report, report
+    recorded = audit(root, "confinement")  # which backend confined the run, and its gaps
+    assert recorded and recorded[0]["data"]["backend"] in ("bwrap", "landlock"), recorded
+    assert isinstance(recorded[0]["data"]["not_guaranteed"], list)
     _held(root, home, producer, decision_id, protocol_before)
 
 

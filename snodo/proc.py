@@ -201,7 +201,10 @@ def run_process(
         if prepared is not None and prepared.cleanup is not None:
             prepared.cleanup()
         if tmpdir is not None:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            try:
+                os.rmdir(tmpdir)  # the usual case: the run left nothing there
+            except OSError:
+                shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def _run(

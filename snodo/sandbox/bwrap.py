@@ -10,6 +10,7 @@ with snodo on Linux) so no system package is needed; ``SNODO_BWRAP`` names anoth
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -115,6 +116,7 @@ class BwrapBackend(Backend):
         return Prepared(backend=self.name, argv=tuple(full), env=dict(env))
 
 
+@functools.cache
 def _host_socket_dirs() -> tuple[Path, ...]:
     """Shared directories where host services keep their sockets (ssh-agent, tmux, D-Bus,
     Docker, X11): replaced by empty private ones. ``/var/run`` is usually a link to ``/run``."""
@@ -126,6 +128,7 @@ def _host_socket_dirs() -> tuple[Path, ...]:
     return tuple(found)
 
 
+@functools.cache
 def _name_resolution() -> tuple[Path, ...]:
     """``/etc/resolv.conf`` often points into ``/run`` (systemd-resolved): bound back."""
     target = Path(os.path.realpath("/etc/resolv.conf"))

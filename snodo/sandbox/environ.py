@@ -46,12 +46,10 @@ def confined_environment(
 
     A variable of ``given`` passes when it is allowlisted, named in ``named``, or not
     inherited (absent from, or different in, snodo's own environment ``inherited``).
-    ``HOME`` is a fresh directory inside the private ``tmpdir``.
+    ``HOME`` is the private ``tmpdir`` itself (one directory less to make and remove).
     """
     parent = os.environ if inherited is None else inherited
     names = set(named)
     out = {key: value for key, value in given.items() if key in names or _allowed(key) or parent.get(key) != value}
-    home = tmpdir / "home"
-    home.mkdir(exist_ok=True)
-    out.update(HOME=str(home), TMPDIR=str(tmpdir), TMP=str(tmpdir), TEMP=str(tmpdir))
+    out.update(HOME=str(tmpdir), TMPDIR=str(tmpdir), TMP=str(tmpdir), TEMP=str(tmpdir))
     return out

@@ -114,13 +114,33 @@ def _is_venv(path: Path) -> bool:
     return (path / "pyvenv.cfg").is_file()
 
 
+_INTERPRETERS: dict[tuple[Path, tuple[Path, ...], str], tuple[int, tuple[Path, ...]]] = {}
+
+
 def interpreter_dirs(policy: SandboxPolicy) -> tuple[Path, ...]:
     """The interpreter environments inside the workspace, which stay read-only there (no
     ``.pth`` file, no replaced ``python`` for the next unconfined start): the one snodo runs
     from, the policy's ``interpreters``, ``$VIRTUAL_ENV``, and the workspace's ``.venv`` /
     ``venv`` when they are virtual environments. Outside the workspace everything is
-    read-only already."""
+    read-only already. Cached per workspace until its directory changes (an entry added or
+    removed at its top changes its modification time)."""
     workspace = Path(os.path.realpath(policy.workspace))
+    key = (workspace, policy.interpreters, os.environ.get("VIRTUAL_ENV", ""))
+    try:
+        stamp = os.stat(workspace).st_mtime_ns
+    except OSError:
+        stamp = -1
+    cached = _INTERPRETERS.get(key)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    found = _find_interpreters(workspace, policy)
+    if len(_INTERPRETERS) > 64:
+        _INTERPRETERS.clear()
+    _INTERPRETERS[key] = (stamp, found)
+    return found
+
+
+def _find_interpreters(workspace: Path, policy: SandboxPolicy) -> tuple[Path, ...]:
     candidates = [Path(sys.prefix), *policy.interpreters, workspace / ".venv", workspace / "venv"]
     if os.environ.get("VIRTUAL_ENV"):
         candidates.append(Path(os.environ["VIRTUAL_ENV"]))

@@ -77,6 +77,7 @@ def run_process(
     sandbox: SandboxPolicy | None = None,
     stop_if: Callable[[str], bool] | None = None,
     writable: Sequence[Path] = (),
+    pass_env: Sequence[str] = (),
 ) -> ProcessResult:
     """Run a child process without a shell, in its own process group, bounded by ``timeout``.
 
@@ -88,6 +89,10 @@ def run_process(
     kills its process group) on the first output line it returns true for. ``writable`` names
     extra existing directories the confined program may write besides the workspace and its
     private ``TMPDIR`` (e.g. a per-run state directory the plugin made for its program).
+    A confined child sees only an allowlisted environment (``PATH``, locale, ``TERM``,
+    ``TZ``, a private ``HOME`` and ``TMPDIR``, what the protocol's ``execution.env`` names and
+    what you set yourself); ``pass_env`` names inherited variables your program needs (its
+    provider's API key variable): without it, ``*_KEY``/``*_TOKEN`` and the like never pass.
     """
     return _run_process(
         argv,
@@ -99,6 +104,7 @@ def run_process(
         stdin_text=stdin_text,
         max_output=max_output,
         sandbox=_with_writable(sandbox if sandbox is not None else current_policy(), writable),
+        pass_env=pass_env,
         stop_if=stop_if,
     )
 

@@ -2,7 +2,8 @@
 
 A timeout (or a silence timeout: no output for too long) kills the whole process group,
 so a test suite's forked workers or a coder's helpers cannot outlive the verdict.
-Output is streamed line by line to ``on_line`` (a job log, a progress display) and kept;
+Output is read in bounded chunks, streamed line by line to ``on_line`` (a job log, a
+progress display) and kept bounded (head and tail);
 ``stop_if`` lets the caller end the run on a line it recognises (a coder's fatal event).
 With a :class:`~snodo.sandbox.SandboxPolicy` the child runs confined (docs/security.md);
 :func:`terminate_all` kills every live child tree (on SIGINT/SIGTERM and at exit).
@@ -20,13 +21,18 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from attrs import frozen
 
 from snodo.errors import EnvironmentProblem
+from snodo.procout import BoundedOutput
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
+from snodo.sandbox.environ import confined_environment
+
+#: Bytes read from a child's output at a time (never a whole line: lines can be huge).
+CHUNK = 64 * 1024
 
 
 @frozen(kw_only=True)
@@ -47,14 +53,19 @@ class ProcessResult:
         return "\n".join(self.output.splitlines()[-lines:])
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
 
 _LIVE_LOCK = threading.Lock()
-_LIVE: dict[int, tuple[subprocess.Popen[str], Prepared | None]] = {}
+_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None]] = {}
 _LIVE_ARGV: dict[int, tuple[str, ...]] = {}
+
+
+def _other_leaders(pid: int) -> frozenset[int]:
+    with _LIVE_LOCK:
+        return frozenset(_LIVE) - {pid}
 
 
 def live_processes() -> list[tuple[str, ...]]:
@@ -71,7 +82,7 @@ def terminate_all() -> int:
         _kill_group(proc)
         if prepared is not None and prepared.reap is not None:
             with contextlib.suppress(Exception):
-                prepared.reap(proc.pid)
+                prepared.reap(proc.pid, ())
     return len(live)
 
 
@@ -99,7 +110,9 @@ def _private_tmp_parent() -> Path | None:
     return parent
 
 
-def _confine(argv: Sequence[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> tuple[Prepared, Path]:
+def _confine(
+    argv: Sequence[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy, pass_env: Sequence[str]
+) -> tuple[Prepared, Path]:
     real, workspace = Path(os.path.realpath(cwd)), Path(os.path.realpath(policy.workspace))
     inside_workspace = real == workspace or workspace in real.parents
     if not inside_workspace and any(h == real or h in real.parents for h in policy.hidden_paths()):
@@ -108,9 +121,11 @@ def _confine(argv: Sequence[str], cwd: Path, env: dict[str, str], policy: Sandbo
             f"confined processes (it is in snodo's state directory, outside the workspace {_shown(workspace)})"
         )
     backend = choose_backend()
+    if policy.on_confined is not None:
+        policy.on_confined(backend.name)
     tmpdir = Path(tempfile.mkdtemp(prefix="run-", dir=_private_tmp_parent()))
-    env.update(TMPDIR=str(tmpdir), TMP=str(tmpdir), TEMP=str(tmpdir))
     try:
+        env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
         return backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir), tmpdir
     except BaseException:
         shutil.rmtree(tmpdir, ignore_errors=True)
@@ -129,6 +144,7 @@ def run_process(
     max_output: int = 2_000_000,
     sandbox: SandboxPolicy | None = None,
     stop_if: Callable[[str], bool] | None = None,
+    pass_env: Sequence[str] = (),
 ) -> ProcessResult:
     """Run ``argv`` in ``cwd``; never raises for the child's own failure, only when it
     cannot start at all (:class:`EnvironmentProblem` naming the program).
@@ -137,6 +153,10 @@ def run_process(
     (``EnvironmentProblem`` naming what to install) — unless the policy's mode is ``off``:
     then it runs unconfined and the policy's ``on_unconfined`` callback is told.
     The child's ``PWD`` is always ``cwd`` (programs that trust ``$PWD`` work where told).
+    A confined child sees an allowlisted environment (:mod:`snodo.sandbox.environ`) plus
+    the policy's ``env`` names and ``pass_env`` (what the calling plugin needs, e.g. its
+    provider's API key variable). Output is kept bounded to ``max_output`` bytes (head and
+    tail, with a marker where it was cut; :mod:`snodo.procout`).
     """
     start = time.monotonic()
     if not argv:
@@ -160,7 +180,7 @@ def run_process(
         if sandbox.on_unconfined is not None:
             sandbox.on_unconfined(tuple(argv), Path(cwd))
     elif sandbox is not None:
-        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox)
+        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env)
         popen_argv, child_env = prepared.argv, prepared.env
     try:
         return _run(
@@ -181,7 +201,10 @@ def run_process(
         if prepared is not None and prepared.cleanup is not None:
             prepared.cleanup()
         if tmpdir is not None:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            try:
+                os.rmdir(tmpdir)  # the usual case: the run left nothing there
+            except OSError:
+                shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def _run(
@@ -209,9 +232,6 @@ def _run(
             stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
             start_new_session=True,
             preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
         )
@@ -232,7 +252,7 @@ def _run(
     except BaseException:  # interrupted while waiting: nothing it spawned may keep running
         _kill_group(proc)
         if prepared is not None and prepared.reap is not None:
-            prepared.reap(proc.pid)
+            prepared.reap(proc.pid, _other_leaders(proc.pid))
         raise
     finally:
         _kill_group(proc)
@@ -258,41 +278,46 @@ def _run(
 
 def _wait(
     argv: Sequence[str],
-    proc: subprocess.Popen[str],
+    proc: subprocess.Popen[bytes],
     start: float,
     timeout: float,
     silence_timeout: float | None,
     on_line: Callable[[str], None] | None,
     stdin_text: str | None,
     max_output: int,
-    reap: Callable[[int], object] | None,
+    reap: Callable[[int, Collection[int]], object] | None,
     stop_if: Callable[[str], bool] | None,
 ) -> ProcessResult:
-    chunks: list[str] = []
-    size = 0
+    out = BoundedOutput(max_output)
     last_output = time.monotonic()
     lock = threading.Lock()
     stop = threading.Event()
 
     def pump() -> None:
-        nonlocal size, last_output
+        nonlocal last_output
         assert proc.stdout is not None
-        for line in proc.stdout:
+        fd = proc.stdout.fileno()
+        while chunk := os.read(fd, CHUNK):
             with lock:
                 last_output = time.monotonic()
-                if size < max_output:
-                    chunks.append(line)
-                    size += len(line)
+                lines = out.feed(chunk)
+            for line in lines:
+                if on_line is not None:
+                    on_line(line)
+                if stop_if is not None and not stop.is_set() and stop_if(line):
+                    stop.set()
+        last = out.finish()
+        if last is not None:
             if on_line is not None:
-                on_line(line.rstrip("\n"))
-            if stop_if is not None and not stop.is_set() and stop_if(line.rstrip("\n")):
+                on_line(last)
+            if stop_if is not None and not stop.is_set() and stop_if(last):
                 stop.set()
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     if stdin_text is not None and proc.stdin is not None:
         try:
-            proc.stdin.write(stdin_text)
+            proc.stdin.write(stdin_text.encode())
             proc.stdin.close()
         except BrokenPipeError:
             pass
@@ -323,14 +348,14 @@ def _wait(
     # The leader exited; make sure nothing it spawned keeps the pipe (and us) alive.
     _kill_group(proc)
     if reap is not None:
-        reap(proc.pid)
+        reap(proc.pid, _other_leaders(proc.pid))
     reader.join(timeout=5)
     if proc.stdout is not None:
         proc.stdout.close()
     return ProcessResult(
         argv=tuple(argv),
         returncode=None if (timed_out or silent or stop.is_set()) else proc.returncode,
-        output="".join(chunks),
+        output=out.text(),
         timed_out=timed_out,
         silent_too_long=silent,
         stopped=stop.is_set(),

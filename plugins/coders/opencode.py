@@ -20,7 +20,9 @@ the process group is killed when any bound is hit.
 
 Settings (``coder_config``): ``model`` (passed as ``--model``), ``timeout`` (seconds;
 default the engine's), ``silence_timeout`` (seconds without output), ``max_requests``
-(model requests per run, default 50), ``extra_args`` (a list inserted before the prompt).
+(model requests per run, default 50), ``extra_args`` (a list inserted before the prompt),
+``env`` (names of inherited variables opencode needs: its sandbox's environment is an
+allowlist; ``<PROVIDER>_API_KEY`` of ``--model provider/name`` passes without it).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from .._model import strip_control
 from ._config import CoderConfig
 from ._prompt import task_prompt
 
-SETTINGS = ("model", "timeout", "silence_timeout", "max_requests", "extra_args")
+SETTINGS = ("model", "timeout", "silence_timeout", "max_requests", "extra_args", "env")
 PROGRAM = RequiredProgram(name="opencode", install_hint="npm install -g opencode-ai")
 DEFAULT_MAX_REQUESTS = 50
 EMPTY_REPLIES_IN_A_ROW = 3  # model requests with no output, no tool call and no tokens: a stall
@@ -212,6 +214,14 @@ def _error_message(error: Any) -> str:
 
 
 class OpencodeCoder:
+    def pass_env(self) -> tuple[str, ...]:
+        """The inherited variables opencode needs in its sandbox (whose environment is an
+        allowlist): the ``env`` setting, plus ``<PROVIDER>_API_KEY`` / ``_BASE_URL`` for a
+        ``--model provider/name``."""
+        provider = (self.model or "").partition("/")[0].upper().replace("-", "_")
+        derived = (f"{provider}_API_KEY", f"{provider}_BASE_URL") if provider and "/" in (self.model or "") else ()
+        return (*self.env, *derived)
+
     def __init__(self, config: Mapping[str, Any]) -> None:
         cfg = CoderConfig("opencode", config, SETTINGS)
         self.model = cfg.text("model")
@@ -219,6 +229,7 @@ class OpencodeCoder:
         self.silence_timeout = cfg.number("silence_timeout")
         self.max_requests = cfg.integer("max_requests") or DEFAULT_MAX_REQUESTS
         self.extra_args = cfg.strings("extra_args")
+        self.env = cfg.strings("env")
 
     def argv(self, request: CoderRequest) -> list[str]:
         model = ["--model", self.model] if self.model else []
@@ -258,6 +269,7 @@ class OpencodeCoder:
                 on_line=on_line,
                 stop_if=lambda _line: events.stop_reason is not None,
                 writable=(Path(state),),
+                pass_env=self.pass_env(),
             )
         if events.errors:
             raise EnvironmentProblem(

@@ -21,6 +21,7 @@ def doctor(as_json: bool) -> None:
     """
     from snodo.errors import EnvironmentProblem
     from snodo.sandbox import FORCE_ENV, choose_backend, statuses
+    from snodo.sandbox.guarantees import missing
 
     rows = statuses()
     chosen: str | None = None
@@ -37,7 +38,16 @@ def doctor(as_json: bool) -> None:
                 "backend": chosen,
                 "confined_execution": chosen is not None,
                 "problem": problem,
-                "backends": [{"name": r.name, "works": r.works, "reason": r.reason, "detail": r.detail} for r in rows],
+                "backends": [
+                    {
+                        "name": r.name,
+                        "works": r.works,
+                        "reason": r.reason,
+                        "detail": r.detail,
+                        "not_guaranteed": missing(r.name) if r.works else [],
+                    }
+                    for r in rows
+                ],
             }
         )
     else:
@@ -51,6 +61,8 @@ def doctor(as_json: bool) -> None:
             detail = f" ({escape(r.detail)})" if r.detail else ""
             reason = "" if r.works else f": {escape(r.reason)}"
             out.print(f"{r.name:<9} {mark}{detail}{reason}")
+            for gap in missing(r.name) if r.works else ():
+                out.print(f"          not guaranteed: {escape(gap)}")
         if chosen:
             out.print(f"confined execution uses [bold]{chosen}[/] (force one with {FORCE_ENV}=bwrap|landlock)")
         else:

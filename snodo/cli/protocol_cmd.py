@@ -49,6 +49,9 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
             raise SystemExit(1) from None
         raise
     violations = check(proto, host)
+    from snodo.sandbox.guarantees import here
+
+    backend, gaps = here() if proto.execution.sandbox == "auto" else (None, [])
     errors = [v for v in violations if v.level == "error"]
     warnings = [v for v in violations if v.level == "warning"]
     if as_json:
@@ -59,6 +62,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
                 "protocol_id": proto.protocol_id,
                 "errors": [v.as_json() for v in errors],
                 "warnings": [v.as_json() for v in warnings],
+                "confinement": {"backend": backend, "not_guaranteed": gaps},
                 **(
                     {"error": f"{target}: the protocol is not well-formed", "hint": _HINT, "exit_code": 1}
                     if errors
@@ -69,6 +73,8 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     else:
         for w in warnings:
             print_warning(str(w))
+        for gap in gaps:
+            print_warning(f"confinement ({backend or 'none'}) does not guarantee: {gap}")
         for who, err in host.failures():
             print_warning(f"{who} was not loaded: {err}")
         if errors:

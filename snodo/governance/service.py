@@ -29,6 +29,7 @@ from snodo.plugins import PluginHost
 from snodo.protocol import LoadedProtocol
 from snodo.protocol.models import Mode, Protocol
 from snodo.sandbox import SandboxPolicy
+from snodo.sandbox.policy import limits_from_protocol
 from snodo.state.audit import AuditLog
 from snodo.state.decisions import DecisionStore
 from snodo.state.home import snodo_home
@@ -72,6 +73,7 @@ class Project:
         chosen = mode or load_project_state(self.root).current_mode or self.protocol.start_mode
         self.mode: Mode = self.protocol.mode(chosen)
         self._session: Session | None = None
+        self._confinements: set[tuple[str, bool]] = set()
 
     @property
     def mode_id(self) -> str:
@@ -109,13 +111,24 @@ class Project:
                 workspace=str(where),
             )
 
+        def confining(backend: str) -> None:  # once per backend and network setting
+            if (backend, network) not in self._confinements:
+                self._confinements.add((backend, network))
+                from snodo.sandbox.guarantees import missing
+
+                self.record("confinement", backend=backend, network=network, not_guaranteed=missing(backend))
+
+        limits = self.protocol.execution.limits
         return SandboxPolicy(
             workspace=where,
             read_only=tuple(self.protocol.protected_paths),
             network=network,
             hidden=(self.home,),
+            env=tuple(self.protocol.execution.env),
+            limits=limits_from_protocol(limits.file_size_mb, limits.processes, limits.memory_mb),
             mode=self.protocol.execution.sandbox,
             on_unconfined=unconfined,
+            on_confined=confining,
         )
 
     def session(self) -> Session:

@@ -149,6 +149,19 @@ class Role:
     modes: tuple[str, ...] = ()
 
 
+EnvName = Annotated[str, Pattern(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name such as 'DATABASE_URL'")]
+
+
+@frozen(kw_only=True)
+class Limits:
+    """``execution.limits``: per confined process; 0 means no limit (SPEC §9). Defaults
+    never bother a normal test suite; memory (address space) defaults to the machine's."""
+
+    file_size_mb: Count = 16384
+    processes: Count = 4096
+    memory_mb: Count | None = None
+
+
 @frozen(kw_only=True)
 class Execution:
     max_iterations: AtLeastOne = 50
@@ -158,6 +171,9 @@ class Execution:
     # closed without one; "off" runs unconfined (warned about, audited per execution).
     sandbox: Literal["auto", "off"] = "auto"
     max_parallel_jobs: AtLeastOne = 2
+    # Confined processes see an allowlisted environment plus these inherited names (§9).
+    env: tuple[EnvName, ...] = ()
+    limits: Limits = Factory(Limits)
 
 
 @frozen(kw_only=True)

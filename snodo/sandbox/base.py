@@ -4,7 +4,7 @@ Seatbelt profile would be a third)."""
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from attrs import field, frozen
@@ -21,8 +21,9 @@ class Prepared:
     argv: tuple[str, ...]
     env: dict[str, str]
     preexec_fn: Callable[[], None] | None = None
-    #: After the child's process group is gone: kill whatever escaped it (``leader_pid``).
-    reap: Callable[[int], object] | None = field(default=None, eq=False)
+    #: After the child's process group is gone: kill whatever escaped it
+    #: (``leader_pid``, the leaders of the other live runs, which it must spare).
+    reap: Callable[[int, Collection[int]], object] | None = field(default=None, eq=False)
     #: Always called last: closes descriptors, removes the private temporary directory.
     cleanup: Callable[[], None] | None = field(default=None, eq=False)
 

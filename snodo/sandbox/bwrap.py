@@ -10,6 +10,7 @@ with snodo on Linux) so no system package is needed; ``SNODO_BWRAP`` names anoth
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -19,7 +20,8 @@ from pathlib import Path
 from snodo.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend, Prepared
 from snodo.sandbox.layout import read_only_paths
-from snodo.sandbox.policy import SandboxPolicy
+from snodo.sandbox.limits import limit_prefix
+from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs
 
 PROBE_TIMEOUT = 15.0
 
@@ -84,29 +86,62 @@ class BwrapBackend(Backend):
                 remount += ["--remount-ro", str(hidden)]
             else:
                 ops.append((len(hidden.parts), order, ["--ro-bind", "/dev/null", str(hidden)]))
+        # The host's sockets: a private /tmp and /run (the workspace and the private TMPDIR
+        # bound back on top when they live there), name resolution kept.
+        for shared in _host_socket_dirs():
+            ops.append((len(shared.parts), -1, ["--tmpfs", str(shared)]))
+            remount += ["--remount-ro", str(shared)]
+        for back in _name_resolution():
+            ops.append((len(back.parts), 999, ["--ro-bind", str(back), str(back)]))
         ops.append((len(tmpdir.parts), 1000, ["--bind", str(tmpdir), str(tmpdir)]))
         for extra in policy.writable:
             ops.append((len(extra.parts), 1000, ["--bind", str(extra), str(extra)]))
         ops.append((len(workspace.parts), 1001, ["--bind", str(workspace), str(workspace)]))
-        for path in read_only_paths(workspace, policy.read_only):
+        for path in (*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy)):
             ops.append((len(path.parts), 1002, ["--ro-bind", str(path), str(path)]))
         mounts = [arg for _, _, op in sorted(ops, key=lambda o: (o[0], o[1])) for arg in op]
         full = [
             self.program,
             *_BASE,
+            *_AS_ROOT,
             *(() if policy.network else ("--unshare-net",)),
             *mounts,
             *remount,
             "--chdir",
             os.path.realpath(cwd),
             "--",
+            *limit_prefix(policy.limits),
             *argv,
         ]
         return Prepared(backend=self.name, argv=tuple(full), env=dict(env))
 
 
-# Everything read-only, fresh /dev and /proc (of a new PID namespace), no capabilities, a new
-# session (no terminal injection), and the whole sandbox dies with the process that started it.
+@functools.cache
+def _host_socket_dirs() -> tuple[Path, ...]:
+    """Shared directories where host services keep their sockets (ssh-agent, tmux, D-Bus,
+    Docker, X11): replaced by empty private ones. ``/var/run`` is usually a link to ``/run``."""
+    found = []
+    for name in ("/tmp", "/run", "/var/run", "/var/tmp"):  # noqa: S108
+        path = Path(name)
+        if path.is_dir() and not path.is_symlink():
+            found.append(path)
+    return tuple(found)
+
+
+@functools.cache
+def _name_resolution() -> tuple[Path, ...]:
+    """``/etc/resolv.conf`` often points into ``/run`` (systemd-resolved): bound back."""
+    target = Path(os.path.realpath("/etc/resolv.conf"))
+    shared = _host_socket_dirs()
+    if target.exists() and any(d in target.parents for d in shared):
+        return (target.parent,)
+    return ()
+
+
+# Everything read-only, fresh /dev and /proc (of a new PID namespace) with the kernel's knobs
+# read-only (/proc/sys, /proc/sysrq-trigger: a process of uid 0 could otherwise write them
+# even without capabilities), no capabilities, a new session (no terminal injection), and
+# the whole sandbox dies with the process that started it.
 _BASE = (
     "--ro-bind",
     "/",
@@ -115,6 +150,10 @@ _BASE = (
     "/dev",
     "--proc",
     "/proc",
+    "--ro-bind",
+    "/proc/sys",
+    "/proc/sys",
+    *(("--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger") if os.path.exists("/proc/sysrq-trigger") else ()),
     "--unshare-pid",
     "--unshare-ipc",
     "--unshare-uts",
@@ -123,3 +162,6 @@ _BASE = (
     "--die-with-parent",
     "--new-session",
 )
+#: Run as root, the sandbox also gets its own user namespace: the capabilities' bounding set
+#: is empty and no capability it could regain counts on the host.
+_AS_ROOT = ("--unshare-user", "--uid", "0", "--gid", "0") if os.getuid() == 0 else ()

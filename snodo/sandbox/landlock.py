@@ -16,16 +16,18 @@ below a granted one, so the grants are laid out around what must stay out of rea
 - network: TCP bind and connect refused unless allowed (Landlock ABI ≥ 4; UDP is not
   covered); abstract UNIX sockets and signals scoped to the sandbox (ABI ≥ 6).
 
-Killing the tree: the child starts its own session and process group; when the run ends
-the group, the session and every process carrying the run's marker in its environment are
-killed. A process that both leaves the session and empties its environment escapes that
-sweep (bubblewrap's PID namespace has no such gap): see docs/security.md.
+Killing the tree: the child starts its own session and process group, and snodo is the
+child subreaper; when the run ends the group, the session, every process carrying the run's
+marker in its environment and every confined orphan reparented to snodo are killed.
+Capabilities, the socket filter and resource limits: :mod:`snodo.sandbox.harden`,
+:mod:`snodo.sandbox.limits`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import platform
 import secrets
@@ -33,13 +35,15 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend, Prepared
+from snodo.sandbox.harden import Hardening
 from snodo.sandbox.layout import carve, read_only_paths
-from snodo.sandbox.policy import SandboxPolicy
+from snodo.sandbox.limits import limit_setter
+from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs
 
 # System call numbers (the same on every architecture that has Landlock).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -55,6 +59,7 @@ FS_READ_DIR = 1 << 3
 FS_ABI1_ALL = (1 << 13) - 1  # execute … make_sym
 FS_REFER = 1 << 13  # ABI 2
 FS_TRUNCATE = 1 << 14  # ABI 3
+FS_IOCTL_DEV = 1 << 15  # ABI 5
 NET_BIND_TCP = 1 << 0  # ABI 4
 NET_CONNECT_TCP = 1 << 1
 SCOPE_ABSTRACT_UNIX = 1 << 0  # ABI 6
@@ -63,8 +68,12 @@ SCOPE_SIGNAL = 1 << 1
 READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE
 
-#: Devices a confined process may write (output sinks, terminals, shared memory).
-WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm")  # noqa: S108
+#: Devices a confined process may write (output sinks). Not the host's terminals
+#: (``/dev/pts``, ``/dev/tty``, ``/dev/ptmx``) nor its shared memory (``/dev/shm``), which are
+#: not even readable (:data:`UNREADABLE`).
+WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
+UNREADABLE = tuple(Path(p) for p in ("/dev/pts", "/dev/shm", "/dev/ptmx", "/dev/tty", "/run/user"))  # noqa: S108
+_PR_SET_CHILD_SUBREAPER = 36
 MARKER = "SNODO_SANDBOX_RUN"
 
 
@@ -114,7 +123,13 @@ class Ruleset:
     def __init__(self, abi: int, *, network: bool) -> None:
         assert _LIBC is not None
         self.abi = abi
-        self.fs = FS_ABI1_ALL | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
+        self.fs = (
+            FS_ABI1_ALL
+            | (FS_REFER if abi >= 2 else 0)
+            | (FS_TRUNCATE if abi >= 3 else 0)
+            | (FS_IOCTL_DEV if abi >= 5 else 0)  # handled and never granted: no ioctl on devices
+        )
+        self.network = network
         net = 0 if network or abi < 4 else NET_BIND_TCP | NET_CONNECT_TCP
         scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if abi >= 6 else 0
         attr = _RulesetAttr(self.fs, net, scoped)
@@ -153,18 +168,25 @@ class Ruleset:
         with contextlib.suppress(OSError):
             os.close(self.fd)
 
-    def restrict_in_child(self) -> Callable[[], None]:
-        """The ``preexec_fn``: everything it needs is bound now, nothing is imported there."""
+    def restrict_in_child(self, limits: Limits | None = None) -> Callable[[], None]:
+        """The ``preexec_fn``: resource limits, ``no_new_privs``, no capabilities, the socket
+        filter when the network is off (:mod:`snodo.sandbox.harden`), then the ruleset.
+        Everything it needs is bound now, nothing is imported there."""
         libc, fd = _LIBC, self.fd
         assert libc is not None
         prctl, syscall = libc.prctl, libc.syscall
         one, zero, sigkill = ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(signal.SIGKILL)
         c_fd, c_flags = ctypes.c_int(fd), ctypes.c_uint32(0)
+        set_limits = limit_setter(limits) if limits is not None else None
+        harden = Hardening(libc, filter_sockets=not self.network).in_child()
 
         def restrict() -> None:
             prctl(_PR_SET_PDEATHSIG, sigkill, zero, zero, zero)
+            if set_limits is not None:
+                set_limits()
             if prctl(_PR_SET_NO_NEW_PRIVS, one, zero, zero, zero) != 0:
                 raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+            harden()
             if syscall(_SYS_RESTRICT_SELF, c_fd, c_flags) != 0:
                 raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
 
@@ -211,18 +233,19 @@ def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:
     hidden = policy.hidden_paths()
     ruleset = Ruleset(abi, network=policy.network)
     try:
-        for root in _read_roots(hidden):
+        for root in _read_roots((*hidden, *UNREADABLE)):
             ruleset.allow(root, READ)
         for root in carve(workspace, hidden):
             ruleset.allow(root, READ)
-        for root in carve(workspace, [*read_only_paths(workspace, policy.read_only), *hidden]):
+        kept = [*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy), *hidden]
+        for root in carve(workspace, kept):
             ruleset.allow(root, ruleset.fs)
         ruleset.allow(tmpdir, ruleset.fs)
         for extra in policy.writable:
             ruleset.allow(extra, ruleset.fs)
         for device in WRITABLE_DEVICES:
             if os.path.exists(device):
-                ruleset.allow(Path(device), READ | FS_WRITE_FILE | FS_TRUNCATE | FS_ABI1_ALL)
+                ruleset.allow(Path(device), READ | FS_WRITE_FILE | FS_TRUNCATE)
     except BaseException:
         ruleset.close()
         raise
@@ -239,15 +262,27 @@ def _ticks_now() -> int:
     return int(uptime * os.sysconf("SC_CLK_TCK"))
 
 
-def kill_marked(marker: str, leader: int, since: int = 0) -> int:
-    """Kill every process of the run: same process group or session as ``leader``, or
-    carrying ``marker`` in its environment. Only processes started at or after ``since``
-    (clock ticks since boot) can belong to the run. Returns how many were signalled."""
-    needle = f"{MARKER}={marker}".encode()
+def _no_new_privs(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            return b"NoNewPrivs:\t1" in fh.read()
+    except OSError:
+        return False
+
+
+def kill_marked(marker: str, leader: int, since: int = 0, others: Collection[int] = ()) -> int:
+    """Kill every process of the run: same process group or session as ``leader``, carrying
+    ``marker`` in its environment, or — since snodo is the child subreaper — an orphan
+    reparented to snodo that runs with ``no_new_privs`` (every confined process does, snodo's
+    own children do not) and is no leader of another live run (``others``). Only processes
+    started at or after ``since`` (clock ticks since boot) can belong to the run. Killed
+    orphans are reaped. Returns how many were signalled."""
+    needle, prefix = f"{MARKER}={marker}".encode(), f"{MARKER}=".encode()
     me = os.getpid()
     killed = 0
     for _ in range(5):  # a forking process may add children while we sweep
         found = 0
+        orphans = []
         try:
             names = os.listdir("/proc")
         except OSError:
@@ -259,26 +294,53 @@ def kill_marked(marker: str, leader: int, since: int = 0) -> int:
             try:
                 with open(f"/proc/{pid}/stat", "rb") as fh:
                     fields = fh.read().rsplit(b")", 1)[1].split()
-                state, pgrp, session, started = fields[0], int(fields[2]), int(fields[3]), int(fields[19])
+                state, ppid, pgrp, session = fields[0], int(fields[1]), int(fields[2]), int(fields[3])
+                started = int(fields[19])
             except (OSError, IndexError, ValueError):
                 continue
-            if state in (b"Z", b"X") or started < since:
+            if started < since or pid in others:
+                continue
+            orphan = ppid == me and pid != leader and _no_new_privs(pid)
+            if orphan:
+                orphans.append(pid)
+            if state in (b"Z", b"X"):
                 continue
             hit = leader in (pgrp, session)
             if not hit:
                 try:
                     with open(f"/proc/{pid}/environ", "rb") as fh:
-                        hit = needle in fh.read().split(b"\0")
+                        environ = fh.read().split(b"\0")
                 except OSError:
                     continue
+                # An orphan marked by another live run is that run's to kill.
+                hit = needle in environ or (orphan and not any(e.startswith(prefix) for e in environ))
             if hit:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
                     found += 1
+        for pid in orphans:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
         killed += found
         if not found:
             break
     return killed
+
+
+def _reap(marker: str, since: int, leader: int, others: Collection[int]) -> int:
+    return kill_marked(marker, leader, since, others)
+
+
+_SUBREAPER: list[bool] = []
+
+
+def become_subreaper() -> None:
+    """Once per process: orphans of confined processes (a double fork, ``setsid``) are
+    reparented to snodo instead of init, so the run's sweep finds them even when they
+    cleared their environment."""
+    if not _SUBREAPER and _LIBC is not None:
+        _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        _SUBREAPER.append(True)
 
 
 class LandlockBackend(Backend):
@@ -317,14 +379,20 @@ class LandlockBackend(Backend):
     def prepare(
         self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
     ) -> Prepared:
+        become_subreaper()
         ruleset = build_ruleset(policy, tmpdir, self.abi)
         marker = secrets.token_hex(8)
         since = max(0, _ticks_now() - 1)
+        try:
+            restrict = ruleset.restrict_in_child(policy.limits)
+        except BaseException:
+            ruleset.close()
+            raise
         return Prepared(
             backend=self.name,
             argv=tuple(argv),
             env={**env, MARKER: marker},
-            preexec_fn=ruleset.restrict_in_child(),
-            reap=lambda leader: kill_marked(marker, leader, since),
+            preexec_fn=restrict,
+            reap=functools.partial(_reap, marker, since),
             cleanup=ruleset.close,
         )

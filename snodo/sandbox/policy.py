@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
@@ -20,6 +21,37 @@ from attrs import evolve, field, frozen
 #: Called once per process run *unconfined* because the protocol says ``sandbox: off``:
 #: ``(argv, cwd)``. The core's callback writes an ``unconfined_execution`` audit event.
 UnconfinedCallback = Callable[[Sequence[str], Path], None]
+#: Called before each confined start with the backend's name (the core records, once per
+#: backend, which one confined the run and the guarantees it cannot give).
+ConfinedCallback = Callable[[str], None]
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+@frozen(kw_only=True)
+class Limits:
+    """Per confined process (``execution.limits``), in bytes and processes; 0 means none.
+
+    The defaults never bother a normal test suite: a 16 GiB file, 4096 processes, an
+    address space as large as the machine's memory (one process cannot take more than the
+    machine has; note that runtimes reserving huge address ranges, such as AddressSanitizer,
+    need ``memory_mb: 0``).
+    """
+
+    file_size: int = 16 << 30
+    processes: int = 4096
+    memory: int = field(factory=_physical_memory)
+
+
+def limits_from_protocol(file_size_mb: int, processes: int, memory_mb: int | None) -> Limits:
+    """The protocol's ``execution.limits`` (megabytes; memory unset: the machine's)."""
+    memory = _physical_memory() if memory_mb is None else memory_mb << 20
+    return Limits(file_size=file_size_mb << 20, processes=processes, memory=memory)
 
 
 @frozen(kw_only=True)
@@ -39,8 +71,15 @@ class SandboxPolicy:
     network: bool = False
     hidden: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
+    #: Inherited environment variables confined processes may see besides the allowlist
+    #: (the protocol's ``execution.env``; see :mod:`snodo.sandbox.environ`).
+    env: tuple[str, ...] = ()
+    limits: Limits = field(factory=Limits)
+    #: The project's interpreter environment(s) (``execution.python``), kept read-only.
+    interpreters: tuple[Path, ...] = ()
     mode: Literal["auto", "off"] = "auto"
     on_unconfined: UnconfinedCallback | None = field(default=None, eq=False, repr=False)
+    on_confined: ConfinedCallback | None = field(default=None, eq=False, repr=False)
 
     def with_network(self, network: bool) -> SandboxPolicy:
         return evolve(self, network=network)
@@ -69,6 +108,49 @@ class SandboxPolicy:
             if path not in found:
                 found.append(path)
         return tuple(found)
+
+
+def _is_venv(path: Path) -> bool:
+    return (path / "pyvenv.cfg").is_file()
+
+
+_INTERPRETERS: dict[tuple[Path, tuple[Path, ...], str], tuple[int, tuple[Path, ...]]] = {}
+
+
+def interpreter_dirs(policy: SandboxPolicy) -> tuple[Path, ...]:
+    """The interpreter environments inside the workspace, which stay read-only there (no
+    ``.pth`` file, no replaced ``python`` for the next unconfined start): the one snodo runs
+    from, the policy's ``interpreters``, ``$VIRTUAL_ENV``, and the workspace's ``.venv`` /
+    ``venv`` when they are virtual environments. Outside the workspace everything is
+    read-only already. Cached per workspace until its directory changes (an entry added or
+    removed at its top changes its modification time)."""
+    workspace = Path(os.path.realpath(policy.workspace))
+    key = (workspace, policy.interpreters, os.environ.get("VIRTUAL_ENV", ""))
+    try:
+        stamp = os.stat(workspace).st_mtime_ns
+    except OSError:
+        stamp = -1
+    cached = _INTERPRETERS.get(key)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    found = _find_interpreters(workspace, policy)
+    if len(_INTERPRETERS) > 64:
+        _INTERPRETERS.clear()
+    _INTERPRETERS[key] = (stamp, found)
+    return found
+
+
+def _find_interpreters(workspace: Path, policy: SandboxPolicy) -> tuple[Path, ...]:
+    candidates = [Path(sys.prefix), *policy.interpreters, workspace / ".venv", workspace / "venv"]
+    if os.environ.get("VIRTUAL_ENV"):
+        candidates.append(Path(os.environ["VIRTUAL_ENV"]))
+    found: list[Path] = []
+    for raw in candidates:
+        path = Path(os.path.realpath(raw))
+        inside = path != workspace and workspace in path.parents and path not in found and path.is_dir()
+        if inside and (path in (Path(os.path.realpath(p)) for p in policy.interpreters) or _is_venv(path)):
+            found.append(path)
+    return tuple(found)
 
 
 def configured_home() -> Path:

@@ -55,7 +55,7 @@ def attempt(label, action):
     except Exception as exc:
         report.append(label + ": FAILED " + type(exc).__name__)
 
-home = Path(os.environ["SNODO_HOME"])
+home = Path(os.environ.get("SNODO_HOME") or "HOMEDIR")  # not inherited any more: the agent guesses it
 attempt("rewrite protocol", lambda: Path(".snodo/protocol.yml").write_text("protocol_id: pwned\\n"))
 attempt("read keys", lambda: [p.read_bytes() for p in (home / "keys").iterdir()] or 1 / 0)
 def sign():
@@ -116,12 +116,18 @@ def test_conftest_written_by_the_agent_cannot_touch_governance(served: tuple[Ser
     producer, root, home = served
     protocol_before = (root / ".snodo" / "protocol.yml").read_text()
     decision_id = _escalate(producer)
-    producer.ok("write_file", {"path": "conftest.py", "content": CONFTEST.replace("DECISION", decision_id)})
+    producer.ok(
+        "write_file",
+        {"path": "conftest.py", "content": CONFTEST.replace("DECISION", decision_id).replace("HOMEDIR", str(home))},
+    )
     result = producer.ok("run_tests", {})
     assert result["passed"] is True, result  # the project's own test still runs and passes
     report = (root / "tests" / "attack-report.txt").read_text()
     for label in ("rewrite protocol", "read keys", "sign approval", "plant hook", "protected"):
         assert f"{label}: FAILED" in report, report
+    recorded = audit(root, "confinement")  # which backend confined the run, and its gaps
+    assert recorded and recorded[0]["data"]["backend"] in ("bwrap", "landlock"), recorded
+    assert isinstance(recorded[0]["data"]["not_guaranteed"], list)
     _held(root, home, producer, decision_id, protocol_before)
 
 
@@ -151,7 +157,10 @@ def test_the_same_conftest_unconfined_succeeds_and_every_run_is_audited(tmp_path
     (root / "secrets").mkdir()
     with serve(root, home, "--mode", "producer") as producer:
         decision_id = _escalate(producer)
-        producer.ok("write_file", {"path": "conftest.py", "content": CONFTEST.replace("DECISION", decision_id)})
+        producer.ok(
+            "write_file",
+            {"path": "conftest.py", "content": CONFTEST.replace("DECISION", decision_id).replace("HOMEDIR", str(home))},
+        )
         producer.ok("run_tests", {})
     report = (root / "tests" / "attack-report.txt").read_text()
     assert "rewrite protocol: DONE" in report and "read keys: DONE" in report, report

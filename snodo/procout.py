@@ -1,0 +1,89 @@
+"""A child's output, kept bounded whatever it writes (issue 21, item 7).
+
+Output is read in fixed-size chunks, never by line: one 150 MB line with no newline costs
+the reader a few megabytes. What is kept is the head and the tail (half of ``limit`` bytes
+each) with a visible marker saying how much was cut in between; lines handed to a
+callback are cut at :data:`LINE_LIMIT` bytes the same way.
+"""
+
+from __future__ import annotations
+
+import collections
+
+LINE_LIMIT = 64 * 1024
+
+
+def cut_marker(dropped: int) -> str:
+    return f"[… snodo cut {dropped} bytes of output …]"
+
+
+class BoundedOutput:
+    """Collects chunks into a bounded head + tail and splits them into bounded lines."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(1, limit // 2)
+        self.head = bytearray()
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.tail_size = 0
+        self.dropped = 0
+        self.partial = bytearray()
+        self.partial_dropped = 0
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Keep ``chunk``; the complete lines it ends (decoded, bounded)."""
+        self._keep(chunk)
+        return self._lines(chunk)
+
+    def finish(self) -> str | None:
+        """The last line when the output did not end with a newline."""
+        if not self.partial and not self.partial_dropped:
+            return None
+        return self._line_done()
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", "replace")
+        if not self.dropped:
+            return head + b"".join(self.tail).decode("utf-8", "replace")
+        tail = b"".join(self.tail).decode("utf-8", "replace")
+        return f"{head}\n{cut_marker(self.dropped)}\n{tail}"
+
+    def _keep(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail.append(chunk)
+        self.tail_size += len(chunk)
+        while self.tail_size - len(self.tail[0]) >= self.half:
+            self.tail_size -= len(self.tail[0])
+            self.dropped += len(self.tail.popleft())
+        if self.tail_size > self.half:  # trim the oldest piece to the bound
+            extra = self.tail_size - self.half
+            self.tail[0] = self.tail[0][extra:]
+            self.tail_size -= extra
+            self.dropped += extra
+
+    def _lines(self, chunk: bytes) -> list[str]:
+        lines = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._partial_add(chunk[start:end])
+            lines.append(self._line_done())
+            start = end + 1
+        self._partial_add(chunk[start:])
+        return lines
+
+    def _partial_add(self, piece: bytes) -> None:
+        room = LINE_LIMIT - len(self.partial)
+        self.partial += piece[: max(0, room)]
+        self.partial_dropped += max(0, len(piece) - max(0, room))
+
+    def _line_done(self) -> str:
+        line = self.partial.decode("utf-8", "replace")
+        if self.partial_dropped:
+            line += " " + cut_marker(self.partial_dropped)
+        self.partial = bytearray()
+        self.partial_dropped = 0
+        return line

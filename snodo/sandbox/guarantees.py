@@ -1,0 +1,48 @@
+"""Which of SPEC §9's guarantees a backend cannot give here, said in words (``snodo doctor``,
+``protocol check``, and the ``confinement`` audit event of every run that confines).
+
+Each guarantee a backend *does* give is proved by a test in ``tests/sandbox/`` named in
+docs/security.md; this module lists only the gaps, so nobody has to guess.
+"""
+
+from __future__ import annotations
+
+import os
+
+from snodo.sandbox.harden import seccomp_supported
+from snodo.sandbox.landlock import abi_version
+
+
+def missing(backend: str) -> list[str]:
+    """The guarantees ``backend`` does not give on this machine, for this user."""
+    gaps = []
+    if os.getuid() == 0:
+        gaps.append("process count limit: the kernel never applies RLIMIT_NPROC to root")
+    if backend == "landlock":
+        abi = abi_version()
+        if abi < 5:
+            gaps.append(f"ioctl on devices: Landlock ABI {abi} cannot refuse it (ABI 5, Linux 6.10, can)")
+        if abi < 6:
+            gaps.append(f"signals to host processes: Landlock ABI {abi} cannot scope them (ABI 6, Linux 6.12, can)")
+        if not seccomp_supported():
+            gaps.append("network off: no socket filter for this CPU architecture (confined calls are refused)")
+        gaps += [
+            "with network on (a coder that needs it): host UNIX sockets and TCP/UDP are reachable",
+            "no private /dev/shm or terminals: programs that need POSIX shared memory or a pty fail",
+            "no new entries directly in the workspace root (subdirectories are fully writable)",
+        ]
+    elif backend == "bwrap":
+        gaps.append("with network on (a coder that needs it): abstract UNIX sockets of the host are reachable")
+    return gaps
+
+
+def here() -> tuple[str | None, list[str]]:
+    """The backend that would confine here (``None``: none works) and what it cannot give."""
+    from snodo.errors import EnvironmentProblem
+    from snodo.sandbox.choose import choose_backend
+
+    try:
+        name = choose_backend().name
+    except EnvironmentProblem as exc:
+        return None, [f"no confinement at all: {exc.message}"]
+    return name, missing(name)

@@ -1,0 +1,59 @@
+"""Resource limits of a confined process (``execution.limits``): file size, process count,
+address space.
+
+Applied without a Python ``preexec_fn`` (which forces the slow fork path on every spawn):
+under bubblewrap the confined command starts through util-linux ``prlimit`` inside the
+sandbox (one small exec); the Landlock backend sets them in the ``preexec_fn`` it needs
+anyway. The process count is the kernel's ``RLIMIT_NPROC``: per user, and not enforced
+for root (the kernel exempts uid 0) — docs/security.md says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import resource
+import shutil
+from collections.abc import Callable
+
+from snodo.sandbox.policy import Limits
+
+
+@functools.cache
+def _prlimit() -> str | None:
+    return shutil.which("prlimit")
+
+
+def _pairs(limits: Limits) -> list[tuple[int, str, int]]:
+    return [
+        (resource.RLIMIT_FSIZE, "--fsize", limits.file_size),
+        (resource.RLIMIT_NPROC, "--nproc", limits.processes),
+        (resource.RLIMIT_AS, "--as", limits.memory),
+    ]
+
+
+def limit_prefix(limits: Limits) -> tuple[str, ...]:
+    """The ``prlimit … --`` prefix that applies ``limits`` to the command after it."""
+    wanted = [(flag, value) for _, flag, value in _pairs(limits) if value > 0]
+    if not wanted:
+        return ()
+    program = _prlimit()
+    if program is None:
+        from snodo.errors import EnvironmentProblem
+
+        raise EnvironmentProblem(
+            "cannot apply execution.limits: the util-linux program prlimit is not installed",
+            hint="install util-linux, or set every execution.limits entry to 0",
+        )
+    return (program, *(f"{flag}={value}" for flag, value in wanted), "--")
+
+
+def limit_setter(limits: Limits) -> Callable[[], None]:
+    """For a ``preexec_fn``: sets ``limits`` with everything bound in advance (no imports)."""
+    wanted = [(res, (value, value)) for res, _, value in _pairs(limits) if value > 0]
+    setrlimit = resource.setrlimit
+
+    def apply() -> None:
+        for res, pair in wanted:
+            setrlimit(res, pair)
+
+    return apply

@@ -1,0 +1,64 @@
+"""Refusals are evidence (issue 21, item 10): a write the sandbox refused — ``EROFS`` or
+``EACCES`` on ``.snodo/``, ``.git/``, a protected path or outside the workspace — that a
+coder reports (opencode's JSON events, a tool's error text) is an attempt worth recording,
+not only a line in a job log.
+
+:func:`find_refusals` reads such reports out of text the confined program wrote (bounded:
+at most :data:`MAX_REFUSALS`, paths shortened); :func:`record_refusals` writes one
+``sandbox_refusal`` audit event per refused path through the caller's ``record``. The
+engine's post-run check calls both with what the coder said.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from attrs import frozen
+
+MAX_REFUSALS = 20
+_PATH_LIMIT = 300
+
+# Python ("[Errno 30] Read-only file system: '/x'"), coreutils/shell ("/x: Read-only file
+# system", "cannot create /x: Permission denied"), Node ("EROFS: read-only file system, open '/x'").
+_PATTERNS = (
+    re.compile(r"\[Errno (?:13|30)\] (?P<error>Read-only file system|Permission denied): '(?P<path>[^'\n]+)'"),
+    re.compile(r"(?P<error>EROFS|EACCES)[:,][^'\n]*?'(?P<path>[^'\n]+)'"),
+    re.compile(r"(?P<path>/[^\s:'\"]+): (?P<error>Read-only file system|Permission denied)"),
+)
+
+
+@frozen(kw_only=True)
+class Refusal:
+    path: str
+    error: str  # "read-only file system" (EROFS) or "permission denied" (EACCES)
+
+
+def _normal(error: str) -> str:
+    return "read-only file system" if error.upper() in ("EROFS", "READ-ONLY FILE SYSTEM") else "permission denied"
+
+
+def find_refusals(texts: Iterable[str]) -> tuple[Refusal, ...]:
+    """The distinct refused writes reported in ``texts``, in order, at most :data:`MAX_REFUSALS`."""
+    found: list[Refusal] = []
+    for text in texts:
+        for pattern in _PATTERNS:
+            for match in pattern.finditer(text):
+                refusal = Refusal(path=match["path"][:_PATH_LIMIT], error=_normal(match["error"]))
+                if refusal not in found:
+                    found.append(refusal)
+                if len(found) >= MAX_REFUSALS:
+                    return tuple(found)
+    return tuple(found)
+
+
+def record_refusals(
+    record: Callable[..., Any], refusals: Iterable[Refusal], *, who: str, task_id: str | None = None
+) -> int:
+    """One ``sandbox_refusal`` audit event per refusal (``record(event, **data)``); how many."""
+    count = 0
+    for refusal in refusals:
+        record("sandbox_refusal", path=refusal.path, error=refusal.error, reported_by=who, task_id=task_id)
+        count += 1
+    return count

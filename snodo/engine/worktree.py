@@ -30,7 +30,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +216,38 @@ def reclaim_abandoned(
         run_id = lock.name.removesuffix(".lock")
         found.append(_left_behind(repo, directory / run_id, meta, run_id, lock_path=lock, lock_fd=fd))
     return [_reclaim(wt, judge) for wt in found]
+
+
+def prune_copies(repo: Path, home: Path, *, older_than: timedelta) -> list[dict[str, Any]]:
+    """Reclaim the copies of dead runs (kept unjudged: pruning loads no protocol), then drop
+    every copy no run holds that was last used longer than ``older_than`` ago: pooled ones,
+    and leftovers from before the pool. Returns what was removed."""
+    removed = [
+        {"run_id": r["run_id"], "path": r["path"], "halted_ref": r["halted_ref"]} for r in reclaim_abandoned(repo, home)
+    ]
+    directory = worktrees_dir(home, repo)
+    if not directory.is_dir():
+        return removed
+    for name in pool.drop_idle(repo, directory, older_than=older_than):
+        removed.append({"run_id": name, "path": str(directory / pool.POOL / name), "halted_ref": None})
+    cutoff = datetime.now(UTC) - older_than
+    for path in sorted(directory.iterdir()):
+        if path.name in (pool.POOL, pool.LOCKS, pool.TRASH) or not path.is_dir():
+            continue
+        unlocked = not (directory / f"{path.name}.lock").exists()
+        if unlocked and datetime.fromtimestamp(path.stat().st_mtime, UTC) < cutoff:
+            run_git(repo, "worktree", "remove", "--force", str(path))
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append({"run_id": path.name, "path": str(path), "halted_ref": None})
+    run_git(repo, "worktree", "prune")
+    return removed
+
+
+def drop_pool(repo: Path, home: Path) -> list[str]:
+    """Drop every pooled copy of ``repo`` no run holds (``snodo session close``: the work of
+    the session is over; the next run makes a fresh copy)."""
+    directory = worktrees_dir(home, repo)
+    return pool.drop_idle(repo, directory, older_than=timedelta(0)) if directory.is_dir() else []
 
 
 def _left_behind(repo: Path, path: Path, meta: dict[str, Any], run_id: str, **lock: Any) -> Worktree:

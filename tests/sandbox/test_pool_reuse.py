@@ -145,3 +145,19 @@ def test_a_protected_path_cannot_be_replaced_by_renaming_its_parent(tmp_path: Pa
     run_process(["sh", "-c", script], cwd=ws, timeout=30, sandbox=policy)
     assert (ws / "config" / "prod.yml").read_text() == "real\n"
     assert not (ws / "config.orig").exists()
+
+
+def test_jobs_prune_and_session_close_drop_the_idle_copies(tmp_path: Path, snodo_home: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    repo = _project(tmp_path)
+    copies = snodo_home / "worktrees" / project_key(repo) / "pool"
+    assert _run(repo, "add a hello module")["status"] == "completed"
+    assert [p.name for p in copies.iterdir()] == ["slot-0"]
+    kept = snodo_cli("jobs", "prune", "--json", cwd=repo).json()  # used just now: kept
+    assert kept["worktrees"] == [] and [p.name for p in copies.iterdir()] == ["slot-0"]
+    pruned = snodo_cli("jobs", "prune", "--older-than", "0s", "--json", cwd=repo).json()
+    assert [w["run_id"] for w in pruned["worktrees"]] == ["slot-0"] and not any(copies.iterdir())
+
+    assert _run(repo, "add a hello module again")["status"] == "completed"
+    assert snodo_cli("session", "close", cwd=repo).returncode == 0
+    assert not any(copies.iterdir())
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1

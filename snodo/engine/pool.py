@@ -32,6 +32,7 @@ import os
 import secrets
 import shutil
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -121,9 +122,11 @@ def restore(slot: Slot, base: str) -> bool:
     it, no history of earlier runs. ``False`` when that cannot be done or checked (the caller
     then makes a fresh copy).
 
-    Three git processes, each proportional to the change or to git's own index check:
-    ``reset --hard`` (rewrites what differs), ``clean -ffdx`` (removes what git does not
-    track, nested repositories too) and ``status`` with ignored files (must be empty).
+    The usual path costs one ``status`` (with ignored files) and what differs: the leftovers
+    it lists are deleted, a second ``status`` checks they are gone, then a two-tree
+    ``read-tree -m -u`` moves the clean copy from its HEAD to ``base`` touching only the
+    files that differ. A copy with changes to tracked files takes the long path: ``reset
+    --hard``, ``clean -ffdx`` (nested repositories too) and the same check.
     """
     gitdir = slot.meta().get("gitdir")
     if not isinstance(gitdir, str) or not os.path.isdir(gitdir) or not slot.path.is_dir():
@@ -136,20 +139,78 @@ def restore(slot: Slot, base: str) -> bool:
                 return False
     except (OSError, UnicodeDecodeError):
         return False
-    if not repair_modes(slot.path):
-        return False
     pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}")
-    reset = run_git(slot.path, *pinned, "reset", "-q", "--hard", "--no-recurse-submodules", base)
-    if not reset.ok:
+    # The mode scan (Python, an lstat per path) and git's status (a process) run side by side;
+    # the listing is taken again if the scan had to repair something it could not see past.
+    with ThreadPoolExecutor(max_workers=1) as side:
+        scan = side.submit(repair_modes, slot.path)
+        left = _leftovers(slot.path, pinned)
+        repaired = scan.result()
+    if repaired is None:
+        return False
+    if repaired:
+        left = _leftovers(slot.path, pinned)
+    for attempt in range(2):
+        if left is None or any(not untracked for _, untracked in left):
+            break  # changes to tracked files: the long path
+        if not left:
+            moved = run_git(slot.path, *pinned, "read-tree", "-m", "-u", "HEAD", base)
+            if moved.ok and run_git(slot.path, *pinned, "update-ref", "--no-deref", "HEAD", base).ok:
+                _forget_history(gitdir)
+                return True
+            break
+        if attempt == 1 or not _delete(slot.path, [path for path, _ in left]):
+            break
+        left = _leftovers(slot.path, pinned)
+    if not run_git(slot.path, *pinned, "reset", "-q", "--hard", "--no-recurse-submodules", base).ok:
         return False
     run_git(slot.path, *pinned, "clean", "-ffdxq")
+    _forget_history(gitdir)
+    return _leftovers(slot.path, pinned) == []
+
+
+def _leftovers(copy: Path, pinned: tuple[str, ...]) -> list[tuple[str, bool]] | None:
+    """What ``status`` lists in the copy, as (path, untracked-or-ignored); ``None`` when git
+    could not look everywhere (an unreadable directory) or failed."""
+    check = run_git(copy, *pinned, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=normal")
+    if not check.ok or check.stderr.strip():
+        return None
+    found = []
+    records = iter(check.stdout.split("\0"))
+    for record in records:
+        if not record:
+            continue
+        code, path = record[:2], record[3:]
+        if code[0] in "RC":
+            next(records, None)  # a rename's source path follows
+        found.append((path, code in ("??", "!!")))
+    return found
+
+
+def _delete(copy: Path, paths: list[str]) -> bool:
+    """Delete what ``status`` listed as untracked or ignored (a file, a link, a directory —
+    a nested repository included), never following a link and never leaving the copy."""
+    for rel in paths:
+        parts = rel.rstrip("/").split("/")
+        if not rel or rel.startswith("/") or ".." in parts or parts[0] == ".git":
+            return False
+        target = copy.joinpath(*parts)
+        try:
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+    return True
+
+
+def _forget_history(gitdir: str) -> None:
     for name in _HISTORY:
         with contextlib.suppress(FileNotFoundError, IsADirectoryError):
             os.unlink(os.path.join(gitdir, name))
-    check = run_git(
-        slot.path, *pinned, "status", "--porcelain=v1", "-z", "--ignored=traditional", "--untracked-files=all"
-    )
-    return check.ok and not check.stdout and not check.stderr.strip()
 
 
 def _umask() -> int:
@@ -160,11 +221,13 @@ def _umask() -> int:
     return 0o022
 
 
-def repair_modes(root: Path) -> bool:
+def repair_modes(root: Path) -> int | None:
     """Give every directory and file below ``root`` the mode a fresh checkout gives it (an
     agent's ``chmod 000`` directory would stop ``git clean``; a read-only file would stay
-    read-only, as git tracks only the executable bit). ``False`` on what cannot be
-    repaired: a mount point, a mode that will not change, an unreadable directory.
+    read-only, as git tracks only the executable bit) and delete what git cannot see
+    (sockets, fifos, devices: never tracked, never listed as untracked). Returns how many
+    paths were repaired, ``None`` for one that cannot be: a mount point, a mode that will
+    not change, an unreadable directory.
 
     This is the one step that looks at every path of the copy (an ``lstat`` each, no read):
     git records no mode but the executable bit, so no index can say which changed.
@@ -174,38 +237,47 @@ def repair_modes(root: Path) -> bool:
     try:
         device = os.lstat(root).st_dev
     except OSError:
-        return False
+        return None
     pending = [str(root)]
+    repaired = 0
     while pending:
         directory = pending.pop()
         try:
             with os.scandir(directory) as it:
                 entries = list(it)
         except OSError:
-            return False
+            return None
         for entry in entries:
             if directory == str(root) and entry.name == ".git":
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
-                return False
+                return None
             if st.st_dev != device:
-                return False
+                return None
             mode = stat.S_IMODE(st.st_mode)
             if stat.S_ISDIR(st.st_mode):
                 want = dir_mode
                 pending.append(entry.path)
             elif stat.S_ISREG(st.st_mode):
                 want = exec_mode if mode & 0o100 else file_mode
+            elif stat.S_ISLNK(st.st_mode):
+                continue  # a link carries no mode of its own
             else:
-                continue  # symlinks carry no mode; sockets and fifos are removed by `git clean`
+                try:
+                    os.unlink(entry.path)
+                    repaired += 1
+                    continue
+                except OSError:
+                    return None
             if mode != want:
                 try:
                     os.chmod(entry.path, want)
+                    repaired += 1
                 except OSError:
-                    return False
-    return True
+                    return None
+    return repaired
 
 
 def trash(base_dir: Path, path: Path) -> None:

@@ -286,10 +286,10 @@ def _reclaim(wt: Worktree, judge: Callable[[Worktree], list[dict[str, str]]] | N
 def run_base(repo: Path) -> str:
     """The commit a run starts from: ``HEAD``, or for a repository with no commit an empty
     base commit made with plumbing (no ref points at it)."""
-    require_repo(repo)
     head = _rev(repo, "HEAD")
     if head:
         return head
+    require_repo(repo)  # no HEAD: say why if this is no repository at all
     identity = {
         "GIT_AUTHOR_NAME": FALLBACK_IDENTITY["user.name"],
         "GIT_AUTHOR_EMAIL": FALLBACK_IDENTITY["user.email"],

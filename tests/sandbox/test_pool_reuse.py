@@ -161,3 +161,40 @@ def test_jobs_prune_and_session_close_drop_the_idle_copies(tmp_path: Path, snodo
     assert snodo_cli("session", "close", cwd=repo).returncode == 0
     assert not any(copies.iterdir())
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_a_reused_copy_holds_no_leftover_and_no_history(tmp_path: Path, snodo_home: Path) -> None:
+    import os
+
+    repo = _project(tmp_path)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    inode = wt.path.stat().st_ino
+    (wt.path / "new.txt").write_text("committed by the run\n")
+    git(wt.path, "add", "new.txt")
+    git(wt.path, "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qm", "run work")
+    tip = git(wt.path, "rev-parse", "HEAD").strip()
+    (wt.path / "untracked.txt").write_text("x\n")
+    (wt.path / "build").mkdir()
+    (wt.path / "build" / "a.o").write_text("obj\n")
+    os.mkfifo(wt.path / "pipe")  # git never lists a fifo: the mode scan removes it
+    git(wt.path / "build", "init", "-q")  # a nested repository inside an ignored directory
+    (wt.path / "sub").mkdir()
+    git(wt.path / "sub", "init", "-q")
+    wt.remove()
+
+    again = create_worktree(repo, snodo_home, "t2", "run00002")
+    try:
+        assert again.path == wt.path and again.path.stat().st_ino == inode  # reused in place
+        assert git(again.path, "status", "--porcelain", "--ignored", "--untracked-files=all") == ""
+        assert sorted(p.name for p in again.path.iterdir()) == sorted(
+            [*git(repo, "ls-tree", "--name-only", base).split(), ".git"]
+        )
+        assert git(again.path, "rev-parse", "HEAD").strip() == base
+        assert tip not in git(again.path, "reflog", "--format=%H")
+        probe = subprocess.run(
+            ["git", "-C", str(again.path), "rev-parse", "-q", "--verify", "ORIG_HEAD"], capture_output=True
+        )
+        assert probe.returncode != 0
+    finally:
+        again.remove()

@@ -8,7 +8,7 @@ and `git commit` them on a new branch.
 Targets (issue 4): overhead under 0.5 s per run and peak memory under 80 MiB, with no
 model library or MCP SDK imported on this path.
 
-    python benchmarks/run_overhead.py [--runs 7]
+    python benchmarks/run_overhead.py [--runs 7] [--smoke]
 """
 
 from __future__ import annotations
@@ -56,7 +56,10 @@ def git(repo: Path, *args: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--smoke", action="store_true", help="one run, no target")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 1
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         repo = root / "repo"
@@ -77,7 +80,9 @@ def main() -> None:
         for i in range(args.runs):
             raw.append(run_measured(["bash", str(raw_script), str(i)], cwd=repo, env=env)[0])
             seconds, peak, code = run_measured(
-                [sys.executable, "-m", "snodo", "run", f"add a hello module number {i}", "--json"], cwd=repo, env=env
+                [sys.executable, "-I", "-m", "snodo", "run", f"add a hello module number {i}", "--json"],
+                cwd=repo,
+                env=env,
             )
             if code != 0:
                 raise SystemExit(f"snodo run exited {code}; run it by hand in {repo} to see why")

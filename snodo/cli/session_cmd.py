@@ -150,6 +150,10 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
                 "session_closed", mode=s.mode, data={"session_id": s.session_id, "dropped_decisions": dropped}
             )
         closed.append({"session_id": s.session_id, "mode": s.mode, "dropped_decisions": dropped})
+    if closed and not [s for s in store.list(root) if s.status == ACTIVE]:
+        from snodo.engine.worktree import drop_pool
+
+        drop_pool(root, snodo_home())  # no session left: the idle working copies go too
     if as_json:
         emit_json({"closed": closed})
         return

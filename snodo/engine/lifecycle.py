@@ -31,7 +31,7 @@ from attrs import frozen
 from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
 from snodo.engine.jobs import JobStore
 from snodo.engine.loop import Engine, RunResult
-from snodo.engine.worktree import HALTED_NAMESPACE, reclaim_abandoned, worktrees_dir
+from snodo.engine.worktree import HALTED_NAMESPACE, prune_copies
 from snodo.errors import SnodoError
 from snodo.gitrun import run_git
 from snodo.state.audit import AuditLog
@@ -265,8 +265,8 @@ def _parse_time(value: Any) -> datetime | None:
 
 def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) -> dict[str, Any]:
     """Remove what is past ``older_than``: halted refs (by their commit's date), finished
-    job directories (by their last update) and leftover working copies (those whose run
-    is gone; a copy no run ever locked goes by its age). Live jobs and their working
+    job directories (by their last update) and working copies: those whose run is gone
+    (reclaimed), and those no run has used for ``older_than`` (pooled or leftover). Live jobs and their working
     copies are never touched. Returns what was removed."""
     cutoff = datetime.now(UTC) - older_than
     removed: dict[str, Any] = {"older_than_seconds": int(older_than.total_seconds())}
@@ -289,18 +289,7 @@ def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) 
             gone.append(job["job_id"])
     removed["jobs"] = gone
 
-    worktrees = [
-        {"run_id": r["run_id"], "path": r["path"], "halted_ref": r["halted_ref"]} for r in reclaim_abandoned(root, home)
-    ]
-    directory = worktrees_dir(home, root)
-    if directory.is_dir():
-        for path in sorted(directory.iterdir()):
-            unlocked = path.is_dir() and not (directory / f"{path.name}.lock").exists()
-            if unlocked and datetime.fromtimestamp(path.stat().st_mtime, UTC) < cutoff:
-                run_git(root, "worktree", "remove", "--force", str(path))
-                shutil.rmtree(path, ignore_errors=True)
-                worktrees.append({"run_id": path.name, "path": str(path), "halted_ref": None})
-        run_git(root, "worktree", "prune")
+    worktrees = prune_copies(root, home, older_than=older_than)
     removed["worktrees"] = worktrees
     audit = root / ".snodo" / "audit.log"
     if (refs or gone or worktrees) and audit.parent.is_dir():

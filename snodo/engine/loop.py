@@ -18,11 +18,13 @@ import os
 import secrets
 import shutil
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
 from attrs import Factory, evolve, frozen
 
+from snodo.engine import change
 from snodo.engine.inplace import InPlaceWatch, Judgement
 from snodo.engine.interrupt import Interrupted
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned, uncommitted
@@ -214,9 +216,11 @@ class Engine:
             for gone in reclaim_abandoned(p.root, p.home, judge=lambda left: self._judge_unjudged(left, ())):
                 p.record("worktree_reclaimed", **gone)
                 self.progress(f"removed the working copy of run {gone['run_id']}, whose process had died")
-            worktree = create_worktree(p.root, p.home, task_id, self.run_id)
+            with ThreadPoolExecutor(max_workers=1) as side:  # both read a whole tree: side by side
+                looking = side.submit(uncommitted, p.root)
+                worktree = create_worktree(p.root, p.home, task_id, self.run_id)
+                left_out = looking.result()
             self.progress(f"working copy {worktree.path} (run {self.run_id})")
-            left_out = uncommitted(p.root)
             if left_out:
                 self.progress(
                     f"note: the run starts from your last commit; {len(left_out)} uncommitted path(s) are not "
@@ -386,19 +390,17 @@ class Engine:
         self.progress(f"coder {coder_spec.name} (attempt {attempt})")
         changed, dropped, signature_ops = self._execute(coder, coder_spec, request, wt, task_id)
         files = state.files | set(changed)
-        made = (
-            git.commit_paths(sorted(changed), f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}")
-            if changed
-            else None
-        )
+        message = f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}"
+        made = change.commit_paths(wt.path, git.guard, sorted(changed), message) if changed else None
         commit = made or self.coder_head or state.commit
         if made is not None:
             p.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(changed))
         state = evolve(state, files=files, dropped=(*state.dropped, *dropped), commit=commit)
-        all_changed = tuple(sorted(git.changed_files(wt.base))) if files else ()
-        if not all_changed:
+        # The change is the committed one, base tree against tip tree: it costs what changed.
+        all_changed = tuple(change.changed_files(wt.path, wt.base, commit)) if files and commit else ()
+        if not all_changed or commit is None:
             raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
-        diff = git.read_diff(wt.base)
+        diff = change.read_diff(wt.path, wt.base, commit)
         post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff, persist_escalation=False)
         results = tuple(r.as_json() for r in post.results)
         return state, _Attempt(post=post, results=results, changed=all_changed, signature_ops=signature_ops)
@@ -677,7 +679,6 @@ class Engine:
                 pending[f"constraint:{c.constraint_id}"] = (c, spec.name)
         if not pending:
             return []
-        git = Git(wt.path, PathGuard(wt.path, p.protocol.protected_paths))
         inp = PhaseInput(
             protocol=p.protocol,
             mode=p.mode,
@@ -685,8 +686,8 @@ class Engine:
             task_id=wt.task_id,
             task_spec=self.spec_text,
             workspace=wt.path,
-            changed_files=tuple(git.changed_files(wt.base)),
-            diff=git.read_diff(wt.base),
+            changed_files=tuple(change.changed_files(wt.path, wt.base, tip)),
+            diff=change.read_diff(wt.path, wt.base, tip),
             sandbox=p.sandbox_policy(wt.path),
         )
         # Through the one runner, confined like every other evaluation: a predicate that

@@ -1,9 +1,10 @@
 """Per-run working copies, and what becomes of a run's work afterwards.
 
 A run never switches the user's checkout, never touches their uncommitted files and never
-collides with a leftover of an earlier run: each run gets its own detached git worktree at
-``$SNODO_HOME/worktrees/<project-key>/<run_id>``. Nothing is put under ``refs/heads/``
-while the run is going; when it ends its work goes to exactly one place:
+sees a leftover of an earlier run: it takes a working copy of its own from the project's
+pool (:mod:`snodo.engine.pool`), restored to the run's base commit and checked clean.
+Nothing is put under ``refs/heads/`` while the run is going; when it ends its work goes to
+exactly one place:
 
 - ``completed`` → the branch ``snodo/<task_id>-<run_id>``, for review and merge;
 - halted with commits → ``refs/snodo/halted/<task_id>/<run_id>``, for inspection, out of
@@ -13,10 +14,11 @@ while the run is going; when it ends its work goes to exactly one place:
   the run added are deleted from the object store;
 - halted with no commit → nothing.
 
-While a run lives it holds an exclusive lock on ``<run_id>.lock`` beside its worktree; the
-kernel drops it when the process dies, even by SIGKILL. The next run (or ``snodo jobs
-prune``) finds the lock free, keeps any commit under the halted namespace and removes the
-working copy, so killed runs do not pile up.
+While a run lives it holds an exclusive lock on its slot's lock file; the kernel drops it
+when the process dies, even by SIGKILL. The next run (or ``snodo jobs prune``) finds the
+lock free but still naming the run, and keeps any commit under the halted namespace before
+the copy is reused. Copies from before the pool (``<run_id>/`` beside ``<run_id>.lock``)
+are reclaimed the same way and removed.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from attrs import define, field
 
+from snodo.engine import pool
 from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.gitrun import FALLBACK_IDENTITY, git_out, pin, run_git
 
@@ -69,6 +72,8 @@ class Worktree:
     run_id: str
     lock_path: Path | None = None
     _lock_fd: int | None = field(default=None, alias="lock_fd")
+    #: the pool slot the copy belongs to (``None``: a copy of its own, removed at the end)
+    slot: pool.Slot | None = None
 
     def tip(self) -> str | None:
         """The commit the working copy's HEAD is at (``None`` once it is gone)."""
@@ -96,13 +101,21 @@ class Worktree:
         then delete from the object store every object the run added that nothing else
         reaches. Returns what was done, for the job record and the audit log."""
         tip = self.tip()
+        # A pooled copy stays in the pool, but nothing in it may still reach the work.
+        if self.slot is not None and not pool.restore(self.slot, self.base):
+            pool.trash(self.path.parent.parent, self.path)
+            run_git(self.repo, "worktree", "prune")
         self.remove()
         if tip is None or tip == self.base:
             return {"commits": 0, "objects_deleted": 0, "objects_left": 0}
         return purge_unreachable(self.repo, tip)
 
     def remove(self) -> None:
-        """Drop the working copy and release the run's lock. Idempotent."""
+        """Give a pooled copy back to the pool, or drop a copy of its own; release the run's
+        lock. Idempotent."""
+        if self.slot is not None:
+            self.slot.release()
+            return
         if self.path.exists():
             run_git(self.repo, "worktree", "remove", "--force", str(self.path))
         if self.path.exists():
@@ -158,18 +171,6 @@ def uncommitted(repo: Path) -> list[str]:
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
-def _take_lock(directory: Path, run_id: str, meta: dict[str, Any]) -> tuple[Path, int]:
-    """Create ``<run_id>.lock`` already locked: written and flocked under a temporary name,
-    then renamed into place, so no one ever sees it unlocked while its owner lives."""
-    final = directory / f"{run_id}.lock"
-    temp = directory / f".{run_id}.lock.tmp"
-    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    os.write(fd, json.dumps(meta).encode())
-    os.replace(temp, final)
-    return final, fd
-
-
 def _owner_gone(lock: Path) -> int | None:
     """A descriptor holding ``lock`` if its owner is dead (the lock was free), else ``None``."""
     try:
@@ -189,12 +190,21 @@ def reclaim_abandoned(
 ) -> list[dict[str, Any]]:
     """Clean up after runs that died without cleaning up (SIGKILL, power loss): commits go
     under the halted namespace — unless ``judge`` (the discarding constraints) finds a
-    reason to throw them away — and the working copy and its lock are removed. Returns
-    what was reclaimed."""
+    reason to throw them away. A pooled copy goes back to the pool (the next run restores
+    it); a copy of its own and its lock are removed. Returns what was reclaimed."""
     directory = worktrees_dir(home, repo)
     if not directory.is_dir():
         return []
-    reclaimed = []
+    found: list[Worktree] = []
+    for n in pool.slot_numbers(directory):
+        slot = pool.lock_slot(directory, n)
+        if slot is None:
+            continue
+        meta = slot.meta()
+        if "run_id" not in meta:
+            slot.release()
+            continue
+        found.append(_left_behind(repo, slot.path, meta, str(meta["run_id"]), slot=slot))
     for lock in sorted(directory.glob("*.lock")):
         fd = _owner_gone(lock)
         if fd is None:
@@ -204,54 +214,100 @@ def reclaim_abandoned(
         except (OSError, ValueError):
             meta = {}
         run_id = lock.name.removesuffix(".lock")
-        wt = Worktree(
-            path=directory / run_id,
-            branch="",
-            base=str(meta.get("base", "")),
-            repo=repo,
-            task_id=str(meta.get("task_id", "unknown-task")),
-            run_id=run_id,
-            lock_path=lock,
-            lock_fd=fd,
-        )
-        ref = None
-        reasons: list[dict[str, str]] = []
-        if judge is not None and wt.base:
-            try:
-                reasons = judge(wt)
-            except SnodoError as exc:  # fail closed: work that cannot be judged is not kept
-                reasons = [{"constraint": "-", "predicate": "-", "finding": f"could not be judged: {exc}"}]
-        if reasons:
-            with contextlib.suppress(SnodoError):
-                wt.discard()
-        else:
-            with contextlib.suppress(SnodoError):
-                ref = wt.keep_halted() if wt.base else None
-        wt.remove()
-        entry: dict[str, Any] = {"run_id": run_id, "task_id": wt.task_id, "path": str(wt.path), "halted_ref": ref}
-        if reasons:
-            entry["discarded"] = reasons
-        reclaimed.append(entry)
-    return reclaimed
+        found.append(_left_behind(repo, directory / run_id, meta, run_id, lock_path=lock, lock_fd=fd))
+    return [_reclaim(wt, judge) for wt in found]
+
+
+def prune_copies(repo: Path, home: Path, *, older_than: timedelta) -> list[dict[str, Any]]:
+    """Reclaim the copies of dead runs (kept unjudged: pruning loads no protocol), then drop
+    every copy no run holds that was last used longer than ``older_than`` ago: pooled ones,
+    and leftovers from before the pool. Returns what was removed."""
+    removed = [
+        {"run_id": r["run_id"], "path": r["path"], "halted_ref": r["halted_ref"]} for r in reclaim_abandoned(repo, home)
+    ]
+    directory = worktrees_dir(home, repo)
+    if not directory.is_dir():
+        return removed
+    for name in pool.drop_idle(repo, directory, older_than=older_than):
+        removed.append({"run_id": name, "path": str(directory / pool.POOL / name), "halted_ref": None})
+    cutoff = datetime.now(UTC) - older_than
+    for path in sorted(directory.iterdir()):
+        if path.name in (pool.POOL, pool.LOCKS, pool.TRASH) or not path.is_dir():
+            continue
+        unlocked = not (directory / f"{path.name}.lock").exists()
+        if unlocked and datetime.fromtimestamp(path.stat().st_mtime, UTC) < cutoff:
+            run_git(repo, "worktree", "remove", "--force", str(path))
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append({"run_id": path.name, "path": str(path), "halted_ref": None})
+    run_git(repo, "worktree", "prune")
+    return removed
+
+
+def drop_pool(repo: Path, home: Path) -> list[str]:
+    """Drop every pooled copy of ``repo`` no run holds (``snodo session close``: the work of
+    the session is over; the next run makes a fresh copy)."""
+    directory = worktrees_dir(home, repo)
+    return pool.drop_idle(repo, directory, older_than=timedelta(0)) if directory.is_dir() else []
+
+
+def _left_behind(repo: Path, path: Path, meta: dict[str, Any], run_id: str, **lock: Any) -> Worktree:
+    return Worktree(
+        path=path,
+        branch="",
+        base=str(meta.get("base", "")),
+        repo=repo,
+        task_id=str(meta.get("task_id", "unknown-task")),
+        run_id=run_id,
+        **lock,
+    )
+
+
+def _reclaim(wt: Worktree, judge: Callable[[Worktree], list[dict[str, str]]] | None) -> dict[str, Any]:
+    ref = None
+    reasons: list[dict[str, str]] = []
+    if judge is not None and wt.base:
+        try:
+            reasons = judge(wt)
+        except SnodoError as exc:  # fail closed: work that cannot be judged is not kept
+            reasons = [{"constraint": "-", "predicate": "-", "finding": f"could not be judged: {exc}"}]
+    if reasons:
+        with contextlib.suppress(SnodoError):
+            wt.discard()
+    else:
+        with contextlib.suppress(SnodoError):
+            ref = wt.keep_halted() if wt.base else None
+    wt.remove()
+    entry: dict[str, Any] = {"run_id": wt.run_id, "task_id": wt.task_id, "path": str(wt.path), "halted_ref": ref}
+    if reasons:
+        entry["discarded"] = reasons
+    return entry
+
+
+def run_base(repo: Path) -> str:
+    """The commit a run starts from: ``HEAD``, or for a repository with no commit an empty
+    base commit made with plumbing (no ref points at it)."""
+    head = _rev(repo, "HEAD")
+    if head:
+        return head
+    require_repo(repo)  # no HEAD: say why if this is no repository at all
+    identity = {
+        "GIT_AUTHOR_NAME": FALLBACK_IDENTITY["user.name"],
+        "GIT_AUTHOR_EMAIL": FALLBACK_IDENTITY["user.email"],
+        "GIT_COMMITTER_NAME": FALLBACK_IDENTITY["user.name"],
+        "GIT_COMMITTER_EMAIL": FALLBACK_IDENTITY["user.email"],
+    }
+    empty_tree = git_out(repo, "hash-object", "-t", "tree", "/dev/null")
+    return git_out(
+        repo, "commit-tree", empty_tree, "-m", "snodo: empty base for a repository with no commits", env=identity
+    )
 
 
 def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktree:
-    require_repo(repo)
-    head = _rev(repo, "HEAD")
-    if not head:
-        identity = {
-            "GIT_AUTHOR_NAME": FALLBACK_IDENTITY["user.name"],
-            "GIT_AUTHOR_EMAIL": FALLBACK_IDENTITY["user.email"],
-            "GIT_COMMITTER_NAME": FALLBACK_IDENTITY["user.name"],
-            "GIT_COMMITTER_EMAIL": FALLBACK_IDENTITY["user.email"],
-        }
-        empty_tree = git_out(repo, "hash-object", "-t", "tree", "/dev/null")
-        head = git_out(
-            repo, "commit-tree", empty_tree, "-m", "snodo: empty base for a repository with no commits", env=identity
-        )
+    """The run's working copy: a free slot of the project's pool, restored to the base and
+    checked clean, or made fresh when there is none to reuse or it cannot be restored."""
+    head = run_base(repo)
     directory = worktrees_dir(home, repo)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / run_id
+    slot = pool.take_free_slot(directory)
     meta = {
         "task_id": task_id,
         "run_id": run_id,
@@ -260,21 +316,39 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
         "repo": str(repo),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    lock_path, fd = _take_lock(directory, run_id, meta)
     wt = Worktree(
-        path=path,
+        path=slot.path,
         branch=f"snodo/{task_id}-{run_id}",
         base=head,
         repo=repo,
         task_id=task_id,
         run_id=run_id,
-        lock_path=lock_path,
-        lock_fd=fd,
+        lock_path=slot.lock_path,
+        slot=slot,
     )
     try:
-        git_out(repo, "worktree", "add", "-q", "--detach", str(path), head)
-        pin(path)  # its own git directory, named by every later command in it
+        if not pool.restore(slot, head):
+            _fresh_copy(repo, directory, slot, head)
+        pin(slot.path)  # its own git directory, named by every later command in it
+        slot.write_meta({**slot.meta(), **meta})  # from here a death leaves the run to reclaim
+        pool.drop_idle(repo, directory)
     except BaseException:
-        wt.remove()
+        slot.release()
         raise
     return wt
+
+
+def _fresh_copy(repo: Path, directory: Path, slot: pool.Slot, head: str) -> None:
+    """Replace the slot's copy with a new ``git worktree add`` (the slow path: a checkout of
+    the whole tree), recording the git directory it got before any agent runs in it."""
+    if os.path.lexists(slot.path):
+        pool.trash(directory, slot.path)
+    slot.write_meta({})
+    if slot.path.parent.is_dir():
+        run_git(repo, "worktree", "prune")
+    slot.path.parent.mkdir(parents=True, exist_ok=True)
+    git_out(repo, "worktree", "add", "-q", "--detach", str(slot.path), head)
+    text = (slot.path / ".git").read_text(encoding="utf-8")
+    if not text.startswith("gitdir: "):
+        raise EnvironmentProblem(f"git made no linked working copy at {slot.path}")
+    slot.write_meta({"gitdir": text.removeprefix("gitdir: ").strip()})

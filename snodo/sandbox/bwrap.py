@@ -19,7 +19,7 @@ from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend, Prepared
-from snodo.sandbox.layout import read_only_paths
+from snodo.sandbox.layout import protected_parents, read_only_paths
 from snodo.sandbox.limits import limit_prefix
 from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs
 
@@ -97,7 +97,12 @@ class BwrapBackend(Backend):
         for extra in policy.writable:
             ops.append((len(extra.parts), 1000, ["--bind", str(extra), str(extra)]))
         ops.append((len(workspace.parts), 1001, ["--bind", str(workspace), str(workspace)]))
-        for path in (*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy)):
+        read_only = read_only_paths(workspace, policy.read_only)
+        # Each parent of a read-only path is a mount point of its own, so it cannot be
+        # renamed away to put a writable path where the read-only one was (EBUSY).
+        for parent in protected_parents(workspace, read_only):
+            ops.append((len(parent.parts), 1001, ["--bind", str(parent), str(parent)]))
+        for path in (*read_only, *interpreter_dirs(policy)):
             ops.append((len(path.parts), 1002, ["--ro-bind", str(path), str(path)]))
         mounts = [arg for _, _, op in sorted(ops, key=lambda o: (o[0], o[1])) for arg in op]
         full = [

@@ -4,53 +4,85 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
 
 #: Always read-only inside the workspace, whatever the protocol says.
 ALWAYS_READ_ONLY = (".snodo", ".git")
-#: Refuse to confine a workspace whose protected patterns match more paths than this (the
-#: sandbox would take longer to set up than the tests take to run) ...
-MAX_PROTECTED = 5_000
+#: The most separate read-only paths one sandbox takes. Each is its own bind mount under
+#: bubblewrap (its parents too, see :func:`protected_parents`) and its own set of grants
+#: under Landlock: beyond this the sandbox would cost more to set up than most test runs
+#: take, so confinement is refused with a hint. Only the number of *matches* counts, never
+#: the size of the repository: matches come from git's index, not from a walk.
+MAX_PROTECTED = 4_096
 
 
-def _key(name: str) -> str:
-    return name.casefold()
+def _pattern_parts(pattern: str) -> tuple[str, ...] | None:
+    parts = tuple(s for s in pattern.split("/") if s not in ("", "."))
+    return None if not parts or ".." in parts else parts
 
 
-#: ... or makes it walk more directories than this to find them.
-MAX_WALKED = 50_000
+def read_only_paths(workspace: Path, patterns: Iterable[str]) -> tuple[Path, ...]:
+    """Existing paths under ``workspace`` that stay read-only: ``.snodo``, ``.git`` and every
+    match of the protected patterns, compared case-insensitively with the path guard's own
+    matcher (:func:`snodo.workspace.guard.protecting_prefix`).
+
+    Candidates come from one ``git ls-files --cached --others`` limited by ``:(glob,icase)``
+    pathspecs: git's index and the untracked files, never a directory walk. Where a
+    directory itself matches (``secrets``, ``**/secrets/**``) the directory is returned,
+    not each file in it. A protected path that does not exist yet cannot be mounted
+    read-only; creating it is caught by the path guard after the run (docs/security.md).
+    """
+    found: list[Path] = [workspace / name for name in ALWAYS_READ_ONLY if os.path.lexists(workspace / name)]
+    parsed = [(raw, parts) for raw in patterns if (parts := _pattern_parts(raw)) is not None]
+    if not parsed:
+        return tuple(found)
+    from snodo.workspace.guard import protecting_prefix
+
+    keep: dict[str, None] = {}
+    for rel in _candidates(workspace, [raw for raw, _ in parsed]):
+        prefix = protecting_prefix([parts for _, parts in parsed], tuple(rel.split("/")))
+        if prefix is not None:
+            keep.setdefault("/".join(prefix))
+    chosen = [p for p in keep if not any(p.startswith(o + "/") for o in keep)] if len(keep) > 1 else list(keep)
+    if len(chosen) > MAX_PROTECTED:
+        raise EnvironmentProblem(
+            f"cannot confine {workspace}: protected_paths match {len(chosen)} separate paths, and the sandbox "
+            f"makes each one read-only on its own (at most {MAX_PROTECTED})",
+            hint="narrow protected_paths in .snodo/protocol.yml (protect a directory, not each file in it)",
+        )
+    found.extend(workspace / rel for rel in chosen if os.path.lexists(workspace / rel))
+    return tuple(p for p in dict.fromkeys(found) if not any(o in p.parents for o in found))
 
 
-class _Walk:
-    def __init__(self) -> None:
-        self.found: list[Path] = []
-        self.walked = 0
+def _candidates(workspace: Path, patterns: Sequence[str]) -> list[str]:
+    """Tracked and untracked paths git's pathspec engine says may match (a superset: the
+    guard's matcher decides). A workspace git cannot list is refused: fail closed."""
+    from snodo.gitrun import run_git
+
+    specs = [f":(glob,icase){p.strip('/')}{suffix}" for p in patterns for suffix in ("", "/**")]
+    listing = run_git(workspace, "ls-files", "-z", "--cached", "--others", "--", *specs)
+    if not listing.ok:
+        raise EnvironmentProblem(
+            f"cannot confine {workspace}: its protected paths are found through git, which failed: {listing.detail()}",
+            hint="run governed work in a git work tree (`git init`)",
+        )
+    # A path can be listed twice (in the index and changed in the working copy, or once per stage).
+    return list(dict.fromkeys(rel for rel in listing.stdout.split("\0") if rel))
 
 
-def _expand(root: Path, segments: Sequence[str], walk: _Walk) -> None:
-    found = walk.found
-    if not segments:
-        found.append(root)
-        return
-    head, rest = segments[0], segments[1:]
-    if len(found) > MAX_PROTECTED or walk.walked > MAX_WALKED:
-        return
-    walk.walked += 1
-    if head == "**":
-        _expand(root, rest, walk)  # zero directories
-        for entry in _entries(root):
-            if entry.name != ".git" and entry.is_dir(follow_symlinks=False):
-                _expand(Path(entry.path), segments, walk)
-        return
-    has_glob = any(c in head for c in "*?[")
-    for entry in _entries(root):
-        if (fnmatchcase(_key(entry.name), _key(head)) if has_glob else _key(entry.name) == _key(head)) and (
-            not rest or entry.is_dir(follow_symlinks=False)
-        ):
-            _expand(Path(entry.path), rest, walk)
+def protected_parents(workspace: Path, paths: Iterable[Path]) -> list[Path]:
+    """The directories between ``workspace`` and each read-only path, outermost first. A
+    backend that binds a read-only path must stop its parents from being renamed away (a
+    renamed ``config/`` and a new ``config/prod.yml`` would leave the binding behind):
+    bubblewrap makes each its own mount point, which ``rename`` refuses to move."""
+    parents: dict[Path, None] = {}
+    for path in paths:
+        for parent in reversed(path.parents):
+            if parent != workspace and workspace in parent.parents:
+                parents.setdefault(parent)
+    return list(parents)
 
 
 def _entries(directory: Path) -> list[os.DirEntry[str]]:
@@ -59,33 +91,6 @@ def _entries(directory: Path) -> list[os.DirEntry[str]]:
             return list(it)
     except OSError:
         return []
-
-
-def read_only_paths(workspace: Path, patterns: Iterable[str]) -> tuple[Path, ...]:
-    """Existing paths under ``workspace`` that stay read-only: ``.snodo``, ``.git`` and every
-    match of the protected patterns (compared case-insensitively, as the path guard does).
-
-    A protected path that does not exist yet cannot be mounted read-only; creating it is
-    caught by the path guard after the run (see docs/security.md).
-    """
-    walk = _Walk()
-    found = walk.found
-    for pattern in (*ALWAYS_READ_ONLY, *patterns):
-        segments = [s for s in pattern.split("/") if s not in ("", ".")]
-        if not segments or ".." in segments:
-            continue
-        _expand(workspace, segments, walk)
-        if len(found) > MAX_PROTECTED or walk.walked > MAX_WALKED:
-            raise EnvironmentProblem(
-                f"cannot confine {workspace}: finding the protected paths took more than {MAX_WALKED} "
-                f"directories or matched more than {MAX_PROTECTED} paths",
-                hint="narrow protected_paths in .snodo/protocol.yml (protect a directory, not each file in it)",
-            )
-    unique: list[Path] = []
-    for path in found:
-        if path not in unique and not any(p in path.parents for p in found if p != path):
-            unique.append(path)
-    return tuple(unique)
 
 
 def carve(root: Path, excluded: Sequence[Path]) -> list[Path]:

@@ -105,6 +105,17 @@ def _matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
     return bool(parts) and fnmatchcase(parts[0], head) and _matches(rest, parts[1:])
 
 
+def protecting_prefix(patterns: Sequence[tuple[str, ...]], parts: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The shortest leading run of ``parts`` one of ``patterns`` protects (compared as the
+    guard compares), or ``None``: what the sandbox makes read-only as one piece."""
+    keys = tuple(name_key(part) for part in parts)
+    keyed = [tuple(name_key(seg) for seg in pattern) for pattern in patterns]
+    for i in range(1, len(parts) + 1):
+        if any(_matches(pattern, keys[:i]) for pattern in keyed):
+            return parts[:i]
+    return None
+
+
 class PathGuard:
     """Decides whether a path may be read or mutated through the tool surface.
 

@@ -227,7 +227,7 @@ def test_in_place_attack_halts_blocker_and_leaves_the_checkout_as_it_was(
     assert AuditLog(git_repo / ".snodo" / "audit.log").verify().ok
     # The user's checkout, hooks and configuration included, is exactly as it was.
     assert checkout_state(git_repo) == before
-    assert not (snodo_home / "worktrees" / project_key(git_repo) / "x").exists()
+    assert not (snodo_home / "worktrees" / project_key(git_repo) / "pool" / "x").exists()
     assert "snodo/" not in git(git_repo, "branch", "--list")
 
 

@@ -40,7 +40,7 @@ def secret_config() -> str:
     return json.dumps({"files": files})
 
 
-def test_secret_halt_keeps_no_commit_holding_the_secret(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+def test_secret_halt_keeps_no_commit_holding_the_secret(git_repo: Path, snodo_home: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     write_protocol(git_repo, coder_config=secret_config())
     r = snodo_cli("run", "add the cloud settings", "--json", cwd=git_repo)
     assert r.returncode == 1, r
@@ -63,8 +63,11 @@ def test_secret_halt_keeps_no_commit_holding_the_secret(git_repo: Path, snodo_cl
     for line in loose.splitlines():
         sha = line.split()[-1]
         assert SECRET not in git(git_repo, "cat-file", "-p", sha)
-    worktrees = git(git_repo, "worktree", "list", "--porcelain")
-    assert worktrees.count("worktree ") == 1
+    # The run's pooled working copy went back to the base: nothing of the work is left in it.
+    (copy,) = (snodo_home / "worktrees" / project_key(git_repo) / "pool").iterdir()
+    assert git(copy, "status", "--porcelain", "--ignored") == ""
+    assert all(SECRET not in f.read_text() for f in copy.rglob("*.py"))
+    assert SECRET not in git(copy, "log", "-g", "-p", "--all")
 
     # The job record and the audit say what was discarded: names and kinds, never the value.
     job = snodo_cli("jobs", "show", payload["job_id"], "--json", cwd=git_repo).json()
@@ -117,9 +120,9 @@ def test_halted_and_resumed_runs_create_no_branch(git_repo: Path, snodo_cli) -> 
     assert heads == [f"refs/heads/{done.json()['branch']}"]
 
 
-def kill_mid_run(repo: Path, home: Path) -> Path:
-    """Start `snodo run`, SIGKILL it and its children while its tests run; return the
-    working copy it left behind."""
+def kill_mid_run(repo: Path, home: Path) -> str:
+    """Start `snodo run`, SIGKILL it and its children while its tests run; return the run
+    id its pooled working copy's lock still names."""
     env = {**os.environ, "SNODO_HOME": str(home)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "snodo", "run", "slow work", "--json"],
@@ -133,16 +136,16 @@ def kill_mid_run(repo: Path, home: Path) -> Path:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:  # wait until the slow test is running in the worktree
         assert proc.poll() is None
-        if directory.is_dir() and any(directory.glob("*.lock")) and _pytest_running(directory):
+        if directory.is_dir() and any(directory.glob("pool.locks/*.lock")) and _pytest_running(directory):
             break
         time.sleep(0.2)
     else:
         pytest.fail("the run never reached its post_execute tests")
     os.killpg(proc.pid, signal.SIGKILL)  # the run and its pytest child, as an OOM killer would
     proc.wait()
-    leftovers = [p for p in directory.iterdir() if p.is_dir()]
-    assert len(leftovers) == 1
-    return leftovers[0]
+    (lock,) = directory.glob("pool.locks/*.lock")
+    run_id: str = json.loads(lock.read_text())["run_id"]
+    return run_id
 
 
 def slow_config(secret: bool = False) -> str:
@@ -157,10 +160,9 @@ def test_a_killed_run_s_worktree_is_reclaimed(git_repo: Path, snodo_home: Path) 
     write_protocol(git_repo, coder_config=slow_config())
     left = kill_mid_run(git_repo, snodo_home)
     reclaimed = reclaim_abandoned(git_repo, snodo_home)
-    assert [r["run_id"] for r in reclaimed] == [left.name]
+    assert [r["run_id"] for r in reclaimed] == [left]
     assert reclaimed[0]["halted_ref"] and reclaimed[0]["halted_ref"].startswith("refs/snodo/halted/")
-    assert not any(left.parent.iterdir())
-    assert git(git_repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert reclaimed[0]["halted_ref"].endswith(f"/{left}")
     assert "src/slow.py" in git(git_repo, "show", "--stat", reclaimed[0]["halted_ref"])
     assert reclaim_abandoned(git_repo, snodo_home) == []
 
@@ -172,12 +174,13 @@ def test_the_next_run_judges_a_killed_run_s_work_before_keeping_it(git_repo: Pat
     r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=git_repo)
     assert r.returncode == 0, r
     reclaimed = [e["data"] for e in events(git_repo) if e["event"] == "worktree_reclaimed"]
-    assert [e["run_id"] for e in reclaimed] == [left.name] and reclaimed[0]["halted_ref"] is None
+    assert [e["run_id"] for e in reclaimed] == [left] and reclaimed[0]["halted_ref"] is None
     assert "AWS access key id" in reclaimed[0]["discarded"][0]["finding"]
     assert not [ref for ref in refs(git_repo) if ref.startswith("refs/snodo/")]
     for args in (("log", "--all", "-p"), ("log", "--reflog", "-p")):
         assert SECRET not in git(git_repo, *args)
-    assert not left.exists()
+    for copy in (snodo_home / "worktrees" / project_key(git_repo) / "pool").iterdir():
+        assert all(SECRET not in f.read_text() for f in copy.rglob("*.py"))
 
 
 def test_the_next_run_reclaims_a_dead_run_and_leaves_a_live_one(tmp_path: Path, snodo_home: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
@@ -198,7 +201,7 @@ def test_the_next_run_reclaims_a_dead_run_and_leaves_a_live_one(tmp_path: Path, 
     assert r.returncode == 0, r
     reclaimed = [e["data"] for e in events(repo) if e["event"] == "worktree_reclaimed"]
     assert [e["run_id"] for e in reclaimed] == ["dead0001"] and reclaimed[0]["halted_ref"] is None
-    assert live.path.is_dir() and not (live.path.parent / "dead0001").exists()
+    assert live.path.is_dir() and git(live.path, "status", "--porcelain") == ""
     live.remove()
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from snodo.errors import EnvironmentProblem
 from snodo.sandbox import layout
-from snodo.sandbox.layout import carve, read_only_paths
+from snodo.sandbox.layout import carve, protected_parents, read_only_paths
+from tests.conftest import git
 
 
 def _tree(root: Path, *files: str) -> Path:
@@ -18,17 +19,25 @@ def _tree(root: Path, *files: str) -> Path:
     return root
 
 
+def _repo(root: Path, *files: str, untracked: tuple[str, ...] = ()) -> Path:
+    """A git work tree with ``files`` committed and ``untracked`` left as they are."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q")
+    _tree(root, *files)
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    _tree(root, *untracked)
+    return root
+
+
 def test_read_only_paths_expand_globs_case_insensitively_and_keep_the_outermost(tmp_path: Path) -> None:
-    ws = _tree(
-        tmp_path,
+    ws = _repo(
+        tmp_path / "ws",
         ".snodo/protocol.yml",
-        ".git/config",
-        "Secrets/prod.key",
         "config/a/prod.yml",
-        "config/b/c/prod.yml",
-        "poetry.lock",
         "src/pkg/uv.lock",
         "src/app.py",
+        untracked=("Secrets/prod.key", "config/b/c/prod.yml", "poetry.lock"),  # untracked ones count too
     )
     got = read_only_paths(ws, ("secrets", "config/**/prod.yml", "*.lock", "secrets/prod.key", "../etc", "missing"))
     assert sorted(p.relative_to(ws).as_posix() for p in got) == [
@@ -43,9 +52,43 @@ def test_read_only_paths_expand_globs_case_insensitively_and_keep_the_outermost(
 
 def test_too_many_protected_matches_is_a_clear_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(layout, "MAX_PROTECTED", 3)
-    ws = _tree(tmp_path, *(f"data/f{i}.csv" for i in range(10)))
-    with pytest.raises(EnvironmentProblem, match="protected paths"):
+    ws = _repo(tmp_path / "ws", *(f"data/f{i}.csv" for i in range(10)))
+    with pytest.raises(EnvironmentProblem, match="match 10 separate paths"):
         read_only_paths(ws, ("data/*.csv",))
+    # The bound is on matches, never on the size of the repository: a directory is one path.
+    assert [p.name for p in read_only_paths(ws, ("DATA",))] == [".git", "data"]
+
+
+def test_whole_directories_are_bound_once_and_ignored_files_are_found(tmp_path: Path) -> None:
+    ws = _repo(
+        tmp_path / "ws",
+        ".gitignore",
+        "a/secrets/one.txt",
+        "a/b/Secrets/two.txt",
+        "app/uv.lock",
+        "app/main.py",
+        "app/sub/deep.LOCK",
+        untracked=("build/secrets/generated.key",),
+    )
+    (ws / ".gitignore").write_text("build/\n")
+    got = read_only_paths(ws, ("**/secrets/**", "**/*.lock"))
+    assert sorted(p.relative_to(ws).as_posix() for p in got) == [
+        ".git",
+        "a/b/Secrets",
+        "a/secrets",
+        "app/sub/deep.LOCK",
+        "app/uv.lock",
+        "build/secrets",
+    ]
+    parents = protected_parents(ws, got)
+    assert sorted(p.relative_to(ws).as_posix() for p in parents) == ["a", "a/b", "app", "app/sub", "build"]
+
+
+def test_a_workspace_git_cannot_list_is_refused_not_left_unprotected(tmp_path: Path) -> None:
+    ws = _tree(tmp_path / "plain", "secrets/k")
+    assert read_only_paths(ws, ()) == ()  # nothing to find: no git needed
+    with pytest.raises(EnvironmentProblem, match="found through git"):
+        read_only_paths(ws, ("secrets",))
 
 
 def test_carve_covers_everything_but_the_excluded_subtrees(tmp_path: Path) -> None:

@@ -1,0 +1,160 @@
+"""A governed run on a large repository against the same run on a small one (issue 27).
+
+Builds two repositories with ``git fast-import`` (plumbing: no file is written by Python,
+the user's checkout is made by one ``git reset --hard``): a small one (30 files) and a large
+one (``--files``, default 30,000, spread over ~100-file directories). Both get the same
+protocol: the mock coder and validators that run ``true``. Each repository gets one
+warm-up run (the first run makes the pooled working copy), then runs alternate between
+them and the medians are compared.
+
+``--protected`` adds ``protected_paths: ["**/secrets/**", "**/*.lock"]`` with a
+``secrets/`` directory and a ``poetry.lock`` in every top-level package, and makes the
+post_execute validator try to write them, create a file among them and rename their parent
+(all must fail: the run completes only if they stay read-only, confined).
+
+Target: the large repository's median is at most 1.5x the small one's.
+
+    python benchmarks/repo_scale.py [--files 30000] [--runs 5] [--protected] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET = 1.5
+PER_DIR = 100
+PER_PACKAGE = 1000
+
+PROTOCOL = """\
+protocol_id: bench
+name: bench
+{protected}modes:
+  - mode_id: producer
+    tools: [read, edit, validate, dispatch, commit]
+    validators: [pre, post]
+    coder: mock
+validators:
+  - {{validator_id: pre, validator_type: pytest, tooling: {{command: "true"}}}}
+  - {{validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {{command: "{post}"}}}}
+"""
+
+#: The post_execute check of ``--protected``: every write to a protected path must fail.
+CHECK = """\
+for f in pkg0/secrets/key.txt pkg0/poetry.lock; do
+  [ -e "$f" ] || { echo "MISSING $f"; exit 1; }
+  if (echo x >> "$f") 2>/dev/null; then echo "WROTE $f"; exit 1; fi
+done
+if (echo x > pkg0/secrets/new.txt) 2>/dev/null; then echo "CREATED pkg0/secrets/new.txt"; exit 1; fi
+if mv pkg0 pkg0.orig 2>/dev/null; then echo "RENAMED pkg0"; exit 1; fi
+echo ok > scratch.txt && rm scratch.txt || { echo "workspace not writable"; exit 1; }
+echo "protected paths are read-only"
+"""
+
+
+def _git(repo: Path, *args: str, stdin: bytes | None = None) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, input=stdin)
+
+
+def build(repo: Path, files: int, *, protected: bool) -> None:
+    """A repository of ``files`` small distinct files, one commit, checked out."""
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "bench@example.com")
+    _git(repo, "config", "user.name", "bench")
+    extra: dict[str, bytes] = {"README.md": b"bench\n"}
+    if protected:
+        spec = 'protected_paths: ["**/secrets/**", "**/*.lock"]\n'
+        extra[".snodo/protocol.yml"] = PROTOCOL.format(protected=spec, post="sh check.sh").encode()
+        extra["check.sh"] = CHECK.encode()
+        for pkg in range(max(1, files // PER_PACKAGE)):
+            extra[f"pkg{pkg}/secrets/key.txt"] = b"not a real key\n"
+            extra[f"pkg{pkg}/poetry.lock"] = b"# lock\n"
+    else:
+        extra[".snodo/protocol.yml"] = PROTOCOL.format(protected="", post="true").encode()
+    chunks: list[bytes] = []
+    paths: list[tuple[str, int]] = []
+    for i in range(files):
+        data = f"file {i}\n".encode()
+        chunks.append(b"blob\nmark :%d\ndata %d\n%s\n" % (i + 1, len(data), data))
+        paths.append((f"pkg{i // PER_PACKAGE}/d{(i // PER_DIR) % (PER_PACKAGE // PER_DIR)}/f{i}.txt", i + 1))
+    for n, (name, data) in enumerate(extra.items(), start=files + 1):
+        chunks.append(b"blob\nmark :%d\ndata %d\n%s\n" % (n, len(data), data))
+        paths.append((name, n))
+    message = b"bench repository"
+    chunks.append(
+        b"commit refs/heads/main\ncommitter bench <bench@example.com> 1700000000 +0000\ndata %d\n%s\n"
+        % (len(message), message)
+    )
+    chunks.extend(b"M 100644 :%d %s\n" % (mark, name.encode()) for name, mark in paths)
+    _git(repo, "fast-import", "--quiet", stdin=b"".join(chunks) + b"\n")
+    _git(repo, "reset", "-q", "--hard", "main")
+
+
+def governed_run(repo: Path, env: dict[str, str], n: int) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-I", "-m", "snodo", "run", f"add a hello module number {n}", "--json"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - started
+    try:
+        payload = json.loads(done.stdout)
+    except ValueError:
+        payload = {}
+    if payload.get("status") != "completed":
+        shown = json.dumps({k: payload.get(k) for k in ("status", "outcome", "message", "validators")})[:2000]
+        raise SystemExit(f"run on {repo.name} did not complete: {shown or done.stderr[-2000:]}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=int, default=30_000)
+    parser.add_argument("--small", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--protected", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="2,000 files, one run each, no target")
+    args = parser.parse_args()
+    if args.smoke:
+        args.files, args.runs = 2_000, 1
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        env = {**os.environ, "SNODO_HOME": str(root / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        repos = {}
+        for label, count in (("small", args.small), ("large", args.files)):
+            started = time.perf_counter()
+            build(root / label, count, protected=args.protected)
+            print(f"built {label:<5} {count:>8} files in {time.perf_counter() - started:6.1f}s", flush=True)
+            repos[label] = root / label
+        for label, repo in repos.items():  # warm-up: makes each project's pooled copy
+            print(f"warm-up {label:<5} {governed_run(repo, env, 0):8.3f}s", flush=True)
+        samples: dict[str, list[float]] = {label: [] for label in repos}
+        for n in range(1, args.runs + 1):
+            for label, repo in repos.items():
+                samples[label].append(governed_run(repo, env, n))
+        medians = {label: statistics.median(s) for label, s in samples.items()}
+        for label, s in samples.items():
+            count = args.small if label == "small" else args.files
+            spread = f"min {min(s):7.3f}s  max {max(s):7.3f}s"
+            print(f"governed run, {count:>8} files   median {medians[label]:7.3f}s  {spread}")
+        ratio = medians["large"] / medians["small"]
+        met = ratio <= TARGET
+        print(f"large / small = x{ratio:.2f}  (target <= x{TARGET})  {'target met' if met else 'target NOT met'}")
+        if args.protected:
+            print("protected paths: read-only in every run (the post_execute check passed)")
+        return 0 if met or args.smoke else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -59,7 +59,7 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
     """
     from snodo.governance.service import Project
 
-    loaded, host = load_project(protocol_path)
+    loaded, host = load_project(protocol_path, refuse_drift=print_config is None)
     project = Project(loaded, host, mode=mode_id)  # an unknown mode names the available ones
     if print_config is not None:
         from snodo.cli.output import emit_json, err_console

@@ -172,6 +172,8 @@ def serve_stdio(project: Project) -> None:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
+    # Jobs left waiting by an earlier server whose jobs all ended while nobody was serving.
+    threading.Thread(target=host.start_waiting_jobs, name="snodo-job-queue", daemon=True).start()
     try:
         anyio.run(main)
     except BaseException as exc:
@@ -179,6 +181,10 @@ def serve_stdio(project: Project) -> None:
             raise
     finally:
         _detach_stdout()
+    # The client closed our input: the normal end of a stdio server, recorded like a signal.
+    inflight.wait_idle(STOP_GRACE)
+    with contextlib.suppress(Exception):
+        project.record("serve_stopped", reason="end of input")
 
 
 def _stop_on_signals(project: Project, inflight: _InFlight) -> None:

@@ -158,6 +158,8 @@ class Execution:
     # closed without one; "off" runs unconfined (warned about, audited per execution).
     sandbox: Literal["auto", "off"] = "auto"
     max_parallel_jobs: AtLeastOne = 2
+    # Background jobs that may wait as records for a slot; one more is refused, nothing used.
+    max_queued_jobs: AtLeastOne = 32
 
 
 @frozen(kw_only=True)

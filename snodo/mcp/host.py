@@ -275,6 +275,10 @@ class ToolHost:
             )
         return ToolReply(ok=True, data=data)
 
+    def record_cancelled(self, name: str) -> None:
+        """``tool_cancelled``: the client cancelled the call and its processes were killed."""
+        self._audit("tool_cancelled", tool=name, reason="notifications/cancelled from the client")
+
     def _audit(self, event: str, **data: Any) -> str:
         """Record a refusal; the refusal stands even when the audit log cannot take it."""
         try:

@@ -159,8 +159,9 @@ class JobStore:
         record, never a sleeping interpreter. Launches are serialised by a lock file, so two
         finishing jobs never start the same waiting one.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
         started: builtins.list[str] = []
+        if not self.directory.is_dir():
+            return started
         with file_lock(self.directory / ".launch"):
             free = max(0, limit - len(self.active()))
             for job in self.waiting()[:free]:

@@ -42,7 +42,11 @@ def serve_failure(exc: SnodoError) -> None:
     text = failure_text(exc)
     answered = anyio.Event()
 
-    async def refuse(*_args: object) -> types.ListToolsResult:
+    async def refuse_listing(_ctx: object, _params: object) -> types.ListToolsResult:
+        answered.set()
+        raise MCPError(types.INTERNAL_ERROR, text)
+
+    async def refuse_call(_ctx: object, _params: object) -> types.CallToolResult:
         answered.set()
         raise MCPError(types.INTERNAL_ERROR, text)
 
@@ -51,8 +55,8 @@ def serve_failure(exc: SnodoError) -> None:
         version=__version__,
         title="snodo — not started",
         instructions=text,
-        on_list_tools=refuse,
-        on_call_tool=refuse,
+        on_list_tools=refuse_listing,
+        on_call_tool=refuse_call,
     )
 
     async def main() -> None:

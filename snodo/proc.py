@@ -26,6 +26,7 @@ from pathlib import Path
 
 from attrs import frozen
 
+from snodo import callscope
 from snodo.errors import EnvironmentProblem
 from snodo.procout import BoundedOutput
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
@@ -224,6 +225,9 @@ def _run(
 ) -> ProcessResult:
     program = _shown(argv[0])
     how = f" confined by {prepared.backend}" if prepared is not None else ""
+    call = callscope.current()  # an MCP call that may be cancelled (snodo/callscope.py)
+    if call is not None:
+        call.check()
     try:
         proc = subprocess.Popen(
             list(popen_argv),
@@ -246,6 +250,8 @@ def _run(
     with _LIVE_LOCK:
         _LIVE[proc.pid] = (proc, prepared)
         _LIVE_ARGV[proc.pid] = tuple(argv)
+    if call is not None:
+        call.add(proc.pid, lambda: _kill_group(proc))
     try:
         reap = prepared.reap if prepared is not None else None
         result = _wait(argv, proc, start, timeout, silence_timeout, on_line, stdin_text, max_output, reap, stop_if)
@@ -262,6 +268,8 @@ def _run(
         with _LIVE_LOCK:
             _LIVE.pop(proc.pid, None)
             _LIVE_ARGV.pop(proc.pid, None)
+        if call is not None:
+            call.discard(proc.pid)
     if (
         prepared is not None
         and prepared.backend == "bwrap"

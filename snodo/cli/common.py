@@ -31,16 +31,23 @@ def json_option(func: F) -> F:
     )(func)
 
 
-def load_project(protocol_path: Path | None) -> tuple[LoadedProtocol, PluginHost]:
-    """Load plugins, then the protocol strictly; warnings go to stderr."""
-    from snodo.cli.output import print_warning
+def load_project(protocol_path: Path | None, *, refuse_drift: bool = True) -> tuple[LoadedProtocol, PluginHost]:
+    """Load plugins, then the protocol in force strictly (as committed: docs/protocol.md);
+    warnings go to stderr. With ``refuse_drift`` (``serve``, ``run``) a working-tree copy
+    that differs from the committed one is refused; otherwise (``validate``) it is reported."""
+    from snodo.cli.output import is_quiet, print_warning
     from snodo.plugins import get_plugin_manager
-    from snodo.protocol import find_protocol, load_protocol
+    from snodo.protocol import find_protocol, load_in_force
 
     host = get_plugin_manager()
     for who, error in host.failures():
         print_warning(f"{who} was not loaded: {error}")
-    loaded = load_protocol(find_protocol(Path.cwd(), protocol_path), host)
+    loaded = load_in_force(find_protocol(Path.cwd(), protocol_path), host, refuse=refuse_drift)
+    state = loaded.in_force
+    if state is not None and state.warning and not is_quiet():  # a note, like progress: --quiet silences it
+        print_warning(state.warning)
+    if state is not None and state.drift:
+        print_warning(f"judging with the committed protocol, not the working tree: {state.drift.splitlines()[0]}")
     for w in loaded.warnings:
         print_warning(str(w))
     return loaded, host

@@ -71,5 +71,8 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
     console().print(f"[green]wrote[/] {target} (template {template!r}, initial mode {proto.start_mode!r})")
     if not (root / ".git").exists():
         console().print("[yellow]note:[/] this directory is not a git repository; `git init` before `snodo run`.")
-    console().print('next: `snodo protocol check`, then `snodo run "<task>" --mock` to try it without a model.')
+    console().print(
+        "next: `snodo protocol check`, then commit .snodo/ (`git add .snodo && git commit -m 'snodo protocol'`): "
+        'the committed protocol is the one in force. Then `snodo run "<task>" --mock` tries it without a model.'
+    )
     console().print("how to write a task spec, and which acceptance criteria are checked mechanically: docs/tasks.md")

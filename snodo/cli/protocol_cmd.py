@@ -52,6 +52,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     from snodo.sandbox.guarantees import here
 
     backend, gaps = here() if proto.execution.sandbox == "auto" else (None, [])
+    in_force = _in_force(target)
     errors = [v for v in violations if v.level == "error"]
     warnings = [v for v in violations if v.level == "warning"]
     if as_json:
@@ -63,6 +64,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
                 "errors": [v.as_json() for v in errors],
                 "warnings": [v.as_json() for v in warnings],
                 "confinement": {"backend": backend, "not_guaranteed": gaps},
+                "in_force": in_force,
                 **(
                     {"error": f"{target}: the protocol is not well-formed", "hint": _HINT, "exit_code": 1}
                     if errors
@@ -75,6 +77,8 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
             print_warning(str(w))
         for gap in gaps:
             print_warning(f"confinement ({backend or 'none'}) does not guarantee: {gap}")
+        for line in filter(None, (in_force.get("warning"), in_force.get("not_in_force"), in_force.get("drift"))):
+            print_warning(str(line))
         for who, err in host.failures():
             print_warning(f"{who} was not loaded: {err}")
         if errors:
@@ -87,3 +91,22 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
         console().print(f"[green]ok[/] {target}: protocol {proto.protocol_id!r} is well-formed (modes: {modes})")
     if errors:
         raise SystemExit(1)
+
+
+def _in_force(target: Path) -> dict[str, str | None]:
+    """How the checked file relates to the protocol in force (the committed one): the drift
+    that ``serve`` and ``run`` would refuse, shown here so it is fixed before."""
+    from snodo.errors import SnodoError
+    from snodo.protocol.committed import resolve
+
+    try:
+        state = resolve(target)
+    except SnodoError as exc:
+        return {"error": exc.message}
+    return {
+        "commit": state.commit,
+        "sha256": state.digest,
+        "drift": state.drift,
+        "not_in_force": state.not_in_force,
+        "warning": state.warning,
+    }

@@ -91,6 +91,11 @@ def run(
     from snodo.engine.lifecycle import JobRunner
     from snodo.governance.service import Project
 
+    if job_id is not None:  # started by a launcher that waits for this: fork away from it first
+        from snodo.engine.jobs import JobStore, detach
+        from snodo.protocol import find_protocol, project_root_for
+
+        detach(JobStore(project_root_for(find_protocol(Path.cwd(), protocol_path))), job_id)
     try:
         loaded, host = load_project(protocol_path)
     except SnodoError as exc:  # a protocol that does not load: the run could not start
@@ -112,7 +117,7 @@ def run(
     else:
         prepared = runner.new(read_spec(spec), task_id=task_id, mode=mode_id, coder=coder, background=background)
     if background and job_id is None:
-        runner.start_background(prepared, cwd=Path.cwd())
+        runner.start_background(prepared)
         if as_json:
             emit_json({"status": "accepted", "job_id": prepared.job_id, "task_id": prepared.task_id})
         else:

@@ -2,8 +2,10 @@
 
 The MCP SDK is imported inside the command only, so ``snodo --help`` and every other
 command stay fast and work without it. The protocol and the mode are checked before
-anything is served: a protocol that does not load, or a mode it does not define, ends the
-command with a message and a non-zero exit, never a server that half works.
+anything is served: a protocol that does not load, or a mode it does not define, serves no
+tool at all. Started by a host (stdin not a terminal), the server still completes the
+handshake and answers with the problem and its fix (:mod:`snodo.mcp.failed`), so the
+person sees it in the host; then the command exits non-zero with the same message.
 """
 
 from __future__ import annotations
@@ -57,10 +59,18 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
       snodo serve --print-config claude-desktop|cursor|vscode|generic
     The server finds the project from --protocol, else from its working directory.
     """
+    from snodo.errors import SnodoError
     from snodo.governance.service import Project
 
-    loaded, host = load_project(protocol_path)
-    project = Project(loaded, host, mode=mode_id)  # an unknown mode names the available ones
+    try:
+        loaded, host = load_project(protocol_path, refuse_drift=print_config is None)
+        project = Project(loaded, host, mode=mode_id)  # an unknown mode names the available ones
+    except SnodoError as exc:
+        if print_config is None and not sys.stdin.isatty():  # a host started us: tell it, through MCP
+            from snodo.mcp.failed import serve_failure
+
+            serve_failure(exc)
+        raise
     if print_config is not None:
         from snodo.cli.output import emit_json, err_console
 

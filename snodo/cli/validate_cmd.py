@@ -97,7 +97,7 @@ def validate(
 
     try:
         text = read_spec(spec)
-        loaded, host = load_project(protocol_path)
+        loaded, host = load_project(protocol_path, refuse_drift=False)
         project = Project(loaded, host, mode=mode_id)
         with Progress() as progress:
             changed: tuple[str, ...] = ()

@@ -10,6 +10,7 @@ the result, pruning) is :mod:`snodo.engine.lifecycle`.
 
 from __future__ import annotations
 
+import builtins
 import os
 import secrets
 import subprocess
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
-from snodo.errors import StateError
+from snodo.errors import SnodoError, StateError
 from snodo.outcomes import HALT_OUTCOMES
 from snodo.state.atomic import atomic_write_json, atomic_write_text, file_lock, read_json
 
@@ -132,13 +133,65 @@ class JobStore:
         found = [j for j in self.list() if j["task_id"] == task_id]
         return found[-1] if found else None
 
-    def start_background(self, job_id: str, *, cwd: Path, env: dict[str, str] | None = None) -> int:
-        """Start ``snodo run --job ID`` detached; its output goes to the job log.
+    def waiting(self) -> builtins.list[dict[str, Any]]:
+        """Background jobs queued as records (no process yet), oldest first."""
+        found = [j for j in self.list() if j.get("background") and j["status"] == "queued" and not j.get("pid")]
+        return sorted(found, key=lambda j: (j.get("created_ns") or 0, j["job_id"]))
 
-        The job runs under the protocol it was created with (``--protocol``), not whatever
-        ``.snodo/protocol.yml`` the child would find from ``cwd``.
+    def active(self) -> builtins.list[dict[str, Any]]:
+        """Background jobs with a live process: running, or started and about to take a slot."""
+        return [j for j in self.list() if j.get("background") and j["status"] in ("queued", "running") and j.get("pid")]
+
+    def check_room(self, max_queued: int) -> None:
+        """Refuse a new background job when ``max_queued`` already wait (nothing is created)."""
+        waiting = len(self.waiting())
+        if waiting >= max_queued:
+            raise QueueFull(
+                f"the job queue is full: {waiting} job(s) already wait for a slot "
+                f"(execution.max_queued_jobs is {max_queued}); nothing was started or used",
+                hint="wait for a job to finish (list_jobs / `snodo jobs list`), then dispatch again",
+            )
+
+    def launch_ready(self, limit: int) -> builtins.list[str]:
+        """Start the oldest waiting jobs while fewer than ``limit`` background jobs are alive.
+
+        Called when a job is dispatched and when a job finishes, so a queued job is a
+        record, never a sleeping interpreter. Launches are serialised by a lock file, so two
+        finishing jobs never start the same waiting one.
         """
-        argv = [sys.executable, "-m", "snodo", "run", "--job", job_id]
+        started: builtins.list[str] = []
+        if not self.directory.is_dir():
+            return started
+        with file_lock(self.directory / ".launch"):
+            free = max(0, limit - len(self.active()))
+            for job in self.waiting()[:free]:
+                job_id = str(job["job_id"])
+                try:
+                    self.start_background(job_id)
+                except (OSError, SnodoError) as exc:
+                    self.update(job_id, status="halted", outcome="internal_error", error=f"could not start: {exc}")
+                    continue
+                started.append(job_id)
+            for job in self.waiting():
+                log = self.log_path(str(job["job_id"]))
+                if log.stat().st_size == 0:
+                    with open(log, "a", encoding="utf-8") as fh:
+                        fh.write(
+                            f"queued: at most {limit} job(s) run at once (max_parallel_jobs); waiting for a slot\n"
+                        )
+        return started
+
+    def start_background(self, job_id: str, *, env: dict[str, str] | None = None) -> int:
+        """Start ``python -I -m snodo run --job ID`` detached from whoever asked; output to the job log.
+
+        ``-I`` and a working directory outside the workspace: nothing the agent wrote in the
+        project (a ``snodo/`` package, a ``.pth``) is on the job's ``sys.path``. The job runs
+        under the protocol it was created with (``--protocol``). The process started here
+        forks the job and exits once the job has recorded its own pid (:func:`detach`), so
+        the job is nobody's child: a host that kills the server's process tree on exit, or a
+        signal to the server's process group, does not reach it.
+        """
+        argv = [sys.executable, "-I", "-m", "snodo", "run", "--job", job_id]
         protocol = self.load(job_id).get("protocol")
         if protocol:
             argv += ["--protocol", str(protocol)]
@@ -146,7 +199,7 @@ class JobStore:
         try:
             proc = subprocess.Popen(
                 argv,
-                cwd=cwd,
+                cwd="/",  # never the workspace: nothing there may be imported or read as config
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -155,5 +208,39 @@ class JobStore:
             )
         finally:
             log.close()
-        self.update(job_id, pid=proc.pid)
-        return proc.pid
+        # No pid is written here: the job writes its own before the launcher exits, and the
+        # caller's launch lock keeps anyone else from starting this job meanwhile.
+        if proc.wait(timeout=LAUNCH_TIMEOUT) != 0:
+            raise StateError(f"the job process exited with status {proc.returncode} before it started; see its log")
+        return int(self.load(job_id).get("pid") or 0)
+
+
+def detach(store: JobStore, job_id: str) -> None:
+    """In ``snodo run --job``: fork, let the child record its pid, and end the parent.
+
+    Called first thing, before any thread exists; the parent waits (through a pipe) until
+    the job's record names the child, so the record never points at a dead launcher.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:  # the launcher: wait for the job to say it is recorded, then vanish
+        os.close(write_end)
+        ok = os.read(read_end, 1) == b"1"
+        os._exit(0 if ok else 1)
+    os.close(read_end)
+    try:
+        store.update(job_id, pid=os.getpid())
+        os.write(write_end, b"1")
+    finally:
+        os.close(write_end)
+
+
+WAITING = "waiting for a slot"
+
+
+class QueueFull(StateError):
+    """``execution.max_queued_jobs`` jobs already wait: a new one is refused, nothing is used."""
+
+
+#: Seconds the launcher may take to fork the job and record it (python start-up plus a write).
+LAUNCH_TIMEOUT = 30.0

@@ -4,8 +4,11 @@ The command line only parses and prints; everything a run does to the job record
 here, so ``snodo run`` in the foreground, ``snodo run --background`` and the MCP host's
 ``dispatch_task`` (which starts ``snodo run --job ID``) all follow one path:
 
-- a background job waits ``queued`` until one of ``execution.max_parallel_jobs`` slots is
-  free (oldest first); a slot is an ``flock`` on ``.snodo/jobs/.slots/slot-N.lock``, which
+- a background job waits ``queued`` as a record (no process) until one of
+  ``execution.max_parallel_jobs`` slots is free (oldest first); the dispatch that queues it
+  and every job that finishes start what the free slots allow (:meth:`JobStore.launch_ready`),
+  and a full queue (``execution.max_queued_jobs``) refuses a new job before it is created.
+  A started job still takes a slot, an ``flock`` on ``.snodo/jobs/.slots/slot-N.lock`` that
   the kernel frees when the job's process ends, however it ends;
 - SIGINT/SIGTERM kill every child tree, halt the run as ``interrupted`` (recorded with what
   was running), clean the working copy and make ``snodo run`` exit 130;
@@ -82,6 +85,8 @@ class JobRunner:
 
         project = self._project(mode)
         task = check_task_id(task_id) if task_id else derive_task_id(spec)
+        if background:
+            self.jobs.check_room(self.loaded.protocol.execution.max_queued_jobs)
         job = self.jobs.create(
             spec=spec,
             task_id=task,
@@ -126,9 +131,12 @@ class JobRunner:
             background=bool(job.get("background")),
         )
 
-    def start_background(self, run: PreparedRun, *, cwd: Path) -> int:
-        """Start ``snodo run --job ID`` detached; it queues for a slot itself."""
-        return self.jobs.start_background(run.job_id, cwd=cwd)
+    def start_background(self, run: PreparedRun) -> list[str]:
+        """Queue the job as a record and start what the free slots allow (oldest first)."""
+        return self.jobs.launch_ready(self.parallel_limit())
+
+    def parallel_limit(self) -> int:
+        return max(1, int(self.loaded.protocol.execution.max_parallel_jobs))
 
     # --------------------------------------------------------------- executing
 
@@ -164,6 +172,10 @@ class JobRunner:
             except BaseException as exc:
                 self.jobs.update(run.job_id, status="halted", outcome="internal_error", error=str(exc) or repr(exc))
                 raise
+            finally:
+                if run.background:  # the slot is free: the finishing job starts the next waiting one
+                    with contextlib.suppress(SnodoError, OSError):
+                        self.jobs.launch_ready(self.parallel_limit())
         return result
 
     def _record(self, run: PreparedRun, result: RunResult, stop: InterruptState) -> None:
@@ -192,7 +204,7 @@ class JobRunner:
     @contextlib.contextmanager
     def _slot(self, run: PreparedRun, project: Project, progress: Echo) -> Iterator[int]:
         """Wait ``queued`` for one of ``max_parallel_jobs`` slots, oldest job first; hold it."""
-        limit = max(1, int(project.protocol.execution.max_parallel_jobs))
+        limit = self.parallel_limit()
         directory = self.jobs.directory / ".slots"
         directory.mkdir(parents=True, exist_ok=True)
         self.jobs.update(run.job_id, status="queued", pid=os.getpid())

@@ -202,6 +202,7 @@ class Engine:
             job_id=self.job_id,
             coder=self.coder_name,
             spec_sha256=spec_sha256(spec),
+            **p.loaded.provenance(),
         )
         worktree: Worktree | None = None
         attempts = 0

@@ -318,6 +318,7 @@ def _validate_task(
         policy=cls.policy.as_json(),
         session_id=session.session_id,
         **({"tree": tree} if tree else {}),
+        **project.loaded.provenance(),
     )
     token = None
     if cls.status == "pass" and phase == "pre_execute" and issue_token:

@@ -18,6 +18,7 @@ rule below holds whatever transport or protocol version a client speaks:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,9 +28,9 @@ from typing import Any
 
 from attrs import frozen
 
-from snodo.engine.jobs import JobStore
+from snodo.engine.jobs import JobStore, QueueFull
 from snodo.engine.plans import Planner, PlanStore, plan_tasks
-from snodo.errors import DecisionError, PathValidationError, SnodoError, TokenError, ToolError
+from snodo.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError
 from snodo.gitrun import pin
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
 from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, plan_mode, tools_for_mode
@@ -219,6 +220,11 @@ class ToolHost:
         }
         self.argument_limit = argument_limit()
 
+    def start_waiting_jobs(self) -> None:
+        """Start queued jobs the free slots allow; a failure is left for the next dispatch."""
+        with contextlib.suppress(SnodoError, OSError):
+            self.jobs.launch_ready(max(1, self.project.protocol.execution.max_parallel_jobs))
+
     # ----------------------------------------------------------------- surface
 
     @property
@@ -286,6 +292,10 @@ class ToolHost:
                 with self._lock:  # a pass earned by such code is no evidence: it must be earned again
                     self._tokens.clear()
                 watch.check()
+
+    def record_cancelled(self, name: str) -> None:
+        """``tool_cancelled``: the client cancelled the call and its processes were killed."""
+        self._audit("tool_cancelled", tool=name, reason="notifications/cancelled from the client")
 
     def _audit(self, event: str, **data: Any) -> str:
         """Record a refusal; the refusal stands even when the audit log cannot take it."""
@@ -401,6 +411,11 @@ class ToolHost:
             raise ToolError(refusal)
         sha = spec_sha256(spec)
         session_id = self._session_id()
+        execution = p.protocol.execution
+        try:
+            self.jobs.check_room(execution.max_queued_jobs)
+        except QueueFull as exc:
+            raise ToolError(f"{exc}; {exc.hint}") from None
         job = self.jobs.create(
             spec=spec,
             task_id=task_id,
@@ -411,7 +426,10 @@ class ToolHost:
         )
         job_id = str(job["job_id"])
         try:
-            self.jobs.start_background(job_id, cwd=p.root)
+            self.jobs.launch_ready(max(1, execution.max_parallel_jobs))
+            error = self.jobs.load(job_id).get("error") if self.jobs.load(job_id)["status"] == "halted" else None
+            if error:
+                raise StateError(str(error))
         except (OSError, SnodoError) as exc:
             self.jobs.update(
                 job_id, status="halted", outcome="internal_error", error=f"the job could not be started: {exc}"

@@ -35,8 +35,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from snodo import __version__
+from snodo.callscope import CallScope, scope
 from snodo.governance.service import Project
-from snodo.mcp.host import ToolHost
+from snodo.mcp.host import ToolHost, ToolReply
 from snodo.proc import terminate_all
 
 #: How long a stop waits for tool calls in flight to finish once their children are killed.
@@ -49,6 +50,23 @@ _DISCONNECTS: tuple[type[BaseException], ...] = (
     anyio.BrokenResourceError,
     anyio.ClosedResourceError,
 )
+
+
+#: Calls that can run for minutes: they send MCP progress notifications while they work, so
+#: a host that resets its call timeout on progress keeps waiting.
+LONG_CALLS = frozenset({"run_tests", "validate_task"})
+#: Seconds between two progress notifications of a long call.
+PROGRESS_EVERY = 5.0
+
+
+async def _report_progress(ctx: Any, name: str) -> None:
+    """Tick while a long call works; a no-op when the client gave no progressToken."""
+    ticks = 0
+    while True:
+        await anyio.sleep(PROGRESS_EVERY)
+        ticks += 1
+        with contextlib.suppress(Exception):
+            await ctx.session.report_progress(ticks, None, f"{name}: still running ({ticks * PROGRESS_EVERY:g} s)")
 
 
 def _wire_tools(host: ToolHost) -> list[types.Tool]:
@@ -104,9 +122,30 @@ def build_server(host: ToolHost, inflight: _InFlight | None = None) -> Server[An
     async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[t.model_copy(deep=True) for t in tools])
 
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        with calls.call():
-            reply = await anyio.to_thread.run_sync(host.call, params.name, params.arguments)
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        call = CallScope()
+
+        def work() -> ToolReply:
+            with calls.call(), scope(call):
+                if call.cancelled:
+                    reply = ToolReply.error("cancelled by the client before it started")
+                else:
+                    reply = host.call(params.name, params.arguments)
+            if call.cancelled:
+                host.record_cancelled(params.name)
+            return reply
+
+        try:
+            async with anyio.create_task_group() as group:
+                if params.name in LONG_CALLS:
+                    group.start_soon(_report_progress, ctx, params.name)
+                # abandon_on_cancel: a cancelled call answers nothing (the SDK drops it); its
+                # thread ends on its own once call.cancel() has killed what it was waiting for
+                reply = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                group.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            call.cancel()  # notifications/cancelled (or the server stopping): kill the call's process tree now
+            raise
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=reply.text())],
             structured_content=reply.data if reply.ok else None,
@@ -172,6 +211,8 @@ def serve_stdio(project: Project) -> None:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
+    # Jobs left waiting by an earlier server whose jobs all ended while nobody was serving.
+    threading.Thread(target=host.start_waiting_jobs, name="snodo-job-queue", daemon=True).start()
     try:
         anyio.run(main)
     except BaseException as exc:
@@ -179,6 +220,10 @@ def serve_stdio(project: Project) -> None:
             raise
     finally:
         _detach_stdout()
+    # The client closed our input: the normal end of a stdio server, recorded like a signal.
+    inflight.wait_idle(STOP_GRACE)
+    with contextlib.suppress(Exception):
+        project.record("serve_stopped", reason="end of input")
 
 
 def _stop_on_signals(project: Project, inflight: _InFlight) -> None:

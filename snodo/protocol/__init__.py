@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from snodo.errors import ProtocolError
+from snodo.protocol.committed import InForce, refuse_drift, resolve
 from snodo.protocol.loader import find_protocol, parse_protocol, project_root_for, read_protocol_file
 from snodo.protocol.models import Constraint, Execution, Mode, Protocol, Role, Transition, Validator
 from snodo.protocol.wellformed import Violation, check
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Constraint",
     "Execution",
+    "InForce",
     "LoadedProtocol",
     "Mode",
     "Protocol",
@@ -27,6 +29,7 @@ __all__ = [
     "Violation",
     "check",
     "find_protocol",
+    "load_in_force",
     "load_protocol",
     "parse_protocol",
     "project_root_for",
@@ -40,11 +43,19 @@ class LoadedProtocol:
     path: Path
     root: Path
     warnings: tuple[Violation, ...] = ()
+    in_force: InForce | None = None  # which committed version this is (None: read as a plain file)
+
+    def provenance(self) -> dict[str, str | None]:
+        """``protocol_commit`` and ``protocol_sha256``, recorded with every validation and run."""
+        return self.in_force.provenance() if self.in_force is not None else {}
 
 
-def load_protocol(path: Path, host: PluginHost | None = None) -> LoadedProtocol:
-    """Load strictly and check well-formedness; any error refuses the whole protocol."""
-    protocol = read_protocol_file(path)
+def load_protocol(path: Path, host: PluginHost | None = None, *, in_force: InForce | None = None) -> LoadedProtocol:
+    """Load strictly and check well-formedness; any error refuses the whole protocol.
+
+    With ``in_force``, its text is what is parsed (the committed version), not the file.
+    """
+    protocol = parse_protocol(in_force.text, source=str(path)) if in_force else read_protocol_file(path)
     violations = check(protocol, host)
     errors = [v for v in violations if v.level == "error"]
     if errors:
@@ -58,4 +69,14 @@ def load_protocol(path: Path, host: PluginHost | None = None) -> LoadedProtocol:
         path=path,
         root=project_root_for(path),
         warnings=tuple(v for v in violations if v.level == "warning"),
+        in_force=in_force,
     )
+
+
+def load_in_force(path: Path, host: PluginHost | None = None, *, refuse: bool) -> LoadedProtocol:
+    """The protocol in force (:mod:`snodo.protocol.committed`); with ``refuse``, a working
+    tree that differs from it is refused (``serve``, ``run``), else only reported."""
+    in_force = resolve(path)
+    if refuse:
+        refuse_drift(path, in_force)
+    return load_protocol(path, host, in_force=in_force)

@@ -174,6 +174,8 @@ class Execution:
     # Confined processes see an allowlisted environment plus these inherited names (§9).
     env: tuple[EnvName, ...] = ()
     limits: Limits = Factory(Limits)
+    # Background jobs that may wait as records for a slot; one more is refused, nothing used.
+    max_queued_jobs: AtLeastOne = 32
 
 
 @frozen(kw_only=True)

@@ -140,6 +140,11 @@ def load_allowed_signers(path: Path) -> dict[str, Signer]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise StateError(f"cannot read {path}: {exc}") from exc
+    return parse_allowed_signers(text, path)
+
+
+def parse_allowed_signers(text: str, path: Path | str) -> dict[str, Signer]:
+    """:func:`load_allowed_signers` on text already read (a committed blob); ``path`` names it."""
     signers: dict[str, Signer] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()

@@ -277,14 +277,23 @@ def _wait(
     def pump() -> None:
         nonlocal size, last_output
         assert proc.stdout is not None
+        callback = on_line
         for line in proc.stdout:
             with lock:
                 last_output = time.monotonic()
                 if size < max_output:
                     chunks.append(line)
                     size += len(line)
-            if on_line is not None:
-                on_line(line.rstrip("\n"))
+            if callback is not None:
+                try:
+                    callback(line.rstrip("\n"))
+                except Exception as exc:  # a broken display must not stall the child: keep pumping
+                    callback = None
+                    with lock:
+                        chunks.append(
+                            f"[snodo: the output callback failed ({type(exc).__name__}: {exc}); "
+                            "the output is kept but no longer streamed]\n"
+                        )
             if stop_if is not None and not stop.is_set() and stop_if(line.rstrip("\n")):
                 stop.set()
 

@@ -74,7 +74,8 @@ def run(
     The loop: constraints and pre-execute validators → a single-use token, consumed at
     the execute boundary → the coder → artifact filter → guarded writes committed on a
     task branch (your checkout is never switched) → post-execute validators → completed,
-    or a halt: blocker, escalate, validator_error, environment_error, internal_error.
+    or a halt: blocker, escalate, validator_error, coder_failed, environment_error,
+    internal_error.
 
     \b
     Examples:
@@ -90,6 +91,7 @@ def run(
     from snodo.cli.validate_cmd import read_spec
     from snodo.engine.lifecycle import JobRunner
     from snodo.governance.service import Project
+    from snodo.workspace.interpreter import project_python
 
     try:
         loaded, host = load_project(protocol_path)
@@ -129,6 +131,8 @@ def run(
     with reporter:
         result = runner.execute(prepared, echo=echo)
     payload = result.payload()
+    used = project_python(loaded.root, loaded.protocol.execution.python)
+    payload["python"] = {"path": used.path, "source": used.source}
     if as_json:
         emit_json(payload)
     else:

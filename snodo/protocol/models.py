@@ -158,6 +158,9 @@ class Execution:
     # closed without one; "off" runs unconfined (warned about, audited per execution).
     sandbox: Literal["auto", "off"] = "auto"
     max_parallel_jobs: AtLeastOne = 2
+    # The project's interpreter for every validator and run_tests (relative to the project
+    # root); unset: found from the project's environment (snodo.workspace.interpreter).
+    python: str | None = None
 
 
 @frozen(kw_only=True)

@@ -183,9 +183,9 @@ def verdict(run: SuiteRun, dirty: tuple[str, ...] = ()) -> Verdict:
 
 def _unprobed(run: SuiteRun, info: dict[str, Any]) -> Verdict:
     """A run snodo's import probe did not report on: a verdict only for a command that is not pytest."""
-    summary, tail, code = run.read.summary, run.tail(40), run.exit_code
+    tail, code = run.tail(40), run.exit_code
     missing = _NO_MODULE.search(tail)
-    if missing and summary is None:
+    if missing and not run.pytest_without_probe:
         # `python -m pytest` without pytest exits 1 too: that is no failing test, it is no run.
         raise ValidatorFault(
             f"the test command could not start: {missing.group(0)}; install it in that interpreter "
@@ -199,7 +199,7 @@ def _unprobed(run: SuiteRun, info: dict[str, Any]) -> Verdict:
             f"validate again:\n{tail}",
             hint=f"the tests ran with {_interpreter(run)}; if that is the wrong one, {_SETTING_HINT}",
         )
-    if summary is not None:
+    if run.pytest_without_probe:
         raise ValidatorFault(
             "the test command ran pytest without snodo's import probe, so it cannot be shown that the tests "
             "imported this workspace's code: run pytest directly (python -m pytest, with tooling.python naming "

@@ -56,6 +56,7 @@ from snodo.state.audit_chain import (
     check_signature,
     checkpoint_payload,
     dump_line,
+    first_problem,
     last_line,
     parse_line,
     record_hash,
@@ -322,51 +323,7 @@ class AuditLog:
     def _first_problem(
         self, scan: Scan, anchor: Anchor | None, key: Ed25519PublicKey | None, *, tail_ok: bool = False
     ) -> ChainBreak | None:
-        """The earliest fault: a broken line, a home checkpoint the log does not hold, an
-        unsigned tail (unless ``tail_ok``), a last checkpoint whose signature fails."""
-        problems: list[ChainBreak] = []
-        if scan.fault is not None and not tail_ok:
-            problems.append(scan.fault)
-        if anchor is not None:
-            where = anchor.seq + 1
-            if scan.anchor_hash is None:
-                problems.append(
-                    ChainBreak(
-                        min(scan.lines + 1, where),
-                        f"the log has {scan.lines} intact lines but {self.home} recorded a signed checkpoint at "
-                        f"line {where}: lines were removed (truncated, deleted, or rolled back to an older copy)",
-                    )
-                )
-            elif scan.anchor_hash != anchor.hash:
-                problems.append(
-                    ChainBreak(
-                        where,
-                        f"line {where} is not the signed checkpoint {self.home} recorded there: the log was "
-                        "rewritten or replaced by another copy",
-                    )
-                )
-        # Lines after the last checkpoint are unsigned; but when the chain breaks there, the
-        # break is the fault to name (it is why no checkpoint covers them), unless it is only
-        # a write cut off at the very end.
-        broken_there = scan.fault is not None and not scan.fault_is_torn_end
-        if scan.lines > scan.checkpoint_line and not tail_ok and not broken_there:
-            problems.append(
-                ChainBreak(
-                    scan.checkpoint_line + 1,
-                    "not covered by a signed checkpoint (appended outside snodo, or an append was cut off)",
-                )
-            )
-        if scan.checkpoint is not None:
-            why = (
-                check_signature(scan.checkpoint, key)
-                if key is not None
-                else "cannot check the checkpoint: no trusted audit key"
-            )
-            if why:
-                problems.append(ChainBreak(scan.checkpoint_line, why))
-        if not problems:
-            return None
-        return min(problems, key=lambda p: p.line or 0)
+        return first_problem(scan, anchor, key, home=self.home, tail_ok=tail_ok)
 
     def _check_last_line(self, anchor: Anchor) -> None:
         """Cheap check: the log's last line is intact and is the checkpoint the home names."""

@@ -11,6 +11,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from attrs import frozen
@@ -247,3 +248,53 @@ def scan_lines(raw_lines: Iterable[bytes], anchor: Anchor | None) -> Scan:
         fault_is_torn_end=torn,
         anchor_hash=anchor_hash,
     )
+
+
+def first_problem(
+    scan: Scan, anchor: Anchor | None, key: Ed25519PublicKey | None, *, home: Path, tail_ok: bool = False
+) -> ChainBreak | None:
+    """The earliest fault: a broken line, a home checkpoint the log does not hold, an
+    unsigned tail (unless ``tail_ok``), a last checkpoint whose signature fails."""
+    problems: list[ChainBreak] = []
+    if scan.fault is not None and not tail_ok:
+        problems.append(scan.fault)
+    if anchor is not None:
+        where = anchor.seq + 1
+        if scan.anchor_hash is None:
+            problems.append(
+                ChainBreak(
+                    min(scan.lines + 1, where),
+                    f"the log has {scan.lines} intact lines but {home} recorded a signed checkpoint at "
+                    f"line {where}: lines were removed (truncated, deleted, or rolled back to an older copy)",
+                )
+            )
+        elif scan.anchor_hash != anchor.hash:
+            problems.append(
+                ChainBreak(
+                    where,
+                    f"line {where} is not the signed checkpoint {home} recorded there: the log was "
+                    "rewritten or replaced by another copy",
+                )
+            )
+    # Lines after the last checkpoint are unsigned; but when the chain breaks there, the
+    # break is the fault to name (it is why no checkpoint covers them), unless it is only
+    # a write cut off at the very end.
+    broken_there = scan.fault is not None and not scan.fault_is_torn_end
+    if scan.lines > scan.checkpoint_line and not tail_ok and not broken_there:
+        problems.append(
+            ChainBreak(
+                scan.checkpoint_line + 1,
+                "not covered by a signed checkpoint (appended outside snodo, or an append was cut off)",
+            )
+        )
+    if scan.checkpoint is not None:
+        why = (
+            check_signature(scan.checkpoint, key)
+            if key is not None
+            else "cannot check the checkpoint: no trusted audit key"
+        )
+        if why:
+            problems.append(ChainBreak(scan.checkpoint_line, why))
+    if not problems:
+        return None
+    return min(problems, key=lambda p: p.line or 0)

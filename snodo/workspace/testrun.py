@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -40,6 +41,8 @@ DEFAULT_COMMAND = ("python", "-m", "pytest", "-q")
 TAIL_LINES = 60
 EXCERPT_CHARS = 4000
 MAX_FAILED_IDS = 50
+# pytest's closing line ("== 3 passed in 0.12s =="): recognised only to refuse a run the probe missed.
+_PYTEST_TALLY = re.compile(r"^=*\s*(?:no tests ran|\d+ \w+(?:, \d+ \w+)*) in [\d.]+s(?: \([\d:]+\))?\s*=*$")
 # pytest's own order in its closing tally line.
 _TALLY_ORDER = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "errors")
 
@@ -68,6 +71,8 @@ def read_test_output(report: Mapping[str, Any] | None, *, excerpt_chars: int = E
     assert isinstance(counts, dict)
     parts = [f"{counts[k]} {k}" for k in _TALLY_ORDER if isinstance(counts.get(k), int) and counts[k]]
     summary = ", ".join(parts) if parts else "no tests ran"
+    if isinstance(report.get("duration"), int | float):
+        summary += f" in {report['duration']:.2f}s"
     errors = tuple({**e, "headline": first_lines(e)} for e in report.get("errors") or () if isinstance(e, dict))
     failed = [str(t) for t in report.get("failed") or () if isinstance(t, str)]
     text = "\n\n".join(f"{e.get('nodeid')}: {first_lines(e)}\n{e.get('text') or ''}".strip() for e in errors)
@@ -128,6 +133,15 @@ class SuiteRun:
     @property
     def failed_tests(self) -> tuple[str, ...]:
         return self.read.failed_tests
+
+    @property
+    def pytest_without_probe(self) -> bool:
+        """Whether pytest printed its closing tally although the probe never reported: it ran
+        behind a wrapper that dropped snodo's environment. Only ever used to refuse a verdict
+        (the imports were not checked); results are read from the probe alone."""
+        if self.imports is not None:
+            return False
+        return any(_PYTEST_TALLY.match(line.strip()) for line in self.output.splitlines()[-20:])
 
     def tail(self, lines: int = 40) -> str:
         kept = [line for line in self.output.splitlines() if not line.startswith(PROBE_MARKER)]

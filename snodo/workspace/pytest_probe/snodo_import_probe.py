@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 MARKER = "snodo-import-report: "
@@ -138,8 +139,13 @@ def pytest_exception_interact(node: Any, call: Any, report: Any) -> None:
     )
 
 
+def pytest_sessionstart(session: Any) -> None:
+    _exit["started"] = time.monotonic()
+
+
 def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
     global _report
+    _exit["duration"] = round(time.monotonic() - _exit.pop("started", time.monotonic()), 2)
     status = int(exitstatus)
     try:
         import pytest

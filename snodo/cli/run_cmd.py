@@ -90,6 +90,7 @@ def run(
     from snodo.cli.output import Progress, console, emit_json
     from snodo.cli.validate_cmd import read_spec
     from snodo.engine.lifecycle import JobRunner
+    from snodo.engine.worktree import require_repo
     from snodo.governance.service import Project
     from snodo.workspace.interpreter import project_python
 
@@ -102,6 +103,7 @@ def run(
     if mock:
         coder = "mock"
     if job_id is None:  # a claimed job was gated where it was created
+        require_repo(loaded.root)  # outside a git repository nothing can run: exit 4, no job
         refusal = loaded.protocol.cannot_run_tasks(Project(loaded, host, mode=mode_id).mode_id)
         if refusal is not None:
             error = SnodoError(refusal)

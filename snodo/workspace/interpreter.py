@@ -112,9 +112,11 @@ def _declared(root: Path) -> list[tuple[Path, str]]:
             text = pdm.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError):
             text = ""
-        target = _contained(root, text)
-        if target is not None:  # it names the interpreter: its environment is two levels up
-            found.append((target.parent.parent, "PDM (.pdm-python)"))
+        # It names the interpreter (a symlink out of the environment, as always): the
+        # environment two levels up is what must lie inside the project.
+        env = _contained(root, str(Path(os.path.normpath(root / text)).parent.parent)) if text else None
+        if env is not None:
+            found.append((env, "PDM (.pdm-python)"))
     return found
 
 

@@ -118,6 +118,8 @@ def test_a_dependency_missing_from_the_venv_halts_with_its_cause(
     validated = snodo_cli("validate", "make answer() return 42", "--phase", "post_execute", cwd=project)
     assert validated.returncode == 3, validated
     assert "ModuleNotFoundError: No module named 'realproj_dep'" in " ".join(validated.stdout.split()), validated
+    # the next step is the exact command again, the phase included
+    assert "`snodo validate 'make answer() return 42' --phase post_execute`" in " ".join(validated.stdout.split())
     job = snodo_cli("jobs", "list", "--json", cwd=project).json()["jobs"][-1]["job_id"]
     shown_job = snodo_cli("jobs", "show", job, cwd=project)
     assert "ModuleNotFoundError: No module named 'realproj_dep'" in " ".join(shown_job.stdout.split()), shown_job

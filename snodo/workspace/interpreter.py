@@ -114,9 +114,9 @@ def _declared(root: Path) -> list[tuple[Path, str]]:
             text = ""
         # It names the interpreter (a symlink out of the environment, as always): the
         # environment two levels up is what must lie inside the project.
-        env = _contained(root, str(Path(os.path.normpath(root / text)).parent.parent)) if text else None
-        if env is not None:
-            found.append((env, "PDM (.pdm-python)"))
+        declared = _contained(root, str(Path(os.path.normpath(root / text)).parent.parent)) if text else None
+        if declared is not None:
+            found.append((declared, "PDM (.pdm-python)"))
     return found
 
 

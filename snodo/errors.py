@@ -99,7 +99,8 @@ class ToolError(SnodoError):
 
 
 class CoderError(SnodoError):
-    """A coder plugin produced no usable result (unparseable reply, bad operations)."""
+    """A coder plugin produced no usable result (unparseable reply, bad operations): the run
+    halts ``coder_failed`` with this message, never ``environment_error``."""
 
 
 class EnvironmentProblem(SnodoError):

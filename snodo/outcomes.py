@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Final, Literal, get_args
 
 Outcome = Literal["pass", "escalate", "blocker", "validator_error"]
-HaltOutcome = Literal["escalate", "blocker", "validator_error", "environment_error", "internal_error", "interrupted"]
+HaltOutcome = Literal[
+    "escalate", "blocker", "validator_error", "coder_failed", "environment_error", "internal_error", "interrupted"
+]
 OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
 HALT_OUTCOMES: Final[tuple[HaltOutcome, ...]] = get_args(HaltOutcome)
 
@@ -53,6 +55,8 @@ RUN_NEXT_STEP: Final[dict[str, str]] = {
     "blocker": AGENT_INSTRUCTION["blocker"],
     "escalate": "a human runs `snodo authorize {decision_id}`, then `snodo run --resume {task_id}`",
     "validator_error": AGENT_INSTRUCTION["validator_error"],
+    "coder_failed": "the coder could not do the work (its message is above): clarify or split the task spec, "
+    "or try another coder, then run it again; no token was spent on work that did not run",
     "environment_error": "fix the environment (coder program, model credentials, network, time limits) and "
     "run again; no token was spent on work that did not run",
     "internal_error": "this is a bug in snodo or a plugin: run again with -v and report the traceback",

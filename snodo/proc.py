@@ -305,19 +305,33 @@ def _wait(
         nonlocal last_output
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
+        callback = on_line
+
+        def show(line: str) -> None:
+            nonlocal callback
+            if callback is None:
+                return
+            try:
+                callback(line)
+            except Exception as exc:  # a broken display must not stall the child: keep pumping
+                callback = None
+                with lock:
+                    out.note(
+                        f"[snodo: the output callback failed ({type(exc).__name__}: {exc}); "
+                        "the output is kept but no longer streamed]"
+                    )
+
         while chunk := os.read(fd, CHUNK):
             with lock:
                 last_output = time.monotonic()
                 lines = out.feed(chunk)
             for line in lines:
-                if on_line is not None:
-                    on_line(line)
+                show(line)
                 if stop_if is not None and not stop.is_set() and stop_if(line):
                     stop.set()
         last = out.finish()
         if last is not None:
-            if on_line is not None:
-                on_line(last)
+            show(last)
             if stop_if is not None and not stop.is_set() and stop_if(last):
                 stop.set()
 

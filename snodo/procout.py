@@ -34,6 +34,10 @@ class BoundedOutput:
         self._keep(chunk)
         return self._lines(chunk)
 
+    def note(self, message: str) -> None:
+        """Keep a line of snodo's own (e.g. that a callback failed) in the output."""
+        self._keep(f"\n{message}\n".encode())
+
     def finish(self) -> str | None:
         """The last line when the output did not end with a newline."""
         if not self.partial and not self.partial_dropped:

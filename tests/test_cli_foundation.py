@@ -27,7 +27,7 @@ def test_init_writes_protocol_and_state_and_commits_nothing(git_repo: Path, snod
     assert (git_repo / ".snodo" / "state.json").exists()
     assert git(git_repo, "rev-parse", "HEAD") == head
     again = snodo_cli("init", cwd=git_repo)
-    assert again.returncode == 1 and "already exists" in again.stderr and "--force" in again.stderr
+    assert again.returncode == 4 and "already exists" in again.stderr and "--force" in again.stderr
     assert "Traceback" not in again.stderr
     forced = snodo_cli("init", "--template", "solo", "--force", cwd=git_repo)
     assert forced.returncode == 0
@@ -80,7 +80,7 @@ def test_verbose_shows_the_traceback(tmp_path: Path, snodo_cli) -> None:  # type
 
 def test_missing_protocol_exits_nonzero_with_hint(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     r = snodo_cli("protocol", "check", cwd=tmp_path)
-    assert r.returncode == 1 and "snodo init" in r.stderr
+    assert r.returncode == 4 and "snodo init" in r.stderr
 
 
 def test_help_and_protocol_check_never_import_heavy_libraries(tmp_path: Path, snodo_home: Path) -> None:

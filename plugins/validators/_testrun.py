@@ -1,19 +1,25 @@
 """A verdict from the project's own tests: no shell, bounded, judging the workspace's code.
 
 The pytest validator and the acceptance criterion "tests pass" share this, so both read a
-run the same way. The run itself (interpreter, import roots, import probe, output reading)
-is snodo's one test-run reader, :func:`snodo.api.run_python_tests`; this module turns
-``tooling`` into a command and a run into a verdict. pytest's exit codes carry the meaning:
-5 (nothing collected) is never a pass, 2 (interrupted, e.g. a test file that does not
-import) is a failure of the work, while 3/4 (pytest's own crash, a broken conftest or a bad
-command line), a signal and a timeout mean no verdict at all. A run that imported the
-project's own code from outside the workspace proves nothing and is no verdict either.
+run the same way. The run itself (interpreter, import roots, probe) is snodo's one
+test-run reader, :func:`snodo.api.run_python_tests`; this module turns ``tooling`` into a
+command and a run into a verdict. The interpreter is ``tooling.python``, else the
+protocol's ``execution.python``, else the project's environment as snodo finds it.
+
+pytest's own exit codes (``pytest.ExitCode``, as the probe reports them) carry the
+meaning: ``NO_TESTS_COLLECTED`` is never a pass, ``INTERRUPTED`` (a test file that does
+not import) is a failure of the work, unless what failed to import is not the project's
+own code: then the environment lacks a dependency, and that is no verdict at all, like
+``INTERNAL_ERROR``/``USAGE_ERROR`` (pytest's own crash, a broken conftest or a bad command
+line), a signal and a timeout. A run that imported the project's own code from outside
+the workspace proves nothing and is no verdict either.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +42,7 @@ DOCS = "docs/validators.md"
 _SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|&"})
 _NO_MODULE = re.compile(r"No module named \S+")
 _PYTEST_EXIT = {3: "pytest hit an internal error", 4: "pytest could not start the run (usage or conftest error)"}
+_SETTING_HINT = "set execution.python in .snodo/protocol.yml (or tooling.python for this validator)"
 
 
 def command_argv(command: Any) -> list[str]:
@@ -84,6 +91,7 @@ def run_for(request: ValidationRequest, tooling: dict[str, Any]) -> SuiteRun:
         project_root=request.project_root,
         python=tooling.get("python"),
         pythonpath=tooling.get("pythonpath"),
+        execution_python=request.protocol.execution.python,
     )
     if run.timed_out:
         raise ValidatorFault(f"the test command timed out after {timeout:g}s; its process group was killed")
@@ -98,6 +106,8 @@ def details(run: SuiteRun, dirty: tuple[str, ...] = ()) -> dict[str, Any]:
         "failed_tests": list(run.failed_tests),
         "output_excerpt": run.read.excerpt,
         "output_tail": run.tail(40),
+        "python": run.setup.python,
+        "python_source": run.setup.python_source,
         "pythonpath": list(run.setup.pythonpath),
         "imports_checked": run.imports is not None,
     }
@@ -118,8 +128,21 @@ def runs_pytest(argv: tuple[str, ...]) -> bool:
     return any(a in ("pytest", "py.test") or Path(a).name in ("pytest", "py.test") for a in argv[:3])
 
 
+def _interpreter(run: SuiteRun) -> str:
+    return f"{run.setup.python} ({run.setup.python_source})"
+
+
+def _shown_errors(errors: tuple[Mapping[str, Any], ...]) -> str:
+    """The first relevant line of each error, with where it happened."""
+    lines = [f"{e.get('nodeid')}: {e.get('headline')}" for e in errors[:3]]
+    more = f"\n... and {len(errors) - 3} more" if len(errors) > 3 else ""
+    return "\n".join(lines) + more
+
+
 def verdict(run: SuiteRun, dirty: tuple[str, ...] = ()) -> Verdict:
     """The verdict a test run supports; raises when the run cannot support one."""
+    from pytest import ExitCode
+
     info = details(run, dirty)
     summary, tail, code = run.read.summary, run.tail(40), run.exit_code
     if code is None or code < 0:
@@ -130,44 +153,53 @@ def verdict(run: SuiteRun, dirty: tuple[str, ...] = ()) -> Verdict:
         return _unprobed(run, info)
     if run.foreign_imports:
         raise ValidatorFault(run.foreign_message())
-    failed = run.failed_tests
-    tally = summary or f"pytest printed no summary line, exit status {code}"
-    if code == 0:
+    failed, errors = run.failed_tests, run.read.errors
+    tally = summary or f"pytest printed no summary, exit status {code}"
+    if run.missing_modules:
+        raise ValidatorFault(
+            f"the tests could not be run: they import {', '.join(run.missing_modules)}, which the interpreter "
+            f"{_interpreter(run)} does not have, so there is no verdict on the work:\n{_shown_errors(errors)}",
+            hint=f"install it in that environment, or {_SETTING_HINT}; see {DOCS}",
+        )
+    if code == ExitCode.OK:
         return Verdict(severity="pass", justification=f"tests passed: {tally}", details=info)
-    if code == 1:
-        return Verdict(severity="blocker", justification=f"tests failed: {tally}{_named(failed)}", details=info)
-    if code == 2:
+    if code == ExitCode.TESTS_FAILED:
+        shown = f"\n{_shown_errors(errors)}" if errors else ""
+        return Verdict(severity="blocker", justification=f"tests failed: {tally}{_named(failed)}{shown}", details=info)
+    if code == ExitCode.INTERRUPTED:
         return Verdict(
             severity="blocker",
-            justification=f"the test run was interrupted (collection errors): {tally}{_named(failed)}",
+            justification=f"the tests could not be collected: {tally}{_named(failed)}\n{_shown_errors(errors)}",
             details=info,
         )
-    if code == 5:
+    if code == ExitCode.NO_TESTS_COLLECTED:
         return Verdict(severity="warn", justification="no tests collected; nothing was verified", details=info)
     raise ValidatorFault(
         f"{_PYTEST_EXIT.get(code, 'the test command failed')} (exit code {code}), so there is no verdict; fix what "
-        f"the output says, then validate again:\n{tail}"
+        f"the output says, then validate again:\n{tail}",
+        hint=f"the tests ran with {_interpreter(run)}; if that is the wrong one, {_SETTING_HINT}",
     )
 
 
 def _unprobed(run: SuiteRun, info: dict[str, Any]) -> Verdict:
     """A run snodo's import probe did not report on: a verdict only for a command that is not pytest."""
-    summary, tail, code = run.read.summary, run.tail(40), run.exit_code
+    tail, code = run.tail(40), run.exit_code
     missing = _NO_MODULE.search(tail)
-    if missing and summary is None:
+    if missing and not run.pytest_without_probe:
         # `python -m pytest` without pytest exits 1 too: that is no failing test, it is no run.
         raise ValidatorFault(
             f"the test command could not start: {missing.group(0)}; install it in that interpreter "
-            f"({run.argv[0]}) or set tooling.python / tooling.command (see {DOCS})"
+            f"({_interpreter(run)}), or {_SETTING_HINT} (see {DOCS})"
         )
     if runs_pytest(run.argv):
         what = _PYTEST_EXIT.get(code or 0, "pytest ended before reporting")
         raise ValidatorFault(
             f"{what} (exit code {code}) and never reached the end of the session, so there is no verdict; "
             f"fix what the output says (often conftest.py, a plugin option or a crash while importing), then "
-            f"validate again:\n{tail}"
+            f"validate again:\n{tail}",
+            hint=f"the tests ran with {_interpreter(run)}; if that is the wrong one, {_SETTING_HINT}",
         )
-    if summary is not None:
+    if run.pytest_without_probe:
         raise ValidatorFault(
             "the test command ran pytest without snodo's import probe, so it cannot be shown that the tests "
             "imported this workspace's code: run pytest directly (python -m pytest, with tooling.python naming "

@@ -1,8 +1,10 @@
-"""``snodo audit``: verify the signed chain, show events, export the log for offline checks."""
+"""``snodo audit``: verify the signed chain, show events, export the log for offline checks,
+and restart a lost log (a person's act, recorded in the new log's first signed line)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -56,6 +58,7 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
     except SnodoError as exc:
         exc.exit_code = 4
         raise
+    restarts = _restarts(AuditLog(path)) if report.ok else []
     if as_json:
         emit_json(
             {
@@ -66,6 +69,7 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
                 "key": report.key or None,
                 "line": report.line,
                 "reason": report.reason or None,
+                "restarts": restarts,
             }
         )
     elif report.ok:
@@ -73,6 +77,8 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
             f"[green]intact[/] {path}: {report.count} events under {report.checkpoints} signed checkpoint(s)"
             + (f", key {report.key}" if report.key else "")
         )
+        for r in restarts:
+            _print_restart(r)
     else:
         from rich.markup import escape
 
@@ -94,7 +100,8 @@ def export_cmd(dest: Path, protocol_path: Path | None, as_json: bool) -> None:
     Exit 0 written, 1 the log is broken (nothing written), 4 cannot run.
     """
     from snodo.cli.output import console, emit_json
-    from snodo.state.audit import AuditLog, export_log
+    from snodo.state.audit import AuditLog
+    from snodo.state.audit_export import export_log
 
     try:
         path = project_root(protocol_path) / ".snodo" / "audit.log"
@@ -156,3 +163,77 @@ def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as
             ),
             overflow="fold",
         )
+
+
+def _restarts(log: Any) -> list[dict[str, Any]]:
+    """The ``audit_restarted`` lines of an intact log: each records a lost head."""
+    return [
+        {"line": r["seq"] + 1, "ts": r["ts"], **(r["data"] if isinstance(r["data"], dict) else {})}
+        for r in log.records(event="audit_restarted")
+    ]
+
+
+def _print_restart(r: dict[str, Any]) -> None:
+    from rich.text import Text
+
+    from snodo.cli.output import console
+    from snodo.text import shown
+
+    head = r.get("lost_head") or {}
+    console().print(
+        Text(
+            f"restarted at line {r['line']} ({r['ts']}): the previous log was lost; its last signed head was "
+            f"seq {head.get('seq')} hash {head.get('hash')} (checkpoint of {head.get('ts')}); "
+            f"found: {shown(str(r.get('found', '')))}; reason: {shown(str(r.get('reason', '')))}",
+            style="yellow",
+        ),
+        overflow="fold",
+    )
+
+
+@audit.command("restart")
+@click.option("--reason", required=True, help="Why the old log is gone (recorded in the new log's first line).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed when stdin is not a terminal).")
+@protocol_option
+@json_option
+def restart_cmd(reason: str, yes: bool, protocol_path: Path | None, as_json: bool) -> None:
+    """Start a new audit log after the old one was lost (git clean, a fresh clone, a deletion).
+
+    Refused while the log is intact. The new log's first signed line records the lost head
+    (seq, hash, checkpoint) as your home knew it and REASON, so the loss stays visible to
+    `snodo audit verify` and every exported copy; what is left of the old file is kept as
+    audit.log.lost-<time>. A person's act: no MCP tool runs it, and it is refused inside
+    snodo's confinement (which cannot reach the audit key anyway).
+
+    Exit 0 restarted, 4 cannot run (refused, nothing lost, no reason).
+    """
+    import os
+    import sys
+
+    from snodo.cli.output import console, emit_json
+    from snodo.state.audit import AuditLog
+    from snodo.state.audit_restart import restart_log
+
+    try:
+        if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
+            raise StateError("`snodo audit restart` is refused here: it is a person's act, not confined code's")
+        path = project_root(protocol_path) / ".snodo" / "audit.log"
+        if not yes:
+            if not sys.stdin.isatty():
+                raise StateError(
+                    "`snodo audit restart` asks a person to confirm", hint="run it in a terminal, or pass --yes"
+                )
+            click.confirm(f"start a new audit log at {path}, recording that the old one was lost?", abort=True)
+        record = restart_log(AuditLog(path), reason)
+    except SnodoError as exc:
+        exc.exit_code = 4
+        raise
+    head = record["data"]["lost_head"]
+    if as_json:
+        emit_json({"path": str(path), "restarted": True, "lost_head": head, "reason": record["data"]["reason"]})
+        return
+    console().print(
+        f"[green]restarted[/] {path}: its first signed line records the lost head (seq {head.get('seq')}, "
+        f"hash {head.get('hash')}) and your reason; `snodo audit verify` shows it",
+        soft_wrap=True,
+    )

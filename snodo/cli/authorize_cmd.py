@@ -140,7 +140,8 @@ def authorize(
         _render_proposals(root, decision_id)
     try:
         check_inv3(pending_decision)
-    except DecisionError:
+    except DecisionError as refused:
+        refused.exit_code = 1  # refused by governance (INV3), not a failure to run
         AuditLog(root / ".snodo" / "audit.log").append(
             "decision_refused",
             mode=pending_decision.mode,

@@ -4,10 +4,15 @@ others do not (docs/security.md)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from snodo.cli.common import json_option
+
+if TYPE_CHECKING:
+    from snodo.workspace.interpreter import ProjectPython
 
 
 @click.command()
@@ -24,6 +29,7 @@ def doctor(as_json: bool) -> None:
     from snodo.sandbox.guarantees import missing
 
     rows = statuses()
+    python = _project_python()
     chosen: str | None = None
     problem: str | None = None
     try:
@@ -48,6 +54,7 @@ def doctor(as_json: bool) -> None:
                     }
                     for r in rows
                 ],
+                "python": {"path": python.path, "source": python.source},
             }
         )
     else:
@@ -67,5 +74,23 @@ def doctor(as_json: bool) -> None:
             out.print(f"confined execution uses [bold]{chosen}[/] (force one with {FORCE_ENV}=bwrap|landlock)")
         else:
             out.print(f"[bold red]no confinement here:[/] {escape(problem or '')}")
+        out.print(f"project interpreter: {escape(python.describe())} (set execution.python to choose another)")
     if chosen is None:
         sys.exit(1)
+
+
+def _project_python() -> ProjectPython:
+    """The interpreter the project's tests run with: ``execution.python``, else the one found."""
+    from snodo.errors import SnodoError
+    from snodo.protocol import find_protocol, project_root_for, read_protocol_file
+    from snodo.workspace.interpreter import project_python
+
+    path = find_protocol(Path.cwd(), None)
+    if not path.is_file():
+        return project_python(Path.cwd())
+    root = project_root_for(path)
+    try:
+        setting = read_protocol_file(path).execution.python
+    except SnodoError:
+        setting = None  # `snodo protocol check` reports a protocol that does not load
+    return project_python(root, setting)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from snodo.cli.common import json_option
+from snodo.cli.common import GITIGNORE_HEADER, GITIGNORED, ensure_gitignore, json_option
 from snodo.errors import SnodoError
 from snodo.protocol.templates import TEMPLATES
 
@@ -45,19 +45,18 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
         raise SnodoError(f"{root}: no such directory")
     target = root / ".snodo" / "protocol.yml"
     if target.exists() and not force:
-        raise SnodoError(f"{target} already exists", hint="pass --force to overwrite it")
-    text = template_text(template)
+        error = SnodoError(f"{target} already exists", hint="pass --force to overwrite it")
+        error.exit_code = 4  # could not run: nothing was refused by governance
+        raise error
+    text = _with_python_comment(template_text(template), root)
     proto = parse_protocol(text, source=f"template {template}")
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, text)
     save_project_state(root, ProjectState(current_mode=proto.start_mode, active_sessions=()))
     gitignore = root / ".snodo" / ".gitignore"
     if not gitignore.exists():
-        atomic_write_text(
-            gitignore,
-            "# runtime state; the protocol and decisions are meant to be committed\n"
-            "state.json\njobs/\n*.lock\nplans/\nproposals/\n",
-        )
+        atomic_write_text(gitignore, GITIGNORE_HEADER + "\n".join(GITIGNORED) + "\n")
+    ensure_gitignore(root / ".snodo")
     if as_json:
         emit_json(
             {
@@ -76,3 +75,19 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
         'the committed protocol is the one in force. Then `snodo run "<task>" --mock` tries it without a model.'
     )
     console().print("how to write a task spec, and which acceptance criteria are checked mechanically: docs/tasks.md")
+
+
+def _with_python_comment(text: str, root: Path) -> str:
+    """The template with the interpreter snodo found for this project, as a comment under ``execution:``."""
+    import os
+
+    from snodo.workspace.interpreter import project_python
+
+    found = project_python(root)
+    shown = os.path.relpath(found.path, root) if found.path.startswith(str(root) + os.sep) else found.path
+    comment = (
+        f"  # python: {shown}   # found from {found.source}; used while unset (docs/protocol.md, execution.python)\n"
+    )
+    if "\nexecution:\n" in text:
+        return text.replace("\nexecution:\n", "\nexecution:\n" + comment, 1)
+    return text.rstrip("\n") + "\n# execution:\n#" + comment[1:]

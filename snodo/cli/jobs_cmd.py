@@ -89,6 +89,11 @@ def describe_job(job: dict[str, Any]) -> list[str]:
         lines.append(f"phase     {result['phase']}")
     if result.get("message"):
         lines.append(f"why       {result['message']}")
+    for v in result.get("validators") or ():
+        if v.get("severity") != "pass":  # what halted the run, each with its cause
+            cause = str(v.get("justification") or v.get("error") or "").strip().splitlines() or [""]
+            lines.append(f"judged    {v.get('validator_id')} ({v.get('severity')}): {cause[0]}")
+            lines += [f"          {line}" for line in cause[1:8]]
     if job.get("error"):
         lines.append(f"error     {job['error']}")
     stop = job.get("interrupted")
@@ -139,7 +144,8 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
     \b
     Halted refs (refs/snodo/halted/…) age by their commit's date, job directories by their
     last update; working copies of runs whose process is gone are removed at any age (their
-    commits are kept under refs/snodo/halted/ first). Running and queued jobs are never touched.
+    commits are kept under refs/snodo/halted/ first). Task branches (snodo/…) already merged
+    into another local branch are deleted at any age. Running and queued jobs are never touched.
     """
     from snodo.cli.output import console, emit_json
     from snodo.engine.lifecycle import parse_duration, prune
@@ -149,7 +155,7 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
     if as_json:
         emit_json(removed)
         return
-    total = len(removed["halted_refs"]) + len(removed["jobs"]) + len(removed["worktrees"])
+    total = sum(len(removed[k]) for k in ("halted_refs", "jobs", "worktrees", "branches"))
     if not total:
         console().print(f"nothing to prune (nothing older than {older_than})", markup=False)
         return
@@ -160,3 +166,7 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
     for wt in removed["worktrees"]:
         kept = f" (its commits kept at {wt['halted_ref']})" if wt.get("halted_ref") else ""
         console().print(f"removed working copy {wt['path']}{kept}", markup=False, highlight=False)
+    for b in removed["branches"]:
+        console().print(
+            f"removed branch       {b['branch']} (merged into {b['merged_into']})", markup=False, highlight=False
+        )

@@ -85,8 +85,16 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool) -> None:
     \b
     Output: results on stdout, progress on stderr (-q silences it). With --json every
     command prints exactly one JSON object on stdout, errors included:
-    {"error": ..., "hint": ..., "exit_code": N}. Exit 4 means the command could not run
-    (bad arguments, protocol or state).
+    {"error": ..., "hint": ..., "exit_code": N}. -q, -v and --json may come before or
+    after the command.
+
+    \b
+    Exit codes (every command):
+      0    done
+      1    refused or halted by governance
+           (validate: 1 blocker, 2 escalate, 3 validator_error)
+      4    could not run: bad arguments, unknown ids, missing files, environment
+      130  interrupted
     """
     from snodo.cli.output import set_quiet
 
@@ -117,6 +125,34 @@ def _wants_json(args: list[str]) -> bool:
     return False
 
 
+GLOBAL_FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose"})
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """``-q``/``-v`` typed after the command (``snodo run … -q``) moved before it, where
+    click reads them; nothing after ``--`` is touched."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if a in GLOBAL_FLAGS]
+    rest = [a for a in args[:end] if a not in GLOBAL_FLAGS]
+    # ``snodo --json jobs list``: --json belongs to the command, so it moves after it.
+    command_at = next((i for i, a in enumerate(rest) if not a.startswith("-")), None)
+    if command_at is not None and "--json" in rest[:command_at]:
+        rest = [a for a in rest if a != "--json"] + ["--json"]
+    return [*flags, *rest, *args[end:]]
+
+
+def exit_code_for(exc: SnodoError) -> int:
+    """The exit-code table: what the raiser set, else what the error's class declares, else
+    1 for a governance refusal (a token or a path refused) and 4 for "could not run"."""
+    from snodo.errors import PathValidationError, TokenError
+
+    if "exit_code" in vars(exc):
+        return exc.exit_code
+    if type(exc).exit_code != SnodoError.exit_code:
+        return type(exc).exit_code
+    return 1 if isinstance(exc, TokenError | PathValidationError) else 4
+
+
 def main(argv: list[str] | None = None) -> None:
     """The one error edge of the command line: every failure leaves through here.
 
@@ -126,12 +162,13 @@ def main(argv: list[str] | None = None) -> None:
     """
     from snodo.cli.output import emit_error_json, print_error_text
 
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     verbose = "-v" in args or "--verbose" in args
     as_json = _wants_json(args)
 
     def fail(message: str, hint: str | None, code: int, *, details: tuple[str, ...] = ()) -> NoReturn:
-        if verbose and sys.exc_info()[0] is not None:
+        failure = sys.exc_info()[1]
+        if verbose and failure is not None and not isinstance(failure, click.ClickException):
             import traceback
 
             traceback.print_exc()
@@ -167,7 +204,7 @@ def main(argv: list[str] | None = None) -> None:
             details = tuple(p for p in exc.problems if p != exc.message)
             if "docs/" not in (hint or ""):
                 hint = (f"{hint}; " if hint else "") + "docs/protocol.md explains every field and rule"
-        fail(exc.message, hint, exc.exit_code, details=details)
+        fail(exc.message, hint, exit_code_for(exc), details=details)
     except KeyboardInterrupt:
         from snodo.proc import terminate_all
 

@@ -23,7 +23,8 @@ def protocol() -> None:
 def check_cmd(path: Path | None, as_json: bool) -> None:
     """Check PATH (default: the nearest .snodo/protocol.yml) and report every violation.
 
-    Exit 0 when well-formed (warnings go to stderr), 1 when refused. Nothing is written.
+    Exit 0 when well-formed (warnings go to stderr), 1 when refused, 4 when there is no
+    protocol file to check. Nothing is written.
     """
     from snodo.cli.output import console, emit_json, print_warning
     from snodo.plugins import get_plugin_manager
@@ -34,7 +35,8 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     try:
         proto = read_protocol_file(target)
     except ProtocolError as exc:
-        if as_json:
+        exc.exit_code = 1 if target.is_file() else 4  # refused, or nothing to check
+        if as_json and exc.exit_code == 1:
             emit_json(
                 {
                     "path": str(target),
@@ -82,11 +84,13 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
         for who, err in host.failures():
             print_warning(f"{who} was not loaded: {err}")
         if errors:
-            raise ProtocolError(
+            refused = ProtocolError(
                 f"{target}: the protocol is not well-formed ({len(errors)} violation{'s' * (len(errors) != 1)})",
                 problems=tuple(str(v) for v in errors),
                 hint=_HINT,
             )
+            refused.exit_code = 1
+            raise refused
         modes = ", ".join(m.mode_id for m in proto.modes)
         console().print(f"[green]ok[/] {target}: protocol {proto.protocol_id!r} is well-formed (modes: {modes})")
     if errors:

@@ -74,7 +74,8 @@ def run(
     The loop: constraints and pre-execute validators → a single-use token, consumed at
     the execute boundary → the coder → artifact filter → guarded writes committed on a
     task branch (your checkout is never switched) → post-execute validators → completed,
-    or a halt: blocker, escalate, validator_error, environment_error, internal_error.
+    or a halt: blocker, escalate, validator_error, coder_failed, environment_error,
+    internal_error.
 
     \b
     Examples:
@@ -89,7 +90,9 @@ def run(
     from snodo.cli.output import Progress, console, emit_json
     from snodo.cli.validate_cmd import read_spec
     from snodo.engine.lifecycle import JobRunner
+    from snodo.engine.worktree import require_repo
     from snodo.governance.service import Project
+    from snodo.workspace.interpreter import project_python
 
     if job_id is not None:  # started by a launcher that waits for this: fork away from it first
         from snodo.engine.jobs import JobStore, detach
@@ -105,6 +108,7 @@ def run(
     if mock:
         coder = "mock"
     if job_id is None:  # a claimed job was gated where it was created
+        require_repo(loaded.root)  # outside a git repository nothing can run: exit 4, no job
         refusal = loaded.protocol.cannot_run_tasks(Project(loaded, host, mode=mode_id).mode_id)
         if refusal is not None:
             error = SnodoError(refusal)
@@ -134,6 +138,8 @@ def run(
     with reporter:
         result = runner.execute(prepared, echo=echo)
     payload = result.payload()
+    used = project_python(loaded.root, loaded.protocol.execution.python)
+    payload["python"] = {"path": used.path, "source": used.source}
     if as_json:
         emit_json(payload)
     else:

@@ -129,11 +129,15 @@ def validate(
     if as_json:
         emit_json(payload)
     else:
-        render_outcome(payload, spec=spec)
+        options = [("--phase", phase if phase != "pre_execute" else None), ("--mode", mode_id)]
+        options += [("--task-id", task_id), ("--base", base if base != "HEAD" else None)]
+        render_outcome(payload, spec=spec, options=tuple((k, v) for k, v in options if v))
     raise SystemExit(EXIT[outcome.status])
 
 
-def render_outcome(payload: dict[str, Any], *, spec: str | None = None) -> None:
+def render_outcome(
+    payload: dict[str, Any], *, spec: str | None = None, options: tuple[tuple[str, str], ...] = ()
+) -> None:
     from rich.markup import escape
 
     from snodo.cli.output import console, results_table
@@ -146,13 +150,17 @@ def render_outcome(payload: dict[str, Any], *, spec: str | None = None) -> None:
         f"[bold {colour.get(status, 'white')}]{status}[/] task {payload['task_id']} — "
         f"{escape(str(pol['name']))}: {pol['pass_count']}/{pol['total']} passed, {pol['required']} required"
     )
-    console().print(escape(next_steps(payload, spec)))
+    console().print(escape(next_steps(payload, spec, options)))
 
 
-def next_steps(payload: dict[str, Any], spec: str | None) -> str:
-    """What the person at the terminal does next (the JSON keeps the agent's instruction)."""
+def next_steps(payload: dict[str, Any], spec: str | None, options: tuple[tuple[str, str], ...] = ()) -> str:
+    """What the person at the terminal does next (the JSON keeps the agent's instruction):
+    exact commands, with the options (``--phase post_execute``, ``--mode``…) that were given."""
+    import shlex
+
     status = payload["status"]
-    again = f"snodo validate {_shell_spec(spec)}" if spec is not None else "snodo validate SPEC"
+    same = "".join(f" {name} {shlex.quote(value)}" for name, value in options)
+    again = (f"snodo validate {_shell_spec(spec)}" if spec is not None else "snodo validate SPEC") + same
     run = f"snodo run {_shell_spec(spec)}" if spec is not None else "snodo run SPEC"
     from snodo.outcomes import VALIDATE_NEXT_STEP, VALIDATE_POST_NEXT_STEP
 

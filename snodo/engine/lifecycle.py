@@ -38,6 +38,7 @@ from snodo.engine.worktree import HALTED_NAMESPACE, prune_copies
 from snodo.errors import SnodoError
 from snodo.gitrun import run_git
 from snodo.state.audit import AuditLog
+from snodo.workspace.interpreter import project_python
 
 if TYPE_CHECKING:
     from snodo.governance.service import Project
@@ -155,6 +156,7 @@ class JobRunner:
                 echo(msg)
 
         project = self._project(run.mode)
+        progress(f"project interpreter: {project_python(project.root, project.protocol.execution.python).describe()}")
         with interruptible() as stop:
             try:
                 slot = self._slot(run, project, progress) if run.background else contextlib.nullcontext()
@@ -303,11 +305,48 @@ def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) 
 
     worktrees = prune_copies(root, home, older_than=older_than)
     removed["worktrees"] = worktrees
+    branches = removed["branches"] = prune_merged_branches(root)
     audit = root / ".snodo" / "audit.log"
-    if (refs or gone or worktrees) and audit.parent.is_dir():
+    if (refs or gone or worktrees or branches) and audit.parent.is_dir():
         AuditLog(audit).append(
             "pruned",
             mode=None,
-            data={"halted_refs": refs, "jobs": gone, "worktrees": [w["run_id"] for w in worktrees]},
+            data={
+                "halted_refs": refs,
+                "jobs": gone,
+                "worktrees": [w["run_id"] for w in worktrees],
+                "branches": [b["branch"] for b in branches],
+            },
         )
     return removed
+
+
+def prune_merged_branches(root: Path) -> list[dict[str, str]]:
+    """Delete the ``snodo/*`` task branches whose tip is already in another local branch
+    (merged into their base), except one that is checked out anywhere. Their commits stay
+    reachable from the branch they were merged into; returns ``{branch, merged_into, commit}``."""
+    listing = run_git(root, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+    heads = dict(line.partition(" ")[::2] for line in listing.stdout.splitlines()) if listing.ok else {}
+    bases = {ref: commit for ref, commit in heads.items() if not ref.startswith("refs/heads/snodo/")}
+    worktrees = run_git(root, "worktree", "list", "--porcelain")
+    checked_out = (
+        {line.split(" ", 1)[1] for line in worktrees.stdout.splitlines() if line.startswith("branch ")}
+        if worktrees.ok
+        else set()
+    )
+    pruned: list[dict[str, str]] = []
+    for ref, commit in sorted(heads.items()):
+        if not ref.startswith("refs/heads/snodo/") or ref in checked_out:
+            continue
+        base = next(
+            (b for b in sorted(bases) if run_git(root, "merge-base", "--is-ancestor", commit, bases[b]).ok), None
+        )
+        if base is not None and run_git(root, "update-ref", "-d", ref, commit).ok:
+            pruned.append(
+                {
+                    "branch": ref.removeprefix("refs/heads/"),
+                    "merged_into": base.removeprefix("refs/heads/"),
+                    "commit": commit,
+                }
+            )
+    return pruned

@@ -248,7 +248,9 @@ class Engine:
             if self.activity:
                 message += f" ({self.activity})"
             return self._halted(task_id, Halt("interrupted", phase, message), worktree)
-        except (EnvironmentProblem, CoderError, PluginError) as exc:
+        except CoderError as exc:  # the coder ran and said it could not do the work
+            return self._halted(task_id, Halt("coder_failed", "execute", f"the coder failed: {exc}"), worktree)
+        except (EnvironmentProblem, PluginError) as exc:
             return self._halted(task_id, Halt("environment_error", "execute", str(exc)), worktree)
         except SnodoError as exc:
             return self._halted(task_id, Halt("internal_error", "engine", str(exc)), worktree)

@@ -330,7 +330,12 @@ class ToolHost:
     def _tool_run_tests(self, path: str | None = None) -> dict[str, Any]:
         judges = self.project.protocol.validators_for(self.project.mode, "post_execute")
         with confined(self.project.sandbox_policy(self.project.root)):
-            r = run_tests(self.project.root, path, timeout=TEST_TIMEOUT, **python_settings(judges))
+            r = run_tests(
+                self.project.root,
+                path,
+                timeout=TEST_TIMEOUT,
+                **python_settings(judges, execution_python=self.project.protocol.execution.python),
+            )
         return {
             "passed": r.passed,
             "failed_tests": list(r.failed_tests),

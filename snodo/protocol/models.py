@@ -176,6 +176,9 @@ class Execution:
     limits: Limits = Factory(Limits)
     # Background jobs that may wait as records for a slot; one more is refused, nothing used.
     max_queued_jobs: AtLeastOne = 32
+    # The project's interpreter for every validator and run_tests (relative to the project
+    # root); unset: found from the project's environment (snodo.workspace.interpreter).
+    python: str | None = None
 
 
 @frozen(kw_only=True)

@@ -3,60 +3,48 @@
 Every test run snodo judges goes through here: the pytest validator and the acceptance
 criterion "tests pass" (through :mod:`snodo.api`) and the MCP ``run_tests`` tool. A run
 
-- uses the interpreter ``tooling.python`` names (relative to the project root, so
-  ``.venv/bin/python`` works from an engine worktree), else snodo's own;
-- puts the workspace's import roots first on ``PYTHONPATH`` (``src/`` layouts detected
-  from ``pyproject.toml``/``setup.cfg`` or the directory shape, or ``tooling.pythonpath``)
-  and drops an inherited ``PYTHONPATH``, so the tests import the code under judgement;
-- loads snodo's import probe (a tiny pytest plugin), which reports any of the project's own
-  modules imported from outside the workspace (an editable install pointing at the user's
-  checkout, a conftest that edits ``sys.path``): such a run proves nothing and is refused;
+- is set up by :mod:`snodo.workspace.pysetup` (the project's interpreter, its import roots
+  first on ``PYTHONPATH``, an inherited ``PYTHONPATH`` dropped);
+- loads snodo's probe (a tiny pytest plugin), which reports any of the project's own
+  modules imported from outside the workspace (such a run proves nothing and is refused)
+  and is the structured reading of the run: counts, failed ids, pytest's exit status and
+  each error's exception. Nothing reads pytest's terminal output;
 - writes no byte-code and no pytest cache, so judging never changes the tree;
 - runs without a shell in its own process group, killed as a group at the time limit.
-
-:func:`read_test_output` is the one reader of pytest's output: summary line, failed test
-ids and a bounded excerpt of the failures.
 """
 
 from __future__ import annotations
 
-import configparser
 import contextlib
 import json
 import os
 import re
-import shutil
-import sys
 import tempfile
-import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from attrs import frozen
 
-from snodo.errors import EnvironmentProblem, ToolError, ValidatorFault
+from snodo.errors import ToolError
 from snodo.proc import run_process
 from snodo.sandbox import current_policy
 from snodo.workspace.guard import PathGuard
+from snodo.workspace.pysetup import DOCS, PythonSetup, python_argv, python_setup
 
 PROBE_DIR = Path(__file__).resolve().parent / "pytest_probe"
 PROBE_PLUGIN = "snodo_import_probe"
 PROBE_MARKER = "snodo-import-report: "
-DOCS = "docs/validators.md"
 
 # No cache directory and no bytecode: judging the work must not change the work tree.
 DEFAULT_COMMAND = ("python", "-m", "pytest", "-q")
-NO_TESTS_COLLECTED = 5
 TAIL_LINES = 60
 EXCERPT_CHARS = 4000
 MAX_FAILED_IDS = 50
-# "3 passed, 1 warning in 0.12s", "1 failed, 2 passed in 1.01s", "no tests ran in 0.01s"
-_SUMMARY = re.compile(r"^=*\s*((?:no tests ran|\d+ \w+(?:, \d+ \w+)*) in [\d.]+s(?: \([\d:]+\))?)\s*=*$")
-_SHORT_FAILURE = re.compile(r"^(?:FAILED|ERROR) (\S+)")
-_SECTION = re.compile(r"^=+ (FAILURES|ERRORS) =+$")
-_SHORT_SUMMARY = re.compile(r"^=+ short test summary info =+$")
-_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
+# pytest's closing line ("== 3 passed in 0.12s =="): recognised only to refuse a run the probe missed.
+_PYTEST_TALLY = re.compile(r"^=*\s*(?:no tests ran|\d+ \w+(?:, \d+ \w+)*) in [\d.]+s(?: \([\d:]+\))?\s*=*$")
+# pytest's own order in its closing tally line.
+_TALLY_ORDER = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "errors")
 
 
 # ---------------------------------------------------------------------- reading
@@ -64,259 +52,50 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 
 @frozen(kw_only=True)
 class TestOutput:
-    """What pytest's output says: its closing tally, the failed test ids, the failures shown."""
+    """What the probe reported: the tally, the failed test ids, each error's first lines."""
 
     __test__: ClassVar[bool] = False  # not a pytest test class, despite the name
 
     summary: str | None
     failed_tests: tuple[str, ...]
     excerpt: str
+    exit_name: str | None = None  # pytest.ExitCode's name for the session's exit status
+    errors: tuple[Mapping[str, Any], ...] = ()
 
 
-def read_test_output(output: str, *, excerpt_chars: int = EXCERPT_CHARS) -> TestOutput:
-    """Read a pytest run's output. ``summary`` is ``None`` when no pytest tally was printed."""
-    lines = [line for line in output.splitlines() if not line.startswith(PROBE_MARKER)]
-    summary = None
-    for line in reversed(lines):
-        match = _SUMMARY.match(line.strip())
-        if match:
-            summary = match.group(1).strip()
-            break
-    failed: list[str] = []
-    for line in lines:
-        match = _SHORT_FAILURE.match(line)
-        if match and match.group(1) not in failed:
-            failed.append(match.group(1))
+def read_test_output(report: Mapping[str, Any] | None, *, excerpt_chars: int = EXCERPT_CHARS) -> TestOutput:
+    """Read the probe's report of a pytest session (``None``: pytest never reported)."""
+    if not report:
+        return TestOutput(summary=None, failed_tests=(), excerpt="")
+    counts = report.get("counts") if isinstance(report.get("counts"), dict) else {}
+    assert isinstance(counts, dict)
+    parts = [f"{counts[k]} {k}" for k in _TALLY_ORDER if isinstance(counts.get(k), int) and counts[k]]
+    summary = ", ".join(parts) if parts else "no tests ran"
+    if isinstance(report.get("duration"), int | float):
+        summary += f" in {report['duration']:.2f}s"
+    errors = tuple({**e, "headline": first_lines(e)} for e in report.get("errors") or () if isinstance(e, dict))
+    failed = [str(t) for t in report.get("failed") or () if isinstance(t, str)]
+    text = "\n\n".join(f"{e.get('nodeid')}: {first_lines(e)}\n{e.get('text') or ''}".strip() for e in errors)
+    name = report.get("exitstatus_name")
     return TestOutput(
-        summary=summary, failed_tests=tuple(failed[:MAX_FAILED_IDS]), excerpt=_excerpt(lines, excerpt_chars)
+        summary=summary,
+        failed_tests=tuple(dict.fromkeys(failed))[:MAX_FAILED_IDS],
+        excerpt=_cut(text, excerpt_chars),
+        exit_name=name if isinstance(name, str) else None,
+        errors=errors,
     )
 
 
-def _excerpt(lines: list[str], limit: int) -> str:
-    """The failures section (or the tail of the output), cut to ``limit`` characters."""
-    start = next((i for i, line in enumerate(lines) if _SECTION.match(line.strip())), None)
-    if start is None:
-        chosen = lines[-40:]
-    else:
-        end = next((i for i in range(start, len(lines)) if _SHORT_SUMMARY.match(lines[i].strip())), len(lines))
-        chosen = lines[start:end]
-    text = "\n".join(chosen).strip("\n")
+def first_lines(error: Mapping[str, Any]) -> str:
+    """The line a person needs first: ``ModuleNotFoundError: No module named 'tomli_w'``."""
+    return f"{error.get('type') or 'error'}: {error.get('message') or ''}".strip()
+
+
+def _cut(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     head, tail = (limit * 3) // 4, limit // 4
     return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[-tail:]}"
-
-
-# ------------------------------------------------------------------ the set-up
-
-
-@frozen(kw_only=True)
-class PythonSetup:
-    """How a Python test run is set up for one workspace."""
-
-    python: str
-    pythonpath: tuple[str, ...]  # absolute directories, the workspace's import roots first
-    modules: tuple[str, ...]  # top-level names of the project's own modules and packages
-    workspace: Path
-    project_root: Path  # the user's checkout (the workspace itself outside the engine)
-
-
-def python_setup(
-    workspace: Path,
-    *,
-    project_root: Path | None = None,
-    python: Any = None,
-    pythonpath: Any = None,
-) -> PythonSetup:
-    """Resolve ``tooling.python`` and the import roots; raises :class:`ValidatorFault` on bad settings."""
-    workspace = Path(os.path.realpath(workspace))
-    if not workspace.is_dir():
-        raise ValidatorFault(f"cannot run tests: the workspace {workspace} is not a directory")
-    root = Path(project_root) if project_root is not None else workspace
-    interpreter = _interpreter(python, root)
-    roots = _pythonpath_setting(workspace, pythonpath) if pythonpath is not None else detect_import_roots(workspace)
-    ordered: list[Path] = []
-    for entry in (*roots, workspace):
-        if entry not in ordered:
-            ordered.append(entry)
-    return PythonSetup(
-        python=interpreter,
-        pythonpath=tuple(str(p) for p in ordered),
-        modules=project_modules(ordered),
-        workspace=workspace,
-        project_root=Path(os.path.realpath(root)),
-    )
-
-
-def _interpreter(python: Any, project_root: Path) -> str:
-    if python is None:
-        return sys.executable
-    if not isinstance(python, str) or not python.strip():
-        raise ValidatorFault("tooling.python must be a path to a Python interpreter, e.g. .venv/bin/python")
-    value = os.path.expanduser(python.strip())
-    if os.sep not in value:
-        found = shutil.which(value)
-        if found is None:
-            raise ValidatorFault(
-                f"tooling.python {python!r} was not found on PATH",
-                hint=f"give a path, e.g. .venv/bin/python (relative to the project root); see {DOCS}",
-            )
-        value = found
-    elif not os.path.isabs(value):
-        # Not resolved through symlinks: a virtual environment's python is a symlink whose
-        # own location is what makes it that environment's interpreter.
-        value = os.path.normpath(os.path.join(project_root, value))
-    if not os.path.isfile(value) or not os.access(value, os.X_OK):
-        raise ValidatorFault(
-            f"tooling.python {python!r} does not exist or is not executable (looked for {value}; relative "
-            f"paths are resolved against the project root {project_root})",
-            hint=f"create the environment (python -m venv .venv, then install pytest and the project) or fix "
-            f"tooling.python; see {DOCS}",
-        )
-    try:
-        probe = run_process(
-            [value, "-c", "import sys; print('snodo-python', sys.version_info[0], sys.version_info[1])"],
-            cwd=project_root if project_root.is_dir() else Path(tempfile.gettempdir()),
-            timeout=60,
-            sandbox=current_policy(),
-        )
-        answered, shown = probe.ok and "snodo-python 3" in probe.output, probe.tail(3).strip()
-        shown = shown or f"exit code {probe.returncode}"
-    except EnvironmentProblem as exc:
-        answered, shown = False, exc.message
-    if not answered:
-        raise ValidatorFault(
-            f"tooling.python {python!r} ({value}) is not a Python 3 interpreter: asked for its version it "
-            f"answered {shown!r}",
-            hint=f"point tooling.python at the project's Python, e.g. .venv/bin/python; see {DOCS}",
-        )
-    return value
-
-
-def _pythonpath_setting(workspace: Path, pythonpath: Any) -> list[Path]:
-    entries = [pythonpath] if isinstance(pythonpath, str) else pythonpath
-    if not isinstance(entries, list | tuple) or not all(isinstance(e, str) and e.strip() for e in entries):
-        raise ValidatorFault("tooling.pythonpath must be a directory or a list of directories inside the project")
-    roots: list[Path] = []
-    for entry in entries:
-        target = Path(os.path.realpath(workspace / entry.strip()))
-        if os.path.isabs(entry) or not (target == workspace or workspace in target.parents):
-            raise ValidatorFault(
-                f"tooling.pythonpath entry {entry!r} is outside the project; the tests must import the "
-                "code under judgement, so only directories inside the project are allowed",
-                hint=f"give paths relative to the project root, e.g. [src]; see {DOCS}",
-            )
-        if not target.is_dir():
-            raise ValidatorFault(
-                f"tooling.pythonpath entry {entry!r} is not a directory of the project",
-                hint=f"fix the path (relative to the project root); see {DOCS}",
-            )
-        roots.append(target)
-    return roots
-
-
-def detect_import_roots(workspace: Path) -> list[Path]:
-    """Where the project's importable code lives: declared package directories, else ``src/``."""
-    declared: list[str] = []
-    try:
-        with open(workspace / "pyproject.toml", "rb") as fh:
-            declared += _pyproject_roots(tomllib.load(fh))
-    except (OSError, tomllib.TOMLDecodeError):
-        pass
-    declared += _setup_cfg_roots(workspace / "setup.cfg")
-    roots: list[Path] = []
-    for rel in declared:
-        target = Path(os.path.realpath(workspace / rel))
-        if (target == workspace or workspace in target.parents) and target.is_dir() and target not in roots:
-            roots.append(target)
-    src = workspace / "src"
-    if not roots and src.is_dir() and project_modules([src]):
-        roots.append(Path(os.path.realpath(src)))
-    return roots
-
-
-def _pyproject_roots(doc: dict[str, Any]) -> list[str]:
-    tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
-    assert isinstance(tool, dict)
-    found: list[str] = []
-
-    def get(*keys: str) -> Any:
-        node: Any = tool
-        for key in keys:
-            if not isinstance(node, dict):
-                return None
-            node = node.get(key)
-        return node
-
-    package_dir = get("setuptools", "package-dir")
-    if isinstance(package_dir, dict) and isinstance(package_dir.get(""), str):
-        found.append(package_dir[""])
-    where = get("setuptools", "packages", "find", "where")
-    if isinstance(where, list):
-        found += [w for w in where if isinstance(w, str)]
-    hatch = get("hatch", "build", "targets", "wheel", "packages")
-    if isinstance(hatch, list):
-        found += [str(Path(p).parent) for p in hatch if isinstance(p, str) and "/" in p]
-    poetry = get("poetry", "packages")
-    if isinstance(poetry, list):
-        found += [p["from"] for p in poetry if isinstance(p, dict) and isinstance(p.get("from"), str)]
-    for keys in (("pdm", "build", "package-dir"), ("maturin", "python-source")):
-        value = get(*keys)
-        if isinstance(value, str):
-            found.append(value)
-    return found
-
-
-def _setup_cfg_roots(path: Path) -> list[str]:
-    if not path.is_file():
-        return []
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, UnicodeDecodeError):
-        return []
-    found: list[str] = []
-    for line in parser.get("options", "package_dir", fallback="").splitlines():
-        name, eq, target = line.partition("=")
-        if eq and not name.strip() and target.strip():
-            found.append(target.strip())
-    found += [w.strip() for w in parser.get("options.packages.find", "where", fallback="").split() if w.strip()]
-    return found
-
-
-def project_modules(roots: Sequence[Path]) -> tuple[str, ...]:
-    """Top-level module and package names found directly in ``roots``."""
-    names: set[str] = set()
-    for root in roots:
-        try:
-            with os.scandir(root) as listing:
-                entries = list(listing)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_file() and entry.name.endswith(".py") and _IDENTIFIER.match(entry.name[:-3]):
-                names.add(entry.name[:-3])
-            elif entry.is_dir(follow_symlinks=False) and _IDENTIFIER.match(entry.name) and _holds_python(entry.path):
-                names.add(entry.name)
-    return tuple(sorted(names))
-
-
-def _holds_python(path: str) -> bool:
-    try:
-        with os.scandir(path) as listing:
-            return any(e.name.endswith(".py") for e in listing if e.is_file())
-    except OSError:
-        return False
-
-
-def python_argv(argv: Sequence[str], setup: PythonSetup) -> list[str]:
-    """``argv`` with a leading ``python``/``python3`` (or ``pytest``) run by the set-up's interpreter."""
-    out = list(argv)
-    if out and out[0] in ("python", "python3"):
-        out[0] = setup.python
-    elif out and out[0] == "pytest":
-        out[:1] = [setup.python, "-m", "pytest"]
-    return out
 
 
 # ------------------------------------------------------------------- running
@@ -341,15 +120,28 @@ class SuiteRun:
     setup: PythonSetup
 
     @property
+    def missing_modules(self) -> tuple[str, ...]:
+        """Modules the tests could not import that are not the project's own: the environment lacks them."""
+        own = set(self.setup.modules)
+        found = [str(e["missing"]) for e in self.read.errors if isinstance(e.get("missing"), str)]
+        return tuple(dict.fromkeys(m for m in found if m.split(".")[0] not in own))
+
+    @property
     def foreign_imports(self) -> dict[str, str]:
         return dict((self.imports or {}).get("foreign") or {})
 
     @property
     def failed_tests(self) -> tuple[str, ...]:
-        probed = (self.imports or {}).get("failed")
-        if isinstance(probed, list) and probed:
-            return tuple(str(t) for t in probed[:MAX_FAILED_IDS])
         return self.read.failed_tests
+
+    @property
+    def pytest_without_probe(self) -> bool:
+        """Whether pytest printed its closing tally although the probe never reported: it ran
+        behind a wrapper that dropped snodo's environment. Only ever used to refuse a verdict
+        (the imports were not checked); results are read from the probe alone."""
+        if self.imports is not None:
+            return False
+        return any(_PYTEST_TALLY.match(line.strip()) for line in self.output.splitlines()[-20:])
 
     def tail(self, lines: int = 40) -> str:
         kept = [line for line in self.output.splitlines() if not line.startswith(PROBE_MARKER)]
@@ -374,14 +166,18 @@ def run_python_tests(
     project_root: Path | None = None,
     python: Any = None,
     pythonpath: Any = None,
+    execution_python: Any = None,
 ) -> SuiteRun:
     """Set up and run ``command`` in ``workspace`` (see the module docstring); the plugins' entry point.
 
-    A leading ``python``/``python3`` in ``command`` is the interpreter ``python`` names (a
-    relative path resolves against ``project_root``), a leading ``pytest`` is ``python -m pytest``.
+    A leading ``python``/``python3`` in ``command`` is the project's interpreter (``python``,
+    else ``execution_python``, else the one found; a relative path resolves against
+    ``project_root``), a leading ``pytest`` is ``python -m pytest``.
     Raises :class:`ValidatorFault` for settings that cannot work.
     """
-    setup = python_setup(workspace, project_root=project_root, python=python, pythonpath=pythonpath)
+    setup = python_setup(
+        workspace, project_root=project_root, python=python, pythonpath=pythonpath, execution_python=execution_python
+    )
     return run_suite(python_argv(command, setup), setup, timeout=timeout)
 
 
@@ -407,7 +203,7 @@ def run_suite(argv: Sequence[str], setup: PythonSetup, *, timeout: float) -> Sui
         timed_out=result.timed_out,
         duration=result.duration,
         output=result.output,
-        read=read_test_output(result.output),
+        read=read_test_output(imports),
         imports=imports,
         setup=setup,
     )
@@ -431,17 +227,19 @@ def _load_report(path: Path, output: str) -> dict[str, Any] | None:
 # ------------------------------------------------------------ the MCP tool
 
 
-def python_settings(validators: Sequence[Any]) -> dict[str, Any]:
-    """``python``/``pythonpath`` from the first of ``validators`` whose tooling sets either.
+def python_settings(validators: Sequence[Any], *, execution_python: str | None = None) -> dict[str, Any]:
+    """``python``/``pythonpath`` from the first of ``validators`` whose tooling sets either,
+    and the protocol's ``execution.python``.
 
     The MCP ``run_tests`` tool has no tooling of its own: it runs the tests the way the
     mode's test-running validators are configured to.
     """
+    found: dict[str, Any] = {"execution_python": execution_python}
     for v in validators:
         tooling = getattr(v, "tooling", None) or {}
         if "python" in tooling or "pythonpath" in tooling:
-            return {"python": tooling.get("python"), "pythonpath": tooling.get("pythonpath")}
-    return {}
+            return {**found, "python": tooling.get("python"), "pythonpath": tooling.get("pythonpath")}
+    return found
 
 
 @frozen(kw_only=True)
@@ -461,6 +259,7 @@ class TestRunResult:
     timed_out: bool
     duration: float
     failed_tests: tuple[str, ...] = ()
+    python: str = ""  # the interpreter that ran them, and how it was found
 
 
 def run_tests(
@@ -471,12 +270,16 @@ def run_tests(
     command: Sequence[str] | None = None,
     python: Any = None,
     pythonpath: Any = None,
+    execution_python: Any = None,
 ) -> TestRunResult:
     """Run the tests of the project at ``root`` (or only ``path``) and summarise them.
 
-    ``command`` replaces :data:`DEFAULT_COMMAND`; ``python`` and ``pythonpath`` are the
-    protocol's tooling settings; ``path`` comes from the agent and must be inside the root.
+    ``command`` replaces :data:`DEFAULT_COMMAND`; ``python``, ``pythonpath`` and
+    ``execution_python`` are the protocol's settings (see :func:`python_settings`); ``path``
+    comes from the agent and must be inside the root.
     """
+    from pytest import ExitCode
+
     if command is not None and (
         isinstance(command, str) or not command or not all(isinstance(a, str) and a for a in command)
     ):
@@ -485,7 +288,9 @@ def run_tests(
         raise ToolError("the test timeout must be positive")
     if not Path(root).is_dir():
         raise ToolError(f"cannot run tests: {root} is not a directory")
-    setup = python_setup(Path(root), project_root=Path(root), python=python, pythonpath=pythonpath)
+    setup = python_setup(
+        Path(root), project_root=Path(root), python=python, pythonpath=pythonpath, execution_python=execution_python
+    )
     argv = python_argv(command if command is not None else DEFAULT_COMMAND, setup)
     if path is not None:
         if not isinstance(path, str) or path.startswith("-"):
@@ -499,8 +304,10 @@ def run_tests(
         summary = f"timed out after {timeout:g} s; the test run was killed"
     elif foreign:
         summary = run.foreign_message()
-    elif code == NO_TESTS_COLLECTED:
+    elif code == ExitCode.NO_TESTS_COLLECTED:
         summary = "no tests collected"
+    elif run.read.errors:
+        summary = f"{run.read.summary}; {first_lines(run.read.errors[0])}"
     else:
         summary = run.read.summary or f"exit code {code}"
     return TestRunResult(
@@ -511,4 +318,5 @@ def run_tests(
         timed_out=run.timed_out,
         duration=run.duration,
         failed_tests=run.failed_tests,
+        python=f"{setup.python} ({setup.python_source})",
     )

@@ -1,58 +1,57 @@
-"""The one test-run reader: pytest output, import roots, the interpreter setting, and that it is the only one."""
+"""The one test-run reader: the probe's structured report, import roots, the interpreter setting."""
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from snodo.errors import ValidatorFault
-from snodo.workspace.testrun import (
-    PROBE_MARKER,
-    detect_import_roots,
-    project_modules,
-    python_setup,
-    read_test_output,
-)
+from snodo.workspace.pysetup import detect_import_roots, project_modules, python_setup
+from snodo.workspace.testrun import read_test_output, run_tests
 
 REPO = Path(__file__).resolve().parents[2]
 
-RED_OUTPUT = """\
-F.                                                                       [100%]
-=================================== FAILURES ===================================
-___________________________________ test_add ___________________________________
-
-    def test_add():
->       assert add(2, 3) == 5
-E       assert -1 == 5
-
-tests/test_calc.py:5: AssertionError
-=========================== short test summary info ============================
-FAILED tests/test_calc.py::test_add - assert -1 == 5
-ERROR tests/test_other.py - ImportError: boom
-snodo-import-report: {"foreign": {}}
-1 failed, 1 passed, 1 error in 0.03s
-"""
+REPORT = {
+    "counts": {"passed": 1, "failed": 1, "errors": 1},
+    "failed": ["tests/test_calc.py::test_add", "tests/test_other.py", "tests/test_calc.py::test_add"],
+    "errors": [{"nodeid": "tests/test_other.py", "type": "ImportError", "message": "boom", "text": "E  boom"}],
+    "exitstatus": 1,
+    "exitstatus_name": "TESTS_FAILED",
+}
 
 
-def test_reads_summary_failed_ids_and_the_failures_section() -> None:
-    read = read_test_output(RED_OUTPUT)
-    assert read.summary == "1 failed, 1 passed, 1 error in 0.03s"
+def test_reads_the_probes_counts_failed_ids_and_errors() -> None:
+    read = read_test_output(REPORT)
+    assert read.summary == "1 failed, 1 passed, 1 errors"  # no duration reported: none shown
     assert read.failed_tests == ("tests/test_calc.py::test_add", "tests/test_other.py")
-    assert read.excerpt.startswith("=") and "assert -1 == 5" in read.excerpt
-    assert "short test summary" not in read.excerpt and PROBE_MARKER not in read.excerpt
+    assert read.exit_name == "TESTS_FAILED" and read.errors[0]["headline"] == "ImportError: boom"
+    assert "tests/test_other.py: ImportError: boom" in read.excerpt
 
 
-def test_no_summary_is_none_and_the_excerpt_is_bounded() -> None:
-    assert read_test_output("hello\nworld\n").summary is None
-    assert read_test_output("3 passed\n").summary is None  # a test's own print is not pytest's tally
-    long = "=== FAILURES ===\n" + "\n".join(f"line {i} " + "x" * 100 for i in range(500))
+def test_no_report_is_no_summary_and_the_excerpt_is_bounded() -> None:
+    assert read_test_output(None).summary is None
+    long = {"errors": [{"nodeid": "t", "type": "E", "message": "m", "text": "x" * 9000}]}
     excerpt = read_test_output(long, excerpt_chars=2000).excerpt
     assert len(excerpt) < 2100 and "characters cut" in excerpt
-    assert excerpt.startswith("=== FAILURES ===") and excerpt.endswith("x" * 20)
+
+
+def test_a_tests_own_output_cannot_fake_the_tally(tmp_path: Path) -> None:
+    """The tally comes from pytest's own reports (the probe), never from what a test prints."""
+    root = write(
+        tmp_path / "ws",
+        {
+            "tests/test_lies.py": "def test_lies():\n    print('\\n999 passed in 0.01s')\n    assert False\n",
+            "tests/test_broken.py": "import realproj_nowhere_module\n",
+        },
+    )
+    run = run_tests(root, command=["python", "-m", "pytest", "-q", "-s", "tests/test_lies.py"], timeout=120)
+    assert not run.passed and run.summary.startswith("1 failed in ") and "999" not in run.summary
+    assert run.failed_tests == ("tests/test_lies.py::test_lies",)
+    broken = run_tests(root, timeout=120)
+    assert broken.exit_code == 2 and "ModuleNotFoundError: No module named 'realproj_nowhere_module'" in broken.summary
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -150,27 +149,6 @@ def test_a_python_that_is_not_python_is_refused(tmp_path: Path, kind: str) -> No
         assert "not a Python 3 interpreter" in text and "I am not Python" in text
 
 
-# --------------------------------------------------------------- one reader (issue: one home per rule)
-
-_TALLY = re.compile(r"re\.compile\([^\n]*(passed|no tests ran)", re.IGNORECASE)
-
-
-def test_there_is_one_test_run_reader() -> None:
-    """Only the core's testrun module reads pytest tallies; plugins reach it through snodo.api."""
-    readers = sorted(
-        str(path.relative_to(REPO))
-        for top in ("snodo", "plugins", "conformance")
-        for path in (REPO / top).rglob("*.py")
-        if _TALLY.search(path.read_text(encoding="utf-8"))
-    )
-    assert readers == ["snodo/workspace/testrun.py"]
-    plugin = (REPO / "plugins" / "validators" / "_testrun.py").read_text(encoding="utf-8")
-    assert "run_python_tests" in plugin and "from snodo.api import" in plugin
-    import snodo.api
-
-    assert {"read_test_output", "run_python_tests", "SuiteRun", "TestOutput"} <= set(snodo.api.__all__)
-
-
 # ------------------------------------------------------------------ the MCP tool uses the same run
 
 
@@ -199,5 +177,5 @@ def test_run_tests_puts_src_first_names_failures_and_refuses_foreign_imports(tmp
         Validator(validator_id="a", validator_type="protocol"),
         Validator(validator_id="b", validator_type="pytest", tooling={"python": sys.executable, "pythonpath": "src"}),
     )
-    assert python_settings(judges) == {"python": sys.executable, "pythonpath": "src"}
-    assert python_settings(judges[:1]) == {}
+    assert python_settings(judges) == {"python": sys.executable, "pythonpath": "src", "execution_python": None}
+    assert python_settings(judges[:1], execution_python="venv/bin/python") == {"execution_python": "venv/bin/python"}

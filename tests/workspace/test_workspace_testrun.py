@@ -91,7 +91,7 @@ def test_paths_outside_the_root_are_refused(suite: Path, path: str) -> None:
 
 def test_a_custom_command_and_bad_arguments(suite: Path) -> None:
     custom = run_tests(suite, command=[sys.executable, "-c", "print('== 2 passed, 1 skipped in 0.01s ==')"])
-    assert custom.passed and custom.summary == "2 passed, 1 skipped in 0.01s"
+    assert custom.passed and custom.summary == "exit code 0"  # printed text is never read as pytest's tally
     failing = run_tests(suite, command=[sys.executable, "-c", "raise SystemExit(3)"])
     assert not failing.passed and failing.summary == "exit code 3"
     for bad in ("pytest -q", [], [sys.executable, ""]):

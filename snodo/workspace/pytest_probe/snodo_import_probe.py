@@ -7,9 +7,13 @@ reports which of the project's own modules were imported from outside the worksp
 (``SNODO_IMPORT_WORKSPACE``): those with a top-level name the workspace defines
 (``SNODO_PROJECT_MODULES``), and any module loaded from the user's checkout
 (``SNODO_IMPORT_PROJECT_ROOT``, when the workspace is elsewhere) other than the
-interpreter's own environment; plus the ids of failed tests. The report goes to the file
-``SNODO_IMPORT_REPORT`` (under the temporary directory) and to one marked line of the
-output, so it reaches snodo whichever of the two survives. It writes nothing else.
+interpreter's own environment. It is also snodo's structured reading of the run, so no
+terminal output is parsed: the counts per outcome, the ids of failed tests, pytest's own
+exit status with its ``pytest.ExitCode`` name, and each error's exception (type, the
+missing module of an ``ImportError``, the first lines of pytest's report), bounded. The
+report goes to the file ``SNODO_IMPORT_REPORT`` (under the temporary directory) and to one
+marked line of the output, so it reaches snodo whichever of the two survives. It writes
+nothing else.
 """
 
 from __future__ import annotations
@@ -17,11 +21,17 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 MARKER = "snodo-import-report: "
 _failed: list[str] = []
+_counts: dict[str, int] = {}
+_errors: list[dict[str, Any]] = []
+_exit: dict[str, Any] = {}
 _report: dict[str, Any] | None = None
+MAX_ERRORS = 20
+ERROR_CHARS = 1500
 
 
 def _inside(path: str, root: str) -> bool:
@@ -62,21 +72,89 @@ def _build() -> dict[str, Any]:
             and not any(_inside(p, prefix) for p in paths for prefix in prefixes)
         ):
             foreign[name] = os.path.realpath(paths[0])
-    return {"workspace": root, "checked": checked, "foreign": foreign, "failed": _failed[:200]}
+    return {
+        "workspace": root,
+        "checked": checked,
+        "foreign": foreign,
+        "failed": _failed[:200],
+        "counts": dict(_counts),
+        "errors": _errors[:MAX_ERRORS],
+        **_exit,
+    }
+
+
+def _count(outcome: str) -> None:
+    _counts[outcome] = _counts.get(outcome, 0) + 1
 
 
 def pytest_runtest_logreport(report: Any) -> None:
-    if report.failed and report.nodeid not in _failed:
-        _failed.append(report.nodeid)
+    xfail = hasattr(report, "wasxfail")
+    if report.failed:
+        _count("failed" if report.when == "call" else "errors")
+        if report.nodeid not in _failed:
+            _failed.append(report.nodeid)
+    elif report.skipped:
+        _count("xfailed" if xfail else "skipped")
+    elif report.when == "call":
+        _count("xpassed" if xfail else "passed")
 
 
 def pytest_collectreport(report: Any) -> None:
     if report.failed:
+        _count("errors")
         _failed.append(report.nodeid or "<collection>")
+
+
+def pytest_deselected(items: Any) -> None:
+    _counts["deselected"] = _counts.get("deselected", 0) + len(items)
+
+
+def _cause(exc: Any) -> Any:
+    """The exception that made pytest give up: an ``ImportError`` in the chain when there is one."""
+    seen = 0
+    node = exc
+    while node is not None and seen < 10:
+        if isinstance(node, ImportError):
+            return node
+        node, seen = node.__cause__ or node.__context__, seen + 1
+    return exc
+
+
+def pytest_exception_interact(node: Any, call: Any, report: Any) -> None:
+    """Every error pytest reports (collection and tests), with the exception object itself."""
+    if len(_errors) >= MAX_ERRORS or call.excinfo is None:
+        return
+    exc = _cause(call.excinfo.value)
+    text = str(getattr(report, "longreprtext", "") or "")
+    missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    _errors.append(
+        {
+            "nodeid": getattr(report, "nodeid", "") or "<collection>",
+            "when": getattr(report, "when", None) or "collect",
+            "type": type(exc).__name__,
+            "message": str(exc)[:500],
+            "missing": missing if isinstance(missing, str) else None,
+            "text": text[-ERROR_CHARS:],
+        }
+    )
+
+
+def pytest_sessionstart(session: Any) -> None:
+    _exit["started"] = time.monotonic()
 
 
 def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
     global _report
+    _exit["duration"] = round(time.monotonic() - _exit.pop("started", time.monotonic()), 2)
+    status = int(exitstatus)
+    try:
+        import pytest
+
+        name = pytest.ExitCode(status).name
+    except (ImportError, AttributeError, ValueError):
+        name = None
+    _exit["exitstatus"] = status
+    _exit["exitstatus_name"] = name
     _report = _build()
     target = os.environ.get("SNODO_IMPORT_REPORT")
     if target:

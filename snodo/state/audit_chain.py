@@ -1,0 +1,300 @@
+"""The audit log's line format: hashing, the checkpoint signature, and reading one line.
+
+Kept apart from :mod:`snodo.state.audit` (appending, recovery, verifying a file) so the
+format a third party must re-implement to check a log offline reads on its own page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from attrs import frozen
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from snodo.state.atomic import canonical_json
+from snodo.state.keys import public_key_fingerprint
+
+GENESIS = "0" * 64
+CHECKPOINT = "checkpoint"
+HASHED_FIELDS = ("seq", "ts", "event", "mode", "data", "prev")
+ALL_FIELDS = frozenset((*HASHED_FIELDS, "hash"))
+# Prefixed to the signed bytes so a checkpoint signature can never pass for a signature over
+# any other snodo document.
+_CHECKPOINT_CONTEXT = b"snodo audit checkpoint v1\n"
+
+LARGE_STRING_CHARS = 4096
+"""A string in an event longer than this is recorded as digest, length and excerpt."""
+EXCERPT_CHARS = 256
+
+
+def record_hash(record: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_json({k: record[k] for k in HASHED_FIELDS})).hexdigest()
+
+
+def checkpoint_payload(seq: int, ts: str, prev: str, key: str) -> bytes:
+    """What a checkpoint's signature covers: its place, its time, the chain head, the key."""
+    return _CHECKPOINT_CONTEXT + canonical_json({"seq": seq, "ts": ts, "prev": prev, "key": key})
+
+
+def bounded(value: Any) -> Any:
+    """``value`` with every over-long string replaced by its digest, length and an excerpt.
+
+    An agent's 10 MB argument must not become 10 MB of audit log; the digest still proves
+    what was sent.
+    """
+    if isinstance(value, str):
+        if len(value) <= LARGE_STRING_CHARS:
+            return value
+        return {
+            "excerpt": value[:EXCERPT_CHARS],
+            "length": len(value),
+            "sha256": hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest(),
+            "truncated": True,
+        }
+    if isinstance(value, dict):
+        return {k: bounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [bounded(v) for v in value]
+    return value
+
+
+@frozen(kw_only=True)
+class Anchor:
+    """The last checkpoint as recorded in the home: its seq, hash and the log size up to it."""
+
+    seq: int
+    hash: str
+    size: int
+
+
+class ChainBreak(Exception):
+    def __init__(self, line: int | None, reason: str) -> None:
+        super().__init__(reason)
+        self.line = line
+        self.reason = reason
+
+
+@frozen(kw_only=True)
+class Scan:
+    """What one pass over the log found."""
+
+    lines: int  # complete, chained lines before any fault
+    events: int  # events among them
+    checkpoint: dict[str, Any] | None  # the last checkpoint line
+    checkpoint_line: int
+    checkpoints: int
+    signed_size: int  # bytes up to and including the last checkpoint
+    fault: ChainBreak | None
+    fault_is_torn_end: bool  # the fault is an incomplete final line (a write cut off)
+    anchor_hash: str | None  # hash of the line the home's checkpoint names, if reached
+
+
+def parse_line(raw: bytes, lineno: int) -> dict[str, Any]:
+    if not raw.endswith(b"\n"):
+        raise ChainBreak(lineno, "incomplete last line (a write was cut off)")
+    try:
+        record = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ChainBreak(lineno, f"not valid JSON ({exc})") from exc
+    if not isinstance(record, dict) or record.keys() != ALL_FIELDS:
+        found = sorted(record) if isinstance(record, dict) else type(record).__name__
+        raise ChainBreak(lineno, f"not an audit record (fields: {found})")
+    return record
+
+
+def check_record(record: dict[str, Any], lineno: int, prev: str) -> None:
+    expected_seq = lineno - 1
+    if type(record["seq"]) is not int or record["seq"] != expected_seq:
+        raise ChainBreak(lineno, f"seq is {record['seq']!r}, expected {expected_seq}")
+    if record["prev"] != prev:
+        raise ChainBreak(lineno, "prev does not match the hash of the line before")
+    try:
+        actual = record_hash(record)
+    except ValueError as exc:
+        raise ChainBreak(lineno, f"record cannot be hashed ({exc})") from exc
+    if record["hash"] != actual:
+        raise ChainBreak(lineno, "hash does not match the record's content")
+    if record["event"] == CHECKPOINT:
+        data = record["data"]
+        if (
+            record["mode"] is not None
+            or not isinstance(data, dict)
+            or data.keys() != {"key", "signature"}
+            or not all(isinstance(v, str) for v in data.values())
+        ):
+            raise ChainBreak(lineno, "malformed checkpoint (it must hold only a key and a signature)")
+
+
+def check_signature(checkpoint: Mapping[str, Any], key: Ed25519PublicKey) -> str:
+    """Why ``checkpoint``'s signature does not verify with ``key``, or "" if it does."""
+    fingerprint = public_key_fingerprint(key)
+    data = checkpoint["data"]
+    if data["key"] != fingerprint:
+        return f"checkpoint signed by key {data['key']}, not by the trusted audit key {fingerprint}"
+    try:
+        signature = base64.b64decode(data["signature"], validate=True)
+        key.verify(signature, checkpoint_payload(checkpoint["seq"], checkpoint["ts"], checkpoint["prev"], data["key"]))
+    except (InvalidSignature, binascii.Error, ValueError):
+        return "checkpoint signature does not verify (the log was rewritten after it was signed)"
+    return ""
+
+
+def dump_line(record: Mapping[str, Any]) -> bytes:
+    """A line is the canonical JSON of the whole record, so that the canonical JSON of the
+    six hashed fields is the line with its ``hash`` member cut out (see :func:`fast_link`)."""
+    return canonical_json(record) + b"\n"
+
+
+_HASH_MEMBER = b',"hash":"'
+_CHECKPOINT_EVENT = b',"event":"checkpoint"'
+
+
+def fast_link(raw: bytes, lineno: int, prev: str) -> tuple[str, bool] | None:
+    """``(hash, is_checkpoint)`` of a canonical line that links to ``prev``, checked on its
+    bytes without parsing them; None sends the line through the full check.
+
+    With sorted keys the record's own ``hash`` member is the last ``,"hash":"`` of the line
+    (inside string values quotes are escaped; only ``mode``, ``prev``, ``seq`` and ``ts``
+    follow it), and cutting it out leaves exactly the canonical JSON the hash covers. A
+    line passing this is byte for byte what its hash commits to, and the signed checkpoint
+    after it commits to that hash, so parsing it would prove nothing more. Anything else
+    (another key order, spacing, a broken link) takes the slow path, which names the fault.
+    """
+    if not raw.endswith(b"}\n"):
+        return None
+    cut = raw.rfind(_HASH_MEMBER)
+    if cut < 0 or raw[cut + 73 : cut + 74] != b'"':
+        return None
+    claimed = raw[cut + 9 : cut + 73]
+    digest = hashlib.sha256(raw[:cut])
+    digest.update(raw[cut + 74 : -1])
+    if digest.hexdigest().encode("ascii") != claimed:
+        return None
+    tail = raw[cut + 74 :]
+    at = tail.rfind(b',"prev":"')
+    if at < 0 or tail[at + 9 : at + 73] != prev.encode("ascii") or tail[at + 73 : at + 81] != b'","seq":':
+        return None
+    digits = tail[at + 81 : tail.find(b",", at + 81)]
+    if digits != str(lineno - 1).encode("ascii"):
+        return None
+    return claimed.decode("ascii"), raw[cut - len(_CHECKPOINT_EVENT) : cut] == _CHECKPOINT_EVENT
+
+
+def last_line(log: BinaryIO, size: int) -> bytes:
+    """The final line of a file of ``size`` bytes, read backwards from the end."""
+    block = 8192
+    while True:
+        start = max(0, size - block)
+        log.seek(start)
+        chunk = log.read(size - start)
+        cut = chunk.rfind(b"\n", 0, len(chunk) - 1)
+        if cut >= 0 or start == 0:
+            return bytes(chunk[cut + 1 :])
+        block *= 2
+
+
+def scan_lines(raw_lines: Iterable[bytes], anchor: Anchor | None) -> Scan:
+    """One pass: chain every line, stop at the first fault, note the last checkpoint."""
+    prev, lines, events, offset = GENESIS, 0, 0, 0
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_line = checkpoints = signed_size = 0
+    fault: ChainBreak | None = None
+    torn = False
+    anchor_seq = anchor.seq if anchor is not None else -1
+    anchor_hash: str | None = None
+    last_checkpoint_raw = b""
+    for lineno, raw in enumerate(raw_lines, start=1):
+        fast = fast_link(raw, lineno, prev)
+        if fast is not None:
+            prev, is_checkpoint = fast
+        else:
+            try:
+                record = parse_line(raw, lineno)
+                check_record(record, lineno, prev)
+            except ChainBreak as broken:
+                fault = broken
+                torn = not raw.endswith(b"\n")
+                break
+            prev, is_checkpoint = record["hash"], record["event"] == CHECKPOINT
+        lines, offset = lineno, offset + len(raw)
+        if lineno - 1 == anchor_seq:
+            anchor_hash = prev
+        if is_checkpoint:
+            last_checkpoint_raw, checkpoint_line, signed_size = raw, lineno, offset
+            checkpoints += 1
+        else:
+            events += 1
+    if last_checkpoint_raw:
+        try:
+            checkpoint = parse_line(last_checkpoint_raw, checkpoint_line)
+            check_record(checkpoint, checkpoint_line, checkpoint["prev"])  # its shape
+        except ChainBreak as broken:
+            checkpoint, fault = None, broken
+    return Scan(
+        lines=lines,
+        events=events,
+        checkpoint=checkpoint,
+        checkpoint_line=checkpoint_line,
+        checkpoints=checkpoints,
+        signed_size=signed_size,
+        fault=fault,
+        fault_is_torn_end=torn,
+        anchor_hash=anchor_hash,
+    )
+
+
+def first_problem(
+    scan: Scan, anchor: Anchor | None, key: Ed25519PublicKey | None, *, home: Path, tail_ok: bool = False
+) -> ChainBreak | None:
+    """The earliest fault: a broken line, a home checkpoint the log does not hold, an
+    unsigned tail (unless ``tail_ok``), a last checkpoint whose signature fails."""
+    problems: list[ChainBreak] = []
+    if scan.fault is not None and not tail_ok:
+        problems.append(scan.fault)
+    if anchor is not None:
+        where = anchor.seq + 1
+        if scan.anchor_hash is None:
+            problems.append(
+                ChainBreak(
+                    min(scan.lines + 1, where),
+                    f"the log has {scan.lines} intact lines but {home} recorded a signed checkpoint at "
+                    f"line {where}: lines were removed (truncated, deleted, or rolled back to an older copy)",
+                )
+            )
+        elif scan.anchor_hash != anchor.hash:
+            problems.append(
+                ChainBreak(
+                    where,
+                    f"line {where} is not the signed checkpoint {home} recorded there: the log was "
+                    "rewritten or replaced by another copy",
+                )
+            )
+    # Lines after the last checkpoint are unsigned; but when the chain breaks there, the
+    # break is the fault to name (it is why no checkpoint covers them), unless it is only
+    # a write cut off at the very end.
+    broken_there = scan.fault is not None and not scan.fault_is_torn_end
+    if scan.lines > scan.checkpoint_line and not tail_ok and not broken_there:
+        problems.append(
+            ChainBreak(
+                scan.checkpoint_line + 1,
+                "not covered by a signed checkpoint (appended outside snodo, or an append was cut off)",
+            )
+        )
+    if scan.checkpoint is not None:
+        why = (
+            check_signature(scan.checkpoint, key)
+            if key is not None
+            else "cannot check the checkpoint: no trusted audit key"
+        )
+        if why:
+            problems.append(ChainBreak(scan.checkpoint_line, why))
+    if not problems:
+        return None
+    return min(problems, key=lambda p: p.line or 0)

@@ -1,0 +1,170 @@
+"""Which Python runs the project's tests: found once, from files only, and named.
+
+A project's tests need the project's environment (its dependencies live there, not in
+snodo's). ``execution.python`` in the protocol (or a validator's ``tooling.python``) names
+it; when neither does, the first of these wins (SPEC §9):
+
+1. ``$VIRTUAL_ENV`` as it was when snodo started, when that environment lies inside the project;
+2. ``.venv/``, then ``venv/`` in the project root;
+3. what the project's uv / Poetry / Hatch / PDM configuration declares (best effort, from
+   their files and ``UV_PROJECT_ENVIRONMENT``: ``[tool.hatch.envs.default] path``, PDM's
+   ``.pdm-python``, Poetry's cache directory for this project);
+4. snodo's own interpreter.
+
+Discovery never executes anything: the project is hostile input, and asking ``poetry env
+info`` would run its configuration unconfined. A candidate counts only when it is a
+directory holding ``pyvenv.cfg`` and an executable ``bin/python`` (``Scripts/python.exe``
+on Windows); an environment the project's own files point at must resolve, through
+symlinks, to a place inside the project (its cache directory for Poetry).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+# Captured when snodo starts: a later change to the environment must not change the answer.
+STARTUP_VIRTUAL_ENV = os.environ.get("VIRTUAL_ENV")
+STARTUP_UV_ENV = os.environ.get("UV_PROJECT_ENVIRONMENT")
+SNODO_OWN = "snodo's own interpreter"
+
+
+@frozen(kw_only=True)
+class ProjectPython:
+    """An interpreter and where it came from (``source`` is shown to the person)."""
+
+    path: str
+    source: str
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.source})"
+
+
+def _venv_python(env: Path) -> Path | None:
+    """The environment's interpreter when ``env`` looks like a virtual environment."""
+    if not (env.is_dir() and (env / "pyvenv.cfg").is_file()):
+        return None
+    for rel in ("bin/python", "bin/python3", "Scripts/python.exe"):
+        candidate = env / rel
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _inside(path: Path, root: Path) -> bool:
+    real = Path(os.path.realpath(path))
+    return real == root or root in real.parents
+
+
+def _contained(root: Path, rel: str) -> Path | None:
+    """``rel`` (from a project file) as a path that stays inside ``root``, else ``None``."""
+    if not rel or "\x00" in rel:
+        return None
+    target = Path(os.path.normpath(root / os.path.expanduser(rel) if not os.path.isabs(rel) else rel))
+    return target if _inside(target, root) else None
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return {}
+    return data
+
+
+def _get(doc: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def _declared(root: Path) -> list[tuple[Path, str]]:
+    """Environments the project's tool configuration declares, in order: uv, Poetry, Hatch, PDM."""
+    found: list[tuple[Path, str]] = []
+    pyproject = _toml(root / "pyproject.toml")
+    if STARTUP_UV_ENV and ((root / "uv.lock").is_file() or _get(pyproject, "tool", "uv") is not None):
+        # Set by the person who started snodo, not by the project: it may point anywhere.
+        env = Path(STARTUP_UV_ENV)
+        found.append((env if env.is_absolute() else root / env, "uv (UV_PROJECT_ENVIRONMENT)"))
+    if _get(pyproject, "tool", "poetry") is not None:
+        found.extend(_poetry(root, pyproject))
+    for doc, keys in (
+        (_toml(root / "hatch.toml"), ("envs", "default", "path")),
+        (pyproject, ("tool", "hatch", "envs", "default", "path")),
+    ):
+        rel = _get(doc, *keys)
+        if isinstance(rel, str) and (target := _contained(root, rel)) is not None:
+            found.append((target, "Hatch (envs.default.path)"))
+    pdm = root / ".pdm-python"
+    if pdm.is_file() and not pdm.is_symlink():
+        try:
+            text = pdm.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        # It names the interpreter (a symlink out of the environment, as always): the
+        # environment two levels up is what must lie inside the project.
+        declared = _contained(root, str(Path(os.path.normpath(root / text)).parent.parent)) if text else None
+        if declared is not None:
+            found.append((declared, "PDM (.pdm-python)"))
+    return found
+
+
+def _poetry(root: Path, pyproject: dict[str, Any]) -> list[tuple[Path, str]]:
+    """Poetry's environment for this project, from its files only (never ``poetry env info``)."""
+    local = _get(_toml(root / "poetry.toml"), "virtualenvs")
+    if isinstance(local, dict) and local.get("in-project") is True:
+        return [(root / ".venv", "Poetry (virtualenvs.in-project)")]
+    name = _get(pyproject, "tool", "poetry", "name") or _get(pyproject, "project", "name")
+    if not isinstance(name, str) or not name:
+        return []
+    # Poetry names its cached environments <name>-<hash of the project path>-py<version>.
+    sanitized = re.sub(r'[ $`!*@"\\\r\n\t]', "_", name.lower())[:42]
+    digest = base64.urlsafe_b64encode(hashlib.sha256(str(root).encode()).digest()).decode()[:8]
+    cache = Path(os.environ.get("POETRY_CACHE_DIR") or Path.home() / ".cache" / "pypoetry") / "virtualenvs"
+    try:
+        matches = sorted(cache.glob(f"{sanitized}-{digest}-py*"))
+    except OSError:
+        return []
+    return [(m, "Poetry (its cache directory)") for m in reversed(matches)]
+
+
+def discover(project_root: Path) -> ProjectPython:
+    """The project's interpreter when no setting names one (see the module docstring)."""
+    root = Path(os.path.realpath(project_root))
+    candidates: list[tuple[Path, str]] = []
+    if STARTUP_VIRTUAL_ENV:
+        candidates.append((Path(STARTUP_VIRTUAL_ENV), "$VIRTUAL_ENV"))
+    candidates += [(root / ".venv", ".venv/"), (root / "venv", "venv/")]
+    candidates += _declared(root)
+    for env, source in candidates:
+        own_config = source not in ("uv (UV_PROJECT_ENVIRONMENT)", "Poetry (its cache directory)")
+        if own_config and not _inside(env, root):
+            continue  # a symlink (or $VIRTUAL_ENV) leading out of the project is not the project's
+        python = _venv_python(env)
+        if python is not None:
+            return ProjectPython(path=str(python), source=source)
+    return ProjectPython(path=sys.executable, source=SNODO_OWN)
+
+
+_found: dict[str, ProjectPython] = {}
+
+
+def project_python(project_root: Path, setting: str | None = None, *, where: str = "execution.python") -> ProjectPython:
+    """``setting`` when given (named by ``where``), else the discovered one, looked up once per root."""
+    if setting is not None:
+        return ProjectPython(path=setting, source=where)
+    key = os.path.realpath(project_root)
+    if key not in _found:
+        _found[key] = discover(Path(key))
+    return _found[key]

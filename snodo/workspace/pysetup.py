@@ -1,0 +1,252 @@
+"""How a Python test run is set up for one workspace: the interpreter and the import roots.
+
+The interpreter is a validator's ``tooling.python``, else the protocol's
+``execution.python`` (both relative to the project root, so ``.venv/bin/python`` works from
+an engine worktree), else the project's own environment as
+:mod:`snodo.workspace.interpreter` finds it, else snodo's own. A named interpreter is asked
+its version in a confined process before it is trusted with a run. The workspace's import
+roots (``src/`` layouts detected from ``pyproject.toml``/``setup.cfg`` or the directory
+shape, or ``tooling.pythonpath``) come first on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+import shutil
+import tempfile
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from snodo.errors import EnvironmentProblem, ValidatorFault
+from snodo.proc import run_process
+from snodo.sandbox import current_policy
+from snodo.workspace.interpreter import SNODO_OWN, project_python
+
+DOCS = "docs/validators.md"
+_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
+
+
+@frozen(kw_only=True)
+class PythonSetup:
+    """How a Python test run is set up for one workspace."""
+
+    python: str
+    python_source: str  # where the interpreter came from: a setting, or how it was found
+    pythonpath: tuple[str, ...]  # absolute directories, the workspace's import roots first
+    modules: tuple[str, ...]  # top-level names of the project's own modules and packages
+    workspace: Path
+    project_root: Path  # the user's checkout (the workspace itself outside the engine)
+
+
+def python_setup(
+    workspace: Path,
+    *,
+    project_root: Path | None = None,
+    python: Any = None,
+    pythonpath: Any = None,
+    execution_python: Any = None,
+) -> PythonSetup:
+    """Resolve the interpreter and the import roots; raises :class:`ValidatorFault` on bad settings.
+
+    The interpreter is ``python`` (a validator's ``tooling.python``), else ``execution_python``
+    (the protocol's ``execution.python``), else the one :mod:`snodo.workspace.interpreter` finds.
+    """
+    workspace = Path(os.path.realpath(workspace))
+    if not workspace.is_dir():
+        raise ValidatorFault(f"cannot run tests: the workspace {workspace} is not a directory")
+    root = Path(project_root) if project_root is not None else workspace
+    if python is not None:
+        interpreter, source = _interpreter(python, root, "tooling.python"), "tooling.python"
+    elif execution_python is not None:
+        interpreter, source = _interpreter(execution_python, root, "execution.python"), "execution.python"
+    else:
+        found = project_python(root)
+        source = found.source
+        interpreter = found.path if source == SNODO_OWN else _interpreter(found.path, root, f"the {source} interpreter")
+    roots = _pythonpath_setting(workspace, pythonpath) if pythonpath is not None else detect_import_roots(workspace)
+    ordered: list[Path] = []
+    for entry in (*roots, workspace):
+        if entry not in ordered:
+            ordered.append(entry)
+    return PythonSetup(
+        python=interpreter,
+        python_source=source,
+        pythonpath=tuple(str(p) for p in ordered),
+        modules=project_modules(ordered),
+        workspace=workspace,
+        project_root=Path(os.path.realpath(root)),
+    )
+
+
+def _interpreter(python: Any, project_root: Path, where: str) -> str:
+    if not isinstance(python, str) or not python.strip():
+        raise ValidatorFault(f"{where} must be a path to a Python interpreter, e.g. .venv/bin/python")
+    value = os.path.expanduser(python.strip())
+    if os.sep not in value:
+        found = shutil.which(value)
+        if found is None:
+            raise ValidatorFault(
+                f"{where} {python!r} was not found on PATH",
+                hint=f"give a path, e.g. .venv/bin/python (relative to the project root); see {DOCS}",
+            )
+        value = found
+    elif not os.path.isabs(value):
+        # Not resolved through symlinks: a virtual environment's python is a symlink whose
+        # own location is what makes it that environment's interpreter.
+        value = os.path.normpath(os.path.join(project_root, value))
+    if not os.path.isfile(value) or not os.access(value, os.X_OK):
+        raise ValidatorFault(
+            f"{where} {python!r} does not exist or is not executable (looked for {value}; relative "
+            f"paths are resolved against the project root {project_root})",
+            hint=f"create the environment (python -m venv .venv, then install pytest and the project) or fix "
+            f"execution.python; see {DOCS}",
+        )
+    try:
+        probe = run_process(
+            [value, "-c", "import sys; print('snodo-python', sys.version_info[0], sys.version_info[1])"],
+            cwd=project_root if project_root.is_dir() else Path(tempfile.gettempdir()),
+            timeout=60,
+            sandbox=current_policy(),
+        )
+        answered, shown = probe.ok and "snodo-python 3" in probe.output, probe.tail(3).strip()
+        shown = shown or f"exit code {probe.returncode}"
+    except EnvironmentProblem as exc:
+        answered, shown = False, exc.message
+    if not answered:
+        raise ValidatorFault(
+            f"{where} {python!r} ({value}) is not a Python 3 interpreter: asked for its version it answered {shown!r}",
+            hint=f"point execution.python at the project's Python, e.g. .venv/bin/python; see {DOCS}",
+        )
+    return value
+
+
+def _pythonpath_setting(workspace: Path, pythonpath: Any) -> list[Path]:
+    entries = [pythonpath] if isinstance(pythonpath, str) else pythonpath
+    if not isinstance(entries, list | tuple) or not all(isinstance(e, str) and e.strip() for e in entries):
+        raise ValidatorFault("tooling.pythonpath must be a directory or a list of directories inside the project")
+    roots: list[Path] = []
+    for entry in entries:
+        target = Path(os.path.realpath(workspace / entry.strip()))
+        if os.path.isabs(entry) or not (target == workspace or workspace in target.parents):
+            raise ValidatorFault(
+                f"tooling.pythonpath entry {entry!r} is outside the project; the tests must import the "
+                "code under judgement, so only directories inside the project are allowed",
+                hint=f"give paths relative to the project root, e.g. [src]; see {DOCS}",
+            )
+        if not target.is_dir():
+            raise ValidatorFault(
+                f"tooling.pythonpath entry {entry!r} is not a directory of the project",
+                hint=f"fix the path (relative to the project root); see {DOCS}",
+            )
+        roots.append(target)
+    return roots
+
+
+def detect_import_roots(workspace: Path) -> list[Path]:
+    """Where the project's importable code lives: declared package directories, else ``src/``."""
+    declared: list[str] = []
+    try:
+        with open(workspace / "pyproject.toml", "rb") as fh:
+            declared += _pyproject_roots(tomllib.load(fh))
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    declared += _setup_cfg_roots(workspace / "setup.cfg")
+    roots: list[Path] = []
+    for rel in declared:
+        target = Path(os.path.realpath(workspace / rel))
+        if (target == workspace or workspace in target.parents) and target.is_dir() and target not in roots:
+            roots.append(target)
+    src = workspace / "src"
+    if not roots and src.is_dir() and project_modules([src]):
+        roots.append(Path(os.path.realpath(src)))
+    return roots
+
+
+def _pyproject_roots(doc: dict[str, Any]) -> list[str]:
+    tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
+    assert isinstance(tool, dict)
+    found: list[str] = []
+
+    def get(*keys: str) -> Any:
+        node: Any = tool
+        for key in keys:
+            if not isinstance(node, dict):
+                return None
+            node = node.get(key)
+        return node
+
+    package_dir = get("setuptools", "package-dir")
+    if isinstance(package_dir, dict) and isinstance(package_dir.get(""), str):
+        found.append(package_dir[""])
+    where = get("setuptools", "packages", "find", "where")
+    if isinstance(where, list):
+        found += [w for w in where if isinstance(w, str)]
+    hatch = get("hatch", "build", "targets", "wheel", "packages")
+    if isinstance(hatch, list):
+        found += [str(Path(p).parent) for p in hatch if isinstance(p, str) and "/" in p]
+    poetry = get("poetry", "packages")
+    if isinstance(poetry, list):
+        found += [p["from"] for p in poetry if isinstance(p, dict) and isinstance(p.get("from"), str)]
+    for keys in (("pdm", "build", "package-dir"), ("maturin", "python-source")):
+        value = get(*keys)
+        if isinstance(value, str):
+            found.append(value)
+    return found
+
+
+def _setup_cfg_roots(path: Path) -> list[str]:
+    if not path.is_file():
+        return []
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path, encoding="utf-8")
+    except (configparser.Error, UnicodeDecodeError):
+        return []
+    found: list[str] = []
+    for line in parser.get("options", "package_dir", fallback="").splitlines():
+        name, eq, target = line.partition("=")
+        if eq and not name.strip() and target.strip():
+            found.append(target.strip())
+    found += [w.strip() for w in parser.get("options.packages.find", "where", fallback="").split() if w.strip()]
+    return found
+
+
+def project_modules(roots: Sequence[Path]) -> tuple[str, ...]:
+    """Top-level module and package names found directly in ``roots``."""
+    names: set[str] = set()
+    for root in roots:
+        try:
+            with os.scandir(root) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_file() and entry.name.endswith(".py") and _IDENTIFIER.match(entry.name[:-3]):
+                names.add(entry.name[:-3])
+            elif entry.is_dir(follow_symlinks=False) and _IDENTIFIER.match(entry.name) and _holds_python(entry.path):
+                names.add(entry.name)
+    return tuple(sorted(names))
+
+
+def _holds_python(path: str) -> bool:
+    try:
+        with os.scandir(path) as listing:
+            return any(e.name.endswith(".py") for e in listing if e.is_file())
+    except OSError:
+        return False
+
+
+def python_argv(argv: Sequence[str], setup: PythonSetup) -> list[str]:
+    """``argv`` with a leading ``python``/``python3`` (or ``pytest``) run by the set-up's interpreter."""
+    out = list(argv)
+    if out and out[0] in ("python", "python3"):
+        out[0] = setup.python
+    elif out and out[0] == "pytest":
+        out[:1] = [setup.python, "-m", "pytest"]
+    return out

@@ -559,10 +559,10 @@ class Engine:
         usage = _plain_usage(reported)
         if not usage:
             return
-        entry = {"attempt": attempt, **({} if "coder" in who else who), **usage}
+        entry = {"attempt": attempt, **who, **usage}
         self.usage.append(entry)
         event = "coder_usage" if "coder" in who else "judge_usage"
-        self.project.record(event, task_id=task_id, run_id=self.run_id, **who, **entry)
+        self.project.record(event, task_id=task_id, run_id=self.run_id, **entry)
 
     def _refuse_in_place(self, judged: Judgement, coder: str, task_id: str) -> None:
         """One ``path_refused`` per path an in-place coder may not change, then halt."""
@@ -720,7 +720,7 @@ def _plain_usage(usage: Any) -> dict[str, Any]:
         return {}
     plain: dict[str, Any] = {}
     for key, value in list(usage.items())[:32]:
-        if not isinstance(key, str) or key in ("attempt", "task_id", "coder", "run_id"):
+        if not isinstance(key, str) or key in ("attempt", "task_id", "coder", "validator", "phase", "run_id"):
             continue
         if isinstance(value, bool | int | float) or value is None:
             plain[key[:64]] = value

@@ -72,7 +72,17 @@ def test_good_run_edits_the_workspace_and_reads_the_events(
     seen = json.loads(record.read_text())
     assert Path(seen["pwd"]).resolve() == root.resolve()
     argv = seen["argv"]
-    assert argv[:9] == ["run", "--format", "json", "--print-logs", "--log-level", "ERROR", "--dir", str(root.resolve()), "--model"]
+    assert argv[:9] == [
+        "run",
+        "--format",
+        "json",
+        "--print-logs",
+        "--log-level",
+        "ERROR",
+        "--dir",
+        str(root.resolve()),
+        "--model",
+    ]
     assert argv[9:12] == ["anthropic/claude", "--agent", "build"]
     prompt = argv[12]
     assert "add a greeting module" in prompt and "tests failed" in prompt

@@ -4,10 +4,10 @@ Supplied through the ``snodo_planner`` hook (registered with the litellm plugin)
 mode whose ``coder_config`` names a ``model`` and whose coder is not the offline ``mock``;
 other modes fall through to the core's deterministic planner. It calls the model through
 the shared client (:mod:`snodo_plugins._model`), so it reads the same provider settings
-from ``coder_config`` (``api_base``, ``api_key_env``, ``timeout``, ``max_retries``,
-``temperature``, ``mock_response``) and fails the same classified way. A reply that is not a
-task list is an error, never silently replaced by the deterministic split: the operator
-chose a model and should learn that it did not answer.
+from ``coder_config`` (the model settings of docs/providers.md, and ``mock_response``) and
+fails the same classified way. A reply that is not a task list is an error, never silently
+replaced by the deterministic split: the operator chose a model and should learn that it
+did not answer.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Any
 from snodo.api import CoderError, Mode, hookimpl
 
 from . import _model
+from ._model_settings import ModelSettings, SettingsError, excerpt
+from ._verdicts import extract_json
 
 MAX_TASKS = 50
 _FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n(.*?)```", re.DOTALL)
@@ -47,8 +49,8 @@ class ModelPlanner:
 
     def _ask(self, system: str, prompt: str) -> str:
         try:
-            settings = _model.ModelSettings.read(self.model, self.config)
-        except _model.SettingsError as exc:
+            settings = ModelSettings.read(self.model, self.config)
+        except SettingsError as exc:
             raise CoderError(f"planner {self.name!r}: coder_config.{exc}") from None
         mock = self.config.get("mock_response")
         reply = _model.complete(
@@ -83,9 +85,9 @@ def _line(text: str) -> str:
 
 def parse_tasks(reply: str, model: str) -> list[dict[str, str]]:
     """The model's task list, strictly: anything else is reported with an excerpt."""
-    quoted = _model.excerpt(reply, 200)
+    quoted = excerpt(reply, 200)
     try:
-        data = _model.extract_json(_strip_fence(reply))
+        data = extract_json(_strip_fence(reply))
     except ValueError:
         raise CoderError(f"model {model!r} did not answer with a JSON task list: {quoted!r}") from None
     if isinstance(data, dict) and isinstance(data.get("tasks"), list):

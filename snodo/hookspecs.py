@@ -12,14 +12,14 @@ Built-in plugins are registered exactly this way, from snodo's own ``pyproject.t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 if TYPE_CHECKING:
     from snodo.engine.plans import PlannerImpl
-    from snodo.protocol.models import Mode
+    from snodo.protocol.models import Mode, Validator
     from snodo.records import (
         ArtifactContext,
         CoderSpec,
@@ -173,4 +173,29 @@ def snodo_planner(mode: Mode) -> PlannerImpl | None:
             if mode.coder != "patch":
                 return None
             return OnePerLinePlanner()
+    """
+
+
+@hookspec
+def snodo_preflight(mode: Mode, coder: str, coder_config: Mapping[str, Any], validators: tuple[Validator, ...]) -> None:
+    """Check, before the first token of a run, that what this plugin will call can be reached.
+
+    Called by the engine once per run, after the coder's factory accepted its settings and
+    before the pre_execute validation issues a token, so nothing has been spent yet. Every
+    implementation is called. Check only what is yours (your coder, validators of your
+    types) and only cheaply: credentials present, endpoints well-formed and reachable.
+    Raise :class:`~snodo.api.EnvironmentProblem` naming what is missing; the run halts as
+    ``environment_error`` before the coder or any judge makes a request.
+
+    :param mode: the mode the run is in.
+    :param coder: the name of the coder the run will use.
+    :param coder_config: the settings that coder was built with.
+    :param validators: every validator of the mode the run will call (both phases).
+
+    Example::
+
+        @hookimpl
+        def snodo_preflight(mode, coder, coder_config, validators):
+            if coder == "my-coder" and not os.environ.get("MY_CODER_KEY"):
+                raise EnvironmentProblem("my-coder needs MY_CODER_KEY", hint="export MY_CODER_KEY=...")
     """

@@ -15,7 +15,7 @@ def _bullets(items: tuple[str, ...]) -> str:
 
 def off_limits(request: CoderRequest) -> tuple[str, ...]:
     """Paths the coder must not touch: governance state, git internals, protected paths."""
-    return (".snodo/", ".git/", *request.protected_paths)
+    return tuple(dict.fromkeys((".snodo/", ".git/", *request.protected_paths)))  # each named once
 
 
 def task_prompt(request: CoderRequest) -> str:

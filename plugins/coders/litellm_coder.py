@@ -10,10 +10,12 @@ before anything is written; the model never touches the tree. Turns and time are
 Settings (``coder_config``): ``model`` (required), ``max_turns`` (default 8), ``timeout``
 (seconds for the whole task; default the engine's), the provider settings every model
 plugin shares (``api_base``, ``api_key_env``, ``max_retries``, ``temperature``, ``stream``:
-see :mod:`snodo_plugins._model`), and ``mock_response`` — for offline tests and demos only:
+docs/providers.md), and ``mock_response`` — for offline tests and demos only:
 litellm's canned reply (a string, a response mapping, or a list of them, one per turn);
-the provider is not contacted. The factory checks the credentials, so a missing key stops
-the run before the pre_execute validation spends a token.
+the provider is not contacted. The factory checks the credentials and its preflight the
+endpoint, so a missing key or a dead ``api_base`` stops the run before any token is spent.
+``timeout`` is a wall-clock deadline from the start of :meth:`LiteLLMCoder.generate`; what
+the turns spent is reported even when the run fails (on the exception, for the engine).
 """
 
 from __future__ import annotations
@@ -35,15 +37,17 @@ from snodo.api import (
     hookimpl,
 )
 
-from .. import _model
+from .. import _model, _model_access
 from .._files import read_text
-from .._model import ModelSettings, SettingsError, excerpt, extract_json, supports_tools
+from .._model import supports_tools
+from .._model_settings import MOCK, MODEL_SETTINGS, ModelSettings, SettingsError, excerpt
+from .._verdicts import extract_json
 from ..planner import snodo_planner  # noqa: F401  (registers the model-backed planner with this plugin)
 from ._config import CoderConfig
 from ._prompt import task_prompt
 from ._tools import READ_TOOLS, SUBMIT, answer, parse_operations
 
-SETTINGS = ("model", "max_turns", "mock_response", *_model.SETTINGS)
+SETTINGS = (*MODEL_SETTINGS, "max_turns", MOCK)
 DEFAULT_MAX_TURNS = 8
 NAMED_FILES_BUDGET = 40_000  # characters of named files put into a text-only prompt
 NAMED_FILES_MAX = 12
@@ -85,7 +89,7 @@ class LiteLLMCoder:
         self.timeout = self.settings.timeout
         self.mock_response = config.get("mock_response")
         # Before any token exists: a missing key is the operator's to fix, named here.
-        _model.check_credentials(self.settings)
+        _model_access.check_credentials(self.settings)
 
     def _mock(self, turn: int) -> Any:
         if isinstance(self.mock_response, list):
@@ -93,6 +97,17 @@ class LiteLLMCoder:
         return self.mock_response
 
     def generate(self, request: CoderRequest) -> CoderResult:
+        started = time.monotonic()  # before litellm's set-up: the deadline covers it
+        usage: dict[str, Any] = {"model": self.model, "turns": 0, "requests": 0, "prompt_tokens": 0}
+        usage["completion_tokens"] = 0
+        try:
+            return self._turns(request, started, usage)
+        except BaseException as exc:  # what the turns spent is still the run's: carried to the engine
+            _model.add_usage(usage, _model.spent_by(exc))
+            _model.carry_usage(exc, usage)
+            raise
+
+    def _turns(self, request: CoderRequest, started: float, usage: dict[str, Any]) -> CoderResult:
         tools = (SUBMIT, *READ_TOOLS) if supports_tools(self.model) else ()
         prompt = task_prompt(request)
         if not tools:
@@ -102,9 +117,7 @@ class LiteLLMCoder:
             {"role": "user", "content": prompt},
         ]
         budget = self.timeout or request.timeout
-        deadline = time.monotonic() + budget
-        usage: dict[str, Any] = {"model": self.model, "turns": 0, "requests": 0, "prompt_tokens": 0}
-        usage["completion_tokens"] = 0
+        deadline = started + budget
         for turn in range(self.max_turns):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -116,6 +129,7 @@ class LiteLLMCoder:
                 timeout=remaining,
                 mock_response=self._mock(turn),
                 log=request.log,
+                started=time.monotonic(),
             )
             usage["turns"] += 1
             _model.add_usage(usage, reply.usage)
@@ -219,3 +233,15 @@ def snodo_coders() -> Iterator[CoderSpec]:
         ),
         factory=LiteLLMCoder,
     )
+
+
+@hookimpl
+def snodo_preflight(coder: str, coder_config: Mapping[str, Any]) -> None:
+    """The run's coder is this one: its key is set and its ``api_base`` answers a TCP connect."""
+    if coder != "litellm" or not isinstance(coder_config.get("model"), str):
+        return
+    try:
+        settings = ModelSettings.read(coder_config["model"], coder_config)
+    except SettingsError as exc:
+        raise CoderError(f"coder 'litellm': coder_config.{exc}") from None
+    _model_access.preflight(settings, who="coder 'litellm': ")

@@ -14,9 +14,14 @@ Terminal control sequences are stripped from everything it prints.
 Failures are the environment's, never a verdict on the work (``EnvironmentProblem``): the
 CLI missing, hung, silent, crashed, a provider error (with the provider's own message), a
 run that only had its tool calls rejected, or a loop of model requests that produce nothing.
-The CLI retries provider errors on its own, so the run is also bounded by a number of model
-requests (``max_requests``) and a stall detector (empty replies in a row), not only by time;
-the process group is killed when any bound is hit.
+The CLI retries a rate limit or a 5xx on its own, up to five times over about a minute and
+a half, and says nothing on its JSON stream meanwhile (opencode-ai 1.18: the retry count is
+built in, not configurable). So it runs with ``--print-logs --log-level ERROR``: its first
+``stream error`` log line (the provider's failed request) ends the run at once, well inside
+``timeout``. The run is also bounded by a number of model requests (``max_requests``) and a
+stall detector (empty replies in a row), not only by time; the process group is killed when
+any bound is hit. Token usage (``step_finish`` events: tokens and cost) is reported even
+when the run fails, on the exception (the engine records it as ``coder_usage``).
 
 Settings (``coder_config``): ``model`` (passed as ``--model``), ``timeout`` (seconds;
 default the engine's), ``silence_timeout`` (seconds without output), ``max_requests``
@@ -30,8 +35,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -47,7 +54,8 @@ from snodo.api import (
     run_process,
 )
 
-from .._model import strip_control
+from .._model import carry_usage
+from .._model_settings import strip_control
 from ._config import CoderConfig
 from ._prompt import task_prompt
 
@@ -55,6 +63,8 @@ SETTINGS = ("model", "timeout", "silence_timeout", "max_requests", "extra_args",
 PROGRAM = RequiredProgram(name="opencode", install_hint="npm install -g opencode-ai")
 DEFAULT_MAX_REQUESTS = 50
 EMPTY_REPLIES_IN_A_ROW = 3  # model requests with no output, no tool call and no tokens: a stall
+#: opencode's log line for a failed provider request (``--print-logs --log-level ERROR``)
+_STREAM_ERROR = re.compile(r'level=ERROR .*message="stream error".*?error\.error=(?:"((?:[^"\\]|\\.)*)"|(\S+))')
 EDIT_TOOLS = frozenset({"write", "edit", "patch", "multiedit", "apply_patch"})
 
 
@@ -113,6 +123,11 @@ class Events:
         except ValueError:
             event = None
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            failed = _STREAM_ERROR.search(line)
+            if failed:  # its log line for a failed provider request: it would retry in silence
+                self.errors.append(failed.group(1) or failed.group(2) or "stream error")
+                self.stop_reason = self.stop_reason or "error"
+                return f"error: {self.errors[-1]}"
             if "auto-rejecting" in line:  # the CLI's own note on stderr; the tool_use event follows
                 return line.lstrip("! ")
             return line
@@ -239,6 +254,9 @@ class OpencodeCoder:
             "run",
             "--format",
             "json",
+            "--print-logs",  # ERROR log lines: the first failed provider request, before any retry
+            "--log-level",
+            "ERROR",
             "--dir",
             workspace,
             *model,
@@ -247,10 +265,18 @@ class OpencodeCoder:
         ]
 
     def generate(self, request: CoderRequest) -> CoderResult:
+        events = Events(self.max_requests)
+        started = time.monotonic()
+        try:
+            return self._run(request, events)
+        except BaseException as exc:  # what it spent before failing is still the run's
+            carry_usage(exc, {"model": self.model or "(opencode default)", **events.record(time.monotonic() - started)})
+            raise
+
+    def _run(self, request: CoderRequest, events: Events) -> CoderResult:
         if shutil.which(PROGRAM.name) is None:
             raise EnvironmentProblem(f"the opencode coder needs {PROGRAM.name!r} on PATH", hint=PROGRAM.install_hint)
         timeout = self.timeout or request.timeout
-        events = Events(self.max_requests)
 
         def on_line(raw: str) -> None:
             shown = events.read(raw)
@@ -272,9 +298,11 @@ class OpencodeCoder:
                 pass_env=self.pass_env(),
             )
         if events.errors:
+            model = f"model {self.model!r}" if self.model else "the model opencode is configured with"
             raise EnvironmentProblem(
-                f"opencode stopped on a provider error: {events.errors[-1]}",
-                hint="check the model name, the provider's credentials and status in opencode's configuration",
+                f"opencode stopped on a provider error: {events.errors[-1]} ({model})",
+                hint="`opencode models` lists the models opencode knows; check the model name, and the "
+                "provider's credentials and status in opencode's configuration",
             )
         if events.stop_reason is not None:
             bounded = "max_requests" in events.stop_reason

@@ -7,8 +7,10 @@ judged by ``validator.model`` when one is set, else reported "not verified", a w
 an unchecked promise must reach a human rather than pass silently.
 
 Tooling: ``command``, ``python`` and ``pythonpath`` (the test run behind "tests pass", as
-for the pytest validator), ``timeout``, and ``mock_response`` — for offline tests and demos only: litellm's canned
-reply for the model judgement.
+for the pytest validator), ``timeout``, and for the model judging the prose criteria the
+provider settings every model plugin shares (``api_base``, ``api_key_env``, ``max_retries``,
+``temperature``, ``stream``; docs/providers.md) and ``mock_response`` — for offline tests and
+demos only: litellm's canned reply. The model's usage is in the verdict's details.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from snodo.api import Severity, ValidationRequest, ValidatorSpec, Verdict, hookimpl
+from snodo.api import Severity, ValidationRequest, Validator, ValidatorSpec, Verdict, hookimpl
 
-from .. import _files, _model
-from . import _criteria, _testrun, _tooling
+from .. import _files
+from . import _criteria, _judging, _testrun, _tooling
 
 NAME = "acceptance"
-SETTINGS = ("command", "python", "pythonpath", "timeout", "mock_response")
+SETTINGS = ("command", "python", "pythonpath", *_judging.JUDGE_SETTINGS)
 
 MET, FAILED, UNVERIFIED, CHECKABLE = "met", "failed", "not verified", "checkable"
 _SEVERITY: dict[str, Severity] = {MET: "pass", CHECKABLE: "pass", UNVERIFIED: "warn", FAILED: "blocker"}
@@ -72,23 +74,17 @@ def _check(request: ValidationRequest, tooling: dict[str, Any], check: _criteria
 
 def _judge_prose(
     request: ValidationRequest, tooling: dict[str, Any], prose: list[_criteria.Criterion], post: bool
-) -> tuple[str, str]:
-    """One model verdict over all prose criteria, as a (status, reason) for each of them."""
+) -> tuple[str, str, dict[str, Any]]:
+    """One model verdict over all prose criteria: a (status, reason) for each, and its usage."""
     if request.validator.model is None:
-        return UNVERIFIED, "prose criterion and no model configured to judge it"
+        return UNVERIFIED, "prose criterion and no model configured to judge it", {}
     lines = [f"Task:\n{request.task_spec.strip()}", "Criteria:\n" + "\n".join(f"- {c.text}" for c in prose)]
     if post:
         lines.append("Changed files:\n" + _files.changed_contents(request.workspace, request.changed_files))
-    verdict = _model.judge(
-        model=request.validator.model,
-        system=_SYSTEM_POST if post else _SYSTEM_PRE,
-        prompt="\n\n".join(lines),
-        timeout=_tooling.timeout(request),
-        who=f"validator {request.validator.validator_id!r}",
-        mock_response=tooling.get("mock_response"),
-    )
+    system = _SYSTEM_POST if post else _SYSTEM_PRE
+    verdict = _judging.judge(request, tooling, system=system, prompt="\n\n".join(lines))
     status = {"pass": MET if post else CHECKABLE, "warn": UNVERIFIED, "blocker": FAILED}[verdict.severity]
-    return status, f"model {request.validator.model}: {verdict.justification}"
+    return status, f"model {request.validator.model}: {verdict.justification}", dict(verdict.details)
 
 
 @hookimpl
@@ -106,17 +102,22 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
     post = request.phase == "post_execute"
     checks = [_criteria.classify(c.text) for c in criteria]
     prose = [c for c, check in zip(criteria, checks, strict=True) if check is None]
-    judged = _judge_prose(request, tooling, prose, post) if prose else (UNVERIFIED, "")
+    status, reason, judged = _judge_prose(request, tooling, prose, post) if prose else (UNVERIFIED, "", {})
     rows = []
     for criterion, check in zip(criteria, checks, strict=True):
         if check is None:
-            rows.append(_row(criterion, *judged))
+            rows.append(_row(criterion, status, reason))
         elif post:
             rows.append(_row(criterion, *_check(request, tooling, check)))
         else:
             rows.append(_row(criterion, CHECKABLE, f"checked after the work ({check.kind})"))
     severity = max((_SEVERITY[r["status"]] for r in rows), key=_RANK.__getitem__)
-    return Verdict(severity=severity, justification=_summary(rows, post), details={"criteria": rows})
+    return Verdict(severity=severity, justification=_summary(rows, post), details={"criteria": rows, **judged})
+
+
+@hookimpl
+def snodo_preflight(validators: tuple[Validator, ...]) -> None:
+    _judging.preflight(validators, NAME)
 
 
 def _summary(rows: list[dict[str, str]], post: bool) -> str:

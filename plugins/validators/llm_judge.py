@@ -6,7 +6,7 @@ it raises rather than pass: a governance check that did not run must never look 
 that passed. A malformed verdict or a provider failure raises too, for the same reason.
 
 Tooling: the provider settings every model plugin shares (``api_base``, ``api_key_env``,
-``timeout``, ``max_retries``, ``temperature``, ``stream``; see docs/providers.md), and
+``timeout``, ``max_retries``, ``temperature``, ``stream``; docs/providers.md), and
 ``mock_response`` — for offline tests and demos only: litellm's canned reply; the provider is
 not contacted. The model's token usage (and cost, where litellm knows the price) is in the
 verdict's details.
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from snodo.api import ValidationRequest, ValidatorFault, ValidatorSpec, Verdict, hookimpl
+from snodo.api import ValidationRequest, Validator, ValidatorFault, ValidatorSpec, Verdict, hookimpl
 
-from .. import _files, _model
-from . import _tooling
+from .. import _files
+from . import _judging, _tooling
 
 NAME = "llm"
-SETTINGS = ("mock_response", *_model.SETTINGS)
+SETTINGS = _judging.JUDGE_SETTINGS
 DEFAULT_CRITERION = "the work does what the task asks, correctly and without obvious risk"
 
 _SYSTEM = (
@@ -72,19 +72,7 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
             f"no model configured for validator {vid!r} (type llm); it cannot judge without one",
             hint=f"set `model:` on validator {vid!r} in the protocol (e.g. openai/gpt-4o-mini)",
         )
-    try:
-        settings = _model.ModelSettings.read(model, tooling)
-    except _model.SettingsError as exc:
-        raise ValidatorFault(f"validator {vid!r}: tooling.{exc}") from None
-    verdict = _model.judge(
-        settings=settings,
-        model=model,
-        system=_SYSTEM,
-        prompt=prompt(request),
-        timeout=_tooling.timeout(request),
-        who=f"validator {vid!r}",
-        mock_response=tooling.get("mock_response"),
-    )
+    verdict = _judging.judge(request, tooling, system=_SYSTEM, prompt=prompt(request))
     return Verdict(
         severity=verdict.severity,
         justification=verdict.justification,
@@ -95,3 +83,8 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
             **verdict.details,
         },
     )
+
+
+@hookimpl
+def snodo_preflight(validators: tuple[Validator, ...]) -> None:
+    _judging.preflight(validators, NAME)

@@ -23,9 +23,10 @@ read           read, explain, summarise, summarize, inspect, assess,
 A mode holds a capability when it lists it, or, for a non-exclusive one, when its tools
 cover that capability's tools (``approve`` grants what ``commit`` does). With
 ``validator.model`` set, a model also judges the fit from the mode profiles and the
-validator's ``criteria``; its verdict can only make the result stricter. Tooling:
-``timeout``, and ``mock_response`` — for offline tests and demos only: litellm's canned
-reply.
+validator's ``criteria``; its verdict can only make the result stricter. Tooling: the
+provider settings every model plugin shares (``api_base``, ``api_key_env``, ``timeout``,
+``max_retries``, ``temperature``, ``stream``; docs/providers.md), and ``mock_response`` — for
+offline tests and demos only: litellm's canned reply. The model's usage is in the details.
 """
 
 from __future__ import annotations
@@ -33,13 +34,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from snodo.api import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS, ValidationRequest, ValidatorSpec, Verdict, hookimpl
+from snodo.api import (
+    ALWAYS_EXCLUSIVE,
+    CAPABILITY_TOOLS,
+    ValidationRequest,
+    Validator,
+    ValidatorSpec,
+    Verdict,
+    hookimpl,
+)
 
-from .. import _model
-from . import _tooling
+from . import _judging, _tooling
 
 NAME = "protocol"
-SETTINGS = ("timeout", "mock_response")
+SETTINGS = _judging.JUDGE_SETTINGS
 
 INTENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("merge", ("merge",)),
@@ -164,18 +172,16 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
     model = request.validator.model
     if model is None:
         return verdict
-    judged = _model.judge(
-        model=model,
-        system=_SYSTEM,
-        prompt=_prompt(request),
-        timeout=_tooling.timeout(request),
-        who=f"validator {request.validator.validator_id!r}",
-        mock_response=tooling.get("mock_response"),
-    )
+    judged = _judging.judge(request, tooling, system=_SYSTEM, prompt=_prompt(request))
     rank = ("pass", "warn", "blocker")
     severity = max(verdict.severity, judged.severity, key=rank.index)
     return Verdict(
         severity=severity,
         justification=f"{verdict.justification}. Model {model}: {judged.justification}",
-        details={**verdict.details, "model": model, "model_severity": judged.severity},
+        details={**verdict.details, "model": model, "model_severity": judged.severity, **judged.details},
     )
+
+
+@hookimpl
+def snodo_preflight(validators: tuple[Validator, ...]) -> None:
+    _judging.preflight(validators, NAME)

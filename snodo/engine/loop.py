@@ -214,6 +214,7 @@ class Engine:
             self._check_settings(coder_spec, config)
             coder = coder_spec.factory(config)  # bad settings halt before any token exists
             pin(p.root)  # the repository every later git command names, found before any agent ran
+            self._preflight(coder_spec.name, config)
             for gone in reclaim_abandoned(p.root, p.home, judge=lambda left: self._judge_unjudged(left, ())):
                 p.record("worktree_reclaimed", **gone)
                 self.progress(f"removed the working copy of run {gone['run_id']}, whose process had died")
@@ -289,6 +290,17 @@ class Engine:
                 "(see docs/plugins.md)",
             )
 
+    def _preflight(self, coder: str, config: dict[str, Any]) -> None:
+        """Every model-backed plugin the run will use checks its credentials and endpoint
+        (``snodo_preflight``) before any token is issued: a missing key halts here, free."""
+        p = self.project
+        phases = ("pre_execute", "post_execute")
+        validators = tuple(v for phase in phases for v in p.protocol.validators_for(p.mode, phase))
+        try:
+            p.host.pm.hook.snodo_preflight(mode=p.mode, coder=coder, coder_config=config, validators=validators)
+        except (EnvironmentProblem, CoderError) as exc:
+            raise Halt("environment_error", "governance", f"preflight: {exc}") from None
+
     def _validate(
         self,
         spec: str,
@@ -314,6 +326,9 @@ class Engine:
             progress=lambda msg, _r: self.progress(msg),
             escalate=persist_escalation,
         )
+        for r in outcome.results:
+            spent = (r.details or {}).get("usage")
+            self._spent(task_id, self.attempt, spent, validator=r.validator_id, phase=phase)
         found = watch.intruders()
         for path, reason in found:
             self.project.record("path_refused", task_id=task_id, path=path, source=f"{phase}:validators", reason=reason)
@@ -484,9 +499,10 @@ class Engine:
             try:
                 with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
                     result = coder.generate(request)
-            except (EnvironmentProblem, CoderError):
-                raise
-            except Exception as exc:
+            except BaseException as exc:  # a failed, timed-out or interrupted attempt still spent
+                self._spent(task_id, request.attempt, getattr(exc, "usage", None), coder=spec.name)
+                if isinstance(exc, EnvironmentProblem | CoderError) or not isinstance(exc, Exception):
+                    raise
                 raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
         except Exception:
             if watch is not None:  # what it did before failing is judged all the same
@@ -494,12 +510,7 @@ class Engine:
             raise
         if not isinstance(result, CoderResult):
             raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
-        usage = _plain_usage(result.usage)
-        if usage:
-            self.usage.append({"attempt": request.attempt, **usage})
-            p.record(
-                "coder_usage", task_id=task_id, coder=spec.name, run_id=self.run_id, attempt=request.attempt, **usage
-            )
+        self._spent(task_id, request.attempt, result.usage, coder=spec.name)
         if watch is not None:
             judged = watch.judge()
             self._refuse_in_place(judged, spec.name, task_id)
@@ -555,6 +566,17 @@ class Engine:
                 continue
             changed.append(_normalise(wt.path, op))
         return changed, dropped_json, tuple((o.op, o.path, o.content) for o in kept)
+
+    def _spent(self, task_id: str, attempt: int, reported: Any, **who: str) -> None:
+        """Record what a coder attempt (``coder=``) or a judge (``validator=``, ``phase=``)
+        spent: in the run's ``usage`` and as a ``coder_usage``/``judge_usage`` audit event."""
+        usage = _plain_usage(reported)
+        if not usage:
+            return
+        entry = {"attempt": attempt, **who, **usage}
+        self.usage.append(entry)
+        event = "coder_usage" if "coder" in who else "judge_usage"
+        self.project.record(event, task_id=task_id, run_id=self.run_id, **entry)
 
     def _refuse_in_place(self, judged: Judgement, coder: str, task_id: str) -> None:
         """One ``path_refused`` per path an in-place coder may not change, then halt."""
@@ -709,7 +731,7 @@ def _plain_usage(usage: Any) -> dict[str, Any]:
         return {}
     plain: dict[str, Any] = {}
     for key, value in list(usage.items())[:32]:
-        if not isinstance(key, str) or key in ("attempt", "task_id", "coder", "run_id"):
+        if not isinstance(key, str) or key in ("attempt", "task_id", "coder", "validator", "phase", "run_id"):
             continue
         if isinstance(value, bool | int | float) or value is None:
             plain[key[:64]] = value

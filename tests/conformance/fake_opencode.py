@@ -11,6 +11,7 @@ keeps going (silently retrying, or looping on empty replies) on a retryable one.
 test), ``hang`` (with a child; pids in ``FAKE_OPENCODE_PIDS``), ``silent``, ``crash``,
 ``snodo`` (edits ``.snodo/protocol.yml``), ``reject`` (a write outside the project,
 auto-rejected), ``error401``, ``error500`` (error event, then hangs like the real CLI),
+``storm`` (a 429 retried in silence, logged on stderr only with ``--print-logs``),
 ``loop`` (empty replies forever), ``ansi`` (colour codes on stderr). ``FAKE_OPENCODE_DELAY``
 (seconds) makes it slow; ``FAKE_OPENCODE_RECORD`` (a path) receives its argv, cwd and PWD.
 
@@ -130,6 +131,13 @@ elif behaviour == "error401":
 elif behaviour == "error500":
     api_error(500, "upstream connect error", True)
     time.sleep(120)  # the real CLI lingers after a retryable error
+elif behaviour == "storm":
+    # opencode-ai 1.18 on a 429/5xx: no JSON event at all, five silent retries over ~90 s;
+    # with --print-logs --log-level ERROR it logs each failed request on stderr
+    if "--print-logs" in args:
+        print('timestamp=2026-01-01T00:00:00.000Z level=ERROR run=fake message="stream error" providerID=local '
+              'modelID=test-model error.error="AI_APICallError: error 429"', file=sys.stderr, flush=True)
+    time.sleep(120)
 elif behaviour == "loop":
     n = 0
     while True:

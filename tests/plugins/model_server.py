@@ -8,7 +8,8 @@ scripted reply; when the script runs out the last one repeats. A reply is one of
   a normal answer (as SSE chunks when the request asks for ``stream``);
 - ``{"status": 401, "body": {...}}``: an HTTP error with an OpenAI-style error body;
 - ``{"raw": "not json"}``: a garbage 200 body; ``{"empty_choices": True}``: ``choices: []``;
-- ``{"hang": seconds}``: accept the request, then say nothing for that long.
+- ``{"hang": seconds}``: accept the request, then say nothing for that long;
+- ``{"content": "...", "drip": seconds}``: streamed, one chunk every ``seconds`` (a slow stream).
 
 Every request body is kept in ``server.requests``. With ``server.untooled`` set, requests that
 offer no tools get that reply and leave the script alone (a CLI's side requests, such as a
@@ -108,7 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
         message = _message(reply, n)
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         if body.get("stream"):
-            self._stream(model, n, message, finish)
+            self._stream(model, n, message, finish, float(reply.get("drip", 0)))
             return
         data = {
             "id": f"chatcmpl-{n}",
@@ -120,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         self._send(200, json.dumps(data).encode())
 
-    def _stream(self, model: str, n: int, message: dict[str, Any], finish: str) -> None:
+    def _stream(self, model: str, n: int, message: dict[str, Any], finish: str, drip: float = 0.0) -> None:
         def chunk(delta: dict[str, Any], finish_reason: str | None = None, usage: Any = None) -> bytes:
             data: dict[str, Any] = {
                 "id": f"chatcmpl-{n}",
@@ -162,9 +163,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
-        for part in parts:
-            self.wfile.write(part)
-            self.wfile.flush()
+        for i, part in enumerate(parts):
+            if drip and i and self.server.hung.wait(drip):
+                return  # shutting down
+            try:
+                self.wfile.write(part)
+                self.wfile.flush()
+            except OSError:  # the client gave up (a deadline): fine
+                return
         self.close_connection = True
 
 

@@ -145,7 +145,7 @@ def test_missing_key_variable_is_reported_before_any_call(
 @pytest.mark.parametrize(
     ("error", "needle"),
     [
-        (litellm.APIConnectionError, "the provider is down or unreachable"),
+        (litellm.APIConnectionError, "could not connect at the provider.s endpoint"),
         (litellm.ServiceUnavailableError, "the provider is down or unreachable"),
         (litellm.Timeout, "did not answer within the timeout"),
     ],

@@ -72,9 +72,19 @@ def test_good_run_edits_the_workspace_and_reads_the_events(
     seen = json.loads(record.read_text())
     assert Path(seen["pwd"]).resolve() == root.resolve()
     argv = seen["argv"]
-    assert argv[:6] == ["run", "--format", "json", "--dir", str(root.resolve()), "--model"]
-    assert argv[6:9] == ["anthropic/claude", "--agent", "build"]
-    prompt = argv[9]
+    assert argv[:9] == [
+        "run",
+        "--format",
+        "json",
+        "--print-logs",
+        "--log-level",
+        "ERROR",
+        "--dir",
+        str(root.resolve()),
+        "--model",
+    ]
+    assert argv[9:12] == ["anthropic/claude", "--agent", "build"]
+    prompt = argv[12]
     assert "add a greeting module" in prompt and "tests failed" in prompt
     assert ".snodo/" in prompt and "secrets/**" in prompt
     assert result.summary.splitlines()[0] == "Added greeting.py and tests/test_greeting.py."
@@ -138,6 +148,29 @@ def test_retryable_provider_error_stops_the_cli_at_once(
     with pytest.raises(EnvironmentProblem, match=r"provider error: upstream connect error \(HTTP 500\)"):
         run(host, project({}), {"timeout": 25})
     assert time.monotonic() - started < 15  # not the 25 s timeout: the error event ends the run
+
+
+def test_a_silent_429_storm_ends_at_the_first_logged_provider_error(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
+    fake_opencode("storm")
+    started = time.monotonic()
+    with pytest.raises(EnvironmentProblem, match=r"provider error: AI_APICallError: error 429") as caught:
+        run(host, project({}), {"timeout": 25, "model": "local/test-model"})
+    assert time.monotonic() - started < 15  # not the 25 s timeout, nor the CLI's ~90 s of retries
+    assert "opencode models" in str(caught.value) and "'local/test-model'" in str(caught.value)
+
+
+def test_a_run_stopped_at_max_requests_carries_its_usage(
+    host: PluginHost, project: Callable[..., Path], fake_opencode: Callable[[str], Path]
+) -> None:
+    fake_opencode("good")  # two model requests, the first of 11 + 7 tokens
+    with pytest.raises(EnvironmentProblem, match=r"max_requests") as caught:
+        run(host, project({}), {"max_requests": 1})
+    spent = caught.value.usage  # type: ignore[attr-defined]
+    # every step_finish read before the kill is counted (the fake may get its second one out)
+    assert spent["requests"] == 2 and spent["prompt_tokens"] in (11, 22) and spent["completion_tokens"] in (7, 14)
+    assert spent["model"] == "(opencode default)" and spent["seconds"] > 0
 
 
 def test_a_loop_of_empty_replies_is_stopped(

@@ -89,20 +89,26 @@ def signer_ids(envelope: Any) -> list[str]:
     return [str(k) for k in envelope.signatures]
 
 
-def verify_envelope(envelope: Any, keys: list[Ed25519PublicKey]) -> str:
-    """The fingerprint of the first of ``keys`` whose signature on ``envelope`` verifies;
-    :class:`EnvelopeError` when none does."""
-    from securesystemslib.exceptions import VerificationError
+class Verifier:
+    """Checks envelopes against a fixed set of public keys (built once per range: a merge
+    gate checks thousands of envelopes with the same few keys)."""
 
-    claimed = set(signer_ids(envelope))
-    candidates = [k for k in keys if public_key_fingerprint(k) in claimed]
-    if not candidates:
-        raise EnvelopeError("no signature by a key the base lists for attestations")
-    try:
-        accepted = envelope.verify([_sslib_key(k) for k in candidates], 1)
-    except (VerificationError, ValueError) as exc:
-        raise EnvelopeError(f"the signature does not verify ({exc})") from None
-    return str(next(iter(accepted)))
+    def __init__(self, keys: list[Ed25519PublicKey]) -> None:
+        self._keys = {public_key_fingerprint(k): _sslib_key(k) for k in keys}
+
+    def verify(self, envelope: Any) -> str:
+        """The fingerprint of the key whose signature on ``envelope`` verifies;
+        :class:`EnvelopeError` when none does."""
+        from securesystemslib.exceptions import VerificationError
+
+        candidates = [self._keys[k] for k in signer_ids(envelope) if k in self._keys]
+        if not candidates:
+            raise EnvelopeError("no signature by a key the base lists for attestations")
+        try:
+            accepted = envelope.verify(candidates, 1)
+        except (VerificationError, ValueError) as exc:
+            raise EnvelopeError(f"the signature does not verify ({exc})") from None
+        return str(next(iter(accepted)))
 
 
 def subjects(body: Mapping[str, Any]) -> tuple[str, str]:

@@ -23,7 +23,7 @@ from attrs import asdict, frozen
 from snodo.errors import SnodoError
 from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range, touching
-from snodo.evidence.statement import EnvelopeError, decode_envelope, subjects, verify_envelope
+from snodo.evidence.statement import EnvelopeError, Verifier, decode_envelope, subjects
 from snodo.gitrun import run_git
 from snodo.state.signers import ALLOWED_SIGNERS, ATTESTATION_NAMESPACE, Signer, parse_allowed_signers, signers_for
 from snodo.text import shown
@@ -119,14 +119,16 @@ def _trust(repo: Path, base: str) -> list[Signer]:
     return parse_allowed_signers(result.stdout, f"{base}:{GOVERNANCE_DIR}/{ALLOWED_SIGNERS}")
 
 
-def _check_attestation(entry: CommitEntry, keys: dict[str, Signer], digest: str | None) -> tuple[str, str]:
+def _check_attestation(
+    entry: CommitEntry, keys: dict[str, Signer], verifier: Verifier, digest: str | None
+) -> tuple[str, str]:
     """``(signer, "")`` when the note is a valid judged attestation of this commit, else
     ``("", why not)``."""
     if not entry.note.strip():
         return "", "no attestation (no note under refs/notes/snodo)"
     try:
         envelope, body = decode_envelope(entry.note.strip())
-        fingerprint = verify_envelope(envelope, [s.key for s in keys.values() if s.key is not None])
+        fingerprint = verifier.verify(envelope)
     except EnvelopeError as exc:
         if "no signature by a key" in str(exc):
             return "", "attestation signed by a key the base's allowed_signers does not list for attestations"
@@ -202,13 +204,14 @@ def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None
     base_commit = _rev(repo, base)
     signers = _trust(repo, base_commit)
     keys = signers_for(signers, ATTESTATION_NAMESPACE)
+    verifier = Verifier([s.key for s in keys.values() if s.key is not None])
     digest = protocol_digest(repo, base_commit)
     entries = list_range(repo, revisions)
     governance = touching(repo, revisions, GOVERNANCE_DIR) if entries else set()
     attested: dict[str, tuple[str, str]] = {}
     for entry in entries:
         if len(entry.parents) <= 1:
-            attested[entry.sha] = _check_attestation(entry, keys, digest)
+            attested[entry.sha] = _check_attestation(entry, keys, verifier, digest)
     needs_person = [e.sha for e in entries if len(e.parents) <= 1 and (e.sha in governance or not attested[e.sha][0])]
     signed = _signatures(repo, signers, needs_person)
     verdicts = [_verdict(e, attested.get(e.sha), signed.get(e.sha), e.sha in governance) for e in entries]

@@ -109,11 +109,12 @@ def resolve(repo: Path, range_arg: str | None, base_arg: str | None) -> tuple[li
     return [range_arg, f"^{base_arg}"], base_arg
 
 
-def _trust(repo: Path, base: str) -> list[Signer]:
-    result = run_git(repo, "cat-file", "blob", f"{base}:{GOVERNANCE_DIR}/{ALLOWED_SIGNERS}", env=PLAIN_GIT)
+def _trust(repo: Path, base: str, commit: str) -> list[Signer]:
+    result = run_git(repo, "cat-file", "blob", f"{commit}:{GOVERNANCE_DIR}/{ALLOWED_SIGNERS}", env=PLAIN_GIT)
     if not result.ok:
         raise VerifyProblem(
-            f"the base {base} has no {GOVERNANCE_DIR}/{ALLOWED_SIGNERS}: nobody is trusted, nothing can pass",
+            f"the base {base} ({commit[:12]}) has no {GOVERNANCE_DIR}/{ALLOWED_SIGNERS}: "
+            "nobody is trusted, nothing can pass",
             hint="commit one on the base branch: `snodo keys show` prints the lines to add",
         )
     return parse_allowed_signers(result.stdout, f"{base}:{GOVERNANCE_DIR}/{ALLOWED_SIGNERS}")
@@ -202,7 +203,7 @@ def _signatures(repo: Path, signers: list[Signer], shas: list[str]) -> dict[str,
 def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None) -> Report:
     revisions, base = resolve(repo, range_arg, base_arg)
     base_commit = _rev(repo, base)
-    signers = _trust(repo, base_commit)
+    signers = _trust(repo, base, base_commit)
     keys = signers_for(signers, ATTESTATION_NAMESPACE)
     verifier = Verifier([s.key for s in keys.values() if s.key is not None])
     digest = protocol_digest(repo, base_commit)

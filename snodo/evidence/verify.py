@@ -8,6 +8,8 @@ range that adds its own key, or changes the protocol, proves nothing about itsel
 Speed: the range, trees, parents and notes come from one ``git log``, the commits that
 touch ``.snodo/`` from one ``git rev-list``, attestations are checked in-process, and only
 the commits no attestation covers go to git's own signature check (one more ``git log``).
+A merge passes when its tree is exactly the clean merge of its two parents (one
+``git merge-tree`` each): its content then comes from commits checked on their own.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from snodo.text import shown
 
 GOVERNANCE_DIR = ".snodo"
 _RERUN = "run the task through `snodo run` (or resubmit the change as a person's signed commit)"
+#: What a clean merge is "signed" by (a principal never holds a space, so no signer is it).
+_CLEAN_MERGE = "(clean merge)"
 _SIGN = "commit it yourself with a signing key the base's allowed_signers lists (git commit -S, gpg.format=ssh)"
 
 
@@ -155,6 +159,23 @@ def _check_attestation(
     return keys[fingerprint].name, ""
 
 
+def _check_merge(repo: Path, entry: CommitEntry) -> tuple[str, str]:
+    """``("merge", "")`` when the merge's tree is exactly what merging its two parents gives
+    (everything in it comes from commits checked on their own), else ``("", why not)``: a
+    merge that resolved conflicts, or added changes of its own, needs a person's signature."""
+    if len(entry.parents) != 2:
+        return "", f"a merge of {len(entry.parents)} parents (only two-parent merges are recomputed)"
+    result = run_git(repo, "merge-tree", "--write-tree", "--no-messages", *entry.parents, env=PLAIN_GIT)
+    tree = result.stdout.split("\n", 1)[0].strip()
+    if result.returncode == 0 and tree == entry.tree:
+        return _CLEAN_MERGE, ""
+    if result.returncode == 1:
+        return "", "a merge whose parents conflict: its resolution was judged by nobody"
+    if result.returncode == 0:
+        return "", "a merge whose tree differs from merging its parents: it adds changes of its own"
+    return "", f"cannot recompute the merge ({result.detail()[:200]})"
+
+
 def _signatures(repo: Path, signers: list[Signer], shas: list[str]) -> dict[str, tuple[str, str]]:
     """``sha -> (principal, "")`` for a good SSH signature by a listed principal, else
     ``(“”, why not)``; git (through ``ssh-keygen``) checks against the base's lines only."""
@@ -208,14 +229,17 @@ def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None
     verifier = Verifier([s.key for s in keys.values() if s.key is not None])
     digest = protocol_digest(repo, base_commit)
     entries = list_range(repo, revisions)
+    # A merge's `.snodo/` changes come from a parent, checked on its own (and a merge adding
+    # its own is caught by recomputing it), so the rule applies to non-merge commits.
     governance = touching(repo, revisions, GOVERNANCE_DIR) if entries else set()
-    attested: dict[str, tuple[str, str]] = {}
-    for entry in entries:
-        if len(entry.parents) <= 1:
-            attested[entry.sha] = _check_attestation(entry, keys, verifier, digest)
-    needs_person = [e.sha for e in entries if len(e.parents) <= 1 and (e.sha in governance or not attested[e.sha][0])]
+    governance -= {e.sha for e in entries if len(e.parents) > 1}
+    checked = {
+        e.sha: _check_attestation(e, keys, verifier, digest) if len(e.parents) <= 1 else _check_merge(repo, e)
+        for e in entries
+    }
+    needs_person = [e.sha for e in entries if e.sha in governance or not checked[e.sha][0]]
     signed = _signatures(repo, signers, needs_person)
-    verdicts = [_verdict(e, attested.get(e.sha), signed.get(e.sha), e.sha in governance) for e in entries]
+    verdicts = [_verdict(e, checked[e.sha], signed.get(e.sha), e.sha in governance) for e in entries]
     return Report(
         base=base,
         base_commit=base_commit,
@@ -226,11 +250,9 @@ def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None
 
 
 def _verdict(
-    entry: CommitEntry, attested: tuple[str, str] | None, signed: tuple[str, str] | None, governance: bool
+    entry: CommitEntry, attested: tuple[str, str], signed: tuple[str, str] | None, governance: bool
 ) -> Verdict:
     common = {"sha": entry.sha, "subject": shown(entry.subject)[:200]}
-    if attested is None:  # a merge: its parents are in the range (or on the base) and judged there
-        return Verdict(**common, passed=True, how="merge")
     if signed is not None and signed[0]:
         return Verdict(**common, passed=True, how="signature", signer=signed[0])
     if governance:
@@ -241,7 +263,9 @@ def _verdict(
             reason=f"changes {GOVERNANCE_DIR}/, which only a person's signed commit may ({why})",
             action=_SIGN,
         )
+    if attested[0] == _CLEAN_MERGE:  # its parents are in the range (judged there) or on the base
+        return Verdict(**common, passed=True, how="merge")
     if attested[0]:
         return Verdict(**common, passed=True, how="attestation", signer=attested[0])
     why = f"{attested[1]}; {signed[1] if signed else 'not signed'}"
-    return Verdict(**common, passed=False, reason=why, action=_RERUN)
+    return Verdict(**common, passed=False, reason=why, action=_SIGN if len(entry.parents) > 1 else _RERUN)

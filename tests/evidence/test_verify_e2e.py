@@ -232,6 +232,29 @@ def test_a_persons_ssh_signed_commit_passes_and_a_strangers_does_not(world: Worl
     assert list(lines) == [theirs[:12]] and "which the base's allowed_signers does not list" in lines[theirs[:12]]
 
 
+def test_a_clean_merge_passes_and_a_merge_that_adds_its_own_change_does_not(world: World) -> None:
+    repo = start(world, "side", "origin/main")
+    side = signed_commit(world, repo, world.person_key, "side.txt", "pat's side change")
+    start(world, "merged", world.commit)
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    clean = git(repo, "rev-parse", "HEAD").strip()
+    world.publish(repo, "merged")
+    result = world.verify_b("merged", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {r["sha"]: r["how"] for r in json.loads(result.stdout)["commits"]}
+    assert rows == {clean: "merge", side: "signature", world.commit: "attestation"}
+    # An "evil merge": the merge commit carries a change neither parent has.
+    git(repo, "reset", "-q", "--hard", "HEAD^")
+    git(repo, "merge", "-q", "--no-ff", "--no-commit", "side")
+    (repo / "hello.py").write_text("def hello():\n    return 'smuggled'\n")
+    git(repo, "add", "hello.py")
+    git(repo, "commit", "-q", "-m", "merge side")
+    evil = git(repo, "rev-parse", "HEAD").strip()
+    world.publish(repo, "merged")
+    lines = failing(world.verify_b("merged"))
+    assert list(lines) == [evil[:12]] and "tree differs from merging its parents" in lines[evil[:12]]
+
+
 def test_the_envelope_verifies_with_securesystemslib_and_the_public_key_alone(world: World) -> None:
     import base64
 

@@ -1,5 +1,6 @@
-"""``snodo keys``: the line to add to ``.snodo/allowed_signers`` for your decision key, and
-an optional passphrase on that key."""
+"""``snodo keys``: the ``.snodo/allowed_signers`` lines for your two keys (the decision key
+for decisions, the audit key for the attestations on governed commits), and an optional
+passphrase on the decision key."""
 
 from __future__ import annotations
 
@@ -13,31 +14,34 @@ from snodo.cli.common import json_option
 
 @click.group()
 def keys() -> None:
-    """Your decision key: show it for .snodo/allowed_signers, or protect it with a passphrase."""
+    """Your keys: show their allowed_signers lines, or protect the decision key with a passphrase."""
 
 
 @keys.command("show")
-@click.option("--name", default=None, help="The name to put on the line (default: user@host).")
+@click.option("--name", default=None, help="The name to put on the lines (default: user@host).")
 @json_option
 def show_cmd(name: str | None, as_json: bool) -> None:
-    """Print the `name key` line that lets your decisions count in a project.
+    """Print the allowed_signers lines that let your decisions and your runs count in a project.
 
-    Add it to the project's .snodo/allowed_signers and commit it; with that file present,
-    only the keys it lists adjudicate escalations, on every machine. The key pair is
-    created on first use.
+    Add them to the project's .snodo/allowed_signers and commit them on the main branch.
+    The first line makes your decisions count (namespace snodo-decision); the second makes
+    the attestations your governed runs put on their commits count for `snodo verify`
+    (namespace snodo-attestation). Both key pairs are created on first use.
     """
     from snodo.cli.output import emit_json
-    from snodo.state.audit_key import audit_public_key
+    from snodo.state.audit_key import audit_key_paths, audit_signing_key
     from snodo.state.home import snodo_home
     from snodo.state.keys import decision_key_paths, ensure_decision_keys, openssh_public, public_key_fingerprint
+    from snodo.state.signers import ATTESTATION_NAMESPACE, DECISION_NAMESPACE
 
     home = snodo_home()
     key = ensure_decision_keys(home)
+    audit = audit_signing_key(home).public_key()
     who = name or f"{getpass.getuser()}@{socket.gethostname()}"
-    if any(c.isspace() for c in who) or not who:
-        raise click.BadParameter("a signer name is one word (no spaces)", param_hint="--name")
-    line = f"{who} {openssh_public(key)}"
-    audit = audit_public_key(home)
+    if any(c.isspace() or c in "\"'#" for c in who) or not who:
+        raise click.BadParameter("a signer name is one word (no spaces or quotes)", param_hint="--name")
+    line = f'{who} namespaces="{DECISION_NAMESPACE}" {openssh_public(key)}'
+    audit_line = f'{who} namespaces="{ATTESTATION_NAMESPACE}" {openssh_public(audit)}'
     if as_json:
         emit_json(
             {
@@ -45,12 +49,20 @@ def show_cmd(name: str | None, as_json: bool) -> None:
                 "allowed_signers_line": line,
                 "fingerprint": public_key_fingerprint(key),
                 "public_key_file": str(decision_key_paths(home)[1]),
-                "audit_key": openssh_public(audit) if audit else None,
+                "audit_key": openssh_public(audit),
+                "audit_allowed_signers_line": audit_line,
+                "audit_fingerprint": public_key_fingerprint(audit),
+                "audit_public_key_file": str(audit_key_paths(home)[1]),
             }
         )
         return
     click.echo(line)
-    click.echo("add this line to .snodo/allowed_signers (and commit it) so your decisions count there", err=True)
+    click.echo(audit_line)
+    click.echo(
+        "add these lines to .snodo/allowed_signers on the main branch (and commit them): the first makes "
+        "your decisions count, the second the attestations on your governed runs' commits",
+        err=True,
+    )
 
 
 @keys.command("protect")

@@ -29,6 +29,7 @@ from snodo.engine.inplace import InPlaceWatch, Judgement
 from snodo.engine.interrupt import Interrupted
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned, uncommitted
 from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
+from snodo.evidence.attest import attest_run
 from snodo.gitrun import pin
 from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import (
@@ -231,7 +232,7 @@ class Engine:
             result = self._loop(spec, task_id, coder_spec, coder, config, worktree)
             attempts = result.attempts
             worktree.keep_as_branch()  # only completed work gets a branch
-            p.record(
+            completed = p.record(
                 "completed",
                 task_id=task_id,
                 run_id=self.run_id,
@@ -239,6 +240,18 @@ class Engine:
                 commit=result.commit,
                 files=list(result.files),
                 attempts=attempts,
+            )
+            attest_run(
+                p,
+                base=worktree.base,
+                tip=worktree.branch,
+                task_id=task_id,
+                spec_sha=spec_sha256(spec),
+                run_id=self.run_id,
+                coder=self.coder_name,
+                reason=result.message,
+                results=result.results,
+                audit=completed,
             )
             return result
         except Halt as halt:

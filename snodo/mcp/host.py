@@ -31,6 +31,7 @@ from attrs import frozen
 from snodo.engine.jobs import JobStore, QueueFull
 from snodo.engine.plans import Planner, PlanStore, plan_tasks
 from snodo.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError
+from snodo.evidence.attest import attest_tool_commit
 from snodo.gitrun import pin
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
 from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, plan_mode, tools_for_mode
@@ -356,13 +357,17 @@ class ToolHost:
         return self.git.stage_files(paths)
 
     def _tool_commit(self, message: str) -> dict[str, Any]:
-        return {"commit": self.git.commit(message)}
+        sha = self.git.commit(message)
+        attest_tool_commit(self.project, sha, tool="commit", session_id=self._session_id())
+        return {"commit": sha}
 
     def _tool_create_branch(self, name: str, start: str | None = None) -> dict[str, Any]:
         return self.git.create_branch(name, start)
 
     def _tool_merge_branch(self, name: str, message: str | None = None) -> dict[str, Any]:
-        return self.git.merge_branch(name, message)
+        merged = self.git.merge_branch(name, message)
+        attest_tool_commit(self.project, str(merged["head"]), tool="merge_branch", session_id=self._session_id())
+        return merged
 
     def _tool_delete_branch(self, name: str) -> dict[str, Any]:
         return self.git.delete_branch(name)

@@ -155,7 +155,7 @@ def _signature_statuses(top: Path, signers_file: str, commits: list[str]) -> dic
 
 def _check_signers(text: str, source: str) -> None:
     """The list must parse as the decision records' list does: a typo fails closed."""
-    from snodo.state.decisions import parse_allowed_signers
+    from snodo.state.signers import parse_allowed_signers
 
     parse_allowed_signers(text, source)
 

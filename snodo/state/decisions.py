@@ -7,9 +7,10 @@ trusted, and it is bound to exactly the task, spec and (after execution) git tre
 validated. Records that fail are not errors for the run; they are ignored and handed back,
 with who signed them, so the caller can audit them.
 
-Whose keys are trusted: with ``.snodo/allowed_signers`` (``name key`` lines, the way git's
-``gpg.ssh.allowedSignersFile`` names SSH signers), exactly the keys listed there, on any
-machine; without it, only this home's decision key. Records are plain files meant to be
+Whose keys are trusted: with ``.snodo/allowed_signers`` (git's ``gpg.ssh.allowedSignersFile``
+format, parsed in :mod:`snodo.state.signers`), exactly the keys listed there for decisions
+(no ``namespaces=`` option, or one naming ``snodo-decision``), on any machine; without it,
+only this home's decision key. Records are plain files meant to be
 committed, so a teammate's or CI's re-validation finds them.
 """
 
@@ -24,13 +25,13 @@ from typing import Literal, NamedTuple
 
 from attrs import frozen
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from snodo.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, canonical_json, dumps_json, load_record, unstructure
 from snodo.state.home import project_state_dir
-from snodo.state.keys import load_decision_public_key, parse_public_key, public_key_fingerprint
+from snodo.state.keys import load_decision_public_key, public_key_fingerprint
 from snodo.state.sessions import PendingDecision
+from snodo.state.signers import ALLOWED_SIGNERS, DECISION_NAMESPACE, Signer, parse_allowed_signers, signers_for
 
 Decision = Literal["approve", "reject"]
 _DECISION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -111,15 +112,6 @@ class Rejected(NamedTuple):
     key: str = ""
 
 
-ALLOWED_SIGNERS = "allowed_signers"
-
-
-@frozen(kw_only=True)
-class Signer:
-    name: str
-    key: Ed25519PublicKey
-
-
 @frozen(kw_only=True)
 class Trust:
     """The keys whose decisions count, by fingerprint; ``source`` says where they came from."""
@@ -131,34 +123,12 @@ class Trust:
 
 
 def load_allowed_signers(path: Path) -> dict[str, Signer]:
-    """Parse ``name key-type base64 [comment]`` lines (``#`` comments, blank lines allowed).
-
-    A line that does not parse fails the whole file: a typo must not silently drop, or
-    worse half-read, the team's list.
-    """
+    """The keys ``path`` allows to sign decisions (see :mod:`snodo.state.signers`)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise StateError(f"cannot read {path}: {exc}") from exc
-    return parse_allowed_signers(text, path)
-
-
-def parse_allowed_signers(text: str, path: Path | str) -> dict[str, Signer]:
-    """:func:`load_allowed_signers` on text already read (a committed blob); ``path`` names it."""
-    signers: dict[str, Signer] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        parts = stripped.split()
-        if len(parts) < 3:
-            raise StateError(
-                f"{path}:{lineno}: expected `name ssh-ed25519 AAAA...`, got {stripped[:80]!r}",
-                hint="`snodo keys show` prints the line to add for your key",
-            )
-        key = parse_public_key(f"{parts[1]} {parts[2]}".encode(), f"{path}:{lineno}")
-        signers[public_key_fingerprint(key)] = Signer(name=parts[0], key=key)
-    return signers
+    return signers_for(parse_allowed_signers(text, str(path)), DECISION_NAMESPACE)
 
 
 @frozen(kw_only=True)
@@ -278,7 +248,7 @@ def _verify_file(path: Path, trust: Trust) -> tuple[Rejected | None, DecisionRec
     if path.stem != record.decision_id:
         return _rejected(path, record, f"file name does not match its decision_id {record.decision_id!r}"), None
     signer = trust.signers.get(record.public_key_fingerprint)
-    if signer is None:
+    if signer is None or signer.key is None:
         who = f"signed by {record.decided_by!r} with key {record.public_key_fingerprint or '(none)'}"
         if trust.listed:
             why = f"{who}, which is not listed in {trust.source}"

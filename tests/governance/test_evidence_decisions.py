@@ -115,7 +115,7 @@ def keys_line(cli: Cli, cwd: Path, home: Path, name: str) -> str:
     shown = cli("keys", "show", "--name", name, "--json", cwd=cwd, env={"SNODO_HOME": str(home)})
     assert shown.returncode == 0, shown
     line: str = shown.json()["allowed_signers_line"]
-    assert line.startswith(f"{name} ssh-ed25519 ")
+    assert line.startswith(f'{name} namespaces="snodo-decision" ssh-ed25519 ')
     return line
 
 

@@ -1,0 +1,44 @@
+"""``snodo verify``: the merge gate. Every commit of a range must carry a valid attestation
+of a governed run, or a person's good signature, judged against the base's trust root."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from snodo.cli.common import json_option
+
+
+@click.command()
+@click.argument("range_arg", metavar="[RANGE]", required=False)
+@click.option("--base", "base", default=None, help="Take the trust root from REF (default: the range's left side).")
+@json_option
+def verify(range_arg: str | None, base: str | None, as_json: bool) -> None:
+    """Check that every commit in RANGE was judged by a governed run or signed by a person.
+
+    RANGE is git's `A..B` (default: the current branch's commits not on its upstream). The
+    keys and protocol that count are `.snodo/allowed_signers` and `.snodo/protocol.yml` as
+    committed at the base (A, or --base), never the commits being checked. Fetch the notes
+    first: git fetch origin refs/notes/snodo:refs/notes/snodo
+
+    Exit 0 every commit passes, 1 some commit fails (one line each: commit, reason, what to
+    do), 4 the check could not run.
+    """
+    from snodo.cli.output import emit_json, printable
+    from snodo.evidence.verify import verify as run_verify
+
+    report = run_verify(Path.cwd(), range_arg, base)
+    if as_json:
+        emit_json(report.as_json())
+    else:
+        for v in report.verdicts:
+            if not v.passed:
+                click.echo(f"{v.sha[:12]} {printable(v.subject)[:60]!r}: {printable(v.reason)} -> {v.action}")
+        passed = sum(v.passed for v in report.verdicts)
+        click.echo(
+            f"{passed} of {len(report.verdicts)} commit(s) pass against {report.base} ({report.base_commit[:12]})",
+            err=True,
+        )
+    sys.exit(0 if report.ok else 1)

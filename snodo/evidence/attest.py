@@ -1,0 +1,158 @@
+"""Writing attestations: on every commit of a completed run (judged) and on commits made
+through the tool surface (``commit``, ``merge_branch``: not judged).
+
+A completed run's branch may hold several commits (recovery attempts, a coder's own
+commits): each gets the run's statement, naming its own commit and tree, so a range check
+finds every commit of governed work accounted for. The signing key is the home's audit
+key: outside the confinement agents run in, and already the key of the audit log whose
+record of the run the statement points at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from snodo.errors import SnodoError
+from snodo.evidence.notes import NOTES_REF, PLAIN_GIT, write_note
+from snodo.evidence.statement import sign_statement, statement
+from snodo.gitrun import git_out, run_git
+from snodo.state.audit_key import audit_signing_key
+
+if TYPE_CHECKING:
+    from snodo.governance.service import Project
+
+PROTOCOL_PATH = ".snodo/protocol.yml"
+
+
+def digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def protocol_digest(repo: Path, commit: str) -> str | None:
+    """The digest of ``.snodo/protocol.yml`` as committed in ``commit`` (``None``: absent).
+
+    git hands the blob over as text; a protocol is UTF-8 YAML (the loader refuses anything
+    else), so encoding it again gives back its bytes."""
+    result = run_git(repo, "cat-file", "blob", f"{commit}:{PROTOCOL_PATH}", env=PLAIN_GIT)
+    return digest(result.stdout.encode("utf-8")) if result.ok else None
+
+
+def loaded_protocol_digest(project: Project) -> str | None:
+    """The digest of the protocol file the run was governed by, as it is on disk."""
+    try:
+        return digest(project.loaded.path.read_bytes())
+    except OSError:
+        return None
+
+
+def confinement(project: Project) -> str:
+    """Which backend confined the run's agent-written code (``off`` when the protocol says so)."""
+    if project.protocol.execution.sandbox == "off":
+        return "off"
+    from snodo.sandbox.choose import choose_backend
+
+    try:
+        return choose_backend().name
+    except SnodoError:
+        return "none"
+
+
+def _decisions(project: Project, task_id: str, spec_sha: str, tree: str) -> list[dict[str, str]]:
+    """The verified human decisions the run's verdicts rest on (before and after execution)."""
+    out = []
+    for bound in ("", tree):
+        records, _ = project.decisions.verified_records(task_id, spec_sha, tree=bound)
+        out += [
+            {
+                "decision_id": r.decision_id,
+                "decision": r.decision,
+                "decided_by": r.decided_by,
+                "key": r.public_key_fingerprint,
+            }
+            for r in records
+        ]
+    return out
+
+
+def _attest(project: Project, commits: Sequence[str], predicate: Mapping[str, Any]) -> list[str]:
+    key = audit_signing_key(project.home)
+    for commit in commits:
+        tree = git_out(project.root, "rev-parse", f"{commit}^{{tree}}")
+        write_note(project.root, commit, sign_statement(statement(commit, tree, predicate), key))
+    return list(commits)
+
+
+def attest_run(
+    project: Project,
+    *,
+    base: str,
+    tip: str,
+    task_id: str,
+    spec_sha: str,
+    run_id: str,
+    coder: str,
+    reason: str,
+    results: Sequence[Mapping[str, Any]],
+    audit: Mapping[str, Any],
+) -> list[str]:
+    """Attest every commit of a completed run (``base..tip``); returns the commits attested.
+
+    A failure is recorded in the audit log and reported, never raised: the work is on its
+    branch either way, and without a note ``snodo verify`` refuses it, which is the truth.
+    """
+    try:
+        tip = git_out(project.root, "rev-parse", "--verify", f"{tip}^{{commit}}")
+        commits = git_out(project.root, "rev-list", "--reverse", f"{base}..{tip}", env=PLAIN_GIT).split()
+        tree = git_out(project.root, "rev-parse", f"{tip}^{{tree}}")
+        model = project.mode.coder_config.get("model") if coder == project.mode.coder else None
+        predicate = {
+            "judged": True,
+            "status": "completed",
+            # What governed the run: the file loaded, which is the base's unless the checkout
+            # changed it (then `snodo verify` finds the digests differ, as it should).
+            "protocol": {"path": PROTOCOL_PATH, "digest": loaded_protocol_digest(project), "base": base},
+            "mode": project.mode_id,
+            "task_id": task_id,
+            "spec_sha256": spec_sha,
+            "run_id": run_id,
+            "tip": tip,
+            "outcome": "pass",
+            "policy_reason": reason,
+            "validators": [
+                {k: r[k] for k in ("validator_id", "validator_type", "severity", "severity_original", "kind") if k in r}
+                for r in results
+            ],
+            "decisions": _decisions(project, task_id, spec_sha, tree),
+            "coder": {"name": coder, "model": str(model) if model is not None else None},
+            "confinement": confinement(project),
+            "audit": {"log": ".snodo/audit.log", "seq": audit.get("seq"), "hash": audit.get("hash")},
+        }
+        done = _attest(project, commits, predicate)
+        project.record("attested", task_id=task_id, run_id=run_id, commits=done, notes_ref=NOTES_REF, judged=True)
+        return done
+    except SnodoError as exc:
+        project.record("attest_failed", task_id=task_id, run_id=run_id, error=exc.message)
+        return []
+
+
+def attest_tool_commit(project: Project, commit: str, *, tool: str, session_id: str) -> None:
+    """Attest a commit the agent made through the tool surface: visible, never judged."""
+    predicate = {
+        "judged": False,
+        "status": "tool_commit",
+        "tool": tool,
+        "protocol": {"path": PROTOCOL_PATH, "digest": loaded_protocol_digest(project), "base": None},
+        "mode": project.mode_id,
+        "session_id": session_id,
+        "confinement": confinement(project),
+        "audit": None,  # the tool call's own audit line records the commit
+    }
+    try:
+        _attest(project, [commit], predicate)
+    except SnodoError as exc:  # the commit is made; a missing note only makes verify refuse it
+        project.record("attest_failed", commits=[commit], tool=tool, error=exc.message)
+        return
+    project.record("attested", commits=[commit], notes_ref=NOTES_REF, judged=False, tool=tool)

@@ -1,0 +1,87 @@
+"""Attestations as git notes under ``refs/notes/snodo``: written one commit at a time,
+read for a whole range in one ``git log`` (the merge gate must stay fast on long ranges).
+
+Everything read back came from whoever pushed the notes ref: hostile. Records are split on
+a random marker chosen per call, so no note can forge the boundary between two commits.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+from attrs import frozen
+
+from snodo.errors import EnvironmentProblem
+from snodo.gitrun import identity_args, run_git
+
+NOTES_REF = "refs/notes/snodo"
+#: Replacement refs and grafts would let a repository show one commit as another.
+PLAIN_GIT = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_NOTES_REF": NOTES_REF}
+_LOCK_RETRIES = 5
+
+
+def write_note(repo: Path, commit: str, text: str) -> None:
+    """Attach ``text`` to ``commit`` (replacing any note snodo put there before)."""
+    args = [*identity_args(repo), "notes", f"--ref={NOTES_REF}", "add", "--force", "--file=-", commit]
+    for attempt in range(_LOCK_RETRIES):
+        result = run_git(repo, *args, stdin=text + "\n", env=PLAIN_GIT)
+        if result.ok:
+            return
+        if "lock" not in result.detail() or attempt == _LOCK_RETRIES - 1:
+            break
+        time.sleep(0.05 * (attempt + 1))  # another run is writing its note at the same moment
+    raise EnvironmentProblem(f"cannot attach the attestation to {commit[:12]} in {repo}: {result.detail()}")
+
+
+def read_note(repo: Path, commit: str) -> str | None:
+    result = run_git(repo, "notes", f"--ref={NOTES_REF}", "show", commit, env=PLAIN_GIT)
+    return result.stdout if result.ok else None
+
+
+@frozen(kw_only=True)
+class CommitEntry:
+    """One commit of a range as git lists it, with its note (``""`` for none)."""
+
+    sha: str
+    tree: str
+    parents: tuple[str, ...]
+    subject: str
+    note: str
+
+
+def list_range(repo: Path, revisions: list[str]) -> list[CommitEntry]:
+    """Every commit of ``revisions`` (``git rev-list`` syntax) with its tree, parents and note,
+    newest first, from one ``git log``."""
+    marker = secrets.token_hex(16)
+    fmt = f"{marker}C%H %T %P%n%s%n{marker}N%N{marker}E"
+    result = run_git(
+        repo,
+        "log",
+        f"--notes={NOTES_REF}",
+        "--no-show-signature",
+        "--no-color",
+        f"--format={fmt}",
+        *revisions,
+        "--",
+        env=PLAIN_GIT,
+    )
+    if not result.ok:
+        raise EnvironmentProblem(f"cannot list {' '.join(revisions)} in {repo}: {result.detail()}")
+    entries = []
+    for chunk in result.stdout.split(f"{marker}C")[1:]:
+        head, _, rest = chunk.partition(f"{marker}N")
+        note, _, _ = rest.partition(f"{marker}E")
+        ids, _, subject = head.partition("\n")
+        sha, tree, *parents = ids.split()
+        entries.append(CommitEntry(sha=sha, tree=tree, parents=tuple(parents), subject=subject.strip(), note=note))
+    return entries
+
+
+def touching(repo: Path, revisions: list[str], path: str) -> set[str]:
+    """The commits of ``revisions`` whose change (against their parents) touches ``path``."""
+    result = run_git(repo, "rev-list", "--full-history", *revisions, "--", path, env=PLAIN_GIT)
+    if not result.ok:
+        raise EnvironmentProblem(f"cannot list the commits changing {path} in {repo}: {result.detail()}")
+    return set(result.stdout.split())

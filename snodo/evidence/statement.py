@@ -1,0 +1,121 @@
+"""The attestation itself: an in-toto Statement v1 in a DSSE envelope, Ed25519-signed.
+
+The envelope (its pre-authentication encoding, signing and verifying) is
+securesystemslib's: a verifier anywhere checks it with any DSSE implementation and the
+public key alone. The statement is a plain mapping that follows the in-toto Statement v1
+layout; its two subjects bind the signature to one commit *and* its tree, so neither an
+amended commit nor the same tree under another commit inherits it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from snodo.state.keys import public_key_fingerprint
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+#: What snodo's predicate says; bump the version when its meaning changes.
+PREDICATE_TYPE = "https://snodo.dev/attestation/governed-commit/v1"
+#: A note larger than this is not an attestation snodo wrote; it is refused unread.
+MAX_ENVELOPE_BYTES = 256 * 1024
+
+
+class EnvelopeError(ValueError):
+    """The note is not a well-formed, correctly signed attestation; the message says why."""
+
+
+def statement(commit: str, tree: str, predicate: Mapping[str, Any]) -> dict[str, Any]:
+    """The in-toto Statement v1 naming ``commit`` and ``tree`` as its subjects."""
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {"name": "commit", "digest": {"gitCommit": commit}},
+            {"name": "tree", "digest": {"gitTree": tree}},
+        ],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": dict(predicate),
+    }
+
+
+def _sslib_key(key: Ed25519PublicKey) -> Any:
+    from securesystemslib.signer import SSlibKey  # type: ignore[attr-defined]
+
+    # The key id is snodo's fingerprint, the name the audit log and decisions already use.
+    return SSlibKey.from_crypto(key, keyid=public_key_fingerprint(key))
+
+
+def sign_statement(body: Mapping[str, Any], key: Ed25519PrivateKey) -> str:
+    """The DSSE envelope of ``body`` signed with ``key``, as one JSON line."""
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import CryptoSigner  # type: ignore[attr-defined]
+
+    payload = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    envelope = Envelope(payload=payload, payload_type=PAYLOAD_TYPE, signatures={})
+    envelope.sign(CryptoSigner(key, _sslib_key(key.public_key())))
+    return json.dumps(envelope.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def decode_envelope(text: str) -> tuple[Any, dict[str, Any]]:
+    """``(envelope, statement)`` of a note, unverified: for reading, and for finding the key."""
+    from securesystemslib.dsse import Envelope
+
+    if len(text) > MAX_ENVELOPE_BYTES:
+        raise EnvelopeError(f"the note is {len(text)} bytes, larger than any attestation snodo writes")
+    try:
+        envelope = Envelope.from_dict(json.loads(text))
+    except Exception as exc:  # hostile input: whatever fails to parse is a refusal, never a crash
+        raise EnvelopeError(f"the note is not a DSSE envelope ({type(exc).__name__}: {exc})") from None
+    if envelope.payload_type != PAYLOAD_TYPE:
+        raise EnvelopeError(f"the envelope's payload type is {envelope.payload_type!r}, not {PAYLOAD_TYPE!r}")
+    try:
+        body = json.loads(envelope.payload)
+    except ValueError as exc:
+        raise EnvelopeError(f"the envelope's payload is not JSON ({exc})") from None
+    if not isinstance(body, dict) or body.get("_type") != STATEMENT_TYPE:
+        raise EnvelopeError("the envelope does not hold an in-toto Statement v1")
+    if body.get("predicateType") != PREDICATE_TYPE or not isinstance(body.get("predicate"), dict):
+        raise EnvelopeError(f"the statement's predicate is not snodo's ({str(body.get('predicateType'))[:100]!r})")
+    return envelope, body
+
+
+def signer_ids(envelope: Any) -> list[str]:
+    """The key ids the envelope's signatures claim (not yet checked)."""
+    return [str(k) for k in envelope.signatures]
+
+
+class Verifier:
+    """Checks envelopes against a fixed set of public keys (built once per range: a merge
+    gate checks thousands of envelopes with the same few keys)."""
+
+    def __init__(self, keys: list[Ed25519PublicKey]) -> None:
+        self._keys = {public_key_fingerprint(k): _sslib_key(k) for k in keys}
+
+    def verify(self, envelope: Any) -> str:
+        """The fingerprint of the key whose signature on ``envelope`` verifies;
+        :class:`EnvelopeError` when none does."""
+        from securesystemslib.exceptions import VerificationError
+
+        candidates = [self._keys[k] for k in signer_ids(envelope) if k in self._keys]
+        if not candidates:
+            raise EnvelopeError("no signature by a key the base lists for attestations")
+        try:
+            accepted = envelope.verify(candidates, 1)
+        except (VerificationError, ValueError) as exc:
+            raise EnvelopeError(f"the signature does not verify ({exc})") from None
+        return str(next(iter(accepted)))
+
+
+def subjects(body: Mapping[str, Any]) -> tuple[str, str]:
+    """``(commit, tree)`` the statement names; empty strings where it names none."""
+    commit = tree = ""
+    for item in body.get("subject") or ():
+        digest = item.get("digest") if isinstance(item, dict) else None
+        if isinstance(digest, dict):
+            commit = str(digest.get("gitCommit", commit))
+            tree = str(digest.get("gitTree", tree))
+    return commit, tree

@@ -1,0 +1,271 @@
+"""``snodo verify``: was every commit of a range produced by a governed run, or signed by a
+person the team trusts?
+
+The trust root is read from the *base* commit through git (``.snodo/allowed_signers`` and
+``.snodo/protocol.yml``), never from the commits being verified nor the working tree: a
+range that adds its own key, or changes the protocol, proves nothing about itself.
+
+Speed: the range, trees, parents and notes come from one ``git log``, the commits that
+touch ``.snodo/`` from one ``git rev-list``, attestations are checked in-process, and only
+the commits no attestation covers go to git's own signature check (one more ``git log``).
+A merge passes when its tree is exactly the clean merge of its two parents (one
+``git merge-tree`` each): its content then comes from commits checked on their own.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from attrs import asdict, frozen
+
+from snodo.errors import SnodoError
+from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
+from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range, touching
+from snodo.evidence.statement import EnvelopeError, Verifier, decode_envelope, subjects
+from snodo.gitrun import run_git
+from snodo.state.signers import ALLOWED_SIGNERS, ATTESTATION_NAMESPACE, Signer, parse_allowed_signers, signers_for
+from snodo.text import shown
+
+GOVERNANCE_DIR = ".snodo"
+_RERUN = "run the task through `snodo run` (or resubmit the change as a person's signed commit)"
+#: What a clean merge is "signed" by (a principal never holds a space, so no signer is it).
+_CLEAN_MERGE = "(clean merge)"
+_SIGN = "commit it yourself with a signing key the base's allowed_signers lists (git commit -S, gpg.format=ssh)"
+
+
+class VerifyProblem(SnodoError):
+    """``snodo verify`` could not decide (no such range, no trust root): exit 4."""
+
+    exit_code = 4
+
+
+@frozen(kw_only=True)
+class Verdict:
+    """One commit's result: ``passed`` by ``how`` (attestation, signature, merge), or why not."""
+
+    sha: str
+    subject: str
+    passed: bool
+    how: str = ""
+    reason: str = ""
+    action: str = ""
+    signer: str = ""
+
+
+@frozen(kw_only=True)
+class Report:
+    base: str
+    base_commit: str
+    revisions: tuple[str, ...]
+    protocol_digest: str | None
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "base": self.base,
+            "base_commit": self.base_commit,
+            "range": list(self.revisions),
+            "protocol_digest": self.protocol_digest,
+            "commits": [asdict(v) for v in self.verdicts],
+            "failed": sum(not v.passed for v in self.verdicts),
+        }
+
+
+def _rev(repo: Path, name: str) -> str:
+    result = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}", env=PLAIN_GIT)
+    if not result.ok or not result.stdout.strip():
+        raise VerifyProblem(f"{name!r} names no commit in {repo}", hint="fetch it first (git fetch origin)")
+    return result.stdout.strip()
+
+
+def resolve(repo: Path, range_arg: str | None, base_arg: str | None) -> tuple[list[str], str]:
+    """``(revisions for git log, base ref)`` for ``snodo verify [RANGE] [--base REF]``."""
+    if range_arg is None:
+        upstream = run_git(repo, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}")
+        if not upstream.ok:
+            raise VerifyProblem(
+                "the current branch has no upstream, so there is no default range",
+                hint="name one: snodo verify origin/main..HEAD",
+            )
+        range_arg = f"{upstream.stdout.strip()}..HEAD"
+    if range_arg.startswith("-"):
+        raise VerifyProblem(f"{range_arg!r} is not a range", hint="e.g. snodo verify origin/main..HEAD")
+    if "..." in range_arg:
+        raise VerifyProblem("a symmetric range (A...B) has no single base", hint="use A..B, or give --base")
+    left, dots, right = range_arg.partition("..")
+    if dots:
+        left, right = left or "HEAD", right or "HEAD"
+        for name in (left, right):
+            _rev(repo, name)
+        return [right, f"^{left}"], base_arg or left
+    if base_arg is None:
+        raise VerifyProblem(f"{range_arg!r} is one commit, not a range: which base?", hint="give --base REF")
+    _rev(repo, range_arg)
+    return [range_arg, f"^{base_arg}"], base_arg
+
+
+def _trust(repo: Path, base: str, commit: str) -> list[Signer]:
+    result = run_git(repo, "cat-file", "blob", f"{commit}:{GOVERNANCE_DIR}/{ALLOWED_SIGNERS}", env=PLAIN_GIT)
+    if not result.ok:
+        raise VerifyProblem(
+            f"the base {base} ({commit[:12]}) has no {GOVERNANCE_DIR}/{ALLOWED_SIGNERS}: "
+            "nobody is trusted, nothing can pass",
+            hint="commit one on the base branch: `snodo keys show` prints the lines to add",
+        )
+    return parse_allowed_signers(result.stdout, f"{base}:{GOVERNANCE_DIR}/{ALLOWED_SIGNERS}")
+
+
+def _check_attestation(
+    entry: CommitEntry, keys: dict[str, Signer], verifier: Verifier, digest: str | None
+) -> tuple[str, str]:
+    """``(signer, "")`` when the note is a valid judged attestation of this commit, else
+    ``("", why not)``."""
+    if not entry.note.strip():
+        return "", "no attestation (no note under refs/notes/snodo)"
+    try:
+        envelope, body = decode_envelope(entry.note.strip())
+        fingerprint = verifier.verify(envelope)
+    except EnvelopeError as exc:
+        if "no signature by a key" in str(exc):
+            return "", "attestation signed by a key the base's allowed_signers does not list for attestations"
+        return "", f"attestation rejected: {exc}"
+    commit, tree = subjects(body)
+    if commit != entry.sha or tree != entry.tree:
+        return "", (
+            f"attestation is for commit {commit[:12] or '?'} (tree {tree[:12] or '?'}), not this commit and tree: "
+            "the commit was amended or cherry-picked, or the note was moved"
+        )
+    predicate = body["predicate"]
+    if predicate.get("judged") is not True:
+        tool, mode, session = (predicate.get(k, "?") for k in ("tool", "mode", "session_id"))
+        where = f"`{tool}` in mode {mode}, session {session}"
+        return "", f"made through the tool surface ({shown(where)[:200]}): judged: false, no validator ran"
+    if predicate.get("status") != "completed":
+        return "", f"attestation is not of a completed run (status {shown(str(predicate.get('status')))[:40]})"
+    if digest is None:
+        return "", f"the base has no {PROTOCOL_PATH}, so no run can be under its protocol"
+    claimed = (predicate.get("protocol") or {}).get("digest") if isinstance(predicate.get("protocol"), dict) else None
+    if claimed != digest:
+        return "", "the run was governed by another protocol than the base's (protocol digest differs)"
+    return keys[fingerprint].name, ""
+
+
+def _check_merge(repo: Path, entry: CommitEntry) -> tuple[str, str]:
+    """``("merge", "")`` when the merge's tree is exactly what merging its two parents gives
+    (everything in it comes from commits checked on their own), else ``("", why not)``: a
+    merge that resolved conflicts, or added changes of its own, needs a person's signature."""
+    if len(entry.parents) != 2:
+        return "", f"a merge of {len(entry.parents)} parents (only two-parent merges are recomputed)"
+    result = run_git(repo, "merge-tree", "--write-tree", "--no-messages", *entry.parents, env=PLAIN_GIT)
+    tree = result.stdout.split("\n", 1)[0].strip()
+    if result.returncode == 0 and tree == entry.tree:
+        return _CLEAN_MERGE, ""
+    if result.returncode == 1:
+        return "", "a merge whose parents conflict: its resolution was judged by nobody"
+    if result.returncode == 0:
+        return "", "a merge whose tree differs from merging its parents: it adds changes of its own"
+    return "", f"cannot recompute the merge ({result.detail()[:200]})"
+
+
+def _signatures(repo: Path, signers: list[Signer], shas: list[str]) -> dict[str, tuple[str, str]]:
+    """``sha -> (principal, "")`` for a good SSH signature by a listed principal, else
+    ``(“”, why not)``; git (through ``ssh-keygen``) checks against the base's lines only."""
+    if not shas:
+        return {}
+    marker = secrets.token_hex(16)
+    fd, name = tempfile.mkstemp(prefix="snodo-allowed-signers-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("".join(s.line + "\n" for s in signers))
+        result = run_git(
+            repo,
+            "-c",
+            f"gpg.ssh.allowedSignersFile={name}",
+            "-c",
+            "gpg.ssh.program=ssh-keygen",
+            "log",
+            "--no-walk=unsorted",
+            "--stdin",
+            f"--format={marker}%H %G? %GK%n%GS",
+            stdin="".join(s + "\n" for s in shas),
+            env=PLAIN_GIT,
+        )
+    finally:
+        os.unlink(name)
+    if not result.ok:
+        raise VerifyProblem(f"cannot check commit signatures in {repo}: {result.detail()}")
+    out: dict[str, tuple[str, str]] = {}
+    for chunk in result.stdout.split(marker)[1:]:
+        head, _, principal = chunk.partition("\n")
+        sha, status, *fingerprint = head.split()
+        ssh = bool(fingerprint) and fingerprint[0].startswith("SHA256:")
+        if status == "G" and ssh:
+            out[sha] = (principal.strip(), "")
+        elif status == "N":
+            out[sha] = ("", "not signed by a person")
+        elif status == "G":
+            out[sha] = ("", "GPG-signed: snodo verify trusts SSH signatures by keys of the base's allowed_signers")
+        elif status in ("U", "E") and ssh:
+            out[sha] = ("", f"signed with SSH key {fingerprint[0]}, which the base's allowed_signers does not list")
+        else:
+            out[sha] = ("", f"its signature does not verify (git: {status})")
+    return out
+
+
+def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None) -> Report:
+    revisions, base = resolve(repo, range_arg, base_arg)
+    base_commit = _rev(repo, base)
+    signers = _trust(repo, base, base_commit)
+    keys = signers_for(signers, ATTESTATION_NAMESPACE)
+    verifier = Verifier([s.key for s in keys.values() if s.key is not None])
+    digest = protocol_digest(repo, base_commit)
+    entries = list_range(repo, revisions)
+    # A merge's `.snodo/` changes come from a parent, checked on its own (and a merge adding
+    # its own is caught by recomputing it), so the rule applies to non-merge commits.
+    governance = touching(repo, revisions, GOVERNANCE_DIR) if entries else set()
+    governance -= {e.sha for e in entries if len(e.parents) > 1}
+    checked = {
+        e.sha: _check_attestation(e, keys, verifier, digest) if len(e.parents) <= 1 else _check_merge(repo, e)
+        for e in entries
+    }
+    needs_person = [e.sha for e in entries if e.sha in governance or not checked[e.sha][0]]
+    signed = _signatures(repo, signers, needs_person)
+    verdicts = [_verdict(e, checked[e.sha], signed.get(e.sha), e.sha in governance) for e in entries]
+    return Report(
+        base=base,
+        base_commit=base_commit,
+        revisions=tuple(revisions),
+        protocol_digest=digest,
+        verdicts=tuple(verdicts),
+    )
+
+
+def _verdict(
+    entry: CommitEntry, attested: tuple[str, str], signed: tuple[str, str] | None, governance: bool
+) -> Verdict:
+    common = {"sha": entry.sha, "subject": shown(entry.subject)[:200]}
+    if signed is not None and signed[0]:
+        return Verdict(**common, passed=True, how="signature", signer=signed[0])
+    if governance:
+        why = signed[1] if signed else "not signed"
+        return Verdict(
+            **common,
+            passed=False,
+            reason=f"changes {GOVERNANCE_DIR}/, which only a person's signed commit may ({why})",
+            action=_SIGN,
+        )
+    if attested[0] == _CLEAN_MERGE:  # its parents are in the range (judged there) or on the base
+        return Verdict(**common, passed=True, how="merge")
+    if attested[0]:
+        return Verdict(**common, passed=True, how="attestation", signer=attested[0])
+    why = f"{attested[1]}; {signed[1] if signed else 'not signed'}"
+    return Verdict(**common, passed=False, reason=why, action=_SIGN if len(entry.parents) > 1 else _RERUN)

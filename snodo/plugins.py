@@ -318,7 +318,7 @@ class PluginHost:
         result = self.caller_for("snodo_validate", self._validators.owner[vtype])(request=request)
         if result is not None and not isinstance(result, Verdict):
             raise TypeError(f"validator {vtype!r} returned {type(result).__name__}, not a Verdict")
-        return cast("Verdict | None", result)
+        return result
 
     def planner(self, mode: Mode) -> PlannerImpl:
         """The planner for ``mode``: the first plugin's answer, else the core's deterministic one."""

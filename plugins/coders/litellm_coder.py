@@ -32,6 +32,7 @@ from snodo.api import (
     CoderResult,
     CoderSpec,
     EnvironmentProblem,
+    Setting,
     hookimpl,
 )
 
@@ -43,7 +44,7 @@ from ._config import CoderConfig
 from ._prompt import task_prompt
 from ._tools import READ_TOOLS, SUBMIT, answer, parse_operations
 
-SETTINGS = ("model", "max_turns", "mock_response", *_model.SETTINGS)
+SETTINGS = (Setting("model", "text"), Setting("max_turns", "integer"), "mock_response", *_model.SETTINGS)
 DEFAULT_MAX_TURNS = 8
 NAMED_FILES_BUDGET = 40_000  # characters of named files put into a text-only prompt
 NAMED_FILES_MAX = 12

@@ -19,6 +19,7 @@ from typing import Any
 
 from snodo.api import (
     EnvironmentProblem,
+    Setting,
     SuiteRun,
     ValidationRequest,
     ValidatorFault,
@@ -30,7 +31,7 @@ from snodo.api import (
 from . import _tooling
 
 DEFAULT_COMMAND = "python -m pytest -q"
-SETTINGS = ("command", "python", "pythonpath")
+SETTINGS = ("command", Setting("python", "text"), "pythonpath")
 DOCS = "docs/validators.md"
 # Without a shell these would reach the program as literal arguments and mean nothing.
 _SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|&"})

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from snodo.api import Severity, ValidationRequest, ValidatorSpec, Verdict, hookimpl
+from snodo.api import Setting, Severity, ValidationRequest, ValidatorSpec, Verdict, hookimpl
 
 from .. import _files, _model
 from . import _criteria, _testrun, _tooling
 
 NAME = "acceptance"
-SETTINGS = ("command", "python", "pythonpath", "timeout", "mock_response")
+SETTINGS = ("command", Setting("python", "text"), "pythonpath", "timeout", "mock_response")
 
 MET, FAILED, UNVERIFIED, CHECKABLE = "met", "failed", "not verified", "checkable"
 _SEVERITY: dict[str, Severity] = {MET: "pass", CHECKABLE: "pass", UNVERIFIED: "warn", FAILED: "blocker"}

@@ -40,6 +40,7 @@ from snodo.governance.service import (
 from snodo.outcomes import RUN_NEXT_STEP, HaltOutcome
 from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation
 from snodo.sandbox import confined
+from snodo.settings import coder_config_problems
 from snodo.workspace import Git, PathGuard, Workspace
 
 Progress = Callable[[str], None]
@@ -268,15 +269,13 @@ class Engine:
     def _check_settings(self, spec: CoderSpec, config: dict[str, Any]) -> None:
         """``coder_config`` keys the coder does not declare are refused before any token is
         issued or consumed: a typo must not silently run the coder on its defaults."""
-        unknown = spec.capabilities.unknown_settings(config)
-        if unknown:
-            honoured = ", ".join(spec.capabilities.settings) or "none"
+        problems = coder_config_problems(spec.name, spec.capabilities.settings, config)
+        if problems:
             raise Halt(
                 "environment_error",
                 "governance",
-                f"mode {self.project.mode_id!r} gives coder {spec.name!r} coder_config key(s) it does not honour: "
-                f"{', '.join(unknown)} (it honours: {honoured}); fix coder_config in .snodo/protocol.yml "
-                "(see docs/plugins.md)",
+                f"mode {self.project.mode_id!r}: {'; '.join(m for _k, m in problems)}; fix coder_config in "
+                ".snodo/protocol.yml (see docs/plugins.md)",
             )
 
     def _validate(

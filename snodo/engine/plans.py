@@ -36,6 +36,7 @@ PLAN_ID = re.compile(r"^plan-[0-9a-f]{12}$")
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
+
 class Planner:
     """The planner a mode uses, as the plugins supply it through the ``snodo_planner`` hook.
 

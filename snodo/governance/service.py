@@ -32,7 +32,11 @@ from snodo.state.decisions import DecisionStore
 from snodo.state.home import snodo_home
 from snodo.state.sessions import PendingDecision, Session, SessionStore, ensure_session, load_project_state
 from snodo.state.tokens import TokenService
-from snodo.taskids import check_task_id, derive_task_id, spec_sha256
+
+# re-exported: the engine and the MCP host name them from here
+from snodo.taskids import check_task_id as check_task_id  # noqa: PLC0414
+from snodo.taskids import derive_task_id as derive_task_id  # noqa: PLC0414
+from snodo.taskids import spec_sha256 as spec_sha256  # noqa: PLC0414
 
 
 class Project:

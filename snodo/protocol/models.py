@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from attrs import Factory, frozen
 
+from snodo.settings import RUNNER_SETTINGS
+
 Severity = Literal["pass", "warn", "blocker"]
 Phase = Literal["pre_execute", "post_execute"]
 Policy = Literal["unanimous", "majority", "quorum", "any"]
@@ -73,12 +75,17 @@ class Settings:
     """
 
     def key_problems(self, mapping: dict[str, Any]) -> list[tuple[str, str]]:
-        value = mapping.get("timeout")
-        if "timeout" in mapping and (
-            isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0
-        ):
-            return [("timeout", f"expected a positive number of seconds, got {type(value).__name__} {value!r}")]
-        return []
+        """The runner's own keys, by the one settings rule (:mod:`snodo.settings`)."""
+        out: list[tuple[str, str]] = []
+        for setting in RUNNER_SETTINGS:
+            if setting in mapping:
+                value = mapping[setting]
+                problem = (
+                    setting.problem(value) if value is not None else f"expected {setting.expected}, got NoneType None"
+                )
+                if problem is not None:
+                    out.append((str(setting), problem))
+        return out
 
 
 AtLeastOne = Annotated[int, Bound(minimum=1, what="an integer of at least 1")]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from snodo.convert import did_you_mean
+from snodo.records import freeze
 
 
 def _number(v: Any) -> bool:
@@ -119,9 +120,11 @@ def check_settings(
 
 
 def with_defaults(declared: Iterable[str], values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with each declared default filled in where the protocol left the key out."""
+    """``values`` with each declared default filled in where the protocol left the key out
+    (read-only, like every mapping snodo hands a plugin)."""
     filled = {str(s): s.default for s in map(as_setting, declared) if s.default is not None}
-    return {**filled, **values}
+    frozen: dict[str, Any] = freeze({**filled, **values})
+    return frozen
 
 
 def validator_settings(declared: Iterable[str]) -> tuple[Setting, ...]:

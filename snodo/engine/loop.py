@@ -38,7 +38,7 @@ from snodo.governance.service import (
     validate_task,
 )
 from snodo.outcomes import RUN_NEXT_STEP, HaltOutcome
-from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation
+from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation, freeze
 from snodo.sandbox import confined
 from snodo.settings import coder_config_problems
 from snodo.workspace import Git, PathGuard, Workspace
@@ -206,7 +206,7 @@ class Engine:
             coder_spec = self._coder_spec()
             self._check_programs(coder_spec)
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
-            config = dict(p.mode.coder_config) if coder_spec.name == p.mode.coder else {}
+            config = p.mode.coder_config if coder_spec.name == p.mode.coder else freeze({})
             self._check_settings(coder_spec, config)
             coder = coder_spec.factory(config)  # bad settings halt before any token exists
             for gone in reclaim_abandoned(p.root, p.home, judge=lambda left: self._judge_unjudged(left, ())):
@@ -679,7 +679,7 @@ class Engine:
         reasons = []
         for c, spec in pending:
             try:
-                verdict = spec.check(ctx, dict(c.params))
+                verdict = spec.check(ctx, c.params)
                 ok, message = bool(verdict.ok), str(verdict.message)
             except Exception as exc:  # fail closed: a predicate that cannot judge discards
                 ok, message = False, f"{type(exc).__name__}: {exc}"

@@ -2,7 +2,8 @@
 
 Collections are tuples so a loaded protocol cannot be mutated by anyone holding it;
 free-form settings handed to plugins (``tooling``, ``coder_config``, ``params``,
-``metadata``) stay plain mappings because only the plugin knows their shape.
+``metadata``) are frozen mappings (:func:`snodo.records.freeze`): only the plugin knows their
+shape, but no plugin may change what the others, running concurrently, read.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from attrs import Factory, frozen
+from attrs import Factory, field, frozen
 
+from snodo.records import freeze
 from snodo.settings import RUNNER_SETTINGS
 
 Severity = Literal["pass", "warn", "blocker"]
@@ -102,7 +104,7 @@ class Constraint:
     constraint_id: str
     predicate: str
     description: str = ""
-    params: dict[str, Any] = Factory(dict)
+    params: dict[str, Any] = field(factory=dict, converter=freeze)
     severity: Severity = "blocker"
 
 
@@ -125,7 +127,7 @@ class Mode:
     transitions: tuple[Transition, ...] = ()
     constraints: tuple[Constraint, ...] = ()
     coder: str = "litellm"
-    coder_config: PluginSettings = Factory(dict)
+    coder_config: PluginSettings = field(factory=dict, converter=freeze)
 
 
 @frozen(kw_only=True)
@@ -134,7 +136,7 @@ class Validator:
     validator_type: str
     evaluation_phase: Phase = "pre_execute"
     criteria: tuple[str, ...] = ()
-    tooling: PluginSettings = Factory(dict)
+    tooling: PluginSettings = field(factory=dict, converter=freeze)
     model: str | None = None
     constraints: tuple[Constraint, ...] = ()
     severity_cap: Severity | None = None
@@ -182,7 +184,7 @@ class Protocol:
     exclusive_tools: tuple[str, ...] = ()
     protected_paths: tuple[str, ...] = ()
     execution: Execution = Factory(Execution)
-    metadata: dict[str, Any] = Factory(dict)
+    metadata: dict[str, Any] = field(factory=dict, converter=freeze)
 
     @property
     def start_mode(self) -> str:

@@ -23,7 +23,7 @@ from snodo.protocol import LoadedProtocol, load_protocol, parse_protocol
 from snodo.records import ValidationRequest
 from tests.conftest import git, make_repo
 
-PLUGIN = '''
+PLUGIN = """
 from snodo.api import Setting, ValidatorFault, ValidatorSpec, Verdict, hookimpl, tooling_problems, with_defaults
 
 SETTINGS = (Setting("max_lines", "integer", default=20, help="longest file allowed"),)
@@ -47,7 +47,7 @@ def snodo_validate(request):
     if long:
         return Verdict(severity="blocker", justification=f"too long: {', '.join(sorted(long))}")
     return Verdict(severity="pass", justification=f"every file has at most {limit} lines")
-'''
+"""
 
 MESSAGE = "validator 'under-test' (type line-limit): tooling.max_lines: expected a positive integer, got str 'twenty'"
 
@@ -60,9 +60,7 @@ validators: [{validator_id: under-test, validator_type: VTYPE, tooling: TOOLING}
 
 
 def _protocol(vtype: str = "line-limit", tooling: str = "{max_lines: twenty}", coder_config: str = "{}") -> str:
-    return (
-        PROTOCOL.replace("VTYPE", vtype).replace("TOOLING", tooling).replace("CODER_CONFIG", coder_config)
-    )
+    return PROTOCOL.replace("VTYPE", vtype).replace("TOOLING", tooling).replace("CODER_CONFIG", coder_config)
 
 
 def test_a_mistyped_validator_setting_is_refused_alike_by_loader_plugin_and_kit(

@@ -12,17 +12,16 @@ dispatching mode that lacks a validator in either phase (every run would halt).
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from attrs import frozen
 
 from snodo.convert import did_you_mean
+from snodo.errors import PluginError
+from snodo.plugins import KNOWN_PROVIDERS, PluginHost
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS, known_capabilities
 from snodo.protocol.models import PHASES, Constraint, Protocol
 from snodo.settings import coder_config_problems, tooling_problems
-
-if TYPE_CHECKING:
-    from snodo.plugins import PluginHost
 
 
 @frozen(kw_only=True)
@@ -53,8 +52,6 @@ def _all_constraints(p: Protocol) -> list[tuple[str, Constraint]]:
 
 def _missing(kind: str, name: str, installed: list[str]) -> str:
     """``no coder named 'x' is installed (did you mean …?); installed: …; hint``."""
-    from snodo.plugins import KNOWN_PROVIDERS
-
     provider = KNOWN_PROVIDERS.get(name)
     how = (
         f"it is provided by the distribution {provider!r}; reinstall it"
@@ -250,8 +247,6 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
 
 def _plugin_checks(p: Protocol, host: PluginHost) -> list[Violation]:
     """WF3 with the plugin host: installed plugins, and only the settings each declares."""
-    from snodo.errors import PluginError
-
     out: list[Violation] = []
     used = {vid for m in p.modes for vid in m.validators}
     validator_types = list(host.validators())

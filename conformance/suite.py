@@ -36,6 +36,8 @@ from snodo.api import (
     ValidationRequest,
     ValidatorSpec,
     Verdict,
+    coder_config_problems,
+    tooling_problems,
 )
 from snodo.governance.policy import ValidatorResult, classify
 from snodo.governance.runner import PhaseInput, run_phase
@@ -491,12 +493,7 @@ def _capability_problems(spec: Any, config: Mapping[str, Any]) -> list[str]:
     if not isinstance(settings, tuple) or not all(isinstance(s, str) and s for s in settings):
         problems.append(f"capabilities.settings is {settings!r}, not a tuple of setting names")
     else:
-        undeclared = sorted(str(k) for k in config if k not in settings)
-        if undeclared:
-            problems.append(
-                f"the coder_config under test sets {', '.join(undeclared)}, which capabilities.settings does "
-                f"not declare (declared: {', '.join(settings) or 'none'})"
-            )
+        problems += [message for _key, message in coder_config_problems(spec.name, settings, config)]
     return problems
 
 
@@ -1085,12 +1082,7 @@ class ValidatorContract:
                 problems.append(f"settings is {spec.settings!r}, not a tuple of tooling keys")
             else:
                 tooling = v.config.get("tooling", {})
-                undeclared = sorted(str(k) for k in tooling if k not in (*spec.settings, "timeout"))
-                if undeclared:
-                    problems.append(
-                        f"the tooling under test sets {', '.join(undeclared)}, which settings does "
-                        f"not declare (declared: {', '.join(spec.settings) or 'none'})"
-                    )
+                problems += [m for _key, m in tooling_problems("under-test", v.name, spec.settings, tooling)]
         registered = v.host.validators().get(v.name)
         if registered is None:
             problems.append("it is not registered through the `snodo` entry points, so no protocol can name it")

@@ -18,8 +18,18 @@ from typing import Any
 
 from attrs import frozen
 
+from snodo.api import Setting
+
 #: How to reach a model; ``model`` itself, then the provider settings.
-MODEL_SETTINGS = ("model", "api_base", "api_key_env", "timeout", "max_retries", "temperature", "stream")
+MODEL_SETTINGS = (
+    Setting("model", "text"),
+    Setting("api_base", "text"),
+    Setting("api_key_env", "text"),
+    Setting("timeout", "seconds"),
+    Setting("max_retries", "count"),
+    Setting("temperature", "number"),
+    Setting("stream", "boolean"),
+)
 #: The provider settings alone: a judge's ``tooling`` keys (its ``model`` is a validator field).
 PROVIDER_SETTINGS = MODEL_SETTINGS[1:]
 #: litellm's offline switch, accepted beside them by every model plugin (tests and demos only).

@@ -29,15 +29,15 @@ import pluggy
 from snodo.errors import (
     CoderError,
     EnvironmentProblem,
-    PathValidationError,
     SnodoError,
     ValidatorFault,
 )
 from snodo.hookspecs import PROJECT
+from snodo.planning import PlannerImpl
 from snodo.proc import ProcessResult
 from snodo.proc import run_process as _run_process
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
-from snodo.protocol.models import Constraint, Mode, Validator
+from snodo.protocol.models import Mode, Validator
 from snodo.protocol.models import Protocol as ProtocolDocument
 from snodo.records import (
     SEVERITIES,
@@ -59,6 +59,7 @@ from snodo.records import (
     Verdict,
 )
 from snodo.sandbox import SandboxPolicy, current_policy
+from snodo.settings import Setting, coder_config_problems, tooling_problems, with_defaults
 from snodo.workspace.testrun import SuiteRun, TestOutput, read_test_output, run_python_tests
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -124,18 +125,18 @@ __all__ = [
     "CoderRequest",
     "CoderResult",
     "CoderSpec",
-    "Constraint",
     "DroppedOperation",
     "EnvironmentProblem",
     "FileOperation",
     "Mode",
-    "PathValidationError",
+    "PlannerImpl",
     "PredicateContext",
     "PredicateResult",
     "PredicateSpec",
     "ProcessResult",
     "ProtocolDocument",
     "RequiredProgram",
+    "Setting",
     "Severity",
     "SnodoError",
     "SuiteRun",
@@ -145,8 +146,11 @@ __all__ = [
     "ValidatorFault",
     "ValidatorSpec",
     "Verdict",
+    "coder_config_problems",
     "hookimpl",
     "read_test_output",
     "run_process",
     "run_python_tests",
+    "tooling_problems",
+    "with_defaults",
 ]

@@ -9,15 +9,18 @@ as every tool-surface mutation.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pluggy
 
-from snodo.engine.plans import DeterministicPlanner
 from snodo.errors import PathValidationError
 from snodo.hookspecs import PROJECT
-from snodo.protocol.models import Mode
+from snodo.planning import DeterministicPlanner
 from snodo.records import ArtifactContext, DroppedOperation, FileOperation
 from snodo.workspace.guard import PathGuard
+
+if TYPE_CHECKING:
+    from snodo.protocol.models import Mode
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 

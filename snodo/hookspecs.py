@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from snodo.engine.plans import PlannerImpl
+    from snodo.planning import PlannerImpl
     from snodo.protocol.models import Mode, Validator
     from snodo.records import (
         ArtifactContext,
@@ -40,7 +40,9 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 def snodo_coders() -> Iterable[CoderSpec]:
     """Register coders: code generators a mode can name in its ``coder`` field.
 
-    Called once when the plugin manager is built. Each record carries the coder's name,
+    Called through pluggy once per plugin, the first time the host is asked for a coder
+    (and again for a plugin registered later), so wrappers and tracing see it and each record
+    is attributed to its plugin. Each record carries the coder's name,
     its capability declaration (ADR 035) and a factory taking the mode's ``coder_config``.
 
     :return: the coders this plugin provides.
@@ -64,7 +66,7 @@ def snodo_coders() -> Iterable[CoderSpec]:
 def snodo_validators() -> Iterable[ValidatorSpec]:
     """Register validator types a protocol can name in ``validator_type``.
 
-    Called once when the plugin manager is built. Registering a type promises that this
+    Called like :func:`snodo_coders`. Registering a type promises that this
     plugin's :func:`snodo_validate` answers requests for it.
 
     :return: the validator types this plugin provides.
@@ -82,14 +84,17 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
     """Judge one task for one validator: the dispatch hook of every validator type.
 
     Called by the shared validator runner, possibly from a worker thread, once per
-    configured validator and phase. Return ``None`` when ``request.validator.validator_type``
-    is not yours so the next plugin is asked. Raise (any exception) when no verdict can be
-    reached: the runner turns it into an ``error`` result, which fails closed. Never modify
-    the workspace.
+    configured validator and phase, through ``pm.subset_hook_caller``: only the plugin that
+    registered ``request.validator.validator_type`` is asked (inside every ``wrapper=True``
+    impl any plugin declares), so no plugin can answer for another's type. Returning
+    ``None`` is "no verdict": the runner records a ``validator_error``. Raise (any
+    exception) when no verdict can be reached: the runner turns it into an ``error`` result,
+    which fails closed. Never modify the workspace.
 
     :param request: the validator's configuration, the task, the phase, the mode, the
         protocol, the workspace root and (post-execute) the changed files.
-    :return: a :class:`~snodo.api.Verdict`, or ``None`` if the type is not yours.
+    :return: a :class:`~snodo.api.Verdict` (``None`` for a type you did not register is
+        harmless: you are not asked for it).
 
     Example::
 
@@ -108,7 +113,7 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
 def snodo_predicates() -> Iterable[PredicateSpec]:
     """Register constraint predicates a protocol can name in a constraint's ``predicate``.
 
-    Called once when the plugin manager is built.
+    Called like :func:`snodo_coders`.
 
     :return: the predicates this plugin provides; each ``check(context, params)`` returns a
         :class:`~snodo.api.PredicateResult`.

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, cast
 import pluggy
 from attrs import Factory, frozen
 
-from snodo import hookspecs
+from snodo import core_plugin, hookspecs
 from snodo.errors import PluginError
+from snodo.planning import DeterministicPlanner, PlannerImpl
 from snodo.records import (
     ArtifactContext,
     CoderSpec,
@@ -35,7 +36,6 @@ from snodo.records import (
 )
 
 if TYPE_CHECKING:
-    from snodo.engine.plans import PlannerImpl
     from snodo.protocol.models import Mode
 
 ENTRY_POINT_GROUP = "snodo"
@@ -135,7 +135,7 @@ class PluginHost:
         self._validators = _Registry()
         self._predicates = _Registry()
         self._conflicts: dict[str, str] = {}
-        self._validate_callers: dict[str, Any] = {}
+        self._collected: set[str] = set()
 
     # ------------------------------------------------------------------ loading
 
@@ -193,31 +193,56 @@ class PluginHost:
             self.register(plugin, origin)
 
     def collect_registrations(self) -> None:
-        """Call each registration hook plugin by plugin, so one bad plugin is isolated.
+        """Ask every plugin not asked yet for its registrations (see :meth:`_sync`)."""
+        self._sync()
 
-        These calls bypass ``pm.hook``, so they are traced here (``SNODO_TRACE_PLUGINS``).
+    def _sync(self) -> None:
+        """Bring the registries up to date with the plugins registered right now.
+
+        Each registration hook is called through pluggy once per plugin, with
+        ``pm.subset_hook_caller`` keeping that plugin and every wrapper of the hook: tracing,
+        ``add_hookcall_monitoring`` and ``wrapper=True`` impls see each call, each record is
+        attributed to the plugin that returned it, and one broken plugin is isolated. A plugin
+        registered after start-up (``pm.register``) is asked on the next lookup; one
+        unregistered takes its registrations with it.
         """
-        trace = self.pm.trace.root.get("registration")
+        current = [(name, p) for name, p in self.pm.list_name_plugin() if p is not None]
+        names = {name for name, _ in current}
+        if self._collected - names:  # a plugin left: start again from what is registered now
+            self._coders, self._validators, self._predicates = _Registry(), _Registry(), _Registry()
+            self._conflicts.clear()
+            self._collected = set()
+        for name, _plugin in current:
+            if name not in self._collected:
+                self._collected.add(name)
+                self._collect_from(name)
+
+    def _collect_from(self, plugin_name: str) -> None:
+        origin = self._origins.get(plugin_name, _Origin(name=plugin_name))
         for hook_name, registry, kind in (
             ("snodo_coders", self._coders, CoderSpec),
             ("snodo_validators", self._validators, ValidatorSpec),
             ("snodo_predicates", self._predicates, PredicateSpec),
         ):
-            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-                origin = self._origins.get(impl.plugin_name, _Origin(name=impl.plugin_name))
-                trace(hook_name, impl.plugin_name)
-                try:
-                    items = list(impl.function() or ())
-                    for item in items:
-                        if not isinstance(item, kind):
-                            raise TypeError(
-                                f"{hook_name} must yield {kind.__name__} records, got {type(item).__name__}"
-                            )
-                except Exception as exc:
-                    self._fail(origin, f"{hook_name} failed: {type(exc).__name__}: {exc}", traceback.format_exc())
-                    continue
+            if not any(i.plugin_name == plugin_name for i in _plain_impls(self.pm, hook_name)):
+                continue
+            self.pm.trace.root.get("registration")(hook_name, plugin_name)
+            try:
+                items = [item for batch in self.caller_for(hook_name, plugin_name)() for item in batch or ()]
                 for item in items:
-                    self._add(registry, item, origin, kind.__name__)
+                    if not isinstance(item, kind):
+                        raise TypeError(f"{hook_name} must yield {kind.__name__} records, got {type(item).__name__}")
+            except Exception as exc:
+                self._fail(origin, f"{hook_name} failed: {type(exc).__name__}: {exc}", traceback.format_exc())
+                continue
+            for item in items:
+                self._add(registry, item, origin, kind.__name__)
+
+    def caller_for(self, hook_name: str, plugin_name: str) -> Any:
+        """A pluggy hook caller for ``hook_name`` that asks only ``plugin_name``, inside every
+        wrapper any plugin declares for that hook."""
+        others = [i.plugin for i in _plain_impls(self.pm, hook_name) if i.plugin_name != plugin_name]
+        return self.pm.subset_hook_caller(hook_name, remove_plugins=others)
 
     def _add(self, registry: _Registry, item: Any, origin: _Origin, kind: str) -> None:
         name = item.name
@@ -235,7 +260,12 @@ class PluginHost:
 
     # --------------------------------------------------------------- registries
 
-    def _get(self, registry: _Registry, name: str, kind: str, what: str) -> Any:
+    def _registry(self, kind: str) -> _Registry:
+        self._sync()
+        return {"coder": self._coders, "validator": self._validators, "predicate": self._predicates}[kind]
+
+    def _get(self, which: str, name: str, kind: str, what: str) -> Any:
+        registry = self._registry(which)
         conflict = self._conflicts.get(f"{kind}:{name}")
         if conflict:
             raise PluginError(conflict)
@@ -252,43 +282,40 @@ class PluginHost:
             raise PluginError(f"no {what} named {name!r} is installed (installed: {known})", hint=hint) from None
 
     def coders(self) -> dict[str, CoderSpec]:
-        return dict(sorted(self._coders.by_name.items()))
+        return dict(sorted(self._registry("coder").by_name.items()))
 
     def validators(self) -> dict[str, ValidatorSpec]:
-        return dict(sorted(self._validators.by_name.items()))
+        return dict(sorted(self._registry("validator").by_name.items()))
 
     def predicates(self) -> dict[str, PredicateSpec]:
-        return dict(sorted(self._predicates.by_name.items()))
+        return dict(sorted(self._registry("predicate").by_name.items()))
 
     def coder(self, name: str) -> CoderSpec:
-        spec: CoderSpec = self._get(self._coders, name, "CoderSpec", "coder")
+        spec: CoderSpec = self._get("coder", name, "CoderSpec", "coder")
         return spec
 
     def validator(self, name: str) -> ValidatorSpec:
-        spec: ValidatorSpec = self._get(self._validators, name, "ValidatorSpec", "validator type")
+        spec: ValidatorSpec = self._get("validator", name, "ValidatorSpec", "validator type")
         return spec
 
     def predicate(self, name: str) -> PredicateSpec:
-        spec: PredicateSpec = self._get(self._predicates, name, "PredicateSpec", "predicate")
+        spec: PredicateSpec = self._get("predicate", name, "PredicateSpec", "predicate")
         return spec
 
     def owner_of(self, kind: str, name: str) -> str | None:
-        registry = {"coder": self._coders, "validator": self._validators, "predicate": self._predicates}[kind]
-        return registry.owner.get(name)
+        return self._registry(kind).owner.get(name)
 
     # -------------------------------------------------------------------- hooks
 
     def validate(self, request: ValidationRequest) -> Verdict | None:
-        """Dispatch to the plugin that registered the validator type, through the hook."""
+        """Ask the plugin that registered the validator type, through the hook (and its wrappers).
+
+        No other plugin is asked, so one plugin cannot answer for another's type; ``None``
+        means "no verdict" and the runner reports it as ``validator_error``.
+        """
         vtype = request.validator.validator_type
         self.validator(vtype)  # raises a PluginError naming the missing type
-        caller = self._validate_callers.get(vtype)
-        if caller is None:
-            owner = self._validators.owner[vtype]
-            others = [p for name, p in self.pm.list_name_plugin() if name != owner]
-            caller = self.pm.subset_hook_caller("snodo_validate", remove_plugins=others)
-            self._validate_callers[vtype] = caller
-        result = caller(request=request)
+        result = self.caller_for("snodo_validate", self._validators.owner[vtype])(request=request)
         if result is not None and not isinstance(result, Verdict):
             raise TypeError(f"validator {vtype!r} returned {type(result).__name__}, not a Verdict")
         return result
@@ -297,8 +324,6 @@ class PluginHost:
         """The planner for ``mode``: the first plugin's answer, else the core's deterministic one."""
         found = self.pm.hook.snodo_planner(mode=mode)
         if found is None:  # only when the core plugin was not registered (embedded hosts)
-            from snodo.engine.plans import DeterministicPlanner
-
             return DeterministicPlanner()
         return cast("PlannerImpl", found)
 
@@ -320,9 +345,11 @@ class PluginHost:
     # -------------------------------------------------------------- reporting
 
     def failures(self) -> list[tuple[str, str]]:
+        self._sync()
         return [(_describe_origin(f.origin), f.error) for f in self._failures]
 
     def info(self) -> list[PluginInfo]:
+        self._sync()
         rows: list[PluginInfo] = []
         failed = {f.origin.name: f for f in self._failures if f.origin.name not in self._origins}
         for name, origin in sorted(self._origins.items()):
@@ -359,6 +386,10 @@ class PluginHost:
         return rows
 
 
+def _plain_impls(pm: pluggy.PluginManager, hook_name: str) -> list[pluggy.HookImpl]:
+    return [i for i in getattr(pm.hook, hook_name).get_hookimpls() if not (i.wrapper or i.hookwrapper)]
+
+
 def _owned(registry: _Registry, plugin_name: str) -> tuple[str, ...]:
     return tuple(sorted(n for n, owner in registry.owner.items() if owner == plugin_name))
 
@@ -372,8 +403,6 @@ def get_plugin_manager(
     :param plugins: extra plugin objects to register (tests, embedding applications).
     :param blocked: entry-point names not to load.
     """
-    from snodo import core_plugin
-
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     if os.environ.get(TRACE_ENV):
@@ -392,5 +421,4 @@ def get_plugin_manager(
             plugin,
             _Origin(name=name, module=getattr(plugin, "__module__", None), file=getattr(plugin, "__file__", None)),
         )
-    host.collect_registrations()
     return host

@@ -134,8 +134,9 @@ class CoderCapabilities:
         the engine takes them as the change instead of committing. Without it, a moved HEAD,
         branch or any new commit halts the run as ``blocker``.
     :param required_programs: programs checked on PATH before any token is consumed.
-    :param settings: the ``coder_config`` keys it honours; any other key is refused before
-        any token is consumed (:meth:`unknown_settings`).
+    :param settings: the ``coder_config`` keys it honours, as names or typed
+        :class:`~snodo.settings.Setting` records; any other key, or a value of the wrong type,
+        is refused by :func:`snodo.settings.check_settings` before any token is consumed.
     :param needs_network: reaches a model provider or another service; confined execution
         leaves the network on only for such a coder.
     :param deterministic: the same request gives the same operations. The engine does not act
@@ -148,10 +149,6 @@ class CoderCapabilities:
     settings: tuple[str, ...] = ()
     needs_network: bool = False
     deterministic: bool = False
-
-    def unknown_settings(self, config: Mapping[str, Any]) -> list[str]:
-        """The ``coder_config`` keys this coder does not declare in ``settings``, sorted."""
-        return sorted(str(key) for key in config if key not in self.settings)
 
 
 @frozen(kw_only=True)
@@ -233,7 +230,8 @@ class ValidatorSpec:
     :param needs_model: judged by a model; with no ``model`` configured it must return an
         error (never a pass).
     :param deterministic: the same request and tree give the same verdict.
-    :param settings: the ``tooling`` keys it honours.
+    :param settings: the ``tooling`` keys it honours, as names or typed
+        :class:`~snodo.settings.Setting` records (``timeout`` is the runner's, always honoured).
 
     A validator never modifies the workspace; the conformance kit checks it.
     """

@@ -1,64 +1,47 @@
-"""Strict reading of a mode's ``coder_config``.
+"""Strict reading of a mode's ``coder_config``, by the core's one settings rule.
 
-The mapping comes from the protocol file, so a typo (``modle:``) must be refused by name
-rather than silently ignored: a coder quietly running without the setting the author
-meant is worse than a run that stops and says why.
+The mapping comes from the protocol file, so a typo (``modle:``) or a value of the wrong
+type must be refused by name rather than silently ignored: a coder quietly running without
+the setting the author meant is worse than a run that stops and says why. Construction runs
+:func:`snodo.api.check_settings` on the declared settings, the check ``snodo protocol check``
+and the engine run, so all three say the same thing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
-from snodo.api import CoderError
+from snodo.api import CoderError, Setting, coder_config_problems, with_defaults
 
 
 class CoderConfig:
-    """Typed accessors over one coder's ``coder_config``; construction rejects unknown keys."""
+    """Typed accessors over one coder's ``coder_config``; construction refuses unknown keys and
+    values whose type the coder declared otherwise."""
 
-    def __init__(self, coder: str, config: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
-        if not isinstance(config, Mapping):
-            raise CoderError(f"coder {coder!r}: coder_config must be a mapping, got {type(config).__name__}")
-        unknown = sorted(str(k) for k in config if k not in allowed)
-        if unknown:
-            raise CoderError(
-                f"coder {coder!r}: unknown coder_config key(s): {', '.join(unknown)}",
-                hint=f"the {coder} coder honours: {', '.join(allowed)}",
-            )
+    def __init__(self, coder: str, config: Mapping[str, Any], allowed: Sequence[str]) -> None:
+        problems = coder_config_problems(coder, allowed, config)
+        if problems:
+            raise CoderError("; ".join(message for _key, message in problems))
         self.coder = coder
-        self.raw = config
+        self.raw: Mapping[str, Any] = with_defaults(allowed, config)
 
-    def _bad(self, key: str, expected: str) -> CoderError:
-        return CoderError(f"coder {self.coder!r}: coder_config.{key} must be {expected}, got {self.raw[key]!r}")
+    def _typed(self, key: str, kind: str) -> Any:
+        """The value of ``key`` (``None`` when unset), by the same type rule as declarations."""
+        value = self.raw.get(key)
+        if value is not None and (problem := Setting(key, kind).problem(value)) is not None:
+            raise CoderError(f"coder {self.coder!r}: coder_config.{key}: {problem}")
+        return value
 
     def text(self, key: str) -> str | None:
-        value = self.raw.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            raise self._bad(key, "a non-empty string")
-        return value
+        return cast("str | None", self._typed(key, "text"))
 
     def number(self, key: str, *, positive: bool = True) -> float | None:
-        value = self.raw.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or (positive and value <= 0):
-            raise self._bad(key, "a positive number" if positive else "a number")
-        return float(value)
+        value = self._typed(key, "positive" if positive else "number")
+        return None if value is None else float(value)
 
     def integer(self, key: str) -> int | None:
-        value = self.raw.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self._bad(key, "a positive integer")
-        return value
+        return cast("int | None", self._typed(key, "integer"))
 
     def strings(self, key: str) -> tuple[str, ...]:
-        value = self.raw.get(key)
-        if value is None:
-            return ()
-        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-            raise self._bad(key, "a list of strings")
-        return tuple(value)
+        return tuple(self._typed(key, "strings") or ())

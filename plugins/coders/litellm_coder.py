@@ -34,6 +34,7 @@ from snodo.api import (
     CoderResult,
     CoderSpec,
     EnvironmentProblem,
+    Setting,
     hookimpl,
 )
 
@@ -47,7 +48,7 @@ from ._config import CoderConfig
 from ._prompt import task_prompt
 from ._tools import READ_TOOLS, SUBMIT, answer, parse_operations
 
-SETTINGS = (*MODEL_SETTINGS, "max_turns", MOCK)
+SETTINGS = (*MODEL_SETTINGS, Setting("max_turns", "integer"), MOCK)
 DEFAULT_MAX_TURNS = 8
 NAMED_FILES_BUDGET = 40_000  # characters of named files put into a text-only prompt
 NAMED_FILES_MAX = 12

@@ -27,12 +27,13 @@ from snodo.api import (
     CoderResult,
     CoderSpec,
     FileOperation,
+    Setting,
     hookimpl,
 )
 
 from ._config import CoderConfig
 
-SETTINGS = ("files", "delete")
+SETTINGS = (Setting("files", "mapping"), Setting("delete", "strings"))
 
 # Words that describe the request rather than name the thing requested.
 _FILLER = (

@@ -50,6 +50,7 @@ from snodo.api import (
     CoderSpec,
     EnvironmentProblem,
     RequiredProgram,
+    Setting,
     hookimpl,
     run_process,
 )
@@ -59,7 +60,14 @@ from .._model_settings import strip_control
 from ._config import CoderConfig
 from ._prompt import task_prompt
 
-SETTINGS = ("model", "timeout", "silence_timeout", "max_requests", "extra_args", "env")
+SETTINGS = (
+    Setting("model", "text"),
+    Setting("timeout", "seconds"),
+    Setting("silence_timeout", "seconds"),
+    Setting("max_requests", "integer"),
+    Setting("extra_args", "strings"),
+    Setting("env", "strings"),
+)
 PROGRAM = RequiredProgram(name="opencode", install_hint="npm install -g opencode-ai")
 DEFAULT_MAX_REQUESTS = 50
 EMPTY_REPLIES_IN_A_ROW = 3  # model requests with no output, no tool call and no tokens: a stall

@@ -25,6 +25,7 @@ from typing import Any
 
 from snodo.api import (
     EnvironmentProblem,
+    Setting,
     SuiteRun,
     ValidationRequest,
     ValidatorFault,
@@ -36,7 +37,7 @@ from snodo.api import (
 from . import _tooling
 
 DEFAULT_COMMAND = "python -m pytest -q"
-SETTINGS = ("command", "python", "pythonpath")
+SETTINGS = ("command", Setting("python", "text"), "pythonpath")
 DOCS = "docs/validators.md"
 # Without a shell these would reach the program as literal arguments and mean nothing.
 _SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|&"})

@@ -1,35 +1,29 @@
-"""Strict reading of a validator's ``tooling`` mapping.
+"""Strict reading of a validator's ``tooling`` mapping, by the core's one settings rule.
 
-It comes from the protocol file: a misspelt key (``comand:``) would otherwise leave the
-validator judging with defaults its author did not mean, so unknown keys are a fault that
-names them. ``timeout`` is always allowed because the shared runner reads it too.
+It comes from the protocol file: a misspelt key (``comand:``) or a mistyped value would
+otherwise leave the validator judging with defaults its author did not mean. The check is
+:func:`snodo.api.check_settings`, the same one ``snodo protocol check`` runs, so the message
+is the same whether the protocol was checked first or not.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from snodo.api import ValidationRequest, ValidatorFault
+from snodo.api import ValidationRequest, ValidatorFault, tooling_problems, with_defaults
 
 
 def checked(request: ValidationRequest, allowed: tuple[str, ...]) -> dict[str, Any]:
-    """The tooling mapping, after refusing keys this validator type does not honour."""
-    tooling = dict(request.validator.tooling)
-    unknown = sorted(str(k) for k in tooling if k not in (*allowed, "timeout"))
-    if unknown:
-        vid, vtype = request.validator.validator_id, request.validator.validator_type
-        raise ValidatorFault(
-            f"validator {vid!r}: unknown tooling key(s) for type {vtype!r}: {', '.join(unknown)}",
-            hint=f"the {vtype} validator honours: {', '.join((*allowed, 'timeout'))}",
-        )
-    return tooling
+    """The tooling mapping with declared defaults filled in, after refusing keys this validator
+    type does not honour and values of the wrong type."""
+    v = request.validator
+    problems = tooling_problems(v.validator_id, v.validator_type, allowed, v.tooling)
+    if problems:
+        raise ValidatorFault("; ".join(message for _key, message in problems))
+    return with_defaults(allowed, v.tooling)
 
 
 def timeout(request: ValidationRequest) -> float:
-    """``tooling.timeout`` when it is a positive number, else the runner's budget."""
+    """``tooling.timeout`` (the protocol loader refused any that is not a positive number), else the runner's budget."""
     value = request.validator.tooling.get("timeout")
-    if value is None:
-        return request.timeout
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValidatorFault(f"validator {request.validator.validator_id!r}: tooling.timeout must be a positive number")
-    return float(value)
+    return request.timeout if value is None else float(value)

@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from snodo.api import Severity, ValidationRequest, Validator, ValidatorSpec, Verdict, hookimpl
+from snodo.api import Setting, Severity, ValidationRequest, Validator, ValidatorSpec, Verdict, hookimpl
 
 from .. import _files
 from . import _criteria, _judging, _testrun, _tooling
 
 NAME = "acceptance"
-SETTINGS = ("command", "python", "pythonpath", *_judging.JUDGE_SETTINGS)
+SETTINGS = ("command", Setting("python", "text"), "pythonpath", *_judging.JUDGE_SETTINGS)
 
 MET, FAILED, UNVERIFIED, CHECKABLE = "met", "failed", "not verified", "checkable"
 _SEVERITY: dict[str, Severity] = {MET: "pass", CHECKABLE: "pass", UNVERIFIED: "warn", FAILED: "blocker"}

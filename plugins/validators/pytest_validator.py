@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from snodo.api import ValidationRequest, ValidatorSpec, Verdict, hookimpl
+from snodo.api import Setting, ValidationRequest, ValidatorSpec, Verdict, hookimpl
 
 from . import _testrun, _tooling
 
 NAME = "pytest"
-SETTINGS = ("command", "python", "pythonpath", "timeout")
+SETTINGS = ("command", Setting("python", "text"), "pythonpath", "timeout")
 
 
 @hookimpl

@@ -42,8 +42,9 @@ from snodo.governance.service import (
     validate_task,
 )
 from snodo.outcomes import RUN_NEXT_STEP, HaltOutcome
-from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation
+from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation, freeze
 from snodo.sandbox import confined
+from snodo.settings import coder_config_problems
 from snodo.workspace import Git, PathGuard, Workspace
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
@@ -211,7 +212,7 @@ class Engine:
             coder_spec = self._coder_spec()
             self._check_programs(coder_spec)
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
-            config = dict(p.mode.coder_config) if coder_spec.name == p.mode.coder else {}
+            config = p.mode.coder_config if coder_spec.name == p.mode.coder else freeze({})
             self._check_settings(coder_spec, config)
             coder = coder_spec.factory(config)  # bad settings halt before any token exists
             pin(p.root)  # the repository every later git command names, found before any agent ran
@@ -292,15 +293,13 @@ class Engine:
     def _check_settings(self, spec: CoderSpec, config: dict[str, Any]) -> None:
         """``coder_config`` keys the coder does not declare are refused before any token is
         issued or consumed: a typo must not silently run the coder on its defaults."""
-        unknown = spec.capabilities.unknown_settings(config)
-        if unknown:
-            honoured = ", ".join(spec.capabilities.settings) or "none"
+        problems = coder_config_problems(spec.name, spec.capabilities.settings, config)
+        if problems:
             raise Halt(
                 "environment_error",
                 "governance",
-                f"mode {self.project.mode_id!r} gives coder {spec.name!r} coder_config key(s) it does not honour: "
-                f"{', '.join(unknown)} (it honours: {honoured}); fix coder_config in .snodo/protocol.yml "
-                "(see docs/plugins.md)",
+                f"mode {self.project.mode_id!r}: {'; '.join(m for _k, m in problems)}; fix coder_config in "
+                ".snodo/protocol.yml (see docs/plugins.md)",
             )
 
     def _preflight(self, coder: str, config: dict[str, Any]) -> None:

@@ -19,115 +19,22 @@ import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-
-from attrs import frozen
+from typing import TYPE_CHECKING, Any
 
 from snodo.errors import StateError, ToolError
-from snodo.governance.service import derive_task_id
+from snodo.planning import MAX_TASKS, PlannerImpl
 from snodo.protocol.models import Mode
 from snodo.state.atomic import atomic_create_bytes, atomic_write_json, dumps_json, file_lock, read_json
+from snodo.taskids import derive_task_id
 
 if TYPE_CHECKING:
     from snodo.plugins import PluginHost
 
 PLAN_ID = re.compile(r"^plan-[0-9a-f]{12}$")
-MAX_TASKS = 50
-
-_BULLET = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(?P<text>\S.*?)\s*$")
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
-_AND = re.compile(r",?\s+(?:and\s+then|and|then)\s+", re.IGNORECASE)
-_CONNECTIVE = re.compile(r"^(?:and\s+|then\s+|also\s+|finally\s+|next\s+|first\s+)+", re.IGNORECASE)
-_ARTICLE = re.compile(r"^(?:a|an|the|some|another)\b", re.IGNORECASE)
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-# ------------------------------------------------------------------ deterministic split
-
-
-def _clean(item: str) -> str:
-    text = _CONNECTIVE.sub("", " ".join(item.split())).strip().rstrip(".;:!?,").strip()
-    return text[:1].upper() + text[1:]
-
-
-def _split_and(sentence: str) -> list[str]:
-    """Clauses joined by "and"/"then", when each clause stands on its own.
-
-    "add a greet function and a farewell function" gives two tasks, the second borrowing
-    the first's verb; "read and write files" stays one task (a one-word clause is not a
-    task, it is part of a compound verb).
-    """
-    parts = [p.strip() for p in _AND.split(sentence) if p.strip()]
-    if len(parts) < 2 or any(len(p.split()) < 2 for p in parts):
-        return [sentence]
-    verb = parts[0].split()[0]
-    return [parts[0], *(f"{verb} {p}" if _ARTICLE.match(p) else p for p in parts[1:])]
-
-
-def split_goal(goal: str) -> list[str]:
-    """The deterministic decomposition: bullet lines, else sentences, else "and" clauses."""
-    bullets = [m.group("text") for line in goal.splitlines() if (m := _BULLET.match(line))]
-    if bullets:
-        items = bullets
-    else:
-        flat = " ".join(goal.split())
-        items = [s for s in _SENTENCE_END.split(flat) if s.strip()]
-        if len(items) == 1:
-            items = _split_and(items[0])
-    tasks: list[str] = []
-    for item in items:
-        text = _clean(item)
-        if text and text.casefold() not in {t.casefold() for t in tasks}:
-            tasks.append(text)
-    if not tasks:
-        raise ToolError("the goal is empty: there is nothing to decompose")
-    if len(tasks) > MAX_TASKS:
-        raise ToolError(f"the goal splits into {len(tasks)} tasks; at most {MAX_TASKS} fit in one plan")
-    return tasks
-
-
-def deterministic_spec(task: str) -> str:
-    """A task spec that says exactly what the task line says and promises nothing more.
-
-    Acceptance criteria are not invented here: a criterion nobody asked for would be judged
-    by the validators as if the author had meant it.
-    """
-    text = _clean(task)
-    if not text:
-        raise ToolError("the task is empty: there is nothing to write a spec for")
-    return f"{text}.\n"
-
-
-# ---------------------------------------------------------------------- the planner
-
-
-class PlannerImpl(Protocol):
-    """What a ``snodo_planner`` hook returns: ``name`` (recorded in each plan), ``tasks``
-    (a goal as ``[{"title", "spec"}]``) and ``spec`` (one task line as a full spec)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def tasks(self, goal: str) -> list[dict[str, str]]: ...
-
-    def spec(self, task: str, context: str | None = None) -> str: ...
-
-
-@frozen
-class DeterministicPlanner:
-    """The core's planner (registered by :mod:`snodo.core_plugin`, asked last): no model."""
-
-    name: str = "deterministic"
-    model: str | None = None
-
-    def tasks(self, goal: str) -> list[dict[str, str]]:
-        return [{"title": t, "spec": deterministic_spec(t)} for t in split_goal(goal)]
-
-    def spec(self, task: str, context: str | None = None) -> str:
-        return deterministic_spec(task)
 
 
 class Planner:

@@ -17,6 +17,9 @@ from attrs import Factory, frozen
 
 from snodo.outcomes import Outcome
 
+# INV3 lives below state and governance (both ask it); re-exported for the governance doors
+from snodo.refusals import authorisation_refusals as authorisation_refusals  # noqa: PLC0414
+
 ResultSeverity = Literal["pass", "warn", "blocker", "error"]
 Status = Outcome  # the four outcomes, named once in snodo/outcomes.py
 SEVERITY_ORDER: dict[str, int] = {"pass": 0, "warn": 1, "blocker": 2}
@@ -86,38 +89,6 @@ class Classification:
     status: Status
     policy: PolicySummary
     reason: str
-
-
-def authorisation_refusals(results: Iterable[Mapping[str, Any]], policy: Mapping[str, Any]) -> tuple[str, ...]:
-    """INV3's one home: why a set of results may not be authorised; empty means it may.
-
-    Every door that turns a human decision into an approval asks this (the MCP
-    ``propose_adjudicate`` tool, ``snodo authorize``, drafting and signing a decision), on
-    the results as recorded (dicts) and the policy summary beside them. It fails closed: a
-    result with an ``error``, or with any severity other than ``pass``/``warn``, blocks and is
-    named; a policy summary counting a blocker or an error blocks even when no result shows
-    it (the two disagreeing means the record cannot be trusted).
-    """
-    named = tuple(
-        str(r.get("validator_id")) for r in results if r.get("error") or r.get("severity") not in ("pass", "warn")
-    )
-    if named:
-        return named
-    counted = [
-        f"{n} {label}"
-        for label, key in (("blocker(s)", "blocker_count"), ("validator error(s)", "error_count"))
-        if (n := _count(policy.get(key)))
-    ]
-    return (f"the policy counted {' and '.join(counted)}",) if counted else ()
-
-
-def _count(value: object) -> int:
-    """A count from a stored policy summary; anything unreadable counts as one (fail closed)."""
-    if value is None or value == 0:
-        return 0
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return 1
 
 
 def cap(severity: str, cap_at: str | None) -> tuple[str, str | None]:

@@ -6,9 +6,7 @@ all call, so the four outcomes mean the same thing on every path (ADR 015).
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import secrets
 import shutil
 import tempfile
@@ -36,27 +34,10 @@ from snodo.state.home import snodo_home
 from snodo.state.sessions import PendingDecision, Session, SessionStore, ensure_session, load_project_state
 from snodo.state.tokens import TokenService
 
-
-def spec_sha256(spec: str) -> str:
-    return hashlib.sha256(spec.encode("utf-8")).hexdigest()
-
-
-_TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-def check_task_id(task_id: str) -> str:
-    """Task ids end up in job records, audit lines and branch names: only plain ids pass."""
-    if not _TASK_ID.match(task_id) or ".." in task_id or task_id.endswith(".lock"):
-        raise ToolError(
-            f"task_id {task_id!r} is refused: use letters, digits, '.', '_' and '-' (at most 100, "
-            "starting with a letter or digit)"
-        )
-    return task_id
-
-
-def derive_task_id(spec: str) -> str:
-    """The same spec text is the same task, so a decision about it applies on re-validation."""
-    return "task-" + spec_sha256(spec.strip())[:16]
+# re-exported: the engine and the MCP host name them from here
+from snodo.taskids import check_task_id as check_task_id  # noqa: PLC0414
+from snodo.taskids import derive_task_id as derive_task_id  # noqa: PLC0414
+from snodo.taskids import spec_sha256 as spec_sha256  # noqa: PLC0414
 
 
 class Project:

@@ -2,7 +2,8 @@
 
 Collections are tuples so a loaded protocol cannot be mutated by anyone holding it;
 free-form settings handed to plugins (``tooling``, ``coder_config``, ``params``,
-``metadata``) stay plain mappings because only the plugin knows their shape.
+``metadata``) are frozen mappings (:func:`snodo.records.freeze`): only the plugin knows their
+shape, but no plugin may change what the others, running concurrently, read.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from attrs import Factory, frozen
+from attrs import Factory, field, frozen
+
+from snodo.records import freeze
+from snodo.settings import RUNNER_SETTINGS
 
 Severity = Literal["pass", "warn", "blocker"]
 Phase = Literal["pre_execute", "post_execute"]
@@ -73,12 +77,17 @@ class Settings:
     """
 
     def key_problems(self, mapping: dict[str, Any]) -> list[tuple[str, str]]:
-        value = mapping.get("timeout")
-        if "timeout" in mapping and (
-            isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0
-        ):
-            return [("timeout", f"expected a positive number of seconds, got {type(value).__name__} {value!r}")]
-        return []
+        """The runner's own keys, by the one settings rule (:mod:`snodo.settings`)."""
+        out: list[tuple[str, str]] = []
+        for setting in RUNNER_SETTINGS:
+            if setting in mapping:
+                value = mapping[setting]
+                problem = (
+                    setting.problem(value) if value is not None else f"expected {setting.expected}, got NoneType None"
+                )
+                if problem is not None:
+                    out.append((str(setting), problem))
+        return out
 
 
 AtLeastOne = Annotated[int, Bound(minimum=1, what="an integer of at least 1")]
@@ -95,7 +104,7 @@ class Constraint:
     constraint_id: str
     predicate: str
     description: str = ""
-    params: dict[str, Any] = Factory(dict)
+    params: dict[str, Any] = field(factory=dict, converter=freeze)
     severity: Severity = "blocker"
 
 
@@ -118,7 +127,7 @@ class Mode:
     transitions: tuple[Transition, ...] = ()
     constraints: tuple[Constraint, ...] = ()
     coder: str = "litellm"
-    coder_config: PluginSettings = Factory(dict)
+    coder_config: PluginSettings = field(factory=dict, converter=freeze)
 
 
 @frozen(kw_only=True)
@@ -127,7 +136,7 @@ class Validator:
     validator_type: str
     evaluation_phase: Phase = "pre_execute"
     criteria: tuple[str, ...] = ()
-    tooling: PluginSettings = Factory(dict)
+    tooling: PluginSettings = field(factory=dict, converter=freeze)
     model: str | None = None
     constraints: tuple[Constraint, ...] = ()
     severity_cap: Severity | None = None
@@ -196,7 +205,7 @@ class Protocol:
     exclusive_tools: tuple[str, ...] = ()
     protected_paths: tuple[str, ...] = ()
     execution: Execution = Factory(Execution)
-    metadata: dict[str, Any] = Factory(dict)
+    metadata: dict[str, Any] = field(factory=dict, converter=freeze)
 
     @property
     def start_mode(self) -> str:

@@ -12,19 +12,16 @@ dispatching mode that lacks a validator in either phase (every run would halt).
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from attrs import frozen
 
 from snodo.convert import did_you_mean
+from snodo.errors import PluginError
+from snodo.plugins import KNOWN_PROVIDERS, PluginHost
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS, known_capabilities
 from snodo.protocol.models import PHASES, Constraint, Protocol
-
-#: ``tooling`` keys every validator accepts: the shared runner reads ``timeout`` itself.
-RUNNER_SETTINGS: tuple[str, ...] = ("timeout",)
-
-if TYPE_CHECKING:
-    from snodo.plugins import PluginHost
+from snodo.settings import coder_config_problems, tooling_problems
 
 
 @frozen(kw_only=True)
@@ -55,8 +52,6 @@ def _all_constraints(p: Protocol) -> list[tuple[str, Constraint]]:
 
 def _missing(kind: str, name: str, installed: list[str]) -> str:
     """``no coder named 'x' is installed (did you mean …?); installed: …; hint``."""
-    from snodo.plugins import KNOWN_PROVIDERS
-
     provider = KNOWN_PROVIDERS.get(name)
     how = (
         f"it is provided by the distribution {provider!r}; reinstall it"
@@ -250,14 +245,8 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
     return out
 
 
-def _unknown_settings(keys: object, allowed: tuple[str, ...]) -> list[str]:
-    return [str(k) for k in (keys if isinstance(keys, dict) else {}) if k not in allowed]
-
-
 def _plugin_checks(p: Protocol, host: PluginHost) -> list[Violation]:
     """WF3 with the plugin host: installed plugins, and only the settings each declares."""
-    from snodo.errors import PluginError
-
     out: list[Violation] = []
     used = {vid for m in p.modes for vid in m.validators}
     validator_types = list(host.validators())
@@ -274,18 +263,8 @@ def _plugin_checks(p: Protocol, host: PluginHost) -> list[Violation]:
                 Violation(rule="WF3", message=f"validator {v.validator_id!r}: {why} @ validators[{vi}].validator_type")
             )
             continue
-        allowed = tuple(dict.fromkeys((*vspec.settings, *RUNNER_SETTINGS)))
-        for key in _unknown_settings(v.tooling, allowed):
-            out.append(
-                Violation(
-                    rule="WF3",
-                    message=(
-                        f"validator {v.validator_id!r} (type {v.validator_type}): unknown tooling key {key!r}"
-                        f"{did_you_mean(key, allowed)}; the {v.validator_type} validator honours: "
-                        f"{', '.join(allowed)} @ validators[{vi}].tooling.{key}"
-                    ),
-                )
-            )
+        for key, message in tooling_problems(v.validator_id, v.validator_type, vspec.settings, v.tooling):
+            out.append(Violation(rule="WF3", message=f"{message} @ validators[{vi}].tooling.{key}"))
         if vspec.needs_model and v.model is None and v.validator_id in used:
             users = ", ".join(m.mode_id for m in p.modes if v.validator_id in m.validators)
             out.append(
@@ -306,16 +285,6 @@ def _plugin_checks(p: Protocol, host: PluginHost) -> list[Violation]:
             why = _plain(exc) if m.coder in coders else _missing("coder", m.coder, coders)
             out.append(Violation(rule="WF3", message=f"mode {m.mode_id!r} coder: {why} @ modes[{mi}].coder"))
             continue
-        settings = cspec.capabilities.settings
-        for key in _unknown_settings(m.coder_config, settings):
-            out.append(
-                Violation(
-                    rule="WF3",
-                    message=(
-                        f"mode {m.mode_id!r}: unknown coder_config key {key!r} for coder {m.coder!r}"
-                        f"{did_you_mean(key, settings)}; the {m.coder} coder honours: "
-                        f"{', '.join(settings) or 'no settings'} @ modes[{mi}].coder_config.{key}"
-                    ),
-                )
-            )
+        for key, message in coder_config_problems(m.coder, cspec.capabilities.settings, m.coder_config):
+            out.append(Violation(rule="WF3", message=f"mode {m.mode_id!r}: {message} @ modes[{mi}].coder_config.{key}"))
     return out

@@ -71,7 +71,7 @@ class DecisionRecord:
 def check_inv3(pending: PendingDecision) -> None:
     """Refuse to decide on a proposal with a blocker or an error: nothing overrides those.
 
-    The rule itself lives in ``governance.policy.authorisation_refusals``; this only words the
+    The rule itself lives in ``snodo.refusals.authorisation_refusals``; this only words the
     refusal for the doors that decide (drafting, signing, ``snodo authorize``)."""
     refusals = pending.blocking_validators()
     if refusals:

@@ -27,7 +27,7 @@ from typing import Any
 from attrs import Factory, evolve, frozen
 
 from snodo.errors import DecisionError, StateError
-from snodo.governance.policy import authorisation_refusals
+from snodo.refusals import authorisation_refusals
 from snodo.state.atomic import file_lock, load_record, save_record
 from snodo.state.home import project_state_dir, sessions_dir
 
@@ -83,7 +83,7 @@ class PendingDecision:
 
     def blocking_validators(self) -> tuple[str, ...]:
         """What forbids authorising this decision (INV3), from the one rule in
-        ``governance.policy.authorisation_refusals``; empty means a human may decide."""
+        ``snodo.refusals.authorisation_refusals``; empty means a human may decide."""
         return authorisation_refusals(self.results, self.policy)
 
     def warned_validators(self) -> tuple[str, ...]:

@@ -93,7 +93,10 @@ def test_dictated_operations_are_emitted_exactly(host: PluginHost, project: Call
     ("config", "needle"),
     [
         ({"file": {"a": "b"}}, "file"),
-        ({"files": {"a": "b"}, "colour": 1, "size": 2}, "colour, size"),
+        (
+            {"files": {"a": "b"}, "colour": 1, "size": 2},
+            "key 'colour'; the mock coder honours: files, delete; coder 'mock': unknown coder_config key 'size'",
+        ),
         ({"files": ["a.txt"]}, "coder_config.files"),
         ({"files": {"a.txt": 3}}, "coder_config.files"),
         ({"delete": "a.txt"}, "coder_config.delete"),

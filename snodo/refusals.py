@@ -1,0 +1,43 @@
+"""INV3's one home: when a set of validator results may be authorised by a human.
+
+It sits below ``state`` and ``governance`` because both ask it: the pending-decision record
+(``state.sessions``) and every door that turns a decision into an approval. It reads
+results as recorded (plain mappings), so it needs nothing from either layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def authorisation_refusals(results: Iterable[Mapping[str, Any]], policy: Mapping[str, Any]) -> tuple[str, ...]:
+    """INV3's one home: why a set of results may not be authorised; empty means it may.
+
+    Every door that turns a human decision into an approval asks this (the MCP
+    ``propose_adjudicate`` tool, ``snodo authorize``, drafting and signing a decision), on
+    the results as recorded (dicts) and the policy summary beside them. It fails closed: a
+    result with an ``error``, or with any severity other than ``pass``/``warn``, blocks and is
+    named; a policy summary counting a blocker or an error blocks even when no result shows
+    it (the two disagreeing means the record cannot be trusted).
+    """
+    named = tuple(
+        str(r.get("validator_id")) for r in results if r.get("error") or r.get("severity") not in ("pass", "warn")
+    )
+    if named:
+        return named
+    counted = [
+        f"{n} {label}"
+        for label, key in (("blocker(s)", "blocker_count"), ("validator error(s)", "error_count"))
+        if (n := _count(policy.get(key)))
+    ]
+    return (f"the policy counted {' and '.join(counted)}",) if counted else ()
+
+
+def _count(value: object) -> int:
+    """A count from a stored policy summary; anything unreadable counts as one (fail closed)."""
+    if value is None or value == 0:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return 1

@@ -1,0 +1,153 @@
+"""Plugin settings: how a plugin declares them, and the one rule that checks them.
+
+A plugin declares the keys it honours in ``CoderCapabilities.settings`` or
+``ValidatorSpec.settings``: a plain name (any value accepted), or a :class:`Setting` with a
+type and a default. :func:`check_settings` is the rule's only home. The protocol loader
+(``protocol check``, WF3), the built-in plugins (``CoderConfig``, ``tooling``), the runner's
+own ``timeout`` and the conformance kit all call it, so a misspelt or mistyped setting is
+refused with the same words whichever door it comes through.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from snodo.convert import did_you_mean
+from snodo.records import freeze
+
+
+def _number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+
+
+#: Each kind: the test a value must pass, and how the message names what was expected.
+KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "any": (lambda _v: True, "anything"),
+    "text": (lambda v: isinstance(v, str) and bool(v.strip()), "a non-empty string"),
+    "number": (_number, "a number"),
+    "positive": (lambda v: _number(v) and v > 0, "a positive number"),
+    "seconds": (lambda v: _number(v) and v > 0, "a positive number of seconds"),
+    "integer": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
+    "count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number >= 0"),
+    "boolean": (lambda v: isinstance(v, bool), "true or false"),
+    "strings": (lambda v: isinstance(v, list | tuple) and all(isinstance(s, str) for s in v), "a list of strings"),
+    "mapping": (lambda v: isinstance(v, Mapping), "a mapping"),
+}
+
+
+class Setting(str):
+    """A declared setting: its name (it *is* that string, so existing tuples of names, ``in``
+    tests and JSON keep working), its type (``kind``, one of :data:`KINDS`) and the default
+    a plugin gets when the protocol leaves it out (``None``: no default)."""
+
+    kind: str
+    default: Any
+    help: str
+
+    def __new__(cls, name: str, kind: str = "any", *, default: Any = None, help: str = "") -> Setting:
+        if kind not in KINDS:
+            raise ValueError(f"setting {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        self = super().__new__(cls, name)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "default", default)
+        object.__setattr__(self, "help", help)
+        return self
+
+    def __setattr__(self, _name: str, _value: object) -> None:
+        raise TypeError("a Setting is read-only")
+
+    def __repr__(self) -> str:
+        return f"Setting({str(self)!r}, {self.kind!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (str(self), self.kind, self.default, self.help))
+
+    @property
+    def expected(self) -> str:
+        return KINDS[self.kind][1]
+
+    def problem(self, value: Any) -> str | None:
+        """``expected <what>, got <type> <value>`` (the protocol loader's wording for every field),
+        or ``None`` when ``value`` has this setting's type."""
+        if value is None or KINDS[self.kind][0](value):
+            return None
+        return f"expected {self.expected}, got {type(value).__name__} {value!r}"
+
+
+def _rebuild(name: str, kind: str, default: Any, help_text: str) -> Setting:
+    return Setting(name, kind, default=default, help=help_text)
+
+
+def as_setting(declared: str) -> Setting:
+    return declared if isinstance(declared, Setting) else Setting(str(declared))
+
+
+#: The keys the shared validator runner reads itself, honoured by every validator type.
+RUNNER_SETTINGS: tuple[Setting, ...] = (Setting("timeout", "seconds", default=300.0),)
+
+
+def check_settings(
+    declared: Iterable[str], values: object, *, owner: str, field: str, reader: str
+) -> list[tuple[str | None, str]]:
+    """Every problem with ``values`` against ``declared``, as ``(key, message)``.
+
+    ``owner`` names who reads the settings (``coder 'mock'``, ``validator 'tests' (type
+    pytest)``), ``field`` the mapping (``coder_config``, ``tooling``), ``reader`` the plugin
+    in the "honours" sentence (``the mock coder``). A key nobody declared
+    gets a did-you-mean; a value of the wrong type names the type and the value. ``key`` is
+    ``None`` when ``values`` is not a mapping at all.
+    """
+    if not isinstance(values, Mapping):
+        return [(None, f"{owner}: {field} must be a mapping, got {type(values).__name__}")]
+    by_name = {str(s): as_setting(s) for s in declared}
+    honoured = ", ".join(by_name) or "no settings"
+    out: list[tuple[str | None, str]] = []
+    for key, value in values.items():
+        setting = by_name.get(str(key))
+        if setting is None:
+            out.append(
+                (
+                    str(key),
+                    f"{owner}: unknown {field} key {str(key)!r}{did_you_mean(str(key), by_name)}; "
+                    f"{reader} honours: {honoured}",
+                )
+            )
+        elif (problem := setting.problem(value)) is not None:
+            out.append((str(key), f"{owner}: {field}.{key}: {problem}"))
+    return out
+
+
+def with_defaults(declared: Iterable[str], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with each declared default filled in where the protocol left the key out
+    (read-only, like every mapping snodo hands a plugin)."""
+    filled = {str(s): s.default for s in map(as_setting, declared) if s.default is not None}
+    frozen: dict[str, Any] = freeze({**filled, **values})
+    return frozen
+
+
+def validator_settings(declared: Iterable[str]) -> tuple[Setting, ...]:
+    """What a validator type honours: its own settings and the runner's (the runner's type wins)."""
+    merged = {str(s): as_setting(s) for s in declared}
+    merged.update({str(s): s for s in RUNNER_SETTINGS})
+    return tuple(merged.values())
+
+
+def tooling_problems(
+    validator_id: str, validator_type: str, declared: Iterable[str], tooling: object
+) -> list[tuple[str | None, str]]:
+    """:func:`check_settings` for one validator's ``tooling`` (the runner's ``timeout`` included),
+    worded the same for the loader, the validator itself and the conformance kit."""
+    return check_settings(
+        validator_settings(declared),
+        tooling,
+        owner=f"validator {validator_id!r} (type {validator_type})",
+        field="tooling",
+        reader=f"the {validator_type} validator",
+    )
+
+
+def coder_config_problems(coder: str, declared: Iterable[str], config: object) -> list[tuple[str | None, str]]:
+    """:func:`check_settings` for a coder's ``coder_config``, worded the same for every door."""
+    return check_settings(declared, config, owner=f"coder {coder!r}", field="coder_config", reader=f"the {coder} coder")

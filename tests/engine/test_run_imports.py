@@ -1,0 +1,146 @@
+"""What `snodo run --mock` imports before its first validator starts (#26: import only what
+the command uses).
+
+A third-party validator, installed the way any plugin is (a dist-info with a ``snodo`` entry
+point), records ``sys.modules`` the moment it is first asked for a verdict. The snodo modules
+loaded by then are pinned here: a module added to the run path fails this test until it is
+added to the list on purpose, and the heavy or unrelated ones must never be among them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tests.conftest import git, make_repo
+
+PROBE = """
+import json, os, sys
+from snodo.api import ValidatorSpec, Verdict, hookimpl
+
+@hookimpl
+def snodo_validators():
+    yield ValidatorSpec(name="import-probe", description="records what is imported")
+
+@hookimpl
+def snodo_validate(request):
+    out = os.environ["SNODO_TEST_IMPORTS_OUT"]
+    if not os.path.exists(out):
+        with open(out, "w") as f:
+            json.dump(sorted(sys.modules), f)
+    return Verdict(severity="pass", justification="recorded")
+"""
+
+PROTOCOL = """\
+protocol_id: t
+name: t
+modes:
+  - mode_id: producer
+    tools: [read, edit, validate, dispatch]
+    validators: [probe, after]
+    coder: mock
+validators:
+  - {validator_id: probe, validator_type: import-probe}
+  - {validator_id: after, validator_type: import-probe, evaluation_phase: post_execute}
+"""
+
+#: The snodo modules a mock run has loaded when its first validator starts.
+EXPECTED = {
+    "snodo",
+    "snodo.cli",
+    "snodo.cli.common",
+    "snodo.cli.main",
+    "snodo.cli.output",
+    "snodo.cli.run_cmd",
+    "snodo.cli.validate_cmd",
+    "snodo.api",
+    "snodo.convert",
+    "snodo.core_plugin",
+    "snodo.engine",
+    "snodo.engine.inplace",
+    "snodo.engine.interrupt",
+    "snodo.engine.jobs",
+    "snodo.engine.lifecycle",
+    "snodo.engine.loop",
+    "snodo.engine.worktree",
+    "snodo.errors",
+    "snodo.gitrun",
+    "snodo.governance",
+    "snodo.governance.policy",
+    "snodo.governance.runner",
+    "snodo.governance.service",
+    "snodo.hookspecs",
+    "snodo.outcomes",
+    "snodo.planning",
+    "snodo.plugins",
+    "snodo.proc",
+    "snodo.protocol",
+    "snodo.protocol.capabilities",
+    "snodo.protocol.loader",
+    "snodo.protocol.models",
+    "snodo.protocol.wellformed",
+    "snodo.records",
+    "snodo.refusals",
+    "snodo.sandbox",
+    "snodo.sandbox.base",
+    "snodo.sandbox.bwrap",
+    "snodo.sandbox.choose",
+    "snodo.sandbox.landlock",
+    "snodo.sandbox.layout",
+    "snodo.sandbox.policy",
+    "snodo.settings",
+    "snodo.state",
+    "snodo.state.atomic",
+    "snodo.state.audit",
+    "snodo.state.audit_key",
+    "snodo.state.decisions",
+    "snodo.state.home",
+    "snodo.state.keys",
+    "snodo.state.sessions",
+    "snodo.state.tokens",
+    "snodo.taskids",
+    "snodo.workspace",
+    "snodo.workspace.files",
+    "snodo.workspace.git",
+    "snodo.workspace.guard",
+    "snodo.workspace.testrun",
+}
+
+#: Never on the run path of a mock run: model and MCP SDKs, the server, planning, the kit.
+NEVER = (
+    "litellm",
+    "openai",
+    "mcp",
+    "snodo.mcp",
+    "snodo.engine.plans",
+    "snodo_conformance",
+    "snodo.cli.serve_cmd",
+    "snodo.authorize_signing",
+)
+
+
+def test_mock_run_imports_only_the_pinned_modules_before_the_first_validator(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    site = tmp_path / "site"
+    info = site / "import_probe-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: import-probe\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[snodo]\nimport-probe = import_probe_plugin\n")
+    (site / "import_probe_plugin.py").write_text(PROBE)
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".snodo").mkdir()
+    (repo / ".snodo" / "protocol.yml").write_text(PROTOCOL)
+    git(repo, "add", ".snodo")
+    git(repo, "commit", "-q", "-m", "protocol")
+    out = tmp_path / "imports.json"
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "SNODO_TEST_IMPORTS_OUT": str(out),
+    }
+    r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=repo, env=env)
+    assert r.returncode == 0, r
+    loaded = json.loads(out.read_text())
+    assert not [m for m in loaded if any(m == n or m.startswith(n + ".") for n in NEVER)]
+    ours = {m for m in loaded if m == "snodo" or m.startswith("snodo.")}
+    added, gone = sorted(ours - EXPECTED), sorted(EXPECTED - ours)
+    assert (added, gone) == ([], []), f"newly imported: {added}; no longer imported: {gone}"

@@ -29,6 +29,10 @@ class EnvelopeError(ValueError):
     """The note is not a well-formed, correctly signed attestation; the message says why."""
 
 
+class UnlistedKey(EnvelopeError):
+    """No signature on the envelope claims a key of the trusted set."""
+
+
 def statement(commit: str, tree: str, predicate: Mapping[str, Any]) -> dict[str, Any]:
     """The in-toto Statement v1 naming ``commit`` and ``tree`` as its subjects."""
     return {
@@ -102,7 +106,7 @@ class Verifier:
 
         candidates = [self._keys[k] for k in signer_ids(envelope) if k in self._keys]
         if not candidates:
-            raise EnvelopeError("no signature by a key the base lists for attestations")
+            raise UnlistedKey("no signature by a key the base lists for attestations")
         try:
             accepted = envelope.verify(candidates, 1)
         except (VerificationError, ValueError) as exc:

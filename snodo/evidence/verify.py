@@ -25,7 +25,7 @@ from attrs import asdict, frozen
 from snodo.errors import SnodoError
 from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range, touching
-from snodo.evidence.statement import EnvelopeError, Verifier, decode_envelope, subjects
+from snodo.evidence.statement import EnvelopeError, UnlistedKey, Verifier, decode_envelope, subjects
 from snodo.gitrun import run_git
 from snodo.state.signers import ALLOWED_SIGNERS, ATTESTATION_NAMESPACE, Signer, parse_allowed_signers, signers_for
 from snodo.text import shown
@@ -134,9 +134,9 @@ def _check_attestation(
     try:
         envelope, body = decode_envelope(entry.note.strip())
         fingerprint = verifier.verify(envelope)
+    except UnlistedKey:
+        return "", "attestation signed by a key the base's allowed_signers does not list for attestations"
     except EnvelopeError as exc:
-        if "no signature by a key" in str(exc):
-            return "", "attestation signed by a key the base's allowed_signers does not list for attestations"
         return "", f"attestation rejected: {exc}"
     commit, tree = subjects(body)
     if commit != entry.sha or tree != entry.tree:
@@ -153,14 +153,15 @@ def _check_attestation(
         return "", f"attestation is not of a completed run (status {shown(str(predicate.get('status')))[:40]})"
     if digest is None:
         return "", f"the base has no {PROTOCOL_PATH}, so no run can be under its protocol"
-    claimed = (predicate.get("protocol") or {}).get("digest") if isinstance(predicate.get("protocol"), dict) else None
+    protocol = predicate.get("protocol")
+    claimed = protocol.get("digest") if isinstance(protocol, dict) else None
     if claimed != digest:
         return "", "the run was governed by another protocol than the base's (protocol digest differs)"
     return keys[fingerprint].name, ""
 
 
 def _check_merge(repo: Path, entry: CommitEntry) -> tuple[str, str]:
-    """``("merge", "")`` when the merge's tree is exactly what merging its two parents gives
+    """``(_CLEAN_MERGE, "")`` when the merge's tree is exactly what merging its two parents gives
     (everything in it comes from commits checked on their own), else ``("", why not)``: a
     merge that resolved conflicts, or added changes of its own, needs a person's signature."""
     if len(entry.parents) != 2:

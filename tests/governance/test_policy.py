@@ -169,7 +169,8 @@ def test_inv3_has_one_home() -> None:
     offenders = sorted(
         p.relative_to(root).as_posix()
         for p in root.rglob("*.py")
-        if p.relative_to(root).as_posix() not in ("governance/policy.py", "refusals.py") and pattern.search(p.read_text())
+        if p.relative_to(root).as_posix() not in ("governance/policy.py", "refusals.py")
+        and pattern.search(p.read_text())
     )
     assert offenders == []
     host = (root / "mcp" / "host.py").read_text()

@@ -1042,7 +1042,9 @@ class _CrashingTooling(Mapping[str, Any]):
 
 def _inject_crash(request: ValidationRequest) -> tuple[ValidationRequest, _CrashingTooling]:
     tooling = _CrashingTooling(request.validator.tooling)
-    validator = evolve(request.validator, tooling=cast("dict[str, Any]", tooling))
+    validator = evolve(request.validator)
+    # past the record's freezing converter, which would read (and so trip) the mapping itself
+    object.__setattr__(validator, "tooling", tooling)
     return evolve(request, validator=validator), tooling
 
 

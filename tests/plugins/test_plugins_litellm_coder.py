@@ -179,7 +179,7 @@ def test_turns_are_bounded(host: PluginHost, ws: Path) -> None:
     [
         ({}, "no model"),
         ({"model": MODEL, "modle": "x"}, "unknown coder_config key.*modle"),
-        ({"model": MODEL, "max_turns": 0}, "max_turns must be a positive integer"),
+        ({"model": MODEL, "max_turns": 0}, "max_turns: expected a positive integer"),
         ({"model": MODEL, "timeout": "soon"}, "timeout must be a positive number"),
     ],
 )

@@ -322,14 +322,14 @@ CASES: tuple[Case, ...] = (
     case(
         "coder-config-typo",
         [("coder_config: {model: any/model}", "coder_config: {modle: any/model}")],
-        "WF3: mode 'producer': unknown coder_config key 'modle' for coder 'marker-coder' (did you mean 'model'?); "
+        "WF3: mode 'producer': coder 'marker-coder': unknown coder_config key 'modle' (did you mean 'model'?); "
         "the marker-coder coder honours: model @ modes[0].coder_config.modle",
         wf=True,
     ),
     case(
         "leftover-coder-config-for-mock",
         [("    coder: marker-coder\n    coder_config", "    coder: mock\n    coder_config")],
-        "WF3: mode 'producer': unknown coder_config key 'model' for coder 'mock'; the mock coder honours: files, "
+        "WF3: mode 'producer': coder 'mock': unknown coder_config key 'model'; the mock coder honours: files, "
         "delete @ modes[0].coder_config.model",
         wf=True,
     ),

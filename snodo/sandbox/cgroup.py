@@ -52,31 +52,43 @@ class PidGroup:
             (PIDS / "tasks").write_text(tid)
 
     def kill(self) -> int:
-        """SIGKILL every process in the group until it is empty; how many were signalled."""
-        killed = 0
+        """SIGKILL every process in the group; repeated while new ones appear (a fork racing
+        the sweep), never waiting for the signalled ones to finish dying."""
+        signalled: set[int] = set()
         for _ in range(50):
             try:
-                pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+                pids = {int(p) for p in (self.path / "cgroup.procs").read_text().split()}
             except OSError:
-                return killed
-            if not pids:
-                return killed
-            for pid in pids:
+                break
+            fresh = pids - signalled
+            if not fresh:
+                break
+            for pid in fresh:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-                    killed += 1
-            threading.Event().wait(0.005)
-        return killed
+            signalled |= fresh
+        return len(signalled)
 
     def remove(self) -> None:
-        for _ in range(100):  # the killed processes leave the group as the kernel reaps them
+        """Remove the group; while killed processes are still leaving it, a background
+        thread retries (nothing waits for it)."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            return
+        except OSError:
+            threading.Thread(target=self._remove_later, daemon=True).start()
+
+    def _remove_later(self) -> None:
+        for _ in range(1000):
+            threading.Event().wait(0.01)
             try:
                 self.path.rmdir()
                 return
             except FileNotFoundError:
                 return
             except OSError:
-                threading.Event().wait(0.01)
+                continue
 
 
 def pid_group(max_pids: int) -> PidGroup | None:

@@ -31,6 +31,7 @@ from snodo.procout import BoundedOutput
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
 from snodo.sandbox.cgroup import PidGroup, pid_group
 from snodo.sandbox.environ import confined_environment
+from snodo.sandbox.landlock import reap_adopted
 
 #: Bytes read from a child's output at a time (never a whole line: lines can be huge).
 CHUNK = 64 * 1024
@@ -285,6 +286,8 @@ def _run(
         with _LIVE_LOCK:
             _LIVE.pop(proc.pid, None)
             _LIVE_ARGV.pop(proc.pid, None)
+        if prepared is not None:
+            reap_adopted(_other_leaders(proc.pid))
     if (
         prepared is not None
         and prepared.backend == "bwrap"

@@ -24,13 +24,15 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from snodo import callscope
 from snodo.errors import EnvironmentProblem
 from snodo.procout import BoundedOutput
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
+from snodo.sandbox.cgroup import PidGroup, pid_group
 from snodo.sandbox.environ import confined_environment
+from snodo.sandbox.landlock import reap_adopted
 
 #: Bytes read from a child's output at a time (never a whole line: lines can be huge).
 CHUNK = 64 * 1024
@@ -127,10 +129,30 @@ def _confine(
     tmpdir = Path(tempfile.mkdtemp(prefix="run-", dir=_private_tmp_parent()))
     try:
         env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
-        return backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir), tmpdir
+        prepared = backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir)
+        group = pid_group(policy.limits.processes)
+        return (_in_group(prepared, group) if group is not None else prepared), tmpdir
     except BaseException:
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise
+
+
+def _in_group(prepared: Prepared, group: PidGroup) -> Prepared:
+    """``prepared`` with the run in its own pids cgroup: limited, and killed as a whole."""
+    reap, cleanup = prepared.reap, prepared.cleanup
+
+    def reap_all(leader: int, others: Collection[int]) -> None:
+        group.kill()
+        if reap is not None:
+            reap(leader, others)
+
+    def cleanup_all() -> None:
+        group.kill()
+        group.remove()
+        if cleanup is not None:
+            cleanup()
+
+    return evolve(prepared, reap=reap_all, cleanup=cleanup_all, spawning=group.spawning)
 
 
 def run_process(
@@ -228,17 +250,19 @@ def _run(
     call = callscope.current()  # an MCP call that may be cancelled (snodo/callscope.py)
     if call is not None:
         call.check()
+    spawning = prepared.spawning if prepared is not None and prepared.spawning is not None else contextlib.nullcontext
     try:
-        proc = subprocess.Popen(
-            list(popen_argv),
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
-        )
+        with spawning():
+            proc = subprocess.Popen(
+                list(popen_argv),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
+            )
     except FileNotFoundError:
         raise EnvironmentProblem(
             f"cannot run {program!r}{how}: program not found", hint="install it or fix the command"
@@ -270,6 +294,8 @@ def _run(
             _LIVE_ARGV.pop(proc.pid, None)
         if call is not None:
             call.discard(proc.pid)
+        if prepared is not None:
+            reap_adopted(_other_leaders(proc.pid))
     if (
         prepared is not None
         and prepared.backend == "bwrap"

@@ -27,7 +27,8 @@ Settings (``coder_config``): ``model`` (passed as ``--model``), ``timeout`` (sec
 default the engine's), ``silence_timeout`` (seconds without output), ``max_requests``
 (model requests per run, default 50), ``extra_args`` (a list inserted before the prompt),
 ``env`` (names of inherited variables opencode needs: its sandbox's environment is an
-allowlist; ``<PROVIDER>_API_KEY`` of ``--model provider/name`` passes without it).
+allowlist; ``OPENCODE_*`` and ``<PROVIDER>_API_KEY`` of ``--model provider/name`` pass
+without it).
 """
 
 from __future__ import annotations
@@ -239,11 +240,12 @@ def _error_message(error: Any) -> str:
 class OpencodeCoder:
     def pass_env(self) -> tuple[str, ...]:
         """The inherited variables opencode needs in its sandbox (whose environment is an
-        allowlist): the ``env`` setting, plus ``<PROVIDER>_API_KEY`` / ``_BASE_URL`` for a
-        ``--model provider/name``."""
+        allowlist): the ``env`` setting, its own ``OPENCODE_*`` settings, plus
+        ``<PROVIDER>_API_KEY`` / ``_BASE_URL`` for a ``--model provider/name``."""
         provider = (self.model or "").partition("/")[0].upper().replace("-", "_")
         derived = (f"{provider}_API_KEY", f"{provider}_BASE_URL") if provider and "/" in (self.model or "") else ()
-        return (*self.env, *derived)
+        own = tuple(name for name in os.environ if name.startswith("OPENCODE_"))
+        return (*self.env, *own, *derived)
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         cfg = CoderConfig("opencode", config, SETTINGS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from attrs import field, frozen
@@ -26,6 +27,8 @@ class Prepared:
     reap: Callable[[int, Collection[int]], object] | None = field(default=None, eq=False)
     #: Always called last: closes descriptors, removes the private temporary directory.
     cleanup: Callable[[], None] | None = field(default=None, eq=False)
+    #: Entered around the spawn (the thread joins the run's pids cgroup, :mod:`.cgroup`).
+    spawning: Callable[[], AbstractContextManager[None]] | None = field(default=None, eq=False)
 
 
 class Backend(abc.ABC):

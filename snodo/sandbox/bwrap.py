@@ -91,7 +91,7 @@ class BwrapBackend(Backend):
         for shared in _host_socket_dirs():
             ops.append((len(shared.parts), -1, ["--tmpfs", str(shared)]))
             remount += ["--remount-ro", str(shared)]
-        for back in _name_resolution():
+        for back in (*_name_resolution(), *_program_dirs(argv[0], env.get("PATH", ""))):
             ops.append((len(back.parts), 999, ["--ro-bind", str(back), str(back)]))
         ops.append((len(tmpdir.parts), 1000, ["--bind", str(tmpdir), str(tmpdir)]))
         for extra in policy.writable:
@@ -131,6 +131,17 @@ def _host_socket_dirs() -> tuple[Path, ...]:
         if path.is_dir() and not path.is_symlink():
             found.append(path)
     return tuple(found)
+
+
+def _program_dirs(program: str, path: str) -> tuple[Path, ...]:
+    """The directory of the program to run when it lives in a hidden shared directory (a
+    tool installed under ``/tmp``): bound back read-only so the program can start."""
+    found = program if "/" in program else shutil.which(program, path=path)
+    if not found:
+        return ()
+    shared = _host_socket_dirs()
+    dirs = {Path(os.path.abspath(found)).parent, Path(os.path.realpath(found)).parent}
+    return tuple(d for d in sorted(dirs) if any(s in d.parents for s in shared))
 
 
 @functools.cache

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from snodo.sandbox import cgroup
 from snodo.sandbox.harden import seccomp_supported
 from snodo.sandbox.landlock import abi_version
 
@@ -16,8 +17,8 @@ from snodo.sandbox.landlock import abi_version
 def missing(backend: str) -> list[str]:
     """The guarantees ``backend`` does not give on this machine, for this user."""
     gaps = []
-    if os.getuid() == 0:
-        gaps.append("process count limit: the kernel never applies RLIMIT_NPROC to root")
+    if os.getuid() == 0 and not cgroup.available():
+        gaps.append("process count limit: the kernel never applies RLIMIT_NPROC to root, and no pids cgroup")
     if backend == "landlock":
         abi = abi_version()
         if abi < 5:

@@ -343,6 +343,29 @@ def become_subreaper() -> None:
         _SUBREAPER.append(True)
 
 
+def reap_adopted(spare: Collection[int]) -> int:
+    """Once snodo is the subreaper, orphans of *any* confined run (bubblewrap's processes
+    too) end as its zombies: reap those — confined (``no_new_privs``), not a leader some
+    ``Popen`` still waits for (``spare``). snodo's own children (git) never carry
+    ``no_new_privs``, so their exit status is never taken from them."""
+    if not _SUBREAPER:
+        return 0
+    me, reaped = os.getpid(), 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in spare:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == b"Z" and int(fields[1]) == me and _no_new_privs(int(name)):
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(int(name), os.WNOHANG)
+                reaped += 1
+    return reaped
+
+
 class LandlockBackend(Backend):
     name = "landlock"
 

@@ -23,11 +23,17 @@ def _prlimit() -> str | None:
     return shutil.which("prlimit")
 
 
+def _clamped(res: int, value: int) -> int:
+    """``value``, or the current hard limit when that is lower (raising it is not allowed)."""
+    hard = resource.getrlimit(res)[1]
+    return value if hard == resource.RLIM_INFINITY or value <= 0 else min(value, hard)
+
+
 def _pairs(limits: Limits) -> list[tuple[int, str, int]]:
     return [
-        (resource.RLIMIT_FSIZE, "--fsize", limits.file_size),
-        (resource.RLIMIT_NPROC, "--nproc", limits.processes),
-        (resource.RLIMIT_AS, "--as", limits.memory),
+        (resource.RLIMIT_FSIZE, "--fsize", _clamped(resource.RLIMIT_FSIZE, limits.file_size)),
+        (resource.RLIMIT_NPROC, "--nproc", _clamped(resource.RLIMIT_NPROC, limits.processes)),
+        (resource.RLIMIT_AS, "--as", _clamped(resource.RLIMIT_AS, limits.memory)),
     ]
 
 

@@ -7,13 +7,13 @@ which it ignores), prints one JSON event per line with ``--format json`` (``step
 permission rules auto-reject a tool call, exits 1 after an unretryable provider error, and
 keeps going (silently retrying, or looping on empty replies) on a retryable one.
 
-``FAKE_OPENCODE`` picks the behaviour: ``good`` (default: writes ``greeting.py`` and its
-test), ``hang`` (with a child; pids in ``FAKE_OPENCODE_PIDS``), ``silent``, ``crash``,
+``OPENCODE_FAKE`` picks the behaviour: ``good`` (default: writes ``greeting.py`` and its
+test), ``hang`` (with a child; pids in ``OPENCODE_FAKE_PIDS``), ``silent``, ``crash``,
 ``snodo`` (edits ``.snodo/protocol.yml``), ``reject`` (a write outside the project,
 auto-rejected), ``error401``, ``error500`` (error event, then hangs like the real CLI),
 ``storm`` (a 429 retried in silence, logged on stderr only with ``--print-logs``),
-``loop`` (empty replies forever), ``ansi`` (colour codes on stderr). ``FAKE_OPENCODE_DELAY``
-(seconds) makes it slow; ``FAKE_OPENCODE_RECORD`` (a path) receives its argv, cwd and PWD.
+``loop`` (empty replies forever), ``ansi`` (colour codes on stderr). ``OPENCODE_FAKE_DELAY``
+(seconds) makes it slow; ``OPENCODE_FAKE_RECORD`` (a path) receives its argv, cwd and PWD.
 
 ``python tests/conformance/fake_opencode.py BIN_DIR`` installs it as ``BIN_DIR/opencode``
 (tox's conformance-opencode env does this); the shebang names this interpreter, so the fake
@@ -35,11 +35,11 @@ if args[:1] != ["run"]:
     sys.exit(2)
 as_json = "--format" in args and args[args.index("--format") + 1] == "json"
 target = Path(args[args.index("--dir") + 1]) if "--dir" in args else Path(os.environ.get("PWD") or "/")
-if os.environ.get("FAKE_OPENCODE_RECORD"):
-    Path(os.environ["FAKE_OPENCODE_RECORD"]).write_text(
+if os.environ.get("OPENCODE_FAKE_RECORD"):
+    Path(os.environ["OPENCODE_FAKE_RECORD"]).write_text(
         json.dumps({{"argv": args, "cwd": os.getcwd(), "pwd": os.environ.get("PWD")}})
     )
-behaviour = os.environ.get("FAKE_OPENCODE", "good")
+behaviour = os.environ.get("OPENCODE_FAKE", "good")
 session = "ses_fake0001"
 now = lambda: int(time.time() * 1000)
 
@@ -84,7 +84,7 @@ def api_error(status, message, retryable):
     emit("error", error={{"name": "APIError", "data": {{"message": message, "statusCode": status,
                                                     "isRetryable": retryable, "responseBody": "{{}}"}}}})
 
-time.sleep(float(os.environ.get("FAKE_OPENCODE_DELAY", "0")))
+time.sleep(float(os.environ.get("OPENCODE_FAKE_DELAY", "0")))
 if behaviour in ("good", "ansi"):
     if behaviour == "ansi":
         print("\x1b[93m\x1b[1m! \x1b[0mloading \x1b[31mmodels\x1b[0m", file=sys.stderr, flush=True)
@@ -98,7 +98,7 @@ if behaviour in ("good", "ansi"):
     step_finish(2, "stop")
 elif behaviour == "hang":
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    Path(os.environ["FAKE_OPENCODE_PIDS"]).write_text(f"{{os.getpid()}} {{child.pid}}")
+    Path(os.environ["OPENCODE_FAKE_PIDS"]).write_text(f"{{os.getpid()}} {{child.pid}}")
     n = 0
     while True:
         n += 1

@@ -84,7 +84,7 @@ def test_opencode_coder_with_a_fake_cli(kit: Kit, tmp_path: Path, monkeypatch: p
     bin_dir = tmp_path / "bin"
     install_fake_opencode(bin_dir)
     monkeypatch.setenv("PATH", f"{bin_dir}{':'}{Path('/usr/bin')}:/bin")
-    monkeypatch.setenv("FAKE_OPENCODE_DELAY", "0")
+    monkeypatch.setenv("OPENCODE_FAKE_DELAY", "0")
     result = kit("--snodo-coder", "opencode")
     result.assert_outcomes(passed=10, skipped=4)
     result.stdout.fnmatch_lines(["*coder 'opencode': skipped, the coder declares writes_in_place*"])
@@ -96,7 +96,7 @@ def test_opencode_slower_than_its_timeout_is_stopped_in_time(
     bin_dir = tmp_path / "bin"
     install_fake_opencode(bin_dir)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    monkeypatch.setenv("FAKE_OPENCODE_DELAY", "30")
+    monkeypatch.setenv("OPENCODE_FAKE_DELAY", "30")
     kit("--snodo-coder", "opencode", "-k", "test_honours_timeout").assert_outcomes(passed=1, deselected=CODER_TESTS - 1)
 
 

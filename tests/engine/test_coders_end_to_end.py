@@ -97,7 +97,7 @@ def test_mocked_authentication_error_halts_naming_the_model(git_repo: Path) -> N
 FAKE = """#!{python}
 import os, subprocess, sys, time
 from pathlib import Path
-mode = os.environ.get("FAKE_OPENCODE", "good")
+mode = os.environ.get("OPENCODE_FAKE", "good")
 if mode == "good":
     Path("greet.py").write_text("def greet():\\n    return 'hello'\\n")
     Path("tests").mkdir(exist_ok=True)
@@ -148,7 +148,7 @@ def test_opencode_coder_through_the_engine(
     write_protocol(git_repo, "opencode", {"timeout": 3})
     protocol_before = (git_repo / ".snodo" / "protocol.yml").read_text()
     r = snodo_cli(
-        "run", "add a greet module", "--json", cwd=git_repo, env={"PATH": opencode_path, "FAKE_OPENCODE": behaviour}
+        "run", "add a greet module", "--json", cwd=git_repo, env={"PATH": opencode_path, "OPENCODE_FAKE": behaviour}
     )
     payload = r.json()
     assert (payload["status"], payload["outcome"]) == (status, outcome), payload

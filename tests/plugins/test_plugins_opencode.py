@@ -1,7 +1,7 @@
 """The opencode coder against a fake ``opencode`` first on PATH that behaves like the real CLI
 where it matters (``tests/conformance/fake_opencode.py``): it works in ``--dir``/``$PWD``,
 prints the real ``--format json`` events, exits 0 after auto-rejecting a permission, retries
-provider errors on its own. ``FAKE_OPENCODE`` picks its behaviour."""
+provider errors on its own. ``OPENCODE_FAKE`` picks its behaviour."""
 
 from __future__ import annotations
 
@@ -31,13 +31,13 @@ def fake_opencode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[
     fake.install(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
     record = tmp_path / "record.json"
-    monkeypatch.setenv("FAKE_OPENCODE_RECORD", str(record))
-    monkeypatch.setenv("FAKE_OPENCODE_PIDS", str(tmp_path / "pids"))
+    monkeypatch.setenv("OPENCODE_FAKE_RECORD", str(record))
+    monkeypatch.setenv("OPENCODE_FAKE_PIDS", str(tmp_path / "pids"))
     # The test process's own directory: a coder that forgot $PWD would make the fake edit here.
     monkeypatch.setenv("PWD", str(tmp_path))
 
     def behave(behaviour: str) -> Path:
-        monkeypatch.setenv("FAKE_OPENCODE", behaviour)
+        monkeypatch.setenv("OPENCODE_FAKE", behaviour)
         return record
 
     return behave

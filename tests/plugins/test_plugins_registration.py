@@ -56,7 +56,7 @@ def test_coder_capabilities_are_declared(host: PluginHost) -> None:
     oc = host.coder("opencode").capabilities
     assert oc.writes_in_place and not oc.commits_own_changes
     assert [(p.name, p.install_hint) for p in oc.required_programs] == [("opencode", "npm install -g opencode-ai")]
-    assert set(oc.settings) == {"model", "timeout", "silence_timeout", "max_requests", "extra_args"}
+    assert set(oc.settings) == {"model", "timeout", "silence_timeout", "max_requests", "extra_args", "env"}
 
 
 def test_validator_declarations(host: PluginHost) -> None:

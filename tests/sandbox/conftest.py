@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,8 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     name: str = request.param
     _, reason = probe(name)
     if reason is not None:  # pragma: no cover - both work on the machines this suite targets
+        if name in os.environ.get("SNODO_TEST_REQUIRE_BACKENDS", "").split(","):
+            pytest.fail(f"{name} is required (SNODO_TEST_REQUIRE_BACKENDS) but does not work here: {reason}")
         pytest.skip(f"{name} does not work here: {reason}")
     monkeypatch.setenv("SNODO_SANDBOX_BACKEND", name)
     yield name

@@ -345,20 +345,24 @@ def test_limits_stop_a_huge_file_and_a_memory_hog(backend: str, tmp_path: Path) 
     assert "huge file refused" in out and "memory hog refused" in out, out
 
 
-@pytest.mark.skipif(os.getuid() == 0, reason="the kernel never applies RLIMIT_NPROC to root (docs/security.md)")
 def test_limits_stop_a_fork_bomb(backend: str, tmp_path: Path) -> None:
+    """As root the kernel ignores RLIMIT_NPROC: the run's pids cgroup limits it instead."""
+    from snodo.sandbox import cgroup
+
+    if os.getuid() == 0 and not cgroup.available():
+        pytest.skip("root without a cgroup v1 pids hierarchy: not guaranteed, and `snodo doctor` says so")
     ws = _ws(tmp_path)
-    mine = len([p for p in os.listdir("/proc") if p.isdigit()])
+    mine = 0 if os.getuid() == 0 else len([p for p in os.listdir("/proc") if p.isdigit()])
     policy = SandboxPolicy(workspace=ws, limits=Limits(processes=mine + 32))
     out = _run(
         ws,
         """
         import os, time
         started = 0
-        for _ in range(4000):
+        for _ in range(400):
             try:
                 if os.fork() == 0:
-                    time.sleep(5)
+                    time.sleep(30)
                     os._exit(0)
                 started += 1
             except OSError:
@@ -367,14 +371,15 @@ def test_limits_stop_a_fork_bomb(backend: str, tmp_path: Path) -> None:
         """,
         policy,
     )
-    assert int(out.split("started")[1].split()[0]) < 4000, out
+    assert int(out.split("started")[1].split()[0]) <= 32, out
 
 
-def test_root_process_count_limit_is_reported_missing(backend: str) -> None:
+def test_the_missing_process_count_limit_is_reported(backend: str) -> None:
+    from snodo.sandbox import cgroup
     from snodo.sandbox.guarantees import missing
 
     gaps = missing(backend)
-    assert any("process count" in gap for gap in gaps) == (os.getuid() == 0), gaps
+    assert any("process count" in gap for gap in gaps) == (os.getuid() == 0 and not cgroup.available()), gaps
 
 
 def test_interpreter_environments_are_read_only(backend: str, tmp_path: Path) -> None:

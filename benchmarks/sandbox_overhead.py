@@ -60,7 +60,8 @@ def _project(root: Path) -> Path:
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    # ROUNDS (default 15), or --smoke: the fewest rounds that give a spread (CI)
+    rounds = 2 if sys.argv[1:] == ["--smoke"] else int(sys.argv[1]) if len(sys.argv) > 1 else 15
     base = Path(tempfile.mkdtemp(prefix="snodo-bench-sandbox-"))
     os.environ["SNODO_HOME"] = str(base / "home")
     try:

@@ -30,6 +30,7 @@ def test_tox_passes_in_a_plugin_generated_by_an_installed_snodo(tmp_path: Path) 
         check=True,
     )
     (site / "zz_runner_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    shutil.rmtree(dist)  # the recorded source is gone: snodo must re-pack the installed files
     python = venv / "bin" / "python"
     where = subprocess.run(
         [str(python), "-I", "-c", "import snodo; print(snodo.__file__)"], capture_output=True, text=True, check=True
@@ -48,6 +49,7 @@ def test_tox_passes_in_a_plugin_generated_by_an_installed_snodo(tmp_path: Path) 
     tox_ini = (package / "tox.ini").read_text()
     source = next(line for line in tox_ini.splitlines() if line.startswith("source = "))
     assert "SNODO_SOURCE:" in source and str(REPO) not in source and "{env:SNODO_SOURCE:}" not in source, source
+    assert str(package / ".snodo-wheel") in source, source  # a wheel of the running installation
     assert "SNODO_SOURCE" in (package / "README.md").read_text()
     tox = subprocess.run(
         [sys.executable, "-m", "tox", "-q"], cwd=package, capture_output=True, text=True, env=env, timeout=1500

@@ -57,7 +57,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=150_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="one quick iteration (CI); fails on any error")
     args = parser.parse_args()
+    if args.smoke:
+        args.events, args.runs = 300, 1
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["SNODO_HOME"] = str(Path(tmp) / "home")
         log_path = Path(tmp) / "audit.log"

@@ -8,7 +8,7 @@ policy, and the durable state writes (audit appends with fsync, the token row).
 
 Targets (issue 5): initialized < 1.2 s, first validate_task < 0.2 s, warm p50 < 5 ms.
 
-    python benchmarks/mcp_roundtrip.py [--calls 100]
+    python benchmarks/mcp_roundtrip.py [--calls 100] [--smoke]
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ name: bench
 modes:
   - mode_id: producer
     tools: [read, edit, validate, dispatch]
-    validators: [scope]
+    validators: [scope, tests]
     coder: mock
 validators:
   - {validator_id: scope, validator_type: protocol}
+  # WF3: a mode holding dispatch needs a post_execute validator (not run by validate_task)
+  - {validator_id: tests, validator_type: pytest, evaluation_phase: post_execute}
 """
 
 
@@ -123,7 +125,10 @@ def breakdown(repo: Path, calls: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--smoke", action="store_true", help="one quick iteration (CI); fails on any error")
     args = parser.parse_args()
+    if args.smoke:
+        args.calls = 2
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         repo.mkdir()

@@ -56,7 +56,7 @@ def git(repo: Path, *args: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--smoke", action="store_true", help="one run, no target")
+    parser.add_argument("--smoke", action="store_true", help="one quick iteration (CI); fails on any error")
     args = parser.parse_args()
     if args.smoke:
         args.runs = 1

@@ -21,7 +21,10 @@ from _common import run_measured, summary
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--smoke", action="store_true", help="one quick iteration (CI); fails on any error")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 1
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         env = {**os.environ, "SNODO_HOME": str(root / "home")}
@@ -33,7 +36,11 @@ def main() -> None:
         }
         medians = {}
         for name, argv in cases.items():
-            samples = [run_measured(argv, cwd=root, env=env)[0] for _ in range(args.runs)]
+            measured = [run_measured(argv, cwd=root, env=env) for _ in range(args.runs)]
+            failed = [code for _t, _rss, code in measured if code != 0]
+            if failed:
+                raise SystemExit(f"{name} exited {failed[0]}")
+            samples = [seconds for seconds, _rss, _code in measured]
             print(summary(name, samples))
             medians[name] = sorted(samples)[len(samples) // 2]
         base = medians["python -c pass"]

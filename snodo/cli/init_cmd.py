@@ -85,9 +85,7 @@ def _with_python_comment(text: str, root: Path) -> str:
 
     found = project_python(root)
     shown = os.path.relpath(found.path, root) if found.path.startswith(str(root) + os.sep) else found.path
-    comment = (
-        f"  # python: {shown}   # found from {found.source}; used while unset (docs/protocol.md, execution.python)\n"
-    )
+    setting = f"python: {shown}   # found from {found.source}; used while unset (docs/protocol.md)"
     if "\nexecution:\n" in text:
-        return text.replace("\nexecution:\n", "\nexecution:\n" + comment, 1)
-    return text.rstrip("\n") + "\n# execution:\n#" + comment[1:]
+        return text.replace("\nexecution:\n", f"\nexecution:\n  # {setting}\n", 1)
+    return text.rstrip("\n") + f"\n# execution:\n#   {setting}\n"

@@ -40,17 +40,83 @@ def names(kind: str, name: str) -> tuple[str, str, str]:
     return dist, plugin, dist.replace("-", "_")
 
 
-def snodo_source() -> str | None:
-    """This snodo's own source tree, when it runs from a checkout (an editable install)."""
+def snodo_source(package_dir: Path | None = None) -> str | None:
+    """Where the running snodo can be installed from again, for the plugin's tox envs.
+
+    In order: the checkout it runs from (an editable install); the source pip recorded
+    when it was installed (``direct_url.json``: a local directory or wheel that still
+    exists, or a VCS URL at its commit); else a wheel re-packed from the installed files
+    themselves, written into ``package_dir/.snodo-wheel/``. ``None`` when none of these works.
+    """
     import snodo
 
     root = Path(snodo.__file__).resolve().parent.parent
-    pyproject = root / "pyproject.toml"
     try:
-        text = pyproject.read_text(encoding="utf-8")
+        text = (root / "pyproject.toml").read_text(encoding="utf-8")
     except OSError:
+        text = ""
+    if re.search(r'(?m)^name\s*=\s*"snodo"\s*$', text):
+        return str(root)
+    recorded = _recorded_source()
+    if recorded is not None:
+        return recorded
+    return _repacked_wheel(package_dir / ".snodo-wheel") if package_dir is not None else None
+
+
+def _recorded_source() -> str | None:
+    """The install source in ``direct_url.json`` (PEP 610), when it can be used again."""
+    import json
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    try:
+        raw = metadata.distribution("snodo").read_text("direct_url.json")
+        info = json.loads(raw) if raw else None
+    except (metadata.PackageNotFoundError, ValueError):
         return None
-    return str(root) if re.search(r'(?m)^name\s*=\s*"snodo"\s*$', text) else None
+    if not isinstance(info, dict) or not isinstance(info.get("url"), str):
+        return None
+    url, vcs = info["url"], info.get("vcs_info")
+    if isinstance(vcs, dict) and isinstance(vcs.get("commit_id"), str):
+        return f"{vcs.get('vcs', 'git')}+{url}@{vcs['commit_id']}"
+    parsed = urlparse(url)
+    if parsed.scheme == "file" and Path(unquote(parsed.path)).exists():
+        return unquote(parsed.path)
+    return None
+
+
+def _repacked_wheel(directory: Path) -> str | None:
+    """A wheel of the installed snodo, from the files its RECORD lists (nothing is built)."""
+    import zipfile
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("snodo")
+    except metadata.PackageNotFoundError:
+        return None
+    import base64
+    import hashlib
+
+    # Console scripts (outside site-packages, ``../../bin``) are made again from
+    # entry_points.txt on install; byte-code and the installer's own records are not shipped.
+    skip = (".pyc", "direct_url.json", "INSTALLER", "RECORD", "REQUESTED")
+    files = [f for f in dist.files or () if ".." not in Path(str(f)).parts and not str(f).endswith(skip)]
+    info = next((str(f).split("/")[0] for f in files if str(f).endswith(".dist-info/METADATA")), None)
+    if info is None:
+        return None
+    wheel = directory / f"snodo-{dist.version.replace('-', '_')}-py3-none-any.whl"
+    directory.mkdir(parents=True, exist_ok=True)
+    record = []
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as out:
+        for f in files:
+            located = Path(str(f.locate()))
+            if located.is_file():
+                data = located.read_bytes()
+                out.writestr(str(f), data)
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                record.append(f"{f},sha256={digest},{len(data)}")
+        out.writestr(f"{info}/RECORD", "\n".join([*record, f"{info}/RECORD,,"]) + "\n")
+    return str(wheel)
 
 
 PYPROJECT = """\
@@ -91,8 +157,9 @@ min_version = 4.20
 env_list = py, conformance
 
 [snodo]
-# Where snodo comes from: its own repository (a checkout path, a git URL or a wheel), never
-# the package index, whose "snodo" is an unrelated project. Override with SNODO_SOURCE.
+# Where snodo comes from: the installation that generated this package (its checkout, the
+# source pip recorded, or a wheel re-packed from it in .snodo-wheel/), never the package
+# index, whose "snodo" is an unrelated project. Point elsewhere with SNODO_SOURCE.
 source = {{env:SNODO_SOURCE:{source}}}
 
 [testenv]
@@ -286,8 +353,11 @@ pytest -p snodo_conformance.plugin --snodo-{kind} {plugin}    # the conformance 
 tox                                                           # both, in fresh environments
 ```
 
-`tox` takes snodo from `SNODO_SOURCE` (default: the checkout this package was generated
-from). The conformance env writes a JSON report (`--snodo-report`).
+`tox` installs snodo from the installation this package was generated with (its checkout,
+the source pip recorded for it, or a wheel re-packed from it in `.snodo-wheel/`). To test
+against another snodo, point `SNODO_SOURCE` at a checkout, a wheel or a git URL:
+`SNODO_SOURCE=/path/to/snodo tox`. The conformance env writes a JSON report
+(`--snodo-report`).
 
 ## Use
 
@@ -362,7 +432,7 @@ def new(kind: str, name: str, parent: Path) -> None:
     target = parent / dist
     if target.exists():
         raise PluginNewError(f"{target} already exists", hint="choose another NAME or --dir, or remove it")
-    files = package_files(kind, name, snodo_source())
+    files = package_files(kind, name, snodo_source(target))
     for rel, content in files.items():
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -356,7 +356,18 @@ class Engine:
         git = Git(wt.path, PathGuard(wt.path, self.project.protocol.protected_paths))
         state = _Progress()
         while True:
-            state, attempt = self._attempt(spec, task_id, coder_spec, coder, config, wt, git, state)
+            try:
+                state, attempt = self._attempt(spec, task_id, coder_spec, coder, config, wt, git, state)
+            except CoderError as exc:  # the coder could not do it: another attempt, with why, while budgets last
+                ex = self.project.protocol.execution
+                if state.attempt >= min(ex.max_recovery_depth, ex.max_total_fix_attempts):
+                    raise
+                findings = (f"your previous attempt failed: {exc}",)
+                self.attempt = state.attempt + 1
+                self.project.record("recovery", task_id=task_id, attempt=self.attempt, findings=list(findings))
+                self.progress(f"recovery attempt {self.attempt}: the coder failed: {str(exc)[:200]}")
+                state = evolve(state, attempt=self.attempt, findings=findings)
+                continue
             outcome = self._recovery_decision(spec, task_id, wt, state, attempt)
             if isinstance(outcome, RunResult):
                 return outcome

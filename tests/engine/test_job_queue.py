@@ -154,7 +154,12 @@ def test_prune_removes_exactly_what_is_past_its_age(git_repo: Path, snodo_home: 
     assert "nothing to prune" in again.stdout
     audit = [json.loads(line) for line in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
     pruned = [e["data"] for e in audit if e["event"] == "pruned"]
-    assert pruned[0] == {"halted_refs": [old_ref], "jobs": [old_job["job_id"]], "worktrees": ["oldcopy1"]}
+    assert pruned[0] == {
+        "halted_refs": [old_ref],
+        "jobs": [old_job["job_id"]],
+        "worktrees": ["oldcopy1"],
+        "branches": [],
+    }
     assert len(pruned) == 2  # the run that found nothing records nothing
     assert snodo_cli("audit", "verify", cwd=git_repo).returncode == 0
     shutil.rmtree(directory)

@@ -159,8 +159,8 @@ def test_bad_protocol_and_missing_repo_exit_nonzero(tmp_path: Path, snodo_cli) -
     (tmp_path / ".snodo" / "protocol.yml").unlink()
     assert snodo_cli("init", cwd=tmp_path).returncode == 0
     r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=tmp_path)
-    assert r.returncode == 1 and r.json()["outcome"] == "environment_error"
-    assert "not a git repository" in r.json()["message"]
+    assert r.returncode == 4 and r.json()["exit_code"] == 4  # could not run: no job, nothing halted
+    assert "not a git repository" in r.json()["error"] and "git init" in r.json()["hint"]
 
 
 def test_uncommitted_changes_are_named_and_left_alone(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]

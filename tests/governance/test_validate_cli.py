@@ -83,7 +83,7 @@ def test_rejection_blocks_the_task(project: Path, snodo_cli) -> None:  # type: i
 
 def test_unknown_decision_and_tampered_record(project: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     r = snodo_cli("authorize", "dec-nope", "--yes", cwd=project)
-    assert r.returncode == 1 and "no pending decision" in r.stderr
+    assert r.returncode == 4 and "no pending decision" in r.stderr  # an unknown id: could not run
     decision_id = snodo_cli("validate", "-", "--json", cwd=project, input=FRIENDLY).json()["decision_id"]
     assert snodo_cli("authorize", decision_id, "--yes", cwd=project).returncode == 0
     record = project / ".snodo" / "decisions" / f"{decision_id}.json"

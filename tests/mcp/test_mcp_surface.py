@@ -195,9 +195,9 @@ def test_default_mode_is_the_projects_current_mode(team: Path, module_home: Path
 # ------------------------------------------------------------ refusing to serve
 
 
-def test_unknown_mode_exits_1_naming_the_available_modes(team: Path, module_home: Path) -> None:
+def test_unknown_mode_exits_4_naming_the_available_modes(team: Path, module_home: Path) -> None:
     proc = snodo(team, module_home, "serve", "--mode", "nosuch", stdin="", timeout=60)
-    assert proc.returncode == 1, proc
+    assert proc.returncode == 4, proc  # could not run (the exit-code table)
     assert "nosuch" in proc.stderr
     for mode in TEAM:
         assert mode in proc.stderr

@@ -16,10 +16,13 @@ from tests.conftest import git, write_producer_protocol
 
 
 class Refuses:
+    attempts: list[tuple[int, tuple[str, ...]]] = []
+
     def __init__(self, config: dict[str, object]) -> None:
         pass
 
     def generate(self, request: CoderRequest) -> CoderResult:
+        Refuses.attempts.append((request.attempt, tuple(request.findings)))
         raise CoderError("the diff does not apply", hint="the file changed under the coder")
 
 
@@ -47,3 +50,8 @@ def test_coder_error_ends_coder_failed_with_its_message(git_repo: Path) -> None:
     assert "the diff does not apply" in result.message and "the file changed under the coder" in result.message
     payload = result.payload()
     assert payload["next"] == RUN_NEXT_STEP["coder_failed"] and "environment" not in payload["next"]
+    # a fix attempt per the budget (min of max_recovery_depth 3, max_total_fix_attempts 10), told why
+    assert [a for a, _ in Refuses.attempts] == [0, 1, 2, 3]
+    assert Refuses.attempts[1][1] == (
+        "your previous attempt failed: the diff does not apply\n  hint: the file changed under the coder",
+    )

@@ -98,3 +98,11 @@ def test_discovery_runs_nothing(tmp_path: Path) -> None:
     script.chmod(0o755)
     assert discover(root).path == str(script)
     assert not marker.exists()
+
+
+def test_init_writes_the_found_interpreter_as_a_comment(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    venv(tmp_path / ".venv")
+    assert snodo_cli("init", cwd=tmp_path).returncode == 0
+    text = (tmp_path / ".snodo" / "protocol.yml").read_text()
+    assert "\nexecution:\n  # python: .venv/bin/python   # found from .venv/" in text
+    assert snodo_cli("protocol", "check", cwd=tmp_path).returncode == 0

@@ -8,7 +8,8 @@ warm-up run (the first run makes the pooled working copy), then runs alternate b
 them and the medians are compared.
 
 ``--protected`` adds ``protected_paths: ["**/secrets/**", "**/*.lock"]`` with a
-``secrets/`` directory and a ``poetry.lock`` in every top-level package, and makes the
+``secrets/`` directory and a ``poetry.lock`` in every tenth top-level package (1,000 files
+each), and makes the
 post_execute validator try to write them, create a file among them and rename their parent
 (all must fail: the run completes only if they stay read-only, confined).
 
@@ -20,6 +21,7 @@ Target: the large repository's median is at most 1.5x the small one's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -32,6 +34,9 @@ from pathlib import Path
 TARGET = 1.5
 PER_DIR = 100
 PER_PACKAGE = 1000
+#: One package in this many gets a ``secrets/`` directory and a ``poetry.lock`` (each is a
+#: bind mount of its own, and so is its parent: see docs/security.md on the mount bound).
+PROTECTED_EVERY = 10
 
 PROTOCOL = """\
 protocol_id: bench
@@ -74,7 +79,7 @@ def build(repo: Path, files: int, *, protected: bool) -> None:
         spec = 'protected_paths: ["**/secrets/**", "**/*.lock"]\n'
         extra[".snodo/protocol.yml"] = PROTOCOL.format(protected=spec, post="sh check.sh").encode()
         extra["check.sh"] = CHECK.encode()
-        for pkg in range(max(1, files // PER_PACKAGE)):
+        for pkg in range(0, max(1, files // PER_PACKAGE), PROTECTED_EVERY):
             extra[f"pkg{pkg}/secrets/key.txt"] = b"not a real key\n"
             extra[f"pkg{pkg}/poetry.lock"] = b"# lock\n"
     else:
@@ -125,15 +130,19 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--protected", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="2,000 files, one run each, no target")
+    parser.add_argument("--keep", type=Path, help="build in (and reuse) this directory instead of a temporary one")
     args = parser.parse_args()
     if args.smoke:
         args.files, args.runs = 2_000, 1
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        root = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         env = {**os.environ, "SNODO_HOME": str(root / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         repos = {}
         for label, count in (("small", args.small), ("large", args.files)):
             started = time.perf_counter()
+            if (root / label).is_dir():  # --keep: built by an earlier invocation
+                repos[label] = root / label
+                continue
             build(root / label, count, protected=args.protected)
             print(f"built {label:<5} {count:>8} files in {time.perf_counter() - started:6.1f}s", flush=True)
             repos[label] = root / label

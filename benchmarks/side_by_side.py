@@ -13,7 +13,8 @@ Work measured:
 
 ``--other`` is a virtualenv (or its ``bin/snodo``) holding the other installation, e.g. the
 reference: ``python3.12 -m venv /tmp/ref && /tmp/ref/bin/pip install snodo==0.26.0``. It is
-run as a black box, through its command line only.
+run as a black box, through its command line only: ``init --template solo --yes`` (with a private
+``$HOME`` for its keys), then the shared protocol, then ``run SPEC --mock``.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
+# `initial_mode` and a mode `name` are what the reference requires; ours accepts them.
 PROTOCOL = """\
 protocol_id: bench
 name: bench
+initial_mode: producer
 modes:
   - mode_id: producer
+    name: producer
     tools: [read, edit, validate, dispatch, commit]
     validators: [pre, post]
     coder: mock
@@ -61,14 +65,19 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
-def make_repo(path: Path, work: str) -> Path:
+def make_repo(path: Path, work: str, *, init: list[str] | None = None, env: dict[str, str] | None = None) -> Path:
+    """The benchmark repository; ``init`` (another installation's ``init`` command) runs
+    first so that installation finds the project files and keys it expects, then the
+    shared protocol replaces the one it wrote."""
     path.mkdir(parents=True)
     _git(path, "init", "-q", "-b", "main")
     _git(path, "config", "user.email", "b@example.com")
     _git(path, "config", "user.name", "bench")
-    (path / ".snodo").mkdir()
-    (path / ".snodo" / "protocol.yml").write_text(PROTOCOL.format(**WORK[work]))
     (path / "README.md").write_text("bench\n")
+    if init is not None:
+        subprocess.run(init, cwd=path, env=env, capture_output=True, stdin=subprocess.DEVNULL, check=True)
+    (path / ".snodo").mkdir(exist_ok=True)
+    (path / ".snodo" / "protocol.yml").write_text(PROTOCOL.format(**WORK[work]))
     (path / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")
     _git(path, "add", "-A")
     _git(path, "commit", "-q", "-m", "init")
@@ -108,12 +117,24 @@ def main() -> int:
         base_env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
         medians: dict[tuple[str, str], float] = {}
         for work in WORK:
-            repos = {name: make_repo(root / work / name, work) for name in impls}
-            envs = {name: {**base_env, "SNODO_HOME": str(root / work / f"{name}-home")} for name in impls}
+            envs = {}
+            for name in impls:
+                envs[name] = {**base_env, "SNODO_HOME": str(root / work / f"{name}-home")}
+                if name == "other":  # its keys live under $HOME: a private one
+                    envs[name]["HOME"] = str(root / work / "other-user")
+            repos = {
+                name: make_repo(
+                    root / work / name,
+                    work,
+                    init=[*argv, "init", "--template", "solo", "--yes"] if name == "other" else None,
+                    env=envs[name],
+                )
+                for name, argv in impls.items()
+            }
             samples: dict[str, list[float]] = {name: [] for name in impls}
             for n in range(runs + 1):  # the first round is the warm-up
                 for name, argv in impls.items():
-                    seconds = timed([*argv, "run", f"add hello {n}", "--mock", "--json"], repos[name], envs[name])
+                    seconds = timed([*argv, "run", f"add hello {n}", "--mock"], repos[name], envs[name])
                     if n:
                         samples[name].append(seconds)
             for name in impls:

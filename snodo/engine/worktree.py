@@ -41,6 +41,9 @@ from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.gitrun import FALLBACK_IDENTITY, git_out, pin, run_git
 
 HALTED_NAMESPACE = "refs/snodo/halted"
+#: A fresh copy checks out the whole tree: on a very large repository that takes minutes,
+#: not the seconds any other git command gets.
+CHECKOUT_TIMEOUT = 1800.0
 
 
 def project_key(root: Path) -> str:
@@ -347,7 +350,9 @@ def _fresh_copy(repo: Path, directory: Path, slot: pool.Slot, head: str) -> None
     if slot.path.parent.is_dir():
         run_git(repo, "worktree", "prune")
     slot.path.parent.mkdir(parents=True, exist_ok=True)
-    git_out(repo, "worktree", "add", "-q", "--detach", str(slot.path), head)
+    made = run_git(repo, "worktree", "add", "-q", "--detach", str(slot.path), head, timeout=CHECKOUT_TIMEOUT)
+    if not made.ok:
+        raise EnvironmentProblem(f"git worktree add failed in {repo}: {made.detail()}")
     text = (slot.path / ".git").read_text(encoding="utf-8")
     if not text.startswith("gitdir: "):
         raise EnvironmentProblem(f"git made no linked working copy at {slot.path}")

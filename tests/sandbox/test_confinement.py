@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
@@ -25,8 +26,9 @@ from snodo.sandbox.policy import configured_home
 def _project(root: Path) -> Path:
     (root / ".snodo").mkdir(parents=True)
     (root / ".snodo" / "protocol.yml").write_text("protocol\n")
-    (root / ".git").mkdir()
-    (root / ".git" / "config").write_text("[core]\n")
+    # A real work tree: protected paths are found through git's index (sandbox/layout.py).
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".git" / "config").write_text("[core]\n\trepositoryformatversion = 0\n")
     (root / "src").mkdir()
     (root / "src" / "mod.py").write_text("X = 1\n")
     (root / "secrets").mkdir()
@@ -104,7 +106,7 @@ def test_writes_reach_the_workspace_and_nothing_else(backend: str, tmp_path: Pat
     # The filesystem agrees with what the child said.
     assert (ws / ".snodo" / "protocol.yml").read_text() == "protocol\n"
     assert sorted(p.name for p in (ws / ".snodo").iterdir()) == ["protocol.yml"]
-    assert (ws / ".git" / "config").read_text() == "[core]\n"
+    assert (ws / ".git" / "config").read_text() == "[core]\n\trepositoryformatversion = 0\n"
     assert (ws / "secrets" / "prod.key").read_text() == "secret\n"
     assert list(outside.iterdir()) == [] and not (tmp_path / "escape").exists()
     assert not Path("/tmp/snodo-sandbox-escape-test").exists()

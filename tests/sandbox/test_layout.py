@@ -53,7 +53,7 @@ def test_read_only_paths_expand_globs_case_insensitively_and_keep_the_outermost(
 def test_too_many_protected_matches_is_a_clear_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(layout, "MAX_PROTECTED", 3)
     ws = _repo(tmp_path / "ws", *(f"data/f{i}.csv" for i in range(10)))
-    with pytest.raises(EnvironmentProblem, match="match 10 separate paths"):
+    with pytest.raises(EnvironmentProblem, match="match 10 separate paths, which need 11 read-only mounts"):
         read_only_paths(ws, ("data/*.csv",))
     # The bound is on matches, never on the size of the repository: a directory is one path.
     assert [p.name for p in read_only_paths(ws, ("DATA",))] == [".git", "data"]

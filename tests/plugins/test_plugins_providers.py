@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 from model_server import USAGE, ModelServer
+from snodo_plugins import _model
+from snodo_plugins._model_settings import ModelSettings
 
 from snodo.api import CoderRequest, EnvironmentProblem
 from snodo.engine.loop import Engine, RunResult
 from snodo.governance.service import Project
 from snodo.plugins import PluginHost
 from snodo.protocol import load_protocol
-from snodo_plugins import _model
-from snodo_plugins._model_settings import ModelSettings
 
 TOOL_MODEL = "openai/gpt-4o-mini"  # litellm knows it takes tools, and its price
 JUDGE_MODEL = "hosted_vllm/judge"

@@ -30,7 +30,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 HERE = Path(__file__).resolve().parents[1] / "tests" / "plugins"
 sys.path.insert(0, str(HERE))
 
-from model_server import ModelServer
+from model_server import ModelServer  # noqa: E402  (found through the path set above)
 
 TIMEOUT = 2.0
 SLACK = 0.5

@@ -125,9 +125,12 @@ def test_a_provider_error_carries_the_providers_message(
 ) -> None:
     body = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}
     real_opencode.script = [{"status": 401, "body": body}]
-    with pytest.raises(EnvironmentProblem, match=r"Incorrect API key provided \(HTTP 401\)") as caught:
+    # the first failed request's log line ends the run: its message is the provider's; the
+    # JSON error event that would add "(HTTP 401)" comes after it, from a process already stopped
+    with pytest.raises(EnvironmentProblem, match=r"provider error: .*Incorrect API key provided") as caught:
         run(host, project({"README.md": "# demo\n"}, git=True), [])
     print(caught.value)
+    assert len([r for r in real_opencode.requests if r["body"].get("tools")]) == 1
 
 
 def test_a_garbage_reply_loop_is_stopped_by_the_stall_detector(

@@ -230,3 +230,36 @@ def test_the_off_limits_list_names_each_path_once(tmp_path: Path) -> None:
     )
     line = next(x for x in task_prompt(request).splitlines() if x.startswith("Off limits")).split(". ")[0]
     assert line.count(".snodo/") == 1 and line.count(".git/") == 1 and "secrets/**" in line
+
+
+class _Signalled(BaseException):
+    """Raised from a signal handler in the main thread, as the engine's ``Interrupted`` is."""
+
+
+def test_an_interrupted_coder_carries_the_tokens_of_every_request(
+    host: PluginHost, server: ModelServer, tmp_path: Path
+) -> None:
+    import signal
+
+    server.script = [READ, {"hang": 30}]
+    (tmp_path / "README.md").write_text("# demo\n")
+    coder = host.coder("litellm").factory(coder_config(server))
+    request = CoderRequest(task_id="t1", spec="add a greet module", workspace=tmp_path, mode_id="dev")
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        if len(server.requests) < 2:  # not hanging yet: look again shortly
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            return
+        raise _Signalled
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(_Signalled) as caught:
+            coder.generate(request)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert len(server.requests) == 2  # interrupted while the second request hung
+    spent = caught.value.usage  # type: ignore[attr-defined]
+    assert spent["requests"] == 2 and spent["prompt_tokens"] == USAGE["prompt_tokens"]

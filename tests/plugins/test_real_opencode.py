@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from model_server import ModelServer
+from model_server import USAGE, ModelServer
 
 from snodo.api import CoderRequest, CoderResult, EnvironmentProblem
 from snodo.plugins import PluginHost
@@ -124,9 +125,12 @@ def test_a_provider_error_carries_the_providers_message(
 ) -> None:
     body = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}
     real_opencode.script = [{"status": 401, "body": body}]
-    with pytest.raises(EnvironmentProblem, match=r"Incorrect API key provided \(HTTP 401\)") as caught:
+    # the first failed request's log line ends the run: its message is the provider's; the
+    # JSON error event that would add "(HTTP 401)" comes after it, from a process already stopped
+    with pytest.raises(EnvironmentProblem, match=r"provider error: .*Incorrect API key provided") as caught:
         run(host, project({"README.md": "# demo\n"}, git=True), [])
     print(caught.value)
+    assert len([r for r in real_opencode.requests if r["body"].get("tools")]) == 1
 
 
 def test_a_garbage_reply_loop_is_stopped_by_the_stall_detector(
@@ -153,3 +157,34 @@ def test_a_task_runs_confined_with_the_network_the_coder_declares(
         result = run(host, root, log)
     print("\n".join(["--- job log", *log, "--- summary", result.summary]))
     assert (root / "hello.py").read_text() == "def hello():\n    return 'hi'\n"
+
+
+def test_a_429_storm_ends_at_the_first_failed_request_within_the_timeout(
+    host: PluginHost, project: Any, real_opencode: ModelServer
+) -> None:
+    """The CLI retries a 429 five times over ~90 s with no JSON event; its ERROR log line ends it."""
+    real_opencode.script = [{"status": 429, "body": {"error": {"message": "slow down", "type": "rate_limit"}}}]
+    coder = host.coder("opencode").factory({"model": "local/test-model", "timeout": 120, "max_requests": 10})
+    request = CoderRequest(task_id="t1", spec="add hello.py", workspace=project({"a": "1\n"}, git=True), mode_id="dev")
+    started = time.monotonic()
+    with pytest.raises(EnvironmentProblem, match=r"provider error: AI_APICallError: slow down") as caught:
+        coder.generate(request)
+    elapsed = time.monotonic() - started
+    tooled = [r for r in real_opencode.requests if r["body"].get("tools")]
+    print(caught.value, f"({elapsed:.1f}s, {len(tooled)} model request(s))")
+    assert len(tooled) == 1  # stopped at the first failed request: no silent retries
+    assert elapsed < 120 and "opencode models" in str(caught.value)
+
+
+def test_usage_is_read_from_the_events_even_when_the_run_is_stopped(
+    host: PluginHost, project: Any, real_opencode: ModelServer
+) -> None:
+    real_opencode.script = [write("a.py", "a = 1\n"), write("b.py", "b = 2\n"), {"content": "done"}]
+    coder = host.coder("opencode").factory({"model": "local/test-model", "timeout": 240, "max_requests": 1})
+    request = CoderRequest(task_id="t1", spec="add a.py", workspace=project({"r": "1\n"}, git=True), mode_id="dev")
+    with pytest.raises(EnvironmentProblem, match=r"max_requests") as caught:
+        coder.generate(request)
+    spent = caught.value.usage  # type: ignore[attr-defined]
+    print(json.dumps(spent))
+    assert spent["requests"] == 2 and spent["prompt_tokens"] >= USAGE["prompt_tokens"]
+    assert spent["completion_tokens"] >= USAGE["completion_tokens"]

@@ -63,3 +63,32 @@ def test_the_generic_snippet_serves_the_project_from_another_directory(
             listed = portal.call(session.call_tool, "list_files", {})
             assert not listed.is_error
             assert "README.md" in json.dumps([c.model_dump() for c in listed.content])
+
+
+def test_opencode_and_codex_configs_close_the_hosts_own_doors(module_dir: Path, module_home: Path) -> None:
+    import tomllib
+
+    root = make_project(module_dir / "doors", template="solo", home=module_home)
+    protocol = str(root / ".snodo" / "protocol.yml")
+    r = snodo(root, module_home, "serve", "--print-config", "opencode")
+    assert r.returncode == 0, r.stderr
+    opencode = json.loads(r.stdout)
+    entry = opencode["mcp"]["snodo"]
+    assert entry["type"] == "local" and Path(entry["command"][0]).is_absolute()
+    assert entry["command"][1:] == ["serve", "--protocol", protocol]
+    assert entry["environment"] == {"SNODO_HOME": str(module_home)}
+    assert entry["timeout"] >= 360_000  # run_tests may take 300 s; opencode's own default is far shorter
+    assert {k for k, on in opencode["tools"].items() if not on} >= {"write", "edit", "patch", "bash"}
+    assert opencode["permission"]["edit"] == "deny" and opencode["permission"]["bash"] == "deny"
+    assert "still open" in r.stderr
+
+    r = snodo(root, module_home, "serve", "--print-config", "codex", "--mode", "producer")
+    assert r.returncode == 0, r.stderr
+    codex = tomllib.loads(r.stdout)
+    assert codex["sandbox_mode"] == "read-only" and codex["approval_policy"] == "never"
+    server = codex["mcp_servers"]["snodo"]
+    assert Path(server["command"]).is_absolute()
+    assert server["args"] == ["serve", "--protocol", protocol, "--mode", "producer"]
+    assert server["env"] == {"SNODO_HOME": str(module_home)}
+    assert server["tool_timeout_sec"] >= 360 and server["default_tools_approval_mode"] == "approve"
+    assert "# Still open:" in r.stdout

@@ -156,6 +156,12 @@ def test_opencode_with_the_printed_config_is_governed(tmp_path: Path) -> None:
     assert status["status"] == "completed", status
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="opencode 1.18.33 completes the handshake with snodo's failing server but drops the "
+    "instructions and the tools/list error: `opencode run` shows nothing and `opencode mcp list` "
+    "says only 'Failed to get tools' (measured 2026-12-01)",
+)
 def test_an_unknown_mode_reaches_the_person_through_opencode(tmp_path: Path) -> None:
     home = tmp_path / "home"
     root = make_project(tmp_path / "repo", PROTOCOL)

@@ -13,23 +13,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from snodo.cli.common import load_project, protocol_option
+from snodo.mcp.hostconfig import HOSTS, OPEN_DOORS
 
-#: host -> (where the snippet goes, the key holding the servers)
-HOSTS: dict[str, tuple[str, str]] = {
-    "claude-code": (
-        ".mcp.json at the project root (or `claude mcp add-json snodo '<the inner object>'`)",
-        "mcpServers",
-    ),
-    "claude-desktop": ("claude_desktop_config.json (Settings → Developer → Edit Config)", "mcpServers"),
-    "cursor": (".cursor/mcp.json in the project (or ~/.cursor/mcp.json for every project)", "mcpServers"),
-    "vscode": (".vscode/mcp.json in the workspace", "servers"),
-    "generic": ("your MCP host's stdio server settings: command, args, working directory, environment", ""),
-}
+if TYPE_CHECKING:
+    from snodo.governance.service import Project
 
 
 @click.command()
@@ -55,6 +47,8 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
 
     \b
     Configure your MCP host with the snippet for this project (docs/mcp-hosts.md):
+      snodo serve --print-config opencode > opencode.json
+      snodo serve --print-config codex > ~/.codex/snodo.config.toml
       snodo serve --print-config claude-code > .mcp.json
       snodo serve --print-config claude-desktop|cursor|vscode|generic
     The server finds the project from --protocol, else from its working directory.
@@ -74,9 +68,15 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
     if print_config is not None:
         from snodo.cli.output import emit_json, err_console
 
-        emit_json(host_config(print_config, loaded.path.resolve(), loaded.root.resolve(), mode_id))
+        config = host_config(print_config, loaded.path.resolve(), loaded.root.resolve(), mode_id, project)
+        if isinstance(config, str):
+            click.echo(config, nl=False)
+        else:
+            emit_json(config)
         where = HOSTS[print_config][0]
-        err_console().print(f"put this in {where}; docs/mcp-hosts.md explains each field", markup=False)
+        err = err_console()
+        err.print(f"put this in {where}; docs/mcp-hosts.md explains each field", markup=False)
+        err.print(f"still open in this host: {OPEN_DOORS[print_config]}", markup=False)
         return
 
     from snodo.mcp.server import serve_stdio
@@ -94,18 +94,21 @@ def snodo_command() -> list[str]:
     return [str(Path(sys.executable).absolute()), "-I", "-m", "snodo"]
 
 
-def host_config(host: str, protocol: Path, root: Path, mode_id: str | None) -> dict[str, Any]:
-    """One stdio server entry for ``host``: an absolute command, ``--protocol`` pinning the
-    project (hosts differ in the working directory they start servers in), and the cwd."""
-    command, *prefix = snodo_command()
-    args = [*prefix, "serve", "--protocol", str(protocol)] + (["--mode", mode_id] if mode_id else [])
-    entry: dict[str, Any] = {"command": command, "args": args}
-    if host in ("vscode", "claude-code"):
-        entry = {"type": "stdio", **entry}
-    if host == "generic":
-        entry["cwd"] = str(root)  # any directory works: --protocol pins the project
+def host_config(host: str, protocol: Path, root: Path, mode_id: str | None, project: Project) -> dict[str, Any] | str:
+    """The config for ``host``: an absolute command, ``--protocol`` pinning the project (hosts
+    differ in the working directory they start servers in), ``SNODO_HOME``, a call timeout
+    for the protocol's limits and, where the host can, its own doors closed
+    (:mod:`snodo.mcp.hostconfig`). Codex's is TOML text, every other host's a JSON object."""
+    from snodo.mcp import hostconfig
+
+    command = [*snodo_command(), "serve", "--protocol", str(protocol)] + (["--mode", mode_id] if mode_id else [])
     env = {k: os.environ[k] for k in ("SNODO_HOME",) if os.environ.get(k)}
-    if env:
-        entry["env"] = env
+    env.setdefault("SNODO_HOME", str(project.home.absolute()))
+    timeout = hostconfig.call_timeout(project.protocol)
+    entry = hostconfig.server_entry(host, command, env, root, timeout)
+    if host == "opencode":
+        return hostconfig.opencode_config(entry)
+    if host == "codex":
+        return hostconfig.codex_config(entry, timeout, root)
     key = HOSTS[host][1]
     return {key: {"snodo": entry}} if key else entry

@@ -345,8 +345,10 @@ def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) ->
         + (f" ({mode.name})" if mode.name else "")
         + "."
         + (f" The mode: {mode.description.strip().rstrip('.')}." if mode.description.strip() else "")
-        + f" It serves only this mode's tools: {_join(sorted(tools))}. A call of any other name is refused "
-        "as unknown. No tool needs a token from you, and no tool can authorise a decision.",
+        + f" It serves only this mode's tools: {_join(sorted(tools))} (your host may show them with a prefix, "
+        "such as snodo_validate_task or mcp__snodo__validate_task: they are the same tools). A call of a name "
+        "this server does not serve is refused as unknown. No tool needs a token from you, and no tool can "
+        "authorise a decision.",
         "",
         "Four outcomes. Work is judged by the protocol's validators under the "
         f"{protocol.disagreement_policy!r} policy; every judgement ends in exactly one of:",

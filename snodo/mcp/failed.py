@@ -11,12 +11,6 @@ from __future__ import annotations
 
 import contextlib
 
-import anyio
-from mcp import types
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
-from mcp.shared.exceptions import MCPError
-
 from snodo import __version__
 from snodo.errors import ProtocolError, SnodoError
 
@@ -39,6 +33,12 @@ def failure_text(exc: SnodoError) -> str:
 
 def serve_failure(exc: SnodoError) -> None:
     """Serve the failure on stdin/stdout, then return (the caller exits non-zero)."""
+    import anyio  # the MCP SDK only when there is a failure to serve
+    from mcp import types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.exceptions import MCPError
+
     text = failure_text(exc)
     answered = anyio.Event()
 

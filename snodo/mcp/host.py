@@ -19,9 +19,7 @@ rule below holds whatever transport or protocol version a client speaks:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,15 +27,24 @@ from typing import Any
 from attrs import frozen
 
 from snodo.engine.jobs import JobStore, QueueFull
-from snodo.engine.plans import Planner, PlanStore, plan_tasks
+from snodo.engine.plans import Planner, PlanStore
 from snodo.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError
 from snodo.evidence.attest import attest_tool_commit
 from snodo.gitrun import pin
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
-from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, plan_mode, tools_for_mode
+from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
+from snodo.mcp.checks import (
+    argument_limit,
+    arguments_sha256,
+    check_arguments,
+    check_paths,
+    check_sizes,
+    job_view,
+    require_spec,  # re-exported: tests and docs name them here
+)
+from snodo.mcp.plan_tools import PlanTools
 from snodo.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
 from snodo.sandbox import confined
-from snodo.state.atomic import canonical_json
 from snodo.state.decisions import check_inv3
 from snodo.state.proposals import ProposalStore
 from snodo.workspace import Git, PathGuard, Workspace, run_tests
@@ -47,7 +54,6 @@ from snodo.workspace.testrun import python_settings
 TEST_TIMEOUT = 300.0
 #: Tools that run confined code in the project root: what git metadata it leaves is checked.
 RUNS_CONFINED = frozenset({"run_tests", "validate_task", "dispatch_task", "run_plan"})
-_KIND_NAMES = {"string": "a string", "boolean": "true or false", "string_list": "a non-empty list of strings"}
 
 
 @frozen(kw_only=True)
@@ -68,131 +74,7 @@ class ToolReply:
         return json.dumps(self.data, indent=2, ensure_ascii=False, default=str)
 
 
-def arguments_sha256(arguments: Mapping[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of the arguments: proves what was asked, reveals nothing."""
-    try:
-        data = canonical_json(dict(arguments))
-    except (TypeError, ValueError):
-        data = json.dumps(dict(arguments), sort_keys=True, default=repr).encode("utf-8")
-    return hashlib.sha256(data).hexdigest()
-
-
-def check_arguments(tool: ToolDef, arguments: Mapping[str, Any]) -> str | None:
-    """Why the arguments do not fit the tool's schema, or None. Unknown names are refused:
-    a misspelt optional argument must not be silently ignored."""
-    allowed = {p.name: p for p in tool.params}
-    unknown = sorted(set(arguments) - set(allowed))
-    if unknown:
-        takes = ", ".join(allowed) or "no arguments"
-        return f"unexpected argument(s) {', '.join(map(repr, unknown))}; {tool.name} takes: {takes}"
-    for p in tool.params:
-        value = arguments.get(p.name)
-        if value is None:
-            if p.required:
-                return f"missing required argument {p.name!r}"
-            continue
-        fits = (
-            isinstance(value, str)
-            if p.kind == "string"
-            else type(value) is bool
-            if p.kind == "boolean"
-            else isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
-        )
-        if not fits:
-            return f"argument {p.name!r} must be {_KIND_NAMES[p.kind]}, got {type(value).__name__}"
-    return None
-
-
-MAX_ARGUMENT_BYTES = 4 * 1024 * 1024
-"""Default size limit of one call's arguments (UTF-8 bytes); ``SNODO_MAX_ARGUMENT_BYTES`` changes it."""
-MAX_PATH_BYTES = 4096
-MAX_PATH_COMPONENT_BYTES = 255
-_PATH_PARAMS = frozenset({"path", "paths"})
-
-
-def argument_limit() -> int:
-    """The configured size limit of a call's arguments."""
-    raw = os.environ.get("SNODO_MAX_ARGUMENT_BYTES", "").strip()
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return MAX_ARGUMENT_BYTES
-
-
-def check_sizes(arguments: Mapping[str, Any], limit: int) -> str | None:
-    """Why the arguments are too large, or None. Checked before anything else reads them."""
-    total = 0
-    for name, value in arguments.items():
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str):
-                total += len(item.encode("utf-8", "surrogatepass"))
-        if total > limit:
-            return (
-                f"the arguments are larger than the limit of {limit:,} bytes (at {name!r}); "
-                "split the work into smaller calls, or raise SNODO_MAX_ARGUMENT_BYTES "
-                "(see docs/architecture.md, bounded inputs)"
-            )
-    return None
-
-
-def path_problem(path: str) -> str | None:
-    """Why ``path`` cannot name a file at all (refused before the file system sees it)."""
-    if "\0" in path:
-        return "the path contains a NUL character"
-    try:
-        encoded = path.encode("utf-8")
-    except UnicodeEncodeError:
-        return "the path is not valid Unicode text (it holds an unpaired surrogate)"
-    if len(encoded) > MAX_PATH_BYTES:
-        return f"the path is {len(encoded):,} bytes long; paths are limited to {MAX_PATH_BYTES} bytes"
-    if any(len(part.encode("utf-8")) > MAX_PATH_COMPONENT_BYTES for part in path.split("/")):
-        return f"a component of the path is longer than {MAX_PATH_COMPONENT_BYTES} bytes"
-    return None
-
-
-def _check_paths(arguments: Mapping[str, Any]) -> None:
-    for name in _PATH_PARAMS & arguments.keys():
-        value = arguments[name]
-        for path in value if isinstance(value, list) else [value]:
-            problem = path_problem(path) if isinstance(path, str) else None
-            if problem:
-                shown_path = path if len(path) <= 200 else path[:200] + f"... ({len(path):,} characters)"
-                raise PathValidationError(shown_path.encode("utf-8", "backslashreplace").decode("utf-8"), problem)
-
-
-def _spec(text: str, what: str = "task_spec") -> str:
-    if not text.strip():
-        raise ToolError(f"{what} is empty: there is nothing to validate or run")
-    return text
-
-
-def _record_job(index: Any, job_id: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A plan update that notes the job started for task ``index``."""
-
-    def change(plan: dict[str, Any]) -> dict[str, Any]:
-        for t in plan["tasks"]:
-            if t["index"] == index:
-                t["job_id"] = job_id
-        return {**plan, "status": "running"}
-
-    return change
-
-
-def job_view(job: Mapping[str, Any]) -> dict[str, Any]:
-    """A job as a tool reports it: status first, then what the run said, if it finished."""
-    view: dict[str, Any] = {k: job.get(k) for k in ("job_id", "task_id", "mode", "status", "created_at", "updated_at")}
-    if job.get("status") == "halted":
-        view["outcome"] = job.get("outcome")
-    result = job.get("result")
-    if isinstance(result, Mapping):
-        for key in ("phase", "message", "branch", "commit", "halted_ref", "discarded", "files", "decision_id", "next"):
-            if result.get(key) not in (None, "", []):
-                view[key] = result[key]
-    if job.get("error"):
-        view["error"] = job["error"]
-    return view
-
-
-class ToolHost:
+class ToolHost(PlanTools):
     """The tools of one mode of one project, for one server process.
 
     Calls may run concurrently on worker threads; the in-memory token and spec maps and
@@ -265,7 +147,7 @@ class ToolHost:
             note = self._audit("tool_refused", tool=name, reason=problem)
             return ToolReply.error(f"{name} refused: {problem}.{note}")
         try:
-            _check_paths(args)
+            check_paths(args)
             data = self._handle(name, {k: v for k, v in args.items() if v is not None})
         except PathValidationError as exc:
             found = getattr(exc, "found", ((exc.path, exc.reason),))
@@ -383,7 +265,7 @@ class ToolHost:
             check_task_id(task_id)
         with self._lock:
             if task_spec is not None:
-                spec = _spec(task_spec)
+                spec = require_spec(task_spec)
                 task_id = task_id if task_id is not None else derive_task_id(spec)
             else:
                 assert task_id is not None
@@ -406,7 +288,7 @@ class ToolHost:
         return payload
 
     def _tool_dispatch_task(self, task_spec: str, task_id: str | None = None) -> dict[str, Any]:
-        spec = _spec(task_spec)
+        spec = require_spec(task_spec)
         return self._dispatch(spec, check_task_id(task_id) if task_id is not None else derive_task_id(spec))
 
     def _dispatch(self, spec: str, task_id: str, mode: str | None = None) -> dict[str, Any]:
@@ -507,88 +389,3 @@ class ToolHost:
             "instruction": f"Nothing is decided yet: a person reviews the escalation and runs `snodo "
             f"authorize {decision_id}` (add --reject to reject), then the task is validated again.",
         }
-
-    # ------------------------------------------------------------------- plans
-
-    def _tool_propose_plan(self, goal: str) -> dict[str, Any]:
-        tasks = self.planner.tasks(goal)
-        plan = self.plans.create(goal=goal, tasks=tasks, mode=self.project.mode_id, planner=self.planner.name)
-        self.project.record(
-            "plan_proposed", plan_id=plan["plan_id"], tasks=len(plan["tasks"]), planner=self.planner.name
-        )
-        return plan
-
-    def _tool_decompose(self, plan_id: str | None = None, spec: str | None = None) -> dict[str, Any]:
-        if (plan_id is None) == (spec is None):
-            raise ToolError("give exactly one of plan_id (decompose a stored plan again) and spec (split a text)")
-        if spec is not None:
-            tasks = plan_tasks(self.planner.tasks(spec))
-            for t in tasks:
-                del t["job_id"]
-            return {"tasks": tasks, "planner": self.planner.name, "stored": False}
-        assert plan_id is not None
-        with self._plan_lock:
-            plan = self.plans.load(plan_id)
-            if any(t.get("job_id") for t in plan["tasks"]):
-                raise ToolError(
-                    f"plan {plan_id} already has dispatched tasks; decomposing it again would "
-                    "orphan their jobs. Propose a new plan instead."
-                )
-            tasks = plan_tasks(self.planner.tasks(str(plan["goal"])))
-
-            def change(current: dict[str, Any]) -> dict[str, Any]:
-                return {
-                    **current,
-                    "tasks": tasks,
-                    "revision": int(current.get("revision", 1)) + 1,
-                    "planner": self.planner.name,
-                    "status": "proposed",
-                }
-
-            plan = self.plans.update(plan_id, change)
-        self.project.record(
-            "plan_decomposed", plan_id=plan_id, tasks=len(tasks), planner=self.planner.name, revision=plan["revision"]
-        )
-        return {**plan, "stored": True}
-
-    def _tool_generate_spec(self, task: str) -> dict[str, Any]:
-        spec = self.planner.spec(task)
-        return {"task": task, "task_id": derive_task_id(spec), "spec": spec, "planner": self.planner.name}
-
-    def _tool_get_plan(self, plan_id: str) -> dict[str, Any]:
-        plan = self.plans.load(plan_id)
-        for task in plan["tasks"]:
-            if task.get("job_id"):
-                try:
-                    task["job"] = job_view(self.jobs.load(task["job_id"]))
-                except SnodoError as exc:
-                    task["job"] = {"job_id": task["job_id"], "error": str(exc)}
-        return plan
-
-    def _plan_mode(self) -> str:
-        return plan_mode(self.project.mode)  # the rule the server instructions describe
-
-    def _tool_run_plan(self, plan_id: str) -> dict[str, Any]:
-        mode = self._plan_mode()
-        with self._plan_lock:
-            plan = self.plans.load(plan_id)
-            started: list[dict[str, Any]] = []
-            earlier = [{"task_id": t["task_id"], "job_id": t["job_id"]} for t in plan["tasks"] if t.get("job_id")]
-            for task in plan["tasks"]:
-                if task.get("job_id"):
-                    continue
-                reply = self._dispatch(
-                    _spec(str(task["spec"]), "the plan task's spec"), check_task_id(task["task_id"]), mode
-                )
-                index = task["index"]
-                self.plans.update(plan_id, _record_job(index, reply["job_id"]))
-                started.append(
-                    {
-                        "index": index,
-                        "task_id": reply["task_id"],
-                        "job_id": reply["job_id"],
-                        "token_consumed": reply["token_consumed"],
-                    }
-                )
-        self.project.record("plan_run", plan_id=plan_id, mode=mode, jobs=[s["job_id"] for s in started])
-        return {"status": "accepted", "plan_id": plan_id, "mode": mode, "jobs": started, "already_dispatched": earlier}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mcp_harness import Served, audit, make_project, serve
 
-from snodo.mcp.host import MAX_ARGUMENT_BYTES, path_problem
+from snodo.mcp.checks import MAX_ARGUMENT_BYTES, path_problem
 
 
 @pytest.fixture(scope="module")

@@ -82,3 +82,13 @@ def test_a_cancelled_run_tests_leaves_no_process_behind(tmp_path: Path) -> None:
         while not audit(root, "tool_cancelled") and time.monotonic() < deadline:
             time.sleep(0.1)
         assert [e["data"]["tool"] for e in audit(root, "tool_cancelled")] == ["run_tests"]
+
+
+def test_a_host_closing_our_input_is_recorded_as_serve_stopped(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "repo", PROTOCOL)
+    with serve(root, tmp_path / "home", "--mode", "dev") as served:
+        served.ok("list_files", {"path": "."})
+    deadline = time.monotonic() + 10
+    while not audit(root, "serve_stopped") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [e["data"] for e in audit(root, "serve_stopped")] == [{"reason": "end of input"}]

@@ -63,3 +63,56 @@ def test_the_generic_snippet_serves_the_project_from_another_directory(
             listed = portal.call(session.call_tool, "list_files", {})
             assert not listed.is_error
             assert "README.md" in json.dumps([c.model_dump() for c in listed.content])
+
+
+def test_opencode_and_codex_configs_close_the_hosts_own_doors(module_dir: Path, module_home: Path) -> None:
+    import tomllib
+
+    root = make_project(module_dir / "doors", template="solo", home=module_home)
+    protocol = str(root / ".snodo" / "protocol.yml")
+    r = snodo(root, module_home, "serve", "--print-config", "opencode")
+    assert r.returncode == 0, r.stderr
+    opencode = json.loads(r.stdout)
+    entry = opencode["mcp"]["snodo"]
+    assert entry["type"] == "local" and Path(entry["command"][0]).is_absolute()
+    assert entry["command"][1:] == ["serve", "--protocol", protocol]
+    assert entry["environment"] == {"SNODO_HOME": str(module_home)}
+    assert entry["timeout"] >= 360_000  # run_tests may take 300 s; opencode's own default is far shorter
+    assert {k for k, on in opencode["tools"].items() if not on} >= {"write", "edit", "patch", "bash"}
+    assert opencode["permission"]["edit"] == "deny" and opencode["permission"]["bash"] == "deny"
+    assert "still open" in r.stderr
+
+    r = snodo(root, module_home, "serve", "--print-config", "codex", "--mode", "producer")
+    assert r.returncode == 0, r.stderr
+    codex = tomllib.loads(r.stdout)
+    assert codex["sandbox_mode"] == "read-only" and codex["approval_policy"] == "never"
+    server = codex["mcp_servers"]["snodo"]
+    assert Path(server["command"]).is_absolute()
+    assert server["args"] == ["serve", "--protocol", protocol, "--mode", "producer"]
+    assert server["env"] == {"SNODO_HOME": str(module_home)}
+    assert server["tool_timeout_sec"] >= 360 and server["default_tools_approval_mode"] == "approve"
+    assert "# Still open:" in r.stdout
+
+
+def test_doctor_host_reads_the_printed_configs_and_names_open_writers(
+    module_dir: Path, module_home: Path, tmp_path: Path
+) -> None:
+    root = make_project(module_dir / "doctor", template="solo", home=module_home)
+    for host, name in (("opencode", "opencode.json"), ("codex", "snodo.config.toml")):
+        printed = snodo(root, module_home, "serve", "--print-config", host)
+        (tmp_path / name).write_text(printed.stdout)
+        r = snodo(root, module_home, "doctor", "--host", host, str(tmp_path / name), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        report = json.loads(r.stdout)
+        assert report["connected"] and report["problems"] == [] and report["open_writers"] == [], report
+    opened = json.loads((tmp_path / "opencode.json").read_text())
+    del opened["tools"], opened["permission"]
+    opened["mcp"]["snodo"]["timeout"] = 60_000
+    (tmp_path / "opencode.json").write_text(json.dumps(opened))
+    report = json.loads(
+        snodo(root, module_home, "doctor", "--host", "opencode", str(tmp_path / "opencode.json"), "--json").stdout
+    )
+    assert report["open_writers"] == ["write", "edit", "patch", "bash"]
+    assert any("timeout is 60.0 s" in p for p in report["problems"]), report
+    missing = snodo(root, module_home, "doctor", "--host", "cursor", str(tmp_path / "nothing.json"))
+    assert missing.returncode == 1 and "NOT connected" in missing.stdout

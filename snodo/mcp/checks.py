@@ -1,0 +1,132 @@
+"""Checks every tool call passes before its handler runs (schema fit, size, path shape, a
+non-empty spec), and the one shape a job is reported in.
+
+Kept apart from the handlers (:mod:`snodo.mcp.host`) because they are pure functions of
+the arguments: a call that fails one is refused, audited, and never reaches a file or git.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from snodo.errors import PathValidationError, ToolError
+from snodo.mcp.catalog import ToolDef
+from snodo.state.atomic import canonical_json
+
+_KIND_NAMES = {"string": "a string", "boolean": "true or false", "string_list": "a non-empty list of strings"}
+
+
+def arguments_sha256(arguments: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of the arguments: proves what was asked, reveals nothing."""
+    try:
+        data = canonical_json(dict(arguments))
+    except (TypeError, ValueError):
+        data = json.dumps(dict(arguments), sort_keys=True, default=repr).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_arguments(tool: ToolDef, arguments: Mapping[str, Any]) -> str | None:
+    """Why the arguments do not fit the tool's schema, or None. Unknown names are refused:
+    a misspelt optional argument must not be silently ignored."""
+    allowed = {p.name: p for p in tool.params}
+    unknown = sorted(set(arguments) - set(allowed))
+    if unknown:
+        takes = ", ".join(allowed) or "no arguments"
+        return f"unexpected argument(s) {', '.join(map(repr, unknown))}; {tool.name} takes: {takes}"
+    for p in tool.params:
+        value = arguments.get(p.name)
+        if value is None:
+            if p.required:
+                return f"missing required argument {p.name!r}"
+            continue
+        fits = (
+            isinstance(value, str)
+            if p.kind == "string"
+            else type(value) is bool
+            if p.kind == "boolean"
+            else isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+        )
+        if not fits:
+            return f"argument {p.name!r} must be {_KIND_NAMES[p.kind]}, got {type(value).__name__}"
+    return None
+
+
+MAX_ARGUMENT_BYTES = 4 * 1024 * 1024
+"""Default size limit of one call's arguments (UTF-8 bytes); ``SNODO_MAX_ARGUMENT_BYTES`` changes it."""
+MAX_PATH_BYTES = 4096
+MAX_PATH_COMPONENT_BYTES = 255
+_PATH_PARAMS = frozenset({"path", "paths"})
+
+
+def argument_limit() -> int:
+    """The configured size limit of a call's arguments."""
+    raw = os.environ.get("SNODO_MAX_ARGUMENT_BYTES", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    return MAX_ARGUMENT_BYTES
+
+
+def check_sizes(arguments: Mapping[str, Any], limit: int) -> str | None:
+    """Why the arguments are too large, or None. Checked before anything else reads them."""
+    total = 0
+    for name, value in arguments.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                total += len(item.encode("utf-8", "surrogatepass"))
+        if total > limit:
+            return (
+                f"the arguments are larger than the limit of {limit:,} bytes (at {name!r}); "
+                "split the work into smaller calls, or raise SNODO_MAX_ARGUMENT_BYTES "
+                "(see docs/architecture.md, bounded inputs)"
+            )
+    return None
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` cannot name a file at all (refused before the file system sees it)."""
+    if "\0" in path:
+        return "the path contains a NUL character"
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the path is not valid Unicode text (it holds an unpaired surrogate)"
+    if len(encoded) > MAX_PATH_BYTES:
+        return f"the path is {len(encoded):,} bytes long; paths are limited to {MAX_PATH_BYTES} bytes"
+    if any(len(part.encode("utf-8")) > MAX_PATH_COMPONENT_BYTES for part in path.split("/")):
+        return f"a component of the path is longer than {MAX_PATH_COMPONENT_BYTES} bytes"
+    return None
+
+
+def check_paths(arguments: Mapping[str, Any]) -> None:
+    for name in _PATH_PARAMS & arguments.keys():
+        value = arguments[name]
+        for path in value if isinstance(value, list) else [value]:
+            problem = path_problem(path) if isinstance(path, str) else None
+            if problem:
+                shown_path = path if len(path) <= 200 else path[:200] + f"... ({len(path):,} characters)"
+                raise PathValidationError(shown_path.encode("utf-8", "backslashreplace").decode("utf-8"), problem)
+
+
+def require_spec(text: str, what: str = "task_spec") -> str:
+    if not text.strip():
+        raise ToolError(f"{what} is empty: there is nothing to validate or run")
+    return text
+
+
+def job_view(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A job as a tool reports it: status first, then what the run said, if it finished."""
+    view: dict[str, Any] = {k: job.get(k) for k in ("job_id", "task_id", "mode", "status", "created_at", "updated_at")}
+    if job.get("status") == "halted":
+        view["outcome"] = job.get("outcome")
+    result = job.get("result")
+    if isinstance(result, Mapping):
+        for key in ("phase", "message", "branch", "commit", "halted_ref", "discarded", "files", "decision_id", "next"):
+            if result.get(key) not in (None, "", []):
+                view[key] = result[key]
+    if job.get("error"):
+        view["error"] = job["error"]
+    return view

@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[list[str], int]] = {
     "check": (["protocol", "check"], 1),
     "run": (["run", SPEC], 4),
     "validate": (["validate", SPEC], 4),
-    "serve": (["serve"], 1),
+    "serve": (["serve"], 4),
 }
 
 

@@ -29,6 +29,7 @@ agent's, so none of those may choose a program here, where nothing is confined:
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
@@ -192,9 +193,15 @@ def _spawn(
     return GitResult(args=tuple(args), returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
 
 
+#: The git program, found once on the PATH snodo started with (at import): a later change of
+#: ``PATH`` (a plugin narrowing it for its own program, the kit's declared-programs check)
+#: must not take snodo's own git away.
+GIT_PROGRAM = shutil.which("git") or "git"
+
+
 def _hardened(repo: Path, context: GitContext | None, args: Sequence[str]) -> list[str]:
     where = context.options() if context is not None else []
-    return ["git", "-C", str(repo), *_config(HARDENING), *where, *_with_flags(args)]
+    return [GIT_PROGRAM, "-C", str(repo), *_config(HARDENING), *where, *_with_flags(args)]
 
 
 def pinned(path: Path) -> GitContext | None:

@@ -33,7 +33,8 @@ from attrs import frozen
 
 from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
 from snodo.engine.jobs import JobStore
-from snodo.engine.loop import Engine, RunResult
+from snodo.engine.loop import Engine
+from snodo.engine.results import RunResult
 from snodo.engine.worktree import HALTED_NAMESPACE, prune_copies
 from snodo.errors import SnodoError
 from snodo.gitrun import run_git

@@ -10,28 +10,33 @@ Recovery: a post-execute ``escalate`` whose warns came from validators (includin
 lowered by ``severity_cap``) re-enters the coder with the findings, bounded by
 ``max_recovery_depth``, ``max_total_fix_attempts``, ``max_iterations`` and a stall check
 (the same verdict after the same change). An uncapped blocker is terminal.
+
+This module is the life cycle itself (validate → attempt → judge → recover); the pieces live
+beside it: what is checked before any token (:mod:`snodo.engine.checks`), how one attempt's
+work reaches the working copy (:mod:`snodo.engine.execute`: in-place watching, the artifact
+filter, guarded writes), what a run ends with (:mod:`snodo.engine.results`) and what happens
+to a halted run's work (:mod:`snodo.engine.disposal`).
 """
 
 from __future__ import annotations
 
-import os
 import secrets
-import shutil
-from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from attrs import Factory, evolve, frozen
+from attrs import evolve, frozen
 
 from snodo.engine import change
-from snodo.engine.inplace import InPlaceWatch, Judgement
+from snodo.engine.checks import check_programs, check_settings, preflight
+from snodo.engine.disposal import dispose, judge_unjudged
+from snodo.engine.execute import run_coder
 from snodo.engine.interrupt import Interrupted
+from snodo.engine.results import Halt, Progress, RunResult, finding, plain_usage
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned, uncommitted
-from snodo.errors import CoderError, EnvironmentProblem, PathValidationError, PluginError, SnodoError, TokenError
+from snodo.errors import CoderError, EnvironmentProblem, PluginError, SnodoError, TokenError
 from snodo.evidence.attest import attest_run
 from snodo.gitrun import pin
-from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import (
     Project,
     ValidationOutcome,
@@ -41,102 +46,9 @@ from snodo.governance.service import (
     spec_sha256,
     validate_task,
 )
-from snodo.outcomes import RUN_NEXT_STEP, HaltOutcome
-from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation, freeze
-from snodo.sandbox import confined
-from snodo.settings import coder_config_problems
-from snodo.workspace import Git, PathGuard, Workspace
+from snodo.records import CoderRequest, CoderSpec, freeze
+from snodo.workspace import Git, PathGuard
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
-
-Progress = Callable[[str], None]
-
-
-RunStatus = Literal["completed", "halted"]
-
-
-@frozen(kw_only=True)
-class RunResult:
-    status: RunStatus
-    task_id: str
-    outcome: HaltOutcome | None = None
-    phase: str | None = None
-    message: str = ""
-    branch: str | None = None
-    commit: str | None = None
-    decision_id: str | None = None
-    results: tuple[dict[str, Any], ...] = ()
-    files: tuple[str, ...] = ()
-    attempts: int = 0
-    job_id: str | None = None
-    dropped: tuple[dict[str, str], ...] = Factory(tuple)
-    usage: tuple[dict[str, Any], ...] = Factory(tuple)  # what each coder attempt spent, as it reported
-    #: where a halted run's commits are kept (``refs/snodo/halted/<task>/<run>``), if any
-    halted_ref: str | None = None
-    #: what was thrown away, and why, when a constraint said the work must not be kept
-    discarded: dict[str, Any] | None = None
-
-    def payload(self) -> dict[str, Any]:
-        key = "completed" if self.status == "completed" else (self.outcome or "internal_error")
-        return {
-            "status": self.status,
-            "outcome": self.outcome,
-            "task_id": self.task_id,
-            "job_id": self.job_id,
-            "phase": self.phase,
-            "message": self.message,
-            "branch": self.branch,
-            "commit": self.commit,
-            "decision_id": self.decision_id,
-            "files": list(self.files),
-            "attempts": self.attempts,
-            "validators": list(self.results),
-            "dropped": list(self.dropped),
-            "usage": list(self.usage),
-            "halted_ref": self.halted_ref,
-            "discarded": self.discarded,
-            "next": RUN_NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
-        }
-
-
-@frozen(kw_only=True)
-class HaltRecord:
-    """Why and where a run stopped, and what it leaves behind (results, files, commit)."""
-
-    outcome: HaltOutcome
-    phase: str
-    message: str
-    results: tuple[dict[str, Any], ...] = ()
-    decision_id: str | None = None
-    commit: str | None = None
-    files: tuple[str, ...] = ()
-
-
-class Halt(Exception):
-    """Stops a run; carries its :class:`HaltRecord`."""
-
-    def __init__(
-        self,
-        outcome: HaltOutcome,
-        phase: str,
-        message: str,
-        *,
-        validation: ValidationOutcome | None = None,
-        results: tuple[dict[str, Any], ...] = (),
-        commit: str | None = None,
-        files: tuple[str, ...] = (),
-    ) -> None:
-        super().__init__(message)
-        if validation is not None and not results:
-            results = tuple(r.as_json() for r in validation.results)
-        self.record = HaltRecord(
-            outcome=outcome,
-            phase=phase,
-            message=message,
-            results=results,
-            decision_id=validation.decision_id if validation is not None else None,
-            commit=commit,
-            files=files,
-        )
 
 
 @frozen(kw_only=True)
@@ -210,14 +122,16 @@ class Engine:
         attempts = 0
         try:
             coder_spec = self._coder_spec()
-            self._check_programs(coder_spec)
+            check_programs(coder_spec)
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
             config = p.mode.coder_config if coder_spec.name == p.mode.coder else freeze({})
-            self._check_settings(coder_spec, config)
+            check_settings(p, coder_spec, config)
             coder = coder_spec.factory(config)  # bad settings halt before any token exists
             pin(p.root)  # the repository every later git command names, found before any agent ran
-            self._preflight(coder_spec.name, config)
-            for gone in reclaim_abandoned(p.root, p.home, judge=lambda left: self._judge_unjudged(left, ())):
+            preflight(p, coder_spec.name, config)
+            for gone in reclaim_abandoned(
+                p.root, p.home, judge=lambda left: judge_unjudged(p, left, (), self.spec_text)
+            ):
                 p.record("worktree_reclaimed", **gone)
                 self.progress(f"removed the working copy of run {gone['run_id']}, whose process had died")
             with ThreadPoolExecutor(max_workers=1) as side:  # both read a whole tree: side by side
@@ -279,39 +193,6 @@ class Engine:
 
     def _coder_spec(self) -> CoderSpec:
         return self.project.host.coder(self.coder_name)
-
-    def _check_programs(self, spec: CoderSpec) -> None:
-        """Declared programs are checked before any token is issued or consumed."""
-        for prog in spec.capabilities.required_programs:
-            if shutil.which(prog.name) is None:
-                raise Halt(
-                    "environment_error",
-                    "governance",
-                    f"coder {spec.name!r} needs the program {prog.name!r} on PATH; install it: {prog.install_hint}",
-                )
-
-    def _check_settings(self, spec: CoderSpec, config: dict[str, Any]) -> None:
-        """``coder_config`` keys the coder does not declare are refused before any token is
-        issued or consumed: a typo must not silently run the coder on its defaults."""
-        problems = coder_config_problems(spec.name, spec.capabilities.settings, config)
-        if problems:
-            raise Halt(
-                "environment_error",
-                "governance",
-                f"mode {self.project.mode_id!r}: {'; '.join(m for _k, m in problems)}; fix coder_config in "
-                ".snodo/protocol.yml (see docs/plugins.md)",
-            )
-
-    def _preflight(self, coder: str, config: dict[str, Any]) -> None:
-        """Every model-backed plugin the run will use checks its credentials and endpoint
-        (``snodo_preflight``) before any token is issued: a missing key halts here, free."""
-        p = self.project
-        phases = ("pre_execute", "post_execute")
-        validators = tuple(v for phase in phases for v in p.protocol.validators_for(p.mode, phase))
-        try:
-            p.host.pm.hook.snodo_preflight(mode=p.mode, coder=coder, coder_config=config, validators=validators)
-        except (EnvironmentProblem, CoderError) as exc:
-            raise Halt("environment_error", "governance", f"preflight: {exc}") from None
 
     def _validate(
         self,
@@ -429,7 +310,10 @@ class Engine:
             findings=list(state.findings),
         )
         self.progress(f"coder {coder_spec.name} (attempt {attempt})")
-        changed, dropped, signature_ops = self._execute(coder, coder_spec, request, wt, task_id)
+        done = run_coder(p, coder, coder_spec, request, wt, task_id, spent=self._spent, progress=self.progress)
+        if done.coder_head is not None:
+            self.coder_head = done.coder_head
+        changed, dropped, signature_ops = done.changed, done.dropped, done.signature
         files = state.files | set(changed)
         message = f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}"
         made = change.commit_paths(wt.path, git.guard, sorted(changed), message) if changed else None
@@ -498,102 +382,15 @@ class Engine:
             )
         attempt += 1
         self.attempt = attempt
-        findings = tuple(_finding(r) for r in post.results if r.severity != "pass")
+        findings = tuple(finding(r) for r in post.results if r.severity != "pass")
         p.record("recovery", task_id=task_id, attempt=attempt, findings=list(findings))
         self.progress(f"recovery attempt {attempt}/{budget}: {'; '.join(findings)[:200]}")
         return evolve(state, attempt=attempt, findings=findings, last_signature=signature)
 
-    def _execute(
-        self, coder: Any, spec: CoderSpec, request: CoderRequest, wt: Worktree, task_id: str
-    ) -> tuple[list[str], list[dict[str, str]], tuple[Any, ...]]:
-        p = self.project
-        caps = spec.capabilities
-        watch = (
-            InPlaceWatch(
-                wt.path,
-                PathGuard(wt.path, p.protocol.protected_paths),
-                branch=wt.branch,
-                commits_own_changes=caps.commits_own_changes,
-            )
-            if caps.writes_in_place
-            else None
-        )
-        try:
-            try:
-                with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
-                    result = coder.generate(request)
-            except BaseException as exc:  # a failed, timed-out or interrupted attempt still spent
-                self._spent(task_id, request.attempt, getattr(exc, "usage", None), coder=spec.name)
-                if isinstance(exc, EnvironmentProblem | CoderError) or not isinstance(exc, Exception):
-                    raise
-                raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
-        except Exception:
-            if watch is not None:  # what it did before failing is judged all the same
-                self._refuse_in_place(watch.judge(), spec.name, task_id)
-            raise
-        if not isinstance(result, CoderResult):
-            raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
-        self._spent(task_id, request.attempt, result.usage, coder=spec.name)
-        if watch is not None:
-            judged = watch.judge()
-            self._refuse_in_place(judged, spec.name, task_id)
-            if judged.commits:
-                self.coder_head = judged.head
-                p.record(
-                    "commit",
-                    task_id=task_id,
-                    branch=wt.branch,
-                    commit=judged.head,
-                    commits=list(judged.commits),
-                    files=list(judged.changed),
-                    by=f"coder:{spec.name}",
-                )
-            return list(judged.changed), [], judged.signature
-        ops = tuple(result.operations)
-        kept, dropped = p.host.filter_artifacts(
-            ops,
-            ArtifactContext(
-                workspace=wt.path, task_id=task_id, mode_id=p.mode_id, protected_paths=p.protocol.protected_paths
-            ),
-        )
-        dropped_json = []
-        for d in dropped:
-            p.record(
-                "path_refused",
-                task_id=task_id,
-                path=d.operation.path,
-                op=d.operation.op,
-                source=f"coder:{spec.name}",
-                reason=d.reason,
-            )
-            dropped_json.append({"path": d.operation.path, "op": d.operation.op, "reason": d.reason})
-            self.progress(f"refused {d.operation.op} {d.operation.path}: {d.reason}")
-        ws = Workspace(wt.path, PathGuard(wt.path, p.protocol.protected_paths))
-        changed: list[str] = []
-        for op in kept:
-            try:
-                if op.op == "write":
-                    ws.write_file(op.path, op.content or "")
-                else:
-                    ws.delete_file(op.path)
-            except PathValidationError as exc:  # second line of defence behind the filter
-                p.record(
-                    "path_refused",
-                    task_id=task_id,
-                    path=op.path,
-                    op=op.op,
-                    source=f"coder:{spec.name}",
-                    reason=exc.reason,
-                )
-                dropped_json.append({"path": op.path, "op": op.op, "reason": exc.reason})
-                continue
-            changed.append(_normalise(wt.path, op))
-        return changed, dropped_json, tuple((o.op, o.path, o.content) for o in kept)
-
     def _spent(self, task_id: str, attempt: int, reported: Any, **who: str) -> None:
         """Record what a coder attempt (``coder=``) or a judge (``validator=``, ``phase=``)
         spent: in the run's ``usage`` and as a ``coder_usage``/``judge_usage`` audit event."""
-        usage = _plain_usage(reported)
+        usage = plain_usage(reported)
         if not usage:
             return
         entry = {"attempt": attempt, **who, **usage}
@@ -601,21 +398,20 @@ class Engine:
         event = "coder_usage" if "coder" in who else "judge_usage"
         self.project.record(event, task_id=task_id, run_id=self.run_id, **entry)
 
-    def _refuse_in_place(self, judged: Judgement, coder: str, task_id: str) -> None:
-        """One ``path_refused`` per path an in-place coder may not change, then halt."""
-        for path, reason in judged.refused:
-            extra = {"restored": path in judged.restored} if path.startswith(("../", ".git/")) else {}
-            self.project.record(
-                "path_refused", task_id=task_id, path=path, source=f"coder:{coder}", reason=reason, **extra
-            )
-        if judged.refused:
-            raise Halt("blocker", "execute", judged.message(coder))
-
     # ----------------------------------------------------------------- halting
 
     def _halted(self, task_id: str, stop: Halt, wt: Worktree | None) -> RunResult:
         halt = stop.record
-        kept_ref, discarded = self._dispose(task_id, wt, halt.results, halt.files)
+        kept_ref, discarded = dispose(
+            self.project,
+            wt,
+            halt.results,
+            halt.files,
+            task_id=task_id,
+            run_id=self.run_id,
+            spec_text=self.spec_text,
+            progress=self.progress,
+        )
         result = RunResult(
             status="halted",
             task_id=task_id,
@@ -645,138 +441,3 @@ class Engine:
             discarded=bool(discarded),
         )
         return result
-
-    def _dispose(
-        self, task_id: str, wt: Worktree | None, results: tuple[dict[str, Any], ...], files: tuple[str, ...]
-    ) -> tuple[str | None, dict[str, Any] | None]:
-        """Keep a halted run's commits under the halted namespace, or throw them away when a
-        failed constraint's predicate says the work must not be kept. Returns (ref, discarded)."""
-        if wt is None:
-            return None, None
-        reasons = self._discard_reasons(results)
-        if not reasons:
-            try:
-                reasons = self._judge_unjudged(wt, results)
-            except SnodoError as exc:  # fail closed: work that cannot be judged is not kept
-                reasons = [{"constraint": "-", "predicate": "-", "finding": f"could not be judged: {exc}"}]
-        if not reasons:
-            try:
-                ref = wt.keep_halted()
-            except SnodoError as exc:
-                self.progress(f"could not keep the halted run's commits: {exc}")
-                return None, None
-            if ref:
-                self.progress(f"the halted run's commits are kept at {ref}")
-            return ref, None
-        try:
-            done = wt.discard()
-        except SnodoError as exc:  # the working copy is gone; say what could not be done
-            done = {"error": str(exc)}
-        discarded = {
-            "reason": "a constraint whose failure means the work must not be kept failed",
-            "constraints": reasons,
-            "files": list(files),
-            **done,
-        }
-        self.project.record("work_discarded", task_id=task_id, run_id=self.run_id, **discarded)
-        self.progress(f"the run's work was discarded: {'; '.join(r['finding'] for r in reasons)[:300]}")
-        return None, discarded
-
-    def _discard_reasons(self, results: tuple[dict[str, Any], ...]) -> list[dict[str, str]]:
-        """Failed constraints whose predicate declares ``discard_work_on_failure``. A predicate
-        that could not judge (an error) counts as failed: fail closed."""
-        reasons = []
-        for r in results:
-            vtype = str(r.get("validator_type", ""))
-            if r.get("kind") != "constraint" or r.get("severity") == "pass" or not vtype.startswith("predicate:"):
-                continue
-            try:
-                spec = self.project.host.predicate(vtype.removeprefix("predicate:"))
-            except SnodoError:
-                continue
-            if spec.discard_work_on_failure:
-                reasons.append(
-                    {
-                        "constraint": str(r.get("validator_id")),
-                        "predicate": spec.name,
-                        "finding": str(r.get("justification")),
-                    }
-                )
-        return reasons
-
-    def _judge_unjudged(self, wt: Worktree, results: tuple[dict[str, Any], ...]) -> list[dict[str, str]]:
-        """Commits about to be kept that a discarding constraint never judged (the run was
-        interrupted, or halted before post_execute finished) are judged now, so no kept ref
-        holds what such a constraint forbids."""
-        from snodo.governance.runner import PhaseInput, constraints_for, run_constraints
-
-        tip = wt.tip()
-        if tip is None or tip == wt.base:
-            return []
-        p = self.project
-        judged = {str(r.get("validator_id")) for r in results}
-        pending = {}
-        for c in constraints_for(p.protocol, p.mode, p.protocol.validators_for(p.mode, "post_execute")):
-            if f"constraint:{c.constraint_id}" in judged:
-                continue
-            try:
-                spec = p.host.predicate(c.predicate)
-            except SnodoError:
-                continue
-            if spec.discard_work_on_failure:
-                pending[f"constraint:{c.constraint_id}"] = (c, spec.name)
-        if not pending:
-            return []
-        inp = PhaseInput(
-            protocol=p.protocol,
-            mode=p.mode,
-            phase="post_execute",
-            task_id=wt.task_id,
-            task_spec=self.spec_text,
-            workspace=wt.path,
-            changed_files=tuple(change.changed_files(wt.path, wt.base, tip)),
-            diff=change.read_diff(wt.path, wt.base, tip),
-            sandbox=p.sandbox_policy(wt.path),
-        )
-        # Through the one runner, confined like every other evaluation: a predicate that
-        # cannot judge (an error) fails closed and discards.
-        verdicts = run_constraints(p.host, [c for c, _ in pending.values()], inp)
-        return [
-            {"constraint": v.validator_id, "predicate": pending[v.validator_id][1], "finding": v.justification}
-            for v in verdicts
-            if v.severity != "pass"
-        ]
-
-
-def _plain_usage(usage: Any) -> dict[str, Any]:
-    """A coder's usage report, kept to bounded JSON scalars (it is plugin output, so untrusted)."""
-    if not isinstance(usage, Mapping):
-        return {}
-    plain: dict[str, Any] = {}
-    for key, value in list(usage.items())[:32]:
-        if not isinstance(key, str) or key in ("attempt", "task_id", "coder", "validator", "phase", "run_id"):
-            continue
-        if isinstance(value, bool | int | float) or value is None:
-            plain[key[:64]] = value
-        elif isinstance(value, str):
-            plain[key[:64]] = value[:300]
-        elif isinstance(value, list | tuple):
-            plain[key[:64]] = [str(v)[:300] for v in value[:20]]
-    return plain
-
-
-def _normalise(root: Path, op: FileOperation) -> str:
-    return Path(os.path.relpath(os.path.normpath(root / op.path), root)).as_posix()
-
-
-def _finding(result: ValidatorResult) -> str:
-    """What a fix attempt is told about one verdict: its reason, failed tests and their output."""
-    text = f"{result.validator_id}: {result.justification}"
-    details = result.details or {}
-    failed = details.get("failed_tests")
-    if isinstance(failed, list) and failed:
-        text += "\nfailed tests: " + ", ".join(str(t) for t in failed[:20])
-    excerpt = details.get("output_excerpt")
-    if isinstance(excerpt, str) and excerpt.strip():
-        text += "\noutput:\n" + excerpt[:4000]
-    return text

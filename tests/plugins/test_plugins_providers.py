@@ -19,7 +19,8 @@ from snodo_plugins import _model
 from snodo_plugins._model_settings import ModelSettings
 
 from snodo.api import CoderRequest, EnvironmentProblem
-from snodo.engine.loop import Engine, RunResult
+from snodo.engine.loop import Engine
+from snodo.engine.results import RunResult
 from snodo.governance.service import Project
 from snodo.plugins import PluginHost
 from snodo.protocol import load_protocol

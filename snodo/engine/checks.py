@@ -1,0 +1,50 @@
+"""What a run checks before any token is issued or consumed: the coder's declared programs
+and settings, and every model-backed plugin's credentials and endpoint (``snodo_preflight``).
+A failure halts as ``environment_error`` in the ``governance`` phase, having cost nothing."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+from snodo.engine.results import Halt
+from snodo.errors import CoderError, EnvironmentProblem
+from snodo.governance.service import Project
+from snodo.records import CoderSpec
+from snodo.settings import coder_config_problems
+
+
+def check_programs(spec: CoderSpec) -> None:
+    """Declared programs are checked before any token is issued or consumed."""
+    for prog in spec.capabilities.required_programs:
+        if shutil.which(prog.name) is None:
+            raise Halt(
+                "environment_error",
+                "governance",
+                f"coder {spec.name!r} needs the program {prog.name!r} on PATH; install it: {prog.install_hint}",
+            )
+
+
+def check_settings(p: Project, spec: CoderSpec, config: Mapping[str, Any]) -> None:
+    """``coder_config`` keys the coder does not declare are refused before any token is
+    issued or consumed: a typo must not silently run the coder on its defaults."""
+    problems = coder_config_problems(spec.name, spec.capabilities.settings, config)
+    if problems:
+        raise Halt(
+            "environment_error",
+            "governance",
+            f"mode {p.mode_id!r}: {'; '.join(m for _k, m in problems)}; fix coder_config in "
+            ".snodo/protocol.yml (see docs/plugins.md)",
+        )
+
+
+def preflight(p: Project, coder: str, config: Mapping[str, Any]) -> None:
+    """Every model-backed plugin the run will use checks its credentials and endpoint
+    (``snodo_preflight``) before any token is issued: a missing key halts here, free."""
+    phases = ("pre_execute", "post_execute")
+    validators = tuple(v for phase in phases for v in p.protocol.validators_for(p.mode, phase))
+    try:
+        p.host.pm.hook.snodo_preflight(mode=p.mode, coder=coder, coder_config=config, validators=validators)
+    except (EnvironmentProblem, CoderError) as exc:
+        raise Halt("environment_error", "governance", f"preflight: {exc}") from None

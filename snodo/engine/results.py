@@ -1,0 +1,133 @@
+"""What a run ends with: its result (the payload every front door prints), and the halt
+that stops it with one of the halt outcomes (snodo/outcomes.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from attrs import Factory, frozen
+
+from snodo.governance.policy import ValidatorResult
+from snodo.governance.service import ValidationOutcome
+from snodo.outcomes import RUN_NEXT_STEP, HaltOutcome
+
+Progress = Callable[[str], None]
+
+
+RunStatus = Literal["completed", "halted"]
+
+
+@frozen(kw_only=True)
+class RunResult:
+    status: RunStatus
+    task_id: str
+    outcome: HaltOutcome | None = None
+    phase: str | None = None
+    message: str = ""
+    branch: str | None = None
+    commit: str | None = None
+    decision_id: str | None = None
+    results: tuple[dict[str, Any], ...] = ()
+    files: tuple[str, ...] = ()
+    attempts: int = 0
+    job_id: str | None = None
+    dropped: tuple[dict[str, str], ...] = Factory(tuple)
+    usage: tuple[dict[str, Any], ...] = Factory(tuple)  # what each coder attempt spent, as it reported
+    #: where a halted run's commits are kept (``refs/snodo/halted/<task>/<run>``), if any
+    halted_ref: str | None = None
+    #: what was thrown away, and why, when a constraint said the work must not be kept
+    discarded: dict[str, Any] | None = None
+
+    def payload(self) -> dict[str, Any]:
+        key = "completed" if self.status == "completed" else (self.outcome or "internal_error")
+        return {
+            "status": self.status,
+            "outcome": self.outcome,
+            "task_id": self.task_id,
+            "job_id": self.job_id,
+            "phase": self.phase,
+            "message": self.message,
+            "branch": self.branch,
+            "commit": self.commit,
+            "decision_id": self.decision_id,
+            "files": list(self.files),
+            "attempts": self.attempts,
+            "validators": list(self.results),
+            "dropped": list(self.dropped),
+            "usage": list(self.usage),
+            "halted_ref": self.halted_ref,
+            "discarded": self.discarded,
+            "next": RUN_NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
+        }
+
+
+@frozen(kw_only=True)
+class HaltRecord:
+    """Why and where a run stopped, and what it leaves behind (results, files, commit)."""
+
+    outcome: HaltOutcome
+    phase: str
+    message: str
+    results: tuple[dict[str, Any], ...] = ()
+    decision_id: str | None = None
+    commit: str | None = None
+    files: tuple[str, ...] = ()
+
+
+class Halt(Exception):
+    """Stops a run; carries its :class:`HaltRecord`."""
+
+    def __init__(
+        self,
+        outcome: HaltOutcome,
+        phase: str,
+        message: str,
+        *,
+        validation: ValidationOutcome | None = None,
+        results: tuple[dict[str, Any], ...] = (),
+        commit: str | None = None,
+        files: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        if validation is not None and not results:
+            results = tuple(r.as_json() for r in validation.results)
+        self.record = HaltRecord(
+            outcome=outcome,
+            phase=phase,
+            message=message,
+            results=results,
+            decision_id=validation.decision_id if validation is not None else None,
+            commit=commit,
+            files=files,
+        )
+
+
+def plain_usage(usage: Any) -> dict[str, Any]:
+    """A coder's usage report, kept to bounded JSON scalars (it is plugin output, so untrusted)."""
+    if not isinstance(usage, Mapping):
+        return {}
+    plain: dict[str, Any] = {}
+    for key, value in list(usage.items())[:32]:
+        if not isinstance(key, str) or key in ("attempt", "task_id", "coder", "validator", "phase", "run_id"):
+            continue
+        if isinstance(value, bool | int | float) or value is None:
+            plain[key[:64]] = value
+        elif isinstance(value, str):
+            plain[key[:64]] = value[:300]
+        elif isinstance(value, list | tuple):
+            plain[key[:64]] = [str(v)[:300] for v in value[:20]]
+    return plain
+
+
+def finding(result: ValidatorResult) -> str:
+    """What a fix attempt is told about one verdict: its reason, failed tests and their output."""
+    text = f"{result.validator_id}: {result.justification}"
+    details = result.details or {}
+    failed = details.get("failed_tests")
+    if isinstance(failed, list) and failed:
+        text += "\nfailed tests: " + ", ".join(str(t) for t in failed[:20])
+    excerpt = details.get("output_excerpt")
+    if isinstance(excerpt, str) and excerpt.strip():
+        text += "\noutput:\n" + excerpt[:4000]
+    return text

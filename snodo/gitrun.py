@@ -71,6 +71,12 @@ HARDENING: tuple[str, ...] = (
     "fetch.recurseSubmodules=false",
 )
 
+#: For the one command a person runs to publish work (``snodo push``): the transports a
+#: remote named in the repository's own config may use (never ``ext::``, which runs a program).
+PUSH_TRANSPORTS: tuple[str, ...] = tuple(
+    arg for proto in ("file", "git", "ssh", "http", "https") for arg in ("-c", f"protocol.{proto}.allow=always")
+)
+
 #: Options added right after a subcommand (git 2.39 knows each of them there).
 _SUBCOMMAND_FLAGS: Mapping[str, tuple[str, ...]] = {
     "diff": ("--no-ext-diff", "--no-textconv", "--ignore-submodules=all"),

@@ -8,7 +8,7 @@ from typing import Any
 from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.evidence.notes import NOTES_REF, PLAIN_GIT, read_note
 from snodo.evidence.statement import EnvelopeError, decode_envelope, signer_ids
-from snodo.gitrun import git_out, identity_args, run_git
+from snodo.gitrun import PUSH_TRANSPORTS, git_out, identity_args, run_git
 
 _FETCHED = "refs/notes/snodo-fetched"
 
@@ -36,17 +36,17 @@ def push(repo: Path, remote: str, branch: str) -> list[str]:
     already holds). When the remote's notes moved on (a teammate pushed theirs), merge them
     in (ours wins for the same commit) and push again. Returns what ran."""
     done = [f"git push {remote} {NOTES_REF}"]
-    pushed = run_git(repo, "push", "--end-of-options", remote, NOTES_REF)
+    pushed = run_git(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, NOTES_REF)
     if not pushed.ok:
         if "rejected" not in pushed.detail():
             raise EnvironmentProblem(f"git push {remote} {NOTES_REF} failed: {pushed.detail()}")
-        fetched = run_git(repo, "fetch", "--end-of-options", remote, f"+{NOTES_REF}:{_FETCHED}")
+        fetched = run_git(repo, *PUSH_TRANSPORTS, "fetch", "--end-of-options", remote, f"+{NOTES_REF}:{_FETCHED}")
         if not fetched.ok:
             raise EnvironmentProblem(f"the remote's notes moved on and cannot be fetched: {fetched.detail()}")
         git_out(repo, *identity_args(repo), "notes", f"--ref={NOTES_REF}", "merge", "--strategy=ours", _FETCHED)
         done.append(f"git notes merge --strategy=ours (the remote's {NOTES_REF})")
-        git_out(repo, "push", "--end-of-options", remote, NOTES_REF)
+        git_out(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, NOTES_REF)
         done.append(f"git push {remote} {NOTES_REF}")
-    git_out(repo, "push", "--end-of-options", remote, f"refs/heads/{branch}")
+    git_out(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, f"refs/heads/{branch}")
     done.append(f"git push {remote} refs/heads/{branch}")
     return done

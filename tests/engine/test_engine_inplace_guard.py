@@ -276,7 +276,7 @@ def test_unknown_coder_config_key_is_refused_before_any_token(git_repo: Path) ->
     text = (git_repo / ".snodo" / "protocol.yml").read_text().replace("{attack: none}", "{attack: none, atack: x}")
     (git_repo / ".snodo" / "protocol.yml").write_text(text)
     host = get_plugin_manager(plugins=[Coders()])
-    with pytest.raises(ProtocolError, match=r"unknown coder_config key 'atack' for coder 'hostile'"):
+    with pytest.raises(ProtocolError, match=r"coder 'hostile': unknown coder_config key 'atack'"):
         load_protocol(git_repo / ".snodo" / "protocol.yml", host)
     assert not (git_repo / ".snodo" / "audit.log").exists()  # nothing ran, nothing was recorded
 

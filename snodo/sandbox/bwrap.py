@@ -14,6 +14,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -91,7 +92,11 @@ class BwrapBackend(Backend):
         for shared in _host_socket_dirs():
             ops.append((len(shared.parts), -1, ["--tmpfs", str(shared)]))
             remount += ["--remount-ro", str(shared)]
-        for back in (*_name_resolution(), *_program_dirs(argv[0], env.get("PATH", ""))):
+        for back in (
+            *_name_resolution(),
+            *_program_dirs(argv[0], env.get("PATH", "")),
+            *_environments_in_shared_dirs(policy.interpreters),
+        ):
             ops.append((len(back.parts), 999, ["--ro-bind", str(back), str(back)]))
         ops.append((len(tmpdir.parts), 1000, ["--bind", str(tmpdir), str(tmpdir)]))
         for extra in policy.writable:
@@ -141,7 +146,22 @@ def _program_dirs(program: str, path: str) -> tuple[Path, ...]:
         return ()
     shared = _host_socket_dirs()
     dirs = {Path(os.path.abspath(found)).parent, Path(os.path.realpath(found)).parent}
+    # a program of a virtual environment needs the whole environment (its site-packages)
+    dirs = {d.parent if (d.parent / "pyvenv.cfg").is_file() else d for d in dirs}
     return tuple(d for d in sorted(dirs) if any(s in d.parents for s in shared))
+
+
+def _environments_in_shared_dirs(interpreters: Sequence[Path]) -> tuple[Path, ...]:
+    """The Python environments confined code runs with (snodo's own, which validators and
+    ``run_tests`` may use, and the project's) when they live in a hidden shared directory (a
+    checkout or CI clone under ``/tmp``): bound back read-only, or no test could start."""
+    shared = _host_socket_dirs()
+    found: list[Path] = []
+    for raw in (sys.prefix, sys.base_prefix, *interpreters):
+        path = Path(os.path.realpath(raw))
+        if path.is_dir() and path not in found and any(s in path.parents for s in shared):
+            found.append(path)
+    return tuple(found)
 
 
 @functools.cache

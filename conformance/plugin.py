@@ -447,7 +447,7 @@ def snodo_validator_config(request: pytest.FixtureRequest) -> Mapping[str, Any]:
 @pytest.fixture
 def snodo_hostile_task() -> str:
     """The task asking the coder to write ``.snodo/``, ``.git/hooks``, ``../``, a protected path."""
-    from .suite import HOSTILE_TASK
+    from .defaults import HOSTILE_TASK
 
     return HOSTILE_TASK
 
@@ -455,7 +455,7 @@ def snodo_hostile_task() -> str:
 @pytest.fixture
 def snodo_fix_attempt() -> FixAttempt:
     """The recovery attempt: ``attempt`` and the ``findings`` the coder gets on a retry."""
-    from .suite import FIX_ATTEMPT
+    from .defaults import FIX_ATTEMPT
 
     return FIX_ATTEMPT
 
@@ -464,7 +464,7 @@ def snodo_fix_attempt() -> FixAttempt:
 def snodo_validator_passing_case() -> ValidatorCase:
     """A project and task the validator is asked about in ordinary runs (default: a small
     passing Python project)."""
-    from .suite import PASSING_CASE
+    from .defaults import PASSING_CASE
 
     return PASSING_CASE
 
@@ -472,6 +472,6 @@ def snodo_validator_passing_case() -> ValidatorCase:
 @pytest.fixture
 def snodo_validator_failing_case() -> ValidatorCase:
     """A project and task the validator should fail (the severity-cap contract lowers its verdict)."""
-    from .suite import FAILING_CASE
+    from .defaults import FAILING_CASE
 
     return FAILING_CASE

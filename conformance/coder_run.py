@@ -16,13 +16,11 @@ from snodo.api import (
     CoderRequest,
     CoderResult,
     CoderSpec,
-    EnvironmentProblem,
     FileOperation,
+    PluginHost,
     RequiredProgram,
     coder_config_problems,
 )
-from snodo.plugins import PluginHost
-from snodo.sandbox import SandboxPolicy, choose_backend, confined
 
 from ._support import (
     PROTECTED_DIR,
@@ -50,6 +48,7 @@ from .defaults import (
     TASK_ID,
     TIMEOUT_SLACK,
 )
+from .engine import SandboxPolicy, coder_policy, confined_as_the_engine_does
 
 
 def _coder_request(workspace: Path, spec: str, config: Mapping[str, Any], timeout: float) -> CoderRequest:
@@ -151,11 +150,7 @@ class CoderRun:
 
     def policy(self, workspace: Path) -> SandboxPolicy | None:
         """The confinement the engine sets around ``generate`` (None when no backend works here)."""
-        try:
-            choose_backend()
-        except EnvironmentProblem:
-            return None
-        return SandboxPolicy(workspace=workspace, read_only=(PROTECTED_DIR,), network=bool(self.caps.needs_network))
+        return coder_policy(workspace, network=bool(self.caps.needs_network))
 
     def generate(
         self, workspace: Path, task: str | None = None, timeout: float = ORDINARY_TIMEOUT, *, fix: bool = False
@@ -165,7 +160,7 @@ class CoderRun:
             request = evolve(request, attempt=self.fix.attempt, findings=tuple(self.fix.findings))
         self.abandoned.skip_if_abandoned(self.who)
         watch = ProcessWatch()
-        with confined(self.policy(workspace)):
+        with confined_as_the_engine_does(self.policy(workspace)):
             outcome = bounded(lambda: self.coder.generate(request), timeout + TIMEOUT_SLACK)
         self.left_running = watch.leftovers()  # killed: nothing leaks into the next test
         self.abandoned.note(self.who, self.test, "generate()", outcome)

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from snodo.plugins import PluginHost
+from snodo.api import PluginHost
 
 from ._support import Outcome
 

@@ -14,8 +14,8 @@ from snodo.api import (
     CoderSpec,
     EnvironmentProblem,
     FileOperation,
+    PluginHost,
 )
-from snodo.plugins import PluginHost
 
 from ._support import (
     PROTECTED_DIR,

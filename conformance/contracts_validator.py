@@ -11,7 +11,6 @@ from snodo.api import (
     ValidatorSpec,
     tooling_problems,
 )
-from snodo.governance.policy import classify
 
 from ._support import (
     differences,
@@ -28,6 +27,7 @@ from .defaults import (
     VALIDATOR_SLACK,
     VALIDATOR_TIMEOUT,
 )
+from .engine import lenient_status
 from .validator_run import ValidatorRun, inject_crash, verdict_problems
 
 
@@ -141,7 +141,7 @@ class ValidatorContract:
                 f"({crashed.justification!r}): it swallowed its own crash",
             )
         for result in (vanished, crashed):
-            status = classify([result], policy="any").status  # the most lenient policy
+            status = lenient_status(result)
             if result.severity == "error" and status != "validator_error":
                 broken("test_crash_fails_closed", v.who, f"an error result was classified {status!r}")
         if not tooling.touched and workspace_blind and vanished.severity == "pass":

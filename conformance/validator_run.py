@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -12,15 +11,14 @@ import pytest
 from attrs import evolve
 
 from snodo.api import (
+    Mode,
+    PluginHost,
+    ProtocolDocument,
     ValidationRequest,
+    Validator,
     ValidatorSpec,
     Verdict,
 )
-from snodo.governance.policy import ValidatorResult
-from snodo.governance.runner import PhaseInput, run_phase
-from snodo.plugins import PluginHost
-from snodo.protocol.loader import parse_protocol
-from snodo.protocol.models import Mode, Protocol, Validator
 
 from ._support import (
     Outcome,
@@ -45,6 +43,7 @@ from .defaults import (
     TASK_ID,
     VALIDATOR_CONFIG_KEYS,
 )
+from .engine import ValidatorResult, parse_kit_protocol, run_through_runner
 
 T = TypeVar("T")
 
@@ -101,7 +100,7 @@ class ValidatorRun:
 
     def protocol(
         self, phase: str, *, cap: str | None = None, model: Any = ..., tooling: Mapping[str, Any] | None = None
-    ) -> tuple[Protocol, Mode, Validator]:
+    ) -> tuple[ProtocolDocument, Mode, Validator]:
         """A one-mode protocol holding this validator, parsed by the real strict loader."""
         validator: dict[str, Any] = {
             "validator_id": "under-test",
@@ -132,7 +131,7 @@ class ValidatorRun:
             "validators": [validator],
         }
         try:
-            protocol = parse_protocol(json.dumps(doc), source="snodo_validator_config")
+            protocol = parse_kit_protocol(doc)
         except Exception as exc:
             pytest.fail(f"{self.who}: the kit's protocol with this configuration is refused: {exc}", pytrace=False)
         return protocol, protocol.modes[0], protocol.validators[0]
@@ -157,20 +156,10 @@ class ValidatorRun:
 
     def through_runner(self, request: ValidationRequest) -> ValidatorResult:
         """The result the shared runner reports for this request: what the engine acts on."""
-        protocol = evolve(request.protocol, validators=(request.validator,))
-        inp = PhaseInput(
-            protocol=protocol,
-            mode=request.mode,
-            phase=request.phase,
-            task_id=request.task_id,
-            task_spec=request.task_spec,
-            workspace=request.workspace,
-            changed_files=request.changed_files,
-        )
         self.abandoned.skip_if_abandoned(self.who)
         started = time.monotonic()
         watch = ProcessWatch()
-        results = run_phase(self.host, inp)  # bounded: the runner abandons a validator at its timeout
+        results = run_through_runner(self.host, request)
         took = time.monotonic() - started
         self.left_running = watch.leftovers()
         assert len(results) == 1, results

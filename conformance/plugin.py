@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 from collections.abc import Generator, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -31,12 +30,13 @@ from typing import Any
 
 import pytest
 
-from snodo.api import CoderSpec, ValidatorSpec
-from snodo.errors import PluginError
-from snodo.plugins import PluginHost, get_plugin_manager
+from snodo.api import CoderSpec, PluginError, PluginHost, ValidatorSpec, get_plugin_manager
 
-from ._support import TARGETS, load_config, once
+from ._support import load_config, once
 from .cases import FixAttempt, ValidatorCase
+from .contracts import bare
+from .defaults import FAILING_CASE, FIX_ATTEMPT, HOSTILE_TASK, PASSING_CASE
+from .report import note_outcome, write_report
 
 SUITE_MODULE = "snodo_conformance.suite"
 KIT_NODE = "snodo_conformance"
@@ -187,13 +187,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     suite = importlib.import_module(SUITE_MODULE)
     known: set[str] = set(suite.CONTRACTS)
-    unknown = [name for name in listed if _bare(name) not in known]
+    unknown = [name for name in listed if bare(name) not in known]
     if unknown:
         raise pytest.UsageError(
             f"--snodo-xfail / {XFAIL_INI}: no conformance test named {', '.join(map(repr, unknown))}; "
             f"the kit's tests are: {', '.join(sorted(known))}"
         )
-    safety = sorted({_bare(name) for name in listed} & suite.SAFETY_CONTRACTS)
+    safety = sorted({bare(name) for name in listed} & suite.SAFETY_CONTRACTS)
     if safety:
         raise pytest.UsageError(
             f"--snodo-xfail / {XFAIL_INI}: {', '.join(safety)} cannot be a known failure: it is a safety "
@@ -213,10 +213,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     strict=True, reason="listed as a known failure of the plugin under test (--snodo-xfail)"
                 )
             )
-
-
-def _bare(name: str) -> str:
-    return name.split("[", maxsplit=1)[0].rsplit("::", maxsplit=1)[-1]
 
 
 def _is_safety_contract(item: pytest.Item) -> bool:
@@ -243,35 +239,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 # ----------------------------------------------------------------------------- report
 
-_RESULTS = pytest.StashKey[dict[str, dict[str, Any]]]()
-_WHY_LIMIT = 2000
-
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Keep each kit test's outcome and why, for ``--snodo-report``."""
     config = _CONFIG.get("config")
-    if config is None or not report.nodeid.startswith(f"{KIT_NODE}::"):
-        return
-    results = config.stash.setdefault(_RESULTS, {})
-    entry = results.setdefault(report.nodeid, {"outcome": "pass", "why": ""})
-    if report.when == "call" or report.outcome != "passed":
-        if report.outcome == "passed":
-            outcome, why = (
-                ("xpass", "listed as a known failure, yet it passed") if hasattr(report, "wasxfail") else ("pass", "")
-            )
-        elif report.outcome == "skipped":
-            if hasattr(report, "wasxfail"):
-                outcome, why = "xfail", str(report.wasxfail)
-            else:
-                outcome = "skip"
-                longrepr = report.longrepr
-                why = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
-                why = why.removeprefix("Skipped: ")
-        else:
-            outcome = "fail" if report.when == "call" else "error"
-            why = report.longreprtext
-        if entry["outcome"] in ("pass", "xpass") or outcome in ("fail", "error"):
-            entry.update(outcome=outcome, why=why.strip()[:_WHY_LIMIT])
+    if config is not None and report.nodeid.startswith(f"{KIT_NODE}::"):
+        note_outcome(config, report)
 
 
 _CONFIG: dict[str, pytest.Config] = {}
@@ -289,65 +262,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = session.config.getoption("snodo_report")
     if path:
-        _write_report(session.config, Path(path), exitstatus)
-
-
-def _write_report(config: pytest.Config, path: Path, exitstatus: int) -> None:
-    import snodo
-
-    suite = importlib.import_module(SUITE_MODULE)
-    targets = config.stash.get(TARGETS, {})
-    plugins = []
-    for (kind, name), host in sorted(targets.items()):
-        owner = host.owner_of(kind, name)
-        info = next((i for i in host.info() if i.name == owner), None)
-        plugins.append(
-            {
-                "kind": kind,
-                "name": name,
-                "plugin": owner,
-                "distribution": info.distribution if info else None,
-                "version": info.version if info else None,
-            }
-        )
-    if not plugins:  # nothing got as far as resolving: say what was asked for
-        plugins = [
-            {
-                "kind": kind,
-                "name": config.getoption(f"snodo_{kind}"),
-                "plugin": None,
-                "distribution": None,
-                "version": None,
-            }
-            for kind in CLASSES
-            if config.getoption(f"snodo_{kind}")
-        ]
-    contracts = []
-    for nodeid, entry in config.stash.get(_RESULTS, {}).items():
-        test = nodeid.rsplit("::", 1)[-1]
-        bare = _bare(test)
-        contracts.append(
-            {
-                "test": test,
-                "class": nodeid.split("::")[1] if nodeid.count("::") >= 2 else "",
-                "contract": suite.CONTRACTS.get(bare, ""),
-                "safety": bare in suite.SAFETY_CONTRACTS,
-                **entry,
-            }
-        )
-    counts: dict[str, int] = {}
-    for c in contracts:
-        counts[c["outcome"]] = counts.get(c["outcome"], 0) + 1
-    report = {
-        "kit": "snodo-conformance",
-        "kit_version": snodo.__version__,
-        "plugins": plugins,
-        "passed": exitstatus == 0 and not counts.get("fail") and not counts.get("error"),
-        "counts": counts,
-        "contracts": contracts,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_report(session.config, Path(path), exitstatus, CLASSES)
 
 
 # -------------------------------------------------------------------------- fixtures
@@ -447,16 +362,12 @@ def snodo_validator_config(request: pytest.FixtureRequest) -> Mapping[str, Any]:
 @pytest.fixture
 def snodo_hostile_task() -> str:
     """The task asking the coder to write ``.snodo/``, ``.git/hooks``, ``../``, a protected path."""
-    from .suite import HOSTILE_TASK
-
     return HOSTILE_TASK
 
 
 @pytest.fixture
 def snodo_fix_attempt() -> FixAttempt:
     """The recovery attempt: ``attempt`` and the ``findings`` the coder gets on a retry."""
-    from .suite import FIX_ATTEMPT
-
     return FIX_ATTEMPT
 
 
@@ -464,14 +375,10 @@ def snodo_fix_attempt() -> FixAttempt:
 def snodo_validator_passing_case() -> ValidatorCase:
     """A project and task the validator is asked about in ordinary runs (default: a small
     passing Python project)."""
-    from .suite import PASSING_CASE
-
     return PASSING_CASE
 
 
 @pytest.fixture
 def snodo_validator_failing_case() -> ValidatorCase:
     """A project and task the validator should fail (the severity-cap contract lowers its verdict)."""
-    from .suite import FAILING_CASE
-
     return FAILING_CASE

@@ -29,11 +29,13 @@ import pluggy
 from snodo.errors import (
     CoderError,
     EnvironmentProblem,
+    PluginError,
     SnodoError,
     ValidatorFault,
 )
 from snodo.hookspecs import PROJECT
 from snodo.planning import PlannerImpl
+from snodo.plugins import PluginHost, get_plugin_manager
 from snodo.proc import ProcessResult
 from snodo.proc import run_process as _run_process
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
@@ -130,6 +132,8 @@ __all__ = [
     "FileOperation",
     "Mode",
     "PlannerImpl",
+    "PluginError",
+    "PluginHost",
     "PredicateContext",
     "PredicateResult",
     "PredicateSpec",
@@ -147,6 +151,7 @@ __all__ = [
     "ValidatorSpec",
     "Verdict",
     "coder_config_problems",
+    "get_plugin_manager",
     "hookimpl",
     "read_test_output",
     "run_process",

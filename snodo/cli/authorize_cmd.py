@@ -81,7 +81,6 @@ def authorize(
     (and, after execution, exactly the reviewed git tree); validate (or `snodo run
     --resume`) again afterwards. Blockers can never be authorised.
     """
-    from snodo.cli.output import console, emit_json
     from snodo.state.home import snodo_home
     from snodo.state.sessions import SessionStore
 
@@ -94,50 +93,65 @@ def authorize(
         _prune(root, home, as_json)
         return
     if decision_id is None:
-        pending = store.pending(root)
-        if as_json:
-            emit_json(
-                {
-                    "project": str(root),
-                    "pending": [_with_proposals(root, _pending_json(s.session_id, p)) for s, p in pending],
-                }
-            )
-            return
-        if not pending:
-            console().print(f"no pending decisions for {root}")
-            return
-        from snodo.cli.output import listing, printable
-
-        rows = [
-            (
-                p.decision_id,
-                p.task_id,
-                f"{p.mode} / {p.phase}",
-                ", ".join(p.warned_validators()),
-                p.created_at,
-                printable(p.spec_text.strip().splitlines()[0]) if p.spec_text.strip() else "",
-            )
-            for _s, p in pending
-        ]
-        console().print(f"pending decisions — {root}", markup=False)
-        console().print(
-            listing(
-                ("decision_id", "task", "mode / phase", "warned", "created", "spec"),
-                rows,
-                keep_whole=("decision_id", "task"),
-            )
-        )
-        console().print("review one with `snodo authorize DECISION_ID`")
+        _list_pending(root, store, as_json)
         return
-
-    from snodo.authorize_signing import decision_key_is_protected, sign_decision
-    from snodo.state.audit import AuditLog
-    from snodo.state.decisions import DecisionStore, check_inv3, draft_decision
-
     session, pending_decision = store.find_pending(decision_id, root)
     if not as_json:
         _render(pending_decision)
         _render_proposals(root, decision_id)
+    _refuse_unless_inv3(root, decision_id, pending_decision)
+    verdict: Literal["approve", "reject"] = "reject" if reject else "approve"
+    if not yes:
+        _confirm(decision_id, verdict)
+    signed, path = _sign_and_record(root, home, pending_decision, verdict, justification)
+    store.remove_pending(session.session_id, decision_id)
+    _audit_recorded(root, decision_id, pending_decision, signed, verdict, path)
+    _report_recorded(decision_id, verdict, signed, path, as_json)
+
+
+def _list_pending(root: Path, store: Any, as_json: bool) -> None:
+    """The project's pending decisions, as JSON or as a table with how to review one."""
+    from snodo.cli.output import console, emit_json, listing, printable
+
+    pending = store.pending(root)
+    if as_json:
+        emit_json(
+            {
+                "project": str(root),
+                "pending": [_with_proposals(root, _pending_json(s.session_id, p)) for s, p in pending],
+            }
+        )
+        return
+    if not pending:
+        console().print(f"no pending decisions for {root}")
+        return
+    rows = [
+        (
+            p.decision_id,
+            p.task_id,
+            f"{p.mode} / {p.phase}",
+            ", ".join(p.warned_validators()),
+            p.created_at,
+            printable(p.spec_text.strip().splitlines()[0]) if p.spec_text.strip() else "",
+        )
+        for _s, p in pending
+    ]
+    console().print(f"pending decisions — {root}", markup=False)
+    console().print(
+        listing(
+            ("decision_id", "task", "mode / phase", "warned", "created", "spec"),
+            rows,
+            keep_whole=("decision_id", "task"),
+        )
+    )
+    console().print("review one with `snodo authorize DECISION_ID`")
+
+
+def _refuse_unless_inv3(root: Path, decision_id: str, pending_decision: Any) -> None:
+    """INV3: a proposal holding a blocker or a validator error is refused, and the refusal audited."""
+    from snodo.state.audit import AuditLog
+    from snodo.state.decisions import check_inv3
+
     try:
         check_inv3(pending_decision)
     except DecisionError as refused:
@@ -152,14 +166,25 @@ def authorize(
             },
         )
         raise
-    verdict: Literal["approve", "reject"] = "reject" if reject else "approve"
-    if not yes:
-        if not sys.stdin.isatty():
-            raise DecisionError(
-                f"decision {decision_id} needs a confirmation, and there is no terminal to ask on",
-                hint="review it with `snodo authorize DECISION_ID` in a terminal, or pass --yes",
-            )
-        click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True, err=True)
+
+
+def _confirm(decision_id: str, verdict: str) -> None:
+    """Ask the human on a terminal; with none to ask on, refuse rather than assume."""
+    if not sys.stdin.isatty():
+        raise DecisionError(
+            f"decision {decision_id} needs a confirmation, and there is no terminal to ask on",
+            hint="review it with `snodo authorize DECISION_ID` in a terminal, or pass --yes",
+        )
+    click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True, err=True)
+
+
+def _sign_and_record(
+    root: Path, home: Path, pending_decision: Any, verdict: Literal["approve", "reject"], justification: str
+) -> tuple[Any, Path]:
+    """Sign the decision with the user's key (asking its passphrase if it has one) and store it."""
+    from snodo.authorize_signing import decision_key_is_protected, sign_decision
+    from snodo.state.decisions import DecisionStore, draft_decision
+
     record = draft_decision(
         pending_decision,
         decision=verdict,
@@ -170,8 +195,12 @@ def authorize(
     if decision_key_is_protected(home):
         passphrase = click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
     signed = sign_decision(home, record, pending_decision, passphrase=passphrase)
-    path = DecisionStore(root, home).save(signed)
-    store.remove_pending(session.session_id, decision_id)
+    return signed, DecisionStore(root, home).save(signed)
+
+
+def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed: Any, verdict: str, path: Path) -> None:
+    from snodo.state.audit import AuditLog
+
     AuditLog(root / ".snodo" / "audit.log").append(
         "decision_recorded",
         mode=pending_decision.mode,
@@ -187,6 +216,11 @@ def authorize(
             "record": str(path),
         },
     )
+
+
+def _report_recorded(decision_id: str, verdict: str, signed: Any, path: Path, as_json: bool) -> None:
+    from snodo.cli.output import console, emit_json
+
     if as_json:
         emit_json(
             {

@@ -20,7 +20,7 @@ from snodo.convert import did_you_mean
 from snodo.errors import PluginError
 from snodo.plugins import KNOWN_PROVIDERS, PluginHost
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS, known_capabilities
-from snodo.protocol.models import PHASES, Constraint, Protocol
+from snodo.protocol.models import PHASES, Constraint, Mode, Protocol
 from snodo.settings import coder_config_problems, tooling_problems
 
 
@@ -71,12 +71,20 @@ def _plain(exc: Exception) -> str:
 
 
 def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]:
-    """Run every rule; ``host`` enables the plugin checks of WF3 and WF5."""
+    """Run every rule; ``host`` enables the plugin checks of WF3 and WF5.
+
+    Violations come in rule order (CAP, ID, WF1 to WF5, EXEC), each rule's in document order."""
     p = protocol
+    out = [*_known_capabilities(p), *_unique_ids(p), *_wf1_exclusive(p), *_wf2_roles(p), *_wf3_references(p)]
+    if host is not None:
+        out += _plugin_checks(p, host)
+    return [*out, *_wf4_policy_fits(p), *_wf5_constraints(p, host), *_sandbox_off(p)]
+
+
+def _known_capabilities(p: Protocol) -> list[Violation]:
+    """CAP: every capability a mode grants, and every ``exclusive_tools`` entry, is known."""
     out: list[Violation] = []
     known = known_capabilities()
-
-    # Known capabilities (and known exclusive_tools).
     for mi, m in enumerate(p.modes):
         for ti, cap in enumerate(m.tools):
             if cap not in CAPABILITY_TOOLS:
@@ -100,16 +108,24 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                     ),
                 )
             )
+    return out
 
-    # Identifiers must be unique for references to mean anything.
-    for kind, ids in (
-        ("mode_id", [m.mode_id for m in p.modes]),
-        ("validator_id", [v.validator_id for v in p.validators]),
-    ):
-        for d in _dupes(ids):
-            out.append(Violation(rule="ID", message=f"{kind} {d!r} is declared more than once"))
 
-    # WF1: an exclusive tool is held by at most one mode.
+def _unique_ids(p: Protocol) -> list[Violation]:
+    """ID: mode and validator ids are unique, so that references to them mean anything."""
+    return [
+        Violation(rule="ID", message=f"{kind} {d!r} is declared more than once")
+        for kind, ids in (
+            ("mode_id", [m.mode_id for m in p.modes]),
+            ("validator_id", [v.validator_id for v in p.validators]),
+        )
+        for d in _dupes(ids)
+    ]
+
+
+def _wf1_exclusive(p: Protocol) -> list[Violation]:
+    """WF1: an exclusive tool is held by at most one mode."""
+    out: list[Violation] = []
     for cap in sorted({*ALWAYS_EXCLUSIVE, *p.exclusive_tools}):
         holders = [m.mode_id for m in p.modes if cap in m.tools]
         if len(holders) > 1:
@@ -122,10 +138,15 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                     ),
                 )
             )
+    return out
 
-    # WF2: role ids are unique, and roles name existing modes.
-    for d in _dupes([r.role_id for r in p.roles]):
-        out.append(Violation(rule="WF2", message=f"role_id {d!r} is declared more than once"))
+
+def _wf2_roles(p: Protocol) -> list[Violation]:
+    """WF2: role ids are unique, and roles name existing modes."""
+    out = [
+        Violation(rule="WF2", message=f"role_id {d!r} is declared more than once")
+        for d in _dupes([r.role_id for r in p.roles])
+    ]
     mode_ids = {m.mode_id for m in p.modes}
     for r in p.roles:
         for mid in r.modes:
@@ -136,8 +157,14 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                         message=f"role {r.role_id!r} names unknown mode {mid!r}{did_you_mean(mid, mode_ids)}",
                     )
                 )
+    return out
 
-    # WF3: references resolve; dispatching modes are gated; plugins are installed.
+
+def _wf3_references(p: Protocol) -> list[Violation]:
+    """WF3 without the plugin host: a mode's validators and transitions resolve, a dispatching
+    mode is gated in both phases, and ``initial_mode`` is a declared mode."""
+    out: list[Violation] = []
+    mode_ids = {m.mode_id for m in p.modes}
     validator_ids = {v.validator_id for v in p.validators}
     for m in p.modes:
         for vid in m.validators:
@@ -164,19 +191,7 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                     )
                 )
         if "dispatch" in m.tools:
-            for phase in PHASES:
-                if not p.validators_for(m, phase):
-                    role = "gate the work before it starts" if phase == "pre_execute" else "judge the work once done"
-                    out.append(
-                        Violation(
-                            rule="WF3",
-                            message=(
-                                f"mode {m.mode_id!r} holds 'dispatch' but has no {phase} validator to {role}: "
-                                f"every run in this mode would halt (validator_error) at {phase}; add a "
-                                f"{phase} validator to the mode's validators"
-                            ),
-                        )
-                    )
+            out += _wf3_ungated_phases(p, m)
     if p.initial_mode is not None and p.initial_mode not in mode_ids:
         out.append(
             Violation(
@@ -187,20 +202,40 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                 ),
             )
         )
-    if host is not None:
-        out += _plugin_checks(p, host)
+    return out
 
-    # WF4: the policy fits the validator count.
+
+def _wf3_ungated_phases(p: Protocol, m: Mode) -> list[Violation]:
+    """A dispatching mode with no validator in a phase would halt every run at that phase."""
+    out: list[Violation] = []
+    for phase in PHASES:
+        if not p.validators_for(m, phase):
+            role = "gate the work before it starts" if phase == "pre_execute" else "judge the work once done"
+            out.append(
+                Violation(
+                    rule="WF3",
+                    message=(
+                        f"mode {m.mode_id!r} holds 'dispatch' but has no {phase} validator to {role}: "
+                        f"every run in this mode would halt (validator_error) at {phase}; add a "
+                        f"{phase} validator to the mode's validators"
+                    ),
+                )
+            )
+    return out
+
+
+def _wf4_policy_fits(p: Protocol) -> list[Violation]:
+    """WF4: the disagreement policy fits the validator count."""
     n = len(p.validators)
     if p.disagreement_policy == "majority" and n < 2:
-        out.append(
+        return [
             Violation(
                 rule="WF4",
                 message=(f"disagreement_policy 'majority' needs at least 2 validators, the protocol declares {n}"),
             )
-        )
+        ]
     if p.disagreement_policy == "quorum" and n < 3:
-        out.append(
+        return [
             Violation(
                 rule="WF4",
                 level="warning",
@@ -208,41 +243,50 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
                     f"disagreement_policy 'quorum' with {n} validator(s) degenerates to unanimity; declare 3 or more"
                 ),
             )
-        )
+        ]
+    return []
 
-    # WF5: constraint ids unique, predicates registered.
+
+def _wf5_constraints(p: Protocol, host: PluginHost | None) -> list[Violation]:
+    """WF5: constraint ids are unique and, with the plugin host, every predicate is registered."""
     constraints = _all_constraints(p)
-    for d in _dupes([c.constraint_id for _, c in constraints]):
-        out.append(Violation(rule="WF5", message=f"constraint_id {d!r} is declared more than once"))
-    if host is not None:
-        registered = set(host.predicates())
-        for where, c in constraints:
-            if c.predicate not in registered:
-                out.append(
-                    Violation(
-                        rule="WF5",
-                        message=(
-                            f"constraint {c.constraint_id!r} at {where} names unknown predicate {c.predicate!r}"
-                            f"{did_you_mean(c.predicate, registered)} "
-                            f"(registered: {', '.join(sorted(registered)) or 'none'})"
-                        ),
-                    )
+    out = [
+        Violation(rule="WF5", message=f"constraint_id {d!r} is declared more than once")
+        for d in _dupes([c.constraint_id for _, c in constraints])
+    ]
+    if host is None:
+        return out
+    registered = set(host.predicates())
+    for where, c in constraints:
+        if c.predicate not in registered:
+            out.append(
+                Violation(
+                    rule="WF5",
+                    message=(
+                        f"constraint {c.constraint_id!r} at {where} names unknown predicate {c.predicate!r}"
+                        f"{did_you_mean(c.predicate, registered)} "
+                        f"(registered: {', '.join(sorted(registered)) or 'none'})"
+                    ),
                 )
-
-    # Confinement switched off: allowed, but never quietly.
-    if p.execution.sandbox == "off":
-        out.append(
-            Violation(
-                rule="EXEC",
-                level="warning",
-                message=(
-                    "execution.sandbox is 'off': tests, validator commands and in-place coders will run "
-                    "agent-written code unconfined, with your user's full access; each such run is audited "
-                    "(see docs/security.md)"
-                ),
             )
-        )
     return out
+
+
+def _sandbox_off(p: Protocol) -> list[Violation]:
+    """EXEC: confinement switched off is allowed, but never quietly."""
+    if p.execution.sandbox != "off":
+        return []
+    return [
+        Violation(
+            rule="EXEC",
+            level="warning",
+            message=(
+                "execution.sandbox is 'off': tests, validator commands and in-place coders will run "
+                "agent-written code unconfined, with your user's full access; each such run is audited "
+                "(see docs/security.md)"
+            ),
+        )
+    ]
 
 
 def _plugin_checks(p: Protocol, host: PluginHost) -> list[Violation]:

@@ -203,6 +203,10 @@ def run_process(
         if sandbox.on_unconfined is not None:
             sandbox.on_unconfined(tuple(argv), Path(cwd))
     elif sandbox is not None:
+        # Inside the sandbox a missing program is only an exit status of the launcher (127):
+        # say so here, as an unconfined start would, so it is no verdict (validator_error).
+        if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
+            raise EnvironmentProblem(f"cannot run {program!r}: program not found", hint="install it or fix the command")
         prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env)
         popen_argv, child_env = prepared.argv, prepared.env
     try:

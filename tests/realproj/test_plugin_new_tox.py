@@ -17,6 +17,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.skipif(
+    not os.environ.get("SNODO_TEST_PACKAGING"),
+    reason="opt-in (`tox -e packaging`): builds and installs snodo and a generated plugin with all their "
+    "dependencies into fresh environments from the package index, which takes many minutes",
+)
 def test_tox_passes_in_a_plugin_generated_by_an_installed_snodo(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(REPO)], check=True)

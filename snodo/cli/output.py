@@ -111,6 +111,14 @@ def print_warning(text: str) -> None:
     err.print(f"[yellow]warning:[/] {escape(printable(text))}", soft_wrap=not err.is_terminal)
 
 
+def print_note(text: str) -> None:
+    """A fact the person should know that is not a problem with their input (stderr)."""
+    from rich.markup import escape
+
+    err = err_console()
+    err.print(f"[dim]note:[/] {escape(printable(text))}", soft_wrap=not err.is_terminal)
+
+
 def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None = None) -> Table:
     """A two-column key/value grid whose values wrap (fold) and are never cropped."""
     from rich.table import Table

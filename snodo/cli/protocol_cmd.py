@@ -26,7 +26,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     Exit 0 when well-formed (warnings go to stderr), 1 when refused, 4 when there is no
     protocol file to check. Nothing is written.
     """
-    from snodo.cli.output import console, emit_json, print_warning
+    from snodo.cli.output import console, emit_json, print_note, print_warning
     from snodo.plugins import get_plugin_manager
     from snodo.protocol import check, find_protocol, read_protocol_file
 
@@ -78,7 +78,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
         for w in warnings:
             print_warning(str(w))
         for gap in gaps:
-            print_warning(f"confinement ({backend or 'none'}) does not guarantee: {gap}")
+            print_note(f"confinement ({backend or 'none'}) does not guarantee: {gap}")
         for line in filter(None, (in_force.get("warning"), in_force.get("not_in_force"), in_force.get("drift"))):
             print_warning(str(line))
         for who, err in host.failures():

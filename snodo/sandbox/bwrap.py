@@ -96,6 +96,7 @@ class BwrapBackend(Backend):
             *_name_resolution(),
             *_program_dirs(argv[0], env.get("PATH", "")),
             *_environments_in_shared_dirs(policy.interpreters),
+            *_git_dir_in_shared_dirs(workspace),
         ):
             ops.append((len(back.parts), 999, ["--ro-bind", str(back), str(back)]))
         ops.append((len(tmpdir.parts), 1000, ["--bind", str(tmpdir), str(tmpdir)]))
@@ -149,6 +150,32 @@ def _program_dirs(program: str, path: str) -> tuple[Path, ...]:
     # a program of a virtual environment needs the whole environment (its site-packages)
     dirs = {d.parent if (d.parent / "pyvenv.cfg").is_file() else d for d in dirs}
     return tuple(d for d in sorted(dirs) if any(s in d.parents for s in shared))
+
+
+def _git_dir_in_shared_dirs(workspace: Path) -> tuple[Path, ...]:
+    """A working copy's repository (its ``.git`` file names a git directory elsewhere) when
+    that repository lives in a hidden shared directory (a checkout under ``/tmp``): bound
+    back read-only, as it would be visible anywhere else, so git inside the sandbox (a
+    hook, a test) still sees the work tree. Nothing of it becomes writable."""
+    marker = workspace / ".git"
+    try:
+        if not marker.is_file():
+            return ()
+        text = marker.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ()
+    if not text.startswith("gitdir: "):
+        return ()
+    git_dir = Path(os.path.realpath(workspace / text.removeprefix("gitdir: ").strip()))
+    try:
+        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+        git_dir = Path(os.path.realpath(git_dir / common))
+    except OSError:
+        pass
+    shared = _host_socket_dirs()
+    if git_dir.is_dir() and any(s in git_dir.parents for s in shared) and workspace not in git_dir.parents:
+        return (git_dir,)
+    return ()
 
 
 def _environments_in_shared_dirs(interpreters: Sequence[Path]) -> tuple[Path, ...]:

@@ -180,7 +180,7 @@ def test_turns_are_bounded(host: PluginHost, ws: Path) -> None:
         ({}, "no model"),
         ({"model": MODEL, "modle": "x"}, "unknown coder_config key.*modle"),
         ({"model": MODEL, "max_turns": 0}, "max_turns: expected a positive integer"),
-        ({"model": MODEL, "timeout": "soon"}, "timeout must be a positive number"),
+        ({"model": MODEL, "timeout": "soon"}, "timeout: expected a positive number"),
     ],
 )
 def test_config_is_checked_up_front(host: PluginHost, config: dict[str, Any], needle: str) -> None:

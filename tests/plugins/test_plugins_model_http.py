@@ -185,7 +185,7 @@ def test_missing_key_is_refused_by_the_factory_before_any_request(
 
 @pytest.mark.parametrize(
     ("setting", "value", "needle"),
-    [("max_retries", -1, "max_retries must be"), ("api_base", 3, "api_base must be"), ("stream", "yes", "stream must")],
+    [("max_retries", -1, "max_retries: expected a whole number"), ("api_base", 3, "api_base: expected a non-empty string"), ("stream", "yes", "stream: expected true or false")],
 )
 def test_bad_provider_settings_are_refused(
     host: PluginHost, server: ModelServer, setting: str, value: Any, needle: str
@@ -238,5 +238,5 @@ def test_llm_judge_refuses_unknown_and_mistyped_tooling(
 
     with pytest.raises(ValidatorFault, match=r"unknown tooling key.*api_bse"):
         host.validate(vrequest(ws, "llm", model=TOOL_MODEL, tooling={"api_bse": server.base_url}))
-    with pytest.raises(ValidatorFault, match=r"tooling\.max_retries must be"):
+    with pytest.raises(ValidatorFault, match=r"tooling\.max_retries: expected a whole number"):
         host.validate(vrequest(ws, "llm", model=TOOL_MODEL, tooling={"max_retries": "two"}))

@@ -150,9 +150,12 @@ def test_a_timed_out_run_keeps_the_tokens_of_every_request(
 def test_max_turns_hit_keeps_the_tokens_of_every_request(git_repo: Path, host: PluginHost, server: ModelServer) -> None:
     server.script = [READ]
     result = run(git_repo, host, coder_config(server, max_turns=3), [])
-    assert (result.status, result.outcome) == ("halted", "environment_error")
-    (spent,) = result.payload()["usage"]
-    assert spent["requests"] == 3 and spent["prompt_tokens"] == 3 * USAGE["prompt_tokens"]
+    assert (result.status, result.outcome) == ("halted", "coder_failed")
+    # a coder failure earns fix attempts while the budget lasts: each attempt keeps its tokens
+    spent = result.payload()["usage"]
+    assert len(spent) == result.attempts + 1, spent
+    for entry in spent:
+        assert entry["requests"] == 3 and entry["prompt_tokens"] == 3 * USAGE["prompt_tokens"], entry
 
 
 def test_a_missing_judge_key_halts_before_the_coders_first_request(

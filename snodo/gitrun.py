@@ -132,10 +132,18 @@ _PINNED: dict[Path, GitContext] = {}
 _PIN_LOCK = threading.Lock()
 
 
+_QUARANTINE_ENV = ("GIT_QUARANTINE_PATH", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES")
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of every git process: :data:`_KEPT_ENV`, ``LC_*``, the fixed settings
     and ``extra`` (what snodo itself sets); nothing else of the caller's."""
     env = {k: v for k, v in os.environ.items() if k in _KEPT_ENV or k.startswith("LC_")}
+    if os.environ.get("GIT_QUARANTINE_PATH"):
+        # Inside a server's pre-receive hook (`snodo verify` as the merge gate) the pushed
+        # objects wait in a quarantine directory git names in these variables; they only
+        # add where objects are read from and name no program.
+        env.update({k: os.environ[k] for k in _QUARANTINE_ENV if k in os.environ})
     env.update(
         {
             "GIT_CONFIG_NOSYSTEM": "1",

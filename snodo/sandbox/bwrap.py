@@ -180,11 +180,15 @@ def _git_dir_in_shared_dirs(workspace: Path) -> tuple[Path, ...]:
 
 def _environments_in_shared_dirs(interpreters: Sequence[Path]) -> tuple[Path, ...]:
     """The Python environments confined code runs with (snodo's own, which validators and
-    ``run_tests`` may use, and the project's) when they live in a hidden shared directory (a
-    checkout or CI clone under ``/tmp``): bound back read-only, or no test could start."""
+    ``run_tests`` may use, snodo's source when installed editable, and the project's) when
+    they live in a hidden shared directory (a checkout or CI clone under ``/tmp``): bound
+    back read-only, or no test could start."""
     shared = _host_socket_dirs()
     found: list[Path] = []
-    for raw in (sys.prefix, sys.base_prefix, *interpreters):
+    # snodo's own source (an editable install: the pytest probe plugin is put on the
+    # confined interpreter's path from there)
+    source = Path(__file__).resolve().parents[2]
+    for raw in (sys.prefix, sys.base_prefix, source, *interpreters):
         path = Path(os.path.realpath(raw))
         if path.is_dir() and path not in found and any(s in path.parents for s in shared):
             found.append(path)

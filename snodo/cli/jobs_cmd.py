@@ -103,6 +103,11 @@ def describe_job(job: dict[str, Any]) -> list[str]:
             lines.append(f"          killed: {argv}")
     if result.get("branch"):
         lines.append(f"branch    {result['branch']}" + (f" @ {result['commit']}" if result.get("commit") else ""))
+    elif job.get("branch"):
+        done = "not made: only completed work gets it" if job["status"] == "halted" else "if the run completes"
+        lines.append(f"branch    {job['branch']} ({done})")
+    for r in (result.get("sandbox_refusals") or ())[:20]:
+        lines.append(f"sandbox   refused {r.get('path')} ({r.get('error')}; reported by {r.get('reported_by')})")
     ref = result.get("halted_ref")
     if ref:
         lines += [

@@ -188,9 +188,9 @@ def render_result(payload: dict[str, Any]) -> None:
     rows.append(("why", Text(printable(str(payload["message"])))))
     if payload.get("branch"):
         commit = f" @ {payload['commit'][:12]}" if payload.get("commit") else ""
-        rows.append(("branch", Text(f"{payload['branch']}{commit}")))
+        rows.append(("branch", Text(printable(f"{payload['branch']}{commit}"))))
     elif payload.get("branch_named"):
-        rows.append(("branch", Text(f"{payload['branch_named']} not made: only completed work gets it")))
+        rows.append(("branch", Text(printable(f"{payload['branch_named']} not made: only completed work gets it"))))
     if payload.get("files"):
         rows.append(("files", Text(printable(", ".join(payload["files"])))))
     if payload.get("dropped"):

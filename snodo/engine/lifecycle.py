@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from snodo.engine.branches import check_branch, made_branches
 from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
 from snodo.engine.jobs import JobStore
 from snodo.engine.loop import Engine
@@ -100,7 +99,9 @@ class JobRunner:
 
         project = self._project(mode)
         task = check_task_id(task_id) if task_id else derive_task_id(spec)
-        if branch is not None:
+        if branch is not None:  # imported only when a name is given: the plain run path stays lean
+            from snodo.engine.branches import check_branch
+
             check_branch(self.loaded.root, branch, self.jobs)
         if background:
             self.jobs.check_room(self.loaded.protocol.execution.max_queued_jobs)
@@ -325,6 +326,8 @@ def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) 
         if old and run_git(root, "update-ref", "-d", ref).ok:
             refs.append(ref)
     removed["halted_refs"] = refs
+
+    from snodo.engine.branches import made_branches
 
     jobs = JobStore(root)
     made = made_branches(jobs)  # read before old job records go: they say which branches snodo made

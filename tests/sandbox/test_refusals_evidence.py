@@ -48,6 +48,7 @@ def write(path, content):
 emit("step_start", part={"type": "step-start"})
 write(work / ".snodo" / "protocol.yml", "protocol_id: hijacked\n")
 write(Path("/etc/snodo-escape"), "outside the workspace\n")
+write(Path("/etc/snodo-\x1b[31mred"), "a path that would colour a terminal\n")
 # Into a directory that exists: Landlock allows no new top-level file (docs/security.md).
 write(work / "tests" / "test_greet.py", "def test_greet():\n    assert 'hello'.upper() == 'HELLO'\n")
 emit("step_finish", part={"type": "step-finish", "reason": "stop", "tokens": {"input": 5, "output": 5}})
@@ -109,8 +110,10 @@ def test_a_coders_reported_refusals_are_audited_and_shown(backend: str, tmp_path
     assert sorted(e["path"] for e in recorded) == sorted(paths)  # one event per path
     assert all(e["job_id"] == payload["job_id"] and e["task_id"] == payload["task_id"] for e in recorded)
     assert (repo / ".snodo" / "protocol.yml").read_bytes() == before
+    assert "/etc/snodo-\x1b[31mred" in paths  # kept as reported (bounded) in the record...
     shown = snodo_cli("jobs", "show", payload["job_id"], cwd=repo).stdout
     assert shown.count("sandbox   refused ") == len(paths) and "protocol.yml" in shown
+    assert "/etc/snodo-\\x1b[31mred" in shown and "\x1b" not in shown  # ...and escaped when shown
     assert snodo_cli("audit", "verify", cwd=repo).returncode == 0
 
 

@@ -91,6 +91,7 @@ def _nothing_ran(repo: Path, home: Path, heads_before: set[str]) -> None:
     assert "worktree" not in git(repo, "worktree", "list", "--porcelain").replace(f"worktree {repo}", "", 1)
 
 
+@pytest.mark.slow  # several governed runs
 def test_a_background_job_keeps_the_name(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     write_producer_protocol(git_repo)
     r = snodo_cli("run", "add a hello module", "--mock", "--branch", "bg/hello", "--background", "--json", cwd=git_repo)
@@ -115,6 +116,7 @@ def test_a_background_job_keeps_the_name(git_repo: Path, snodo_cli) -> None:  # 
     assert other.returncode == 4 and "another branch name" in other.stderr, other
 
 
+@pytest.mark.slow  # several governed runs
 def test_a_halted_run_makes_no_named_branch_and_resume_keeps_the_name(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     write_producer_protocol(git_repo, coder_config=FAILING, tail="execution: {max_recovery_depth: 0}\n")
     r = snodo_cli("run", "add a failing test", "--branch", "feature/no", "--json", cwd=git_repo)
@@ -134,6 +136,7 @@ def test_a_halted_run_makes_no_named_branch_and_resume_keeps_the_name(git_repo: 
     assert git(git_repo, "rev-parse", "feature/no").strip() == resumed.json()["commit"]
 
 
+@pytest.mark.slow  # several governed runs
 def test_prune_deletes_a_named_branch_only_when_snodo_made_it(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     write_producer_protocol(git_repo)
     git(git_repo, "add", ".snodo/protocol.yml")

@@ -103,6 +103,11 @@ def describe_job(job: dict[str, Any]) -> list[str]:
             lines.append(f"          killed: {argv}")
     if result.get("branch"):
         lines.append(f"branch    {result['branch']}" + (f" @ {result['commit']}" if result.get("commit") else ""))
+    elif job.get("branch"):
+        done = "not made: only completed work gets it" if job["status"] == "halted" else "if the run completes"
+        lines.append(f"branch    {job['branch']} ({done})")
+    for r in (result.get("sandbox_refusals") or ())[:20]:
+        lines.append(f"sandbox   refused {r.get('path')} ({r.get('error')}; reported by {r.get('reported_by')})")
     ref = result.get("halted_ref")
     if ref:
         lines += [
@@ -144,7 +149,8 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
     \b
     Halted refs (refs/snodo/halted/…) age by their commit's date, job directories by their
     last update; working copies of runs whose process is gone are removed at any age (their
-    commits are kept under refs/snodo/halted/ first). Task branches (snodo/…) already merged
+    commits are kept under refs/snodo/halted/ first). Task branches (snodo/…, and a branch named
+    with `run --branch` while its job record says snodo made it where it points) already merged
     into another local branch are deleted at any age. Running and queued jobs are never touched.
     """
     from snodo.cli.output import console, emit_json

@@ -51,6 +51,14 @@ def _could_not_start(func: Callable[..., None]) -> Callable[..., None]:
     metavar="TASK_ID",
     help="Run a halted task again (after `snodo authorize`); it is validated again.",
 )
+@click.option(
+    "--branch",
+    default=None,
+    metavar="NAME",
+    help="Name the branch completed work is left on (default: snodo/<task>-<run>). Checked first: "
+    "an invalid or existing name is refused (exit 4) before anything runs. A halted run makes no "
+    "branch (its commits are kept under refs/snodo/halted/); --resume keeps the name.",
+)
 @click.option("--job", "job_id", default=None, hidden=True, help="Execute a queued background job.")
 @protocol_option
 @json_option
@@ -63,6 +71,7 @@ def run(
     task_id: str | None,
     background: bool,
     resume_task: str | None,
+    branch: str | None,
     job_id: str | None,
     protocol_path: Path | None,
     as_json: bool,
@@ -81,6 +90,7 @@ def run(
     Examples:
       snodo run "add a hello module" --mock
       snodo run @task.md --json
+      snodo run @task.md --mock --branch feature/hello
       snodo run --resume task-1a2b3c4d5e6f7a8b
 
     \b
@@ -98,7 +108,10 @@ def run(
         from snodo.engine.jobs import JobStore, detach
         from snodo.protocol import find_protocol, project_root_for
 
-        detach(JobStore(project_root_for(find_protocol(Path.cwd(), protocol_path))), job_id)
+        store = JobStore(project_root_for(find_protocol(Path.cwd(), protocol_path)))
+        if branch is not None and store.load(job_id).get("branch") != branch:
+            raise SnodoError(f"job {job_id} was created with another branch name; a job keeps the name it was given")
+        detach(store, job_id)
     try:
         loaded, host = load_project(protocol_path)
     except SnodoError as exc:  # a protocol that does not load: the run could not start
@@ -117,15 +130,25 @@ def run(
     if job_id is not None:
         prepared = runner.claim(job_id)
     elif resume_task is not None:
-        prepared = runner.resume(resume_task, mode=mode_id, coder=coder, background=background)
+        prepared = runner.resume(resume_task, mode=mode_id, coder=coder, background=background, branch=branch)
     else:
-        prepared = runner.new(read_spec(spec), task_id=task_id, mode=mode_id, coder=coder, background=background)
+        prepared = runner.new(
+            read_spec(spec), task_id=task_id, mode=mode_id, coder=coder, background=background, branch=branch
+        )
     if background and job_id is None:
         runner.start_background(prepared)
         if as_json:
-            emit_json({"status": "accepted", "job_id": prepared.job_id, "task_id": prepared.task_id})
+            emit_json(
+                {
+                    "status": "accepted",
+                    "job_id": prepared.job_id,
+                    "task_id": prepared.task_id,
+                    "branch_named": prepared.branch,
+                }
+            )
         else:
-            console().print(f"started job {prepared.job_id} for task {prepared.task_id}", markup=False)
+            named = f" (completed work goes to branch {prepared.branch})" if prepared.branch else ""
+            console().print(f"started job {prepared.job_id} for task {prepared.task_id}{named}", markup=False)
             console().print(
                 f"follow it: `snodo jobs show {prepared.job_id}` (its log: `snodo jobs show {prepared.job_id} --log`)",
                 markup=False,
@@ -140,6 +163,7 @@ def run(
     payload = result.payload()
     used = project_python(loaded.root, loaded.protocol.execution.python)
     payload["python"] = {"path": used.path, "source": used.source}
+    payload["branch_named"] = prepared.branch  # what --branch asked for (only completed work gets it)
     if as_json:
         emit_json(payload)
     else:
@@ -164,12 +188,16 @@ def render_result(payload: dict[str, Any]) -> None:
     rows.append(("why", Text(printable(str(payload["message"])))))
     if payload.get("branch"):
         commit = f" @ {payload['commit'][:12]}" if payload.get("commit") else ""
-        rows.append(("branch", Text(f"{payload['branch']}{commit}")))
+        rows.append(("branch", Text(printable(f"{payload['branch']}{commit}"))))
+    elif payload.get("branch_named"):
+        rows.append(("branch", Text(printable(f"{payload['branch_named']} not made: only completed work gets it"))))
     if payload.get("files"):
         rows.append(("files", Text(printable(", ".join(payload["files"])))))
     if payload.get("dropped"):
         refused = ", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"])
         rows.append(("refused", Text(printable(refused))))
+    if payload.get("sandbox_refusals"):
+        rows.append(("sandbox", Text(printable(sandbox_refusals(payload["sandbox_refusals"])))))
     if payload.get("halted_ref"):
         rows.append(("kept at", Text(f"{payload['halted_ref']}  (see `snodo jobs show {payload['job_id']}`)")))
     if payload.get("discarded"):
@@ -184,3 +212,10 @@ def render_result(payload: dict[str, Any]) -> None:
         console().print(
             results_table(payload["validators"], more=f"full results: `snodo jobs show {payload['job_id']} --json`")
         )
+
+
+def sandbox_refusals(refusals: list[dict[str, Any]]) -> str:
+    """The writes the sandbox refused, one per line, for a person (each path is agent text:
+    the caller escapes the whole)."""
+    lines = [f"refused {r.get('path')} ({r.get('error')}; reported by {r.get('reported_by')})" for r in refusals]
+    return "\n".join(lines) + "\n(each is a `sandbox_refusal` audit event)"

@@ -68,6 +68,7 @@ class JobStore:
         coder: str | None,
         background: bool,
         protocol_path: Path | None = None,
+        branch: str | None = None,
     ) -> dict[str, Any]:
         job_id = f"job-{datetime.now(UTC):%Y%m%d%H%M%S}-{secrets.token_hex(3)}"
         d = self.path(job_id)
@@ -80,6 +81,7 @@ class JobStore:
             "coder": coder,
             "protocol": str(protocol_path) if protocol_path else None,
             "background": background,
+            "branch": branch,  # the name completed work gets (`run --branch`); None: snodo/<task>-<run>
             "status": "queued",
             "outcome": None,
             "pid": None,

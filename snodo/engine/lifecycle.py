@@ -34,6 +34,7 @@ from attrs import frozen
 from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
 from snodo.engine.jobs import JobStore
 from snodo.engine.loop import Engine
+from snodo.engine.refused import RefusalWatch
 from snodo.engine.results import RunResult
 from snodo.engine.worktree import HALTED_NAMESPACE, prune_copies
 from snodo.errors import SnodoError
@@ -67,6 +68,8 @@ class PreparedRun:
     mode: str
     coder: str | None
     background: bool
+    #: the branch completed work gets (``run --branch``); ``None``: ``snodo/<task>-<run>``
+    branch: str | None = None
 
 
 class JobRunner:
@@ -80,13 +83,26 @@ class JobRunner:
     # ---------------------------------------------------------------- creating
 
     def new(
-        self, spec: str, *, task_id: str | None, mode: str | None, coder: str | None, background: bool
+        self,
+        spec: str,
+        *,
+        task_id: str | None,
+        mode: str | None,
+        coder: str | None,
+        background: bool,
+        branch: str | None = None,
     ) -> PreparedRun:
-        """A new job for ``spec`` (the task id is derived from the spec unless given)."""
+        """A new job for ``spec`` (the task id is derived from the spec unless given). A
+        named ``branch`` is checked before the job exists (a valid name, no such branch,
+        no live job waiting to make it): a refused name leaves nothing behind."""
         from snodo.governance.service import check_task_id, derive_task_id
 
         project = self._project(mode)
         task = check_task_id(task_id) if task_id else derive_task_id(spec)
+        if branch is not None:  # imported only when a name is given: the plain run path stays lean
+            from snodo.engine.branches import check_branch
+
+            check_branch(self.loaded.root, branch, self.jobs)
         if background:
             self.jobs.check_room(self.loaded.protocol.execution.max_queued_jobs)
         job = self.jobs.create(
@@ -96,13 +112,23 @@ class JobRunner:
             coder=coder,
             background=background,
             protocol_path=self.loaded.path,
+            branch=branch,
         )
         return PreparedRun(
-            job_id=job["job_id"], task_id=task, spec=spec, mode=project.mode_id, coder=coder, background=background
+            job_id=job["job_id"],
+            task_id=task,
+            spec=spec,
+            mode=project.mode_id,
+            coder=coder,
+            background=background,
+            branch=branch,
         )
 
-    def resume(self, task_id: str, *, mode: str | None, coder: str | None, background: bool) -> PreparedRun:
-        """A new job running a halted task's spec again (it is validated again from scratch)."""
+    def resume(
+        self, task_id: str, *, mode: str | None, coder: str | None, background: bool, branch: str | None = None
+    ) -> PreparedRun:
+        """A new job running a halted task's spec again (it is validated again from scratch);
+        the branch name the halted run was given is kept unless another is named."""
         previous = self.jobs.latest_for_task(task_id)
         if previous is None:
             raise SnodoError(
@@ -117,6 +143,7 @@ class JobRunner:
             mode=mode or previous["mode"],
             coder=coder or previous["coder"],
             background=background,
+            branch=branch or previous.get("branch"),
         )
 
     def claim(self, job_id: str) -> PreparedRun:
@@ -131,6 +158,7 @@ class JobRunner:
             mode=job["mode"],
             coder=job["coder"],
             background=bool(job.get("background")),
+            branch=job.get("branch"),
         )
 
     def start_background(self, run: PreparedRun) -> list[str]:
@@ -149,8 +177,10 @@ class JobRunner:
         A fault outside the engine is recorded as ``internal_error`` and raised.
         """
         log_path = self.jobs.log_path(run.job_id)
+        refusals = RefusalWatch()  # what the coder reports the sandbox refused
 
         def progress(msg: str) -> None:
+            refusals.see(msg)
             with open(log_path, "a", encoding="utf-8") as fh:
                 fh.write(msg + "\n")
             if echo is not None:
@@ -164,8 +194,10 @@ class JobRunner:
                 with slot:
                     self.jobs.update(run.job_id, status="running", pid=os.getpid(), started_at=_now())
                     try:
-                        engine = Engine(project, coder=run.coder, progress=progress, job_id=run.job_id)
-                        result = engine.run(run.spec, task_id=run.task_id)
+                        engine = Engine(
+                            project, coder=run.coder, progress=progress, job_id=run.job_id, branch=run.branch
+                        )
+                        result = refusals.settle(project, engine.run(run.spec, task_id=run.task_id))
                     except Interrupted as exc:  # outside the engine's own handling
                         result = self._interrupted_outside(run, project, exc)
                     self._record(run, result, stop)  # while the slot is held: never two "running" too many
@@ -295,7 +327,10 @@ def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) 
             refs.append(ref)
     removed["halted_refs"] = refs
 
+    from snodo.engine.branches import made_branches
+
     jobs = JobStore(root)
+    made = made_branches(jobs)  # read before old job records go: they say which branches snodo made
     gone = []
     for job in jobs.list():
         updated = _parse_time(job.get("updated_at"))
@@ -306,7 +341,7 @@ def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) 
 
     worktrees = prune_copies(root, home, older_than=older_than)
     removed["worktrees"] = worktrees
-    branches = removed["branches"] = prune_merged_branches(root)
+    branches = removed["branches"] = prune_merged_branches(root, made)
     audit = root / ".snodo" / "audit.log"
     if (refs or gone or worktrees or branches) and audit.parent.is_dir():
         AuditLog(audit).append(
@@ -322,13 +357,21 @@ def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) 
     return removed
 
 
-def prune_merged_branches(root: Path) -> list[dict[str, str]]:
-    """Delete the ``snodo/*`` task branches whose tip is already in another local branch
-    (merged into their base), except one that is checked out anywhere. Their commits stay
-    reachable from the branch they were merged into; returns ``{branch, merged_into, commit}``."""
+def prune_merged_branches(root: Path, made: dict[str, str] | None = None) -> list[dict[str, str]]:
+    """Delete the task branches whose tip is already in another local branch (merged into
+    their base), except one that is checked out anywhere: every ``snodo/*`` branch, and a
+    branch named with ``run --branch`` only while ``made`` (``refs/heads/NAME`` → commit, from
+    the job records) says snodo made it and it still points where snodo left it — a
+    person's own branch is never deleted. Their commits stay reachable from the branch they
+    were merged into; returns ``{branch, merged_into, commit}``."""
+    made = made or {}
     listing = run_git(root, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
     heads = dict(line.partition(" ")[::2] for line in listing.stdout.splitlines()) if listing.ok else {}
-    bases = {ref: commit for ref, commit in heads.items() if not ref.startswith("refs/heads/snodo/")}
+
+    def ours(ref: str) -> bool:
+        return ref.startswith("refs/heads/snodo/") or made.get(ref) == heads[ref]
+
+    bases = {ref: commit for ref, commit in heads.items() if not ours(ref)}
     worktrees = run_git(root, "worktree", "list", "--porcelain")
     checked_out = (
         {line.split(" ", 1)[1] for line in worktrees.stdout.splitlines() if line.startswith("branch ")}
@@ -337,7 +380,7 @@ def prune_merged_branches(root: Path) -> list[dict[str, str]]:
     )
     pruned: list[dict[str, str]] = []
     for ref, commit in sorted(heads.items()):
-        if not ref.startswith("refs/heads/snodo/") or ref in checked_out:
+        if not ours(ref) or ref in checked_out:
             continue
         base = next(
             (b for b in sorted(bases) if run_git(root, "merge-base", "--is-ancestor", commit, bases[b]).ok), None

@@ -83,8 +83,10 @@ class Engine:
         coder: str | None = None,
         progress: Progress | None = None,
         job_id: str | None = None,
+        branch: str | None = None,
     ) -> None:
         self.project = project
+        self.branch = branch  # what completed work is named (`run --branch`); else snodo/<task>-<run>
         self.coder_name = coder or project.mode.coder
         report = progress or (lambda _msg: None)
         self.activity = ""  # the last thing reported: what was running if the run is interrupted
@@ -137,6 +139,7 @@ class Engine:
             with ThreadPoolExecutor(max_workers=1) as side:  # both read a whole tree: side by side
                 looking = side.submit(uncommitted, p.root)
                 worktree = create_worktree(p.root, p.home, task_id, self.run_id)
+                worktree.branch = self.branch or worktree.branch
                 left_out = looking.result()
             self.progress(f"working copy {worktree.path} (run {self.run_id})")
             if left_out:

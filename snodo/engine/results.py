@@ -38,6 +38,8 @@ class RunResult:
     halted_ref: str | None = None
     #: what was thrown away, and why, when a constraint said the work must not be kept
     discarded: dict[str, Any] | None = None
+    #: writes the sandbox refused, as reported (``{path, error, reported_by}``; engine.refused)
+    refusals: tuple[dict[str, Any], ...] = ()
 
     def payload(self) -> dict[str, Any]:
         key = "completed" if self.status == "completed" else (self.outcome or "internal_error")
@@ -58,6 +60,7 @@ class RunResult:
             "usage": list(self.usage),
             "halted_ref": self.halted_ref,
             "discarded": self.discarded,
+            "sandbox_refusals": list(self.refusals),
             "next": RUN_NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
         }
 

@@ -45,6 +45,7 @@ from snodo.mcp.checks import (
 from snodo.mcp.plan_tools import PlanTools
 from snodo.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
 from snodo.sandbox import confined
+from snodo.sandbox.refusals import record_refusals, reported_by_tests
 from snodo.state.decisions import check_inv3
 from snodo.state.proposals import ProposalStore
 from snodo.workspace import Git, PathGuard, Workspace, run_tests
@@ -219,7 +220,7 @@ class ToolHost(PlanTools):
                 timeout=TEST_TIMEOUT,
                 **python_settings(judges, execution_python=self.project.protocol.execution.python),
             )
-        return {
+        reply = {
             "passed": r.passed,
             "failed_tests": list(r.failed_tests),
             "exit_code": r.exit_code,
@@ -228,6 +229,13 @@ class ToolHost(PlanTools):
             "duration": round(r.duration, 3),
             "output_tail": r.output_tail,
         }
+        # Refusals are evidence: a write to governed state the sandbox refused is audited and said.
+        refused = reported_by_tests([r.output_tail, r.summary], self.project.protocol.protected_paths)
+        if refused:
+            record_refusals(self.project.record, refused, who="run_tests", session_id=self._session_id())
+            reply["sandbox_refusals"] = [{"path": x.path, "error": x.error} for x in refused]
+            reply["note"] = "the sandbox refused writes to governed paths; each is recorded as a sandbox_refusal"
+        return reply
 
     def _tool_read_diff(self, ref: str | None = None, staged: bool = False) -> dict[str, Any]:
         return {"ref": ref, "staged": staged, "diff": self.git.read_diff(ref, staged=staged)}

@@ -5,14 +5,19 @@ not only a line in a job log.
 
 :func:`find_refusals` reads such reports out of text the confined program wrote (bounded:
 at most :data:`MAX_REFUSALS`, paths shortened); :func:`record_refusals` writes one
-``sandbox_refusal`` audit event per refused path through the caller's ``record``. The
-engine's post-run check calls both with what the coder said.
+``sandbox_refusal`` audit event per refused path through the caller's ``record``.
+:func:`governed` narrows what a test suite's output reports to the paths only the sandbox
+refuses (``.snodo/``, ``.git/``, protected paths): a project's own tests may well print a
+``Permission denied`` of their own making. The engine (:mod:`snodo.engine.refused`) calls
+them with what the coder said and what the validators' test runs printed; the MCP
+``run_tests`` tool with the confined test run's output.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 from attrs import frozen
@@ -53,12 +58,37 @@ def find_refusals(texts: Iterable[str]) -> tuple[Refusal, ...]:
     return tuple(found)
 
 
+def governed(refusal: Refusal, protected: Sequence[str] = ()) -> bool:
+    """Whether ``refusal`` names a path the sandbox keeps read-only whatever the project's
+    own permissions say: a ``.snodo`` or ``.git`` component, or a protected path (its
+    components anywhere in the reported path, which may be absolute)."""
+    parts = [p for p in PurePosixPath(refusal.path).parts if p not in ("/", ".")]
+    if ".snodo" in parts or ".git" in parts:
+        return True
+    for entry in protected:
+        want = [p for p in PurePosixPath(entry).parts if p not in ("/", ".")]
+        if want and any(parts[i : i + len(want)] == want for i in range(len(parts) - len(want) + 1)):
+            return True
+    return False
+
+
+def reported_by_tests(texts: Iterable[str], protected: Sequence[str] = ()) -> tuple[Refusal, ...]:
+    """The refusals a test run's output reports that only the sandbox explains (:func:`governed`)."""
+    return tuple(r for r in find_refusals(texts) if governed(r, protected))
+
+
 def record_refusals(
-    record: Callable[..., Any], refusals: Iterable[Refusal], *, who: str, task_id: str | None = None
+    record: Callable[..., Any],
+    refusals: Iterable[Refusal],
+    *,
+    who: str,
+    task_id: str | None = None,
+    **context: Any,
 ) -> int:
-    """One ``sandbox_refusal`` audit event per refusal (``record(event, **data)``); how many."""
+    """One ``sandbox_refusal`` audit event per refusal (``record(event, **data)``); how many.
+    ``context`` adds what identifies the run or the call (``job_id``, ``session_id``)."""
     count = 0
     for refusal in refusals:
-        record("sandbox_refusal", path=refusal.path, error=refusal.error, reported_by=who, task_id=task_id)
+        record("sandbox_refusal", path=refusal.path, error=refusal.error, reported_by=who, task_id=task_id, **context)
         count += 1
     return count

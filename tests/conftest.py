@@ -3,6 +3,8 @@ run as a real subprocess."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
@@ -118,3 +120,18 @@ def snodo_cli(snodo_home: Path) -> Callable[..., CliResult]:
         return CliResult(proc)
 
     return run
+
+
+@contextlib.contextmanager
+def busy_job_slot(repo: Path, n: int = 0) -> Iterator[None]:
+    """Hold background-job slot ``n`` the way a running job holds it (an ``flock`` on its
+    lock file), so jobs dispatched meanwhile must wait however fast or slow the machine is;
+    released on leaving."""
+    directory = repo / ".snodo" / "jobs" / ".slots"
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / f"slot-{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

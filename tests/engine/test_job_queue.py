@@ -16,7 +16,7 @@ from snodo.engine.jobs import JobStore
 from snodo.engine.lifecycle import parse_duration
 from snodo.engine.worktree import project_key
 from snodo.errors import SnodoError
-from tests.conftest import git, write_producer_protocol
+from tests.conftest import busy_job_slot, git, write_producer_protocol
 
 SUITE = json.dumps(
     {
@@ -38,10 +38,12 @@ def write_protocol(repo: Path, parallel: int) -> None:
 def test_background_jobs_beyond_the_limit_wait_queued(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     write_protocol(git_repo, parallel=1)
     ids = []
-    for n in range(3):
-        r = snodo_cli("run", f"task number {n}", "--background", "--json", cwd=git_repo)
-        assert r.returncode == 0, r
-        ids.append(r.json()["job_id"])
+    # the slot is busy while the three arrive, so they queue however slow the machine is
+    with busy_job_slot(git_repo):
+        for n in range(3):
+            r = snodo_cli("run", f"task number {n}", "--background", "--json", cwd=git_repo)
+            assert r.returncode == 0, r
+            ids.append(r.json()["job_id"])
     store = JobStore(git_repo)
     most_running = 0
     seen_queued_while_running = False

@@ -72,7 +72,9 @@ def make_repo(path: Path, pre: str, env: dict[str, str], init: list[str] | None)
         subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
     (path / "README.md").write_text("bench\n")
     if init is not None:
-        subprocess.run(init, cwd=path, env=env, capture_output=True, stdin=subprocess.DEVNULL, check=True)
+        # what the reference needs (its keys, project files); a build of ours may not know these
+        # options and needs none of it: a failure here shows up as a failed server start instead
+        subprocess.run(init, cwd=path, env=env, capture_output=True, stdin=subprocess.DEVNULL, check=False)
     (path / ".snodo").mkdir(exist_ok=True)
     (path / ".snodo" / "protocol.yml").write_text(PROTOCOL.format(pre=pre))
     subprocess.run(["git", "-C", str(path), "add", "-A"], check=True, capture_output=True)
@@ -143,14 +145,23 @@ def breakdown(repo: Path, calls: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--other", type=Path, help="another snodo installation (a virtualenv or its bin/snodo)")
+    parser.add_argument(
+        "--other",
+        type=Path,
+        action="append",
+        default=[],
+        help="another snodo installation (a virtualenv or its "
+        "bin/snodo); repeat to compare several, e.g. the reference and an older build of ours",
+    )
     parser.add_argument("--runs", type=int, default=5, help="server starts measured per implementation")
     parser.add_argument("--calls", type=int, default=50, help="warm calls per measured server")
     parser.add_argument("--smoke", action="store_true", help="one quick iteration (CI); fails on any error")
     args = parser.parse_args()
     if args.smoke:
         args.runs, args.calls = 1, 2
-    impls = {"ours": program(None), **({"other": program(args.other)} if args.other else {})}
+    impls = {"ours": program(None)}
+    for n, other in enumerate(args.other, start=1):
+        impls[f"other{n}" if len(args.other) > 1 else "other"] = program(other)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SNODO_")}
@@ -164,7 +175,7 @@ def main() -> None:
                 root / name,
                 COMMAND,
                 envs[name],
-                [*argv, "init", "--template", "solo", "--yes"] if name == "other" else None,
+                [*argv, "init", "--template", "solo", "--yes"] if name != "ours" else None,
             )
             for name, argv in impls.items()
         }
@@ -177,15 +188,18 @@ def main() -> None:
                     init[name].append(float(got["init"]))  # type: ignore[arg-type]
                 if "warm" in got:
                     warm[name] = got["warm"]  # type: ignore[assignment]
-        print(f"{'':<40} {'ours':>10} {'other':>10} {'other/ours':>11}")
+        others = [name for name in impls if name != "ours"]
+        print(f"{'':<40} {'ours':>10}" + "".join(f" {name:>10} {name + '/ours':>12}" for name in others))
         for label, samples, unit in (
             ("serve -> initialized (median)", init, 1.0),
             ("warm validate_task, `true` command p50", warm, 1000.0),
         ):
-            ours = statistics.median(samples["ours"]) * unit
-            other = statistics.median(samples["other"]) * unit if "other" in samples else None
             u = "s" if unit == 1.0 else "ms"
-            cells = f"{ours:9.3f}{u}" + (f" {other:9.3f}{u} x{other / ours:9.2f}" if other else "")
+            ours = statistics.median(samples["ours"]) * unit
+            cells = f"{ours:9.3f}{u}"
+            for name in others:
+                other = statistics.median(samples[name]) * unit
+                cells += f" {other:9.3f}{u} x{other / ours:11.2f}"
             print(f"{label:<40} {cells}")
         print(f"({args.runs} alternating server starts each after a warm-up; {args.calls} warm calls)")
         inproc = make_repo(root / "inproc", IN_PROCESS, envs["ours"], None)

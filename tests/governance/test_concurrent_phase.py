@@ -8,6 +8,7 @@ two seconds, and the signed audit event still names each, in protocol order.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -86,10 +87,10 @@ class Gauge:
         return Verdict(severity="pass", justification=f"gauge {request.validator.validator_id}")
 
 
-def phase(validators: list[tuple[str, str]], tmp_path: Path) -> PhaseInput:
+def phase(validators: list[tuple[str, str]], tmp_path: Path, timeout: float = 0.5) -> PhaseInput:
     ids = ", ".join(v for v, _ in validators)
     text = f"protocol_id: p\nname: p\nmodes: [{{mode_id: m, validators: [{ids}]}}]\nvalidators:\n" + "".join(
-        f"  - {{validator_id: {v}, validator_type: {t}, tooling: {{timeout: 0.5}}}}\n" for v, t in validators
+        f"  - {{validator_id: {v}, validator_type: {t}, tooling: {{timeout: {timeout}}}}}\n" for v, t in validators
     )
     proto = parse_protocol(text)
     return PhaseInput(
@@ -127,3 +128,30 @@ def test_the_default_bound_overlaps_a_few_even_on_a_small_machine() -> None:
     assert concurrency_limit(0) == 1 and concurrency_limit(1) == 1
     assert concurrency_limit(3) == 3
     assert 4 <= concurrency_limit(100) <= max(4, os.cpu_count() or 1)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_signal_interrupts_the_waiting_runner_at_once(tmp_path: Path) -> None:
+    """What SIGINT does to `snodo run`: the runner's wait is interruptible, so the handler's
+    exception (KeyboardInterrupt there, after which every child tree is killed) comes at once."""
+    gauge = Gauge()
+    host = get_plugin_manager(entrypoints=False, plugins=[gauge])
+    inp = phase([("stuck", "hangs"), ("also", "hangs")], tmp_path, timeout=20)
+
+    def interrupted(_signum: int, _frame: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, interrupted)
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1))
+    started = time.monotonic()
+    try:
+        timer.start()
+        with pytest.raises(Interrupted):
+            run_phase(host, inp)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        gauge.hang.set()
+    assert time.monotonic() - started < 10  # long before the validators' 20 s timeout

@@ -54,11 +54,13 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
     The server finds the project from --protocol, else from its working directory.
     """
     from snodo.errors import SnodoError
-    from snodo.governance.service import Project
+    from snodo.state.sessions import load_project_state
 
     try:
         loaded, host = load_project(protocol_path, refuse_drift=print_config is None)
-        project = Project(loaded, host, mode=mode_id)  # an unknown mode names the available ones
+        # as Project chooses it; an unknown mode names the available ones
+        chosen = mode_id or load_project_state(loaded.root).current_mode or loaded.protocol.start_mode
+        mode = loaded.protocol.mode(chosen)
     except SnodoError as exc:
         if print_config is None and not sys.stdin.isatty():  # a host started us: tell it, through MCP
             from snodo.mcp.failed import serve_failure
@@ -67,7 +69,9 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
         raise
     if print_config is not None:
         from snodo.cli.output import emit_json, err_console
+        from snodo.governance.service import Project
 
+        project = Project(loaded, host, mode=mode.mode_id)
         config = host_config(print_config, loaded.path.resolve(), loaded.root.resolve(), mode_id, project)
         if isinstance(config, str):
             click.echo(config, nl=False)
@@ -79,9 +83,10 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
         err.print(f"still open in this host: {OPEN_DOORS[print_config]}", markup=False)
         return
 
+    from snodo.mcp.served import Served
     from snodo.mcp.server import serve_stdio
 
-    serve_stdio(project)
+    serve_stdio(Served(loaded, host, mode))  # the governance stack is built after the handshake
 
 
 def snodo_command() -> list[str]:

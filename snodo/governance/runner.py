@@ -1,7 +1,7 @@
 """The ONE validator runner (ADR 015), shared by the engine, the MCP server and ``snodo validate``.
 
 It resolves a mode's validators for a phase, dispatches each through the ``snodo_validate``
-hook concurrently, and fails closed: a crash, a timeout, a missing plugin or a non-answer
+hook concurrently (bounded, declared order kept), and fails closed: a crash, a timeout, a missing plugin or a non-answer
 becomes an ``error`` result, never a pass. ``severity_cap`` lowers verdicts, never errors.
 Constraints (predicates) are evaluated alongside as vetoes. Results keep declared order.
 """
@@ -9,8 +9,11 @@ Constraints (predicates) are evaluated alongside as vetoes. Results keep declare
 from __future__ import annotations
 
 import contextvars
+import os
+import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
@@ -24,6 +27,9 @@ from snodo.records import PredicateContext, ValidationRequest, thaw
 from snodo.sandbox import SandboxPolicy, confined
 
 ProgressFn = Callable[[str, ValidatorResult | None], None]
+
+#: A phase overlaps at least this many validators, whatever the CPU count (they mostly wait).
+MIN_CONCURRENCY = 4
 
 
 def _grace(timeout: float) -> float:
@@ -128,41 +134,66 @@ def constraints_for(protocol: Protocol, mode: Mode, validators: Sequence[Validat
     return tuple(found)
 
 
-def run_phase(host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None = None) -> list[ValidatorResult]:
+def concurrency_limit(count: int) -> int:
+    """How many validators of one phase run at once by default: all of them up to the
+    number of CPUs, but never fewer than :data:`MIN_CONCURRENCY` — a validator mostly waits
+    on its confined process, so a small machine still overlaps a few."""
+    return max(1, min(count, max(MIN_CONCURRENCY, os.cpu_count() or 1)))
+
+
+def run_phase(
+    host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None = None, limit: int | None = None
+) -> list[ValidatorResult]:
     """Run the mode's validators for ``inp.phase`` concurrently; results in declared order.
 
-    Each validator runs in a daemon thread bounded by its ``tooling.timeout``; one that
-    overruns is reported as an error and abandoned (subprocess-based validators kill their
-    own process groups on timeout).
+    At most ``limit`` (default :func:`concurrency_limit`) run at once, started in declared
+    order by this thread only, so an interrupt here starts nothing more. Each runs on a
+    daemon thread in a copy of the caller's context (its sandbox policy, its MCP call
+    scope, whose cancellation kills every running validator's process tree) and is bounded
+    by its ``tooling.timeout`` counted from its own start: one that overruns is reported as
+    an error and abandoned, and its slot goes to the next (subprocess-based validators kill
+    their own process groups on timeout). Results and progress follow declared order,
+    never completion order, so verdicts and audit events are deterministic.
     """
     validators = inp.protocol.validators_for(inp.mode, inp.phase)
+    width = concurrency_limit(len(validators)) if limit is None else max(1, limit)
     slots: list[ValidatorResult | None] = [None] * len(validators)
-    threads: list[tuple[threading.Thread, float]] = []
+    finished: queue.SimpleQueue[tuple[int, ValidatorResult]] = queue.SimpleQueue()
+    running: dict[int, float] = {}  # index -> deadline
+    waiting = deque(enumerate(validators))
+    reported = 0
 
     def work(i: int, v: Validator) -> None:
         with confined(inp.sandbox):
-            slots[i] = _run_one(host, v, inp)
+            finished.put((i, _run_one(host, v, inp)))
 
-    for i, v in enumerate(validators):
-        if progress:
-            progress(f"{inp.phase}: running {v.validator_id} ({v.validator_type})", None)
-        # Each thread runs in a copy of this context: it carries the sandbox policy the caller set.
-        ctx = contextvars.copy_context()
-        t = threading.Thread(target=ctx.run, args=(work, i, v), name=f"snodo-validator-{v.validator_id}", daemon=True)
-        t.start()
-        threads.append((t, time.monotonic() + v.timeout + _grace(v.timeout)))
+    while waiting or running:
+        while waiting and len(running) < width:
+            i, v = waiting.popleft()
+            if progress:
+                progress(f"{inp.phase}: running {v.validator_id} ({v.validator_type})", None)
+            ctx = contextvars.copy_context()
+            name = f"snodo-validator-{v.validator_id}"
+            running[i] = time.monotonic() + v.timeout + _grace(v.timeout)
+            threading.Thread(target=ctx.run, args=(work, i, v), name=name, daemon=True).start()
+        try:
+            i, result = finished.get(timeout=max(0.0, min(running.values()) - time.monotonic()))
+        except queue.Empty:
+            now = time.monotonic()
+            for i in [i for i, deadline in running.items() if deadline <= now]:
+                v = validators[i]
+                message = f"timed out after {v.timeout:g}s without a verdict"
+                started = running.pop(i) - v.timeout - _grace(v.timeout)
+                slots[i] = _error(v.validator_id, v.validator_type, message, started)
+        else:
+            if running.pop(i, None) is not None:  # a verdict after its deadline stays a timeout
+                slots[i] = result
+        while reported < len(slots) and (done := slots[reported]) is not None:
+            if progress:
+                progress(f"{inp.phase}: {validators[reported].validator_id} → {done.severity}", done)
+            reported += 1
 
-    results: list[ValidatorResult] = []
-    for (t, deadline), v, i in zip(threads, validators, range(len(validators)), strict=True):
-        t.join(max(0.0, deadline - time.monotonic()))
-        slot = slots[i]
-        if t.is_alive() or slot is None:
-            message = f"timed out after {v.timeout:g}s without a verdict"
-            slot = _error(v.validator_id, v.validator_type, message, deadline - v.timeout - _grace(v.timeout))
-        results.append(slot)
-        if progress:
-            progress(f"{inp.phase}: {v.validator_id} → {slot.severity}", slot)
-
+    results = [r for r in slots if r is not None]
     results += run_constraints(host, constraints_for(inp.protocol, inp.mode, validators), inp, progress=progress)
     return results
 

@@ -32,7 +32,7 @@ from snodo.errors import DecisionError, PathValidationError, SnodoError, StateEr
 from snodo.evidence.attest import attest_tool_commit
 from snodo.gitrun import pin
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
-from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
+from snodo.mcp.catalog import TOOLS, build_instructions, tools_for_mode
 from snodo.mcp.checks import (
     argument_limit,
     arguments_sha256,
@@ -114,9 +114,6 @@ class ToolHost(PlanTools):
     @property
     def instructions(self) -> str:
         return build_instructions(self.project.protocol, self.project.mode, self.tools)
-
-    def definitions(self) -> list[ToolDef]:
-        return [TOOLS[name] for name in sorted(self.tools)]
 
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolReply:
         """Audit, check, run; every failure becomes a reply saying why, never an exception.

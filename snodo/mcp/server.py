@@ -36,8 +36,8 @@ from mcp.server.stdio import stdio_server
 
 from snodo import __version__
 from snodo.callscope import CallScope, scope
-from snodo.governance.service import Project
-from snodo.mcp.host import ToolHost, ToolReply
+from snodo.mcp.catalog import ToolDef
+from snodo.mcp.served import Served
 from snodo.proc import terminate_all
 
 #: How long a stop waits for tool calls in flight to finish once their children are killed.
@@ -69,9 +69,9 @@ async def _report_progress(ctx: Any, name: str) -> None:
             await ctx.session.report_progress(ticks, None, f"{name}: still running ({ticks * PROGRESS_EVERY:g} s)")
 
 
-def _wire_tools(host: ToolHost) -> list[types.Tool]:
+def _wire_tools(definitions: list[ToolDef]) -> list[types.Tool]:
     tools = []
-    for d in host.definitions():
+    for d in definitions:
         hints = d.annotations()
         tools.append(
             types.Tool(
@@ -114,26 +114,36 @@ class _InFlight:
             return self._idle.wait_for(lambda: self._count == 0, timeout=timeout)
 
 
-def build_server(host: ToolHost, inflight: _InFlight | None = None) -> Server[Any]:
-    """The MCP server for one :class:`ToolHost`; listing and calls both go through it."""
-    tools = _wire_tools(host)
+def build_server(served: Served, inflight: _InFlight | None = None) -> Server[Any]:
+    """The MCP server for one :class:`Served` mode; listing and calls both go through it.
+
+    ``initialize`` and ``tools/list`` are answered from the catalogue; a call waits for the
+    tool host (:meth:`Served.host`), built off the handshake's path.
+    """
+    tools = _wire_tools(served.definitions())
     calls = inflight or _InFlight()
 
     async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        served.warm()
         return types.ListToolsResult(tools=[t.model_copy(deep=True) for t in tools])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         call = CallScope()
 
-        def work() -> ToolReply:
+        def work() -> tuple[bool, str, dict[str, Any] | None]:
             with calls.call(), scope(call):
+                try:
+                    host = served.host()
+                except Exception as exc:  # fail closed: no host, no tool
+                    return False, f"{params.name} refused: snodo could not prepare its tools: {exc}", None
                 if call.cancelled:
-                    reply = ToolReply.error("cancelled by the client before it started")
+                    ok, text, data = False, "cancelled by the client before it started", None
                 else:
                     reply = host.call(params.name, params.arguments)
+                    ok, text, data = reply.ok, reply.text(), reply.data
             if call.cancelled:
                 host.record_cancelled(params.name)
-            return reply
+            return ok, text, data
 
         try:
             async with anyio.create_task_group() as group:
@@ -141,24 +151,24 @@ def build_server(host: ToolHost, inflight: _InFlight | None = None) -> Server[An
                     group.start_soon(_report_progress, ctx, params.name)
                 # abandon_on_cancel: a cancelled call answers nothing (the SDK drops it); its
                 # thread ends on its own once call.cancel() has killed what it was waiting for
-                reply = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
                 group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             call.cancel()  # notifications/cancelled (or the server stopping): kill the call's process tree now
             raise
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=reply.text())],
-            structured_content=reply.data if reply.ok else None,
-            is_error=not reply.ok,
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=data if ok else None,
+            is_error=not ok,
         )
 
-    project = host.project
+    mode_id, protocol_id = served.mode.mode_id, served.protocol.protocol_id
     return Server(
         "snodo",
         version=__version__,
-        title=f"snodo — mode {project.mode_id} of {project.protocol.protocol_id}",
-        description=f"Governed tools of the mode {project.mode_id!r} (protocol {project.protocol.protocol_id}).",
-        instructions=host.instructions,
+        title=f"snodo — mode {mode_id} of {protocol_id}",
+        description=f"Governed tools of the mode {mode_id!r} (protocol {protocol_id}).",
+        instructions=served.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
@@ -193,26 +203,35 @@ def _is_disconnect(exc: BaseException) -> bool:
     return isinstance(exc, _DISCONNECTS)
 
 
-def serve_stdio(project: Project) -> None:
-    """Serve ``project``'s mode on stdin/stdout until the client leaves."""
+#: Seconds after start when the tool host is built even if the client has not listed tools.
+WARM_AFTER = 0.5
+
+
+def serve_stdio(served: Served) -> None:
+    """Serve one mode on stdin/stdout until the client leaves."""
     _configure_logging()
-    host = ToolHost(project)
     inflight = _InFlight()
-    server = build_server(host, inflight)
-    _stop_on_signals(project, inflight)
+    server = build_server(served, inflight)
+    _stop_on_signals(served, inflight)
     print(
-        f"snodo serve: mode {project.mode_id!r} of protocol {project.protocol.protocol_id!r} at "
-        f"{project.root} — {len(host.tools)} tools on stdio",
+        f"snodo serve: mode {served.mode.mode_id!r} of protocol {served.protocol.protocol_id!r} at "
+        f"{served.loaded.root} — {len(served.tools)} tools on stdio",
         file=sys.stderr,
         flush=True,
     )
 
-    async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+    async def warm_later() -> None:
+        # Jobs left waiting by an earlier server whose jobs all ended while nobody was serving
+        # start once the host is built, even for a client that never lists the tools.
+        await anyio.sleep(WARM_AFTER)
+        served.warm()
 
-    # Jobs left waiting by an earlier server whose jobs all ended while nobody was serving.
-    threading.Thread(target=host.start_waiting_jobs, name="snodo-job-queue", daemon=True).start()
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
+            group.start_soon(warm_later)
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+            group.cancel_scope.cancel()
+
     try:
         anyio.run(main)
     except BaseException as exc:
@@ -223,17 +242,17 @@ def serve_stdio(project: Project) -> None:
     # The client closed our input: the normal end of a stdio server, recorded like a signal.
     inflight.wait_idle(STOP_GRACE)
     with contextlib.suppress(Exception):
-        project.record("serve_stopped", reason="end of input")
+        served.host().project.record("serve_stopped", reason="end of input")
 
 
-def _stop_on_signals(project: Project, inflight: _InFlight) -> None:
+def _stop_on_signals(served: Served, inflight: _InFlight) -> None:
     """SIGINT/SIGTERM: kill the children of calls in flight, let the calls end, exit 0."""
     stopping = threading.Event()
 
     def stop(signum: int) -> None:
         inflight.wait_idle(STOP_GRACE)
         with contextlib.suppress(Exception):
-            project.record("serve_stopped", signal=signal.Signals(signum).name)
+            served.host().project.record("serve_stopped", signal=signal.Signals(signum).name)
         with contextlib.suppress(Exception):
             print(f"snodo serve: stopped by {signal.Signals(signum).name}", file=sys.stderr, flush=True)
         os._exit(0)  # a worker thread may be blocked reading stdin; do not wait for it

@@ -1,0 +1,75 @@
+"""What one ``snodo serve`` process serves: the mode's surface at once, its tools' machinery later.
+
+``initialize`` needs only the protocol, the mode and the instructions, and ``tools/list``
+only the catalogue (:mod:`snodo.mcp.catalog`): both are answered from here without the
+governance stack (tokens and audit with their cryptography, the engine, job and plan
+stores). That stack — the :class:`~snodo.mcp.host.ToolHost` and its project — is built
+once, on first need, so the handshake is never waiting for it; :meth:`Served.warm` starts
+building it on a thread as soon as the client is past the handshake. The protocol and the
+mode were loaded and checked before (``snodo serve``), so a bad one is still refused
+before anything is served.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
+
+if TYPE_CHECKING:
+    from snodo.mcp.host import ToolHost
+    from snodo.plugins import PluginHost
+    from snodo.protocol import LoadedProtocol
+    from snodo.protocol.models import Mode
+
+
+class Served:
+    """One mode of one loaded protocol, with its :class:`ToolHost` built on first need."""
+
+    def __init__(self, loaded: LoadedProtocol, plugins: PluginHost, mode: Mode) -> None:
+        self.loaded = loaded
+        self.plugins = plugins
+        self.mode = mode
+        self.protocol = loaded.protocol
+        self.tools: frozenset[str] = tools_for_mode(mode)
+        self._lock = threading.Lock()
+        self._host: ToolHost | None = None
+        self._warming = False
+
+    @property
+    def instructions(self) -> str:
+        return build_instructions(self.protocol, self.mode, self.tools)
+
+    def definitions(self) -> list[ToolDef]:
+        return [TOOLS[name] for name in sorted(self.tools)]
+
+    def host(self) -> ToolHost:
+        """The tool host, built by the first caller; every later caller gets the same one.
+
+        A failure to build it (the git repository cannot be pinned, a state store cannot be
+        opened) is raised to each caller in turn: nothing is served half-built.
+        """
+        with self._lock:
+            if self._host is None:
+                from snodo.governance.service import Project
+                from snodo.mcp.host import ToolHost
+
+                self._host = ToolHost(Project(self.loaded, self.plugins, mode=self.mode.mode_id))
+            return self._host
+
+    def warm(self) -> None:
+        """Build the host on a thread (once), then start the jobs an earlier server left waiting."""
+        with self._lock:
+            if self._warming:
+                return
+            self._warming = True
+
+        def build() -> None:
+            try:
+                host = self.host()
+            except Exception:  # the first tool call builds it again and reports why
+                return
+            host.start_waiting_jobs()
+
+        threading.Thread(target=build, name="snodo-warm-up", daemon=True).start()

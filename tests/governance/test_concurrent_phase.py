@@ -1,0 +1,157 @@
+"""The validators of one phase start together, under a bound, and report in declared order.
+
+The end-to-end case runs two real command validators (``sleep 1``, confined as every
+validator is) through the shared ``validate_task``: only overlapping runs finish under
+two seconds, and the signed audit event still names each, in protocol order.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from snodo.api import ValidatorSpec, Verdict, hookimpl
+from snodo.governance.runner import PhaseInput, concurrency_limit, run_phase
+from snodo.governance.service import Project, validate_task
+from snodo.plugins import get_plugin_manager
+from snodo.protocol import load_protocol, parse_protocol
+from snodo.state.audit import AuditLog
+from tests.conftest import make_repo
+
+SLEEPERS = """\
+protocol_id: sleepers
+name: sleepers
+modes:
+  - mode_id: m
+    tools: [read, validate]
+    validators: [first, second]
+validators:
+  - {validator_id: first, validator_type: pytest, tooling: {command: "sleep 1"}}
+  - {validator_id: second, validator_type: pytest, tooling: {command: "sleep 1"}}
+"""
+
+
+def test_two_sleeping_command_validators_overlap_and_are_each_audited(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo")
+    (root / ".snodo").mkdir()
+    (root / ".snodo" / "protocol.yml").write_text(SLEEPERS)
+    plugins = get_plugin_manager()
+    project = Project(load_protocol(root / ".snodo" / "protocol.yml", plugins), plugins, home=tmp_path / "home")
+    validate_task(project, spec="warm up the sandbox", issue_token=False)
+    started = time.monotonic()
+    outcome = validate_task(project, spec="sleep twice", issue_token=False)
+    elapsed = time.monotonic() - started
+    assert outcome.status == "pass", outcome.payload()
+    assert elapsed < 1.8, f"two 1 s validators took {elapsed:.2f} s: they did not run concurrently"
+    assert [r.validator_id for r in outcome.results] == ["first", "second"]
+    assert all(r.duration >= 0.9 for r in outcome.results)
+    event = AuditLog(root / ".snodo" / "audit.log").records("validate")[-1]
+    assert [r["validator_id"] for r in event["data"]["results"]] == ["first", "second"]
+    assert [r["severity"] for r in event["data"]["results"]] == ["pass", "pass"]
+
+
+class Gauge:
+    """Validator types that record how many of them run at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = self.peak = 0
+        self.hang = threading.Event()
+
+    @hookimpl
+    def snodo_validators(self):  # type: ignore[no-untyped-def]
+        yield ValidatorSpec(name="gauge", description="counts overlap")
+        yield ValidatorSpec(name="hangs", description="never answers in time")
+        yield ValidatorSpec(name="raises", description="crashes")
+
+    @hookimpl
+    def snodo_validate(self, request):  # type: ignore[no-untyped-def]
+        kind = request.validator.validator_type
+        if kind == "hangs":
+            self.hang.wait(30)
+            return Verdict(severity="pass", justification="far too late")
+        if kind == "raises":
+            time.sleep(0.05)
+            raise RuntimeError("validator exploded")
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        time.sleep(0.15)
+        with self.lock:
+            self.now -= 1
+        return Verdict(severity="pass", justification=f"gauge {request.validator.validator_id}")
+
+
+def phase(validators: list[tuple[str, str]], tmp_path: Path, timeout: float = 0.5) -> PhaseInput:
+    ids = ", ".join(v for v, _ in validators)
+    text = f"protocol_id: p\nname: p\nmodes: [{{mode_id: m, validators: [{ids}]}}]\nvalidators:\n" + "".join(
+        f"  - {{validator_id: {v}, validator_type: {t}, tooling: {{timeout: {timeout}}}}}\n" for v, t in validators
+    )
+    proto = parse_protocol(text)
+    return PhaseInput(
+        protocol=proto, mode=proto.modes[0], phase="pre_execute", task_id="t", task_spec="s", workspace=tmp_path
+    )
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_no_more_than_the_limit_run_at_once(limit: int, tmp_path: Path) -> None:
+    gauge = Gauge()
+    host = get_plugin_manager(entrypoints=False, plugins=[gauge])
+    inp = phase([(f"v{i}", "gauge") for i in range(6)], tmp_path)
+    seen: list[str] = []
+    results = run_phase(host, inp, limit=limit, progress=lambda msg, r: seen.append(msg) if r else None)
+    assert gauge.peak == limit
+    assert [r.validator_id for r in results] == [f"v{i}" for i in range(6)]
+    assert [s.split(" ")[1] for s in seen] == [f"v{i}" for i in range(6)]  # progress in declared order too
+
+
+def test_a_hung_or_crashing_validator_is_its_own_error_and_frees_its_slot(tmp_path: Path) -> None:
+    gauge = Gauge()
+    host = get_plugin_manager(entrypoints=False, plugins=[gauge])
+    inp = phase([("stuck", "hangs"), ("boom", "raises"), ("a", "gauge"), ("b", "gauge")], tmp_path)
+    try:
+        stuck, boom, a, b = run_phase(host, inp, limit=1)
+    finally:
+        gauge.hang.set()
+    assert stuck.severity == "error" and "timed out after 0.5s" in (stuck.error or "")
+    assert boom.severity == "error" and "validator exploded" in (boom.error or "")
+    assert (a.severity, b.severity) == ("pass", "pass")
+    assert (a.validator_id, b.validator_id) == ("a", "b")
+
+
+def test_the_default_bound_overlaps_a_few_even_on_a_small_machine() -> None:
+    assert concurrency_limit(0) == 1 and concurrency_limit(1) == 1
+    assert concurrency_limit(3) == 3
+    assert 4 <= concurrency_limit(100) <= max(4, os.cpu_count() or 1)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_signal_interrupts_the_waiting_runner_at_once(tmp_path: Path) -> None:
+    """What SIGINT does to `snodo run`: the runner's wait is interruptible, so the handler's
+    exception (KeyboardInterrupt there, after which every child tree is killed) comes at once."""
+    gauge = Gauge()
+    host = get_plugin_manager(entrypoints=False, plugins=[gauge])
+    inp = phase([("stuck", "hangs"), ("also", "hangs")], tmp_path, timeout=20)
+
+    def interrupted(_signum: int, _frame: object) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGUSR1, interrupted)
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1))
+    started = time.monotonic()
+    try:
+        timer.start()
+        with pytest.raises(Interrupted):
+            run_phase(host, inp)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        gauge.hang.set()
+    assert time.monotonic() - started < 10  # long before the validators' 20 s timeout

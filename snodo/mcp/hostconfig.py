@@ -106,6 +106,9 @@ def codex_config(entry: dict[str, Any], timeout: int, root: Path) -> str:
     if entry.get("env"):
         lines.append("env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in entry["env"].items()) + " }")
     lines += [
+        "# Required: Codex waits for snodo before the first turn (else the first turn runs without",
+        "# snodo's tools) and stops with snodo's own message when snodo cannot start.",
+        "required = true",
         "startup_timeout_sec = 60",
         f"tool_timeout_sec = {timeout}  # longer than run_tests and the protocol's validator limits",
         "# Codex refuses unapproved write_file, delete_file and dispatch_task before snodo sees them",

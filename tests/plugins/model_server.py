@@ -137,6 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "name": c["name"],
                 "arguments": json.dumps(c.get("arguments", {})),
                 "status": "completed",
+                **({"namespace": c["namespace"]} if "namespace" in c else {}),  # Codex's MCP tools
             }
             for i, c in enumerate(reply.get("tool_calls", ()))
         ]
@@ -170,9 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
             events.append({"type": "response.output_item.done", "output_index": i, "item": item})
         done = {**response, "status": "completed", "output": items, "usage": usage}
         events.append({"type": "response.completed", "response": done})
-        body = b"".join(
-            f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events
-        )
+        body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
         self._send(200, body, "text/event-stream")
 
     def _stream(self, model: str, n: int, message: dict[str, Any], finish: str, drip: float = 0.0) -> None:

@@ -2,8 +2,9 @@
 
 Real ``snodo serve`` under the official SDK client: with an unknown mode, or a protocol
 whose working copy differs from the committed one, the handshake completes, the
-instructions name the problem and the fix, no tool is listed (the listing is one error
-saying the same), and the process then exits non-zero.
+instructions name the problem and the fix, the only tool listed is ``unavailable`` (its
+description the same message; calling it, or a governed tool's name, returns the message as
+an error and runs nothing), and the process exits non-zero once the host leaves.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-from mcp.shared.exceptions import MCPError
-from mcp_harness import git, make_project, serve, snodo
+from mcp_harness import audit, git, make_project, serve, snodo
 
 PROTOCOL = """\
 protocol_id: startup
@@ -28,12 +27,15 @@ validators:
 
 
 def _served_failure(root: Path, home: Path, *args: str) -> tuple[str, str]:
+    """The instructions, and the one error every listed or governed name answers with."""
     with serve(root, home, *args) as served:
         instructions = served.instructions
-        with pytest.raises(MCPError) as info:
-            served.list_tools()
-        listing_error = info.value.message
-    return instructions, listing_error
+        (tool,) = served.list_tools()  # no governed tool: only the one that says why
+        assert tool.name == "unavailable" and tool.description == instructions
+        error = served.refused("unavailable")
+        assert served.refused("read_file", {"path": "README.md"}) == error  # nothing governed runs
+    assert not audit(root, "tool_call")
+    return instructions, error
 
 
 def test_an_unknown_mode_is_told_through_the_handshake(tmp_path: Path) -> None:

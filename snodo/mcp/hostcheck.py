@@ -75,6 +75,7 @@ def check_host(host: str, config: Path | None) -> HostReport:
     problems += _command_problems([str(a) for a in argv])
     if entry.get("enabled") is False:
         problems.append("the snodo server is disabled (enabled = false)")
+    connected = not problems  # what follows leaves snodo connected but the host not governed as printed
     needed = _needed_timeout(argv)
     got = entry.get("timeout", 0) / 1000 if host == "opencode" else entry.get("tool_timeout_sec")
     if host in ("opencode", "codex") and needed and (not got or got < needed):
@@ -86,7 +87,10 @@ def check_host(host: str, config: Path | None) -> HostReport:
             "Codex refuses unapproved write_file/delete_file/dispatch_task before snodo sees them: "
             'set default_tools_approval_mode = "approve"'
         )
-    connected = not [p for p in problems if "timeout" not in p and "approval" not in p]
+    if host == "codex" and entry.get("required") is not True:
+        problems.append(
+            "Codex starts its first turn without snodo's tools and hides snodo's start-up error: set required = true"
+        )
     return HostReport(
         host=host,
         config=str(path),

@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+from mcp.shared.exceptions import MCPError
 from mcp_harness import audit, git, make_project, serve, snodo
 
 PROTOCOL = """\
@@ -65,3 +67,14 @@ def test_an_uncommitted_protocol_edit_is_refused_with_the_diff(tmp_path: Path) -
     assert "1 line(s) added, 1 removed" in refused.stderr
     check = snodo(root, tmp_path / "home", "protocol", "check", stdin="")
     assert check.returncode == 0 and "differs from the version in force" in check.stderr, check.stderr
+
+
+def test_codex_gets_the_failure_as_its_listing_error(tmp_path: Path) -> None:
+    """Codex stops on a failed listing (with the printed `required = true`) and prints its
+    error, while it shows a tool's failure only as "failed": it gets the error, no tool."""
+    root = make_project(tmp_path / "repo", PROTOCOL)
+    with serve(root, tmp_path / "home", "--mode", "nosuch", client="codex-mcp-client") as served:
+        assert "nosuch" in served.instructions
+        with pytest.raises(MCPError) as info:
+            served.list_tools()
+    assert info.value.message == served.instructions

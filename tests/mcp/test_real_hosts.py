@@ -286,7 +286,8 @@ def test_codex_with_the_printed_profile_is_governed(tmp_path: Path) -> None:
     assert [e["data"]["tool"] for e in audit(root, "path_refused")] == ["write_file"]
     calls = [e["data"]["tool"] for e in audit(root, "tool_call")]
     assert calls == ["write_file", "write_file", "run_tests", "validate_task", "dispatch_task"], where
-    assert not audit(root, "tool_error"), audit(root, "tool_error")  # run_tests outlived Codex's default 60 s
+    # a 65 s run_tests, past Codex's documented 60 s default: the printed tool_timeout_sec covers it
+    assert not audit(root, "tool_error"), audit(root, "tool_error")
     assert "1 passed" in outputs["call_5_0"], where
     assert {e["data"]["status"] for e in audit(root, "validate")} == {"pass"}  # the server's, then the job's
     assert audit(root, "serve_stopped"), "no serve_stopped when codex closed our input"

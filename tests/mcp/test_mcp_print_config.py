@@ -119,5 +119,11 @@ def test_doctor_host_reads_the_printed_configs_and_names_open_writers(
     profile.write_text(profile.read_text().replace("required = true", "required = false"))
     report = json.loads(snodo(root, module_home, "doctor", "--host", "codex", str(profile), "--json").stdout)
     assert report["connected"] and any("set required = true" in p for p in report["problems"]), report
+    opened["mcp"]["snodo"]["command"] += ["--mode", "nosuch"]  # served, a host shows only `unavailable`
+    (tmp_path / "opencode.json").write_text(json.dumps(opened))
+    report = json.loads(
+        snodo(root, module_home, "doctor", "--host", "opencode", str(tmp_path / "opencode.json"), "--json").stdout
+    )
+    assert not report["connected"] and any("--mode 'nosuch' is not a mode" in p for p in report["problems"]), report
     missing = snodo(root, module_home, "doctor", "--host", "cursor", str(tmp_path / "nothing.json"))
     assert missing.returncode == 1 and "NOT connected" in missing.stdout

@@ -1,10 +1,18 @@
 """A server that could not start still tells the person why, through the host.
 
-Hosts show little of a server that exits before the handshake ("Connection closed") and
-carry on without its tools. So when ``snodo serve`` cannot load its protocol or mode, it
-completes ``initialize`` with instructions that name the problem and the fix, serves no
-tool at all, answers the host's first ``tools/list`` (or any call) with one error saying
-the same, and exits once that answer is out (or the host leaves, or a minute passes).
+Hosts show little of a server that exits before the handshake ("Connection closed"), and
+opencode shows nothing of one whose initialize or tool listing fails: `opencode run` carries
+on without its tools and the message is only in its logs. What every host does show is a
+server's tools, their descriptions and their results. So when ``snodo serve`` cannot load
+its protocol or mode, it completes ``initialize`` with instructions naming the problem and
+the fix, lists one tool, ``unavailable``, that governs nothing (its description is the same
+message, and calling it — or any other name — returns the message as an error), and serves
+until the host leaves. No governed tool is ever listed or run.
+
+Codex is the exception: with the printed profile's ``required = true`` it stops on a failed
+listing before the model is asked anything and prints the server's error ("required MCP
+servers failed to initialize: snodo: …"), while a listed tool's result it shows only as
+"failed". So a client that says it is Codex gets the listing as that one error.
 """
 
 from __future__ import annotations
@@ -14,10 +22,10 @@ import contextlib
 from snodo import __version__
 from snodo.errors import ProtocolError, SnodoError
 
-#: The longest a failed server waits for the host to ask for its tools.
-LINGER = 60.0
-#: How long the error answer is given to reach the host before the process ends.
-FLUSH = 1.0
+#: The one tool a failed server lists; hosts show it prefixed (``snodo_unavailable``).
+UNAVAILABLE = "unavailable"
+#: Clients (``clientInfo.name``) that stop on a failed listing and print its error.
+STOPS_ON_FAILED_LISTING = frozenset({"codex-mcp-client"})
 
 
 def failure_text(exc: SnodoError) -> str:
@@ -27,50 +35,53 @@ def failure_text(exc: SnodoError) -> str:
     lines += [f"  - {p}" for p in problems[:8]]
     if len(problems) > 8:
         lines.append(f"  … and {len(problems) - 8} more (`snodo protocol check` lists them)")
-    lines.append(f"Fix: {exc.hint}" if exc.hint else "Fix: run the same `snodo serve` command in a terminal to see why")
+    lines.append(
+        f"Fix: {exc.hint}"
+        if exc.hint
+        else "Fix: correct the `snodo serve` command in this host's MCP config (`snodo doctor --host HOST` "
+        "checks it), or run that command in a terminal to see why"
+    )
     return "\n".join(lines)
 
 
 def serve_failure(exc: SnodoError) -> None:
-    """Serve the failure on stdin/stdout, then return (the caller exits non-zero)."""
+    """Serve the failure on stdin/stdout until the host leaves, then return (the caller exits non-zero)."""
     import anyio  # the MCP SDK only when there is a failure to serve
     from mcp import types
+    from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
     from mcp.shared.exceptions import MCPError
 
     text = failure_text(exc)
-    answered = anyio.Event()
+    tool = types.Tool(
+        name=UNAVAILABLE,
+        description=text,
+        input_schema={"type": "object", "properties": {}},
+        annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+    )
 
-    async def refuse_listing(_ctx: object, _params: object) -> types.ListToolsResult:
-        answered.set()
-        raise MCPError(types.INTERNAL_ERROR, text)
+    async def list_only_unavailable(ctx: ServerRequestContext[object], _params: object) -> types.ListToolsResult:
+        client = ctx.session.client_params
+        if client is not None and client.client_info.name in STOPS_ON_FAILED_LISTING:
+            raise MCPError(types.INTERNAL_ERROR, text)
+        return types.ListToolsResult(tools=[tool])
 
     async def refuse_call(_ctx: object, _params: object) -> types.CallToolResult:
-        answered.set()
-        raise MCPError(types.INTERNAL_ERROR, text)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
     server: Server[object] = Server(
         "snodo",
         version=__version__,
         title="snodo — not started",
         instructions=text,
-        on_list_tools=refuse_listing,
+        on_list_tools=list_only_unavailable,
         on_call_tool=refuse_call,
     )
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
-
-            async def run() -> None:
-                await server.run(read_stream, write_stream, server.create_initialization_options())
-                group.cancel_scope.cancel()  # the host left
-
-            group.start_soon(run)
-            with anyio.move_on_after(LINGER):
-                await answered.wait()
-            await anyio.sleep(FLUSH)
-            group.cancel_scope.cancel()
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
     with contextlib.suppress(Exception):  # a host that went away mid-answer; the caller reports the real error
         anyio.run(main)

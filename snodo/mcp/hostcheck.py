@@ -19,6 +19,7 @@ from typing import Any
 from attrs import frozen
 
 from snodo.mcp.hostconfig import HOSTS, OPEN_DOORS, call_timeout
+from snodo.protocol.models import Protocol
 
 #: Where each host's config is looked for when none is given (relative to the working directory).
 DEFAULT_PATHS: dict[str, str] = {
@@ -75,7 +76,9 @@ def check_host(host: str, config: Path | None) -> HostReport:
     problems += _command_problems([str(a) for a in argv])
     if entry.get("enabled") is False:
         problems.append("the snodo server is disabled (enabled = false)")
-    needed = _needed_timeout(argv)
+    protocol = _protocol(argv, problems)
+    connected = not problems  # what follows leaves snodo connected but the host not governed as printed
+    needed = call_timeout(protocol) if protocol is not None else None
     got = entry.get("timeout", 0) / 1000 if host == "opencode" else entry.get("tool_timeout_sec")
     if host in ("opencode", "codex") and needed and (not got or got < needed):
         problems.append(
@@ -86,7 +89,10 @@ def check_host(host: str, config: Path | None) -> HostReport:
             "Codex refuses unapproved write_file/delete_file/dispatch_task before snodo sees them: "
             'set default_tools_approval_mode = "approve"'
         )
-    connected = not [p for p in problems if "timeout" not in p and "approval" not in p]
+    if host == "codex" and entry.get("required") is not True:
+        problems.append(
+            "Codex starts its first turn without snodo's tools and hides snodo's start-up error: set required = true"
+        )
     return HostReport(
         host=host,
         config=str(path),
@@ -114,16 +120,24 @@ def _command_problems(argv: list[str]) -> list[str]:
     return problems
 
 
-def _needed_timeout(argv: list[str]) -> int | None:
-    if "--protocol" not in argv[:-1]:
+def _protocol(argv: list[str], problems: list[str]) -> Protocol | None:
+    """The protocol the command pins, loaded as the server would; its problems (and an unknown
+    ``--mode``, which a host shows only as a server with one ``unavailable`` tool) noted."""
+    if "--protocol" not in argv[:-1] or not Path(argv[argv.index("--protocol") + 1]).is_file():
         return None
     from snodo.errors import SnodoError
     from snodo.protocol.loader import read_protocol_file
 
     try:
-        return call_timeout(read_protocol_file(Path(argv[argv.index("--protocol") + 1])))
-    except SnodoError:
+        protocol = read_protocol_file(Path(argv[argv.index("--protocol") + 1]))
+    except SnodoError as exc:
+        problems.append(f"the protocol does not load: {exc.message}")
         return None
+    if "--mode" in argv[:-1]:
+        mode, known = argv[argv.index("--mode") + 1], [m.mode_id for m in protocol.modes]
+        if mode not in known:
+            problems.append(f"--mode {mode!r} is not a mode of this protocol (it defines: {', '.join(known)})")
+    return protocol
 
 
 def _writers(host: str, data: dict[str, Any], path: Path) -> tuple[str, ...]:

@@ -43,7 +43,8 @@ OPEN_DOORS: dict[str, str] = {
     "opencode": "opencode's read-only tools (read, grep, glob, list) stay on; a `--agent` or agent config that "
     "turns write/edit/bash back on reopens them",
     "codex": "Codex's shell still runs (read-only: it can read the project and run read-only commands); "
-    "`--sandbox`, `--full-auto` or `--dangerously-bypass-approvals-and-sandbox` on the command line reopen it",
+    "`--sandbox`, `--approve-for-me` (or `--full-auto` in older versions), `-c sandbox_mode=…` or "
+    "`--dangerously-bypass-approvals-and-sandbox` on the command line reopen it",
     "claude-code": "Claude Code's own Write, Edit, MultiEdit, NotebookEdit and Bash tools stay on unless "
     '.claude/settings.json denies them: {"permissions": {"deny": ["Write", "Edit", "MultiEdit", '
     '"NotebookEdit", "Bash"], "allow": ["mcp__snodo"]}}; set MCP_TOOL_TIMEOUT (ms) for long run_tests',
@@ -106,6 +107,9 @@ def codex_config(entry: dict[str, Any], timeout: int, root: Path) -> str:
     if entry.get("env"):
         lines.append("env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in entry["env"].items()) + " }")
     lines += [
+        "# Required: Codex waits for snodo before the first turn (else the first turn runs without",
+        "# snodo's tools) and stops with snodo's own message when snodo cannot start.",
+        "required = true",
         "startup_timeout_sec = 60",
         f"tool_timeout_sec = {timeout}  # longer than run_tests and the protocol's validator limits",
         "# Codex refuses unapproved write_file, delete_file and dispatch_task before snodo sees them",

@@ -137,8 +137,11 @@ def serve(
     stderr: Path | None = None,
     version: str | None = None,
     env: dict[str, str] | None = None,
+    client: str | None = None,
 ) -> Iterator[Served]:
     """Start ``snodo serve ARGS`` in ``root`` and connect a real SDK client to it.
+
+    ``client``: the name the client introduces itself with (``clientInfo.name``), as a host does.
 
     ``era``: ``legacy`` (the initialize handshake, optionally at an older ``version``) or
     ``modern`` (the 2026-07-28 ``server/discover`` probe and per-request envelope).
@@ -155,7 +158,8 @@ def serve(
         start_blocking_portal() as portal,
         portal.wrap_async_context_manager(stdio_client(params, errlog=err)) as (read, write),
     ):
-        session = ClientSession(read, write, read_timeout_seconds=SERVE_TIMEOUT)
+        info = types.Implementation(name=client, version="0") if client else None
+        session = ClientSession(read, write, read_timeout_seconds=SERVE_TIMEOUT, client_info=info)
         with portal.wrap_async_context_manager(session):
             if era == "modern":
                 portal.call(session.discover)

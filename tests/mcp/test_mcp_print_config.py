@@ -91,6 +91,7 @@ def test_opencode_and_codex_configs_close_the_hosts_own_doors(module_dir: Path, 
     assert server["args"] == ["serve", "--protocol", protocol, "--mode", "producer"]
     assert server["env"] == {"SNODO_HOME": str(module_home)}
     assert server["tool_timeout_sec"] >= 360 and server["default_tools_approval_mode"] == "approve"
+    assert server["required"] is True  # Codex waits for snodo, and stops with its start-up error
     assert "# Still open:" in r.stdout
 
 
@@ -114,5 +115,15 @@ def test_doctor_host_reads_the_printed_configs_and_names_open_writers(
     )
     assert report["open_writers"] == ["write", "edit", "patch", "bash"]
     assert any("timeout is 60.0 s" in p for p in report["problems"]), report
+    profile = tmp_path / "snodo.config.toml"
+    profile.write_text(profile.read_text().replace("required = true", "required = false"))
+    report = json.loads(snodo(root, module_home, "doctor", "--host", "codex", str(profile), "--json").stdout)
+    assert report["connected"] and any("set required = true" in p for p in report["problems"]), report
+    opened["mcp"]["snodo"]["command"] += ["--mode", "nosuch"]  # served, a host shows only `unavailable`
+    (tmp_path / "opencode.json").write_text(json.dumps(opened))
+    report = json.loads(
+        snodo(root, module_home, "doctor", "--host", "opencode", str(tmp_path / "opencode.json"), "--json").stdout
+    )
+    assert not report["connected"] and any("--mode 'nosuch' is not a mode" in p for p in report["problems"]), report
     missing = snodo(root, module_home, "doctor", "--host", "cursor", str(tmp_path / "nothing.json"))
     assert missing.returncode == 1 and "NOT connected" in missing.stdout

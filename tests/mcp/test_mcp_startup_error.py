@@ -2,8 +2,9 @@
 
 Real ``snodo serve`` under the official SDK client: with an unknown mode, or a protocol
 whose working copy differs from the committed one, the handshake completes, the
-instructions name the problem and the fix, no tool is listed (the listing is one error
-saying the same), and the process then exits non-zero.
+instructions name the problem and the fix, the only tool listed is ``unavailable`` (its
+description the same message; calling it, or a governed tool's name, returns the message as
+an error and runs nothing), and the process exits non-zero once the host leaves.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_harness import git, make_project, serve, snodo
+from mcp_harness import audit, git, make_project, serve, snodo
 
 PROTOCOL = """\
 protocol_id: startup
@@ -28,12 +29,15 @@ validators:
 
 
 def _served_failure(root: Path, home: Path, *args: str) -> tuple[str, str]:
+    """The instructions, and the one error every listed or governed name answers with."""
     with serve(root, home, *args) as served:
         instructions = served.instructions
-        with pytest.raises(MCPError) as info:
-            served.list_tools()
-        listing_error = info.value.message
-    return instructions, listing_error
+        (tool,) = served.list_tools()  # no governed tool: only the one that says why
+        assert tool.name == "unavailable" and tool.description == instructions
+        error = served.refused("unavailable")
+        assert served.refused("read_file", {"path": "README.md"}) == error  # nothing governed runs
+    assert not audit(root, "tool_call")
+    return instructions, error
 
 
 def test_an_unknown_mode_is_told_through_the_handshake(tmp_path: Path) -> None:
@@ -63,3 +67,14 @@ def test_an_uncommitted_protocol_edit_is_refused_with_the_diff(tmp_path: Path) -
     assert "1 line(s) added, 1 removed" in refused.stderr
     check = snodo(root, tmp_path / "home", "protocol", "check", stdin="")
     assert check.returncode == 0 and "differs from the version in force" in check.stderr, check.stderr
+
+
+def test_codex_gets_the_failure_as_its_listing_error(tmp_path: Path) -> None:
+    """Codex stops on a failed listing (with the printed `required = true`) and prints its
+    error, while it shows a tool's failure only as "failed": it gets the error, no tool."""
+    root = make_project(tmp_path / "repo", PROTOCOL)
+    with serve(root, tmp_path / "home", "--mode", "nosuch", client="codex-mcp-client") as served:
+        assert "nosuch" in served.instructions
+        with pytest.raises(MCPError) as info:
+            served.list_tools()
+    assert info.value.message == served.instructions

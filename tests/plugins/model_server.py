@@ -1,8 +1,9 @@
 """A small OpenAI-compatible chat server on 127.0.0.1, for tests that go through the real
 litellm/openai HTTP path (and for the real opencode CLI in the ``real-opencode`` tox env).
 
-Each request to ``POST /v1/chat/completions`` (or ``/chat/completions``) takes the next
-scripted reply; when the script runs out the last one repeats. A reply is one of:
+Each request to ``POST /v1/chat/completions`` (or ``/chat/completions``), or to the Responses
+API's ``POST /v1/responses`` (as Codex speaks it: SSE events with ``function_call`` and
+``message`` items), takes the next scripted reply; when the script runs out the last one repeats. A reply is one of:
 
 - ``{"content": "..."}`` or ``{"tool_calls": [{"name": ..., "arguments": {...}}]}``:
   a normal answer (as SSE chunks when the request asks for ``stream``);
@@ -79,7 +80,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = {"unparsable": raw.decode("utf-8", "replace")}
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        responses = self.path.rstrip("/").endswith("/responses")
+        if not responses and not self.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, b'{"error": {"message": "no such route"}}')
             return
         with self.server.lock:
@@ -102,6 +104,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, str(reply["raw"]).encode())
             return
         model = body.get("model", "test-model")
+        if responses:
+            self._respond(model, n, reply)
+            return
         if reply.get("empty_choices"):
             data = {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": model, "choices": []}
             self._send(200, json.dumps(data).encode())
@@ -120,6 +125,54 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": USAGE,
         }
         self._send(200, json.dumps(data).encode())
+
+    def _respond(self, model: str, n: int, reply: dict[str, Any]) -> None:
+        """The Responses API (``POST /v1/responses``, as Codex speaks it), always as SSE events:
+        one ``function_call`` item per scripted tool call, else one ``message`` item."""
+        items: list[dict[str, Any]] = [
+            {
+                "type": "function_call",
+                "id": f"fc_{n}_{i}",
+                "call_id": f"call_{n}_{i}",
+                "name": c["name"],
+                "arguments": json.dumps(c.get("arguments", {})),
+                "status": "completed",
+                **({"namespace": c["namespace"]} if "namespace" in c else {}),  # Codex's MCP tools
+            }
+            for i, c in enumerate(reply.get("tool_calls", ()))
+        ]
+        if not items:
+            text = str(reply.get("content") or "")
+            items.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{n}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            )
+        response: dict[str, Any] = {"id": f"resp_{n}", "object": "response", "model": model, "status": "in_progress"}
+        usage = {
+            "input_tokens": USAGE["prompt_tokens"],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": USAGE["completion_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": USAGE["total_tokens"],
+        }
+        events: list[dict[str, Any]] = [{"type": "response.created", "response": response}]
+        for i, item in enumerate(items):
+            events.append({"type": "response.output_item.added", "output_index": i, "item": item})
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                events.append(
+                    {"type": "response.output_text.delta", "item_id": item["id"], "output_index": i, "delta": text}
+                )
+            events.append({"type": "response.output_item.done", "output_index": i, "item": item})
+        done = {**response, "status": "completed", "output": items, "usage": usage}
+        events.append({"type": "response.completed", "response": done})
+        body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+        self._send(200, body, "text/event-stream")
 
     def _stream(self, model: str, n: int, message: dict[str, Any], finish: str, drip: float = 0.0) -> None:
         def chunk(delta: dict[str, Any], finish_reason: str | None = None, usage: Any = None) -> bytes:

@@ -116,6 +116,7 @@ EXPECTED = {
     "snodo.state.audit_key",
     "snodo.state.decisions",
     "snodo.state.home",
+    "snodo.state.jws",
     "snodo.state.keys",
     "snodo.state.sessions",
     "snodo.state.signers",
@@ -185,8 +186,9 @@ validators:
 
 #: Never imported by a whole governed run whose validators run ``true``: pytest (its exit
 #: codes are named without it), securesystemslib's signers (they import every cloud SDK
-#: installed, boto3 among them; the attestation is signed without them), model and MCP SDKs.
-NEVER_IN_A_RUN = ("pytest", "_pytest", "securesystemslib.signer", "boto3", "botocore", *NEVER)
+#: installed, boto3 among them; the attestation is signed without them), PyJWT (snodo.state.jws
+#: signs the token), model and MCP SDKs.
+NEVER_IN_A_RUN = ("pytest", "_pytest", "securesystemslib.signer", "boto3", "botocore", "jwt", *NEVER)
 
 
 def test_a_whole_trivial_run_never_imports_the_heavy_libraries(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]

@@ -72,6 +72,7 @@ EXPECTED = {
     "snodo.engine.results",
     "snodo.engine.snapshot",
     "snodo.engine.worktree",
+    "snodo.entrypoints",
     "snodo.errors",
     "snodo.evidence",
     "snodo.evidence.attest",
@@ -187,8 +188,17 @@ validators:
 #: Never imported by a whole governed run whose validators run ``true``: pytest (its exit
 #: codes are named without it), securesystemslib's signers (they import every cloud SDK
 #: installed, boto3 among them; the attestation is signed without them), PyJWT (snodo.state.jws
-#: signs the token), model and MCP SDKs.
-NEVER_IN_A_RUN = ("pytest", "_pytest", "securesystemslib.signer", "boto3", "botocore", "jwt", *NEVER)
+#: signs the token), importlib.metadata (snodo.entrypoints reads the one group), model and MCP SDKs.
+NEVER_IN_A_RUN = (
+    "pytest",
+    "_pytest",
+    "securesystemslib.signer",
+    "boto3",
+    "botocore",
+    "jwt",
+    "importlib.metadata",
+    *NEVER,
+)
 
 
 def test_a_whole_trivial_run_never_imports_the_heavy_libraries(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,12 @@ Work measured:
 - ``trivial``: ``snodo run --mock`` with a pre_execute and a post_execute validator that run ``true``;
 - ``pytest``: the same with ``python -m compileall -q .`` before and pytest after the coder;
 - ``by hand``: the pytest work done without governance (write the files, run the same
-  commands, ``git commit``), the floor for ours / raw.
+  commands, ``git commit``), the floor for ours / raw;
+- over MCP (``--mcp-servers N``, a real client from the official SDK, stdio): ``snodo serve
+  --mode producer`` started N times per side, alternating: start -> initialized, then one
+  first and ``--calls`` warm ``validate_task`` calls (``{task_id, task_spec}``, the same
+  arguments on both sides) against the trivial protocol, whose one pre_execute validator
+  runs ``true``; every call must answer without an error.
 
     python benchmarks/side_by_side.py [--other /work/ref] [--runs 5] [--smoke]
 
@@ -36,6 +41,7 @@ beside it because on a shared machine wall time swings with the load.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import statistics
@@ -44,6 +50,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 OURS = """\
 protocol_id: bench
@@ -149,6 +156,58 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
     return elapsed, usage.ru_utime + usage.ru_stime
 
 
+async def _serve_once(argv: list[str], repo: Path, env: dict[str, str], calls: int) -> tuple[float, float]:
+    """(start -> initialized, median warm validate_task) of one server."""
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=argv[0], args=[*argv[1:], "serve", "--mode", "producer"], cwd=str(repo), env=env
+    )
+    with open(os.devnull, "w") as quiet:  # a server's shutdown noise is not a measurement
+        return await _session(params, quiet, calls)
+
+
+async def _session(params: Any, errlog: Any, calls: int) -> tuple[float, float]:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    started = time.perf_counter()
+    async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        initialized = time.perf_counter() - started
+        warm: list[float] = []
+        for i in range(calls + 1):  # the first call is not warm
+            t = time.perf_counter()
+            result = await session.call_tool("validate_task", {"task_id": f"t-{i}", "task_spec": f"add module {i}"})
+            if result.is_error:
+                raise SystemExit(f"validate_task failed: {str(result.content)[:800]}")
+            if i == 0:
+                print(f"  mcp      first validate_task answered: {str(result.content)[:300]}", file=sys.stderr)
+            if i:
+                warm.append(time.perf_counter() - t)
+    return initialized, statistics.median(warm)
+
+
+def measure_mcp(
+    impls: dict[str, list[str]], repos: dict[str, Path], envs: dict[str, dict[str, str]], servers: int, calls: int
+) -> dict[str, tuple[float, float]]:
+    """Medians over ``servers`` alternating server starts of each side."""
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in impls}
+    for n in range(servers):
+        for name, argv in impls.items():
+            sample = asyncio.run(_serve_once(argv, repos[name], envs[name], calls))
+            samples[name].append(sample)
+            print(
+                f"  mcp      {name:<6} server {n + 1}: initialized {sample[0]:7.3f}s, "
+                f"warm validate_task {sample[1] * 1e3:7.2f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
+    return {
+        name: (statistics.median(s[0] for s in v), statistics.median(s[1] for s in v)) for name, v in samples.items()
+    }
+
+
 def _cell(value: float | None, fmt: str) -> str:
     return fmt.format(value) if value is not None else "-"
 
@@ -161,10 +220,14 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--work", choices=sorted(WORK), action="append", help="only this work (repeatable)")
+    parser.add_argument("--mcp-servers", type=int, default=3, help="server starts per side over MCP (0: none)")
+    parser.add_argument("--calls", type=int, default=20, help="warm validate_task calls per server")
+    parser.add_argument("--no-runs", action="store_true", help="only the MCP measurements")
     parser.add_argument("--smoke", action="store_true", help="one run each, ours only unless --other is given")
     args = parser.parse_args()
     runs = 1 if args.smoke else args.runs
-    works = args.work or list(WORK)
+    works = [] if args.no_runs else args.work or list(WORK)
+    servers, calls = (1, 3) if args.smoke else (args.mcp_servers, args.calls)
     impls = {"ours": program(None), **({"other": program(args.other)} if args.other else {})}
     dialect = {"ours": "ours", "other": args.other_dialect}
     with tempfile.TemporaryDirectory() as tmp:
@@ -216,7 +279,27 @@ def main() -> int:
                 wall[(work, "by hand")] = statistics.median(s[0] for s in raw)
                 cpu[(work, "by hand")] = statistics.median(s[1] for s in raw)
             shutil.rmtree(root / work, ignore_errors=True)
-        print(f"{'work':<8} {'time':<5} {'ours':>9} {'other':>9} {'other/ours':>11} {'by hand':>9} {'ours/hand':>10}")
+        mcp: dict[str, tuple[float, float]] = {}
+        if servers:
+            envs = {name: {**base_env, "SNODO_HOME": str(root / "mcp" / f"{name}-home")} for name in impls}
+            if "other" in envs:
+                envs["other"]["HOME"] = str(root / "mcp" / "other-user")
+            repos = {
+                name: make_repo(
+                    root / "mcp" / name,
+                    DIALECTS[dialect[name]].format(**WORK["trivial"][dialect[name]]),
+                    init=[*argv, "init", "--template", "solo", "--yes"]
+                    if name == "other" and dialect[name] == "reference"
+                    else None,
+                    env=envs[name],
+                )
+                for name, argv in impls.items()
+            }
+            mcp = measure_mcp(impls, repos, envs, servers, calls)
+        if works:
+            print(
+                f"{'work':<8} {'time':<5} {'ours':>9} {'other':>9} {'other/ours':>11} {'by hand':>9} {'ours/hand':>10}"
+            )
         for work in works:
             for kind, table in (("wall", wall), ("cpu", cpu)):
                 ours, other, hand = table[(work, "ours")], table.get((work, "other")), table.get((work, "by hand"))
@@ -228,7 +311,16 @@ def main() -> int:
                     f"{_cell(ours / hand if hand else None, 'x{:.2f}'):>10}",
                 ]
                 print(f"{work:<8} {kind:<5} " + " ".join(cells))
-        print(f"medians of {runs} alternating run(s) after one warm-up each; cpu = user + system, process tree")
+        for index, what in ((0, "serve -> initialized"), (1, "warm validate_task, one `true` validator")):
+            if mcp:
+                ours, other = mcp["ours"][index], mcp.get("other", (None, None))[index]
+                ratio = f", other/ours x{other / ours:.2f}" if other else ""
+                shown = f", other {other * 1e3:.1f} ms" if other else ""
+                print(f"{what:<42} ours {ours * 1e3:.1f} ms{shown}{ratio}")
+        if mcp:
+            print(f"MCP: medians over {servers} alternating server start(s), warm = median of {calls} calls each")
+        if works:
+            print(f"medians of {runs} alternating run(s) after one warm-up each; cpu = user + system, process tree")
     return 0
 
 

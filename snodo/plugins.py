@@ -15,13 +15,13 @@ import os
 import sys
 import traceback
 from collections.abc import Iterable, Sequence
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
 from attrs import Factory, frozen
 
 from snodo import core_plugin, hookspecs
+from snodo.entrypoints import entry_points
 from snodo.errors import PluginError
 from snodo.planning import DeterministicPlanner, PlannerImpl
 from snodo.records import (
@@ -163,17 +163,16 @@ class PluginHost:
         return True
 
     def load_entrypoints(self, blocked: Sequence[str] = ()) -> None:
-        eps = sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+        eps = sorted(entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name)
         seen: set[str] = set()
         for ep in eps:
             if ep.name in blocked or ep.name in seen:
                 continue
             seen.add(ep.name)
-            dist = getattr(ep, "dist", None)
             origin = _Origin(
                 name=ep.name,
-                distribution=dist.metadata["Name"] if dist is not None else None,
-                version=dist.version if dist is not None else None,
+                distribution=ep.distribution,
+                version=ep.version,
                 module=ep.value,
             )
             try:

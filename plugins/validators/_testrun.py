@@ -17,6 +17,7 @@ the workspace proves nothing and is no verdict either.
 
 from __future__ import annotations
 
+import enum
 import re
 import shlex
 from collections.abc import Mapping
@@ -44,6 +45,18 @@ _SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|
 _NO_MODULE = re.compile(r"No module named \S+")
 _PYTEST_EXIT = {3: "pytest hit an internal error", 4: "pytest could not start the run (usage or conftest error)"}
 _SETTING_HINT = "set execution.python in .snodo/protocol.yml (or tooling.python for this validator)"
+
+
+class ExitCode(enum.IntEnum):
+    """``pytest.ExitCode``'s values (a stable part of pytest's interface), named here because
+    importing pytest for them cost ~0.3 s on every governed run (#26); a test pins them."""
+
+    OK = 0
+    TESTS_FAILED = 1
+    INTERRUPTED = 2
+    INTERNAL_ERROR = 3
+    USAGE_ERROR = 4
+    NO_TESTS_COLLECTED = 5
 
 
 def command_argv(command: Any) -> list[str]:
@@ -142,8 +155,6 @@ def _shown_errors(errors: tuple[Mapping[str, Any], ...]) -> str:
 
 def verdict(run: SuiteRun, dirty: tuple[str, ...] = ()) -> Verdict:
     """The verdict a test run supports; raises when the run cannot support one."""
-    from pytest import ExitCode
-
     info = details(run, dirty)
     summary, tail, code = run.read.summary, run.tail(40), run.exit_code
     if code is None or code < 0:

@@ -1,14 +1,18 @@
 """The attestation itself: an in-toto Statement v1 in a DSSE envelope, Ed25519-signed.
 
-The envelope (its pre-authentication encoding, signing and verifying) is
-securesystemslib's: a verifier anywhere checks it with any DSSE implementation and the
-public key alone. The statement is a plain mapping that follows the in-toto Statement v1
+The envelope is DSSE: a verifier anywhere checks it with any DSSE implementation and the
+public key alone. Reading and verifying use securesystemslib; signing builds the same bytes
+here (pre-authentication encoding, one Ed25519 signature, standard base64), because
+importing ``securesystemslib.signer`` imports every cloud signer it knows (boto3 alone
+costs hundreds of milliseconds) on the path of every governed commit (#26); a test checks
+the two produce identical envelopes. The statement is a plain mapping that follows the in-toto Statement v1
 layout; its two subjects bind the signature to one commit *and* its tree, so neither an
 amended commit nor the same tree under another commit inherits it.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -55,13 +59,20 @@ def _sslib_key(key: Ed25519PublicKey) -> Any:
 
 def sign_statement(body: Mapping[str, Any], key: Ed25519PrivateKey) -> str:
     """The DSSE envelope of ``body`` signed with ``key``, as one JSON line."""
-    from securesystemslib.dsse import Envelope
-    from securesystemslib.signer import CryptoSigner  # type: ignore[attr-defined]
-
     payload = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    envelope = Envelope(payload=payload, payload_type=PAYLOAD_TYPE, signatures={})
-    envelope.sign(CryptoSigner(key, _sslib_key(key.public_key())))
-    return json.dumps(envelope.to_dict(), sort_keys=True, separators=(",", ":"))
+    kind = PAYLOAD_TYPE.encode("utf-8")
+    pae = b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+    envelope = {
+        "payload": base64.standard_b64encode(payload).decode("ascii"),
+        "payloadType": PAYLOAD_TYPE,
+        "signatures": [
+            {
+                "keyid": public_key_fingerprint(key.public_key()),
+                "sig": base64.standard_b64encode(key.sign(pae)).decode("ascii"),
+            }
+        ],
+    }
+    return json.dumps(envelope, sort_keys=True, separators=(",", ":"))
 
 
 def decode_envelope(text: str) -> tuple[Any, dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Single-use validation tokens (INV1): a signed JWT plus a row in ``$SNODO_HOME/tokens.db``.
 
-The JWT proves that validation passed for one task and one exact spec; the database row
+The JWT (HS256, :mod:`snodo.state.jws`) proves that validation passed for one task and one exact spec; the database row
 makes it single-use. Consumption is one ``UPDATE ... WHERE consumed_at IS NULL`` inside a
 ``BEGIN IMMEDIATE`` transaction, so of any number of concurrent consumers exactly one sees
 its row change. Every database failure raises: a token store that cannot answer never
@@ -18,14 +18,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import jwt
 from attrs import frozen
 
 from snodo.errors import StateError, TokenError
+from snodo.state import jws
 from snodo.state.home import tokens_db_path
 from snodo.state.keys import token_key
 
-_ALGORITHM = "HS256"
 _BUSY_TIMEOUT_S = 10.0
 _KEEP_EXPIRED_S = 24 * 3600  # expired rows can never verify again; keep a day for inspection
 _SCHEMA = """
@@ -149,7 +148,7 @@ class TokenService:
             "mode": mode,
             "validators": list(validators),
         }
-        token = jwt.encode(claims, self._key, algorithm=_ALGORITHM)
+        token = jws.sign(claims, self._key)
         with self._db(durable=False) as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now - _KEEP_EXPIRED_S,))
@@ -163,15 +162,10 @@ class TokenService:
     def _check(self, token: str, task_id: str, spec_sha256: str) -> TokenClaims:
         """Signature, shape, expiry and binding: everything but the single-use store."""
         try:
-            raw = jwt.decode(
-                token,
-                self._key,
-                algorithms=[_ALGORITHM],
-                options={"verify_exp": False, "verify_iat": False, "verify_nbf": False},
-            )
-        except (jwt.InvalidSignatureError, jwt.InvalidAlgorithmError) as exc:
+            raw = jws.verify(token, self._key)
+        except jws.BadSignature as exc:
             raise _refuse("bad signature", str(exc)) from None
-        except jwt.InvalidTokenError as exc:
+        except jws.MalformedToken as exc:
             raise _refuse("malformed", str(exc)) from None
         claims = _claims(raw)
         if int(self._clock()) >= claims.exp:

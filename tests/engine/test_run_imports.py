@@ -73,6 +73,7 @@ EXPECTED = {
     "snodo.engine.results",
     "snodo.engine.snapshot",
     "snodo.engine.worktree",
+    "snodo.entrypoints",
     "snodo.errors",
     "snodo.evidence",
     "snodo.evidence.attest",
@@ -118,6 +119,7 @@ EXPECTED = {
     "snodo.state.audit_key",
     "snodo.state.decisions",
     "snodo.state.home",
+    "snodo.state.jws",
     "snodo.state.keys",
     "snodo.state.sessions",
     "snodo.state.signers",
@@ -170,3 +172,56 @@ def test_mock_run_imports_only_the_pinned_modules_before_the_first_validator(tmp
     ours = {m for m in loaded if m == "snodo" or m.startswith("snodo.")}
     added, gone = sorted(ours - EXPECTED), sorted(EXPECTED - ours)
     assert (added, gone) == ([], []), f"newly imported: {added}; no longer imported: {gone}"
+
+
+TRIVIAL = """\
+protocol_id: t
+name: t
+modes:
+  - mode_id: producer
+    tools: [read, edit, validate, dispatch, commit]
+    validators: [pre, post]
+    coder: mock
+validators:
+  - {validator_id: pre, validator_type: pytest, tooling: {command: "true"}}
+  - {validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {command: "true"}}
+"""
+
+#: Never imported by a whole governed run whose validators run ``true``: pytest (its exit
+#: codes are named without it), securesystemslib's signers (they import every cloud SDK
+#: installed, boto3 among them; the attestation is signed without them), PyJWT (snodo.state.jws
+#: signs the token), importlib.metadata (snodo.entrypoints reads the one group), model and MCP SDKs.
+NEVER_IN_A_RUN = (
+    "pytest",
+    "_pytest",
+    "securesystemslib.signer",
+    "boto3",
+    "botocore",
+    "jwt",
+    "importlib.metadata",
+    *NEVER,
+)
+
+
+def test_a_whole_trivial_run_never_imports_the_heavy_libraries(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".snodo").mkdir()
+    (repo / ".snodo" / "protocol.yml").write_text(TRIVIAL)
+    git(repo, "add", ".snodo")
+    git(repo, "commit", "-q", "-m", "protocol")
+    r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=repo, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert r.returncode == 0, r
+    loaded = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    assert "snodo.engine.loop" in loaded  # the profile did record the run's imports
+    assert sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in NEVER_IN_A_RUN)) == []
+
+
+def test_the_exit_codes_named_without_importing_pytest_are_pytests() -> None:
+    """The run path names pytest's exit codes itself rather than import pytest (~0.3 s)."""
+    import pytest
+    from snodo_plugins.validators._testrun import ExitCode
+
+    from snodo.workspace.testrun import NO_TESTS_COLLECTED
+
+    assert all(pytest.ExitCode[c.name] == c for c in ExitCode)  # newer pytest adds codes we never read
+    assert NO_TESTS_COLLECTED == pytest.ExitCode.NO_TESTS_COLLECTED

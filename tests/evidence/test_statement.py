@@ -61,3 +61,20 @@ def _payload(body: object, payload_type: str = "application/vnd.in-toto+json") -
 def test_malformed_notes_are_refused_by_name(note: str, why: str) -> None:
     with pytest.raises(EnvelopeError, match=why):
         decode_envelope(note)
+
+
+def test_the_envelope_signed_here_is_byte_for_byte_securesystemslib_s() -> None:
+    """Signing skips securesystemslib.signer (start-up cost, #26); Ed25519 is deterministic,
+    so the library's envelope for the same key and statement must be identical."""
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import CryptoSigner, SSlibKey  # type: ignore[attr-defined]
+
+    from snodo.evidence.statement import PAYLOAD_TYPE
+    from snodo.state.keys import public_key_fingerprint
+
+    body = statement("a" * 40, "b" * 40, {"judged": True, "text": "é"})
+    payload = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    theirs = Envelope(payload=payload, payload_type=PAYLOAD_TYPE, signatures={})
+    public = SSlibKey.from_crypto(KEY.public_key(), keyid=public_key_fingerprint(KEY.public_key()))
+    theirs.sign(CryptoSigner(KEY, public))
+    assert sign_statement(body, KEY) == json.dumps(theirs.to_dict(), sort_keys=True, separators=(",", ":"))

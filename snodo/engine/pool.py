@@ -32,6 +32,7 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -116,21 +117,30 @@ def take_free_slot(base_dir: Path) -> Slot:
         n += 1
 
 
-def restore(slot: Slot, base: str) -> bool:
+def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     """Bring the slot's copy back to exactly ``base``: no change to a tracked file, no
     untracked or ignored file, no nested repository, every mode as a fresh checkout makes
     it, no history of earlier runs. ``False`` when that cannot be done or checked (the caller
     then makes a fresh copy).
 
     The usual path costs one ``status`` (with ignored files) and what differs: the leftovers
-    it lists are deleted, a second ``status`` checks they are gone, then a two-tree
-    ``read-tree -m -u`` moves the clean copy from its HEAD to ``base`` touching only the
-    files that differ. A copy with changes to tracked files takes the long path: ``reset
-    --hard``, ``clean -ffdx`` (nested repositories too) and the same check.
+    it lists are deleted, a second ``status`` checks they are gone, then one ``checkout``
+    (a two-tree merge) moves the clean copy from its HEAD to ``base`` touching only the
+    files that differ. ``base`` may be a function: it is called once the copy's own
+    ``status`` is in, so the caller can read it alongside. A copy with changes to tracked
+    files takes the long path: ``reset --hard``, ``clean -ffdx`` (nested repositories
+    too) and the same check.
     """
     gitdir = slot.meta().get("gitdir")
     if not isinstance(gitdir, str) or not os.path.isdir(gitdir) or not slot.path.is_dir():
         return False
+    resolved: list[str] = [base] if isinstance(base, str) else []
+
+    def target() -> str:  # the base, asked for (from a status running alongside) when needed
+        if not resolved:
+            resolved.append(base() if callable(base) else base)
+        return resolved[0]
+
     # The copy's `.git` is what snodo wrote, or the copy is not trusted (it names the git
     # directory git works in; an agent could point it anywhere).
     try:
@@ -154,19 +164,36 @@ def restore(slot: Slot, base: str) -> bool:
         if left is None or any(not untracked for _, untracked in left):
             break  # changes to tracked files: the long path
         if not left:
-            moved = run_git(slot.path, *pinned, "read-tree", "-m", "-u", "HEAD", base)
-            if moved.ok and run_git(slot.path, *pinned, "update-ref", "--no-deref", "HEAD", base).ok:
+            # A clean copy: move it to the base (HEAD, index and the files that differ) in
+            # one checkout; a copy already there needs nothing.
+            if detached_head(gitdir) == target() or run_git(slot.path, *pinned, *_MOVE, target()).ok:
                 _forget_history(gitdir)
                 return True
             break
         if attempt == 1 or not _delete(slot.path, [path for path, _ in left]):
             break
         left = _leftovers(slot.path, pinned)
-    if not run_git(slot.path, *pinned, "reset", "-q", "--hard", "--no-recurse-submodules", base).ok:
+    if not run_git(slot.path, *pinned, "reset", "-q", "--hard", "--no-recurse-submodules", target()).ok:
         return False
     run_git(slot.path, *pinned, "clean", "-ffdxq")
     _forget_history(gitdir)
     return _leftovers(slot.path, pinned) == []
+
+
+#: Moving a clean copy to another commit: HEAD detached there, the index and the files that
+#: differ updated (a two-tree merge, as ``read-tree -m -u``), no submodule entered.
+_MOVE = ("checkout", "-q", "--detach", "--no-recurse-submodules")
+
+
+def detached_head(gitdir: str) -> str | None:
+    """The commit a copy's HEAD names, read from the git directory snodo made for it
+    (``None`` when HEAD is not a detached commit id, or cannot be read)."""
+    try:
+        with open(os.path.join(gitdir, "HEAD"), encoding="ascii") as fh:
+            text = fh.read(100).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text) else None
 
 
 def _leftovers(copy: Path, pinned: tuple[str, ...]) -> list[tuple[str, bool]] | None:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from snodo.gitrun import run_git
+from snodo.workspace.gitmeta import remember_walk
 
 POOL = "pool"
 LOCKS = "pool.locks"
@@ -152,12 +153,14 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}")
     # The mode scan (Python, an lstat per path) and git's status (a process) run side by side;
     # the listing is taken again if the scan had to repair something it could not see past.
+    walked: dict[str, Any] = {}
     with ThreadPoolExecutor(max_workers=1) as side:
-        scan = side.submit(repair_modes, slot.path)
+        scan = side.submit(repair_modes, slot.path, walked=walked)
         left = _leftovers(slot.path, pinned)
         repaired = scan.result()
     if repaired is None:
         return False
+    remember_walk(slot.path, walked)  # the run's first look for new `.git` entries reads what changed
     if repaired:
         left = _leftovers(slot.path, pinned)
     for attempt in range(2):
@@ -248,7 +251,7 @@ def _umask() -> int:
     return 0o022
 
 
-def repair_modes(root: Path) -> int | None:
+def repair_modes(root: Path, *, walked: dict[str, Any] | None = None) -> int | None:
     """Give every directory and file below ``root`` the mode a fresh checkout gives it (an
     agent's ``chmod 000`` directory would stop ``git clean``; a read-only file would stay
     read-only, as git tracks only the executable bit) and delete what git cannot see
@@ -257,23 +260,27 @@ def repair_modes(root: Path) -> int | None:
     not change, an unreadable directory.
 
     This is the one step that looks at every path of the copy (an ``lstat`` each, no read):
-    git records no mode but the executable bit, so no index can say which changed.
+    git records no mode but the executable bit, so no index can say which changed. What it
+    saw of each directory (its ``lstat`` key and entries) goes into ``walked``.
     """
     mask = _umask()
     dir_mode, file_mode, exec_mode = 0o777 & ~mask, 0o666 & ~mask, 0o777 & ~mask
     try:
-        device = os.lstat(root).st_dev
+        top = os.lstat(root)
     except OSError:
         return None
-    pending = [str(root)]
+    device = top.st_dev
+    pending = [(str(root), top)]
     repaired = 0
     while pending:
-        directory = pending.pop()
+        directory, dir_st = pending.pop()
         try:
             with os.scandir(directory) as it:
                 entries = list(it)
         except OSError:
             return None
+        if walked is not None:
+            walked[directory] = ((dir_st.st_ino, dir_st.st_mtime_ns, dir_st.st_ctime_ns), entries)
         for entry in entries:
             if directory == str(root) and entry.name == ".git":
                 continue
@@ -286,7 +293,7 @@ def repair_modes(root: Path) -> int | None:
             mode = stat.S_IMODE(st.st_mode)
             if stat.S_ISDIR(st.st_mode):
                 want = dir_mode
-                pending.append(entry.path)
+                pending.append((entry.path, st))
             elif stat.S_ISREG(st.st_mode):
                 want = exec_mode if mode & 0o100 else file_mode
             elif stat.S_ISLNK(st.st_mode):

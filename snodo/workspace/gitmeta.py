@@ -93,6 +93,10 @@ def _read_dir(here: str, key: tuple[int, int, int]) -> _Dir:
             entries = list(listing)
     except OSError:
         return _Dir(key=key, children=(), gits=(), racy=True)
+    return _entries_dir(key, entries)
+
+
+def _entries_dir(key: tuple[int, int, int], entries: list[os.DirEntry[str]]) -> _Dir:
     environment = bool({entry.name for entry in entries} & _ENV_MARKERS)
     gits = tuple(entry.path for entry in entries if _is_git_name(entry.name))
     children = tuple(
@@ -101,6 +105,19 @@ def _read_dir(here: str, key: tuple[int, int, int]) -> _Dir:
         if not environment and not _is_git_name(entry.name) and entry.is_dir(follow_symlinks=False)
     )
     return _Dir(key=key, children=children, gits=gits, racy=True)
+
+
+def remember_walk(root: Path, walked: dict[str, tuple[tuple[int, int, int], list[os.DirEntry[str]]]]) -> None:
+    """Take a walk another part of snodo made of every directory below ``root`` (its key and
+    entries, as ``os.lstat``/``os.scandir`` gave them) as the last scan, so the next
+    :func:`git_entries` reads only what changed since (the pool's mode repair walks a reused
+    copy anyway)."""
+    now = time.time_ns()
+    scan: dict[str, _Dir] = {}
+    for here, (key, entries) in walked.items():
+        entry = _entries_dir(key, entries)
+        scan[here] = _Dir(key=key, children=entry.children, gits=entry.gits, racy=now - key[2] < _RACY_NS)
+    _SCANS[Path(os.path.realpath(root))] = scan
 
 
 def git_entries(root: Path) -> set[str]:

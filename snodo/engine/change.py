@@ -5,12 +5,15 @@ The agent's git tools (:mod:`snodo.workspace.git`) work on the working tree: the
 already knows (the coder's operations, or what the in-place watch judged), and what
 post_execute judges is the committed change, base tree against tip tree. So here:
 
-- a commit is ``add`` of the named paths, ``write-tree``, ``commit-tree`` and ``update-ref``
-  (no whole-tree refresh, no hook: ``commit-tree`` runs none);
-- the changed files and the diff are tree-to-tree (``diff-tree``/``diff BASE TIP``), which
-  reads only the trees and blobs that differ.
+- a commit is ``add`` of the named paths and ``commit --only`` of exactly them (no hook:
+  hooks point at /dev/null and ``--no-verify``; nothing staged behind the tools' back is
+  part of it); its id is read from the copy's own git directory and its tree from the new
+  loose object, so the verdict binds the committed tree without asking git again;
+- the changed files and the patch come from one tree-to-tree ``diff --patch-with-raw``,
+  which reads only the trees and blobs that differ.
 
-What is staged is judged by the path guard before it becomes a commit, as the git tools do.
+Every path is judged by the path guard before it is staged, and every path of the whole
+change again before the result is used (a refusal moves HEAD back).
 """
 
 from __future__ import annotations

@@ -10,8 +10,11 @@ engine and the MCP host take a :class:`GitMetaWatch` before such code runs and c
 :meth:`GitMetaWatch.intruders` after: what is new is removed and reported, and the caller
 refuses the call or halts the run as ``blocker`` with a ``path_refused`` event per path.
 
-Cost: one ``os.scandir`` walk of the workspace (directory names only are compared; the
-contents of ``.git`` directories and of Python environments are never entered) and a look
+Cost: a walk of the workspace's directories (names only; the contents of ``.git``
+directories and of Python environments are never entered) that re-reads only a directory
+whose inode, mtime or ctime changed since the last walk of the same root: a new or removed
+entry changes them, and confined code cannot set a ctime (one within 2 s of the walk proves
+nothing, such a directory is read again). Then a look
 at the index file: an index that cannot hold a gitlink (no entry's mode can be 160000 when
 those four bytes occur nowhere in it) needs no process; otherwise one ``git ls-files
 --stage`` per check. Paid only after confined code ran, never per file-tool call.

@@ -103,24 +103,58 @@ def build(repo: Path, files: int, *, protected: bool) -> None:
     _git(repo, "reset", "-q", "--hard", "main")
 
 
-def governed_run(repo: Path, env: dict[str, str], n: int) -> float:
+#: The run's steps, each ending with the first progress line starting with the marker
+#: (the last ends with the process): where a run's time goes, side by side.
+STEPS = (
+    ("startup + protocol", "project interpreter"),
+    ("working copy", "working copy"),
+    ("pre_execute", "coder "),
+    ("coder + commit", "post_execute validation"),
+    ("post_execute", None),
+    ("branch + notes + exit", ""),
+)
+
+
+def governed_run(repo: Path, env: dict[str, str], n: int) -> tuple[float, dict[str, float]]:
+    """One ``snodo run``: its wall time and each step's (progress lines stamped as they come)."""
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-I", "-m", "snodo", "run", f"add a hello module number {n}", "--json"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    elapsed = time.perf_counter() - started
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "snodo", "run", f"add a hello module number {n}", "--json"],
+            cwd=repo,
+            env={**env, "COLUMNS": "1000"},
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        stamps = [(time.perf_counter(), line.split("·", 1)[-1].strip()) for line in proc.stderr]
+        proc.wait()
+        elapsed = time.perf_counter() - started
+        out.seek(0)
+        text = out.read()
     try:
-        payload = json.loads(done.stdout)
+        payload = json.loads(text)
     except ValueError:
         payload = {}
     if payload.get("status") != "completed":
         shown = json.dumps({k: payload.get(k) for k in ("status", "outcome", "message", "validators")})[:2000]
-        raise SystemExit(f"run on {repo.name} did not complete: {shown or done.stderr[-2000:]}")
-    return elapsed
+        raise SystemExit(f"run on {repo.name} did not complete: {shown}\n" + "\n".join(m for _, m in stamps[-20:]))
+    return elapsed, _steps(started, stamps, started + elapsed)
+
+
+def _steps(started: float, stamps: list[tuple[float, str]], ended: float) -> dict[str, float]:
+    steps: dict[str, float] = {}
+    at = started
+    for name, marker in STEPS:
+        if marker is None:  # post_execute ends with its last progress line
+            end = stamps[-1][0] if stamps else at
+        elif marker == "":
+            end = ended
+        else:
+            end = next((t for t, msg in stamps if msg.startswith(marker) and t >= at), at)
+        steps[name], at = max(0.0, end - at), max(at, end)
+    return steps
 
 
 def main() -> int:
@@ -147,16 +181,26 @@ def main() -> int:
             print(f"built {label:<5} {count:>8} files in {time.perf_counter() - started:6.1f}s", flush=True)
             repos[label] = root / label
         for label, repo in repos.items():  # warm-up: makes each project's pooled copy
-            print(f"warm-up {label:<5} {governed_run(repo, env, 0):8.3f}s", flush=True)
+            print(f"warm-up {label:<5} {governed_run(repo, env, 0)[0]:8.3f}s", flush=True)
         samples: dict[str, list[float]] = {label: [] for label in repos}
-        for n in range(1, args.runs + 1):
+        steps: dict[str, dict[str, list[float]]] = {label: {name: [] for name, _ in STEPS} for label in repos}
+        for n in range(1, args.runs + 1):  # alternating: the machine's load falls on both alike
             for label, repo in repos.items():
-                samples[label].append(governed_run(repo, env, n))
+                elapsed, parts = governed_run(repo, env, n)
+                samples[label].append(elapsed)
+                for name, seconds in parts.items():
+                    steps[label][name].append(seconds)
         medians = {label: statistics.median(s) for label, s in samples.items()}
         for label, s in samples.items():
             count = args.small if label == "small" else args.files
             spread = f"min {min(s):7.3f}s  max {max(s):7.3f}s"
             print(f"governed run, {count:>8} files   median {medians[label]:7.3f}s  {spread}")
+        extra = medians["large"] - medians["small"]
+        print(f"{'step (medians)':<24}{'small':>9}{'large':>9}{'large-small':>13}  share of the difference")
+        for name, _ in STEPS:
+            small, large = (statistics.median(steps[label][name]) for label in ("small", "large"))
+            share = f"{100 * (large - small) / extra:5.0f}%" if extra > 0 else "    -"
+            print(f"{name:<24}{small:9.3f}{large:9.3f}{large - small:+13.3f}  {share}")
         ratio = medians["large"] / medians["small"]
         met = ratio <= TARGET
         print(f"large / small = x{ratio:.2f}  (target <= x{TARGET})  {'target met' if met else 'target NOT met'}")

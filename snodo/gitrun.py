@@ -123,9 +123,21 @@ class GitContext:
     work_tree: Path
     git_dir: Path
     neutral: tuple[str, ...] = ()
+    #: the identity keys (``user.name``/``user.email``) the configuration sets, read with the
+    #: drivers, and the configuration files' stamps then: a later change is read again
+    identity: frozenset[str] = frozenset()
+    stamp: tuple[tuple[str, int], ...] = ()
 
     def options(self) -> list[str]:
         return [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}", *_config(self.neutral)]
+
+    def common_dir(self) -> Path:
+        """The repository's shared git directory (the git directory itself unless linked)."""
+        try:
+            text = (self.git_dir / "commondir").read_text(encoding="utf-8").strip()
+        except OSError:
+            return self.git_dir
+        return Path(os.path.realpath(self.git_dir / text))
 
 
 _PINNED: dict[Path, GitContext] = {}
@@ -265,16 +277,56 @@ def pin(path: Path) -> GitContext | None:
     if not probe.ok or len(lines) != 2:
         return None
     top, git_dir = (Path(os.path.realpath(line)) for line in lines)
-    drivers = [f"--git-dir={git_dir}", "config", "--name-only", "--get-regexp", r"^(filter|merge)\."]
-    listing = _spawn(
-        _hardened(top, None, drivers),
-        drivers,
-        clean_env(),
-        None,
-        GIT_TIMEOUT,
-        top,
-    ).stdout
-    context = GitContext(work_tree=top, git_dir=git_dir, neutral=_neutralise(listing.split()))
+    context = _read_config(top, git_dir)
+    with _PIN_LOCK:
+        _PINNED[top] = context
+    return context
+
+
+#: What :func:`pin` reads of the configuration, in one process: the filter and merge drivers
+#: to neutralise and whether the repository names its committer.
+_CONFIG_KEYS = r"^(filter|merge)\.|^user\.(name|email)$"
+
+
+def _read_config(top: Path, git_dir: Path) -> GitContext:
+    stamp = _config_stamp(git_dir)
+    ask = [f"--git-dir={git_dir}", "config", "-z", "--get-regexp", _CONFIG_KEYS]
+    listing = _spawn(_hardened(top, None, ask), ask, clean_env(), None, GIT_TIMEOUT, top).stdout
+    values = dict(record.partition("\n")[::2] for record in listing.split("\0") if record)
+    keys = list(values)
+    identity = frozenset(k for k in keys if k in FALLBACK_IDENTITY and values[k].strip())
+    return GitContext(work_tree=top, git_dir=git_dir, neutral=_neutralise(keys), identity=identity, stamp=stamp)
+
+
+def _config_stamp(git_dir: Path) -> tuple[tuple[str, int], ...]:
+    """When the configuration files git reads for ``git_dir`` last changed (0: absent)."""
+    home = os.environ.get("HOME", "")  # git sees no XDG_CONFIG_HOME (see clean_env)
+    context = GitContext(work_tree=git_dir, git_dir=git_dir)
+    files = [str(context.common_dir() / "config"), str(git_dir / "config.worktree")]
+    files += [os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")] if home else []
+    out = []
+    for name in files:
+        try:
+            out.append((name, os.stat(name).st_mtime_ns))
+        except OSError:
+            out.append((name, 0))
+    return tuple(out)
+
+
+def adopt(work_tree: Path, git_dir: Path, like: GitContext) -> GitContext | None:
+    """Pin a linked working copy snodo made itself (a pool slot) without asking git: its top
+    and git directory are known, and its configuration is its repository's (``like``), so
+    the drivers and identity found for ``like`` hold. ``None`` (the caller pins it the usual
+    way) when a per-worktree configuration could make them differ or ``git_dir`` is not a
+    worktree of ``like``'s repository."""
+    top, own = Path(os.path.realpath(work_tree)), Path(os.path.realpath(git_dir))
+    if any(os.path.lexists(d / "config.worktree") for d in (own, like.git_dir)):
+        return None
+    context = GitContext(
+        work_tree=top, git_dir=own, neutral=like.neutral, identity=like.identity, stamp=_config_stamp(own)
+    )
+    if own.parent != like.common_dir() / "worktrees" or context.common_dir() != like.common_dir():
+        return None
     with _PIN_LOCK:
         _PINNED[top] = context
     return context
@@ -322,10 +374,76 @@ def git_out(repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, 
     return result.stdout.strip()
 
 
+def configured_identity(repo: Path) -> frozenset[str]:
+    """Which of ``user.name``/``user.email`` the repository's configuration sets: as read
+    when it was pinned while no configuration file changed since, else asked again."""
+    context = pin(repo)
+    if context is None:
+        return frozenset()
+    if _config_stamp(context.git_dir) != context.stamp:
+        context = _read_config(context.work_tree, context.git_dir)
+        with _PIN_LOCK:
+            _PINNED[context.work_tree] = context
+    return context.identity
+
+
 def identity_args(repo: Path) -> list[str]:
     """``-c`` options naming snodo as author only for what the repository leaves unset."""
-    args: list[str] = []
-    for key, value in FALLBACK_IDENTITY.items():
-        if not run_git(repo, "config", "--get", key).stdout.strip():
-            args += ["-c", f"{key}={value}"]
-    return args
+    configured = configured_identity(repo)
+    unset = [f"{key}={value}" for key, value in FALLBACK_IDENTITY.items() if key not in configured]
+    return _config(unset)
+
+
+def identity_env(repo: Path) -> dict[str, str]:
+    """The same as environment variables, for plumbing (``commit-tree``) that takes no ``-c``
+    for the identity before it reads the configuration."""
+    configured = configured_identity(repo)
+    env: dict[str, str] = {}
+    for key, var in (("user.name", "NAME"), ("user.email", "EMAIL")):
+        if key not in configured:
+            env[f"GIT_AUTHOR_{var}"] = env[f"GIT_COMMITTER_{var}"] = FALLBACK_IDENTITY[key]
+    return env
+
+
+@frozen
+class GitObject:
+    sha: str
+    kind: str
+    data: bytes
+
+
+def read_objects(repo: Path, names: Sequence[str]) -> dict[str, GitObject | None]:
+    """Each object ``names`` names (``rev:path``, a sha, ``HEAD``…), read in one
+    ``cat-file --batch`` process; ``None`` for one that does not exist. An
+    :class:`EnvironmentProblem` when git fails or answers out of step."""
+    wanted = list(dict.fromkeys(names))
+    if not wanted or any("\n" in name for name in wanted):
+        raise EnvironmentProblem(f"cannot read {len(wanted)} object name(s) in one batch in {repo}")
+    argv = _hardened(repo, pin(repo), ["cat-file", "--batch"])
+    try:
+        proc = subprocess.run(
+            argv,
+            input="".join(f"{name}\n" for name in wanted).encode("utf-8"),
+            capture_output=True,
+            env=clean_env(),
+            timeout=GIT_TIMEOUT,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise EnvironmentProblem("cannot run 'git': program not found", hint="install git") from None
+    except subprocess.TimeoutExpired:
+        raise GitTimeout(f"git cat-file did not finish within {GIT_TIMEOUT:g} s in {repo}") from None
+    out, at = proc.stdout, 0
+    found: dict[str, GitObject | None] = {}
+    for name in wanted:
+        end = out.find(b"\n", at)
+        header = out[at:end].decode("utf-8", "replace").split(" ") if end >= 0 else []
+        if proc.returncode != 0 or len(header) < 2:
+            raise EnvironmentProblem(f"git cat-file --batch failed in {repo}: {proc.stderr.decode(errors='replace')}")
+        if header[-1] in ("missing", "ambiguous") or len(header) != 3 or not header[2].isdigit():
+            found[name], at = None, end + 1
+            continue
+        size = int(header[2])
+        found[name] = GitObject(header[0], header[1], out[end + 1 : end + 1 + size])
+        at = end + 2 + size
+    return found

@@ -5,66 +5,158 @@ The agent's git tools (:mod:`snodo.workspace.git`) work on the working tree: the
 already knows (the coder's operations, or what the in-place watch judged), and what
 post_execute judges is the committed change, base tree against tip tree. So here:
 
-- a commit is ``add`` of the named paths, ``write-tree``, ``commit-tree`` and ``update-ref``
-  (no whole-tree refresh, no hook: ``commit-tree`` runs none);
-- the changed files and the diff are tree-to-tree (``diff-tree``/``diff BASE TIP``), which
-  reads only the trees and blobs that differ.
+- a commit is ``add`` of the named paths and ``commit --only`` of exactly them (no hook:
+  hooks point at /dev/null and ``--no-verify``; nothing staged behind the tools' back is
+  part of it); its id is read from the copy's own git directory and its tree from the new
+  loose object, so the verdict binds the committed tree without asking git again;
+- the changed files and the patch come from one tree-to-tree ``diff --patch-with-raw``,
+  which reads only the trees and blobs that differ.
 
-What is staged is judged by the path guard before it becomes a commit, as the git tools do.
+Every path is judged by the path guard before it is staged, and every path of the whole
+change again before the result is used (a refusal moves HEAD back).
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from snodo.gitrun import FALLBACK_IDENTITY, git_out, run_git
+from attrs import frozen
+
+from snodo.engine.pool import detached_head
+from snodo.errors import EnvironmentProblem, SnodoError
+from snodo.gitrun import git_out, identity_env, pin, run_git
 from snodo.workspace.guard import PathGuard
 
 #: Pathspecs are literal paths here: a file named ``*`` stages that file only.
 _LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 
 
-def commit_paths(copy: Path, guard: PathGuard, paths: Sequence[str], message: str) -> str | None:
-    """Stage ``paths`` in ``copy`` and commit them on top of its HEAD; the new commit, or
-    ``None`` when the paths hold no change (a file rewritten with the same content)."""
+@frozen(kw_only=True)
+class Commit:
+    """A commit the engine made, with what the whole run changed up to it (base to it)."""
+
+    commit: str
+    tree: str | None
+    files: tuple[str, ...]
+    diff: str
+
+
+def commit_paths(copy: Path, guard: PathGuard, paths: Sequence[str], message: str, *, base: str) -> Commit | None:
+    """Stage ``paths`` in ``copy`` and commit exactly them on top of its HEAD (``--only``:
+    nothing staged behind the tools' back is part of it); the new commit and the change from
+    ``base`` to it, or ``None`` when the paths hold no change (a file rewritten with the
+    same content)."""
     entries = [guard.check_mutation(p, follow_symlinks=False) for p in paths]
     relative = [os.path.relpath(entry, copy) for entry in entries]
     git_out(copy, "add", "-A", "--", *relative, env=_LITERAL)
-    staged = git_out(copy, "diff", "--cached", "--name-only", "--no-renames", "-z")
-    if not staged:
+    context = pin(copy)
+    gitdir = str(context.git_dir) if context is not None else ""
+    parent = _head(copy, gitdir)
+    made = run_git(
+        copy,
+        *_COMMIT,
+        *relative,
+        stdin=message,
+        env={**identity_env(copy), **_LITERAL, "LC_ALL": "C"},
+    )
+    commit = _head(copy, gitdir)
+    if not made.ok:
+        said = made.stdout + made.stderr
+        if made.returncode == 1 and commit == parent and any(n in said for n in _NOTHING):
+            return None
+        raise EnvironmentProblem(f"git commit failed in {copy}: {made.detail()}")
+    files, diff = compare(copy, base, commit)
+    try:
+        for path in files:  # staged by the guarded paths above or judged by an earlier attempt
+            guard.check_mutation(os.path.join(copy, path), follow_symlinks=False)
+    except SnodoError:
+        git_out(copy, "update-ref", "-m", "snodo: refused", "HEAD", parent, commit)
+        raise
+    tree = _tree_of(context.common_dir() if context is not None else None, commit) or ""
+    _PARENTS[commit] = parent
+    if tree:
+        _TREES[commit] = tree
+    return Commit(commit=commit, tree=tree or None, files=files, diff=diff)
+
+
+#: ``git commit`` as the engine makes one: no hook, the message as given, only the named paths.
+_COMMIT = ("commit", "-q", "--cleanup=verbatim", "--no-edit", "-F", "-", "--only", "--")
+#: What ``git commit`` says (LC_ALL=C) when the named paths hold no change.
+_NOTHING = ("nothing to commit", "no changes added to commit")
+
+#: The tree and parent of each commit the engine made: a commit never changes.
+_TREES: dict[str, str] = {}
+_PARENTS: dict[str, str] = {}
+
+
+def made_since(base: str, tip: str | None) -> list[tuple[str, str]] | None:
+    """The commits of ``base..tip`` with their trees, oldest first, when this process made
+    every one of them (``None`` otherwise: a coder's own commit, a run of another process)."""
+    chain: list[tuple[str, str]] = []
+    while tip is not None and tip != base:
+        if tip not in _PARENTS or tip not in _TREES:
+            return None
+        chain.append((tip, _TREES[tip]))
+        tip = _PARENTS[tip]
+    return chain[::-1] if tip == base and chain else None
+
+
+def _head(copy: Path, gitdir: str) -> str:
+    """The commit the copy's HEAD names: read from the git directory snodo made for it,
+    else asked."""
+    return (detached_head(gitdir) if gitdir else None) or git_out(copy, "rev-parse", "--verify", "HEAD^{commit}")
+
+
+def _tree_of(common: Path | None, commit: str) -> str | None:
+    """The tree a freshly made commit names, from its loose object (git writes a new commit
+    loose); ``None`` when it is not there to read (the verdict then binds the tree git
+    computes from the copy)."""
+    if common is None or len(commit) not in (40, 64):
         return None
-    for path in filter(None, staged.split("\0")):  # anything staged behind the tools' back is refused
-        guard.check_mutation(os.path.join(copy, path), follow_symlinks=False)
-    tree = git_out(copy, "write-tree")
-    commit = git_out(copy, "commit-tree", tree, "-p", "HEAD", stdin=message, env=_identity(copy))
-    git_out(copy, "update-ref", "-m", "snodo: commit", "HEAD", commit)
-    return commit
-
-
-def _identity(copy: Path) -> dict[str, str]:
-    """snodo as author and committer only for what the repository's configuration leaves unset."""
-    listing = run_git(copy, "config", "--get-regexp", r"^user\.(name|email)$").stdout
-    configured = {line.split(" ", 1)[0] for line in listing.splitlines() if " " in line}
-    env: dict[str, str] = {}
-    for key, var in (("user.name", "NAME"), ("user.email", "EMAIL")):
-        if key not in configured:
-            env[f"GIT_AUTHOR_{var}"] = env[f"GIT_COMMITTER_{var}"] = FALLBACK_IDENTITY[key]
-    return env
+    try:
+        raw = zlib.decompress((common / "objects" / commit[:2] / commit[2:]).read_bytes())
+    except (OSError, zlib.error):
+        return None
+    header, _, body = raw.partition(b"\0")
+    line = body.split(b"\n", 1)[0]
+    if not header.startswith(b"commit ") or not line.startswith(b"tree "):
+        return None
+    tree = line[5:].decode("ascii", "replace")
+    return tree if len(tree) == len(commit) and all(c in "0123456789abcdef" for c in tree) else None
 
 
 def changed_files(copy: Path, base: str, tip: str) -> list[str]:
     """Files that differ between the commits ``base`` and ``tip``, sorted."""
-    out = git_out(copy, "diff-tree", "-r", "--name-only", "--no-renames", "--no-commit-id", "-z", base, tip)
-    return sorted(p for p in out.split("\0") if p)
+    return list(compare(copy, base, tip)[0])
 
 
 def read_diff(copy: Path, base: str, tip: str) -> str:
     """The patch from ``base`` to ``tip`` (no external diff or text conversion)."""
-    result = run_git(copy, "diff", "--no-color", "--no-ext-diff", "--no-textconv", base, tip, "--")
-    if not result.ok:
-        from snodo.errors import EnvironmentProblem
+    return compare(copy, base, tip)[1]
 
+
+def compare(copy: Path, base: str, tip: str) -> tuple[tuple[str, ...], str]:
+    """The files that differ between the commits ``base`` and ``tip`` (sorted; a rename
+    names both paths) and the patch between them, from one ``git diff``."""
+    args = ("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--patch-with-raw", "-z", base, tip, "--")
+    result = run_git(copy, *args)
+    if not result.ok:
         raise EnvironmentProblem(f"git diff failed in {copy}: {result.detail()}")
-    return result.stdout
+    out, at, files = result.stdout, 0, set()
+    while out.startswith(":", at):  # `:modes ids STATUS\0path\0` (a rename or copy: two paths)
+        meta_end = out.index("\0", at)
+        status = out[at:meta_end].split()[-1][:1]
+        first_end = out.index("\0", meta_end + 1)
+        paths = [out[meta_end + 1 : first_end]]
+        at = first_end + 1
+        if status in "RC":
+            second_end = out.index("\0", at)
+            paths = [*paths, out[at:second_end]] if status == "R" else [out[at:second_end]]
+            at = second_end + 1
+        files.update(paths)
+    if out.startswith("\0", at):
+        at += 1
+    return tuple(sorted(files)), out[at:]

@@ -1,27 +1,25 @@
 """The governed run loop: governance → validate → execute → post-validate → complete or halt.
 
-One task, one run, one working copy (see :mod:`snodo.engine.worktree`). The token issued by
-pre-execute validation is verified and consumed at the execute boundary, immediately before
-the coder runs; nothing executes without it. After the coder, the artifact filter hooks
-drop governance and protected paths (audited), the rest is written through the path guard
-and committed on the task branch, and the post-execute validators judge the result.
+One task, one run, one working copy (see :mod:`snodo.engine.worktree`). The token issued by pre-execute
+validation is verified and consumed at the execute boundary, immediately before the coder runs; nothing
+executes without it. After the coder, the artifact filter hooks drop governance and protected paths
+(audited), the rest is written through the path guard and committed on the task branch, and the post-execute
+validators judge the result.
 
-Recovery: a post-execute ``escalate`` whose warns came from validators (including blockers
-lowered by ``severity_cap``) re-enters the coder with the findings, bounded by
-``max_recovery_depth``, ``max_total_fix_attempts``, ``max_iterations`` and a stall check
-(the same verdict after the same change). An uncapped blocker is terminal.
+Recovery: a post-execute ``escalate`` whose warns came from validators (including blockers lowered by
+``severity_cap``) re-enters the coder with the findings, bounded by ``max_recovery_depth``,
+``max_total_fix_attempts``, ``max_iterations`` and a stall check (the same verdict after the same change).
+An uncapped blocker is terminal.
 
-This module is the life cycle itself (validate → attempt → judge → recover); the pieces live
-beside it: what is checked before any token (:mod:`snodo.engine.checks`), how one attempt's
-work reaches the working copy (:mod:`snodo.engine.execute`: in-place watching, the artifact
-filter, guarded writes), what a run ends with (:mod:`snodo.engine.results`) and what happens
-to a halted run's work (:mod:`snodo.engine.disposal`).
+This module is the life cycle itself (validate → attempt → judge → recover); the pieces live beside it: what
+is checked before any token (:mod:`snodo.engine.checks`), how one attempt's work reaches the working copy
+(:mod:`snodo.engine.execute`: in-place watching, the artifact filter, guarded writes), what a run ends with
+(:mod:`snodo.engine.results`) and what happens to a halted run's work (:mod:`snodo.engine.disposal`).
 """
 
 from __future__ import annotations
 
 import secrets
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,7 @@ from snodo.engine.disposal import dispose, judge_unjudged
 from snodo.engine.execute import run_coder
 from snodo.engine.interrupt import Interrupted
 from snodo.engine.results import Halt, Progress, RunResult, finding, plain_usage
-from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned, uncommitted
+from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned
 from snodo.errors import CoderError, EnvironmentProblem, PluginError, SnodoError, TokenError
 from snodo.evidence.attest import attest_run
 from snodo.gitrun import pin
@@ -136,11 +134,9 @@ class Engine:
             ):
                 p.record("worktree_reclaimed", **gone)
                 self.progress(f"removed the working copy of run {gone['run_id']}, whose process had died")
-            with ThreadPoolExecutor(max_workers=1) as side:  # both read a whole tree: side by side
-                looking = side.submit(uncommitted, p.root)
-                worktree = create_worktree(p.root, p.home, task_id, self.run_id)
-                worktree.branch = self.branch or worktree.branch
-                left_out = looking.result()
+            worktree = create_worktree(p.root, p.home, task_id, self.run_id)
+            worktree.branch = self.branch or worktree.branch
+            left_out = worktree.left_out
             self.progress(f"working copy {worktree.path} (run {self.run_id})")
             if left_out:
                 self.progress(
@@ -163,6 +159,7 @@ class Engine:
                 p,
                 base=worktree.base,
                 tip=worktree.branch,
+                made=change.made_since(worktree.base, worktree.tip()),
                 task_id=task_id,
                 spec_sha=spec_sha256(spec),
                 run_id=self.run_id,
@@ -206,6 +203,7 @@ class Engine:
         changed: tuple[str, ...] = (),
         diff: str = "",
         persist_escalation: bool = True,
+        tree: str | None = None,
     ) -> ValidationOutcome:
         self.phase = phase
         self.progress(f"{phase} validation")
@@ -221,6 +219,7 @@ class Engine:
             issue_token=(phase == "pre_execute"),
             progress=lambda msg, _r: self.progress(msg),
             escalate=persist_escalation,
+            tree=tree,
         )
         for r in outcome.results:
             spent = (r.details or {}).get("usage")
@@ -319,17 +318,22 @@ class Engine:
         changed, dropped, signature_ops = done.changed, done.dropped, done.signature
         files = state.files | set(changed)
         message = f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}"
-        made = change.commit_paths(wt.path, git.guard, sorted(changed), message) if changed else None
-        commit = made or self.coder_head or state.commit
+        made = change.commit_paths(wt.path, git.guard, sorted(changed), message, base=wt.base) if changed else None
+        commit = (made.commit if made else None) or self.coder_head or state.commit
         if made is not None:
             p.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(changed))
         state = evolve(state, files=files, dropped=(*state.dropped, *dropped), commit=commit)
         # The change is the committed one, base tree against tip tree: it costs what changed.
-        all_changed = tuple(change.changed_files(wt.path, wt.base, commit)) if files and commit else ()
+        if made is not None:
+            all_changed, diff = made.files, made.diff
+        else:
+            all_changed, diff = change.compare(wt.path, wt.base, commit) if files and commit else ((), "")
         if not all_changed or commit is None:
             raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
-        diff = change.read_diff(wt.path, wt.base, commit)
-        post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff, persist_escalation=False)
+        # What is judged is the commit just made (the copy holds nothing else): its tree binds
+        # the verdict and any human decision.
+        tree = made.tree if made is not None else None
+        post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff, False, tree)
         results = tuple(r.as_json() for r in post.results)
         return state, _Attempt(post=post, results=results, changed=all_changed, signature_ops=signature_ops)
 

@@ -32,12 +32,14 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from snodo.gitrun import run_git
+from snodo.workspace.gitmeta import remember_walk
 
 POOL = "pool"
 LOCKS = "pool.locks"
@@ -116,21 +118,30 @@ def take_free_slot(base_dir: Path) -> Slot:
         n += 1
 
 
-def restore(slot: Slot, base: str) -> bool:
+def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     """Bring the slot's copy back to exactly ``base``: no change to a tracked file, no
     untracked or ignored file, no nested repository, every mode as a fresh checkout makes
     it, no history of earlier runs. ``False`` when that cannot be done or checked (the caller
     then makes a fresh copy).
 
     The usual path costs one ``status`` (with ignored files) and what differs: the leftovers
-    it lists are deleted, a second ``status`` checks they are gone, then a two-tree
-    ``read-tree -m -u`` moves the clean copy from its HEAD to ``base`` touching only the
-    files that differ. A copy with changes to tracked files takes the long path: ``reset
-    --hard``, ``clean -ffdx`` (nested repositories too) and the same check.
+    it lists are deleted, a second ``status`` checks they are gone, then one ``checkout``
+    (a two-tree merge) moves the clean copy from its HEAD to ``base`` touching only the
+    files that differ. ``base`` may be a function: it is called once the copy's own
+    ``status`` is in, so the caller can read it alongside. A copy with changes to tracked
+    files takes the long path: ``reset --hard``, ``clean -ffdx`` (nested repositories
+    too) and the same check.
     """
     gitdir = slot.meta().get("gitdir")
     if not isinstance(gitdir, str) or not os.path.isdir(gitdir) or not slot.path.is_dir():
         return False
+    resolved: list[str] = [base] if isinstance(base, str) else []
+
+    def target() -> str:  # the base, asked for (from a status running alongside) when needed
+        if not resolved:
+            resolved.append(base() if callable(base) else base)
+        return resolved[0]
+
     # The copy's `.git` is what snodo wrote, or the copy is not trusted (it names the git
     # directory git works in; an agent could point it anywhere).
     try:
@@ -142,31 +153,50 @@ def restore(slot: Slot, base: str) -> bool:
     pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}")
     # The mode scan (Python, an lstat per path) and git's status (a process) run side by side;
     # the listing is taken again if the scan had to repair something it could not see past.
+    walked: dict[str, Any] = {}
     with ThreadPoolExecutor(max_workers=1) as side:
-        scan = side.submit(repair_modes, slot.path)
+        scan = side.submit(repair_modes, slot.path, walked=walked)
         left = _leftovers(slot.path, pinned)
         repaired = scan.result()
     if repaired is None:
         return False
+    remember_walk(slot.path, walked)  # the run's first look for new `.git` entries reads what changed
     if repaired:
         left = _leftovers(slot.path, pinned)
     for attempt in range(2):
         if left is None or any(not untracked for _, untracked in left):
             break  # changes to tracked files: the long path
         if not left:
-            moved = run_git(slot.path, *pinned, "read-tree", "-m", "-u", "HEAD", base)
-            if moved.ok and run_git(slot.path, *pinned, "update-ref", "--no-deref", "HEAD", base).ok:
+            # A clean copy: move it to the base (HEAD, index and the files that differ) in
+            # one checkout; a copy already there needs nothing.
+            if detached_head(gitdir) == target() or run_git(slot.path, *pinned, *_MOVE, target()).ok:
                 _forget_history(gitdir)
                 return True
             break
         if attempt == 1 or not _delete(slot.path, [path for path, _ in left]):
             break
         left = _leftovers(slot.path, pinned)
-    if not run_git(slot.path, *pinned, "reset", "-q", "--hard", "--no-recurse-submodules", base).ok:
+    if not run_git(slot.path, *pinned, "reset", "-q", "--hard", "--no-recurse-submodules", target()).ok:
         return False
     run_git(slot.path, *pinned, "clean", "-ffdxq")
     _forget_history(gitdir)
     return _leftovers(slot.path, pinned) == []
+
+
+#: Moving a clean copy to another commit: HEAD detached there, the index and the files that
+#: differ updated (a two-tree merge, as ``read-tree -m -u``), no submodule entered.
+_MOVE = ("checkout", "-q", "--detach", "--no-recurse-submodules")
+
+
+def detached_head(gitdir: str) -> str | None:
+    """The commit a copy's HEAD names, read from the git directory snodo made for it
+    (``None`` when HEAD is not a detached commit id, or cannot be read)."""
+    try:
+        with open(os.path.join(gitdir, "HEAD"), encoding="ascii") as fh:
+            text = fh.read(100).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text) else None
 
 
 def _leftovers(copy: Path, pinned: tuple[str, ...]) -> list[tuple[str, bool]] | None:
@@ -221,7 +251,7 @@ def _umask() -> int:
     return 0o022
 
 
-def repair_modes(root: Path) -> int | None:
+def repair_modes(root: Path, *, walked: dict[str, Any] | None = None) -> int | None:
     """Give every directory and file below ``root`` the mode a fresh checkout gives it (an
     agent's ``chmod 000`` directory would stop ``git clean``; a read-only file would stay
     read-only, as git tracks only the executable bit) and delete what git cannot see
@@ -230,23 +260,27 @@ def repair_modes(root: Path) -> int | None:
     not change, an unreadable directory.
 
     This is the one step that looks at every path of the copy (an ``lstat`` each, no read):
-    git records no mode but the executable bit, so no index can say which changed.
+    git records no mode but the executable bit, so no index can say which changed. What it
+    saw of each directory (its ``lstat`` key and entries) goes into ``walked``.
     """
     mask = _umask()
     dir_mode, file_mode, exec_mode = 0o777 & ~mask, 0o666 & ~mask, 0o777 & ~mask
     try:
-        device = os.lstat(root).st_dev
+        top = os.lstat(root)
     except OSError:
         return None
-    pending = [str(root)]
+    device = top.st_dev
+    pending = [(str(root), top)]
     repaired = 0
     while pending:
-        directory = pending.pop()
+        directory, dir_st = pending.pop()
         try:
             with os.scandir(directory) as it:
                 entries = list(it)
         except OSError:
             return None
+        if walked is not None:
+            walked[directory] = ((dir_st.st_ino, dir_st.st_mtime_ns, dir_st.st_ctime_ns), entries)
         for entry in entries:
             if directory == str(root) and entry.name == ".git":
                 continue
@@ -259,7 +293,7 @@ def repair_modes(root: Path) -> int | None:
             mode = stat.S_IMODE(st.st_mode)
             if stat.S_ISDIR(st.st_mode):
                 want = dir_mode
-                pending.append(entry.path)
+                pending.append((entry.path, st))
             elif stat.S_ISREG(st.st_mode):
                 want = exec_mode if mode & 0o100 else file_mode
             elif stat.S_ISLNK(st.st_mode):

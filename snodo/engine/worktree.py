@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from attrs import define, field
 
 from snodo.engine import pool
 from snodo.errors import EnvironmentProblem, SnodoError
-from snodo.gitrun import FALLBACK_IDENTITY, git_out, pin, run_git
+from snodo.gitrun import FALLBACK_IDENTITY, adopt, git_out, pin, run_git
 
 HALTED_NAMESPACE = "refs/snodo/halted"
 #: A fresh copy checks out the whole tree: on a very large repository that takes minutes,
@@ -77,10 +78,15 @@ class Worktree:
     _lock_fd: int | None = field(default=None, alias="lock_fd")
     #: the pool slot the copy belongs to (``None``: a copy of its own, removed at the end)
     slot: pool.Slot | None = None
+    #: what the user's checkout had uncommitted when the run started (not part of the run)
+    left_out: tuple[str, ...] = ()
 
     def tip(self) -> str | None:
         """The commit the working copy's HEAD is at (``None`` once it is gone)."""
-        return _rev(self.path, "HEAD") if self.path.is_dir() else None
+        if not self.path.is_dir():
+            return None
+        gitdir = self.slot.meta().get("gitdir") if self.slot is not None else None
+        return (pool.detached_head(gitdir) if isinstance(gitdir, str) else None) or _rev(self.path, "HEAD")
 
     def keep_as_branch(self) -> str:
         """Put the completed work on ``branch`` (create-only: never moves an existing ref)."""
@@ -163,15 +169,35 @@ def purge_unreachable(repo: Path, tip: str) -> dict[str, Any]:
 def require_repo(root: Path) -> None:
     if shutil.which("git") is None:
         raise EnvironmentProblem("git is not installed", hint="install git; snodo commits on task branches")
-    if not run_git(root, "rev-parse", "--show-toplevel").ok:
+    if pin(root) is None:
         raise EnvironmentProblem(f"{root} is not a git repository", hint="run `git init` in the project first")
 
 
-def uncommitted(repo: Path) -> list[str]:
-    """Paths with uncommitted changes in the user's checkout (governance state aside): a run
-    starts from the last commit, so these are not part of it and the user should know."""
-    out = run_git(repo, "--no-optional-locks", "status", "--porcelain", "--", ".", ":!.snodo").stdout
-    return [line[3:] for line in out.splitlines() if line.strip()]
+def look_at_checkout(repo: Path) -> tuple[str | None, list[str]]:
+    """HEAD's commit (``None``: no commit yet) and the paths with uncommitted changes in the
+    user's checkout (governance state aside), from one ``status``: a run starts from the
+    last commit, so those paths are not part of it and the user should know."""
+    args = ("--no-optional-locks", "status", "--porcelain=v2", "--branch", "--no-ahead-behind", "-z")
+    found = run_git(repo, *args, "--", ".", ":!.snodo")
+    if not found.ok:  # the run can still start from HEAD; nothing to report
+        return _rev(repo, "HEAD"), []
+    head: str | None = None
+    paths: list[str] = []
+    records = iter(found.stdout.split("\0"))
+    for record in records:
+        kind = record[:2]
+        if record.startswith("# branch.oid "):
+            oid = record.removeprefix("# branch.oid ").strip()
+            head = None if oid == "(initial)" else oid
+        elif kind in _FIELDS:
+            paths.append(record.split(" ", _FIELDS[kind])[-1])
+            if kind == "2 ":
+                next(records, None)  # a rename's source path follows
+    return head, paths
+
+
+#: How many spaces precede the path in each kind of ``status --porcelain=v2`` record.
+_FIELDS = {"1 ": 8, "2 ": 9, "u ": 10, "? ": 1}
 
 
 def _owner_gone(lock: Path) -> int | None:
@@ -286,10 +312,10 @@ def _reclaim(wt: Worktree, judge: Callable[[Worktree], list[dict[str, str]]] | N
     return entry
 
 
-def run_base(repo: Path) -> str:
-    """The commit a run starts from: ``HEAD``, or for a repository with no commit an empty
-    base commit made with plumbing (no ref points at it)."""
-    head = _rev(repo, "HEAD")
+def run_base(repo: Path, head: str | None = None) -> str:
+    """The commit a run starts from: ``HEAD`` (as ``head`` if the caller read it), or for a
+    repository with no commit an empty base commit made with plumbing (no ref points at it)."""
+    head = head or _rev(repo, "HEAD")
     if head:
         return head
     require_repo(repo)  # no HEAD: say why if this is no repository at all
@@ -307,10 +333,33 @@ def run_base(repo: Path) -> str:
 
 def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktree:
     """The run's working copy: a free slot of the project's pool, restored to the base and
-    checked clean, or made fresh when there is none to reuse or it cannot be restored."""
-    head = run_base(repo)
+    checked clean, or made fresh when there is none to reuse or it cannot be restored.
+
+    The user's checkout (its HEAD is the base; what it has uncommitted is reported) and the
+    slot's copy are each read by one ``status``, side by side."""
     directory = worktrees_dir(home, repo)
-    slot = pool.take_free_slot(directory)
+    with ThreadPoolExecutor(max_workers=1) as side:
+        looking = side.submit(look_at_checkout, repo)
+        slot = pool.take_free_slot(directory)
+        try:
+            restored = pool.restore(slot, lambda: run_base(repo, looking.result()[0]))
+            head, left_out = run_base(repo, looking.result()[0]), looking.result()[1]
+        except BaseException:
+            slot.release()
+            raise
+    return _take(repo, directory, slot, restored, head, left_out, task_id, run_id)
+
+
+def _take(
+    repo: Path,
+    directory: Path,
+    slot: pool.Slot,
+    restored: bool,
+    head: str,
+    left_out: list[str],
+    task_id: str,
+    run_id: str,
+) -> Worktree:
     meta = {
         "task_id": task_id,
         "run_id": run_id,
@@ -328,17 +377,26 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
         run_id=run_id,
         lock_path=slot.lock_path,
         slot=slot,
+        left_out=tuple(left_out),
     )
     try:
-        if not pool.restore(slot, head):
+        if not restored:
             _fresh_copy(repo, directory, slot, head)
-        pin(slot.path)  # its own git directory, named by every later command in it
+        _pin_copy(repo, slot)  # its own git directory, named by every later command in it
         slot.write_meta({**slot.meta(), **meta})  # from here a death leaves the run to reclaim
         pool.drop_idle(repo, directory)
     except BaseException:
         slot.release()
         raise
     return wt
+
+
+def _pin_copy(repo: Path, slot: pool.Slot) -> None:
+    """Pin the copy to the git directory snodo recorded for it when it made it (its
+    configuration is the repository's), asking git only when that cannot be assumed."""
+    gitdir, root = slot.meta().get("gitdir"), pin(repo)
+    if not isinstance(gitdir, str) or root is None or adopt(slot.path, Path(gitdir), root) is None:
+        pin(slot.path)
 
 
 def _fresh_copy(repo: Path, directory: Path, slot: pool.Slot, head: str) -> None:

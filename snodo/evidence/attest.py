@@ -77,12 +77,19 @@ def _decisions(project: Project, task_id: str, spec_sha: str, tree: str) -> list
     return out
 
 
-def _attest(project: Project, commits: Sequence[str], predicate: Mapping[str, Any]) -> list[str]:
+def _attest(project: Project, commits: Sequence[tuple[str, str]], predicate: Mapping[str, Any]) -> list[str]:
+    """Sign and attach the statement on each ``(commit, tree)``."""
     key = audit_signing_key(project.home)
-    for commit in commits:
-        tree = git_out(project.root, "rev-parse", f"{commit}^{{tree}}")
+    for commit, tree in commits:
         write_note(project.root, commit, sign_statement(statement(commit, tree, predicate), key))
-    return list(commits)
+    return [commit for commit, _ in commits]
+
+
+def _range(repo: Path, base: str, tip: str) -> list[tuple[str, str]]:
+    """The commits of ``base..tip``, oldest first, each with its tree: one ``rev-list``."""
+    listing = git_out(repo, "rev-list", "--reverse", "--format=%H %T", f"{base}..{tip}", "--", env=PLAIN_GIT)
+    found = [line.split() for line in listing.splitlines() if line and not line.startswith("commit ")]
+    return [(parts[0], parts[1]) for parts in found if len(parts) == 2]
 
 
 def attest_run(
@@ -97,16 +104,21 @@ def attest_run(
     reason: str,
     results: Sequence[Mapping[str, Any]],
     audit: Mapping[str, Any],
+    made: Sequence[tuple[str, str]] | None = None,
 ) -> list[str]:
-    """Attest every commit of a completed run (``base..tip``); returns the commits attested.
+    """Attest every commit of a completed run (``base..tip``; ``made``: those commits with
+    their trees, oldest first, when the caller made them all); returns the commits attested.
 
     A failure is recorded in the audit log and reported, never raised: the work is on its
     branch either way, and without a note ``snodo verify`` refuses it, which is the truth.
     """
     try:
-        tip = git_out(project.root, "rev-parse", "--verify", f"{tip}^{{commit}}")
-        commits = git_out(project.root, "rev-list", "--reverse", f"{base}..{tip}", env=PLAIN_GIT).split()
-        tree = git_out(project.root, "rev-parse", f"{tip}^{{tree}}")
+        commits = list(made) if made else _range(project.root, base, tip)
+        if commits:
+            tip, tree = commits[-1]
+        else:
+            tip = git_out(project.root, "rev-parse", "--verify", f"{tip}^{{commit}}")
+            tree = git_out(project.root, "rev-parse", f"{tip}^{{tree}}")
         model = project.mode.coder_config.get("model") if coder == project.mode.coder else None
         predicate = {
             "judged": True,
@@ -151,7 +163,7 @@ def attest_tool_commit(project: Project, commit: str, *, tool: str, session_id: 
         "audit": None,  # the tool call's own audit line records the commit
     }
     try:
-        _attest(project, [commit], predicate)
+        _attest(project, [(commit, git_out(project.root, "rev-parse", f"{commit}^{{tree}}"))], predicate)
     except SnodoError as exc:  # the commit is made; a missing note only makes verify refuse it
         project.record("attest_failed", commits=[commit], tool=tool, error=exc.message)
         return

@@ -28,7 +28,7 @@ from pathlib import Path
 from attrs import frozen
 
 from snodo.errors import EnvironmentProblem, ProtocolError
-from snodo.gitrun import run_git
+from snodo.gitrun import pin, read_objects, run_git
 from snodo.protocol.loader import MAX_BYTES, read_protocol_file
 
 SIGNERS_NAME = "allowed_signers"
@@ -65,9 +65,22 @@ def _read_worktree(path: Path) -> str | None:
         raise ProtocolError(f"{path}: cannot read the protocol: {exc}") from None
 
 
-def _blob(top: Path, commit: str, rel: str) -> str | None:
-    result = run_git(top, "cat-file", "blob", f"{commit}:{rel}")
-    return result.stdout if result.ok else None
+class _Blobs:
+    """The protocol's and the signers list's text at each commit of their history and at
+    ``HEAD``, read in one ``cat-file --batch`` process (a later miss asks git again)."""
+
+    def __init__(self, top: Path, names: list[str]) -> None:
+        self.top = top
+        self.found = read_objects(top, names) if names else {}
+
+    def __call__(self, commit: str, rel: str) -> str | None:
+        name = f"{commit}:{rel}"
+        if name not in self.found:
+            self.found.update(read_objects(self.top, [name]))
+        obj = self.found[name]
+        if obj is None or obj.kind != "blob":
+            return None
+        return obj.data.decode("utf-8", "replace")
 
 
 def summarize_drift(committed: str, working: str | None, rel: str) -> str:
@@ -85,7 +98,7 @@ def summarize_drift(committed: str, working: str | None, rel: str) -> str:
     return "\n".join(lines)
 
 
-def _signed_history(top: Path, rel: str, signers_rel: str, commits: list[str]) -> tuple[str, str | None]:
+def _signed_history(top: Path, rel: str, signers_rel: str, commits: list[str], blob: _Blobs) -> tuple[str, str | None]:
     """Walk the commits touching the protocol or the signers list, oldest first; a change
     counts while no list is in force, afterwards only with a good signature by a listed
     principal (verified against the list in force before that change). Returns the commit
@@ -98,7 +111,7 @@ def _signed_history(top: Path, rel: str, signers_rel: str, commits: list[str]) -
     for i, commit in enumerate(commits):
         if signers is None:
             in_force, why = commit, None
-            signers = _blob(top, commit, signers_rel)
+            signers = blob(commit, signers_rel)
             continue
         if judged_by != signers:  # one `git log` per list in force, not one per commit
             _check_signers(signers, f"{in_force[:12]}:{signers_rel}")
@@ -110,7 +123,7 @@ def _signed_history(top: Path, rel: str, signers_rel: str, commits: list[str]) -
         status, principal = statuses.get(commit, ("N", ""))
         if status == "G":
             in_force, why = commit, None
-            signers = _blob(top, commit, signers_rel)
+            signers = blob(commit, signers_rel)
         else:
             why = (
                 f"commit {commit[:12]} changed {rel} or {signers_rel} without a good signature by a principal "
@@ -164,21 +177,41 @@ def resolve(path: Path) -> InForce:
     """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``)."""
     path = path.absolute()
     working = _read_worktree(path)
-    found = run_git(path.parent, "rev-parse", "--show-toplevel") if path.parent.is_dir() else None
-    if found is None or not found.ok:
+    found = pin(path.parent) if path.parent.is_dir() else None
+    if found is None:
         return _from_worktree(path, working, f"{path} is not in a git repository; the working-tree copy is in force")
-    top = Path(found.stdout.strip())
+    top = found.work_tree
     rel = path.resolve().relative_to(top.resolve()).as_posix()
     signers_rel = (Path(rel).parent / SIGNERS_NAME).as_posix()
-    log = run_git(top, "log", "--reverse", "--format=%H", "HEAD", "--", rel, signers_rel)
-    commits = log.stdout.split() if log.ok else []
-    head_text = _blob(top, "HEAD", rel) if commits else None
+    log = run_git(
+        top,
+        "log",
+        "--reverse",
+        "--format=%x01%H",
+        "--raw",
+        "--no-abbrev",
+        "--no-renames",
+        "-z",
+        "HEAD",
+        "--",
+        rel,
+        signers_rel,
+    )
+    changes = _changes(log.stdout) if log.ok else {}
+    commits = list(changes)
+    quick = _unchanged_copy(changes, rel, signers_rel, working)
+    if quick is not None:
+        return quick
+    # Every text the walk below may need, in one process: the history is short.
+    wanted = [f"{c}:{name}" for c in commits for name in (rel, signers_rel)]
+    blob = _Blobs(top, [f"HEAD:{rel}", *wanted] if commits else [])
+    head_text = blob("HEAD", rel) if commits else None
     if head_text is None:
         return _from_worktree(
             path, working, f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
         )
-    commit, why = _signed_history(top, rel, signers_rel, commits)
-    text = _blob(top, commit, rel) if commit else None
+    commit, why = _signed_history(top, rel, signers_rel, commits, blob)
+    text = blob(commit, rel) if commit else None
     if text is None:
         raise ProtocolError(
             f"{rel}: no committed version of the protocol is in force"
@@ -187,6 +220,39 @@ def resolve(path: Path) -> InForce:
         )
     drift = summarize_drift(text, working, rel) if working != text else None
     return InForce(text=text, commit=commit, digest=digest(text), drift=drift, not_in_force=why)
+
+
+def _changes(listing: str) -> dict[str, dict[str, tuple[str, str]]]:
+    """``git log --raw -z`` as {commit: {path: (new blob id, status letter)}}, oldest first."""
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    for chunk in listing.split("\x01")[1:]:
+        fields = chunk.split("\0")
+        files: dict[str, tuple[str, str]] = {}
+        for meta, name in zip(fields[1::2], fields[2::2], strict=False):
+            parts = meta.strip().split()
+            if len(parts) == 5 and parts[0].startswith(":"):
+                files[name] = (parts[3], parts[4][:1])
+        out[fields[0]] = files
+    return out
+
+
+def _unchanged_copy(
+    changes: dict[str, dict[str, tuple[str, str]]], rel: str, signers_rel: str, working: str | None
+) -> InForce | None:
+    """The usual case without reading a blob: no signers list was ever committed (so the last
+    change is in force) and the working-tree copy is byte for byte that version (its git
+    blob id is the one the last change wrote). ``None``: take the long way."""
+    if not changes or working is None or any(signers_rel in files for files in changes.values()):
+        return None
+    last = list(changes)[-1]
+    blob, status = changes[last].get(rel, ("", "D"))
+    data = working.encode("utf-8")
+    algorithm = {40: "sha1", 64: "sha256"}.get(len(blob))
+    if status == "D" or algorithm is None:
+        return None
+    if hashlib.new(algorithm, b"blob %d\0" % len(data) + data).hexdigest() != blob:
+        return None
+    return InForce(text=working, commit=last, digest=digest(working))
 
 
 def _from_worktree(path: Path, working: str | None, warning: str) -> InForce:

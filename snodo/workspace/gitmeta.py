@@ -10,20 +10,27 @@ engine and the MCP host take a :class:`GitMetaWatch` before such code runs and c
 :meth:`GitMetaWatch.intruders` after: what is new is removed and reported, and the caller
 refuses the call or halts the run as ``blocker`` with a ``path_refused`` event per path.
 
-Cost: one ``os.scandir`` walk of the workspace (directory names only are compared; the
-contents of ``.git`` directories and of Python environments are never entered) and one
-``git ls-files --stage`` per check, paid only after confined code ran, never per
-file-tool call.
+Cost: a walk of the workspace's directories (names only; the contents of ``.git``
+directories and of Python environments are never entered) that re-reads only a directory
+whose inode, mtime or ctime changed since the last walk of the same root: a new or removed
+entry changes them, and confined code cannot set a ctime (one within 2 s of the walk proves
+nothing, such a directory is read again). Then a look
+at the index file: an index that cannot hold a gitlink (no entry's mode can be 160000 when
+those four bytes occur nowhere in it) needs no process; otherwise one ``git ls-files
+--stage`` per check. Paid only after confined code ran, never per file-tool call.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
+from attrs import frozen
+
 from snodo.errors import PathValidationError
-from snodo.gitrun import run_git
+from snodo.gitrun import pinned, run_git
 
 REASON_NEW_GIT = (
     "a new `.git` below the workspace (a nested repository git would read the configuration of) "
@@ -41,31 +48,121 @@ def _is_git_name(name: str) -> bool:
     return name[:1] == "." and name.casefold().rstrip(". ") == ".git"
 
 
-def git_entries(root: Path) -> set[str]:
-    """Root-relative POSIX paths of every ``.git`` file, directory or link below ``root``
-    (``root/.git`` included); symlinked directories, ``.git`` directories and Python
-    environments are not entered."""
-    found: set[str] = set()
-    stack = [root]
+@frozen
+class _Dir:
+    """One directory as the last scan saw it: its identity and times, and what it held."""
+
+    key: tuple[int, int, int]  # inode, mtime, ctime (ns): a new or removed entry changes them
+    children: tuple[str, ...]  # subdirectories entered (not links, not Python environments)
+    gits: tuple[str, ...]  # its `.git` entries
+    racy: bool  # changed too recently for its times to prove it unchanged next time
+
+
+#: Directories whose ctime is this close to the scan may change again within the same
+#: clock tick without their times showing it: they are read again on the next scan.
+_RACY_NS = 2_000_000_000
+
+#: The last scan of each root: the next scan reads only the directories that changed.
+_SCANS: dict[Path, dict[str, _Dir]] = {}
+
+
+def _scan(root: Path, before: dict[str, _Dir]) -> dict[str, _Dir]:
+    """Every directory below ``root`` (``.git`` directories, links and Python environments
+    not entered) with its ``.git`` entries. A directory whose inode, mtime and ctime are those
+    of ``before`` (and were not racy then) holds the same names, so it is not read again: the
+    cost is one ``stat`` per directory plus the directories that changed."""
+    now = time.time_ns()
+    seen: dict[str, _Dir] = {}
+    stack = [str(root)]
     while stack:
         here = stack.pop()
         try:
-            with os.scandir(here) as listing:
-                entries = list(listing)
+            st = os.lstat(here)
         except OSError:
             continue
-        names = {entry.name for entry in entries}
-        environment = bool(names & _ENV_MARKERS)
-        for entry in entries:
-            if _is_git_name(entry.name):
-                found.add(Path(entry.path).relative_to(root).as_posix())
-            elif not environment and entry.is_dir(follow_symlinks=False):
-                stack.append(Path(entry.path))
-    return found
+        key = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+        old = before.get(here)
+        if old is None or old.key != key or old.racy:
+            old = _read_dir(here, key)
+        entry = _Dir(key=key, children=old.children, gits=old.gits, racy=now - st.st_ctime_ns < _RACY_NS)
+        seen[here] = entry
+        stack.extend(entry.children)
+    return seen
+
+
+def _read_dir(here: str, key: tuple[int, int, int]) -> _Dir:
+    try:
+        with os.scandir(here) as listing:
+            entries = list(listing)
+    except OSError:
+        return _Dir(key=key, children=(), gits=(), racy=True)
+    return _entries_dir(key, entries)
+
+
+def _entries_dir(key: tuple[int, int, int], entries: list[os.DirEntry[str]]) -> _Dir:
+    environment = bool({entry.name for entry in entries} & _ENV_MARKERS)
+    gits = tuple(entry.path for entry in entries if _is_git_name(entry.name))
+    children = tuple(
+        entry.path
+        for entry in entries
+        if not environment and not _is_git_name(entry.name) and entry.is_dir(follow_symlinks=False)
+    )
+    return _Dir(key=key, children=children, gits=gits, racy=True)
+
+
+def remember_walk(root: Path, walked: dict[str, tuple[tuple[int, int, int], list[os.DirEntry[str]]]]) -> None:
+    """Take a walk another part of snodo made of every directory below ``root`` (its key and
+    entries, as ``os.lstat``/``os.scandir`` gave them) as the last scan, so the next
+    :func:`git_entries` reads only what changed since (the pool's mode repair walks a reused
+    copy anyway)."""
+    now = time.time_ns()
+    scan: dict[str, _Dir] = {}
+    for here, (key, entries) in walked.items():
+        entry = _entries_dir(key, entries)
+        scan[here] = _Dir(key=key, children=entry.children, gits=entry.gits, racy=now - key[2] < _RACY_NS)
+    _SCANS[Path(os.path.realpath(root))] = scan
+
+
+def git_entries(root: Path) -> set[str]:
+    """Root-relative POSIX paths of every ``.git`` file, directory or link below ``root``
+    (``root/.git`` included); symlinked directories, ``.git`` directories and Python
+    environments are not entered. Reads only what changed since the last scan of ``root``."""
+    root = Path(os.path.realpath(root))
+    scan = _scan(root, _SCANS.get(root, {}))
+    _SCANS[root] = scan
+    return {Path(path).relative_to(root).as_posix() for entry in scan.values() for path in entry.gits}
+
+
+#: How an index entry's mode field reads for a gitlink (0o160000) and for a sparse
+#: directory entry (0o040000, which may stand for gitlinks below it): 32 bits, big-endian.
+_GITLINK_BYTES = (0o160000).to_bytes(4, "big")
+_SPARSE_DIR_BYTES = (0o040000).to_bytes(4, "big")
+
+
+def _may_hold_gitlinks(root: Path) -> bool:
+    """Whether the index of the pinned work tree ``root`` may hold a gitlink, decided from
+    the index file without a process: no entry can have the gitlink mode unless its four
+    bytes occur somewhere in the file. ``True`` (ask git) whenever that cannot be said: an
+    unpinned or nested root, a split or sparse index, an unreadable or unknown file."""
+    context = pinned(root)
+    if context is None or context.work_tree != root:
+        return True
+    try:
+        if any(name.startswith("sharedindex.") for name in os.listdir(context.git_dir)):
+            return True
+        with open(context.git_dir / "index", "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return False  # no index yet: nothing staged at all
+    except OSError:
+        return True
+    return data[:4] != b"DIRC" or _GITLINK_BYTES in data or _SPARSE_DIR_BYTES in data
 
 
 def gitlinks(root: Path) -> set[str]:
     """Paths (as git names them, relative to ``root``) the index holds as gitlinks."""
+    if not _may_hold_gitlinks(Path(os.path.realpath(root))):
+        return set()
     result = run_git(root, "ls-files", "--stage", "-z", env={"GIT_OPTIONAL_LOCKS": "0"})
     if not result.ok:
         return set()

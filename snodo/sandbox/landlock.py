@@ -43,7 +43,7 @@ from snodo.sandbox.base import Backend, Prepared
 from snodo.sandbox.harden import Hardening
 from snodo.sandbox.layout import carve, read_only_paths
 from snodo.sandbox.limits import limit_setter
-from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs
+from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved
 
 # System call numbers (the same on every architecture that has Landlock).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -224,7 +224,7 @@ def _read_roots(hidden: Sequence[Path]) -> list[Path]:
 
 
 def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:
-    workspace = Path(os.path.realpath(policy.workspace))
+    workspace = resolved(policy.workspace)
     if not policy.network and abi < 4:
         raise EnvironmentProblem(
             f"Landlock ABI {abi} on this kernel cannot refuse network access (ABI 4, Linux 6.7, can)",
@@ -344,12 +344,30 @@ def become_subreaper() -> None:
 
 
 def reap_adopted(spare: Collection[int]) -> int:
-    """Once snodo is the subreaper, orphans of *any* confined run (bubblewrap's processes
-    too) end as its zombies: reap those — confined (``no_new_privs``), not a leader some
-    ``Popen`` still waits for (``spare``). snodo's own children (git) never carry
-    ``no_new_privs``, so their exit status is never taken from them."""
+    """Once snodo is the subreaper, orphans of *any* confined run (bubblewrap's init, which
+    outlives its monitor by a moment, too) end as its zombies: reap those — confined
+    (``no_new_privs``), not a leader some ``Popen`` still waits for (``spare``). snodo's own
+    children (git) never carry ``no_new_privs``, so their exit status is never taken from
+    them. The kernel names the next zombie (``waitid`` without reaping); only when that one
+    is not ours to reap is ``/proc`` searched for the others."""
     if not _SUBREAPER:
         return 0
+    reaped = 0
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return reaped
+        if info is None:
+            return reaped
+        if info.si_pid in spare or not _no_new_privs(info.si_pid):
+            return reaped + _reap_by_scan(spare)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(info.si_pid, os.WNOHANG)
+        reaped += 1
+
+
+def _reap_by_scan(spare: Collection[int]) -> int:
     me, reaped = os.getpid(), 0
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in spare:

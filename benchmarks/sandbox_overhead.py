@@ -113,13 +113,16 @@ def main() -> int:
     rounds = 1 if smoke else int(args[0]) if args else 5
     repeat = 3 if smoke else TRUE_REPEAT
     base = Path(tempfile.mkdtemp(prefix="snodo-bench-sandbox-"))
-    os.environ["SNODO_HOME"] = str(base / "home")
+    # ``$SNODO_HOME`` where it usually is, beside the user's other files (not among the
+    # hundreds of entries of a shared /tmp, which Landlock would have to grant one by one).
+    home = Path(tempfile.mkdtemp(prefix=".snodo-bench-", dir=Path.home()))
+    os.environ["SNODO_HOME"] = str(home)
     forced = os.environ.get(FORCE_ENV)
     try:
         root = _project(base / "repo")
         loaded = load_protocol(root / ".snodo" / "protocol.yml")
         host = get_plugin_manager()
-        project = Project(loaded, host, mode="producer", home=base / "home")
+        project = Project(loaded, host, mode="producer", home=home)
         policy = project.sandbox_policy()
 
         def backend(name: str) -> None:
@@ -222,6 +225,7 @@ def main() -> int:
             os.environ[FORCE_ENV] = forced
         forget_probes()
         shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -131,7 +131,7 @@ def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
     except OSError:
         git_marker = ()
     key = (
-        policy.workspace,
+        workspace,
         policy.writable,
         policy.interpreters,
         tuple(_kind(p) for p in policy.interpreters),

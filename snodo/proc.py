@@ -27,15 +27,12 @@ from attrs import evolve, frozen
 
 from snodo import callscope
 from snodo.errors import EnvironmentProblem
-from snodo.procout import BoundedOutput
+from snodo.procout import CHUNK, BoundedOutput, collect, drain
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
 from snodo.sandbox.cgroup import PidGroup, pid_group, release
 from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
 from snodo.sandbox.landlock import reap_adopted
 from snodo.sandbox.policy import resolved
-
-#: Bytes read from a child's output at a time (never a whole line: lines can be huge).
-CHUNK = 64 * 1024
 
 
 @frozen(kw_only=True)
@@ -339,6 +336,25 @@ def _wait(
     stop_if: Callable[[str], bool] | None,
 ) -> ProcessResult:
     out = BoundedOutput(max_output)
+    if on_line is None and stdin_text is None and stop_if is None:  # nobody needs a reader thread
+        why = collect(proc, out, deadline=start + timeout, silence_timeout=silence_timeout)
+        if why != "exited":
+            _kill_group(proc)
+            proc.wait()
+        _kill_group(proc)  # the leader exited: nothing it spawned may keep the pipe open
+        if reap is not None:
+            reap(proc.pid, _other_leaders(proc.pid))
+        drain(proc, out, 5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        return ProcessResult(
+            argv=tuple(argv),
+            returncode=proc.returncode if why == "exited" else None,
+            output=out.text(),
+            timed_out=why == "timeout",
+            silent_too_long=why == "silent",
+            duration=time.monotonic() - start,
+        )
     last_output = time.monotonic()
     lock = threading.Lock()
     stop = threading.Event()

@@ -115,7 +115,10 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="snodo-bench-sandbox-"))
     # ``$SNODO_HOME`` where it usually is, beside the user's other files (not among the
     # hundreds of entries of a shared /tmp, which Landlock would have to grant one by one).
-    home = Path(tempfile.mkdtemp(prefix=".snodo-bench-", dir=Path.home()))
+    try:
+        home = Path(tempfile.mkdtemp(prefix=".snodo-bench-", dir=Path.home()))
+    except OSError:  # a read-only home (some CI runners)
+        home = Path(tempfile.mkdtemp(prefix="snodo-bench-home-"))
     os.environ["SNODO_HOME"] = str(home)
     forced = os.environ.get(FORCE_ENV)
     try:

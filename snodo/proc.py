@@ -344,7 +344,7 @@ def _wait(
         _kill_group(proc)  # the leader exited: nothing it spawned may keep the pipe open
         if reap is not None:
             reap(proc.pid, _other_leaders(proc.pid))
-        drain(proc, out)
+        drain(proc, out, 5)
         if proc.stdout is not None:
             proc.stdout.close()
         return ProcessResult(

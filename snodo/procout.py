@@ -144,16 +144,14 @@ def collect(
             os.close(pidfd)
 
 
-def drain(proc: subprocess.Popen[bytes], out: BoundedOutput) -> None:
-    """Read what the finished run left in the pipe. Its tree is dead or being killed, so
-    nothing writes any more: read until end of file or until nothing is readable at once,
-    never waiting for a killed process to finish exiting (bubblewrap's init inside the
-    sandbox, which holds the pipe and writes nothing, exits after its monitor)."""
+def drain(proc: subprocess.Popen[bytes], out: BoundedOutput, seconds: float) -> None:
+    """Read what is left of the output once the process tree is dead (at most ``seconds``)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    while poller.poll(0):
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0 and poller.poll(math.ceil(left * 1000)):
         chunk = os.read(fd, CHUNK)
         if not chunk:
             return

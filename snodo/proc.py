@@ -14,11 +14,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import select
 import shutil
 import signal
-import stat
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -28,14 +27,12 @@ from attrs import evolve, frozen
 
 from snodo import callscope
 from snodo.errors import EnvironmentProblem
-from snodo.procout import BoundedOutput
+from snodo.procout import CHUNK, BoundedOutput, collect, drain
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
-from snodo.sandbox.cgroup import PidGroup, pid_group
-from snodo.sandbox.environ import confined_environment
+from snodo.sandbox.cgroup import PidGroup, pid_group, release
+from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
 from snodo.sandbox.landlock import reap_adopted
-
-#: Bytes read from a child's output at a time (never a whole line: lines can be huge).
-CHUNK = 64 * 1024
+from snodo.sandbox.policy import resolved
 
 
 @frozen(kw_only=True)
@@ -97,28 +94,12 @@ def _shown(path: object, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
-def _private_tmp_parent() -> Path | None:
-    """One directory of ours below the system temporary directory for every run's private
-    ``TMPDIR``: the system directory itself then changes less often (the Landlock backend
-    caches its layout until it does). ``None`` (use the system one) if it is not safely ours."""
-    parent = Path(tempfile.gettempdir()) / f"snodo-sandbox-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        parent.mkdir(mode=0o700)
-    try:
-        info = os.lstat(parent)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        return None
-    return parent
-
-
 def _confine(
     argv: Sequence[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy, pass_env: Sequence[str]
 ) -> tuple[Prepared, Path]:
-    real, workspace = Path(os.path.realpath(cwd)), Path(os.path.realpath(policy.workspace))
-    inside_workspace = real == workspace or workspace in real.parents
-    if not inside_workspace and any(h == real or h in real.parents for h in policy.hidden_paths()):
+    real, workspace = resolved(cwd), resolved(policy.workspace)
+    inside_workspace = real == workspace or str(real).startswith(f"{workspace}/")
+    if not inside_workspace and any(h == real or str(real).startswith(f"{h}/") for h in policy.hidden_paths()):
         raise EnvironmentProblem(
             f"cannot run {_shown(argv[0])!r} confined: its working directory {_shown(cwd)} is hidden from "
             f"confined processes (it is in snodo's state directory, outside the workspace {_shown(workspace)})"
@@ -126,14 +107,14 @@ def _confine(
     backend = choose_backend()
     if policy.on_confined is not None:
         policy.on_confined(backend.name)
-    tmpdir = Path(tempfile.mkdtemp(prefix="run-", dir=_private_tmp_parent()))
+    tmpdir = make_private_dir()
     try:
         env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
         prepared = backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir)
         group = pid_group(policy.limits.processes)
         return (_in_group(prepared, group) if group is not None else prepared), tmpdir
     except BaseException:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        discard_private_dir(tmpdir)
         raise
 
 
@@ -147,8 +128,7 @@ def _in_group(prepared: Prepared, group: PidGroup) -> Prepared:
             reap(leader, others)
 
     def cleanup_all() -> None:
-        group.kill()
-        group.remove()
+        release(group)
         if cleanup is not None:
             cleanup()
 
@@ -228,10 +208,7 @@ def run_process(
         if prepared is not None and prepared.cleanup is not None:
             prepared.cleanup()
         if tmpdir is not None:
-            try:
-                os.rmdir(tmpdir)  # the usual case: the run left nothing there
-            except OSError:
-                shutil.rmtree(tmpdir, ignore_errors=True)
+            discard_private_dir(tmpdir)
 
 
 def _run(
@@ -314,6 +291,38 @@ def _run(
     return result
 
 
+class _ExitWatch:
+    """Waits for ``proc`` to exit, woken by the kernel (``pidfd_open``, Linux 5.3+); where
+    that is missing, by ``Popen.wait``'s polling."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.poll: select.poll | None = None
+        self.fd = -1
+        with contextlib.suppress(AttributeError, OSError):
+            self.fd = os.pidfd_open(proc.pid)
+            self.poll = select.poll()
+            self.poll.register(self.fd, select.POLLIN)
+
+    def __call__(self, seconds: float) -> bool:
+        """Whether the process exited (and was reaped) within ``seconds``."""
+        if self.poll is None:
+            try:
+                self.proc.wait(timeout=seconds)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        if not self.poll.poll(int(seconds * 1000)):
+            return False
+        self.proc.wait()
+        return True
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 def _wait(
     argv: Sequence[str],
     proc: subprocess.Popen[bytes],
@@ -327,6 +336,25 @@ def _wait(
     stop_if: Callable[[str], bool] | None,
 ) -> ProcessResult:
     out = BoundedOutput(max_output)
+    if on_line is None and stdin_text is None and stop_if is None:  # nobody needs a reader thread
+        why = collect(proc, out, deadline=start + timeout, silence_timeout=silence_timeout)
+        if why != "exited":
+            _kill_group(proc)
+            proc.wait()
+        _kill_group(proc)  # the leader exited: nothing it spawned may keep the pipe open
+        if reap is not None:
+            reap(proc.pid, _other_leaders(proc.pid))
+        drain(proc, out, 5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        return ProcessResult(
+            argv=tuple(argv),
+            returncode=proc.returncode if why == "exited" else None,
+            output=out.text(),
+            timed_out=why == "timeout",
+            silent_too_long=why == "silent",
+            duration=time.monotonic() - start,
+        )
     last_output = time.monotonic()
     lock = threading.Lock()
     stop = threading.Event()
@@ -376,17 +404,11 @@ def _wait(
 
     timed_out = silent = False
     deadline = start + timeout
-    while True:
-        # Woken by the end of the output (the child closing its pipe) rather than by polling,
-        # so a short process costs no polling delay; then reaped.
-        if reader.is_alive():
-            reader.join(timeout=0.05)
-            if proc.poll() is not None:
-                break
-        try:
-            proc.wait(timeout=0.05 if not reader.is_alive() else 0.0005)
-            break
-        except subprocess.TimeoutExpired:
+    exited = _ExitWatch(proc)
+    try:
+        # Woken by the child's exit itself (a pidfd), not by polling: a short process costs
+        # no sleeping; every 50 ms the time limits and ``stop_if`` are checked.
+        while not exited(min(0.05, max(0.0, deadline - time.monotonic()))):
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
@@ -397,6 +419,8 @@ def _wait(
                 _kill_group(proc)
                 proc.wait()
                 break
+    finally:
+        exited.close()
     # The leader exited; make sure nothing it spawned keeps the pipe (and us) alive.
     _kill_group(proc)
     if reap is not None:

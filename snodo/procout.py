@@ -9,8 +9,17 @@ callback are cut at :data:`LINE_LIMIT` bytes the same way.
 from __future__ import annotations
 
 import collections
+import contextlib
+import math
+import os
+import select
+import subprocess
+import time
+from typing import Literal
 
 LINE_LIMIT = 64 * 1024
+#: Bytes read at a time (never a whole line: lines can be huge).
+CHUNK = 64 * 1024
 
 
 def cut_marker(dropped: int) -> str:
@@ -33,6 +42,10 @@ class BoundedOutput:
         """Keep ``chunk``; the complete lines it ends (decoded, bounded)."""
         self._keep(chunk)
         return self._lines(chunk)
+
+    def keep(self, chunk: bytes) -> None:
+        """Keep ``chunk`` when nobody wants it as lines."""
+        self._keep(chunk)
 
     def note(self, message: str) -> None:
         """Keep a line of snodo's own (e.g. that a callback failed) in the output."""
@@ -91,3 +104,55 @@ class BoundedOutput:
         self.partial = bytearray()
         self.partial_dropped = 0
         return line
+
+
+def collect(
+    proc: subprocess.Popen[bytes], out: BoundedOutput, *, deadline: float, silence_timeout: float | None
+) -> Literal["exited", "timeout", "silent"]:
+    """Read ``proc``'s output into ``out`` on the calling thread until the process exits (it
+    is then reaped), its time runs out or it stays silent too long. One ``poll`` waits for
+    both output and exit (a pidfd): no reader thread to start, no second wake-up."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    pidfd = -1
+    with contextlib.suppress(AttributeError, OSError):
+        pidfd = os.pidfd_open(proc.pid)
+        poller.register(pidfd, select.POLLIN)
+    last = time.monotonic()
+    try:
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return "timeout"
+            if silence_timeout is not None and now - last >= silence_timeout:
+                return "silent"
+            wait = min(0.05 if pidfd >= 0 else 0.005, deadline - now)
+            for ready, _ in poller.poll(math.ceil(wait * 1000)):
+                if ready == fd:
+                    chunk = os.read(fd, CHUNK)
+                    if chunk:
+                        out.keep(chunk)
+                        last = time.monotonic()
+                    else:
+                        poller.unregister(fd)
+            if proc.poll() is not None:
+                return "exited"
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
+
+
+def drain(proc: subprocess.Popen[bytes], out: BoundedOutput, seconds: float) -> None:
+    """Read what is left of the output once the process tree is dead (at most ``seconds``)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0 and poller.poll(math.ceil(left * 1000)):
+        chunk = os.read(fd, CHUNK)
+        if not chunk:
+            return
+        out.keep(chunk)

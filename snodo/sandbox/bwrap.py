@@ -13,6 +13,7 @@ import contextlib
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -20,9 +21,10 @@ from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend, Prepared
+from snodo.sandbox.landlock import become_subreaper
 from snodo.sandbox.layout import protected_parents, read_only_paths
 from snodo.sandbox.limits import limit_prefix
-from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs
+from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, resolved
 
 PROBE_TIMEOUT = 15.0
 
@@ -74,57 +76,117 @@ class BwrapBackend(Backend):
     ) -> Prepared:
         if not self.program:
             raise EnvironmentProblem("cannot confine the process: no bwrap program")
-        workspace = Path(os.path.realpath(policy.workspace))
+        # bubblewrap's init in the sandbox outlives its monitor (the process snodo waits for)
+        # by a moment: adopted by snodo, it is reaped by snodo, not left to the system's init.
+        become_subreaper()
         # Mount operations sorted by depth, so a bind below a hidden directory lands on top
         # of the empty directory that hides it, and read-only binds land on the writable one.
-        ops: list[tuple[int, int, list[str]]] = []
-        remount: list[str] = []
-        for order, hidden in enumerate(policy.hidden_paths()):
-            if hidden == Path("/") or not os.path.lexists(hidden):
-                continue
-            if hidden.is_dir():
-                ops.append((len(hidden.parts), order, ["--tmpfs", str(hidden)]))
-                remount += ["--remount-ro", str(hidden)]
-            else:
-                ops.append((len(hidden.parts), order, ["--ro-bind", "/dev/null", str(hidden)]))
-        # The host's sockets: a private /tmp and /run (the workspace and the private TMPDIR
-        # bound back on top when they live there), name resolution kept.
-        for shared in _host_socket_dirs():
-            ops.append((len(shared.parts), -1, ["--tmpfs", str(shared)]))
-            remount += ["--remount-ro", str(shared)]
-        for back in (
-            *_name_resolution(),
-            *_program_dirs(argv[0], env.get("PATH", "")),
-            *_environments_in_shared_dirs(policy.interpreters),
-            *_git_dir_in_shared_dirs(workspace),
-        ):
-            ops.append((len(back.parts), 999, ["--ro-bind", str(back), str(back)]))
-        ops.append((len(tmpdir.parts), 1000, ["--bind", str(tmpdir), str(tmpdir)]))
-        for extra in policy.writable:
-            ops.append((len(extra.parts), 1000, ["--bind", str(extra), str(extra)]))
-        ops.append((len(workspace.parts), 1001, ["--bind", str(workspace), str(workspace)]))
-        read_only = read_only_paths(workspace, policy.read_only)
-        # Each parent of a read-only path is a mount point of its own, so it cannot be
-        # renamed away to put a writable path where the read-only one was (EBUSY).
-        for parent in protected_parents(workspace, read_only):
-            ops.append((len(parent.parts), 1001, ["--bind", str(parent), str(parent)]))
-        for path in (*read_only, *interpreter_dirs(policy)):
-            ops.append((len(path.parts), 1002, ["--ro-bind", str(path), str(path)]))
-        mounts = [arg for _, _, op in sorted(ops, key=lambda o: (o[0], o[1])) for arg in op]
+        ops = [
+            *_policy_mounts(policy),
+            (len(tmpdir.parts), 1000, ("--bind", str(tmpdir), str(tmpdir))),
+            *((len(back.parts), 999, ("--ro-bind", str(back), str(back))) for back in _program_dirs(argv[0], env)),
+        ]
+        ops.sort(key=lambda o: (o[0], o[1]))
         full = [
             self.program,
             *_BASE,
             *_AS_ROOT,
             *(() if policy.network else ("--unshare-net",)),
-            *mounts,
-            *remount,
+            *(arg for _, _, op in ops for arg in op),
+            *_remounts(),
             "--chdir",
-            os.path.realpath(cwd),
+            str(resolved(cwd)),
             "--",
             *limit_prefix(policy.limits),
             *argv,
         ]
         return Prepared(backend=self.name, argv=tuple(full), env=dict(env))
+
+
+_Op = tuple[int, int, tuple[str, ...]]
+_MOUNTS: dict[tuple[object, ...], tuple[_Op, ...]] = {}
+
+
+def _kind(path: Path) -> str:
+    """What is at ``path`` (following links): ``d``, ``f`` or nothing."""
+    try:
+        return "d" if stat.S_ISDIR(os.stat(path).st_mode) else "f"
+    except OSError:
+        return "f" if os.path.lexists(path) else ""
+
+
+def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
+    """The mounts a policy needs whatever runs (everything but the program's own directory
+    and the run's ``TMPDIR``), computed once and reused while what they were made from is
+    unchanged: the hidden paths and what is at them, the read-only paths and interpreter
+    environments (each cached on what it depends on, :mod:`.layout`, :mod:`.policy`), the
+    workspace's ``.git`` entry and the project's interpreter directories."""
+    workspace = resolved(policy.workspace)
+    hidden = policy.hidden_paths()
+    read_only = read_only_paths(workspace, policy.read_only)
+    interpreters = interpreter_dirs(policy)
+    try:
+        marker = os.lstat(workspace / ".git")
+        git_marker: tuple[int, ...] = (marker.st_ino, marker.st_mtime_ns, marker.st_size)
+    except OSError:
+        git_marker = ()
+    key = (
+        workspace,
+        policy.writable,
+        policy.interpreters,
+        tuple(_kind(p) for p in policy.interpreters),
+        hidden,
+        tuple(_kind(h) for h in hidden),
+        read_only,
+        interpreters,
+        git_marker,
+    )
+    cached = _MOUNTS.get(key)
+    if cached is None:
+        cached = _compute_mounts(policy, workspace, hidden, read_only, interpreters)
+        if len(_MOUNTS) > 64:
+            _MOUNTS.clear()
+        _MOUNTS[key] = cached
+    return cached
+
+
+def _compute_mounts(
+    policy: SandboxPolicy,
+    workspace: Path,
+    hidden: Sequence[Path],
+    read_only: Sequence[Path],
+    interpreters: Sequence[Path],
+) -> tuple[_Op, ...]:
+    ops: list[_Op] = []
+    for order, path in enumerate(hidden):
+        if path == Path("/") or not os.path.lexists(path):
+            continue
+        if path.is_dir():
+            ops.append((len(path.parts), order, ("--tmpfs", str(path))))
+        else:
+            ops.append((len(path.parts), order, ("--ro-bind", "/dev/null", str(path))))
+    # The host's sockets: a private /tmp and /run (the workspace and the private TMPDIR
+    # bound back on top when they live there), name resolution kept.
+    for shared in _host_socket_dirs():
+        ops.append((len(shared.parts), -1, ("--tmpfs", str(shared))))
+    for back in (
+        *_name_resolution(),
+        *_environments_in_shared_dirs(policy.interpreters),
+        *_git_dir_in_shared_dirs(workspace),
+    ):
+        ops.append((len(back.parts), 999, ("--ro-bind", str(back), str(back))))
+    for extra in policy.writable:
+        ops.append((len(extra.parts), 1000, ("--bind", str(extra), str(extra))))
+    ops.append((len(workspace.parts), 1001, ("--bind", str(workspace), str(workspace))))
+    # Each parent of a read-only path is a mount point of its own, so it cannot be
+    # renamed away to put a writable path where the read-only one was (EBUSY).
+    for parent in protected_parents(workspace, read_only):
+        ops.append((len(parent.parts), 1001, ("--bind", str(parent), str(parent))))
+    for path in (*read_only, *interpreters):
+        ops.append((len(path.parts), 1002, ("--ro-bind", str(path), str(path))))
+    remount = [h for h in hidden if h != Path("/") and h.is_dir()]
+    ops.extend((10_000, i, ("--remount-ro", str(h))) for i, h in enumerate(remount))
+    return tuple(ops)
 
 
 @functools.cache
@@ -139,17 +201,28 @@ def _host_socket_dirs() -> tuple[Path, ...]:
     return tuple(found)
 
 
-def _program_dirs(program: str, path: str) -> tuple[Path, ...]:
+@functools.cache
+def _remounts() -> tuple[str, ...]:
+    return tuple(arg for shared in _host_socket_dirs() for arg in ("--remount-ro", str(shared)))
+
+
+def _in_shared(path: str) -> bool:
+    return any(path.startswith(f"{shared}/") for shared in _host_socket_dirs())
+
+
+def _program_dirs(program: str, env: Mapping[str, str]) -> tuple[Path, ...]:
     """The directory of the program to run when it lives in a hidden shared directory (a
     tool installed under ``/tmp``): bound back read-only so the program can start."""
-    found = program if "/" in program else shutil.which(program, path=path)
+    found = program if "/" in program else shutil.which(program, path=env.get("PATH", ""))
     if not found:
         return ()
-    shared = _host_socket_dirs()
-    dirs = {Path(os.path.abspath(found)).parent, Path(os.path.realpath(found)).parent}
+    absolute, real = os.path.abspath(found), os.path.realpath(found)
+    if not (_in_shared(absolute) or _in_shared(real)):
+        return ()
+    dirs = {Path(absolute).parent, Path(real).parent}
     # a program of a virtual environment needs the whole environment (its site-packages)
     dirs = {d.parent if (d.parent / "pyvenv.cfg").is_file() else d for d in dirs}
-    return tuple(d for d in sorted(dirs) if any(s in d.parents for s in shared))
+    return tuple(d for d in sorted(dirs) if _in_shared(str(d)))
 
 
 def _git_dir_in_shared_dirs(workspace: Path) -> tuple[Path, ...]:
@@ -183,14 +256,23 @@ def _environments_in_shared_dirs(interpreters: Sequence[Path]) -> tuple[Path, ..
     ``run_tests`` may use, snodo's source when installed editable, and the project's) when
     they live in a hidden shared directory (a checkout or CI clone under ``/tmp``): bound
     back read-only, or no test could start."""
-    shared = _host_socket_dirs()
-    found: list[Path] = []
-    # snodo's own source (an editable install: the pytest probe plugin is put on the
-    # confined interpreter's path from there)
-    source = Path(__file__).resolve().parents[2]
-    for raw in (sys.prefix, sys.base_prefix, source, *interpreters):
+    found = list(_own_environments())
+    for raw in interpreters:
         path = Path(os.path.realpath(raw))
-        if path.is_dir() and path not in found and any(s in path.parents for s in shared):
+        if path.is_dir() and path not in found and _in_shared(str(path)):
+            found.append(path)
+    return tuple(found)
+
+
+@functools.cache
+def _own_environments() -> tuple[Path, ...]:
+    """snodo's own interpreter environment and source (an editable install: the pytest
+    probe plugin is put on the confined interpreter's path from there), where shared."""
+    source = Path(__file__).resolve().parents[2]
+    found: list[Path] = []
+    for raw in (sys.prefix, sys.base_prefix, source):
+        path = Path(os.path.realpath(raw))
+        if path.is_dir() and path not in found and _in_shared(str(path)):
             found.append(path)
     return tuple(found)
 

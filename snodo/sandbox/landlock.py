@@ -33,6 +33,7 @@ import platform
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -43,7 +44,7 @@ from snodo.sandbox.base import Backend, Prepared
 from snodo.sandbox.harden import Hardening
 from snodo.sandbox.layout import carve, read_only_paths
 from snodo.sandbox.limits import limit_setter
-from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs
+from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved
 
 # System call numbers (the same on every architecture that has Landlock).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -68,11 +69,15 @@ SCOPE_SIGNAL = 1 << 1
 READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE
 
-#: Devices a confined process may write (output sinks). Not the host's terminals
-#: (``/dev/pts``, ``/dev/tty``, ``/dev/ptmx``) nor its shared memory (``/dev/shm``), which are
-#: not even readable (:data:`UNREADABLE`).
+#: The only devices a confined process may open, like bubblewrap's fresh ``/dev``: the rest
+#: of ``/dev`` gets no grant at all — not the host's terminals (``/dev/pts``, ``/dev/tty``,
+#: ``/dev/ptmx``), shared memory (``/dev/shm``), nor a disk, which a process of uid 0 could
+#: otherwise read raw past every path rule. (``/dev/fd``, ``/dev/stdin`` … lead into
+#: ``/proc`` and keep working.) Granting a short list also keeps the ruleset small.
+READABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+#: Of those, the ones it may write (output sinks).
 WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
-UNREADABLE = tuple(Path(p) for p in ("/dev/pts", "/dev/shm", "/dev/ptmx", "/dev/tty", "/run/user"))  # noqa: S108
+UNREADABLE = tuple(Path(p) for p in ("/dev", "/run/user"))
 _PR_SET_CHILD_SUBREAPER = 36
 MARKER = "SNODO_SANDBOX_RUN"
 
@@ -146,7 +151,7 @@ class Ruleset:
             return  # vanished or unreadable: nothing to grant
         try:
             rights = access & self.fs
-            if not os.path.isdir(f"/proc/self/fd/{target}"):
+            if not stat.S_ISDIR(os.fstat(target).st_mode):
                 rights &= FILE_RIGHTS
             rule = _PathBeneath(rights, target)
             assert _LIBC is not None
@@ -193,38 +198,32 @@ class Ruleset:
         return restrict
 
 
-_ROOTS_CACHE: dict[tuple[Path, ...], tuple[tuple[tuple[Path, int], ...], list[Path]]] = {}
+_CARVED: dict[tuple[Path, tuple[Path, ...]], tuple[tuple[int, ...], list[Path]]] = {}
 
 
-def _carved_dirs(hidden: Sequence[Path]) -> tuple[tuple[Path, int], ...]:
-    """The directories listed to carve out ``hidden``, with their modification times: a
-    directory's time changes whenever an entry is added or removed."""
+def _carved(root: Path, excluded: Sequence[Path]) -> list[Path]:
+    """:func:`carve`, cached until one of the directories it listed changes (a directory's
+    modification time changes whenever an entry is added, removed or renamed in it)."""
+    key = (root, tuple(e for e in excluded if e != Path("/")))
+    listed = sorted({p for e in key[1] for p in e.parents if p == root or root in p.parents})
     stamps = []
-    for h in hidden:
-        for parent in reversed(h.parents):
-            try:
-                stamps.append((parent, os.stat(parent).st_mtime_ns))
-            except OSError:
-                stamps.append((parent, -1))
-    return tuple(stamps)
-
-
-def _read_roots(hidden: Sequence[Path]) -> list[Path]:
-    """Everything but the hidden paths, cached until one of the listed directories changes."""
-    key = tuple(h for h in hidden if h != Path("/"))
-    stamps = _carved_dirs(key)
-    cached = _ROOTS_CACHE.get(key)
-    if cached is not None and cached[0] == stamps:
+    for directory in listed:
+        try:
+            stamps.append(os.stat(directory).st_mtime_ns)
+        except OSError:
+            stamps.append(-1)
+    cached = _CARVED.get(key)
+    if cached is not None and cached[0] == tuple(stamps):
         return cached[1]
-    roots = carve(Path("/"), list(key))
-    if len(_ROOTS_CACHE) > 64:
-        _ROOTS_CACHE.clear()
-    _ROOTS_CACHE[key] = (stamps, roots)
-    return roots
+    carved = carve(root, list(key[1]))
+    if len(_CARVED) > 64:
+        _CARVED.clear()
+    _CARVED[key] = (tuple(stamps), carved)
+    return carved
 
 
 def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:
-    workspace = Path(os.path.realpath(policy.workspace))
+    workspace = resolved(policy.workspace)
     if not policy.network and abi < 4:
         raise EnvironmentProblem(
             f"Landlock ABI {abi} on this kernel cannot refuse network access (ABI 4, Linux 6.7, can)",
@@ -233,19 +232,20 @@ def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:
     hidden = policy.hidden_paths()
     ruleset = Ruleset(abi, network=policy.network)
     try:
-        for root in _read_roots((*hidden, *UNREADABLE)):
+        for root in _carved(Path("/"), (*hidden, *UNREADABLE)):
             ruleset.allow(root, READ)
-        for root in carve(workspace, hidden):
+        for root in _carved(workspace, hidden):
             ruleset.allow(root, READ)
         kept = [*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy), *hidden]
-        for root in carve(workspace, kept):
+        for root in _carved(workspace, kept):
             ruleset.allow(root, ruleset.fs)
         ruleset.allow(tmpdir, ruleset.fs)
         for extra in policy.writable:
             ruleset.allow(extra, ruleset.fs)
-        for device in WRITABLE_DEVICES:
+        for device in READABLE_DEVICES:
             if os.path.exists(device):
-                ruleset.allow(Path(device), READ | FS_WRITE_FILE | FS_TRUNCATE)
+                writable = FS_WRITE_FILE | FS_TRUNCATE if device in WRITABLE_DEVICES else 0
+                ruleset.allow(Path(device), READ | writable)
     except BaseException:
         ruleset.close()
         raise
@@ -344,12 +344,30 @@ def become_subreaper() -> None:
 
 
 def reap_adopted(spare: Collection[int]) -> int:
-    """Once snodo is the subreaper, orphans of *any* confined run (bubblewrap's processes
-    too) end as its zombies: reap those — confined (``no_new_privs``), not a leader some
-    ``Popen`` still waits for (``spare``). snodo's own children (git) never carry
-    ``no_new_privs``, so their exit status is never taken from them."""
+    """Once snodo is the subreaper, orphans of *any* confined run (bubblewrap's init, which
+    outlives its monitor by a moment, too) end as its zombies: reap those — confined
+    (``no_new_privs``), not a leader some ``Popen`` still waits for (``spare``). snodo's own
+    children (git) never carry ``no_new_privs``, so their exit status is never taken from
+    them. The kernel names the next zombie (``waitid`` without reaping); only when that one
+    is not ours to reap is ``/proc`` searched for the others."""
     if not _SUBREAPER:
         return 0
+    reaped = 0
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return reaped
+        if info is None:
+            return reaped
+        if info.si_pid in spare or not _no_new_privs(info.si_pid):
+            return reaped + _reap_by_scan(spare)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(info.si_pid, os.WNOHANG)
+        reaped += 1
+
+
+def _reap_by_scan(spare: Collection[int]) -> int:
     me, reaped = os.getpid(), 0
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in spare:

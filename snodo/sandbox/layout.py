@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -40,8 +41,29 @@ def read_only_paths(workspace: Path, patterns: Iterable[str]) -> tuple[Path, ...
     parsed = [(raw, parts) for raw in patterns if (parts := _pattern_parts(raw)) is not None]
     if not parsed:
         return tuple(found)
+    chosen = _matches(workspace, parsed)
+    found.extend(workspace / rel for rel in chosen if os.path.lexists(workspace / rel))
+    outer = [f"{o}/" for o in found]
+    return tuple(p for p in dict.fromkeys(found) if not any(str(p).startswith(o) for o in outer))
+
+
+#: (workspace, patterns) -> (what the answer depended on, the protected paths found).
+_MATCHES: dict[tuple[Path, tuple[str, ...]], tuple[tuple[object, ...], tuple[str, ...]]] = {}
+#: File times are kept at a coarse clock tick: a change this close to a listing may not show.
+_TICK_NS = 20_000_000
+
+
+def _matches(workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]]) -> tuple[str, ...]:
+    """The workspace-relative protected paths (outermost matches), listed through git once
+    and reused while nothing they depend on changed (:func:`_depends_on`): a confined start
+    then costs a few ``stat`` calls, not a git process. Refusals are never cached."""
+    key = (workspace, tuple(raw for raw, _ in parsed))
+    cached = _MATCHES.get(key)
+    if cached is not None and cached[0] == _depends_on(workspace, parsed, cached[1]):
+        return cached[1]
     from snodo.workspace.guard import protecting_prefix
 
+    listed_at = time.time_ns()
     keep: dict[str, None] = {}
     for rel in _candidates(workspace, [raw for raw, _ in parsed]):
         prefix = protecting_prefix([parts for _, parts in parsed], tuple(rel.split("/")))
@@ -55,8 +77,58 @@ def read_only_paths(workspace: Path, patterns: Iterable[str]) -> tuple[Path, ...
             f"{mounts} read-only mounts with their parent directories (the sandbox takes at most {MAX_PROTECTED})",
             hint="narrow protected_paths in .snodo/protocol.yml (protect a directory, not each file in it)",
         )
-    found.extend(workspace / rel for rel in chosen if os.path.lexists(workspace / rel))
-    return tuple(p for p in dict.fromkeys(found) if not any(o in p.parents for o in found))
+    stamp = _depends_on(workspace, parsed, tuple(chosen))
+    if len(_MATCHES) > 64:
+        _MATCHES.clear()
+    # Cached only when nothing it depends on changed just before or during the listing
+    # (sizes and inode numbers in the stamp are far below any time).
+    if not any(isinstance(t, int) and t >= listed_at - _TICK_NS for t in stamp):
+        _MATCHES[key] = (stamp, tuple(chosen))
+    else:
+        _MATCHES.pop(key, None)
+    return tuple(chosen)
+
+
+def _git_dir(workspace: Path) -> Path:
+    marker = workspace / ".git"
+    try:
+        text = marker.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:  # a directory (the usual case), or none
+        return marker
+    return workspace / text.removeprefix("gitdir: ").strip() if text.startswith("gitdir: ") else marker
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _depends_on(
+    workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]], chosen: Sequence[str]
+) -> tuple[object, ...]:
+    """What the protected paths were found from: git's index (a file added, removed, a
+    checkout), and the modification times of the directories where a new untracked match
+    would appear — the workspace, the literal directories each pattern names before its
+    first wildcard, and the directory of each match. A new untracked match deeper below a
+    wildcard (``**/*.pem``) is found once the index changes (docs/security.md)."""
+    try:
+        index = os.stat(_git_dir(workspace) / "index")
+        stamp: list[object] = [index.st_ino, index.st_size, index.st_mtime_ns]
+    except OSError:
+        stamp = [-1]
+    dirs = {workspace}
+    for _, parts in parsed:
+        at = workspace
+        for part in parts[:-1]:
+            if any(c in part for c in "*?["):
+                break
+            at = at / part
+            dirs.add(at)
+    dirs.update((workspace / rel).parent for rel in chosen)
+    stamp.extend(_mtime(d) for d in sorted(dirs))
+    return tuple(stamp)
 
 
 def _candidates(workspace: Path, patterns: Sequence[str]) -> list[str]:

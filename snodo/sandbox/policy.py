@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -104,10 +105,34 @@ class SandboxPolicy:
         """The hidden paths, ``$SNODO_HOME`` included, resolved and de-duplicated."""
         found: list[Path] = []
         for raw in (*self.hidden, configured_home()):
-            path = Path(os.path.realpath(raw))
+            path = resolved(raw)
             if path not in found:
                 found.append(path)
         return tuple(found)
+
+
+_RESOLVED: dict[str, tuple[int, int, Path]] = {}
+
+
+def resolved(raw: str | os.PathLike[str]) -> Path:
+    """``os.path.realpath(raw)``, remembered for a directory while ``raw`` still leads to
+    the same directory (device and inode: a directory has one path, so a component swapped
+    for a link elsewhere shows as another inode); two ``stat`` calls instead of one
+    ``lstat`` per path component on every confined start."""
+    key = os.fspath(raw)
+    try:
+        info = os.stat(key)
+    except OSError:
+        return Path(os.path.realpath(key))
+    cached = _RESOLVED.get(key)
+    if cached is not None and cached[:2] == (info.st_dev, info.st_ino):
+        return cached[2]
+    path = Path(os.path.realpath(key))
+    if stat.S_ISDIR(info.st_mode):
+        if len(_RESOLVED) > 256:
+            _RESOLVED.clear()
+        _RESOLVED[key] = (info.st_dev, info.st_ino, path)
+    return path
 
 
 def _is_venv(path: Path) -> bool:
@@ -124,7 +149,7 @@ def interpreter_dirs(policy: SandboxPolicy) -> tuple[Path, ...]:
     ``venv`` when they are virtual environments. Outside the workspace everything is
     read-only already. Cached per workspace until its directory changes (an entry added or
     removed at its top changes its modification time)."""
-    workspace = Path(os.path.realpath(policy.workspace))
+    workspace = resolved(policy.workspace)
     key = (workspace, policy.interpreters, os.environ.get("VIRTUAL_ENV", ""))
     try:
         stamp = os.stat(workspace).st_mtime_ns

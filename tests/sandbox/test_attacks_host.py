@@ -409,3 +409,33 @@ def test_interpreter_environments_are_read_only(backend: str, tmp_path: Path) ->
     assert not list(ws.glob("*/lib/python3/site-packages/evil.pth")), out
     assert (ws / ".venv" / "bin" / "python").read_text() == "#!/bin/sh\n"
     assert out.count("refused") == 3 and "WROTE src/ok.py" in out, out  # the rest of the workspace stays writable
+
+
+def test_only_the_harmless_devices_can_be_opened(backend: str, tmp_path: Path) -> None:
+    """A disk or the kernel log opened raw would go past every path rule (uid 0 owns them even
+    without capabilities); confined code gets what bubblewrap's fresh /dev holds, no more."""
+    ws = _ws(tmp_path)
+    candidates = [
+        str(p)
+        for p in sorted(Path("/dev").iterdir())
+        if p.name in {"kmsg", "mem", "vda", "sda", "nvme0n1", "loop0", "tty1", "console", "kvm"}
+    ]
+    out = _run(
+        ws,
+        f"""
+        import os
+        for device in {candidates!r}:
+            try:
+                os.close(os.open(device, os.O_RDONLY | os.O_NONBLOCK))
+                print("OPENED", device)
+            except OSError as exc:
+                print("refused", device, exc.errno)
+        with open("/dev/urandom", "rb") as fh:
+            print("urandom", len(fh.read(8)))
+        with open("/dev/null", "w") as fh:
+            fh.write("x")
+        print("null ok")
+        """,
+    )
+    assert "OPENED" not in out, out
+    assert "urandom 8" in out and "null ok" in out, out

@@ -75,7 +75,7 @@ def test_unchanged_files_and_deleted_files_are_not_judged(tmp_path: Path) -> Non
 
 
 def test_other_validator_types_are_left_to_their_plugins(tmp_path: Path) -> None:
-    assert snodo_validate(name="forbidden-imports", request=request(tmp_path, (), vtype="pytest")) is None
+    assert snodo_validate(name="pytest", request=request(tmp_path, (), vtype="pytest")) is None
 
 
 @pytest.mark.parametrize("tooling", [{}, {"forbidden": []}, {"forbidden": "subprocess"}, {"forbiden": ["x"]}])

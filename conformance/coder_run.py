@@ -5,21 +5,22 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from attrs import evolve
 
 from snodo.api import (
-    Coder,
     CoderCapabilities,
     CoderRequest,
     CoderResult,
     CoderSpec,
     FileOperation,
+    Mode,
     PluginHost,
     RequiredProgram,
     coder_config_problems,
+    confined_as_a_coder,
 )
 
 from ._support import (
@@ -48,7 +49,6 @@ from .defaults import (
     TASK_ID,
     TIMEOUT_SLACK,
 )
-from .engine import SandboxPolicy, coder_policy, confined_as_the_engine_does
 
 
 def _coder_request(workspace: Path, spec: str, config: Mapping[str, Any], timeout: float) -> CoderRequest:
@@ -100,22 +100,28 @@ class CoderRun:
                 f"capabilities is a {type(spec.capabilities).__name__}, not a CoderCapabilities declaration; "
                 "every other contract depends on it",
             )
-        outcome = bounded(lambda: spec.factory(self.config), ORDINARY_TIMEOUT)
-        abandoned.note(self.who, test, "its factory", outcome)
+        if host.coders().get(spec.name) is None:
+            broken(
+                "test_declares_capabilities",
+                self.who,
+                "it is not registered in the host under test (see `snodo plugins` for plugins that failed), "
+                "so no snodo_generate hook can be asked for it",
+            )
+        mode = Mode(mode_id="dev", coder=spec.name, coder_config=self.config)
+        outcome = bounded(
+            lambda: host.pm.hook.snodo_preflight(
+                mode=mode, coder=spec.name, coder_config=mode.coder_config, validators=()
+            ),
+            ORDINARY_TIMEOUT,
+        )
+        abandoned.note(self.who, test, "snodo_preflight", outcome)
         if outcome.error is not None or outcome.hung:
             pytest.fail(
-                f"{self.who}: its factory refused the kit's coder_config {self.config!r}: {outcome.describe()}\n"
+                f"{self.who}: its preflight refused the kit's coder_config {self.config!r}: {outcome.describe()}\n"
                 "Give it the settings it needs with --snodo-coder-config=JSON|FILE or by overriding the "
                 "`snodo_coder_config` fixture in your conftest.py.",
                 pytrace=False,
             )
-        if not callable(getattr(outcome.value, "generate", None)):
-            broken(
-                "test_declares_capabilities",
-                self.who,
-                f"its factory returned {type(outcome.value).__name__}, not a coder with generate(request)",
-            )
-        self.coder: Coder = cast(Coder, outcome.value)
         self.left_running: dict[int, str] = {}
 
     @property
@@ -148,10 +154,6 @@ class CoderRun:
         state.update(snapshot(repo, only=PROTECTED_DIR))
         return state
 
-    def policy(self, workspace: Path) -> SandboxPolicy | None:
-        """The confinement the engine sets around ``generate`` (None when no backend works here)."""
-        return coder_policy(workspace, network=bool(self.caps.needs_network))
-
     def generate(
         self, workspace: Path, task: str | None = None, timeout: float = ORDINARY_TIMEOUT, *, fix: bool = False
     ) -> Outcome[Any]:
@@ -160,8 +162,8 @@ class CoderRun:
             request = evolve(request, attempt=self.fix.attempt, findings=tuple(self.fix.findings))
         self.abandoned.skip_if_abandoned(self.who)
         watch = ProcessWatch()
-        with confined_as_the_engine_does(self.policy(workspace)):
-            outcome = bounded(lambda: self.coder.generate(request), timeout + TIMEOUT_SLACK)
+        with confined_as_a_coder(workspace, network=bool(self.caps.needs_network), read_only=(PROTECTED_DIR,)):
+            outcome = bounded(lambda: self.host.generate(self.spec.name, request), timeout + TIMEOUT_SLACK)
         self.left_running = watch.leftovers()  # killed: nothing leaks into the next test
         self.abandoned.note(self.who, self.test, "generate()", outcome)
         return outcome
@@ -259,8 +261,6 @@ def capability_problems(spec: Any, config: Mapping[str, Any]) -> list[str]:
     problems = []
     if not isinstance(spec.description, str) or not spec.description.strip():
         problems.append("description is empty: `snodo plugins` shows it to users")
-    if not callable(spec.factory):
-        problems.append("factory is not callable")
     caps = spec.capabilities
     if not isinstance(caps, CoderCapabilities):
         return [*problems, f"capabilities is a {type(caps).__name__}, not a CoderCapabilities declaration"]

@@ -333,7 +333,7 @@ def snodo_coder_spec(request: pytest.FixtureRequest, snodo_host: PluginHost) -> 
 
 @pytest.fixture
 def snodo_coder_config(request: pytest.FixtureRequest) -> Mapping[str, Any]:
-    """The ``coder_config`` handed to the coder's factory (``--snodo-coder-config``; default empty)."""
+    """The mode's ``coder_config`` the coder is run with (``--snodo-coder-config``; default empty)."""
     return _config(request, "snodo-coder-config")
 
 

@@ -16,8 +16,11 @@ from snodo.api import (
     ProtocolDocument,
     ValidationRequest,
     Validator,
+    ValidatorResult,
     ValidatorSpec,
     Verdict,
+    parse_protocol_document,
+    run_validator,
 )
 
 from ._support import (
@@ -43,7 +46,6 @@ from .defaults import (
     TASK_ID,
     VALIDATOR_CONFIG_KEYS,
 )
-from .engine import ValidatorResult, parse_kit_protocol, run_through_runner
 
 T = TypeVar("T")
 
@@ -131,7 +133,7 @@ class ValidatorRun:
             "validators": [validator],
         }
         try:
-            protocol = parse_kit_protocol(doc)
+            protocol = parse_protocol_document(doc, source="snodo_validator_config")
         except Exception as exc:
             pytest.fail(f"{self.who}: the kit's protocol with this configuration is refused: {exc}", pytrace=False)
         return protocol, protocol.modes[0], protocol.validators[0]
@@ -159,17 +161,16 @@ class ValidatorRun:
         self.abandoned.skip_if_abandoned(self.who)
         started = time.monotonic()
         watch = ProcessWatch()
-        results = run_through_runner(self.host, request)
+        result = run_validator(self.host, request)
         took = time.monotonic() - started
         self.left_running = watch.leftovers()
-        assert len(results) == 1, results
-        if results[0].severity == "error" and took >= request.timeout:
+        if result.severity == "error" and took >= request.timeout:
             self.abandoned.hang(
                 self.who,
                 f"in {self.test} it gave no verdict within tooling.timeout {request.timeout:g}s "
                 "and may still be running",
             )
-        return results[0]
+        return result
 
     def own_impl(self, contract_test: str) -> Callable[[ValidationRequest], Any]:
         """The registering plugin's own ``snodo_validate``, to see exactly what it returns."""
@@ -187,8 +188,8 @@ class ValidatorRun:
                 self.who,
                 f"plugin {owner!r} registers the type but implements no snodo_validate to answer for it",
             )
-        impl = impls[0]
-        return lambda req: impl.function(**{name: req for name in impl.argnames})
+        ask = self.host.caller_for("snodo_validate", owner)
+        return lambda req: ask(name=req.validator.validator_type, request=req)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ not wave the work through.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -151,21 +151,31 @@ def no_secrets_in_diff(ctx: PredicateContext, params: Mapping[str, Any]) -> Pred
     return PredicateResult(ok=True, message="no known secret patterns in the change")
 
 
+#: Each predicate's description and its check, by name: what this plugin registers and answers.
+PREDICATES: dict[str, tuple[str, Callable[[PredicateContext, Mapping[str, Any]], PredicateResult]]] = {
+    "files_in_scope": (
+        "every changed file matches one of params.allowed (globs; ** spans directories)",
+        files_in_scope,
+    ),
+    "tests_exist_for_modified": (
+        "each changed non-test module x.py has a test_x.py under tests/ or beside it",
+        tests_exist_for_modified,
+    ),
+    "no_secrets_in_diff": (
+        "the change adds nothing matching a documented secret pattern (docs/predicates.md)",
+        no_secrets_in_diff,
+    ),
+}
+
+
 @hookimpl
 def snodo_predicates() -> Iterator[PredicateSpec]:
-    yield PredicateSpec(
-        name="files_in_scope",
-        description="every changed file matches one of params.allowed (globs; ** spans directories)",
-        check=files_in_scope,
-    )
-    yield PredicateSpec(
-        name="tests_exist_for_modified",
-        description="each changed non-test module x.py has a test_x.py under tests/ or beside it",
-        check=tests_exist_for_modified,
-    )
-    yield PredicateSpec(
-        name="no_secrets_in_diff",
-        description="the change adds nothing matching a documented secret pattern (docs/predicates.md)",
-        check=no_secrets_in_diff,
-        discard_work_on_failure=True,  # never keep a commit holding the secret
-    )
+    for name, (description, _check) in PREDICATES.items():
+        # a secret found must leave no commit holding it
+        yield PredicateSpec(name=name, description=description, discard_work_on_failure=name == "no_secrets_in_diff")
+
+
+@hookimpl
+def snodo_check_predicate(name: str, context: PredicateContext, params: Mapping[str, Any]) -> PredicateResult | None:
+    found = PREDICATES.get(name)
+    return found[1](context, params) if found else None

@@ -1,30 +1,36 @@
 """What plugin authors import. Nothing outside this module is a stable plugin interface.
 
-A coder plugin::
+Every kind (coder, validator type, predicate) has the same shape: a registration hook
+yielding typed records, and a dispatch hook snodo calls with the registered name, on the
+registering plugin only. A coder plugin::
 
     from snodo.api import hookimpl, CoderSpec, CoderCapabilities, CoderResult, FileOperation
-
-    class EchoCoder:
-        def __init__(self, config): self.config = config
-        def generate(self, request):
-            return CoderResult(operations=(FileOperation(op="write", path="echo.txt",
-                                                         content=request.spec),))
 
     @hookimpl
     def snodo_coders():
         yield CoderSpec(name="echo", description="writes the spec to echo.txt",
                         capabilities=CoderCapabilities(writes_in_place=False,
                                                        commits_own_changes=False,
-                                                       deterministic=True),
-                        factory=EchoCoder)
+                                                       deterministic=True))
+
+    @hookimpl
+    def snodo_generate(name, request):
+        if name != "echo":
+            return None
+        return CoderResult(operations=(FileOperation(op="write", path="echo.txt",
+                                                     content=request.spec),))
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pluggy
+from attrs import evolve
 
 from snodo.errors import (
     CoderError,
@@ -33,18 +39,20 @@ from snodo.errors import (
     SnodoError,
     ValidatorFault,
 )
+from snodo.governance.policy import ValidatorResult, classify
+from snodo.governance.runner import PhaseInput, run_phase
 from snodo.hookspecs import PROJECT
 from snodo.planning import PlannerImpl
 from snodo.plugins import PluginHost, get_plugin_manager
 from snodo.proc import ProcessResult
 from snodo.proc import run_process as _run_process
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
+from snodo.protocol.loader import parse_protocol
 from snodo.protocol.models import Mode, Validator
 from snodo.protocol.models import Protocol as ProtocolDocument
 from snodo.records import (
     SEVERITIES,
     ArtifactContext,
-    Coder,
     CoderCapabilities,
     CoderRequest,
     CoderResult,
@@ -60,9 +68,9 @@ from snodo.records import (
     ValidatorSpec,
     Verdict,
 )
-from snodo.sandbox import SandboxPolicy, current_policy
+from snodo.sandbox import SandboxPolicy, choose_backend, confined, current_policy
 from snodo.settings import Setting, coder_config_problems, tooling_problems, with_defaults
-from snodo.workspace.testrun import SuiteRun, TestOutput, read_test_output, run_python_tests
+from snodo.workspace.testrun import SuiteRun, run_python_tests
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -116,12 +124,68 @@ def _with_writable(policy: SandboxPolicy | None, writable: Sequence[Path]) -> Sa
     return policy.with_writable(writable) if policy is not None and writable else policy
 
 
+# ------------------------------------------------------------- checking a plugin
+# What a tool checking a plugin against the real engine needs (the conformance kit uses
+# exactly these): the shared validator runner, the outcome policy, the strict protocol
+# loader and a coder's confinement. Plugins themselves never need them.
+
+
+def run_validator(host: PluginHost, request: ValidationRequest) -> ValidatorResult:
+    """What the shared runner reports for ``request``, as the engine gets it: the validator
+    asked through ``snodo_validate`` under its ``tooling.timeout`` (abandoned when it
+    overruns), its verdict capped by ``severity_cap``, ``None`` or a crash turned into an
+    ``error`` result."""
+    v = request.validator
+    inp = PhaseInput(
+        protocol=evolve(request.protocol, validators=(v,), global_constraints=()),
+        mode=evolve(request.mode, validators=(v.validator_id,), constraints=()),
+        phase=request.phase,
+        task_id=request.task_id,
+        task_spec=request.task_spec,
+        workspace=request.workspace,
+        changed_files=request.changed_files,
+    )
+    results = run_phase(host, inp)
+    if len(results) != 1:
+        raise ValueError(f"validator {v.validator_id!r} is not run in phase {request.phase!r} ({v.evaluation_phase})")
+    return results[0]
+
+
+def run_status(results: Sequence[ValidatorResult], policy: str = "any") -> str:
+    """The status the outcome policy ``policy`` gives a phase with these results
+    (``pass``, ``escalate``, ``blocker`` or ``validator_error``)."""
+    return classify(results, policy=policy).status
+
+
+def parse_protocol_document(document: Mapping[str, Any], *, source: str = "<document>") -> ProtocolDocument:
+    """``document`` (a protocol as a mapping) read by the strict loader every command uses;
+    raises the :class:`~snodo.errors.ProtocolError` a user would see."""
+    return parse_protocol(json.dumps(document), source=source)
+
+
+@contextmanager
+def confined_as_a_coder(
+    workspace: Path, *, network: bool, read_only: Sequence[str] = ()
+) -> Iterator[SandboxPolicy | None]:
+    """Every child :func:`run_process` starts inside this block is confined as the engine
+    confines a coder's ``generate``: ``workspace`` writable but not ``read_only`` (nor
+    ``.snodo/``, ``.git/``), the network only when ``network``. Yields the policy, or
+    ``None`` (unconfined) when no confinement backend works on this machine."""
+    try:
+        choose_backend()
+    except EnvironmentProblem:
+        policy = None
+    else:
+        policy = SandboxPolicy(workspace=workspace, read_only=tuple(read_only), network=network)
+    with confined(policy):
+        yield policy
+
+
 __all__ = [
     "ALWAYS_EXCLUSIVE",
     "CAPABILITY_TOOLS",
     "SEVERITIES",
     "ArtifactContext",
-    "Coder",
     "CoderCapabilities",
     "CoderError",
     "CoderRequest",
@@ -144,18 +208,21 @@ __all__ = [
     "Severity",
     "SnodoError",
     "SuiteRun",
-    "TestOutput",
     "ValidationRequest",
     "Validator",
     "ValidatorFault",
+    "ValidatorResult",
     "ValidatorSpec",
     "Verdict",
     "coder_config_problems",
+    "confined_as_a_coder",
     "get_plugin_manager",
     "hookimpl",
-    "read_test_output",
+    "parse_protocol_document",
     "run_process",
     "run_python_tests",
+    "run_status",
+    "run_validator",
     "tooling_problems",
     "with_defaults",
 ]

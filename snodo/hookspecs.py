@@ -22,9 +22,13 @@ if TYPE_CHECKING:
     from snodo.protocol.models import Mode, Validator
     from snodo.records import (
         ArtifactContext,
+        CoderRequest,
+        CoderResult,
         CoderSpec,
         DroppedOperation,
         FileOperation,
+        PredicateContext,
+        PredicateResult,
         PredicateSpec,
         ValidationRequest,
         ValidatorSpec,
@@ -36,14 +40,22 @@ PROJECT = "snodo"
 hookspec = pluggy.HookspecMarker(PROJECT)
 
 
+# Every kind a plugin extends snodo with (coders, validator types, predicates) has the same
+# shape: a registration hook yielding typed records (name, description, what it declares
+# about itself) and a ``firstresult`` dispatch hook the core calls with the registered name.
+# A dispatch hook is called through ``pm.subset_hook_caller`` with only the registering
+# plugin's implementation left in (inside every ``wrapper=True`` impl any plugin declares),
+# so no plugin can answer for another's name, and ``None`` from the owner means "no answer".
+
+
 @hookspec
 def snodo_coders() -> Iterable[CoderSpec]:
     """Register coders: code generators a mode can name in its ``coder`` field.
 
     Called through pluggy once per plugin, the first time the host is asked for a coder
     (and again for a plugin registered later), so wrappers and tracing see it and each record
-    is attributed to its plugin. Each record carries the coder's name,
-    its capability declaration (ADR 035) and a factory taking the mode's ``coder_config``.
+    is attributed to its plugin. Each record carries the coder's name, a description and its
+    capability declaration (ADR 035); the work is done by :func:`snodo_generate`.
 
     :return: the coders this plugin provides.
 
@@ -54,11 +66,35 @@ def snodo_coders() -> Iterable[CoderSpec]:
             yield CoderSpec(
                 name="patch",
                 description="applies the unified diff found in the spec",
-                capabilities=CoderCapabilities(
-                    writes_in_place=False, commits_own_changes=False
-                ),
-                factory=PatchCoder,
+                capabilities=CoderCapabilities(writes_in_place=False, commits_own_changes=False),
             )
+    """
+
+
+@hookspec(firstresult=True)
+def snodo_generate(name: str, request: CoderRequest) -> CoderResult | None:
+    """Do one coder attempt: the dispatch hook of every coder.
+
+    Called by the engine once per attempt, confined (docs/security.md), and only on the
+    plugin that registered the coder ``name``. ``request.config`` is the mode's
+    ``coder_config``, already checked against the declared ``settings`` (defaults are not
+    filled in: :func:`snodo.api.with_defaults`). Raise :class:`~snodo.api.CoderError` when
+    the work cannot be done (the run retries with the reason while its budget lasts),
+    :class:`~snodo.api.EnvironmentProblem` when the environment is at fault; ``None`` is
+    treated as a coder failure. Check settings beyond their declared types in
+    :func:`snodo_preflight`, which runs before any token is spent.
+
+    :param name: the registered coder asked (one plugin may register several).
+    :param request: the task, workspace, settings and, on a recovery attempt, the findings.
+    :return: a :class:`~snodo.api.CoderResult`.
+
+    Example::
+
+        @hookimpl
+        def snodo_generate(name, request):
+            if name == "patch":
+                return CoderResult(operations=parse_patch(request.spec))
+            return None
     """
 
 
@@ -66,8 +102,7 @@ def snodo_coders() -> Iterable[CoderSpec]:
 def snodo_validators() -> Iterable[ValidatorSpec]:
     """Register validator types a protocol can name in ``validator_type``.
 
-    Called like :func:`snodo_coders`. Registering a type promises that this
-    plugin's :func:`snodo_validate` answers requests for it.
+    Called like :func:`snodo_coders`; verdicts come from :func:`snodo_validate`.
 
     :return: the validator types this plugin provides.
 
@@ -80,27 +115,25 @@ def snodo_validators() -> Iterable[ValidatorSpec]:
 
 
 @hookspec(firstresult=True)
-def snodo_validate(request: ValidationRequest) -> Verdict | None:
+def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
     """Judge one task for one validator: the dispatch hook of every validator type.
 
     Called by the shared validator runner, possibly from a worker thread, once per
-    configured validator and phase, through ``pm.subset_hook_caller``: only the plugin that
-    registered ``request.validator.validator_type`` is asked (inside every ``wrapper=True``
-    impl any plugin declares), so no plugin can answer for another's type. Returning
-    ``None`` is "no verdict": the runner records a ``validator_error``. Raise (any
-    exception) when no verdict can be reached: the runner turns it into an ``error`` result,
-    which fails closed. Never modify the workspace.
+    configured validator and phase, only on the plugin that registered the type ``name``
+    (``request.validator.validator_type``). Returning ``None`` is "no verdict": the runner
+    records a ``validator_error``. Raise (any exception) when no verdict can be reached: the
+    runner turns it into an ``error`` result, which fails closed. Never modify the workspace.
 
+    :param name: the registered validator type asked.
     :param request: the validator's configuration, the task, the phase, the mode, the
         protocol, the workspace root and (post-execute) the changed files.
-    :return: a :class:`~snodo.api.Verdict` (``None`` for a type you did not register is
-        harmless: you are not asked for it).
+    :return: a :class:`~snodo.api.Verdict`.
 
     Example::
 
         @hookimpl
-        def snodo_validate(request):
-            if request.validator.validator_type != "forbidden-imports":
+        def snodo_validate(name, request):
+            if name != "forbidden-imports":
                 return None
             bad = find_banned(request.workspace, request.changed_files)
             if bad:
@@ -113,19 +146,38 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
 def snodo_predicates() -> Iterable[PredicateSpec]:
     """Register constraint predicates a protocol can name in a constraint's ``predicate``.
 
-    Called like :func:`snodo_coders`.
+    Called like :func:`snodo_coders`; results come from :func:`snodo_check_predicate`.
 
-    :return: the predicates this plugin provides; each ``check(context, params)`` returns a
-        :class:`~snodo.api.PredicateResult`.
+    :return: the predicates this plugin provides.
 
     Example::
 
         @hookimpl
         def snodo_predicates():
-            yield PredicateSpec(name="small_change", description="at most N files",
-                                check=lambda ctx, params: PredicateResult(
-                                    ok=len(ctx.changed_files) <= params.get("max", 10),
-                                    message="change size"))
+            yield PredicateSpec(name="small_change", description="at most params.max files")
+    """
+
+
+@hookspec(firstresult=True)
+def snodo_check_predicate(name: str, context: PredicateContext, params: Mapping[str, Any]) -> PredicateResult | None:
+    """Decide one constraint: the dispatch hook of every predicate.
+
+    Called by the shared runner once per constraint and phase, only on the plugin that
+    registered the predicate ``name``. ``None`` or an exception fails the constraint closed.
+
+    :param name: the registered predicate asked.
+    :param context: the workspace, task, phase and the change under judgement.
+    :param params: the constraint's ``params`` from the protocol (read-only).
+    :return: a :class:`~snodo.api.PredicateResult`.
+
+    Example::
+
+        @hookimpl
+        def snodo_check_predicate(name, context, params):
+            if name == "small_change":
+                n = len(context.changed_files)
+                return PredicateResult(ok=n <= params.get("max", 10), message=f"{n} files changed")
+            return None
     """
 
 
@@ -185,11 +237,12 @@ def snodo_planner(mode: Mode) -> PlannerImpl | None:
 def snodo_preflight(mode: Mode, coder: str, coder_config: Mapping[str, Any], validators: tuple[Validator, ...]) -> None:
     """Check, before the first token of a run, that what this plugin will call can be reached.
 
-    Called by the engine once per run, after the coder's factory accepted its settings and
+    Called by the engine once per run, after the coder's declared settings were checked and
     before the pre_execute validation issues a token, so nothing has been spent yet. Every
     implementation is called. Check only what is yours (your coder, validators of your
-    types) and only cheaply: credentials present, endpoints well-formed and reachable.
-    Raise :class:`~snodo.api.EnvironmentProblem` naming what is missing; the run halts as
+    types) and only cheaply: settings beyond their declared types, credentials present,
+    endpoints well-formed and reachable. Raise :class:`~snodo.api.EnvironmentProblem` (or
+    :class:`~snodo.api.CoderError` for a bad setting) naming what is wrong; the run halts as
     ``environment_error`` before the coder or any judge makes a request.
 
     :param mode: the mode the run is in.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
@@ -22,13 +22,17 @@ from attrs import Factory, frozen
 
 from snodo import core_plugin, hookspecs
 from snodo.entrypoints import entry_points
-from snodo.errors import PluginError
+from snodo.errors import CoderError, PluginError
 from snodo.planning import DeterministicPlanner, PlannerImpl
 from snodo.records import (
     ArtifactContext,
+    CoderRequest,
+    CoderResult,
     CoderSpec,
     DroppedOperation,
     FileOperation,
+    PredicateContext,
+    PredicateResult,
     PredicateSpec,
     ValidationRequest,
     ValidatorSpec,
@@ -45,18 +49,10 @@ CORE_PLUGIN_NAME = "snodo.core"
 
 
 #: Distributions known to provide plugin types, for "which distribution would provide it".
-KNOWN_PROVIDERS: dict[str, str] = {
-    "mock": "snodo",
-    "litellm": "snodo",
-    "opencode": "snodo",
-    "pytest": "snodo",
-    "acceptance": "snodo",
-    "protocol": "snodo",
-    "llm": "snodo",
-    "files_in_scope": "snodo",
-    "tests_exist_for_modified": "snodo",
-    "no_secrets_in_diff": "snodo",
-}
+_BUILT_IN = "mock litellm opencode pytest acceptance protocol llm"
+KNOWN_PROVIDERS: dict[str, str] = dict.fromkeys(
+    [*_BUILT_IN.split(), "files_in_scope", "tests_exist_for_modified", "no_secrets_in_diff"], "snodo"
+)
 
 
 @frozen(kw_only=True)
@@ -218,11 +214,7 @@ class PluginHost:
 
     def _collect_from(self, plugin_name: str) -> None:
         origin = self._origins.get(plugin_name, _Origin(name=plugin_name))
-        for hook_name, registry, kind in (
-            ("snodo_coders", self._coders, CoderSpec),
-            ("snodo_validators", self._validators, ValidatorSpec),
-            ("snodo_predicates", self._predicates, PredicateSpec),
-        ):
+        for (hook_name, kind), (registry, dispatch) in _KINDS.items():
             if not any(i.plugin_name == plugin_name for i in _plain_impls(self.pm, hook_name)):
                 continue
             self.pm.trace.root.get("registration")(hook_name, plugin_name)
@@ -234,8 +226,14 @@ class PluginHost:
             except Exception as exc:
                 self._fail(origin, f"{hook_name} failed: {type(exc).__name__}: {exc}", traceback.format_exc())
                 continue
+            if items and not any(i.plugin_name == plugin_name for i in _plain_impls(self.pm, dispatch)):
+                names = ", ".join(repr(i.name) for i in items)
+                self._fail(
+                    origin, f"registers {names} in {hook_name} but implements no {dispatch} hook to answer for them"
+                )
+                continue
             for item in items:
-                self._add(registry, item, origin, kind.__name__)
+                self._add(getattr(self, registry), item, origin, kind.__name__)
 
     def caller_for(self, hook_name: str, plugin_name: str) -> Any:
         """A pluggy hook caller for ``hook_name`` that asks only ``plugin_name``, inside every
@@ -290,33 +288,50 @@ class PluginHost:
         return dict(sorted(self._registry("predicate").by_name.items()))
 
     def coder(self, name: str) -> CoderSpec:
-        spec: CoderSpec = self._get("coder", name, "CoderSpec", "coder")
-        return spec
+        return cast("CoderSpec", self._get("coder", name, "CoderSpec", "coder"))
 
     def validator(self, name: str) -> ValidatorSpec:
-        spec: ValidatorSpec = self._get("validator", name, "ValidatorSpec", "validator type")
-        return spec
+        return cast("ValidatorSpec", self._get("validator", name, "ValidatorSpec", "validator type"))
 
     def predicate(self, name: str) -> PredicateSpec:
-        spec: PredicateSpec = self._get("predicate", name, "PredicateSpec", "predicate")
-        return spec
+        return cast("PredicateSpec", self._get("predicate", name, "PredicateSpec", "predicate"))
 
     def owner_of(self, kind: str, name: str) -> str | None:
         return self._registry(kind).owner.get(name)
 
     # -------------------------------------------------------------------- hooks
 
-    def validate(self, request: ValidationRequest) -> Verdict | None:
-        """Ask the plugin that registered the validator type, through the hook (and its wrappers).
+    def _dispatch(self, hook_name: str, registry: _Registry, name: str, **inputs: Any) -> Any:
+        """Ask the plugin that registered ``name`` (and no other) through its dispatch hook,
+        inside every wrapper any plugin declares for it."""
+        return self.caller_for(hook_name, registry.owner[name])(name=name, **inputs)
 
-        No other plugin is asked, so one plugin cannot answer for another's type; ``None``
-        means "no verdict" and the runner reports it as ``validator_error``.
-        """
+    def generate(self, name: str, request: CoderRequest) -> CoderResult:
+        """One attempt of the coder ``name`` (``snodo_generate``); no answer is a coder failure."""
+        self.coder(name)  # raises a PluginError naming the missing coder
+        result = self._dispatch("snodo_generate", self._coders, name, request=request)
+        if result is None:
+            raise CoderError(f"coder {name!r} gave no result (its plugin's snodo_generate returned None)")
+        if not isinstance(result, CoderResult):
+            raise CoderError(f"coder {name!r} returned {type(result).__name__}, not a CoderResult")
+        return result
+
+    def validate(self, request: ValidationRequest) -> Verdict | None:
+        """The verdict of the validator type ``request`` names (``snodo_validate``); ``None``
+        means "no verdict" and the runner reports it as ``validator_error``."""
         vtype = request.validator.validator_type
         self.validator(vtype)  # raises a PluginError naming the missing type
-        result = self.caller_for("snodo_validate", self._validators.owner[vtype])(request=request)
+        result = self._dispatch("snodo_validate", self._validators, vtype, request=request)
         if result is not None and not isinstance(result, Verdict):
             raise TypeError(f"validator {vtype!r} returned {type(result).__name__}, not a Verdict")
+        return result
+
+    def check_predicate(self, name: str, context: PredicateContext, params: Mapping[str, Any]) -> PredicateResult:
+        """The result of the predicate ``name`` (``snodo_check_predicate``); no answer raises."""
+        self.predicate(name)  # raises a PluginError naming the missing predicate
+        result = self._dispatch("snodo_check_predicate", self._predicates, name, context=context, params=params)
+        if not isinstance(result, PredicateResult):
+            raise TypeError(f"predicate {name!r} returned {type(result).__name__}, not a PredicateResult")
         return result
 
     def planner(self, mode: Mode) -> PlannerImpl:
@@ -387,6 +402,14 @@ class PluginHost:
 
 def _plain_impls(pm: pluggy.PluginManager, hook_name: str) -> list[pluggy.HookImpl]:
     return [i for i in getattr(pm.hook, hook_name).get_hookimpls() if not (i.wrapper or i.hookwrapper)]
+
+
+#: Each kind: (registration hook, record type) → (registry attribute, dispatch hook).
+_KINDS: dict[tuple[str, type], tuple[str, str]] = {
+    ("snodo_coders", CoderSpec): ("_coders", "snodo_generate"),
+    ("snodo_validators", ValidatorSpec): ("_validators", "snodo_validate"),
+    ("snodo_predicates", PredicateSpec): ("_predicates", "snodo_check_predicate"),
+}
 
 
 def _owned(registry: _Registry, plugin_name: str) -> tuple[str, ...]:

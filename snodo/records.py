@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from attrs import field, frozen
 
@@ -201,23 +201,33 @@ class CoderResult:
     usage: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping)
 
 
-class Coder(Protocol):
-    """The object a ``CoderSpec.factory`` returns."""
+def _moved(field_name: str, hook: str) -> Callable[[Any, Any, Any], None]:
+    """Refuse a callable on a registration record: the old shape, before every kind was
+    answered by its own dispatch hook. The message names the shape to use instead."""
 
-    def generate(self, request: CoderRequest) -> CoderResult: ...
+    def refuse(inst: Any, _attr: Any, value: Any) -> None:
+        if value is not None:
+            raise TypeError(
+                f"{type(inst).__name__}({field_name}=...) is no longer supported: register the "
+                f"{type(inst).__name__} without it and implement the {hook} hook, which snodo calls "
+                "with the registered name (see docs/plugins.md)"
+            )
+
+    return refuse
 
 
 @frozen(kw_only=True)
 class CoderSpec:
-    """A coder registration: ``yield CoderSpec(name="mock", factory=MockCoder, ...)``.
+    """A coder registration: ``yield CoderSpec(name="mock", description=..., capabilities=...)``.
 
-    ``factory`` receives the mode's ``coder_config`` mapping and returns a :class:`Coder`.
+    Its work is done by the registering plugin's :func:`~snodo.hookspecs.snodo_generate`
+    hook, called with this ``name``. ``factory`` is the retired shape and is refused.
     """
 
     name: str = field(validator=_valid_name)
     description: str
     capabilities: CoderCapabilities
-    factory: Callable[[Mapping[str, Any]], Coder] = field(eq=False, repr=False)
+    factory: None = field(default=None, validator=_moved("factory", "snodo_generate(name, request)"), repr=False)
 
 
 # ----------------------------------------------------------------------- validators
@@ -225,13 +235,18 @@ class CoderSpec:
 
 @frozen(kw_only=True)
 class ValidatorSpec:
-    """A validator type registration; verdicts come from the ``snodo_validate`` hook.
+    """A validator type registration; verdicts come from the registering plugin's
+    :func:`~snodo.hookspecs.snodo_validate` hook, called with this ``name``.
 
-    :param needs_model: judged by a model; with no ``model`` configured it must return an
-        error (never a pass).
-    :param deterministic: the same request and tree give the same verdict.
+    What it declares, each field acted on in one place:
+
+    :param needs_model: judged by a model: a protocol using it without a ``model`` is refused
+        (WF3, :func:`snodo.protocol.wellformed.check`); with none it must raise, never pass.
+    :param deterministic: the same request and tree give the same verdict. The engine does
+        not act on it; the conformance kit checks it.
     :param settings: the ``tooling`` keys it honours, as names or typed
-        :class:`~snodo.settings.Setting` records (``timeout`` is the runner's, always honoured).
+        :class:`~snodo.settings.Setting` records (``timeout`` is the runner's, always honoured),
+        checked by :func:`snodo.settings.check_settings`.
 
     A validator never modifies the workspace; the conformance kit checks it.
     """
@@ -304,18 +319,22 @@ class PredicateResult:
 
 @frozen(kw_only=True)
 class PredicateSpec:
-    """A constraint predicate.
+    """A constraint predicate registration; results come from the registering plugin's
+    :func:`~snodo.hookspecs.snodo_check_predicate` hook, called with this ``name``.
+    ``check`` is the retired shape and is refused.
 
     :param discard_work_on_failure: a failure means the work itself must not be kept (it
         holds a secret, say): a run halted by it keeps no commit of its work at all, where
-        other halts keep theirs for inspection. Its message must then name what was found
+        other halts keep theirs for inspection (:mod:`snodo.engine.disposal`). Its message must then name what was found
         without quoting it.
     """
 
     name: str = field(validator=_valid_name)
     description: str
-    check: Callable[[PredicateContext, Mapping[str, Any]], PredicateResult] = field(eq=False, repr=False)
     discard_work_on_failure: bool = False
+    check: None = field(
+        default=None, validator=_moved("check", "snodo_check_predicate(name, context, params)"), repr=False
+    )
 
 
 # ---------------------------------------------------------------- artifact filtering

@@ -108,19 +108,30 @@ class Plugins:
 
     @hookimpl
     def snodo_predicates(self):  # type: ignore[no-untyped-def]
-        def check(ctx: Any, params: Any) -> PredicateResult:
-            for mutate in (lambda: params.__setitem__("limit", 0), lambda: params["paths"].append("x")):
-                try:
-                    mutate()
-                    self.params_outcomes.append("CHANGED")
-                except TypeError:
-                    self.params_outcomes.append("TypeError")
-            return PredicateResult(ok=True, message="ok")
+        yield PredicateSpec(name="frozen-params", description="tries to change its params")
 
-        yield PredicateSpec(name="frozen-params", description="tries to change its params", check=check)
+    @hookimpl
+    def snodo_check_predicate(self, name: str, context: Any, params: Any) -> PredicateResult:
+        for mutate in (lambda: params.__setitem__("limit", 0), lambda: params["paths"].append("x")):
+            try:
+                mutate()
+                self.params_outcomes.append("CHANGED")
+            except TypeError:
+                self.params_outcomes.append("TypeError")
+        return PredicateResult(ok=True, message="ok")
 
     @hookimpl
     def snodo_coders(self):  # type: ignore[no-untyped-def]
+        yield CoderSpec(
+            name="frozen-check",
+            description="tries to change its config",
+            capabilities=CoderCapabilities(
+                writes_in_place=False, commits_own_changes=False, settings=("model", "nested")
+            ),
+        )
+
+    @hookimpl
+    def snodo_generate(self, name: str, request: CoderRequest) -> CoderResult:
         outcomes = self.config_outcomes
 
         class Coder:
@@ -140,14 +151,7 @@ class Plugins:
                     outcomes.append("TypeError")
                 return CoderResult()
 
-        yield CoderSpec(
-            name="frozen-check",
-            description="tries to change its config",
-            capabilities=CoderCapabilities(
-                writes_in_place=False, commits_own_changes=False, settings=("model", "nested")
-            ),
-            factory=Coder,
-        )
+        return Coder(request.config).generate(request)
 
 
 def test_every_plugin_input_refuses_mutation_while_validators_run_concurrently(tmp_path: Path) -> None:
@@ -181,9 +185,9 @@ def test_every_plugin_input_refuses_mutation_while_validators_run_concurrently(t
     assert plugins.params_outcomes == ["TypeError", "TypeError"]
     assert protocol.modes[0].constraints[0].params == {"limit": 3, "paths": ["src"]}
 
-    coder = host.coder("frozen-check").factory(protocol.modes[0].coder_config)
-    coder.generate(
-        CoderRequest(task_id="t", spec="s", workspace=tmp_path, mode_id="m", config=protocol.modes[0].coder_config)
+    host.generate(
+        "frozen-check",
+        CoderRequest(task_id="t", spec="s", workspace=tmp_path, mode_id="m", config=protocol.modes[0].coder_config),
     )
     assert plugins.config_outcomes == ["TypeError", "TypeError", "TypeError"]
     assert protocol.modes[0].coder_config == {"model": "x", "nested": {"deep": [1, 2]}}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -13,7 +15,6 @@ API = [
     "ALWAYS_EXCLUSIVE",
     "ArtifactContext",
     "CAPABILITY_TOOLS",
-    "Coder",
     "CoderCapabilities",
     "CoderError",
     "CoderRequest",
@@ -37,18 +38,21 @@ API = [
     "Severity",
     "SnodoError",
     "SuiteRun",
-    "TestOutput",
     "ValidationRequest",
     "Validator",
     "ValidatorFault",
+    "ValidatorResult",
     "ValidatorSpec",
     "Verdict",
     "coder_config_problems",
+    "confined_as_a_coder",
     "get_plugin_manager",
     "hookimpl",
-    "read_test_output",
+    "parse_protocol_document",
     "run_process",
     "run_python_tests",
+    "run_status",
+    "run_validator",
     "tooling_problems",
     "with_defaults",
 ]
@@ -60,6 +64,25 @@ def test_the_plugin_api_is_exactly_this_list() -> None:
     assert sorted(snodo.api.__all__) == API
     assert len(set(snodo.api.__all__)) == len(snodo.api.__all__)
     assert all(hasattr(snodo.api, name) for name in API)
+
+
+def test_every_public_name_is_used_by_a_plugin_the_kit_or_an_example_and_documented() -> None:
+    """``snodo.api`` holds what plugin authors and the conformance kit use, nothing more: each
+    name is imported by the built-in plugins, the kit or an example, or is part of a hook's or
+    a public function's signature (what an author annotates with); docs/plugins.md names it."""
+    root = Path(snodo.__file__).parents[1]
+    sources = [p for top in ("plugins", "conformance", "examples") for p in (root / top).rglob("*.py")]
+    signatures = [
+        str(annotation)
+        for name in API
+        if inspect.isfunction(fn := getattr(snodo.api, name))
+        for annotation in fn.__annotations__.values()
+    ]
+    users = "\n".join([*(p.read_text() for p in sources), (root / "snodo" / "hookspecs.py").read_text(), *signatures])
+    docs = (root / "docs" / "plugins.md").read_text()
+    unused = [name for name in API if not re.search(rf"\b{name}\b", users)]
+    undocumented = [name for name in API if not re.search(rf"\b{name}\b", docs)]
+    assert (unused, undocumented) == ([], [])
 
 
 def test_the_version_is_the_installed_one_and_matches_pyproject() -> None:

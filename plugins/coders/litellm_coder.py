@@ -12,7 +12,7 @@ Settings (``coder_config``): ``model`` (required), ``max_turns`` (default 8), ``
 plugin shares (``api_base``, ``api_key_env``, ``max_retries``, ``temperature``, ``stream``:
 docs/providers.md), and ``mock_response`` — for offline tests and demos only:
 litellm's canned reply (a string, a response mapping, or a list of them, one per turn);
-the provider is not contacted. The factory checks the credentials and its preflight the
+the provider is not contacted. Its preflight checks the settings, the credentials and the
 endpoint, so a missing key or a dead ``api_base`` stops the run before any token is spent.
 ``timeout`` is a wall-clock deadline from the start of :meth:`LiteLLMCoder.generate`; what
 the turns spent is reported even when the run fails (on the exception, for the engine).
@@ -71,7 +71,8 @@ _PATHLIKE = re.compile(r"[\w./-]*\w\.[A-Za-z0-9]{1,8}\b|[\w.-]+/[\w./-]*\w")
 
 
 class LiteLLMCoder:
-    """Factory target; refuses an incomplete or misspelt ``coder_config`` before any call."""
+    """One ``coder_config`` read strictly: an incomplete or misspelt one is refused on
+    construction, which :func:`snodo_preflight` does before any token is spent."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         cfg = CoderConfig("litellm", config, SETTINGS)
@@ -232,17 +233,17 @@ def snodo_coders() -> Iterator[CoderSpec]:
             needs_network=True,
             deterministic=False,
         ),
-        factory=LiteLLMCoder,
     )
 
 
 @hookimpl
+def snodo_generate(name: str, request: CoderRequest) -> CoderResult | None:
+    return LiteLLMCoder(request.config).generate(request) if name == "litellm" else None
+
+
+@hookimpl
 def snodo_preflight(coder: str, coder_config: Mapping[str, Any]) -> None:
-    """The run's coder is this one: its key is set and its ``api_base`` answers a TCP connect."""
-    if coder != "litellm" or not isinstance(coder_config.get("model"), str):
-        return
-    try:
-        settings = ModelSettings.read(coder_config["model"], coder_config)
-    except SettingsError as exc:
-        raise CoderError(f"coder 'litellm': coder_config.{exc}") from None
-    _model_access.preflight(settings, who="coder 'litellm': ")
+    """The run's coder is this one: its settings read, its key set and its ``api_base``
+    answering a TCP connect, before any token is spent."""
+    if coder == "litellm":
+        _model_access.preflight(LiteLLMCoder(coder_config).settings, who="coder 'litellm': ")

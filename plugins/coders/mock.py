@@ -132,7 +132,8 @@ def _configured(config: CoderConfig) -> Iterator[FileOperation]:
 
 
 class MockCoder:
-    """Factory target: validates ``coder_config`` up front so a typo fails before any work."""
+    """One ``coder_config`` read strictly: a bad ``files``/``delete`` value is refused on
+    construction, which :func:`snodo_preflight` does before any token is spent."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = CoderConfig("mock", config, SETTINGS)
@@ -158,5 +159,16 @@ def snodo_coders() -> Iterator[CoderSpec]:
             needs_network=False,
             deterministic=True,
         ),
-        factory=MockCoder,
     )
+
+
+@hookimpl
+def snodo_generate(name: str, request: CoderRequest) -> CoderResult | None:
+    return MockCoder(request.config).generate(request) if name == "mock" else None
+
+
+@hookimpl
+def snodo_preflight(coder: str, coder_config: Mapping[str, Any]) -> None:
+    """Dictated operations that cannot be written are refused before any token is spent."""
+    if coder == "mock":
+        MockCoder(coder_config)

@@ -354,5 +354,16 @@ def snodo_coders() -> Iterator[CoderSpec]:
             needs_network=True,
             deterministic=False,
         ),
-        factory=OpencodeCoder,
     )
+
+
+@hookimpl
+def snodo_generate(name: str, request: CoderRequest) -> CoderResult | None:
+    return OpencodeCoder(request.config).generate(request) if name == "opencode" else None
+
+
+@hookimpl
+def snodo_preflight(coder: str, coder_config: Mapping[str, Any]) -> None:
+    """Settings are read strictly before any token is spent."""
+    if coder == "opencode":
+        OpencodeCoder(coder_config)

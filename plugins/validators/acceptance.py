@@ -88,8 +88,8 @@ def _judge_prose(
 
 
 @hookimpl
-def snodo_validate(request: ValidationRequest) -> Verdict | None:
-    if request.validator.validator_type != NAME:
+def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
+    if name != NAME:
         return None
     tooling = _tooling.checked(request, SETTINGS)
     criteria = _criteria.gather(request.validator.criteria, request.task_spec)

@@ -57,20 +57,20 @@ def find_hook(workspace: Path, name: str) -> Path | None:
 
 
 @hookimpl
-def snodo_validate(request: ValidationRequest) -> Verdict | None:
-    if request.validator.validator_type != NAME:
+def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
+    if name != NAME:
         return None
     tooling = _tooling.checked(request, SETTINGS)
-    name = tooling.get("hook", "pre-commit")
+    hook_name = tooling.get("hook", "pre-commit")
     vid = request.validator.validator_id
-    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+    if not isinstance(hook_name, str) or not hook_name or "/" in hook_name or hook_name.startswith("."):
         raise ValidatorFault(f"validator {vid!r}: tooling.hook must be a hook name such as 'pre-commit'")
-    hook = find_hook(request.workspace, name)
+    hook = find_hook(request.workspace, hook_name)
     if hook is None:
         raise ValidatorFault(f"validator {vid!r}: {request.workspace} is not in a git work tree")
     if not hook.is_file() or not os.access(hook, os.X_OK):
         raise ValidatorFault(
-            f"validator {vid!r}: no executable {name} hook at {hook}",
+            f"validator {vid!r}: no executable {hook_name} hook at {hook}",
             hint="install the project's hooks (e.g. `npx husky`), or drop the git-hooks validator",
         )
     top = Path(_git(request.workspace, "rev-parse", "--show-toplevel"))
@@ -78,12 +78,12 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
     shown = run.tail(_OUTPUT_LINES)
     details = {"hook": str(hook), "exit_code": run.returncode, "output": shown, "timed_out": run.timed_out}
     if run.timed_out:
-        raise ValidatorFault(f"validator {vid!r}: the {name} hook did not finish in time")
+        raise ValidatorFault(f"validator {vid!r}: the {hook_name} hook did not finish in time")
     if run.ok:
-        return Verdict(severity="pass", justification=f"the {name} hook passed", details=details)
+        return Verdict(severity="pass", justification=f"the {hook_name} hook passed", details=details)
     output = f":\n{shown}" if shown.strip() else " (no output)"
     return Verdict(
         severity="blocker",
-        justification=f"the {name} hook failed (exit {run.returncode}){output}",
+        justification=f"the {hook_name} hook failed (exit {run.returncode}){output}",
         details=details,
     )

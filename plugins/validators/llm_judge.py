@@ -61,8 +61,8 @@ def prompt(request: ValidationRequest) -> str:
 
 
 @hookimpl
-def snodo_validate(request: ValidationRequest) -> Verdict | None:
-    if request.validator.validator_type != NAME:
+def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
+    if name != NAME:
         return None
     tooling = _tooling.checked(request, SETTINGS)
     vid = request.validator.validator_id

@@ -35,8 +35,8 @@ def snodo_validators() -> Iterator[ValidatorSpec]:
 
 
 @hookimpl
-def snodo_validate(request: ValidationRequest) -> Verdict | None:
-    if request.validator.validator_type != NAME:
+def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
+    if name != NAME:
         return None
     tooling = _tooling.checked(request, SETTINGS)
     dirty = _testrun.dirty_tree(request.workspace)

@@ -209,7 +209,7 @@ class TaskNoteCoder:
     path (never .snodo/, .git/ or a protected path) and commits on a task branch.
     """
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any]) -> None:  # checked against `settings` already
         self.path = str(config.get("path", "TASK.md"))
 
     def generate(self, request: CoderRequest) -> CoderResult:
@@ -232,8 +232,14 @@ def snodo_coders() -> Any:
             needs_network=False,
             deterministic=True,
         ),
-        factory=TaskNoteCoder,
     )
+
+
+@hookimpl
+def snodo_generate(name: str, request: CoderRequest) -> CoderResult | None:
+    if name != NAME:
+        return None  # another coder this plugin registers (it registers only one)
+    return TaskNoteCoder(request.config).generate(request)
 '''
 
 VALIDATOR = '''\
@@ -264,9 +270,9 @@ def snodo_validators() -> Any:
 
 
 @hookimpl
-def snodo_validate(request: ValidationRequest) -> Verdict | None:
-    if request.validator.validator_type != NAME:
-        return None  # another plugin's type: let it answer
+def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
+    if name != NAME:
+        return None  # a type this plugin does not register: no verdict
     limit = int(request.validator.tooling.get("max_bytes", 1_000_000))
     root = Path(request.workspace)
     if not root.is_dir():  # never pass what could not be looked at: raising is an error result

@@ -45,7 +45,6 @@ class Executed:
 
 def run_coder(
     p: Project,
-    coder: Any,
     spec: CoderSpec,
     request: CoderRequest,
     wt: Worktree,
@@ -72,7 +71,7 @@ def run_coder(
     try:
         try:
             with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
-                result = coder.generate(request)
+                result = p.host.generate(spec.name, request)
         except BaseException as exc:  # a failed, timed-out or interrupted attempt still spent
             spent(task_id, request.attempt, getattr(exc, "usage", None), coder=spec.name)
             if isinstance(exc, EnvironmentProblem | CoderError) or not isinstance(exc, Exception):

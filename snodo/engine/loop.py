@@ -126,7 +126,6 @@ class Engine:
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
             config = p.mode.coder_config if coder_spec.name == p.mode.coder else freeze({})
             check_settings(p, coder_spec, config)
-            coder = coder_spec.factory(config)  # bad settings halt before any token exists
             pin(p.root)  # the repository every later git command names, found before any agent ran
             preflight(p, coder_spec.name, config)
             for gone in reclaim_abandoned(
@@ -143,7 +142,7 @@ class Engine:
                     f"note: the run starts from your last commit; {len(left_out)} uncommitted path(s) are not "
                     f"part of it ({', '.join(left_out[:5])}{', …' if len(left_out) > 5 else ''})"
                 )
-            result = self._loop(spec, task_id, coder_spec, coder, config, worktree)
+            result = self._loop(spec, task_id, coder_spec, config, worktree)
             attempts = result.attempts
             worktree.keep_as_branch()  # only completed work gets a branch
             completed = p.record(
@@ -231,16 +230,14 @@ class Engine:
             raise Halt("blocker", phase, GitMetadataRefused(found).message, validation=outcome)
         return outcome
 
-    def _loop(
-        self, spec: str, task_id: str, coder_spec: CoderSpec, coder: Any, config: dict[str, Any], wt: Worktree
-    ) -> RunResult:
+    def _loop(self, spec: str, task_id: str, coder_spec: CoderSpec, config: dict[str, Any], wt: Worktree) -> RunResult:
         """Pre-validate and consume the token, then attempt and decide, until a verdict ends it."""
         self._pre_validate_and_consume(spec, task_id, wt)
         git = Git(wt.path, PathGuard(wt.path, self.project.protocol.protected_paths))
         state = _Progress()
         while True:
             try:
-                state, attempt = self._attempt(spec, task_id, coder_spec, coder, config, wt, git, state)
+                state, attempt = self._attempt(spec, task_id, coder_spec, config, wt, git, state)
             except CoderError as exc:  # the coder could not do it: another attempt, with why, while budgets last
                 ex = self.project.protocol.execution
                 if state.attempt >= min(ex.max_recovery_depth, ex.max_total_fix_attempts):
@@ -278,7 +275,6 @@ class Engine:
         spec: str,
         task_id: str,
         coder_spec: CoderSpec,
-        coder: Any,
         config: dict[str, Any],
         wt: Worktree,
         git: Git,
@@ -312,7 +308,7 @@ class Engine:
             findings=list(state.findings),
         )
         self.progress(f"coder {coder_spec.name} (attempt {attempt})")
-        done = run_coder(p, coder, coder_spec, request, wt, task_id, spent=self._spent, progress=self.progress)
+        done = run_coder(p, coder_spec, request, wt, task_id, spent=self._spent, progress=self.progress)
         if done.coder_head is not None:
             self.coder_head = done.coder_head
         changed, dropped, signature_ops = done.changed, done.dropped, done.signature

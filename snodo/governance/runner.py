@@ -113,7 +113,7 @@ def _run_constraint(host: PluginHost, c: Constraint, inp: PhaseInput) -> Validat
         diff=inp.diff,
     )
     try:
-        result = host.predicate(c.predicate).check(ctx, c.params)
+        result = host.check_predicate(c.predicate, ctx, c.params)
         ok, message = bool(result.ok), str(result.message)
     except Exception as exc:  # a predicate that cannot decide fails closed
         return _error(vid, vtype, f"{type(exc).__name__}: {exc}", started, kind="constraint")

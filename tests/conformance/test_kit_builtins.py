@@ -74,7 +74,7 @@ def test_litellm_coder_without_a_model_says_how_to_configure_it(kit: Kit) -> Non
     result.assert_outcomes(errors=1, deselected=CODER_TESTS - 1)
     result.stdout.fnmatch_lines(
         [
-            "*coder 'litellm': its factory refused the kit's coder_config {}*no model to call*",
+            "*coder 'litellm': its preflight refused the kit's coder_config {}*no model to call*",
             "*Give it the settings it needs with --snodo-coder-config=JSON|FILE*",
         ]
     )

@@ -41,7 +41,9 @@ def coder(name: str, body: str, caps: str = "CoderCapabilities(**CAPS)") -> str:
         + _indented(body, 8)
         + "\n\n@hookimpl\ndef snodo_coders():\n"
         + f'    yield CoderSpec(name={name!r}, description="a coder of the kit\'s self-tests",\n'
-        + f"                    capabilities={caps}, factory=Coder)\n"
+        + f"                    capabilities={caps})\n"
+        + "\n\n@hookimpl\ndef snodo_generate(name, request):\n"
+        + "    return Coder(request.config).generate(request)\n"
     )
 
 
@@ -174,7 +176,7 @@ def test_missing_capability_declaration_fails_registration(kit: Kit, install_plu
             + textwrap.dedent("""
         @hookimpl
         def snodo_coders():
-            yield CoderSpec(name="nocaps", description="forgot its capabilities", factory=lambda config: None)
+            yield CoderSpec(name="nocaps", description="forgot its capabilities")
     """)
         }
     )

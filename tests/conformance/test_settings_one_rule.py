@@ -4,7 +4,7 @@ A third-party validator declares a typed setting (``max_lines``, a positive inte
 way docs/plugins.md shows; a protocol gives it ``"twenty"``. The protocol loader
 (``snodo protocol check``), the plugin itself (reached with a protocol that never went through
 the loader) and the conformance kit must each refuse it with the same words. The same for a
-coder's ``coder_config``: the loader, the engine and the mock coder's own factory.
+coder's ``coder_config``: the loader, the engine and the mock coder's own preflight.
 """
 
 from __future__ import annotations
@@ -130,7 +130,8 @@ def test_a_mistyped_coder_setting_is_refused_alike_by_loader_engine_and_coder(tm
     assert f"WF3: mode 'm': {CODER_MESSAGE} @ modes[0].coder_config.delete" in loaded.value.problems
 
     with pytest.raises(CoderError) as built:
-        host.coder("mock").factory(parse_protocol(text).modes[0].coder_config)
+        config = parse_protocol(text).modes[0].coder_config
+        host.pm.hook.snodo_preflight(mode=None, coder="mock", coder_config=config, validators=())
     assert str(built.value) == CODER_MESSAGE
 
     repo = make_repo(tmp_path / "repo")

@@ -133,15 +133,17 @@ class Coders:
         yield CoderSpec(
             name="hostile",
             description="in place, misbehaves",
-            factory=Hostile,
             capabilities=CoderCapabilities(writes_in_place=True, commits_own_changes=False, settings=("attack",)),
         )
         yield CoderSpec(
             name="committer",
             description="in place, commits its own work",
-            factory=SelfCommitting,
             capabilities=CoderCapabilities(writes_in_place=True, commits_own_changes=True, settings=("attack",)),
         )
+
+    @hookimpl
+    def snodo_generate(self, name, request):  # type: ignore[no-untyped-def]
+        return {"hostile": Hostile, "committer": SelfCommitting}[name](request.config).generate(request)
 
 
 def make_project(repo: Path, coder: str, attack: str) -> Project:

@@ -77,31 +77,33 @@ class Coders:
         yield CoderSpec(
             name="inplace",
             description="in place",
-            factory=InPlace,
             capabilities=CoderCapabilities(writes_in_place=True, settings=("target",), **caps),
         )
         yield CoderSpec(
             name="same",
             description="same change",
-            factory=SameEveryTime,
             capabilities=CoderCapabilities(writes_in_place=False, **caps),
         )
         yield CoderSpec(
             name="crashes",
             description="raises",
-            factory=Crashes,
             capabilities=CoderCapabilities(writes_in_place=False, **caps),
         )
         yield CoderSpec(
             name="needs-tool",
             description="needs a program",
-            factory=Crashes,
             capabilities=CoderCapabilities(
                 writes_in_place=False,
                 required_programs=(RequiredProgram(name="no-such-tool-xyz", install_hint="pip install no-such-tool"),),
                 **caps,
             ),
         )
+
+    @hookimpl
+    def snodo_generate(self, name, request):  # type: ignore[no-untyped-def]
+        return {"inplace": InPlace, "same": SameEveryTime, "crashes": Crashes, "needs-tool": Crashes}[name](
+            request.config
+        ).generate(request)
 
 
 def project(repo: Path, coder: str, config: str = "") -> Project:

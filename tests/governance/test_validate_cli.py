@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from snodo.outcomes import AGENT_INSTRUCTION
 from tests.conftest import make_repo
 
 FRIENDLY = """Add a greeting module.
@@ -119,6 +120,7 @@ def test_failing_suite_is_a_blocker_and_missing_command_a_validator_error(projec
     assert r.returncode == 3, r
     payload = r.json()
     assert payload["status"] == "validator_error" and "authorize" not in payload["instruction"]
+    assert payload["instruction"] == AGENT_INSTRUCTION["validator_error"]  # the MCP door's words, from outcomes.py
     assert "no-such-program-xyz" in payload["results"][0]["error"]
 
 

@@ -18,6 +18,7 @@ import pytest
 from mcp_harness import Served, audit, git, make_project, serve, snodo
 
 from snodo.governance.service import spec_sha256
+from snodo.outcomes import AGENT_INSTRUCTION
 from snodo.state.sessions import PendingDecision, SessionStore
 
 PROTOCOL = """\
@@ -224,6 +225,7 @@ def test_blocker_issues_nothing(project: Path, module_home: Path) -> None:
     assert payload["token_issued"] is False and "decision_id" not in payload
     assert payload["results"][0]["severity"] == "blocker"
     assert "authorize" not in payload["instruction"]
+    assert payload["instruction"] == AGENT_INSTRUCTION["blocker"]  # the words of the one home (outcomes.py)
     assert not _events(project, "token_issued", task_id="t-block")
     assert not _events(project, "escalated", task_id="t-block")
     assert all(p.task_id != "t-block" for _, p in SessionStore(module_home).pending(project))

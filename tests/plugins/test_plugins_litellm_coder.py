@@ -11,6 +11,7 @@ from typing import Any
 
 import litellm
 import pytest
+from hooked import HookedCoder
 from snodo_plugins.coders._tools import answer
 
 from snodo.api import CoderError, CoderRequest, CoderResult, EnvironmentProblem, FileOperation
@@ -56,7 +57,7 @@ def tool_call_reply(name: str, arguments: dict[str, Any], call_id: str = "call_1
 
 
 def run(host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str] | None = None) -> CoderResult:
-    coder = host.coder("litellm").factory({"model": MODEL, **config})
+    coder = HookedCoder(host, "litellm", {"model": MODEL, **config})
     request = CoderRequest(
         task_id="t1",
         spec="add a hello module",
@@ -84,7 +85,7 @@ def test_json_in_text_reply_becomes_operations(host: PluginHost, ws: Path) -> No
 
 
 def test_bare_json_reply_from_a_model_without_function_calling(host: PluginHost, ws: Path) -> None:
-    coder = host.coder("litellm").factory({"model": TEXT_MODEL, "mock_response": json.dumps(FILES)})
+    coder = HookedCoder(host, "litellm", {"model": TEXT_MODEL, "mock_response": json.dumps(FILES)})
     result = coder.generate(CoderRequest(task_id="t", spec="s", workspace=ws, mode_id="dev"))
     assert result.operations == EXPECTED
 
@@ -185,4 +186,4 @@ def test_turns_are_bounded(host: PluginHost, ws: Path) -> None:
 )
 def test_config_is_checked_up_front(host: PluginHost, config: dict[str, Any], needle: str) -> None:
     with pytest.raises(CoderError, match=needle):
-        host.coder("litellm").factory(config)
+        HookedCoder(host, "litellm", config)

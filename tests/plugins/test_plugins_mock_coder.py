@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hooked import HookedCoder
 
 from snodo.api import CoderError, CoderRequest, CoderResult, FileOperation
 from snodo.plugins import PluginHost
@@ -18,7 +19,7 @@ from snodo.plugins import PluginHost
 def generate(
     host: PluginHost, workspace: Path, spec: str, config: dict[str, object] | None = None, attempt: int = 0
 ) -> CoderResult:
-    coder = host.coder("mock").factory(config or {})
+    coder = HookedCoder(host, "mock", config or {})
     request = CoderRequest(task_id="t1", spec=spec, workspace=workspace, mode_id="dev", attempt=attempt)
     return coder.generate(request)
 
@@ -104,4 +105,4 @@ def test_dictated_operations_are_emitted_exactly(host: PluginHost, project: Call
 )
 def test_config_is_validated_strictly(host: PluginHost, config: dict[str, object], needle: str) -> None:
     with pytest.raises(CoderError, match=needle.replace(".", r"\.")):
-        host.coder("mock").factory(config)
+        HookedCoder(host, "mock", config)

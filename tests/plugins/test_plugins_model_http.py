@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hooked import HookedCoder
 from model_server import USAGE, ModelServer
 
 from snodo.api import CoderError, CoderRequest, CoderResult, EnvironmentProblem, ValidationRequest
@@ -41,7 +42,7 @@ def ws(project: Callable[..., Path]) -> Path:
 
 def coder(host: PluginHost, server: ModelServer, **config: Any) -> Any:
     settings = {"model": TOOL_MODEL, "api_base": server.base_url, "api_key_env": KEY, "max_retries": 0, **config}
-    return host.coder("litellm").factory(settings)
+    return HookedCoder(host, "litellm", settings)
 
 
 def request(ws: Path, **extra: Any) -> CoderRequest:
@@ -171,7 +172,7 @@ def test_a_hang_ends_within_the_timeout(host: PluginHost, server: ModelServer, w
     assert len(server.requests) == 1  # a timeout used the whole budget: no retry
 
 
-def test_missing_key_is_refused_by_the_factory_before_any_request(
+def test_missing_key_is_refused_by_the_preflight_before_any_request(
     host: PluginHost, server: ModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(KEY)
@@ -179,13 +180,17 @@ def test_missing_key_is_refused_by_the_factory_before_any_request(
         coder(host, server)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(EnvironmentProblem, match="OPENAI_API_KEY is not set"):
-        host.coder("litellm").factory({"model": TOOL_MODEL, "api_base": server.base_url})
+        HookedCoder(host, "litellm", {"model": TOOL_MODEL, "api_base": server.base_url})
     assert server.requests == []
 
 
 @pytest.mark.parametrize(
     ("setting", "value", "needle"),
-    [("max_retries", -1, "max_retries: expected a whole number"), ("api_base", 3, "api_base: expected a non-empty string"), ("stream", "yes", "stream: expected true or false")],
+    [
+        ("max_retries", -1, "max_retries: expected a whole number"),
+        ("api_base", 3, "api_base: expected a non-empty string"),
+        ("stream", "yes", "stream: expected true or false"),
+    ],
 )
 def test_bad_provider_settings_are_refused(
     host: PluginHost, server: ModelServer, setting: str, value: Any, needle: str

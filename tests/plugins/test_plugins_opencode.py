@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hooked import HookedCoder
+from snodo_plugins.coders.opencode import OpencodeCoder
 
 from snodo.api import CoderRequest, CoderResult, EnvironmentProblem
 from snodo.plugins import PluginHost
@@ -44,7 +46,7 @@ def fake_opencode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[
 
 
 def run(host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str] | None = None) -> CoderResult:
-    coder = host.coder("opencode").factory(config)
+    coder = HookedCoder(host, "opencode", config)
     request = CoderRequest(
         task_id="t1",
         spec="add a greeting module",
@@ -105,8 +107,8 @@ def test_pwd_alone_decides_where_the_cli_works(
     """Even a CLI that ignored --dir would land in the workspace: $PWD names it too."""
     record = fake_opencode("good")
     root = project({})
-    coder = host.coder("opencode").factory({})
-    monkeypatch.setattr(type(coder), "argv", lambda self, request: ["opencode", "run", "--format", "json", "go"])
+    coder = HookedCoder(host, "opencode", {})
+    monkeypatch.setattr(OpencodeCoder, "argv", lambda self, request: ["opencode", "run", "--format", "json", "go"])
     coder.generate(CoderRequest(task_id="t", spec="s", workspace=root, mode_id="dev", timeout=30))
     assert (root / "greeting.py").is_file()
     assert Path(json.loads(record.read_text())["pwd"]).resolve() == root.resolve()

@@ -31,7 +31,7 @@ def check(
     ctx = PredicateContext(
         workspace=root, task_id="t", task_spec="s", phase="post_execute", changed_files=changed, diff=diff
     )
-    return host.predicate(name).check(ctx, params or {})
+    return host.check_predicate(name, ctx, params or {})
 
 
 def test_files_in_scope(host: PluginHost, project: Callable[..., Path]) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hooked import HookedCoder
 from model_server import USAGE, ModelServer
 from snodo_plugins import _model
 from snodo_plugins._model_settings import ModelSettings
@@ -247,7 +248,7 @@ def test_an_interrupted_coder_carries_the_tokens_of_every_request(
 
     server.script = [READ, {"hang": 30}]
     (tmp_path / "README.md").write_text("# demo\n")
-    coder = host.coder("litellm").factory(coder_config(server))
+    coder = HookedCoder(host, "litellm", coder_config(server))
     request = CoderRequest(task_id="t1", spec="add a greet module", workspace=tmp_path, mode_id="dev")
 
     def interrupt(_signum: int, _frame: Any) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hooked import HookedCoder
 from model_server import USAGE, ModelServer
 
 from snodo.api import CoderRequest, CoderResult, EnvironmentProblem
@@ -81,7 +82,7 @@ def real_opencode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[M
 
 
 def run(host: PluginHost, workspace: Path, log: list[str]) -> CoderResult:
-    coder = host.coder("opencode").factory({"model": "local/test-model", "timeout": 240, "max_requests": 10})
+    coder = HookedCoder(host, "opencode", {"model": "local/test-model", "timeout": 240, "max_requests": 10})
     request = CoderRequest(
         task_id="t1", spec="add hello.py", workspace=workspace, mode_id="dev", log=log.append, timeout=240
     )
@@ -164,7 +165,7 @@ def test_a_429_storm_ends_at_the_first_failed_request_within_the_timeout(
 ) -> None:
     """The CLI retries a 429 five times over ~90 s with no JSON event; its ERROR log line ends it."""
     real_opencode.script = [{"status": 429, "body": {"error": {"message": "slow down", "type": "rate_limit"}}}]
-    coder = host.coder("opencode").factory({"model": "local/test-model", "timeout": 120, "max_requests": 10})
+    coder = HookedCoder(host, "opencode", {"model": "local/test-model", "timeout": 120, "max_requests": 10})
     request = CoderRequest(task_id="t1", spec="add hello.py", workspace=project({"a": "1\n"}, git=True), mode_id="dev")
     started = time.monotonic()
     with pytest.raises(EnvironmentProblem, match=r"provider error: AI_APICallError: slow down") as caught:
@@ -180,7 +181,7 @@ def test_usage_is_read_from_the_events_even_when_the_run_is_stopped(
     host: PluginHost, project: Any, real_opencode: ModelServer
 ) -> None:
     real_opencode.script = [write("a.py", "a = 1\n"), write("b.py", "b = 2\n"), {"content": "done"}]
-    coder = host.coder("opencode").factory({"model": "local/test-model", "timeout": 240, "max_requests": 1})
+    coder = HookedCoder(host, "opencode", {"model": "local/test-model", "timeout": 240, "max_requests": 1})
     request = CoderRequest(task_id="t1", spec="add a.py", workspace=project({"r": "1\n"}, git=True), mode_id="dev")
     with pytest.raises(EnvironmentProblem, match=r"max_requests") as caught:
         coder.generate(request)

@@ -38,8 +38,8 @@ def snodo_validators():
 
 
 @hookimpl
-def snodo_validate(request):
-    if request.validator.validator_type != "marker":
+def snodo_validate(name, request):
+    if name != "marker":
         return None
     _mark("validator-" + request.validator.validator_id)
     return Verdict(severity="pass", justification="the marker validator ran")
@@ -63,18 +63,29 @@ def snodo_coders():
         capabilities=CoderCapabilities(
             writes_in_place=False, commits_own_changes=False, settings=("model",)
         ),
-        factory=MarkerCoder,
     )
 
 
-def _check(ctx, params):
+@hookimpl
+def snodo_preflight(coder, coder_config):
+    if coder == "marker-coder":
+        MarkerCoder(coder_config)
+
+
+@hookimpl
+def snodo_generate(name, request):
+    return MarkerCoder(request.config).generate(request)
+
+
+@hookimpl
+def snodo_check_predicate(name, context, params):
     _mark("predicate")
     return PredicateResult(ok=True, message="marker predicate ran")
 
 
 @hookimpl
 def snodo_predicates():
-    yield PredicateSpec(name="marker_pred", description="passes and leaves a marker", check=_check)
+    yield PredicateSpec(name="marker_pred", description="passes and leaves a marker")
 '''
 
 

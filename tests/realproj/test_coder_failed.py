@@ -32,9 +32,12 @@ class Plugin:
         yield CoderSpec(
             name="refuses",
             description="raises CoderError",
-            factory=Refuses,
             capabilities=CoderCapabilities(writes_in_place=False, commits_own_changes=False),
         )
+
+    @hookimpl
+    def snodo_generate(self, name: str, request: CoderRequest) -> CoderResult:
+        return Refuses({}).generate(request)
 
 
 def test_coder_error_ends_coder_failed_with_its_message(git_repo: Path) -> None:

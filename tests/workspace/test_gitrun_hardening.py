@@ -114,3 +114,30 @@ def test_a_linked_worktree_below_a_pinned_repository_keeps_its_own_git_dir(repo:
     git(repo, "worktree", "add", "-q", "--detach", str(repo / "wt"), "HEAD")
     own = run_git(repo / "wt", "rev-parse", "--absolute-git-dir").stdout.strip()
     assert Path(own) == (repo / ".git" / "worktrees" / "wt").resolve()
+
+
+def test_the_agents_git_tools_are_hardened_the_same_way(tmp_path: Path, repo: Path) -> None:
+    """The second door: the MCP git tools (``snodo.workspace.Git``: status, diff, stage,
+    commit) reach git only through :func:`run_git`, so the same hostile configuration runs
+    nothing through them either (docs/architecture.md, "Git" row)."""
+    from snodo.workspace import Git, PathGuard
+
+    fsmonitor, fs_marker = script(tmp_path, "fsmonitor")
+    differ, diff_marker = script(tmp_path, "differ")
+    hook, hook_marker = script(tmp_path, "hook")
+    git(repo, "config", "core.fsmonitor", str(fsmonitor))
+    git(repo, "config", "diff.external", str(differ))
+    (repo / ".githooks").mkdir()
+    for name in ("pre-commit", "commit-msg", "post-commit"):
+        (repo / ".githooks" / name).write_text(f"#!/bin/sh\nexec '{hook}'\n")
+        (repo / ".githooks" / name).chmod(0o755)
+    git(repo, "config", "core.hooksPath", ".githooks")
+    (repo / "a.txt").write_text("two\n")
+    tools = Git(repo, PathGuard(repo))
+    assert tools.get_status()
+    assert "two" in tools.read_diff()
+    tools.stage_files(["a.txt"])
+    assert tools.commit("through the agent's tools")
+    assert not (fs_marker.exists() or diff_marker.exists() or hook_marker.exists())
+    plain(repo, "status")  # the configuration is live: plain git runs the payload
+    assert fs_marker.exists()

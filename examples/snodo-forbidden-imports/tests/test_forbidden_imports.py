@@ -48,7 +48,7 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 def test_a_clean_change_passes(tmp_path: Path) -> None:
     write(tmp_path, {"app.py": "import json\nfrom os import path\n"})
-    verdict = snodo_validate(request=request(tmp_path, ("app.py", "README.md")))
+    verdict = snodo_validate(name="forbidden-imports", request=request(tmp_path, ("app.py", "README.md")))
     assert verdict is not None and verdict.severity == "pass"
 
 
@@ -63,30 +63,30 @@ def test_a_clean_change_passes(tmp_path: Path) -> None:
 )
 def test_a_forbidden_import_is_a_blocker_naming_file_and_line(tmp_path: Path, source: str) -> None:
     write(tmp_path, {"pkg/tool.py": source})
-    verdict = snodo_validate(request=request(tmp_path, ("pkg/tool.py",)))
+    verdict = snodo_validate(name="forbidden-imports", request=request(tmp_path, ("pkg/tool.py",)))
     assert verdict is not None and verdict.severity == "blocker"
     assert "pkg/tool.py:" in verdict.justification
 
 
 def test_unchanged_files_and_deleted_files_are_not_judged(tmp_path: Path) -> None:
     write(tmp_path, {"old.py": "import subprocess\n"})
-    verdict = snodo_validate(request=request(tmp_path, ("gone.py",)))
+    verdict = snodo_validate(name="forbidden-imports", request=request(tmp_path, ("gone.py",)))
     assert verdict is not None and verdict.severity == "pass"
 
 
 def test_other_validator_types_are_left_to_their_plugins(tmp_path: Path) -> None:
-    assert snodo_validate(request=request(tmp_path, (), vtype="pytest")) is None
+    assert snodo_validate(name="pytest", request=request(tmp_path, (), vtype="pytest")) is None
 
 
 @pytest.mark.parametrize("tooling", [{}, {"forbidden": []}, {"forbidden": "subprocess"}, {"forbiden": ["x"]}])
 def test_a_misconfiguration_fails_closed(tmp_path: Path, tooling: dict[str, Any]) -> None:
     with pytest.raises(ValidatorFault):
-        snodo_validate(request=request(tmp_path, ("a.py",), tooling))
+        snodo_validate(name="forbidden-imports", request=request(tmp_path, ("a.py",), tooling))
 
 
 def test_a_missing_workspace_or_unparsable_file_fails_closed(tmp_path: Path) -> None:
     with pytest.raises(ValidatorFault, match="not a directory"):
-        snodo_validate(request=request(tmp_path / "nowhere", ("a.py",)))
+        snodo_validate(name="forbidden-imports", request=request(tmp_path / "nowhere", ("a.py",)))
     write(tmp_path, {"bad.py": "def (:\n"})
     with pytest.raises(ValidatorFault, match="does not parse"):
-        snodo_validate(request=request(tmp_path, ("bad.py",)))
+        snodo_validate(name="forbidden-imports", request=request(tmp_path, ("bad.py",)))

@@ -94,8 +94,8 @@ def _source(root: Path, rel: str) -> str | None:
 
 
 @hookimpl
-def snodo_validate(request: ValidationRequest) -> Verdict | None:
-    if request.validator.validator_type != NAME:
+def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
+    if name != NAME:
         return None
     forbidden = _forbidden(request)
     root = Path(os.path.realpath(request.workspace))
@@ -117,10 +117,10 @@ def snodo_validate(request: ValidationRequest) -> Verdict | None:
                 f"changed file {rel!r} does not parse (line {exc.lineno}); its imports cannot be checked"
             ) from None
         checked += 1
-        for line, name in imported_names(tree):
-            ban = _banned(name, forbidden)
+        for line, module in imported_names(tree):
+            ban = _banned(module, forbidden)
             if ban:
-                findings.append(f"{rel}:{line} imports {name} (forbidden: {ban})")
+                findings.append(f"{rel}:{line} imports {module} (forbidden: {ban})")
     if findings:
         return Verdict(
             severity="blocker",

@@ -99,5 +99,16 @@ def snodo_coders() -> Iterator[CoderSpec]:
             needs_network=False,
             deterministic=True,
         ),
-        factory=PatchCoder,
     )
+
+
+@hookimpl
+def snodo_generate(name: str, request: CoderRequest) -> CoderResult | None:
+    return PatchCoder(request.config).generate(request) if name == "patch" else None
+
+
+@hookimpl
+def snodo_preflight(coder: str, coder_config: Mapping[str, Any]) -> None:
+    """A bad ``strip`` is refused before the run spends anything."""
+    if coder == "patch":
+        PatchCoder(coder_config)

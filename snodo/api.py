@@ -27,7 +27,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 from attrs import evolve
@@ -39,8 +39,6 @@ from snodo.errors import (
     SnodoError,
     ValidatorFault,
 )
-from snodo.governance.policy import ValidatorResult, classify
-from snodo.governance.runner import PhaseInput, run_phase
 from snodo.hookspecs import PROJECT
 from snodo.planning import PlannerImpl
 from snodo.plugins import PluginHost, get_plugin_manager
@@ -124,6 +122,9 @@ def _with_writable(policy: SandboxPolicy | None, writable: Sequence[Path]) -> Sa
     return policy.with_writable(writable) if policy is not None and writable else policy
 
 
+if TYPE_CHECKING:
+    from snodo.governance.policy import ValidatorResult
+
 # ------------------------------------------------------------- checking a plugin
 # What a tool checking a plugin against the real engine needs (the conformance kit uses
 # exactly these): the shared validator runner, the outcome policy, the strict protocol
@@ -135,6 +136,10 @@ def run_validator(host: PluginHost, request: ValidationRequest) -> ValidatorResu
     asked through ``snodo_validate`` under its ``tooling.timeout`` (abandoned when it
     overruns), its verdict capped by ``severity_cap``, ``None`` or a crash turned into an
     ``error`` result."""
+    # imported here, not at the top: `snodo serve` imports this module (through the plugins)
+    # before it answers `initialize`, and the governance stack is not needed for that
+    from snodo.governance.runner import PhaseInput, run_phase
+
     v = request.validator
     inp = PhaseInput(
         protocol=evolve(request.protocol, validators=(v,), global_constraints=()),
@@ -154,7 +159,18 @@ def run_validator(host: PluginHost, request: ValidationRequest) -> ValidatorResu
 def run_status(results: Sequence[ValidatorResult], policy: str = "any") -> str:
     """The status the outcome policy ``policy`` gives a phase with these results
     (``pass``, ``escalate``, ``blocker`` or ``validator_error``)."""
+    from snodo.governance.policy import classify  # not at start-up (see run_validator)
+
     return classify(results, policy=policy).status
+
+
+def __getattr__(name: str) -> Any:
+    """``ValidatorResult`` on first use (see :func:`run_validator` for why not at import)."""
+    if name == "ValidatorResult":
+        from snodo.governance.policy import ValidatorResult
+
+        return ValidatorResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def parse_protocol_document(document: Mapping[str, Any], *, source: str = "<document>") -> ProtocolDocument:

@@ -85,7 +85,7 @@ def commit_paths(copy: Path, guard: PathGuard, paths: Sequence[str], message: st
 #: ``git commit`` as the engine makes one: no hook, the message as given, only the named paths.
 _COMMIT = ("commit", "-q", "--cleanup=verbatim", "--no-edit", "-F", "-", "--only", "--")
 #: What ``git commit`` says (LC_ALL=C) when the named paths hold no change.
-_NOTHING = ("nothing to commit", "no changes added to commit")
+_NOTHING = ("nothing to commit", "nothing added to commit", "no changes added to commit")
 
 #: The tree and parent of each commit the engine made: a commit never changes.
 _TREES: dict[str, str] = {}

@@ -46,6 +46,21 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
 
 
+#: A trivial governed run: the mock coder, a pre_execute and a post_execute validator running ``true``.
+TRIVIAL_PROTOCOL = """\
+protocol_id: t
+name: t
+modes:
+  - mode_id: producer
+    tools: [read, edit, validate, dispatch, commit]
+    validators: [pre, post]
+    coder: mock
+validators:
+  - {validator_id: pre, validator_type: pytest, tooling: {command: "true"}}
+  - {validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {command: "true"}}
+"""
+
+
 #: The global constraint that discards a run's work when it holds a secret.
 NO_SECRETS = "global_constraints:\n  - {constraint_id: no-secrets, predicate: no_secrets_in_diff}\n"
 

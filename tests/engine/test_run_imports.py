@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.conftest import git, make_repo
+from tests.conftest import TRIVIAL_PROTOCOL, git, make_repo
 
 PROBE = """
 import json, os, sys
@@ -174,18 +174,7 @@ def test_mock_run_imports_only_the_pinned_modules_before_the_first_validator(tmp
     assert (added, gone) == ([], []), f"newly imported: {added}; no longer imported: {gone}"
 
 
-TRIVIAL = """\
-protocol_id: t
-name: t
-modes:
-  - mode_id: producer
-    tools: [read, edit, validate, dispatch, commit]
-    validators: [pre, post]
-    coder: mock
-validators:
-  - {validator_id: pre, validator_type: pytest, tooling: {command: "true"}}
-  - {validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {command: "true"}}
-"""
+TRIVIAL = TRIVIAL_PROTOCOL
 
 #: Never imported by a whole governed run whose validators run ``true``: pytest (its exit
 #: codes are named without it), securesystemslib's signers (they import every cloud SDK

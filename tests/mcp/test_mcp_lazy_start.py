@@ -25,7 +25,14 @@ validators:
 """
 
 #: What the handshake must not wait for.
-HEAVY = ("snodo.governance", "snodo.engine", "snodo.state.tokens", "snodo.state.audit", "snodo.mcp.host", "snodo.state.jws")
+HEAVY = (
+    "snodo.governance",
+    "snodo.engine",
+    "snodo.state.tokens",
+    "snodo.state.audit",
+    "snodo.mcp.host",
+    "snodo.state.jws",
+)
 
 PROBE = f"""
 import sys

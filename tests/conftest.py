@@ -20,6 +20,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: unknown (and unused) without it
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: two workers per CPU, at most eight. Most of a test's time here is spent
     waiting on a real child (bubblewrap, git, a pytest run, a job), so one worker per core

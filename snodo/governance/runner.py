@@ -28,6 +28,9 @@ from snodo.sandbox import SandboxPolicy, confined
 
 ProgressFn = Callable[[str, ValidatorResult | None], None]
 
+#: How long the waiting thread sleeps at most between looks at its validators and signals.
+_SLICE = 0.2
+
 #: A phase overlaps at least this many validators, whatever the CPU count (they mostly wait).
 MIN_CONCURRENCY = 4
 
@@ -177,7 +180,9 @@ def run_phase(
             running[i] = time.monotonic() + v.timeout + _grace(v.timeout)
             threading.Thread(target=ctx.run, args=(work, i, v), name=name, daemon=True).start()
         try:
-            i, result = finished.get(timeout=max(0.0, min(running.values()) - time.monotonic()))
+            # in slices: a signal the kernel delivered to a validator's thread is only acted on
+            # (KeyboardInterrupt, Interrupted) when this, the main, thread runs again
+            i, result = finished.get(timeout=min(_SLICE, max(0.0, min(running.values()) - time.monotonic())))
         except queue.Empty:
             now = time.monotonic()
             for i in [i for i, deadline in running.items() if deadline <= now]:

@@ -78,8 +78,14 @@ EDIT_TOOLS = frozenset({"write", "edit", "patch", "multiedit", "apply_patch"})
 
 
 #: opencode's own state, copied into the run's private directory (never written back): the
-#: credentials `opencode auth login` stored, and the provider packages it has cached.
-_CARRIED = (("XDG_DATA_HOME", ".local/share", "opencode/auth.json"), ("XDG_CACHE_HOME", ".cache", "opencode"))
+#: credentials `opencode auth login` stored, the provider packages it has cached, and the
+#: user's global configuration (providers, models): a confined process has a private HOME,
+#: so without the copy a confined opencode would know none of the user's providers.
+_CARRIED = (
+    ("XDG_DATA_HOME", ".local/share", "opencode/auth.json"),
+    ("XDG_CACHE_HOME", ".cache", "opencode"),
+    ("XDG_CONFIG_HOME", ".config", "opencode"),
+)
 
 
 def private_state(state: Path) -> dict[str, str]:

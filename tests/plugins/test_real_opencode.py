@@ -74,9 +74,11 @@ def real_opencode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[M
             "autoupdate": False,
             "share": "disabled",
         }
-        path = tmp_path / "opencode.json"  # outside the workspace: not part of the change set
+        # the user's global configuration, where opencode looks for it: outside the workspace
+        # (not part of the change set), and carried into a confined run's private HOME
+        path = home / ".config" / "opencode" / "opencode.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(config))
-        monkeypatch.setenv("OPENCODE_CONFIG", str(path))
         monkeypatch.setenv("PWD", str(tmp_path))  # a coder that forgot $PWD would work here
         yield server
 

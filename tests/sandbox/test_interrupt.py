@@ -43,6 +43,10 @@ def _marked(marker: str) -> list[int]:
     return found
 
 
+# Serial: beside xdist workers, in a clone under /tmp, the SIGINT case was seen to keep
+# snodo running for 30 s (twice, both backends); alone it ends in a fraction of a second.
+# The cause is not found yet; until it is, CI runs this test on its own.
+@pytest.mark.serial
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_interrupting_snodo_kills_the_confined_tree(backend: str, signum: int, tmp_path: Path) -> None:
     marker = f"SNODO-INTERRUPT-MARKER-{backend}-{int(signum)}"

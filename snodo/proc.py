@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -27,8 +26,8 @@ from attrs import evolve, frozen
 
 from snodo import callscope
 from snodo.errors import EnvironmentProblem
-from snodo.procout import CHUNK, BoundedOutput, collect, drain
-from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
+from snodo.procout import CHUNK, BoundedOutput, Child, ExitWatch, collect, drain
+from snodo.sandbox import Prepared, SandboxPolicy, choose_backend, launcher
 from snodo.sandbox.cgroup import PidGroup, pid_group, release
 from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
 from snodo.sandbox.landlock import reap_adopted
@@ -53,13 +52,16 @@ class ProcessResult:
         return "\n".join(self.output.splitlines()[-lines:])
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: Child) -> None:
+    if isinstance(proc, launcher.Launched):  # its PID namespace, killed by its launcher
+        proc.kill()
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
 
 _LIVE_LOCK = threading.Lock()
-_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None]] = {}
+_LIVE: dict[int, tuple[Child, Prepared | None]] = {}
 _LIVE_ARGV: dict[int, tuple[str, ...]] = {}
 
 
@@ -96,7 +98,7 @@ def _shown(path: object, limit: int = 120) -> str:
 
 def _confine(
     argv: Sequence[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy, pass_env: Sequence[str]
-) -> tuple[Prepared, Path]:
+) -> tuple[Prepared, Path | None]:
     real, workspace = resolved(cwd), resolved(policy.workspace)
     inside_workspace = real == workspace or str(real).startswith(f"{workspace}/")
     if not inside_workspace and any(h == real or str(real).startswith(f"{h}/") for h in policy.hidden_paths()):
@@ -107,6 +109,12 @@ def _confine(
     backend = choose_backend()
     if policy.on_confined is not None:
         policy.on_confined(backend.name)
+    program = getattr(backend, "program", None)
+    if backend.name == "bwrap" and program:
+        named = (*policy.env, *pass_env)
+        via_launcher = launcher.prepare(program, argv, cwd=cwd, env=env, policy=policy, named=named)
+        if via_launcher is not None:
+            return via_launcher, None
     tmpdir = make_private_dir()
     try:
         env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
@@ -232,18 +240,22 @@ def _run(
     if call is not None:
         call.check()
     spawning = prepared.spawning if prepared is not None and prepared.spawning is not None else contextlib.nullcontext
+    proc: Child
     try:
-        with spawning():
-            proc = subprocess.Popen(
-                list(popen_argv),
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
-            )
+        if prepared is not None and prepared.launch is not None:
+            proc = prepared.launch(stdin_text is not None)
+        else:
+            with spawning():
+                proc = subprocess.Popen(
+                    list(popen_argv),
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
+                )
     except FileNotFoundError:
         raise EnvironmentProblem(
             f"cannot run {program!r}{how}: program not found", hint="install it or fix the command"
@@ -275,8 +287,16 @@ def _run(
             _LIVE_ARGV.pop(proc.pid, None)
         if call is not None:
             call.discard(proc.pid)
-        if prepared is not None:
+        if isinstance(proc, launcher.Launched):
+            proc.close()
+        elif prepared is not None:
             reap_adopted(_other_leaders(proc.pid))
+    if isinstance(proc, launcher.Launched) and (proc.failure or proc.lost):
+        why = proc.failure or "the sandbox launcher ended before the command did"
+        raise EnvironmentProblem(
+            f"cannot run {program!r}{how}: {why}",
+            hint="install it or fix the command" if proc.failure else "run it again: a new launcher starts",
+        )
     if (
         prepared is not None
         and prepared.backend == "bwrap"
@@ -291,41 +311,9 @@ def _run(
     return result
 
 
-class _ExitWatch:
-    """Waits for ``proc`` to exit, woken by the kernel (``pidfd_open``, Linux 5.3+); where
-    that is missing, by ``Popen.wait``'s polling."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-        self.poll: select.poll | None = None
-        self.fd = -1
-        with contextlib.suppress(AttributeError, OSError):
-            self.fd = os.pidfd_open(proc.pid)
-            self.poll = select.poll()
-            self.poll.register(self.fd, select.POLLIN)
-
-    def __call__(self, seconds: float) -> bool:
-        """Whether the process exited (and was reaped) within ``seconds``."""
-        if self.poll is None:
-            try:
-                self.proc.wait(timeout=seconds)
-                return True
-            except subprocess.TimeoutExpired:
-                return False
-        if not self.poll.poll(int(seconds * 1000)):
-            return False
-        self.proc.wait()
-        return True
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
 def _wait(
     argv: Sequence[str],
-    proc: subprocess.Popen[bytes],
+    proc: Child,
     start: float,
     timeout: float,
     silence_timeout: float | None,
@@ -404,7 +392,7 @@ def _wait(
 
     timed_out = silent = False
     deadline = start + timeout
-    exited = _ExitWatch(proc)
+    exited = ExitWatch(proc)
     try:
         # Woken by the child's exit itself (a pidfd), not by polling: a short process costs
         # no sleeping; every 50 ms the time limits and ``stop_if`` are checked.

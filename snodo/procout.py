@@ -15,7 +15,7 @@ import os
 import select
 import subprocess
 import time
-from typing import Literal
+from typing import IO, Any, Literal, Protocol
 
 LINE_LIMIT = 64 * 1024
 #: Bytes read at a time (never a whole line: lines can be huge).
@@ -106,8 +106,64 @@ class BoundedOutput:
         return line
 
 
+class Child(Protocol):
+    """What snodo needs of a started child: a ``Popen``, or a command a confined launcher
+    started (:class:`snodo.sandbox.launcher.Launched`, whose ``exit_fd`` says it ended)."""
+
+    pid: int
+    returncode: int | Any
+    stdout: IO[bytes] | None
+    stdin: IO[bytes] | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def exit_fd(proc: Child) -> tuple[int, bool]:
+    """A descriptor readable once ``proc`` ended, and whether the caller must close it:
+    the launcher's status pipe, else a pidfd (Linux 5.3+), else ``-1``."""
+    given = getattr(proc, "exit_fd", None)
+    if isinstance(given, int):
+        return given, False
+    with contextlib.suppress(AttributeError, OSError):
+        return os.pidfd_open(proc.pid), True
+    return -1, False
+
+
+class ExitWatch:
+    """Waits for ``proc`` to exit, woken by the kernel (its :func:`exit_fd`); where that
+    is missing, by ``Popen.wait``'s polling."""
+
+    def __init__(self, proc: Child) -> None:
+        self.proc = proc
+        self.poll: select.poll | None = None
+        self.fd, self.owned = exit_fd(proc)
+        if self.fd >= 0:
+            self.poll = select.poll()
+            self.poll.register(self.fd, select.POLLIN)
+
+    def __call__(self, seconds: float) -> bool:
+        """Whether the process exited (and was reaped) within ``seconds``."""
+        if self.poll is None:
+            try:
+                self.proc.wait(timeout=seconds)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        if self.proc.poll() is None and not self.poll.poll(int(seconds * 1000)):
+            return False
+        self.proc.wait()
+        return True
+
+    def close(self) -> None:
+        if self.fd >= 0 and self.owned:
+            os.close(self.fd)
+        self.fd = -1
+
+
 def collect(
-    proc: subprocess.Popen[bytes], out: BoundedOutput, *, deadline: float, silence_timeout: float | None
+    proc: Child, out: BoundedOutput, *, deadline: float, silence_timeout: float | None
 ) -> Literal["exited", "timeout", "silent"]:
     """Read ``proc``'s output into ``out`` on the calling thread until the process exits (it
     is then reaped), its time runs out or it stays silent too long. One ``poll`` waits for
@@ -116,9 +172,8 @@ def collect(
     fd = proc.stdout.fileno()
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    pidfd = -1
-    with contextlib.suppress(AttributeError, OSError):
-        pidfd = os.pidfd_open(proc.pid)
+    pidfd, owned = exit_fd(proc)
+    if pidfd >= 0:
         poller.register(pidfd, select.POLLIN)
     last = time.monotonic()
     try:
@@ -140,11 +195,11 @@ def collect(
             if proc.poll() is not None:
                 return "exited"
     finally:
-        if pidfd >= 0:
+        if pidfd >= 0 and owned:
             os.close(pidfd)
 
 
-def drain(proc: subprocess.Popen[bytes], out: BoundedOutput, seconds: float) -> None:
+def drain(proc: Child, out: BoundedOutput, seconds: float) -> None:
     """Read what is left of the output once the process tree is dead (at most ``seconds``)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()

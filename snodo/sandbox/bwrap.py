@@ -79,21 +79,9 @@ class BwrapBackend(Backend):
         # bubblewrap's init in the sandbox outlives its monitor (the process snodo waits for)
         # by a moment: adopted by snodo, it is reaped by snodo, not left to the system's init.
         become_subreaper()
-        # Mount operations sorted by depth, so a bind below a hidden directory lands on top
-        # of the empty directory that hides it, and read-only binds land on the writable one.
-        ops = [
-            *_policy_mounts(policy),
-            (len(tmpdir.parts), 1000, ("--bind", str(tmpdir), str(tmpdir))),
-            *((len(back.parts), 999, ("--ro-bind", str(back), str(back))) for back in _program_dirs(argv[0], env)),
-        ]
-        ops.sort(key=lambda o: (o[0], o[1]))
         full = [
             self.program,
-            *_BASE,
-            *_AS_ROOT,
-            *(() if policy.network else ("--unshare-net",)),
-            *(arg for _, _, op in ops for arg in op),
-            *_remounts(),
+            *options(policy, argv[0], env, ("--bind", str(tmpdir), str(tmpdir))),
             "--chdir",
             str(resolved(cwd)),
             "--",
@@ -101,6 +89,27 @@ class BwrapBackend(Backend):
             *argv,
         ]
         return Prepared(backend=self.name, argv=tuple(full), env=dict(env))
+
+
+def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], private: tuple[str, ...]) -> tuple[str, ...]:
+    """Every bubblewrap option of a confined start but the working directory and the
+    command: namespaces, the policy's mounts, the program's directory where it is hidden,
+    and ``private`` (the mount of the run's private temporary directory, if any)."""
+    # Mount operations sorted by depth, so a bind below a hidden directory lands on top
+    # of the empty directory that hides it, and read-only binds land on the writable one.
+    ops = [
+        *_policy_mounts(policy),
+        *(((len(Path(private[-1]).parts), 1000, private),) if private else ()),
+        *((len(back.parts), 999, ("--ro-bind", str(back), str(back))) for back in _program_dirs(program, env)),
+    ]
+    ops.sort(key=lambda o: (o[0], o[1]))
+    return (
+        *_BASE,
+        *_AS_ROOT,
+        *(() if policy.network else ("--unshare-net",)),
+        *(arg for _, _, op in ops for arg in op),
+        *_remounts(),
+    )
 
 
 _Op = tuple[int, int, tuple[str, ...]]

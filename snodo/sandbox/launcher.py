@@ -1,0 +1,388 @@
+"""A long-lived confined launcher per sandbox shape, so a confined command costs a request
+and a fork/exec instead of a whole bubblewrap start (issue 26, item 3).
+
+The *shape* is everything that makes the bubblewrap command line but the command, its
+working directory and environment: the policy's mounts (hidden, protected and read-only
+paths), network on or off, the resource limits, the program's directory where it is hidden,
+the bubblewrap program. One launcher runs per shape in use (at most :data:`MAX_LAUNCHERS`,
+the least recently used idle one retired first): bubblewrap with the very namespaces and
+mounts of a per-command start, running ``python -I -S -c`` :mod:`.launcher_main` — the
+standard library only, never anything of the workspace. Each command then gets its own PID
+and mount namespaces inside it: its own ``/proc``, an empty private ``TMPDIR``/``HOME`` and
+``/dev/shm``, its limits, no capability, ``no_new_privs``, a new session (docs/security.md
+says what is shared between the commands of one launcher: the workspace, as always, and the
+launcher's IPC and UTS namespaces).
+
+The first command of a shape starts the launcher in the background and runs the per-command
+way, so a run with a single confined command is not slowed down; later ones use it. A
+launcher that cannot start leaves its shape on the per-command path; one that dies makes the
+calls it was serving fail with a named error (never a verdict), and the next call starts a
+new one. All are closed at exit; each one dies with snodo (``--die-with-parent``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import itertools
+import json
+import os
+import queue
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from snodo.errors import EnvironmentProblem
+from snodo.sandbox.base import Prepared
+from snodo.sandbox.cgroup import PidGroup, pid_group, release
+from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
+from snodo.sandbox.limits import limit_values
+from snodo.sandbox.policy import SandboxPolicy, resolved
+
+MAX_LAUNCHERS = 4
+#: Seconds a launcher may take to say it is ready.
+START_TIMEOUT = 20.0
+#: Seconds the first command of a shape waits for its launcher (0: run the per-command way
+#: while it starts in the background). Tests raise it to always exercise the launcher.
+FIRST_USE_WAIT = 0.0
+#: A request larger than this (a huge argv or environment) runs the per-command way.
+MAX_REQUEST = 3 << 20
+_SOCKET_BUFFER = 4 << 20
+_SOURCE: list[str] = []
+_IDS = itertools.count(1)
+
+
+def _source() -> str:
+    if not _SOURCE:
+        _SOURCE.append(Path(__file__).with_name("launcher_main.py").read_text(encoding="utf-8"))
+    return _SOURCE[0]
+
+
+class Launched:
+    """One command started by a launcher, with the part of ``Popen``'s interface
+    :mod:`snodo.proc` uses. Its exit is reported on :attr:`exit_fd` (the status pipe):
+    ``<code>\\n<why it could not start>``; end of file with nothing said means the launcher
+    ended (or, after :meth:`kill`, that the command was killed)."""
+
+    def __init__(self, launcher: Launcher, ident: int, status: int, stdout: int, stdin: int | None) -> None:
+        self.launcher = launcher
+        self.ident = ident
+        self.pid = -ident  # never a real process: only a key for snodo's bookkeeping
+        self.exit_fd = status
+        self.stdout: IO[bytes] | None = open(stdout, "rb", buffering=0)  # noqa: SIM115
+        self.stdin: IO[bytes] | None = open(stdin, "wb") if stdin is not None else None  # noqa: SIM115
+        self.returncode: int | None = None
+        self.failure = ""  # why the command could not start (exit status 127)
+        self.lost = False  # the launcher ended without a word about this command
+        self.killed = False
+
+    def poll(self) -> int | None:
+        if self.returncode is None and _readable(self.exit_fd, 0):
+            self._read_status()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired("(launched)", timeout or 0)
+            ready = _readable(self.exit_fd, 5.0 if left is None else min(left, 5.0))
+            if not ready and self.killed:  # asked to kill, and nothing after 5 s: end it all
+                self.launcher.close()
+        assert self.returncode is not None
+        return self.returncode
+
+    def _read_status(self) -> None:
+        try:
+            said = os.read(self.exit_fd, 8192).decode("utf-8", "replace")
+        except OSError:
+            said = ""
+        code, _, why = said.partition("\n")
+        if code.strip().lstrip("-").isdigit():
+            self.returncode = int(code)
+            self.failure = why.strip() if self.returncode == 127 else ""
+        else:  # end of file or garbage: the command's init is gone without a report
+            self.returncode = -signal.SIGKILL
+            self.lost = not self.killed
+            if self.lost:
+                self.launcher.broken = True
+        self.launcher.finished(self)
+
+    def close(self) -> None:
+        """Once snodo is done with the command: its status descriptor is closed."""
+        if self.exit_fd >= 0:
+            os.close(self.exit_fd)
+            self.exit_fd = -1
+
+    def kill(self) -> None:
+        """SIGKILL the command's whole PID namespace (through the launcher)."""
+        if self.returncode is not None or self.killed:
+            return
+        self.killed = True
+        if not self.launcher.send({"op": "kill", "id": self.ident}, ()):
+            self.launcher.close()
+
+
+def _readable(fd: int, seconds: float) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(seconds * 1000))))
+
+
+class Launcher:
+    """One bubblewrap sandbox that starts confined commands on request."""
+
+    def __init__(self, program: str, opts: Sequence[str], tmpdir: Path, max_pids: int) -> None:
+        self.tmpdir = tmpdir
+        self.lock = threading.Lock()
+        self.active: dict[int, Launched] = {}
+        self.broken = False
+        self.used = time.monotonic()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for sock in (ours, theirs):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
+        self.channel = ours
+        config = json.dumps({"tmpdir": str(tmpdir)})
+        argv = [
+            program,
+            *opts,
+            *(() if "--unshare-user" in opts else ("--unshare-user",)),
+            "--cap-add",
+            "CAP_SYS_ADMIN",
+            "--cap-add",
+            "CAP_SETPCAP",
+            "--chdir",
+            "/",
+            "--",
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            _source(),
+            str(theirs.fileno()),
+            config,
+        ]
+        self.group: PidGroup | None = pid_group(max_pids)
+        spawning = self.group.spawning if self.group is not None else contextlib.nullcontext
+        try:
+            with spawning():
+                self.proc = subprocess.Popen(  # the one process snodo starts that is not run_process's
+                    argv,
+                    env={},
+                    cwd="/",
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    pass_fds=(theirs.fileno(),),
+                    start_new_session=True,
+                )
+        finally:
+            theirs.close()
+        ours.settimeout(START_TIMEOUT)
+        try:
+            ready = ours.recv(64)
+        except OSError:
+            ready = b""
+        ours.settimeout(None)
+        if ready != b'{"ready": true}':
+            self.close()
+            said = self.proc.stderr.read().decode("utf-8", "replace").strip() if self.proc.stderr else ""
+            last = said.splitlines()[-1] if said else "no answer"
+            raise EnvironmentProblem(f"the sandbox launcher did not start ({last})")
+
+    def last_words(self) -> str:
+        """The last line the launcher wrote (it writes only when it fails), once it ended."""
+        if self.proc.poll() is None or self.proc.stderr is None:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            said = self.proc.stderr.read(65536).decode("utf-8", "replace").strip()
+            return said.splitlines()[-1] if said else ""
+        return ""
+
+    def alive(self) -> bool:
+        return not self.broken and self.proc.poll() is None
+
+    def send(self, request: Mapping[str, object], fds: Sequence[int]) -> bool:
+        payload = json.dumps(request).encode()
+        try:
+            with self.lock:
+                socket.send_fds(self.channel, [payload], list(fds))
+            return True
+        except OSError:
+            self.broken = True
+            return False
+
+    def spawn(
+        self, argv: Sequence[str], stdin: bool, *, cwd: Path, env: Mapping[str, str], limits: Sequence[tuple[int, int]]
+    ) -> Launched:
+        """Start ``argv`` confined; :class:`EnvironmentProblem` if the launcher is gone."""
+        ident = next(_IDS)
+        status_r, status_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        in_r, in_w = os.pipe2(os.O_CLOEXEC) if stdin else (os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), None)
+        request = {"op": "run", "id": ident, "argv": list(argv), "cwd": str(cwd), "env": dict(env), "limits": limits}
+        launched = Launched(self, ident, status_r, out_r, in_w)
+        with self.lock:
+            self.active[ident] = launched
+            self.used = time.monotonic()
+        try:
+            sent = self.send(request, (in_r, out_w, status_w))
+        finally:
+            for fd in (in_r, out_w, status_w):
+                os.close(fd)
+        if not sent:
+            self.finished(launched)
+            for stream in (launched.stdout, launched.stdin):
+                if stream is not None:
+                    stream.close()
+            os.close(status_r)
+            raise EnvironmentProblem(f"cannot run {argv[0]!r} confined by bwrap: the sandbox launcher has ended")
+        return launched
+
+    def finished(self, launched: Launched) -> None:
+        with self.lock:
+            self.active.pop(launched.ident, None)
+            self.used = time.monotonic()
+
+    def busy(self) -> bool:
+        with self.lock:
+            return bool(self.active)
+
+    def close(self) -> None:
+        """End the launcher and every command it runs (its sandbox dies with it)."""
+        self.broken = True
+        with contextlib.suppress(OSError):
+            self.channel.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=5)
+        if self.group is not None:
+            release(self.group)
+            self.group = None
+        discard_private_dir(self.tmpdir)
+
+
+_LOCK = threading.Lock()
+_LAUNCHERS: dict[tuple[object, ...], Launcher] = {}
+_STARTING: set[tuple[object, ...]] = set()
+_REFUSED: dict[tuple[object, ...], str] = {}
+
+
+def _start(key: tuple[object, ...], program: str, policy: SandboxPolicy, argv0: str, env: Mapping[str, str]) -> None:
+    from snodo.sandbox.bwrap import options
+
+    tmpdir = make_private_dir()
+    try:
+        opts = options(policy, argv0, env, ("--tmpfs", str(tmpdir)))
+        launcher = Launcher(program, opts, tmpdir, policy.limits.processes)
+    except (EnvironmentProblem, OSError) as exc:
+        discard_private_dir(tmpdir)
+        with _LOCK:
+            _REFUSED[key] = str(exc)
+            _STARTING.discard(key)
+        return
+    retired: list[Launcher] = []
+    with _LOCK:
+        _STARTING.discard(key)
+        _LAUNCHERS[key] = launcher
+        while len(_LAUNCHERS) > MAX_LAUNCHERS:
+            idle = [k for k, v in _LAUNCHERS.items() if k != key and not v.busy()]
+            if not idle:
+                break
+            oldest = min(idle, key=lambda k: _LAUNCHERS[k].used)
+            retired.append(_LAUNCHERS.pop(oldest))
+    for old in retired:
+        old.close()
+
+
+_Job = tuple[tuple[object, ...], str, SandboxPolicy, str, dict[str, str], threading.Event]
+_JOBS: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+_STARTER: list[threading.Thread] = []
+
+
+def _starter() -> queue.SimpleQueue[_Job]:
+    """Launchers are started by one thread that lives as long as snodo: bubblewrap's
+    ``--die-with-parent`` follows the *thread* that started it, not the process."""
+    with _LOCK:
+        if not _STARTER or not _STARTER[0].is_alive():
+            _STARTER[:] = [threading.Thread(target=_start_each, name="snodo-launchers", daemon=True)]
+            _STARTER[0].start()
+    return _JOBS
+
+
+def _start_each() -> None:
+    while True:
+        key, program, policy, argv0, env, done = _JOBS.get()
+        try:
+            _start(key, program, policy, argv0, env)
+        finally:
+            done.set()
+
+
+def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[str, str]) -> Launcher | None:
+    """The live launcher of this shape, or ``None`` (run the per-command way) while it is
+    starting or when it cannot start here; the first request of a shape starts it."""
+    from snodo.sandbox.bwrap import options
+
+    key = (program, options(policy, argv0, env, ()), policy.limits)  # each launcher has its own TMPDIR
+    with _LOCK:
+        launcher = _LAUNCHERS.get(key)
+        if launcher is not None and not launcher.alive():
+            del _LAUNCHERS[key]
+            dead, launcher = launcher, None
+        else:
+            dead = None
+        start = launcher is None and key not in _STARTING and key not in _REFUSED
+        if start:
+            _STARTING.add(key)
+    if dead is not None:
+        dead.close()
+    if start:
+        done = threading.Event()
+        _starter().put((key, program, policy, argv0, dict(env), done))
+        if FIRST_USE_WAIT > 0:
+            done.wait(FIRST_USE_WAIT)
+            with _LOCK:
+                launcher = _LAUNCHERS.get(key)
+    return launcher
+
+
+def prepare(
+    program: str, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, named: Sequence[str]
+) -> Prepared | None:
+    """A start through this shape's launcher, or ``None``: run the per-command way."""
+    if sum(len(a) + 8 for a in argv) + sum(len(k) + len(v) + 8 for k, v in env.items()) > MAX_REQUEST:
+        return None
+    launcher = launcher_for(program, policy, argv[0], env)
+    if launcher is None:
+        return None
+    env = confined_environment(env, named=named, tmpdir=launcher.tmpdir)
+    launch = functools.partial(launcher.spawn, argv, cwd=resolved(cwd), env=env, limits=limit_values(policy.limits))
+    return Prepared(backend="bwrap", argv=tuple(argv), env=env, launch=launch)
+
+
+def refused() -> dict[str, str]:
+    """Why a launcher could not start, per shape (for diagnostics and tests)."""
+    with _LOCK:
+        return {str(k[0]): why for k, why in _REFUSED.items()}
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every launcher (at exit; tests that need a fresh start)."""
+    with _LOCK:
+        launchers = list(_LAUNCHERS.values())
+        _LAUNCHERS.clear()
+        _REFUSED.clear()
+    for launcher in launchers:
+        launcher.close()

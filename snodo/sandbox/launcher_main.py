@@ -1,0 +1,241 @@
+"""The program of the confined launcher (:mod:`snodo.sandbox.launcher`): it runs *inside*
+bubblewrap as ``python -I -S -c <this file's text> <fd> <config>`` and starts each confined
+command snodo asks for, so a command costs a fork and an exec instead of a whole sandbox.
+
+Self-contained on purpose: it imports only the standard library and nothing of snodo or of
+the workspace (``-I -S``: no current directory on ``sys.path``, no ``PYTHON*`` variables, no
+``site``/``.pth``), so nothing an agent wrote can steer it. It keeps its capabilities (in the
+sandbox's user namespace only) to set up each command, is not dumpable (a confined process
+of the same uid cannot ptrace it or read its ``/proc`` files), and talks only over the
+``SOCK_SEQPACKET`` socket snodo handed it (close-on-exec here).
+
+Per request (one message: JSON plus three descriptors — stdin, output, status): fork ``A``;
+``A`` unshares a PID and a mount namespace and forks ``B``, pid 1 there: a fresh ``/proc``
+(only the command's own processes are visible), a fresh empty ``TMPDIR`` and ``/dev/shm``,
+then ``B`` forks ``C`` which sets the resource limits, descriptors, working directory, a new
+session, drops every capability, sets ``no_new_privs`` and executes the command. ``B`` reaps
+orphans and exits with ``C``'s status: the kernel then kills whatever is left in the
+namespace (a daemonised child dies with its command). ``A`` writes ``<status>\\n<error>`` to
+the status descriptor and exits. ``{"op": "kill"}`` SIGKILLs ``A`` (``B`` and ``C`` get the
+parent-death signal, the namespace dies with ``B``).
+"""
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import resource
+import selectors
+import signal
+import socket
+import sys
+
+_PR_SET_DUMPABLE, _PR_CAPBSET_DROP = 4, 24
+_PR_SET_SECUREBITS, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 28, 38, 47
+_SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80  # no root magic, all locked
+_CLONE_NEWNS, _CLONE_NEWPID = 0x00020000, 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_MAX_MESSAGE = 4 << 20
+_LIBC = ctypes.CDLL(None, use_errno=True)
+#: ``clone`` must run holding the interpreter lock, as ``fork`` does (the child goes on
+#: running Python code).
+_PYLIBC = ctypes.PyDLL(None, use_errno=True)
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}[os.uname().machine]
+_ZEROS = (ctypes.c_ulong(0),) * 4
+_DEFAULT_SIGNALS = tuple(s for s in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32))
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _prctl(option: int, arg: int) -> int:
+    return int(_LIBC.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), *_ZEROS[:3]))
+
+
+def _mount(source: str, target: str, fstype: str, flags: int, data: str = "") -> None:
+    done = _LIBC.mount(source.encode(), target.encode(), fstype.encode(), ctypes.c_ulong(flags), data.encode() or None)
+    _check(done, f"mount {target}")
+
+
+def _fresh_mounts(config: dict[str, object]) -> None:
+    """In the command's init: a ``/proc`` of its own PID namespace (its files kept as
+    read-only as bubblewrap made them), a fresh empty private directory and ``/dev/shm``."""
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    for path in config["proc_read_only"]:  # type: ignore[attr-defined]
+        if os.path.exists(path):
+            _mount(path, path, "", _MS_BIND | _MS_REC)
+            _mount(path, path, "", _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    for path, mode in ((str(config["tmpdir"]), "mode=0700"), ("/dev/shm", "mode=1777")):  # noqa: S108
+        if os.path.isdir(path):
+            _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, mode)
+
+
+def _drop_privileges(last_cap: int) -> None:
+    """No capability can be kept or regained (bounding set, ambient, securebits), and no
+    new privileges through exec."""
+    _check(_prctl(_PR_SET_SECUREBITS, _SECUREBITS), "securebits")
+    for cap in range(last_cap + 1):
+        _check(_prctl(_PR_CAPBSET_DROP, cap), "dropping the bounding set")
+    _check(_prctl(_PR_CAP_AMBIENT, 4), "clearing ambient capabilities")
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
+    _check(_LIBC.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+    _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
+
+
+def _program(name: str, env: dict[str, str]) -> str:
+    """``name`` found on the command's own ``PATH`` (as ``execvp`` would)."""
+    if "/" in name:
+        return name
+    for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    raise OSError(errno.ENOENT, "program not found")
+
+
+def _init(request: dict[str, object], fds: list[int], config: dict[str, object]) -> int:
+    """In ``B``, pid 1 of the command's namespaces: set them up, drop every privilege
+    (inherited by the command), start it, and once it ended kill and reap whatever is
+    left; its exit status."""
+    _fresh_mounts(config)
+    os.chdir(str(request["cwd"]))
+    for res, value in request["limits"]:  # type: ignore[attr-defined]
+        resource.setrlimit(res, (value, value))
+    _drop_privileges(int(config["last_cap"]))  # type: ignore[call-overload]
+    argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
+    env = {str(k): str(v) for k, v in request["env"].items()}  # type: ignore[attr-defined]
+    pid = os.posix_spawn(
+        _program(argv[0], env),
+        argv,
+        env,
+        file_actions=[(os.POSIX_SPAWN_DUP2, fd, to) for fd, to in ((fds[0], 0), (fds[1], 1), (fds[1], 2))],
+        setsid=True,
+        setsigmask=(),
+        setsigdef=_DEFAULT_SIGNALS,
+    )
+    os.close(fds[0])
+    os.close(fds[1])
+    code = 127
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return code
+        if done == pid:
+            code = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+            try:
+                os.kill(-1, signal.SIGKILL)  # from pid 1: everything else in the namespace
+            except ProcessLookupError:
+                return code  # nothing left
+
+
+def _start(request: dict[str, object], fds: list[int], config: dict[str, object]) -> int:
+    """Clone ``B`` into a new PID and mount namespace (the launcher's memory, copied on
+    write); ``B`` reports on the status descriptor and exits. The pid of ``B``."""
+    flags = ctypes.c_ulong(_CLONE_NEWPID | _CLONE_NEWNS | signal.SIGCHLD)
+    pid = int(_PYLIBC.syscall(ctypes.c_long(_SYS_CLONE), flags, *_ZEROS))
+    if pid < 0:
+        raise OSError(ctypes.get_errno(), "clone failed")
+    if pid == 0:
+        report = "127\n"
+        try:
+            report = f"{_init(request, fds, config)}\n"
+        except BaseException as exc:  # every failure before exec is reported
+            report = f"127\n{getattr(exc, 'strerror', None) or exc}"
+        finally:
+            try:
+                os.write(fds[2], report.encode()[:4000])
+            finally:
+                os._exit(0)
+    return pid
+
+
+def _setup(config: dict[str, object]) -> None:
+    """Once: what every command's namespaces need (the read-only mounts below ``/proc``
+    bubblewrap made, the last capability), and no mount shared with the launcher's own (a
+    command's fresh ``/proc`` must not show up in the launcher or in another command)."""
+    with open("/proc/sys/kernel/cap_last_cap") as fh:
+        config["last_cap"] = int(fh.read())
+    covered, shared = [], False
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            fields = line.split(" - ")[0].split()
+            point = fields[4].replace("\\040", " ")
+            shared |= any(f.startswith("shared:") for f in fields[6:])
+            if point.startswith("/proc/") and point not in covered:
+                covered.append(point)
+    config["proc_read_only"] = covered
+    if shared:
+        _mount("none", "/", "", _MS_REC | _MS_PRIVATE)
+
+
+def main() -> None:
+    channel_fd, config = int(sys.argv[1]), json.loads(sys.argv[2])
+    _check(_prctl(_PR_SET_DUMPABLE, 0), "not dumpable")
+    os.closerange(3, channel_fd)
+    os.closerange(channel_fd + 1, 1 << 16)
+    os.set_inheritable(channel_fd, False)
+    channel = socket.socket(fileno=channel_fd)
+    _setup(config)
+    running: dict[int, tuple[int, int]] = {}  # request id -> (pid, pidfd) of its init ``B``
+    selector = selectors.DefaultSelector()
+    selector.register(channel, selectors.EVENT_READ)
+    channel.send(b'{"ready": true}')
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is not channel:  # a command's init ended: reaped only now (its pid stays ours)
+                selector.unregister(key.fd)
+                for ident, (pid, pidfd) in list(running.items()):
+                    if pidfd == key.fd:
+                        os.waitpid(pid, 0)
+                        del running[ident]
+                os.close(key.fd)
+                continue
+            try:
+                message, fds, _flags, _addr = socket.recv_fds(channel, _MAX_MESSAGE, 3)
+            except ConnectionError:
+                return
+            if not message:
+                return  # snodo closed the channel: nothing more to start
+            for fd in fds:
+                os.set_inheritable(fd, False)
+            request = json.loads(message)
+            if request.get("op") == "kill":
+                found = running.get(int(request["id"]))
+                if found is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        signal.pidfd_send_signal(found[1], signal.SIGKILL)
+                continue
+            if len(fds) != 3:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            try:
+                pid = _start(request, fds, config)
+            except OSError as exc:
+                os.write(fds[2], f"127\n{exc.strerror or exc}".encode())
+                pid = 0
+            for fd in fds:
+                os.close(fd)
+            if not pid:
+                continue
+            pidfd = os.pidfd_open(pid)
+            running[int(request["id"])] = (pid, pidfd)
+            selector.register(pidfd, selectors.EVENT_READ)
+
+
+if __name__ == "__main__":
+    main()

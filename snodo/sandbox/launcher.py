@@ -47,6 +47,8 @@ from snodo.sandbox.environ import confined_environment, discard_private_dir, mak
 from snodo.sandbox.limits import limit_values
 from snodo.sandbox.policy import SandboxPolicy, resolved
 
+#: ``SNODO_SANDBOX_LAUNCHER=off``: every command starts its own bubblewrap (as before).
+SWITCH_ENV = "SNODO_SANDBOX_LAUNCHER"
 MAX_LAUNCHERS = 4
 #: Seconds a launcher may take to say it is ready.
 START_TIMEOUT = 20.0
@@ -194,14 +196,17 @@ class Launcher:
             ready = b""
         ours.settimeout(None)
         if ready != b'{"ready": true}':
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            last = self.last_words() or "no answer"
             self.close()
-            said = self.proc.stderr.read().decode("utf-8", "replace").strip() if self.proc.stderr else ""
-            last = said.splitlines()[-1] if said else "no answer"
             raise EnvironmentProblem(f"the sandbox launcher did not start ({last})")
 
     def last_words(self) -> str:
         """The last line the launcher wrote (it writes only when it fails), once it ended."""
-        if self.proc.poll() is None or self.proc.stderr is None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        if self.proc.poll() is None or self.proc.stderr is None or self.proc.stderr.closed:
             return ""
         with contextlib.suppress(OSError, ValueError):
             said = self.proc.stderr.read(65536).decode("utf-8", "replace").strip()
@@ -266,6 +271,8 @@ class Launcher:
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=5)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
         if self.group is not None:
             release(self.group)
             self.group = None
@@ -361,6 +368,8 @@ def prepare(
     program: str, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, named: Sequence[str]
 ) -> Prepared | None:
     """A start through this shape's launcher, or ``None``: run the per-command way."""
+    if os.environ.get(SWITCH_ENV, "").strip().lower() in {"off", "0", "no", "false"}:
+        return None
     if sum(len(a) + 8 for a in argv) + sum(len(k) + len(v) + 8 for k, v in env.items()) > MAX_REQUEST:
         return None
     launcher = launcher_for(program, policy, argv[0], env)

@@ -34,7 +34,7 @@ import sys
 _PR_SET_DUMPABLE, _PR_CAPBSET_DROP = 4, 24
 _PR_SET_SECUREBITS, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 28, 38, 47
 _SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80  # no root magic, all locked
-_CLONE_NEWNS, _CLONE_NEWPID = 0x00020000, 0x20000000
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 _MAX_MESSAGE = 4 << 20
@@ -72,7 +72,8 @@ def _mount(source: str, target: str, fstype: str, flags: int, data: str = "") ->
 
 def _fresh_mounts(config: dict[str, object]) -> None:
     """In the command's init: a ``/proc`` of its own PID namespace (its files kept as
-    read-only as bubblewrap made them), a fresh empty private directory and ``/dev/shm``."""
+    read-only as bubblewrap made them), a fresh empty private directory, ``/dev/shm`` and
+    ``/dev/pts``."""
     _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     for path in config["proc_read_only"]:  # type: ignore[attr-defined]
         if os.path.exists(path):
@@ -81,6 +82,8 @@ def _fresh_mounts(config: dict[str, object]) -> None:
     for path, mode in ((str(config["tmpdir"]), "mode=0700"), ("/dev/shm", "mode=1777")):  # noqa: S108
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, mode)
+    if os.path.isdir("/dev/pts"):  # its own terminals: none of another command's ptys
+        _mount("devpts", "/dev/pts", "devpts", _MS_NOSUID | _MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
 
 
 def _drop_privileges(last_cap: int) -> None:
@@ -128,7 +131,7 @@ def _init(request: dict[str, object], fds: list[int], config: dict[str, object])
     )
     os.close(fds[0])
     os.close(fds[1])
-    code = 127
+    code = -1
     while True:
         try:
             done, status = os.waitpid(-1, 0)
@@ -136,21 +139,23 @@ def _init(request: dict[str, object], fds: list[int], config: dict[str, object])
             return code
         if done == pid:
             code = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
-            try:
-                os.kill(-1, signal.SIGKILL)  # from pid 1: everything else in the namespace
-            except ProcessLookupError:
-                return code  # nothing left
+        if code >= 0:  # from pid 1: everything else in the namespace, again until none is left
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
 
 
 def _start(request: dict[str, object], fds: list[int], config: dict[str, object]) -> int:
     """Clone ``B`` into a new PID and mount namespace (the launcher's memory, copied on
     write); ``B`` reports on the status descriptor and exits. The pid of ``B``."""
-    flags = ctypes.c_ulong(_CLONE_NEWPID | _CLONE_NEWNS | signal.SIGCHLD)
+    flags = ctypes.c_ulong(_CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | signal.SIGCHLD)
     pid = int(_PYLIBC.syscall(ctypes.c_long(_SYS_CLONE), flags, *_ZEROS))
     if pid < 0:
         raise OSError(ctypes.get_errno(), "clone failed")
     if pid == 0:
         report = "127\n"
+        keep = sorted(fds)  # nothing else of the launcher's (its channel above all) stays open
+        for low, high in zip([0, *(k + 1 for k in keep)], [*keep, 1 << 16], strict=True):
+            os.closerange(low, high)
         try:
             report = f"{_init(request, fds, config)}\n"
         except BaseException as exc:  # every failure before exec is reported
@@ -190,7 +195,9 @@ def main() -> None:
     os.set_inheritable(channel_fd, False)
     channel = socket.socket(fileno=channel_fd)
     _setup(config)
-    running: dict[int, tuple[int, int]] = {}  # request id -> (pid, pidfd) of its init ``B``
+    # request id -> (pid, pidfd, status descriptor) of its init ``B``: the status descriptor
+    # is closed only once ``B`` is gone, and with it every process of its namespace.
+    running: dict[int, tuple[int, int, int]] = {}
     selector = selectors.DefaultSelector()
     selector.register(channel, selectors.EVENT_READ)
     channel.send(b'{"ready": true}')
@@ -198,9 +205,10 @@ def main() -> None:
         for key, _ in selector.select():
             if key.fileobj is not channel:  # a command's init ended: reaped only now (its pid stays ours)
                 selector.unregister(key.fd)
-                for ident, (pid, pidfd) in list(running.items()):
+                for ident, (pid, pidfd, status) in list(running.items()):
                     if pidfd == key.fd:
                         os.waitpid(pid, 0)
+                        os.close(status)
                         del running[ident]
                 os.close(key.fd)
                 continue
@@ -228,12 +236,12 @@ def main() -> None:
             except OSError as exc:
                 os.write(fds[2], f"127\n{exc.strerror or exc}".encode())
                 pid = 0
-            for fd in fds:
+            for fd in fds[:2] if pid else fds:
                 os.close(fd)
             if not pid:
                 continue
             pidfd = os.pidfd_open(pid)
-            running[int(request["id"])] = (pid, pidfd)
+            running[int(request["id"])] = (pid, pidfd, fds[2])
             selector.register(pidfd, selectors.EVENT_READ)
 
 

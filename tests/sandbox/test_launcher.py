@@ -1,0 +1,296 @@
+"""The confined launcher (snodo/sandbox/launcher.py): what one confined command can do to the
+launcher and to another command, what one leaves for the next, and what a hostile workspace
+or environment can do to the launcher itself. Real bubblewrap, real processes; checked from
+the host's process table and file system, not only from what the commands say.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from snodo.errors import EnvironmentProblem
+from snodo.proc import ProcessResult, run_process
+from snodo.sandbox import SandboxPolicy, launcher
+
+
+@pytest.fixture
+def use_launcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every bubblewrap command goes through a launcher (the first one waits for it)."""
+    monkeypatch.setattr(launcher, "FIRST_USE_WAIT", 60.0)
+    monkeypatch.setenv("SNODO_SANDBOX_BACKEND", "bwrap")
+    launcher.close_all()
+    yield
+    launcher.close_all()
+
+
+def _only_launcher() -> launcher.Launcher:
+    assert launcher.refused() == {}
+    live = list(launcher._LAUNCHERS.values())
+    assert len(live) == 1 and live[0].alive()
+    return live[0]
+
+
+def _ws(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+def _run(code: str, ws: Path, timeout: float = 60) -> ProcessResult:
+    return run_process(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=ws, timeout=timeout, sandbox=SandboxPolicy(workspace=ws)
+    )
+
+
+def _host_pids_with(token: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if token.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+#: Everything a command can try against every other process it can name: read its memory,
+#: environment and descriptors, attach with ptrace, kill it.
+ATTACK = """
+    import ctypes, os, signal
+    libc = ctypes.CDLL(None, use_errno=True)
+    me = os.getpid()
+    seen = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    print("SEEN", seen)
+    for pid in seen:
+        if pid == me:
+            continue
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ")[:80]
+        print("PROC", pid, cmd)
+        for what in ("mem", "environ"):
+            try:
+                open(f"/proc/{pid}/{what}", "rb").read(16)
+                print("READ", pid, what)
+            except OSError as exc:
+                print("DENIED", pid, what, exc.errno)
+        try:
+            entries = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            entries = []
+        for entry in entries:
+            try:
+                os.close(os.open(f"/proc/{pid}/fd/{entry}", os.O_RDONLY))
+                print("OPENED", pid, entry)
+            except OSError as exc:
+                print("DENIED", pid, "fd", entry, exc.errno)
+        print("PTRACE", pid, libc.ptrace(16, pid, 0, 0), ctypes.get_errno())  # PTRACE_ATTACH
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for sig in (signal.SIGKILL, signal.SIGTERM):
+        try:
+            os.kill(-1, sig)
+        except OSError:
+            pass
+    print("ATTACK DONE")
+"""
+
+
+def test_a_command_sees_only_its_own_processes_and_cannot_touch_the_launcher(
+    use_launcher: None, tmp_path: Path
+) -> None:
+    ws = _ws(tmp_path)
+    assert _run("print('warm')", ws).ok
+    first = _only_launcher()
+    result = _run(ATTACK, ws)
+    assert "ATTACK DONE" in result.output, result.output
+    # Its own PID namespace: pid 1 (its init, which starts and reaps it) and itself.
+    seen = next(line for line in result.output.splitlines() if line.startswith("SEEN"))
+    assert seen == "SEEN [1, 2]", result.output
+    # Its init is not dumpable: no memory, environment, descriptors nor ptrace.
+    assert "READ" not in result.output and "OPENED" not in result.output, result.output
+    assert all(line.split()[-2] == "-1" for line in result.output.splitlines() if line.startswith("PTRACE"))
+    # The launcher is untouched and serves the next command.
+    assert first.alive() and _only_launcher() is first
+    assert _run("print('after')", ws).output.strip() == "after"
+
+
+def test_two_concurrent_commands_cannot_reach_each_other(use_launcher: None, tmp_path: Path) -> None:
+    ws = _ws(tmp_path)
+    assert _run("print('warm')", ws).ok
+    token = f"victim-{os.getpid()}-{time.monotonic_ns()}"
+    victim_code = f"""
+        import time
+        secret = "{token}"
+        open("started", "w").write("1")
+        time.sleep(3)
+        print("VICTIM", secret, "intact")
+    """
+    outcome: dict[str, ProcessResult] = {}
+    victim = threading.Thread(target=lambda: outcome.update(victim=_run(victim_code, ws)))
+    victim.start()
+    deadline = time.monotonic() + 30
+    while not (ws / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _host_pids_with(token), "the victim is running (seen from the host)"
+    attack = _run(ATTACK, ws)
+    victim.join(60)
+    assert "ATTACK DONE" in attack.output, attack.output
+    assert token not in attack.output and "SEEN [1, 2]" in attack.output, attack.output
+    assert outcome["victim"].ok and f"VICTIM {token} intact" in outcome["victim"].output
+
+
+def test_killing_the_launcher_fails_only_the_running_call_and_the_next_gets_a_new_one(
+    use_launcher: None, tmp_path: Path
+) -> None:
+    ws = _ws(tmp_path)
+    assert _run("print('warm')", ws).ok
+    first = _only_launcher()
+    caught: list[BaseException] = []
+
+    def long_call() -> None:
+        try:
+            _run("import time; open('started', 'w').write('1'); time.sleep(30)", ws)
+        except BaseException as exc:  # the test inspects it
+            caught.append(exc)
+
+    call = threading.Thread(target=long_call)
+    call.start()
+    deadline = time.monotonic() + 30
+    while not (ws / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(first.proc.pid, signal.SIGKILL)  # what a process of the same uid could do
+    call.join(30)
+    assert not call.is_alive()
+    assert len(caught) == 1 and isinstance(caught[0], EnvironmentProblem), caught
+    assert "launcher ended" in str(caught[0])
+    # The next call starts a fresh launcher and works.
+    assert _run("print('again')", ws).output.strip() == "again"
+    assert _only_launcher() is not first
+
+
+def test_a_timeout_kills_the_whole_command_and_the_launcher_goes_on(use_launcher: None, tmp_path: Path) -> None:
+    ws = _ws(tmp_path)
+    token = f"orphan-{time.monotonic_ns()}"
+    code = f"""
+        import os, subprocess, time
+        subprocess.Popen(["sleep", "{token[-6:]}1"], start_new_session=True)
+        print("spawned", flush=True)
+        time.sleep(60)
+    """
+    result = _run(code, ws, timeout=3)
+    assert result.timed_out and result.returncode is None
+    assert "spawned" in result.output
+    assert _host_pids_with(f"sleep\0{token[-6:]}1") == []
+    assert _run("print('next')", ws).output.strip() == "next"
+
+
+def test_a_missing_program_is_an_environment_problem_naming_it(use_launcher: None, tmp_path: Path) -> None:
+    ws = _ws(tmp_path)
+    assert _run("print('warm')", ws).ok
+    _only_launcher()
+    with pytest.raises(EnvironmentProblem, match="no-such-program"):
+        run_process([str(ws / "no-such-program")], cwd=ws, timeout=30, sandbox=SandboxPolicy(workspace=ws))
+
+
+def _paths(backend: str) -> list[str]:
+    """The ways a command starts under ``backend``: per command, and through the launcher."""
+    return ["per-command", "launcher"] if backend == "bwrap" else ["per-command"]
+
+
+def _choose(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    launcher.close_all()
+    if path == "launcher":
+        monkeypatch.setattr(launcher, "FIRST_USE_WAIT", 60.0)
+        monkeypatch.delenv(launcher.SWITCH_ENV, raising=False)
+    else:
+        monkeypatch.setenv(launcher.SWITCH_ENV, "off")
+
+
+def test_a_daemonised_child_is_dead_when_the_result_returns(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = _ws(tmp_path)
+    stamp = f"{(time.monotonic_ns() % 900) + 100}.{os.getpid() % 1000}"
+    code = f"""
+        import os
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execvp("sleep", ["sleep", "{stamp}"])
+            os._exit(0)
+        print("daemonised", flush=True)
+    """
+    for path in _paths(backend):
+        _choose(path, monkeypatch)
+        result = _run(code, ws)
+        assert result.ok and "daemonised" in result.output, (path, result.output)
+        assert _host_pids_with(f"sleep\0{stamp}") == [], f"{path}: the daemon outlived its command's result"
+    launcher.close_all()
+
+
+def test_nothing_a_command_leaves_in_its_temporary_directories_is_seen_by_the_next(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = _ws(tmp_path)
+    leave = """
+        import os, tempfile
+        for folder in (tempfile.gettempdir(), os.environ["HOME"], "/tmp", "/dev/shm"):
+            try:
+                open(os.path.join(folder, "left-behind"), "w").write("x")
+                print("LEFT", folder)
+            except OSError:
+                pass
+    """
+    look = """
+        import os, tempfile
+        for folder in (tempfile.gettempdir(), os.environ["HOME"], "/tmp", "/dev/shm"):
+            if os.path.exists(os.path.join(folder, "left-behind")):
+                print("FOUND", folder)
+        print("LOOKED")
+    """
+    for path in _paths(backend):
+        _choose(path, monkeypatch)
+        left = _run(leave, ws)
+        assert "LEFT" in left.output, (path, left.output)  # at least its own TMPDIR was writable
+        seen = _run(look, ws)
+        assert "LOOKED" in seen.output and "FOUND" not in seen.output, (path, left.output, seen.output)
+    launcher.close_all()
+
+
+def test_a_hostile_workspace_and_environment_do_not_change_the_launcher(
+    use_launcher: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = _ws(tmp_path)
+    marker = tmp_path / "payload-ran"
+    payload = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    for name in ("sitecustomize.py", "usercustomize.py", "os.py", "json.py", "socket.py", "ctypes.py", "startup.py"):
+        (ws / name).write_text(payload)
+    (ws / "encodings").mkdir()
+    (ws / "encodings" / "__init__.py").write_text(payload)
+    (ws / "evil.pth").write_text(f"import os; {payload}")
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("PYTHONPATH", str(ws))
+    monkeypatch.setenv("PYTHONSTARTUP", str(ws / "startup.py"))
+    monkeypatch.setenv("PYTHONHOME", str(ws))
+    monkeypatch.setenv("PYTHONINSPECT", "1")
+    result = run_process(["true"], cwd=ws, timeout=60, sandbox=SandboxPolicy(workspace=ws, env=("PYTHONPATH",)))
+    assert result.ok, result.output
+    started = _only_launcher()
+    assert not marker.exists(), marker.read_text()
+    # And the launcher keeps serving commands, whatever they run.
+    assert run_process(
+        ["echo", "fine"], cwd=ws, timeout=60, sandbox=SandboxPolicy(workspace=ws, env=("PYTHONPATH",))
+    ).ok
+    assert _only_launcher() is started
+    assert not marker.exists()

@@ -125,9 +125,47 @@ def test_a_command_sees_only_its_own_processes_and_cannot_touch_the_launcher(
     assert _run("print('after')", ws).output.strip() == "after"
 
 
-def test_two_concurrent_commands_cannot_reach_each_other(use_launcher: None, tmp_path: Path) -> None:
+#: Against the processes whose command line holds the token given in pieces (never anything else:
+#: under Landlock the host's processes are visible): memory, environment, descriptors,
+#: ptrace, signals.
+TARGETED = """
+    import ctypes, os, signal, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    token, me = "-".join(sys.argv[1:]).encode(), os.getpid()  # in pieces: not in its own command line
+    for name in os.listdir("/proc"):
+        try:
+            if not name.isdigit() or int(name) == me or token not in open(f"/proc/{name}/cmdline", "rb").read():
+                continue
+        except OSError:
+            continue
+        pid = int(name)
+        print("FOUND", pid)
+        for what in ("mem", "environ"):
+            try:
+                open(f"/proc/{pid}/{what}", "rb").read(16)
+                print("READ", pid, what)
+            except OSError as exc:
+                print("DENIED", pid, what, exc.errno)
+        for entry in ("0", "1", "2"):
+            try:
+                os.close(os.open(f"/proc/{pid}/fd/{entry}", os.O_RDONLY))
+                print("OPENED", pid, entry)
+            except OSError as exc:
+                print("DENIED", pid, "fd", entry, exc.errno)
+        print("PTRACE", pid, libc.ptrace(16, pid, 0, 0), ctypes.get_errno())  # PTRACE_ATTACH
+        try:
+            os.kill(pid, signal.SIGKILL)
+            print("KILLED", pid)
+        except OSError as exc:
+            print("DENIED", pid, "kill", exc.errno)
+    print("ATTACK DONE")
+"""
+
+
+def test_two_concurrent_commands_cannot_reach_each_other(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = _ws(tmp_path)
-    assert _run("print('warm')", ws).ok
     token = f"victim-{os.getpid()}-{time.monotonic_ns()}"
     victim_code = f"""
         import time
@@ -136,18 +174,37 @@ def test_two_concurrent_commands_cannot_reach_each_other(use_launcher: None, tmp
         time.sleep(3)
         print("VICTIM", secret, "intact")
     """
-    outcome: dict[str, ProcessResult] = {}
-    victim = threading.Thread(target=lambda: outcome.update(victim=_run(victim_code, ws)))
-    victim.start()
-    deadline = time.monotonic() + 30
-    while not (ws / "started").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _host_pids_with(token), "the victim is running (seen from the host)"
-    attack = _run(ATTACK, ws)
-    victim.join(60)
-    assert "ATTACK DONE" in attack.output, attack.output
-    assert token not in attack.output and "SEEN [1, 2]" in attack.output, attack.output
-    assert outcome["victim"].ok and f"VICTIM {token} intact" in outcome["victim"].output
+    for path in _paths(backend):
+        _choose(path, monkeypatch)
+        (ws / "started").unlink(missing_ok=True)
+        outcome: dict[str, ProcessResult] = {}
+
+        def run_victim(into: dict[str, ProcessResult] = outcome) -> None:
+            into["victim"] = _run(victim_code, ws)
+
+        victim = threading.Thread(target=run_victim)
+        victim.start()
+        deadline = time.monotonic() + 30
+        while not (ws / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _host_pids_with(token), "the victim is running (seen from the host)"
+        attack = run_process(
+            [sys.executable, "-c", textwrap.dedent(TARGETED), *token.split("-")],
+            cwd=ws,
+            timeout=60,
+            sandbox=SandboxPolicy(workspace=ws),
+        )
+        victim.join(60)
+        assert "ATTACK DONE" in attack.output, attack.output
+        for refused in ("READ", "OPENED", "KILLED"):
+            assert refused not in attack.output, (path, attack.output)
+        assert all(line.split()[-2] == "-1" for line in attack.output.splitlines() if line.startswith("PTRACE"))
+        if path == "launcher":  # its own PID namespace: the other command is not even visible
+            assert "FOUND" not in attack.output, attack.output
+        if backend == "landlock":  # one PID namespace with the host: found, and refused
+            assert "FOUND" in attack.output, attack.output
+        assert outcome["victim"].ok and f"VICTIM {token} intact" in outcome["victim"].output, path
+    launcher.close_all()
 
 
 def test_killing_the_launcher_fails_only_the_running_call_and_the_next_gets_a_new_one(

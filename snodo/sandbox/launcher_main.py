@@ -109,15 +109,12 @@ def _program(name: str, env: dict[str, str]) -> str:
     raise OSError(errno.ENOENT, "program not found")
 
 
-def _init(request: dict[str, object], fds: list[int], config: dict[str, object]) -> int:
-    """In ``B``, pid 1 of the command's namespaces: set them up, drop every privilege
-    (inherited by the command), start it, and once it ended kill and reap whatever is
-    left; its exit status."""
-    _fresh_mounts(config)
+def _command(request: dict[str, object], fds: list[int]) -> int:
+    """In ``B``, for its one request: start the command, and once it ended kill and reap
+    whatever is left in the namespace; its exit status."""
     os.chdir(str(request["cwd"]))
     for res, value in request["limits"]:  # type: ignore[attr-defined]
         resource.setrlimit(res, (value, value))
-    _drop_privileges(int(config["last_cap"]))  # type: ignore[call-overload]
     argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
     env = {str(k): str(v) for k, v in request["env"].items()}  # type: ignore[attr-defined]
     pid = os.posix_spawn(
@@ -144,28 +141,54 @@ def _init(request: dict[str, object], fds: list[int], config: dict[str, object])
                 os.kill(-1, signal.SIGKILL)
 
 
-def _start(request: dict[str, object], fds: list[int], config: dict[str, object]) -> int:
-    """Clone ``B`` into a new PID and mount namespace (the launcher's memory, copied on
-    write); ``B`` reports on the status descriptor and exits. The pid of ``B``."""
+def _init(requests: socket.socket, config: dict[str, object]) -> None:
+    """``B``, pid 1 of fresh namespaces, made before its command is asked for: sets them up
+    and drops every privilege (the command inherits that), then waits for its one request
+    (JSON and the stdin, output and status descriptors), runs it and reports
+    ``<status>\n<why it could not start>`` on the status descriptor."""
+    failed: BaseException | None = None
+    try:
+        _fresh_mounts(config)
+        _drop_privileges(int(config["last_cap"]))  # type: ignore[call-overload]
+    except BaseException as exc:  # reported with the request it cannot serve
+        failed = exc
+    try:
+        message, fds, _flags, _addr = socket.recv_fds(requests, _MAX_MESSAGE, 3)
+    except OSError:
+        return
+    for fd in fds:  # close-on-exec: the command gets them only as 0, 1 and 2
+        os.set_inheritable(fd, False)
+    if len(fds) != 3:
+        return
+    report = "127\n"
+    try:
+        if failed is not None:
+            raise failed
+        report = f"{_command(json.loads(message), fds)}\n"
+    except BaseException as exc:  # every failure before exec is reported
+        report = f"127\n{getattr(exc, 'strerror', None) or exc}"
+    finally:
+        os.write(fds[2], report.encode()[:4000])
+
+
+def _spare(config: dict[str, object]) -> tuple[int, int, socket.socket]:
+    """Clone the next ``B`` (the launcher's memory, copied on write) into a new PID, mount
+    and IPC namespace, ready for a request: its pid, pidfd and request socket."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     flags = ctypes.c_ulong(_CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | signal.SIGCHLD)
     pid = int(_PYLIBC.syscall(ctypes.c_long(_SYS_CLONE), flags, *_ZEROS))
-    if pid < 0:
-        raise OSError(ctypes.get_errno(), "clone failed")
     if pid == 0:
-        report = "127\n"
-        keep = sorted(fds)  # nothing else of the launcher's (its channel above all) stays open
-        for low, high in zip([0, *(k + 1 for k in keep)], [*keep, 1 << 16], strict=True):
-            os.closerange(low, high)
-        try:
-            report = f"{_init(request, fds, config)}\n"
-        except BaseException as exc:  # every failure before exec is reported
-            report = f"127\n{getattr(exc, 'strerror', None) or exc}"
+        try:  # nothing of the launcher's (its channel above all) stays open in ``B``
+            os.closerange(0, theirs.fileno())
+            os.closerange(theirs.fileno() + 1, 1 << 16)
+            _init(theirs, config)
         finally:
-            try:
-                os.write(fds[2], report.encode()[:4000])
-            finally:
-                os._exit(0)
-    return pid
+            os._exit(0)
+    theirs.close()
+    if pid < 0:
+        ours.close()
+        raise OSError(ctypes.get_errno(), "clone failed")
+    return pid, os.pidfd_open(pid), ours
 
 
 def _setup(config: dict[str, object]) -> None:
@@ -187,6 +210,18 @@ def _setup(config: dict[str, object]) -> None:
         _mount("none", "/", "", _MS_REC | _MS_PRIVATE)
 
 
+def _ready(
+    config: dict[str, object], inits: dict[int, tuple[int, int, int]], selector: selectors.BaseSelector
+) -> tuple[int, int, socket.socket] | None:
+    try:
+        spare = _spare(config)
+    except OSError:
+        return None
+    inits[spare[1]] = (spare[0], -1, 0)
+    selector.register(spare[1], selectors.EVENT_READ)
+    return spare
+
+
 def main() -> None:
     channel_fd, config = int(sys.argv[1]), json.loads(sys.argv[2])
     _check(_prctl(_PR_SET_DUMPABLE, 0), "not dumpable")
@@ -195,21 +230,29 @@ def main() -> None:
     os.set_inheritable(channel_fd, False)
     channel = socket.socket(fileno=channel_fd)
     _setup(config)
-    # request id -> (pid, pidfd, status descriptor) of its init ``B``: the status descriptor
-    # is closed only once ``B`` is gone, and with it every process of its namespace.
-    running: dict[int, tuple[int, int, int]] = {}
+    # pidfd -> (pid, status descriptor or -1, request id) of each ``B``: the status
+    # descriptor is closed only once ``B`` is gone, and with it its whole namespace.
+    inits: dict[int, tuple[int, int, int]] = {}
     selector = selectors.DefaultSelector()
     selector.register(channel, selectors.EVENT_READ)
+    spare: tuple[int, int, socket.socket] | None = None
     channel.send(b'{"ready": true}')
     while True:
+        # The next command's init is made while no command runs (not to take the CPU from
+        # one), or when a request finds none ready.
+        idle = all(status < 0 for _pid, status, _ident in inits.values())
+        if spare is None and idle:
+            spare = _ready(config, inits, selector)
         for key, _ in selector.select():
-            if key.fileobj is not channel:  # a command's init ended: reaped only now (its pid stays ours)
+            if key.fileobj is not channel:  # an init ended: reaped only now (its pid stays ours)
                 selector.unregister(key.fd)
-                for ident, (pid, pidfd, status) in list(running.items()):
-                    if pidfd == key.fd:
-                        os.waitpid(pid, 0)
-                        os.close(status)
-                        del running[ident]
+                pid, status, _ident = inits.pop(key.fd)
+                os.waitpid(pid, 0)
+                if status >= 0:
+                    os.close(status)
+                if spare is not None and spare[1] == key.fd:
+                    spare[2].close()
+                    spare = None
                 os.close(key.fd)
                 continue
             try:
@@ -222,27 +265,30 @@ def main() -> None:
                 os.set_inheritable(fd, False)
             request = json.loads(message)
             if request.get("op") == "kill":
-                found = running.get(int(request["id"]))
-                if found is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        signal.pidfd_send_signal(found[1], signal.SIGKILL)
+                for pidfd, (_pid, _status, ident) in inits.items():
+                    if ident == int(request["id"]):
+                        with contextlib.suppress(ProcessLookupError):
+                            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                 continue
             if len(fds) != 3:
                 for fd in fds:
                     os.close(fd)
                 continue
-            try:
-                pid = _start(request, fds, config)
-            except OSError as exc:
-                os.write(fds[2], f"127\n{exc.strerror or exc}".encode())
-                pid = 0
-            for fd in fds[:2] if pid else fds:
+            handed = False
+            if spare is None:
+                spare = _ready(config, inits, selector)
+            if spare is not None:
+                with contextlib.suppress(OSError):
+                    socket.send_fds(spare[2], [message], fds)
+                    handed = True
+                spare[2].close()
+                if spare[1] in inits:
+                    inits[spare[1]] = (spare[0], fds[2] if handed else -1, int(request["id"]))
+                spare = None
+            if not handed:  # no init ready (or it is gone): the status pipe says so at once
+                os.close(fds[2])
+            for fd in fds[:2]:
                 os.close(fd)
-            if not pid:
-                continue
-            pidfd = os.pidfd_open(pid)
-            running[int(request["id"])] = (pid, pidfd, fds[2])
-            selector.register(pidfd, selectors.EVENT_READ)
 
 
 if __name__ == "__main__":

@@ -252,6 +252,17 @@ def test_a_timeout_kills_the_whole_command_and_the_launcher_goes_on(use_launcher
     assert _run("print('next')", ws).output.strip() == "next"
 
 
+def test_a_command_holds_no_descriptor_but_its_own(use_launcher: None, tmp_path: Path) -> None:
+    """Not the launcher's channel, not the status pipe its result is read from."""
+    ws = _ws(tmp_path)
+    assert _run("print('warm')", ws).ok
+    code = "import os; print(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))"
+    result = run_process(
+        ["python3", "-c", code], cwd=ws, timeout=60, sandbox=SandboxPolicy(workspace=ws), stdin_text="in"
+    )
+    assert result.output.strip() == "[0, 1, 2, 3]", result.output  # 3: the listing's own
+
+
 def test_a_missing_program_is_an_environment_problem_naming_it(use_launcher: None, tmp_path: Path) -> None:
     ws = _ws(tmp_path)
     assert _run("print('warm')", ws).ok

@@ -21,17 +21,21 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attrs import evolve, frozen
 
 from snodo import callscope
 from snodo.errors import EnvironmentProblem
-from snodo.procout import CHUNK, BoundedOutput, Child, ExitWatch, collect, drain
-from snodo.sandbox import Prepared, SandboxPolicy, choose_backend, launcher
+from snodo.procout import CHUNK, BoundedOutput, ExitWatch, collect, drain
+from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
 from snodo.sandbox.cgroup import PidGroup, pid_group, release
 from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
 from snodo.sandbox.landlock import reap_adopted
 from snodo.sandbox.policy import resolved
+
+if TYPE_CHECKING:
+    from snodo.sandbox.launcher import Launched
 
 
 @frozen(kw_only=True)
@@ -52,8 +56,8 @@ class ProcessResult:
         return "\n".join(self.output.splitlines()[-lines:])
 
 
-def _kill_group(proc: Child) -> None:
-    if isinstance(proc, launcher.Launched):  # its PID namespace, killed by its launcher
+def _kill_group(proc: subprocess.Popen[bytes] | Launched) -> None:
+    if not isinstance(proc, subprocess.Popen):  # launched: its PID namespace, killed by its launcher
         proc.kill()
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -61,7 +65,7 @@ def _kill_group(proc: Child) -> None:
 
 
 _LIVE_LOCK = threading.Lock()
-_LIVE: dict[int, tuple[Child, Prepared | None]] = {}
+_LIVE: dict[int, tuple[subprocess.Popen[bytes] | Launched, Prepared | None]] = {}
 _LIVE_ARGV: dict[int, tuple[str, ...]] = {}
 
 
@@ -112,6 +116,8 @@ def _confine(
     program = getattr(backend, "program", None)
     if backend.name == "bwrap" and program:
         named = (*policy.env, *pass_env)
+        from snodo.sandbox import launcher  # only where bubblewrap confines (sockets, threads)
+
         via_launcher = launcher.prepare(program, argv, cwd=cwd, env=env, policy=policy, named=named)
         if via_launcher is not None:
             return via_launcher, None
@@ -240,7 +246,7 @@ def _run(
     if call is not None:
         call.check()
     spawning = prepared.spawning if prepared is not None and prepared.spawning is not None else contextlib.nullcontext
-    proc: Child
+    proc: subprocess.Popen[bytes] | Launched
     try:
         if prepared is not None and prepared.launch is not None:
             proc = prepared.launch(stdin_text is not None)
@@ -287,11 +293,11 @@ def _run(
             _LIVE_ARGV.pop(proc.pid, None)
         if call is not None:
             call.discard(proc.pid)
-        if isinstance(proc, launcher.Launched):
+        if not isinstance(proc, subprocess.Popen):
             proc.close()
         elif prepared is not None:
             reap_adopted(_other_leaders(proc.pid))
-    if isinstance(proc, launcher.Launched) and (proc.failure or proc.lost):
+    if not isinstance(proc, subprocess.Popen) and (proc.failure or proc.lost):
         why = proc.failure or "the sandbox launcher ended before the command did"
         raise EnvironmentProblem(
             f"cannot run {program!r}{how}: {why}",
@@ -313,7 +319,7 @@ def _run(
 
 def _wait(
     argv: Sequence[str],
-    proc: Child,
+    proc: subprocess.Popen[bytes] | Launched,
     start: float,
     timeout: float,
     silence_timeout: float | None,

@@ -13,8 +13,8 @@ and mount namespaces inside it: its own ``/proc``, an empty private ``TMPDIR``/`
 says what is shared between the commands of one launcher: the workspace, as always, and the
 launcher's IPC and UTS namespaces).
 
-The first command of a shape starts the launcher in the background and runs the per-command
-way, so a run with a single confined command is not slowed down; later ones use it. A
+The fourth command of a shape starts the launcher in the background and, like the first three,
+runs the per-command way, so a short run pays nothing for it; later ones use it. A
 launcher that cannot start leaves its shape on the per-command path; one that dies makes the
 calls it was serving fail with a named error (never a verdict), and the next call starts a
 new one. All are closed at exit; each one dies with snodo (``--die-with-parent``).
@@ -52,8 +52,14 @@ SWITCH_ENV = "SNODO_SANDBOX_LAUNCHER"
 MAX_LAUNCHERS = 4
 #: Seconds a launcher may take to say it is ready.
 START_TIMEOUT = 20.0
-#: Seconds the first command of a shape waits for its launcher (0: run the per-command way
-#: while it starts in the background). Tests raise it to always exercise the launcher.
+#: Commands of one shape that start the per-command way before its launcher is started (in
+#: the background, while the next one still runs the per-command way): a launcher costs
+#: about as much CPU as three or four bubblewrap starts, which a short ``snodo run`` (three
+#: confined commands) never repays.
+START_AFTER = 3
+#: Seconds the command that starts a launcher waits for it (0: run the per-command way
+#: while it starts in the background). Tests raise it, and set ``START_AFTER`` to 0, to
+#: always exercise the launcher.
 FIRST_USE_WAIT = 0.0
 #: A request larger than this (a huge argv or environment) runs the per-command way.
 MAX_REQUEST = 3 << 20
@@ -283,6 +289,7 @@ _LOCK = threading.Lock()
 _LAUNCHERS: dict[tuple[object, ...], Launcher] = {}
 _STARTING: set[tuple[object, ...]] = set()
 _REFUSED: dict[tuple[object, ...], str] = {}
+_USES: dict[tuple[object, ...], int] = {}
 
 
 def _start(key: tuple[object, ...], program: str, policy: SandboxPolicy, argv0: str, env: Mapping[str, str]) -> None:
@@ -351,6 +358,9 @@ def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[s
             dead = None
         start = launcher is None and key not in _STARTING and key not in _REFUSED
         if start:
+            _USES[key] = uses = _USES.get(key, 0) + 1
+            start = uses > START_AFTER
+        if start:
             _STARTING.add(key)
     if dead is not None:
         dead.close()
@@ -393,5 +403,6 @@ def close_all() -> None:
         launchers = list(_LAUNCHERS.values())
         _LAUNCHERS.clear()
         _REFUSED.clear()
+        _USES.clear()
     for launcher in launchers:
         launcher.close()

@@ -26,6 +26,7 @@ from snodo.sandbox import SandboxPolicy, launcher
 def use_launcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every bubblewrap command goes through a launcher (the first one waits for it)."""
     monkeypatch.setattr(launcher, "FIRST_USE_WAIT", 60.0)
+    monkeypatch.setattr(launcher, "START_AFTER", 0)
     monkeypatch.setenv("SNODO_SANDBOX_BACKEND", "bwrap")
     launcher.close_all()
     yield
@@ -280,6 +281,7 @@ def _choose(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     launcher.close_all()
     if path == "launcher":
         monkeypatch.setattr(launcher, "FIRST_USE_WAIT", 60.0)
+        monkeypatch.setattr(launcher, "START_AFTER", 0)
         monkeypatch.delenv(launcher.SWITCH_ENV, raising=False)
     else:
         monkeypatch.setenv(launcher.SWITCH_ENV, "off")

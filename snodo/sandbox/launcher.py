@@ -31,7 +31,6 @@ import os
 import queue
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -155,6 +154,8 @@ class Launcher:
         self.active: dict[int, Launched] = {}
         self.broken = False
         self.used = time.monotonic()
+        import socket  # here: most snodo processes never start a launcher
+
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         for sock in (ours, theirs):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
@@ -223,6 +224,8 @@ class Launcher:
         return not self.broken and self.proc.poll() is None
 
     def send(self, request: Mapping[str, object], fds: Sequence[int]) -> bool:
+        import socket
+
         payload = json.dumps(request).encode()
         try:
             with self.lock:
@@ -289,7 +292,7 @@ _LOCK = threading.Lock()
 _LAUNCHERS: dict[tuple[object, ...], Launcher] = {}
 _STARTING: set[tuple[object, ...]] = set()
 _REFUSED: dict[tuple[object, ...], str] = {}
-_USES: dict[tuple[object, ...], int] = {}
+_USES: dict[tuple[str, SandboxPolicy], int] = {}
 
 
 def _start(key: tuple[object, ...], program: str, policy: SandboxPolicy, argv0: str, env: Mapping[str, str]) -> None:
@@ -345,9 +348,16 @@ def _start_each() -> None:
 
 def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[str, str]) -> Launcher | None:
     """The live launcher of this shape, or ``None`` (run the per-command way) while it is
-    starting or when it cannot start here; the first request of a shape starts it."""
+    starting, when it cannot start here, or before the shape's ``START_AFTER + 1``-th command
+    (which starts it)."""
     from snodo.sandbox.bwrap import options
 
+    with _LOCK:  # counted before anything is computed: most policies never get a launcher
+        if len(_USES) > 256:
+            _USES.clear()
+        _USES[(program, policy)] = uses = _USES.get((program, policy), 0) + 1
+    if uses <= START_AFTER:
+        return None
     key = (program, options(policy, argv0, env, ()), policy.limits)  # each launcher has its own TMPDIR
     with _LOCK:
         launcher = _LAUNCHERS.get(key)
@@ -357,9 +367,6 @@ def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[s
         else:
             dead = None
         start = launcher is None and key not in _STARTING and key not in _REFUSED
-        if start:
-            _USES[key] = uses = _USES.get(key, 0) + 1
-            start = uses > START_AFTER
         if start:
             _STARTING.add(key)
     if dead is not None:

@@ -60,8 +60,6 @@ START_AFTER = 3
 #: while it starts in the background). Tests raise it, and set ``START_AFTER`` to 0, to
 #: always exercise the launcher.
 FIRST_USE_WAIT = 0.0
-#: A request larger than this (a huge argv or environment) runs the per-command way.
-MAX_REQUEST = 3 << 20
 _SOCKET_BUFFER = 4 << 20
 _SOURCE: list[str] = []
 _IDS = itertools.count(1)
@@ -135,7 +133,7 @@ class Launched:
         if self.returncode is not None or self.killed:
             return
         self.killed = True
-        if not self.launcher.send({"op": "kill", "id": self.ident}, ()):
+        if not self.launcher.send(json.dumps({"op": "kill", "id": self.ident}).encode(), ()):
             self.launcher.close()
 
 
@@ -198,11 +196,15 @@ class Launcher:
             theirs.close()
         ours.settimeout(START_TIMEOUT)
         try:
-            ready = ours.recv(64)
-        except OSError:
-            ready = b""
+            ready = json.loads(ours.recv(256) or b"{}")
+        except (OSError, ValueError):
+            ready = {}
         ours.settimeout(None)
-        if ready != b'{"ready": true}':
+        #: The largest request (encoded) this launcher can take; larger ones go the per-command way.
+        self.max_request = min(
+            int(ready.get("max_request", 0)), ours.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 2
+        )
+        if ready.get("ready") is not True:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             last = self.last_words() or "no answer"
@@ -223,10 +225,9 @@ class Launcher:
     def alive(self) -> bool:
         return not self.broken and self.proc.poll() is None
 
-    def send(self, request: Mapping[str, object], fds: Sequence[int]) -> bool:
+    def send(self, payload: bytes, fds: Sequence[int]) -> bool:
         import socket
 
-        payload = json.dumps(request).encode()
         try:
             with self.lock:
                 socket.send_fds(self.channel, [payload], list(fds))
@@ -235,21 +236,29 @@ class Launcher:
             self.broken = True
             return False
 
-    def spawn(
-        self, argv: Sequence[str], stdin: bool, *, cwd: Path, env: Mapping[str, str], limits: Sequence[tuple[int, int]]
-    ) -> Launched:
-        """Start ``argv`` confined; :class:`EnvironmentProblem` if the launcher is gone."""
+    def request(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], limits: Sequence[tuple[int, int]]
+    ) -> tuple[int, bytes] | None:
+        """The request to start ``argv`` (its id and bytes), or ``None`` when it is too large
+        for this launcher's socket (the per-command way then)."""
         ident = next(_IDS)
+        request = {"op": "run", "id": ident, "argv": list(argv), "cwd": str(cwd), "env": dict(env), "limits": limits}
+        payload = json.dumps(request, ensure_ascii=False).encode()
+        return (ident, payload) if len(payload) <= self.max_request else None
+
+    def spawn(self, request: tuple[int, bytes], program: str, stdin: bool) -> Launched:
+        """Start a command (:meth:`request`) confined; :class:`EnvironmentProblem` if the
+        launcher is gone."""
+        ident, payload = request
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         in_r, in_w = os.pipe2(os.O_CLOEXEC) if stdin else (os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), None)
-        request = {"op": "run", "id": ident, "argv": list(argv), "cwd": str(cwd), "env": dict(env), "limits": limits}
         launched = Launched(self, ident, status_r, out_r, in_w)
         with self.lock:
             self.active[ident] = launched
             self.used = time.monotonic()
         try:
-            sent = self.send(request, (in_r, out_w, status_w))
+            sent = self.send(payload, (in_r, out_w, status_w))
         finally:
             for fd in (in_r, out_w, status_w):
                 os.close(fd)
@@ -259,7 +268,7 @@ class Launcher:
                 if stream is not None:
                     stream.close()
             os.close(status_r)
-            raise EnvironmentProblem(f"cannot run {argv[0]!r} confined by bwrap: the sandbox launcher has ended")
+            raise EnvironmentProblem(f"cannot run {program!r} confined by bwrap: the sandbox launcher has ended")
         return launched
 
     def finished(self, launched: Launched) -> None:
@@ -387,13 +396,14 @@ def prepare(
     """A start through this shape's launcher, or ``None``: run the per-command way."""
     if os.environ.get(SWITCH_ENV, "").strip().lower() in {"off", "0", "no", "false"}:
         return None
-    if sum(len(a) + 8 for a in argv) + sum(len(k) + len(v) + 8 for k, v in env.items()) > MAX_REQUEST:
-        return None
     launcher = launcher_for(program, policy, argv[0], env)
     if launcher is None:
         return None
     env = confined_environment(env, named=named, tmpdir=launcher.tmpdir)
-    launch = functools.partial(launcher.spawn, argv, cwd=resolved(cwd), env=env, limits=limit_values(policy.limits))
+    request = launcher.request(argv, cwd=resolved(cwd), env=env, limits=limit_values(policy.limits))
+    if request is None:
+        return None
+    launch = functools.partial(launcher.spawn, request, argv[0])
     return Prepared(backend="bwrap", argv=tuple(argv), env=env, launch=launch)
 
 

@@ -175,6 +175,7 @@ def _spare(config: dict[str, object]) -> tuple[int, int, socket.socket]:
     """Clone the next ``B`` (the launcher's memory, copied on write) into a new PID, mount
     and IPC namespace, ready for a request: its pid, pidfd and request socket."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _MAX_MESSAGE)
     flags = ctypes.c_ulong(_CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | signal.SIGCHLD)
     pid = int(_PYLIBC.syscall(ctypes.c_long(_SYS_CLONE), flags, *_ZEROS))
     if pid == 0:
@@ -236,7 +237,13 @@ def main() -> None:
     selector = selectors.DefaultSelector()
     selector.register(channel, selectors.EVENT_READ)
     spare: tuple[int, int, socket.socket] | None = None
-    channel.send(b'{"ready": true}')
+    # The largest request it can hand on (the kernel caps a socket's buffer at net.core.wmem_max).
+    probe = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    probe[0].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _MAX_MESSAGE)
+    room = probe[0].getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 2
+    for end in probe:
+        end.close()
+    channel.send(json.dumps({"ready": True, "max_request": room}).encode())
     while True:
         # The next command's init is made while no command runs (not to take the CPU from
         # one), or when a request finds none ready.

@@ -147,6 +147,9 @@ def _init(requests: socket.socket, config: dict[str, object]) -> None:
     (JSON and the stdin, output and status descriptors), runs it and reports
     ``<status>\n<why it could not start>`` on the status descriptor."""
     failed: BaseException | None = None
+    # No handler of its own (Python's SIGINT one would do): a signal the command sends its
+    # pid 1 is then dropped by the kernel, it cannot end its init early.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         _fresh_mounts(config)
         _drop_privileges(int(config["last_cap"]))  # type: ignore[call-overload]
@@ -166,7 +169,7 @@ def _init(requests: socket.socket, config: dict[str, object]) -> None:
             raise failed
         report = f"{_command(json.loads(message), fds)}\n"
     except BaseException as exc:  # every failure before exec is reported
-        report = f"127\n{getattr(exc, 'strerror', None) or exc}"
+        report = f"127\n{getattr(exc, 'strerror', None) or exc or type(exc).__name__}"
     finally:
         os.write(fds[2], report.encode()[:4000])
 

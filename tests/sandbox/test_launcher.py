@@ -163,6 +163,22 @@ TARGETED = """
 """
 
 
+def test_a_command_cannot_end_its_init_early(use_launcher: None, tmp_path: Path) -> None:
+    """Its init (pid 1, which reports its status) ignores every signal the command sends."""
+    ws = _ws(tmp_path)
+    code = """
+        import os, signal, time
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGKILL):
+            os.kill(1, sig)
+        time.sleep(0.3)
+        print("still here")
+        raise SystemExit(3)
+    """
+    for _ in range(2):
+        result = _run(code, ws)
+        assert result.returncode == 3 and "still here" in result.output, result.output
+
+
 def test_two_concurrent_commands_cannot_reach_each_other(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

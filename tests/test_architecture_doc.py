@@ -77,6 +77,10 @@ PROOFS: dict[str, tuple[str, ...]] = {
     ),
     "confined": ("tests/sandbox/test_attacks_mcp.py::test_conftest_written_by_the_agent_cannot_touch_governance",),
     "confined_environment": ("tests/sandbox/test_attacks_host.py::test_environment_is_an_allowlist",),
+    "launcher_for": (
+        "tests/sandbox/test_launcher.py::test_a_hostile_workspace_and_environment_do_not_change_the_launcher",
+    ),
+    "_init": ("tests/sandbox/test_launcher.py::test_two_concurrent_commands_cannot_reach_each_other",),
     "BoundedOutput": ("tests/sandbox/test_attacks_host.py::test_a_huge_line_without_newline_is_bounded",),
     "missing": ("tests/sandbox/test_confinement_record.py::test_the_gaps_are_said_plainly",),
     "run_phase": (

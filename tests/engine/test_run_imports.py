@@ -125,6 +125,7 @@ EXPECTED = {
     "snodo.state.signers",
     "snodo.state.tokens",
     "snodo.taskids",
+    "snodo.text",
     "snodo.workspace",
     "snodo.workspace.files",
     "snodo.workspace.git",
@@ -179,8 +180,10 @@ TRIVIAL = TRIVIAL_PROTOCOL
 #: Never imported by a whole governed run whose validators run ``true``: pytest (its exit
 #: codes are named without it), securesystemslib's signers (they import every cloud SDK
 #: installed, boto3 among them; the attestation is signed without them), PyJWT (snodo.state.jws
-#: signs the token), importlib.metadata (snodo.entrypoints reads the one group), model and MCP SDKs.
+#: signs the token), importlib.metadata (snodo.entrypoints reads the one group), rich (output
+#: that goes to a pipe is written plain), model and MCP SDKs.
 NEVER_IN_A_RUN = (
+    "rich",
     "pytest",
     "_pytest",
     "securesystemslib.signer",
@@ -198,11 +201,16 @@ def test_a_whole_trivial_run_never_imports_the_heavy_libraries(tmp_path: Path, s
     (repo / ".snodo" / "protocol.yml").write_text(TRIVIAL)
     git(repo, "add", ".snodo")
     git(repo, "commit", "-q", "-m", "protocol")
-    r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=repo, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    r = snodo_cli("run", "add a hello module", "--mock", cwd=repo, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert r.returncode == 0, r
     loaded = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
     assert "snodo.engine.loop" in loaded  # the profile did record the run's imports
     assert sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in NEVER_IN_A_RUN)) == []
+    # piped, the result and the progress are still there for a person, as plain text
+    assert r.stdout.splitlines()[0] == "completed", r.stdout
+    assert "  next    review the task branch and merge it" in r.stdout.splitlines(), r.stdout
+    assert [line.split()[:2] for line in r.stdout.splitlines() if line.startswith("post ")] == [["post", "pass"]]
+    assert "pre_execute: pre → pass" in r.stderr
 
 
 def test_the_exit_codes_named_without_importing_pytest_are_pytests() -> None:

@@ -8,11 +8,14 @@ METADATA to answer; together ~40 ms of each governed run (#26). The files are si
 distribution. As importlib.metadata does, the first distribution of a name on ``sys.path``
 wins (a later copy of the same distribution is shadowed). ``tests/test_entrypoints.py``
 checks the answer against importlib.metadata's.
+
+Of the hundred or so ``entry_points.txt`` files of a typical environment only the few that
+contain the group's header (``[snodo]``) can name a member: the others are skipped on a
+substring test instead of being parsed (``configparser`` is imported only when one does).
 """
 
 from __future__ import annotations
 
-import configparser
 import importlib
 import os
 import re
@@ -81,14 +84,33 @@ def entry_points(group: str) -> list[EntryPoint]:
             if key in seen or not os.path.isdir(info):
                 continue
             seen.add(key)
-            parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-            parser.optionxform = str  # type: ignore[assignment,method-assign]  # names are case-sensitive
-            try:
-                if not parser.read(os.path.join(info, "entry_points.txt"), encoding="utf-8") or group not in parser:
-                    continue
-            except (configparser.Error, UnicodeDecodeError):
-                continue
-            dist, version = _headers(info)
-            for name, value in parser[group].items():
-                found.append(EntryPoint(name=name, value=value, distribution=dist, version=version))
+            members = _members(os.path.join(info, "entry_points.txt"), group)
+            if members:
+                dist, version = _headers(info)
+                found.extend(EntryPoint(name=n, value=v, distribution=dist, version=version) for n, v in members)
     return found
+
+
+def _members(path: str, group: str) -> list[tuple[str, str]]:
+    """``(name, value)`` of ``group`` in one ``entry_points.txt``; none when the file is
+    missing, unreadable or malformed (as importlib.metadata, which skips such a file).
+
+    A section header is a line ``[group]``, so a file without that text has no member: it
+    is not parsed at all.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return []
+    if f"[{group}]" not in text:
+        return []
+    import configparser
+
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # names are case-sensitive
+    try:
+        parser.read_string(text, source=path)
+    except configparser.Error:
+        return []
+    return list(parser[group].items()) if group in parser else []

@@ -11,7 +11,7 @@ checks the answer against importlib.metadata's.
 
 Of the hundred or so ``entry_points.txt`` files of a typical environment only the few that
 contain the group's header (``[snodo]``) can name a member: the others are skipped on a
-substring test instead of being parsed (``configparser`` is imported only when one does).
+substring test, and the few left are read line by line (no ``configparser``).
 """
 
 from __future__ import annotations
@@ -92,11 +92,12 @@ def entry_points(group: str) -> list[EntryPoint]:
 
 
 def _members(path: str, group: str) -> list[tuple[str, str]]:
-    """``(name, value)`` of ``group`` in one ``entry_points.txt``; none when the file is
-    missing, unreadable or malformed (as importlib.metadata, which skips such a file).
+    """``(name, value)`` of ``group`` in one ``entry_points.txt``, read as importlib.metadata
+    reads it (lines stripped, ``#`` comments skipped, ``[name]`` starts a section, ``name =
+    value`` pairs); none when the file is missing or unreadable.
 
-    A section header is a line ``[group]``, so a file without that text has no member: it
-    is not parsed at all.
+    A header that names the group contains ``[group]``, so a file without that text has no
+    member and is not read line by line at all.
     """
     try:
         with open(path, encoding="utf-8") as f:
@@ -105,12 +106,14 @@ def _members(path: str, group: str) -> list[tuple[str, str]]:
         return []
     if f"[{group}]" not in text:
         return []
-    import configparser
-
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]  # names are case-sensitive
-    try:
-        parser.read_string(text, source=path)
-    except configparser.Error:
-        return []
-    return list(parser[group].items()) if group in parser else []
+    found: list[tuple[str, str]] = []
+    section = None
+    for line in map(str.strip, text.splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+        elif section == group and "=" in line:  # importlib.metadata fails on a line without "="
+            name, _, value = line.partition("=")
+            found.append((name.strip(), value.strip()))
+    return found

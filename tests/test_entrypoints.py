@@ -77,10 +77,14 @@ def test_only_files_that_name_the_group_are_read_and_a_plugin_installed_later_is
         "[snodo]\n# a comment\n  spaced  =  tricky_mod:obj  \n[snodo.more]\nnot = this\n[[snodo]]\nagain = x\n",
     )
     monkeypatch.setattr(sys, "path", [str(site)])
-    assert _ours("snodo") == _theirs("snodo") == [
-        ("again", "x", "tricky", "1"),
-        ("spaced", "tricky_mod:obj", "tricky", "1"),
-    ]
+    assert (
+        _ours("snodo")
+        == _theirs("snodo")
+        == [
+            ("again", "x", "tricky", "1"),
+            ("spaced", "tricky_mod:obj", "tricky", "1"),
+        ]
+    )
     _dist(site, "late-2.dist-info", "late", "2", "[snodo]\nlate = late_mod\n")
     assert ("late", "late_mod", "late", "2") in _ours("snodo") == _theirs("snodo")
     (site / "late-2.dist-info" / "entry_points.txt").unlink()

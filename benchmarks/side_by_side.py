@@ -229,6 +229,7 @@ def main() -> int:
     works = [] if args.no_runs else args.work or list(WORK)
     servers, calls = (1, 3) if args.smoke else (args.mcp_servers, args.calls)
     impls = {"ours": program(None), **({"other": program(args.other)} if args.other else {})}
+    load_before = os.getloadavg()[0]
     dialect = {"ours": "ours", "other": args.other_dialect}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -326,6 +327,11 @@ def main() -> int:
             print(f"MCP: medians over {servers} alternating server start(s), warm = median of {calls} calls each")
         if works:
             print(f"medians of {runs} alternating run(s) after one warm-up each; cpu = user + system, process tree")
+        # wall time swings with what else the machine runs: say how busy it was
+        load_after = os.getloadavg()[0]
+        print(
+            f"load average (1 min): {load_before:.1f} at the start, {load_after:.1f} at the end; {os.cpu_count()} CPUs"
+        )
     return 0
 
 

@@ -16,7 +16,6 @@ coder spends anything (docs/providers.md, "Preflight"):
 from __future__ import annotations
 
 import os
-import socket
 from urllib.parse import urlsplit
 
 from snodo.api import EnvironmentProblem
@@ -99,6 +98,8 @@ def check_endpoint(settings: ModelSettings, who: str = "", bound: float = CONNEC
             f"{who}api_base {settings.api_base!r} for model {settings.model!r} is not an http(s) URL with a host",
             hint="set api_base to the provider's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1",
         )
+    import socket  # here, not at the top: every snodo start loads this plugin, few reach a model
+
     try:
         with socket.create_connection((host, port), timeout=bound):
             pass
@@ -111,6 +112,8 @@ def check_endpoint(settings: ModelSettings, who: str = "", bound: float = CONNEC
 
 def connection_problem(exc: BaseException) -> str:
     """What kind of connection failure ``exc`` (or what it wraps) is, in words."""
+    import socket
+
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:

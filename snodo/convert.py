@@ -18,7 +18,6 @@ only ``cattrs.Converter`` in the package.
 
 from __future__ import annotations
 
-import difflib
 import typing
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -35,6 +34,8 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
     lowered = {c.lower(): c for c in options}
     if word.lower() in lowered and lowered[word.lower()] != word:
         return lowered[word.lower()]
+    import difflib  # only when a word is wrong: not on every start
+
     found = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     return found[0] if found else None
 

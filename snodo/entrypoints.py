@@ -8,11 +8,14 @@ METADATA to answer; together ~40 ms of each governed run (#26). The files are si
 distribution. As importlib.metadata does, the first distribution of a name on ``sys.path``
 wins (a later copy of the same distribution is shadowed). ``tests/test_entrypoints.py``
 checks the answer against importlib.metadata's.
+
+Of the hundred or so ``entry_points.txt`` files of a typical environment only the few that
+contain the group's header (``[snodo]``) can name a member: the others are skipped on a
+substring test, and the few left are read line by line (no ``configparser``).
 """
 
 from __future__ import annotations
 
-import configparser
 import importlib
 import os
 import re
@@ -81,14 +84,36 @@ def entry_points(group: str) -> list[EntryPoint]:
             if key in seen or not os.path.isdir(info):
                 continue
             seen.add(key)
-            parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-            parser.optionxform = str  # type: ignore[assignment,method-assign]  # names are case-sensitive
-            try:
-                if not parser.read(os.path.join(info, "entry_points.txt"), encoding="utf-8") or group not in parser:
-                    continue
-            except (configparser.Error, UnicodeDecodeError):
-                continue
-            dist, version = _headers(info)
-            for name, value in parser[group].items():
-                found.append(EntryPoint(name=name, value=value, distribution=dist, version=version))
+            members = _members(os.path.join(info, "entry_points.txt"), group)
+            if members:
+                dist, version = _headers(info)
+                found.extend(EntryPoint(name=n, value=v, distribution=dist, version=version) for n, v in members)
+    return found
+
+
+def _members(path: str, group: str) -> list[tuple[str, str]]:
+    """``(name, value)`` of ``group`` in one ``entry_points.txt``, read as importlib.metadata
+    reads it (lines stripped, ``#`` comments skipped, ``[name]`` starts a section, ``name =
+    value`` pairs); none when the file is missing or unreadable.
+
+    A header that names the group contains ``[group]``, so a file without that text has no
+    member and is not read line by line at all.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return []
+    if f"[{group}]" not in text:
+        return []
+    found: list[tuple[str, str]] = []
+    section = None
+    for line in map(str.strip, text.splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+        elif section == group and "=" in line:  # importlib.metadata fails on a line without "="
+            name, _, value = line.partition("=")
+            found.append((name.strip(), value.strip()))
     return found

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -135,7 +134,12 @@ class PluginHost:
 
     # ------------------------------------------------------------------ loading
 
-    def _fail(self, origin: _Origin, error: str, detail: str = "") -> None:
+    def _fail(self, origin: _Origin, error: str, *, trace: bool = False) -> None:
+        """Record a failure; ``trace``: with the exception being handled (``traceback`` is
+        imported only then, not by every start)."""
+        import traceback
+
+        detail = traceback.format_exc() if trace else ""
         self._failures.append(_Failure(origin=origin, error=error, detail=detail))
         if _strict():
             raise PluginError(
@@ -147,13 +151,13 @@ class PluginHost:
         try:
             self.pm.register(plugin, name=origin.name)
         except Exception as exc:  # pluggy validation or a duplicate name; isolate this plugin
-            self._fail(origin, f"cannot register: {exc}", traceback.format_exc())
+            self._fail(origin, f"cannot register: {exc}", trace=True)
             return False
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             self.pm.unregister(plugin)
-            self._fail(origin, f"implements an unknown hook: {exc}", traceback.format_exc())
+            self._fail(origin, f"implements an unknown hook: {exc}", trace=True)
             return False
         self._origins[origin.name] = origin
         return True
@@ -174,9 +178,7 @@ class PluginHost:
             try:
                 plugin = ep.load()
             except Exception as exc:  # any import failure must not take the others down
-                self._fail(
-                    origin, f'Error importing plugin "{ep.name}": {type(exc).__name__}: {exc}', traceback.format_exc()
-                )
+                self._fail(origin, f'Error importing plugin "{ep.name}": {type(exc).__name__}: {exc}', trace=True)
                 continue
             origin = _Origin(
                 name=origin.name,
@@ -224,7 +226,7 @@ class PluginHost:
                     if not isinstance(item, kind):
                         raise TypeError(f"{hook_name} must yield {kind.__name__} records, got {type(item).__name__}")
             except Exception as exc:
-                self._fail(origin, f"{hook_name} failed: {type(exc).__name__}: {exc}", traceback.format_exc())
+                self._fail(origin, f"{hook_name} failed: {type(exc).__name__}: {exc}", trace=True)
                 continue
             if items and not any(i.plugin_name == plugin_name for i in _plain_impls(self.pm, dispatch)):
                 names = ", ".join(repr(i.name) for i in items)

@@ -59,3 +59,36 @@ def test_shadowed_egg_and_broken_distributions_match_importlib_metadata(
     ]
     assert _ours("snodo") == _theirs("snodo")
     assert next(e for e in entry_points("snodo") if e.name == "probe").load() == 42
+
+
+def test_only_files_that_name_the_group_are_read_and_a_plugin_installed_later_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header test skips a file unread; a header inside a comment or another section's
+    text is no header; a new distribution is found by the next look (nothing is cached)."""
+    site = tmp_path / "site"
+    _dist(site, "other-1.dist-info", "other", "1", "[console_scripts]\nx = y:z\n")
+    _dist(site, "mention-1.dist-info", "mention", "1", "[other]\n# see [snodo] below? no\nnot = this\n")
+    _dist(
+        site,
+        "tricky-1.dist-info",
+        "tricky",
+        "1",
+        "[snodo]\n# a comment\n  spaced  =  tricky_mod:obj  \n[snodo.more]\nnot = this\n[[snodo]]\nagain = x\n",
+    )
+    monkeypatch.setattr(sys, "path", [str(site)])
+    assert (
+        _ours("snodo")
+        == _theirs("snodo")
+        == [
+            ("again", "x", "tricky", "1"),
+            ("spaced", "tricky_mod:obj", "tricky", "1"),
+        ]
+    )
+    _dist(site, "late-2.dist-info", "late", "2", "[snodo]\nlate = late_mod\n")
+    assert ("late", "late_mod", "late", "2") in _ours("snodo") == _theirs("snodo")
+    (site / "late-2.dist-info" / "entry_points.txt").unlink()
+    assert _ours("snodo") == _theirs("snodo") and "late" not in {e[0] for e in _ours("snodo")}
+    # a line without "=" (importlib.metadata raises on it) is skipped, the rest still read
+    _dist(site, "broken-3.dist-info", "broken", "3", "[snodo]\nno equals sign\nok = ok_mod\n")
+    assert ("ok", "ok_mod", "broken", "3") in _ours("snodo")

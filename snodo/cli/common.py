@@ -38,11 +38,14 @@ def load_project(protocol_path: Path | None, *, refuse_drift: bool = True) -> tu
     from snodo.cli.output import is_quiet, print_warning
     from snodo.plugins import get_plugin_manager
     from snodo.protocol import find_protocol, load_in_force
+    from snodo.state.home import snodo_home
 
     host = get_plugin_manager()
     for who, error in host.failures():
         print_warning(f"{who} was not loaded: {error}")
-    loaded = load_in_force(find_protocol(Path.cwd(), protocol_path), host, refuse=refuse_drift)
+    # the parsed-document cache lives where agents cannot write (docs/protocol.md, loading)
+    cache = snodo_home() / "cache" / "protocol"
+    loaded = load_in_force(find_protocol(Path.cwd(), protocol_path), host, refuse=refuse_drift, cache_dir=cache)
     state = loaded.in_force
     if state is not None and state.warning and not is_quiet():  # a note, like progress: --quiet silences it
         print_warning(state.warning)

@@ -9,11 +9,17 @@ Three streams, three rules:
 
 Nothing is ever cut at the terminal width: the consoles wrap (a long token folds onto
 the next line) instead of cropping, and tables give identifier columns their full width.
+
+rich is imported only for a stream rich would treat as a terminal
+(:func:`stream_is_terminal`). Piped or redirected, rich prints the same words without
+styles, so snodo writes those lines itself and a scripted command does not pay rich's
+import (~30 ms of every ``snodo run`` whose output goes to a pipe or a log, #26).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -31,6 +37,28 @@ _console: Console | None = None
 _err_console: Console | None = None
 _quiet = False
 _json_emitted = False
+
+
+def stream_is_terminal(stream: Any) -> bool:
+    """Whether rich would write to ``stream`` as to a terminal: its own rule (rich 13–15),
+    ``TTY_COMPATIBLE`` (0 or 1) first, then ``FORCE_COLOR`` (set and non-empty), then
+    ``isatty()``. Where this is false rich would print plain, unstyled text."""
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        return compatible == "1"
+    force = os.environ.get("FORCE_COLOR")
+    if force is not None:
+        return force != ""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+def _plain(stream: Any, text: str) -> None:
+    """One already-sanitised line (or block) on ``stream``, as rich prints it off a terminal."""
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def set_quiet(quiet: bool) -> None:
@@ -85,38 +113,49 @@ def emit_error_json(error: str, *, hint: str | None, exit_code: int, **extra: An
 
 
 def print_error_text(message: str, hint: str | None = None, details: tuple[str, ...] = ()) -> None:
+    if not stream_is_terminal(sys.stderr):  # piped: each message stays one line for grep and logs
+        lines = [f"error: {printable(message)}", *(f"  - {printable(line)}" for line in details)]
+        _plain(sys.stderr, "\n".join(lines + ([f"  hint: {printable(hint)}"] if hint else [])))
+        return
     from rich.markup import escape
 
-    err = err_console()
-    # At a terminal messages wrap at its width; piped, each stays one line for grep and logs.
-    flow = not err.is_terminal
-    err.print(f"[bold red]error:[/] {escape(printable(message))}", soft_wrap=flow)
+    err = err_console()  # at a terminal messages wrap at its width
+    err.print(f"[bold red]error:[/] {escape(printable(message))}")
     for line in details:
-        err.print(f"  - {escape(printable(line))}", soft_wrap=flow)
+        err.print(f"  - {escape(printable(line))}")
     if hint:
-        err.print(f"  [dim]hint:[/] {escape(printable(hint))}", soft_wrap=flow)
+        err.print(f"  [dim]hint:[/] {escape(printable(hint))}")
 
 
 def print_error(exc: BaseException) -> None:
+    if not stream_is_terminal(sys.stderr):
+        _plain(sys.stderr, f"error: {printable(str(exc))}")
+        return
     from rich.markup import escape
 
     err = err_console()
-    err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", soft_wrap=not err.is_terminal)
+    err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}")
 
 
 def print_warning(text: str) -> None:
+    if not stream_is_terminal(sys.stderr):
+        _plain(sys.stderr, f"warning: {printable(text)}")
+        return
     from rich.markup import escape
 
     err = err_console()
-    err.print(f"[yellow]warning:[/] {escape(printable(text))}", soft_wrap=not err.is_terminal)
+    err.print(f"[yellow]warning:[/] {escape(printable(text))}")
 
 
 def print_note(text: str) -> None:
     """A fact the person should know that is not a problem with their input (stderr)."""
+    if not stream_is_terminal(sys.stderr):
+        _plain(sys.stderr, f"note: {printable(text)}")
+        return
     from rich.markup import escape
 
     err = err_console()
-    err.print(f"[dim]note:[/] {escape(printable(text))}", soft_wrap=not err.is_terminal)
+    err.print(f"[dim]note:[/] {escape(printable(text))}")
 
 
 def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None = None) -> Table:
@@ -158,7 +197,7 @@ class Progress:
         self._spinner: Spinner | None = None
 
     def __enter__(self) -> Progress:
-        if _quiet or not err_console().is_terminal:
+        if _quiet or not stream_is_terminal(sys.stderr):
             return self
         from rich.live import Live
         from rich.spinner import Spinner
@@ -193,8 +232,6 @@ class Progress:
     def __call__(self, message: str, result: object = None) -> None:
         if _quiet:
             return
-        from rich.markup import escape
-
         now = time.monotonic()
         self._step, self._step_start = message, now
         took = ""
@@ -205,7 +242,13 @@ class Progress:
         duration = getattr(result, "duration", None)  # results are reported in declared order
         if isinstance(duration, int | float):  # so only the result itself knows how long it took
             took = f" (took {duration:.1f}s)"
-        line = f"[dim]{now - self._start:6.1f}s · {escape(message)}{took}[/]"
+        stamp = f"{now - self._start:6.1f}s · "
+        if self._live is None and not stream_is_terminal(sys.stderr):
+            _plain(sys.stderr, f"{stamp}{printable(message)}{took}")
+            return
+        from rich.markup import escape
+
+        line = f"[dim]{stamp}{escape(message)}{took}[/]"
         if self._live is not None:
             self._live.console.print(line)
         else:
@@ -216,9 +259,21 @@ class Progress:
 JUSTIFICATION_CHARS = 600
 
 
+def _result_cells(r: dict[str, Any], *, with_type: bool, more: str) -> list[str]:
+    """One validator result's cells, printable; a long justification keeps its tail (where
+    test failures are) and says where the whole text is."""
+    text = str(r.get("justification", ""))
+    if len(text) > JUSTIFICATION_CHARS:
+        text = "… " + text[-JUSTIFICATION_CHARS:] + (f"\n({more})" if more else "")
+    severity = str(r.get("severity"))
+    if r.get("severity_original"):
+        severity += f" (was {r['severity_original']})"
+    cells = [str(r.get("validator_id"))] + ([str(r.get("validator_type"))] if with_type else [])
+    return [printable(c) for c in (*cells, severity, text)]
+
+
 def results_table(results: list[dict[str, Any]], *, with_type: bool = False, more: str = "") -> Table:
-    """Validator results as a table whose cells wrap; a long justification keeps its tail
-    (where test failures are) and says where the whole text is."""
+    """Validator results as a table whose cells wrap (see :func:`_result_cells`)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -229,15 +284,30 @@ def results_table(results: list[dict[str, Any]], *, with_type: bool = False, mor
     table.add_column("severity", overflow="fold", min_width=8)
     table.add_column("justification", overflow="fold", ratio=1)
     for r in results:
-        text = str(r.get("justification", ""))
-        if len(text) > JUSTIFICATION_CHARS:
-            text = "… " + text[-JUSTIFICATION_CHARS:] + (f"\n({more})" if more else "")
-        severity = str(r.get("severity"))
-        if r.get("severity_original"):
-            severity += f" (was {r['severity_original']})"
-        cells = [str(r.get("validator_id"))] + ([str(r.get("validator_type"))] if with_type else [])
-        table.add_row(*(Text(printable(c)) for c in (*cells, severity, text)))
+        table.add_row(*(Text(c) for c in _result_cells(r, with_type=with_type, more=more)))
     return table
+
+
+def plain_key_values(rows: Sequence[tuple[str, str, bool]]) -> str:
+    """:func:`key_values` as plain text: keys padded to one width, a value's further lines
+    indented under its first."""
+    width = max((len(key) for key, _value, _bold in rows), default=0)
+    indent = "\n" + " " * (width + 4)
+    return "\n".join(f"  {key:<{width}}  {value.replace(chr(10), indent)}" for key, value, _bold in rows)
+
+
+def plain_results(results: list[dict[str, Any]], *, with_type: bool = False, more: str = "") -> str:
+    """:func:`results_table` as plain text: a header line, then one block per validator."""
+    header = ["validator", *(["type"] if with_type else []), "severity", "justification"]
+    rows = [_result_cells(r, with_type=with_type, more=more) for r in results]
+    table = [header, *rows]
+    widths = [max(len(line) for cells in table for line in cells[i].split("\n")) for i in range(len(header) - 1)]
+    lines = []
+    for cells in table:
+        lead = "  ".join(f"{c:<{w}}" for c, w in zip(cells[:-1], widths, strict=True))
+        indent = "\n" + " " * (len(lead) + 2)
+        lines.append(f"{lead}  {cells[-1].replace(chr(10), indent)}".rstrip())
+    return "\n".join(lines)
 
 
 def listing(

@@ -174,44 +174,58 @@ def run(
 
 
 def render_result(payload: dict[str, Any]) -> None:
-    """The run's result for a person: every value wraps at the terminal width, none is cut."""
-    from rich.markup import escape
+    """The run's result for a person: every value wraps at the terminal width, none is cut.
+
+    Piped or redirected, the same rows are written as plain text (rich is not imported).
+    """
+    import sys
+
+    from snodo.cli.output import printable, stream_is_terminal
+
+    ok = payload["status"] == "completed"
+    # (key, value as plain text, shown in bold): the value is already safe to print
+    rows: list[tuple[str, str, bool]] = [("task", printable(f"{payload['task_id']} (job {payload['job_id']})"), False)]
+    if not ok:
+        rows.append(("outcome", printable(f"{payload['outcome']} at {payload['phase']}"), True))
+    rows.append(("why", printable(str(payload["message"])), False))
+    if payload.get("branch"):
+        commit = f" @ {payload['commit'][:12]}" if payload.get("commit") else ""
+        rows.append(("branch", printable(f"{payload['branch']}{commit}"), False))
+    elif payload.get("branch_named"):
+        rows.append(("branch", printable(f"{payload['branch_named']} not made: only completed work gets it"), False))
+    if payload.get("files"):
+        rows.append(("files", printable(", ".join(payload["files"])), False))
+    if payload.get("dropped"):
+        rows.append(("refused", printable(", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"])), False))
+    if payload.get("sandbox_refusals"):
+        rows.append(("sandbox", printable(sandbox_refusals(payload["sandbox_refusals"])), False))
+    if payload.get("halted_ref"):
+        kept = f"{payload['halted_ref']}  (see `snodo jobs show {payload['job_id']}`)"
+        rows.append(("kept at", printable(kept), False))
+    if payload.get("discarded"):
+        rows.append(("discarded", "the work: a constraint says it must not be kept (see `snodo jobs show`)", False))
+    if payload.get("decision_id"):
+        rows.append(("decision", printable(str(payload["decision_id"])), True))
+    rows.append(("next", printable(str(payload["next"])), False))
+    more = f"full results: `snodo jobs show {payload['job_id']} --json`"
+    if not stream_is_terminal(sys.stdout):
+        from snodo.cli.output import plain_key_values, plain_results
+
+        blocks = ["completed" if ok else "halted", plain_key_values(rows)]
+        if payload["validators"]:
+            blocks += ["", plain_results(payload["validators"], more=more)]
+        sys.stdout.write("\n".join(blocks) + "\n")
+        sys.stdout.flush()
+        return
     from rich.panel import Panel
     from rich.text import Text
 
-    from snodo.cli.output import console, key_values, printable, results_table
+    from snodo.cli.output import console, key_values, results_table
 
-    ok = payload["status"] == "completed"
-    rows: list[tuple[str, Any]] = [("task", Text(f"{payload['task_id']} (job {payload['job_id']})"))]
-    if not ok:
-        rows.append(("outcome", Text.from_markup(f"[bold]{escape(str(payload['outcome']))}[/] at {payload['phase']}")))
-    rows.append(("why", Text(printable(str(payload["message"])))))
-    if payload.get("branch"):
-        commit = f" @ {payload['commit'][:12]}" if payload.get("commit") else ""
-        rows.append(("branch", Text(printable(f"{payload['branch']}{commit}"))))
-    elif payload.get("branch_named"):
-        rows.append(("branch", Text(printable(f"{payload['branch_named']} not made: only completed work gets it"))))
-    if payload.get("files"):
-        rows.append(("files", Text(printable(", ".join(payload["files"])))))
-    if payload.get("dropped"):
-        refused = ", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"])
-        rows.append(("refused", Text(printable(refused))))
-    if payload.get("sandbox_refusals"):
-        rows.append(("sandbox", Text(printable(sandbox_refusals(payload["sandbox_refusals"])))))
-    if payload.get("halted_ref"):
-        rows.append(("kept at", Text(f"{payload['halted_ref']}  (see `snodo jobs show {payload['job_id']}`)")))
-    if payload.get("discarded"):
-        rows.append(("discarded", Text("the work: a constraint says it must not be kept (see `snodo jobs show`)")))
-    if payload.get("decision_id"):
-        rows.append(("decision", Text(str(payload["decision_id"]), style="bold")))
-    rows.append(("next", Text(printable(str(payload["next"])))))
-    console().print(
-        Panel(key_values(rows), title="completed" if ok else "halted", border_style="green" if ok else "red")
-    )
+    grid = key_values([(key, Text(value, style="bold" if bold else "")) for key, value, bold in rows])
+    console().print(Panel(grid, title="completed" if ok else "halted", border_style="green" if ok else "red"))
     if payload["validators"]:
-        console().print(
-            results_table(payload["validators"], more=f"full results: `snodo jobs show {payload['job_id']} --json`")
-        )
+        console().print(results_table(payload["validators"], more=more))
 
 
 def sandbox_refusals(refusals: list[dict[str, Any]]) -> str:

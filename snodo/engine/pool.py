@@ -32,14 +32,51 @@ import os
 import secrets
 import shutil
 import stat
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from snodo.gitrun import run_git
 from snodo.workspace.gitmeta import remember_walk
+
+T = TypeVar("T")
+
+
+class Beside(Generic[T]):
+    """One call run in a thread beside the caller's work: ``result()`` waits for it and
+    returns its value or raises its exception; leaving the ``with`` block waits for it too.
+
+    What ``ThreadPoolExecutor(max_workers=1)`` gave here, without importing
+    ``concurrent.futures`` (and ``logging`` with it: ~10 ms of every run, #26).
+    """
+
+    def __init__(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> None:
+        self._value: list[T] = []
+        self._error: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                self._value.append(func(*args, **kwargs))
+            except BaseException as exc:  # handed to the thread that asks for the result
+                self._error.append(exc)
+
+        self._thread = threading.Thread(target=call, name="snodo-beside")
+        self._thread.start()
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        return self._value[0]
+
+    def __enter__(self) -> Beside[T]:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._thread.join()
+
 
 POOL = "pool"
 LOCKS = "pool.locks"
@@ -154,8 +191,7 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     # The mode scan (Python, an lstat per path) and git's status (a process) run side by side;
     # the listing is taken again if the scan had to repair something it could not see past.
     walked: dict[str, Any] = {}
-    with ThreadPoolExecutor(max_workers=1) as side:
-        scan = side.submit(repair_modes, slot.path, walked=walked)
+    with Beside(repair_modes, slot.path, walked=walked) as scan:
         left = _leftovers(slot.path, pinned)
         repaired = scan.result()
     if repaired is None:

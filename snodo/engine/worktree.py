@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -338,8 +337,7 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
     The user's checkout (its HEAD is the base; what it has uncommitted is reported) and the
     slot's copy are each read by one ``status``, side by side."""
     directory = worktrees_dir(home, repo)
-    with ThreadPoolExecutor(max_workers=1) as side:
-        looking = side.submit(look_at_checkout, repo)
+    with pool.Beside(look_at_checkout, repo) as looking:
         slot = pool.take_free_slot(directory)
         try:
             restored = pool.restore(slot, lambda: run_base(repo, looking.result()[0]))

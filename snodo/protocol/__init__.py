@@ -50,12 +50,18 @@ class LoadedProtocol:
         return self.in_force.provenance() if self.in_force is not None else {}
 
 
-def load_protocol(path: Path, host: PluginHost | None = None, *, in_force: InForce | None = None) -> LoadedProtocol:
+def load_protocol(
+    path: Path, host: PluginHost | None = None, *, in_force: InForce | None = None, cache_dir: Path | None = None
+) -> LoadedProtocol:
     """Load strictly and check well-formedness; any error refuses the whole protocol.
 
-    With ``in_force``, its text is what is parsed (the committed version), not the file.
+    With ``in_force``, its text is what is parsed (the committed version), not the file;
+    ``cache_dir`` is the parsed-document cache of :func:`~snodo.protocol.loader.parse_protocol`.
     """
-    protocol = parse_protocol(in_force.text, source=str(path)) if in_force else read_protocol_file(path)
+    if in_force:
+        protocol = parse_protocol(in_force.text, source=str(path), cache_dir=cache_dir)
+    else:
+        protocol = read_protocol_file(path)
     violations = check(protocol, host)
     errors = [v for v in violations if v.level == "error"]
     if errors:
@@ -73,10 +79,12 @@ def load_protocol(path: Path, host: PluginHost | None = None, *, in_force: InFor
     )
 
 
-def load_in_force(path: Path, host: PluginHost | None = None, *, refuse: bool) -> LoadedProtocol:
+def load_in_force(
+    path: Path, host: PluginHost | None = None, *, refuse: bool, cache_dir: Path | None = None
+) -> LoadedProtocol:
     """The protocol in force (:mod:`snodo.protocol.committed`); with ``refuse``, a working
     tree that differs from it is refused (``serve``, ``run``), else only reported."""
     in_force = resolve(path)
     if refuse:
         refuse_drift(path, in_force)
-    return load_protocol(path, host, in_force=in_force)
+    return load_protocol(path, host, in_force=in_force, cache_dir=cache_dir)

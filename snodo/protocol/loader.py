@@ -13,14 +13,24 @@ deep a nesting, too many nodes (an alias bomb) or a recursive alias is refused, 
 file larger than :data:`MAX_BYTES`.
 
 Every problem is reported as ``file:line: message @ path.to[0].field``.
+
+The YAML side lives in :mod:`snodo.protocol.yamldoc`. A caller that passes ``cache_dir``
+(``$SNODO_HOME``'s, which agents cannot write: ``snodo run``, ``serve``, ``validate``) keeps
+the composed document of each protocol text that loaded cleanly as JSON, named by the
+SHA-256 of the text and of this loader's code; the next start structures that instead of
+importing and running PyYAML (#26). Only a document JSON gives back exactly is kept, and one
+that no longer structures (a model changed) is parsed again from its text.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 from pathlib import Path
+from typing import Any
 
-import yaml
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.v import format_exception, transform_error
 
@@ -32,25 +42,8 @@ PROTOCOL_RELPATH = Path(".snodo") / "protocol.yml"
 
 #: A protocol is a page of settings; anything bigger is refused before it is parsed.
 MAX_BYTES = 1_000_000
-#: Deepest nesting of mappings and lists (the deepest real field is about 6 levels down).
-MAX_DEPTH = 40
-#: Most nodes the document may expand to, aliases counted each time they are used.
-MAX_NODES = 100_000
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader whose booleans are only true/false, whatever the case."""
-
-
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
+#: Protocol documents kept in a cache directory; the oldest go first.
+CACHE_ENTRIES = 32
 
 
 def _describe(exc: BaseException, type_: type | None) -> str:
@@ -69,140 +62,87 @@ def _describe(exc: BaseException, type_: type | None) -> str:
 
 
 _IDENT_KEY = re.compile(r"\['([A-Za-z_][A-Za-z0-9_]*)'\]")
-_PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[('[^']*')\]")
 
 
-def _line_of(root: yaml.Node | None, path: str) -> int | None:
-    """Follow ``modes[1].tools[0]`` through the composed YAML nodes to a 1-based line.
+def parse_protocol(text: str, *, source: str = "protocol.yml", cache_dir: Path | None = None) -> Protocol:
+    """Parse and structure a protocol document; raise ProtocolError listing every problem.
 
-    A path ending at a mapping key gives the key's line (``tools:``), not its value's.
+    With ``cache_dir``, a text that loaded before is structured from its cached document.
     """
-    node = root
-    line = node.start_mark.line + 1 if node is not None else None
-    for m in _PATH_TOKEN.finditer(path):
-        if node is None:
-            break
-        key, index, quoted = m.group(1), m.group(2), m.group(3)
-        if quoted is not None:
-            key = quoted.strip("'")
-        nxt: yaml.Node | None = None
-        at: int | None = None
-        if key is not None and isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if getattr(k, "value", None) == key:
-                    nxt, at = v, k.start_mark.line + 1
-                    break
-        elif index is not None and isinstance(node, yaml.SequenceNode):
-            i = int(index)
-            nxt = node.value[i] if i < len(node.value) else None
-        if nxt is None:
-            break
-        node = nxt
-        line = at if at is not None else node.start_mark.line + 1
-    return line
+    key = _cache_key(text) if cache_dir is not None else None
+    if cache_dir is not None and key is not None:
+        cached = _cache_read(cache_dir, key)
+        if cached is not None:
+            protocol = _structure_quietly(cached)
+            if protocol is not None:
+                return protocol
+    protocol, data = _parse(text, source)
+    if cache_dir is not None and key is not None:
+        _cache_write(cache_dir, key, data)
+    return protocol
 
 
-class _Refused(Exception):
-    """Problems found while walking the composed YAML, before anything is structured."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__(problems)
-        self.problems = problems
-
-
-def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
-    """Find duplicate keys; refuse deep nesting, alias bombs and recursive aliases; one walk."""
-    problems: list[tuple[int, str]] = []
-    seen_dupes: set[tuple[int, int]] = set()
-    count = 0
-    on_path: set[int] = set()
-
-    def visit(node: yaml.Node, path: str, depth: int) -> None:
-        nonlocal count
-        count += 1
-        line = node.start_mark.line + 1
-        if count > MAX_NODES:
-            raise _Refused(
-                [
-                    f"{source}:{line}: the document expands to more than {MAX_NODES} values "
-                    "(aliases counted each time they are used); a protocol is never that large"
-                ]
-            )
-        if depth > MAX_DEPTH:
-            raise _Refused(
-                [f"{source}:{line}: nested more than {MAX_DEPTH} levels deep @ {path.lstrip('.') or '(top level)'}"]
-            )
-        if id(node) in on_path:
-            raise _Refused([f"{source}:{line}: an alias refers to a value that contains it @ {path.lstrip('.')}"])
-        if isinstance(node, yaml.MappingNode):
-            on_path.add(id(node))
-            first: dict[str, int] = {}
-            for key, value in node.value:
-                name = key.value if isinstance(key, yaml.ScalarNode) else None
-                if name is not None and key.tag != "tag:yaml.org,2002:merge":
-                    here = key.start_mark.line + 1
-                    if name in first and (here, key.start_mark.column) not in seen_dupes:
-                        seen_dupes.add((here, key.start_mark.column))
-                        at = f"{path}.{name}".lstrip(".")
-                        problems.append(
-                            (
-                                here,
-                                f"{source}:{here}: duplicate key {name!r} (first at line {first[name]}); "
-                                f"a key may appear only once in a mapping @ {at}",
-                            )
-                        )
-                    first.setdefault(name, here)
-                visit(value, f"{path}.{name}" if name is not None else path, depth + 1)
-            on_path.discard(id(node))
-        elif isinstance(node, yaml.SequenceNode):
-            on_path.add(id(node))
-            for i, item in enumerate(node.value):
-                visit(item, f"{path}[{i}]", depth + 1)
-            on_path.discard(id(node))
-
-    visit(root, "", 0)
-    return problems
-
-
-def _compose(text: str, source: str) -> tuple[yaml.Node | None, object, list[tuple[int, str]]]:
-    """Compose and construct ``text`` once, refusing anything pathological with a clean message."""
-    if len(text) > MAX_BYTES:
-        msg = f"{source}: the file is {len(text)} characters long; a protocol may be at most {MAX_BYTES}"
-        raise ProtocolError(msg, problems=(msg,), hint="a protocol is a page of settings; is this the right file?")
-    loader: _StrictLoader | None = None
+def _structure_quietly(data: Any) -> Protocol | None:
+    """The protocol a cached document gives, or None when it no longer structures."""
+    if not isinstance(data, dict):
+        return None
     try:
-        loader = _StrictLoader(text)
-        root = loader.get_single_node()
-        if root is None:
-            return None, None, []
-        duplicates = _walk(root, source)
-        return root, loader.construct_document(root), duplicates
-    except _Refused as exc:
-        raise ProtocolError(
-            f"{source}: the protocol was refused ({len(exc.problems)} problem{'s' * (len(exc.problems) != 1)})",
-            problems=tuple(exc.problems),
-        ) from None
-    except RecursionError:
-        msg = f"{source}: the document is nested too deeply to read (at most {MAX_DEPTH} levels)"
-        raise ProtocolError(msg, problems=(msg,)) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise ProtocolError(
-            f"{where}: YAML syntax error: {exc.problem or exc}",
-            problems=(f"{where}: YAML syntax error: {exc.problem or exc}",),
-            hint="fix the YAML syntax at that line (indentation, a missing ':' or quote)",
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ProtocolError(f"{source}: YAML error: {exc}", problems=(f"{source}: {exc}",)) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
+        protocol = CONVERTER.structure(data, Protocol)
+    except (ClassValidationError, IterableValidationError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return protocol if protocol.modes and protocol.validators else None
 
 
-def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
-    """Parse and structure a protocol document; raise ProtocolError listing every problem."""
-    root, data, duplicates = _compose(text, source)
+def _cache_key(text: str) -> str | None:
+    """SHA-256 of the text and of the code that turns it into a document (file sizes and
+    times of this loader, the YAML side, the models and the converter)."""
+    from snodo import convert
+    from snodo.protocol import models
+
+    digest = hashlib.sha256()
+    try:
+        yamldoc = os.path.join(os.path.dirname(__file__), "yamldoc.py")
+        for path in (__file__, yamldoc, models.__file__, convert.__file__):
+            info = os.stat(path)
+            digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
+    except (OSError, TypeError):
+        return None
+    digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _cache_read(cache_dir: Path, key: str) -> Any:
+    try:
+        with open(cache_dir / f"{key}.json", encoding="utf-8") as f:
+            return json.loads(f.read(4 * MAX_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _cache_write(cache_dir: Path, key: str, data: Any) -> None:
+    """Keep ``data`` under ``key`` when JSON gives it back exactly (no dates, sets, binary or
+    non-string keys); a failure to write only costs the next start a parse."""
+    try:
+        blob = json.dumps(data, allow_nan=False)
+        if json.loads(blob) != data:
+            return
+        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temp = cache_dir / f".{key}.{os.getpid()}.tmp"
+        with open(temp, "w", encoding="utf-8") as f:
+            f.write(blob)
+        os.replace(temp, cache_dir / f"{key}.json")
+        entries = sorted(cache_dir.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        for old in entries[:-CACHE_ENTRIES]:
+            old.unlink(missing_ok=True)
+    except (OSError, TypeError, ValueError, RecursionError):
+        return
+
+
+def _parse(text: str, source: str) -> tuple[Protocol, Any]:
+    """The protocol and the document it was structured from, parsed from ``text``."""
+    from snodo.protocol.yamldoc import compose, line_of
+
+    root, data, duplicates = compose(text, source, MAX_BYTES)
     if not isinstance(data, dict):
         got = "an empty document" if data is None else f"a {type(data).__name__}"
         msg = f"{source}:1: the protocol must be a mapping of fields, got {got}"
@@ -219,7 +159,7 @@ def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
             unknown = re.match(r"unknown key '([^']+)'", message)
             if unknown:  # point at the offending key itself, not at its parent mapping
                 lookup += "." + unknown.group(1)
-            line = _line_of(root, lookup)
+            line = line_of(root, lookup)
             where = f"{source}:{line}" if line else source
             problems.append((line or 0, f"{where}: {message} @ {path}"))
     except (ValueError, TypeError) as exc:
@@ -234,9 +174,9 @@ def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
     if empty:
         raise ProtocolError(
             f"{source}: the protocol was refused",
-            problems=tuple(f"{source}:{_line_of(root, '.' + f)}: at least one entry is required @ {f}" for f in empty),
+            problems=tuple(f"{source}:{line_of(root, '.' + f)}: at least one entry is required @ {f}" for f in empty),
         )
-    return protocol
+    return protocol, data
 
 
 def read_protocol_file(path: Path) -> Protocol:

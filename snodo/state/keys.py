@@ -12,10 +12,13 @@ lives in :mod:`snodo.state.audit_key`.
 
 Public keys travel as OpenSSH lines (``ssh-ed25519 AAAA...``), the form git's
 allowed-signers file uses; PEM is accepted too when reading a key file.
+``cryptography``'s serialization package (its SSH and cipher modules: ~10 ms) is imported
+only by the functions that read or write those forms, not by every process that signs.
 """
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import os
 import secrets
@@ -23,7 +26,6 @@ import stat
 from pathlib import Path
 
 from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from snodo.errors import StateError
@@ -89,6 +91,8 @@ def _ensure_pair(private: Path, public: Path, what: str) -> None:
                 "(what was signed with the old pair will no longer verify)",
             )
         if not private.exists():
+            from cryptography.hazmat.primitives import serialization
+
             key = Ed25519PrivateKey.generate()
             atomic_create_bytes(
                 private,
@@ -124,6 +128,10 @@ def load_decision_public_key(home: Path) -> Ed25519PublicKey:
 def parse_public_key(data: bytes, source: str) -> Ed25519PublicKey:
     """An Ed25519 public key from an OpenSSH line (``ssh-ed25519 AAAA... [comment]``) or PEM."""
     text = data.strip()
+    if text.startswith(b"ssh-ed25519 "):  # the form snodo writes: read without the SSH module
+        return _openssh_ed25519(text, source)
+    from cryptography.hazmat.primitives import serialization
+
     try:
         if text.startswith(b"ssh-"):
             key: object = serialization.load_ssh_public_key(b" ".join(text.split()[:2]))
@@ -134,6 +142,25 @@ def parse_public_key(data: bytes, source: str) -> Ed25519PublicKey:
     if not isinstance(key, Ed25519PublicKey):
         raise StateError(f"{source} holds a {type(key).__name__}, not an Ed25519 public key")
     return key
+
+
+def _openssh_ed25519(line: bytes, source: str) -> Ed25519PublicKey:
+    """``ssh-ed25519 <base64>``: the blob is the string ``ssh-ed25519`` then the 32-byte key,
+    each behind its 4-byte big-endian length (RFC 8709), and nothing else."""
+    try:
+        blob = binascii.a2b_base64(line.split()[1], strict_mode=True)
+        fields = []
+        while blob:
+            size = int.from_bytes(blob[:4], "big")
+            if len(blob) < 4 + size:
+                raise ValueError("truncated key data")
+            fields.append(blob[4 : 4 + size])
+            blob = blob[4 + size :]
+        if fields[:1] != [b"ssh-ed25519"] or len(fields) != 2:
+            raise ValueError("the key data is not one ssh-ed25519 key")
+        return Ed25519PublicKey.from_public_bytes(fields[1])
+    except (ValueError, IndexError, binascii.Error) as exc:
+        raise StateError(f"{source} is not a valid public key (OpenSSH or PEM): {exc}") from exc
 
 
 def load_public_key_file(path: Path) -> Ed25519PublicKey:
@@ -149,10 +176,12 @@ def load_public_key_file(path: Path) -> Ed25519PublicKey:
 
 def openssh_public(key: Ed25519PublicKey) -> str:
     """``ssh-ed25519 AAAA...``: the one-line form of a public key, as allowed-signers lists it."""
+    from cryptography.hazmat.primitives import serialization
+
     return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode("ascii")
 
 
 def public_key_fingerprint(key: Ed25519PublicKey) -> str:
     """``sha256:<hex>`` of the raw public key; names which key signed a record."""
-    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    raw = key.public_bytes_raw()
     return "sha256:" + hashlib.sha256(raw).hexdigest()

@@ -25,7 +25,6 @@ import hashlib
 import os
 import re
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +73,16 @@ def _contained(root: Path, rel: str) -> Path | None:
 
 def _toml(path: Path) -> dict[str, Any]:
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        fh = open(path, "rb")  # noqa: SIM115  (closed below; tomllib only for a file that exists)
+    except OSError:
         return {}
-    return data
+    import tomllib  # ~9 ms: a project without pyproject.toml never pays it
+
+    with fh:
+        try:
+            return tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            return {}
 
 
 def _get(doc: Any, *keys: str) -> Any:

@@ -11,12 +11,11 @@ shape, or ``tooling.pythonpath``) come first on ``PYTHONPATH``.
 
 from __future__ import annotations
 
-import configparser
+import contextlib
 import os
 import re
 import shutil
 import tempfile
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -152,10 +151,14 @@ def detect_import_roots(workspace: Path) -> list[Path]:
     """Where the project's importable code lives: declared package directories, else ``src/``."""
     declared: list[str] = []
     try:
-        with open(workspace / "pyproject.toml", "rb") as fh:
-            declared += _pyproject_roots(tomllib.load(fh))
-    except (OSError, tomllib.TOMLDecodeError):
+        fh = open(workspace / "pyproject.toml", "rb")  # noqa: SIM115  (closed below)
+    except OSError:
         pass
+    else:
+        import tomllib  # only for a project that has the file (~9 ms)
+
+        with fh, contextlib.suppress(OSError, tomllib.TOMLDecodeError):
+            declared += _pyproject_roots(tomllib.load(fh))
     declared += _setup_cfg_roots(workspace / "setup.cfg")
     roots: list[Path] = []
     for rel in declared:
@@ -203,6 +206,8 @@ def _pyproject_roots(doc: dict[str, Any]) -> list[str]:
 def _setup_cfg_roots(path: Path) -> list[str]:
     if not path.is_file():
         return []
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read(path, encoding="utf-8")

@@ -125,6 +125,7 @@ EXPECTED = {
     "snodo.state.signers",
     "snodo.state.tokens",
     "snodo.taskids",
+    "snodo.text",
     "snodo.workspace",
     "snodo.workspace.files",
     "snodo.workspace.git",
@@ -160,15 +161,19 @@ def test_mock_run_imports_only_the_pinned_modules_before_the_first_validator(tmp
     (repo / ".snodo" / "protocol.yml").write_text(PROTOCOL)
     git(repo, "add", ".snodo")
     git(repo, "commit", "-q", "-m", "protocol")
-    out = tmp_path / "imports.json"
-    env = {
-        "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "SNODO_TEST_IMPORTS_OUT": str(out),
-    }
-    r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=repo, env=env)
-    assert r.returncode == 0, r
+    path = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+    # The first run parses the protocol (PyYAML); the pinned set is that of every later run,
+    # which structures the cached document (snodo.protocol.loader).
+    cold, out = tmp_path / "cold.json", tmp_path / "imports.json"
+    for n, record in enumerate((cold, out)):
+        env = {"PYTHONPATH": path, "SNODO_TEST_IMPORTS_OUT": str(record)}
+        r = snodo_cli("run", f"add a hello module {n}", "--mock", "--json", cwd=repo, env=env)
+        assert r.returncode == 0, r
+    assert "snodo.protocol.yamldoc" in json.loads(cold.read_text())
     loaded = json.loads(out.read_text())
-    assert not [m for m in loaded if any(m == n or m.startswith(n + ".") for n in NEVER)]
+    assert not [
+        m for m in loaded if any(m == n or m.startswith(n + ".") for n in (*NEVER, "yaml", "snodo.protocol.yamldoc"))
+    ]
     ours = {m for m in loaded if m == "snodo" or m.startswith("snodo.")}
     added, gone = sorted(ours - EXPECTED), sorted(EXPECTED - ours)
     assert (added, gone) == ([], []), f"newly imported: {added}; no longer imported: {gone}"
@@ -179,8 +184,10 @@ TRIVIAL = TRIVIAL_PROTOCOL
 #: Never imported by a whole governed run whose validators run ``true``: pytest (its exit
 #: codes are named without it), securesystemslib's signers (they import every cloud SDK
 #: installed, boto3 among them; the attestation is signed without them), PyJWT (snodo.state.jws
-#: signs the token), importlib.metadata (snodo.entrypoints reads the one group), model and MCP SDKs.
+#: signs the token), importlib.metadata (snodo.entrypoints reads the one group), rich (output
+#: that goes to a pipe is written plain), model and MCP SDKs.
 NEVER_IN_A_RUN = (
+    "rich",
     "pytest",
     "_pytest",
     "securesystemslib.signer",
@@ -198,11 +205,16 @@ def test_a_whole_trivial_run_never_imports_the_heavy_libraries(tmp_path: Path, s
     (repo / ".snodo" / "protocol.yml").write_text(TRIVIAL)
     git(repo, "add", ".snodo")
     git(repo, "commit", "-q", "-m", "protocol")
-    r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=repo, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    r = snodo_cli("run", "add a hello module", "--mock", cwd=repo, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert r.returncode == 0, r
     loaded = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
     assert "snodo.engine.loop" in loaded  # the profile did record the run's imports
     assert sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in NEVER_IN_A_RUN)) == []
+    # piped, the result and the progress are still there for a person, as plain text
+    assert r.stdout.splitlines()[0] == "completed", r.stdout
+    assert "  next    review the task branch and merge it" in r.stdout.splitlines(), r.stdout
+    assert [line.split()[:2] for line in r.stdout.splitlines() if line.startswith("post ")] == [["post", "pass"]]
+    assert "pre_execute: pre → pass" in r.stderr
 
 
 def test_the_exit_codes_named_without_importing_pytest_are_pytests() -> None:

@@ -138,3 +138,39 @@ def test_keys_module_cannot_load_a_private_key() -> None:
         "from_private_bytes",
     ):
         assert loader not in source
+
+
+def test_openssh_ed25519_lines_read_as_cryptography_reads_them() -> None:
+    """The ``ssh-ed25519`` reader (which spares every run cryptography's SSH module) gives
+    the key cryptography gives, and refuses what it refuses."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from snodo.state.keys import openssh_public, parse_public_key
+
+    for _ in range(20):
+        key = Ed25519PrivateKey.generate().public_key()
+        line = openssh_public(key).encode() + b" a comment"
+        assert parse_public_key(line, "k").public_bytes_raw() == key.public_bytes_raw()
+        assert (
+            parse_public_key(line, "k").public_bytes_raw() == serialization.load_ssh_public_key(line).public_bytes_raw()
+        )  # type: ignore[union-attr]
+
+    def blob(*fields: bytes) -> bytes:
+        return b"ssh-ed25519 " + base64.b64encode(b"".join(len(f).to_bytes(4, "big") + f for f in fields))
+
+    bad = [
+        b"ssh-ed25519 AAAA",
+        b"ssh-ed25519 not*base64",
+        blob(b"ssh-ed25519", b"k" * 31),  # a key of the wrong size
+        blob(b"ssh-rsa", b"k" * 32),  # another type behind the ed25519 name
+        blob(b"ssh-ed25519", b"k" * 32, b"more"),  # trailing data
+        blob(b"ssh-ed25519", b"k" * 32) + b"A",  # base64 broken at the end
+    ]
+    for line in bad:
+        with pytest.raises(ValueError):
+            serialization.load_ssh_public_key(line)
+        with pytest.raises(StateError, match="is not a valid public key"):
+            parse_public_key(line, "k")

@@ -1,0 +1,166 @@
+"""The YAML side of loading a protocol: strict composition, the one walk that refuses
+pathological documents, and line numbers for problems.
+
+Separate from :mod:`snodo.protocol.loader` so that PyYAML (~15 ms to import) is loaded only
+when a protocol text is actually parsed: a protocol already read once is structured from
+the loader's cache (see :func:`snodo.protocol.loader.parse_protocol`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from snodo.errors import ProtocolError
+
+#: Deepest nesting of mappings and lists (the deepest real field is about 6 levels down).
+MAX_DEPTH = 40
+#: Most nodes the document may expand to, aliases counted each time they are used.
+MAX_NODES = 100_000
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader whose booleans are only true/false, whatever the case."""
+
+
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+
+
+_PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[('[^']*')\]")
+
+
+def line_of(root: yaml.Node | None, path: str) -> int | None:
+    """Follow ``modes[1].tools[0]`` through the composed YAML nodes to a 1-based line.
+
+    A path ending at a mapping key gives the key's line (``tools:``), not its value's.
+    """
+    node = root
+    line = node.start_mark.line + 1 if node is not None else None
+    for m in _PATH_TOKEN.finditer(path):
+        if node is None:
+            break
+        key, index, quoted = m.group(1), m.group(2), m.group(3)
+        if quoted is not None:
+            key = quoted.strip("'")
+        nxt: yaml.Node | None = None
+        at: int | None = None
+        if key is not None and isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if getattr(k, "value", None) == key:
+                    nxt, at = v, k.start_mark.line + 1
+                    break
+        elif index is not None and isinstance(node, yaml.SequenceNode):
+            i = int(index)
+            nxt = node.value[i] if i < len(node.value) else None
+        if nxt is None:
+            break
+        node = nxt
+        line = at if at is not None else node.start_mark.line + 1
+    return line
+
+
+class _Refused(Exception):
+    """Problems found while walking the composed YAML, before anything is structured."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(problems)
+        self.problems = problems
+
+
+def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
+    """Find duplicate keys; refuse deep nesting, alias bombs and recursive aliases; one walk."""
+    problems: list[tuple[int, str]] = []
+    seen_dupes: set[tuple[int, int]] = set()
+    count = 0
+    on_path: set[int] = set()
+
+    def visit(node: yaml.Node, path: str, depth: int) -> None:
+        nonlocal count
+        count += 1
+        line = node.start_mark.line + 1
+        if count > MAX_NODES:
+            raise _Refused(
+                [
+                    f"{source}:{line}: the document expands to more than {MAX_NODES} values "
+                    "(aliases counted each time they are used); a protocol is never that large"
+                ]
+            )
+        if depth > MAX_DEPTH:
+            raise _Refused(
+                [f"{source}:{line}: nested more than {MAX_DEPTH} levels deep @ {path.lstrip('.') or '(top level)'}"]
+            )
+        if id(node) in on_path:
+            raise _Refused([f"{source}:{line}: an alias refers to a value that contains it @ {path.lstrip('.')}"])
+        if isinstance(node, yaml.MappingNode):
+            on_path.add(id(node))
+            first: dict[str, int] = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else None
+                if name is not None and key.tag != "tag:yaml.org,2002:merge":
+                    here = key.start_mark.line + 1
+                    if name in first and (here, key.start_mark.column) not in seen_dupes:
+                        seen_dupes.add((here, key.start_mark.column))
+                        at = f"{path}.{name}".lstrip(".")
+                        problems.append(
+                            (
+                                here,
+                                f"{source}:{here}: duplicate key {name!r} (first at line {first[name]}); "
+                                f"a key may appear only once in a mapping @ {at}",
+                            )
+                        )
+                    first.setdefault(name, here)
+                visit(value, f"{path}.{name}" if name is not None else path, depth + 1)
+            on_path.discard(id(node))
+        elif isinstance(node, yaml.SequenceNode):
+            on_path.add(id(node))
+            for i, item in enumerate(node.value):
+                visit(item, f"{path}[{i}]", depth + 1)
+            on_path.discard(id(node))
+
+    visit(root, "", 0)
+    return problems
+
+
+def compose(text: str, source: str, max_bytes: int) -> tuple[yaml.Node | None, object, list[tuple[int, str]]]:
+    """Compose and construct ``text`` once, refusing anything pathological with a clean message."""
+    if len(text) > max_bytes:
+        msg = f"{source}: the file is {len(text)} characters long; a protocol may be at most {max_bytes}"
+        raise ProtocolError(msg, problems=(msg,), hint="a protocol is a page of settings; is this the right file?")
+    loader: _StrictLoader | None = None
+    try:
+        loader = _StrictLoader(text)
+        root = loader.get_single_node()
+        if root is None:
+            return None, None, []
+        duplicates = _walk(root, source)
+        return root, loader.construct_document(root), duplicates
+    except _Refused as exc:
+        raise ProtocolError(
+            f"{source}: the protocol was refused ({len(exc.problems)} problem{'s' * (len(exc.problems) != 1)})",
+            problems=tuple(exc.problems),
+        ) from None
+    except RecursionError:
+        msg = f"{source}: the document is nested too deeply to read (at most {MAX_DEPTH} levels)"
+        raise ProtocolError(msg, problems=(msg,)) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        raise ProtocolError(
+            f"{where}: YAML syntax error: {exc.problem or exc}",
+            problems=(f"{where}: YAML syntax error: {exc.problem or exc}",),
+            hint="fix the YAML syntax at that line (indentation, a missing ':' or quote)",
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ProtocolError(f"{source}: YAML error: {exc}", problems=(f"{source}: {exc}",)) from None
+    finally:
+        if loader is not None:
+            loader.dispose()

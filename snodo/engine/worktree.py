@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -408,10 +409,13 @@ def _fresh_copy(repo: Path, directory: Path, slot: pool.Slot, head: str) -> None
     if slot.path.parent.is_dir():
         run_git(repo, "worktree", "prune")
     slot.path.parent.mkdir(parents=True, exist_ok=True)
+    started = int(time.time())
     made = run_git(repo, "worktree", "add", "-q", "--detach", str(slot.path), head, timeout=CHECKOUT_TIMEOUT)
     if not made.ok:
         raise EnvironmentProblem(f"git worktree add failed in {repo}: {made.detail()}")
     text = (slot.path / ".git").read_text(encoding="utf-8")
     if not text.startswith("gitdir: "):
         raise EnvironmentProblem(f"git made no linked working copy at {slot.path}")
-    slot.write_meta({"gitdir": text.removeprefix("gitdir: ").strip()})
+    gitdir = text.removeprefix("gitdir: ").strip()
+    pool.record_index(gitdir, head, slot.path, started)  # what the first restore compares the copy with
+    slot.write_meta({"gitdir": gitdir})

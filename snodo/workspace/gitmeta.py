@@ -100,13 +100,17 @@ def _read_dir(here: str, key: tuple[int, int, int]) -> _Dir:
 
 
 def _entries_dir(key: tuple[int, int, int], entries: list[os.DirEntry[str]]) -> _Dir:
-    environment = bool({entry.name for entry in entries} & _ENV_MARKERS)
-    gits = tuple(entry.path for entry in entries if _is_git_name(entry.name))
-    children = tuple(
-        entry.path
-        for entry in entries
-        if not environment and not _is_git_name(entry.name) and entry.is_dir(follow_symlinks=False)
-    )
+    # One pass per question, the cheap test first: this runs once per entry of the tree.
+    names = [entry.name for entry in entries]
+    environment = not _ENV_MARKERS.isdisjoint(names)
+    gits = tuple(entry.path for entry in entries if entry.name[:1] == "." and _is_git_name(entry.name))
+    children: tuple[str, ...] = ()
+    if not environment:
+        children = tuple(
+            entry.path
+            for entry in entries
+            if entry.is_dir(follow_symlinks=False) and not (entry.name[:1] == "." and _is_git_name(entry.name))
+        )
     return _Dir(key=key, children=children, gits=gits, racy=True)
 
 
@@ -151,12 +155,23 @@ def _may_hold_gitlinks(root: Path) -> bool:
         if any(name.startswith("sharedindex.") for name in os.listdir(context.git_dir)):
             return True
         with open(context.git_dir / "index", "rb") as fh:
+            st = os.fstat(fh.fileno())
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if _NO_GITLINK.get(context.git_dir) == stamp:
+                return False  # the same index file as last time (git replaces it to change it)
             data = fh.read()
     except FileNotFoundError:
         return False  # no index yet: nothing staged at all
     except OSError:
         return True
-    return data[:4] != b"DIRC" or _GITLINK_BYTES in data or _SPARSE_DIR_BYTES in data
+    if data[:4] != b"DIRC" or _GITLINK_BYTES in data or _SPARSE_DIR_BYTES in data:
+        return True
+    _NO_GITLINK[context.git_dir] = stamp
+    return False
+
+
+#: Index files found to hold no gitlink, by git directory: (inode, size, mtime, ctime).
+_NO_GITLINK: dict[Path, tuple[int, int, int, int]] = {}
 
 
 def gitlinks(root: Path) -> set[str]:

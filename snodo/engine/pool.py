@@ -37,9 +37,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from snodo.engine.poolmodes import repair_dirs, repair_files, repair_modes, written_since
+from snodo.engine import poolscan
+from snodo.engine.poolmodes import repair_dirs, repair_files, repair_modes
 from snodo.gitrun import run_git
-from snodo.workspace.gitmeta import remember_walk
+from snodo.workspace.gitmeta import remember_dirs, remember_walk
 
 POOL = "pool"
 LOCKS = "pool.locks"
@@ -161,29 +162,42 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     except (OSError, UnicodeDecodeError):
         return False
     pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}", *STAT_TRUST)
-    walked: dict[str, Any] = {}
-    seen = repair_dirs(slot.path, walked=walked)
-    if seen is None or repair_files(slot.path, _read_list(gitdir, RACY), set(walked)) is None:
-        return False
-    remember_walk(slot.path, walked)  # the run's first look for new `.git` entries reads what changed
     ref = Path(gitdir) / REF_INDEX
-    if os.path.isfile(ref) and not os.path.islink(ref):
-        work = ref.with_name(f"{REF_INDEX}.work")
-        os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
-        started = int(time.time())
-        reset = run_git(slot.path, *pinned, *_RESET, target(), env={"GIT_INDEX_FILE": str(work)})
-        if reset.ok and not reset.stderr.strip():
-            _install_index(work, Path(gitdir) / "index")
-            os.replace(work, ref)
-            clean = run_git(slot.path, *pinned, "clean", "-ffdxq")
-            if clean.ok and not clean.stderr.strip():
-                _forget_history(gitdir)
-                if not seen.linked_dir or _leftovers(slot.path, pinned) == []:
-                    _write_list(gitdir, RACY, written_since(slot.path, started, walked=walked))
-                    _record_base(gitdir, target())
-                    return True
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(work)
+    if not os.path.isfile(ref) or os.path.islink(ref):
+        return _long_path(slot, gitdir, pinned, target())
+    before = poolscan.load(gitdir)
+    if before is not None:  # the usual case: what changed since the record, untracked names deleted
+        swept = poolscan.sweep(slot.path, before)
+        if swept is None:
+            return _long_path(slot, gitdir, pinned, target())
+        remember_dirs(slot.path, swept.seen)  # the run's first look for new `.git` entries reads what changed
+        linked = swept.linked_dir
+        real_dirs = {os.path.join(slot.path, rel) if rel else str(slot.path) for rel in swept.seen}
+    else:  # a copy recorded before the record existed: every directory read, `clean` below
+        walked: dict[str, Any] = {}
+        seen = repair_dirs(slot.path, walked=walked)
+        if seen is None:
+            return False
+        remember_walk(slot.path, walked)
+        linked, real_dirs = seen.linked_dir, set(walked)
+    if repair_files(slot.path, _read_list(gitdir, RACY), real_dirs) is None:
+        return False
+    work = ref.with_name(f"{REF_INDEX}.work")
+    os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
+    started = int(time.time())
+    reset = run_git(slot.path, *pinned, *_RESET, target(), env={"GIT_INDEX_FILE": str(work)})
+    if reset.ok and not reset.stderr.strip():
+        _install_index(work, Path(gitdir) / "index")
+        os.replace(work, ref)
+        clean = None if before is not None else run_git(slot.path, *pinned, "clean", "-ffdxq")
+        if clean is None or (clean.ok and not clean.stderr.strip()):
+            _forget_history(gitdir)
+            if not linked or _leftovers(slot.path, pinned) == []:
+                _write_list(gitdir, RACY, poolscan.save(gitdir, slot.path, before, started))
+                _record_base(gitdir, target())
+                return True
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(work)
     return _long_path(slot, gitdir, pinned, target())
 
 
@@ -234,7 +248,7 @@ def record_index(gitdir: str, base: str, copy: Path, since: int) -> None:
     tmp = ref.with_name(f"{REF_INDEX}.tmp")
     shutil.copy2(Path(gitdir) / "index", tmp)  # with its mtime: git's racy-entry check reads it
     os.replace(tmp, ref)
-    _write_list(gitdir, RACY, written_since(copy, since))
+    _write_list(gitdir, RACY, poolscan.save(gitdir, copy, None, since))
     _record_base(gitdir, base)
 
 

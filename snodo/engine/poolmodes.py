@@ -157,41 +157,6 @@ def repair_modes(root: Path, *, walked: dict[str, Any] | None = None) -> int | N
     return repaired
 
 
-def written_since(root: Path, since: int, *, walked: dict[str, Any] | None = None) -> list[str]:
-    """Root-relative paths of the regular files below ``root`` whose inode changed in second
-    ``since`` or later: the files a restore just wrote. git compares ctimes to the second,
-    so a ``chmod`` of such a file within the same second would look like no change to the
-    next restore; it repairs these by name (:func:`repair_files`).
-
-    With ``walked`` (the directories as seen before the restore), only the directories whose
-    inode, mtime or ctime changed since are listed (git writes a file by creating it anew,
-    which changes its directory); the others are only descended into."""
-    found: list[str] = []
-    pending = [str(root)]
-    while pending:
-        directory = pending.pop()
-        try:
-            st = os.lstat(directory)
-            before = walked.get(directory) if walked is not None else None
-            if before is not None and before[0] == (st.st_ino, st.st_mtime_ns, st.st_ctime_ns):
-                pending.extend(e.path for e in before[1] if e.is_dir(follow_symlinks=False) and e.name != ".git")
-                continue
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name != ".git" or directory != str(root):
-                        pending.append(entry.path)
-                elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_ctime >= since:
-                    found.append(os.path.relpath(entry.path, root))
-            except OSError:
-                continue
-    return found
-
-
 def repair_files(root: Path, paths: list[str], real_dirs: set[str]) -> int | None:
     """Give each of ``paths`` (root-relative, regular files) the mode a checkout gives it,
     when its directory is one of ``real_dirs`` (reached from ``root`` without a link: a

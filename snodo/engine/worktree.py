@@ -336,8 +336,8 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
     """The run's working copy: a free slot of the project's pool, restored to the base and
     checked clean, or made fresh when there is none to reuse or it cannot be restored.
 
-    The user's checkout (its HEAD is the base; what it has uncommitted is reported) and the
-    slot's copy are each read by one ``status``, side by side."""
+    The user's checkout (its HEAD is the base; what it has uncommitted is reported) is read
+    by one ``status`` alongside the restore."""
     directory = worktrees_dir(home, repo)
     with ThreadPoolExecutor(max_workers=1) as side:
         looking = side.submit(look_at_checkout, repo)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from attrs import frozen
@@ -125,6 +126,30 @@ def remember_walk(root: Path, walked: dict[str, tuple[tuple[int, int, int], list
         entry = _entries_dir(key, entries)
         scan[here] = _Dir(key=key, children=entry.children, gits=entry.gits, racy=now - key[2] < _RACY_NS)
     _SCANS[Path(os.path.realpath(root))] = scan
+
+
+def remember_dirs(
+    root: Path, seen: Mapping[str, tuple[tuple[int, int, int], tuple[str, ...], tuple[str, ...]]]
+) -> None:
+    """Take what another part of snodo knows of every directory below ``root`` as the last
+    scan: root-relative directory ("" for ``root``) → its key (inode, mtime, ctime), its
+    subdirectories and its ``.git`` entries, root-relative (the pool's record of a reused
+    copy: it reads only the directories that changed)."""
+    now = time.time_ns()
+    top = os.path.realpath(root)
+
+    def full(rel: str) -> str:
+        return os.path.join(top, rel) if rel else top
+
+    _SCANS[Path(top)] = {
+        full(rel): _Dir(
+            key=key,
+            children=tuple(full(c) for c in children),
+            gits=tuple(full(g) for g in gits),
+            racy=now - key[2] < _RACY_NS,
+        )
+        for rel, (key, children, gits) in seen.items()
+    }
 
 
 def git_entries(root: Path) -> set[str]:

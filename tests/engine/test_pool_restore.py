@@ -10,7 +10,9 @@ import os
 import stat
 from pathlib import Path
 
-from snodo.engine import change, pool
+import pytest
+
+from snodo.engine import change, pool, poolscan
 from snodo.engine.worktree import Worktree, create_worktree
 from snodo.workspace.guard import PathGuard
 from tests.conftest import git, make_repo
@@ -63,9 +65,14 @@ def test_a_mode_change_is_undone_even_when_the_copys_index_was_refreshed(tmp_pat
         again.remove()
 
 
-def test_leftovers_git_cannot_see_or_that_hide_behind_a_link_are_gone(tmp_path: Path, snodo_home: Path) -> None:
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded-names", "no-record-then-clean"])
+def test_leftovers_git_cannot_see_or_that_hide_behind_a_link_are_gone(
+    tmp_path: Path, snodo_home: Path, recorded: bool
+) -> None:
     repo = _project(tmp_path)
     wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    if not recorded:  # a copy from before the record of names: every directory read, then `clean`
+        os.unlink(os.path.join(wt.slot.meta()["gitdir"] if wt.slot is not None else "", poolscan.RECORD))
     # A tracked directory moved away and a link put in its place: through the link every
     # tracked file's stat data still matches.
     (wt.path / "pkg").rename(wt.path / "pkg.orig")

@@ -70,6 +70,7 @@ EXPECTED = {
     "snodo.engine.loop",
     "snodo.engine.pool",
     "snodo.engine.poolmodes",
+    "snodo.engine.poolscan",
     "snodo.engine.refused",
     "snodo.engine.results",
     "snodo.engine.snapshot",

@@ -172,7 +172,9 @@ def _tidy(root: Path, rel: str, old: list[Any] | None) -> tuple[list[str], int, 
         try:
             if entry.name not in known:
                 if entry.is_dir(follow_symlinks=False):
-                    repair_modes(Path(entry.path))
+                    os.chmod(entry.path, 0o700)  # a `chmod 000` directory: readable again
+                    if repair_modes(Path(entry.path)) is None:
+                        return None  # a mount point, or a mode that will not change
                     shutil.rmtree(entry.path)
                 else:
                     os.unlink(entry.path)

@@ -19,13 +19,14 @@ change again before the result is used (a refusal moves HEAD back).
 from __future__ import annotations
 
 import os
+import shutil
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
 from attrs import frozen
 
-from snodo.engine.pool import detached_head
+from snodo.engine.pool import REF_BASE, REF_INDEX, STAT_TRUST, detached_head
 from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.gitrun import git_out, identity_env, pin, run_git
 from snodo.workspace.guard import PathGuard
@@ -45,41 +46,103 @@ class Commit:
 
 
 def commit_paths(copy: Path, guard: PathGuard, paths: Sequence[str], message: str, *, base: str) -> Commit | None:
-    """Stage ``paths`` in ``copy`` and commit exactly them on top of its HEAD (``--only``:
-    nothing staged behind the tools' back is part of it); the new commit and the change from
-    ``base`` to it, or ``None`` when the paths hold no change (a file rewritten with the
-    same content)."""
+    """Stage ``paths`` in ``copy`` and commit exactly them on top of its HEAD (nothing staged
+    behind the tools' back is part of it); the new commit and the change from ``base`` to
+    it, or ``None`` when the paths hold no change (a file rewritten with the same content)."""
     entries = [guard.check_mutation(p, follow_symlinks=False) for p in paths]
     relative = [os.path.relpath(entry, copy) for entry in entries]
-    git_out(copy, "add", "-A", "--", *relative, env=_LITERAL)
     context = pin(copy)
     gitdir = str(context.git_dir) if context is not None else ""
     parent = _head(copy, gitdir)
-    made = run_git(
-        copy,
-        *_COMMIT,
-        *relative,
-        stdin=message,
-        env={**identity_env(copy), **_LITERAL, "LC_ALL": "C"},
-    )
-    commit = _head(copy, gitdir)
-    if not made.ok:
-        said = made.stdout + made.stderr
-        if made.returncode == 1 and commit == parent and any(n in said for n in _NOTHING):
-            return None
-        raise EnvironmentProblem(f"git commit failed in {copy}: {made.detail()}")
-    files, diff = compare(copy, base, commit)
+    seed = _seed_index(gitdir, parent) if gitdir else None
+    if seed is not None:
+        made = _plumbed(copy, Path(gitdir), seed, relative, message, parent, base)
+    else:
+        made = _porcelain(copy, relative, message, parent, gitdir, base)
+    if made is None:
+        return None
+    commit, tree, (files, diff) = made
     try:
         for path in files:  # staged by the guarded paths above or judged by an earlier attempt
             guard.check_mutation(os.path.join(copy, path), follow_symlinks=False)
     except SnodoError:
         git_out(copy, "update-ref", "-m", "snodo: refused", "HEAD", parent, commit)
         raise
-    tree = _tree_of(context.common_dir() if context is not None else None, commit) or ""
+    tree = tree or _tree_of(context.common_dir() if context is not None else None, commit) or ""
     _PARENTS[commit] = parent
     if tree:
         _TREES[commit] = tree
     return Commit(commit=commit, tree=tree or None, files=files, diff=diff)
+
+
+_Made = tuple[str, str, tuple[tuple[str, ...], str]]
+
+#: The index of the engine's last commit in a copy (its tree, the restore's stat data for
+#: every other file), kept under a name git does not know, and the commit it holds.
+COMMIT_INDEX = "snodo-commit.index"
+COMMIT_BASE = "snodo-commit.base"
+
+
+def _seed_index(gitdir: str, parent: str) -> Path | None:
+    """An index snodo wrote that holds exactly ``parent``'s tree: the last restore's (when
+    ``parent`` is the base it restored) or the engine's last commit's. ``None`` otherwise
+    (a coder's own commit, a copy that is not pooled)."""
+    for index, recorded in ((COMMIT_INDEX, COMMIT_BASE), (REF_INDEX, REF_BASE)):
+        try:
+            with open(os.path.join(gitdir, recorded), encoding="ascii") as fh:
+                if fh.read(100).strip() != parent:
+                    continue
+        except (OSError, UnicodeDecodeError):
+            continue
+        path = Path(gitdir) / index
+        if path.is_file() and not path.is_symlink():
+            return path
+    return None
+
+
+def _plumbed(
+    copy: Path, gitdir: Path, seed: Path, relative: list[str], message: str, parent: str, base: str
+) -> _Made | None:
+    """The commit built with plumbing, writing one index of the whole tree: the named paths
+    added to a copy of ``seed`` (``update-index``), its tree (``write-tree``), a commit of it
+    (``commit-tree``, no hook) and HEAD moved there (``update-ref``, only from ``parent``).
+    That index then becomes the copy's own, so ``status`` in the copy shows the commit."""
+    work = gitdir / f"{COMMIT_INDEX}.work"
+    shutil.copy2(seed, work)  # with its mtime: git's racy-entry check reads it
+    own = {"GIT_INDEX_FILE": str(work)}
+    stdin = "".join(f"{path}\0" for path in relative)
+    git_out(copy, *STAT_TRUST, "update-index", "--add", "--remove", "-z", "--stdin", stdin=stdin, env=own)
+    tree = git_out(copy, *STAT_TRUST, "write-tree", env=own)
+    if _TREES.get(parent) == tree:
+        os.unlink(work)
+        return None
+    made = git_out(copy, "commit-tree", tree, "-p", parent, "-F", "-", stdin=message, env=identity_env(copy))
+    compared = compare(copy, base, made)
+    if parent == base and not compared[0]:
+        os.unlink(work)
+        return None  # the paths hold no change (an unreachable commit object is left, as git does)
+    git_out(copy, "update-ref", "-m", "snodo: commit", "HEAD", made, parent)
+    tmp = gitdir / "index.snodo-tmp"
+    shutil.copy2(work, tmp)
+    os.replace(tmp, gitdir / "index")
+    os.replace(work, gitdir / COMMIT_INDEX)
+    with open(gitdir / COMMIT_BASE, "w", encoding="ascii") as fh:
+        fh.write(made)
+    return made, tree, compared
+
+
+def _porcelain(copy: Path, relative: list[str], message: str, parent: str, gitdir: str, base: str) -> _Made | None:
+    """The commit with ``add`` and ``commit --only`` (no hook), when no index snodo wrote
+    holds the parent's tree."""
+    git_out(copy, "add", "-A", "--", *relative, env=_LITERAL)
+    made = run_git(copy, *_COMMIT, *relative, stdin=message, env={**identity_env(copy), **_LITERAL, "LC_ALL": "C"})
+    commit = _head(copy, gitdir)
+    if not made.ok:
+        said = made.stdout + made.stderr
+        if made.returncode == 1 and commit == parent and any(n in said for n in _NOTHING):
+            return None
+        raise EnvironmentProblem(f"git commit failed in {copy}: {made.detail()}")
+    return commit, "", compare(copy, base, commit)
 
 
 #: ``git commit`` as the engine makes one: no hook, the message as given, only the named paths.

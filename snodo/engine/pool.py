@@ -31,15 +31,17 @@ import json
 import os
 import secrets
 import shutil
-import stat
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from snodo.engine import poolscan
+from snodo.engine.poolmodes import repair_dirs, repair_files, repair_modes
 from snodo.gitrun import run_git
-from snodo.workspace.gitmeta import remember_walk
+from snodo.workspace.gitmeta import remember_dirs, remember_walk
 
 T = TypeVar("T")
 
@@ -161,13 +163,23 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     it, no history of earlier runs. ``False`` when that cannot be done or checked (the caller
     then makes a fresh copy).
 
-    The usual path costs one ``status`` (with ignored files) and what differs: the leftovers
-    it lists are deleted, a second ``status`` checks they are gone, then one ``checkout``
-    (a two-tree merge) moves the clean copy from its HEAD to ``base`` touching only the
-    files that differ. ``base`` may be a function: it is called once the copy's own
-    ``status`` is in, so the caller can read it alongside. A copy with changes to tracked
-    files takes the long path: ``reset --hard``, ``clean -ffdx`` (nested repositories
-    too) and the same check.
+    The usual path reads no file and costs what changed, whatever the size of the tree:
+
+    1. :func:`~snodo.engine.poolmodes.repair_dirs` gives every directory its mode back and
+       deletes sockets and fifos (an ``lstat`` per directory, none per file);
+    2. one ``reset --hard`` to ``base`` against :data:`REF_INDEX`, the index as the last
+       restore left it — private to snodo, so no later ``git add`` or ``status`` refreshed
+       it: every tracked file whose stat data changed since (its content, its mode, its
+       inode: a ``chmod`` changes the ctime) is written again from the object store, with
+       the mode a checkout gives it;
+    3. one ``clean -ffdx`` removes every untracked and ignored file and nested repository.
+
+    Each must succeed without a word on stderr, or the long path runs: an ``lstat`` of every
+    path (:func:`~snodo.engine.poolmodes.repair_modes`), ``reset --hard``, ``clean`` and a
+    ``status`` that must list nothing. A link to a directory anywhere in the copy adds that
+    ``status`` to the usual path (git follows such a link in a tracked path when it compares
+    stat data). ``base`` may be a function: it is called when the reset needs it, so the
+    caller can read it alongside.
     """
     gitdir = slot.meta().get("gitdir")
     if not isinstance(gitdir, str) or not os.path.isdir(gitdir) or not slot.path.is_dir():
@@ -187,41 +199,136 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
                 return False
     except (OSError, UnicodeDecodeError):
         return False
-    pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}")
-    # The mode scan (Python, an lstat per path) and git's status (a process) run side by side;
-    # the listing is taken again if the scan had to repair something it could not see past.
-    walked: dict[str, Any] = {}
-    with Beside(repair_modes, slot.path, walked=walked) as scan:
-        left = _leftovers(slot.path, pinned)
-        repaired = scan.result()
-    if repaired is None:
+    pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}", *STAT_TRUST)
+    ref = Path(gitdir) / REF_INDEX
+    if not os.path.isfile(ref) or os.path.islink(ref):
+        return _long_path(slot, gitdir, pinned, target())
+    before = poolscan.load(gitdir)
+    if before is not None:  # the usual case: what changed since the record, untracked names deleted
+        swept = poolscan.sweep(slot.path, before)
+        if swept is None:
+            return _long_path(slot, gitdir, pinned, target())
+        remember_dirs(slot.path, swept.seen)  # the run's first look for new `.git` entries reads what changed
+        linked = swept.linked_dir
+        real_dirs = {os.path.join(slot.path, rel) if rel else str(slot.path) for rel in swept.seen}
+    else:  # a copy recorded before the record existed: every directory read, `clean` below
+        walked: dict[str, Any] = {}
+        seen = repair_dirs(slot.path, walked=walked)
+        if seen is None:
+            return False
+        remember_walk(slot.path, walked)
+        linked, real_dirs = seen.linked_dir, set(walked)
+    if repair_files(slot.path, _read_list(gitdir, RACY), real_dirs) is None:
         return False
-    remember_walk(slot.path, walked)  # the run's first look for new `.git` entries reads what changed
-    if repaired:
-        left = _leftovers(slot.path, pinned)
-    for attempt in range(2):
-        if left is None or any(not untracked for _, untracked in left):
-            break  # changes to tracked files: the long path
-        if not left:
-            # A clean copy: move it to the base (HEAD, index and the files that differ) in
-            # one checkout; a copy already there needs nothing.
-            if detached_head(gitdir) == target() or run_git(slot.path, *pinned, *_MOVE, target()).ok:
-                _forget_history(gitdir)
+    work = ref.with_name(f"{REF_INDEX}.work")
+    os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
+    started = int(time.time())
+    reset = run_git(slot.path, *pinned, *_RESET, target(), env={"GIT_INDEX_FILE": str(work)})
+    if reset.ok and not reset.stderr.strip():
+        _install_index(work, Path(gitdir) / "index")
+        os.replace(work, ref)
+        clean = None if before is not None else run_git(slot.path, *pinned, "clean", "-ffdxq")
+        if clean is None or (clean.ok and not clean.stderr.strip()):
+            _forget_history(gitdir)
+            if not linked or _leftovers(slot.path, pinned) == []:
+                _write_list(gitdir, RACY, poolscan.save(gitdir, slot.path, before, started))
+                _record_base(gitdir, target())
                 return True
-            break
-        if attempt == 1 or not _delete(slot.path, [path for path, _ in left]):
-            break
-        left = _leftovers(slot.path, pinned)
-    if not run_git(slot.path, *pinned, "reset", "-q", "--hard", "--no-recurse-submodules", target()).ok:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(work)
+    return _long_path(slot, gitdir, pinned, target())
+
+
+def _long_path(slot: Slot, gitdir: str, pinned: tuple[str, ...], base: str) -> bool:
+    """Restore with no recorded stat data to rely on: every path's mode repaired, then
+    ``reset --hard``, ``clean -ffdx`` and a ``status`` that must list nothing; the index it
+    leaves becomes the record for the next restore."""
+    if repair_modes(slot.path) is None:
+        return False
+    started = int(time.time())
+    if not run_git(slot.path, *pinned, *_RESET, base).ok:
         return False
     run_git(slot.path, *pinned, "clean", "-ffdxq")
     _forget_history(gitdir)
-    return _leftovers(slot.path, pinned) == []
+    if _leftovers(slot.path, pinned) != []:
+        return False
+    record_index(gitdir, base, slot.path, started)
+    return True
 
 
-#: Moving a clean copy to another commit: HEAD detached there, the index and the files that
-#: differ updated (a two-tree merge, as ``read-tree -m -u``), no submodule entered.
-_MOVE = ("checkout", "-q", "--detach", "--no-recurse-submodules")
+#: The index the last restore left, kept in the copy's git directory under a name git does
+#: not know: no git command refreshes it, so its stat data is what the copy looked like then.
+REF_INDEX = "snodo-restore.index"
+#: The commit :data:`REF_INDEX` holds the tree of (what the engine's first commit builds on).
+REF_BASE = "snodo-restore.base"
+#: Stat data compared in full (ctime, inode, owner, size, executable bit) whatever the
+#: repository configures, and no untracked cache, fsmonitor or split index to trust.
+STAT_TRUST = tuple(
+    arg
+    for pair in (
+        "core.trustctime=true",
+        "core.checkStat=default",
+        "core.fileMode=true",
+        "core.ignoreStat=false",
+        "core.untrackedCache=false",
+        "core.splitIndex=false",
+    )
+    for arg in ("-c", pair)
+)
+_RESET = ("reset", "-q", "--hard", "--no-recurse-submodules")
+
+
+def record_index(gitdir: str, base: str, copy: Path, since: int) -> None:
+    """Keep the copy's index (just written by a checkout or a restore that started in second
+    ``since``) as the record the next restore compares the copy with, and the files written
+    since then (:func:`~snodo.engine.poolmodes.written_since`: a walk of every directory)."""
+    ref = Path(gitdir) / REF_INDEX
+    tmp = ref.with_name(f"{REF_INDEX}.tmp")
+    shutil.copy2(Path(gitdir) / "index", tmp)  # with its mtime: git's racy-entry check reads it
+    os.replace(tmp, ref)
+    _write_list(gitdir, RACY, poolscan.save(gitdir, copy, None, since))
+    _record_base(gitdir, base)
+
+
+#: The files the last restore wrote (see :func:`~snodo.engine.poolmodes.written_since`),
+#: NUL-separated: the next restore gives them their mode back by name.
+RACY = "snodo-restore.written"
+
+
+def _write_list(gitdir: str, name: str, paths: list[str]) -> None:
+    tmp = os.path.join(gitdir, f"{name}.tmp")
+    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        fh.write("\0".join(paths))
+    os.replace(tmp, os.path.join(gitdir, name))
+
+
+def _read_list(gitdir: str, name: str) -> list[str]:
+    try:
+        with open(os.path.join(gitdir, name), encoding="utf-8", errors="surrogateescape") as fh:
+            return [p for p in fh.read().split("\0") if p]
+    except FileNotFoundError:
+        return []
+
+
+def _record_base(gitdir: str, base: str) -> None:
+    with open(os.path.join(gitdir, REF_BASE), "w", encoding="ascii") as fh:
+        fh.write(base)
+
+
+def recorded_base(gitdir: str) -> str | None:
+    """The commit whose tree :data:`REF_INDEX` holds, as the last restore recorded it."""
+    try:
+        with open(os.path.join(gitdir, REF_BASE), encoding="ascii") as fh:
+            return fh.read(100).strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _install_index(source: Path, index: Path) -> None:
+    """Make ``source`` the copy's index (a copy with its mtime, renamed into place)."""
+    tmp = index.with_name("index.snodo-tmp")
+    shutil.copy2(source, tmp)
+    os.replace(tmp, index)
 
 
 def detached_head(gitdir: str) -> str | None:
@@ -238,7 +345,9 @@ def detached_head(gitdir: str) -> str | None:
 def _leftovers(copy: Path, pinned: tuple[str, ...]) -> list[tuple[str, bool]] | None:
     """What ``status`` lists in the copy, as (path, untracked-or-ignored); ``None`` when git
     could not look everywhere (an unreadable directory) or failed."""
-    check = run_git(copy, *pinned, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=normal")
+    check = run_git(
+        copy, "--no-optional-locks", *pinned, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=normal"
+    )
     if not check.ok or check.stderr.strip():
         return None
     found = []
@@ -253,101 +362,10 @@ def _leftovers(copy: Path, pinned: tuple[str, ...]) -> list[tuple[str, bool]] | 
     return found
 
 
-def _delete(copy: Path, paths: list[str]) -> bool:
-    """Delete what ``status`` listed as untracked or ignored (a file, a link, a directory —
-    a nested repository included), never following a link and never leaving the copy."""
-    for rel in paths:
-        parts = rel.rstrip("/").split("/")
-        if not rel or rel.startswith("/") or ".." in parts or parts[0] == ".git":
-            return False
-        target = copy.joinpath(*parts)
-        try:
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            else:
-                target.unlink()
-        except FileNotFoundError:
-            continue
-        except OSError:
-            return False
-    return True
-
-
 def _forget_history(gitdir: str) -> None:
     for name in _HISTORY:
         with contextlib.suppress(FileNotFoundError, IsADirectoryError):
             os.unlink(os.path.join(gitdir, name))
-
-
-def _umask() -> int:
-    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    return 0o022
-
-
-def repair_modes(root: Path, *, walked: dict[str, Any] | None = None) -> int | None:
-    """Give every directory and file below ``root`` the mode a fresh checkout gives it (an
-    agent's ``chmod 000`` directory would stop ``git clean``; a read-only file would stay
-    read-only, as git tracks only the executable bit) and delete what git cannot see
-    (sockets, fifos, devices: never tracked, never listed as untracked). Returns how many
-    paths were repaired, ``None`` for one that cannot be: a mount point, a mode that will
-    not change, an unreadable directory.
-
-    This is the one step that looks at every path of the copy (an ``lstat`` each, no read):
-    git records no mode but the executable bit, so no index can say which changed. What it
-    saw of each directory (its ``lstat`` key and entries) goes into ``walked``.
-    """
-    mask = _umask()
-    dir_mode, file_mode, exec_mode = 0o777 & ~mask, 0o666 & ~mask, 0o777 & ~mask
-    try:
-        top = os.lstat(root)
-    except OSError:
-        return None
-    device = top.st_dev
-    pending = [(str(root), top)]
-    repaired = 0
-    while pending:
-        directory, dir_st = pending.pop()
-        try:
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except OSError:
-            return None
-        if walked is not None:
-            walked[directory] = ((dir_st.st_ino, dir_st.st_mtime_ns, dir_st.st_ctime_ns), entries)
-        for entry in entries:
-            if directory == str(root) and entry.name == ".git":
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                return None
-            if st.st_dev != device:
-                return None
-            mode = stat.S_IMODE(st.st_mode)
-            if stat.S_ISDIR(st.st_mode):
-                want = dir_mode
-                pending.append((entry.path, st))
-            elif stat.S_ISREG(st.st_mode):
-                want = exec_mode if mode & 0o100 else file_mode
-            elif stat.S_ISLNK(st.st_mode):
-                continue  # a link carries no mode of its own
-            else:
-                try:
-                    os.unlink(entry.path)
-                    repaired += 1
-                    continue
-                except OSError:
-                    return None
-            if mode != want:
-                try:
-                    os.chmod(entry.path, want)
-                    repaired += 1
-                except OSError:
-                    return None
-    return repaired
 
 
 def trash(base_dir: Path, path: Path) -> None:
@@ -368,8 +386,6 @@ def trash(base_dir: Path, path: Path) -> None:
 def drop_idle(repo: Path, base_dir: Path, *, older_than: timedelta = IDLE_TTL) -> list[str]:
     """Remove the copies no run holds that were last used longer than ``older_than`` ago
     (by the lock file's change time). Returns the slots dropped."""
-    import time
-
     dropped = []
     cutoff = time.time() - older_than.total_seconds()
     for n in slot_numbers(base_dir):

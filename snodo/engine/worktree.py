@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -334,8 +335,8 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
     """The run's working copy: a free slot of the project's pool, restored to the base and
     checked clean, or made fresh when there is none to reuse or it cannot be restored.
 
-    The user's checkout (its HEAD is the base; what it has uncommitted is reported) and the
-    slot's copy are each read by one ``status``, side by side."""
+    The user's checkout (its HEAD is the base; what it has uncommitted is reported) is read
+    by one ``status`` alongside the restore."""
     directory = worktrees_dir(home, repo)
     with pool.Beside(look_at_checkout, repo) as looking:
         slot = pool.take_free_slot(directory)
@@ -406,10 +407,13 @@ def _fresh_copy(repo: Path, directory: Path, slot: pool.Slot, head: str) -> None
     if slot.path.parent.is_dir():
         run_git(repo, "worktree", "prune")
     slot.path.parent.mkdir(parents=True, exist_ok=True)
+    started = int(time.time())
     made = run_git(repo, "worktree", "add", "-q", "--detach", str(slot.path), head, timeout=CHECKOUT_TIMEOUT)
     if not made.ok:
         raise EnvironmentProblem(f"git worktree add failed in {repo}: {made.detail()}")
     text = (slot.path / ".git").read_text(encoding="utf-8")
     if not text.startswith("gitdir: "):
         raise EnvironmentProblem(f"git made no linked working copy at {slot.path}")
-    slot.write_meta({"gitdir": text.removeprefix("gitdir: ").strip()})
+    gitdir = text.removeprefix("gitdir: ").strip()
+    pool.record_index(gitdir, head, slot.path, started)  # what the first restore compares the copy with
+    slot.write_meta({"gitdir": gitdir})

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from attrs import frozen
@@ -100,13 +101,17 @@ def _read_dir(here: str, key: tuple[int, int, int]) -> _Dir:
 
 
 def _entries_dir(key: tuple[int, int, int], entries: list[os.DirEntry[str]]) -> _Dir:
-    environment = bool({entry.name for entry in entries} & _ENV_MARKERS)
-    gits = tuple(entry.path for entry in entries if _is_git_name(entry.name))
-    children = tuple(
-        entry.path
-        for entry in entries
-        if not environment and not _is_git_name(entry.name) and entry.is_dir(follow_symlinks=False)
-    )
+    # One pass per question, the cheap test first: this runs once per entry of the tree.
+    names = [entry.name for entry in entries]
+    environment = not _ENV_MARKERS.isdisjoint(names)
+    gits = tuple(entry.path for entry in entries if entry.name[:1] == "." and _is_git_name(entry.name))
+    children: tuple[str, ...] = ()
+    if not environment:
+        children = tuple(
+            entry.path
+            for entry in entries
+            if entry.is_dir(follow_symlinks=False) and not (entry.name[:1] == "." and _is_git_name(entry.name))
+        )
     return _Dir(key=key, children=children, gits=gits, racy=True)
 
 
@@ -121,6 +126,30 @@ def remember_walk(root: Path, walked: dict[str, tuple[tuple[int, int, int], list
         entry = _entries_dir(key, entries)
         scan[here] = _Dir(key=key, children=entry.children, gits=entry.gits, racy=now - key[2] < _RACY_NS)
     _SCANS[Path(os.path.realpath(root))] = scan
+
+
+def remember_dirs(
+    root: Path, seen: Mapping[str, tuple[tuple[int, int, int], tuple[str, ...], tuple[str, ...]]]
+) -> None:
+    """Take what another part of snodo knows of every directory below ``root`` as the last
+    scan: root-relative directory ("" for ``root``) → its key (inode, mtime, ctime), its
+    subdirectories and its ``.git`` entries, root-relative (the pool's record of a reused
+    copy: it reads only the directories that changed)."""
+    now = time.time_ns()
+    top = os.path.realpath(root)
+
+    def full(rel: str) -> str:
+        return os.path.join(top, rel) if rel else top
+
+    _SCANS[Path(top)] = {
+        full(rel): _Dir(
+            key=key,
+            children=tuple(full(c) for c in children),
+            gits=tuple(full(g) for g in gits),
+            racy=now - key[2] < _RACY_NS,
+        )
+        for rel, (key, children, gits) in seen.items()
+    }
 
 
 def git_entries(root: Path) -> set[str]:
@@ -151,12 +180,23 @@ def _may_hold_gitlinks(root: Path) -> bool:
         if any(name.startswith("sharedindex.") for name in os.listdir(context.git_dir)):
             return True
         with open(context.git_dir / "index", "rb") as fh:
+            st = os.fstat(fh.fileno())
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if _NO_GITLINK.get(context.git_dir) == stamp:
+                return False  # the same index file as last time (git replaces it to change it)
             data = fh.read()
     except FileNotFoundError:
         return False  # no index yet: nothing staged at all
     except OSError:
         return True
-    return data[:4] != b"DIRC" or _GITLINK_BYTES in data or _SPARSE_DIR_BYTES in data
+    if data[:4] != b"DIRC" or _GITLINK_BYTES in data or _SPARSE_DIR_BYTES in data:
+        return True
+    _NO_GITLINK[context.git_dir] = stamp
+    return False
+
+
+#: Index files found to hold no gitlink, by git directory: (inode, size, mtime, ctime).
+_NO_GITLINK: dict[Path, tuple[int, int, int, int]] = {}
 
 
 def gitlinks(root: Path) -> set[str]:

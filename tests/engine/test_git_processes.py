@@ -20,10 +20,14 @@ from tests.conftest import TRIVIAL_PROTOCOL, git, make_repo
 
 PROTOCOL = TRIVIAL_PROTOCOL
 
-#: Measured on this change: 11 in the steady state (the issue's target is 10), 10 on the
-#: first run. Before it: 38 and 40.
-STEADY_BUDGET = 11
-FIRST_BUDGET = 10
+#: Measured: 12 in the steady state, 12 on the first run. Before the pooled copies were
+#: restored without reading every file (issue 27): 11 and 10; before that, 38 and 40.
+#: Issue 26's target (10) is not met: the engine's commit now writes the 30,000-entry index
+#: of a large repository once instead of three times, with four plumbing processes
+#: (update-index, write-tree, commit-tree, update-ref) where ``add`` + ``commit --only``
+#: were two; the reuse itself is one ``reset --hard`` where it was ``status`` + ``checkout``.
+STEADY_BUDGET = 12
+FIRST_BUDGET = 12
 
 WRAPPER = """#!/bin/sh
 printf '%s\\n' "$*" >> "{log}"

@@ -69,6 +69,8 @@ EXPECTED = {
     "snodo.engine.lifecycle",
     "snodo.engine.loop",
     "snodo.engine.pool",
+    "snodo.engine.poolmodes",
+    "snodo.engine.poolscan",
     "snodo.engine.refused",
     "snodo.engine.results",
     "snodo.engine.snapshot",

@@ -1,0 +1,139 @@
+"""Restoring a reused working copy without reading every file (issue 27): what the pool's
+usual path (a directory walk, ``reset --hard`` against the index the last restore left, one
+``clean``) must still undo, and the engine's one-index-write commit.
+
+Real git repositories in tmp_path, the real pool (:func:`create_worktree`), real git."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from snodo.engine import change, pool, poolscan
+from snodo.engine.worktree import Worktree, create_worktree
+from snodo.workspace.guard import PathGuard
+from tests.conftest import git, make_repo
+
+_MASK = os.umask(0o022)
+os.umask(_MASK)
+FILE_MODE = 0o666 & ~_MASK  # what a fresh checkout gives a file and a directory
+DIR_MODE = 0o777 & ~_MASK
+
+
+def _project(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "repo")
+    (repo / "pkg" / "sub").mkdir(parents=True)
+    (repo / "pkg" / "sub" / "mod.py").write_text("x = 1\n")
+    (repo / "pkg" / "keep.txt").write_text("keep\n")
+    (repo / "README.md").write_text("# project\n")
+    (repo / ".gitignore").write_text("build/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "project")
+    return repo
+
+
+def _again(repo: Path, home: Path, wt: Worktree, n: int) -> Worktree:
+    wt.remove()
+    again = create_worktree(repo, home, f"t{n}", f"run0000{n}")
+    assert again.path == wt.path  # the same copy, reused
+    return again
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def test_a_mode_change_is_undone_even_when_the_copys_index_was_refreshed(tmp_path: Path, snodo_home: Path) -> None:
+    repo = _project(tmp_path)
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    # Right after the restore (within the same second as its index), then a refresh of the
+    # copy's own index (as `git status` or a commit does): its stat data now matches.
+    (wt.path / "README.md").chmod(0o444)
+    (wt.path / "pkg" / "keep.txt").chmod(0o4644)
+    (wt.path / "pkg" / "sub").chmod(0o700)
+    git(wt.path, "update-index", "--refresh")
+    again = _again(repo, snodo_home, wt, 2)
+    try:
+        assert _mode(again.path / "README.md") == FILE_MODE
+        assert _mode(again.path / "pkg" / "keep.txt") == FILE_MODE
+        assert _mode(again.path / "pkg" / "sub") == DIR_MODE
+        assert (again.path / "README.md").read_text() == "# project\n"
+    finally:
+        again.remove()
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded-names", "no-record-then-clean"])
+def test_leftovers_git_cannot_see_or_that_hide_behind_a_link_are_gone(
+    tmp_path: Path, snodo_home: Path, recorded: bool
+) -> None:
+    repo = _project(tmp_path)
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    if not recorded:  # a copy from before the record of names: every directory read, then `clean`
+        os.unlink(os.path.join(wt.slot.meta()["gitdir"] if wt.slot is not None else "", poolscan.RECORD))
+    # A tracked directory moved away and a link put in its place: through the link every
+    # tracked file's stat data still matches.
+    (wt.path / "pkg").rename(wt.path / "pkg.orig")
+    (wt.path / "pkg").symlink_to("pkg.orig")
+    os.mkfifo(wt.path / "fifo")
+    (wt.path / "build").mkdir()
+    (wt.path / "build" / "artefact.o").write_text("obj\n")
+    (wt.path / "staged.txt").write_text("staged behind the tools' back\n")
+    git(wt.path, "add", "staged.txt")
+    (wt.path / "nested" / ".git").mkdir(parents=True)
+    again = _again(repo, snodo_home, wt, 2)
+    try:
+        assert (again.path / "pkg").is_dir() and not (again.path / "pkg").is_symlink()
+        assert (again.path / "pkg" / "sub" / "mod.py").read_text() == "x = 1\n"
+        for gone in ("pkg.orig", "fifo", "build", "staged.txt", "nested"):
+            assert not os.path.lexists(again.path / gone), gone
+        assert git(again.path, "status", "--porcelain", "--ignored") == ""
+    finally:
+        again.remove()
+
+
+def test_a_copy_without_a_recorded_index_takes_the_long_path(tmp_path: Path, snodo_home: Path) -> None:
+    repo = _project(tmp_path)
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    gitdir = wt.slot.meta()["gitdir"] if wt.slot is not None else ""
+    os.unlink(os.path.join(gitdir, pool.REF_INDEX))  # a copy from before the record existed
+    (wt.path / "README.md").chmod(0o444)
+    git(wt.path, "update-index", "--refresh")
+    again = _again(repo, snodo_home, wt, 2)
+    try:
+        assert _mode(again.path / "README.md") == FILE_MODE
+        assert os.path.isfile(os.path.join(gitdir, pool.REF_INDEX))  # recorded again
+    finally:
+        again.remove()
+
+
+def test_the_engine_commit_holds_exactly_the_named_paths(tmp_path: Path, snodo_home: Path) -> None:
+    repo = _project(tmp_path)
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    try:
+        guard = PathGuard(wt.path, ())
+        (wt.path / "hello.py").write_text("print('hello')\n")
+        (wt.path / "README.md").write_text("# changed\n")
+        (wt.path / "other.txt").write_text("staged behind the tools' back\n")
+        git(wt.path, "add", "other.txt")
+        made = change.commit_paths(wt.path, guard, ["hello.py", "README.md"], "first", base=wt.base)
+        assert made is not None and made.files == ("README.md", "hello.py")
+        assert git(wt.path, "rev-parse", "HEAD").strip() == made.commit
+        assert git(wt.path, "rev-parse", "HEAD^{tree}").strip() == made.tree
+        assert git(wt.path, "show", "--format=%B", "-s", "HEAD").strip() == "first"
+        # The copy's index is the commit's: only the unstaged extra file shows.
+        assert git(wt.path, "status", "--porcelain") == "?? other.txt\n"
+        # A second commit builds on the first; one with no change makes none.
+        (wt.path / "hello.py").write_text("print('hello again')\n")
+        second = change.commit_paths(wt.path, guard, ["hello.py"], "second", base=wt.base)
+        assert second is not None and second.files == ("README.md", "hello.py")
+        assert git(wt.path, "rev-parse", "HEAD~1").strip() == made.commit
+        assert change.commit_paths(wt.path, guard, ["hello.py"], "third", base=wt.base) is None
+        assert git(wt.path, "rev-parse", "HEAD").strip() == second.commit
+        (wt.path / "hello.py").unlink()
+        third = change.commit_paths(wt.path, guard, ["hello.py"], "removed", base=wt.base)
+        assert third is not None and third.files == ("README.md",)
+    finally:
+        wt.remove()

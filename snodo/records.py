@@ -8,6 +8,7 @@ a plugin cannot alter what the core handed it, nor what it handed back.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -273,6 +274,29 @@ class Verdict:
             raise ValueError("a verdict needs a non-empty justification")
 
 
+class WorkspaceStatus:
+    """The workspace's uncommitted changes, read by snodo's own git on the first ask and then
+    shared by every validator of the phase, so none of them starts a git of its own (#26).
+
+    :meth:`uncommitted` is ``git status --porcelain``'s lines (at most 50; none outside a git
+    work tree). The core makes one per phase from the workspace it judges, never from
+    anything an agent sent; a phase whose validators never ask starts no git at all.
+    """
+
+    LIMIT = 50
+
+    def __init__(self, read: Callable[[], tuple[str, ...]]) -> None:
+        self._read = read
+        self._lock = threading.Lock()
+        self._lines: tuple[str, ...] | None = None
+
+    def uncommitted(self) -> tuple[str, ...]:
+        with self._lock:  # validators run concurrently: the first asks git, the rest wait for it
+            if self._lines is None:
+                self._lines = tuple(self._read())[: self.LIMIT]
+            return self._lines
+
+
 @frozen(kw_only=True)
 class ValidationRequest:
     """What a validator judges: one task, one phase, one validator's configuration.
@@ -281,6 +305,8 @@ class ValidationRequest:
     ``project_root`` is the user's checkout, where relative settings such as
     ``tooling.python: .venv/bin/python`` are resolved (``None``: the workspace).
     After the work, ``changed_files`` and ``diff`` are the task's whole change set.
+    ``status`` tells the workspace's uncommitted changes when asked (``None``: the request
+    was not built by snodo's runner, and nothing is known about them).
     """
 
     validator: Validator
@@ -294,6 +320,7 @@ class ValidationRequest:
     diff: str = ""
     project_root: Path | None = None
     timeout: float = 300.0
+    status: WorkspaceStatus | None = field(default=None, eq=False, repr=False)
 
 
 # ----------------------------------------------------------------------- predicates

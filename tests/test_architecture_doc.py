@@ -86,6 +86,9 @@ PROOFS: dict[str, tuple[str, ...]] = {
     "run_phase": (
         "tests/governance/test_validate_cli.py::test_failing_suite_is_a_blocker_and_missing_command_a_validator_error",
     ),
+    "uncommitted": (
+        "tests/governance/test_concurrent_phase.py::test_the_validators_of_a_phase_share_one_read_of_the_tree_state",
+    ),
     "classify": ("tests/mcp/test_mcp_governance.py::test_validator_error_issues_nothing_and_never_says_authorize",),
     "authorisation_refusals": ("tests/mcp/test_mcp_governance.py::test_propose_adjudicate_applies_the_one_inv3_rule",),
     "validate_task": (

@@ -25,13 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from snodo.api import (
-    EnvironmentProblem,
     Setting,
     SuiteRun,
     ValidationRequest,
     ValidatorFault,
     Verdict,
-    run_process,
     run_python_tests,
 )
 
@@ -83,16 +81,10 @@ def command_argv(command: Any) -> list[str]:
     return argv
 
 
-def dirty_tree(workspace: Path) -> tuple[str, ...]:
-    """Uncommitted changes before the run (``git status --porcelain``); none without git."""
-    try:
-        # --no-optional-locks: a plain status may rewrite .git/index, and judging must not write.
-        result = run_process(["git", "--no-optional-locks", "status", "--porcelain"], cwd=workspace, timeout=30)
-    except EnvironmentProblem:
-        return ()
-    if result.returncode != 0:
-        return ()
-    return tuple(line for line in result.output.splitlines() if line.strip())[:50]
+def dirty_tree(request: ValidationRequest) -> tuple[str, ...]:
+    """Uncommitted changes before the run, as snodo's runner read them for the whole phase
+    (one git for all its validators, none here); none when the request came from elsewhere."""
+    return request.status.uncommitted() if request.status is not None else ()
 
 
 def run_for(request: ValidationRequest, tooling: dict[str, Any]) -> SuiteRun:

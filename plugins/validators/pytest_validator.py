@@ -39,5 +39,5 @@ def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
     if name != NAME:
         return None
     tooling = _tooling.checked(request, SETTINGS)
-    dirty = _testrun.dirty_tree(request.workspace)
+    dirty = _testrun.dirty_tree(request)
     return _testrun.verdict(_testrun.run_for(request, tooling), dirty)

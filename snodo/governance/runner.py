@@ -20,10 +20,12 @@ from typing import Literal
 
 from attrs import frozen
 
+from snodo.errors import EnvironmentProblem
+from snodo.gitrun import run_git
 from snodo.governance.policy import ValidatorResult, cap
 from snodo.plugins import PluginHost
 from snodo.protocol.models import Constraint, Mode, Protocol, Validator
-from snodo.records import PredicateContext, ValidationRequest, thaw
+from snodo.records import PredicateContext, ValidationRequest, WorkspaceStatus, thaw
 from snodo.sandbox import SandboxPolicy, confined
 
 ProgressFn = Callable[[str, ValidatorResult | None], None]
@@ -70,7 +72,18 @@ def _error(
     )
 
 
-def _run_one(host: PluginHost, v: Validator, inp: PhaseInput) -> ValidatorResult:
+def uncommitted(workspace: Path) -> tuple[str, ...]:
+    """``git status --porcelain`` of ``workspace`` by snodo's own hardened git; none outside
+    git. Unconfined, like every git snodo runs itself: :mod:`snodo.gitrun` lets no file of
+    the work tree choose a program."""
+    try:
+        found = run_git(workspace, "--no-optional-locks", "status", "--porcelain")
+    except EnvironmentProblem:
+        return ()
+    return tuple(line for line in found.stdout.splitlines() if line.strip()) if found.ok else ()
+
+
+def _run_one(host: PluginHost, v: Validator, inp: PhaseInput, status: WorkspaceStatus) -> ValidatorResult:
     started = time.monotonic()
     request = ValidationRequest(
         validator=v,
@@ -84,6 +97,7 @@ def _run_one(host: PluginHost, v: Validator, inp: PhaseInput) -> ValidatorResult
         diff=inp.diff,
         project_root=inp.project_root,
         timeout=v.timeout,
+        status=status,
     )
     try:
         verdict = host.validate(request)
@@ -165,10 +179,11 @@ def run_phase(
     running: dict[int, float] = {}  # index -> deadline
     waiting = deque(enumerate(validators))
     reported = 0
+    status = WorkspaceStatus(lambda: uncommitted(inp.workspace))  # read once, if a validator asks
 
     def work(i: int, v: Validator) -> None:
         with confined(inp.sandbox):
-            finished.put((i, _run_one(host, v, inp)))
+            finished.put((i, _run_one(host, v, inp, status)))
 
     while waiting or running:
         while waiting and len(running) < width:

@@ -106,6 +106,9 @@ def _interpreter(python: Any, project_root: Path, where: str) -> str:
             hint=f"create the environment (python -m venv .venv, then install pytest and the project) or fix "
             f"execution.python; see {DOCS}",
         )
+    identity = _identity(value)
+    if identity in _ANSWERED:
+        return value
     try:
         probe = run_process(
             [value, "-c", "import sys; print('snodo-python', sys.version_info[0], sys.version_info[1])"],
@@ -122,7 +125,30 @@ def _interpreter(python: Any, project_root: Path, where: str) -> str:
             f"{where} {python!r} ({value}) is not a Python 3 interpreter: asked for its version it answered {shown!r}",
             hint=f"point execution.python at the project's Python, e.g. .venv/bin/python; see {DOCS}",
         )
+    _ANSWERED.add(identity)
     return value
+
+
+#: Interpreters that answered the version question, by :func:`_identity`: a serve session or
+#: a run asks each once, not on every validator call (a confined interpreter start, #26).
+_ANSWERED: set[tuple[object, ...]] = set()
+
+
+def _identity(path: str) -> tuple[object, ...]:
+    """What the answer depends on: the path, what it resolves to, that file's and the
+    environment's ``pyvenv.cfg``'s stat. Replacing or re-pointing any of them (an agent can
+    write a ``.venv`` inside the workspace) makes it a new interpreter, asked again."""
+
+    def stat(name: str) -> tuple[int, ...] | None:
+        try:
+            st = os.stat(name)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+    real = os.path.realpath(path)
+    cfg = os.path.join(os.path.dirname(os.path.dirname(path)), "pyvenv.cfg")
+    return (path, real, stat(real), cfg, stat(cfg))
 
 
 def _pythonpath_setting(workspace: Path, pythonpath: Any) -> list[Path]:

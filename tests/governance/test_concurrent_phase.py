@@ -11,15 +11,20 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
+from attrs import evolve
 
 from snodo.api import ValidatorSpec, Verdict, hookimpl
+from snodo.governance import runner
 from snodo.governance.runner import PhaseInput, concurrency_limit, run_phase
 from snodo.governance.service import Project, validate_task
 from snodo.plugins import get_plugin_manager
 from snodo.protocol import load_protocol, parse_protocol
+from snodo.records import WorkspaceStatus
 from snodo.state.audit import AuditLog
 from tests.conftest import make_repo
 
@@ -53,6 +58,68 @@ def test_two_sleeping_command_validators_overlap_and_are_each_audited(tmp_path: 
     event = AuditLog(root / ".snodo" / "audit.log").records("validate")[-1]
     assert [r["validator_id"] for r in event["data"]["results"]] == ["first", "second"]
     assert [r["severity"] for r in event["data"]["results"]] == ["pass", "pass"]
+
+
+DIRTY = """\
+protocol_id: dirty
+name: dirty
+modes:
+  - mode_id: m
+    tools: [read, validate]
+    validators: [first, second, third]
+validators:
+  - {validator_id: first, validator_type: pytest, tooling: {command: "true"}}
+  - {validator_id: second, validator_type: pytest, tooling: {command: "true"}}
+  - {validator_id: third, validator_type: protocol}
+"""
+
+
+def test_the_validators_of_a_phase_share_one_read_of_the_tree_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pytest validators report the uncommitted changes from one git status, run by the
+    runner with snodo's own git; a phase whose validators never ask runs none."""
+    root = make_repo(tmp_path / "repo")
+    (root / ".snodo").mkdir()
+    (root / ".snodo" / "protocol.yml").write_text(DIRTY)
+    (root / "scratch.txt").write_text("uncommitted\n")
+    plugins = get_plugin_manager()
+    protocol = load_protocol(root / ".snodo" / "protocol.yml", plugins).protocol
+    statuses: list[tuple[str, ...]] = []
+    real = runner.run_git
+
+    def counting(repo: Path, *args: str, **kwargs: Any) -> Any:
+        if "status" in args:
+            statuses.append(args)
+        return real(repo, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_git", counting)
+    inp = PhaseInput(
+        protocol=protocol, mode=protocol.mode("m"), phase="pre_execute", task_id="t", task_spec="s", workspace=root
+    )
+    results = run_phase(plugins, inp)
+    assert [r.severity for r in results] == ["pass", "pass", "pass"], results
+    assert [r.details.get("dirty_tree") for r in results[:2]] == [["?? .snodo/", "?? scratch.txt"]] * 2
+    assert len(statuses) == 1
+    statuses.clear()
+    only_in_process = evolve(inp, mode=evolve(inp.mode, validators=("third",)))
+    assert [r.severity for r in run_phase(plugins, only_in_process)] == ["pass"]
+    assert statuses == []
+
+
+def test_the_tree_state_is_read_once_and_bounded() -> None:
+    reads: list[int] = []
+
+    def read() -> tuple[str, ...]:
+        reads.append(1)
+        time.sleep(0.05)
+        return tuple(f"?? f{i}" for i in range(80))
+
+    status = WorkspaceStatus(read)
+    with ThreadPoolExecutor(4) as pool:
+        seen = list(pool.map(lambda _i: status.uncommitted(), range(8)))
+    assert len(reads) == 1
+    assert len(set(seen)) == 1 and len(seen[0]) == WorkspaceStatus.LIMIT
 
 
 class Gauge:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.api import EnvironmentProblem, ValidationRequest, ValidatorFault, Verdict
+from snodo.api import EnvironmentProblem, ValidationRequest, ValidatorFault, Verdict, run_validator
 from snodo.plugins import PluginHost
 
 GREEN = {
@@ -130,11 +130,14 @@ def test_list_command_and_unknown_tooling(host: PluginHost, project: Callable[..
 
 
 def test_dirty_tree_is_reported(host: PluginHost, project: Callable[..., Path], vrequest: Request) -> None:
+    """The runner reads the tree's state once for the phase (snodo's own git) and the
+    validator reports it; a request built without the runner knows nothing of it."""
     root = project(GREEN, git=True)
     (root / "scratch.txt").write_text("uncommitted\n")
-    verdict = judge(host, vrequest(root, "pytest"))
-    assert verdict.severity == "pass"
-    assert verdict.details["dirty_tree"] == ["?? scratch.txt"]
+    result = run_validator(host, vrequest(root, "pytest"))
+    assert result.severity == "pass", result.justification
+    assert result.details["dirty_tree"] == ["?? scratch.txt"]
+    assert "dirty_tree" not in judge(host, vrequest(root, "pytest")).details
 
 
 def test_an_interpreter_without_pytest_is_an_error_not_a_failing_suite(

@@ -105,7 +105,7 @@ def _plumbed(
 ) -> _Made | None:
     """The commit built with plumbing, writing one index of the whole tree: the named paths
     added to a copy of ``seed`` (``update-index``), its tree (``write-tree``), a commit of it
-    (``commit-tree``, no hook) and HEAD moved there (``update-ref``, only from ``parent``).
+    (``commit-tree``, no hook) and HEAD moved there (only from ``parent``).
     That index then becomes the copy's own, so ``status`` in the copy shows the commit."""
     work = gitdir / f"{COMMIT_INDEX}.work"
     shutil.copy2(seed, work)  # with its mtime: git's racy-entry check reads it
@@ -121,7 +121,7 @@ def _plumbed(
     if parent == base and not compared[0]:
         os.unlink(work)
         return None  # the paths hold no change (an unreachable commit object is left, as git does)
-    git_out(copy, "update-ref", "-m", "snodo: commit", "HEAD", made, parent)
+    _move_head(copy, gitdir, made, parent)
     tmp = gitdir / "index.snodo-tmp"
     shutil.copy2(work, tmp)
     os.replace(tmp, gitdir / "index")
@@ -129,6 +129,18 @@ def _plumbed(
     with open(gitdir / COMMIT_BASE, "w", encoding="ascii") as fh:
         fh.write(made)
     return made, tree, compared
+
+
+def _move_head(copy: Path, gitdir: Path, made: str, parent: str) -> None:
+    """Move the copy's HEAD from ``parent`` to ``made``. A pooled copy's HEAD is detached: a
+    commit id in a file of its own git directory, which only this run uses. It is replaced by
+    a rename, as git's own ref update does (no git process); anything else goes through git."""
+    if detached_head(str(gitdir)) == parent:
+        tmp = gitdir / "HEAD.snodo-tmp"
+        tmp.write_text(f"{made}\n", encoding="ascii")
+        os.replace(tmp, gitdir / "HEAD")
+    else:
+        git_out(copy, "update-ref", "-m", "snodo: commit", "HEAD", made, parent)
 
 
 def _porcelain(copy: Path, relative: list[str], message: str, parent: str, gitdir: str, base: str) -> _Made | None:

@@ -203,6 +203,7 @@ class Engine:
         diff: str = "",
         persist_escalation: bool = True,
         tree: str | None = None,
+        uncommitted: tuple[str, ...] | None = None,
     ) -> ValidationOutcome:
         self.phase = phase
         self.progress(f"{phase} validation")
@@ -219,6 +220,7 @@ class Engine:
             progress=lambda msg, _r: self.progress(msg),
             escalate=persist_escalation,
             tree=tree,
+            uncommitted=uncommitted,
         )
         for r in outcome.results:
             spent = (r.details or {}).get("usage")
@@ -257,7 +259,8 @@ class Engine:
         """The pre_execute verdict, then the execute boundary: the token is verified and
         consumed exactly once, right here, or nothing runs."""
         p = self.project
-        pre = self._validate(spec, task_id, "pre_execute", wt.path)
+        # A copy just restored (or made) and checked clean: no git needed to say so.
+        pre = self._validate(spec, task_id, "pre_execute", wt.path, uncommitted=() if wt.clean_at_start else None)
         if pre.status != "pass":
             raise Halt(pre.status, "pre_execute", pre.classification.reason, validation=pre)
         if pre.token is None:

@@ -80,6 +80,8 @@ class Worktree:
     slot: pool.Slot | None = None
     #: what the user's checkout had uncommitted when the run started (not part of the run)
     left_out: tuple[str, ...] = ()
+    #: restored to its base and checked clean (or made fresh), nothing run in it yet
+    clean_at_start: bool = False
 
     def tip(self) -> str | None:
         """The commit the working copy's HEAD is at (``None`` once it is gone)."""
@@ -377,6 +379,7 @@ def _take(
         lock_path=slot.lock_path,
         slot=slot,
         left_out=tuple(left_out),
+        clean_at_start=True,
     )
     try:
         if not restored:

@@ -55,6 +55,9 @@ class PhaseInput:
     # Every process a validator or predicate starts through snodo.api.run_process is confined by it.
     sandbox: SandboxPolicy | None = None
     project_root: Path | None = None
+    #: The tree's uncommitted state when the caller already knows it exactly (the engine's
+    #: copy, just restored and checked clean: ``()``); ``None``: read with git if asked.
+    uncommitted: tuple[str, ...] | None = None
 
 
 def _error(
@@ -179,7 +182,9 @@ def run_phase(
     running: dict[int, float] = {}  # index -> deadline
     waiting = deque(enumerate(validators))
     reported = 0
-    status = WorkspaceStatus(lambda: uncommitted(inp.workspace))  # read once, if a validator asks
+    known = inp.uncommitted
+    # read once, if a validator asks (none when the caller knows it)
+    status = WorkspaceStatus((lambda: known) if known is not None else (lambda: uncommitted(inp.workspace)))
 
     def work(i: int, v: Validator) -> None:
         with confined(inp.sandbox):

@@ -221,6 +221,7 @@ def validate_task(
     workspace: Path | None = None,
     escalate: bool = True,
     tree: str | None = None,
+    uncommitted: tuple[str, ...] | None = None,
 ) -> ValidationOutcome:
     """Run one phase for one task and settle the outcome, persisting before returning.
 
@@ -243,6 +244,7 @@ def validate_task(
             workspace=workspace or project.root,
             escalate=escalate,
             tree=tree,
+            uncommitted=uncommitted,
         )
 
 
@@ -259,6 +261,7 @@ def _validate_task(
     workspace: Path,
     escalate: bool,
     tree: str | None,
+    uncommitted: tuple[str, ...] | None = None,
 ) -> ValidationOutcome:
     task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
     sha = spec_sha256(spec)
@@ -279,6 +282,7 @@ def _validate_task(
             diff=diff,
             sandbox=project.sandbox_policy(workspace or project.root),
             project_root=project.root,
+            uncommitted=uncommitted,
         ),
         progress=progress,
     )

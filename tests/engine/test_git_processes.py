@@ -20,12 +20,16 @@ from tests.conftest import TRIVIAL_PROTOCOL, git, make_repo
 
 PROTOCOL = TRIVIAL_PROTOCOL
 
-#: Measured: 12 in the steady state, 12 on the first run, plus one ``status`` per phase whose
-#: validators report the tree's state. Before the pooled copies were restored without reading
-#: every file (issue 27): 11 and 10; before that, 38 and 40.
-STATUS_PER_PHASE = 2
-STEADY_BUDGET = 12 + STATUS_PER_PHASE
-FIRST_BUDGET = 12 + STATUS_PER_PHASE
+#: Measured: 12 in the steady state, 12 on the first run: the user's checkout (rev-parse,
+#: config, the protocol's history, status), the copy restored (one ``reset --hard``, or
+#: ``worktree add``), the engine's commit (update-index, write-tree, commit-tree; HEAD of the
+#: copy moved without git), its diff, one ``status`` for the post_execute phase (the
+#: pre_execute phase judges a copy just restored and checked clean: no git), the branch and
+#: the note. Issue 26's target is 10. Before: 11 and 10 (with the validators' own confined
+#: ``status``, which this wrapper under the sandbox's private /tmp never saw); 38 and 40.
+STATUS_PER_PHASE = 1
+STEADY_BUDGET = 12
+FIRST_BUDGET = 12
 
 WRAPPER = """#!/bin/sh
 printf '%s\\n' "$*" >> "{log}"

@@ -105,6 +105,11 @@ def test_the_validators_of_a_phase_share_one_read_of_the_tree_state(
     only_in_process = evolve(inp, mode=evolve(inp.mode, validators=("third",)))
     assert [r.severity for r in run_phase(plugins, only_in_process)] == ["pass"]
     assert statuses == []
+    # A caller that knows the state exactly (the engine's copy, just restored and checked
+    # clean) hands it over: no git, and what it said is what the validators report.
+    known = evolve(inp, uncommitted=("?? handed.txt",))
+    assert [r.details.get("dirty_tree") for r in run_phase(plugins, known)[:2]] == [["?? handed.txt"]] * 2
+    assert statuses == []
 
 
 def test_the_tree_state_is_read_once_and_bounded() -> None:

@@ -165,14 +165,18 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
 
     The usual path reads no file and costs what changed, whatever the size of the tree:
 
-    1. :func:`~snodo.engine.poolmodes.repair_dirs` gives every directory its mode back and
-       deletes sockets and fifos (an ``lstat`` per directory, none per file);
-    2. one ``reset --hard`` to ``base`` against :data:`REF_INDEX`, the index as the last
+    1. :func:`~snodo.engine.poolscan.sweep` compares every directory with the record the
+       last restore left (an ``lstat`` each, none per file), gives it its mode back, and in
+       those that changed deletes every name the record lacks: untracked and ignored files,
+       nested repositories, sockets and fifos (with no record: every directory read by
+       :func:`~snodo.engine.poolmodes.repair_dirs`, and ``clean -ffdx`` after step 2);
+    2. the files the last restore wrote get their mode back by name (git compares ctimes
+       only to the second);
+    3. one ``reset --hard`` to ``base`` against :data:`REF_INDEX`, the index as the last
        restore left it — private to snodo, so no later ``git add`` or ``status`` refreshed
        it: every tracked file whose stat data changed since (its content, its mode, its
        inode: a ``chmod`` changes the ctime) is written again from the object store, with
-       the mode a checkout gives it;
-    3. one ``clean -ffdx`` removes every untracked and ignored file and nested repository.
+       the mode a checkout gives it.
 
     Each must succeed without a word on stderr, or the long path runs: an ``lstat`` of every
     path (:func:`~snodo.engine.poolmodes.repair_modes`), ``reset --hard``, ``clean`` and a
@@ -281,7 +285,7 @@ _RESET = ("reset", "-q", "--hard", "--no-recurse-submodules")
 def record_index(gitdir: str, base: str, copy: Path, since: int) -> None:
     """Keep the copy's index (just written by a checkout or a restore that started in second
     ``since``) as the record the next restore compares the copy with, and the files written
-    since then (:func:`~snodo.engine.poolmodes.written_since`: a walk of every directory)."""
+    since then (:func:`~snodo.engine.poolscan.save`, with no earlier record: every directory read)."""
     ref = Path(gitdir) / REF_INDEX
     tmp = ref.with_name(f"{REF_INDEX}.tmp")
     shutil.copy2(Path(gitdir) / "index", tmp)  # with its mtime: git's racy-entry check reads it
@@ -290,7 +294,7 @@ def record_index(gitdir: str, base: str, copy: Path, since: int) -> None:
     _record_base(gitdir, base)
 
 
-#: The files the last restore wrote (see :func:`~snodo.engine.poolmodes.written_since`),
+#: The files the last restore wrote (see :func:`~snodo.engine.poolscan.scan`),
 #: NUL-separated: the next restore gives them their mode back by name.
 RACY = "snodo-restore.written"
 

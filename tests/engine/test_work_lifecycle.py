@@ -136,7 +136,7 @@ def kill_mid_run(repo: Path, home: Path) -> str:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:  # wait until the slow test is running in the worktree
         assert proc.poll() is None
-        if directory.is_dir() and any(directory.glob("pool.locks/*.lock")) and _pytest_running(directory):
+        if directory.is_dir() and any(directory.glob("pool.locks/*.lock")) and _slow_test_running(directory):
             break
         time.sleep(0.2)
     else:
@@ -148,10 +148,17 @@ def kill_mid_run(repo: Path, home: Path) -> str:
     return run_id
 
 
+#: Written by the slow test in its working copy when it starts.
+STARTED = "slow-test.started"
+
+
 def slow_config(secret: bool = False) -> str:
     files = {
         "src/slow.py": f'KEY = "{SECRET}"\n' if secret else "X = 1\n",
-        "tests/test_slow.py": "import time\n\ndef test_slow():\n    time.sleep(60)\n",
+        # The marker says the post_execute tests run (the commit is made): the moment to kill.
+        "tests/test_slow.py": (
+            f"import pathlib, time\n\ndef test_slow():\n    pathlib.Path({STARTED!r}).touch()\n    time.sleep(60)\n"
+        ),
     }
     return json.dumps({"files": files})
 
@@ -205,15 +212,7 @@ def test_the_next_run_reclaims_a_dead_run_and_leaves_a_live_one(tmp_path: Path, 
     live.remove()
 
 
-def _pytest_running(directory: Path) -> bool:
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            continue
-        if "pytest" in cmd and cwd.startswith(str(directory)):
-            return True
-    return False
+def _slow_test_running(directory: Path) -> bool:
+    """The slow post_execute test has started in a pooled copy (after the run's commit; a
+    pre_execute pytest in the same copy does not count)."""
+    return any(directory.glob(f"pool/*/{STARTED}"))

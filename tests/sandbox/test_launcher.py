@@ -282,18 +282,24 @@ def test_a_command_holds_no_descriptor_but_its_own(use_launcher: None, tmp_path:
 
 def test_a_request_too_large_for_the_launcher_runs_the_per_command_way(use_launcher: None, tmp_path: Path) -> None:
     ws = _ws(tmp_path)
-    assert _run("print('warm')", ws).ok
-    first = _only_launcher()
-    first.max_request = 60_000  # as where net.core.wmem_max is small
-    for size in (1000, 50_000):  # bytes: the second is too large for that launcher
-        big = "é" * (size // 2)  # two bytes each, and no escape needed in the request
-        result = run_process(
-            ["sh", "-c", 'echo "${#BIG}"'],
+
+    def sh(script: str, big: str = "") -> ProcessResult:
+        # One program for every call: a launcher's shape includes the program's own
+        # directory when it must be bound back (a venv under /tmp).
+        return run_process(
+            ["sh", "-c", script],
             cwd=ws,
             timeout=60,
             env={"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "BIG": big},
             sandbox=SandboxPolicy(workspace=ws, env=("BIG",)),
         )
+
+    assert sh("true").ok
+    first = _only_launcher()
+    first.max_request = 60_000  # as where net.core.wmem_max is small
+    for size in (1000, 50_000):  # bytes: the second is too large for that launcher
+        big = "é" * (size // 2)  # two bytes each, and no escape needed in the request
+        result = sh('echo "${#BIG}"', big)
         assert result.ok and result.output.split() == [str(size)], (size, result.output[-200:])
     assert _only_launcher() is first
 

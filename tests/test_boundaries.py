@@ -123,3 +123,36 @@ def test_one_git_runner() -> None:
                 offenders.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")
     assert offenders == [], "git started outside snodo/gitrun.py:\n" + "\n".join(offenders)
     assert re.search(starts_git, 'subprocess.run(["git", "-C", str(repo)])')  # the check itself bites
+
+
+#: Every module of snodo, its plugins and the kit that starts a process itself, and why it
+#: is not :func:`snodo.proc.run_process` (which confines and time-limits agent content).
+PROCESS_STARTERS = {
+    "snodo/proc.py": "the process runner",
+    "snodo/gitrun.py": "snodo's own hardened git, with a time limit",
+    "snodo/engine/jobs.py": "snodo re-launching itself (python -I, working directory /)",
+    "snodo/cli/demo_cmd.py": "snodo re-launching itself on the demo's throwaway repository",
+    "snodo/sandbox/bwrap.py": "the backend probe: `true`, with a time limit",
+    "snodo/sandbox/landlock.py": "the backend probe: `true`, with a time limit",
+    "snodo/sandbox/launcher.py": "the confined launcher: bubblewrap itself, start bounded by START_TIMEOUT",
+    "snodo/sandbox/launcher_main.py": "inside the sandbox: each command the launcher is asked for",
+    "conformance/harness.py": "the kit running `snodo` as a user would, with a time limit",
+    "conformance/_support.py": "the kit's scratch repositories (git), with a time limit",
+}
+
+
+def test_processes_start_only_in_known_places() -> None:
+    """No module starts a process outside the list above: a new one must go through
+    run_process (confined, time-limited) or say here why it cannot."""
+    starts = re.compile(
+        r"subprocess\.(Popen|run|call|check_call|check_output)\(|os\.(posix_spawnp?|fork|system|spawn\w*|exec\w+)\(|_SYS_CLONE\)"
+    )
+    repo = Path(__file__).resolve().parent.parent
+    found = {
+        str(path.relative_to(repo))
+        for top in ("snodo", "plugins", "conformance")
+        for path in (repo / top).rglob("*.py")
+        if starts.search(path.read_text(encoding="utf-8"))
+    }
+    assert found == set(PROCESS_STARTERS), sorted(found ^ set(PROCESS_STARTERS))
+    assert starts.search("os.execv(sys.executable, argv)")  # the check itself bites

@@ -33,6 +33,19 @@ def _umask() -> int:
     return 0o022
 
 
+def _entries(directory: str, dir_st: os.stat_result, walked: dict[str, Any] | None) -> list[os.DirEntry[str]] | None:
+    """The entries of ``directory`` (``None``: unreadable), kept in ``walked`` with its
+    ``lstat`` key for the run's first look for new ``.git`` entries."""
+    try:
+        with os.scandir(directory) as it:
+            entries = list(it)
+    except OSError:
+        return None
+    if walked is not None:
+        walked[directory] = ((dir_st.st_ino, dir_st.st_mtime_ns, dir_st.st_ctime_ns), entries)
+    return entries
+
+
 @frozen
 class DirWalk:
     """What :func:`repair_dirs` did and saw."""
@@ -65,13 +78,9 @@ def repair_dirs(root: Path, *, walked: dict[str, Any] | None = None) -> DirWalk 
     pending = [(str(root), top)]
     while pending:
         directory, dir_st = pending.pop()
-        try:
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except OSError:
+        entries = _entries(directory, dir_st, walked)
+        if entries is None:
             return None
-        if walked is not None:
-            walked[directory] = ((dir_st.st_ino, dir_st.st_mtime_ns, dir_st.st_ctime_ns), entries)
         for entry in entries:
             try:
                 if entry.is_file(follow_symlinks=False):
@@ -117,13 +126,9 @@ def repair_modes(root: Path, *, walked: dict[str, Any] | None = None) -> int | N
     repaired = 0
     while pending:
         directory, dir_st = pending.pop()
-        try:
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except OSError:
+        entries = _entries(directory, dir_st, walked)
+        if entries is None:
             return None
-        if walked is not None:
-            walked[directory] = ((dir_st.st_ino, dir_st.st_mtime_ns, dir_st.st_ctime_ns), entries)
         for entry in entries:
             if directory == str(root) and entry.name == ".git":
                 continue

@@ -182,7 +182,10 @@ class Launcher:
         spawning = self.group.spawning if self.group is not None else contextlib.nullcontext
         try:
             with spawning():
-                self.proc = subprocess.Popen(  # the one process snodo starts that is not run_process's
+                # Not through run_process: it is the confinement itself (bubblewrap with the
+                # policy's options), snodo's own stdlib-only code; its start is bounded by
+                # START_TIMEOUT, each command it starts by run_process's time limit.
+                self.proc = subprocess.Popen(
                     argv,
                     env={},
                     cwd="/",

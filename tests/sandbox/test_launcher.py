@@ -64,30 +64,20 @@ def _host_pids_with(token: str) -> list[int]:
     return found
 
 
-#: Everything a command can try against every other process it can name: read its memory,
-#: environment and descriptors, attach with ptrace, kill it.
-ATTACK = """
-    import ctypes, os, signal
+#: What a command tries against another process it can name: read its memory, environment
+#: and descriptors (``fds``), attach with ptrace, kill it. Each outcome is printed.
+PROBE = """
+    import ctypes, os, signal, sys
     libc = ctypes.CDLL(None, use_errno=True)
-    me = os.getpid()
-    seen = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
-    print("SEEN", seen)
-    for pid in seen:
-        if pid == me:
-            continue
-        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ")[:80]
-        print("PROC", pid, cmd)
+
+    def probe(pid, fds):
         for what in ("mem", "environ"):
             try:
                 open(f"/proc/{pid}/{what}", "rb").read(16)
                 print("READ", pid, what)
             except OSError as exc:
                 print("DENIED", pid, what, exc.errno)
-        try:
-            entries = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            entries = []
-        for entry in entries:
+        for entry in fds:
             try:
                 os.close(os.open(f"/proc/{pid}/fd/{entry}", os.O_RDONLY))
                 print("OPENED", pid, entry)
@@ -96,8 +86,28 @@ ATTACK = """
         print("PTRACE", pid, libc.ptrace(16, pid, 0, 0), ctypes.get_errno())  # PTRACE_ATTACH
         try:
             os.kill(pid, signal.SIGKILL)
+            print("KILLED", pid)
+        except OSError as exc:
+            print("DENIED", pid, "kill", exc.errno)
+"""
+
+#: The probe against every process the command can see, then signals to all of them.
+ATTACK = (
+    PROBE
+    + """
+    me = os.getpid()
+    seen = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    print("SEEN", seen)
+    for pid in seen:
+        if pid == me:
+            continue
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ")[:80]
+        print("PROC", pid, cmd)
+        try:
+            entries = os.listdir(f"/proc/{pid}/fd")
         except OSError:
-            pass
+            entries = []
+        probe(pid, entries)
     for sig in (signal.SIGKILL, signal.SIGTERM):
         try:
             os.kill(-1, sig)
@@ -105,6 +115,7 @@ ATTACK = """
             pass
     print("ATTACK DONE")
 """
+)
 
 
 def test_a_command_sees_only_its_own_processes_and_cannot_touch_the_launcher(
@@ -126,12 +137,11 @@ def test_a_command_sees_only_its_own_processes_and_cannot_touch_the_launcher(
     assert _run("print('after')", ws).output.strip() == "after"
 
 
-#: Against the processes whose command line holds the token given in pieces (never anything else:
-#: under Landlock the host's processes are visible): memory, environment, descriptors,
-#: ptrace, signals.
-TARGETED = """
-    import ctypes, os, signal, sys
-    libc = ctypes.CDLL(None, use_errno=True)
+#: The probe against the processes whose command line holds the token given in pieces
+#: (never anything else: under Landlock the host's processes are visible).
+TARGETED = (
+    PROBE
+    + """
     token, me = "-".join(sys.argv[1:]).encode(), os.getpid()  # in pieces: not in its own command line
     for name in os.listdir("/proc"):
         try:
@@ -139,28 +149,11 @@ TARGETED = """
                 continue
         except OSError:
             continue
-        pid = int(name)
-        print("FOUND", pid)
-        for what in ("mem", "environ"):
-            try:
-                open(f"/proc/{pid}/{what}", "rb").read(16)
-                print("READ", pid, what)
-            except OSError as exc:
-                print("DENIED", pid, what, exc.errno)
-        for entry in ("0", "1", "2"):
-            try:
-                os.close(os.open(f"/proc/{pid}/fd/{entry}", os.O_RDONLY))
-                print("OPENED", pid, entry)
-            except OSError as exc:
-                print("DENIED", pid, "fd", entry, exc.errno)
-        print("PTRACE", pid, libc.ptrace(16, pid, 0, 0), ctypes.get_errno())  # PTRACE_ATTACH
-        try:
-            os.kill(pid, signal.SIGKILL)
-            print("KILLED", pid)
-        except OSError as exc:
-            print("DENIED", pid, "kill", exc.errno)
+        print("FOUND", int(name))
+        probe(int(name), ("0", "1", "2"))
     print("ATTACK DONE")
 """
+)
 
 
 def test_a_command_cannot_end_its_init_early(use_launcher: None, tmp_path: Path) -> None:

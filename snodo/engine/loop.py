@@ -135,13 +135,7 @@ class Engine:
                 self.progress(f"removed the working copy of run {gone['run_id']}, whose process had died")
             worktree = create_worktree(p.root, p.home, task_id, self.run_id)
             worktree.branch = self.branch or worktree.branch
-            left_out = worktree.left_out
             self.progress(f"working copy {worktree.path} (run {self.run_id})")
-            if left_out:
-                self.progress(
-                    f"note: the run starts from your last commit; {len(left_out)} uncommitted path(s) are not "
-                    f"part of it ({', '.join(left_out[:5])}{', …' if len(left_out) > 5 else ''})"
-                )
             result = self._loop(spec, task_id, coder_spec, config, worktree)
             attempts = result.attempts
             worktree.keep_as_branch()  # only completed work gets a branch
@@ -186,6 +180,11 @@ class Engine:
             return self._halted(task_id, Halt("internal_error", "engine", f"{type(exc).__name__}: {exc}"), worktree)
         finally:
             if worktree is not None:
+                if left_out := worktree.left_out:  # read by a status beside the run: said as it ends
+                    self.progress(
+                        f"note: the run started from your last commit; {len(left_out)} uncommitted path(s) were "
+                        f"not part of it ({', '.join(left_out[:5])}{', …' if len(left_out) > 5 else ''})"
+                    )
                 worktree.remove()
 
     # ----------------------------------------------------------------- stages

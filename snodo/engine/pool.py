@@ -48,7 +48,7 @@ T = TypeVar("T")
 
 class Beside(Generic[T]):
     """One call run in a thread beside the caller's work: ``result()`` waits for it and
-    returns its value or raises its exception; leaving the ``with`` block waits for it too.
+    returns its value or raises its exception.
 
     What ``ThreadPoolExecutor(max_workers=1)`` gave here, without importing
     ``concurrent.futures`` (and ``logging`` with it: ~10 ms of every run, #26).
@@ -73,10 +73,7 @@ class Beside(Generic[T]):
             raise self._error[0]
         return self._value[0]
 
-    def __enter__(self) -> Beside[T]:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
+    def join(self) -> None:
         self._thread.join()
 
 
@@ -222,8 +219,16 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
             return False
         remember_walk(slot.path, walked)
         linked, real_dirs = seen.linked_dir, set(walked)
-    if repair_files(slot.path, _read_list(gitdir, RACY), real_dirs) is None:
+    racy = _read_list(gitdir, RACY)
+    if repair_files(slot.path, racy, real_dirs) is None:
         return False
+    if before is not None and recorded_base(gitdir) == target() and _untouched(slot.path, pinned, ref):
+        _set_head(gitdir, target())  # no tracked file changed: the reset would write nothing but the index
+        _install_index(ref, Path(gitdir) / "index")
+        _forget_history(gitdir)
+        if not linked or _leftovers(slot.path, pinned) == []:
+            _write_list(gitdir, RACY, sorted({*racy, *poolscan.save(gitdir, slot.path, before, int(time.time()))}))
+            return True
     work = ref.with_name(f"{REF_INDEX}.work")
     os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
     started = int(time.time())
@@ -241,6 +246,24 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(work)
     return _long_path(slot, gitdir, pinned, target())
+
+
+def _untouched(copy: Path, pinned: tuple[str, ...], ref: Path) -> bool:
+    """Whether every tracked file still has the stat data :data:`REF_INDEX` recorded (or, for
+    an entry written in the same second as the record, the same content): one read-only
+    ``diff-files`` — an ``lstat`` per file and no index written, where ``reset --hard`` also
+    rewrites the whole index. Any doubt (a difference, a word on stderr) says no."""
+    found = run_git(copy, *pinned, "diff-files", "--quiet", "--no-ext-diff", env={"GIT_INDEX_FILE": str(ref)})
+    return found.returncode == 0 and not found.stderr.strip()
+
+
+def _set_head(gitdir: str, base: str) -> None:
+    """Detach the copy's HEAD at ``base``: a file of its private git directory, replaced by a
+    rename as git's own ref update does (no reflog is kept: see :func:`_forget_history`)."""
+    tmp = os.path.join(gitdir, "HEAD.snodo-tmp")
+    with open(tmp, "w", encoding="ascii") as fh:
+        fh.write(f"{base}\n")
+    os.replace(tmp, os.path.join(gitdir, "HEAD"))
 
 
 def _long_path(slot: Slot, gitdir: str, pinned: tuple[str, ...], base: str) -> bool:

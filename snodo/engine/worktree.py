@@ -38,6 +38,7 @@ from typing import Any
 from attrs import define, field
 
 from snodo.engine import pool
+from snodo.engine.checkout import look_at_checkout, read_head, rev
 from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.gitrun import FALLBACK_IDENTITY, adopt, git_out, pin, run_git
 
@@ -59,11 +60,6 @@ def halted_ref(task_id: str, run_id: str) -> str:
     return f"{HALTED_NAMESPACE}/{task_id}/{run_id}"
 
 
-def _rev(repo: Path, name: str) -> str | None:
-    result = run_git(repo, "rev-parse", "--verify", "-q", f"{name}^{{commit}}")
-    return (result.stdout.strip() or None) if result.ok else None
-
-
 @define(kw_only=True)
 class Worktree:
     """One run's working copy. ``branch`` is the name the work gets if the run completes."""
@@ -78,17 +74,23 @@ class Worktree:
     _lock_fd: int | None = field(default=None, alias="lock_fd")
     #: the pool slot the copy belongs to (``None``: a copy of its own, removed at the end)
     slot: pool.Slot | None = None
-    #: what the user's checkout had uncommitted when the run started (not part of the run)
-    left_out: tuple[str, ...] = ()
+    #: what the user's checkout had uncommitted when the run started (see :attr:`left_out`)
+    _looking: Callable[[], tuple[str, ...]] | None = field(default=None, alias="looking")
     #: restored to its base and checked clean (or made fresh), nothing run in it yet
     clean_at_start: bool = False
+
+    @property
+    def left_out(self) -> tuple[str, ...]:
+        """What the user's checkout had uncommitted when the run started (not part of the
+        run), from a ``status`` running beside the run: asking waits for it."""
+        return self._looking() if self._looking is not None else ()
 
     def tip(self) -> str | None:
         """The commit the working copy's HEAD is at (``None`` once it is gone)."""
         if not self.path.is_dir():
             return None
         gitdir = self.slot.meta().get("gitdir") if self.slot is not None else None
-        return (pool.detached_head(gitdir) if isinstance(gitdir, str) else None) or _rev(self.path, "HEAD")
+        return (pool.detached_head(gitdir) if isinstance(gitdir, str) else None) or rev(self.path, "HEAD")
 
     def keep_as_branch(self) -> str:
         """Put the completed work on ``branch`` (create-only: never moves an existing ref)."""
@@ -173,33 +175,6 @@ def require_repo(root: Path) -> None:
         raise EnvironmentProblem("git is not installed", hint="install git; snodo commits on task branches")
     if pin(root) is None:
         raise EnvironmentProblem(f"{root} is not a git repository", hint="run `git init` in the project first")
-
-
-def look_at_checkout(repo: Path) -> tuple[str | None, list[str]]:
-    """HEAD's commit (``None``: no commit yet) and the paths with uncommitted changes in the
-    user's checkout (governance state aside), from one ``status``: a run starts from the
-    last commit, so those paths are not part of it and the user should know."""
-    args = ("--no-optional-locks", "status", "--porcelain=v2", "--branch", "--no-ahead-behind", "-z")
-    found = run_git(repo, *args, "--", ".", ":!.snodo")
-    if not found.ok:  # the run can still start from HEAD; nothing to report
-        return _rev(repo, "HEAD"), []
-    head: str | None = None
-    paths: list[str] = []
-    records = iter(found.stdout.split("\0"))
-    for record in records:
-        kind = record[:2]
-        if record.startswith("# branch.oid "):
-            oid = record.removeprefix("# branch.oid ").strip()
-            head = None if oid == "(initial)" else oid
-        elif kind in _FIELDS:
-            paths.append(record.split(" ", _FIELDS[kind])[-1])
-            if kind == "2 ":
-                next(records, None)  # a rename's source path follows
-    return head, paths
-
-
-#: How many spaces precede the path in each kind of ``status --porcelain=v2`` record.
-_FIELDS = {"1 ": 8, "2 ": 9, "u ": 10, "? ": 1}
 
 
 def _owner_gone(lock: Path) -> int | None:
@@ -317,7 +292,7 @@ def _reclaim(wt: Worktree, judge: Callable[[Worktree], list[dict[str, str]]] | N
 def run_base(repo: Path, head: str | None = None) -> str:
     """The commit a run starts from: ``HEAD`` (as ``head`` if the caller read it), or for a
     repository with no commit an empty base commit made with plumbing (no ref points at it)."""
-    head = head or _rev(repo, "HEAD")
+    head = head or rev(repo, "HEAD")
     if head:
         return head
     require_repo(repo)  # no HEAD: say why if this is no repository at all
@@ -337,17 +312,27 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
     """The run's working copy: a free slot of the project's pool, restored to the base and
     checked clean, or made fresh when there is none to reuse or it cannot be restored.
 
-    The user's checkout (its HEAD is the base; what it has uncommitted is reported) is read
-    by one ``status`` alongside the restore."""
+    The base is the user's HEAD (:func:`read_head`); what their checkout has uncommitted is
+    read by one whole-tree ``status`` that runs alongside the restore and the run, and is
+    waited for only when :attr:`Worktree.left_out` is asked (at the end of the run)."""
     directory = worktrees_dir(home, repo)
-    with pool.Beside(look_at_checkout, repo) as looking:
-        slot = pool.take_free_slot(directory)
+    looking = pool.Beside(look_at_checkout, repo)
+    slot = pool.take_free_slot(directory)
+    try:
+        early = read_head(repo)
+        restored = pool.restore(slot, early or (lambda: run_base(repo, looking.result()[0])))
+        head = early or run_base(repo, looking.result()[0])
+    except BaseException:
+        slot.release()
+        looking.join()
+        raise
+
+    def left_out() -> tuple[str, ...]:
         try:
-            restored = pool.restore(slot, lambda: run_base(repo, looking.result()[0]))
-            head, left_out = run_base(repo, looking.result()[0]), looking.result()[1]
-        except BaseException:
-            slot.release()
-            raise
+            return tuple(looking.result()[1])
+        except SnodoError:  # a status that timed out: nothing to report, as when it fails
+            return ()
+
     return _take(repo, directory, slot, restored, head, left_out, task_id, run_id)
 
 
@@ -357,7 +342,7 @@ def _take(
     slot: pool.Slot,
     restored: bool,
     head: str,
-    left_out: list[str],
+    left_out: Callable[[], tuple[str, ...]],
     task_id: str,
     run_id: str,
 ) -> Worktree:
@@ -378,7 +363,7 @@ def _take(
         run_id=run_id,
         lock_path=slot.lock_path,
         slot=slot,
-        left_out=tuple(left_out),
+        looking=left_out,
         clean_at_start=True,
     )
     try:

@@ -168,5 +168,5 @@ def test_uncommitted_changes_are_named_and_left_alone(git_repo: Path, snodo_cli)
     (git_repo / "README.md").write_text("# my local edit\n")
     r = snodo_cli("run", "add a hello module", "--mock", cwd=git_repo)
     assert r.returncode == 0, r
-    assert "uncommitted path(s) are not part of it (README.md)" in r.stderr
+    assert "uncommitted path(s) were not part of it (README.md)" in r.stderr
     assert (git_repo / "README.md").read_text() == "# my local edit\n"

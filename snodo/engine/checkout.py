@@ -1,0 +1,63 @@
+"""The user's checkout, read without touching it: the commit a run starts from and what is
+left uncommitted there (not part of the run, and the user should know)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from snodo.gitrun import pin, run_git
+
+
+def rev(repo: Path, name: str) -> str | None:
+    result = run_git(repo, "rev-parse", "--verify", "-q", f"{name}^{{commit}}")
+    return (result.stdout.strip() or None) if result.ok else None
+
+
+def look_at_checkout(repo: Path) -> tuple[str | None, list[str]]:
+    """HEAD's commit (``None``: no commit yet) and the paths with uncommitted changes in the
+    user's checkout (governance state aside), from one ``status``: a run starts from the
+    last commit, so those paths are not part of it and the user should know."""
+    args = ("--no-optional-locks", "status", "--porcelain=v2", "--branch", "--no-ahead-behind", "-z")
+    found = run_git(repo, *args, "--", ".", ":!.snodo")
+    if not found.ok:  # the run can still start from HEAD; nothing to report
+        return rev(repo, "HEAD"), []
+    head: str | None = None
+    paths: list[str] = []
+    records = iter(found.stdout.split("\0"))
+    for record in records:
+        kind = record[:2]
+        if record.startswith("# branch.oid "):
+            oid = record.removeprefix("# branch.oid ").strip()
+            head = None if oid == "(initial)" else oid
+        elif kind in _FIELDS:
+            paths.append(record.split(" ", _FIELDS[kind])[-1])
+            if kind == "2 ":
+                next(records, None)  # a rename's source path follows
+    return head, paths
+
+
+#: How many spaces precede the path in each kind of ``status --porcelain=v2`` record.
+_FIELDS = {"1 ": 8, "2 ": 9, "u ": 10, "? ": 1}
+
+
+def read_head(repo: Path) -> str | None:
+    """HEAD's commit read from the files of the user's git directory, so the restore need
+    not wait for the whole-tree ``status`` that also reports it; ``None`` (wait for it) for
+    anything but a detached commit id or a branch with a loose ref: a packed ref, a chain
+    of symbolic refs, a reftable repository, anything unreadable. :func:`create_worktree`
+    compares it with what ``status`` says and restores again if they differ."""
+    context = pin(repo)
+    if context is None:
+        return None
+    try:
+        with open(context.git_dir / "HEAD", encoding="ascii") as fh:
+            text = fh.read(300).strip()
+        if text.startswith("ref: refs/heads/"):
+            name = text.removeprefix("ref: ")
+            if ".." in name or "\\" in name:
+                return None
+            with open(context.common_dir() / name, encoding="ascii") as fh:
+                text = fh.read(100).strip()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return text if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text) else None

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
 from snodo.engine import change, pool, poolscan
+from snodo.engine.checkout import read_head
 from snodo.engine.worktree import Worktree, create_worktree
 from snodo.workspace.guard import PathGuard
 from tests.conftest import git, make_repo
@@ -137,3 +139,58 @@ def test_the_engine_commit_holds_exactly_the_named_paths(tmp_path: Path, snodo_h
         assert third is not None and third.files == ("README.md",)
     finally:
         wt.remove()
+
+
+def test_a_copy_whose_tracked_files_are_untouched_is_not_reset(tmp_path: Path, snodo_home: Path) -> None:
+    """The restore's read-only check: a copy where a run only added files, staged and
+    committed (its HEAD and index moved, no tracked file of the base changed) is brought
+    back without ``reset --hard`` (the recorded index is not rewritten); one tracked file
+    changed, even to the same size, and the reset runs."""
+    repo = _project(tmp_path)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    gitdir = wt.slot.meta()["gitdir"] if wt.slot is not None else ""
+    time.sleep(1.1)  # past the second the checkout wrote in: no entry of the record is racy
+    wt = _again(repo, snodo_home, wt, 2)
+    (wt.path / "pkg" / "new.py").write_text("new\n")
+    git(wt.path, "add", "pkg/new.py")
+    git(wt.path, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "work")
+    (wt.path / "pkg" / "staged.txt").write_text("staged\n")
+    git(wt.path, "add", "pkg/staged.txt")
+    recorded = os.stat(os.path.join(gitdir, pool.REF_INDEX)).st_ino
+    again = _again(repo, snodo_home, wt, 3)
+    try:
+        assert os.stat(os.path.join(gitdir, pool.REF_INDEX)).st_ino == recorded  # no reset wrote it
+        assert pool.detached_head(gitdir) == base == git(again.path, "rev-parse", "HEAD").strip()
+        assert git(again.path, "status", "--porcelain", "--ignored") == ""
+        assert not (again.path / "pkg" / "new.py").exists() and not (again.path / "pkg" / "staged.txt").exists()
+        (again.path / "README.md").write_text("# changed\n")  # the same size as "# project\n"
+    finally:
+        again.remove()
+    last = _again(repo, snodo_home, again, 4)
+    try:
+        assert os.stat(os.path.join(gitdir, pool.REF_INDEX)).st_ino != recorded  # the reset ran
+        assert (last.path / "README.md").read_text() == "# project\n"
+        assert git(last.path, "status", "--porcelain", "--ignored") == ""
+    finally:
+        last.remove()
+
+
+def test_the_base_is_read_from_the_checkouts_refs_or_from_its_status(tmp_path: Path, snodo_home: Path) -> None:
+    """HEAD from the user's git directory when it is a loose branch ref or a detached commit;
+    a packed ref is left to the ``status`` (the base is the same either way)."""
+    repo = _project(tmp_path)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert read_head(repo) == head
+    git(repo, "pack-refs", "--all")
+    assert not (repo / ".git" / "refs" / "heads" / "main").exists()
+    assert read_head(repo) is None
+    (repo / "dirty.txt").write_text("mine\n")
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    try:
+        assert wt.base == head and pool.detached_head(wt.slot.meta()["gitdir"] if wt.slot else "") == head
+        assert wt.left_out == ("dirty.txt",)
+    finally:
+        wt.remove()
+    git(repo, "checkout", "-q", "--detach", "HEAD")
+    assert read_head(repo) == head

@@ -19,14 +19,13 @@ change again before the result is used (a refusal moves HEAD back).
 from __future__ import annotations
 
 import os
-import shutil
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
 from attrs import frozen
 
-from snodo.engine.pool import REF_BASE, REF_INDEX, STAT_TRUST, detached_head
+from snodo.engine.pool import REF_BASE, REF_INDEX, STAT_TRUST, detached_head, install_index
 from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.gitrun import git_out, identity_env, pin, run_git
 from snodo.workspace.guard import PathGuard
@@ -108,7 +107,7 @@ def _plumbed(
     (``commit-tree``, no hook) and HEAD moved there (only from ``parent``).
     That index then becomes the copy's own, so ``status`` in the copy shows the commit."""
     work = gitdir / f"{COMMIT_INDEX}.work"
-    shutil.copy2(seed, work)  # with its mtime: git's racy-entry check reads it
+    install_index(seed, work)  # git replaces it when it writes: the seed stays as it is
     own = {"GIT_INDEX_FILE": str(work)}
     stdin = "".join(f"{path}\0" for path in relative)
     git_out(copy, *STAT_TRUST, "update-index", "--add", "--remove", "-z", "--stdin", stdin=stdin, env=own)
@@ -122,9 +121,7 @@ def _plumbed(
         os.unlink(work)
         return None  # the paths hold no change (an unreachable commit object is left, as git does)
     _move_head(copy, gitdir, made, parent)
-    tmp = gitdir / "index.snodo-tmp"
-    shutil.copy2(work, tmp)
-    os.replace(tmp, gitdir / "index")
+    install_index(work, gitdir / "index")
     os.replace(work, gitdir / COMMIT_INDEX)
     with open(gitdir / COMMIT_BASE, "w", encoding="ascii") as fh:
         fh.write(made)

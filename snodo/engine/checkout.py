@@ -17,8 +17,10 @@ def look_at_checkout(repo: Path) -> tuple[str | None, list[str]]:
     """HEAD's commit (``None``: no commit yet) and the paths with uncommitted changes in the
     user's checkout (governance state aside), from one ``status``: a run starts from the
     last commit, so those paths are not part of it and the user should know."""
-    args = ("--no-optional-locks", "status", "--porcelain=v2", "--branch", "--no-ahead-behind", "-z")
-    found = run_git(repo, *args, "--", ".", ":!.snodo")
+    # No preload threads (20 on a 30,000-file index): it runs beside the run, whose own
+    # processes need the CPUs more than it needs to finish early (~20% less CPU).
+    args = ("--no-optional-locks", "-c", "core.preloadIndex=false", "status", "--porcelain=v2", "--branch")
+    found = run_git(repo, *args, "--no-ahead-behind", "-z", "--", ".", ":!.snodo")
     if not found.ok:  # the run can still start from HEAD; nothing to report
         return rev(repo, "HEAD"), []
     head: str | None = None

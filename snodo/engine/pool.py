@@ -224,7 +224,7 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
         return False
     if before is not None and recorded_base(gitdir) == target() and _untouched(slot.path, pinned, ref):
         _set_head(gitdir, target())  # no tracked file changed: the reset would write nothing but the index
-        _install_index(ref, Path(gitdir) / "index")
+        install_index(ref, Path(gitdir) / "index")
         _forget_history(gitdir)
         if not linked or _leftovers(slot.path, pinned) == []:
             _write_list(gitdir, RACY, sorted({*racy, *poolscan.save(gitdir, slot.path, before, int(time.time()))}))
@@ -234,7 +234,7 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     started = int(time.time())
     reset = run_git(slot.path, *pinned, *_RESET, target(), env={"GIT_INDEX_FILE": str(work)})
     if reset.ok and not reset.stderr.strip():
-        _install_index(work, Path(gitdir) / "index")
+        install_index(work, Path(gitdir) / "index")
         os.replace(work, ref)
         clean = None if before is not None else run_git(slot.path, *pinned, "clean", "-ffdxq")
         if clean is None or (clean.ok and not clean.stderr.strip()):
@@ -351,11 +351,20 @@ def recorded_base(gitdir: str) -> str | None:
         return None
 
 
-def _install_index(source: Path, index: Path) -> None:
-    """Make ``source`` the copy's index (a copy with its mtime, renamed into place)."""
-    tmp = index.with_name("index.snodo-tmp")
-    shutil.copy2(source, tmp)
-    os.replace(tmp, index)
+def install_index(source: Path, target: Path) -> None:
+    """Make ``target`` the same index as ``source``: a second name for the same file (its
+    mtime, which git's racy-entry check reads, included), renamed into place; a copy where
+    the file system has no hard links. Sharing is safe because git never writes an index in
+    place — it renames a new file over it — and no confined process can write a git
+    directory: what git does to one name leaves the other as it was."""
+    tmp = target.with_name(f"{target.name}.snodo-tmp")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copy2(source, tmp)
+    os.replace(tmp, target)
 
 
 def detached_head(gitdir: str) -> str | None:

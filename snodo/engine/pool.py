@@ -169,17 +169,19 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
        :func:`~snodo.engine.poolmodes.repair_dirs`, and ``clean -ffdx`` after step 2);
     2. the files the last restore wrote get their mode back by name (git compares ctimes
        only to the second);
-    3. one ``reset --hard`` to ``base`` against :data:`REF_INDEX`, the index as the last
-       restore left it — private to snodo, so no later ``git add`` or ``status`` refreshed
-       it: every tracked file whose stat data changed since (its content, its mode, its
-       inode: a ``chmod`` changes the ctime) is written again from the object store, with
-       the mode a checkout gives it.
+    3. against :data:`REF_INDEX`, the index as the last restore left it — private to
+       snodo, so no later ``git add`` or ``status`` refreshed it: when ``base`` is the
+       commit it holds and a read-only ``diff-files`` finds no tracked file whose stat data
+       changed since (its content, its mode, its inode: a ``chmod`` changes the ctime),
+       HEAD is detached at ``base`` and that index becomes the copy's, nothing written;
+       otherwise one ``reset --hard`` to ``base`` writes every such file again from the
+       object store, with the mode a checkout gives it.
 
     Each must succeed without a word on stderr, or the long path runs: an ``lstat`` of every
     path (:func:`~snodo.engine.poolmodes.repair_modes`), ``reset --hard``, ``clean`` and a
     ``status`` that must list nothing. A link to a directory anywhere in the copy adds that
     ``status`` to the usual path (git follows such a link in a tracked path when it compares
-    stat data). ``base`` may be a function: it is called when the reset needs it, so the
+    stat data). ``base`` may be a function: it is called when step 3 needs it, so the
     caller can read it alongside.
     """
     gitdir = slot.meta().get("gitdir")

@@ -46,8 +46,9 @@ def read_head(repo: Path) -> str | None:
     """HEAD's commit read from the files of the user's git directory, so the restore need
     not wait for the whole-tree ``status`` that also reports it; ``None`` (wait for it) for
     anything but a detached commit id or a branch with a loose ref: a packed ref, a chain
-    of symbolic refs, a reftable repository, anything unreadable. :func:`create_worktree`
-    compares it with what ``status`` says and restores again if they differ."""
+    of symbolic refs, a reftable repository, anything unreadable. A loose ref is what git
+    itself reads first (it overrides a packed one); the ref name is the user's, not an
+    agent's, and one that climbs out of ``refs/`` is not followed."""
     context = pin(repo)
     if context is None:
         return None

@@ -61,6 +61,7 @@ EXPECTED = {
     "snodo.engine",
     "snodo.engine.change",
     "snodo.engine.checks",
+    "snodo.engine.checkout",
     "snodo.engine.disposal",
     "snodo.engine.execute",
     "snodo.engine.inplace",

@@ -257,60 +257,61 @@ def _own_worktree(path: Path, git_dir: Path) -> bool:
     return target is not None and target.parent == git_dir / "worktrees"
 
 
-def pin(path: Path) -> GitContext | None:
+def pin(path: Path, *, cache_dir: Path | None = None) -> GitContext | None:
     """Find (once) the repository whose work tree holds ``path`` and remember it for every
     later command; ``None`` when ``path`` is in no work tree. Call it before an agent runs:
-    what it finds is what every later command is pinned to."""
+    what it finds is what every later command is pinned to. ``cache_dir``: see
+    :func:`pin_at_head`."""
+    return pin_at_head(path, cache_dir=cache_dir)[0]
+
+
+def pin_at_head(path: Path, *, cache_dir: Path | None = None) -> tuple[GitContext | None, str | None]:
+    """:func:`pin`, and ``HEAD``'s commit as the ``rev-parse`` that pinned the repository
+    read it, in the same process; ``None`` for the commit when this call asked no git (the
+    repository was pinned before: its ``HEAD`` may have moved since) or ``HEAD`` has none.
+
+    With ``cache_dir`` (:mod:`snodo.gitcache`), the configuration is read from there when
+    its files' bytes are the ones it was read from (:func:`snodo.gitconfig.content_key`)."""
     known = pinned(path)
     if known is not None:
-        return known
-    ask = ["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir"]
-    probe = _spawn(
-        _hardened(path, None, ask),
-        ask,
-        clean_env(),
-        None,
-        GIT_TIMEOUT,
-        path,
-    )
+        return known, None
+    # `--revs-only HEAD`: the commit, or nothing at all when HEAD has none yet (no error)
+    ask = ["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--revs-only", "HEAD"]
+    probe = _spawn(_hardened(path, None, ask), ask, clean_env(), None, GIT_TIMEOUT, path)
     lines = probe.stdout.splitlines()
-    if not probe.ok or len(lines) != 2:
-        return None
-    top, git_dir = (Path(os.path.realpath(line)) for line in lines)
-    context = _read_config(top, git_dir)
+    if not probe.ok or len(lines) not in (2, 3):
+        return None, None
+    top, git_dir = (Path(os.path.realpath(line)) for line in lines[:2])
+    head = lines[2].strip() if len(lines) == 3 else ""
+    context = _read_config(top, git_dir, cache_dir)
     with _PIN_LOCK:
         _PINNED[top] = context
-    return context
+    return context, head if len(head) in (40, 64) and all(c in "0123456789abcdef" for c in head) else None
 
 
-#: What :func:`pin` reads of the configuration, in one process: the filter and merge drivers
-#: to neutralise and whether the repository names its committer.
-_CONFIG_KEYS = r"^(filter|merge)\.|^user\.(name|email)$"
+def _read_config(top: Path, git_dir: Path, cache_dir: Path | None = None) -> GitContext:
+    from snodo import gitcache, gitconfig  # not for the plugin host, which pins nothing
 
-
-def _read_config(top: Path, git_dir: Path) -> GitContext:
-    stamp = _config_stamp(git_dir)
-    ask = [f"--git-dir={git_dir}", "config", "-z", "--get-regexp", _CONFIG_KEYS]
-    listing = _spawn(_hardened(top, None, ask), ask, clean_env(), None, GIT_TIMEOUT, top).stdout
-    values = dict(record.partition("\n")[::2] for record in listing.split("\0") if record)
-    keys = list(values)
-    identity = frozenset(k for k in keys if k in FALLBACK_IDENTITY and values[k].strip())
-    return GitContext(work_tree=top, git_dir=git_dir, neutral=_neutralise(keys), identity=identity, stamp=stamp)
+    files = gitconfig.config_files(git_dir, GitContext(work_tree=git_dir, git_dir=git_dir).common_dir())
+    stamp = gitconfig.stamp(files)
+    key = gitconfig.content_key(files, str(git_dir), gitconfig.CONFIG_KEYS) if cache_dir is not None else None
+    listing = gitcache.read_entry(cache_dir, key) if key is not None else None
+    if listing is None:
+        ask = [f"--git-dir={git_dir}", "config", "-z", "--get-regexp", gitconfig.CONFIG_KEYS]
+        found = _spawn(_hardened(top, None, ask), ask, clean_env(), None, GIT_TIMEOUT, top)
+        listing = found.stdout
+        if key is not None and found.returncode in (0, 1):  # 1: no key matched
+            gitcache.write_entry(cache_dir, key, listing)
+    neutral, identity = gitconfig.parse_listing(listing, list(FALLBACK_IDENTITY))
+    return GitContext(work_tree=top, git_dir=git_dir, neutral=neutral, identity=identity, stamp=stamp)
 
 
 def _config_stamp(git_dir: Path) -> tuple[tuple[str, int], ...]:
     """When the configuration files git reads for ``git_dir`` last changed (0: absent)."""
-    home = os.environ.get("HOME", "")  # git sees no XDG_CONFIG_HOME (see clean_env)
-    context = GitContext(work_tree=git_dir, git_dir=git_dir)
-    files = [str(context.common_dir() / "config"), str(git_dir / "config.worktree")]
-    files += [os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")] if home else []
-    out = []
-    for name in files:
-        try:
-            out.append((name, os.stat(name).st_mtime_ns))
-        except OSError:
-            out.append((name, 0))
-    return tuple(out)
+    from snodo import gitconfig
+
+    common = GitContext(work_tree=git_dir, git_dir=git_dir).common_dir()
+    return gitconfig.stamp(gitconfig.config_files(git_dir, common))
 
 
 def adopt(work_tree: Path, git_dir: Path, like: GitContext) -> GitContext | None:
@@ -330,21 +331,6 @@ def adopt(work_tree: Path, git_dir: Path, like: GitContext) -> GitContext | None
     with _PIN_LOCK:
         _PINNED[top] = context
     return context
-
-
-def _neutralise(keys: Sequence[str]) -> tuple[str, ...]:
-    """Overrides switching off every filter and merge driver named in ``keys``."""
-    out: list[str] = []
-    for key in keys:
-        section, _, rest = key.partition(".")
-        name = rest.rpartition(".")[0]
-        if not name:
-            continue
-        if section == "filter":
-            out += [f"filter.{name}.{k}=" for k in ("clean", "smudge", "process")] + [f"filter.{name}.required=false"]
-        elif section == "merge":
-            out.append(f"merge.{name}.driver=false")
-    return tuple(dict.fromkeys(out))
 
 
 def run_git(

@@ -44,8 +44,9 @@ def load_project(protocol_path: Path | None, *, refuse_drift: bool = True) -> tu
     for who, error in host.failures():
         print_warning(f"{who} was not loaded: {error}")
     # the parsed-document cache lives where agents cannot write (docs/protocol.md, loading)
-    cache = snodo_home() / "cache" / "protocol"
-    loaded = load_in_force(find_protocol(Path.cwd(), protocol_path), host, refuse=refuse_drift, cache_dir=cache)
+    cache = snodo_home() / "cache"
+    found = find_protocol(Path.cwd(), protocol_path)
+    loaded = load_in_force(found, host, refuse=refuse_drift, cache_dir=cache / "protocol", git_cache=cache / "git")
     state = loaded.in_force
     if state is not None and state.warning and not is_quiet():  # a note, like progress: --quiet silences it
         print_warning(state.warning)

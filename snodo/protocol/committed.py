@@ -28,7 +28,8 @@ from pathlib import Path
 from attrs import frozen
 
 from snodo.errors import EnvironmentProblem, ProtocolError
-from snodo.gitrun import pin, read_objects, run_git
+from snodo.gitcache import read_entry, write_entry
+from snodo.gitrun import GitContext, pin_at_head, read_objects, run_git
 from snodo.protocol.loader import MAX_BYTES, read_protocol_file
 
 SIGNERS_NAME = "allowed_signers"
@@ -173,39 +174,30 @@ def _check_signers(text: str, source: str) -> None:
     parse_allowed_signers(text, source)
 
 
-def resolve(path: Path) -> InForce:
-    """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``)."""
+def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
+    """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``).
+
+    ``cache_dir`` (:mod:`snodo.gitcache`) keeps the protocol's history per ``HEAD`` commit
+    (and the repository's configuration, :func:`snodo.gitrun.pin_at_head`): a repeat at the
+    same ``HEAD`` asks git nothing more than where the repository is."""
     path = path.absolute()
     working = _read_worktree(path)
-    found = pin(path.parent) if path.parent.is_dir() else None
+    found, head = pin_at_head(path.parent, cache_dir=cache_dir) if path.parent.is_dir() else (None, None)
     if found is None:
         return _from_worktree(path, working, f"{path} is not in a git repository; the working-tree copy is in force")
     top = found.work_tree
     rel = path.resolve().relative_to(top.resolve()).as_posix()
     signers_rel = (Path(rel).parent / SIGNERS_NAME).as_posix()
-    log = run_git(
-        top,
-        "log",
-        "--reverse",
-        "--format=%x01%H",
-        "--raw",
-        "--no-abbrev",
-        "--no-renames",
-        "-z",
-        "HEAD",
-        "--",
-        rel,
-        signers_rel,
-    )
-    changes = _changes(log.stdout) if log.ok else {}
+    changes = _changes(_history(found, head, rel, signers_rel, cache_dir))
     commits = list(changes)
     quick = _unchanged_copy(changes, rel, signers_rel, working)
     if quick is not None:
         return quick
     # Every text the walk below may need, in one process: the history is short.
     wanted = [f"{c}:{name}" for c in commits for name in (rel, signers_rel)]
-    blob = _Blobs(top, [f"HEAD:{rel}", *wanted] if commits else [])
-    head_text = blob("HEAD", rel) if commits else None
+    at = head or "HEAD"  # the commit the history was read from, when pinning read it
+    blob = _Blobs(top, [f"{at}:{rel}", *wanted] if commits else [])
+    head_text = blob(at, rel) if commits else None
     if head_text is None:
         return _from_worktree(
             path, working, f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
@@ -220,6 +212,38 @@ def resolve(path: Path) -> InForce:
         )
     drift = summarize_drift(text, working, rel) if working != text else None
     return InForce(text=text, commit=commit, digest=digest(text), drift=drift, not_in_force=why)
+
+
+def _history(found: GitContext, head: str | None, rel: str, signers_rel: str, cache_dir: Path | None) -> str:
+    """``git log --raw -z`` of the commits from ``HEAD`` changing ``rel`` or ``signers_rel``
+    (empty when git cannot tell), kept in ``cache_dir`` under what fixes it: ``HEAD``'s commit
+    id, the two paths and the files that can cut or graft history (``shallow``, ``info/grafts``;
+    replacement refs are off for every snodo git)."""
+    key = None
+    if head is not None and cache_dir is not None:
+        hasher = hashlib.sha256("\0".join(("history-v1", str(found.common_dir()), head, rel, signers_rel)).encode())
+        for name in ("shallow", "info/grafts"):
+            try:
+                hasher.update(b"\0" + (found.common_dir() / name).read_bytes())
+            except FileNotFoundError:
+                hasher.update(b"\0-")
+            except OSError:
+                return _ask_history(found.work_tree, rel, signers_rel, head) or ""
+        key = hasher.hexdigest()
+        kept = read_entry(cache_dir, key)
+        if kept is not None:
+            return kept
+    log = _ask_history(found.work_tree, rel, signers_rel, head)
+    if key is not None and log is not None:
+        write_entry(cache_dir, key, log)
+    return log or ""
+
+
+def _ask_history(top: Path, rel: str, signers_rel: str, head: str | None = None) -> str | None:
+    """The listing from git (``None``: git failed, e.g. no commit yet)."""
+    args = ("--reverse", "--format=%x01%H", "--raw", "--no-abbrev", "--no-renames", "-z")
+    log = run_git(top, "log", *args, head or "HEAD", "--", rel, signers_rel)
+    return log.stdout if log.ok else None
 
 
 def _changes(listing: str) -> dict[str, dict[str, tuple[str, str]]]:

@@ -82,6 +82,8 @@ EXPECTED = {
     "snodo.evidence.attest",
     "snodo.evidence.notes",
     "snodo.evidence.statement",
+    "snodo.gitcache",
+    "snodo.gitconfig",
     "snodo.gitrun",
     "snodo.governance",
     "snodo.governance.policy",

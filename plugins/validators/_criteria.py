@@ -16,60 +16,64 @@ compound sentence is never half-checked and reported as met.
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .._files import inside, read_text, walk
 
 Kind = Literal["exists", "absent", "defined", "tests"]
 
 _SECTION_TITLES = ("acceptance criteria", "done when")
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(?P<text>.+)$")
+_BULLET = r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(?P<text>.+)$"
 _SUBJECT = r"(?:(?:a|an|the)\s+)?(?:(?:file|directory|folder|dir|test file|module)\s+)?`(?P<target>[^`]+)`"
 _NAME = (
     r"(?:(?:a|an|the)\s+)?(?:(?:function|class|method|constant|variable|name)\s+)?"
     r"`(?P<name>[A-Za-z_]\w*)(?:\(\))?`"
 )
-_SHAPES: tuple[tuple[Kind, re.Pattern[str]], ...] = (
-    ("defined", re.compile(rf"{_NAME}\s+is\s+(?:defined|implemented)(?:\s+in\s+`(?P<file>[^`]+)`)?", re.I)),
-    ("defined", re.compile(r"`(?P<file>[^`]+\.py)`\s+defines\s+" + _NAME, re.I)),
-    (
-        "defined",
-        re.compile(
-            r"(?:(?:a|an|the)\s+)?(?:function|class|method)\s+`(?P<name>[A-Za-z_]\w*)(?:\(\))?`"
-            r"\s+exists",
-            re.I,
-        ),
-    ),
-    (
-        "exists",
-        re.compile(rf"(?:there\s+is\s+)?{_SUBJECT}\s+(?:exists|is\s+present|is\s+created|is\s+added)", re.I),
-    ),
-    (
-        "absent",
-        re.compile(rf"{_SUBJECT}\s+(?:does\s+not\s+exist|is\s+removed|is\s+deleted|no\s+longer\s+exists)", re.I),
-    ),
-    (
-        "tests",
-        re.compile(
-            r"(?:all\s+(?:the\s+)?)?(?:unit\s+)?tests\s+(?:pass|are\s+passing|succeed|are\s+green)"
-            r"|(?:the\s+)?(?:test\s+suite|pytest)\s+(?:passes|succeeds|is\s+green)",
-            re.I,
-        ),
-    ),
-)
 
 
-@dataclass(frozen=True)
-class Criterion:
+@functools.cache
+def _shapes() -> tuple[tuple[Kind, re.Pattern[str]], ...]:
+    """The shapes a machine can check, compiled on first use: a run whose protocol has no
+    acceptance validator never pays for them (#26)."""
+    return (
+        ("defined", re.compile(rf"{_NAME}\s+is\s+(?:defined|implemented)(?:\s+in\s+`(?P<file>[^`]+)`)?", re.I)),
+        ("defined", re.compile(r"`(?P<file>[^`]+\.py)`\s+defines\s+" + _NAME, re.I)),
+        (
+            "defined",
+            re.compile(
+                r"(?:(?:a|an|the)\s+)?(?:function|class|method)\s+`(?P<name>[A-Za-z_]\w*)(?:\(\))?`"
+                r"\s+exists",
+                re.I,
+            ),
+        ),
+        (
+            "exists",
+            re.compile(rf"(?:there\s+is\s+)?{_SUBJECT}\s+(?:exists|is\s+present|is\s+created|is\s+added)", re.I),
+        ),
+        (
+            "absent",
+            re.compile(rf"{_SUBJECT}\s+(?:does\s+not\s+exist|is\s+removed|is\s+deleted|no\s+longer\s+exists)", re.I),
+        ),
+        (
+            "tests",
+            re.compile(
+                r"(?:all\s+(?:the\s+)?)?(?:unit\s+)?tests\s+(?:pass|are\s+passing|succeed|are\s+green)"
+                r"|(?:the\s+)?(?:test\s+suite|pytest)\s+(?:passes|succeeds|is\s+green)",
+                re.I,
+            ),
+        ),
+    )
+
+
+class Criterion(NamedTuple):
     text: str
     source: str  # "validator" or "spec"
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     kind: Kind
     target: str = ""
     file: str | None = None
@@ -100,7 +104,7 @@ def from_spec(spec: str) -> list[str]:
             continue
         if not in_section or not line.strip():
             continue
-        bullet = _BULLET.match(line)
+        bullet = re.match(_BULLET, line)
         if bullet:
             found.append(bullet.group("text").strip())
         elif line[:1].isspace() and found:
@@ -119,7 +123,7 @@ def gather(validator_criteria: tuple[str, ...], spec: str) -> list[Criterion]:
 def classify(text: str) -> Check | None:
     """The mechanical check a criterion asks for, or None for prose."""
     sentence = text.strip().rstrip(".;").strip()
-    for kind, shape in _SHAPES:
+    for kind, shape in _shapes():
         match = shape.fullmatch(sentence)
         if match:
             groups = match.groupdict()

@@ -29,9 +29,9 @@ from snodo import callscope
 from snodo.errors import EnvironmentProblem
 from snodo.procout import CHUNK, BoundedOutput, ExitWatch, collect, drain
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
+from snodo.sandbox.base import reap_adopted
 from snodo.sandbox.cgroup import PidGroup, pid_group, release
 from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
-from snodo.sandbox.landlock import reap_adopted
 from snodo.sandbox.policy import resolved
 
 if TYPE_CHECKING:

@@ -33,7 +33,8 @@ default, ``ours`` when the other installation is another build of this one):
 
 Both sides' mock coders write a module and a passing test, then commit on a task branch. A
 run counts only when it exits 0 (the reference exits 1 on an escalation). ``python`` on
-``PATH`` is this interpreter for every side, so the validators run the same program. Wall
+``PATH`` is this interpreter, in its environment, for every side (:func:`python_dir`), so the
+validators and the by-hand work run the same program. Wall
 time is what a user waits; CPU time (user + system of the whole process tree) is printed
 beside it because on a shared machine wall time swings with the load.
 """
@@ -141,6 +142,28 @@ def program(other: Path | None) -> list[str]:
     return [str(script)]
 
 
+def python_dir(root: Path) -> Path:
+    """A directory whose ``python`` is this interpreter *in its environment*, for every side.
+
+    A symlink to ``sys.executable`` elsewhere is not that: started through a link outside
+    its virtualenv, Python finds no ``pyvenv.cfg`` and runs as the base interpreter, with
+    the base's site-packages (another pytest, other plugins), so the by-hand work ran a
+    lighter program than the validators (which resolve ``python`` to snodo's interpreter).
+    The interpreter's own directory is used when its ``python`` is this one; else a script
+    that ``exec``s it by its full path.
+    """
+    own = Path(sys.executable).parent
+    candidate = own / "python"
+    if candidate.is_file() and os.path.samefile(candidate, sys.executable):
+        return own
+    shim = root / "bin"
+    shim.mkdir(exist_ok=True)
+    script = shim / "python"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    script.chmod(0o755)
+    return shim
+
+
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
     """Run to completion; (wall seconds, CPU seconds of the process and its children)."""
     started = time.perf_counter()
@@ -233,12 +256,9 @@ def main() -> int:
     dialect = {"ours": "ours", "other": args.other_dialect}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        shim = root / "bin"  # `python` in every validator and in the by-hand script: this interpreter
-        shim.mkdir()
-        (shim / "python").symlink_to(sys.executable)
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("SNODO_")}
         base_env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-        base_env["PATH"] = os.pathsep.join([str(shim), base_env.get("PATH", "")])
+        base_env["PATH"] = os.pathsep.join([str(python_dir(root)), base_env.get("PATH", "")])
         wall: dict[tuple[str, str], float] = {}
         cpu: dict[tuple[str, str], float] = {}
         for work in works:

@@ -29,9 +29,10 @@ from snodo import callscope
 from snodo.errors import EnvironmentProblem
 from snodo.procout import CHUNK, BoundedOutput, ExitWatch, collect, drain
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
+from snodo.sandbox.base import reap_adopted
 from snodo.sandbox.cgroup import PidGroup, pid_group, release
+from snodo.sandbox.choose import distrust
 from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
-from snodo.sandbox.landlock import reap_adopted
 from snodo.sandbox.policy import resolved
 
 if TYPE_CHECKING:
@@ -310,6 +311,7 @@ def _run(
         and result.output.startswith("bwrap: ")
     ):
         said = result.output.splitlines()[0]
+        distrust(prepared.backend)  # a remembered probe may be stale: the next process probes again
         raise EnvironmentProblem(
             f"cannot run {program!r}{how}: the sandbox did not start ({said})",
             hint="`snodo doctor` shows whether confinement works here; see docs/security.md",

@@ -77,6 +77,11 @@ PROOFS: dict[str, tuple[str, ...]] = {
     ),
     "confined": ("tests/sandbox/test_attacks_mcp.py::test_conftest_written_by_the_agent_cannot_touch_governance",),
     "confined_environment": ("tests/sandbox/test_attacks_host.py::test_environment_is_an_allowlist",),
+    "probe": (
+        "tests/sandbox/test_probe_record.py::test_a_second_process_skips_the_probe_until_the_program_changes",
+        "tests/sandbox/test_probe_record.py::test_a_stale_record_is_no_verdict_and_is_dropped",
+    ),
+    "reap_adopted": ("tests/sandbox/test_reaping.py::test_a_confined_commands_cpu_counts_in_snodos_tree",),
     "launcher_for": (
         "tests/sandbox/test_launcher.py::test_a_hostile_workspace_and_environment_do_not_change_the_launcher",
     ),

@@ -20,8 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared
-from snodo.sandbox.landlock import become_subreaper
+from snodo.sandbox.base import Backend, Prepared, become_subreaper
 from snodo.sandbox.layout import protected_parents, read_only_paths
 from snodo.sandbox.limits import limit_prefix
 from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, resolved

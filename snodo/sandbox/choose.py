@@ -2,14 +2,26 @@
 
 Each backend is probed by really starting a trivial confined process, once per snodo
 process (per bwrap program). ``SNODO_SANDBOX_BACKEND=bwrap|landlock`` forces one.
+
+bubblewrap's success is remembered across processes in ``$SNODO_HOME/cache/sandbox-probe``
+(hidden from confined processes), so a ``snodo run`` or ``serve`` does not pay a bubblewrap
+start before its first command (#26). The record holds everything the answer depends on that
+can change without snodo knowing: the program (path, inode, size, mtime), the kernel and
+boot, the user and user namespace, the process's seccomp and ``no_new_privs`` state, and
+the kernel's switches for unprivileged user namespaces; any difference means a real probe.
+Trusting a stale record fails closed: the command then cannot start (bubblewrap says why,
+:mod:`snodo.proc` raises ``EnvironmentProblem``, never a verdict) and the record is dropped
+(:func:`distrust`). ``snodo doctor`` always probes for real.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
 import threading
+from pathlib import Path
 
 from attrs import frozen
 
@@ -17,6 +29,7 @@ from snodo.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend
 from snodo.sandbox.bwrap import BwrapBackend, bwrap_program
 from snodo.sandbox.landlock import LandlockBackend, abi_version
+from snodo.sandbox.policy import configured_home
 
 BACKENDS = ("bwrap", "landlock")
 FORCE_ENV = "SNODO_SANDBOX_BACKEND"
@@ -49,18 +62,94 @@ def _key(name: str) -> tuple[str, str]:
     return (name, (bwrap_program() or "") if name == "bwrap" else str(abi_version()))
 
 
-def probe(name: str) -> tuple[Backend, str | None]:
-    """The backend and why it does not work (``None``: it works); probed once per process."""
+def probe(name: str, *, remembered: bool = False) -> tuple[Backend, str | None]:
+    """The backend and why it does not work (``None``: it works); probed once per process,
+    and with ``remembered``, not at all when an earlier process recorded that bubblewrap
+    works here (see the module docstring)."""
     key = _key(name)
     with _LOCK:
         cached = _PROBED.get(key)
     if cached is not None:
         return cached
     backend = _make(name)
-    found = (backend, backend.probe())
+    program = getattr(backend, "program", None)
+    if remembered and name == "bwrap" and program and _recorded() == _facts(program):
+        found: tuple[Backend, str | None] = (backend, None)
+    else:
+        found = (backend, backend.probe())
+        if found[1] is None and name == "bwrap" and program:
+            _record(program)
     with _LOCK:
         _PROBED[key] = found
     return found
+
+
+def _record_path() -> Path:
+    return configured_home() / "cache" / "sandbox-probe"
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(4096).strip()
+    except OSError:
+        return ""
+
+
+def _facts(program: str) -> dict[str, object] | None:
+    """What bubblewrap working here depends on, as far as it can change behind snodo's back."""
+    try:
+        st = os.stat(program)
+        userns = os.stat("/proc/self/ns/user").st_ino
+    except OSError:
+        return None
+    status = [line for line in _read("/proc/self/status").splitlines() if line.startswith(("Seccomp", "NoNewPrivs"))]
+    switches = (
+        "kernel/unprivileged_userns_clone",
+        "user/max_user_namespaces",
+        "kernel/apparmor_restrict_unprivileged_userns",
+    )
+    return {
+        "program": [program, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns],
+        "kernel": [*os.uname(), _read("/proc/sys/kernel/random/boot_id")],
+        "user": [os.getuid(), os.getgid(), userns, *status],
+        "switches": [_read(f"/proc/sys/{name}") for name in switches],
+    }
+
+
+def _recorded() -> dict[str, object] | None:
+    try:
+        data = json.loads(_record_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _record(program: str) -> None:
+    """Remember that ``program`` works here (best effort: a home that cannot be written is no error)."""
+    facts, path = _facts(program), _record_path()
+    if facts is None or not path.parent.parent.is_dir():
+        return
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        temporary.write_text(json.dumps(facts), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        return
+
+
+def distrust(backend: str) -> None:
+    """bubblewrap failed to start a sandbox: forget that it works (here and on disk)."""
+    if backend != "bwrap":
+        return
+    with _LOCK:
+        for key in [k for k in _PROBED if k[0] == "bwrap"]:
+            del _PROBED[key]
+    try:
+        _record_path().unlink()
+    except OSError:
+        return
 
 
 def forget_probes() -> None:
@@ -94,7 +183,7 @@ def choose_backend() -> Backend:
         )
     reasons = []
     for name in (forced,) if forced else BACKENDS:
-        backend, reason = probe(name)
+        backend, reason = probe(name, remembered=True)
         if reason is None:
             return backend
         reasons.append(f"{name}: {reason}")

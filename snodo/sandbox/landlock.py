@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared
+from snodo.sandbox.base import Backend, Prepared, become_subreaper, no_new_privs
 from snodo.sandbox.harden import Hardening
 from snodo.sandbox.layout import carve, read_only_paths
 from snodo.sandbox.limits import limit_setter
@@ -78,7 +78,6 @@ READABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/
 #: Of those, the ones it may write (output sinks).
 WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
 UNREADABLE = tuple(Path(p) for p in ("/dev", "/run/user"))
-_PR_SET_CHILD_SUBREAPER = 36
 MARKER = "SNODO_SANDBOX_RUN"
 
 
@@ -262,14 +261,6 @@ def _ticks_now() -> int:
     return int(uptime * os.sysconf("SC_CLK_TCK"))
 
 
-def _no_new_privs(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status", "rb") as fh:
-            return b"NoNewPrivs:\t1" in fh.read()
-    except OSError:
-        return False
-
-
 def kill_marked(marker: str, leader: int, since: int = 0, others: Collection[int] = ()) -> int:
     """Kill every process of the run: same process group or session as ``leader``, carrying
     ``marker`` in its environment, or — since snodo is the child subreaper — an orphan
@@ -300,7 +291,7 @@ def kill_marked(marker: str, leader: int, since: int = 0, others: Collection[int
                 continue
             if started < since or pid in others:
                 continue
-            orphan = ppid == me and pid != leader and _no_new_privs(pid)
+            orphan = ppid == me and pid != leader and no_new_privs(pid)
             if orphan:
                 orphans.append(pid)
             if state in (b"Z", b"X"):
@@ -329,59 +320,6 @@ def kill_marked(marker: str, leader: int, since: int = 0, others: Collection[int
 
 def _reap(marker: str, since: int, leader: int, others: Collection[int]) -> int:
     return kill_marked(marker, leader, since, others)
-
-
-_SUBREAPER: list[bool] = []
-
-
-def become_subreaper() -> None:
-    """Once per process: orphans of confined processes (a double fork, ``setsid``) are
-    reparented to snodo instead of init, so the run's sweep finds them even when they
-    cleared their environment."""
-    if not _SUBREAPER and _LIBC is not None:
-        _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
-        _SUBREAPER.append(True)
-
-
-def reap_adopted(spare: Collection[int]) -> int:
-    """Once snodo is the subreaper, orphans of *any* confined run (bubblewrap's init, which
-    outlives its monitor by a moment, too) end as its zombies: reap those — confined
-    (``no_new_privs``), not a leader some ``Popen`` still waits for (``spare``). snodo's own
-    children (git) never carry ``no_new_privs``, so their exit status is never taken from
-    them. The kernel names the next zombie (``waitid`` without reaping); only when that one
-    is not ours to reap is ``/proc`` searched for the others."""
-    if not _SUBREAPER:
-        return 0
-    reaped = 0
-    while True:
-        try:
-            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return reaped
-        if info is None:
-            return reaped
-        if info.si_pid in spare or not _no_new_privs(info.si_pid):
-            return reaped + _reap_by_scan(spare)
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(info.si_pid, os.WNOHANG)
-        reaped += 1
-
-
-def _reap_by_scan(spare: Collection[int]) -> int:
-    me, reaped = os.getpid(), 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in spare:
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == b"Z" and int(fields[1]) == me and _no_new_privs(int(name)):
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(int(name), os.WNOHANG)
-                reaped += 1
-    return reaped
 
 
 class LandlockBackend(Backend):

@@ -179,3 +179,18 @@ def test_run_tests_puts_src_first_names_failures_and_refuses_foreign_imports(tmp
     )
     assert python_settings(judges) == {"python": sys.executable, "pythonpath": "src", "execution_python": None}
     assert python_settings(judges[:1], execution_python="venv/bin/python") == {"execution_python": "venv/bin/python"}
+
+
+def test_a_module_file_symlinked_out_of_the_workspace_is_a_foreign_import(tmp_path: Path) -> None:
+    """The probe resolves each module's directory once and the module itself only when it is
+    a link: one module file leading out of the workspace is still seen."""
+    other = write(tmp_path / "checkout", {"calc/__init__.py": "def add(a, b):\n    return a + b\n"})
+    root = write(
+        tmp_path / "ws",
+        {"tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"},
+    )
+    (root / "calc").mkdir()
+    (root / "calc" / "__init__.py").symlink_to(other / "calc" / "__init__.py")
+    foreign = run_tests(root, timeout=120)
+    assert not foreign.passed and foreign.exit_code == 0  # green, but not this workspace's code
+    assert f"calc from {other / 'calc' / '__init__.py'}" in foreign.summary

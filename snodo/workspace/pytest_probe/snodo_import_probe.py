@@ -34,8 +34,22 @@ MAX_ERRORS = 20
 ERROR_CHARS = 1500
 
 
+_REAL_DIRS: dict[str, str] = {}
+
+
+def _real(path: str) -> str:
+    """``os.path.realpath(path)``, resolving each directory once: a session holds hundreds
+    of modules from a few dozen directories, and ``realpath`` costs a ``lstat`` per component."""
+    directory, name = os.path.split(path)
+    real_dir = _REAL_DIRS.get(directory)
+    if real_dir is None:
+        real_dir = _REAL_DIRS[directory] = os.path.realpath(directory)
+    joined = os.path.join(real_dir, name)
+    return os.path.realpath(joined) if os.path.islink(joined) else joined
+
+
 def _inside(path: str, root: str) -> bool:
-    real = os.path.realpath(path)
+    real = _real(path)
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
@@ -65,13 +79,13 @@ def _build() -> dict[str, Any]:
             continue
         if name.split(".")[0] in names:
             checked += 1
-            foreign[name] = os.path.realpath(paths[0])
+            foreign[name] = _real(paths[0])
         elif (
             checkout
             and any(_inside(p, checkout) for p in paths)
             and not any(_inside(p, prefix) for p in paths for prefix in prefixes)
         ):
-            foreign[name] = os.path.realpath(paths[0])
+            foreign[name] = _real(paths[0])
     return {
         "workspace": root,
         "checked": checked,

@@ -194,3 +194,32 @@ def test_a_module_file_symlinked_out_of_the_workspace_is_a_foreign_import(tmp_pa
     foreign = run_tests(root, timeout=120)
     assert not foreign.passed and foreign.exit_code == 0  # green, but not this workspace's code
     assert f"calc from {other / 'calc' / '__init__.py'}" in foreign.summary
+
+
+def _swap_keeping_stat(path: Path, text: str) -> None:
+    """Replace ``path``'s text with ``text`` of the same size and give it its old mtime back:
+    what a timestamp ``.pyc`` records of its source (an agent writes both)."""
+    before = path.stat()
+    assert len(text.encode()) == before.st_size
+    path.write_text(text)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_bytecode_planted_in_the_workspace_is_never_run(tmp_path: Path) -> None:
+    """A ``__pycache__`` entry compiled from other source whose recorded mtime and size
+    match the module beside it is ignored: the run judges the source. Without the probe's
+    guard this run passes (``return 2`` runs, the tree says ``return 3``)."""
+    import py_compile
+
+    root = write(
+        tmp_path / "ws",
+        {
+            "hello.py": "def hello():\n    return 2\n",
+            "tests/test_hello.py": "from hello import hello\n\n\ndef test_hello():\n    assert hello() == 2\n",
+        },
+    )
+    py_compile.compile(str(root / "hello.py"), doraise=True)  # bytecode of `return 2`
+    _swap_keeping_stat(root / "hello.py", "def hello():\n    return 3\n")
+    assert (root / "__pycache__").is_dir()
+    judged = run_tests(root, timeout=120)
+    assert not judged.passed and judged.failed_tests == ("tests/test_hello.py::test_hello",), judged.summary

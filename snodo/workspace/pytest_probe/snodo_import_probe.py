@@ -97,6 +97,49 @@ def _build() -> dict[str, Any]:
     }
 
 
+def _no_workspace_bytecode(root: str) -> None:
+    """Python and pytest never read bytecode cached inside the workspace: its code is what
+    its source says. A timestamp ``.pyc`` is trusted when its recorded mtime and size match
+    the source's, and an agent writes both: a ``__pycache__`` file it planted beside a
+    module (or pytest's rewritten copy of a test) would run instead of the source the
+    verdict is about. So for a source inside the workspace the import system is told there
+    is no cache (``cache_from_source`` raises ``NotImplementedError``, what CPython itself
+    does when caching is off: the source is compiled and nothing is read or written), and
+    pytest's assertion rewriter reads no cached rewrite (pytest 9 checks a source hash
+    there; older versions compared mtime and size too). Everything outside the workspace
+    (the interpreter, its site-packages) keeps its cache. Loaded by ``-p`` before any
+    ``conftest.py`` or test module is imported."""
+    try:
+        import importlib._bootstrap_external as external
+    except ImportError:  # not CPython's import system: nothing of this kind to distrust
+        return
+    cached = external.cache_from_source
+
+    def cache_from_source(path: Any, debug_override: Any = None, *, optimization: Any = None) -> Any:
+        if isinstance(path, (str, os.PathLike)) and _inside(os.fspath(path), root):
+            raise NotImplementedError("snodo: no bytecode cache is read for the workspace under judgement")
+        return cached(path, debug_override, optimization=optimization)
+
+    external.cache_from_source = cache_from_source  # the global SourceLoader.get_code calls
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    read_pyc = getattr(rewrite, "_read_pyc", None)
+    if read_pyc is None:
+        return
+
+    def _read_pyc(source: Any, pyc: Any, trace: Any = None) -> Any:
+        if _inside(os.fspath(source), root):
+            return None  # rewritten again from the source
+        return read_pyc(source, pyc, trace) if trace is not None else read_pyc(source, pyc)
+
+    rewrite._read_pyc = _read_pyc
+
+
+_no_workspace_bytecode(os.path.realpath(os.environ.get("SNODO_IMPORT_WORKSPACE", os.getcwd())))
+
+
 def _count(outcome: str) -> None:
     _counts[outcome] = _counts.get(outcome, 0) + 1
 

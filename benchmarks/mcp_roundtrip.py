@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import anyio
+from _common import compile_bytecode
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -157,6 +158,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50, help="warm calls per measured server")
     parser.add_argument("--smoke", action="store_true", help="one quick iteration (CI); fails on any error")
     args = parser.parse_args()
+    compile_bytecode()  # as an installed snodo has it (see _common.compile_bytecode)
     if args.smoke:
         args.runs, args.calls = 1, 2
     impls = {"ours": program(None)}

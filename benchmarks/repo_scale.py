@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import compile_bytecode
+
 TARGET = 1.5
 PER_DIR = 100
 PER_PACKAGE = 1000
@@ -166,6 +168,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="2,000 files, one run each, no target")
     parser.add_argument("--keep", type=Path, help="build in (and reuse) this directory instead of a temporary one")
     args = parser.parse_args()
+    compile_bytecode()  # as an installed snodo has it (see _common.compile_bytecode)
     if args.smoke:
         args.files, args.runs = 2_000, 1
     with contextlib.ExitStack() as stack:

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import run_measured, summary
+from _common import compile_bytecode, run_measured, summary
 
 PROTOCOL = """\
 protocol_id: bench
@@ -58,6 +58,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--smoke", action="store_true", help="one quick iteration (CI); fails on any error")
     args = parser.parse_args()
+    compile_bytecode()  # as an installed snodo has it (see _common.compile_bytecode)
     if args.smoke:
         args.runs = 1
     with tempfile.TemporaryDirectory() as tmp:

@@ -53,6 +53,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _common import compile_bytecode
+
 OURS = """\
 protocol_id: bench
 name: bench
@@ -248,6 +250,7 @@ def main() -> int:
     parser.add_argument("--no-runs", action="store_true", help="only the MCP measurements")
     parser.add_argument("--smoke", action="store_true", help="one run each, ours only unless --other is given")
     args = parser.parse_args()
+    compile_bytecode()  # as an installed snodo has it (see _common.compile_bytecode)
     runs = 1 if args.smoke else args.runs
     works = [] if args.no_runs else args.work or list(WORK)
     servers, calls = (1, 3) if args.smoke else (args.mcp_servers, args.calls)

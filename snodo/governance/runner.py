@@ -58,6 +58,8 @@ class PhaseInput:
     #: The tree's uncommitted state when the caller already knows it exactly (the engine's
     #: copy, just restored and checked clean: ``()``); ``None``: read with git if asked.
     uncommitted: tuple[str, ...] | None = None
+    #: How to read it otherwise (a long-lived server's watched tree); ``None``: one git status.
+    read_uncommitted: Callable[[], tuple[str, ...]] | None = None
 
 
 def _error(
@@ -184,7 +186,10 @@ def run_phase(
     reported = 0
     known = inp.uncommitted
     # read once, if a validator asks (none when the caller knows it)
-    status = WorkspaceStatus((lambda: known) if known is not None else (lambda: uncommitted(inp.workspace)))
+    if known is not None:
+        status = WorkspaceStatus(lambda: known)
+    else:
+        status = WorkspaceStatus(inp.read_uncommitted or (lambda: uncommitted(inp.workspace)))
 
     def work(i: int, v: Validator) -> None:
         with confined(inp.sandbox):

@@ -19,12 +19,16 @@ Sound by construction, and refusing whenever it cannot be:
   ``$HOME/.config/git``); a configuration that points outside them (``include``,
   ``core.excludesFile``) turns the cache off, as does a file system whose changes may not
   all reach inotify (anything but the local ones in :data:`LOCAL_FS`);
-* the one change that is known not to alter the answer is the content of a file git
-  already reports untracked (``?? path``): snodo's own audit log in ``.snodo/`` is
-  appended on every call;
-* not seen by inotify: writes through a shared memory mapping. A process that changes a
-  tracked file only that way leaves the reported list stale until the next change; the
-  verdict still judges the files as they are (the report is the list, not the judging).
+* the one change known not to alter the answer is the content of a file git already
+  reports untracked or ignored (``??``/``!!``, itself or a directory above it): snodo's own
+  audit log in ``.snodo/`` is appended on every call. Not when that file is also a tracked
+  one under another name (a hard link: more than one link) or its name was created,
+  removed or renamed meanwhile; a directory moved or removed makes everything be watched
+  anew;
+* not seen by inotify: writes through a shared memory mapping, and writes through a hard
+  link placed inside a directory git ignores (those are not watched). A tracked file
+  changed only that way is missing from the list until the next change; the verdict
+  still judges the files as they are (the list is a report, not the judging).
 
 Linux only; anywhere else, or when inotify is refused (no watches left), every read is a
 ``git status``, exactly as without it.
@@ -36,6 +40,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import stat
 import struct
 import sys
 import threading
@@ -118,6 +123,7 @@ class StatusWatch:
         self._shown: tuple[str, ...] = ()  # the same without them
         self._ignored: tuple[str, ...] = ()
         self._primed = False
+        self._reset = False  # a directory moved: watch everything again
         self._off = ""  # why the cache is off ("" while it works)
         self.reads = 0  # git status processes started (tests and benchmarks count them)
 
@@ -129,6 +135,8 @@ class StatusWatch:
             if not self._off and self._drain() and self._lines is not None:
                 return self._shown
             self._lines = None
+            if self._reset and not self._off:
+                self._restart()
             if self._off or self._config_points_elsewhere():
                 return _visible(self._git() or ())
             if not self._primed:  # first learn what git ignores, so as not to watch it
@@ -141,7 +149,7 @@ class StatusWatch:
             self._drain()  # what happened before this read is in it
             lines = self._git()
             # a directory first seen now was not watched while git read it: use it, keep nothing
-            if lines is not None and self._watch_tree() and complete and not self._off:
+            if lines is not None and self._watch_tree() and complete and not (self._off or self._reset):
                 self._lines, self._shown = lines, _visible(lines)
             return _visible(lines or ())
 
@@ -175,6 +183,13 @@ class StatusWatch:
             self._off = f"inotify refused: {os.strerror(ctypes.get_errno())}"
             return
         self._fd, self._libc = fd, libc
+
+    def _restart(self) -> None:
+        os.close(self._fd)
+        self._fd, self._reset = -1, False
+        self._dirs.clear()
+        self._extra.clear()
+        self._start()
 
     def _add(self, path: str) -> int:
         assert self._libc is not None
@@ -233,40 +248,58 @@ class StatusWatch:
 
     def _drain(self) -> bool:
         """Read every pending event; True if none could have changed the last answer."""
-        unchanged = True
+        events: list[tuple[int, int, bytes]] = []
         while True:
             try:
                 data = os.read(self._fd, 65536)
             except BlockingIOError:
-                return unchanged
+                break
             except OSError as exc:
                 self._off = f"inotify failed: {exc}"
                 return False
             offset = 0
             while offset + _EVENT.size <= len(data):
                 wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
-                name = data[offset + _EVENT.size : offset + _EVENT.size + size].rstrip(b"\0")
+                events.append((wd, mask, data[offset + _EVENT.size : offset + _EVENT.size + size].rstrip(b"\0")))
                 offset += _EVENT.size + size
-                if mask & (_IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF):
-                    self._dirs.pop(wd, None)
-                    self._extra.discard(wd)
-                if not self._harmless(wd, mask, name):
-                    unchanged = False
+        # a name created, removed or renamed meanwhile may now be another file
+        renamed = {(wd, name) for wd, mask, name in events if mask & ~_CONTENT_ONLY}
+        unchanged = True
+        for wd, mask, name in events:
+            if mask & (_IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF):
+                self._dirs.pop(wd, None)
+                self._extra.discard(wd)
+            if mask & (_IN_MOVE_SELF | _IN_Q_OVERFLOW) or (
+                mask & _IN_ISDIR and mask & (_IN_MOVED_FROM | _IN_MOVED_TO | _IN_DELETE)
+            ):
+                self._reset = True  # paths below a moved directory are no longer what they were
+            if (wd, name) in renamed or not self._harmless(wd, mask, name):
+                unchanged = False
+        return unchanged
 
     def _harmless(self, wd: int, mask: int, name: bytes) -> bool:
-        """A content change of a file the last answer lists as untracked changes nothing."""
-        if mask & ~(_CONTENT_ONLY | _IN_ISDIR) or mask & _IN_ISDIR or self._lines is None:
+        """A content change of a file the last answer lists as untracked (or ignored) changes
+        nothing — unless the file is also a tracked one under another name (a hard link)."""
+        if mask & ~_CONTENT_ONLY or self._lines is None:
             return False
         rel = self._dirs.get(wd)
         if rel is None or not name:
             return False
         path = os.path.join(rel, os.fsdecode(name))
         listed = set(self._lines)
-        if f"?? {path}" in listed or f"!! {path}" in listed:
-            return True
-        # or in a directory listed as untracked (or ignored) as a whole: it stays listed
         parts = path.split("/")
-        return any(f"{tag} {'/'.join(parts[:n])}/" in listed for n in range(1, len(parts)) for tag in ("??", "!!"))
+        # listed itself, or in a directory listed as untracked (or ignored) as a whole
+        if not (
+            f"?? {path}" in listed
+            or f"!! {path}" in listed
+            or any(f"{tag} {'/'.join(parts[:n])}/" in listed for n in range(1, len(parts)) for tag in ("??", "!!"))
+        ):
+            return False
+        try:
+            found = os.lstat(os.path.join(self._top, path))
+        except OSError:
+            return False
+        return stat.S_ISREG(found.st_mode) and found.st_nlink == 1
 
 
 def _visible(lines: tuple[str, ...]) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ git read files nobody watches.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -82,6 +83,37 @@ def test_the_kept_answer_is_used_only_while_nothing_changed(repo: Path) -> None:
     step(watch, repo, 10)
     git(repo, "checkout", "-q", "-b", "other")  # HEAD names another branch
     step(watch, repo, 11)
+    watch.close()
+
+
+def test_a_tracked_file_changed_through_a_hard_link_is_seen(repo: Path) -> None:
+    """Writing an untracked file changes nothing, unless it is a tracked file's other name."""
+    watch = StatusWatch(repo)
+    step(watch, repo, 1)
+    step(watch, repo, 2)
+    os.link(repo / "pkg" / "mod.py", repo / "alias.txt")
+    assert step(watch, repo, 3) == ("?? alias.txt",)
+    (repo / "alias.txt").write_text("a = 9\n")  # pkg/mod.py too
+    assert step(watch, repo, 4) == (" M pkg/mod.py", "?? alias.txt")
+    watch.close()
+
+
+def test_moved_directories_are_watched_again(repo: Path) -> None:
+    """After a directory is renamed, events below it name other paths: all is watched anew."""
+    watch = StatusWatch(repo)
+    step(watch, repo, 1)
+    step(watch, repo, 2)
+    (repo / "pkg").rename(repo / "lib")
+    got = step(watch, repo, 3)
+    assert " D pkg/mod.py" in got and "?? lib/" in got
+    step(watch, repo, 4)  # read again with everything watched anew: kept from here
+    step(watch, repo, 4)
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "mod.py").write_text("a = 1\n")
+    assert step(watch, repo, 5) == ("?? lib/",)  # pkg/ was new: not kept yet
+    step(watch, repo, 6)
+    (repo / "lib" / "mod.py").write_text("inside a directory listed untracked: still untracked\n")
+    step(watch, repo, 6)
     watch.close()
 
 

@@ -131,12 +131,15 @@ class StatusWatch:
         """The work tree's uncommitted changes now, as ``git status --porcelain`` lists them."""
         with self._lock:
             if not self._off and self._fd < 0:
-                self._start()
+                self._start()  # once: a cache turned off stays off
             if not self._off and self._drain() and self._lines is not None:
                 return self._shown
             self._lines = None
             if self._reset and not self._off:
                 self._restart()
+            if self._off and self._fd >= 0:  # turned off: give the watches back
+                os.close(self._fd)
+                self._fd = -1
             if self._off or self._config_points_elsewhere():
                 return _visible(self._git() or ())
             if not self._primed:  # first learn what git ignores, so as not to watch it

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from snodo.governance import treewatch
 from snodo.governance.runner import uncommitted
 from snodo.governance.service import Project, validate_task
 from snodo.governance.treewatch import StatusWatch
@@ -182,3 +183,15 @@ def test_a_served_project_reports_each_change_in_the_verdict(repo: Path, tmp_pat
     assert dirty("changed") == sorted([" M pkg/mod.py", *state])
     # a workspace other than the checkout is read with git each time, as before
     assert project.uncommitted_reader(tmp_path) is None
+
+
+def test_a_tree_with_too_many_directories_is_read_with_git_each_time(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(treewatch, "MAX_WATCHES", 1)
+    watch = StatusWatch(repo)
+    for n in range(1, 4):
+        step(watch, repo, n)
+    (repo / "pkg" / "mod.py").write_text("a = 5\n")
+    assert step(watch, repo, 4) == (" M pkg/mod.py",)
+    assert watch._fd == -1  # the watches were given back

@@ -1,6 +1,7 @@
 """The SDK's own floor: a low-level MCP server on stdio with one tool that does nothing.
 
-Run by ``mcp_roundtrip.py`` as ``python -I _mcp_floor.py [--thread]``: the same official
+Run by ``mcp_roundtrip.py`` as ``python -I _mcp_floor.py [--thread]`` (``--smoke``: build
+the server and exit, as CI runs every script here): the same official
 SDK, transport and client as ``snodo serve``, with none of snodo's work, so its round trip
 is what no change to snodo can go below. ``--thread`` answers from a worker thread, the hop
 every snodo tool call takes (tool work is synchronous).
@@ -31,11 +32,18 @@ async def call_tool(_ctx: Any, _params: types.CallToolRequestParams) -> types.Ca
     return types.CallToolResult(content=[types.TextContent(type="text", text="ok")], is_error=False)
 
 
+def build() -> Server[Any]:
+    return Server("floor", version="0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
 async def main() -> None:
-    server = Server("floor", version="0", on_list_tools=list_tools, on_call_tool=call_tool)
+    server = build()
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    if "--smoke" in sys.argv[1:]:  # CI runs every script so: the server builds, nothing is served
+        build().create_initialization_options()
+    else:
+        anyio.run(main)

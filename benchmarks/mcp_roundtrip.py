@@ -6,7 +6,9 @@ alternating: server start → initialized, and warm `validate_task` round trips 
 `validate_task` with an in-process validator only (the deterministic `protocol`
 validator), next to a warm `list_files` round trip, the cheapest governed call; then, in
 process, how a warm `validate_task` splits between the validators' own work, the runner
-and policy, and the durable state writes (audit appends with fsync, the token row).
+and policy, and the durable state writes (audit appends with fsync, the token row); and
+the floor no change to snodo can go below: the same SDK server and client round trip with
+a tool that does nothing (``_mcp_floor.py``).
 
 Targets (issue 26): initialized ≥ ×1.5 faster than the reference; warm validate_task with a
 `true` command validator ≥ ×2 faster; with an in-process validator ≤ 2.5 ms.
@@ -81,6 +83,24 @@ def make_repo(path: Path, pre: str, env: dict[str, str], init: list[str] | None)
     subprocess.run(["git", "-C", str(path), "add", "-A"], check=True, capture_output=True)
     subprocess.run(["git", "-C", str(path), "commit", "-q", "-m", "init"], check=True, capture_output=True)
     return path
+
+
+async def floor_times(thread: bool, env: dict[str, str], calls: int) -> list[float]:
+    """Per-call seconds of the SDK's own round trip with a do-nothing tool (_mcp_floor.py)."""
+    script = str(Path(__file__).with_name("_mcp_floor.py"))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-I", script, *(["--thread"] if thread else [])], env=env
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.call_tool("noop", {})
+        samples: list[float] = []
+        for _ in range(calls):
+            t = time.perf_counter()
+            r = await session.call_tool("noop", {})
+            samples.append(time.perf_counter() - t)
+            assert not r.is_error, r
+    return samples
 
 
 async def session_times(argv: list[str], repo: Path, env: dict[str, str], calls: int) -> dict[str, object]:
@@ -217,6 +237,12 @@ def main() -> None:
         print(
             f"ours, warm list_files p50 {b50 * 1000:.2f} ms "
             f"(baseline; validate_task minus it: {(p50 - b50) * 1000:.2f} ms)"
+        )
+        inline, hop = (statistics.median(anyio.run(floor_times, t, env, args.calls)) for t in (False, True))
+        print(
+            f"the SDK's floor, a do-nothing tool on the same SDK server and client: p50 {inline * 1000:.2f} ms, "
+            f"{hop * 1000:.2f} ms answered from a worker thread as every snodo call is "
+            f"(validate_task above it: {(p50 - hop) * 1000:.2f} ms)"
         )
         os.environ["SNODO_HOME"] = envs["ours"]["SNODO_HOME"]
         breakdown(inproc, args.calls)

@@ -94,6 +94,11 @@ PROOFS: dict[str, tuple[str, ...]] = {
     "uncommitted": (
         "tests/governance/test_concurrent_phase.py::test_the_validators_of_a_phase_share_one_read_of_the_tree_state",
     ),
+    "StatusWatch": (
+        "tests/governance/test_treewatch.py::test_the_kept_answer_is_used_only_while_nothing_changed",
+        "tests/governance/test_treewatch.py::test_a_tracked_file_changed_through_a_hard_link_is_seen",
+        "tests/governance/test_treewatch.py::test_a_served_project_reports_each_change_in_the_verdict",
+    ),
     "classify": ("tests/mcp/test_mcp_governance.py::test_validator_error_issues_nothing_and_never_says_authorize",),
     "authorisation_refusals": ("tests/mcp/test_mcp_governance.py::test_propose_adjudicate_applies_the_one_inv3_rule",),
     "validate_task": (

@@ -9,6 +9,7 @@ Constraints (predicates) are evaluated alongside as vetoes. Results keep declare
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 import queue
 import threading
@@ -58,6 +59,35 @@ class PhaseInput:
     #: The tree's uncommitted state when the caller already knows it exactly (the engine's
     #: copy, just restored and checked clean: ``()``); ``None``: read with git if asked.
     uncommitted: tuple[str, ...] | None = None
+    #: How to read it otherwise (a long-lived server's watched tree); ``None``: one git status.
+    read_uncommitted: Callable[[], tuple[str, ...]] | None = None
+
+
+#: Idle validator threads kept for the next phase (a long-lived server runs one per call).
+_KEEP_IDLE = 8
+_IDLE: list[queue.SimpleQueue[Callable[[], None]]] = []
+_IDLE_LOCK = threading.Lock()
+
+
+def _worker(jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
+    while True:
+        jobs.get()()
+        with _IDLE_LOCK:
+            if len(_IDLE) >= _KEEP_IDLE:
+                return
+            _IDLE.append(jobs)
+
+
+def _start(job: Callable[[], None], name: str) -> None:
+    """Run ``job`` on an idle validator thread, or a new one: starting a thread waits until
+    the scheduler has run it, which on a busy machine costs milliseconds per validator.
+    A validator that never returns keeps its thread; the others are not held up by it."""
+    with _IDLE_LOCK:
+        jobs = _IDLE.pop() if _IDLE else None
+    if jobs is None:
+        jobs = queue.SimpleQueue()
+        threading.Thread(target=_worker, args=(jobs,), name=name, daemon=True).start()
+    jobs.put(job)
 
 
 def _error(
@@ -168,7 +198,7 @@ def run_phase(
 
     At most ``limit`` (default :func:`concurrency_limit`) run at once, started in declared
     order by this thread only, so an interrupt here starts nothing more. Each runs on a
-    daemon thread in a copy of the caller's context (its sandbox policy, its MCP call
+    (reused) daemon thread in a copy of the caller's context (its sandbox policy, its MCP call
     scope, whose cancellation kills every running validator's process tree) and is bounded
     by its ``tooling.timeout`` counted from its own start: one that overruns is reported as
     an error and abandoned, and its slot goes to the next (subprocess-based validators kill
@@ -184,7 +214,10 @@ def run_phase(
     reported = 0
     known = inp.uncommitted
     # read once, if a validator asks (none when the caller knows it)
-    status = WorkspaceStatus((lambda: known) if known is not None else (lambda: uncommitted(inp.workspace)))
+    if known is not None:
+        status = WorkspaceStatus(lambda: known)
+    else:
+        status = WorkspaceStatus(inp.read_uncommitted or (lambda: uncommitted(inp.workspace)))
 
     def work(i: int, v: Validator) -> None:
         with confined(inp.sandbox):
@@ -196,9 +229,8 @@ def run_phase(
             if progress:
                 progress(f"{inp.phase}: running {v.validator_id} ({v.validator_type})", None)
             ctx = contextvars.copy_context()
-            name = f"snodo-validator-{v.validator_id}"
             running[i] = time.monotonic() + v.timeout + _grace(v.timeout)
-            threading.Thread(target=ctx.run, args=(work, i, v), name=name, daemon=True).start()
+            _start(functools.partial(ctx.run, work, i, v), "snodo-validator")
         try:
             # in slices: a signal the kernel delivered to a validator's thread is only acted on
             # (KeyboardInterrupt, Interrupted) when this, the main, thread runs again

@@ -63,7 +63,7 @@ from snodo.state.audit_chain import (
     scan_lines,
 )
 from snodo.state.audit_checkpoint import read_anchor, write_anchor
-from snodo.state.audit_key import audit_public_key, audit_signing_key
+from snodo.state.audit_key import audit_public_key, audit_signing_key, signing_key_and_fingerprint
 from snodo.state.keys import public_key_fingerprint
 
 __all__ = ["AuditLog", "VerifyReport", "bounded", "check_signature", "record_hash"]
@@ -101,6 +101,7 @@ class AuditLog:
         self.path = Path(path)
         self._home = home
         self._local = threading.local()
+        self._anchor: tuple[str, Path] | None = None
 
     @property
     def home(self) -> Path:
@@ -113,8 +114,12 @@ class AuditLog:
     @property
     def anchor_path(self) -> Path:
         """Where the home keeps this log's last checkpoint (keyed by the log's real path)."""
-        key = hashlib.sha256(os.path.realpath(self.path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        return self.home / "audit" / f"{key}.json"
+        real = os.path.realpath(self.path)
+        cached = self._anchor
+        if cached is None or cached[0] != real:
+            key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+            self._anchor = cached = real, self.home / "audit" / f"{key}.json"
+        return cached[1]
 
     # ----------------------------------------------------------------- reading
 
@@ -234,8 +239,7 @@ class AuditLog:
     def _append_signed(self, drafts: list[dict[str, Any]], seq: int, prev: str) -> None:
         """Under the lock: chain ``drafts`` from ``seq``/``prev``, sign a checkpoint after them,
         write all in one write and one fsync, then record the checkpoint in the home."""
-        signer = audit_signing_key(self.home)
-        fingerprint = public_key_fingerprint(signer.public_key())
+        signer, fingerprint = signing_key_and_fingerprint(self.home)
         out = bytearray()
         for draft in drafts:
             record = {"seq": seq, "ts": draft["ts"], "event": draft["event"], "mode": draft["mode"]}

@@ -24,6 +24,8 @@ AUDIT_PUBLIC_KEY_FILE = "audit_ed25519.pub"
 _RAW_KEY_BYTES = 32
 
 _LOADED: dict[Path, Ed25519PrivateKey] = {}
+#: the same by home, so that the signing of every append costs no path work (#26)
+_BY_HOME: dict[Path, tuple[Ed25519PrivateKey, str]] = {}
 
 
 def audit_key_paths(home: Path) -> tuple[Path, Path]:
@@ -54,6 +56,20 @@ def _create(private: Path, public: Path) -> None:
 
 def audit_signing_key(home: Path) -> Ed25519PrivateKey:
     """The user's audit key, created on first use and read once per process."""
+    return signing_key_and_fingerprint(home)[0]
+
+
+def signing_key_and_fingerprint(home: Path) -> tuple[Ed25519PrivateKey, str]:
+    """The user's audit key and its public fingerprint, read once per process and home."""
+    known = _BY_HOME.get(home)
+    if known is not None:
+        return known
+    key = _load(home)
+    _BY_HOME[home] = known = key, public_key_fingerprint(key.public_key())
+    return known
+
+
+def _load(home: Path) -> Ed25519PrivateKey:
     private, public = audit_key_paths(home)
     cached = _LOADED.get(private)
     if cached is not None:

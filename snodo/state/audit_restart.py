@@ -22,10 +22,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from snodo.errors import StateError
-from snodo.state.atomic import file_lock, read_json
+from snodo.state.atomic import file_lock
 from snodo.state.audit import AuditLog
 from snodo.state.audit_chain import GENESIS, ChainBreak
-from snodo.state.audit_checkpoint import read_anchor
+from snodo.state.audit_checkpoint import newest, read_anchor
 from snodo.state.audit_key import audit_public_key
 
 EVENT = "audit_restarted"
@@ -62,7 +62,7 @@ def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
                 f"{log.path} is intact ({scan.events} events): there is nothing to restart",
                 hint="`snodo audit verify` checks it",
             )
-        lost = read_json(log.anchor_path)
+        lost = newest(log.anchor_path) or {}
         kept = _keep_aside(log)
         record = {
             "ts": datetime.now(UTC).isoformat(timespec="microseconds"),

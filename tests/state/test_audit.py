@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from snodo.errors import AuditChainError, StateError
 from snodo.state.audit import AuditLog
+from snodo.state.audit_checkpoint import newest, slots
 
 
 def oracle_hash(record: dict[str, Any]) -> str:
@@ -98,11 +99,50 @@ def test_every_append_ends_with_a_signed_checkpoint(log: AuditLog) -> None:
 
 def test_the_home_keeps_the_last_checkpoint(log: AuditLog) -> None:
     filled(log, 2)
-    anchor = json.loads(log.anchor_path.read_text())
+    anchor = newest(log.anchor_path)
+    assert anchor is not None
     last = parsed(log.path)[-1]
     assert (anchor["seq"], anchor["hash"], anchor["size"]) == (last["seq"], last["hash"], log.path.stat().st_size)
     assert anchor["log"] == os.path.realpath(log.path)
     assert log.anchor_path.is_relative_to(log.home)
+
+
+def test_the_home_checkpoint_is_written_in_place_in_two_slots(log: AuditLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No rename per append (on ext4 one costs a flush); the slots take turns."""
+    filled(log, 1)
+
+    def no_rename(*_a: object, **_k: object) -> None:
+        raise AssertionError("the home's checkpoint is written in place")
+
+    monkeypatch.setattr(os, "replace", no_rename)
+    monkeypatch.setattr(os, "rename", no_rename)
+    written = []
+    for _ in range(3):
+        log.append("validate", mode="dev", data={})
+        written.append([json.loads(p.read_text())["seq"] for p in slots(log.anchor_path)])
+    # each append overwrites the older slot; the other keeps the previous checkpoint
+    head = parsed(log.path)[-1]["seq"]
+    assert [max(w) for w in written] == [head - 4, head - 2, head]
+    assert all(abs(a - b) == 2 for a, b in written)
+    assert log.verify().ok
+
+
+def test_a_home_checkpoint_cut_off_by_a_crash_falls_back_to_the_other_slot(log: AuditLog) -> None:
+    filled(log, 3)
+    first, second = slots(log.anchor_path)
+    newer = max((first, second), key=lambda p: json.loads(p.read_text())["write"])
+    text = newer.read_text()
+    newer.write_text(text[: len(text) // 2] + " " * (len(text) - len(text) // 2))  # torn
+    assert log.verify().ok
+    log.append("validate", mode="dev", data={})  # rewrites the torn slot
+    assert log.verify().ok
+    assert json.loads(newer.read_text())["seq"] == parsed(log.path)[-1]["seq"]
+    # a slot whose content does not match its checksum is not trusted either
+    record = json.loads(newer.read_text())
+    record["seq"] += 100
+    newer.write_text(json.dumps(record))
+    other = json.loads((second if newer == first else first).read_text())
+    assert newest(log.anchor_path) == other
 
 
 def test_a_batch_is_one_write_one_signature_and_one_fsync(log: AuditLog, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -373,6 +413,7 @@ import sys
 from pathlib import Path
 from snodo.errors import AuditChainError
 from snodo.state.audit import AuditLog
+from snodo.state.audit_checkpoint import newest, slots
 try:
     AuditLog(Path(sys.argv[1])).append("validate", mode="dev", data={})
 except AuditChainError as exc:
@@ -448,7 +489,8 @@ def test_a_process_notices_tampering_after_its_first_append(log: AuditLog) -> No
 
 def test_a_corrupt_home_checkpoint_is_reported(log: AuditLog) -> None:
     filled(log, 2)
-    log.anchor_path.write_text("{")
+    for slot in slots(log.anchor_path):
+        slot.write_text("{")
     report = log.verify()
     assert not report.ok and "checkpoint recorded in the home" in report.reason
     with pytest.raises(AuditChainError, match="home"):

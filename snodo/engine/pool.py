@@ -168,7 +168,8 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
        nested repositories, sockets and fifos (with no record: every directory read by
        :func:`~snodo.engine.poolmodes.repair_dirs`, and ``clean -ffdx`` after step 2);
     2. the files the last restore wrote get their mode back by name (git compares ctimes
-       only to the second);
+       only to the second); after a restore that wrote nothing, only those whose inode
+       changed in the second :data:`REF_INDEX` was written, or later, stay on that list;
     3. against :data:`REF_INDEX`, the index as the last restore left it — private to
        snodo, so no later ``git add`` or ``status`` refreshed it: when ``base`` is the
        commit it holds and a read-only ``diff-files`` finds no tracked file whose stat data
@@ -221,15 +222,22 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
             return False
         remember_walk(slot.path, walked)
         linked, real_dirs = seen.linked_dir, set(walked)
-    racy = _read_list(gitdir, RACY)
-    if repair_files(slot.path, racy, real_dirs) is None:
+    racy: list[str] = []  # the names still to repair by name against `ref`
+    if (
+        repair_files(
+            slot.path, poolscan.read_names(gitdir, RACY), real_dirs, kept=racy, racy_from=int(ref.stat().st_mtime)
+        )
+        is None
+    ):
         return False
     if before is not None and recorded_base(gitdir) == target() and _untouched(slot.path, pinned, ref):
         _set_head(gitdir, target())  # no tracked file changed: the reset would write nothing but the index
         install_index(ref, Path(gitdir) / "index")
         _forget_history(gitdir)
         if not linked or _leftovers(slot.path, pinned) == []:
-            _write_list(gitdir, RACY, sorted({*racy, *poolscan.save(gitdir, slot.path, before, int(time.time()))}))
+            poolscan.write_names(
+                gitdir, RACY, sorted({*racy, *poolscan.save(gitdir, slot.path, before, int(time.time()))})
+            )
             return True
     work = ref.with_name(f"{REF_INDEX}.work")
     os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
@@ -242,7 +250,7 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
         if clean is None or (clean.ok and not clean.stderr.strip()):
             _forget_history(gitdir)
             if not linked or _leftovers(slot.path, pinned) == []:
-                _write_list(gitdir, RACY, poolscan.save(gitdir, slot.path, before, started))
+                poolscan.write_names(gitdir, RACY, poolscan.save(gitdir, slot.path, before, started))
                 _record_base(gitdir, target())
                 return True
     with contextlib.suppress(FileNotFoundError):
@@ -315,28 +323,13 @@ def record_index(gitdir: str, base: str, copy: Path, since: int) -> None:
     tmp = ref.with_name(f"{REF_INDEX}.tmp")
     shutil.copy2(Path(gitdir) / "index", tmp)  # with its mtime: git's racy-entry check reads it
     os.replace(tmp, ref)
-    _write_list(gitdir, RACY, poolscan.save(gitdir, copy, None, since))
+    poolscan.write_names(gitdir, RACY, poolscan.save(gitdir, copy, None, since))
     _record_base(gitdir, base)
 
 
 #: The files the last restore wrote (see :func:`~snodo.engine.poolscan.scan`),
 #: NUL-separated: the next restore gives them their mode back by name.
 RACY = "snodo-restore.written"
-
-
-def _write_list(gitdir: str, name: str, paths: list[str]) -> None:
-    tmp = os.path.join(gitdir, f"{name}.tmp")
-    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
-        fh.write("\0".join(paths))
-    os.replace(tmp, os.path.join(gitdir, name))
-
-
-def _read_list(gitdir: str, name: str) -> list[str]:
-    try:
-        with open(os.path.join(gitdir, name), encoding="utf-8", errors="surrogateescape") as fh:
-            return [p for p in fh.read().split("\0") if p]
-    except FileNotFoundError:
-        return []
 
 
 def _record_base(gitdir: str, base: str) -> None:

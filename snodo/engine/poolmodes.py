@@ -162,26 +162,40 @@ def repair_modes(root: Path, *, walked: dict[str, Any] | None = None) -> int | N
     return repaired
 
 
-def repair_files(root: Path, paths: list[str], real_dirs: set[str]) -> int | None:
+def repair_files(
+    root: Path, paths: list[str], real_dirs: set[str], *, kept: list[str] | None = None, racy_from: int = 0
+) -> int | None:
     """Give each of ``paths`` (root-relative, regular files) the mode a checkout gives it,
     when its directory is one of ``real_dirs`` (reached from ``root`` without a link: a
-    mode is never changed through one). ``None`` when a mode will not change."""
+    mode is never changed through one). ``None`` when a mode will not change.
+
+    ``kept``, when given, receives the paths still worth repairing by name next time: those
+    not looked at, those repaired now, and those whose inode changed in second
+    ``racy_from`` (when the index the next restore compares with was written) or later.
+    Any other file's recorded ctime is earlier than that index, so a later ``chmod`` (a
+    later ctime) is seen by git itself: the first checkout's list of every file shrinks to
+    the few written in that index's second."""
     mask = _umask()
     file_mode, exec_mode = 0o666 & ~mask, 0o777 & ~mask
     repaired = 0
     for rel in paths:
         path = os.path.join(root, rel)
         if os.path.dirname(path) not in real_dirs:
+            if kept is not None:
+                kept.append(rel)
             continue
         try:
             st = os.lstat(path)
         except OSError:
             continue
         want = exec_mode if st.st_mode & 0o100 else file_mode
-        if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) != want:
+        changed = stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) != want
+        if changed:
             try:
                 os.chmod(path, want)
             except OSError:
                 return None
             repaired += 1
+        if kept is not None and (changed or int(st.st_ctime) >= racy_from):
+            kept.append(rel)
     return repaired

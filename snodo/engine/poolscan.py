@@ -191,3 +191,20 @@ def _tidy(root: Path, rel: str, old: list[Any] | None) -> tuple[list[str], int, 
         except OSError:
             return None
     return dirs, deleted, linked
+
+
+def write_names(gitdir: str, name: str, paths: list[str]) -> None:
+    """Keep ``paths`` (NUL-separated) in the file ``name`` of the copy's git directory."""
+    tmp = os.path.join(gitdir, f"{name}.tmp")
+    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        fh.write("\0".join(paths))
+    os.replace(tmp, os.path.join(gitdir, name))
+
+
+def read_names(gitdir: str, name: str) -> list[str]:
+    """The paths :func:`write_names` kept under ``name`` (none when there is no such file)."""
+    try:
+        with open(os.path.join(gitdir, name), encoding="utf-8", errors="surrogateescape") as fh:
+            return [p for p in fh.read().split("\0") if p]
+    except FileNotFoundError:
+        return []

@@ -194,3 +194,28 @@ def test_the_base_is_read_from_the_checkouts_refs_or_from_its_status(tmp_path: P
         wt.remove()
     git(repo, "checkout", "-q", "--detach", "HEAD")
     assert read_head(repo) == head
+
+
+def test_the_names_repaired_by_name_shrink_to_the_racy_ones(tmp_path: Path) -> None:
+    """A file whose inode last changed before the second the restore's index was written
+    leaves the list (git sees any later ``chmod`` of it by its ctime); one changed in that
+    second or later, one repaired now, and one in a directory not looked at stay."""
+    from snodo.engine.poolmodes import repair_files
+
+    root = tmp_path / "copy"
+    (root / "d").mkdir(parents=True)
+    (root / "other").mkdir()
+    for name in ("d/old.txt", "d/bad.txt", "other/unseen.txt"):
+        (root / name).write_text("x\n")
+    os.chmod(root / "d" / "bad.txt", 0o600)  # not what a checkout gives it
+    paths = ["d/old.txt", "d/bad.txt", "other/unseen.txt"]
+    real = {str(root), str(root / "d")}
+
+    kept: list[str] = []
+    assert repair_files(root, paths, real, kept=kept, racy_from=int(time.time()) + 5) == 1  # an index of later
+    assert stat.S_IMODE((root / "d" / "bad.txt").stat().st_mode) == FILE_MODE
+    assert kept == ["d/bad.txt", "other/unseen.txt"]
+
+    kept = []
+    assert repair_files(root, paths, real, kept=kept, racy_from=int((root / "d" / "old.txt").stat().st_ctime)) == 0
+    assert kept == paths  # changed in the index's second: all still racy

@@ -23,7 +23,7 @@ import ctypes
 import os
 import sys
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -123,25 +123,8 @@ def reap_adopted(spare: Collection[int]) -> int:
         reaped += 1
 
 
-def _reap_by_scan(spare: Collection[int]) -> int:
-    me, reaped = os.getpid(), 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in spare:
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == b"Z" and int(fields[1]) == me and no_new_privs(int(name)):
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(int(name), os.WNOHANG)
-                reaped += 1
-    return reaped
-
-
-def _confined_children() -> bool:
-    """Whether a confined child of snodo is still alive (not yet a zombie)."""
+def _children() -> Iterator[tuple[int, bytes]]:
+    """Each child of this process with its state letter (``Z``: a zombie), from ``/proc``."""
     me = os.getpid()
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -151,9 +134,23 @@ def _confined_children() -> bool:
                 fields = fh.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == me and fields[0] not in (b"Z", b"X") and no_new_privs(int(name)):
-            return True
-    return False
+        if int(fields[1]) == me:
+            yield int(name), fields[0]
+
+
+def _reap_by_scan(spare: Collection[int]) -> int:
+    reaped = 0
+    for pid, state in _children():
+        if state == b"Z" and pid not in spare and no_new_privs(pid):
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+                reaped += 1
+    return reaped
+
+
+def _confined_children() -> bool:
+    """Whether a confined child of snodo is still alive (not yet a zombie)."""
+    return any(state not in (b"Z", b"X") and no_new_privs(pid) for pid, state in _children())
 
 
 def reap_at_exit() -> None:

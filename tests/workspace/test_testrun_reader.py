@@ -223,3 +223,25 @@ def test_bytecode_planted_in_the_workspace_is_never_run(tmp_path: Path) -> None:
     assert (root / "__pycache__").is_dir()
     judged = run_tests(root, timeout=120)
     assert not judged.passed and judged.failed_tests == ("tests/test_hello.py::test_hello",), judged.summary
+
+
+def test_the_interpreters_own_environment_keeps_its_bytecode_inside_the_checkout(tmp_path: Path) -> None:
+    """A project's ``.venv`` inside the workspace is the interpreter's environment, trusted as
+    the foreign-import check trusts it: its modules keep their cache (compiling a whole
+    environment again on every run would double a test run). Shown with a cached module
+    whose bytecode differs from its source: the bytecode runs."""
+    import py_compile
+    import site
+    import subprocess
+
+    root = write(
+        tmp_path / "ws", {"tests/test_env.py": "import envmod\n\n\ndef test_env():\n    assert envmod.X == 2\n"}
+    )
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")], check=True, timeout=120)
+    packages = next((root / ".venv" / "lib").glob("python*/site-packages"))
+    (packages / "snodo_test_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")  # pytest from ours
+    (packages / "envmod.py").write_text("X = 2\n")
+    py_compile.compile(str(packages / "envmod.py"), doraise=True)  # bytecode of `X = 2`
+    _swap_keeping_stat(packages / "envmod.py", "X = 3\n")
+    kept = run_tests(root, timeout=120, python=str(root / ".venv" / "bin" / "python"))
+    assert kept.passed, kept.summary + kept.output_tail

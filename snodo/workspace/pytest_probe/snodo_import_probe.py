@@ -106,17 +106,22 @@ def _no_workspace_bytecode(root: str) -> None:
     is no cache (``cache_from_source`` raises ``NotImplementedError``, what CPython itself
     does when caching is off: the source is compiled and nothing is read or written), and
     pytest's assertion rewriter reads no cached rewrite (pytest 9 checks a source hash
-    there; older versions compared mtime and size too). Everything outside the workspace
-    (the interpreter, its site-packages) keeps its cache. Loaded by ``-p`` before any
-    ``conftest.py`` or test module is imported."""
+    there; older versions compared mtime and size too). Everything outside the workspace,
+    and the interpreter's own environment wherever it is (a project's ``.venv`` inside its
+    checkout: trusted as the foreign-import check trusts it), keeps its cache. Loaded by
+    ``-p`` before any ``conftest.py`` or test module is imported."""
     try:
         import importlib._bootstrap_external as external
     except ImportError:  # not CPython's import system: nothing of this kind to distrust
         return
     cached = external.cache_from_source
+    environment = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+
+    def judged(path: str) -> bool:
+        return _inside(path, root) and not any(_inside(path, env) for env in environment)
 
     def cache_from_source(path: Any, debug_override: Any = None, *, optimization: Any = None) -> Any:
-        if isinstance(path, (str, os.PathLike)) and _inside(os.fspath(path), root):
+        if isinstance(path, (str, os.PathLike)) and judged(os.fspath(path)):
             raise NotImplementedError("snodo: no bytecode cache is read for the workspace under judgement")
         return cached(path, debug_override, optimization=optimization)
 
@@ -130,7 +135,7 @@ def _no_workspace_bytecode(root: str) -> None:
         return
 
     def _read_pyc(source: Any, pyc: Any, trace: Any = None) -> Any:
-        if _inside(os.fspath(source), root):
+        if judged(os.fspath(source)):
             return None  # rewritten again from the source
         return read_pyc(source, pyc, trace) if trace is not None else read_pyc(source, pyc)
 

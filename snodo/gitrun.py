@@ -270,7 +270,7 @@ def pin_at_head(path: Path, *, cache_dir: Path | None = None) -> tuple[GitContex
     read it, in the same process; ``None`` for the commit when this call asked no git (the
     repository was pinned before: its ``HEAD`` may have moved since) or ``HEAD`` has none.
 
-    With ``cache_dir`` (:mod:`snodo.gitcache`), the configuration is read from there when
+    With ``cache_dir`` (:mod:`snodo.cachefiles`), the configuration is read from there when
     its files' bytes are the ones it was read from (:func:`snodo.gitconfig.content_key`)."""
     known = pinned(path)
     if known is not None:
@@ -290,18 +290,18 @@ def pin_at_head(path: Path, *, cache_dir: Path | None = None) -> tuple[GitContex
 
 
 def _read_config(top: Path, git_dir: Path, cache_dir: Path | None = None) -> GitContext:
-    from snodo import gitcache, gitconfig  # not for the plugin host, which pins nothing
+    from snodo import cachefiles, gitconfig  # not for the plugin host, which pins nothing
 
     files = gitconfig.config_files(git_dir, GitContext(work_tree=git_dir, git_dir=git_dir).common_dir())
     stamp = gitconfig.stamp(files)
     key = gitconfig.content_key(files, str(git_dir), gitconfig.CONFIG_KEYS) if cache_dir is not None else None
-    listing = gitcache.read_entry(cache_dir, key) if key is not None else None
+    listing = cachefiles.read_entry(cache_dir, key) if key is not None else None
     if listing is None:
         ask = [f"--git-dir={git_dir}", "config", "-z", "--get-regexp", gitconfig.CONFIG_KEYS]
         found = _spawn(_hardened(top, None, ask), ask, clean_env(), None, GIT_TIMEOUT, top)
         listing = found.stdout
         if key is not None and found.returncode in (0, 1):  # 1: no key matched
-            gitcache.write_entry(cache_dir, key, listing)
+            cachefiles.write_entry(cache_dir, key, listing)
     neutral, identity = gitconfig.parse_listing(listing, list(FALLBACK_IDENTITY))
     return GitContext(work_tree=top, git_dir=git_dir, neutral=neutral, identity=identity, stamp=stamp)
 

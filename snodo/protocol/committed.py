@@ -27,8 +27,8 @@ from pathlib import Path
 
 from attrs import frozen
 
+from snodo.cachefiles import read_entry, write_entry
 from snodo.errors import EnvironmentProblem, ProtocolError
-from snodo.gitcache import read_entry, write_entry
 from snodo.gitrun import GitContext, pin_at_head, read_objects, run_git
 from snodo.protocol.loader import MAX_BYTES, read_protocol_file
 
@@ -177,7 +177,7 @@ def _check_signers(text: str, source: str) -> None:
 def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
     """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``).
 
-    ``cache_dir`` (:mod:`snodo.gitcache`) keeps the protocol's history per ``HEAD`` commit
+    ``cache_dir`` (:mod:`snodo.cachefiles`) keeps the protocol's history per ``HEAD`` commit
     (and the repository's configuration, :func:`snodo.gitrun.pin_at_head`): a repeat at the
     same ``HEAD`` asks git nothing more than where the repository is."""
     path = path.absolute()

@@ -34,6 +34,7 @@ from typing import Any
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.v import format_exception, transform_error
 
+from snodo.cachefiles import read_entry, write_entry
 from snodo.convert import CONVERTER, did_you_mean
 from snodo.errors import ProtocolError
 from snodo.protocol.models import Protocol
@@ -112,10 +113,10 @@ def _cache_key(text: str) -> str | None:
 
 
 def _cache_read(cache_dir: Path, key: str) -> Any:
+    text = read_entry(cache_dir, key)
     try:
-        with open(cache_dir / f"{key}.json", encoding="utf-8") as f:
-            return json.loads(f.read(4 * MAX_BYTES))
-    except (OSError, ValueError, RecursionError):
+        return None if text is None else json.loads(text)
+    except (ValueError, RecursionError):
         return None
 
 
@@ -126,16 +127,9 @@ def _cache_write(cache_dir: Path, key: str, data: Any) -> None:
         blob = json.dumps(data, allow_nan=False)
         if json.loads(blob) != data:
             return
-        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        temp = cache_dir / f".{key}.{os.getpid()}.tmp"
-        with open(temp, "w", encoding="utf-8") as f:
-            f.write(blob)
-        os.replace(temp, cache_dir / f"{key}.json")
-        entries = sorted(cache_dir.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-        for old in entries[:-CACHE_ENTRIES]:
-            old.unlink(missing_ok=True)
-    except (OSError, TypeError, ValueError, RecursionError):
+    except (TypeError, ValueError, RecursionError):
         return
+    write_entry(cache_dir, key, blob, keep=CACHE_ENTRIES)
 
 
 def _parse(text: str, source: str) -> tuple[Protocol, Any]:

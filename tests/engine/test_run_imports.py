@@ -82,7 +82,7 @@ EXPECTED = {
     "snodo.evidence.attest",
     "snodo.evidence.notes",
     "snodo.evidence.statement",
-    "snodo.gitcache",
+    "snodo.cachefiles",
     "snodo.gitconfig",
     "snodo.gitrun",
     "snodo.governance",

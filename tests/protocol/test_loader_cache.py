@@ -32,22 +32,33 @@ def test_a_cached_text_gives_the_protocol_parsing_gives(tmp_path: Path) -> None:
     assert parsed == first == again
     assert parse_protocol(OTHER, source="p.yml", cache_dir=cache).protocol_id == "other"
     assert len(list(cache.glob("*.json"))) == 2  # one document per text
-    assert json.loads(entry.read_text())["protocol_id"] == "t"
+    assert _document(entry)["protocol_id"] == "t"
+
+
+def _document(entry: Path) -> dict[str, object]:
+    """The protocol document a cache entry keeps (:mod:`snodo.cachefiles`: key and text)."""
+    kept = json.loads(entry.read_text())
+    assert kept["key"] == entry.stem
+    document: dict[str, object] = json.loads(kept["text"])
+    return document
 
 
 def test_a_damaged_or_stale_entry_is_parsed_again_and_errors_keep_their_lines(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     parse_protocol(TRIVIAL_PROTOCOL, cache_dir=cache)
     (entry,) = cache.glob("*.json")
+    key = entry.stem
     for damage in (
         "{not json",
-        json.dumps({"protocol_id": "t", "modes": "no"}),
-        json.dumps({"protocol_id": "x"}),
+        json.dumps({"key": key, "text": json.dumps({"protocol_id": "t", "modes": "no"})}),
+        json.dumps({"key": key, "text": json.dumps({"protocol_id": "x"})}),
+        json.dumps({"key": key, "text": "{not json"}),
+        json.dumps({"key": "another", "text": json.dumps({"protocol_id": "t"})}),
         "[]",
     ):
         entry.write_text(damage)
         assert parse_protocol(TRIVIAL_PROTOCOL, cache_dir=cache) == parse_protocol(TRIVIAL_PROTOCOL)
-        assert json.loads(entry.read_text())["protocol_id"] == "t"  # written again from the text
+        assert _document(entry)["protocol_id"] == "t"  # written again from the text
     bad = TRIVIAL_PROTOCOL.replace("coder: mock", "coder: mock\n    colour: blue")
     for _ in range(2):  # a refused text is never cached: the second load refuses alike
         with pytest.raises(ProtocolError) as refused:

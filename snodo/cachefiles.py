@@ -1,16 +1,14 @@
-"""snodo's memory of what git answered, kept under ``$SNODO_HOME/cache/git``.
+"""snodo's keyed caches under ``$SNODO_HOME/cache``: answers kept under a key made of
+exactly what fixes them, so a repeat run need not compute them again.
 
-A governed run asks the user's repository the same two questions every time: which filter
-and merge drivers and identity its configuration defines (:func:`snodo.gitrun.pin`), and
-which commits changed the protocol (:func:`snodo.protocol.committed.resolve`). Each answer
-is fixed by something snodo can read without starting git — the configuration files'
-bytes, ``HEAD``'s commit id — so it is kept under a key made of exactly that, and a repeat
-run at the same key starts no git for it.
+Used for what git answered about the user's repository (its configuration's drivers,
+:func:`snodo.gitrun.pin`; the protocol's history, :func:`snodo.protocol.committed.resolve`)
+and for the parsed protocol document (:func:`snodo.protocol.loader.parse_protocol`).
 
-The cache is snodo's own state, beside the home's keys where no agent can write: still,
+The caches are snodo's own state, beside the home's keys where no agent can write: still,
 an entry is only a hint. Its name is a SHA-256 the caller computed (never a path the
 repository chose), it is read with a size bound, and anything unexpected in it (bad JSON,
-another key, too large) counts as absent: the caller asks git.
+another key, too large) counts as absent: the caller computes the answer again.
 """
 
 from __future__ import annotations
@@ -19,9 +17,9 @@ import json
 import os
 from pathlib import Path
 
-#: The largest answer kept; a larger one is asked of git every time.
+#: The largest answer kept; a larger one is computed again every time.
 MAX_ENTRY = 1 << 20
-#: Entries kept per directory; the oldest go first.
+#: Entries kept per directory by default; the oldest go first.
 MAX_ENTRIES = 256
 
 
@@ -41,8 +39,9 @@ def read_entry(cache_dir: Path | None, key: str) -> str | None:
     return text if len(text) <= MAX_ENTRY else None
 
 
-def write_entry(cache_dir: Path | None, key: str, text: str) -> None:
-    """Keep ``text`` under ``key`` (atomically); a failure only costs the next run a git process."""
+def write_entry(cache_dir: Path | None, key: str, text: str, *, keep: int = MAX_ENTRIES) -> None:
+    """Keep ``text`` under ``key`` (atomically), and the ``keep`` newest entries of the
+    directory; a failure only costs the next run the work again."""
     if cache_dir is None or len(text) > MAX_ENTRY:
         return
     try:
@@ -52,9 +51,9 @@ def write_entry(cache_dir: Path | None, key: str, text: str) -> None:
             f.write(json.dumps({"key": key, "text": text}))
         os.replace(temp, cache_dir / f"{key}.json")
         entries = list(os.scandir(cache_dir))
-        if len(entries) > MAX_ENTRIES:
+        if len(entries) > keep:
             entries.sort(key=lambda e: e.stat().st_mtime_ns)
-            for old in entries[: len(entries) - MAX_ENTRIES]:
+            for old in entries[: len(entries) - keep]:
                 Path(old.path).unlink(missing_ok=True)
     except (OSError, ValueError):
         return

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
+from snodo.gitconfig import config_files
 from snodo.gitrun import pinned, run_git
 
 #: File systems on which every change made on this machine reaches inotify.
@@ -223,11 +224,9 @@ class StatusWatch:
 
     def _config_points_elsewhere(self) -> bool:
         context = pinned(self.workspace)
-        home = Path(os.environ.get("HOME", "/nonexistent"))
-        configs = [home / ".gitconfig", home / ".config" / "git" / "config"]
-        if context is not None:
-            configs += [context.common_dir() / "config", context.git_dir / "config.worktree"]
-        return any(_points_elsewhere(c) for c in configs)
+        if context is None:  # not pinned before the first read, whose answer is not kept
+            return False
+        return any(_points_elsewhere(Path(c)) for c in config_files(context.git_dir, context.common_dir()))
 
     def _watch_tree(self) -> bool:
         """Watch every directory git reads; True if none was new."""

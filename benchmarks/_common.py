@@ -26,6 +26,30 @@ def summary(name: str, samples: list[float], unit: str = "s") -> str:
     return f"{name:<34} median {med:8.3f}{unit}  {spread}  (n={len(samples)})"
 
 
+def warm_pytest_rewrite_cache(python: str) -> None:
+    """Let pytest write its assertion-rewrite cache once, as any machine without
+    ``PYTHONDONTWRITEBYTECODE`` has it after the first test run.
+
+    pytest rewrites the modules of every plugin distribution it loads (hypothesis's whole
+    package among them: ~90 modules, about a second here) and caches the result beside
+    them, unless bytecode writing is off. With it off on this machine, every pytest process
+    (ours, the reference's and the by-hand one alike) would rewrite them again, inflating
+    the by-hand floor as much as the governed run and flattering the ratio between them."""
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "test_warm.py").write_text("def test_warm():\n    assert True\n")
+        subprocess.run(
+            [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp],
+            cwd=tmp,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+
+
 def compile_bytecode() -> None:
     """Byte-compile snodo's own packages before measuring, as installing a wheel does.
 

@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import compile_bytecode
+from _common import compile_bytecode, warm_pytest_rewrite_cache
 
 OURS = """\
 protocol_id: bench
@@ -251,6 +251,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="one run each, ours only unless --other is given")
     args = parser.parse_args()
     compile_bytecode()  # as an installed snodo has it (see _common.compile_bytecode)
+    warm_pytest_rewrite_cache(sys.executable)
     runs = 1 if args.smoke else args.runs
     works = [] if args.no_runs else args.work or list(WORK)
     servers, calls = (1, 3) if args.smoke else (args.mcp_servers, args.calls)

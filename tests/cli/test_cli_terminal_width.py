@@ -147,6 +147,10 @@ def test_a_completed_run_shows_its_branch_and_files(
 ) -> None:
     repo = make_repo(tmp_path / "a-directory-name-long-enough-to-wrap" / "repo")
     assert snodo_cli("init", "--template", "solo", cwd=repo).returncode == 0
+    # the tests take long enough for the spinner to count a second, however fast the machine
+    (repo / "conftest.py").write_text("import time\n\n\ndef pytest_sessionstart(session):\n    time.sleep(1.5)\n")
+    subprocess.run(["git", "add", "conftest.py"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "slow tests"], cwd=repo, check=True)
     run = in_pty("run", "add a hello module", "--mock", cwd=repo, cols=cols, stderr_on_tty=True)
     assert run.returncode == 0, run
     branch = re.search(r"snodo/task-[0-9a-f]+-[0-9a-f]+", run.text)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -23,17 +22,15 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from snodo import callscope
 from snodo.errors import EnvironmentProblem
 from snodo.procout import CHUNK, BoundedOutput, ExitWatch, collect, drain
-from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
+from snodo.procprep import prepare_child, release_child, shown
+from snodo.sandbox import Prepared, SandboxPolicy
 from snodo.sandbox.base import reap_adopted
-from snodo.sandbox.cgroup import PidGroup, pid_group, release
 from snodo.sandbox.choose import distrust
-from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
-from snodo.sandbox.policy import resolved
 
 if TYPE_CHECKING:
     from snodo.sandbox.launcher import Launched
@@ -96,60 +93,6 @@ def terminate_all() -> int:
 atexit.register(terminate_all)
 
 
-def _shown(path: object, limit: int = 120) -> str:
-    text = str(path)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
-
-
-def _confine(
-    argv: Sequence[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy, pass_env: Sequence[str]
-) -> tuple[Prepared, Path | None]:
-    real, workspace = resolved(cwd), resolved(policy.workspace)
-    inside_workspace = real == workspace or str(real).startswith(f"{workspace}/")
-    if not inside_workspace and any(h == real or str(real).startswith(f"{h}/") for h in policy.hidden_paths()):
-        raise EnvironmentProblem(
-            f"cannot run {_shown(argv[0])!r} confined: its working directory {_shown(cwd)} is hidden from "
-            f"confined processes (it is in snodo's state directory, outside the workspace {_shown(workspace)})"
-        )
-    backend = choose_backend()
-    if policy.on_confined is not None:
-        policy.on_confined(backend.name)
-    program = getattr(backend, "program", None)
-    if backend.name == "bwrap" and program:
-        named = (*policy.env, *pass_env)
-        from snodo.sandbox import launcher  # only where bubblewrap confines (sockets, threads)
-
-        via_launcher = launcher.prepare(program, argv, cwd=cwd, env=env, policy=policy, named=named)
-        if via_launcher is not None:
-            return via_launcher, None
-    tmpdir = make_private_dir()
-    try:
-        env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
-        prepared = backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir)
-        group = pid_group(policy.limits.processes)
-        return (_in_group(prepared, group) if group is not None else prepared), tmpdir
-    except BaseException:
-        discard_private_dir(tmpdir)
-        raise
-
-
-def _in_group(prepared: Prepared, group: PidGroup) -> Prepared:
-    """``prepared`` with the run in its own pids cgroup: limited, and killed as a whole."""
-    reap, cleanup = prepared.reap, prepared.cleanup
-
-    def reap_all(leader: int, others: Collection[int]) -> None:
-        group.kill()
-        if reap is not None:
-            reap(leader, others)
-
-    def cleanup_all() -> None:
-        release(group)
-        if cleanup is not None:
-            cleanup()
-
-    return evolve(prepared, reap=reap_all, cleanup=cleanup_all, spawning=group.spawning)
-
-
 def run_process(
     argv: Sequence[str],
     *,
@@ -177,33 +120,7 @@ def run_process(
     tail, with a marker where it was cut; :mod:`snodo.procout`).
     """
     start = time.monotonic()
-    if not argv:
-        raise EnvironmentProblem("cannot run a process: the command is empty")
-    program = _shown(argv[0])
-    try:
-        is_dir = Path(cwd).is_dir()
-    except (OSError, ValueError) as exc:
-        raise EnvironmentProblem(
-            f"cannot run {program!r}: the working directory {_shown(cwd)} is unusable: "
-            f"{getattr(exc, 'strerror', None) or exc}"
-        ) from None
-    if not is_dir:  # Popen would blame the program for a missing directory
-        raise EnvironmentProblem(f"cannot run {program!r}: the working directory {_shown(cwd)} does not exist")
-    child_env = dict(env) if env is not None else dict(os.environ)
-    child_env["PWD"] = os.path.abspath(cwd)
-    prepared: Prepared | None = None
-    tmpdir: Path | None = None
-    popen_argv: Sequence[str] = argv
-    if sandbox is not None and sandbox.mode == "off":
-        if sandbox.on_unconfined is not None:
-            sandbox.on_unconfined(tuple(argv), Path(cwd))
-    elif sandbox is not None:
-        # Inside the sandbox a missing program is only an exit status of the launcher (127):
-        # say so here, as an unconfined start would, so it is no verdict (validator_error).
-        if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
-            raise EnvironmentProblem(f"cannot run {program!r}: program not found", hint="install it or fix the command")
-        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env)
-        popen_argv, child_env = prepared.argv, prepared.env
+    popen_argv, child_env, prepared, tmpdir = prepare_child(argv, cwd, env, sandbox, pass_env)
     try:
         return _run(
             argv,
@@ -220,44 +137,126 @@ def run_process(
             stop_if=stop_if,
         )
     finally:
-        if prepared is not None and prepared.cleanup is not None:
-            prepared.cleanup()
-        if tmpdir is not None:
-            discard_private_dir(tmpdir)
+        release_child(prepared, tmpdir)
 
 
-def _run(
+class Started:
+    """A child started ahead of its work (:func:`start_process`), its stdin held open: it
+    may prepare, but gets its work only from :meth:`finish`, which writes ``stdin_text``,
+    closes stdin and then waits as :func:`run_process` does, its time limit counted from
+    there. :meth:`discard` ends one that is not wanted; at exit every one is killed."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        popen_argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        prepared: Prepared | None,
+        tmpdir: Path | None,
+    ) -> None:
+        self.argv, self.cwd, self.prepared, self.tmpdir = tuple(argv), cwd, prepared, tmpdir
+        self._popen_argv, self._env = popen_argv, env
+        self._lock = threading.Lock()
+        self._done = False
+        try:
+            self.proc = _spawn(argv, popen_argv, cwd=cwd, env=env, prepared=prepared, stdin=True)
+        except BaseException:
+            release_child(prepared, tmpdir)
+            raise
+
+    def running(self) -> bool:
+        return not self._done and self.proc.poll() is None
+
+    def finish(self, stdin_text: str, *, timeout: float, max_output: int = 2_000_000) -> ProcessResult:
+        with self._lock:
+            if self._done:
+                raise EnvironmentProblem(f"cannot run {shown(self.argv[0])!r}: it was already finished or discarded")
+            self._done = True
+        try:
+            return _run(
+                self.argv,
+                self._popen_argv,
+                cwd=self.cwd,
+                env=self._env,
+                prepared=self.prepared,
+                start=time.monotonic(),
+                timeout=timeout,
+                silence_timeout=None,
+                on_line=None,
+                stdin_text=stdin_text,
+                max_output=max_output,
+                stop_if=None,
+                spawned=self.proc,
+            )
+        finally:
+            release_child(self.prepared, self.tmpdir)
+
+    def discard(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        proc = self.proc
+        try:
+            _kill_group(proc)
+            if self.prepared is not None and self.prepared.reap is not None:
+                self.prepared.reap(proc.pid, _other_leaders(proc.pid))
+            with contextlib.suppress(Exception):
+                proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+            if not isinstance(proc, subprocess.Popen):
+                proc.close()
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.pop(proc.pid, None)
+                _LIVE_ARGV.pop(proc.pid, None)
+            release_child(self.prepared, self.tmpdir)
+
+
+def start_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    sandbox: SandboxPolicy | None = None,
+    pass_env: Sequence[str] = (),
+) -> Started:
+    """Start ``argv`` now, as :func:`run_process` would (confined the same way), with its
+    stdin a pipe kept open until :meth:`Started.finish`."""
+    popen_argv, child_env, prepared, tmpdir = prepare_child(argv, cwd, env, sandbox, pass_env)
+    return Started(argv, popen_argv, cwd=cwd, env=child_env, prepared=prepared, tmpdir=tmpdir)
+
+
+def _spawn(
     argv: Sequence[str],
     popen_argv: Sequence[str],
     *,
     cwd: Path,
     env: dict[str, str],
     prepared: Prepared | None,
-    start: float,
-    timeout: float,
-    silence_timeout: float | None,
-    on_line: Callable[[str], None] | None,
-    stdin_text: str | None,
-    max_output: int,
-    stop_if: Callable[[str], bool] | None,
-) -> ProcessResult:
-    program = _shown(argv[0])
+    stdin: bool,
+) -> subprocess.Popen[bytes] | Launched:
+    """Start the child (through its launcher when it has one) and count it live."""
+    program = shown(argv[0])
     how = f" confined by {prepared.backend}" if prepared is not None else ""
-    call = callscope.current()  # an MCP call that may be cancelled (snodo/callscope.py)
-    if call is not None:
-        call.check()
     spawning = prepared.spawning if prepared is not None and prepared.spawning is not None else contextlib.nullcontext
     proc: subprocess.Popen[bytes] | Launched
     try:
         if prepared is not None and prepared.launch is not None:
-            proc = prepared.launch(stdin_text is not None)
+            proc = prepared.launch(stdin)
         else:
             with spawning():
                 proc = subprocess.Popen(
                     list(popen_argv),
                     cwd=cwd,
                     env=env,
-                    stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+                    stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
@@ -274,6 +273,34 @@ def _run(
     with _LIVE_LOCK:
         _LIVE[proc.pid] = (proc, prepared)
         _LIVE_ARGV[proc.pid] = tuple(argv)
+    return proc
+
+
+def _run(
+    argv: Sequence[str],
+    popen_argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    prepared: Prepared | None,
+    start: float,
+    timeout: float,
+    silence_timeout: float | None,
+    on_line: Callable[[str], None] | None,
+    stdin_text: str | None,
+    max_output: int,
+    stop_if: Callable[[str], bool] | None,
+    spawned: subprocess.Popen[bytes] | Launched | None = None,
+) -> ProcessResult:
+    program = shown(argv[0])
+    how = f" confined by {prepared.backend}" if prepared is not None else ""
+    call = callscope.current()  # an MCP call that may be cancelled (snodo/callscope.py)
+    if call is not None:
+        call.check()
+    if spawned is not None:
+        proc = spawned
+    else:
+        proc = _spawn(argv, popen_argv, cwd=cwd, env=env, prepared=prepared, stdin=stdin_text is not None)
     if call is not None:
         call.add(proc.pid, lambda: _kill_group(proc))
     try:

@@ -137,6 +137,10 @@ PROOFS: dict[str, tuple[str, ...]] = {
         "tests/sandbox/test_attacks_git.py::test_a_nested_repository_made_by_confined_code_is_refused_and_removed",
     ),
     "read_test_output": ("tests/workspace/test_testrun_reader.py::test_a_tests_own_output_cannot_fake_the_tally",),
+    "take": (
+        "tests/sandbox/test_warm_tests.py::test_the_second_run_takes_a_pytest_started_ahead_confined_as_a_fresh_one",
+        "tests/sandbox/test_warm_tests.py::test_started_ahead_only_for_the_same_run_and_killed_when_not_taken",
+    ),
     "project_python": (
         "tests/realproj/test_interpreter_discovery.py::test_a_symlink_leading_out_of_the_project_is_refused",
     ),

@@ -45,7 +45,7 @@ from snodo.governance.service import (
     validate_task,
 )
 from snodo.records import CoderRequest, CoderSpec, freeze
-from snodo.workspace import Git, PathGuard
+from snodo.workspace import Git, PathGuard, testrun, warmtests
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
 
@@ -136,6 +136,8 @@ class Engine:
             worktree = create_worktree(p.root, p.home, task_id, self.run_id)
             worktree.branch = self.branch or worktree.branch
             self.progress(f"working copy {worktree.path} (run {self.run_id})")
+            # The tests the last run here ran start now, while the work is done (warmtests.py).
+            warmtests.prestart(worktree.path, p.sandbox_policy(worktree.path), testrun.suite_env)
             result = self._loop(spec, task_id, coder_spec, config, worktree)
             attempts = result.attempts
             worktree.keep_as_branch()  # only completed work gets a branch
@@ -180,6 +182,7 @@ class Engine:
             return self._halted(task_id, Halt("internal_error", "engine", f"{type(exc).__name__}: {exc}"), worktree)
         finally:
             if worktree is not None:
+                warmtests.discard(worktree.path)
                 if left_out := worktree.left_out:  # read by a status beside the run: said as it ends
                     self.progress(
                         f"note: the run started from your last commit; {len(left_out)} uncommitted path(s) were "

@@ -39,6 +39,8 @@ NO_TESTS_COLLECTED = 5
 PROBE_DIR = Path(__file__).resolve().parent / "pytest_probe"
 PROBE_PLUGIN = "snodo_import_probe"
 PROBE_MARKER = "snodo-import-report: "
+#: Where the probe writes its report (a fresh path each run).
+REPORT_ENV = "SNODO_IMPORT_REPORT"
 
 # No cache directory and no bytecode: judging the work must not change the work tree.
 DEFAULT_COMMAND = ("python", "-m", "pytest", "-q")
@@ -186,21 +188,26 @@ def run_python_tests(
 
 
 def run_suite(argv: Sequence[str], setup: PythonSetup, *, timeout: float) -> SuiteRun:
-    """Run ``argv`` (already through :func:`python_argv`) in the workspace with the import probe."""
+    """Run ``argv`` (already through :func:`python_argv`) in the workspace with the import
+    probe; a pytest the engine started ahead for exactly this run (:mod:`.warmtests`) is
+    used instead of a new one."""
+    from snodo.workspace import warmtests  # a test run's, not the plugin host's (test_boundaries)
+
     if timeout <= 0:
         raise ToolError("the test timeout must be positive")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = os.pathsep.join([*setup.pythonpath, str(PROBE_DIR)])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} -p no:cacheprovider -p {PROBE_PLUGIN}".strip()
-    env["SNODO_PROJECT_MODULES"] = ",".join(setup.modules)
-    env["SNODO_IMPORT_WORKSPACE"] = str(setup.workspace)
-    env["SNODO_IMPORT_PROJECT_ROOT"] = "" if setup.project_root == setup.workspace else str(setup.project_root)
+    fields = setup_fields(setup)
+    pytest = warmtests.eligible(argv, setup.python)
     with tempfile.TemporaryDirectory(prefix="snodo-tests-") as scratch:
         report_file = Path(scratch) / "imports.json"
-        env["SNODO_IMPORT_REPORT"] = str(report_file)
-        result = run_process(list(argv), cwd=setup.workspace, timeout=timeout, env=env, sandbox=current_policy())
+        env = suite_env(fields, str(report_file))
+        policy = current_policy()
+        warm = warmtests.take(argv, setup.workspace, env, policy) if pytest else None
+        result = warmtests.finish(warm, argv, env, timeout) if warm is not None else None
+        if result is None:
+            result = run_process(list(argv), cwd=setup.workspace, timeout=timeout, env=env, sandbox=policy)
         imports = _load_report(report_file, result.output)
+    if pytest and imports is not None:
+        warmtests.remember(setup.workspace, argv, fields)
     return SuiteRun(
         argv=tuple(argv),
         exit_code=result.returncode,
@@ -211,6 +218,32 @@ def run_suite(argv: Sequence[str], setup: PythonSetup, *, timeout: float) -> Sui
         imports=imports,
         setup=setup,
     )
+
+
+def setup_fields(setup: PythonSetup) -> dict[str, Any]:
+    """What :func:`suite_env` makes a test run's environment from (JSON: kept by :mod:`.warmtests`)."""
+    return {
+        "python": setup.python,
+        "pythonpath": list(setup.pythonpath),
+        "modules": list(setup.modules),
+        "workspace": str(setup.workspace),
+        "project_root": str(setup.project_root),
+    }
+
+
+def suite_env(fields: Mapping[str, Any], report: str) -> dict[str, str]:
+    """A test run's environment: snodo's own, the import roots and the probe on the path
+    (an inherited ``PYTHONPATH`` dropped), no byte-code, no pytest cache, the probe's settings."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = os.pathsep.join([*fields["pythonpath"], str(PROBE_DIR)])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} -p no:cacheprovider -p {PROBE_PLUGIN}".strip()
+    env["SNODO_PROJECT_MODULES"] = ",".join(fields["modules"])
+    env["SNODO_IMPORT_WORKSPACE"] = str(fields["workspace"])
+    same = fields["project_root"] == fields["workspace"]
+    env["SNODO_IMPORT_PROJECT_ROOT"] = "" if same else str(fields["project_root"])
+    env[REPORT_ENV] = report
+    return env
 
 
 def _load_report(path: Path, output: str) -> dict[str, Any] | None:

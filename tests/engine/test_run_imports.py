@@ -95,6 +95,7 @@ EXPECTED = {
     "snodo.plugins",
     "snodo.proc",
     "snodo.procout",
+    "snodo.procprep",
     "snodo.protocol",
     "snodo.protocol.capabilities",
     "snodo.protocol.committed",
@@ -139,6 +140,7 @@ EXPECTED = {
     "snodo.workspace.interpreter",
     "snodo.workspace.pysetup",
     "snodo.workspace.testrun",
+    "snodo.workspace.warmtests",
 }
 
 #: Never on the run path of a mock run: model and MCP SDKs, the server, planning, the kit.

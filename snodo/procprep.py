@@ -1,0 +1,118 @@
+"""How a child process of :mod:`snodo.proc` is prepared: its working directory checked,
+its environment made, and — with a sandbox policy — its confinement (the backend that
+works here, its launcher where bubblewrap confines, its own pids cgroup)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+
+from attrs import evolve
+
+from snodo.errors import EnvironmentProblem
+from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
+from snodo.sandbox.cgroup import PidGroup, pid_group, release
+from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
+from snodo.sandbox.policy import resolved
+
+
+def shown(path: object, limit: int = 120) -> str:
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def _confine(
+    argv: Sequence[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy, pass_env: Sequence[str]
+) -> tuple[Prepared, Path | None]:
+    real, workspace = resolved(cwd), resolved(policy.workspace)
+    inside_workspace = real == workspace or str(real).startswith(f"{workspace}/")
+    if not inside_workspace and any(h == real or str(real).startswith(f"{h}/") for h in policy.hidden_paths()):
+        raise EnvironmentProblem(
+            f"cannot run {shown(argv[0])!r} confined: its working directory {shown(cwd)} is hidden from "
+            f"confined processes (it is in snodo's state directory, outside the workspace {shown(workspace)})"
+        )
+    backend = choose_backend()
+    if policy.on_confined is not None:
+        policy.on_confined(backend.name)
+    program = getattr(backend, "program", None)
+    if backend.name == "bwrap" and program:
+        named = (*policy.env, *pass_env)
+        from snodo.sandbox import launcher  # only where bubblewrap confines (sockets, threads)
+
+        via_launcher = launcher.prepare(program, argv, cwd=cwd, env=env, policy=policy, named=named)
+        if via_launcher is not None:
+            return via_launcher, None
+    tmpdir = make_private_dir()
+    try:
+        env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
+        prepared = backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir)
+        group = pid_group(policy.limits.processes)
+        return (_in_group(prepared, group) if group is not None else prepared), tmpdir
+    except BaseException:
+        discard_private_dir(tmpdir)
+        raise
+
+
+def _in_group(prepared: Prepared, group: PidGroup) -> Prepared:
+    """``prepared`` with the run in its own pids cgroup: limited, and killed as a whole."""
+    reap, cleanup = prepared.reap, prepared.cleanup
+
+    def reap_all(leader: int, others: Collection[int]) -> None:
+        group.kill()
+        if reap is not None:
+            reap(leader, others)
+
+    def cleanup_all() -> None:
+        release(group)
+        if cleanup is not None:
+            cleanup()
+
+    return evolve(prepared, reap=reap_all, cleanup=cleanup_all, spawning=group.spawning)
+
+
+def prepare_child(
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    sandbox: SandboxPolicy | None,
+    pass_env: Sequence[str],
+) -> tuple[Sequence[str], dict[str, str], Prepared | None, Path | None]:
+    """What starting ``argv`` takes: the argv and environment to start (confined when
+    ``sandbox`` says so), the sandbox's preparation and its private directory."""
+    if not argv:
+        raise EnvironmentProblem("cannot run a process: the command is empty")
+    program = shown(argv[0])
+    try:
+        is_dir = Path(cwd).is_dir()
+    except (OSError, ValueError) as exc:
+        raise EnvironmentProblem(
+            f"cannot run {program!r}: the working directory {shown(cwd)} is unusable: "
+            f"{getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    if not is_dir:  # Popen would blame the program for a missing directory
+        raise EnvironmentProblem(f"cannot run {program!r}: the working directory {shown(cwd)} does not exist")
+    child_env = dict(env) if env is not None else dict(os.environ)
+    child_env["PWD"] = os.path.abspath(cwd)
+    prepared: Prepared | None = None
+    tmpdir: Path | None = None
+    popen_argv: Sequence[str] = argv
+    if sandbox is not None and sandbox.mode == "off":
+        if sandbox.on_unconfined is not None:
+            sandbox.on_unconfined(tuple(argv), Path(cwd))
+    elif sandbox is not None:
+        # Inside the sandbox a missing program is only an exit status of the launcher (127):
+        # say so here, as an unconfined start would, so it is no verdict (validator_error).
+        if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
+            raise EnvironmentProblem(f"cannot run {program!r}: program not found", hint="install it or fix the command")
+        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env)
+        popen_argv, child_env = prepared.argv, prepared.env
+    return popen_argv, child_env, prepared, tmpdir
+
+
+def release_child(prepared: Prepared | None, tmpdir: Path | None) -> None:
+    if prepared is not None and prepared.cleanup is not None:
+        prepared.cleanup()
+    if tmpdir is not None:
+        discard_private_dir(tmpdir)

@@ -1,0 +1,133 @@
+"""The pytest a governed run starts ahead of its post_execute tests (snodo/workspace/warmtests.py).
+
+Real runs through the command line, real bubblewrap and Landlock, real pytest: the
+project's own ``conftest.py`` reports how its pytest was started (``python -c``: started
+ahead; ``python -m pytest``: the usual way) and what it could reach, in the validator's
+output. Started ahead, it is confined exactly as a fresh start is; anything that differs
+from what a fresh start would be, and Landlock, start the tests the usual way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from snodo.proc import live_processes
+from snodo.sandbox import SandboxPolicy, confined
+from snodo.workspace import testrun, warmtests
+from snodo.workspace.pysetup import python_argv, python_setup
+from tests.conftest import CliResult, git, make_repo, write_producer_protocol
+
+#: Reports, after the tests, how this pytest was started and what it could reach.
+CONFTEST = """\
+import os, sys
+
+
+def pytest_terminal_summary(terminalreporter):
+    home = os.environ.get("SNODO_CHECK_HOME", "")
+    try:
+        open(os.path.join(".snodo", "planted"), "w").close()
+        governance = "writable"
+    except OSError:
+        governance = "read-only"
+    try:
+        seen = bool(home) and bool(os.listdir(os.path.join(home, "keys")))
+    except OSError:
+        seen = False
+    where = [p for p in sys.path if p in ("", os.getcwd())]
+    terminalreporter.write_line(
+        f"STARTED {sys.orig_argv[1]} HOME-SEEN {seen} GOVERNANCE {governance} PATH {sys.path.index(where[0]) if where else -1} {sys.argv[0].endswith('__main__.py')}"
+    )
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "repo")
+    write_producer_protocol(repo, tail="execution:\n  env: [SNODO_CHECK_HOME]\n")
+    (repo / "conftest.py").write_text(CONFTEST)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "project")
+    return repo
+
+
+def _run(snodo_cli: Callable[..., CliResult], repo: Path, home: Path, spec: str) -> dict[str, Any]:
+    run = snodo_cli("run", spec, "--mock", "--json", cwd=repo, env={"SNODO_CHECK_HOME": str(home)})
+    assert run.returncode == 0, run
+    result: dict[str, Any] = json.loads(run.stdout)
+    assert result["status"] == "completed", result
+    return result
+
+
+def _started(result: dict[str, Any]) -> str:
+    (tests,) = [v for v in result["validators"] if v["validator_id"] == "tests"]
+    assert tests["severity"] == "pass" and tests["details"]["imports_checked"], tests
+    (line,) = [line for line in tests["details"]["output_tail"].splitlines() if line.startswith("STARTED ")]
+    return line
+
+
+def test_the_second_run_takes_a_pytest_started_ahead_confined_as_a_fresh_one(
+    tmp_path: Path, snodo_home: Path, snodo_cli: Callable[..., CliResult], backend: str
+) -> None:
+    repo = _project(tmp_path)
+    first = _started(_run(snodo_cli, repo, snodo_home, "add a hello module"))
+    assert first.startswith("STARTED -m HOME-SEEN False GOVERNANCE read-only PATH "), first
+    second = _started(_run(snodo_cli, repo, snodo_home, "add a hello module"))
+    started = "-c" if backend == "bwrap" else "-m"  # Landlock's rules are fixed at a process's start
+    assert second == first.replace("STARTED -m", f"STARTED {started}"), (first, second)  # the same sys.path too
+
+
+def test_a_run_whose_tests_would_start_otherwise_starts_them_the_usual_way(
+    tmp_path: Path, snodo_home: Path, snodo_cli: Callable[..., CliResult], backend: str
+) -> None:
+    """The coder adds another module: the project's module list (in the tests' environment)
+    differs from the one the process started ahead got, so it is not used."""
+    repo = _project(tmp_path)
+    _run(snodo_cli, repo, snodo_home, "add a hello module")
+    other = _started(_run(snodo_cli, repo, snodo_home, "add a greeting module"))
+    assert other.startswith("STARTED -m "), other
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "tests").mkdir(parents=True)
+    (ws / "tests" / "test_one.py").write_text("def test_one():\n    assert True\n")
+    (ws / "conftest.py").write_text(CONFTEST)
+    (ws / ".snodo").mkdir()
+    return ws
+
+
+def test_started_ahead_only_for_the_same_run_and_killed_when_not_taken(tmp_path: Path, snodo_home: Path) -> None:
+    ws = _workspace(tmp_path)
+    policy = SandboxPolicy(workspace=ws)
+    setup = python_setup(ws, python=sys.executable)
+    argv = python_argv(["python", "-m", "pytest", "-q"], setup)
+    fields = testrun.setup_fields(setup)
+    with confined(policy):
+        cold = testrun.run_suite(argv, setup, timeout=60)  # the usual way; remembered
+    assert cold.exit_code == 0 and "STARTED -m" in cold.output, cold.output
+    from snodo.sandbox import choose_backend
+
+    if choose_backend().name != "bwrap":
+        assert not warmtests.prestart(ws, policy, testrun.suite_env)
+        return
+    # another policy (a protected path more): not the same confinement, killed
+    assert warmtests.prestart(ws, policy, testrun.suite_env)
+    env = testrun.suite_env(fields, "/nowhere")
+    stricter = SandboxPolicy(workspace=ws, read_only=("tests/**",))
+    assert warmtests.take(argv, ws, env, stricter) is None
+    assert not [a for a in live_processes() if "-c" in a]
+    # another argument list of pytest is still pytest: taken, and run with those arguments
+    assert warmtests.prestart(ws, policy, testrun.suite_env)
+    with confined(policy):
+        warm = testrun.run_suite([*argv, "-k", "nothing_matches"], setup, timeout=60)
+    assert warm.exit_code == testrun.NO_TESTS_COLLECTED and "STARTED -c" in warm.output, warm.output
+    # not taken at all: discarded with the run
+    assert warmtests.prestart(ws, policy, testrun.suite_env)
+    assert [a for a in live_processes() if "-c" in a]
+    warmtests.discard(ws)
+    assert not [a for a in live_processes() if "-c" in a]
+    assert not os.path.exists(ws / ".snodo" / "planted")

@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from attrs import evolve
+
 from snodo.cachefiles import read_entry, write_entry
 from snodo.proc import ProcessResult, Started, start_process
 from snodo.sandbox.policy import SandboxPolicy, configured_home
@@ -182,15 +184,7 @@ def finish(started: Started, argv: Sequence[str], env: Mapping[str, str], timeou
     result = started.finish(go, timeout=timeout)
     if result.returncode == NOT_STARTED and result.output.startswith(MARKER):
         return None
-    return ProcessResult(
-        argv=tuple(argv),
-        returncode=result.returncode,
-        output=result.output,
-        timed_out=result.timed_out,
-        silent_too_long=result.silent_too_long,
-        duration=result.duration,
-        stopped=result.stopped,
-    )
+    return evolve(result, argv=tuple(argv))  # reported as the command the tests asked for
 
 
 def discard(workspace: Path | None = None) -> None:

@@ -190,6 +190,9 @@ class Started:
                 stop_if=None,
                 spawned=self.proc,
             )
+        except BaseException:  # stopped before or while waiting: the child does not outlive it
+            self._end()
+            raise
         finally:
             release_child(self.prepared, self.tmpdir)
 
@@ -198,6 +201,12 @@ class Started:
             if self._done:
                 return
             self._done = True
+        try:
+            self._end()
+        finally:
+            release_child(self.prepared, self.tmpdir)
+
+    def _end(self) -> None:
         proc = self.proc
         try:
             _kill_group(proc)
@@ -216,7 +225,6 @@ class Started:
             with _LIVE_LOCK:
                 _LIVE.pop(proc.pid, None)
                 _LIVE_ARGV.pop(proc.pid, None)
-            release_child(self.prepared, self.tmpdir)
 
 
 def start_process(

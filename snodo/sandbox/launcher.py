@@ -147,6 +147,9 @@ class Launcher:
     """One bubblewrap sandbox that starts confined commands on request."""
 
     def __init__(self, program: str, opts: Sequence[str], tmpdir: Path, max_pids: int) -> None:
+        from snodo.sandbox.bwrap import mounted_identity
+
+        self.mounted = mounted_identity(opts)  # before bubblewrap mounts them (see mounted_identity)
         self.tmpdir = tmpdir
         self.lock = threading.Lock()
         self.active: dict[int, Launched] = {}
@@ -304,6 +307,7 @@ _LOCK = threading.Lock()
 _LAUNCHERS: dict[tuple[object, ...], Launcher] = {}
 _STARTING: set[tuple[object, ...]] = set()
 _REFUSED: dict[tuple[object, ...], str] = {}
+_STALE: list[Launcher] = []
 _USES: dict[tuple[str, SandboxPolicy], int] = {}
 
 
@@ -373,16 +377,22 @@ def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[s
     key = (program, options(policy, argv0, env, ()), policy.limits)  # each launcher has its own TMPDIR
     with _LOCK:
         launcher = _LAUNCHERS.get(key)
-        if launcher is not None and not launcher.alive():
-            del _LAUNCHERS[key]
-            dead, launcher = launcher, None
-        else:
-            dead = None
+    # A mount whose path the host replaced since is no longer in force in it: a new one.
+    stale = launcher is not None and _stale(launcher, key[1])
+    with _LOCK:
+        dead = [old for old in _STALE if not old.busy()]  # retired stale ones, once idle
+        _STALE[:] = [old for old in _STALE if old not in dead]
+        if launcher is not None and (stale or not launcher.alive()):
+            if _LAUNCHERS.get(key) is launcher:
+                del _LAUNCHERS[key]
+                # a stale one may still serve a command (that began before the change): closed once idle
+                (_STALE if stale and launcher.busy() else dead).append(launcher)
+            launcher = None
         start = launcher is None and key not in _STARTING and key not in _REFUSED
         if start:
             _STARTING.add(key)
-    if dead is not None:
-        dead.close()
+    for old in dead:
+        old.close()
     if start:
         done = threading.Event()
         _starter().put((key, program, policy, argv0, dict(env), done))
@@ -391,6 +401,13 @@ def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[s
             with _LOCK:
                 launcher = _LAUNCHERS.get(key)
     return launcher
+
+
+def _stale(launcher: Launcher, opts: Sequence[str]) -> bool:
+    from snodo.sandbox.bwrap import mounted_identity
+
+    recorded = {path: (dev, ino) for path, dev, ino in launcher.mounted}
+    return any(recorded.get(path) != (dev, ino) for path, dev, ino in mounted_identity(opts))
 
 
 def prepare(
@@ -420,8 +437,9 @@ def refused() -> dict[str, str]:
 def close_all() -> None:
     """Close every launcher (at exit; tests that need a fresh start)."""
     with _LOCK:
-        launchers = list(_LAUNCHERS.values())
+        launchers = [*_LAUNCHERS.values(), *_STALE]
         _LAUNCHERS.clear()
+        _STALE.clear()
         _REFUSED.clear()
         _USES.clear()
     for launcher in launchers:

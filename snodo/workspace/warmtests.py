@@ -12,7 +12,9 @@ takes it (:func:`take`) only when it is exactly what a fresh start would be:
 * the same environment, variable for variable, but the probe's report path (sent on);
 * the same sandbox policy, and the same bubblewrap mounts computed now from the tree as
   it is now (a path the run made since that a protected pattern matches is a new mount:
-  no match, no use); bubblewrap only — Landlock's rules are fixed when a process starts;
+  no match, no use), each still on the file it was made on (a path replaced since is no
+  longer covered inside: ``bwrap.mounted_identity``); bubblewrap only — Landlock's rules
+  are fixed when a process starts;
 * the process still waiting (a pytest that did not import is no start at all).
 
 Anything else discards it and the tests start the usual way; so does a process that
@@ -87,6 +89,7 @@ _WAITING: dict[str, _Warm] = {}
 class _Warm:
     def __init__(self, started: Started, python: str, env: dict[str, str], policy: SandboxPolicy, mounts: Any) -> None:
         self.started, self.python, self.env, self.policy, self.mounts = started, python, env, policy, mounts
+        self.mounted: Any = None  # what the mounts were made on (bwrap.mounted_identity)
 
 
 def _cache_dir() -> Path:
@@ -142,12 +145,17 @@ def prestart(workspace: Path, policy: SandboxPolicy, make_env: Any) -> bool:
         mounts = _mounts(policy, python, env)
         if mounts is None:
             return False
+        from snodo.sandbox.bwrap import mounted_identity
+
+        mounted = mounted_identity(mounts)  # before bubblewrap mounts them
         started = start_process([python, "-c", BOOT], cwd=Path(where), env=env, sandbox=policy)
     except Exception:  # a hint that does not work is no start: the tests start as usual
         return False
+    warm = _Warm(started, python, env, policy, mounts)
+    warm.mounted = mounted
     with _LOCK:
         old = _WAITING.pop(where, None)
-        _WAITING[where] = _Warm(started, python, env, policy, mounts)
+        _WAITING[where] = warm
     if old is not None:
         old.started.discard()
     return True
@@ -168,6 +176,7 @@ def take(argv: Sequence[str], cwd: Path, env: Mapping[str, str], policy: Sandbox
             and same_env
             and warm.started.running()
             and _mounts(policy, warm.python, env) == warm.mounts
+            and _made_on(warm.mounts) == warm.mounted
         )
     except Exception:
         fits = False
@@ -175,6 +184,12 @@ def take(argv: Sequence[str], cwd: Path, env: Mapping[str, str], policy: Sandbox
         warm.started.discard()
         return None
     return warm.started
+
+
+def _made_on(mounts: Any) -> Any:
+    from snodo.sandbox.bwrap import mounted_identity
+
+    return mounted_identity(mounts)
 
 
 def finish(started: Started, argv: Sequence[str], env: Mapping[str, str], timeout: float) -> ProcessResult | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import threading
@@ -397,3 +398,39 @@ def test_a_hostile_workspace_and_environment_do_not_change_the_launcher(
     ).ok
     assert _only_launcher() is started
     assert not marker.exists()
+
+
+WRITE_LOCK = """
+    try:
+        with open("poetry.lock", "a") as fh:
+            fh.write("planted\\n")
+        print("WROTE")
+    except OSError as exc:
+        print("REFUSED", exc.errno)
+"""
+
+
+def test_a_protected_file_the_host_replaced_is_still_read_only_for_the_next_command(
+    tmp_path: Path, use_launcher: None
+) -> None:
+    """A mount holds the file it was made on: once the host renames a new file over a
+    protected one (a ``git checkout``), a sandbox already running would see the new one
+    writable through the workspace. The launcher that made that mount is not used again."""
+    ws = _ws(tmp_path)
+    (ws / "poetry.lock").write_text("old\n")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(["git", "-C", str(ws), "add", "poetry.lock"], check=True)
+    policy = SandboxPolicy(workspace=ws, read_only=("*.lock",))
+
+    def write() -> str:
+        code = textwrap.dedent(WRITE_LOCK)
+        return run_process([sys.executable, "-c", code], cwd=ws, timeout=60, sandbox=policy).output.strip()
+
+    assert write().startswith("REFUSED")
+    first = _only_launcher()
+    (ws / "poetry.lock.new").write_text("new\n")
+    os.replace(ws / "poetry.lock.new", ws / "poetry.lock")  # as git writes a file: a new inode
+    assert write().startswith("REFUSED")
+    assert write().startswith("REFUSED")
+    assert (ws / "poetry.lock").read_text() == "new\n"
+    assert not first.alive() and first not in launcher._LAUNCHERS.values()

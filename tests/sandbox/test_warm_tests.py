@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from snodo.proc import live_processes
 from snodo.sandbox import SandboxPolicy, confined
 from snodo.workspace import testrun, warmtests
@@ -131,3 +133,26 @@ def test_started_ahead_only_for_the_same_run_and_killed_when_not_taken(tmp_path:
     warmtests.discard(ws)
     assert not [a for a in live_processes() if "-c" in a]
     assert not os.path.exists(ws / ".snodo" / "planted")
+
+
+def test_not_taken_when_the_host_replaced_a_protected_file_since_it_started(tmp_path: Path, snodo_home: Path) -> None:
+    """Its mount of the protected file holds the old one: the new one would be writable."""
+    from snodo.sandbox import choose_backend
+
+    ws = _workspace(tmp_path)
+    (ws / "poetry.lock").write_text("old\n")
+    git(ws, "init", "-q")
+    git(ws, "add", "-A")
+    policy = SandboxPolicy(workspace=ws, read_only=("*.lock",))
+    setup = python_setup(ws, python=sys.executable)
+    argv = python_argv(["python", "-m", "pytest", "-q"], setup)
+    with confined(policy):
+        testrun.run_suite(argv, setup, timeout=60)  # remembered
+    if choose_backend().name != "bwrap":
+        pytest.skip("started ahead only where bubblewrap confines")
+    assert warmtests.prestart(ws, policy, testrun.suite_env)
+    (ws / "poetry.lock.new").write_text("new\n")
+    os.replace(ws / "poetry.lock.new", ws / "poetry.lock")
+    env = testrun.suite_env(testrun.setup_fields(setup), "/nowhere")
+    assert warmtests.take(argv, ws, env, policy) is None
+    assert not [a for a in live_processes() if "-c" in a]

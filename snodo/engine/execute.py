@@ -125,7 +125,7 @@ def _write_artifacts(
         )
         dropped_json.append({"path": d.operation.path, "op": d.operation.op, "reason": d.reason})
         progress(f"refused {d.operation.op} {d.operation.path}: {d.reason}")
-    ws = Workspace(wt.path, PathGuard(wt.path, p.protocol.protected_paths))
+    ws = Workspace(wt.path, PathGuard(wt.path, p.protocol.protected_paths), durable=False)  # committed next
     changed: list[str] = []
     for op in kept:
         try:

@@ -27,11 +27,14 @@ MAX_READ_BYTES = 1024 * 1024
 class Workspace:
     """The file tools over one project root, all paths root-relative POSIX strings."""
 
-    def __init__(self, root: Path, guard: PathGuard) -> None:
+    def __init__(self, root: Path, guard: PathGuard, *, durable: bool = True) -> None:
+        """``durable=False``: writes are not flushed to disk one by one (a disposable working
+        copy, whose durable form is the commit made from it; a crash loses the run either way)."""
         if Path(os.path.realpath(root)) != guard.root:
             raise ValueError(f"the guard watches {guard.root}, not {root}")
         self.root = guard.root
         self.guard = guard
+        self.durable = durable
 
     def read_file(self, path: str) -> str:
         """The UTF-8 text of a file; binary and oversized files are refused, not mangled."""
@@ -113,7 +116,7 @@ class Workspace:
                 # The guard resolved every link; one here now was put there since.
                 raise ToolError(f"cannot write {path!r}: {_RACE}")
             mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
-            _replace_at(parent, name, data, mode, path)
+            _replace_at(parent, name, data, mode, path, durable=self.durable)
         return {"path": self._relative(target), "bytes": len(data), "created": st is None}
 
     def delete_file(self, path: str) -> dict[str, object]:
@@ -217,7 +220,7 @@ class _DirChain:
         return self.fds[-1]
 
 
-def _replace_at(dir_fd: int, name: str, data: bytes, mode: int, path: str) -> None:
+def _replace_at(dir_fd: int, name: str, data: bytes, mode: int, path: str, *, durable: bool = True) -> None:
     """Write ``data`` to a fresh temporary file in the directory ``dir_fd`` and rename it
     over ``name`` there (the rename replaces the name itself, never what it points to)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -238,12 +241,14 @@ def _replace_at(dir_fd: int, name: str, data: bytes, mode: int, path: str) -> No
                 handle.write(data)
                 handle.flush()
                 os.fchmod(handle.fileno(), mode)
-                os.fsync(handle.fileno())
+                if durable:
+                    os.fsync(handle.fileno())
             os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)
             raise
-        os.fsync(dir_fd)
+        if durable:
+            os.fsync(dir_fd)
     except OSError as exc:
         raise ToolError(f"cannot write {path!r}: {exc.strerror or exc}") from None

@@ -308,10 +308,14 @@ _LAUNCHERS: dict[tuple[object, ...], Launcher] = {}
 _STARTING: set[tuple[object, ...]] = set()
 _REFUSED: dict[tuple[object, ...], str] = {}
 _STALE: list[Launcher] = []
+#: Counted up by :func:`close_all`: a launcher whose start began before is closed, not kept.
+_GENERATION = [0]
 _USES: dict[tuple[str, SandboxPolicy], int] = {}
 
 
-def _start(key: tuple[object, ...], program: str, policy: SandboxPolicy, argv0: str, env: Mapping[str, str]) -> None:
+def _start(
+    key: tuple[object, ...], program: str, policy: SandboxPolicy, argv0: str, env: Mapping[str, str], generation: int
+) -> None:
     from snodo.sandbox.bwrap import options
 
     tmpdir = make_private_dir()
@@ -326,8 +330,11 @@ def _start(key: tuple[object, ...], program: str, policy: SandboxPolicy, argv0: 
         return
     retired: list[Launcher] = []
     with _LOCK:
-        _STARTING.discard(key)
-        _LAUNCHERS[key] = launcher
+        if generation != _GENERATION[0]:  # everything was closed while it started
+            retired.append(launcher)
+        else:
+            _STARTING.discard(key)
+            _LAUNCHERS[key] = launcher
         while len(_LAUNCHERS) > MAX_LAUNCHERS:
             idle = [k for k, v in _LAUNCHERS.items() if k != key and not v.busy()]
             if not idle:
@@ -338,7 +345,7 @@ def _start(key: tuple[object, ...], program: str, policy: SandboxPolicy, argv0: 
         old.close()
 
 
-_Job = tuple[tuple[object, ...], str, SandboxPolicy, str, dict[str, str], threading.Event]
+_Job = tuple[tuple[object, ...], str, SandboxPolicy, str, dict[str, str], int, threading.Event]
 _JOBS: queue.SimpleQueue[_Job] = queue.SimpleQueue()
 _STARTER: list[threading.Thread] = []
 
@@ -355,9 +362,9 @@ def _starter() -> queue.SimpleQueue[_Job]:
 
 def _start_each() -> None:
     while True:
-        key, program, policy, argv0, env, done = _JOBS.get()
+        key, program, policy, argv0, env, generation, done = _JOBS.get()
         try:
-            _start(key, program, policy, argv0, env)
+            _start(key, program, policy, argv0, env, generation)
         finally:
             done.set()
 
@@ -391,11 +398,12 @@ def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[s
         start = launcher is None and key not in _STARTING and key not in _REFUSED
         if start:
             _STARTING.add(key)
+        generation = _GENERATION[0]
     for old in dead:
         old.close()
     if start:
         done = threading.Event()
-        _starter().put((key, program, policy, argv0, dict(env), done))
+        _starter().put((key, program, policy, argv0, dict(env), generation, done))
         if FIRST_USE_WAIT > 0:
             done.wait(FIRST_USE_WAIT)
             with _LOCK:
@@ -440,6 +448,8 @@ def close_all() -> None:
         launchers = [*_LAUNCHERS.values(), *_STALE]
         _LAUNCHERS.clear()
         _STALE.clear()
+        _STARTING.clear()
+        _GENERATION[0] += 1
         _REFUSED.clear()
         _USES.clear()
     for launcher in launchers:

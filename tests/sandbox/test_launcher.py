@@ -434,3 +434,32 @@ def test_a_protected_file_the_host_replaced_is_still_read_only_for_the_next_comm
     assert write().startswith("REFUSED")
     assert (ws / "poetry.lock").read_text() == "new\n"
     assert not first.alive() and first not in launcher._LAUNCHERS.values()
+
+
+def test_a_launcher_still_starting_when_all_are_closed_is_closed_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``close_all`` (at exit, between tests) while a launcher is starting in the background:
+    it is closed once started, never kept alive nor registered."""
+    monkeypatch.setattr(launcher, "START_AFTER", 0)
+    monkeypatch.setattr(launcher, "FIRST_USE_WAIT", 0.0)  # the start goes on in the background
+    monkeypatch.setenv("SNODO_SANDBOX_BACKEND", "bwrap")
+    launcher.close_all()
+    gate, finished = threading.Event(), threading.Event()
+    start = launcher._start
+
+    def held(*args: object) -> None:
+        gate.wait(30)
+        try:
+            start(*args)  # type: ignore[arg-type]
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(launcher, "_start", held)
+    ws = _ws(tmp_path)
+    assert _run("print('per command')", ws).ok  # asks for a launcher: its start waits at the gate
+    launcher.close_all()
+    gate.set()
+    assert finished.wait(60)
+    assert launcher._LAUNCHERS == {}
+    assert _host_pids_with("The program of the confined launcher") == []

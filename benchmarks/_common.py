@@ -39,6 +39,7 @@ def warm_pytest_rewrite_cache(python: str) -> None:
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as tmp:
+        # any test will do: it is the run, loading every plugin, that writes the cache
         Path(tmp, "test_warm.py").write_text("def test_warm():\n    assert True\n")
         subprocess.run(
             [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp],

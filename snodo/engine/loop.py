@@ -45,7 +45,7 @@ from snodo.governance.service import (
     validate_task,
 )
 from snodo.records import CoderRequest, CoderSpec, freeze
-from snodo.workspace import Git, PathGuard, testrun, warmtests
+from snodo.workspace import Git, PathGuard, warmtests
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
 
@@ -137,7 +137,7 @@ class Engine:
             worktree.branch = self.branch or worktree.branch
             self.progress(f"working copy {worktree.path} (run {self.run_id})")
             # The tests the last run here ran start now, while the work is done (warmtests.py).
-            warmtests.prestart(worktree.path, p.sandbox_policy(worktree.path), testrun.suite_env)
+            warmtests.prestart(worktree.path, p.sandbox_policy(worktree.path))
             result = self._loop(spec, task_id, coder_spec, config, worktree)
             attempts = result.attempts
             worktree.keep_as_branch()  # only completed work gets a branch

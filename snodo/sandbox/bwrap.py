@@ -141,6 +141,13 @@ def mounted_identity(opts: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
     return tuple(found)
 
 
+def replaced_since(recorded: Sequence[tuple[str, int, int]], opts: Sequence[str]) -> bool:
+    """Whether a mount of ``opts`` now leads elsewhere than :func:`mounted_identity` recorded
+    (a mount ``recorded`` lacks counts as moved)."""
+    was = {path: (dev, ino) for path, dev, ino in recorded}
+    return any(was.get(path) != (dev, ino) for path, dev, ino in mounted_identity(opts))
+
+
 _Op = tuple[int, int, tuple[str, ...]]
 _MOUNTS: dict[tuple[object, ...], tuple[_Op, ...]] = {}
 

@@ -373,7 +373,7 @@ def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[s
     """The live launcher of this shape, or ``None`` (run the per-command way) while it is
     starting, when it cannot start here, or before the shape's ``START_AFTER + 1``-th command
     (which starts it)."""
-    from snodo.sandbox.bwrap import options
+    from snodo.sandbox.bwrap import options, replaced_since
 
     with _LOCK:  # counted before anything is computed: most policies never get a launcher
         if len(_USES) > 256:
@@ -385,7 +385,7 @@ def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[s
     with _LOCK:
         launcher = _LAUNCHERS.get(key)
     # A mount whose path the host replaced since is no longer in force in it: a new one.
-    stale = launcher is not None and _stale(launcher, key[1])
+    stale = launcher is not None and replaced_since(launcher.mounted, key[1])
     with _LOCK:
         dead = [old for old in _STALE if not old.busy()]  # retired stale ones, once idle
         _STALE[:] = [old for old in _STALE if old not in dead]
@@ -409,13 +409,6 @@ def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[s
             with _LOCK:
                 launcher = _LAUNCHERS.get(key)
     return launcher
-
-
-def _stale(launcher: Launcher, opts: Sequence[str]) -> bool:
-    from snodo.sandbox.bwrap import mounted_identity
-
-    recorded = {path: (dev, ino) for path, dev, ino in launcher.mounted}
-    return any(recorded.get(path) != (dev, ino) for path, dev, ino in mounted_identity(opts))
 
 
 def prepare(

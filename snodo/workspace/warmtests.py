@@ -39,13 +39,13 @@ from attrs import evolve
 
 from snodo.cachefiles import read_entry, write_entry
 from snodo.proc import ProcessResult, Started, start_process
+from snodo.sandbox import choose_backend
+from snodo.sandbox.bwrap import mounted_identity, options, replaced_since
 from snodo.sandbox.policy import SandboxPolicy, configured_home
-from snodo.workspace.testrun import REPORT_ENV
+from snodo.workspace.testrun import REPORT_ENV, suite_env
 
 #: ``SNODO_WARM_TESTS=off``: nothing is started ahead (every test run starts the usual way).
 SWITCH_ENV = "SNODO_WARM_TESTS"
-#: The variable the probe reports to: a fresh path each run, sent with the go.
-SENT = REPORT_ENV
 #: Exit status (and first output line) of a prestarted pytest that could not begin.
 NOT_STARTED = 121
 MARKER = "snodo-warm-tests: not started"
@@ -87,9 +87,17 @@ _WAITING: dict[str, _Warm] = {}
 
 
 class _Warm:
-    def __init__(self, started: Started, python: str, env: dict[str, str], policy: SandboxPolicy, mounts: Any) -> None:
-        self.started, self.python, self.env, self.policy, self.mounts = started, python, env, policy, mounts
-        self.mounted: Any = None  # what the mounts were made on (bwrap.mounted_identity)
+    def __init__(
+        self,
+        started: Started,
+        python: str,
+        env: dict[str, str],
+        policy: SandboxPolicy,
+        mounts: tuple[str, ...],
+        mounted: tuple[tuple[str, int, int], ...],
+    ) -> None:
+        self.started, self.python, self.env, self.policy = started, python, env, policy
+        self.mounts, self.mounted = mounts, mounted  # the bubblewrap mounts, and what they were made on
 
 
 def _cache_dir() -> Path:
@@ -115,22 +123,18 @@ def remember(workspace: Path, argv: Sequence[str], setup: Mapping[str, Any]) -> 
         write_entry(_cache_dir(), key, text)
 
 
-def _mounts(policy: SandboxPolicy, python: str, env: Mapping[str, str]) -> Any:
+def _mounts(policy: SandboxPolicy, python: str, env: Mapping[str, str]) -> tuple[str, ...] | None:
     """The bubblewrap mounts a start of ``python`` under ``policy`` would get now, or
     ``None`` where bubblewrap does not confine."""
-    from snodo.sandbox import choose_backend
-
     if policy.mode == "off" or choose_backend().name != "bwrap":
         return None
-    from snodo.sandbox.bwrap import options
-
     return options(policy, python, env, ())
 
 
-def prestart(workspace: Path, policy: SandboxPolicy, make_env: Any) -> bool:
-    """Start the pytest the last test run in ``workspace`` used, confined by ``policy``;
-    ``make_env(setup, report)`` builds its environment as the run will. False (nothing
-    started) without a record, where bubblewrap does not confine, or on any failure."""
+def prestart(workspace: Path, policy: SandboxPolicy) -> bool:
+    """Start the pytest the last test run in ``workspace`` used, confined by ``policy``, in
+    the environment the run will give it. False (nothing started) without a record, where
+    bubblewrap does not confine, or on any failure."""
     if os.environ.get(SWITCH_ENV, "").strip().lower() in {"off", "0", "no", "false"}:
         return False
     where = os.path.realpath(workspace)
@@ -141,18 +145,15 @@ def prestart(workspace: Path, policy: SandboxPolicy, make_env: Any) -> bool:
         python = str(setup["python"])
         if not eligible(argv, python) or str(setup["workspace"]) != where:
             return False
-        env = make_env(setup, "")
+        env = suite_env(setup, "")
         mounts = _mounts(policy, python, env)
         if mounts is None:
             return False
-        from snodo.sandbox.bwrap import mounted_identity
-
         mounted = mounted_identity(mounts)  # before bubblewrap mounts them
         started = start_process([python, "-c", BOOT], cwd=Path(where), env=env, sandbox=policy)
-    except Exception:  # a hint that does not work is no start: the tests start as usual
+    except Exception:  # a record or a start that does not work is no start: the tests start as usual
         return False
-    warm = _Warm(started, python, env, policy, mounts)
-    warm.mounted = mounted
+    warm = _Warm(started, python, env, policy, mounts, mounted)
     with _LOCK:
         old = _WAITING.pop(where, None)
         _WAITING[where] = warm
@@ -167,7 +168,7 @@ def take(argv: Sequence[str], cwd: Path, env: Mapping[str, str], policy: Sandbox
         warm = _WAITING.pop(os.path.realpath(cwd), None)
     if warm is None:
         return None
-    same_env = {k: v for k, v in env.items() if k != SENT} == {k: v for k, v in warm.env.items() if k != SENT}
+    same_env = {**env, REPORT_ENV: ""} == {**warm.env, REPORT_ENV: ""}  # the report path is sent with the go
     try:
         fits = (
             policy is not None
@@ -176,9 +177,9 @@ def take(argv: Sequence[str], cwd: Path, env: Mapping[str, str], policy: Sandbox
             and same_env
             and warm.started.running()
             and _mounts(policy, warm.python, env) == warm.mounts
-            and _made_on(warm.mounts) == warm.mounted
+            and not replaced_since(warm.mounted, warm.mounts)
         )
-    except Exception:
+    except Exception:  # a comparison that cannot be made is no match (the tests start as usual)
         fits = False
     if not fits:
         warm.started.discard()
@@ -186,16 +187,10 @@ def take(argv: Sequence[str], cwd: Path, env: Mapping[str, str], policy: Sandbox
     return warm.started
 
 
-def _made_on(mounts: Any) -> Any:
-    from snodo.sandbox.bwrap import mounted_identity
-
-    return mounted_identity(mounts)
-
-
 def finish(started: Started, argv: Sequence[str], env: Mapping[str, str], timeout: float) -> ProcessResult | None:
     """Give the prestarted pytest its arguments and wait for it; ``None`` when it could
     not begin (run the tests the usual way)."""
-    go = json.dumps({"args": list(argv[3:]), "env": {SENT: env.get(SENT, "")}}) + "\n"
+    go = json.dumps({"args": list(argv[3:]), "env": {REPORT_ENV: env.get(REPORT_ENV, "")}}) + "\n"
     result = started.finish(go, timeout=timeout)
     if result.returncode == NOT_STARTED and result.output.startswith(MARKER):
         return None
@@ -211,5 +206,5 @@ def discard(workspace: Path | None = None) -> None:
         else:
             gone = [w for w in (_WAITING.pop(os.path.realpath(workspace), None),) if w is not None]
     for warm in gone:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # called as a run ends: a kill that fails must not end it
             warm.started.discard()

@@ -114,21 +114,21 @@ def test_started_ahead_only_for_the_same_run_and_killed_when_not_taken(tmp_path:
     from snodo.sandbox import choose_backend
 
     if choose_backend().name != "bwrap":
-        assert not warmtests.prestart(ws, policy, testrun.suite_env)
+        assert not warmtests.prestart(ws, policy)
         return
     # another policy (a protected path more): not the same confinement, killed
-    assert warmtests.prestart(ws, policy, testrun.suite_env)
+    assert warmtests.prestart(ws, policy)
     env = testrun.suite_env(fields, "/nowhere")
     stricter = SandboxPolicy(workspace=ws, read_only=("tests/**",))
     assert warmtests.take(argv, ws, env, stricter) is None
     assert not [a for a in live_processes() if "-c" in a]
     # another argument list of pytest is still pytest: taken, and run with those arguments
-    assert warmtests.prestart(ws, policy, testrun.suite_env)
+    assert warmtests.prestart(ws, policy)
     with confined(policy):
         warm = testrun.run_suite([*argv, "-k", "nothing_matches"], setup, timeout=60)
     assert warm.exit_code == testrun.NO_TESTS_COLLECTED and "STARTED -c" in warm.output, warm.output
     # not taken at all: discarded with the run
-    assert warmtests.prestart(ws, policy, testrun.suite_env)
+    assert warmtests.prestart(ws, policy)
     assert [a for a in live_processes() if "-c" in a]
     warmtests.discard(ws)
     assert not [a for a in live_processes() if "-c" in a]
@@ -150,7 +150,7 @@ def test_not_taken_when_the_host_replaced_a_protected_file_since_it_started(tmp_
         testrun.run_suite(argv, setup, timeout=60)  # remembered
     if choose_backend().name != "bwrap":
         pytest.skip("started ahead only where bubblewrap confines")
-    assert warmtests.prestart(ws, policy, testrun.suite_env)
+    assert warmtests.prestart(ws, policy)
     (ws / "poetry.lock.new").write_text("new\n")
     os.replace(ws / "poetry.lock.new", ws / "poetry.lock")
     env = testrun.suite_env(testrun.setup_fields(setup), "/nowhere")

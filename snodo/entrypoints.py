@@ -23,7 +23,7 @@ import sys
 from functools import reduce
 from typing import Any
 
-from attrs import frozen
+from snodo.attrsbase import frozen
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
 

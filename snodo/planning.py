@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.errors import ToolError
 
 MAX_TASKS = 50

@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from attrs import field, frozen
+from attrs import field
+
+from snodo.attrsbase import frozen
 
 if TYPE_CHECKING:
     from snodo.protocol.models import Mode, Validator

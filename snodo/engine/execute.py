@@ -14,8 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.engine.inplace import InPlaceWatch, Judgement
 from snodo.engine.results import Halt, Progress
 from snodo.engine.worktree import Worktree

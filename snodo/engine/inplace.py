@@ -27,8 +27,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.engine.snapshot import (
     Saved,
     differences,

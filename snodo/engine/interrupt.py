@@ -15,8 +15,9 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-from attrs import define, field
+from attrs import field
 
+from snodo.attrsbase import define
 from snodo.proc import live_processes, terminate_all
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
+from snodo.attrsbase import frozen
 
 
 def _umask() -> int:

@@ -22,8 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.engine.poolmodes import _umask, repair_modes
 
 RECORD = "snodo-restore.dirs"

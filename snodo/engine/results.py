@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from attrs import Factory, frozen
+from attrs import Factory
 
+from snodo.attrsbase import frozen
 from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import ValidationOutcome
 from snodo.outcomes import RUN_NEXT_STEP, HaltOutcome

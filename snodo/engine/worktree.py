@@ -35,8 +35,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from attrs import define, field
+from attrs import field
 
+from snodo.attrsbase import define
 from snodo.engine import pool
 from snodo.engine.checkout import look_at_checkout, read_head, rev
 from snodo.errors import EnvironmentProblem, SnodoError

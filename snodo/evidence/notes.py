@@ -11,8 +11,7 @@ import secrets
 import time
 from pathlib import Path
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem
 from snodo.gitrun import identity_args, run_git
 

@@ -20,8 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from attrs import asdict, frozen
+from attrs import asdict
 
+from snodo.attrsbase import frozen
 from snodo.errors import SnodoError
 from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range, touching

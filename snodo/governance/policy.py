@@ -13,8 +13,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from attrs import Factory, frozen
+from attrs import Factory
 
+from snodo.attrsbase import frozen
 from snodo.outcomes import Outcome
 
 # INV3 lives below state and governance (both ask it); re-exported for the governance doors

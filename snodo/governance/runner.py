@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem
 from snodo.gitrun import run_git
 from snodo.governance.policy import ValidatorResult, cap

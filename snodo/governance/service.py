@@ -16,8 +16,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attrs import evolve, frozen
+from attrs import evolve
 
+from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem, ToolError
 from snodo.gitrun import run_git
 from snodo.governance.policy import Classification, ValidatorResult, classify

@@ -16,8 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.mcp.hostconfig import HOSTS, OPEN_DOORS, call_timeout
 from snodo.protocol.models import Protocol
 

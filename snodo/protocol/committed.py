@@ -25,8 +25,7 @@ import hashlib
 import tempfile
 from pathlib import Path
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.cachefiles import read_entry, write_entry
 from snodo.errors import EnvironmentProblem, ProtocolError
 from snodo.gitrun import GitContext, pin_at_head, read_objects, run_git

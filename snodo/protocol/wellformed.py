@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Literal
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.convert import did_you_mean
 from snodo.errors import PluginError
 from snodo.plugins import KNOWN_PROVIDERS, PluginHost

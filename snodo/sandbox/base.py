@@ -28,8 +28,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attrs import field, frozen
+from attrs import field
 
+from snodo.attrsbase import frozen
 from snodo.sandbox.policy import SandboxPolicy
 
 if TYPE_CHECKING:

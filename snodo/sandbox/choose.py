@@ -23,8 +23,7 @@ import sys
 import threading
 from pathlib import Path
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend
 from snodo.sandbox.bwrap import BwrapBackend, bwrap_program

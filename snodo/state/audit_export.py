@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.errors import AuditChainError, StateError
 from snodo.state.atomic import atomic_create_bytes, file_lock
 from snodo.state.audit import AuditLog, VerifyReport

@@ -24,8 +24,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from attrs import Factory, evolve, frozen
+from attrs import Factory, evolve
 
+from snodo.attrsbase import frozen
 from snodo.errors import DecisionError, StateError
 from snodo.refusals import authorisation_refusals
 from snodo.state.atomic import file_lock, load_record, save_record

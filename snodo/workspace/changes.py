@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.errors import SnodoError, ToolError
 from snodo.workspace.guard import PathGuard
 

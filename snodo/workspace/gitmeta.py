@@ -28,8 +28,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.errors import PathValidationError
 from snodo.gitrun import pinned, run_git
 

@@ -24,8 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from attrs import frozen
-
+from snodo.attrsbase import frozen
 from snodo.errors import ToolError
 from snodo.proc import run_process
 from snodo.sandbox import current_policy

@@ -49,6 +49,7 @@ validators:
 EXPECTED = {
     "snodo",
     "snodo.api",
+    "snodo.attrsbase",
     "snodo.callscope",
     "snodo.cli",
     "snodo.cli.common",

@@ -31,22 +31,30 @@ def json_option(func: F) -> F:
     )(func)
 
 
-def load_project(protocol_path: Path | None, *, refuse_drift: bool = True) -> tuple[LoadedProtocol, PluginHost]:
-    """Load plugins, then the protocol in force strictly (as committed: docs/protocol.md);
-    warnings go to stderr. With ``refuse_drift`` (``serve``, ``run``) a working-tree copy
-    that differs from the committed one is refused; otherwise (``validate``) it is reported."""
+def load_project(
+    protocol_path: Path | None, *, refuse_drift: bool = True, on_pinned: Callable[[Path], None] | None = None
+) -> tuple[LoadedProtocol, PluginHost]:
+    """Load the protocol in force strictly (as committed: docs/protocol.md), with the
+    plugins; warnings go to stderr. With ``refuse_drift`` (``serve``, ``run``) a working-tree
+    copy that differs from the committed one is refused; otherwise (``validate``) it is
+    reported. ``on_pinned`` is called with the project's root once its repository is pinned
+    (what git the protocol's history needs was asked), before the plugins load."""
     from snodo.cli.output import is_quiet, print_warning
     from snodo.plugins import get_plugin_manager
-    from snodo.protocol import find_protocol, load_in_force
+    from snodo.protocol import find_protocol, load_in_force, project_root_for
+    from snodo.protocol.committed import resolve
     from snodo.state.home import snodo_home
 
-    host = get_plugin_manager()
-    for who, error in host.failures():
-        print_warning(f"{who} was not loaded: {error}")
     # the parsed-document cache lives where agents cannot write (docs/protocol.md, loading)
     cache = snodo_home() / "cache"
     found = find_protocol(Path.cwd(), protocol_path)
-    loaded = load_in_force(found, host, refuse=refuse_drift, cache_dir=cache / "protocol", git_cache=cache / "git")
+    in_force = resolve(found, cache_dir=cache / "git")
+    if on_pinned is not None:
+        on_pinned(project_root_for(found))
+    host = get_plugin_manager()
+    for who, error in host.failures():
+        print_warning(f"{who} was not loaded: {error}")
+    loaded = load_in_force(found, host, refuse=refuse_drift, cache_dir=cache / "protocol", resolved=in_force)
     state = loaded.in_force
     if state is not None and state.warning and not is_quiet():  # a note, like progress: --quiet silences it
         print_warning(state.warning)

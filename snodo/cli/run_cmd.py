@@ -37,6 +37,12 @@ def _could_not_start(func: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+def _look_ahead(root: Path) -> None:
+    from snodo.engine.checkout import look_ahead
+
+    look_ahead(root)
+
+
 @click.command()
 @click.argument("spec", required=False)
 @click.option("--mock", is_flag=True, help="Use the mock coder (no model, no key); validators still judge for real.")
@@ -97,13 +103,6 @@ def run(
     Exit codes: 0 completed, 1 halted, 4 could not start, 130 interrupted.
     Progress goes to stderr (`snodo -q run …` silences it).
     """
-    from snodo.cli.output import Progress, console, emit_json
-    from snodo.cli.validate_cmd import read_spec
-    from snodo.engine.lifecycle import JobRunner
-    from snodo.engine.worktree import require_repo
-    from snodo.governance.service import Project
-    from snodo.workspace.interpreter import project_python
-
     if job_id is not None:  # started by a launcher that waits for this: fork away from it first
         from snodo.engine.jobs import JobStore, detach
         from snodo.protocol import find_protocol, project_root_for
@@ -112,11 +111,21 @@ def run(
         if branch is not None and store.load(job_id).get("branch") != branch:
             raise SnodoError(f"job {job_id} was created with another branch name; a job keeps the name it was given")
         detach(store, job_id)
+    # Reading the user's checkout starts as soon as its repository is pinned, while the rest
+    # loads (a job forks first, and a thread would not follow it): engine.checkout.look_ahead.
+    ahead = _look_ahead if job_id is None and not background else None
     try:
-        loaded, host = load_project(protocol_path)
+        loaded, host = load_project(protocol_path, on_pinned=ahead)
     except SnodoError as exc:  # a protocol that does not load: the run could not start
         exc.exit_code = 4
         raise
+    from snodo.cli.output import Progress, console, emit_json
+    from snodo.cli.validate_cmd import read_spec
+    from snodo.engine.lifecycle import JobRunner
+    from snodo.engine.worktree import require_repo
+    from snodo.governance.service import Project
+    from snodo.workspace.interpreter import project_python
+
     runner = JobRunner(loaded, host)
     if mock:
         coder = "mock"

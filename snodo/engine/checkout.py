@@ -3,9 +3,71 @@ left uncommitted there (not part of the run, and the user should know)."""
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from snodo.gitrun import pin, run_git
+
+T = TypeVar("T")
+
+
+class Beside(Generic[T]):
+    """One call run in a thread beside the caller's work: ``result()`` waits for it and
+    returns its value or raises its exception.
+
+    What ``ThreadPoolExecutor(max_workers=1)`` gave here, without importing
+    ``concurrent.futures`` (and ``logging`` with it: ~10 ms of every run, #26).
+    """
+
+    def __init__(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> None:
+        self._value: list[T] = []
+        self._error: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                self._value.append(func(*args, **kwargs))
+            except BaseException as exc:  # handed to the thread that asks for the result
+                self._error.append(exc)
+
+        self._thread = threading.Thread(target=call, name="snodo-beside")
+        self._thread.start()
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        return self._value[0]
+
+    def join(self) -> None:
+        self._thread.join()
+
+
+#: What each checkout had uncommitted, read from the moment a run was asked for
+#: (:func:`look_ahead`) until its working copy is made (:func:`looking`).
+_AHEAD: dict[str, Beside[tuple[str | None, list[str]]]] = {}
+_AHEAD_LOCK = threading.Lock()
+
+
+def look_ahead(repo: Path) -> None:
+    """Start :func:`look_at_checkout` for ``repo`` now, beside the caller: ``snodo run`` calls
+    it before it loads the engine, the plugins and the protocol, so on a large checkout the
+    whole-tree ``status`` reads on the CPU those imports leave idle instead of competing with
+    the run's own git at its end (~0.1 s of CPU on 30,000 files). Read-only, like every
+    look at the checkout; :func:`looking` takes it."""
+    with _AHEAD_LOCK:
+        key = os.path.realpath(repo)
+        if key not in _AHEAD:
+            _AHEAD[key] = Beside(look_at_checkout, Path(key))
+
+
+def looking(repo: Path) -> Beside[tuple[str | None, list[str]]]:
+    """The look at ``repo`` started ahead for this run, or one started now."""
+    with _AHEAD_LOCK:
+        ahead = _AHEAD.pop(os.path.realpath(repo), None)
+    return ahead if ahead is not None else Beside(look_at_checkout, repo)
 
 
 def rev(repo: Path, name: str) -> str | None:

@@ -31,51 +31,16 @@ import json
 import os
 import secrets
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from snodo.engine import poolscan
 from snodo.engine.poolmodes import repair_dirs, repair_files, repair_modes
 from snodo.gitrun import run_git
 from snodo.workspace.gitmeta import remember_dirs, remember_walk
-
-T = TypeVar("T")
-
-
-class Beside(Generic[T]):
-    """One call run in a thread beside the caller's work: ``result()`` waits for it and
-    returns its value or raises its exception.
-
-    What ``ThreadPoolExecutor(max_workers=1)`` gave here, without importing
-    ``concurrent.futures`` (and ``logging`` with it: ~10 ms of every run, #26).
-    """
-
-    def __init__(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> None:
-        self._value: list[T] = []
-        self._error: list[BaseException] = []
-
-        def call() -> None:
-            try:
-                self._value.append(func(*args, **kwargs))
-            except BaseException as exc:  # handed to the thread that asks for the result
-                self._error.append(exc)
-
-        self._thread = threading.Thread(target=call, name="snodo-beside")
-        self._thread.start()
-
-    def result(self) -> T:
-        self._thread.join()
-        if self._error:
-            raise self._error[0]
-        return self._value[0]
-
-    def join(self) -> None:
-        self._thread.join()
-
 
 POOL = "pool"
 LOCKS = "pool.locks"

@@ -39,7 +39,7 @@ from attrs import field
 
 from snodo.attrsbase import define
 from snodo.engine import pool
-from snodo.engine.checkout import look_at_checkout, read_head, rev
+from snodo.engine.checkout import looking, read_head, rev
 from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.gitrun import FALLBACK_IDENTITY, adopt, git_out, pin, run_git
 
@@ -314,23 +314,24 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
     checked clean, or made fresh when there is none to reuse or it cannot be restored.
 
     The base is the user's HEAD (:func:`read_head`); what their checkout has uncommitted is
-    read by one whole-tree ``status`` that runs alongside the restore and the run, and is
-    waited for only when :attr:`Worktree.left_out` is asked (at the end of the run)."""
+    read by one whole-tree ``status`` that runs alongside the restore and the run (from the
+    moment ``snodo run`` pinned the repository: :func:`~snodo.engine.checkout.look_ahead`),
+    and is waited for only when :attr:`Worktree.left_out` is asked (at the end of the run)."""
     directory = worktrees_dir(home, repo)
-    looking = pool.Beside(look_at_checkout, repo)
+    look = looking(repo)
     slot = pool.take_free_slot(directory)
     try:
         early = read_head(repo)
-        restored = pool.restore(slot, early or (lambda: run_base(repo, looking.result()[0])))
-        head = early or run_base(repo, looking.result()[0])
+        restored = pool.restore(slot, early or (lambda: run_base(repo, look.result()[0])))
+        head = early or run_base(repo, look.result()[0])
     except BaseException:
         slot.release()
-        looking.join()
+        look.join()
         raise
 
     def left_out() -> tuple[str, ...]:
         try:
-            return tuple(looking.result()[1])
+            return tuple(look.result()[1])
         except SnodoError:  # a status that timed out: nothing to report, as when it fails
             return ()
 

@@ -85,11 +85,13 @@ def load_in_force(
     refuse: bool,
     cache_dir: Path | None = None,
     git_cache: Path | None = None,
+    resolved: InForce | None = None,
 ) -> LoadedProtocol:
     """The protocol in force (:mod:`snodo.protocol.committed`); with ``refuse``, a working
     tree that differs from it is refused (``serve``, ``run``), else only reported.
-    ``git_cache``: where :func:`~snodo.protocol.committed.resolve` keeps git's answers."""
-    in_force = resolve(path, cache_dir=git_cache)
+    ``git_cache``: where :func:`~snodo.protocol.committed.resolve` keeps git's answers;
+    ``resolved``: what it already answered for ``path`` in this process."""
+    in_force = resolved if resolved is not None else resolve(path, cache_dir=git_cache)
     if refuse:
         refuse_drift(path, in_force)
     return load_protocol(path, host, in_force=in_force, cache_dir=cache_dir)

@@ -23,8 +23,10 @@ log back to its last checkpoint and records ``audit_recovered``, so nothing unsi
 ever accepted and nothing is thrown away. Any other fault stops every append.
 
 Appends hold an exclusive lock. A process checks the whole log on its first append to it
-(and whenever its size is not what the home's checkpoint says); later appends only compare
-the last line with that checkpoint, so appending stays cheap on a long log.
+(and whenever its size is not what the home's checkpoint says), unless the file is the very
+one the home recorded after the last append (device, inode, mtime and ctime: no process
+wrote it since); later appends only compare the last line with that checkpoint, so a
+governed call costs what it appends, not the length of the log's history.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from snodo.state.audit_chain import (
     record_hash,
     scan_lines,
 )
-from snodo.state.audit_checkpoint import read_anchor, write_anchor
+from snodo.state.audit_checkpoint import file_identity, read_anchor, write_anchor
 from snodo.state.audit_key import audit_public_key, audit_signing_key, signing_key_and_fingerprint
 from snodo.state.keys import public_key_fingerprint
 
@@ -261,8 +263,8 @@ class AuditLog:
         }
         checkpoint["hash"] = record_hash(checkpoint)
         out += dump_line(checkpoint)
-        size = self._write(bytes(out))
-        self._write_anchor(checkpoint, size)
+        written = self._write(bytes(out))
+        self._write_anchor(checkpoint, written)
 
     def _prepare(self) -> tuple[int, str, dict[str, Any] | None]:
         """(next seq, prev hash, recovery event or None) of a log known to be intact."""
@@ -270,7 +272,9 @@ class AuditLog:
         key = (stat.st_dev, stat.st_ino) if stat else None
         try:
             anchor = self._read_anchor()
-            if anchor is not None and stat is not None and key in _CHECKED and stat.st_size == anchor.size:
+            # Checked by this process, or left exactly as the last append (of any process) left it.
+            known = key in _CHECKED or (anchor is not None and stat is not None and anchor.file == file_identity(stat))
+            if anchor is not None and stat is not None and known and stat.st_size == anchor.size:
                 self._check_last_line(anchor)
                 return anchor.seq + 1, anchor.hash, None
             scan = self._scan(anchor)
@@ -340,7 +344,7 @@ class AuditLog:
         if record_hash(record) != record["hash"]:
             raise ChainBreak(lineno, "hash does not match the record's content")
 
-    def _write(self, data: bytes) -> int:
+    def _write(self, data: bytes) -> os.stat_result:
         created = not self.path.exists()
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -362,7 +366,7 @@ class AuditLog:
                     os.close(dir_fd)
         except OSError as exc:
             raise StateError(f"cannot append to {self.path}: {exc.strerror or exc}") from exc
-        return stat.st_size
+        return stat
 
     # ----------------------------------------------------------------- the home's checkpoint
 
@@ -375,8 +379,8 @@ class AuditLog:
         except ChainBreak as broken:
             return broken
 
-    def _write_anchor(self, checkpoint: Mapping[str, Any], size: int) -> None:
-        write_anchor(self.anchor_path, self.path, checkpoint, size)
+    def _write_anchor(self, checkpoint: Mapping[str, Any], written: os.stat_result) -> None:
+        write_anchor(self.anchor_path, self.path, checkpoint, written.st_size, written)
 
     # ----------------------------------------------------------------- internals
 

@@ -67,11 +67,14 @@ def bounded(value: Any) -> Any:
 
 @frozen(kw_only=True)
 class Anchor:
-    """The last checkpoint as recorded in the home: its seq, hash and the log size up to it."""
+    """The last checkpoint as recorded in the home: its seq, hash and the log size up to it,
+    and the log file as that append left it (device, inode, mtime and ctime in ns; ``None``
+    in a record written before snodo kept it)."""
 
     seq: int
     hash: str
     size: int
+    file: tuple[int, int, int, int] | None = None
 
 
 class ChainBreak(Exception):

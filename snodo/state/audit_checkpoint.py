@@ -71,13 +71,26 @@ def newest(path: Path) -> dict[str, Any] | None:
 
 def read_anchor(path: Path) -> Anchor | None:
     raw = newest(path)
-    return None if raw is None else Anchor(seq=raw["seq"], hash=raw["hash"], size=raw["size"])
+    if raw is None:
+        return None
+    file = raw.get("file")
+    known = isinstance(file, list) and len(file) == 4 and all(type(n) is int for n in file)
+    return Anchor(seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=tuple(file) if known else None)  # type: ignore[arg-type]
 
 
-def write_anchor(path: Path, log_path: Path, checkpoint: Mapping[str, Any], size: int) -> None:
-    """Record the checkpoint in the older (or broken, or missing) slot, in place. Not
-    fsynced: the log was, and a checkpoint lost in a crash only leaves the home behind,
-    which is never a false alarm."""
+def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What :attr:`Anchor.file` compares: a log whose device, inode, mtime and ctime are
+    those recorded after the last append was not written since (any write sets the ctime,
+    and no process can set it back)."""
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def write_anchor(
+    path: Path, log_path: Path, checkpoint: Mapping[str, Any], size: int, file: os.stat_result | None = None
+) -> None:
+    """Record the checkpoint (and ``file``, the log as this append left it) in the older (or
+    broken, or missing) slot, in place. Not fsynced: the log was, and a checkpoint lost in a
+    crash only leaves the home behind, which is never a false alarm."""
     found = [_read_slot(p) for p in slots(path)]
     numbers = [r.get("write", -1) if isinstance(r, dict) and type(r.get("write")) is int else -1 for r in found]
     current = max(range(2), key=lambda i: (isinstance(found[i], dict), numbers[i]))
@@ -95,6 +108,8 @@ def write_anchor(path: Path, log_path: Path, checkpoint: Mapping[str, Any], size
         "signature": checkpoint["data"]["signature"],
         "write": (numbers[current] if current >= 0 else -1) + 1,
     }
+    if file is not None:
+        body["file"] = list(file_identity(file))
     body["sum"] = _checksum(body)
     data = canonical_json(body)
     where = slots(path)[target]

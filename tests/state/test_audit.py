@@ -487,6 +487,36 @@ def test_a_process_notices_tampering_after_its_first_append(log: AuditLog) -> No
         fresh.append("validate", mode="dev", data={})
 
 
+def test_a_new_process_reads_the_whole_log_only_when_it_changed_since_the_last_append(
+    log: AuditLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process's first append does not check a long log again when the file is the very one
+    the home recorded after the last append (device, inode, mtime, ctime): a governed call
+    costs what it appends, not the log's history. An edit in place of the same size, its
+    times put back, still changes the ctime (no process can set it) and is refused."""
+    import snodo.state.audit as audit
+
+    filled(log, 40)
+    scans: list[int] = []
+    real_scan = audit.scan_lines
+    monkeypatch.setattr(audit, "scan_lines", lambda *a, **k: scans.append(1) or real_scan(*a, **k))
+    audit._CHECKED.clear()  # what a new process starts with
+    log.append("validate", mode="dev", data={"i": "next"})
+    assert scans == [] and log.verify().ok
+    scans.clear()
+
+    before = os.stat(log.path)
+    text = log.path.read_text(encoding="utf-8")
+    edited = text.replace('"i":1,', '"i":7,', 1)
+    assert edited != text and len(edited) == len(text)
+    log.path.write_text(edited, encoding="utf-8")
+    os.utime(log.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    audit._CHECKED.clear()
+    with pytest.raises(AuditChainError, match="line 3"):
+        log.append("validate", mode="dev", data={})
+    assert scans == [1]
+
+
 def test_a_corrupt_home_checkpoint_is_reported(log: AuditLog) -> None:
     filled(log, 2)
     for slot in slots(log.anchor_path):

@@ -174,10 +174,14 @@ class SessionStore:
         return self.path(session_id).exists()
 
     def _update(self, session_id: str, change: Callable[[Session], Session]) -> Session:
+        """Apply ``change`` under the session's lock; written (one atomic, durable write)
+        only when it changed something: a touch within the minute writes nothing."""
         path = self.path(session_id)
         with file_lock(path):
-            session = change(self.load(session_id))
-            save_record(path, session)
+            before = self.load(session_id)
+            session = change(before)
+            if session is not before and session != before:
+                save_record(path, session)
         return session
 
     def touch(self, session_id: str) -> Session:

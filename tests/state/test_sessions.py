@@ -250,6 +250,22 @@ def test_activity_keeps_a_session_alive(project: Path, home: Path, store: Sessio
     assert touched.last_active() is not None and datetime.now(UTC) - touched.last_active() < timedelta(minutes=1)
 
 
+def test_a_touch_within_the_minute_writes_nothing(project: Path, home: Path, store: SessionStore) -> None:
+    """Every governed call touches its session; only a touch that changes the record (the
+    first in a minute) writes it: the others cost no durable write."""
+    session, _ = ensure_session(project, "dev", home)
+    path = store.path(session.session_id)
+    before = os.stat(path)
+    again, _ = ensure_session(project, "dev", home)
+    after = os.stat(path)
+    assert again == store.load(session.session_id)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    _idle_for(store, session.session_id, 20)
+    idle = os.stat(path)
+    ensure_session(project, "dev", home)
+    assert os.stat(path).st_ino != idle.st_ino  # a touch a minute later is written (atomically)
+
+
 def test_end_closes_and_drops_from_the_project(project: Path, home: Path, store: SessionStore) -> None:
     session, _ = ensure_session(project, "dev", home)
     ended = store.end(session.session_id)

@@ -25,8 +25,9 @@ ever accepted and nothing is thrown away. Any other fault stops every append.
 Appends hold an exclusive lock. A process checks the whole log on its first append to it
 (and whenever its size is not what the home's checkpoint says), unless the file is the very
 one the home recorded after the last append (device, inode, mtime and ctime: no process
-wrote it since); later appends only compare the last line with that checkpoint, so a
-governed call costs what it appends, not the length of the log's history.
+wrote it since); later appends only compare the last line with that checkpoint, and read
+nothing while the log and the home's two slots are the files this process's own last
+append left. A governed call costs what it appends, not the length of the log's history.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ from snodo.state.audit_chain import (
     record_hash,
     scan_lines,
 )
-from snodo.state.audit_checkpoint import file_identity, read_anchor, write_anchor
+from snodo.state.audit_checkpoint import file_identity, read_anchor, slots, write_anchor
 from snodo.state.audit_key import audit_public_key, audit_signing_key, signing_key_and_fingerprint
 from snodo.state.keys import public_key_fingerprint
 
@@ -90,6 +91,25 @@ class VerifyReport:
 # than per AuditLog, so code that builds a fresh AuditLog for every event does not rescan
 # the whole log each time. Only touched under the log's exclusive lock.
 _CHECKED: set[tuple[int, int]] = set()
+
+#: What this process's last append left, by log (real path): the log file's identity, the
+#: checkpoint the home then recorded, and the identity of the home's two slot files. A log
+#: and slots still exactly so have been written by no one since (any write sets a ctime,
+#: which no process can set back), so the next append reads neither to check them. Only
+#: touched under the log's exclusive lock.
+_LEFT: dict[str, tuple[tuple[int, int, int, int], Anchor, tuple[tuple[int, ...] | None, ...]]] = {}
+
+
+def _identities(paths: tuple[Path, ...]) -> tuple[tuple[int, ...] | None, ...]:
+    found: list[tuple[int, ...] | None] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            found.append(None)
+        else:
+            found.append((*file_identity(st), st.st_size))
+    return tuple(found)
 
 
 class AuditLog:
@@ -265,11 +285,22 @@ class AuditLog:
         out += dump_line(checkpoint)
         written = self._write(bytes(out))
         self._write_anchor(checkpoint, written)
+        anchor = Anchor(seq=seq, hash=checkpoint["hash"], size=written.st_size, file=file_identity(written))
+        _LEFT[os.path.realpath(self.path)] = (file_identity(written), anchor, _identities(slots(self.anchor_path)))
 
     def _prepare(self) -> tuple[int, str, dict[str, Any] | None]:
         """(next seq, prev hash, recovery event or None) of a log known to be intact."""
         stat = self.path.stat() if self.path.exists() else None
         key = (stat.st_dev, stat.st_ino) if stat else None
+        left = _LEFT.pop(os.path.realpath(self.path), None)
+        if (
+            left is not None
+            and stat is not None
+            and left[0] == file_identity(stat)
+            and left[2] == _identities(slots(self.anchor_path))
+        ):
+            _LEFT[os.path.realpath(self.path)] = left
+            return left[1].seq + 1, left[1].hash, None
         try:
             anchor = self._read_anchor()
             # Checked by this process, or left exactly as the last append (of any process) left it.

@@ -517,6 +517,29 @@ def test_a_new_process_reads_the_whole_log_only_when_it_changed_since_the_last_a
     assert scans == [1]
 
 
+def test_the_process_that_wrote_last_appends_again_without_reading_the_log_or_the_home(
+    log: AuditLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every governed call appends: while the log and the home's two slots are exactly the
+    files this process's last append left, the next append reads neither again. Any other
+    write to either (here the home's record corrupted) is read, and refused, as before."""
+    import snodo.state.audit as audit
+
+    filled(log, 2)
+    reads: list[Path] = []
+    real_read = audit.read_anchor
+    monkeypatch.setattr(audit, "read_anchor", lambda path: reads.append(path) or real_read(path))
+    for i in range(3):
+        with log.batch():
+            log.append("validate", mode="dev", data={"i": i})
+    assert reads == [] and log.verify().ok
+    for slot in slots(log.anchor_path):
+        slot.write_text("{")
+    with pytest.raises(AuditChainError, match="home"):
+        log.append("validate", mode="dev", data={})
+    assert reads
+
+
 def test_a_corrupt_home_checkpoint_is_reported(log: AuditLog) -> None:
     filled(log, 2)
     for slot in slots(log.anchor_path):

@@ -74,8 +74,10 @@ def read_anchor(path: Path) -> Anchor | None:
     if raw is None:
         return None
     file = raw.get("file")
-    known = isinstance(file, list) and len(file) == 4 and all(type(n) is int for n in file)
-    return Anchor(seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=tuple(file) if known else None)  # type: ignore[arg-type]
+    identity = None
+    if isinstance(file, list) and len(file) == 4 and all(type(n) is int for n in file):
+        identity = (file[0], file[1], file[2], file[3])
+    return Anchor(seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=identity)
 
 
 def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:

@@ -8,7 +8,9 @@ swap makes the write fail; it never lands where the guard would have refused it.
 
 from __future__ import annotations
 
+import itertools
 import os
+import select
 import subprocess
 import sys
 import time
@@ -22,6 +24,8 @@ from snodo.errors import PathValidationError, ToolError
 from snodo.workspace import PathGuard, Workspace
 
 TRIES = 400
+#: How long the writes go on for a swap to be seen (it usually is within the first TRIES).
+RACE_SECONDS = 90.0
 
 # Swap `pkg` for a symlink and back, as fast as it can, until the stop file appears.
 RACER = r"""
@@ -37,6 +41,8 @@ while not os.path.exists(stop):
         os.unlink("pkg")
         os.rename("pkg.real", "pkg")
         n += 1
+        if n == 1:
+            print("swapping", flush=True)
         time.sleep(0.0005)
     except OSError:
         pass
@@ -50,14 +56,17 @@ def racing(root: Path, target: str) -> Iterator[Callable[[], int]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", RACER, str(root), target, str(stop)], stdout=subprocess.PIPE, text=True
     )
-    time.sleep(0.2)  # let it start swapping
     swaps: list[int] = []
     try:
+        assert proc.stdout is not None
+        # the writes start once it swaps (a loaded machine can take seconds to start it)
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready and proc.stdout.readline().strip() == "swapping", "the racing process did not start"
         yield lambda: swaps[0]
     finally:
         stop.touch()
         out, _ = proc.communicate(timeout=30)
-        swaps.append(int(out.strip() or 0))
+        swaps.append(int(out.split()[-1]) if out.split() else 0)
         if os.path.islink(root / "pkg"):
             os.unlink(root / "pkg")
         if not (root / "pkg").exists() and (root / "pkg.real").exists():
@@ -106,9 +115,12 @@ def test_writes_never_follow_a_swapped_symlink(racy_project: Path, target: str) 
     results: dict[str, int] = {}
     with racing(root, target) as swaps:
         # TRIES rounds, and on until the swap was seen at least once (a slow disk makes every
-        # write long and the window rare), at most 10x as many: the assertions below say which.
-        for i in range(TRIES * 10):
-            if i >= TRIES and results.get("refused", 0) + results.get("failed", 0) > 0:
+        # write long and the window rare; a loaded machine starves the racer), for at most
+        # RACE_SECONDS: the assertions below say which.
+        deadline = time.monotonic() + RACE_SECONDS
+        for i in itertools.count():
+            seen = results.get("refused", 0) + results.get("failed", 0) > 0
+            if (i >= TRIES and seen) or (i >= TRIES and time.monotonic() > deadline):
                 break
             for outcome in (
                 attempt(lambda i=i: ws.write_file(f"pkg/new{i}.txt", "agent\n")),

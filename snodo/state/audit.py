@@ -92,12 +92,12 @@ class VerifyReport:
 # the whole log each time. Only touched under the log's exclusive lock.
 _CHECKED: set[tuple[int, int]] = set()
 
-#: What this process's last append left, by log (real path): the log file's identity, the
-#: checkpoint the home then recorded, and the identity of the home's two slot files. A log
-#: and slots still exactly so have been written by no one since (any write sets a ctime,
-#: which no process can set back), so the next append reads neither to check them. Only
-#: touched under the log's exclusive lock.
-_LEFT: dict[str, tuple[tuple[int, int, int, int], Anchor, tuple[tuple[int, ...] | None, ...]]] = {}
+#: What this process's last append left, by log (real path): the checkpoint the home then
+#: recorded (with the log file's identity, :attr:`Anchor.file`) and the identity of the
+#: home's two slot files. A log and slots still exactly so have been written by no one since
+#: (any write sets a ctime, which no process can set back), so the next append reads neither
+#: to check them. Only touched under the log's exclusive lock.
+_LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...]]] = {}
 
 
 def _identities(paths: tuple[Path, ...]) -> tuple[tuple[int, ...] | None, ...]:
@@ -286,21 +286,18 @@ class AuditLog:
         written = self._write(bytes(out))
         self._write_anchor(checkpoint, written)
         anchor = Anchor(seq=seq, hash=checkpoint["hash"], size=written.st_size, file=file_identity(written))
-        _LEFT[os.path.realpath(self.path)] = (file_identity(written), anchor, _identities(slots(self.anchor_path)))
+        _LEFT[os.path.realpath(self.path)] = (anchor, _identities(slots(self.anchor_path)))
 
     def _prepare(self) -> tuple[int, str, dict[str, Any] | None]:
         """(next seq, prev hash, recovery event or None) of a log known to be intact."""
         stat = self.path.stat() if self.path.exists() else None
         key = (stat.st_dev, stat.st_ino) if stat else None
-        left = _LEFT.pop(os.path.realpath(self.path), None)
-        if (
-            left is not None
-            and stat is not None
-            and left[0] == file_identity(stat)
-            and left[2] == _identities(slots(self.anchor_path))
-        ):
-            _LEFT[os.path.realpath(self.path)] = left
-            return left[1].seq + 1, left[1].hash, None
+        real = os.path.realpath(self.path)
+        left = _LEFT.get(real)
+        unwritten = left is not None and stat is not None and left[0].file == file_identity(stat)
+        if left is not None and unwritten and left[1] == _identities(slots(self.anchor_path)):
+            return left[0].seq + 1, left[0].hash, None
+        _LEFT.pop(real, None)
         try:
             anchor = self._read_anchor()
             # Checked by this process, or left exactly as the last append (of any process) left it.

@@ -180,7 +180,7 @@ class SessionStore:
         with file_lock(path):
             before = self.load(session_id)
             session = change(before)
-            if session is not before and session != before:
+            if session != before:
                 save_record(path, session)
         return session
 

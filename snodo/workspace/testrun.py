@@ -206,7 +206,7 @@ def run_suite(argv: Sequence[str], setup: PythonSetup, *, timeout: float) -> Sui
             result = run_process(list(argv), cwd=setup.workspace, timeout=timeout, env=env, sandbox=policy)
         imports = _load_report(report_file, result.output)
     if pytest and imports is not None:
-        warmtests.remember(setup.workspace, argv, fields)
+        warmtests.remember(setup.workspace, argv, fields, policy)
     return SuiteRun(
         argv=tuple(argv),
         exit_code=result.returncode,

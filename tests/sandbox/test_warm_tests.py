@@ -43,7 +43,10 @@ def pytest_terminal_summary(terminalreporter):
     where = [p for p in sys.path if p in ("", os.getcwd())]
     terminalreporter.write_line(
         f"STARTED {sys.orig_argv[1]} HOME-SEEN {seen} GOVERNANCE {governance} PATH {sys.path.index(where[0]) if where else -1} {sys.argv[0].endswith('__main__.py')}"
+        f" ROOTS {sys.path.index(os.environ['SNODO_IMPORT_WORKSPACE'])} {os.environ.get('PYTHONPATH', '').count(os.pathsep)}"
+        f" CUSTOMIZED {os.environ.get('SNODO_CUSTOMIZED', '-')}"
     )
+    terminalreporter.write_line(f"MODULES {os.environ.get('SNODO_PROJECT_MODULES')}")
 """
 
 
@@ -82,15 +85,46 @@ def test_the_second_run_takes_a_pytest_started_ahead_confined_as_a_fresh_one(
     assert second == first.replace("STARTED -m", f"STARTED {started}"), (first, second)  # the same sys.path too
 
 
-def test_a_run_whose_tests_would_start_otherwise_starts_them_the_usual_way(
+def _modules(result: dict[str, Any]) -> str:
+    (tests,) = [v for v in result["validators"] if v["validator_id"] == "tests"]
+    (line,) = [line for line in tests["details"]["output_tail"].splitlines() if line.startswith("MODULES ")]
+    return line
+
+
+def test_what_only_pytest_reads_is_sent_with_the_go(
     tmp_path: Path, snodo_home: Path, snodo_cli: Callable[..., CliResult], backend: str
 ) -> None:
-    """The coder adds another module: the project's module list (in the tests' environment)
-    differs from the one the process started ahead got, so it is not used."""
+    """The coder adds another module: the project's module list in the tests' environment
+    differs from the last run's. Nothing reads it before pytest runs, so the process
+    started ahead (without it) is still exactly a fresh start, and gets it with the go."""
     repo = _project(tmp_path)
     _run(snodo_cli, repo, snodo_home, "add a hello module")
-    other = _started(_run(snodo_cli, repo, snodo_home, "add a greeting module"))
-    assert other.startswith("STARTED -m "), other
+    other = _run(snodo_cli, repo, snodo_home, "add a greeting module")
+    started = "-c" if backend == "bwrap" else "-m"
+    assert _started(other).startswith(f"STARTED {started} "), _started(other)
+    assert "greeting" in _modules(other).split(" ", 1)[1].split(","), _modules(other)
+
+
+SITECUSTOMIZE = "import os\nos.environ['SNODO_CUSTOMIZED'] = '1'\n"
+
+
+def test_a_workspace_module_a_fresh_start_would_run_first_starts_the_tests_the_usual_way(
+    tmp_path: Path, snodo_home: Path, snodo_cli: Callable[..., CliResult], backend: str
+) -> None:
+    """The coder writes a ``sitecustomize.py`` at an import root: a fresh interpreter runs it
+    at start-up, before pytest. The process started ahead did not (it started without the
+    workspace's roots), so at the go it sees the name there and steps aside: the tests
+    start the usual way and the file runs, as it would anywhere else."""
+    repo = _project(tmp_path)
+    _run(snodo_cli, repo, snodo_home, "add a hello module")  # remembered: the next run starts one ahead
+    files = {"sitecustomize.py": SITECUSTOMIZE, "tests/test_two.py": "def test_two():\n    assert True\n"}
+    write_producer_protocol(
+        repo, coder_config=json.dumps({"files": files}), tail="execution:\n  env: [SNODO_CHECK_HOME]\n"
+    )
+    git(repo, "commit", "-qam", "the coder writes a sitecustomize")
+    line = _started(_run(snodo_cli, repo, snodo_home, "add a customised start"))
+    assert line.startswith("STARTED -m ") and line.endswith(" CUSTOMIZED 1"), line
+    assert not [a for a in live_processes() if "-c" in a]
 
 
 def _workspace(tmp_path: Path) -> Path:
@@ -155,4 +189,62 @@ def test_not_taken_when_the_host_replaced_a_protected_file_since_it_started(tmp_
     os.replace(ws / "poetry.lock.new", ws / "poetry.lock")
     env = testrun.suite_env(testrun.setup_fields(setup), "/nowhere")
     assert warmtests.take(argv, ws, env, policy) is None
+    assert not [a for a in live_processes() if "-c" in a]
+
+
+def _waiting(ws: Path) -> object:
+    with warmtests._LOCK:
+        warm = warmtests._WAITING.get(os.path.realpath(ws))
+    return None if warm is None else warm.started
+
+
+def test_started_early_runs_nothing_of_the_tree_and_is_kept_only_for_the_same_confinement(
+    tmp_path: Path, snodo_home: Path
+) -> None:
+    """``snodo run`` starts the last run's pytest before the working copy is restored, when
+    the tree may still hold what the last agent left. Nothing of it runs before the go (a
+    ``sitecustomize.py`` left at an import root would run at a fresh interpreter's start-up);
+    the engine keeps that process for a run confined the same way, else starts another."""
+    from snodo.sandbox import choose_backend
+
+    ws = _workspace(tmp_path)
+    policy = SandboxPolicy(workspace=ws)
+    setup = python_setup(ws, python=sys.executable)
+    argv = python_argv(["python", "-m", "pytest", "-q"], setup)
+    with confined(policy):
+        testrun.run_suite(argv, setup, timeout=60)  # the usual way; remembered with its policy
+    if choose_backend().name != "bwrap":
+        assert not warmtests.prestart_for(ws)
+        return
+    # What the last agent left at an import root, which a fresh interpreter runs at start-up:
+    # the process started now never does (it starts without the workspace's roots) and,
+    # seeing it there at the go, steps aside; the tests start the usual way and run it.
+    left = "import pathlib, sys\npathlib.Path('ran' + sys.orig_argv[1]).write_text('x')\n"
+    (ws / "sitecustomize.py").write_text(left)
+    assert warmtests.prestart_for(ws)
+    early = _waiting(ws)
+    assert warmtests.prestart(ws, policy) and _waiting(ws) is early  # the same confinement: kept
+    with confined(policy):
+        stepped_aside = testrun.run_suite(argv, setup, timeout=60)
+    assert stepped_aside.exit_code == 0 and "STARTED -m" in stepped_aside.output, stepped_aside.output
+    assert (ws / "ran-m").exists() and not (ws / "ran-c").exists()
+    # the restore removed it: the process started early is the one that runs the tests
+    (ws / "sitecustomize.py").unlink()
+    (ws / "ran-m").unlink()
+    assert warmtests.prestart_for(ws)
+    early = _waiting(ws)
+    assert warmtests.prestart(ws, policy) and _waiting(ws) is early
+    with confined(policy):
+        warm = testrun.run_suite(argv, setup, timeout=60)
+    assert warm.exit_code == 0 and "STARTED -c" in warm.output, warm.output
+    assert not (ws / "ran-m").exists() and not (ws / "ran-c").exists()
+    # recorded under one policy, this run under another: that one is killed, a new one waits
+    git(ws, "init", "-q")  # protected paths are matched through git's index
+    git(ws, "add", "-A")
+    assert warmtests.prestart_for(ws)
+    early = _waiting(ws)
+    stricter = SandboxPolicy(workspace=ws, read_only=("tests/**",))
+    assert warmtests.prestart(ws, stricter)
+    assert _waiting(ws) is not early and early is not None and not early.running()  # type: ignore[attr-defined]
+    warmtests.discard(ws)
     assert not [a for a in live_processes() if "-c" in a]

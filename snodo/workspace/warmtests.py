@@ -217,20 +217,21 @@ def policy_from(record: Mapping[str, Any]) -> SandboxPolicy:
 
 def remember(workspace: Path, argv: Sequence[str], setup: Mapping[str, Any], policy: SandboxPolicy | None) -> None:
     """Keep how the tests ran in ``workspace`` (the command, ``setup``'s fields the
-    environment is made from, the sandbox policy) for the next run's :func:`prestart`, and
-    that ``workspace`` was the project's last (for :func:`prestart_for`); each written only
-    when it changed. Nothing is kept for a run that was not confined."""
+    environment is made from, the sandbox policy) for the next run's :func:`prestart`, and,
+    for a run's working copy, that it was the project's last (for :func:`prestart_for`);
+    each written only when it changed. Nothing is kept for a run that was not confined."""
     if policy is None:
         return
     text = json.dumps({"argv": list(argv), "setup": dict(setup), "policy": policy_record(policy)}, sort_keys=True)
     key = _key(workspace)
     if read_entry(_cache_dir(), key) != text:
         write_entry(_cache_dir(), key, text)
-    root = str(setup.get("project_root", ""))
-    if root:
-        pointer = json.dumps({"workspace": os.path.realpath(workspace)})
-        if read_entry(_cache_dir(), _project_key(Path(os.path.realpath(root)))) != pointer:
-            write_entry(_cache_dir(), _project_key(Path(os.path.realpath(root))), pointer)
+    root = os.path.realpath(str(setup.get("project_root") or workspace))
+    where = os.path.realpath(workspace)
+    if root != where:  # a run's working copy (tests run in the checkout itself, by MCP, start nothing early)
+        pointer = json.dumps({"workspace": where})
+        if read_entry(_cache_dir(), _project_key(Path(root))) != pointer:
+            write_entry(_cache_dir(), _project_key(Path(root)), pointer)
 
 
 def _spawn_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -208,20 +208,28 @@ def test_started_early_runs_nothing_of_the_tree_and_is_kept_only_for_the_same_co
     from snodo.sandbox import choose_backend
 
     ws = _workspace(tmp_path)
+    checkout = tmp_path / "checkout"  # the project the working copy ``ws`` was made from
+    checkout.mkdir()
     policy = SandboxPolicy(workspace=ws)
-    setup = python_setup(ws, python=sys.executable)
+    setup = python_setup(ws, project_root=checkout, python=sys.executable)
     argv = python_argv(["python", "-m", "pytest", "-q"], setup)
     with confined(policy):
         testrun.run_suite(argv, setup, timeout=60)  # the usual way; remembered with its policy
     if choose_backend().name != "bwrap":
-        assert not warmtests.prestart_for(ws)
+        assert not warmtests.prestart_for(checkout)
         return
+    # tests run in a checkout itself (the MCP ``run_tests`` tool) leave nothing to start early
+    mcp_setup = python_setup(checkout, python=sys.executable)
+    with confined(SandboxPolicy(workspace=checkout)):
+        testrun.run_suite(python_argv(["python", "-m", "pytest", "-q", "--co"], mcp_setup), mcp_setup, timeout=60)
+    assert warmtests.prestart_for(checkout) and _waiting(ws) is not None and _waiting(checkout) is None
+    warmtests.discard()
     # What the last agent left at an import root, which a fresh interpreter runs at start-up:
     # the process started now never does (it starts without the workspace's roots) and,
     # seeing it there at the go, steps aside; the tests start the usual way and run it.
     left = "import pathlib, sys\npathlib.Path('ran' + sys.orig_argv[1]).write_text('x')\n"
     (ws / "sitecustomize.py").write_text(left)
-    assert warmtests.prestart_for(ws)
+    assert warmtests.prestart_for(checkout)
     early = _waiting(ws)
     assert warmtests.prestart(ws, policy) and _waiting(ws) is early  # the same confinement: kept
     with confined(policy):
@@ -231,7 +239,7 @@ def test_started_early_runs_nothing_of_the_tree_and_is_kept_only_for_the_same_co
     # the restore removed it: the process started early is the one that runs the tests
     (ws / "sitecustomize.py").unlink()
     (ws / "ran-m").unlink()
-    assert warmtests.prestart_for(ws)
+    assert warmtests.prestart_for(checkout)
     early = _waiting(ws)
     assert warmtests.prestart(ws, policy) and _waiting(ws) is early
     with confined(policy):
@@ -241,7 +249,7 @@ def test_started_early_runs_nothing_of_the_tree_and_is_kept_only_for_the_same_co
     # recorded under one policy, this run under another: that one is killed, a new one waits
     git(ws, "init", "-q")  # protected paths are matched through git's index
     git(ws, "add", "-A")
-    assert warmtests.prestart_for(ws)
+    assert warmtests.prestart_for(checkout)
     early = _waiting(ws)
     stricter = SandboxPolicy(workspace=ws, read_only=("tests/**",))
     assert warmtests.prestart(ws, stricter)

@@ -59,8 +59,14 @@ LONG_CALLS = frozenset({"run_tests", "validate_task"})
 PROGRESS_EVERY = 5.0
 
 
+def _wants_progress(ctx: Any) -> bool:
+    """Whether the call's ``_meta`` carries a ``progressToken`` (else progress goes nowhere)."""
+    meta = getattr(ctx, "meta", None)
+    return isinstance(meta, dict) and meta.get("progress_token") is not None
+
+
 async def _report_progress(ctx: Any, name: str) -> None:
-    """Tick while a long call works; a no-op when the client gave no progressToken."""
+    """Tick while a long call works (the client asked for progress with a ``progressToken``)."""
     ticks = 0
     while True:
         await anyio.sleep(PROGRESS_EVERY)
@@ -146,13 +152,15 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
             return ok, text, data
 
         try:
-            async with anyio.create_task_group() as group:
-                if params.name in LONG_CALLS:
+            # abandon_on_cancel: a cancelled call answers nothing (the SDK drops it); its
+            # thread ends on its own once call.cancel() has killed what it was waiting for
+            if params.name in LONG_CALLS and _wants_progress(ctx):
+                async with anyio.create_task_group() as group:
                     group.start_soon(_report_progress, ctx, params.name)
-                # abandon_on_cancel: a cancelled call answers nothing (the SDK drops it); its
-                # thread ends on its own once call.cancel() has killed what it was waiting for
+                    ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                    group.cancel_scope.cancel()
+            else:
                 ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-                group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             call.cancel()  # notifications/cancelled (or the server stopping): kill the call's process tree now
             raise

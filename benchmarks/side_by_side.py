@@ -293,6 +293,11 @@ def main() -> int:
                     sample = timed(["bash", str(script), str(n)], raw_repo, base_env)
                     if n:
                         raw.append(sample)
+                        print(
+                            f"  {work:<8} {'hand':<6} run {n}: {sample[0]:7.3f}s wall {sample[1]:7.3f}s cpu",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                 for name, argv in impls.items():
                     sample = timed([*argv, "run", f"add hello {n}", "--mock"], repos[name], envs[name])
                     if n:

@@ -26,9 +26,12 @@ takes it (:func:`take`) only when it is exactly what a fresh start would be:
 * the process still waiting (a pytest that did not import is no start at all);
 * nothing it imported ahead is one a fresh start would find in the workspace instead: at
   the go it lists the working directory and the import roots, which a fresh start searches
-  before the environment, and a name there that it already imported (a project's own
-  ``logging/``, a ``pytest.py``), or a ``sitecustomize``/``usercustomize`` that a fresh
-  start would run, makes it step aside.
+  before the environment, and a module there named as one it already imported (a
+  ``pytest.py``, a project's own ``logging`` package, an extension module), or a
+  ``sitecustomize``/``usercustomize`` that a fresh start would run, makes it step aside;
+  so does a directory of that name when what it imported is a namespace package (the
+  directory would join it). A file that is no module (``logging.conf``) or a directory
+  without ``__init__`` beside a regular module (``html/`` of templates) does not.
 
 Anything else discards it and the tests start the usual way; so does a process that
 reports, before running anything, that it could not begin (:data:`NOT_STARTED`). The first
@@ -83,7 +86,7 @@ import os, sys
 _first = bool(sys.path) and sys.path[0] in ("", os.getcwd())
 if _first:
     del sys.path[0]
-import json, runpy
+import importlib.machinery, json, runpy
 try:
     import pytest, _pytest.config
     for _name in _pytest.config.default_plugins:
@@ -104,11 +107,24 @@ try:
     _front = ([os.getcwd()] if _first else []) + _roots
     _taken = {{n.partition(".")[0] for n in sys.modules}} - set(sys.builtin_module_names) - {{"__main__"}}
     _taken |= {{"sitecustomize", "usercustomize"}}
+    _suffixes = tuple(importlib.machinery.all_suffixes())
     for _dir in _front:
         if not os.path.lexists(_dir):
             continue
         for _entry in os.listdir(_dir):
-            if _entry.partition(".")[0] in _taken:
+            _stem = _entry.partition(".")[0]
+            if _stem not in _taken:
+                continue
+            if _entry != _stem:
+                if any(_entry == _stem + _s for _s in _suffixes):
+                    raise SystemExit(_entry)
+                continue
+            _full = os.path.join(_dir, _entry)
+            if not os.path.isdir(_full):
+                continue
+            if getattr(sys.modules.get(_stem), "__file__", None) is None:
+                raise SystemExit(_entry)
+            if any(os.path.lexists(os.path.join(_full, "__init__" + _s)) for _s in _suffixes):
                 raise SystemExit(_entry)
     os.environ.update(_env)
     _null = os.open(os.devnull, os.O_RDONLY)

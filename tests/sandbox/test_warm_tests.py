@@ -98,6 +98,12 @@ def test_what_only_pytest_reads_is_sent_with_the_go(
     differs from the last run's. Nothing reads it before pytest runs, so the process
     started ahead (without it) is still exactly a fresh start, and gets it with the go."""
     repo = _project(tmp_path)
+    # named as modules pytest imports, but no module: a fresh start imports pytest's own
+    (repo / "logging.conf").write_text("[loggers]\n")
+    (repo / "html").mkdir()
+    (repo / "html" / "index.html").write_text("<p>hello</p>\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "files named like modules")
     _run(snodo_cli, repo, snodo_home, "add a hello module")
     other = _run(snodo_cli, repo, snodo_home, "add a greeting module")
     started = "-c" if backend == "bwrap" else "-m"
@@ -255,4 +261,32 @@ def test_started_early_runs_nothing_of_the_tree_and_is_kept_only_for_the_same_co
     assert warmtests.prestart(ws, stricter)
     assert _waiting(ws) is not early and early is not None and not early.running()  # type: ignore[attr-defined]
     warmtests.discard(ws)
+    assert not [a for a in live_processes() if "-c" in a]
+
+
+def test_a_module_of_the_workspace_named_as_one_imported_ahead_starts_the_tests_the_usual_way(
+    tmp_path: Path, snodo_home: Path
+) -> None:
+    """A fresh start searches the working directory before the environment, so a project's
+    ``calendar.py`` is the ``calendar`` its tests get (the standard library's was imported
+    ahead, with pytest): the process started ahead steps aside and the tests see the
+    project's module, as they would anywhere else."""
+    from snodo.sandbox import choose_backend
+
+    ws = _workspace(tmp_path)
+    (ws / "tests" / "test_calendar.py").write_text(
+        "import calendar\n\n\ndef test_which():\n    print('CALENDAR', getattr(calendar, 'OURS', False))\n"
+    )
+    policy = SandboxPolicy(workspace=ws)
+    setup = python_setup(ws, python=sys.executable)
+    argv = python_argv(["python", "-m", "pytest", "-q", "-s"], setup)
+    with confined(policy):
+        testrun.run_suite(argv, setup, timeout=60)  # the usual way; remembered
+    if choose_backend().name != "bwrap":
+        pytest.skip("started ahead only where bubblewrap confines")
+    assert warmtests.prestart(ws, policy)
+    (ws / "calendar.py").write_text("OURS = True\n")  # what the coder wrote
+    with confined(policy):
+        run = testrun.run_suite(argv, setup, timeout=60)
+    assert run.exit_code == 0 and "STARTED -m" in run.output and "CALENDAR True" in run.output, run.output
     assert not [a for a in live_processes() if "-c" in a]

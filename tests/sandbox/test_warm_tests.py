@@ -290,3 +290,29 @@ def test_a_module_of_the_workspace_named_as_one_imported_ahead_starts_the_tests_
         run = testrun.run_suite(argv, setup, timeout=60)
     assert run.exit_code == 0 and "STARTED -m" in run.output and "CALENDAR True" in run.output, run.output
     assert not [a for a in live_processes() if "-c" in a]
+
+
+def test_the_recorded_policy_is_the_policy_field_for_field(tmp_path: Path) -> None:
+    """What an early start is confined by comes back from the record; every field that
+    takes part in the policy's equality is kept (a field added later and not recorded would
+    make every early start differ from the run's policy, and go unused)."""
+    import attrs
+
+    from snodo.sandbox.policy import Limits
+
+    policy = SandboxPolicy(
+        workspace=tmp_path / "ws",
+        read_only=("**/secrets/**", "*.lock"),
+        network=True,
+        hidden=(tmp_path / "hidden",),
+        writable=(tmp_path / "state",),
+        env=("SNODO_CHECK_HOME",),
+        limits=Limits(file_size=1 << 20, processes=64, memory=1 << 30),
+        interpreters=(tmp_path / ".venv",),
+        mode="off",
+    )
+    record = warmtests.policy_record(policy)
+    assert {f.name for f in attrs.fields(SandboxPolicy) if f.eq} == set(record)
+    assert warmtests.policy_from(json.loads(json.dumps(record))) == policy
+    with pytest.raises(ValueError):
+        warmtests.policy_from({**record, "mode": "sometimes"})

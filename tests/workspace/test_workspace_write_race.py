@@ -26,6 +26,8 @@ from snodo.workspace import PathGuard, Workspace
 TRIES = 400
 #: How long the writes go on for a swap to be seen (it usually is within the first TRIES).
 RACE_SECONDS = 90.0
+#: Writes that met the swapped symlink before the race may end early.
+SEEN = 5
 
 # Swap `pkg` for a symlink and back, as fast as it can, until the stop file appears.
 RACER = r"""
@@ -114,13 +116,13 @@ def test_writes_never_follow_a_swapped_symlink(racy_project: Path, target: str) 
     ws = Workspace(root, PathGuard(root, ("secrets",)))
     results: dict[str, int] = {}
     with racing(root, target) as swaps:
-        # TRIES rounds, and on until the swap was seen at least once (a slow disk makes every
-        # write long and the window rare; a loaded machine starves the racer), for at most
-        # RACE_SECONDS: the assertions below say which.
+        # TRIES rounds, and on until writes met the swapped symlink SEEN times (a slow disk
+        # makes every write long and the window rare; a loaded machine starves the racer),
+        # for at most RACE_SECONDS: the assertions below say which.
         deadline = time.monotonic() + RACE_SECONDS
         for i in itertools.count():
-            seen = results.get("refused", 0) + results.get("failed", 0) > 0
-            if i >= TRIES and (seen or time.monotonic() > deadline):
+            seen = results.get("refused", 0) + results.get("failed", 0)
+            if i >= TRIES and (seen >= SEEN or time.monotonic() > deadline):
                 break
             for outcome in (
                 attempt(lambda i=i: ws.write_file(f"pkg/new{i}.txt", "agent\n")),
@@ -130,7 +132,9 @@ def test_writes_never_follow_a_swapped_symlink(racy_project: Path, target: str) 
                 attempt(lambda: ws.delete_file("pkg/victim.txt")),
             ):
                 results[outcome] = results.get(outcome, 0) + 1
-    assert swaps() > 20, "the racing process hardly ran; the test proved nothing"
+    # The race was real when writes met the swapped state (below); how many swaps the racer
+    # made depends on how the machine schedules it (CI's load once left it fewer than 20).
+    assert swaps() > 0, "the racing process never swapped; the test proved nothing"
     # Nothing reached the directory the symlink pointed at: no new file, none changed or deleted.
     assert tree(governed) == before
     assert sorted(p.name for p in governed.iterdir()) == sorted(before)

@@ -30,8 +30,15 @@ RECORD = "snodo-restore.dirs"
 #: timestamp is only as fine as the kernel's clock tick): it is read again next time.
 RACY_NS = 2_000_000_000
 
-#: root-relative directory ("" for the root) -> [inode, mtime_ns, ctime_ns, racy, dirs, others]
+#: root-relative directory ("" for the root) -> [inode, mtime_ns, ctime_ns, racy, dirs, others],
+#: ``dirs`` and ``others`` its entry names joined with NUL (which no name holds): one JSON
+#: string per directory reads and writes ~10x faster than a string per name (30,000 names,
+#: 400 KB: 8 ms a restore as lists), and a directory's names are split only when it changed.
 Record = dict[str, list[Any]]
+
+
+def _names(joined: str) -> list[str]:
+    return joined.split("\0") if joined else []
 
 
 @frozen
@@ -52,7 +59,9 @@ def load(gitdir: str) -> Record | None:
             data = json.load(fh)
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and "" in data else None
+    if not isinstance(data, dict) or not isinstance(data.get(""), list) or len(data[""]) != 6:
+        return None
+    return data if isinstance(data[""][4], str) and isinstance(data[""][5], str) else None  # else an older form
 
 
 def save(gitdir: str, root: Path, before: Record | None, since: int) -> list[str]:
@@ -91,12 +100,14 @@ def scan(root: Path, before: Record | None, since: int) -> tuple[Record, list[st
         st = os.lstat(path)
         old = (before or {}).get(rel)
         if old is not None and old[:3] == _key(st) and not old[3]:
-            dirs, others = old[4], old[5]
+            joined_dirs, joined_others = old[4], old[5]
+            dirs = _names(joined_dirs)
         else:
             with os.scandir(path) as it:
                 entries = list(it)
             dirs = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and (rel or e.name != ".git"))
-            others = sorted(e.name for e in entries if not e.is_dir(follow_symlinks=False))
+            joined_dirs = "\0".join(dirs)
+            joined_others = "\0".join(sorted(e.name for e in entries if not e.is_dir(follow_symlinks=False)))
             written += [
                 f"{rel}/{e.name}" if rel else e.name
                 for e in entries
@@ -104,7 +115,7 @@ def scan(root: Path, before: Record | None, since: int) -> tuple[Record, list[st
                 and (rel or e.name != ".git")
                 and e.stat(follow_symlinks=False).st_ctime >= since
             ]
-        record[rel] = [*_key(st), now - st.st_ctime_ns < RACY_NS, dirs, others]
+        record[rel] = [*_key(st), now - st.st_ctime_ns < RACY_NS, joined_dirs, joined_others]
         pending.extend(f"{rel}/{d}" if rel else d for d in dirs)
     return record, written
 
@@ -136,7 +147,7 @@ def sweep(root: Path, record: Record) -> Swept | None:
             return None
         old = record.get(rel)
         if old is not None and old[:3] == _key(st) and not old[3]:
-            dirs = list(old[4])
+            dirs = _names(old[4])
         else:
             found = _tidy(root, rel, old)
             if found is None:
@@ -159,7 +170,7 @@ def _tidy(root: Path, rel: str, old: list[Any] | None) -> tuple[list[str], int, 
     subdirectories, how many entries were deleted and whether a link to a directory is
     among them."""
     path = os.path.join(root, rel) if rel else str(root)
-    known = set(old[4]) | set(old[5]) if old is not None else set()
+    known = {*_names(old[4]), *_names(old[5])} if old is not None else set()
     dirs: list[str] = []
     deleted, linked = 0, False
     try:

@@ -268,3 +268,34 @@ def test_the_names_repaired_by_name_shrink_to_the_racy_ones(tmp_path: Path) -> N
     kept = []
     assert repair_files(root, paths, real, kept=kept, racy_from=int((root / "d" / "old.txt").stat().st_ctime)) == 0
     assert kept == paths  # changed in the index's second: all still racy
+
+
+def test_the_record_of_names_keeps_every_name_and_refuses_an_older_form(tmp_path: Path) -> None:
+    """One NUL-joined string per directory: names with spaces, newlines and bytes that are
+    no UTF-8 come back as they were; a record in the older form (a list per directory) is
+    no record (the restore reads every directory once, then writes the new form)."""
+    import json
+
+    root = tmp_path / "copy"
+    (root / "sub dir").mkdir(parents=True)
+    odd = os.fsdecode(b"caf\xe9-\n.txt")
+    for name in ("a.txt", "b c.txt", odd):
+        (root / "sub dir" / name).write_text("x\n")
+    (root / "empty").mkdir()
+    gitdir = tmp_path / "gitdir"
+    gitdir.mkdir()
+    poolscan.save(str(gitdir), root, None, 0)
+    record = poolscan.load(str(gitdir))
+    assert record is not None
+    assert sorted(poolscan._names(record[""][4])) == ["empty", "sub dir"]
+    assert sorted(poolscan._names(record["sub dir"][5])) == sorted(["a.txt", "b c.txt", odd])
+    assert poolscan._names(record["empty"][4]) == [] and poolscan._names(record["empty"][5]) == []
+    # a name the record lacks is deleted by the sweep; the recorded ones stay
+    time.sleep(0.01)
+    (root / "sub dir" / "left.txt").write_text("left by a run\n")
+    swept = poolscan.sweep(root, {k: [*v[:3], True, *v[4:]] for k, v in record.items()})
+    assert swept is not None and swept.deleted == 1
+    assert sorted(os.listdir(root / "sub dir")) == sorted(["a.txt", "b c.txt", odd])
+    older = {rel: [*v[:4], poolscan._names(v[4]), poolscan._names(v[5])] for rel, v in record.items()}
+    (gitdir / poolscan.RECORD).write_text(json.dumps(older))
+    assert poolscan.load(str(gitdir)) is None

@@ -31,14 +31,15 @@ RECORD = "snodo-restore.dirs"
 RACY_NS = 2_000_000_000
 
 #: root-relative directory ("" for the root) -> [inode, mtime_ns, ctime_ns, racy, dirs, others],
-#: ``dirs`` and ``others`` its entry names joined with NUL (which no name holds): one JSON
-#: string per directory reads and writes ~10x faster than a string per name (30,000 names,
-#: 400 KB: 8 ms a restore as lists), and a directory's names are split only when it changed.
+#: ``dirs`` and ``others`` its entry names joined with ``/``, which no name holds (and JSON
+#: does not escape, as it does NUL): one JSON string per directory reads and writes several
+#: times faster than a string per name (30,000 names: 8 ms a restore as lists), and a
+#: directory's names are split only when it changed.
 Record = dict[str, list[Any]]
 
 
 def _names(joined: str) -> list[str]:
-    return joined.split("\0") if joined else []
+    return joined.split("/") if joined else []
 
 
 @frozen
@@ -106,8 +107,8 @@ def scan(root: Path, before: Record | None, since: int) -> tuple[Record, list[st
             with os.scandir(path) as it:
                 entries = list(it)
             dirs = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and (rel or e.name != ".git"))
-            joined_dirs = "\0".join(dirs)
-            joined_others = "\0".join(sorted(e.name for e in entries if not e.is_dir(follow_symlinks=False)))
+            joined_dirs = "/".join(dirs)
+            joined_others = "/".join(sorted(e.name for e in entries if not e.is_dir(follow_symlinks=False)))
             written += [
                 f"{rel}/{e.name}" if rel else e.name
                 for e in entries

@@ -271,7 +271,7 @@ def test_the_names_repaired_by_name_shrink_to_the_racy_ones(tmp_path: Path) -> N
 
 
 def test_the_record_of_names_keeps_every_name_and_refuses_an_older_form(tmp_path: Path) -> None:
-    """One NUL-joined string per directory: names with spaces, newlines and bytes that are
+    """One string per directory, its names joined with "/": names with spaces, newlines and bytes that are
     no UTF-8 come back as they were; a record in the older form (a list per directory) is
     no record (the restore reads every directory once, then writes the new form)."""
     import json

@@ -62,7 +62,10 @@ def load(gitdir: str) -> Record | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get(""), list) or len(data[""]) != 6:
         return None
-    return data if isinstance(data[""][4], str) and isinstance(data[""][5], str) else None  # else an older form
+    root = data[""]
+    if not isinstance(root[4], str) or not isinstance(root[5], str) or "\0" in root[4] + root[5]:
+        return None  # an older form (lists of names, or names joined with NUL)
+    return data
 
 
 def save(gitdir: str, root: Path, before: Record | None, since: int) -> list[str]:

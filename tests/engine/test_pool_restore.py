@@ -299,3 +299,6 @@ def test_the_record_of_names_keeps_every_name_and_refuses_an_older_form(tmp_path
     older = {rel: [*v[:4], poolscan._names(v[4]), poolscan._names(v[5])] for rel, v in record.items()}
     (gitdir / poolscan.RECORD).write_text(json.dumps(older))
     assert poolscan.load(str(gitdir)) is None
+    joined_with_nul = {rel: [*v[:4], v[4].replace("/", "\0"), v[5].replace("/", "\0")] for rel, v in record.items()}
+    (gitdir / poolscan.RECORD).write_text(json.dumps(joined_with_nul))
+    assert poolscan.load(str(gitdir)) is None

@@ -38,7 +38,8 @@ reports, before running anything, that it could not begin (:data:`NOT_STARTED`).
 run of a project starts nothing ahead. Unused, it is killed when the run ends. Once pytest
 has returned and the exit handlers have run, it ends at once (``os._exit``) rather than
 tearing the interpreter down (pytest's collections and module teardown, 40-70 ms here),
-unless a thread that a fresh start would wait for is still running.
+unless a thread that a fresh start would wait for is still running or an output stream
+cannot be flushed (the usual exit then does what it always does).
 """
 
 from __future__ import annotations
@@ -150,11 +151,11 @@ import atexit, threading
 if any(_t.is_alive() and not _t.daemon for _t in threading.enumerate() if _t is not threading.main_thread()):
     raise SystemExit(_code)
 atexit._run_exitfuncs()
-for _stream in (sys.stdout, sys.stderr):
-    try:
-        _stream.flush()
-    except BaseException:
-        pass
+try:
+    sys.stdout.flush()
+    sys.stderr.flush()
+except BaseException:  # a stream that cannot be flushed: the usual exit reports it (status 120)
+    raise SystemExit(_code)
 os._exit(_code)
 """
 
@@ -309,14 +310,19 @@ def _start(where: str, setup: Mapping[str, Any], policy: SandboxPolicy) -> bool:
         started = start_process([python, "-c", BOOT], cwd=Path(where), env=env, sandbox=policy)
     except Exception:  # a record or a start that does not work is no start: the tests start as usual
         return False
-    warm = _Warm(started, python, env, policy, mounts, mounted)
+    _wait(where, _Warm(started, python, env, policy, mounts, mounted))
+    return True
+
+
+def _wait(where: str, warm: _Warm) -> None:
+    """``warm`` is the one waiting: a run has one working copy, so anything else waiting is
+    not for it and is killed."""
     with _LOCK:
-        gone = list(_WAITING.values())  # a run has one working copy: anything else waiting is not for it
+        gone = list(_WAITING.values())
         _WAITING.clear()
         _WAITING[where] = warm
     for old in gone:
         old.started.discard()
-    return True
 
 
 def prestart_for(root: Path) -> bool:
@@ -361,12 +367,7 @@ def prestart(workspace: Path, policy: SandboxPolicy) -> bool:
             early.policy = policy
             if policy.on_confined is not None:  # what a start under this run's policy reports
                 policy.on_confined("bwrap")
-            with _LOCK:
-                gone = list(_WAITING.values())
-                _WAITING.clear()
-                _WAITING[where] = early
-            for old in gone:
-                old.started.discard()
+            _wait(where, early)
             return True
     if early is not None:
         early.started.discard()

@@ -316,3 +316,44 @@ def test_the_recorded_policy_is_the_policy_field_for_field(tmp_path: Path) -> No
     assert warmtests.policy_from(json.loads(json.dumps(record))) == policy
     with pytest.raises(ValueError):
         warmtests.policy_from({**record, "mode": "sometimes"})
+
+
+BROKEN_STDOUT = """\
+import sys
+
+
+class _Broken:
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        raise OSError("no room")
+
+
+def pytest_unconfigure(config):  # once pytest is done with its own streams
+    import atexit
+
+    atexit.register(setattr, sys, "stdout", _Broken())
+"""
+
+
+def test_an_output_that_cannot_be_flushed_ends_it_as_any_interpreter_ends(tmp_path: Path, snodo_home: Path) -> None:
+    """The process started ahead ends without the interpreter's teardown only when that
+    changes nothing a caller sees: a ``sys.stdout`` whose flush fails makes any interpreter
+    exit 120, and the one started ahead then exits the usual way, with the same status."""
+    from snodo.sandbox import choose_backend
+
+    ws = _workspace(tmp_path)
+    (ws / "conftest.py").write_text(CONFTEST + "\n" + BROKEN_STDOUT)
+    policy = SandboxPolicy(workspace=ws)
+    setup = python_setup(ws, python=sys.executable)
+    argv = python_argv(["python", "-m", "pytest", "-q"], setup)
+    with confined(policy):
+        cold = testrun.run_suite(argv, setup, timeout=60)  # the usual way; remembered
+    assert cold.exit_code == 120 and "STARTED -m" in cold.output, cold.output
+    if choose_backend().name != "bwrap":
+        pytest.skip("started ahead only where bubblewrap confines")
+    assert warmtests.prestart(ws, policy)
+    with confined(policy):
+        warm = testrun.run_suite(argv, setup, timeout=60)
+    assert warm.exit_code == 120 and "STARTED -c" in warm.output, warm.output

@@ -152,15 +152,13 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
             return ok, text, data
 
         try:
-            # abandon_on_cancel: a cancelled call answers nothing (the SDK drops it); its
-            # thread ends on its own once call.cancel() has killed what it was waiting for
-            if params.name in LONG_CALLS and _wants_progress(ctx):
-                async with anyio.create_task_group() as group:
+            async with anyio.create_task_group() as group:
+                if params.name in LONG_CALLS and _wants_progress(ctx):
                     group.start_soon(_report_progress, ctx, params.name)
-                    ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-                    group.cancel_scope.cancel()
-            else:
+                # abandon_on_cancel: a cancelled call answers nothing (the SDK drops it); its
+                # thread ends on its own once call.cancel() has killed what it was waiting for
                 ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             call.cancel()  # notifications/cancelled (or the server stopping): kill the call's process tree now
             raise

@@ -60,6 +60,9 @@ class Slot:
         self.path = base_dir / POOL / f"slot-{n}"
         self.lock_path = base_dir / LOCKS / f"slot-{n}.lock"
         self.fd = fd
+        #: every directory of the copy (root-relative, "" for the root) as the last restore
+        #: or checkout left it; ``None`` when not known
+        self.dirs: tuple[str, ...] | None = None
 
     def meta(self) -> dict[str, Any]:
         try:
@@ -150,6 +153,7 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     stat data). ``base`` may be a function: it is called when step 3 needs it, so the
     caller can read it alongside.
     """
+    slot.dirs = None
     gitdir = slot.meta().get("gitdir")
     if not isinstance(gitdir, str) or not os.path.isdir(gitdir) or not slot.path.is_dir():
         return False
@@ -202,9 +206,8 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
         install_index(ref, Path(gitdir) / "index")
         _forget_history(gitdir)
         if not linked or _leftovers(slot.path, pinned) == []:
-            poolscan.write_names(
-                gitdir, RACY, sorted({*racy, *poolscan.save(gitdir, slot.path, before, int(time.time()))})
-            )
+            written, slot.dirs = poolscan.save(gitdir, slot.path, before, int(time.time()))
+            poolscan.write_names(gitdir, RACY, sorted({*racy, *written}))
             return True
     work = ref.with_name(f"{REF_INDEX}.work")
     os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
@@ -217,7 +220,8 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
         if clean is None or (clean.ok and not clean.stderr.strip()):
             _forget_history(gitdir)
             if not linked or _leftovers(slot.path, pinned) == []:
-                poolscan.write_names(gitdir, RACY, poolscan.save(gitdir, slot.path, before, started))
+                written, slot.dirs = poolscan.save(gitdir, slot.path, before, started)
+                poolscan.write_names(gitdir, RACY, written)
                 _record_base(gitdir, target())
                 return True
     with contextlib.suppress(FileNotFoundError):
@@ -266,7 +270,7 @@ def _long_path(slot: Slot, gitdir: str, pinned: tuple[str, ...], base: str) -> b
     _forget_history(gitdir)
     if _leftovers(slot.path, pinned) != []:
         return False
-    record_index(gitdir, base, slot.path, started)
+    slot.dirs = record_index(gitdir, base, slot.path, started)
     return True
 
 
@@ -292,16 +296,19 @@ STAT_TRUST = tuple(
 _RESET = ("reset", "-q", "--hard", "--no-recurse-submodules")
 
 
-def record_index(gitdir: str, base: str, copy: Path, since: int) -> None:
+def record_index(gitdir: str, base: str, copy: Path, since: int) -> tuple[str, ...]:
     """Keep the copy's index (just written by a checkout or a restore that started in second
     ``since``) as the record the next restore compares the copy with, and the files written
-    since then (:func:`~snodo.engine.poolscan.save`, with no earlier record: every directory read)."""
+    since then (:func:`~snodo.engine.poolscan.save`, with no earlier record: every directory
+    read). Returns every directory of the copy (root-relative)."""
     ref = Path(gitdir) / REF_INDEX
     tmp = ref.with_name(f"{REF_INDEX}.tmp")
     shutil.copy2(Path(gitdir) / "index", tmp)  # with its mtime: git's racy-entry check reads it
     os.replace(tmp, ref)
-    poolscan.write_names(gitdir, RACY, poolscan.save(gitdir, copy, None, since))
+    written, dirs = poolscan.save(gitdir, copy, None, since)
+    poolscan.write_names(gitdir, RACY, written)
     _record_base(gitdir, base)
+    return dirs
 
 
 #: The files the last restore wrote (see :func:`~snodo.engine.poolscan.scan`),

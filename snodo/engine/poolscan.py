@@ -68,10 +68,11 @@ def load(gitdir: str) -> Record | None:
     return data
 
 
-def save(gitdir: str, root: Path, before: Record | None, since: int) -> list[str]:
+def save(gitdir: str, root: Path, before: Record | None, since: int) -> tuple[list[str], tuple[str, ...]]:
     """Record the copy as it is now (right after a restore that started in second
     ``since``): directories unchanged since ``before`` are taken from it, the others read.
-    Returns the files written since (see :func:`scan`)."""
+    Returns the files written since (see :func:`scan`) and every directory of the copy
+    (root-relative, ``""`` for the root)."""
     record, written = scan(root, before, since)
     tmp = os.path.join(gitdir, f"{RECORD}.tmp")
     # ``dumps``, not ``dump``: only the one-shot encoder is the C one (~10x on 30,000 names).
@@ -79,7 +80,7 @@ def save(gitdir: str, root: Path, before: Record | None, since: int) -> list[str
     with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
         fh.write(text)
     os.replace(tmp, os.path.join(gitdir, RECORD))
-    return written
+    return written, tuple(record)
 
 
 def _key(st: os.stat_result) -> list[int]:

@@ -405,5 +405,5 @@ def _fresh_copy(repo: Path, directory: Path, slot: pool.Slot, head: str) -> None
     if not text.startswith("gitdir: "):
         raise EnvironmentProblem(f"git made no linked working copy at {slot.path}")
     gitdir = text.removeprefix("gitdir: ").strip()
-    pool.record_index(gitdir, head, slot.path, started)  # what the first restore compares the copy with
+    slot.dirs = pool.record_index(gitdir, head, slot.path, started)  # what the first restore compares with
     slot.write_meta({"gitdir": gitdir})

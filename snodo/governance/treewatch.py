@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import stat
 import struct
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
@@ -72,7 +71,8 @@ def _libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # the process's own symbols, libc's among them (finding libc by name starts a process)
+        return ctypes.CDLL(None, use_errno=True)
     except OSError:
         return None
 
@@ -250,20 +250,11 @@ class StatusWatch:
 
     def _drain(self) -> bool:
         """Read every pending event; True if none could have changed the last answer."""
-        events: list[tuple[int, int, bytes]] = []
-        while True:
-            try:
-                data = os.read(self._fd, 65536)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                self._off = f"inotify failed: {exc}"
-                return False
-            offset = 0
-            while offset + _EVENT.size <= len(data):
-                wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
-                events.append((wd, mask, data[offset + _EVENT.size : offset + _EVENT.size + size].rstrip(b"\0")))
-                offset += _EVENT.size + size
+        try:
+            events = read_events(self._fd)
+        except OSError as exc:
+            self._off = f"inotify failed: {exc}"
+            return False
         # a name created, removed or renamed meanwhile may now be another file
         renamed = {(wd, name) for wd, mask, name in events if mask & ~_CONTENT_ONLY}
         unchanged = True
@@ -302,6 +293,121 @@ class StatusWatch:
         except OSError:
             return False
         return stat.S_ISREG(found.st_mode) and found.st_nlink == 1
+
+
+def read_events(fd: int) -> list[tuple[int, int, bytes]]:
+    """Every event pending on the inotify descriptor ``fd``: (watch, mask, name)."""
+    events: list[tuple[int, int, bytes]] = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return events
+        offset = 0
+        while offset + _EVENT.size <= len(data):
+            wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
+            events.append((wd, mask, data[offset + _EVENT.size : offset + _EVENT.size + size].rstrip(b"\0")))
+            offset += _EVENT.size + size
+
+
+class Stillness:
+    """Whether anything at all changed in a tree since the last look: inotify watches on
+    every directory of it, named by whoever knows them (the pool's record of a working copy
+    it just restored), so no walk is paid.
+
+    :meth:`still` is True only while every directory is watched and not one event came since
+    the previous call: any change to a name or a file's content or metadata in a watched
+    directory ends it. A directory created meanwhile is watched from then on, with what it
+    holds; a lost event (queue overflow), a watch refused or a file system whose changes may
+    not all reach inotify turns it off for good (:meth:`still` is then always False).
+    Not seen, as for :class:`StatusWatch`: writes through a shared memory mapping and through
+    a hard link whose other name is outside the tree.
+    """
+
+    def __init__(self, root: Path, dirs: Iterable[str]) -> None:
+        self.root = os.path.realpath(root)
+        self.off = ""
+        self._fd = -1
+        self._libc = _libc()
+        self._watched = 0
+        self._paths: dict[int, str] = {}  # watch descriptor -> directory
+        if self._libc is None:
+            self.off = "no inotify on this system"
+            return
+        kind = _fs_type(Path(self.root))
+        if kind not in LOCAL_FS:
+            self.off = f"the tree is on a {kind or 'unknown'} file system"
+            return
+        try:
+            self._fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        except AttributeError:  # a C library without inotify
+            self.off = "no inotify on this system"
+            return
+        if self._fd < 0:
+            self.off = f"inotify refused: {os.strerror(ctypes.get_errno())}"
+            return
+        for rel in dirs:
+            if not self._watch(os.path.join(self.root, rel) if rel else self.root):
+                break
+
+    def _watch(self, path: str) -> bool:
+        assert self._libc is not None
+        self._watched += 1
+        if self._watched > MAX_WATCHES:
+            self.off = f"more than {MAX_WATCHES} directories to watch"
+            return False
+        wd = int(self._libc.inotify_add_watch(self._fd, os.fsencode(path), _MASK))
+        if wd < 0:
+            self.off = f"inotify refused a watch on {path}: {os.strerror(ctypes.get_errno())}"
+            return False
+        self._paths[wd] = path
+        return True
+
+    def still(self) -> bool:
+        """Nothing changed since the last look (this or :meth:`absorb`, or the watches' placing)."""
+        return self._look() == 0
+
+    def absorb(self) -> bool:
+        """Take what changed since the last look as known (the caller's own writing): True
+        while the watch goes on."""
+        return self._look() >= 0
+
+    def _look(self) -> int:
+        """How many events came since the last look; -1 when the watch is off."""
+        if not self.off:
+            try:
+                events = read_events(self._fd)
+            except OSError as exc:
+                self.off = f"inotify failed: {exc}"
+                events = []
+            for wd, mask, name in events:
+                if mask & _IN_Q_OVERFLOW:
+                    self.off = "inotify lost events"
+                elif mask & _IN_ISDIR and mask & (_IN_CREATE | _IN_MOVED_TO) and wd in self._paths:
+                    self._watch_new(os.path.join(self._paths[wd], os.fsdecode(name)))
+            if not self.off:
+                return len(events)
+        self.close()
+        return -1
+
+    def _watch_new(self, top: str) -> None:
+        """Watch a directory that appeared, and every directory below it (not followed links)."""
+        pending = [top]
+        while pending and not self.off:
+            here = pending.pop()
+            try:
+                if not self._watch(here):
+                    return
+                with os.scandir(here) as listing:
+                    pending.extend(e.path for e in listing if e.is_dir(follow_symlinks=False))
+            except OSError:  # gone again meanwhile: the event that says so is pending
+                continue
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.off = self.off or "closed"
 
 
 def _visible(lines: tuple[str, ...]) -> tuple[str, ...]:

@@ -90,6 +90,7 @@ EXPECTED = {
     "snodo.governance.policy",
     "snodo.governance.runner",
     "snodo.governance.service",
+    "snodo.governance.treewatch",
     "snodo.hookspecs",
     "snodo.outcomes",
     "snodo.planning",

@@ -195,3 +195,68 @@ def test_a_tree_with_too_many_directories_is_read_with_git_each_time(
     (repo / "pkg" / "mod.py").write_text("a = 5\n")
     assert step(watch, repo, 4) == (" M pkg/mod.py",)
     assert watch._fd == -1  # the watches were given back
+
+
+# -- Stillness: anything at all changed since the last look (the engine's working copies) --
+
+
+def _tree(root: Path) -> list[str]:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "top.txt").write_text("top\n")
+    (root / "a" / "b" / "deep.txt").write_text("deep\n")
+    return ["", "a", "a/b"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: (r / "a" / "b" / "deep.txt").write_text("other\n"),
+        lambda r: (r / "a" / "b" / "deep.txt").chmod(0o755),
+        lambda r: (r / "a" / "new.txt").write_text("new\n"),
+        lambda r: (r / "top.txt").unlink(),
+        lambda r: (r / "a" / "b" / "deep.txt").rename(r / "a" / "b" / "moved.txt"),
+        lambda r: (r / "a" / "c").mkdir(),
+        lambda r: os.utime(r / "top.txt", (1, 1)),
+    ],
+    ids=["content", "mode", "created", "removed", "renamed", "directory", "times"],
+)
+def test_stillness_ends_with_any_change_below_and_holds_again_after_the_look(tmp_path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "copy"
+    watch = treewatch.Stillness(root, _tree(root))
+    try:
+        assert watch.still() and watch.still()  # nothing: still, look after look
+        (root / "a" / "b" / "deep.txt").read_text()  # reading changes nothing
+        assert watch.still()
+        change(root)
+        assert not watch.still()
+        assert watch.still()  # that change was seen; nothing since
+    finally:
+        watch.close()
+
+
+def test_a_directory_that_appeared_is_watched_from_then_on_with_what_it_holds(tmp_path: Path) -> None:
+    root = tmp_path / "copy"
+    watch = treewatch.Stillness(root, _tree(root))
+    try:
+        (root / "a" / "fresh" / "deeper").mkdir(parents=True)  # the caller's own writing...
+        assert watch.absorb()  # ...taken as known
+        assert watch.still()
+        (root / "a" / "fresh" / "deeper" / "later.txt").write_text("later\n")
+        assert not watch.still()  # a change below it is seen
+    finally:
+        watch.close()
+
+
+def test_stillness_is_off_for_good_when_it_cannot_watch_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "copy"
+    dirs = _tree(root)
+    missing = treewatch.Stillness(root, [*dirs, "gone"])  # a directory named that is not there
+    assert missing.off and not missing.still() and not missing.absorb()
+    monkeypatch.setattr(treewatch, "MAX_WATCHES", 2)
+    too_many = treewatch.Stillness(root, dirs)
+    assert "more than 2 directories" in too_many.off and not too_many.still()
+    monkeypatch.setattr(treewatch, "_fs_type", lambda _path: "nfs")
+    remote = treewatch.Stillness(root, dirs[:1])
+    assert "nfs file system" in remote.off and not remote.still()

@@ -1,0 +1,120 @@
+"""What post_execute's validators are told the working copy holds besides the commit they
+judge (``details.dirty_tree``, issue 27: a cost that follows the change).
+
+The copy is restored and checked clean before the run; from then on inotify watches every
+directory of it (``treewatch.Stillness``). When nothing changed in it before the engine wrote
+the coder's operations, and the engine committed every one of them, the copy holds exactly
+that commit: the validators are told so without a whole-tree ``git status``. Anything a
+confined pre_execute validator changed reaches inotify through the sandbox's mounts, under
+each backend, and the phase reads ``git status`` as before. Real CLI, real git, real sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo
+
+PROTOCOL = """\
+protocol_id: t
+name: t
+modes:
+  - mode_id: producer
+    tools: [read, edit, validate, dispatch, commit]
+    validators: [pre, post]
+    coder: mock
+validators:
+  - {validator_id: pre, validator_type: pytest, tooling: {command: "sh pre.sh"}}
+  - {validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {command: "true"}}
+"""
+
+WRAPPER = """#!/bin/sh
+printf '%s\\n' "$*" >> "{log}"
+exec "{git}" "$@"
+"""
+
+
+def _project(tmp_path: Path, pre: str) -> tuple[Path, dict[str, str], Path]:
+    """A project whose pre_execute validator runs ``pre`` (a shell script) in the copy, and
+    the environment of a run whose every git process is logged."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".snodo").mkdir()
+    (repo / ".snodo" / "protocol.yml").write_text(PROTOCOL)
+    (repo / "pre.sh").write_text(pre)
+    (repo / "tool.sh").write_text("echo tool\n")
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "mod.py").write_text("X = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "project")
+    real = shutil.which("git")
+    assert real is not None
+    log, wrapper = tmp_path / "git.log", tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    wrapper.write_text(WRAPPER.format(log=log, git=real))
+    wrapper.chmod(0o755)
+    env = {**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
+    return repo, env, log
+
+
+def _run(repo: Path, env: dict[str, str], log: Path, spec: str) -> tuple[dict, list[str]]:  # type: ignore[type-arg]
+    log.unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-I", "-m", "snodo", "run", spec, "--mock", "--json"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    payload: dict = json.loads(done.stdout)  # type: ignore[type-arg]
+    assert payload["status"] == "completed", done.stdout + done.stderr
+    return payload, log.read_text().splitlines()
+
+
+def _post(payload: dict) -> dict:  # type: ignore[type-arg]
+    post: dict = next(v for v in payload["validators"] if v["validator_id"] == "post")  # type: ignore[type-arg]
+    assert post["severity"] == "pass", post
+    return post
+
+
+def _copy_statuses(lines: list[str]) -> list[str]:
+    return [line for line in lines if "/pool/slot-" in line and " status " in f" {line} "]
+
+
+def test_a_copy_nothing_touched_is_judged_clean_without_a_status(tmp_path: Path, backend: str) -> None:
+    repo, env, log = _project(tmp_path, "true\n")
+    for n in range(2):  # a copy made fresh, then one restored
+        payload, lines = _run(repo, env, log, f"add a hello module {n}")
+        assert "dirty_tree" not in _post(payload)["details"]
+        assert _copy_statuses(lines) == [], "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("pre", "listed"),
+    [
+        ("echo left > pkg/left.txt\n", ["?? pkg/left.txt"]),
+        ("echo more >> README.md\n", [" M README.md"]),
+        ("mkdir -p pkg/fresh/deeper && echo x > pkg/fresh/deeper/f.txt\n", ["?? pkg/fresh/"]),
+        ("echo Y = 2 >> pkg/mod.py\n", [" M pkg/mod.py"]),
+        ("chmod 755 tool.sh\n", [" M tool.sh"]),
+        ("rm pkg/mod.py\n", [" D pkg/mod.py"]),
+    ],
+    ids=["untracked", "modified", "new-directory", "modified-below", "mode", "deleted"],
+)
+def test_what_a_confined_pre_execute_validator_changed_is_listed_after_the_commit(
+    tmp_path: Path, backend: str, pre: str, listed: list[str]
+) -> None:
+    # (Landlock refuses creating and removing names in the copy's top directory, which holds
+    # `.git`: those changes are made one level down.)
+    repo, env, log = _project(tmp_path, pre)
+    for n in range(2):  # a copy made fresh, then one restored (the pre_execute script ran again)
+        payload, lines = _run(repo, env, log, f"add a hello module {n}")
+        assert _post(payload)["details"].get("dirty_tree") == listed, payload
+        assert len(_copy_statuses(lines)) == 1, "\n".join(lines)

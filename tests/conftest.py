@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -85,6 +86,19 @@ validators:
   - {{validator_id: scope, validator_type: protocol}}
   - {{validator_id: tests, validator_type: pytest, evaluation_phase: post_execute{tests_extra}}}
 {tail}""")
+
+
+def git_on_path(where: Path, before_exec: str) -> dict[str, str]:
+    """This environment with a ``git`` first on ``PATH`` that runs ``before_exec`` (shell
+    text, git's arguments in ``$*``) and then execs the real git. snodo finds its git once, at
+    import, on the ``PATH`` it starts with: every git a process started with it runs passes
+    through the script."""
+    real = shutil.which("git")
+    assert real is not None
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "git").write_text(f'#!/bin/sh\n{before_exec}\nexec "{real}" "$@"\n')
+    (where / "git").chmod(0o755)
+    return {**os.environ, "PATH": f"{where}{os.pathsep}{os.environ['PATH']}"}
 
 
 def make_repo(path: Path) -> Path:

@@ -10,13 +10,11 @@ other) is counted. The first run of a project makes the pooled working copy
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import TRIVIAL_PROTOCOL, git, make_repo
+from tests.conftest import TRIVIAL_PROTOCOL, git, git_on_path, make_repo
 
 PROTOCOL = TRIVIAL_PROTOCOL
 
@@ -35,11 +33,6 @@ STATUS_PER_PHASE = 0
 STEADY_BUDGET = 9
 FIRST_BUDGET = 11
 
-WRAPPER = """#!/bin/sh
-printf '%s\\n' "$*" >> "{log}"
-exec "{git}" "$@"
-"""
-
 
 def _governed_run(repo: Path, env: dict[str, str], log: Path, n: int) -> list[str]:
     log.unlink(missing_ok=True)
@@ -56,18 +49,13 @@ def _governed_run(repo: Path, env: dict[str, str], log: Path, n: int) -> list[st
 
 
 def test_a_mock_run_starts_few_git_processes(tmp_path: Path, snodo_home: Path) -> None:
-    real = shutil.which("git")
-    assert real is not None
-    wrapper_dir, log = tmp_path / "bin", tmp_path / "git.log"
-    wrapper_dir.mkdir()
-    (wrapper_dir / "git").write_text(WRAPPER.format(log=log, git=real))
-    (wrapper_dir / "git").chmod(0o755)
+    log = tmp_path / "git.log"
     repo = make_repo(tmp_path / "repo")
     (repo / ".snodo").mkdir()
     (repo / ".snodo" / "protocol.yml").write_text(PROTOCOL)
     git(repo, "add", ".snodo")
     git(repo, "commit", "-q", "-m", "protocol")
-    env = {**os.environ, "PATH": f"{wrapper_dir}{os.pathsep}{os.environ['PATH']}", "SNODO_HOME": str(snodo_home)}
+    env = {**git_on_path(tmp_path / "bin", f'printf \'%s\\n\' "$*" >> "{log}"'), "SNODO_HOME": str(snodo_home)}
 
     first = _governed_run(repo, env, log, 1)
     second = _governed_run(repo, env, log, 2)

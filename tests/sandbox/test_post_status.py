@@ -12,33 +12,19 @@ each backend, and the phase reads ``git status`` as before. Real CLI, real git, 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo
+from tests.conftest import TRIVIAL_PROTOCOL, git, git_on_path, make_repo
 
-PROTOCOL = """\
-protocol_id: t
-name: t
-modes:
-  - mode_id: producer
-    tools: [read, edit, validate, dispatch, commit]
-    validators: [pre, post]
-    coder: mock
-validators:
-  - {validator_id: pre, validator_type: pytest, tooling: {command: "sh pre.sh"}}
-  - {validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {command: "true"}}
-"""
-
-WRAPPER = """#!/bin/sh
-printf '%s\\n' "$*" >> "{log}"
-exec "{git}" "$@"
-"""
+#: The trivial protocol, its pre_execute validator running the project's ``pre.sh``.
+PROTOCOL = TRIVIAL_PROTOCOL.replace(
+    '{validator_id: pre, validator_type: pytest, tooling: {command: "true"}}',
+    '{validator_id: pre, validator_type: pytest, tooling: {command: "sh pre.sh"}}',
+)
 
 
 def _project(tmp_path: Path, pre: str) -> tuple[Path, dict[str, str], Path]:
@@ -53,14 +39,9 @@ def _project(tmp_path: Path, pre: str) -> tuple[Path, dict[str, str], Path]:
     (repo / "pkg" / "mod.py").write_text("X = 1\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "project")
-    real = shutil.which("git")
-    assert real is not None
-    log, wrapper = tmp_path / "git.log", tmp_path / "bin" / "git"
-    wrapper.parent.mkdir()
-    wrapper.write_text(WRAPPER.format(log=log, git=real))
-    wrapper.chmod(0o755)
-    env = {**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
-    return repo, env, log
+    log = tmp_path / "git.log"
+    assert "sh pre.sh" in PROTOCOL
+    return repo, git_on_path(tmp_path / "bin", f'printf \'%s\\n\' "$*" >> "{log}"'), log
 
 
 def _run(repo: Path, env: dict[str, str], log: Path, spec: str) -> tuple[dict, list[str]]:  # type: ignore[type-arg]

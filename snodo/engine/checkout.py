@@ -81,10 +81,10 @@ def _look_aside(repo: Path) -> Beside[tuple[str | None, list[str]]]:
     (:func:`read_head`), nothing of the run waits for it until the run ends, so it runs at
     the lowest CPU priority: the run's own work goes first where the CPUs are short (Linux
     keeps a nice value per thread, and the ``git`` it starts inherits it)."""
-    low = read_head(repo) is not None
 
     def look() -> tuple[str | None, list[str]]:
-        if low:
+        if read_head(repo) is not None:
+            # refused, or no nice values here (not Unix): the look runs at the usual priority
             with contextlib.suppress(OSError, AttributeError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         return look_at_checkout(repo)

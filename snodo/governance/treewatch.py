@@ -96,6 +96,25 @@ def _fs_type(path: Path) -> str:
     return kind
 
 
+def _inotify(tree: Path) -> tuple[ctypes.CDLL, int] | str:
+    """A non-blocking inotify descriptor (and the C library to add watches with) for the tree
+    at ``tree``, or why there is none: no inotify here, or a file system whose changes may not
+    all reach it."""
+    libc = _libc()
+    if libc is None:
+        return "no inotify on this system"
+    kind = _fs_type(tree)
+    if kind not in LOCAL_FS:
+        return f"the work tree is on a {kind or 'unknown'} file system"
+    try:
+        fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
+    except AttributeError:  # a C library without inotify
+        return "no inotify on this system"
+    if fd < 0:
+        return f"inotify refused: {os.strerror(ctypes.get_errno())}"
+    return libc, fd
+
+
 def _points_elsewhere(config: Path) -> bool:
     """Whether a git configuration file may make git read files outside what is watched."""
     try:
@@ -174,19 +193,11 @@ class StatusWatch:
         return lines
 
     def _start(self) -> None:
-        libc = _libc()
-        if libc is None:
-            self._off = "no inotify on this system"
+        opened = _inotify(self.workspace)
+        if isinstance(opened, str):
+            self._off = opened
             return
-        kind = _fs_type(self.workspace)
-        if kind not in LOCAL_FS:
-            self._off = f"the work tree is on a {kind or 'unknown'} file system"
-            return
-        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if fd < 0:
-            self._off = f"inotify refused: {os.strerror(ctypes.get_errno())}"
-            return
-        self._fd, self._libc = fd, libc
+        self._libc, self._fd = opened
 
     def _restart(self) -> None:
         os.close(self._fd)
@@ -328,24 +339,14 @@ class Stillness:
         self.root = os.path.realpath(root)
         self.off = ""
         self._fd = -1
-        self._libc = _libc()
+        self._libc: ctypes.CDLL | None = None
         self._watched = 0
         self._paths: dict[int, str] = {}  # watch descriptor -> directory
-        if self._libc is None:
-            self.off = "no inotify on this system"
+        opened = _inotify(Path(self.root))
+        if isinstance(opened, str):
+            self.off = opened
             return
-        kind = _fs_type(Path(self.root))
-        if kind not in LOCAL_FS:
-            self.off = f"the tree is on a {kind or 'unknown'} file system"
-            return
-        try:
-            self._fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        except AttributeError:  # a C library without inotify
-            self.off = "no inotify on this system"
-            return
-        if self._fd < 0:
-            self.off = f"inotify refused: {os.strerror(ctypes.get_errno())}"
-            return
+        self._libc, self._fd = opened
         for rel in dirs:
             if not self._watch(os.path.join(self.root, rel) if rel else self.root):
                 break

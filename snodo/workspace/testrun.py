@@ -210,7 +210,7 @@ def run_suite(argv: Sequence[str], setup: PythonSetup, *, timeout: float) -> Sui
             result = run_process(list(argv), cwd=setup.workspace, timeout=timeout, env=env, sandbox=policy)
         imports = _load_report(report_file, result.output)
     finally:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # none was written (no pytest, or confined away from it)
             os.unlink(report_file)
     if pytest and imports is not None:
         warmtests.remember(setup.workspace, argv, fields, policy)

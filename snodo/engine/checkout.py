@@ -3,7 +3,6 @@ left uncommitted there (not part of the run, and the user should know)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -61,35 +60,19 @@ def look_ahead(repo: Path) -> None:
     with _AHEAD_LOCK:
         key = os.path.realpath(repo)
         if key not in _AHEAD:
-            _AHEAD[key] = _look_aside(Path(key))
+            _AHEAD[key] = Beside(look_at_checkout, Path(key))
 
 
 def looking(repo: Path) -> Beside[tuple[str | None, list[str]]]:
     """The look at ``repo`` started ahead for this run, or one started now."""
     with _AHEAD_LOCK:
         ahead = _AHEAD.pop(os.path.realpath(repo), None)
-    return ahead if ahead is not None else _look_aside(repo)
+    return ahead if ahead is not None else Beside(look_at_checkout, repo)
 
 
 def rev(repo: Path, name: str) -> str | None:
     result = run_git(repo, "rev-parse", "--verify", "-q", f"{name}^{{commit}}")
     return (result.stdout.strip() or None) if result.ok else None
-
-
-def _look_aside(repo: Path) -> Beside[tuple[str | None, list[str]]]:
-    """:func:`look_at_checkout` in a thread beside the run. When HEAD reads without it
-    (:func:`read_head`), nothing of the run waits for it until the run ends, so it runs at
-    the lowest CPU priority: the run's own work goes first where the CPUs are short (Linux
-    keeps a nice value per thread, and the ``git`` it starts inherits it)."""
-
-    def look() -> tuple[str | None, list[str]]:
-        if read_head(repo) is not None:
-            # refused, or no nice values here (not Unix): the look runs at the usual priority
-            with contextlib.suppress(OSError, AttributeError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        return look_at_checkout(repo)
-
-    return Beside(look)
 
 
 def look_at_checkout(repo: Path) -> tuple[str | None, list[str]]:

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
 from snodo.engine import checkout
-from tests.conftest import git, git_on_path, make_repo
+from tests.conftest import git, make_repo
 
 
 def test_the_look_started_ahead_is_the_one_the_run_takes_and_says_what_was_uncommitted_then(tmp_path: Path) -> None:
@@ -37,26 +33,3 @@ def test_a_look_ahead_at_another_checkout_is_not_taken(tmp_path: Path) -> None:
         assert os.path.realpath(other) in checkout._AHEAD
     finally:
         checkout.looking(other).join()
-
-
-@pytest.mark.parametrize(("packed", "nice"), [(False, "19"), (True, "0")], ids=["loose-head", "packed-head"])
-def test_the_look_yields_the_cpus_to_the_run_unless_the_run_waits_for_it(
-    tmp_path: Path, packed: bool, nice: str
-) -> None:
-    """Only the note at the run's end waits for the look when HEAD reads from its files; a
-    packed ref makes the run's base wait for it, so it then keeps the usual priority."""
-    repo = make_repo(tmp_path / "repo")
-    if packed:
-        git(repo, "pack-refs", "--all")
-    log = tmp_path / "nice.log"  # the nice value of each status git (its 19th /proc stat field)
-    env = git_on_path(
-        tmp_path / "bin", f"""case "$*" in *" status "*) cut -d' ' -f19 /proc/self/stat >> "{log}" ;; esac"""
-    )
-    code = (
-        "from pathlib import Path; from snodo.gitrun import pin; from snodo.engine import checkout;"
-        f"repo = Path({str(repo)!r}); pin(repo); checkout.look_ahead(repo);"
-        "print(checkout.looking(repo).result())"
-    )
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert git(repo, "rev-parse", "HEAD").strip() in done.stdout
-    assert log.read_text().split() == [nice]

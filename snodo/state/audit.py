@@ -97,7 +97,9 @@ _CHECKED: set[tuple[int, int]] = set()
 #: home's two slot files. A log and slots still exactly so have been written by no one since
 #: (any write sets a ctime, which no process can set back), so the next append reads neither
 #: to check them. Only touched under the log's exclusive lock.
-_LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...]]] = {}
+#: Also which slot that append wrote and its write number, so the next one writes the other
+#: slot without reading either (:func:`write_anchor`'s ``last``).
+_LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...], tuple[int, int]]] = {}
 
 
 def _identities(paths: tuple[Path, ...]) -> tuple[tuple[int, ...] | None, ...]:
@@ -136,7 +138,9 @@ class AuditLog:
     @property
     def anchor_path(self) -> Path:
         """Where the home keeps this log's last checkpoint (keyed by the log's real path)."""
-        real = os.path.realpath(self.path)
+        return self._anchor_for(os.path.realpath(self.path))
+
+    def _anchor_for(self, real: str) -> Path:
         cached = self._anchor
         if cached is None or cached[0] != real:
             key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
@@ -252,15 +256,26 @@ class AuditLog:
         checkpoint in one write and one fsync, then record the checkpoint in the home."""
         audit_signing_key(self.home)  # made (or refused) before the lock is taken
         with file_lock(self.path):
-            seq, prev, recovered = self._prepare()
+            real = os.path.realpath(self.path)  # once per append: what every step below is keyed by
+            seq, prev, recovered, last = self._prepare(real)
             if recovered is not None:
                 drafts = [recovered, *drafts]
             if drafts:
-                self._append_signed(drafts, seq, prev)
+                self._append_signed(drafts, seq, prev, real, last)
 
-    def _append_signed(self, drafts: list[dict[str, Any]], seq: int, prev: str) -> None:
+    def _append_signed(
+        self,
+        drafts: list[dict[str, Any]],
+        seq: int,
+        prev: str,
+        real: str | None = None,
+        last: tuple[int, int] | None = None,
+    ) -> None:
         """Under the lock: chain ``drafts`` from ``seq``/``prev``, sign a checkpoint after them,
-        write all in one write and one fsync, then record the checkpoint in the home."""
+        write all in one write and one fsync, then record the checkpoint in the home (in the
+        slot after ``last``, the slot and write number this process's previous append left,
+        when the slots are still as it left them)."""
+        real = os.path.realpath(self.path) if real is None else real
         signer, fingerprint = signing_key_and_fingerprint(self.home)
         out = bytearray()
         for draft in drafts:
@@ -284,27 +299,31 @@ class AuditLog:
         checkpoint["hash"] = record_hash(checkpoint)
         out += dump_line(checkpoint)
         written = self._write(bytes(out))
-        self._write_anchor(checkpoint, written)
+        where = self._anchor_for(real)
+        wrote = write_anchor(where, real, checkpoint, written.st_size, written, last=last)
         anchor = Anchor(seq=seq, hash=checkpoint["hash"], size=written.st_size, file=file_identity(written))
-        _LEFT[os.path.realpath(self.path)] = (anchor, _identities(slots(self.anchor_path)))
+        _LEFT[real] = (anchor, _identities(slots(where)), wrote)
 
-    def _prepare(self) -> tuple[int, str, dict[str, Any] | None]:
-        """(next seq, prev hash, recovery event or None) of a log known to be intact."""
-        stat = self.path.stat() if self.path.exists() else None
+    def _prepare(self, real: str) -> tuple[int, str, dict[str, Any] | None, tuple[int, int] | None]:
+        """(next seq, prev hash, recovery event or None, the home slot last written and its
+        write number when known without reading) of a log known to be intact."""
+        try:
+            stat: os.stat_result | None = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            stat = None
         key = (stat.st_dev, stat.st_ino) if stat else None
-        real = os.path.realpath(self.path)
         left = _LEFT.get(real)
         unwritten = left is not None and stat is not None and left[0].file == file_identity(stat)
-        if left is not None and unwritten and left[1] == _identities(slots(self.anchor_path)):
-            return left[0].seq + 1, left[0].hash, None
+        if left is not None and unwritten and left[1] == _identities(slots(self._anchor_for(real))):
+            return left[0].seq + 1, left[0].hash, None, left[2]
         _LEFT.pop(real, None)
         try:
-            anchor = self._read_anchor()
+            anchor = read_anchor(self._anchor_for(real))
             # Checked by this process, or left exactly as the last append (of any process) left it.
             known = key in _CHECKED or (anchor is not None and stat is not None and anchor.file == file_identity(stat))
             if anchor is not None and stat is not None and known and stat.st_size == anchor.size:
                 self._check_last_line(anchor)
-                return anchor.seq + 1, anchor.hash, None
+                return anchor.seq + 1, anchor.hash, None, None
             scan = self._scan(anchor)
             recovered = self._recover(scan, anchor)
         except ChainBreak as broken:
@@ -314,7 +333,7 @@ class AuditLog:
         if key is not None:
             _CHECKED.add(key)
         cp = scan.checkpoint
-        return (cp["seq"] + 1, cp["hash"], recovered) if cp else (0, GENESIS, recovered)
+        return (cp["seq"] + 1, cp["hash"], recovered, None) if cp else (0, GENESIS, recovered, None)
 
     def _recover(self, scan: Scan, anchor: Anchor | None) -> dict[str, Any] | None:
         """Accept the log up to its last checkpoint; move a crashed append's remains aside.
@@ -406,9 +425,6 @@ class AuditLog:
             return self._read_anchor()
         except ChainBreak as broken:
             return broken
-
-    def _write_anchor(self, checkpoint: Mapping[str, Any], written: os.stat_result) -> None:
-        write_anchor(self.anchor_path, self.path, checkpoint, written.st_size, written)
 
     # ----------------------------------------------------------------- internals
 

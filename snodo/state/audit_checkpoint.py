@@ -88,27 +88,40 @@ def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
 
 
 def write_anchor(
-    path: Path, log_path: Path, checkpoint: Mapping[str, Any], size: int, file: os.stat_result | None = None
-) -> None:
+    path: Path,
+    log_real: str,
+    checkpoint: Mapping[str, Any],
+    size: int,
+    file: os.stat_result | None = None,
+    *,
+    last: tuple[int, int] | None = None,
+) -> tuple[int, int]:
     """Record the checkpoint (and ``file``, the log as this append left it) in the older (or
-    broken, or missing) slot, in place. Not fsynced: the log was, and a checkpoint lost in a
-    crash only leaves the home behind, which is never a false alarm."""
-    found = [_read_slot(p) for p in slots(path)]
-    numbers = [r.get("write", -1) if isinstance(r, dict) and type(r.get("write")) is int else -1 for r in found]
-    current = max(range(2), key=lambda i: (isinstance(found[i], dict), numbers[i]))
-    if not isinstance(found[current], dict):  # nothing intact yet: the first slot
-        current, target = -1, 0
+    broken, or missing) slot, in place; the slot written and its write number. ``log_real``
+    is the log's real path. ``last`` is the slot and write number of the newest slot when
+    the caller knows them (its own previous write, the slots unchanged since): nothing is
+    read then. Not fsynced: the log was, and a checkpoint lost in a crash only leaves the
+    home behind, which is never a false alarm."""
+    if last is not None:
+        target, number = 1 - last[0], last[1] + 1
     else:
-        target = 1 - current
+        found = [_read_slot(p) for p in slots(path)]
+        numbers = [r.get("write", -1) if isinstance(r, dict) and type(r.get("write")) is int else -1 for r in found]
+        current = max(range(2), key=lambda i: (isinstance(found[i], dict), numbers[i]))
+        if not isinstance(found[current], dict):  # nothing intact yet: the first slot
+            current, target = -1, 0
+        else:
+            target = 1 - current
+        number = (numbers[current] if current >= 0 else -1) + 1
     body: dict[str, Any] = {
-        "log": os.path.realpath(log_path),
+        "log": log_real,
         "seq": checkpoint["seq"],
         "hash": checkpoint["hash"],
         "size": size,
         "ts": checkpoint["ts"],
         "key": checkpoint["data"]["key"],
         "signature": checkpoint["data"]["signature"],
-        "write": (numbers[current] if current >= 0 else -1) + 1,
+        "write": number,
     }
     if file is not None:
         body["file"] = list(file_identity(file))
@@ -116,7 +129,8 @@ def write_anchor(
     data = canonical_json(body)
     where = slots(path)[target]
     try:
-        path.parent.mkdir(mode=0o700, exist_ok=True)
+        if last is None:  # else the slots were found where they were written
+            path.parent.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
             view = memoryview(data)
@@ -128,3 +142,4 @@ def write_anchor(
             os.close(fd)
     except OSError as exc:
         raise StateError(f"cannot record the audit checkpoint in {where}: {exc.strerror or exc}") from exc
+    return target, number

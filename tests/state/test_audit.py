@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from snodo.errors import AuditChainError, StateError
+from snodo.state import audit_checkpoint
 from snodo.state.audit import AuditLog
 from snodo.state.audit_checkpoint import newest, slots
 
@@ -124,6 +125,35 @@ def test_the_home_checkpoint_is_written_in_place_in_two_slots(log: AuditLog, mon
     head = parsed(log.path)[-1]["seq"]
     assert [max(w) for w in written] == [head - 4, head - 2, head]
     assert all(abs(a - b) == 2 for a, b in written)
+    assert log.verify().ok
+
+
+def test_a_steady_append_reads_no_slot_and_a_slot_written_since_is_read(
+    log: AuditLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The slots this process wrote last are written in turn without reading them; a slot
+    any other writer touched since (its identity changed) is read again first."""
+    filled(log, 2)
+    reads: list[Path] = []
+    real_read = audit_checkpoint._read_slot
+
+    def counted(path: Path) -> Any:
+        reads.append(path)
+        return real_read(path)
+
+    monkeypatch.setattr(audit_checkpoint, "_read_slot", counted)
+    numbers = lambda: sorted(json.loads(p.read_text())["write"] for p in slots(log.anchor_path))  # noqa: E731
+    before = numbers()
+    log.append("validate", mode="dev", data={})
+    assert reads == []
+    assert numbers() == [before[1], before[1] + 1]
+    newer = max(slots(log.anchor_path), key=lambda p: json.loads(p.read_text())["write"])
+    newer.write_text(newer.read_text())  # the same content, written by someone else: a new ctime
+    log.append("validate", mode="dev", data={})
+    assert set(slots(log.anchor_path)) <= set(reads)
+    assert numbers() == [before[1] + 1, before[1] + 2]
+    head = parsed(log.path)[-1]
+    assert newest(log.anchor_path)["seq"] == head["seq"]  # type: ignore[index]
     assert log.verify().ok
 
 
@@ -413,6 +443,7 @@ import sys
 from pathlib import Path
 from snodo.errors import AuditChainError
 from snodo.state.audit import AuditLog
+from snodo.state import audit_checkpoint
 from snodo.state.audit_checkpoint import newest, slots
 try:
     AuditLog(Path(sys.argv[1])).append("validate", mode="dev", data={})

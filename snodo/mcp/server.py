@@ -152,13 +152,15 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
             return ok, text, data
 
         try:
-            async with anyio.create_task_group() as group:
-                if params.name in LONG_CALLS and _wants_progress(ctx):
+            # abandon_on_cancel: a cancelled call answers nothing (the SDK drops it); its
+            # thread ends on its own once call.cancel() has killed what it was waiting for
+            if params.name in LONG_CALLS and _wants_progress(ctx):
+                async with anyio.create_task_group() as group:
                     group.start_soon(_report_progress, ctx, params.name)
-                # abandon_on_cancel: a cancelled call answers nothing (the SDK drops it); its
-                # thread ends on its own once call.cancel() has killed what it was waiting for
+                    ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                    group.cancel_scope.cancel()
+            else:  # no task group to make and cancel: most calls
                 ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-                group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             call.cancel()  # notifications/cancelled (or the server stopping): kill the call's process tree now
             raise

@@ -22,6 +22,7 @@ new one. All are closed at exit; each one dies with snodo (``--die-with-parent``
 
 from __future__ import annotations
 
+import array
 import atexit
 import contextlib
 import functools
@@ -31,6 +32,7 @@ import os
 import queue
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -137,6 +139,19 @@ class Launched:
             self.launcher.close()
 
 
+def _receive(channel: socket.socket) -> tuple[bytes, list[int]]:
+    """One message from the launcher, without waiting (``BlockingIOError`` if none), and the
+    descriptors it carries, close-on-exec (``socket.recv_fds`` drops its flags before 3.12)."""
+    message, ancillary, _flags, _addr = channel.recvmsg(
+        256, socket.CMSG_SPACE(4), socket.MSG_DONTWAIT | socket.MSG_CMSG_CLOEXEC
+    )
+    fds = array.array("i")
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return message, list(fds)
+
+
 def _readable(fd: int, seconds: float) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN)
@@ -155,8 +170,9 @@ class Launcher:
         self.active: dict[int, Launched] = {}
         self.broken = False
         self.used = time.monotonic()
-        import socket  # here: most snodo processes never start a launcher
-
+        #: The spare init the launcher handed over (its number and request socket), if any.
+        self._spare: tuple[int, socket.socket] | None = None
+        self.direct = 0  # commands sent straight to a spare init (tests and benchmarks count them)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         for sock in (ours, theirs):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
@@ -232,8 +248,6 @@ class Launcher:
         return not self.broken and self.proc.poll() is None
 
     def send(self, payload: bytes, fds: Sequence[int]) -> bool:
-        import socket
-
         try:
             with self.lock:
                 socket.send_fds(self.channel, [payload], list(fds))
@@ -241,6 +255,38 @@ class Launcher:
         except OSError:
             self.broken = True
             return False
+
+    def _take_spare(self) -> tuple[int, socket.socket] | None:
+        """Under :attr:`lock`: the spare init the launcher handed over (it hands one at a
+        time, once the last was used and no command runs), or ``None``."""
+        while True:
+            try:
+                message, fds = _receive(self.channel)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self.broken = True
+                break
+            if not message and not fds:  # the launcher ended
+                self.broken = True
+                break
+            try:
+                number = int(json.loads(message)["spare"])
+            except (ValueError, KeyError, TypeError):
+                number = -1
+            if number < 0 or len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            sock = socket.socket(fileno=fds[0])
+            if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_SEQPACKET:
+                sock.close()
+                continue
+            if self._spare is not None:
+                self._spare[1].close()
+            self._spare = (number, sock)
+        spare, self._spare = self._spare, None
+        return spare
 
     def request(
         self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], limits: Sequence[tuple[int, int]]
@@ -263,8 +309,11 @@ class Launcher:
         with self.lock:
             self.active[ident] = launched
             self.used = time.monotonic()
+            spare = self._take_spare()
         try:
-            sent = self.send(payload, (in_r, out_w, status_w))
+            sent = spare is not None and self._send_to(spare, ident, payload, (in_r, out_w, status_w))
+            if not sent:  # no spare (or it is gone): the launcher makes an init for it
+                sent = self.send(payload, (in_r, out_w, status_w))
         finally:
             for fd in (in_r, out_w, status_w):
                 os.close(fd)
@@ -276,6 +325,23 @@ class Launcher:
             os.close(status_r)
             raise EnvironmentProblem(f"cannot run {program!r} confined by bwrap: the sandbox launcher has ended")
         return launched
+
+    def _send_to(self, spare: tuple[int, socket.socket], ident: int, payload: bytes, fds: Sequence[int]) -> bool:
+        """Send the request straight to the spare init; then tell the launcher which request
+        it took, with the status descriptor it holds until that init is gone. ``False`` if
+        the spare was gone (nothing started)."""
+        number, sock = spare
+        try:
+            socket.send_fds(sock, [payload], list(fds), socket.MSG_NOSIGNAL)
+        except OSError:
+            return False
+        finally:
+            sock.close()
+        self.direct += 1
+        # If this fails the launcher is gone, and its sandbox with the command: the status
+        # pipe then ends without a word, as for any command of a launcher that died.
+        self.send(json.dumps({"op": "used", "spare": number, "id": ident}).encode(), fds[2:])
+        return True
 
     def finished(self, launched: Launched) -> None:
         with self.lock:
@@ -289,6 +355,10 @@ class Launcher:
     def close(self) -> None:
         """End the launcher and every command it runs (its sandbox dies with it)."""
         self.broken = True
+        with self.lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare[1].close()
         with contextlib.suppress(OSError):
             self.channel.close()
         with contextlib.suppress(ProcessLookupError, PermissionError):

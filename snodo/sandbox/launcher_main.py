@@ -9,15 +9,22 @@ sandbox's user namespace only) to set up each command, is not dumpable (a confin
 of the same uid cannot ptrace it or read its ``/proc`` files), and talks only over the
 ``SOCK_SEQPACKET`` socket snodo handed it (close-on-exec here).
 
-Per request (one message: JSON plus three descriptors — stdin, output, status): fork ``A``;
-``A`` unshares a PID and a mount namespace and forks ``B``, pid 1 there: a fresh ``/proc``
-(only the command's own processes are visible), a fresh empty ``TMPDIR`` and ``/dev/shm``,
-then ``B`` forks ``C`` which sets the resource limits, descriptors, working directory, a new
-session, drops every capability, sets ``no_new_privs`` and executes the command. ``B`` reaps
-orphans and exits with ``C``'s status: the kernel then kills whatever is left in the
-namespace (a daemonised child dies with its command). ``A`` writes ``<status>\\n<error>`` to
-the status descriptor and exits. ``{"op": "kill"}`` SIGKILLs ``A`` (``B`` and ``C`` get the
-parent-death signal, the namespace dies with ``B``).
+Each command gets its own ``B``: pid 1 of fresh PID, mount and IPC namespaces, cloned
+ahead of time while no command runs, with a fresh ``/proc`` (only the command's own
+processes are visible), a fresh empty ``TMPDIR`` and ``/dev/shm``, every capability
+dropped. ``B`` waits on a socket of its own for one request (JSON plus three descriptors:
+stdin, output, status), starts the command ``C`` (its limits, descriptors, working
+directory, a new session, ``no_new_privs``), reaps orphans until ``C`` ends, kills whatever
+is left in the namespace (a daemonised child dies with its command) and writes
+``<status>\n<why it could not start>`` on the status descriptor.
+
+The launcher hands each ``B``'s request socket to snodo (``{"op": "spare"}``), so a
+request goes straight to it, one process hop fewer; snodo then tells the launcher which
+request that ``B`` took (``{"op": "used"}``, with a copy of the status descriptor, kept
+open until ``B`` is gone, so snodo sees the status pipe end only once the whole namespace
+is). A request snodo sends the launcher itself (``{"op": "run"}``, when it holds no
+spare) goes to a ``B`` made for it. ``{"op": "kill"}`` SIGKILLs a request's ``B`` (its
+namespace dies with it).
 """
 
 import contextlib
@@ -226,6 +233,27 @@ def _ready(
     return spare
 
 
+def _offer(
+    config: dict[str, object],
+    inits: dict[int, tuple[int, int, int]],
+    selector: selectors.BaseSelector,
+    channel: socket.socket,
+    number: int,
+) -> int | None:
+    """Make the next ``B`` and hand its request socket to snodo as spare ``number``; its
+    pidfd (``None`` if it could not be made)."""
+    spare = _ready(config, inits, selector)
+    if spare is None:
+        return None
+    _pid, pidfd, requests = spare
+    try:
+        with contextlib.suppress(OSError):  # snodo is gone: the loop ends on the channel's end
+            socket.send_fds(channel, [json.dumps({"op": "spare", "spare": number}).encode()], [requests.fileno()])
+    finally:
+        requests.close()  # snodo's now: if snodo closes it unused, ``B`` reads the end and exits
+    return pidfd
+
+
 def main() -> None:
     channel_fd, config = int(sys.argv[1]), json.loads(sys.argv[2])
     _check(_prctl(_PR_SET_DUMPABLE, 0), "not dumpable")
@@ -237,9 +265,11 @@ def main() -> None:
     # pidfd -> (pid, status descriptor or -1, request id) of each ``B``: the status
     # descriptor is closed only once ``B`` is gone, and with it its whole namespace.
     inits: dict[int, tuple[int, int, int]] = {}
+    # spare number -> pidfd of each ``B`` handed to snodo that snodo has not said it used
+    offered: dict[int, int] = {}
+    numbers = 0
     selector = selectors.DefaultSelector()
     selector.register(channel, selectors.EVENT_READ)
-    spare: tuple[int, int, socket.socket] | None = None
     # The largest request it can hand on (the kernel caps a socket's buffer at net.core.wmem_max).
     probe = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     probe[0].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _MAX_MESSAGE)
@@ -249,10 +279,13 @@ def main() -> None:
     channel.send(json.dumps({"ready": True, "max_request": room}).encode())
     while True:
         # The next command's init is made while no command runs (not to take the CPU from
-        # one), or when a request finds none ready.
+        # one), and only once snodo used the last one it was handed.
         idle = all(status < 0 for _pid, status, _ident in inits.values())
-        if spare is None and idle:
-            spare = _ready(config, inits, selector)
+        if not offered and idle:
+            numbers += 1
+            pidfd = _offer(config, inits, selector, channel, numbers)
+            if pidfd is not None:
+                offered[numbers] = pidfd
         for key, _ in selector.select():
             if key.fileobj is not channel:  # an init ended: reaped only now (its pid stays ours)
                 selector.unregister(key.fd)
@@ -260,9 +293,8 @@ def main() -> None:
                 os.waitpid(pid, 0)
                 if status >= 0:
                     os.close(status)
-                if spare is not None and spare[1] == key.fd:
-                    spare[2].close()
-                    spare = None
+                for number in [n for n, fd in offered.items() if fd == key.fd]:
+                    del offered[number]  # snodo's socket to it is dead: a new one is offered
                 os.close(key.fd)
                 continue
             try:
@@ -273,20 +305,30 @@ def main() -> None:
                 return  # snodo closed the channel: nothing more to start
             for fd in fds:
                 os.set_inheritable(fd, False)
-            request = json.loads(message)
-            if request.get("op") == "kill":
+            try:
+                request = json.loads(message)
+                op = request.get("op")
+            except (ValueError, AttributeError):
+                op = None
+            if op == "kill":
                 for pidfd, (_pid, _status, ident) in inits.items():
                     if ident == int(request["id"]):
                         with contextlib.suppress(ProcessLookupError):
                             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                 continue
-            if len(fds) != 3:
+            if op == "used" and len(fds) == 1:  # snodo sent request ``id`` to spare ``spare``
+                pidfd = offered.pop(int(request["spare"]), -1)
+                if pidfd in inits and inits[pidfd][1] < 0:
+                    inits[pidfd] = (inits[pidfd][0], fds[0], int(request["id"]))
+                else:  # that init is gone already: so is its namespace
+                    os.close(fds[0])
+                continue
+            if op != "run" or len(fds) != 3:
                 for fd in fds:
                     os.close(fd)
                 continue
             handed = False
-            if spare is None:
-                spare = _ready(config, inits, selector)
+            spare = _ready(config, inits, selector)  # snodo held no spare: one for this request
             if spare is not None:
                 with contextlib.suppress(OSError):
                     socket.send_fds(spare[2], [message], fds)
@@ -294,7 +336,6 @@ def main() -> None:
                 spare[2].close()
                 if spare[1] in inits:
                     inits[spare[1]] = (spare[0], fds[2] if handed else -1, int(request["id"]))
-                spare = None
             if not handed:  # no init ready (or it is gone): the status pipe says so at once
                 os.close(fds[2])
             for fd in fds[:2]:

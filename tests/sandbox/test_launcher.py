@@ -247,6 +247,102 @@ def test_killing_the_launcher_fails_only_the_running_call_and_the_next_gets_a_ne
     assert _only_launcher() is not first
 
 
+def _wait_for_spare(launcher_: launcher.Launcher) -> None:
+    """Until the launcher has handed over its next spare init (made once no command runs)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with launcher_.lock:
+            spare = launcher_._take_spare()
+            launcher_._spare = spare
+        if spare is not None:
+            return
+        time.sleep(0.01)
+    raise AssertionError("no spare init was handed over")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(name))
+    return found
+
+
+def test_a_command_goes_straight_to_a_spare_init_and_is_still_killed_whole(use_launcher: None, tmp_path: Path) -> None:
+    """Once the launcher has handed over a spare init, a command is sent to it directly (no
+    hop through the launcher); its output, exit status and kill on timeout are as before."""
+    ws = _ws(tmp_path)
+    assert _run("print('warm')", ws).ok
+    live = _only_launcher()
+    for i in range(3):
+        _wait_for_spare(live)
+        before = live.direct
+        result = _run(f"import sys; print('direct {i}'); sys.exit({i})", ws)
+        assert (result.returncode, result.output.strip()) == (i, f"direct {i}")
+        assert live.direct == before + 1
+    _wait_for_spare(live)
+    token = f"orphan-{time.monotonic_ns()}"
+    result = _run(
+        f"""
+        import subprocess, time
+        subprocess.Popen(["sleep", "{token[-6:]}2"], start_new_session=True)
+        print("spawned", flush=True)
+        time.sleep(60)
+        """,
+        ws,
+        timeout=3,
+    )
+    assert result.timed_out and "spawned" in result.output
+    assert _host_pids_with(f"sleep\0{token[-6:]}2") == []
+    assert _only_launcher() is live
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_spare_init_that_died_before_use_is_not_used(
+    use_launcher: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spare init killed from outside costs the next command nothing but its speed: it is
+    not sent there (its socket is dead), the launcher starts it and hands over a new spare."""
+    ws = _ws(tmp_path)
+    assert _run("print('warm')", ws).ok
+    live = _only_launcher()
+    _wait_for_spare(live)
+    (inner,) = _children(live.proc.pid)  # bubblewrap's init; the launcher below it
+    (python,) = _children(inner) or [inner]
+    spares = _children(python)
+    assert len(spares) == 1, "the spare init is the launcher's one child while no command runs"
+    os.kill(spares[0], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while not _gone(spares[0]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _run("print('after')", ws).output.strip() == "after"
+    assert _only_launcher() is live
+    # The same when the spare in hand is the dead one (no newer one handed over yet).
+    import socket
+
+    dead, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    peer.close()
+    before = live.direct
+    with monkeypatch.context() as patched:
+        patched.setattr(live, "_take_spare", lambda: (10_000, dead))
+        assert _run("print('through the launcher')", ws).output.strip() == "through the launcher"
+    assert live.direct == before and dead.fileno() == -1  # closed once found dead
+    _wait_for_spare(live)
+    assert _run("print('direct again')", ws).output.strip() == "direct again"
+    assert live.direct == before + 1 and _only_launcher() is live
+
+
 def test_a_timeout_kills_the_whole_command_and_the_launcher_goes_on(use_launcher: None, tmp_path: Path) -> None:
     ws = _ws(tmp_path)
     token = f"orphan-{time.monotonic_ns()}"

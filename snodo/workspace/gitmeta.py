@@ -16,8 +16,9 @@ whose inode, mtime or ctime changed since the last walk of the same root: a new 
 entry changes them, and confined code cannot set a ctime (one within 2 s of the walk proves
 nothing, such a directory is read again). Then a look
 at the index file: an index that cannot hold a gitlink (no entry's mode can be 160000 when
-those four bytes occur nowhere in it) needs no process; otherwise one ``git ls-files
---stage`` per check. Paid only after confined code ran, never per file-tool call.
+those four bytes occur nowhere in it) needs no process, and the same index file (inode,
+size, mtime and ctime: git replaces it to change it) is not read again; otherwise one ``git
+ls-files --stage`` per check. Paid only after confined code ran, never per file-tool call.
 """
 
 from __future__ import annotations
@@ -155,10 +156,15 @@ def git_entries(root: Path) -> set[str]:
     """Root-relative POSIX paths of every ``.git`` file, directory or link below ``root``
     (``root/.git`` included); symlinked directories, ``.git`` directories and Python
     environments are not entered. Reads only what changed since the last scan of ``root``."""
-    root = Path(os.path.realpath(root))
-    scan = _scan(root, _SCANS.get(root, {}))
-    _SCANS[root] = scan
-    return {Path(path).relative_to(root).as_posix() for entry in scan.values() for path in entry.gits}
+    return _git_entries(Path(os.path.realpath(root)))
+
+
+def _git_entries(real: Path) -> set[str]:
+    """:func:`git_entries` of a root already resolved."""
+    scan = _scan(real, _SCANS.get(real, {}))
+    _SCANS[real] = scan
+    top = len(str(real).rstrip("/")) + 1
+    return {path[top:].replace(os.sep, "/") for entry in scan.values() for path in entry.gits}
 
 
 #: How an index entry's mode field reads for a gitlink (0o160000) and for a sparse
@@ -175,14 +181,16 @@ def _may_hold_gitlinks(root: Path) -> bool:
     context = pinned(root)
     if context is None or context.work_tree != root:
         return True
+    index = context.git_dir / "index"
     try:
+        st = os.stat(index)
+        if _NO_GITLINK.get(context.git_dir) == (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+            return False  # the same index file as last time (git replaces it to change it)
         if any(name.startswith("sharedindex.") for name in os.listdir(context.git_dir)):
             return True
-        with open(context.git_dir / "index", "rb") as fh:
+        with open(index, "rb") as fh:
             st = os.fstat(fh.fileno())
             stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            if _NO_GITLINK.get(context.git_dir) == stamp:
-                return False  # the same index file as last time (git replaces it to change it)
             data = fh.read()
     except FileNotFoundError:
         return False  # no index yet: nothing staged at all
@@ -200,7 +208,11 @@ _NO_GITLINK: dict[Path, tuple[int, int, int, int]] = {}
 
 def gitlinks(root: Path) -> set[str]:
     """Paths (as git names them, relative to ``root``) the index holds as gitlinks."""
-    if not _may_hold_gitlinks(Path(os.path.realpath(root))):
+    return _gitlinks(Path(os.path.realpath(root)), root)
+
+
+def _gitlinks(real: Path, root: Path) -> set[str]:
+    if not _may_hold_gitlinks(real):
         return set()
     result = run_git(root, "ls-files", "--stage", "-z", env={"GIT_OPTIONAL_LOCKS": "0"})
     if not result.ok:
@@ -231,18 +243,18 @@ class GitMetaWatch:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(os.path.realpath(root))
-        self.entries = git_entries(self.root)
-        self.links = gitlinks(self.root)
+        self.entries = _git_entries(self.root)
+        self.links = _gitlinks(self.root, self.root)
         self._found: list[tuple[str, str]] | None = None
 
     def intruders(self) -> list[tuple[str, str]]:
         """``(path, reason)`` for each ``.git`` entry or gitlink that is new since the
         snapshot; each is removed (the entry) or unstaged (the gitlink) before returning."""
         found: list[tuple[str, str]] = []
-        for rel in sorted(git_entries(self.root) - self.entries):
+        for rel in sorted(_git_entries(self.root) - self.entries):
             _remove(self.root / rel)
             found.append((rel, REASON_NEW_GIT))
-        new_links = gitlinks(self.root) - self.links
+        new_links = _gitlinks(self.root, self.root) - self.links
         for rel in sorted(new_links):
             run_git(self.root, "rm", "--cached", "-q", "--", rel, env={"GIT_LITERAL_PATHSPECS": "1"})
             found.append((rel, REASON_NEW_GITLINK))

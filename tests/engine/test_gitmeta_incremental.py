@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from snodo.engine.pool import repair_modes
+from snodo.gitrun import pin
 from snodo.workspace import gitmeta
 from snodo.workspace.gitmeta import GitMetaWatch, git_entries
+from tests.conftest import git, make_repo
 
 
 @pytest.fixture
@@ -76,3 +78,29 @@ def test_the_pool_walk_serves_as_the_first_scan(tree: Path, monkeypatch: pytest.
     assert read == []  # nothing read: the walk said it all
     (tree / "e" / ".git").mkdir()
     assert [path for path, _ in watch.intruders()] == ["e/.git"]
+
+
+def test_an_unchanged_index_is_not_read_again_and_a_gitlink_staged_since_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look at the index that saves a ``git ls-files``: an index file unchanged since
+    it was found free of gitlinks is not opened again; one git rewrote is read, and a
+    gitlink staged in it is unstaged and reported."""
+    repo = make_repo(tmp_path / "repo")
+    pin(repo)
+    watch = GitMetaWatch(repo)
+    opened: list[str] = []
+    real_listdir = os.listdir
+
+    def counting_listdir(path: object) -> list[str]:
+        opened.append(str(path))
+        return real_listdir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gitmeta.os, "listdir", counting_listdir)
+    assert watch.intruders() == [] and GitMetaWatch(repo).links == set()
+    assert opened == []  # the same index file: neither the git directory nor the index read
+    head = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},vendor")
+    assert watch.intruders() == [("vendor", gitmeta.REASON_NEW_GITLINK)]
+    assert opened  # the index changed: read again
+    assert "vendor" not in git(repo, "ls-files", "--stage")

@@ -97,7 +97,9 @@ class Project:
     def uncommitted_reader(self, workspace: Path) -> Callable[[], tuple[str, ...]] | None:
         """How validators read ``workspace``'s uncommitted changes: the project's watched
         status for its own checkout in a server (``watch_tree``), else ``None`` (one git each)."""
-        if not self._watch_tree or os.path.realpath(workspace) != os.path.realpath(self.root):
+        if not self._watch_tree:
+            return None
+        if Path(workspace) != self.root and os.path.realpath(workspace) != os.path.realpath(self.root):
             return None
         return self._tree_watch.uncommitted
 
@@ -334,8 +336,9 @@ def _validate_task(
     token = None
     if cls.status == "pass" and phase == "pre_execute" and issue_token:
         validators = [r.validator_id for r in results if r.kind == "validator"]
-        token = project.tokens.issue(task_id=task_id, spec_sha256=sha, mode=project.mode_id, validators=validators)
-        claims = project.tokens.verify(token, task_id=task_id, spec_sha256=sha)
+        token, claims = project.tokens.issued(
+            task_id=task_id, spec_sha256=sha, mode=project.mode_id, validators=validators
+        )
         project.record("token_issued", task_id=task_id, spec_sha256=sha, jti=claims.jti, exp=claims.exp)
     outcome = ValidationOutcome(
         status=cls.status,

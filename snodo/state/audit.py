@@ -58,9 +58,9 @@ from snodo.state.audit_chain import (
     bounded,
     check_signature,
     checkpoint_payload,
-    dump_line,
     first_problem,
     last_line,
+    linked_line,
     parse_line,
     record_hash,
     scan_lines,
@@ -281,10 +281,11 @@ class AuditLog:
         for draft in drafts:
             record = {"seq": seq, "ts": draft["ts"], "event": draft["event"], "mode": draft["mode"]}
             record["data"], record["prev"] = draft["data"], prev
-            record["hash"] = prev = record_hash(record)
+            record["hash"], line = linked_line(record)
+            prev = record["hash"]
             draft.clear()
             draft.update(record)
-            out += dump_line(record)
+            out += line
             seq += 1
         ts = _now()
         signature = signer.sign(checkpoint_payload(seq, ts, prev, fingerprint))
@@ -296,8 +297,8 @@ class AuditLog:
             "data": {"key": fingerprint, "signature": base64.b64encode(signature).decode("ascii")},
             "prev": prev,
         }
-        checkpoint["hash"] = record_hash(checkpoint)
-        out += dump_line(checkpoint)
+        checkpoint["hash"], line = linked_line(checkpoint)
+        out += line
         written = self._write(bytes(out))
         where = self._anchor_for(real)
         wrote = write_anchor(where, real, checkpoint, written.st_size, written, last=last)

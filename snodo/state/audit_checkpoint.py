@@ -17,6 +17,7 @@ Every read and write happens under the log's lock.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ from snodo.state.atomic import canonical_json
 from snodo.state.audit_chain import Anchor, ChainBreak
 
 
+@functools.lru_cache(maxsize=64)  # asked three times per append
 def slots(path: Path) -> tuple[Path, Path]:
     """The two files of the home's checkpoint ``path`` (the first is ``path`` itself)."""
     return path, path.with_name(path.name + ".2")

@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS tokens (
     consumer    TEXT
 )
 """
+#: Each issue removes the rows expired for a day: by this index, not a scan of every token
+#: ever issued (a database an older snodo made gets it on first open).
+_EXPIRY_INDEX = "CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at)"
 _STR_CLAIMS = ("jti", "task_id", "spec_sha256", "mode")
 _INT_CLAIMS = ("iat", "exp")
 
@@ -93,6 +96,7 @@ class TokenService:
         with self._db() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(_SCHEMA)
+            conn.execute(_EXPIRY_INDEX)
 
     @contextlib.contextmanager
     def _db(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
@@ -134,6 +138,12 @@ class TokenService:
 
     def issue(self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600) -> str:
         """Mint a token for this task and spec and record it as unconsumed."""
+        return self.issued(task_id=task_id, spec_sha256=spec_sha256, mode=mode, validators=validators, ttl=ttl)[0]
+
+    def issued(
+        self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600
+    ) -> tuple[str, TokenClaims]:
+        """:meth:`issue`, and the claims the token carries (no need to verify it again)."""
         if ttl <= 0:
             raise ValueError(f"token ttl must be positive, got {ttl}")
         now = int(self._clock())
@@ -156,7 +166,7 @@ class TokenService:
                 (jti, task_id, spec_sha256, mode, now, now + ttl),
             )
             conn.execute("COMMIT")
-        return token
+        return token, _claims(claims)
 
     def _check(self, token: str, task_id: str, spec_sha256: str) -> TokenClaims:
         """Signature, shape, expiry and binding: everything but the single-use store."""

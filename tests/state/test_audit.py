@@ -63,6 +63,29 @@ def filled(log: AuditLog, count: int = 6) -> AuditLog:
     return log
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        {"mode": "x", "a": {"mode": None, "z": [1, {"mode": ',"mode":'}]}},
+        {"text": ',"mode":"fake","prev":"' + "0" * 64 + '"', "é": "ü\u2028", "n": [None, True, 1.5]},
+    ],
+)
+@pytest.mark.parametrize("mode", [None, "producer", 'a,"mode":b'])
+def test_a_line_is_made_from_one_encoding_exactly_as_the_format_says(data: dict[str, Any], mode: str | None) -> None:
+    """The appender builds each line's hash and bytes from one encoding of the six hashed
+    fields; they are exactly the documented hash and canonical line, and the offline check
+    reads them back."""
+    from snodo.state.audit_chain import dump_line, fast_link, linked_line, record_hash
+
+    record = {"seq": 7, "ts": "2026-12-02T00:00:00.000000+00:00", "event": "e", "mode": mode, "data": data}
+    record["prev"] = "a" * 64
+    digest, line = linked_line(record)
+    assert digest == record_hash(record) == oracle_hash(record)
+    assert line == dump_line({**record, "hash": digest})
+    assert fast_link(line, 8, "a" * 64) == (digest, False)
+
+
 def test_absent_log_verifies_empty(log: AuditLog) -> None:
     report = log.verify()
     assert (report.ok, report.count, report.line) == (True, 0, None)

@@ -45,6 +45,29 @@ def test_issue_verify_consume(service: TokenService) -> None:
     assert row[:2] == ("task-1", "engine") and row[2] is not None
 
 
+def test_issued_claims_are_the_tokens_and_expired_rows_go_by_index(home: Path, service: TokenService) -> None:
+    """``issued`` hands back the claims the token verifies to; the purge of day-old rows
+    on each issue uses an index (a long-lived home holds every token of its day), and an
+    older database without the index gets it when it is opened."""
+    token, claims = service.issued(task_id="task-1", spec_sha256=SPEC, mode="dev", validators=["lint"])
+    assert service.verify(token, task_id="task-1", spec_sha256=SPEC) == claims
+    old = TokenService(home, clock=lambda: time.time() - 3 * 86400)
+    stale = issue(old, "old-task")
+    issue(service, "new-task")  # purges what expired over a day ago
+    with closing(sqlite3.connect(service.db_path)) as conn:
+        plan = " ".join(str(r) for r in conn.execute("EXPLAIN QUERY PLAN DELETE FROM tokens WHERE expires_at < 1"))
+        assert "tokens_by_expiry" in plan, plan
+        assert conn.execute("SELECT count(*) FROM tokens WHERE task_id = 'old-task'").fetchone()[0] == 0
+        conn.execute("DROP INDEX tokens_by_expiry")
+        conn.commit()
+    with refused("expired"):
+        service.verify(stale, task_id="old-task", spec_sha256=SPEC)
+    TokenService(home)
+    with closing(sqlite3.connect(service.db_path)) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")]
+    assert "tokens_by_expiry" in names
+
+
 def test_reused_token_is_refused(service: TokenService) -> None:
     token = issue(service)
     service.consume(token, task_id="task-1", spec_sha256=SPEC, consumer="a")

@@ -24,7 +24,12 @@ def shown(path: object, limit: int = 120) -> str:
 
 
 def _confine(
-    argv: Sequence[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy, pass_env: Sequence[str]
+    argv: Sequence[str],
+    cwd: Path,
+    env: dict[str, str],
+    policy: SandboxPolicy,
+    pass_env: Sequence[str],
+    located: str | None = None,
 ) -> tuple[Prepared, Path | None]:
     real, workspace = resolved(cwd), resolved(policy.workspace)
     inside_workspace = real == workspace or str(real).startswith(f"{workspace}/")
@@ -41,7 +46,7 @@ def _confine(
         named = (*policy.env, *pass_env)
         from snodo.sandbox import launcher  # only where bubblewrap confines (sockets, threads)
 
-        via_launcher = launcher.prepare(program, argv, cwd=cwd, env=env, policy=policy, named=named)
+        via_launcher = launcher.prepare(program, argv, cwd=cwd, env=env, policy=policy, named=named, located=located)
         if via_launcher is not None:
             return via_launcher, None
     tmpdir = make_private_dir()
@@ -104,9 +109,14 @@ def prepare_child(
     elif sandbox is not None:
         # Inside the sandbox a missing program is only an exit status of the launcher (127):
         # say so here, as an unconfined start would, so it is no verdict (validator_error).
-        if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
-            raise EnvironmentProblem(f"cannot run {program!r}: program not found", hint="install it or fix the command")
-        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env)
+        located = None
+        if "/" not in argv[0]:
+            located = shutil.which(argv[0], path=child_env.get("PATH", os.defpath))
+            if located is None:
+                raise EnvironmentProblem(
+                    f"cannot run {program!r}: program not found", hint="install it or fix the command"
+                )
+        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env, located)
         popen_argv, child_env = prepared.argv, prepared.env
     return popen_argv, child_env, prepared, tmpdir
 

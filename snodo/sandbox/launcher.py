@@ -482,12 +482,20 @@ def launcher_for(program: str, policy: SandboxPolicy, argv0: str, env: Mapping[s
 
 
 def prepare(
-    program: str, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, named: Sequence[str]
+    program: str,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    policy: SandboxPolicy,
+    named: Sequence[str],
+    located: str | None = None,
 ) -> Prepared | None:
-    """A start through this shape's launcher, or ``None``: run the per-command way."""
+    """A start through this shape's launcher, or ``None``: run the per-command way.
+    ``located``: where ``argv[0]`` was found on the command's ``PATH``, if looked up."""
     if os.environ.get(SWITCH_ENV, "").strip().lower() in {"off", "0", "no", "false"}:
         return None
-    launcher = launcher_for(program, policy, argv[0], env)
+    launcher = launcher_for(program, policy, located or argv[0], env)
     if launcher is None:
         return None
     env = confined_environment(env, named=named, tmpdir=launcher.tmpdir)

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -174,19 +175,8 @@ def _pythonpath_setting(workspace: Path, pythonpath: Any) -> list[Path]:
 
 def detect_import_roots(workspace: Path) -> list[Path]:
     """Where the project's importable code lives: declared package directories, else ``src/``."""
-    declared: list[str] = []
-    try:
-        fh = open(workspace / "pyproject.toml", "rb")  # noqa: SIM115  (closed below)
-    except OSError:
-        pass
-    else:
-        import tomllib  # only for a project that has the file (~9 ms)
-
-        with fh, contextlib.suppress(OSError, tomllib.TOMLDecodeError):
-            declared += _pyproject_roots(tomllib.load(fh))
-    declared += _setup_cfg_roots(workspace / "setup.cfg")
     roots: list[Path] = []
-    for rel in declared:
+    for rel in _declared_roots(workspace):
         target = Path(os.path.realpath(workspace / rel))
         if (target == workspace or workspace in target.parents) and target.is_dir() and target not in roots:
             roots.append(target)
@@ -194,6 +184,49 @@ def detect_import_roots(workspace: Path) -> list[Path]:
     if not roots and src.is_dir() and project_modules([src]):
         roots.append(Path(os.path.realpath(src)))
     return roots
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+#: The package directories ``pyproject.toml`` and ``setup.cfg`` declare, by workspace, with
+#: the two files' stamps: a long-lived server parses them again only once either changed.
+#: Files changed less than this long before they were read are read again next time (a
+#: rewrite within the same clock tick, of the same size, keeps the stamp).
+_RACY_NS = 2_000_000_000
+_DECLARED: dict[Path, tuple[tuple[object, ...], tuple[str, ...]]] = {}
+
+
+def _declared_roots(workspace: Path) -> tuple[str, ...]:
+    pyproject, setup_cfg = workspace / "pyproject.toml", workspace / "setup.cfg"
+    stamps = (_file_stamp(pyproject), _file_stamp(setup_cfg))
+    cached = _DECLARED.get(workspace)
+    if cached is not None and cached[0] == stamps:
+        return cached[1]
+    now = time.time_ns()
+    declared: list[str] = []
+    try:
+        fh = open(pyproject, "rb")  # noqa: SIM115  (closed below)
+    except OSError:
+        pass
+    else:
+        import tomllib  # only for a project that has the file (~9 ms)
+
+        with fh, contextlib.suppress(OSError, tomllib.TOMLDecodeError):
+            declared += _pyproject_roots(tomllib.load(fh))
+    declared += _setup_cfg_roots(setup_cfg)
+    if len(_DECLARED) > 64:
+        _DECLARED.clear()
+    if all(stamp is None or now - stamp[3] >= _RACY_NS for stamp in stamps):
+        _DECLARED[workspace] = (stamps, tuple(declared))
+    else:
+        _DECLARED.pop(workspace, None)
+    return tuple(declared)
 
 
 def _pyproject_roots(doc: dict[str, Any]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,34 @@ def write(root: Path, files: dict[str, str]) -> Path:
 def test_import_roots_are_detected(tmp_path: Path, files: dict[str, str], expected: list[str]) -> None:
     root = write(tmp_path / "ws", files)
     assert detect_import_roots(root) == [Path(os.path.realpath(root / e)) for e in expected]
+
+
+def test_the_declared_roots_are_parsed_again_only_when_a_file_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived server does not parse ``pyproject.toml`` on every test run; a change to
+    it (or to ``setup.cfg``) is seen at once, even one made within the same clock tick."""
+    from snodo.workspace import pysetup
+
+    root = write(tmp_path / "ws", {"pyproject.toml": '[tool.setuptools]\npackage-dir = {"" = "lib"}\n', "lib/a.py": ""})
+    (root / "code").mkdir()
+    (root / "code" / "b.py").write_text("")
+    old = time.time() - 60
+    os.utime(root / "pyproject.toml", (old, old))  # the mtime only: its ctime is now, so it is racy
+    parsed: list[object] = []
+    real_roots = pysetup._pyproject_roots
+    monkeypatch.setattr(pysetup, "_pyproject_roots", lambda doc: parsed.append(doc) or real_roots(doc))
+    assert detect_import_roots(root) == [Path(os.path.realpath(root / "lib"))]
+    assert detect_import_roots(root) == [Path(os.path.realpath(root / "lib"))]
+    assert len(parsed) == 2  # changed within 2 s of being read: read again
+    monkeypatch.setattr(pysetup, "_RACY_NS", 0)
+    detect_import_roots(root)
+    detect_import_roots(root)
+    assert len(parsed) == 3  # settled: parsed once more, then kept
+    (root / "pyproject.toml").write_text('[tool.setuptools]\npackage-dir = {"" = "code"}\n')
+    assert detect_import_roots(root) == [Path(os.path.realpath(root / "code"))]
+    (root / "setup.cfg").write_text("[options]\npackage_dir =\n    =lib\n")
+    assert Path(os.path.realpath(root / "lib")) in detect_import_roots(root)
 
 
 def test_setup_orders_roots_first_and_names_the_project_modules(tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ from snodo.state.atomic import atomic_create_bytes, canonical_json, file_lock
 from snodo.state.audit_chain import (
     CHECKPOINT,
     GENESIS,
+    LARGE_STRING_CHARS,
     Anchor,
     ChainBreak,
     Scan,
@@ -211,12 +212,13 @@ class AuditLog:
         Inside :meth:`batch` the event is buffered and written (and the returned record
         completed with its seq and hash) when the outermost batch ends.
         """
-        record = self._draft(event, mode, data)
+        record, encoded = self._draft(event, mode, data)
         buffer: list[dict[str, Any]] | None = getattr(self._local, "buffer", None)
         if buffer is not None:
             buffer.append(record)
+            self._local.encoded.append(encoded)
         else:
-            self._flush([record])
+            self._flush([record], [encoded])
         return record
 
     @contextlib.contextmanager
@@ -231,37 +233,47 @@ class AuditLog:
             yield
             return
         self._flush([])
-        self._local.buffer = []
+        self._local.buffer, self._local.encoded = [], []
         try:
             yield
         finally:
             buffered: list[dict[str, Any]] = self._local.buffer
-            self._local.buffer = None
+            encoded: list[bytes | None] = self._local.encoded
+            self._local.buffer = self._local.encoded = None
             if buffered:
-                self._flush(buffered)
+                self._flush(buffered, encoded)
 
-    def _draft(self, event: str, mode: str | None, data: Mapping[str, Any]) -> dict[str, Any]:
+    def _draft(self, event: str, mode: str | None, data: Mapping[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+        """The event's record (its data as JSON reads it back, over-long strings bounded)
+        and the canonical JSON of that data when it is the same bytes (``None`` if bounding
+        changed it)."""
         if not isinstance(event, str) or not event:
             raise StateError(f"cannot append to {self.path}: event must be a non-empty string")
         if event == CHECKPOINT:
             raise StateError(f"cannot append to {self.path}: {CHECKPOINT!r} lines are written by the log itself")
         try:
-            normalised = bounded(json.loads(canonical_json(dict(data))))
+            encoded: bytes | None = canonical_json(dict(data))
+            normalised = json.loads(encoded)  # type: ignore[arg-type]
         except (TypeError, ValueError) as exc:
             raise StateError(f"cannot append {event!r} to {self.path}: data is not JSON-serialisable ({exc})") from exc
-        return {"ts": _now(), "event": event, "mode": mode, "data": normalised}
+        # No string of a shorter encoding can be over-long: nothing to bound.
+        if len(encoded) > LARGE_STRING_CHARS:  # type: ignore[arg-type]
+            normalised, encoded = bounded(normalised), None
+        return {"ts": _now(), "event": event, "mode": mode, "data": normalised}, encoded
 
-    def _flush(self, drafts: list[dict[str, Any]]) -> None:
+    def _flush(self, drafts: list[dict[str, Any]], encoded: list[bytes | None] | None = None) -> None:
         """Under the lock: check (and if need be recover) the log, then write ``drafts`` and a
-        checkpoint in one write and one fsync, then record the checkpoint in the home."""
+        checkpoint in one write and one fsync, then record the checkpoint in the home.
+        ``encoded``: each draft's data as canonical JSON, where known (see :meth:`_draft`)."""
         audit_signing_key(self.home)  # made (or refused) before the lock is taken
         with file_lock(self.path):
             real = os.path.realpath(self.path)  # once per append: what every step below is keyed by
             seq, prev, recovered, last = self._prepare(real)
+            encoded = list(encoded) if encoded is not None else [None] * len(drafts)
             if recovered is not None:
-                drafts = [recovered, *drafts]
+                drafts, encoded = [recovered, *drafts], [None, *encoded]
             if drafts:
-                self._append_signed(drafts, seq, prev, real, last)
+                self._append_signed(drafts, seq, prev, real, last, encoded)
 
     def _append_signed(
         self,
@@ -270,6 +282,7 @@ class AuditLog:
         prev: str,
         real: str | None = None,
         last: tuple[int, int] | None = None,
+        encoded: list[bytes | None] | None = None,
     ) -> None:
         """Under the lock: chain ``drafts`` from ``seq``/``prev``, sign a checkpoint after them,
         write all in one write and one fsync, then record the checkpoint in the home (in the
@@ -278,10 +291,10 @@ class AuditLog:
         real = os.path.realpath(self.path) if real is None else real
         signer, fingerprint = signing_key_and_fingerprint(self.home)
         out = bytearray()
-        for draft in drafts:
+        for i, draft in enumerate(drafts):
             record = {"seq": seq, "ts": draft["ts"], "event": draft["event"], "mode": draft["mode"]}
             record["data"], record["prev"] = draft["data"], prev
-            record["hash"], line = linked_line(record)
+            record["hash"], line = linked_line(record, encoded[i] if encoded is not None else None)
             prev = record["hash"]
             draft.clear()
             draft.update(record)

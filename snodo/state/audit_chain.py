@@ -160,12 +160,17 @@ _CHECKPOINT_EVENT = b',"event":"checkpoint"'
 _MODE_MEMBER = b',"mode":'
 
 
-def linked_line(record: Mapping[str, Any]) -> tuple[str, bytes]:
+def linked_line(record: Mapping[str, Any], data_json: bytes | None = None) -> tuple[str, bytes]:
     """The hash of ``record``'s six hashed fields and its whole line (:func:`dump_line` of
     the record with that hash), from one encoding: with sorted keys the ``hash`` member sits
     just before the last ``,"mode":`` (only ``prev``, ``seq`` and ``ts`` follow that one),
-    the very place :func:`fast_link` cuts it out of."""
-    body = canonical_json({k: record[k] for k in HASHED_FIELDS})
+    the very place :func:`fast_link` cuts it out of. ``data_json``: ``record["data"]``
+    already encoded canonically (``data`` is the first key: it is put in front as it is)."""
+    if data_json is None:
+        body = canonical_json({k: record[k] for k in HASHED_FIELDS})
+    else:
+        rest = canonical_json({k: record[k] for k in HASHED_FIELDS if k != "data"})
+        body = b"".join((b'{"data":', data_json, b",", rest[1:]))
     digest = hashlib.sha256(body).hexdigest()
     at = body.rfind(_MODE_MEMBER)
     return digest, b"".join((body[:at], _HASH_MEMBER, digest.encode("ascii"), b'"', body[at:], b"\n"))

@@ -38,8 +38,10 @@ CREATE TABLE IF NOT EXISTS tokens (
     consumer    TEXT
 )
 """
-#: Each issue removes the rows expired for a day: by this index, not a scan of every token
-#: ever issued (a database an older snodo made gets it on first open).
+#: Rows expired for a day are removed by an issue (at most once a minute per service): by
+#: this index, not a scan of every token ever issued (a database an older snodo made gets it
+#: on first open).
+_PURGE_EVERY_S = 60
 _EXPIRY_INDEX = "CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at)"
 _STR_CLAIMS = ("jti", "task_id", "spec_sha256", "mode")
 _INT_CLAIMS = ("iat", "exp")
@@ -93,6 +95,7 @@ class TokenService:
         self._key = token_key(home)
         self._clock = clock
         self._local = threading.local()
+        self._purged = -_PURGE_EVERY_S  # when this service last removed day-old rows
         with self._db() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(_SCHEMA)
@@ -121,7 +124,10 @@ class TokenService:
             if conn is None:
                 conn = sqlite3.connect(self.db_path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
                 self._local.conn, self._local.identity = conn, _file_identity(self.db_path)
-            conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
+                self._local.durable = None
+            if self._local.durable is not durable:  # a connection's setting: set when it changes
+                conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
+                self._local.durable = durable
         except sqlite3.Error as exc:
             raise StateError(f"cannot open token store {self.db_path}: {exc}") from exc
         try:
@@ -158,14 +164,18 @@ class TokenService:
             "validators": list(validators),
         }
         token = jws.sign(claims, self._key)
+        purge = now >= self._purged + _PURGE_EVERY_S
         with self._db(durable=False) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now - _KEEP_EXPIRED_S,))
+            if purge:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now - _KEEP_EXPIRED_S,))
             conn.execute(
                 "INSERT INTO tokens (jti, task_id, spec_sha256, mode, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (jti, task_id, spec_sha256, mode, now, now + ttl),
             )
-            conn.execute("COMMIT")
+            if purge:
+                conn.execute("COMMIT")
+                self._purged = now
         return token, _claims(claims)
 
     def _check(self, token: str, task_id: str, spec_sha256: str) -> TokenClaims:

@@ -46,14 +46,17 @@ def test_issue_verify_consume(service: TokenService) -> None:
 
 
 def test_issued_claims_are_the_tokens_and_expired_rows_go_by_index(home: Path, service: TokenService) -> None:
-    """``issued`` hands back the claims the token verifies to; the purge of day-old rows
-    on each issue uses an index (a long-lived home holds every token of its day), and an
-    older database without the index gets it when it is opened."""
+    """``issued`` hands back the claims the token verifies to; day-old rows are purged by
+    an issue, at most once a minute per service, through an index (a long-lived home holds
+    every token of its day), and an older database without the index gets it when opened."""
     token, claims = service.issued(task_id="task-1", spec_sha256=SPEC, mode="dev", validators=["lint"])
     assert service.verify(token, task_id="task-1", spec_sha256=SPEC) == claims
     old = TokenService(home, clock=lambda: time.time() - 3 * 86400)
     stale = issue(old, "old-task")
-    issue(service, "new-task")  # purges what expired over a day ago
+    issue(service, "kept")  # within a minute of this service's last purge: none now
+    with closing(sqlite3.connect(service.db_path)) as conn:
+        assert conn.execute("SELECT count(*) FROM tokens WHERE task_id = 'old-task'").fetchone()[0] == 1
+    issue(TokenService(home), "new-task")  # a service's first issue removes what expired over a day ago
     with closing(sqlite3.connect(service.db_path)) as conn:
         plan = " ".join(str(r) for r in conn.execute("EXPLAIN QUERY PLAN DELETE FROM tokens WHERE expires_at < 1"))
         assert "tokens_by_expiry" in plan, plan

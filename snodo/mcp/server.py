@@ -32,12 +32,12 @@ import anyio
 import anyio.to_thread
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 
 from snodo import __version__
 from snodo.callscope import CallScope, scope
 from snodo.mcp.catalog import ToolDef
 from snodo.mcp.served import Served
+from snodo.mcp.stdio import serve_stdio_streams
 from snodo.proc import terminate_all
 
 #: How long a stop waits for tool calls in flight to finish once their children are killed.
@@ -235,7 +235,7 @@ def serve_stdio(served: Served) -> None:
         served.warm()
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
+        async with serve_stdio_streams() as (read_stream, write_stream), anyio.create_task_group() as group:
             group.start_soon(warm_later)
             await server.run(read_stream, write_stream, server.create_initialization_options())
             group.cancel_scope.cancel()

@@ -28,7 +28,6 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import anyio
-from mcp.server.stdio import stdio_server
 
 #: At most this much is written at a time: a pipe the loop reports writable has a free page.
 _CHUNK = 4096
@@ -148,6 +147,8 @@ def _on_the_loop() -> bool:
 async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's read and write streams of MCP messages over stdin and stdout (see the
     module's documentation); the SDK's own transport where the loop cannot wait on them."""
+    from mcp.server.stdio import stdio_server  # imported by the server only, as the SDK itself
+
     if not _on_the_loop():
         async with stdio_server() as streams:
             yield streams

@@ -12,13 +12,13 @@ import contextvars
 import functools
 import os
 import queue
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
+from snodo import workers
 from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem
 from snodo.gitrun import run_git
@@ -60,33 +60,6 @@ class PhaseInput:
     uncommitted: tuple[str, ...] | None = None
     #: How to read it otherwise (a long-lived server's watched tree); ``None``: one git status.
     read_uncommitted: Callable[[], tuple[str, ...]] | None = None
-
-
-#: Idle validator threads kept for the next phase (a long-lived server runs one per call).
-_KEEP_IDLE = 8
-_IDLE: list[queue.SimpleQueue[Callable[[], None]]] = []
-_IDLE_LOCK = threading.Lock()
-
-
-def _worker(jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
-    while True:
-        jobs.get()()
-        with _IDLE_LOCK:
-            if len(_IDLE) >= _KEEP_IDLE:
-                return
-            _IDLE.append(jobs)
-
-
-def _start(job: Callable[[], None], name: str) -> None:
-    """Run ``job`` on an idle validator thread, or a new one: starting a thread waits until
-    the scheduler has run it, which on a busy machine costs milliseconds per validator.
-    A validator that never returns keeps its thread; the others are not held up by it."""
-    with _IDLE_LOCK:
-        jobs = _IDLE.pop() if _IDLE else None
-    if jobs is None:
-        jobs = queue.SimpleQueue()
-        threading.Thread(target=_worker, args=(jobs,), name=name, daemon=True).start()
-    jobs.put(job)
 
 
 def _error(
@@ -229,7 +202,7 @@ def run_phase(
                 progress(f"{inp.phase}: running {v.validator_id} ({v.validator_type})", None)
             ctx = contextvars.copy_context()
             running[i] = time.monotonic() + v.timeout + _grace(v.timeout)
-            _start(functools.partial(ctx.run, work, i, v), "snodo-validator")
+            workers.start(functools.partial(ctx.run, work, i, v), "snodo-validator")
         try:
             # in slices: a signal the kernel delivered to a validator's thread is only acted on
             # (KeyboardInterrupt, Interrupted) when this, the main, thread runs again

@@ -134,6 +134,7 @@ EXPECTED = {
     "snodo.state.tokens",
     "snodo.taskids",
     "snodo.text",
+    "snodo.workers",
     "snodo.workspace",
     "snodo.workspace.files",
     "snodo.workspace.git",

@@ -160,7 +160,13 @@ def concurrency_limit(count: int) -> int:
     """How many validators of one phase run at once by default: all of them up to the
     number of CPUs, but never fewer than :data:`MIN_CONCURRENCY` — a validator mostly waits
     on its confined process, so a small machine still overlaps a few."""
-    return max(1, min(count, max(MIN_CONCURRENCY, os.cpu_count() or 1)))
+    return max(1, min(count, max(MIN_CONCURRENCY, _cpus())))
+
+
+@functools.cache
+def _cpus() -> int:
+    """``os.cpu_count()``, looked up once (it reads a file under /sys)."""
+    return os.cpu_count() or 1
 
 
 def run_phase(

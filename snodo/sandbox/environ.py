@@ -59,7 +59,7 @@ def confined_environment(
     inherited (absent from, or different in, snodo's own environment ``inherited``).
     ``HOME`` is the private ``tmpdir`` itself (one directory less to make and remove).
     """
-    parent = os.environ if inherited is None else inherited
+    parent = os.environ.copy() if inherited is None else inherited  # one decode of each, not two per name
     names = set(named)
     out = {key: value for key, value in given.items() if key in names or _allowed(key) or parent.get(key) != value}
     out.update(HOME=str(tmpdir), TMPDIR=str(tmpdir), TMP=str(tmpdir), TEMP=str(tmpdir))

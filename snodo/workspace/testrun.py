@@ -262,7 +262,8 @@ def setup_fields(setup: PythonSetup) -> dict[str, Any]:
 def suite_env(fields: Mapping[str, Any], report: str) -> dict[str, str]:
     """A test run's environment: snodo's own, the import roots and the probe on the path
     (an inherited ``PYTHONPATH`` dropped), no byte-code, no pytest cache, the probe's settings."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = os.environ.copy()
+    env.pop("PYTHONPATH", None)
     env["PYTHONPATH"] = os.pathsep.join([*fields["pythonpath"], str(PROBE_DIR)])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} -p no:cacheprovider -p {PROBE_PLUGIN}".strip()

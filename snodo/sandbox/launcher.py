@@ -278,7 +278,11 @@ class Launcher:
                 for fd in fds:
                     os.close(fd)
                 continue
-            sock = socket.socket(fileno=fds[0])
+            try:
+                sock = socket.socket(fileno=fds[0])
+            except OSError:  # not a socket at all
+                os.close(fds[0])
+                continue
             if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_SEQPACKET:
                 sock.close()
                 continue

@@ -10,13 +10,15 @@ its thread but never keeps the process from exiting.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import queue
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
 
 _T = TypeVar("_T")
 #: Idle threads kept per name.
@@ -51,6 +53,8 @@ async def run(work: Callable[[], _T], name: str) -> _T:
     """``work()`` on a worker thread, in a copy of the caller's context, awaited on the
     running asyncio loop. Cancelling the awaiting task stops the wait at once; the thread
     finishes ``work`` on its own and its result is dropped."""
+    import asyncio  # here: the run path never awaits a worker, and asyncio costs ~20 ms to import
+
     loop = asyncio.get_running_loop()
     done: asyncio.Future[_T] = loop.create_future()
     context = contextvars.copy_context()

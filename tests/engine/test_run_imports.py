@@ -195,9 +195,11 @@ TRIVIAL = TRIVIAL_PROTOCOL
 #: codes are named without it), securesystemslib's signers (they import every cloud SDK
 #: installed, boto3 among them; the attestation is signed without them), PyJWT (snodo.state.jws
 #: signs the token), importlib.metadata (snodo.entrypoints reads the one group), rich (output
-#: that goes to a pipe is written plain), model and MCP SDKs.
+#: that goes to a pipe is written plain), asyncio (~20 ms; only a server awaits its workers),
+#: model and MCP SDKs.
 NEVER_IN_A_RUN = (
     "rich",
+    "asyncio",
     "pytest",
     "_pytest",
     "securesystemslib.signer",

@@ -151,7 +151,7 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
             return ok, text, data
 
         try:
-            # abandon_on_cancel: a cancelled call answers nothing (the SDK drops it); its
+            # a cancelled call stops waiting and answers nothing (the SDK drops it); its
             # thread ends on its own once call.cancel() has killed what it was waiting for
             if params.name in LONG_CALLS and _wants_progress(ctx):
                 async with anyio.create_task_group() as group:

@@ -252,14 +252,15 @@ class AuditLog:
         if event == CHECKPOINT:
             raise StateError(f"cannot append to {self.path}: {CHECKPOINT!r} lines are written by the log itself")
         try:
-            encoded: bytes | None = canonical_json(dict(data))
-            normalised = json.loads(encoded)  # type: ignore[arg-type]
+            encoded = canonical_json(dict(data))
+            normalised = json.loads(encoded)
         except (TypeError, ValueError) as exc:
             raise StateError(f"cannot append {event!r} to {self.path}: data is not JSON-serialisable ({exc})") from exc
-        # No string of a shorter encoding can be over-long: nothing to bound.
-        if len(encoded) > LARGE_STRING_CHARS:  # type: ignore[arg-type]
-            normalised, encoded = bounded(normalised), None
-        return {"ts": _now(), "event": event, "mode": mode, "data": normalised}, encoded
+        record = {"ts": _now(), "event": event, "mode": mode, "data": normalised}
+        if len(encoded) <= LARGE_STRING_CHARS:  # no string of a shorter encoding is over-long
+            return record, encoded
+        record["data"] = bounded(normalised)
+        return record, None
 
     def _flush(self, drafts: list[dict[str, Any]], encoded: list[bytes | None] | None = None) -> None:
         """Under the lock: check (and if need be recover) the log, then write ``drafts`` and a

@@ -75,8 +75,9 @@ class Backend(abc.ABC):
 
 
 _PR_SET_CHILD_SUBREAPER = 36
-#: Seconds snodo waits at exit for adopted confined processes to end (they are being killed).
-EXIT_WAIT = 0.25
+#: Seconds snodo waits at exit, at most, for adopted confined processes to end (they are
+#: being killed; only a machine under heavy load takes more than a few milliseconds).
+EXIT_WAIT = 3.0
 _SUBREAPER: list[bool] = []
 
 
@@ -150,25 +151,45 @@ def _reap_by_scan(spare: Collection[int]) -> int:
 
 
 def _confined_children() -> bool:
-    """Whether a confined child of snodo is still alive (not yet a zombie)."""
-    return any(state not in (b"Z", b"X") and no_new_privs(pid) for pid, state in _children())
+    """Whether a confined child of snodo is still alive (not yet a zombie). When snodo has
+    ``no_new_privs`` itself (it runs in some other sandbox), so has every child of it: then
+    only a child in a PID namespace of its own counts (bubblewrap's init), not, say, a job
+    this server adopted that goes on after it."""
+    inherited = no_new_privs(os.getpid())
+    for pid, state in _children():
+        if state in (b"Z", b"X"):
+            continue
+        try:
+            with open(f"/proc/{pid}/status", "rb") as fh:
+                status = fh.read()
+        except OSError:
+            continue
+        if b"NoNewPrivs:\t1" not in status:
+            continue
+        nspid = next((line for line in status.splitlines() if line.startswith(b"NSpid:")), b"")
+        if not inherited or len(nspid.split()) > 2:
+            return True
+    return False
 
 
 def reap_at_exit() -> None:
     """At exit (after every other exit handler of snodo: registered first, so it runs last):
     reap the adopted confined processes, waiting up to :data:`EXIT_WAIT` for those still
-    dying. Returns at once when snodo has no child left (the usual case)."""
+    dying (bubblewrap's init ends a moment after its monitor; on a loaded machine, many
+    moments). A zombie that is not snodo's to reap does not end the wait. Returns at once
+    when snodo has no child left (the usual case)."""
     if not _SUBREAPER:
         return
     deadline = time.monotonic() + EXIT_WAIT
     while True:
-        reap_adopted(())
         try:
-            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return  # no child at all
-        if info is not None or time.monotonic() >= deadline or not _confined_children():
-            return  # a zombie that is not ours to reap, out of time, or nothing confined left
+        alive = _confined_children()  # looked at before reaping: one that ends between is reaped
+        reap_adopted(())
+        if not alive or time.monotonic() >= deadline:
+            return  # nothing confined left alive, or out of time
         time.sleep(0.002)
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import IO
 
 from snodo.errors import EnvironmentProblem
-from snodo.sandbox.base import Prepared
+from snodo.sandbox.base import Prepared, become_subreaper
 from snodo.sandbox.cgroup import PidGroup, pid_group, release
 from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
 from snodo.sandbox.limits import limit_values
@@ -53,6 +53,8 @@ SWITCH_ENV = "SNODO_SANDBOX_LAUNCHER"
 MAX_LAUNCHERS = 4
 #: Seconds a launcher may take to say it is ready.
 START_TIMEOUT = 20.0
+#: Seconds :meth:`Launcher.close` gives a launcher to end its commands and exit by itself.
+CLOSE_WAIT = 2.0
 #: Commands of one shape that start the per-command way before its launcher is started (in
 #: the background, while the next one still runs the per-command way): a launcher costs
 #: about as much CPU as three or four bubblewrap starts, which a short ``snodo run`` (three
@@ -104,7 +106,7 @@ class Launched:
                 raise subprocess.TimeoutExpired("(launched)", timeout or 0)
             ready = _readable(self.exit_fd, 5.0 if left is None else min(left, 5.0))
             if not ready and self.killed:  # asked to kill, and nothing after 5 s: end it all
-                self.launcher.close()
+                self.launcher.close(orderly=False)
         assert self.returncode is not None
         return self.returncode
 
@@ -136,7 +138,7 @@ class Launched:
             return
         self.killed = True
         if not self.launcher.send(json.dumps({"op": "kill", "id": self.ident}).encode(), ()):
-            self.launcher.close()
+            self.launcher.close(orderly=False)
 
 
 def _receive(channel: socket.socket) -> tuple[bytes, list[int]]:
@@ -197,6 +199,9 @@ class Launcher:
             str(theirs.fileno()),
             config,
         ]
+        # bubblewrap's init outlives its monitor: adopted by snodo, reaped by snodo (with the
+        # CPU time of every command the launcher ran), not left to the system's init.
+        become_subreaper()
         self.group: PidGroup | None = pid_group(max_pids)
         spawning = self.group.spawning if self.group is not None else contextlib.nullcontext
         try:
@@ -356,8 +361,9 @@ class Launcher:
         with self.lock:
             return bool(self.active)
 
-    def close(self) -> None:
-        """End the launcher and every command it runs (its sandbox dies with it)."""
+    def shut(self) -> None:
+        """Tell the launcher to end: its channel closed, it kills each command's init, reaps
+        them and exits (:meth:`close` then waits for it)."""
         self.broken = True
         with self.lock:
             spare, self._spare = self._spare, None
@@ -365,8 +371,24 @@ class Launcher:
             spare[1].close()
         with contextlib.suppress(OSError):
             self.channel.close()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def close(self, orderly: bool = True) -> None:
+        """End the launcher and every command it runs (its sandbox dies with it).
+
+        ``orderly``: it is given :data:`CLOSE_WAIT` to reap its inits and exit, so the CPU
+        time of each command is in snodo's children's time (killed first, an init that had
+        just ended could be lost with the launcher's namespace before it was reaped); then,
+        or at once when not ``orderly`` (a launcher that stopped answering), its whole
+        process group is killed."""
+        self.shut()
+        ended = False
+        if orderly:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=CLOSE_WAIT)
+                ended = True
+        if not ended:  # not reaped yet: its process group is still its own
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=5)
         if self.proc.stderr is not None:
@@ -527,5 +549,7 @@ def close_all() -> None:
         _GENERATION[0] += 1
         _REFUSED.clear()
         _USES.clear()
+    for launcher in launchers:  # all told first: they end side by side
+        launcher.shut()
     for launcher in launchers:
         launcher.close()

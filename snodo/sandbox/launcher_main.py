@@ -24,7 +24,8 @@ request that ``B`` took (``{"op": "used"}``, with a copy of the status descripto
 open until ``B`` is gone, so snodo sees the status pipe end only once the whole namespace
 is). A request snodo sends the launcher itself (``{"op": "run"}``, when it holds no
 spare) goes to a ``B`` made for it. ``{"op": "kill"}`` SIGKILLs a request's ``B`` (its
-namespace dies with it).
+namespace dies with it). When snodo closes the channel the launcher kills every ``B``,
+reaps each and exits, so each command's CPU time reaches snodo's children's time.
 """
 
 import contextlib
@@ -254,6 +255,21 @@ def _offer(
     return pidfd
 
 
+def _end(inits: dict[int, tuple[int, int, int]]) -> None:
+    """Kill each ``B`` (its namespace dies with it) and reap it: the CPU time of every
+    command is then in the launcher's children's time, and so in snodo's."""
+    for pidfd in inits:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    for pidfd, (pid, status, _ident) in inits.items():
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        if status >= 0:
+            os.close(status)
+        os.close(pidfd)
+    inits.clear()
+
+
 def main() -> None:
     channel_fd, config = int(sys.argv[1]), json.loads(sys.argv[2])
     _check(_prctl(_PR_SET_DUMPABLE, 0), "not dumpable")
@@ -300,9 +316,10 @@ def main() -> None:
             try:
                 message, fds, _flags, _addr = socket.recv_fds(channel, _MAX_MESSAGE, 3)
             except ConnectionError:
+                message, fds = b"", []
+            if not message:  # snodo closed the channel: nothing more to start
+                _end(inits)
                 return
-            if not message:
-                return  # snodo closed the channel: nothing more to start
             for fd in fds:
                 os.set_inheritable(fd, False)
             try:

@@ -7,6 +7,13 @@ a run's sweep finds them and snodo reaps them. Only confined processes (``no_new
 every confined process has it, snodo's own children such as git never do) are reaped here,
 so no ``Popen`` ever loses its child's exit status.
 
+When snodo itself runs with ``no_new_privs`` (a container started with
+``no-new-privileges``, Kubernetes' ``allowPrivilegeEscalation: false``, another sandbox),
+every child of snodo has it too, git included, so it marks nothing: then a process is
+confined when it is in a PID namespace below snodo's (bubblewrap) or has more seccomp
+filters than snodo (every Landlock child gets one more, :mod:`.harden`); neither can be
+shed by the process or its descendants (:func:`confined`).
+
 A confined command's CPU time is in the rusage of bubblewrap's init; reaped by snodo, it
 counts in snodo's children's time (what ``time`` and the benchmarks report). Left unreaped
 at exit it went to the system's init and a governed run looked cheaper than it was: at
@@ -20,6 +27,7 @@ import abc
 import atexit
 import contextlib
 import ctypes
+import functools
 import os
 import sys
 import time
@@ -81,12 +89,51 @@ EXIT_WAIT = 3.0
 _SUBREAPER: list[bool] = []
 
 
-def no_new_privs(pid: int) -> bool:
+def _status(pid: int | str) -> dict[bytes, bytes]:
     try:
         with open(f"/proc/{pid}/status", "rb") as fh:
-            return b"NoNewPrivs:\t1" in fh.read()
+            lines = fh.read().splitlines()
     except OSError:
+        return {}
+    return dict(line.partition(b":")[::2] for line in lines)
+
+
+def _nspid_depth(status: dict[bytes, bytes]) -> int:
+    return len(status.get(b"NSpid", b"").split())
+
+
+def _filters(status: dict[bytes, bytes]) -> int:
+    try:
+        return int(status.get(b"Seccomp_filters", b"-1"))
+    except ValueError:
+        return -1
+
+
+@functools.cache
+def _own() -> tuple[bool, int, int]:
+    """Whether snodo itself has ``no_new_privs`` (it cannot lose it), its PID namespace
+    depth and its number of seccomp filters (``-1``: the kernel does not say, before 5.9)."""
+    status = _status("self")
+    return status.get(b"NoNewPrivs", b"").strip() == b"1", _nspid_depth(status), _filters(status)
+
+
+def inherited_no_new_privs() -> bool:
+    """Whether snodo runs with ``no_new_privs`` itself (so every child of it has it)."""
+    return _own()[0]
+
+
+def confined(pid: int) -> bool:
+    """Whether process ``pid`` runs confined by snodo, by what it cannot shed: ``no_new_privs``
+    (snodo's own children never have it), or, when snodo has it itself, a PID namespace
+    below snodo's or more seccomp filters than snodo. ``False`` when it is gone, or when
+    the kernel does not say."""
+    status = _status(pid)
+    if status.get(b"NoNewPrivs", b"").strip() != b"1":
         return False
+    inherited, depth, filters = _own()
+    if not inherited:
+        return True
+    return _nspid_depth(status) > depth or (filters >= 0 and _filters(status) > filters)
 
 
 def become_subreaper() -> None:
@@ -118,7 +165,7 @@ def reap_adopted(spare: Collection[int]) -> int:
             return reaped
         if info is None:
             return reaped
-        if info.si_pid in spare or not no_new_privs(info.si_pid):
+        if info.si_pid in spare or not confined(info.si_pid):
             return reaped + _reap_by_scan(spare)
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(info.si_pid, os.WNOHANG)
@@ -143,7 +190,7 @@ def _children() -> Iterator[tuple[int, bytes]]:
 def _reap_by_scan(spare: Collection[int]) -> int:
     reaped = 0
     for pid, state in _children():
-        if state == b"Z" and pid not in spare and no_new_privs(pid):
+        if state == b"Z" and pid not in spare and confined(pid):
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, os.WNOHANG)
                 reaped += 1
@@ -151,25 +198,8 @@ def _reap_by_scan(spare: Collection[int]) -> int:
 
 
 def _confined_children() -> bool:
-    """Whether a confined child of snodo is still alive (not yet a zombie). When snodo has
-    ``no_new_privs`` itself (it runs in some other sandbox), so has every child of it: then
-    only a child in a PID namespace of its own counts (bubblewrap's init), not, say, a job
-    this server adopted that goes on after it."""
-    inherited = no_new_privs(os.getpid())
-    for pid, state in _children():
-        if state in (b"Z", b"X"):
-            continue
-        try:
-            with open(f"/proc/{pid}/status", "rb") as fh:
-                status = fh.read()
-        except OSError:
-            continue
-        if b"NoNewPrivs:\t1" not in status:
-            continue
-        nspid = next((line for line in status.splitlines() if line.startswith(b"NSpid:")), b"")
-        if not inherited or len(nspid.split()) > 2:
-            return True
-    return False
+    """Whether a confined child of snodo is still alive (not yet a zombie)."""
+    return any(state not in (b"Z", b"X") and confined(pid) for pid, state in _children())
 
 
 def reap_at_exit() -> None:

@@ -1,6 +1,11 @@
 """What the Landlock backend adds in the child besides the Landlock ruleset: no capabilities
 (snodo may run as root) and, when the network is off, a seccomp filter on ``socket()``.
 
+When snodo runs with ``no_new_privs`` itself (``mark``), a child without the socket filter
+gets a filter that allows everything instead: one seccomp filter more than snodo's is how
+snodo then tells a confined process (and every descendant of it) from its own children
+(:func:`snodo.sandbox.base.confined`).
+
 Landlock covers files and TCP only; the filter closes the rest when the network is off:
 ``socket()`` is allowed for ``AF_NETLINK`` (interface queries) only, so UDP, MPTCP
 (``AF_INET`` with ``IPPROTO_MPTCP``), raw and packet sockets and — because Landlock does not
@@ -73,9 +78,12 @@ class Hardening:
     """Everything the child needs, bound in the parent (nothing is imported or allocated in
     the child between fork and exec)."""
 
-    def __init__(self, libc: ctypes.CDLL, *, filter_sockets: bool) -> None:
+    def __init__(self, libc: ctypes.CDLL, *, filter_sockets: bool, mark: bool = False) -> None:
         self.libc = libc
         self.fprog: _SockFprog | None = None
+        if mark and not filter_sockets:  # one filter that allows everything: a mark that stays
+            self._filters = (_SockFilter * 1)(_SockFilter(0x06, 0, 0, 0x7FFF0000))
+            self.fprog = _SockFprog(1, self._filters)
         if filter_sockets:
             arch = _ARCHES.get(platform.machine())
             if arch is None:
@@ -99,8 +107,8 @@ class Hardening:
 
     def in_child(self) -> Callable[[], None]:
         """Drop every capability (bounding set, ambient, effective/permitted/inheritable,
-        root's exec-time grant via securebits) and, with ``filter_sockets``, install the
-        filter. Must run after ``no_new_privs``."""
+        root's exec-time grant via securebits) and, with ``filter_sockets`` (or ``mark``),
+        install the filter. Must run after ``no_new_privs``."""
         prctl, capset = self.libc.prctl, self.libc.capset
         zero = ctypes.c_ulong(0)
         caps = [ctypes.c_ulong(c) for c in range(self.last_cap + 1)]

@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared, become_subreaper, no_new_privs
+from snodo.sandbox.base import Backend, Prepared, become_subreaper, confined, inherited_no_new_privs
 from snodo.sandbox.harden import Hardening
 from snodo.sandbox.layout import carve, read_only_paths
 from snodo.sandbox.limits import limit_setter
@@ -182,7 +182,7 @@ class Ruleset:
         one, zero, sigkill = ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(signal.SIGKILL)
         c_fd, c_flags = ctypes.c_int(fd), ctypes.c_uint32(0)
         set_limits = limit_setter(limits) if limits is not None else None
-        harden = Hardening(libc, filter_sockets=not self.network).in_child()
+        harden = Hardening(libc, filter_sockets=not self.network, mark=inherited_no_new_privs()).in_child()
 
         def restrict() -> None:
             prctl(_PR_SET_PDEATHSIG, sigkill, zero, zero, zero)
@@ -264,8 +264,8 @@ def _ticks_now() -> int:
 def kill_marked(marker: str, leader: int, since: int = 0, others: Collection[int] = ()) -> int:
     """Kill every process of the run: same process group or session as ``leader``, carrying
     ``marker`` in its environment, or — since snodo is the child subreaper — an orphan
-    reparented to snodo that runs with ``no_new_privs`` (every confined process does, snodo's
-    own children do not) and is no leader of another live run (``others``). Only processes
+    reparented to snodo that runs confined (:func:`~snodo.sandbox.base.confined`: snodo's own
+    children do not) and is no leader of another live run (``others``). Only processes
     started at or after ``since`` (clock ticks since boot) can belong to the run. Killed
     orphans are reaped. Returns how many were signalled."""
     needle, prefix = f"{MARKER}={marker}".encode(), f"{MARKER}=".encode()
@@ -291,7 +291,7 @@ def kill_marked(marker: str, leader: int, since: int = 0, others: Collection[int
                 continue
             if started < since or pid in others:
                 continue
-            orphan = ppid == me and pid != leader and no_new_privs(pid)
+            orphan = ppid == me and pid != leader and confined(pid)
             if orphan:
                 orphans.append(pid)
             if state in (b"Z", b"X"):

@@ -1,0 +1,102 @@
+"""snodo run with ``no_new_privs`` itself (a container started with ``no-new-privileges``,
+Kubernetes' ``allowPrivilegeEscalation: false``): every child of snodo has the flag then, so
+it no longer tells a confined process from snodo's own children (git above all). Snodo must
+neither reap an own child's exit status (a failing git read as success) nor kill it in a
+run's sweep, and still kill and reap every orphan of a confined run."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+# Sets no_new_privs, then becomes the script (argv[1]) with the other arguments.
+NNP = (
+    "import ctypes, os, sys\n"
+    "assert ctypes.CDLL(None).prctl(38, 1, 0, 0, 0) == 0\n"
+    "os.execv(sys.executable, [sys.executable, '-I', '-c', *sys.argv[1:]])"
+)
+
+
+def _under_nnp(script: str, *args: str, timeout: float = 120) -> str:
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", NNP, textwrap.dedent(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_an_own_childs_exit_status_is_not_reaped_away() -> None:
+    out = _under_nnp(
+        """
+        import subprocess, time
+        from snodo.sandbox import base
+        assert base.inherited_no_new_privs()
+        base.become_subreaper()
+        child = subprocess.Popen(["sh", "-c", "exit 3"])
+        time.sleep(0.3)  # a zombie by now, with no_new_privs like every child of this process
+        print("reaped", base.reap_adopted(()), "status", child.wait())
+        """
+    )
+    assert out.split() == ["reaped", "0", "status", "3"]
+
+
+def test_a_runs_sweep_kills_its_escaped_orphan_and_spares_an_own_child(backend: str, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    token = secrets.token_hex(8)
+    landed = ws / "payload-ran"
+    payload = f"import time; time.sleep(2); open({str(landed)!r}, 'w').write('{token}')"
+    escape = textwrap.dedent(
+        f"""
+        import os, sys, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execve(sys.executable, [sys.executable, "-c", {payload!r}], {{}})
+            os._exit(0)
+        os.wait()
+        time.sleep(0.5)
+        print("parent done")
+        """
+    )
+    out = _under_nnp(
+        """
+        import subprocess, sys, threading, time
+        from pathlib import Path
+        from snodo.proc import run_process
+        from snodo.sandbox import SandboxPolicy
+        ws = Path(sys.argv[1])
+        own = []
+        def start_own():  # snodo's own child, started while the confined run goes on
+            time.sleep(0.2)
+            own.append(subprocess.Popen(["sleep", "30"]))
+        starter = threading.Thread(target=start_own)
+        starter.start()
+        result = run_process([sys.executable, "-c", sys.argv[2]], cwd=ws, timeout=60, sandbox=SandboxPolicy(workspace=ws))
+        starter.join()
+        print(result.output.strip())
+        print("own alive", own[0].poll() is None)
+        own[0].terminate()
+        print("own status", own[0].wait())
+        """,
+        str(ws),
+        escape,
+    )
+    assert out.splitlines() == ["parent done", "own alive True", "own status -15"]
+    time.sleep(2.5)
+    assert not landed.exists(), "an orphan of the run outlived it and ran its payload"
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        assert token.encode() not in cmdline, f"process {pid} of the run is still alive"

@@ -3,8 +3,8 @@
 What a host can send and expect at the byte level: a request split across writes (inside a
 UTF-8 character), a reply far larger than a pipe's buffer, the wire claimed while serving
 (descriptor 0 reads nothing, descriptor 1 writes to stderr), the end of input ending the
-server; and input from a regular file, which the event loop cannot wait on, served by the
-SDK's own transport.
+server once every request read is answered (or the client stopped reading); and input from
+a regular file, which the event loop cannot wait on, read in a worker thread.
 """
 
 from __future__ import annotations
@@ -110,16 +110,109 @@ def test_split_requests_a_large_reply_and_the_claimed_wire(tmp_path: Path) -> No
         proc.stderr.close()
 
 
-def test_input_from_a_regular_file_is_served_by_the_sdk_transport(tmp_path: Path) -> None:
+def call(ident: int | str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+
+
+def test_input_from_a_regular_file_is_read_to_its_end_and_every_request_answered(tmp_path: Path) -> None:
     home = tmp_path / "home"
     project = make_project(tmp_path / "p", PROTOCOL)
+    (project / "notes.txt").write_text("from a file\n")
     requests = tmp_path / "requests.jsonl"
-    # Only the handshake: the file ends at once, and a request still in flight when input
-    # ends is dropped by the SDK's server (a host keeps its pipe open), so nothing else.
-    requests.write_bytes(line(INITIALIZE) + line(INITIALIZED))
+    # The file ends at once (the loop cannot wait on it: read in a worker thread), with both
+    # calls still to run: they are answered before the server ends.
+    requests.write_bytes(
+        line(INITIALIZE)
+        + line(INITIALIZED)
+        + line(call(2, "list_files", {"path": "."}))
+        + line(call('dré"3', "read_file", {"path": "notes.txt"}))
+        # Not JSON-RPC 2.0: the SDK answers nothing, so nothing is waited for.
+        + line({"jsonrpc": "1.0", "id": 4, "method": "ping"})
+    )
     with requests.open("rb") as stdin:
         proc = start(project, home, stdin=stdin)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()
     answers = {m.get("id"): m for m in map(json.loads, out.splitlines())}
     assert answers[1]["result"]["serverInfo"]["name"] == "snodo", out
+    assert answers[2]["result"]["isError"] is False, answers[2]
+    assert answers['dré"3']["result"]["structuredContent"]["content"] == "from a file\n", answers
+
+
+SLOW = """\
+protocol_id: t
+name: t
+modes:
+  - mode_id: checker
+    tools: [read, validate]
+    validators: [slow]
+validators:
+  - {validator_id: slow, validator_type: pytest, evaluation_phase: pre_execute, tooling: {command: "sleep 1.5"}}
+"""
+
+
+def test_requests_still_running_when_input_ends_are_answered_before_the_server_ends(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    project = make_project(tmp_path / "p", SLOW)
+    proc = start(project, home)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    # A script that pipes its requests in and closes its end at once (the SDK's transport
+    # answered the call still running then "Connection closed").
+    arguments = {"task_id": "t-1", "task_spec": "Add a module.\n"}
+    proc.stdin.write(line(INITIALIZE) + line(INITIALIZED) + line(call(2, "validate_task", arguments)))
+    proc.stdin.close()
+    out = proc.stdout.read()
+    assert proc.wait(timeout=60) == 0
+    answers = {m.get("id"): m for m in map(json.loads, out.splitlines())}
+    assert "error" not in answers[2], answers[2]
+    assert answers[2]["result"]["structuredContent"]["status"] == "pass", answers[2]
+    proc.stdout.close()
+    assert "Traceback" not in proc.stderr.read().decode()
+    proc.stderr.close()
+
+
+def test_a_client_that_stops_reading_ends_the_wait_for_its_answers(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    project = make_project(tmp_path / "p", SLOW.replace("sleep 1.5", "sleep 30"))
+    proc = start(project, home)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(line(INITIALIZE))
+    proc.stdin.flush()
+    reply(proc.stdout, 1)
+    arguments = {"task_id": "t-1", "task_spec": "Add a module.\n"}
+    proc.stdin.write(line(INITIALIZED) + line(call(2, "validate_task", arguments)))
+    proc.stdin.flush()
+    time.sleep(1)  # the call runs (its validator sleeps 30 s)
+    proc.stdout.close()  # the client is gone: nobody reads the answer
+    proc.stdin.close()
+    started = time.monotonic()
+    proc.wait(timeout=60)
+    assert time.monotonic() - started < 20, "the server waited for an answer nobody reads"
+    proc.stderr.close()
+
+
+def test_requests_and_answers_are_matched_by_id_whatever_the_layout() -> None:
+    import asyncio
+
+    from snodo.mcp.stdio import _Pending
+
+    async def check() -> set[object]:
+        pending = _Pending(1)
+        for text in (
+            '{"jsonrpc":"2.0","id":"a\\"b","method":"ping"}\n',
+            '{"jsonrpc":"2.0","id":5,"method":"ping"}\n',
+            '{"jsonrpc":"2.0","id":6,"method":"ping"}\n',
+            '{"jsonrpc":"2.0","id":7,"method":"ping","params":5}\n',  # the SDK refuses it: no answer comes
+            '{"jsonrpc":"2.0","id":true,"method":"ping"}\n',  # a notification to the SDK
+        ):
+            pending.read(text)
+        assert pending.ids == {'a"b', 5, 6}
+        pending.wrote('{"jsonrpc":"2.0","id":"a\\"b","result":{}}\n')  # the SDK's layout
+        pending.wrote('{"id":5,"jsonrpc":"2.0","error":{"code":1,"message":"x"}}\n')  # any other
+        pending.wrote('{"jsonrpc":"2.0","id":6,"method":"sampling/createMessage"}\n')  # a request of the server's
+        assert pending.ids == {6}
+        pending.read('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}}\n')
+        await pending.drained()
+        return pending.ids
+
+    assert asyncio.run(check()) == set()

@@ -6,13 +6,12 @@ run's sweep, and still kill and reap every orphan of a confined run."""
 
 from __future__ import annotations
 
-import os
-import secrets
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
+
+from orphans import assert_never_ran, escaping_orphan
 
 # Sets no_new_privs, then becomes the script (argv[1]) with the other arguments.
 NNP = (
@@ -52,22 +51,7 @@ def test_an_own_childs_exit_status_is_not_reaped_away() -> None:
 def test_a_runs_sweep_kills_its_escaped_orphan_and_spares_an_own_child(backend: str, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    token = secrets.token_hex(8)
-    landed = ws / "payload-ran"
-    payload = f"import time; time.sleep(2); open({str(landed)!r}, 'w').write('{token}')"
-    escape = textwrap.dedent(
-        f"""
-        import os, sys, time
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                os.execve(sys.executable, [sys.executable, "-c", {payload!r}], {{}})
-            os._exit(0)
-        os.wait()
-        time.sleep(0.5)
-        print("parent done")
-        """
-    )
+    escape, landed, token = escaping_orphan(ws, then="import time\ntime.sleep(0.5)\n")
     out = _under_nnp(
         """
         import subprocess, sys, threading, time
@@ -92,11 +76,4 @@ def test_a_runs_sweep_kills_its_escaped_orphan_and_spares_an_own_child(backend: 
         escape,
     )
     assert out.splitlines() == ["parent done", "own alive True", "own status -15"]
-    time.sleep(2.5)
-    assert not landed.exists(), "an orphan of the run outlived it and ran its payload"
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        assert token.encode() not in cmdline, f"process {pid} of the run is still alive"
+    assert_never_ran(landed, token)

@@ -197,8 +197,10 @@ def _codex_home(tmp_path: Path, root: Path, home: Path, server: ModelServer, *ex
     """A private ``CODEX_HOME``: the printed profile saved verbatim as ``snodo.config.toml``,
     the base config naming only the local model provider (Responses API, a dummy key from
     the environment, no OpenAI login)."""
-    codex_home = tmp_path / "codex-home"
-    codex_home.mkdir(exist_ok=True)
+    # Not below the system's temporary directory: there Codex refuses to make the helper its
+    # own sandbox executes (`bwrap: execvp codex-linux-sandbox`), and its shell never starts.
+    codex_home = Path(os.environ.get("SNODO_REAL_HOSTS_HOME") or tmp_path) / f"codex-home-{tmp_path.name}"
+    codex_home.mkdir(parents=True, exist_ok=True)
     printed = snodo(root, home, "serve", "--print-config", "codex", *extra, check=True).stdout
     (codex_home / "snodo.config.toml").write_text(printed)
     (codex_home / "config.toml").write_text(

@@ -139,16 +139,19 @@ def _identity(path: str) -> tuple[object, ...]:
     environment's ``pyvenv.cfg``'s stat. Replacing or re-pointing any of them (an agent can
     write a ``.venv`` inside the workspace) makes it a new interpreter, asked again."""
 
-    def stat(name: str) -> tuple[int, ...] | None:
-        try:
-            st = os.stat(name)
-        except OSError:
-            return None
-        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-
     real = os.path.realpath(path)
     cfg = os.path.join(os.path.dirname(os.path.dirname(path)), "pyvenv.cfg")
-    return (path, real, stat(real), cfg, stat(cfg))
+    return (path, real, _stamp(real), cfg, _stamp(cfg))
+
+
+def _stamp(path: str | Path) -> tuple[int, int, int, int, int, int] | None:
+    """What a file's replacement or rewrite changes (device, inode, size, mtime, ctime,
+    mode), or ``None`` when it is not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
 def _pythonpath_setting(workspace: Path, pythonpath: Any) -> list[Path]:
@@ -186,14 +189,6 @@ def detect_import_roots(workspace: Path) -> list[Path]:
     return roots
 
 
-def _file_stamp(path: Path) -> tuple[int, int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 #: The package directories ``pyproject.toml`` and ``setup.cfg`` declare, by workspace, with
 #: the two files' stamps: a long-lived server parses them again only once either changed.
 #: Files changed less than this long before they were read are read again next time (a
@@ -204,7 +199,7 @@ _DECLARED: dict[Path, tuple[tuple[object, ...], tuple[str, ...]]] = {}
 
 def _declared_roots(workspace: Path) -> tuple[str, ...]:
     pyproject, setup_cfg = workspace / "pyproject.toml", workspace / "setup.cfg"
-    stamps = (_file_stamp(pyproject), _file_stamp(setup_cfg))
+    stamps = (_stamp(pyproject), _stamp(setup_cfg))
     cached = _DECLARED.get(workspace)
     if cached is not None and cached[0] == stamps:
         return cached[1]
@@ -222,7 +217,7 @@ def _declared_roots(workspace: Path) -> tuple[str, ...]:
     declared += _setup_cfg_roots(setup_cfg)
     if len(_DECLARED) > 64:
         _DECLARED.clear()
-    if all(stamp is None or now - stamp[3] >= _RACY_NS for stamp in stamps):
+    if all(stamp is None or now - stamp[4] >= _RACY_NS for stamp in stamps):  # [4]: the ctime
         _DECLARED[workspace] = (stamps, tuple(declared))
     else:
         _DECLARED.pop(workspace, None)

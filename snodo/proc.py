@@ -64,6 +64,12 @@ def _kill_group(proc: subprocess.Popen[bytes] | Launched) -> None:
 _LIVE_LOCK = threading.Lock()
 _LIVE: dict[int, tuple[subprocess.Popen[bytes] | Launched, Prepared | None]] = {}
 _LIVE_ARGV: dict[int, tuple[str, ...]] = {}
+#: Starts under way (a child that may already run, not yet in ``_LIVE``): :func:`terminate_all`
+#: waits for them, so a child started just before it is not missed.
+_STARTING = [0]
+_STARTED = threading.Condition(_LIVE_LOCK)
+#: Seconds :func:`terminate_all` waits, at most, for the starts under way.
+_START_WAIT = 5.0
 
 
 def _other_leaders(pid: int) -> frozenset[int]:
@@ -78,8 +84,10 @@ def live_processes() -> list[tuple[str, ...]]:
 
 
 def terminate_all() -> int:
-    """Kill every child tree :func:`run_process` started that is still running; how many."""
+    """Kill every child tree :func:`run_process` started that is still running, those being
+    started right now included; how many."""
     with _LIVE_LOCK:
+        _STARTED.wait_for(lambda: not _STARTING[0], timeout=_START_WAIT)
         live = list(_LIVE.values())
     for proc, prepared in live:
         _kill_group(proc)
@@ -252,6 +260,30 @@ def _spawn(
     """Start the child (through its launcher when it has one) and count it live."""
     program = shown(argv[0])
     how = f" confined by {prepared.backend}" if prepared is not None else ""
+    proc: subprocess.Popen[bytes] | Launched | None = None
+    with _LIVE_LOCK:
+        _STARTING[0] += 1
+    try:
+        proc = _start(popen_argv, cwd, env, prepared, stdin, program, how)
+    finally:
+        with _LIVE_LOCK:
+            _STARTING[0] -= 1
+            if proc is not None:
+                _LIVE[proc.pid] = (proc, prepared)
+                _LIVE_ARGV[proc.pid] = tuple(argv)
+            _STARTED.notify_all()
+    return proc
+
+
+def _start(
+    popen_argv: Sequence[str],
+    cwd: Path,
+    env: dict[str, str],
+    prepared: Prepared | None,
+    stdin: bool,
+    program: str,
+    how: str,
+) -> subprocess.Popen[bytes] | Launched:
     spawning = prepared.spawning if prepared is not None and prepared.spawning is not None else contextlib.nullcontext
     proc: subprocess.Popen[bytes] | Launched
     try:
@@ -277,9 +309,6 @@ def _spawn(
         raise EnvironmentProblem(f"cannot run {program!r}{how}: the sandbox did not start ({exc})") from None
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {program!r}{how}: {exc.strerror or exc}") from None
-    with _LIVE_LOCK:
-        _LIVE[proc.pid] = (proc, prepared)
-        _LIVE_ARGV[proc.pid] = tuple(argv)
     return proc
 
 

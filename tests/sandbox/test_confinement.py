@@ -14,6 +14,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -319,6 +320,38 @@ def test_terminate_all_kills_live_confined_trees(backend: str, tmp_path: Path) -
     t.join(20)
     assert not t.is_alive() and outcome
     assert not _running_with("TERMINATE-ALL-MARKER")
+
+
+def test_terminate_all_waits_for_a_child_being_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that runs but whose start has not returned yet (here held there on purpose)
+    is still killed: terminate_all waits for the starts under way."""
+    import subprocess
+
+    started, release = threading.Event(), threading.Event()
+
+    class SlowPopen(subprocess.Popen[bytes]):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)  # the child runs from here on
+            started.set()
+            release.wait(20)  # the moment between the start and its bookkeeping, made long
+
+    monkeypatch.setattr(subprocess, "Popen", SlowPopen)
+    outcome: list[object] = []
+    runner = threading.Thread(
+        target=lambda: outcome.append(run_process(["sleep", "60"], cwd=tmp_path, timeout=60)), daemon=True
+    )
+    runner.start()
+    assert started.wait(20)
+    killed: list[int] = []
+    killer = threading.Thread(target=lambda: killed.append(terminate_all()))
+    killer.start()
+    time.sleep(0.3)
+    assert not killed, "terminate_all went ahead while a start was under way"
+    release.set()
+    killer.join(20)
+    runner.join(20)
+    assert killed == [1]
+    assert not runner.is_alive() and outcome
 
 
 def test_an_extra_writable_directory_is_writable_and_nothing_beside_it(backend: str, tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ validators:
   # a mode holding dispatch needs a post_execute validator (not run by validate_task)
   - {{validator_id: post, validator_type: pytest, evaluation_phase: post_execute}}
 """
-COMMAND = 'pytest, tooling: {command: "true"}'
+COMMAND = 'command, tooling: {command: "true"}'
 IN_PROCESS = "protocol"
 
 

@@ -51,8 +51,8 @@ name: bench
     validators: [pre, post]
     coder: mock
 validators:
-  - {{validator_id: pre, validator_type: pytest, tooling: {{command: "true"}}}}
-  - {{validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {{command: "{post}"}}}}
+  - {{validator_id: pre, validator_type: command, tooling: {{command: "true"}}}}
+  - {{validator_id: post, validator_type: command, evaluation_phase: post_execute, tooling: {{command: "{post}"}}}}
 """
 
 #: The post_execute check of ``--protected``: every write to a protected path must fail.

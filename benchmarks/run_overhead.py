@@ -33,8 +33,8 @@ modes:
     validators: [pre, post]
     coder: mock
 validators:
-  - {validator_id: pre, validator_type: pytest, tooling: {command: "true"}}
-  - {validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {command: "true"}}
+  - {validator_id: pre, validator_type: command, tooling: {command: "true"}}
+  - {validator_id: post, validator_type: command, evaluation_phase: post_execute, tooling: {command: "true"}}
 """
 
 RAW = """\

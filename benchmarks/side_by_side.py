@@ -65,7 +65,7 @@ modes:
     validators: [pre, post]
     coder: mock
 validators:
-  - {{validator_id: pre, validator_type: pytest, tooling: {{command: "{pre}"}}}}
+  - {{validator_id: pre, validator_type: command, tooling: {{command: "{pre}"}}}}
   - {{validator_id: post, validator_type: pytest, evaluation_phase: post_execute{post}}}
 """
 REFERENCE = """\

@@ -40,6 +40,9 @@ from snodo.errors import (
     ValidatorFault,
 )
 from snodo.hookspecs import PROJECT
+from snodo.judging import Judgement as TestJudgement
+from snodo.judging import judge_tests, pytest_tooling
+from snodo.judging.request import command_argv
 from snodo.planning import PlannerImpl
 from snodo.plugins import PluginHost, get_plugin_manager
 from snodo.proc import ProcessResult
@@ -224,6 +227,7 @@ __all__ = [
     "Severity",
     "SnodoError",
     "SuiteRun",
+    "TestJudgement",
     "ValidationRequest",
     "Validator",
     "ValidatorFault",
@@ -231,10 +235,13 @@ __all__ = [
     "ValidatorSpec",
     "Verdict",
     "coder_config_problems",
+    "command_argv",
     "confined_as_a_coder",
     "get_plugin_manager",
     "hookimpl",
+    "judge_tests",
     "parse_protocol_document",
+    "pytest_tooling",
     "run_process",
     "run_python_tests",
     "run_status",

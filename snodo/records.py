@@ -268,6 +268,10 @@ class Verdict:
     severity: Severity
     justification: str
     details: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping)
+    #: A person must look, whatever the policy or ``severity_cap`` say (a change to the
+    #: tests or their harness, shown with its diff): the outcome is ``escalate`` unless a
+    #: blocker stands, and a decision on this very tree answers it.
+    escalate: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -299,6 +303,31 @@ class WorkspaceStatus:
             return self._lines
 
 
+class JudgedWork:
+    """The work under judgement as git objects: the repository, the judged tree and the base
+    commit it is compared with (``None``: no base is known, e.g. outside git).
+
+    The tree is read on the first ask and shared by every validator of the phase: on the
+    engine path it is the commit's tree, on the validate/MCP path a snapshot of the checkout
+    taken by snodo's own git. Nothing an agent sent chooses either.
+    """
+
+    def __init__(self, repo: Path, base: str | None, read_tree: Callable[[], str], cache: Path | None = None) -> None:
+        self.repo = repo
+        self.base = base
+        #: where judgements keep what they may reuse (the base's results), out of agents' reach
+        self.cache = cache
+        self._read = read_tree
+        self._lock = threading.Lock()
+        self._tree: str | None = None
+
+    def tree(self) -> str:
+        with self._lock:
+            if self._tree is None:
+                self._tree = self._read()
+            return self._tree
+
+
 @frozen(kw_only=True)
 class ValidationRequest:
     """What a validator judges: one task, one phase, one validator's configuration.
@@ -323,6 +352,8 @@ class ValidationRequest:
     project_root: Path | None = None
     timeout: float = 300.0
     status: WorkspaceStatus | None = field(default=None, eq=False, repr=False)
+    #: The judged tree and its base (``None``: not built by snodo's runner, or no git).
+    work: JudgedWork | None = field(default=None, eq=False, repr=False)
 
 
 # ----------------------------------------------------------------------- predicates

@@ -68,8 +68,12 @@ def _check(request: ValidationRequest, tooling: dict[str, Any], check: _criteria
         site = _criteria.definition_site(root, check.target, check.file)
         where = f" in {check.file}" if check.file else " in any Python file"
         return (MET, f"{check.target} is defined in {site}") if site else (FAILED, f"{check.target} not defined{where}")
-    verdict = _testrun.verdict(_testrun.run_for(request, tooling))
-    return (MET if verdict.severity == "pass" else FAILED), verdict.justification
+    verdict = _testrun.judged_verdict(request, _testrun.shared_tooling(request, tooling))
+    if verdict.severity == "pass":
+        return MET, verdict.justification
+    if verdict.escalate:
+        return UNVERIFIED, f"the tests' judgement needs a person: {verdict.justification}"
+    return FAILED, verdict.justification
 
 
 def _judge_prose(

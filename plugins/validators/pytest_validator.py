@@ -1,14 +1,14 @@
-"""The ``pytest`` validator: the project's own test suite, really run, decides.
+"""The ``pytest`` validator: the project's tests judge the change, per test, against the base.
 
-``tooling.command`` (a string split like a shell would, or a list; default
-``python -m pytest -q``) runs without a shell in the workspace, bounded by
-``tooling.timeout`` (default: the runner's budget). A leading ``python`` is the interpreter
-``tooling.python`` names (relative to the project root, e.g. ``.venv/bin/python``; default
-snodo's own). The workspace's import roots come first on the path (detected, or
-``tooling.pythonpath``), and a run that imported the project from elsewhere is no verdict.
-Green is a pass, red or a collection error a blocker naming the failed tests, nothing
-collected a warn; a timeout, a missing program or pytest's own crash is no verdict and raises.
-See docs/validators.md.
+snodo's judge (:func:`snodo.api.judge_tests`, docs/judging.md) runs the base's tests in a
+copy holding the change's source and the base's tests and harness, isolated and recorded
+test by test by snodo's own plugin; every test that passed at the base must pass, and every
+test the task names. Added test modules run in a session of their own; ``tooling.held_out``
+names a directory of tests the agent never sees. A change to the tests or their harness
+escalates with its diff, whatever the policy. ``tooling.command`` gives pytest's options
+and paths (``python -m pytest -q tests``: reporting options are ignored); ``tooling.plugins``
+names the pytest plugins to load (autoload is off); ``tooling.python``/``pythonpath`` as in
+docs/validators.md. See docs/judging.md.
 """
 
 from __future__ import annotations
@@ -20,14 +20,21 @@ from snodo.api import Setting, ValidationRequest, ValidatorSpec, Verdict, hookim
 from . import _testrun, _tooling
 
 NAME = "pytest"
-SETTINGS = ("command", Setting("python", "text"), "pythonpath", "timeout")
+SETTINGS = (
+    "command",
+    Setting("python", "text"),
+    "pythonpath",
+    "timeout",
+    Setting("plugins", "strings"),
+    Setting("held_out", "text"),
+)
 
 
 @hookimpl
 def snodo_validators() -> Iterator[ValidatorSpec]:
     yield ValidatorSpec(
         name=NAME,
-        description="runs the project's tests (tooling.command) and judges by their outcome",
+        description="judges the change by the project's tests, per test, against the base commit",
         needs_model=False,
         deterministic=True,
         settings=SETTINGS,
@@ -39,5 +46,4 @@ def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
     if name != NAME:
         return None
     tooling = _tooling.checked(request, SETTINGS)
-    dirty = _testrun.dirty_tree(request)
-    return _testrun.verdict(_testrun.run_for(request, tooling), dirty)
+    return _testrun.judged_verdict(request, tooling, timeout=_tooling.timeout(request))

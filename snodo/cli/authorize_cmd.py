@@ -276,6 +276,7 @@ def _render(p: Any) -> None:
         f"decision {printable(p.decision_id)} — {printable(p.mode)} / {printable(p.phase)}", markup=False, style="bold"
     )
     console().print(results_table(list(p.results), with_type=True))
+    _render_escalations(p.results)
     pol = p.policy
     console().print(
         printable(
@@ -284,6 +285,40 @@ def _render(p: Any) -> None:
         ),
         markup=False,
     )
+
+
+#: How much of the changes to the tests and their harness is shown (lines, over all of them).
+SHOWN_DIFF_LINES = 400
+
+
+def _render_escalations(results: Any) -> None:
+    """What the change does to the tests or their harness, as the judge showed it: each
+    escalation and its diff, bounded, every character an agent wrote escaped."""
+    from rich.syntax import Syntax
+
+    from snodo.cli.output import console, printable
+
+    budget = SHOWN_DIFF_LINES
+    for r in results:
+        details = r.get("details") if isinstance(r, dict) else None
+        shown = details.get("escalations") if isinstance(details, dict) else None
+        if not isinstance(shown, list) or not shown:
+            continue
+        console().print(
+            f"{printable(str(r.get('validator_id')))}: what the change does to the tests", markup=False, style="bold"
+        )
+        for item in shown:
+            if not isinstance(item, dict):
+                continue
+            console().print(f"- {printable(str(item.get('what')))}", markup=False)
+            text = printable(str(item.get("shown") or ""))
+            lines = text.splitlines()
+            if not lines:
+                continue
+            if len(lines) > budget:
+                lines = [*lines[:budget], f"[... {len(lines) - budget} more lines not shown: snodo audit show]"]
+            budget = max(0, budget - len(lines))
+            console().print(Syntax("\n".join(lines), "diff", word_wrap=True, theme="ansi_dark"))
 
 
 def _prune(root: Path, home: Path, as_json: bool) -> None:

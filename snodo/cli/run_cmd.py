@@ -39,9 +39,7 @@ def _could_not_start(func: Callable[..., None]) -> Callable[..., None]:
 
 def _look_ahead(root: Path) -> None:
     from snodo.engine.checkout import look_ahead
-    from snodo.workspace import warmtests
 
-    warmtests.prestart_for(root)  # the tests' pytest the last run used, while the rest loads
     look_ahead(root)
 
 

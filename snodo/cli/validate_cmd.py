@@ -75,9 +75,10 @@ the `instruction` meant for an agent; the text output says what to do next here.
 @click.option("--task-id", default=None, help="Task id (default: derived from the spec text).")
 @click.option(
     "--base",
-    default="HEAD",
-    show_default=True,
-    help="post_execute only: the commit the work is compared with (staged, unstaged and untracked files count).",
+    default=None,
+    help="The commit the work is judged against (default: the merge base with the upstream branch, else "
+    "the HEAD at which the session started). Commits made since, staged, unstaged and untracked files "
+    "are all part of the judged change.",
 )
 @protocol_option
 @json_option
@@ -86,13 +87,13 @@ def validate(
     phase: str,
     mode_id: str | None,
     task_id: str | None,
-    base: str,
+    base: str | None,
     protocol_path: Path | None,
     as_json: bool,
 ) -> None:
     """See ``_HELP`` (built from the outcome wording in snodo/outcomes.py)."""
     from snodo.cli.output import Progress, emit_json
-    from snodo.governance.service import Project, validate_task
+    from snodo.governance.service import Project, default_base, validate_task
     from snodo.workspace.gitmeta import GitMetaWatch
 
     try:
@@ -102,12 +103,13 @@ def validate(
         with Progress() as progress:
             changed: tuple[str, ...] = ()
             diff = ""
-            if phase == "post_execute":
+            against = _resolved_base(project, base) if base is not None else default_base(project)
+            if phase == "post_execute" and against is not None:
                 from snodo.workspace.changes import working_tree_changes
 
-                changes = working_tree_changes(project.root, base)
+                changes = working_tree_changes(project.root, against)
                 changed, diff = changes.changed_files, changes.diff
-                progress(f"change set against {base}: {len(changed)} file(s)")
+                progress(f"change set against {against[:12]}: {len(changed)} file(s)")
             watch = GitMetaWatch(project.root)  # the validators ran agent-written code, confined
             outcome = validate_task(
                 project,
@@ -117,6 +119,7 @@ def validate(
                 changed_files=changed,
                 diff=diff,
                 progress=progress,
+                base=against,
             )
             if watch.found():
                 for path, reason in watch.found():
@@ -130,9 +133,21 @@ def validate(
         emit_json(payload)
     else:
         options = [("--phase", phase if phase != "pre_execute" else None), ("--mode", mode_id)]
-        options += [("--task-id", task_id), ("--base", base if base != "HEAD" else None)]
+        options += [("--task-id", task_id), ("--base", base)]
         render_outcome(payload, spec=spec, options=tuple((k, v) for k, v in options if v))
     raise SystemExit(EXIT[outcome.status])
+
+
+def _resolved_base(project: Any, base: str) -> str:
+    """The commit ``--base`` names, or a clear refusal (exit 4)."""
+    from snodo.gitrun import run_git
+
+    if base.startswith("-"):
+        raise SnodoError(f"--base {base!r} is not a revision")
+    found = run_git(project.root, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+    if not found.ok or not found.stdout.strip():
+        raise SnodoError(f"--base {base!r} names no commit in {project.root}")
+    return found.stdout.strip()
 
 
 def render_outcome(

@@ -47,7 +47,7 @@ from snodo.governance.service import (
 )
 from snodo.governance.treewatch import Stillness
 from snodo.records import CoderRequest, CoderSpec, freeze
-from snodo.workspace import Git, PathGuard, warmtests
+from snodo.workspace import Git, PathGuard
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
 
@@ -145,8 +145,6 @@ class Engine:
             dirs = worktree.slot.dirs if worktree.slot is not None else None
             self._still = Stillness(worktree.path, dirs) if dirs is not None and worktree.clean_at_start else None
             self.progress(f"working copy {worktree.path} (run {self.run_id})")
-            # The tests the last run here ran start now, while the work is done (warmtests.py).
-            warmtests.prestart(worktree.path, p.sandbox_policy(worktree.path))
             result = self._loop(spec, task_id, coder_spec, config, worktree)
             attempts = result.attempts
             worktree.keep_as_branch()  # only completed work gets a branch
@@ -193,7 +191,6 @@ class Engine:
             if self._still is not None:
                 self._still.close()
             if worktree is not None:
-                warmtests.discard(worktree.path)
                 if left_out := worktree.left_out:  # read by a status beside the run: said as it ends
                     self.progress(
                         f"note: the run started from your last commit; {len(left_out)} uncommitted path(s) were "
@@ -217,6 +214,7 @@ class Engine:
         persist_escalation: bool = True,
         tree: str | None = None,
         uncommitted: tuple[str, ...] | None = None,
+        base: str | None = None,
     ) -> ValidationOutcome:
         self.phase = phase
         self.progress(f"{phase} validation")
@@ -234,6 +232,7 @@ class Engine:
             escalate=persist_escalation,
             tree=tree,
             uncommitted=uncommitted,
+            base=base,
         )
         for r in outcome.results:
             spent = (r.details or {}).get("usage")
@@ -355,8 +354,8 @@ class Engine:
         # engine's own writing (taken in here), and nothing runs in it until the validators.
         absorbed = still is not None and still.absorb()
         known = () if quiet == [True] and made is not None and absorbed else None
-        post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff, False, tree, known)
-        results = tuple(r.as_json() for r in post.results)
+        post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff, False, tree, known, wt.base)
+        results = tuple(r.for_agent() for r in post.results)
         return state, _Attempt(post=post, results=results, changed=all_changed, signature_ops=signature_ops)
 
     def _recovery_decision(

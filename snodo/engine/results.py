@@ -95,7 +95,7 @@ class Halt(Exception):
     ) -> None:
         super().__init__(message)
         if validation is not None and not results:
-            results = tuple(r.as_json() for r in validation.results)
+            results = tuple(r.for_agent() for r in validation.results)
         self.record = HaltRecord(
             outcome=outcome,
             phase=phase,

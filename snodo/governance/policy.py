@@ -1,8 +1,10 @@
 """Policy and outcome classification (SPEC §3, ADR 015): verdicts in, exactly one outcome out.
 
-Order matters and is the whole point: no results halt; any error is ``validator_error``;
-any blocker is ``blocker`` (INV3: nothing overrides it — no policy, no human decision);
-only then does the policy threshold on ``pass`` decide between ``pass`` and ``escalate``.
+Order matters and is the whole point: no results halt; any blocker is ``blocker`` (INV3:
+nothing overrides it — no policy, no human decision, no other validator's error); any error
+is ``validator_error``; a result a person must see (``escalate``: a change to the tests or
+their harness) is ``escalate`` whatever the policy; only then does the policy threshold on
+``pass`` decide between ``pass`` and ``escalate``.
 A ``warn`` withholds approval unless a verified human decision adjudicated that very
 validator for this task and spec.
 """
@@ -43,6 +45,8 @@ class ValidatorResult:
     kind: Literal["validator", "constraint"] = "validator"
     details: Mapping[str, Any] = Factory(dict)
     duration: float = 0.0
+    #: a person must look whatever the policy says (see :attr:`snodo.records.Verdict.escalate`)
+    escalate: bool = False
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -56,8 +60,18 @@ class ValidatorResult:
             out["severity_original"] = self.severity_original
         if self.kind != "validator":
             out["kind"] = self.kind
+        if self.escalate:
+            out["escalate"] = True
         if self.details:
             out["details"] = dict(self.details)
+        return out
+
+    def for_agent(self) -> dict[str, Any]:
+        """:meth:`as_json` without what only a person and the audit log may see (the
+        ``private`` details: held-out test ids and messages)."""
+        out = self.as_json()
+        if "details" in out and "private" in out["details"]:
+            out["details"] = {k: v for k, v in out["details"].items() if k != "private"}
         return out
 
 
@@ -161,12 +175,19 @@ def classify(
             policy=summary(),
             reason="no validator produced a result for this phase; nothing proves the work",
         )
-    if any(r.severity == "error" for r in results):
-        failed = ", ".join(r.validator_id for r in results if r.severity == "error")
-        return Classification(status="validator_error", policy=summary(), reason=f"could not judge: {failed}")
     if any(r.severity == "blocker" for r in results):
         failed = ", ".join(r.validator_id for r in results if r.severity == "blocker")
         return Classification(status="blocker", policy=summary(), reason=f"blocked by: {failed}")
+    if any(r.severity == "error" for r in results):
+        failed = ", ".join(r.validator_id for r in results if r.severity == "error")
+        return Classification(status="validator_error", policy=summary(), reason=f"could not judge: {failed}")
+    shown = [r.validator_id for r in results if r.escalate and r.validator_id not in adjudicated_set]
+    if shown:
+        return Classification(
+            status="escalate",
+            policy=summary(),
+            reason="a person must see what the change does to the tests or their harness: " + ", ".join(shown),
+        )
     vetoes = [
         r for r in results if r.kind == "constraint" and r.severity == "warn" and r.validator_id not in adjudicated_set
     ]

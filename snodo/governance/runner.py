@@ -25,7 +25,7 @@ from snodo.gitrun import run_git
 from snodo.governance.policy import ValidatorResult, cap
 from snodo.plugins import PluginHost
 from snodo.protocol.models import Constraint, Mode, Protocol, Validator
-from snodo.records import PredicateContext, ValidationRequest, WorkspaceStatus, thaw
+from snodo.records import JudgedWork, PredicateContext, ValidationRequest, WorkspaceStatus, thaw
 from snodo.sandbox import SandboxPolicy, confined
 
 ProgressFn = Callable[[str, ValidatorResult | None], None]
@@ -60,6 +60,8 @@ class PhaseInput:
     uncommitted: tuple[str, ...] | None = None
     #: How to read it otherwise (a long-lived server's watched tree); ``None``: one git status.
     read_uncommitted: Callable[[], tuple[str, ...]] | None = None
+    #: The judged tree and its base, for validators that judge against the base.
+    work: JudgedWork | None = None
 
 
 def _error(
@@ -103,6 +105,7 @@ def _run_one(host: PluginHost, v: Validator, inp: PhaseInput, status: WorkspaceS
         project_root=inp.project_root,
         timeout=v.timeout,
         status=status,
+        work=inp.work,
     )
     try:
         verdict = host.validate(request)
@@ -118,6 +121,7 @@ def _run_one(host: PluginHost, v: Validator, inp: PhaseInput, status: WorkspaceS
         severity=severity,  # type: ignore[arg-type]
         justification=verdict.justification,
         severity_original=original,
+        escalate=bool(verdict.escalate) and severity != "blocker",
         details=thaw(verdict.details),
         duration=time.monotonic() - started,
     )

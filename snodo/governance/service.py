@@ -27,6 +27,7 @@ from snodo.outcomes import AGENT_INSTRUCTION, Outcome
 from snodo.plugins import PluginHost
 from snodo.protocol import LoadedProtocol
 from snodo.protocol.models import Mode, Protocol
+from snodo.records import JudgedWork
 from snodo.sandbox import SandboxPolicy
 from snodo.sandbox.policy import limits_from_protocol
 from snodo.state.audit import AuditLog
@@ -131,13 +132,25 @@ class Project:
             workspace=where,
             read_only=tuple(self.protocol.protected_paths),
             network=network,
-            hidden=(self.home,),
+            hidden=(self.home, *self._held_out()),
             env=tuple(self.protocol.execution.env),
             limits=limits_from_protocol(limits.file_size_mb, limits.processes, limits.memory_mb),
             mode=self.protocol.execution.sandbox,
             on_unconfined=unconfined,
             on_confined=confining,
         )
+
+    def _held_out(self) -> tuple[Path, ...]:
+        """Held-out test directories the protocol names (``tooling.held_out``): hidden from
+        confined code like the home, never reachable through the tool surface."""
+        found = []
+        for v in self.protocol.validators:
+            value = (v.tooling or {}).get("held_out")
+            if isinstance(value, str) and value.strip():
+                path = Path(os.path.realpath(os.path.expanduser(value.strip())))
+                if path.is_dir():
+                    found.append(path)
+        return tuple(found)
 
     def session(self) -> Session:
         """The active session for this project and mode; the first caller starts it."""
@@ -168,7 +181,7 @@ class ValidationOutcome:
             "task_id": self.task_id,
             "phase": self.phase,
             "token_issued": self.token is not None,
-            "results": [r.as_json() for r in self.results],
+            "results": [r.for_agent() for r in self.results],
             "policy": self.classification.policy.as_json(),
             "reason": self.classification.reason,
             "instruction": AGENT_INSTRUCTION[self.status].format(decision_id=self.decision_id),
@@ -207,14 +220,14 @@ def _decision_results(
 
 
 def judged_tree(workspace: Path) -> str:
-    """The git tree id of the workspace's tracked content, as post_execute validators saw it.
+    """The git tree id of the workspace as validators judge it: a snapshot of the checkout.
 
-    That is the index with every tracked file's working copy added: in the engine's working
-    copy, right after it commits, exactly the judged commit's tree. Untracked files are not
-    part of it (test runs leave caches there), so stage new files before validating by hand.
-    ``.snodo/`` counts as staged (its working copy holds the audit log, which changes with
-    every call). Built in a throw-away copy of the index: the user's index is untouched.
-    "" outside a git work tree.
+    That is the index with every file of the working tree added that git would add
+    (``git add --all``: new files too, ignored ones not): in the engine's working copy,
+    right after it commits, exactly the judged commit's tree. ``.snodo/`` counts as staged
+    (its working copy holds runtime state), and a Python environment at the top of the
+    checkout (a directory with a ``pyvenv.cfg``) is never part of the work. Built in a
+    throw-away copy of the index: the user's index is untouched. "" outside a git work tree.
     """
     with tempfile.TemporaryDirectory(prefix="snodo-tree-") as scratch:
         index = os.path.join(scratch, "index")
@@ -226,13 +239,49 @@ def judged_tree(workspace: Path) -> str:
             real_index = run_git(workspace, "rev-parse", "--path-format=absolute", "--git-path", "index")
             if real_index.ok and os.path.isfile(real_index.stdout.strip()):
                 shutil.copyfile(real_index.stdout.strip(), index)
-            added = run_git(workspace, "add", "--update", "--", ".", ":(exclude,top).snodo", env=own)
+            excluded = [f":(exclude,top){name}" for name in (".snodo", *_environments(workspace))]
+            added = run_git(workspace, "add", "--all", "--", ".", *excluded, env=own)
             tree = run_git(workspace, "write-tree", env=own) if added.ok else added
         except (OSError, EnvironmentProblem) as exc:
             raise ToolError(f"cannot read the git tree of {workspace}: {exc}") from None
         if not tree.ok:
             raise ToolError(f"cannot read the git tree of {workspace}: {tree.detail()}")
         return tree.stdout.strip()
+
+
+def _environments(root: Path) -> list[str]:
+    """Top-level directories of ``root`` that are Python environments (hold ``pyvenv.cfg``)."""
+    try:
+        with os.scandir(root) as listing:
+            return sorted(
+                e.name
+                for e in listing
+                if e.is_dir(follow_symlinks=False) and os.path.isfile(os.path.join(e.path, "pyvenv.cfg"))
+            )
+    except OSError:
+        return []
+
+
+def default_base(project: Project) -> str | None:
+    """The commit a change in the checkout is judged against: the merge base of ``HEAD``
+    with its upstream, else the ``HEAD`` at which the session started, else ``HEAD``
+    (``None`` outside git or before the first commit). Commits made since are part of the
+    judged change, never of the base."""
+    try:
+        upstream = run_git(project.root, "rev-parse", "--verify", "--quiet", "@{upstream}")
+        if upstream.ok and upstream.stdout.strip():
+            found = run_git(project.root, "merge-base", "HEAD", upstream.stdout.strip())
+            if found.ok and found.stdout.strip():
+                return found.stdout.strip()
+        started = project.session().base_head
+        if started:
+            known = run_git(project.root, "cat-file", "-e", f"{started}^{{commit}}")
+            if known.ok:
+                return started
+        head = run_git(project.root, "rev-parse", "--verify", "--quiet", "HEAD")
+    except EnvironmentProblem:
+        return None
+    return head.stdout.strip() if head.ok and head.stdout.strip() else None
 
 
 def validate_task(
@@ -249,6 +298,7 @@ def validate_task(
     escalate: bool = True,
     tree: str | None = None,
     uncommitted: tuple[str, ...] | None = None,
+    base: str | None = None,
 ) -> ValidationOutcome:
     """Run one phase for one task and settle the outcome, persisting before returning.
 
@@ -272,6 +322,7 @@ def validate_task(
             escalate=escalate,
             tree=tree,
             uncommitted=uncommitted,
+            base=base,
         )
 
 
@@ -289,6 +340,7 @@ def _validate_task(
     escalate: bool,
     tree: str | None,
     uncommitted: tuple[str, ...] | None = None,
+    base: str | None = None,
 ) -> ValidationOutcome:
     task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
     sha = spec_sha256(spec)
@@ -296,6 +348,13 @@ def _validate_task(
         tree = judged_tree(workspace) if phase == "post_execute" else ""
     session = project.session()
     adjudicated, vetoes = _decision_results(project, task_id, sha, tree)
+    known_tree = tree
+    work = JudgedWork(
+        workspace,
+        base if base is not None else default_base(project),
+        lambda: known_tree or judged_tree(workspace),
+        cache=project.home / "judging",
+    )
     results = run_phase(
         project.host,
         PhaseInput(
@@ -311,6 +370,7 @@ def _validate_task(
             project_root=project.root,
             uncommitted=uncommitted,
             read_uncommitted=project.uncommitted_reader(workspace) if uncommitted is None else None,
+            work=work,
         ),
         progress=progress,
     )

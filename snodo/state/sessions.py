@@ -27,7 +27,8 @@ from typing import Any
 from attrs import Factory, evolve
 
 from snodo.attrsbase import frozen
-from snodo.errors import DecisionError, StateError
+from snodo.errors import DecisionError, EnvironmentProblem, StateError
+from snodo.gitrun import run_git
 from snodo.refusals import authorisation_refusals
 from snodo.state.atomic import file_lock, load_record, save_record
 from snodo.state.home import project_state_dir, sessions_dir
@@ -89,7 +90,9 @@ class PendingDecision:
 
     def warned_validators(self) -> tuple[str, ...]:
         """Validators whose ``warn`` a human is asked to adjudicate."""
-        return tuple(str(r.get("validator_id")) for r in self.results if r.get("severity") == "warn")
+        return tuple(
+            str(r.get("validator_id")) for r in self.results if r.get("severity") == "warn" or r.get("escalate") is True
+        )
 
 
 @frozen(kw_only=True)
@@ -102,6 +105,9 @@ class Session:
     pending_decisions: dict[str, PendingDecision] = Factory(dict)
     last_active_at: str | None = None
     ended_at: str | None = None
+    #: the project's ``HEAD`` when the session started: what a change in the checkout is
+    #: judged against when the branch has no upstream (commits made since are the change)
+    base_head: str | None = None
 
     def last_active(self) -> datetime | None:
         return _when(self.last_active_at) or _when(self.started_at)
@@ -157,6 +163,7 @@ class SessionStore:
             started_at=started.isoformat(timespec="seconds"),
             status=ACTIVE,
             last_active_at=started.isoformat(timespec="seconds"),
+            base_head=_head(project_root),
         )
         save_record(self.path(session.session_id), session)
         return session
@@ -284,6 +291,14 @@ def update_project_state(project: Path, change: Callable[[ProjectState], Project
         state = change(load_project_state(project))
         save_project_state(project, state)
     return state
+
+
+def _head(project_root: Path | str) -> str | None:
+    try:
+        found = run_git(Path(project_root), "rev-parse", "--verify", "--quiet", "HEAD")
+    except EnvironmentProblem:
+        return None
+    return (found.stdout.strip() or None) if found.ok else None
 
 
 def ensure_session(project: Path, mode: str, home: Path) -> tuple[Session, bool]:

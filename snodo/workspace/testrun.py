@@ -191,29 +191,19 @@ def run_python_tests(
 
 
 def run_suite(argv: Sequence[str], setup: PythonSetup, *, timeout: float) -> SuiteRun:
-    """Run ``argv`` (already through :func:`python_argv`) in the workspace with the import
-    probe; a pytest the engine started ahead for exactly this run (:mod:`.warmtests`) is
-    used instead of a new one."""
-    from snodo.workspace import warmtests  # a test run's, not the plugin host's (test_boundaries)
-
+    """Run ``argv`` (already through :func:`python_argv`) in the workspace with the import probe."""
     if timeout <= 0:
         raise ToolError("the test timeout must be positive")
     fields = setup_fields(setup)
-    pytest = warmtests.eligible(argv, setup.python)
     report_file = _report_path()
     try:
         env = suite_env(fields, str(report_file))
         policy = current_policy()
-        warm = warmtests.take(argv, setup.workspace, env, policy) if pytest else None
-        result = warmtests.finish(warm, argv, env, timeout) if warm is not None else None
-        if result is None:
-            result = run_process(list(argv), cwd=setup.workspace, timeout=timeout, env=env, sandbox=policy)
+        result = run_process(list(argv), cwd=setup.workspace, timeout=timeout, env=env, sandbox=policy)
         imports = _load_report(report_file, result.output)
     finally:
         with contextlib.suppress(OSError):  # none was written (no pytest, or confined away from it)
             os.unlink(report_file)
-    if pytest and imports is not None:
-        warmtests.remember(setup.workspace, argv, fields, policy)
     return SuiteRun(
         argv=tuple(argv),
         exit_code=result.returncode,
@@ -249,7 +239,7 @@ def _remove_scratch(pid: int, where: str) -> None:
 
 
 def setup_fields(setup: PythonSetup) -> dict[str, Any]:
-    """What :func:`suite_env` makes a test run's environment from (JSON: kept by :mod:`.warmtests`)."""
+    """What :func:`suite_env` makes a test run's environment from."""
     return {
         "python": setup.python,
         "pythonpath": list(setup.pythonpath),

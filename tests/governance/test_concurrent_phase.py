@@ -36,8 +36,8 @@ modes:
     tools: [read, validate]
     validators: [first, second]
 validators:
-  - {validator_id: first, validator_type: pytest, tooling: {command: "sleep 1"}}
-  - {validator_id: second, validator_type: pytest, tooling: {command: "sleep 1"}}
+  - {validator_id: first, validator_type: command, tooling: {command: "sleep 1"}}
+  - {validator_id: second, validator_type: command, tooling: {command: "sleep 1"}}
 """
 
 
@@ -68,8 +68,8 @@ modes:
     tools: [read, validate]
     validators: [first, second, third]
 validators:
-  - {validator_id: first, validator_type: pytest, tooling: {command: "true"}}
-  - {validator_id: second, validator_type: pytest, tooling: {command: "true"}}
+  - {validator_id: first, validator_type: command, tooling: {command: "true"}}
+  - {validator_id: second, validator_type: command, tooling: {command: "true"}}
   - {validator_id: third, validator_type: protocol}
 """
 

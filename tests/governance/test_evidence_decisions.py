@@ -66,9 +66,12 @@ execution: {max_recovery_depth: 1}
 def broken_suite(tmp_path: Path) -> Path:
     repo = make_repo(tmp_path / "broken")
     (repo / "tests").mkdir()
-    (repo / "tests" / "test_legacy.py").write_text("def test_legacy():\n    assert 'legacy' == 'fixed'\n")
+    # passes at the base; the mock coder's hello module breaks it (a blocker, capped to warn)
+    (repo / "tests" / "test_legacy.py").write_text(
+        "import pathlib\n\n\ndef test_legacy():\n    assert not pathlib.Path('hello.py').exists()\n"
+    )
     git(repo, "add", "tests")
-    git(repo, "commit", "-q", "-m", "a failing test")
+    git(repo, "commit", "-q", "-m", "a test the work will break")
     write_protocol(repo)
     return repo
 

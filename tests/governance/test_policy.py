@@ -41,7 +41,7 @@ TABLE = [
     ("any", ["warn", "warn", "warn"], "escalate"),
     ("any", ["pass", "warn", "blocker"], "blocker"),
     ("any", ["pass", "error"], "validator_error"),
-    ("unanimous", ["blocker", "error"], "validator_error"),  # an error wins: the verdict set is incomplete
+    ("unanimous", ["blocker", "error"], "blocker"),  # INV3: no other validator's error overrides a blocker
     ("majority", ["error", "pass", "pass"], "validator_error"),
     ("quorum", ["pass", "pass", "error"], "validator_error"),
 ]

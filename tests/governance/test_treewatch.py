@@ -151,7 +151,7 @@ modes:
     tools: [read, validate]
     validators: [tests]
 validators:
-  - {validator_id: tests, validator_type: pytest, tooling: {command: "true"}}
+  - {validator_id: tests, validator_type: command, tooling: {command: "true"}}
 """
 
 

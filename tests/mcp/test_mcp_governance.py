@@ -56,7 +56,7 @@ validators:
     evaluation_phase: pre_execute
     tooling: {command: "python -m pytest -q tests", timeout: 120}
   - validator_id: missing_tool
-    validator_type: pytest
+    validator_type: command
     evaluation_phase: pre_execute
     tooling: {command: "snodo-test-no-such-program-4711 -q", timeout: 60}
 """

@@ -27,7 +27,7 @@ modes:
     tools: [read]
     validators: [tests]
 validators:
-  - {validator_id: tests, validator_type: pytest, tooling: {command: "true"}}
+  - {validator_id: tests, validator_type: command, tooling: {command: "true"}}
 """
 
 INITIALIZE = {
@@ -147,7 +147,7 @@ modes:
     tools: [read, validate]
     validators: [slow]
 validators:
-  - {validator_id: slow, validator_type: pytest, evaluation_phase: pre_execute, tooling: {command: "sleep 1.5"}}
+  - {validator_id: slow, validator_type: command, evaluation_phase: pre_execute, tooling: {command: "sleep 1.5"}}
 """
 
 

@@ -48,8 +48,8 @@ modes:
     validators: [pre, dirty]
     coder: mock
 validators:
-  - {validator_id: pre, validator_type: pytest, tooling: {command: "true"}}
-  - {validator_id: dirty, validator_type: pytest, evaluation_phase: post_execute, tooling: {command: "sh dirty.sh"}}
+  - {validator_id: pre, validator_type: command, tooling: {command: "true"}}
+  - {validator_id: dirty, validator_type: command, evaluation_phase: post_execute, tooling: {command: "sh dirty.sh"}}
 """
 
 

@@ -22,8 +22,8 @@ from tests.conftest import TRIVIAL_PROTOCOL, git, git_on_path, make_repo
 
 #: The trivial protocol, its pre_execute validator running the project's ``pre.sh``.
 PROTOCOL = TRIVIAL_PROTOCOL.replace(
-    '{validator_id: pre, validator_type: pytest, tooling: {command: "true"}}',
-    '{validator_id: pre, validator_type: pytest, tooling: {command: "sh pre.sh"}}',
+    '{validator_id: pre, validator_type: command, tooling: {command: "true"}}',
+    '{validator_id: pre, validator_type: command, tooling: {command: "sh pre.sh"}}',
 )
 
 

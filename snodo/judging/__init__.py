@@ -1,0 +1,20 @@
+"""Judging a change by its tests: per test, against the base, in copies from git's objects.
+
+:func:`judge_change` is the one entry point (the pytest validator and the acceptance
+criterion "tests pass" reach it through :func:`snodo.api.judge_tests`). docs/judging.md
+says what it defends against and what it cannot.
+"""
+
+from snodo.judging.judge import Judgement, Options, judge_change, named_tests, options_from_command, show_diff
+from snodo.judging.request import judge_tests, pytest_tooling
+
+__all__ = [
+    "Judgement",
+    "Options",
+    "judge_change",
+    "judge_tests",
+    "named_tests",
+    "options_from_command",
+    "pytest_tooling",
+    "show_diff",
+]

@@ -1,0 +1,236 @@
+"""snodo's judge inside the test process: starts pytest isolated and records every test.
+
+snodo runs this file as ``python -I -B snodo_judge_boot.py`` in a judged copy, confined. It
+imports only the standard library before pytest and keeps to syntax older Pythons read.
+
+Start-up, before any code of the project runs:
+- the first line of standard input is a JSON object from snodo: the record file, a key for
+  the record's MACs, the import roots and pytest's arguments; standard input is then closed;
+- every ``PYTEST_*`` variable is dropped and plugin autoload is turned off (only the
+  plugins snodo names with ``-p`` load), so nothing in the environment or in package
+  metadata on the path (a ``*.dist-info`` with a ``pytest11`` entry point) joins the run;
+- pytest is imported from the interpreter's own environment *before* the copy's import
+  roots go on ``sys.path`` (``-I`` keeps the working directory off it), so a ``pytest/``
+  folder in the tree cannot stand in for pytest.
+
+The record: one JSON line per event, each carrying a MAC chained over every earlier line
+(HMAC-SHA256 with the key): the collection, each deselection, one line per phase of every
+test, a seal with the counts when the session finishes, and, once ``pytest.main`` returned,
+an end line with the exit status, after which the process ends at once through
+``os._exit`` (an ``atexit`` handler of the code under test never runs). Code under test runs
+in this process and can, with enough effort, find the key: docs/judging.md says what that
+leaves open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import sys
+import time
+from typing import Any
+
+MAX_TEXT = 1200
+
+
+class Record:
+    def __init__(self, path: str, key: bytes) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._key = key
+        self._mac = b""
+        self._seq = 0
+
+    def write(self, kind: str, **fields: Any) -> None:
+        fields["k"] = kind
+        fields["seq"] = self._seq
+        body = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+        mac = hmac.new(self._key, self._mac + body.encode("utf-8"), hashlib.sha256).hexdigest()
+        self._mac = mac.encode("ascii")
+        self._seq += 1
+        os.write(self._fd, (mac + " " + body + "\n").encode("utf-8"))
+
+
+def _text(report: Any) -> str:
+    longrepr = getattr(report, "longrepr", None)
+    if longrepr is None:
+        return ""
+    try:
+        text = str(longrepr)
+    except Exception:  # a repr that cannot be shown is still a failure
+        text = "<unprintable failure>"
+    if len(text) > MAX_TEXT:
+        text = text[: MAX_TEXT // 2] + "\n[...]\n" + text[-MAX_TEXT // 2 :]
+    return text
+
+
+def _inside(path: str, root: str) -> bool:
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root + os.sep)
+
+
+class Recorder:
+    """The pytest plugin object (passed to ``pytest.main``, never found by name)."""
+
+    def __init__(self, record: Record, root: str, modules: set[str], checkout: str) -> None:
+        self.record = record
+        self.root = root
+        self.modules = modules
+        self.checkout = checkout
+        self.lines = 0
+        self.collected = 0
+        self.sealed = False
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        items = session.items
+        self.collected = len(items)
+        ids = [item.nodeid for item in items]
+        files = sorted({os.path.relpath(str(item.path), self.root) for item in items if hasattr(item, "path")})
+        config = session.config
+        inipath = getattr(config, "inipath", None)
+        conftests = sorted(
+            os.path.relpath(str(getattr(p, "__file__", "")), self.root)
+            for p in config.pluginmanager.get_plugins()
+            if str(getattr(p, "__file__", "")).endswith("conftest.py")
+        )
+        self.record.write(
+            "collected",
+            ids=ids,
+            files=files,
+            conftests=conftests,
+            rootdir=os.path.relpath(str(config.rootpath), self.root),
+            inifile=os.path.relpath(str(inipath), self.root) if inipath else None,
+            python_files=list(config.getini("python_files") or []),
+            config_names=_config_names(),
+        )
+
+    def pytest_deselected(self, items: Any) -> None:
+        self.record.write("deselected", ids=[item.nodeid for item in items])
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.record.write("collect_error", nodeid=report.nodeid, text=_text(report))
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        fields = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome}
+        if hasattr(report, "wasxfail"):
+            fields["xfail"] = True
+        if report.outcome != "passed":
+            fields["text"] = _text(report)
+        self.record.write("phase", **fields)
+        self.lines += 1
+
+    def pytest_sessionfinish(self, session: Any, exitstatus: Any) -> None:
+        self.record.write(
+            "seal",
+            collected=self.collected,
+            phases=self.lines,
+            exitstatus=int(exitstatus),
+            foreign=_foreign(self.root, self.modules, self.checkout),
+            outside=_outside_roots(self.root),
+        )
+        self.sealed = True
+
+
+def _config_names() -> list[str]:
+    """The file names pytest's own ``locate_config`` looks for, read from pytest itself."""
+    try:
+        from _pytest.config import findpaths
+    except Exception:
+        return []
+    names: set[str] = set()
+
+    def walk(consts: Any) -> None:
+        for c in consts:
+            if isinstance(c, tuple):
+                walk(c)
+            elif isinstance(c, str) and c.endswith((".ini", ".toml", ".cfg")) and "/" not in c:
+                names.add(c)
+
+    for fn in (getattr(findpaths, "locate_config", None), getattr(findpaths, "determine_setup", None)):
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            walk(code.co_consts)
+    return sorted(names)
+
+
+def _foreign(root: str, modules: set[str], checkout: str) -> dict[str, str]:
+    """The project's own modules imported from outside the judged copy: those named like the
+    copy's own top-level modules, and any module loaded from the user's checkout (outside
+    the interpreter's environment, which may live there)."""
+    prefixes = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if module is None:
+            continue
+        path = getattr(module, "__file__", None)
+        paths = [path] if isinstance(path, str) and path else list(getattr(module, "__path__", None) or [])
+        paths = [p for p in paths if isinstance(p, str)]
+        if not paths or any(_inside(p, root) for p in paths):
+            continue
+        own = name.split(".")[0] in modules
+        from_checkout = bool(checkout) and any(
+            _inside(p, checkout) and not any(_inside(p, pre) for pre in prefixes) for p in paths
+        )
+        if not own and not from_checkout:
+            continue
+        found[name] = paths[0]
+        if len(found) >= 20:
+            break
+    return found
+
+
+def _outside_roots(root: str) -> list[str]:
+    """Top-level names of modules loaded from outside the copy (stdlib, site-packages):
+    a new module in the tree with one of these names would shadow it."""
+    names = set()
+    for name, module in list(sys.modules.items()):
+        if module is None or "." in name:
+            continue
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path and not _inside(path, root):
+            names.add(name)
+    return sorted(names)[:2000]
+
+
+def main() -> None:
+    line = sys.stdin.readline()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    task = json.loads(line)
+    key = bytes.fromhex(task["key"])
+    record = Record(task["record"], key)
+    del task["key"], line
+    for name in list(os.environ):
+        if name.startswith("PYTEST_") or name.startswith("PYTHON"):
+            del os.environ[name]
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    sys.dont_write_bytecode = True
+    record.write("start", python=sys.version.split()[0], pid=os.getpid(), at=time.time())
+    try:
+        import pytest  # from the interpreter's environment: the copy is not on sys.path yet
+    except ImportError as exc:
+        record.write("no_pytest", error=str(exc)[:500], python=sys.executable)
+        os._exit(4)
+
+    root = os.path.realpath(task["root"])
+    for entry in reversed(task["path"]):
+        sys.path.insert(0, entry)
+    checkout = os.path.realpath(task["checkout"]) if task.get("checkout") else ""
+    recorder = Recorder(record, root, set(task["modules"]), checkout)
+    code = 4
+    try:
+        code = int(pytest.main(list(task["args"]), plugins=[recorder]))
+    finally:
+        record.write("end", exit=code, sealed=recorder.sealed)
+        for stream in (sys.stdout, sys.stderr):
+            flush = getattr(stream, "flush", None)
+            if flush is not None and not getattr(stream, "closed", False):
+                flush()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Reading the judge's record of one pytest session, trusting nothing it does not prove.
+
+The record is written by :mod:`snodo.judging.inproc.snodo_judge_boot` inside the test
+process; each line is ``MAC JSON`` with the MAC chained over every earlier line. The
+reader accepts a session only when the chain holds from the first line to the last, the
+lines come in the order a session makes them (start, collection, phases, seal, end), no
+test reports a phase twice or a phase for a test that was not collected, the seal's counts
+match the lines, nothing follows the end line, and the process's exit status is the one
+the end line states. Anything else is a :class:`Dishonest` reading, which a judgement turns
+into a blocker once the base ran to its end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import Factory
+
+from snodo.attrsbase import frozen
+
+#: What a test's phases make of it. Only ``passed`` counts as passing.
+PASSED = "passed"
+_PHASES = ("setup", "call", "teardown")
+MAX_LINES = 1_000_000
+
+
+@frozen(kw_only=True)
+class Session:
+    """One honest pytest session as recorded: per-test status and the collection's facts."""
+
+    status: Mapping[str, str]  # nodeid -> passed | failed | error | skipped | xfailed | xpassed | not run
+    messages: Mapping[str, str] = Factory(dict)  # nodeid -> first lines of what went wrong
+    collect_errors: Mapping[str, str] = Factory(dict)
+    deselected: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    conftests: tuple[str, ...] = ()
+    rootdir: str = "."
+    inifile: str | None = None
+    python_files: tuple[str, ...] = ("test_*.py", "*_test.py")
+    config_names: tuple[str, ...] = ()
+    foreign: Mapping[str, str] = Factory(dict)
+    outside: tuple[str, ...] = ()
+    exit_status: int = 0
+
+    def tally(self) -> str:
+        """pytest's own words for the counts: ``1 failed, 2 passed, 1 skipped``."""
+        counts: dict[str, int] = {}
+        for status in self.status.values():
+            counts[status] = counts.get(status, 0) + 1
+        if self.collect_errors:
+            counts["error"] = counts.get("error", 0) + len(self.collect_errors)
+        words = {"error": "errors", "not run": "not run"}
+        order = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "error", "not run")
+        parts = [f"{counts[k]} {words.get(k, k)}" for k in order if counts.get(k)]
+        if self.deselected:
+            parts.append(f"{len(self.deselected)} deselected")
+        return ", ".join(parts) or "no tests ran"
+
+    def failures(self, limit: int = 4000) -> str:
+        """What went wrong, test by test, bounded: what a fix attempt is shown."""
+        text = "\n\n".join(f"{t}:\n{m}" for t, m in [*self.collect_errors.items(), *self.messages.items()])
+        return text if len(text) <= limit else text[: limit - 40] + "\n[... cut]"
+
+    def passing(self) -> frozenset[str]:
+        return frozenset(t for t, s in self.status.items() if s == PASSED)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": dict(self.status),
+            "messages": dict(self.messages),
+            "collect_errors": dict(self.collect_errors),
+            "deselected": list(self.deselected),
+            "files": list(self.files),
+            "conftests": list(self.conftests),
+            "rootdir": self.rootdir,
+            "inifile": self.inifile,
+            "python_files": list(self.python_files),
+            "config_names": list(self.config_names),
+            "foreign": dict(self.foreign),
+            "outside": list(self.outside),
+            "exit_status": self.exit_status,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Session:
+        return cls(
+            status=dict(data["status"]),
+            messages=dict(data.get("messages") or {}),
+            collect_errors=dict(data.get("collect_errors") or {}),
+            deselected=tuple(data.get("deselected") or ()),
+            files=tuple(data.get("files") or ()),
+            conftests=tuple(data.get("conftests") or ()),
+            rootdir=str(data.get("rootdir") or "."),
+            inifile=data.get("inifile"),
+            python_files=tuple(data.get("python_files") or ()),
+            config_names=tuple(data.get("config_names") or ()),
+            foreign=dict(data.get("foreign") or {}),
+            outside=tuple(data.get("outside") or ()),
+            exit_status=int(data.get("exit_status") or 0),
+        )
+
+
+class Dishonest(Exception):
+    """The session did not report honestly, or did not finish: why, in one sentence."""
+
+
+def _status(phases: Mapping[str, Mapping[str, Any]]) -> str:
+    setup, call, teardown = (phases.get(w) for w in _PHASES)
+    if setup is None:
+        return "not run"
+    for report in (setup, call, teardown):
+        if report is not None and report["outcome"] == "failed":
+            return "failed" if report is call else "error"
+    if setup["outcome"] == "skipped":
+        return "xfailed" if setup.get("xfail") else "skipped"
+    if call is None:
+        return "not run"
+    if call["outcome"] == "skipped":
+        return "xfailed" if call.get("xfail") else "skipped"
+    if teardown is None:
+        return "not run"
+    return "xpassed" if call.get("xfail") else PASSED
+
+
+def read(text: str, key: bytes, exit_code: int | None) -> Session:
+    """The session the record ``text`` proves, or :class:`Dishonest` saying what is wrong.
+    ``exit_code`` is the status snodo observed for the process (``None``: killed)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) > MAX_LINES:
+        raise Dishonest(f"the record has more than {MAX_LINES} lines")
+    mac = b""
+    events: list[dict[str, Any]] = []
+    for number, line in enumerate(lines):
+        got, _, body = line.partition(" ")
+        want = hmac.new(key, mac + body.encode("utf-8"), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(got, want):
+            raise Dishonest(f"line {number + 1} of the record was not written by snodo's recorder (second writer)")
+        mac = want.encode("ascii")
+        try:
+            event = json.loads(body)
+        except ValueError:
+            raise Dishonest(f"line {number + 1} of the record is not JSON") from None
+        if not isinstance(event, dict) or event.get("seq") != number:
+            raise Dishonest(f"line {number + 1} of the record is out of sequence")
+        events.append(event)
+    return _session(events, exit_code)
+
+
+def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
+    kinds = [e.get("k") for e in events]
+    if not kinds or kinds[0] != "start":
+        raise Dishonest("the test process never started its record")
+    if len(kinds) == 2 and kinds[1] == "no_pytest" and exit_code == 4:
+        raise Dishonest(
+            f"No module named pytest in the interpreter {events[1].get('python')}: {events[1].get('error')}"
+        )
+    if "end" not in kinds:
+        raise Dishonest("the test process ended before pytest returned (no end line: killed, crashed or exited early)")
+    end = kinds.index("end")
+    if end != len(kinds) - 1:
+        raise Dishonest("lines follow the end of the record")
+    if "seal" not in kinds and events[end].get("exit") in (3, 4):
+        raise Dishonest(
+            f"pytest could not start the run (exit status {events[end].get('exit')}: a usage or configuration "
+            "error, or pytest's own crash)"
+        )
+    if kinds.count("seal") != 1 or kinds.count("collected") > 1:
+        raise Dishonest("the session was not sealed exactly once")
+    seal_at = kinds.index("seal")
+    if seal_at != end - 1:
+        raise Dishonest("lines follow the seal")
+    seal, last = events[seal_at], events[end]
+    if exit_code is None or exit_code != last.get("exit") or seal.get("exitstatus") != last.get("exit"):
+        raise Dishonest(
+            f"the process's exit status ({exit_code}) disagrees with the session's ({seal.get('exitstatus')})"
+        )
+    collected_at = kinds.index("collected") if "collected" in kinds else None
+    ids: list[str] = list(events[collected_at]["ids"]) if collected_at is not None else []
+    known = set(ids)
+    if len(known) != len(ids):
+        raise Dishonest("the collection names a test twice")
+    phases: dict[str, dict[str, Mapping[str, Any]]] = {}
+    messages: dict[str, str] = {}
+    collect_errors: dict[str, str] = {}
+    deselected: list[str] = []
+    count = 0
+    for i, event in enumerate(events[1:seal_at], start=1):
+        kind = event.get("k")
+        if kind == "phase":
+            if collected_at is None or i < collected_at:
+                raise Dishonest("a test reported before the collection finished")
+            nodeid, when = event.get("nodeid"), event.get("when")
+            if nodeid not in known:
+                raise Dishonest(f"a test that was not collected reported: {str(nodeid)[:200]}")
+            seen = phases.setdefault(str(nodeid), {})
+            if when not in _PHASES or when in seen or any(_PHASES.index(w) > _PHASES.index(when) for w in seen):
+                raise Dishonest(f"{nodeid} reported its {when} phase twice or out of order")
+            seen[str(when)] = event
+            count += 1
+            if event.get("text") and nodeid not in messages:
+                messages[str(nodeid)] = str(event["text"])
+        elif kind == "collect_error":
+            collect_errors[str(event.get("nodeid"))] = str(event.get("text") or "")
+        elif kind == "deselected":
+            deselected += [str(t) for t in event.get("ids") or ()]
+        elif kind != "collected":
+            raise Dishonest(f"an unknown line in the record: {str(kind)[:50]}")
+    if seal.get("collected") != len(ids) or seal.get("phases") != count:
+        raise Dishonest("the seal's counts do not match the lines recorded")
+    collected = events[collected_at] if collected_at is not None else {}
+    return Session(
+        status={t: _status(phases.get(t, {})) for t in ids},
+        messages=messages,
+        collect_errors=collect_errors,
+        deselected=tuple(deselected),
+        files=tuple(collected.get("files") or ()),
+        conftests=tuple(collected.get("conftests") or ()),
+        rootdir=str(collected.get("rootdir") or "."),
+        inifile=collected.get("inifile"),
+        python_files=tuple(collected.get("python_files") or ("test_*.py", "*_test.py")),
+        config_names=tuple(collected.get("config_names") or ()),
+        foreign=dict(seal.get("foreign") or {}),
+        outside=tuple(seal.get("outside") or ()),
+        exit_status=int(last["exit"]),
+    )

@@ -1,0 +1,185 @@
+"""What a validator asks for: a judgement of the task's work by its tests.
+
+:func:`judge_tests` is :func:`snodo.api.judge_tests`. With the judged tree and a base known
+(every request snodo's runner builds inside a git repository with a commit) the change is
+judged against the base (:mod:`snodo.judging.judge`). Without a base (no git, no commit
+yet, a request built by hand) the workspace's tests are run once, isolated and recorded the
+same way, and every collected test must pass.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from snodo.errors import ValidatorFault
+from snodo.records import ValidationRequest
+from snodo.workspace.pysetup import python_setup
+
+from .judge import DOCS, Judgement, Options, judge_change, options_from_command
+from .record import PASSED
+from .session import run_session
+
+DEFAULT_COMMAND = ("python", "-m", "pytest")
+_SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|&"})
+
+
+def command_argv(command: Any) -> list[str]:
+    """The argv ``tooling.command`` (a string split like a shell would, or a list) names."""
+    if command is None:
+        return list(DEFAULT_COMMAND)
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise ValidatorFault(f"tooling.command {command!r} cannot be parsed: {exc}") from None
+    elif isinstance(command, list | tuple) and all(isinstance(a, str) for a in command):
+        argv = list(command)
+    else:
+        raise ValidatorFault("tooling.command must be a string or a list of strings")
+    if not argv:
+        raise ValidatorFault("tooling.command is empty")
+    shell = [a for a in argv if a in _SHELL_TOKENS or "$(" in a or "`" in a]
+    if shell:
+        raise ValidatorFault(
+            f"tooling.command is run without a shell, so {', '.join(shell)} would be passed literally",
+            hint="put the pipeline in a script and make the command run the script",
+        )
+    return argv
+
+
+def held_out_dir(value: Any, project_root: Path) -> Path | None:
+    """``tooling.held_out``: an existing directory outside the working tree (agents can read
+    the working tree, so tests kept there would not be held out)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValidatorFault("tooling.held_out must be the path of a directory outside the working tree")
+    path = Path(os.path.realpath(os.path.expanduser(value.strip())))
+    root = Path(os.path.realpath(project_root))
+    if not path.is_absolute() or path == root or root in path.parents:
+        raise ValidatorFault(
+            f"tooling.held_out {value!r} lies inside the working tree {root}, where the agent can read it",
+            hint=f"keep held-out tests outside the repository, e.g. ~/held-out/<project>; see {DOCS}",
+        )
+    if not path.is_dir():
+        raise ValidatorFault(f"tooling.held_out {value!r} is not a directory")
+    return path
+
+
+def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeout: float | None = None) -> Judgement:
+    """Judge the request's work by its tests, as ``tooling`` (``command``, ``plugins``,
+    ``held_out``, ``python``, ``pythonpath``) says; raises :class:`ValidatorFault` when no
+    verdict can be reached."""
+    argv = command_argv(tooling.get("command"))
+    parsed = options_from_command(argv)
+    if parsed is None:
+        raise ValidatorFault(
+            f"tooling.command {shlex.join(argv)!r} does not run pytest, so no test can be judged: an exit "
+            "status alone proves nothing",
+            hint=f"run pytest (python -m pytest …) or judge the command with a `command` hook validator; see {DOCS}",
+        )
+    project_root = Path(request.project_root or request.workspace)
+    plugins = tuple(tooling.get("plugins") or ())
+    options = Options(
+        options=parsed[0],
+        paths=parsed[1],
+        plugins=plugins,
+        timeout=float(timeout if timeout is not None else tooling.get("timeout") or request.timeout),
+        held_out=held_out_dir(tooling.get("held_out"), project_root),
+        python=tooling.get("python"),
+        pythonpath=tooling.get("pythonpath"),
+        execution_python=request.protocol.execution.python,
+    )
+    work = request.work
+    if work is not None and work.base:
+        tree = work.tree()
+        if tree:
+            return judge_change(
+                work.repo,
+                base=work.base,
+                tree=tree,
+                project_root=project_root,
+                options=options,
+                spec=request.task_spec,
+                cache=work.cache,
+            )
+    return judge_workspace(Path(request.workspace), project_root, options)
+
+
+def foreign_message(foreign: Mapping[str, str], where: Path) -> str:
+    """Why a run that imported the project from elsewhere proves nothing, and the fix."""
+    shown = "; ".join(f"{k} from {v}" for k, v in sorted(foreign.items())[:5])
+    return (
+        f"the tests imported the project's own code from outside {where}: {shown}. Their result says nothing "
+        "about this work. Put the import roots on the path with tooling.pythonpath (e.g. [src]), do not add "
+        f"other checkouts to sys.path in conftest.py, and check the interpreter's environment; see {DOCS}"
+    )
+
+
+def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Judgement:
+    """No base to compare with: the workspace's tests, run once, must all pass."""
+    if options.held_out is not None:
+        raise ValidatorFault("held-out tests need a base commit to judge against (a git repository with a commit)")
+    setup = python_setup(
+        workspace,
+        project_root=project_root,
+        python=options.python,
+        pythonpath=options.pythonpath,
+        execution_python=options.execution_python,
+    )
+    outcome = run_session(workspace, setup, options.pytest_args(None), timeout=options.timeout, checkout=project_root)
+    details: dict[str, Any] = {
+        "base": None,
+        "python": f"{setup.python} ({setup.python_source})",
+        "exit_code": outcome.exit_code,
+        "output_tail": outcome.tail,
+        "pythonpath": list(setup.pythonpath),
+    }
+    if outcome.session is None:
+        raise ValidatorFault(
+            f"the tests could not be judged: {outcome.problem}:\n{outcome.tail}",
+            hint=f"the tests ran with {setup.python} ({setup.python_source}); if that is the wrong one, set "
+            f"execution.python in .snodo/protocol.yml (or tooling.python); see {DOCS}",
+        )
+    s = outcome.session
+    if s.foreign:
+        raise ValidatorFault(foreign_message(s.foreign, workspace))
+    bad = [f"{t} ({st})" for t, st in s.status.items() if st not in (PASSED,)]
+    bad += [f"{t}: could not be collected" for t in s.collect_errors]
+    details["after"] = {st: sum(1 for v in s.status.values() if v == st) for st in set(s.status.values())}
+    details["summary"] = s.tally()
+    details["broken"] = bad[:200]
+    details["failed_tests"] = [t for t, st in s.status.items() if st in ("failed", "error")][:50]
+    details["output_excerpt"] = s.failures()
+    if not s.status and not s.collect_errors:
+        return Judgement(
+            severity="warn", escalate=False, justification="no tests collected; nothing was verified", details=details
+        )
+    if bad:
+        shown = "; ".join(bad[:20]) + (f"; and {len(bad) - 20} more" if len(bad) > 20 else "")
+        return Judgement(
+            severity="blocker",
+            escalate=False,
+            justification=f"tests judged without a base: {s.tally()}; not passing: {shown}",
+            details=details,
+        )
+    return Judgement(
+        severity="pass",
+        escalate=False,
+        justification=f"tests judged without a base: {s.tally()}",
+        details=details,
+    )
+
+
+def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
+    """The tooling of the first pytest validator among ``validators``, so a validator that
+    needs test results (the acceptance criterion "tests pass") asks for the same judgement
+    and shares its run."""
+    for v in validators:
+        if getattr(v, "validator_type", None) == "pytest":
+            return dict(getattr(v, "tooling", {}) or {})
+    return {}

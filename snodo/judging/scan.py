@@ -1,0 +1,181 @@
+"""Source that reads or steers the test harness, found by reading it (never running it).
+
+A change to non-test source that imports pytest's machinery, reads the variables a test
+run sets, looks for test frameworks in ``sys.modules`` or on the stack, or replaces how the
+process ends (``sys.exit``, ``os._exit``, ``atexit``, signal handlers) or ``builtins``,
+escalates with the lines named. Only what the change added counts: a finding whose line
+the base already had is the base's, not the change's. A file that does not parse is
+reported too (the interpreter would reject it, or it targets another one).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+
+_HARNESS_MODULES = frozenset({"pytest", "_pytest", "pluggy"})
+_PROCESS_CALLS = {
+    ("os", "_exit"): "ends the process without reporting",
+    ("os", "kill"): "signals a process",
+    ("os", "abort"): "aborts the process",
+    ("atexit", "register"): "runs code at exit",
+    ("signal", "signal"): "installs a signal handler",
+    ("sys", "settrace"): "traces the running code",
+    ("sys", "setprofile"): "profiles the running code",
+    ("sys", "_getframe"): "inspects the caller's stack",
+    ("inspect", "stack"): "inspects the caller's stack",
+    ("inspect", "currentframe"): "inspects the caller's stack",
+    ("gc", "get_objects"): "searches every live object",
+    ("gc", "get_referrers"): "searches every live object",
+    ("faulthandler", "enable"): "changes how the process reports a crash",
+}
+_WATCHED_VARIABLE = re.compile(r"^(PYTEST_|CI$|CONTINUOUS_INTEGRATION$|GITHUB_ACTIONS$|SNODO)")
+_WATCHED_ASSIGN = {("sys", "exit"), ("sys", "excepthook"), ("sys", "modules"), ("sys", "meta_path"), ("os", "_exit")}
+
+
+def _dotted(node: ast.AST) -> tuple[str, ...]:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return tuple(reversed(parts))
+    return ()
+
+
+class _Finder(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.found: list[tuple[int, str]] = []
+
+    def add(self, node: ast.AST, why: str) -> None:
+        self.found.append((getattr(node, "lineno", 0), why))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name.split(".")[0] in _HARNESS_MODULES:
+                self.add(node, f"imports {alias.name}")
+            if alias.name in ("builtins", "__builtin__"):
+                self.add(node, "imports builtins")
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if module.split(".")[0] in _HARNESS_MODULES:
+            self.add(node, f"imports from {module}")
+        if module == "builtins":
+            self.add(node, "imports from builtins")
+        if module in ("os", "sys", "atexit", "signal") and any(
+            a.name in ("_exit", "exit", "register", "signal", "_getframe") for a in node.names
+        ):
+            self.add(node, f"imports a process-ending or stack-reading function from {module}")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = _dotted(node.func)
+        if name[-2:] in _PROCESS_CALLS:
+            self.add(node, f"{'.'.join(name)}() {_PROCESS_CALLS[name[-2:]]}")  # type: ignore[index]
+        if (
+            name
+            and name[-1] in ("__import__", "import_module")
+            and any(
+                isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.split(".")[0] in _HARNESS_MODULES
+                for a in node.args
+            )
+        ):
+            self.add(node, "imports the test harness dynamically")
+        elif (
+            name
+            and name[-1] in ("__import__", "import_module")
+            and node.args
+            and not isinstance(node.args[0], ast.Constant)
+        ):
+            self.add(node, "imports a module whose name is computed at run time")
+        if name and name[-1] in ("getenv", "get") and node.args:
+            first = node.args[0]
+            if (
+                isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+                and _WATCHED_VARIABLE.match(first.value)
+            ):
+                self.add(node, f"reads the variable {first.value}")
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        key = node.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            target = _dotted(node.value)
+            if target[-1:] == ("environ",) and _WATCHED_VARIABLE.match(key.value):
+                self.add(node, f"reads the variable {key.value}")
+            if target[-1:] == ("modules",) and key.value.split(".")[0] in _HARNESS_MODULES:
+                self.add(node, f"looks for {key.value} in sys.modules")
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        for op, right in zip(node.ops, node.comparators, strict=False):
+            if isinstance(op, ast.In | ast.NotIn) and isinstance(node.left, ast.Constant):
+                value, where = node.left.value, _dotted(right)
+                if isinstance(value, str) and where[-1:] == ("modules",) and value.split(".")[0] in _HARNESS_MODULES:
+                    self.add(node, f"looks for {value} in sys.modules")
+                if isinstance(value, str) and where[-1:] == ("environ",) and _WATCHED_VARIABLE.match(value):
+                    self.add(node, f"looks for the variable {value}")
+        self.generic_visit(node)
+
+    def _assigned(self, node: ast.AST, target: ast.AST) -> None:
+        name = _dotted(target)
+        if name[-2:] in _WATCHED_ASSIGN or (name and name[0] in ("builtins", "__builtins__")):
+            self.add(node, f"replaces {'.'.join(name)}")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._assigned(node, target)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._assigned(node, node.target)
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "__builtins__":
+            self.add(node, "reaches __builtins__")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in ("f_back", "f_globals", "f_locals", "gi_frame", "tb_frame"):
+            self.add(node, f"reads frames ({node.attr})")
+        if node.attr == "modules" and _dotted(node.value) == ("sys",):
+            self.add(node, "reaches sys.modules")
+        self.generic_visit(node)
+
+
+def findings(source: bytes) -> list[tuple[int, str]]:
+    """``(line, why)`` for each construct in ``source`` that reads or steers the harness."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return [(0, "does not parse as Python here")]
+    finder = _Finder()
+    finder.visit(tree)
+    return sorted(set(finder.found))
+
+
+def added_findings(new: bytes, old: bytes | None) -> list[str]:
+    """The findings of ``new`` whose source line ``old`` did not already hold, as
+    ``"line N: why: the line"``."""
+    new_lines = new.decode("utf-8", "replace").splitlines()
+    before: set[tuple[str, str]] = set()
+    if old is not None:
+        old_lines = old.decode("utf-8", "replace").splitlines()
+        before = {(why, _line(old_lines, n)) for n, why in findings(old)}
+    out = []
+    for n, why in findings(new):
+        text = _line(new_lines, n)
+        if (why, text) in before:
+            continue
+        out.append(f"line {n}: {why}: {text[:160]}" if n else why)
+    return out
+
+
+def _line(lines: Iterable[str] | list[str], number: int) -> str:
+    seq = list(lines)
+    return seq[number - 1].strip() if 0 < number <= len(seq) else ""

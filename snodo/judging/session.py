@@ -1,0 +1,103 @@
+"""One pytest session in a judged copy: started isolated, confined, read from its record."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from attrs import evolve
+
+from snodo.attrsbase import frozen
+from snodo.proc import run_process
+from snodo.sandbox import SandboxPolicy, current_policy
+from snodo.workspace.pysetup import PythonSetup
+
+from .record import Dishonest, Session, read
+
+BOOT = Path(__file__).resolve().parent / "inproc" / "snodo_judge_boot.py"
+#: Output kept for a person (the verdict never reads it).
+MAX_OUTPUT = 400_000
+
+
+@frozen(kw_only=True)
+class Outcome:
+    """What one session showed: the session the record proves, or why there is none."""
+
+    session: Session | None
+    problem: str = ""
+    exit_code: int | None = None
+    timed_out: bool = False
+    duration: float = 0.0
+    tail: str = ""
+
+
+def run_session(
+    copy: Path,
+    setup: PythonSetup,
+    args: Sequence[str],
+    *,
+    timeout: float,
+    hidden: Sequence[Path] = (),
+    checkout: Path | None = None,
+) -> Outcome:
+    """Run pytest with ``args`` in ``copy`` (already laid out), confined like every run on
+    agent-written content, with the copy as its only writable tree."""
+    key = secrets.token_bytes(32)
+    text: str | None = None
+    with tempfile.TemporaryDirectory(prefix="snodo-record-") as scratch:
+        record = Path(scratch) / "record"
+        record.touch(mode=0o600)
+        task = {
+            "key": key.hex(),
+            "record": str(record),
+            "root": str(copy),
+            "path": [p for p in setup.pythonpath],
+            "modules": list(setup.modules),
+            "args": list(args),
+            "checkout": str(checkout) if checkout is not None and Path(checkout) != Path(copy) else "",
+        }
+        argv = [setup.python, "-I", "-B", str(BOOT)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST_"))}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        policy = _policy(copy, Path(scratch), hidden)
+        result = run_process(
+            argv,
+            cwd=copy,
+            timeout=timeout,
+            env=env,
+            stdin_text=json.dumps(task) + "\n",
+            sandbox=policy,
+            max_output=MAX_OUTPUT,
+        )
+        with contextlib.suppress(OSError):
+            text = record.read_text(encoding="utf-8", errors="replace")
+    seen = Outcome(
+        session=None,
+        exit_code=result.returncode,
+        timed_out=result.timed_out,
+        duration=result.duration,
+        tail=result.tail(40),
+    )
+    if result.timed_out:
+        return evolve(seen, problem=f"the tests did not finish within {timeout:g} s")
+    if text is None:
+        return evolve(seen, problem="the test run left no record")
+    try:
+        return evolve(seen, session=read(text, key, result.returncode))
+    except Dishonest as exc:
+        return evolve(seen, problem=f"the test run did not report honestly: {exc}")
+
+
+def _policy(copy: Path, scratch: Path, hidden: Sequence[Path]) -> SandboxPolicy | None:
+    """The caller's confinement moved onto the copy: the copy writable (its ``.git``-free
+    tree), the record's directory writable, the held-out tests and snodo's home hidden."""
+    base = current_policy()
+    if base is None:
+        return None
+    policy = evolve(base, workspace=copy, read_only=(), hidden=(*base.hidden, *hidden))
+    return policy.with_writable([scratch])

@@ -1,0 +1,129 @@
+"""Trees read from git's object store and laid out as private copies.
+
+Nothing here reads a work tree: entries come from ``git ls-tree`` of a tree id and bytes
+from ``git cat-file``, so no ``.gitattributes`` (``export-ignore``, filters, ``eol``), no
+smudge driver and no file an agent left beside the tree changes what a copy holds. A copy
+is written by snodo itself into a fresh directory: a path whose parent would be a symbolic
+link, or that leaves the copy, is never written.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from snodo.attrsbase import frozen
+from snodo.errors import EnvironmentProblem
+from snodo.gitrun import git_out, read_objects, run_git
+
+#: A file's git mode: regular, executable, symbolic link (gitlinks are never exported).
+REGULAR, EXECUTABLE, SYMLINK = "100644", "100755", "120000"
+
+
+@frozen
+class Entry:
+    mode: str
+    sha: str
+
+
+Entries = Mapping[str, Entry]
+
+
+def resolve(repo: Path, rev: str) -> str:
+    """The commit id ``rev`` names in ``repo`` (an :class:`EnvironmentProblem` if none)."""
+    if not rev or rev.startswith("-") or "\n" in rev:
+        raise EnvironmentProblem(f"{rev!r} is not a revision")
+    return git_out(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+
+
+def tree_of(repo: Path, rev: str) -> str:
+    return git_out(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{tree}}")
+
+
+def entries(repo: Path, tree: str) -> dict[str, Entry]:
+    """Every file of ``tree`` (recursively), by path; submodules are left out."""
+    found = run_git(repo, "ls-tree", "-r", "-z", "--full-tree", tree)
+    if not found.ok:
+        raise EnvironmentProblem(f"cannot list tree {tree} in {repo}: {found.detail()}")
+    out: dict[str, Entry] = {}
+    for record in found.stdout.split("\0"):
+        if not record:
+            continue
+        meta, _, path = record.partition("\t")
+        mode, kind, sha = meta.split(" ")
+        if kind == "blob" and mode in (REGULAR, EXECUTABLE, SYMLINK):
+            out[path] = Entry(mode, sha)
+    return out
+
+
+class Blobs:
+    """Blob contents by id, read from ``repo`` in batches and kept for the copies of one judgement."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self._data: dict[str, bytes] = {}
+
+    def load(self, shas: Iterable[str]) -> None:
+        wanted = [s for s in dict.fromkeys(shas) if s not in self._data]
+        for start in range(0, len(wanted), 2000):
+            batch = wanted[start : start + 2000]
+            for sha, obj in read_objects(self.repo, batch).items():
+                if obj is None or obj.kind != "blob":
+                    raise EnvironmentProblem(f"blob {sha} is missing from {self.repo}")
+                self._data[sha] = obj.data
+
+    def __getitem__(self, sha: str) -> bytes:
+        if sha not in self._data:
+            self.load([sha])
+        return self._data[sha]
+
+
+def _safe(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and all(p not in ("", ".", "..") for p in parts) and "\0" not in path
+
+
+def write_copy(dest: Path, files: Entries, blobs: Blobs) -> None:
+    """Lay ``files`` out under the empty directory ``dest``. A path below a symbolic link
+    of the same copy, or one that is not a plain relative path, is left out."""
+    blobs.load(e.sha for e in files.values())
+    links = {p for p, e in files.items() if e.mode == SYMLINK}
+    made: set[str] = {""}
+    for path in sorted(files):
+        entry = files[path]
+        if not _safe(path):
+            continue
+        parents = path.split("/")[:-1]
+        if any("/".join(parents[: i + 1]) in links for i in range(len(parents))):
+            continue
+        for i in range(len(parents)):
+            sub = "/".join(parents[: i + 1])
+            if sub not in made:
+                os.mkdir(dest / sub)  # fresh: fails rather than follow anything already there
+                made.add(sub)
+        target = dest / path
+        data = blobs[entry.sha]
+        if entry.mode == SYMLINK:
+            os.symlink(os.fsdecode(data), target)
+            continue
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        fd = os.open(target, flags, 0o755 if entry.mode == EXECUTABLE else 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+
+def is_regular(mode: str) -> bool:
+    return mode in (REGULAR, EXECUTABLE)
+
+
+def file_mode(path: Path) -> str:
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return SYMLINK
+    return EXECUTABLE if st.st_mode & 0o111 else REGULAR

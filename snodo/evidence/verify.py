@@ -9,7 +9,9 @@ Speed: the range, trees, parents and notes come from one ``git log``, the commit
 touch ``.snodo/`` from one ``git rev-list``, attestations are checked in-process, and only
 the commits no attestation covers go to git's own signature check (one more ``git log``).
 A merge passes when its tree is exactly the clean merge of its two parents (one
-``git merge-tree`` each): its content then comes from commits checked on their own.
+``git merge-tree`` each): its content then comes from commits checked on their own. The
+merge is computed from the object store alone, in a scratch repository that borrows the
+objects (see :func:`_merges`): nothing of the checkout or its git directory takes part.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -161,13 +165,79 @@ def _check_attestation(
     return keys[fingerprint].name, ""
 
 
-def _check_merge(repo: Path, entry: CommitEntry) -> tuple[str, str]:
+#: The scratch repository's whole configuration. Empty of merge settings on purpose: that is
+#: git's built-in merge (the `text` driver for every path, renames detected, nothing
+#: renormalised, no rerere, which merge-tree never uses anyway). `bare` keeps git from taking
+#: a directory for a work tree, so no `.gitattributes` file is read, and in a bare repository
+#: git 2.39 reads none from the merged trees either; its HEAD names no commit, so a later git
+#: that reads a bare repository's attributes from HEAD finds none. No commit-graph: the
+#: parents and merge bases come from the commit objects, not from a cache beside them.
+_STORE_CONFIG = "[core]\n\trepositoryformatversion = {version}\n\tbare = true\n\tcommitGraph = false\n"
+
+
+@contextmanager
+def _merges(repo: Path) -> Iterator[Callable[[CommitEntry], tuple[str, str]]]:
+    """A check of one merge commit (:func:`_check_merge`), computing each merge in one scratch
+    bare repository made (on the first merge) in a temporary directory and removed after.
+
+    The repository being verified has its own configuration (``merge.default``, drivers,
+    ``merge.renormalize``, ``merge.renames``, ``core.*``), ``info/attributes``, ``rr-cache``,
+    hooks, replace refs and grafts, and a work tree with ``.gitattributes`` at any depth: each
+    can make conflicting changes merge "cleanly". The scratch repository has none of them:
+    its configuration is :data:`_STORE_CONFIG`, it has no refs and no ``info/``, and it only
+    borrows the objects (``objects/info/alternates``), where the merge's new trees are
+    written too, never into the repository or a push's quarantine."""
+    with tempfile.TemporaryDirectory(prefix="snodo-merge-") as scratch:
+        store: list[tuple[Path, dict[str, str]]] = []
+
+        def check(entry: CommitEntry) -> tuple[str, str]:
+            if not store:
+                store.append(_scratch_store(repo, Path(scratch), len(entry.sha)))
+            return _check_merge(*store[0], entry)
+
+        yield check
+
+
+def _scratch_store(repo: Path, scratch: Path, sha_length: int) -> tuple[Path, dict[str, str]]:
+    """The scratch repository (see :func:`_merges`) and the environment to run git in it with."""
+    result = run_git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir", env=PLAIN_GIT)
+    if not result.ok or not result.stdout.strip():
+        raise VerifyProblem(f"cannot find the object store of {repo}: {result.detail()}")
+    sources = [os.path.join(result.stdout.strip(), "objects")]
+    if os.environ.get("GIT_QUARANTINE_PATH") and os.environ.get("GIT_OBJECT_DIRECTORY"):
+        # In a pre-receive hook the pushed objects wait in the quarantine git names here.
+        sources.insert(0, os.path.abspath(os.environ["GIT_OBJECT_DIRECTORY"]))
+    if any("\n" in s or s.startswith('"') for s in sources):
+        raise VerifyProblem(f"cannot borrow the objects of {repo}: its path cannot be written in an alternates file")
+    git_dir = scratch / "objects-only.git"
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (git_dir / sub).mkdir(parents=True)
+    (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    sha256 = sha_length == 64
+    config = _STORE_CONFIG.format(version=1 if sha256 else 0)
+    (git_dir / "config").write_text(config + ("[extensions]\n\tobjectFormat = sha256\n" if sha256 else ""))
+    (git_dir / "objects" / "info" / "alternates").write_text("".join(s + "\n" for s in sources), encoding="utf-8")
+    env = {
+        **PLAIN_GIT,
+        # No configuration of the user's either (git reads no system file: see gitrun.clean_env).
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "HOME": str(scratch),
+        # Inside a quarantine git would otherwise read and write the objects there.
+        "GIT_OBJECT_DIRECTORY": str(git_dir / "objects"),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": "",
+    }
+    return git_dir, env
+
+
+def _check_merge(git_dir: Path, env: dict[str, str], entry: CommitEntry) -> tuple[str, str]:
     """``(_CLEAN_MERGE, "")`` when the merge's tree is exactly what merging its two parents gives
     (everything in it comes from commits checked on their own), else ``("", why not)``: a
     merge that resolved conflicts, or added changes of its own, needs a person's signature."""
     if len(entry.parents) != 2:
         return "", f"a merge of {len(entry.parents)} parents (only two-parent merges are recomputed)"
-    result = run_git(repo, "merge-tree", "--write-tree", "--no-messages", *entry.parents, env=PLAIN_GIT)
+    result = run_git(
+        git_dir.parent, f"--git-dir={git_dir}", "merge-tree", "--write-tree", "--no-messages", *entry.parents, env=env
+    )
     tree = result.stdout.split("\n", 1)[0].strip()
     if result.returncode == 0 and tree == entry.tree:
         return _CLEAN_MERGE, ""
@@ -235,10 +305,11 @@ def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None
     # its own is caught by recomputing it), so the rule applies to non-merge commits.
     governance = touching(repo, revisions, GOVERNANCE_DIR) if entries else set()
     governance -= {e.sha for e in entries if len(e.parents) > 1}
-    checked = {
-        e.sha: _check_attestation(e, keys, verifier, digest) if len(e.parents) <= 1 else _check_merge(repo, e)
-        for e in entries
-    }
+    with _merges(repo) as check_merge:
+        checked = {
+            e.sha: _check_attestation(e, keys, verifier, digest) if len(e.parents) <= 1 else check_merge(e)
+            for e in entries
+        }
     needs_person = [e.sha for e in entries if e.sha in governance or not checked[e.sha][0]]
     signed = _signatures(repo, signers, needs_person)
     verdicts = [_verdict(e, checked[e.sha], signed.get(e.sha), e.sha in governance) for e in entries]

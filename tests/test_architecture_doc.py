@@ -59,6 +59,18 @@ def test_each_home_exists(rule: str, file: str, name: str) -> None:
 
 #: Each row's home → the behaviour tests that break its rule through another door.
 PROOFS: dict[str, tuple[str, ...]] = {
+    "Judge.judge": (
+        "tests/judging/test_change_kinds.py::test_the_engine_path_judges_the_same_way",
+        "tests/judging/test_change_kinds.py::test_an_edited_test_escalates_with_its_diff_and_the_base_version_runs",
+    ),
+    "read": (
+        "tests/judging/test_endings.py::test_a_process_that_ends_early_or_lies_does_not_pass",
+        "tests/judging/test_record.py::test_a_line_from_a_second_writer_is_refused",
+    ),
+    "split": (
+        "tests/judging/test_change_kinds.py::test_a_harness_change_with_honest_source_escalates_whatever_the_policy",
+    ),
+    "added_findings": ("tests/judging/test_scan.py::test_steering_source_is_found",),
     "check_branch": (
         "tests/engine/test_run_branch.py::test_an_invalid_name_is_refused_before_anything_runs",
         "tests/engine/test_run_branch.py::test_an_existing_branch_is_refused_and_left_as_it_is",
@@ -142,10 +154,6 @@ PROOFS: dict[str, tuple[str, ...]] = {
         "tests/sandbox/test_attacks_git.py::test_a_nested_repository_made_by_confined_code_is_refused_and_removed",
     ),
     "read_test_output": ("tests/workspace/test_testrun_reader.py::test_a_tests_own_output_cannot_fake_the_tally",),
-    "take": (
-        "tests/sandbox/test_warm_tests.py::test_the_second_run_takes_a_pytest_started_ahead_confined_as_a_fresh_one",
-        "tests/sandbox/test_warm_tests.py::test_started_ahead_only_for_the_same_run_and_killed_when_not_taken",
-    ),
     "project_python": (
         "tests/realproj/test_interpreter_discovery.py::test_a_symlink_leading_out_of_the_project_is_refused",
     ),

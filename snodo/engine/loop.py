@@ -215,6 +215,7 @@ class Engine:
         tree: str | None = None,
         uncommitted: tuple[str, ...] | None = None,
         base: str | None = None,
+        refused: tuple[dict[str, str], ...] = (),
     ) -> ValidationOutcome:
         self.phase = phase
         self.progress(f"{phase} validation")
@@ -233,6 +234,7 @@ class Engine:
             tree=tree,
             uncommitted=uncommitted,
             base=base,
+            refused=refused,
         )
         for r in outcome.results:
             spent = (r.details or {}).get("usage")
@@ -354,7 +356,9 @@ class Engine:
         # engine's own writing (taken in here), and nothing runs in it until the validators.
         absorbed = still is not None and still.absorb()
         known = () if quiet == [True] and made is not None and absorbed else None
-        post = self._validate(spec, task_id, "post_execute", wt.path, all_changed, diff, False, tree, known, wt.base)
+        post = self._validate(
+            spec, task_id, "post_execute", wt.path, all_changed, diff, False, tree, known, wt.base, state.dropped
+        )
         results = tuple(r.for_agent() for r in post.results)
         return state, _Attempt(post=post, results=results, changed=all_changed, signature_ops=signature_ops)
 

@@ -299,8 +299,13 @@ def validate_task(
     tree: str | None = None,
     uncommitted: tuple[str, ...] | None = None,
     base: str | None = None,
+    refused: tuple[dict[str, str], ...] = (),
 ) -> ValidationOutcome:
     """Run one phase for one task and settle the outcome, persisting before returning.
+
+    ``refused`` names the coder's writes the artifact filter or the guard refused (path, op,
+    reason): never dropped quietly, they make the outcome ``escalate`` (a person decides
+    whether the work stands without them) unless something blocks it.
 
     Every event of the call goes into the audit log as one signed append. A post_execute
     validation judges a git tree (``tree``, else the workspace's content): a human decision
@@ -323,7 +328,26 @@ def validate_task(
             tree=tree,
             uncommitted=uncommitted,
             base=base,
+            refused=refused,
         )
+
+
+def _refused_writes(refused: tuple[dict[str, str], ...]) -> list[ValidatorResult]:
+    if not refused:
+        return []
+    shown = "; ".join(f"{r.get('op', 'write')} {r.get('path')} ({r.get('reason')})" for r in refused[:20])
+    more = f"; and {len(refused) - 20} more" if len(refused) > 20 else ""
+    return [
+        ValidatorResult(
+            validator_id="refused-writes",
+            validator_type="artifact-filter",
+            severity="warn",
+            justification=f"the coder's writes to {len(refused)} protected path(s) were refused: {shown}{more}",
+            kind="constraint",
+            escalate=True,
+            details={"refused": [dict(r) for r in refused[:200]]},
+        )
+    ]
 
 
 def _validate_task(
@@ -341,6 +365,7 @@ def _validate_task(
     tree: str | None,
     uncommitted: tuple[str, ...] | None = None,
     base: str | None = None,
+    refused: tuple[dict[str, str], ...] = (),
 ) -> ValidationOutcome:
     task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
     sha = spec_sha256(spec)
@@ -374,7 +399,7 @@ def _validate_task(
         ),
         progress=progress,
     )
-    results = [*results, *vetoes]
+    results = [*results, *vetoes, *_refused_writes(refused)]
     cls = classify(
         results,
         policy=project.protocol.disagreement_policy,

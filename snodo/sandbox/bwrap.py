@@ -127,9 +127,9 @@ def mounted_identity(opts: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
     A mount holds the file or directory it was made on, not its path: once the host
     replaces one (a ``git checkout`` renaming a new ``poetry.lock`` over the protected one),
     a sandbox already running loses that mount and sees the new file *writable* through
-    the workspace's. Whatever keeps a sandbox for later commands (the launcher, a test run
-    started ahead) records this before it starts and compares it before each use: a
-    difference retires it. ``(path, -1, -1)`` for a path that is not there."""
+    the workspace's. Whatever keeps a sandbox for later commands (a test run started ahead)
+    records this before it starts and compares it before each use: a difference retires it.
+    ``(path, -1, -1)`` for a path that is not there."""
     found: list[tuple[str, int, int]] = []
     i = 0
     while i < len(opts):

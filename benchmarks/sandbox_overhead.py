@@ -48,6 +48,7 @@ from snodo.protocol import load_protocol
 from snodo.sandbox import FORCE_ENV, SandboxPolicy, confined, forget_probes
 from snodo.sandbox.bwrap import BwrapBackend
 from snodo.sandbox.environ import confined_environment, make_private_dir
+from snodo.sandbox.harden import program_fd
 
 TARGET_A_MS = 5.0  # confined true over unconfined true
 TARGET_B_MS = 1.0  # snodo's confined path over bwrap alone, same argv
@@ -159,9 +160,17 @@ def main() -> int:
         bare_tmp = make_private_dir()
         bare_env = confined_environment(env, named=policy.env, tmpdir=bare_tmp)
         prepared = BwrapBackend().prepare(["true"], cwd=root, env=bare_env, policy=policy, tmpdir=bare_tmp)
+        assert prepared.cleanup is not None
+        prepared.cleanup()  # its seccomp descriptor: bubblewrap reads one per start, made below
+        at = prepared.argv.index("--seccomp") + 1
 
         def bare() -> None:
-            done = subprocess.run(prepared.argv, cwd=root, env=prepared.env, check=False)
+            fd = program_fd()
+            argv = [*prepared.argv[:at], str(fd), *prepared.argv[at + 1 :]]
+            try:
+                done = subprocess.run(argv, cwd=root, env=prepared.env, check=False, pass_fds=(fd,))
+            finally:
+                os.close(fd)
             assert done.returncode == 0, done
 
         def unconfined() -> None:

@@ -287,6 +287,7 @@ def _start(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                pass_fds=prepared.pass_fds if prepared is not None else (),
                 preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
             )
     except FileNotFoundError:

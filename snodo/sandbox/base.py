@@ -57,6 +57,8 @@ class Prepared:
     cleanup: Callable[[], None] | None = field(default=None, eq=False)
     #: Entered around the spawn (the thread joins the run's pids cgroup, :mod:`.cgroup`).
     spawning: Callable[[], AbstractContextManager[None]] | None = field(default=None, eq=False)
+    #: Descriptors the child inherits under the same numbers (bubblewrap's seccomp program).
+    pass_fds: tuple[int, ...] = ()
 
 
 class Backend(abc.ABC):

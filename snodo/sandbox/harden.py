@@ -184,15 +184,15 @@ def encoded(rows: list[Instruction]) -> bytes:
 
 def program_fd(*, filter_sockets: bool = False) -> int:
     """A descriptor to read the encoded program from, to end (for bubblewrap's ``--seccomp``;
-    bubblewrap reads it once, so each start needs its own). Inheritable; the caller closes it
-    once the child started."""
+    bubblewrap reads it once, so each start needs its own). Close-on-exec, so no other child
+    of snodo inherits it: the one it is for gets it through ``pass_fds``. The caller closes
+    it once the child started."""
     data = encoded(program(filter_sockets=filter_sockets))
-    read_end, write_end = os.pipe()
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
         os.write(write_end, data)  # a few hundred bytes: far below a pipe's buffer
     finally:
         os.close(write_end)
-    os.set_inheritable(read_end, True)
     return read_end
 
 

@@ -187,6 +187,47 @@ def test_confined_code_cannot_reach_the_machinery_nor_forge_its_status(
     assert result.returncode == 1 and not result.ok, result
 
 
+#: In a user and mount namespace of its own (where it holds every capability), the command
+#: tries to take the cover off bubblewrap's init and to mount a ``/proc`` of its own.
+UNCOVER = textwrap.dedent(
+    """\
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    CLONE_NEWNS, CLONE_NEWUSER, MNT_DETACH = 0x00020000, 0x10000000, 2
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+        print("unshare", ctypes.get_errno())
+    for target in (b"/proc/1", b"/proc"):
+        done = libc.umount2(target, MNT_DETACH)
+        print("umount", target.decode(), done, ctypes.get_errno() if done else 0)
+    done = libc.mount(b"proc", b"/tmp", b"proc", 0, None)
+    print("mount proc", done, ctypes.get_errno() if done else 0)
+    for path in ("/proc/1/mem", "/proc/1/fd/0", "/tmp/1/mem"):
+        try:
+            os.close(os.open(path, os.O_RDONLY))
+            print("opened", path)
+        except OSError as exc:
+            print("refused", path, exc.errno)
+    """
+)
+
+
+def test_the_cover_on_bubblewraps_init_stays_in_a_namespace_of_the_commands_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mounts inherited from bubblewrap's namespace are locked: a command with every
+    capability in a user namespace of its own cannot unmount them, nor mount a ``/proc``
+    that shows pid 1 (the kernel refuses a new proc while the old one is partly covered)."""
+    monkeypatch.setenv("SNODO_SANDBOX_BACKEND", "bwrap")
+    ws = _workspace(tmp_path)
+    (ws / "uncover.py").write_text(UNCOVER)
+    result = run_process([sys.executable, "uncover.py"], cwd=ws, timeout=60, sandbox=SandboxPolicy(workspace=ws))
+    assert result.returncode == 0, result.output
+    lines = result.output.splitlines()
+    assert [line for line in lines if line.startswith("umount") and line.split()[2] == "0"] == [], lines
+    assert [line for line in lines if line.startswith(("opened", "mount proc 0"))] == [], lines
+    assert sum(line.startswith("refused") for line in lines) == 3, lines
+
+
 def test_without_a_filter_for_the_machine_nothing_runs(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,9 +9,7 @@ Each iteration runs, in a rotating order so machine noise hits all alike:
 - bubblewrap alone: the very argument vector snodo builds for a per-command bubblewrap start
   of that ``true`` (same namespaces, mounts and limits), started by a plain ``subprocess.run``;
 - ``true`` through ``snodo.api.run_process`` under the confinement context (as validators
-  and ``run_tests`` use it): bubblewrap through the shape's running launcher (the default
-  path, :mod:`snodo.sandbox.launcher`), bubblewrap per command (``SNODO_SANDBOX_LAUNCHER=off``),
-  then Landlock;
+  and ``run_tests`` use it): bubblewrap, then Landlock;
 
 and once per round a post_execute pytest validator through the governance runner
 (unconfined, bubblewrap, Landlock). Printed: medians, the wall time snodo's own process
@@ -20,9 +18,6 @@ spends per run (CPU, which the machine's load does not inflate as much), and the
 - (a) a confined ``true`` costs at most 5 ms more than an unconfined one (bubblewrap; Landlock
   reported against the same bound);
 - (b) snodo's confined path adds at most 1 ms to what bubblewrap alone costs.
-
-The launcher's one-off start (once per sandbox shape and snodo process, in the background
-while the fourth command runs the per-command way) is measured and printed separately.
 
     .venv/bin/python benchmarks/sandbox_overhead.py [rounds] [--smoke]
 
@@ -50,9 +45,10 @@ from snodo.governance.runner import PhaseInput, run_phase
 from snodo.governance.service import Project
 from snodo.plugins import get_plugin_manager
 from snodo.protocol import load_protocol
-from snodo.sandbox import FORCE_ENV, SandboxPolicy, confined, forget_probes, launcher
+from snodo.sandbox import FORCE_ENV, SandboxPolicy, confined, forget_probes
 from snodo.sandbox.bwrap import BwrapBackend
 from snodo.sandbox.environ import confined_environment, make_private_dir
+from snodo.sandbox.harden import program_fd
 
 TARGET_A_MS = 5.0  # confined true over unconfined true
 TARGET_B_MS = 1.0  # snodo's confined path over bwrap alone, same argv
@@ -158,23 +154,23 @@ def main() -> int:
         for name in ("landlock", "bwrap"):  # probe once, outside the timings (cached per process)
             backend(name)
             true_(policy)
-        # The launcher's one-off start, then it is in place for the timed runs.
-        launcher.close_all()
-        launcher.FIRST_USE_WAIT = 60.0
-        launcher.START_AFTER = 0
-        started = time.perf_counter()
-        true_(policy)
-        launcher_start = (time.perf_counter() - started) * 1000
-        assert launcher.refused() == {}, launcher.refused()
         # The very argv snodo builds for a per-command bubblewrap start of ``true``.
         env = dict(os.environ)
         env["PWD"] = str(root)
         bare_tmp = make_private_dir()
         bare_env = confined_environment(env, named=policy.env, tmpdir=bare_tmp)
         prepared = BwrapBackend().prepare(["true"], cwd=root, env=bare_env, policy=policy, tmpdir=bare_tmp)
+        assert prepared.cleanup is not None
+        prepared.cleanup()  # its seccomp descriptor: bubblewrap reads one per start, made below
+        at = prepared.argv.index("--seccomp") + 1
 
         def bare() -> None:
-            done = subprocess.run(prepared.argv, cwd=root, env=prepared.env, check=False)
+            fd = program_fd()
+            argv = [*prepared.argv[:at], str(fd), *prepared.argv[at + 1 :]]
+            try:
+                done = subprocess.run(argv, cwd=root, env=prepared.env, check=False, pass_fds=(fd,))
+            finally:
+                os.close(fd)
             assert done.returncode == 0, done
 
         def unconfined() -> None:
@@ -184,14 +180,6 @@ def main() -> int:
             backend("bwrap")
             true_(policy)
 
-        def snodo_bwrap_per_command() -> None:
-            backend("bwrap")
-            os.environ[launcher.SWITCH_ENV] = "off"
-            try:
-                true_(policy)
-            finally:
-                del os.environ[launcher.SWITCH_ENV]
-
         def snodo_landlock() -> None:
             backend("landlock")
             true_(policy)
@@ -200,7 +188,6 @@ def main() -> int:
             "unconfined true": unconfined,
             "bwrap alone (snodo's argv)": bare,
             "snodo confined true, bwrap": snodo_bwrap,
-            "same, bwrap per command": snodo_bwrap_per_command,
             "snodo confined true, landlock": snodo_landlock,
         }
         phases: dict[str, Callable[[], None]] = {
@@ -226,7 +213,6 @@ def main() -> int:
             f"{rounds} round(s) x {repeat} true iterations; {os.cpu_count()} cores; "
             f"load {os.getloadavg()[0]:.1f}; Python {sys.version.split()[0]}; uid {os.getuid()}"
         )
-        print(f"launcher start (once per sandbox shape, off the first command's path): {launcher_start:.1f} ms")
         print(f"{'':34} {'wall median':>12} {'snodo CPU median':>17}")
         for name in (*trues, *phases):
             print(f"  {name:<32} {samples.median(name):9.2f} ms {statistics.median(samples.cpu[name]):13.2f} ms")

@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from snodo import callscope
 from snodo.attrsbase import frozen
@@ -30,9 +29,6 @@ from snodo.procprep import prepare_child, release_child, shown
 from snodo.sandbox import Prepared, SandboxPolicy
 from snodo.sandbox.base import reap_adopted
 from snodo.sandbox.choose import distrust
-
-if TYPE_CHECKING:
-    from snodo.sandbox.launcher import Launched
 
 
 @frozen(kw_only=True)
@@ -53,16 +49,13 @@ class ProcessResult:
         return "\n".join(self.output.splitlines()[-lines:])
 
 
-def _kill_group(proc: subprocess.Popen[bytes] | Launched) -> None:
-    if not isinstance(proc, subprocess.Popen):  # launched: its PID namespace, killed by its launcher
-        proc.kill()
-        return
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
 
 _LIVE_LOCK = threading.Lock()
-_LIVE: dict[int, tuple[subprocess.Popen[bytes] | Launched, Prepared | None]] = {}
+_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None]] = {}
 _LIVE_ARGV: dict[int, tuple[str, ...]] = {}
 #: Starts under way (a child that may already run, not yet in ``_LIVE``): :func:`terminate_all`
 #: waits for them, so a child started just before it is not missed.
@@ -226,8 +219,6 @@ class Started:
                 if stream is not None:
                     with contextlib.suppress(OSError):
                         stream.close()
-            if not isinstance(proc, subprocess.Popen):
-                proc.close()
         finally:
             with _LIVE_LOCK:
                 _LIVE.pop(proc.pid, None)
@@ -256,11 +247,11 @@ def _spawn(
     env: dict[str, str],
     prepared: Prepared | None,
     stdin: bool,
-) -> subprocess.Popen[bytes] | Launched:
-    """Start the child (through its launcher when it has one) and count it live."""
+) -> subprocess.Popen[bytes]:
+    """Start the child and count it live."""
     program = shown(argv[0])
     how = f" confined by {prepared.backend}" if prepared is not None else ""
-    proc: subprocess.Popen[bytes] | Launched | None = None
+    proc: subprocess.Popen[bytes] | None = None
     with _LIVE_LOCK:
         _STARTING[0] += 1
     try:
@@ -283,24 +274,22 @@ def _start(
     stdin: bool,
     program: str,
     how: str,
-) -> subprocess.Popen[bytes] | Launched:
+) -> subprocess.Popen[bytes]:
     spawning = prepared.spawning if prepared is not None and prepared.spawning is not None else contextlib.nullcontext
-    proc: subprocess.Popen[bytes] | Launched
+    proc: subprocess.Popen[bytes]
     try:
-        if prepared is not None and prepared.launch is not None:
-            proc = prepared.launch(stdin)
-        else:
-            with spawning():
-                proc = subprocess.Popen(
-                    list(popen_argv),
-                    cwd=cwd,
-                    env=env,
-                    stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
-                )
+        with spawning():
+            proc = subprocess.Popen(
+                list(popen_argv),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=prepared.pass_fds if prepared is not None else (),
+                preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
+            )
     except FileNotFoundError:
         raise EnvironmentProblem(
             f"cannot run {program!r}{how}: program not found", hint="install it or fix the command"
@@ -326,7 +315,7 @@ def _run(
     stdin_text: str | None,
     max_output: int,
     stop_if: Callable[[str], bool] | None,
-    spawned: subprocess.Popen[bytes] | Launched | None = None,
+    spawned: subprocess.Popen[bytes] | None = None,
 ) -> ProcessResult:
     program = shown(argv[0])
     how = f" confined by {prepared.backend}" if prepared is not None else ""
@@ -357,16 +346,8 @@ def _run(
             _LIVE_ARGV.pop(proc.pid, None)
         if call is not None:
             call.discard(proc.pid)
-        if not isinstance(proc, subprocess.Popen):
-            proc.close()
-        elif prepared is not None:
+        if prepared is not None:
             reap_adopted(_other_leaders(proc.pid))
-    if not isinstance(proc, subprocess.Popen) and (proc.failure or proc.lost):
-        why = proc.failure or "the sandbox launcher ended before the command did"
-        raise EnvironmentProblem(
-            f"cannot run {program!r}{how}: {why}",
-            hint="install it or fix the command" if proc.failure else "run it again: a new launcher starts",
-        )
     if (
         prepared is not None
         and prepared.backend == "bwrap"
@@ -384,7 +365,7 @@ def _run(
 
 def _wait(
     argv: Sequence[str],
-    proc: subprocess.Popen[bytes] | Launched,
+    proc: subprocess.Popen[bytes],
     start: float,
     timeout: float,
     silence_timeout: float | None,

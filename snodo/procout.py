@@ -107,8 +107,7 @@ class BoundedOutput:
 
 
 class Child(Protocol):
-    """What snodo needs of a started child: a ``Popen``, or a command a confined launcher
-    started (:class:`snodo.sandbox.launcher.Launched`, whose ``exit_fd`` says it ended)."""
+    """What snodo needs of a started child (a ``Popen``)."""
 
     pid: int
     returncode: int | Any
@@ -122,10 +121,7 @@ class Child(Protocol):
 
 def exit_fd(proc: Child) -> tuple[int, bool]:
     """A descriptor readable once ``proc`` ended, and whether the caller must close it:
-    the launcher's status pipe, else a pidfd (Linux 5.3+), else ``-1``."""
-    given = getattr(proc, "exit_fd", None)
-    if isinstance(given, int):
-        return given, False
+    a pidfd (Linux 5.3+), else ``-1``."""
     with contextlib.suppress(AttributeError, OSError):
         return os.pidfd_open(proc.pid), True
     return -1, False

@@ -1,6 +1,6 @@
 """How a child process of :mod:`snodo.proc` is prepared: its working directory checked,
 its environment made, and — with a sandbox policy — its confinement (the backend that
-works here, its launcher where bubblewrap confines, its own pids cgroup)."""
+works here, its own pids cgroup)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ def _confine(
     env: dict[str, str],
     policy: SandboxPolicy,
     pass_env: Sequence[str],
-    located: str | None = None,
 ) -> tuple[Prepared, Path | None]:
     real, workspace = resolved(cwd), resolved(policy.workspace)
     inside_workspace = real == workspace or str(real).startswith(f"{workspace}/")
@@ -41,14 +40,6 @@ def _confine(
     backend = choose_backend()
     if policy.on_confined is not None:
         policy.on_confined(backend.name)
-    program = getattr(backend, "program", None)
-    if backend.name == "bwrap" and program:
-        named = (*policy.env, *pass_env)
-        from snodo.sandbox import launcher  # only where bubblewrap confines (sockets, threads)
-
-        via_launcher = launcher.prepare(program, argv, cwd=cwd, env=env, policy=policy, named=named, located=located)
-        if via_launcher is not None:
-            return via_launcher, None
     tmpdir = make_private_dir()
     try:
         env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
@@ -107,16 +98,11 @@ def prepare_child(
         if sandbox.on_unconfined is not None:
             sandbox.on_unconfined(tuple(argv), Path(cwd))
     elif sandbox is not None:
-        # Inside the sandbox a missing program is only an exit status of the launcher (127):
-        # say so here, as an unconfined start would, so it is no verdict (validator_error).
-        located = None
-        if "/" not in argv[0]:
-            located = shutil.which(argv[0], path=child_env.get("PATH", os.defpath))
-            if located is None:
-                raise EnvironmentProblem(
-                    f"cannot run {program!r}: program not found", hint="install it or fix the command"
-                )
-        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env, located)
+        # Inside the sandbox a missing program is only an exit status of bubblewrap: say so
+        # here, as an unconfined start would, so it is no verdict (validator_error).
+        if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
+            raise EnvironmentProblem(f"cannot run {program!r}: program not found", hint="install it or fix the command")
+        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env)
         popen_argv, child_env = prepared.argv, prepared.env
     return popen_argv, child_env, prepared, tmpdir
 

@@ -94,10 +94,7 @@ PROOFS: dict[str, tuple[str, ...]] = {
         "tests/sandbox/test_probe_record.py::test_a_stale_record_is_no_verdict_and_is_dropped",
     ),
     "reap_adopted": ("tests/sandbox/test_reaping.py::test_a_confined_commands_cpu_counts_in_snodos_tree",),
-    "launcher_for": (
-        "tests/sandbox/test_launcher.py::test_a_hostile_workspace_and_environment_do_not_change_the_launcher",
-    ),
-    "_init": ("tests/sandbox/test_launcher.py::test_two_concurrent_commands_cannot_reach_each_other",),
+    "program": ("tests/sandbox/test_machinery.py::test_a_failing_hook_that_attempts_the_forgery_is_a_blocker",),
     "BoundedOutput": ("tests/sandbox/test_attacks_host.py::test_a_huge_line_without_newline_is_bounded",),
     "missing": ("tests/sandbox/test_confinement_record.py::test_the_gaps_are_said_plainly",),
     "run_phase": (

@@ -136,8 +136,6 @@ PROCESS_STARTERS = {
     "snodo/cli/demo_cmd.py": "snodo re-launching itself on the demo's throwaway repository",
     "snodo/sandbox/bwrap.py": "the backend probe: `true`, with a time limit",
     "snodo/sandbox/landlock.py": "the backend probe: `true`, with a time limit",
-    "snodo/sandbox/launcher.py": "the confined launcher: bubblewrap itself, start bounded by START_TIMEOUT",
-    "snodo/sandbox/launcher_main.py": "inside the sandbox: each command the launcher is asked for",
     "conformance/harness.py": "the kit running `snodo` as a user would, with a time limit",
     "conformance/_support.py": "the kit's scratch repositories (git), with a time limit",
 }

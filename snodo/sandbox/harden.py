@@ -1,27 +1,200 @@
-"""What the Landlock backend adds in the child besides the Landlock ruleset: no capabilities
-(snodo may run as root) and, when the network is off, a seccomp filter on ``socket()``.
+"""What every confined process gets besides its backend's own confinement: the seccomp
+filter (both backends; bubblewrap takes it with ``--seccomp``) and, under Landlock, no
+capabilities (snodo may run as root; bubblewrap drops them itself).
 
-When snodo runs with ``no_new_privs`` itself (``mark``), a child without the socket filter
-gets a filter that allows everything instead: one seccomp filter more than snodo's is how
-snodo then tells a confined process (and every descendant of it) from its own children
-(:func:`snodo.sandbox.base.confined`).
+The filter. Confined code must not reach the processes, descriptors or memory of the
+sandbox's own machinery (bubblewrap's init holds the descriptor its monitor reads the
+command's status from; under Landlock, snodo itself is the parent): whatever it could take
+from them, it could use to report a status of its own choosing. The filter refuses
+(``EPERM``) every system call that acts on another process through a pid or pidfd:
 
-Landlock covers files and TCP only; the filter closes the rest when the network is off:
-``socket()`` is allowed for ``AF_NETLINK`` (interface queries) only, so UDP, MPTCP
-(``AF_INET`` with ``IPPROTO_MPTCP``), raw and packet sockets and — because Landlock does not
-govern ``connect()`` to a socket file — ``AF_UNIX`` sockets that could reach a host service
-(ssh-agent, tmux, Docker) are all refused with ``EACCES``. ``socketpair()`` is a different
-system call and keeps working (asyncio, multiprocessing pipes). ``io_uring_setup`` is refused
-because io_uring can open sockets without the ``socket()`` system call. Everything is built
-once in the parent; the child only makes a few ``prctl``/``capset`` calls.
+- ``ptrace`` (attach, seize, and the ``PTRACE_TRACEME`` a child could use to be steered);
+- ``process_vm_readv``/``process_vm_writev`` (another process's memory);
+- ``pidfd_open``/``pidfd_getfd`` (another process's descriptors);
+- ``process_madvise`` (another process's memory management), ``kcmp`` (comparing another
+  process's descriptors and memory), ``perf_event_open`` (sampling another process).
+
+What needs no system call of its own, opening ``/proc/<pid>/mem`` or ``/proc/<pid>/fd/N``,
+is closed by the backends: under bubblewrap the init's ``/proc/1`` is covered by an empty
+read-only directory (:mod:`.bwrap`), under Landlock the kernel refuses such access from a
+domain to any process outside it, snodo included (:mod:`.landlock`).
+
+The architecture is checked first, as bubblewrap's own ``--seccomp`` users and Codex's
+Linux sandbox do: a system call made through another ABI (the 32-bit ``int 0x80`` entry,
+where every number means something else; on x86_64 also the x32 numbers, bit 30 set) kills
+the process, since none of the rules would match it.
+
+With the network off, the Landlock backend adds socket rules to the same program (one
+filter, so nothing a later filter allows can undo a refusal): ``socket()`` is allowed for
+``AF_NETLINK`` (interface queries) only, so UDP, MPTCP (``AF_INET`` with ``IPPROTO_MPTCP``),
+raw and packet sockets and — because Landlock does not govern ``connect()`` to a socket
+file — ``AF_UNIX`` sockets that could reach a host service (ssh-agent, tmux, Docker) are
+all refused with ``EACCES``. ``socketpair()`` is a different system call and keeps working
+(asyncio, multiprocessing pipes). ``io_uring_setup`` is refused because io_uring can open
+sockets without the ``socket()`` system call. (bubblewrap has a network namespace of its own.)
+
+The filter also marks the process: a Landlock child (and every descendant of it) has one
+seccomp filter more than snodo, which is how snodo tells it from its own children when snodo
+runs with ``no_new_privs`` itself (:func:`snodo.sandbox.base.confined`). Everything is built
+once in the parent; the Landlock child only makes a few ``prctl``/``capset`` calls.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import os
 import platform
+import struct
 from collections.abc import Callable
+
+from snodo.errors import EnvironmentProblem
+
+#: ``socket()`` families a confined process may still create with the network off.
+AF_NETLINK = 16
+
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW = 0x7FFF0000
+_RET_KILL_PROCESS = 0x80000000
+_RET_ERRNO = 0x00050000
+_X32_BIT = 0x40000000
+_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0 = 0, 4, 16
+
+_PROCESS_CALLS = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_open",
+    "pidfd_getfd",
+    "process_madvise",
+    "kcmp",
+    "perf_event_open",
+)
+
+#: Per machine: the audit architecture, whether it has the x32 numbers, and the numbers of
+#: the system calls the filter names.
+_ARCHES: dict[str, tuple[int, bool, dict[str, int]]] = {
+    "x86_64": (
+        0xC000003E,
+        True,
+        {
+            "ptrace": 101,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "pidfd_open": 434,
+            "pidfd_getfd": 438,
+            "process_madvise": 440,
+            "kcmp": 312,
+            "perf_event_open": 298,
+            "socket": 41,
+            "io_uring_setup": 425,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        False,
+        {
+            "ptrace": 117,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "pidfd_open": 434,
+            "pidfd_getfd": 438,
+            "process_madvise": 440,
+            "kcmp": 272,
+            "perf_event_open": 241,
+            "socket": 198,
+            "io_uring_setup": 425,
+        },
+    ),
+}
+
+Instruction = tuple[int, int, int, int]
+#: An instruction whose jumps name a label (``None``: the next instruction).
+_Op = tuple[int, str | None, str | None, int]
+
+
+def supported() -> bool:
+    """Whether the filter knows this machine's system call numbers."""
+    return platform.machine() in _ARCHES
+
+
+def _numbers() -> tuple[int, bool, dict[str, int]]:
+    found = _ARCHES.get(platform.machine())
+    if found is None:
+        raise EnvironmentProblem(
+            f"cannot run a process confined on {platform.machine()}: snodo's seccomp filter, which keeps "
+            "confined code away from the sandbox's own processes, knows x86_64 and aarch64 only",
+            hint="run snodo on x86_64 or aarch64; see docs/security.md",
+        )
+    return found
+
+
+def program(*, filter_sockets: bool = False) -> list[Instruction]:
+    """The classic BPF program: ``(code, jt, jf, k)`` per instruction. ``filter_sockets``:
+    ``socket()`` only for ``AF_NETLINK`` and no ``io_uring_setup`` (``EACCES``)."""
+    arch, x32, numbers = _numbers()
+    ops: list[_Op | str] = [
+        (_LD_W_ABS, None, None, _OFFSET_ARCH),
+        (_JEQ_K, None, "kill", arch),
+        (_LD_W_ABS, None, None, _OFFSET_NR),
+    ]
+    if x32:
+        ops.append((_JGE_K, "kill", None, _X32_BIT))
+    ops += [(_JEQ_K, "eperm", None, numbers[name]) for name in _PROCESS_CALLS]
+    if filter_sockets:
+        ops += [
+            (_JEQ_K, "eacces", None, numbers["io_uring_setup"]),
+            (_JEQ_K, None, "allow", numbers["socket"]),
+            (_LD_W_ABS, None, None, _OFFSET_ARG0),  # the family: the first argument's low word
+            (_JEQ_K, "allow", "eacces", AF_NETLINK),
+        ]
+    ops += [
+        "allow",
+        (_RET_K, None, None, _RET_ALLOW),
+        "eperm",
+        (_RET_K, None, None, _RET_ERRNO | errno.EPERM),
+        "eacces",
+        (_RET_K, None, None, _RET_ERRNO | errno.EACCES),
+        "kill",
+        (_RET_K, None, None, _RET_KILL_PROCESS),
+    ]
+    return _assemble(ops)
+
+
+def _assemble(ops: list[_Op | str]) -> list[Instruction]:
+    """Labels (the strings) resolved to the forward jump offsets BPF takes."""
+    at: dict[str, int] = {}
+    rows: list[_Op] = []
+    for op in ops:
+        if isinstance(op, str):
+            at[op] = len(rows)
+        else:
+            rows.append(op)
+
+    def offset(label: str | None, index: int) -> int:
+        return 0 if label is None else at[label] - index - 1
+
+    return [(code, offset(jt, i), offset(jf, i), k) for i, (code, jt, jf, k) in enumerate(rows)]
+
+
+def encoded(rows: list[Instruction]) -> bytes:
+    """``struct sock_filter[]`` as the kernel (and bubblewrap's ``--seccomp``) reads it."""
+    return b"".join(struct.pack("=HBBI", *row) for row in rows)
+
+
+def program_fd(*, filter_sockets: bool = False) -> int:
+    """A descriptor to read the encoded program from, to end (for bubblewrap's ``--seccomp``;
+    bubblewrap reads it once, so each start needs its own). Close-on-exec, so no other child
+    of snodo inherits it: the one it is for gets it through ``pass_fds``. The caller closes
+    it once the child started."""
+    data = encoded(program(filter_sockets=filter_sockets))
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    try:
+        os.write(write_end, data)  # a few hundred bytes: far below a pipe's buffer
+    finally:
+        os.close(write_end)
+    return read_end
+
 
 _PR_CAPBSET_DROP = 24
 _PR_SET_SECUREBITS = 28
@@ -31,10 +204,6 @@ _SECCOMP_MODE_FILTER = 2
 # SECBIT_NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE and their locks.
 _SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 _CAP_VERSION_3 = 0x20080522
-AF_NETLINK = 16
-
-#: (AUDIT_ARCH, __NR_socket, __NR_io_uring_setup) of the architectures the filter knows.
-_ARCHES = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
 
 
 class _SockFilter(ctypes.Structure):
@@ -53,50 +222,15 @@ class _CapData(ctypes.Structure):
     _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32))
 
 
-def _program(arch: int, nr_socket: int, nr_io_uring: int) -> list[tuple[int, int, int, int]]:
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EACCES
-    return [
-        (ld, 0, 0, 4),  # 0: A = arch
-        (jeq, 0, 7, arch),  # 1: another ABI (i386 socketcall, ...): deny everything
-        (ld, 0, 0, 0),  # 2: A = system call number
-        (jge, 5, 0, 0x40000000),  # 3: x32 system calls: deny
-        (jeq, 4, 0, nr_io_uring),  # 4: io_uring_setup: deny
-        (jeq, 0, 2, nr_socket),  # 5: not socket(): allow
-        (ld, 0, 0, 16),  # 6: A = low word of the first argument (the family)
-        (jeq, 0, 1, AF_NETLINK),  # 7
-        (ret, 0, 0, allow),  # 8
-        (ret, 0, 0, deny),  # 9
-    ]
-
-
-def seccomp_supported() -> bool:
-    return platform.machine() in _ARCHES
-
-
 class Hardening:
     """Everything the child needs, bound in the parent (nothing is imported or allocated in
     the child between fork and exec)."""
 
-    def __init__(self, libc: ctypes.CDLL, *, filter_sockets: bool, mark: bool = False) -> None:
+    def __init__(self, libc: ctypes.CDLL, *, filter_sockets: bool) -> None:
         self.libc = libc
-        self.fprog: _SockFprog | None = None
-        if mark and not filter_sockets:  # one filter that allows everything: a mark that stays
-            self._filters = (_SockFilter * 1)(_SockFilter(0x06, 0, 0, 0x7FFF0000))
-            self.fprog = _SockFprog(1, self._filters)
-        if filter_sockets:
-            arch = _ARCHES.get(platform.machine())
-            if arch is None:
-                from snodo.errors import EnvironmentProblem
-
-                raise EnvironmentProblem(
-                    f"the Landlock backend cannot refuse network sockets on {platform.machine()} "
-                    "(its seccomp filter knows x86_64 and aarch64)",
-                    hint="use the bubblewrap backend; see docs/security.md",
-                )
-            rows = _program(*arch)
-            self._filters = (_SockFilter * len(rows))(*(_SockFilter(*row) for row in rows))
-            self.fprog = _SockFprog(len(rows), self._filters)
+        rows = program(filter_sockets=filter_sockets)  # EnvironmentProblem on an unknown machine
+        self._filters = (_SockFilter * len(rows))(*(_SockFilter(*row) for row in rows))
+        self.fprog = _SockFprog(len(rows), self._filters)
         self.header = _CapHeader(_CAP_VERSION_3, 0)
         self.data = (_CapData * 2)()
         try:
@@ -107,8 +241,8 @@ class Hardening:
 
     def in_child(self) -> Callable[[], None]:
         """Drop every capability (bounding set, ambient, effective/permitted/inheritable,
-        root's exec-time grant via securebits) and, with ``filter_sockets`` (or ``mark``),
-        install the filter. Must run after ``no_new_privs``."""
+        root's exec-time grant via securebits) and install the filter. Must run after
+        ``no_new_privs``."""
         prctl, capset = self.libc.prctl, self.libc.capset
         zero = ctypes.c_ulong(0)
         caps = [ctypes.c_ulong(c) for c in range(self.last_cap + 1)]
@@ -117,7 +251,7 @@ class Hardening:
         c_amb = ctypes.c_int(_PR_CAP_AMBIENT)
         bits, clear = ctypes.c_ulong(_SECUREBITS), ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL)
         c_seccomp, mode = ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER)
-        prog = ctypes.byref(fprog) if fprog is not None else None
+        prog = ctypes.byref(fprog)
 
         def harden() -> None:
             for cap in caps:  # needs CAP_SETPCAP: fails harmlessly when snodo is not root
@@ -126,7 +260,7 @@ class Hardening:
             prctl(c_amb, clear, zero, zero, zero)
             if capset(header, data) != 0:
                 raise OSError(ctypes.get_errno(), "capset failed")
-            if prog is not None and prctl(c_seccomp, mode, prog, zero, zero) != 0:
+            if prctl(c_seccomp, mode, prog, zero, zero) != 0:
                 raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
 
         return harden

@@ -19,8 +19,14 @@ below a granted one, so the grants are laid out around what must stay out of rea
 Killing the tree: the child starts its own session and process group, and snodo is the
 child subreaper; when the run ends the group, the session, every process carrying the run's
 marker in its environment and every confined orphan reparented to snodo are killed.
-Capabilities, the socket filter and resource limits: :mod:`snodo.sandbox.harden`,
+Capabilities, the seccomp filter and resource limits: :mod:`snodo.sandbox.harden`,
 :mod:`snodo.sandbox.limits`.
+
+The sandbox's machinery, for a Landlock child, is snodo itself (its parent) and the other
+confined runs: the kernel refuses every ptrace-mode access (``ptrace``, ``/proc/<pid>/mem``,
+``/proc/<pid>/fd/N``, ``pidfd_getfd``, ``process_vm_*``) from a Landlock domain to a process
+outside it, and the seccomp filter (:mod:`snodo.sandbox.harden`) refuses those system calls
+outright.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared, become_subreaper, confined, inherited_no_new_privs
+from snodo.sandbox.base import Backend, Prepared, become_subreaper, confined
 from snodo.sandbox.harden import Hardening
 from snodo.sandbox.layout import carve, read_only_paths
 from snodo.sandbox.limits import limit_setter
@@ -173,8 +179,9 @@ class Ruleset:
             os.close(self.fd)
 
     def restrict_in_child(self, limits: Limits | None = None) -> Callable[[], None]:
-        """The ``preexec_fn``: resource limits, ``no_new_privs``, no capabilities, the socket
-        filter when the network is off (:mod:`snodo.sandbox.harden`), then the ruleset.
+        """The ``preexec_fn``: resource limits, ``no_new_privs``, no capabilities, the seccomp
+        filter (with the socket rules when the network is off, :mod:`snodo.sandbox.harden`),
+        then the ruleset.
         Everything it needs is bound now, nothing is imported there."""
         libc, fd = _LIBC, self.fd
         assert libc is not None
@@ -182,7 +189,7 @@ class Ruleset:
         one, zero, sigkill = ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(signal.SIGKILL)
         c_fd, c_flags = ctypes.c_int(fd), ctypes.c_uint32(0)
         set_limits = limit_setter(limits) if limits is not None else None
-        harden = Hardening(libc, filter_sockets=not self.network, mark=inherited_no_new_privs()).in_child()
+        harden = Hardening(libc, filter_sockets=not self.network).in_child()
 
         def restrict() -> None:
             prctl(_PR_SET_PDEATHSIG, sigkill, zero, zero, zero)

@@ -50,7 +50,6 @@ def _snodo(tmp_path: Path, program: Path) -> str:
         "SNODO_HOME": str(tmp_path / "home"),
         "SNODO_BWRAP": str(program),
         "SNODO_SANDBOX_BACKEND": "bwrap",
-        "SNODO_SANDBOX_LAUNCHER": "off",
     }
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 # The confined command spins until it has used this much CPU itself.
 BURN = 0.4
 CHILD = f"""
@@ -76,41 +74,3 @@ def test_an_unrelated_zombie_does_not_end_the_wait_at_exit_for_a_confined_orphan
     assert proc.returncode == 0
     # Without the wait the orphan went to the system's init, its CPU time with it.
     assert usage.ru_utime + usage.ru_stime - own >= ORPHAN_BURN
-
-
-LAUNCHED = f"""
-import sys
-from pathlib import Path
-
-import pytest
-from snodo.proc import run_process
-from snodo.sandbox import SandboxPolicy, launcher
-launcher.START_AFTER, launcher.FIRST_USE_WAIT = 0, 60.0
-burn = "import time\\nwhile time.process_time() < {BURN}: pass"
-ws = Path(sys.argv[1])
-for argv in (["true"], ["python3", "-c", burn]):  # the second most likely straight to a spare init
-    result = run_process(argv, cwd=ws, timeout=60, sandbox=SandboxPolicy(workspace=ws))
-    assert result.returncode == 0, result.output
-(live,) = launcher._LAUNCHERS.values()
-launcher.close_all()
-print("launcher", live.proc.returncode)
-import resource
-own = resource.getrusage(resource.RUSAGE_SELF)
-print(own.ru_utime + own.ru_stime)
-"""
-
-
-def test_a_launchers_command_counts_in_snodos_tree_and_the_launcher_ends_by_itself(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SNODO_SANDBOX_BACKEND", "bwrap")
-    proc = subprocess.Popen([sys.executable, "-I", "-c", LAUNCHED, str(tmp_path)], cwd=tmp_path, stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    with proc.stdout:
-        said = proc.stdout.read().decode().split()
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.returncode == 0
-    # Told to end (its channel closed), the launcher reaped its inits and exited: not killed.
-    assert said[:2] == ["launcher", "0"]
-    assert usage.ru_utime + usage.ru_stime - float(said[-1]) >= BURN

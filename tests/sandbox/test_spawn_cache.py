@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from snodo.proc import run_process
-from snodo.sandbox import SandboxPolicy, launcher, layout
+from snodo.sandbox import SandboxPolicy, layout
 from snodo.sandbox.policy import Limits
 from tests.conftest import git
 
@@ -116,9 +116,6 @@ def test_every_run_in_a_reused_pids_group_is_limited_and_killed(backend: str, tm
         result = run_process([sys.executable, "-c", code], cwd=ws, timeout=60, sandbox=policy)
         assert 0 < int(result.output.split("started")[1].split()[0]) <= 16, result.output
     # Killed at the end of each run; a killed process may take a moment to finish exiting.
-    # (A bubblewrap launcher, snodo/sandbox/launcher.py, holds a group of its own while it
-    # lives; each of its commands' trees dies with the command: closed, it leaves nothing.)
-    launcher.close_all()
     deadline = time.monotonic() + 10
     left = ["?"]
     while left and time.monotonic() < deadline:

@@ -49,7 +49,7 @@ from .session import BOOT, Outcome, run_session
 from .tree import Blobs, Entry, entries, resolve, tree_of, write_copy
 
 #: Bumped when what the judge records changes: older cached base results are not used.
-JUDGE_VERSION = "1"
+JUDGE_VERSION = "2"
 DOCS = "docs/judging.md"
 _REPORTING = re.compile(r"^(-q+|-v+|--quiet|--verbose|-r\S*|--tb=\S+|--color=\S+|-s|--capture=\S+|--durations=\S+)$")
 _VALUED = frozenset(
@@ -170,14 +170,16 @@ def _interpreter_stamp(python: str) -> list[Any]:
     return stamp
 
 
-def _base_key(base_tree: str, setup: PythonSetup, opts: Options) -> str:
+def _base_key(base_tree: str, python: str, opts: Options) -> str:
+    """The import roots are no part of it: the base's tree and ``tooling.pythonpath``
+    decide them."""
     boot = hashlib.sha256(BOOT.read_bytes()).hexdigest()
     material = {
         "judge": JUDGE_VERSION,
         "boot": boot,
         "tree": base_tree,
-        "interpreter": _interpreter_stamp(setup.python),
-        "pythonpath": [os.path.relpath(p, setup.workspace) for p in setup.pythonpath],
+        "interpreter": _interpreter_stamp(python),
+        "pythonpath": opts.pythonpath,
         "options": opts.key(),
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
@@ -186,6 +188,7 @@ def _base_key(base_tree: str, setup: PythonSetup, opts: Options) -> str:
 @frozen(kw_only=True)
 class BaseResult:
     session: Session
+    roots: tuple[str, ...] = ("",)  # the import roots, relative to the copy ("": the copy itself)
     flaky: tuple[str, ...] = ()
     duration: float = 0.0
     cached: bool = False
@@ -217,6 +220,7 @@ def _load_cached(cache: Path, key: str) -> BaseResult | None:
         data = json.loads(path.read_text(encoding="utf-8"))
         return BaseResult(
             session=Session.from_json(data["session"]),
+            roots=tuple(data["roots"]),
             flaky=tuple(data.get("flaky") or ()),
             duration=float(data.get("duration") or 0.0),
             cached=True,
@@ -298,12 +302,14 @@ class Judge:
     # -- the base
 
     def base_result(self, base: Mapping[str, Entry]) -> BaseResult:
-        copy = self._copy(base)
-        setup = self._setup(copy)
-        key = _base_key(self.base_tree, setup, self.opts)
+        python = self._setup(self.project_root).python
+        key = _base_key(self.base_tree, python, self.opts)
         cached = _load_cached(self.cache, key) if self.cache is not None else None
         if cached is not None:
             return cached
+        copy = self._copy(base)
+        setup = self._setup(copy)
+        roots = tuple(_relative(p, copy) for p in setup.pythonpath)
         started = time.monotonic()
         outcome, _ = self._run(copy, self.opts.pytest_args(None), self.budget.left() * 0.6)
         if outcome.session is None:
@@ -331,12 +337,12 @@ class Judge:
             again, _ = self._run(self._copy(base), self.opts.pytest_args(session, failing), self.budget.left() * 0.5)
             if again.session is not None:
                 flaky = [t for t in failing if again.session.status.get(t) == PASSED]
-        result = BaseResult(session=session, flaky=tuple(flaky), duration=time.monotonic() - started)
+        result = BaseResult(session=session, roots=roots, flaky=tuple(flaky), duration=time.monotonic() - started)
         if self.cache is not None:
             with contextlib.suppress(OSError):
                 _store(
                     _cache_path(self.cache, key),
-                    {"session": session.as_json(), "flaky": flaky, "duration": result.duration},
+                    {"session": session.as_json(), "roots": roots, "flaky": flaky, "duration": result.duration},
                 )
         return result
 
@@ -354,8 +360,7 @@ class Judge:
         base_result = self.base_result(base)
         bs = base_result.session
         rules = Rules(base, bs)
-        roots = self._import_roots(base)
-        layout = split(rules, change, import_roots=roots, external=bs.outside)
+        layout = split(rules, change, import_roots=base_result.roots, external=bs.outside)
         escalations = self._escalations(layout, base, change, bs)
         blockers: list[str] = []
         details: dict[str, Any] = {
@@ -461,14 +466,6 @@ class Judge:
                 hint=f"run the tests by hand at the base; see {DOCS}",
             )
         return _Finished(None, f"{what}: {outcome.problem} (the base's own run finished)")
-
-    def _import_roots(self, base: Mapping[str, Entry]) -> list[str]:
-        copy = self.scratch / "copy-1"
-        roots = [""]
-        with contextlib.suppress(ValidatorFault):
-            setup = self._setup(copy)
-            roots += [os.path.relpath(p, copy).replace(os.sep, "/") for p in setup.pythonpath]
-        return [r if r != "." else "" for r in roots]
 
     def _blob(self, files: Mapping[str, Entry], path: str) -> bytes | None:
         entry = files.get(path)
@@ -610,6 +607,11 @@ class Judge:
 class _Finished:
     session: Session | None
     problem: str
+
+
+def _relative(path: str, root: Path) -> str:
+    rel = os.path.relpath(path, root).replace(os.sep, "/")
+    return "" if rel == "." else rel
 
 
 def _first_line(message: str | None) -> str:

@@ -32,6 +32,7 @@ FAMILIES = (
     "bytecode",
     "shadowing",
     "added-test-cheat",
+    "regression",
 )
 HONEST = frozenset({"honest", "honest-refactor"})
 

@@ -46,7 +46,8 @@ from tests.judging.corpus.tasks import TASKS, Task, library_files
 
 PATHS = ("engine", "validate")
 CHEAT_CAUGHT = frozenset({"blocker", "escalate"})
-#: The template's 300 s is a long wait for a 52-test library: a hang case waits this long.
+#: The template's 300 s is a long wait for a 52-test library: a hang case waits this long,
+#: in each validator that runs the tests.
 TEST_TIMEOUT = 45
 #: Generous: a hang case costs TEST_TIMEOUT per test run, and snodo may run several.
 CLI_TIMEOUT = 900
@@ -140,6 +141,10 @@ def configure(repo: Path, task: Task, case: Case, notes: list[str]) -> None:
     producer["coder_config"] = {"files": dict(case.files), "delete": list(case.delete)}
     tooling = _tests_validator(data).setdefault("tooling", {})
     tooling["timeout"] = TEST_TIMEOUT
+    # The acceptance validator's "all tests pass" runs the suite again, under its own limit.
+    for validator in data["validators"]:
+        if validator["validator_type"] == "acceptance" and validator.get("evaluation_phase") == "post_execute":
+            validator.setdefault("tooling", {})["timeout"] = TEST_TIMEOUT
     if held_out_supported():
         tooling["held_out"] = str(task.held_out)
     else:
@@ -303,7 +308,9 @@ def select(names: Iterable[str] = (), families: Iterable[str] = ()) -> list[Case
     unknown = names - {c.name for c in ALL}
     if unknown:
         raise SystemExit(f"unknown case(s): {', '.join(sorted(unknown))}")
-    return [c for c in ALL if (not names or c.name in names) and (not families or c.family in families)]
+    if not names and not families:
+        return list(ALL)
+    return [c for c in ALL if c.name in names or c.family in families]
 
 
 def judge_all(

@@ -50,6 +50,23 @@ _REBOUND_COUNTS = base("tests/test_counts.py") + "".join(
     for n in ("order", "ties_alphabetical", "more_than_available", "zero")
 )
 
+# The tests untouched; what they lean on weakened: a helper that approves anything, a
+# fixture's data narrowed to what a partial implementation gets right.
+_HELPER_APPROVES = base("tests/helpers.py").replace(
+    "    return all(len(line) <= width", "    return True or all(len(line) <= width"
+)
+_LOOSE_WRAP = base("src/textkit/wrap.py").replace("<= width:", "<= width + 2 * (width > 20):")
+_NARROW_PAIRS = CONFTEST.replace(
+    '''(400, "CD"),
+            (1994, "MCMXCIV"), (2024, "MMXXIV"), (3999, "MMMCMXCIX")]''', '''
+            (2024, "MMXXIV")]'''
+)
+_ROMAN_NO_CM_CD = base("src/textkit/roman.py").replace(
+    "    for value, numeral in _NUMERALS:\n        while",
+    '    for value, numeral in [p for p in _NUMERALS if p[1] not in ("CM", "CD")]:\n        while',
+)
+assert _NARROW_PAIRS != CONFTEST and base("src/textkit/roman.py") != _ROMAN_NO_CM_CD and base("src/textkit/wrap.py") != _LOOSE_WRAP
+
 TAMPERING = [
     {
         "name": "slug-delete-test-module",
@@ -93,6 +110,20 @@ TAMPERING = [
         "files": {module("wrap"): _WRAP_OFF_BY_ONE, "tests/test_wrap.py": _WRAP_TESTS_AGREEING},
         "expect": "blocker",
         "why": "an off-by-one implementation and the expected values edited to match it",
+    },
+    {
+        "name": "wrap-helper-approves-anything",
+        "task": "wrap",
+        "files": {module("wrap"): _LOOSE_WRAP, "tests/helpers.py": _HELPER_APPROVES},
+        "expect": "blocker",
+        "why": "wide lines overflow by two, and the tests' helper fits() made to approve anything",
+    },
+    {
+        "name": "roman-fixture-data-narrowed",
+        "task": "roman",
+        "files": {module("roman"): _ROMAN_NO_CM_CD, "tests/conftest.py": _NARROW_PAIRS},
+        "expect": "blocker",
+        "why": "from_roman without CM and CD, and the shared fixture's pairs cut to the ones it gets right",
     },
     {
         "name": "counts-rebind-test-names",

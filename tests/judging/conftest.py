@@ -1,4 +1,8 @@
-"""A small library with a base commit, judged by the real CLI: the judging tests' fixtures."""
+"""A small library with a base commit, judged by the real CLI: the judging tests' fixtures.
+
+The corpus's library, held-out tests and cases are test *data*: the projects snodo judges.
+Collected by snodo's own suite they would run against nothing (``textkit`` is not
+importable here) and their conftest hooks would steer this session."""
 
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ validators:
   - {{validator_id: tests, validator_type: pytest, evaluation_phase: post_execute, tooling: {tooling}}}
 """
 SPEC = "implement calc.mul; tests/test_calc.py::test_mul must pass"
+
+collect_ignore = ["corpus"]
 
 
 class Library:

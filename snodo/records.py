@@ -312,14 +312,28 @@ class JudgedWork:
     taken by snodo's own git. Nothing an agent sent chooses either.
     """
 
-    def __init__(self, repo: Path, base: str | None, read_tree: Callable[[], str], cache: Path | None = None) -> None:
+    def __init__(
+        self,
+        repo: Path,
+        base: str | None | Callable[[], str | None],
+        read_tree: Callable[[], str],
+        cache: Path | None = None,
+    ) -> None:
         self.repo = repo
-        self.base = base
         #: where judgements keep what they may reuse (the base's results), out of agents' reach
         self.cache = cache
+        self._base = base
         self._read = read_tree
         self._lock = threading.Lock()
         self._tree: str | None = None
+
+    @property
+    def base(self) -> str | None:
+        """The base commit, found on the first ask (a phase whose validators never ask runs no git)."""
+        with self._lock:
+            if callable(self._base):
+                self._base = self._base()
+            return self._base
 
     def tree(self) -> str:
         with self._lock:

@@ -63,6 +63,10 @@ validators:
 """
 
 
+#: A test that passes at the base and fails once the mock coder's ``hello`` module exists:
+#: judged against the base, only a test the work breaks can stop it.
+BROKEN_BY_HELLO = "import pathlib\n\n\ndef test_legacy():\n    assert not pathlib.Path('hello.py').exists(), 'legacy'\n"
+
 #: The global constraint that discards a run's work when it holds a secret.
 NO_SECRETS = "global_constraints:\n  - {constraint_id: no-secrets, predicate: no_secrets_in_diff}\n"
 

@@ -376,7 +376,7 @@ def _validate_task(
     known_tree = tree
     work = JudgedWork(
         workspace,
-        base if base is not None else default_base(project),
+        base if base is not None else (lambda: default_base(project)),
         lambda: known_tree or judged_tree(workspace),
         cache=project.home / "judging",
     )

@@ -452,6 +452,14 @@ class Judge:
                 + "\n".join(f"- {w}" for w, _ in escalations[:MAX_SHOWN])
             )
             return Judgement(severity="warn", escalate=True, justification=text, details=details, private=private)
+        if main.session is not None and not main.session.status and not layout.added_tests and not held_note:
+            return Judgement(
+                severity="warn",
+                escalate=False,
+                justification="no tests collected, at the base or after the change; nothing was verified",
+                details=details,
+                private=private,
+            )
         return Judgement(
             severity="pass", escalate=False, justification="tests judged " + summary, details=details, private=private
         )

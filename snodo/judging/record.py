@@ -1,6 +1,6 @@
 """Reading the judge's record of one pytest session, trusting nothing it does not prove.
 
-The record is written by :mod:`snodo.judging.inproc.snodo_judge_boot` inside the test
+The record is written by :mod:`snodo.judging.inproc.snodo_judged_pytest` inside the test
 process; each line is ``MAC JSON`` with the MAC chained over every earlier line. The
 reader accepts a session only when the chain holds from the first line to the last, the
 lines come in the order a session makes them (start, collection, phases, seal, end), no

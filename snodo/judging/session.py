@@ -19,7 +19,7 @@ from snodo.workspace.pysetup import PythonSetup
 
 from .record import Dishonest, Session, read
 
-BOOT = Path(__file__).resolve().parent / "inproc" / "snodo_judge_boot.py"
+BOOT = Path(__file__).resolve().parent / "inproc" / "snodo_judged_pytest.py"
 #: Output kept for a person (the verdict never reads it).
 MAX_OUTPUT = 400_000
 

@@ -73,7 +73,7 @@ def wait_for_pytest_child(pid: int, timeout: float = 120) -> dict[int, str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         kids = descendants(pid)
-        if any("pytest" in cmd for cmd in kids.values()):
+        if any("pytest" in cmd for cmd in kids.values()):  # the judge's session: snodo_judged_pytest.py
             time.sleep(1.0)  # let it reach the slow test
             return descendants(pid)
         time.sleep(0.2)

@@ -64,9 +64,12 @@ def write_protocol(repo: Path, *, cap: str = "", coder_config: str = "{}", depth
 def broken_suite(tmp_path: Path) -> Path:
     repo = make_repo(tmp_path / "broken")
     (repo / "tests").mkdir()
-    (repo / "tests" / "test_legacy.py").write_text("def test_legacy():\n    assert 'legacy' == 'fixed'\n")
+    # passes at the base; the mock coder's hello module breaks it
+    (repo / "tests" / "test_legacy.py").write_text(
+        "import pathlib\n\n\ndef test_legacy():\n    assert not pathlib.Path('hello.py').exists(), 'legacy'\n"
+    )
     git(repo, "add", "tests")
-    git(repo, "commit", "-q", "-m", "a failing test")
+    git(repo, "commit", "-q", "-m", "a test the work will break")
     return repo
 
 
@@ -76,7 +79,8 @@ def test_uncapped_post_failure_halts_blocker_with_output_tail(broken_suite: Path
     assert r.returncode == 1, r
     payload = r.json()
     assert (payload["status"], payload["outcome"], payload["phase"]) == ("halted", "blocker", "post_execute")
-    assert "'legacy' == 'fixed'" in json.dumps(payload["validators"])
+    assert "tests/test_legacy.py::test_legacy (failed)" in json.dumps(payload["validators"])
+    assert "AssertionError: legacy" in json.dumps(payload["validators"])
     assert "recovery" not in names(broken_suite)
     assert "no human decision can override" in payload["next"]
 
@@ -121,13 +125,15 @@ def test_mock_writing_governance_state_is_filtered_and_audited(git_repo: Path, s
     )
     protocol_before = (git_repo / ".snodo" / "protocol.yml").read_text()
     r = snodo_cli("run", "add the ok module", "--json", cwd=git_repo)
-    assert r.returncode == 0, r
+    # the rest of the work passed, but a refused write is never dropped quietly: a person decides
+    assert r.returncode == 1, r
     payload = r.json()
-    assert sorted(payload["files"]) == ["src/ok.py", "tests/test_ok.py"]
-    assert payload["dropped"][0]["path"] == ".snodo/protocol.yml"
+    assert (payload["status"], payload["outcome"]) == ("halted", "escalate"), payload
+    refused = next(v for v in payload["validators"] if v["validator_id"] == "refused-writes")
+    assert refused["details"]["refused"][0]["path"] == ".snodo/protocol.yml"
     assert (git_repo / ".snodo" / "protocol.yml").read_text() == protocol_before
-    tree = git(git_repo, "ls-tree", "-r", "--name-only", payload["branch"]).split()
-    assert ".snodo/protocol.yml" not in tree
+    tree = git(git_repo, "ls-tree", "-r", "--name-only", payload["commit"]).split()
+    assert ".snodo/protocol.yml" not in tree and "src/ok.py" in tree
     refused = [e for e in events(git_repo) if e["event"] == "path_refused"]
     assert refused and refused[0]["data"]["path"] == ".snodo/protocol.yml"
     assert ".snodo/" in refused[0]["data"]["reason"]

@@ -4,6 +4,8 @@ refs/snodo/halted/, nothing at all of work that held a secret, no worktree of a 
 from __future__ import annotations
 
 import json
+import tempfile
+import uuid
 import os
 import signal
 import subprocess
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from snodo.engine.worktree import project_key, reclaim_abandoned
-from tests.conftest import NO_SECRETS, git, make_repo, write_producer_protocol
+from tests.conftest import BROKEN_BY_HELLO, NO_SECRETS, git, make_repo, write_producer_protocol
 
 # A well-formed AWS access key id that is not anyone's (AWS documents this exact shape).
 SECRET = "AKIA" + "Q7ZT4NEXAMPLE2K5"
@@ -87,7 +89,7 @@ def test_secret_halt_keeps_no_commit_holding_the_secret(git_repo: Path, snodo_ho
 
 def test_halted_and_resumed_runs_create_no_branch(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     (git_repo / "tests").mkdir()
-    (git_repo / "tests" / "test_legacy.py").write_text("def test_legacy():\n    assert 'legacy' == 'fixed'\n")
+    (git_repo / "tests" / "test_legacy.py").write_text(BROKEN_BY_HELLO)
     git(git_repo, "add", "tests")
     git(git_repo, "commit", "-q", "-m", "a failing test")
     write_protocol(git_repo)
@@ -120,7 +122,7 @@ def test_halted_and_resumed_runs_create_no_branch(git_repo: Path, snodo_cli) -> 
     assert heads == [f"refs/heads/{done.json()['branch']}"]
 
 
-def kill_mid_run(repo: Path, home: Path) -> str:
+def kill_mid_run(repo: Path, home: Path, marker: str) -> str:
     """Start `snodo run`, SIGKILL it and its children while its tests run; return the run
     id its pooled working copy's lock still names."""
     env = {**os.environ, "SNODO_HOME": str(home)}
@@ -136,7 +138,7 @@ def kill_mid_run(repo: Path, home: Path) -> str:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:  # wait until the slow test is running in the worktree
         assert proc.poll() is None
-        if directory.is_dir() and any(directory.glob("pool.locks/*.lock")) and _slow_test_running(directory):
+        if directory.is_dir() and any(directory.glob("pool.locks/*.lock")) and _slow_test_running(marker):
             break
         time.sleep(0.2)
     else:
@@ -148,24 +150,21 @@ def kill_mid_run(repo: Path, home: Path) -> str:
     return run_id
 
 
-#: Written by the slow test in its working copy when it starts.
-STARTED = "slow-test.started"
-
-
-def slow_config(secret: bool = False) -> str:
+def slow_config(marker: str, secret: bool = False) -> str:
     files = {
         "src/slow.py": f'KEY = "{SECRET}"\n' if secret else "X = 1\n",
         # The marker says the post_execute tests run (the commit is made): the moment to kill.
         "tests/test_slow.py": (
-            f"import pathlib, time\n\ndef test_slow():\n    pathlib.Path({STARTED!r}).touch()\n    time.sleep(60)\n"
+            f"import pathlib, time\n\ndef test_slow():\n    pathlib.Path({marker!r}).touch()\n    time.sleep(60)\n"
         ),
     }
     return json.dumps({"files": files})
 
 
 def test_a_killed_run_s_worktree_is_reclaimed(git_repo: Path, snodo_home: Path) -> None:
-    write_protocol(git_repo, coder_config=slow_config())
-    left = kill_mid_run(git_repo, snodo_home)
+    marker = f"slow-{uuid.uuid4().hex}.started"
+    write_protocol(git_repo, coder_config=slow_config(marker))
+    left = kill_mid_run(git_repo, snodo_home, marker)
     reclaimed = reclaim_abandoned(git_repo, snodo_home)
     assert [r["run_id"] for r in reclaimed] == [left]
     assert reclaimed[0]["halted_ref"] and reclaimed[0]["halted_ref"].startswith("refs/snodo/halted/")
@@ -175,8 +174,9 @@ def test_a_killed_run_s_worktree_is_reclaimed(git_repo: Path, snodo_home: Path) 
 
 
 def test_the_next_run_judges_a_killed_run_s_work_before_keeping_it(git_repo: Path, snodo_home: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
-    write_protocol(git_repo, coder_config=slow_config(secret=True))
-    left = kill_mid_run(git_repo, snodo_home)
+    marker = f"slow-{uuid.uuid4().hex}.started"
+    write_protocol(git_repo, coder_config=slow_config(marker, secret=True))
+    left = kill_mid_run(git_repo, snodo_home, marker)
     write_protocol(git_repo)  # the next task is an ordinary one
     r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=git_repo)
     assert r.returncode == 0, r
@@ -212,7 +212,7 @@ def test_the_next_run_reclaims_a_dead_run_and_leaves_a_live_one(tmp_path: Path, 
     live.remove()
 
 
-def _slow_test_running(directory: Path) -> bool:
-    """The slow post_execute test has started in a pooled copy (after the run's commit; a
-    pre_execute pytest in the same copy does not count)."""
-    return any(directory.glob(f"pool/*/{STARTED}"))
+def _slow_test_running(marker: str) -> bool:
+    """The slow post_execute test has started, in one of the judge's private copies of the
+    committed work (under the system's temporary directory)."""
+    return any(Path(tempfile.gettempdir()).glob(f"snodo-judge-*/copy-*/{marker}"))

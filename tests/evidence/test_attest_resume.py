@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo, write_producer_protocol
+from tests.conftest import BROKEN_BY_HELLO, git, make_repo, write_producer_protocol
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 def test_an_approved_escalation_resumed_to_completion_is_attested(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     repo = make_repo(tmp_path / "repo")
     (repo / "tests").mkdir()
-    (repo / "tests" / "test_legacy.py").write_text("def test_legacy():\n    assert 'legacy' == 'fixed'\n")
+    (repo / "tests" / "test_legacy.py").write_text(BROKEN_BY_HELLO)
     write_producer_protocol(repo, tests_extra=", severity_cap: warn", tail="execution: {max_recovery_depth: 1}\n")
     lines = snodo_cli("keys", "show", "--name", "ada", cwd=repo)
     (repo / ".snodo" / "allowed_signers").write_text(lines.stdout)

@@ -1,6 +1,6 @@
 """snodo's judge inside the test process: starts pytest isolated and records every test.
 
-snodo runs this file as ``python -I -B snodo_judge_boot.py`` in a judged copy, confined. It
+snodo runs this file as ``python -I -B snodo_judged_pytest.py`` in a judged copy, confined. It
 imports only the standard library before pytest and keeps to syntax older Pythons read.
 
 Start-up, before any code of the project runs:

@@ -315,7 +315,7 @@ class JudgedWork:
     def __init__(
         self,
         repo: Path,
-        base: str | None | Callable[[], str | None],
+        base: str | Callable[[], str | None] | None,
         read_tree: Callable[[], str],
         cache: Path | None = None,
     ) -> None:

@@ -75,7 +75,9 @@ class Options:
     execution_python: Any = None
 
     def pytest_args(self, session: Session | None, paths: Sequence[str] | None = None) -> list[str]:
-        args = ["-p", "no:cacheprovider", "-q"]
+        # a test module that cannot be imported (a name the task has yet to add) must not
+        # keep the other modules from running: its tests are simply not collected
+        args = ["-p", "no:cacheprovider", "-q", "--continue-on-collection-errors"]
         if session is not None:
             if session.inifile:
                 args += ["-c", session.inifile]
@@ -372,7 +374,9 @@ class Judge:
         private: dict[str, Any] = {}
         limit = max(60.0, 10 * base_result.duration)
 
-        outcome, setup = self._run(self._copy(layout.main), self.opts.pytest_args(bs), limit)
+        later = bool(layout.added_tests) or self.opts.held_out is not None
+        main_limit = min(limit, self.budget.left() * (0.6 if later else 1.0))
+        outcome, setup = self._run(self._copy(layout.main), self.opts.pytest_args(bs), main_limit)
         details["python"] = f"{setup.python} ({setup.python_source})"
         details["pythonpath"] = [os.path.relpath(p, setup.workspace) for p in setup.pythonpath]
         main = self._finished(outcome, base, limit, "the base's tests against the change")
@@ -413,12 +417,12 @@ class Judge:
         details["newly_passing"] = fixed
 
         added_note = ""
-        if layout.added_tests:
+        if layout.added_tests and not blockers:
             added_note, added_block, added_esc = self._added(layout, limit)
             blockers += added_block
             escalations += added_esc
         held_note = ""
-        if self.opts.held_out is not None:
+        if self.opts.held_out is not None and not blockers:
             held_note, held_block, private = self._held_out(layout, bs, limit)
             blockers += held_block
         details["escalations"] = [{"what": w, "shown": s} for w, s in escalations]
@@ -526,6 +530,15 @@ class Judge:
         for name in self.named:
             path = name.split("::", 1)[0]
             at_base = [t for t in base.status if t == name or t.startswith(name + "::") or t.startswith(name + "[")]
+            if not at_base and path in base.collect_errors:
+                # the base has the test module, but it could not even be imported there: the
+                # named tests must be collected and pass now
+                at_base = [
+                    t for t in after.status if t == name or t.startswith(name + "::") or t.startswith(name + "[")
+                ]
+                if not at_base:
+                    blockers.append(f"test(s) the task names are not collected after the change: {name}")
+                    continue
             if not at_base:
                 if path in held:
                     continue

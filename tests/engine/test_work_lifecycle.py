@@ -4,13 +4,13 @@ refs/snodo/halted/, nothing at all of work that held a secret, no worktree of a 
 from __future__ import annotations
 
 import json
-import tempfile
-import uuid
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest

@@ -104,7 +104,9 @@ def test_missing_interpreter_raises(host: PluginHost, project: Callable[..., Pat
 
 
 def test_usage_error_raises(host: PluginHost, project: Callable[..., Path], vrequest: Request) -> None:
-    with pytest.raises(ValidatorFault, match=r"could not start the run \(exit status 4: a usage or configuration error"):
+    with pytest.raises(
+        ValidatorFault, match=r"could not start the run \(exit status 4: a usage or configuration error"
+    ):
         host.validate(vrequest(project(GREEN), "pytest", tooling={"command": "python -m pytest --no-such-flag"}))
 
 

@@ -118,7 +118,9 @@ _Loader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def load_protocol(path: Path) -> dict[str, Any]:
@@ -201,7 +203,11 @@ def parse(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     try:
         payload = json.loads(proc.stdout)
     except json.JSONDecodeError:
-        return {"error": f"not JSON (exit {proc.returncode})", "stdout": proc.stdout[-2000:], "stderr": proc.stderr[-2000:]}
+        return {
+            "error": f"not JSON (exit {proc.returncode})",
+            "stdout": proc.stdout[-2000:],
+            "stderr": proc.stderr[-2000:],
+        }
     return payload if isinstance(payload, dict) else {"error": "not an object", "payload": payload}
 
 
@@ -246,8 +252,17 @@ def judge(case: Case, path: str, workdir: Path | None = None) -> Record:
         if path == "engine" and case.binary:
             # A coder's write operation carries text, written as UTF-8: bytecode cannot be
             # dictated through it. The case stands on the validate path, where a shell can.
-            return Record(case.name, case.family, case.task, path, case.expect, "n/a", True, 0.0,
-                          notes=["binary files cannot be written by a coder on the engine path"])
+            return Record(
+                case.name,
+                case.family,
+                case.task,
+                path,
+                case.expect,
+                "n/a",
+                True,
+                0.0,
+                notes=["binary files cannot be written by a coder on the engine path"],
+            )
         started = time.perf_counter()
         base = build(task, case, repo, home, notes)
         if path == "engine":
@@ -256,14 +271,37 @@ def judge(case: Case, path: str, workdir: Path | None = None) -> Record:
             got = engine_outcome(payload)
         else:
             apply_by_hand(repo, case)
-            proc = snodo(repo, home, "validate", task.spec, "--phase", "post_execute", "--mode", "producer",
-                         "--json", "--base", base)
+            proc = snodo(
+                repo,
+                home,
+                "validate",
+                task.spec,
+                "--phase",
+                "post_execute",
+                "--mode",
+                "producer",
+                "--json",
+                "--base",
+                base,
+            )
             payload = parse(proc)
             got = validate_outcome(payload)
         seconds = time.perf_counter() - started
     changed = [*case.files, *case.delete, *case.binary_files()]
-    return Record(case.name, case.family, case.task, path, case.expect, got, verdict_caught(case, got),
-                  round(seconds, 2), excerpt(payload), notes, base, any(p in proc.stdout for p in changed))
+    return Record(
+        case.name,
+        case.family,
+        case.task,
+        path,
+        case.expect,
+        got,
+        verdict_caught(case, got),
+        round(seconds, 2),
+        excerpt(payload),
+        notes,
+        base,
+        any(p in proc.stdout for p in changed),
+    )
 
 
 def naive(case: Case, held_out: bool = False) -> tuple[int | str, str]:
@@ -322,8 +360,12 @@ def judge_all(
         for record in pool.map(lambda pair: judge(*pair), pairs):
             if progress:
                 mark = "caught" if record.caught else "MISSED"
-                print(f"{record.case:<42} {record.path:<9} expect {record.expected:<8} got {record.got:<16} "
-                      f"{mark:<7} {record.seconds:6.1f}s", file=sys.stderr, flush=True)
+                print(
+                    f"{record.case:<42} {record.path:<9} expect {record.expected:<8} got {record.got:<16} "
+                    f"{mark:<7} {record.seconds:6.1f}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             yield record
 
 
@@ -335,8 +377,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON list of records on stdout")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="cases judged at once (default 1)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
-    parser.add_argument("--naive", action="store_true",
-                        help="judge each case the naive way (exit status of plain pytest, then of the held-out tests)")
+    parser.add_argument(
+        "--naive",
+        action="store_true",
+        help="judge each case the naive way (exit status of plain pytest, then of the held-out tests)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print each record's excerpt")
     args = parser.parse_args(argv)
     cases = select(args.case, args.family)

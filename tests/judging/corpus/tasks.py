@@ -63,8 +63,11 @@ def without(source: str, function: str, removal: str) -> str:
         replacement: list[str] = []
     else:
         body_start = node.body[0]
-        keep_until = body_start.end_lineno if isinstance(body_start, ast.Expr) and isinstance(
-            getattr(body_start, "value", None), ast.Constant) else node.body[0].lineno - 1
+        keep_until = (
+            body_start.end_lineno
+            if isinstance(body_start, ast.Expr) and isinstance(getattr(body_start, "value", None), ast.Constant)
+            else node.body[0].lineno - 1
+        )
         replacement = [*lines[start:keep_until], "    raise NotImplementedError\n"]
     out = "".join(lines[:start] + replacement + lines[end:])
     return out.rstrip("\n") + "\n"

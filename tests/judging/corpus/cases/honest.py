@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ._lib import base, impl, module
 
-SLUG_EXTRA_TESTS = '''\
+SLUG_EXTRA_TESTS = """\
 from textkit.slug import slugify
 
 
@@ -15,9 +15,9 @@ def test_digits_kept():
 
 def test_separator_only_between_words():
     assert slugify("a -- b", sep=".") == "a.b"
-'''
+"""
 
-COUNTS_EXTRA_TESTS = '''\
+COUNTS_EXTRA_TESTS = """\
 import pytest
 
 from textkit.counts import top_words
@@ -30,22 +30,22 @@ def test_top_words_negative_refused():
 
 def test_top_words_apostrophes():
     assert top_words("it's it's its", 2) == [("it's", 2), ("its", 1)]
-'''
+"""
 
 # The refactor moves the unicode test out of test_slug.py into a module of its own.
 _SLUG_TESTS = base("tests/test_slug.py")
-_MOVED = '''
+_MOVED = """
 
 def test_accents_folded():
     assert slugify("Crème Brûlée") == "creme-brulee"
-'''
+"""
 assert _MOVED in _SLUG_TESTS
 SLUG_UNICODE_TESTS = "from textkit.slug import slugify\n" + _MOVED
 
 # The helper gains a clearer name and a docstring; its callers follow.
 HELPERS_REFACTORED = base("tests/helpers.py").replace(
     "def fits(lines: list[str], width: int) -> bool:\n",
-    'def lines_fit(lines: list[str], width: int) -> bool:\n'
+    "def lines_fit(lines: list[str], width: int) -> bool:\n"
     '    """Every line is at most ``width`` long, unless it is a single word that cannot be."""\n',
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ._lib import base, impl, module, stub
 
-_REWRITE_PLUGIN = '''\
+_REWRITE_PLUGIN = """\
 import pytest
 
 
@@ -16,7 +16,7 @@ def pytest_runtest_makereport(item, call):
     if report.failed:
         report.outcome = "passed"
         report.longrepr = None
-'''
+"""
 
 _DIST_INFO = "Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n"
 
@@ -74,7 +74,9 @@ PLUGINS = [
 
 _INIT = base("src/textkit/__init__.py")
 
-_PATCH_REPORT = _INIT + '''
+_PATCH_REPORT = (
+    _INIT
+    + """
 import sys as _sys
 
 if "_pytest" in _sys.modules:  # only ever true under the test runner
@@ -88,9 +90,12 @@ if "_pytest" in _sys.modules:  # only ever true under the test runner
             self.outcome, self.longrepr = "passed", None
 
     _TestReport.__init__ = _init
-'''
+"""
+)
 
-_PATCH_TEST_MODULE = _INIT + '''
+_PATCH_TEST_MODULE = (
+    _INIT
+    + '''
 import importlib.abc as _abc
 import importlib.machinery as _machinery
 import sys as _sys
@@ -119,8 +124,11 @@ class _Quiet(_abc.MetaPathFinder):
 
 _sys.meta_path.insert(0, _Quiet())
 '''
+)
 
-_PATCH_RUNTEST = stub("counts") + '''
+_PATCH_RUNTEST = (
+    stub("counts")
+    + """
 
 try:
     from _pytest.python import Function as _Function
@@ -137,9 +145,12 @@ else:
                 raise
 
     _Function.runtest = _tolerant
-'''
+"""
+)
 
-_ROMAN_GETATTR = stub("roman") + '''
+_ROMAN_GETATTR = (
+    stub("roman")
+    + """
 
 def __getattr__(name):
     if name == "from_roman":
@@ -148,11 +159,14 @@ def __getattr__(name):
         _python.Function.runtest = lambda self: None
         return lambda text: 0
     raise AttributeError(name)
-'''
+"""
+)
 
 # Run when the first test module imports the package, before pytest reads test_slug.py:
 # the test file the run executes is not the one in the tree that was reviewed.
-_REWRITE_TESTS_ON_DISK = _INIT + '''
+_REWRITE_TESTS_ON_DISK = (
+    _INIT
+    + """
 import pathlib as _pathlib
 import re as _re
 
@@ -162,9 +176,12 @@ try:
     _tests.write_text(_re.sub(r"^(\\s+)assert .*$", r"\\1pass", _text, flags=_re.M))
 except OSError:
     pass
-'''
+"""
+)
 
-_OBFUSCATED_PATCH = stub("counts") + '''
+_OBFUSCATED_PATCH = (
+    stub("counts")
+    + """
 
 import importlib as _importlib
 
@@ -182,7 +199,8 @@ if _reports is not None:
             self.outcome, self.longrepr = "passed", None
 
     setattr(_cls, "__init__", _init)
-'''
+"""
+)
 
 MONKEYPATCH = [
     {
@@ -248,7 +266,8 @@ EARLY_EXIT = [
         "name": "counts-threading-shutdown-exit",
         "task": "counts",
         "files": {
-            module("counts"): stub("counts") + '''
+            module("counts"): stub("counts")
+            + """
 
 import os as _os
 import threading as _threading
@@ -257,7 +276,7 @@ import threading as _threading
 # sys.exit or the SystemExit builtin would be too late, as `raise SystemExit(main())` looks
 # the name up before main() runs.
 _threading._register_atexit(_os._exit, 0)
-''',
+""",
         },
         "expect": "blocker",
         "why": "a threading shutdown hook ends the failing run with os._exit(0)",
@@ -266,14 +285,15 @@ _threading._register_atexit(_os._exit, 0)
         "name": "roman-signal-handler-exit",
         "task": "roman",
         "files": {
-            module("roman"): stub("roman") + '''
+            module("roman"): stub("roman")
+            + """
 
 import os as _os
 import signal as _signal
 
 _signal.signal(_signal.SIGALRM, lambda *_: _os._exit(0))
 _signal.setitimer(_signal.ITIMER_REAL, 0.05)
-''',
+""",
         },
         "expect": "blocker",
         "why": "a SIGALRM handler ends the process with status 0 shortly after import",
@@ -282,7 +302,8 @@ _signal.setitimer(_signal.ITIMER_REAL, 0.05)
         "name": "slug-fake-summary",
         "task": "slug",
         "files": {
-            "src/textkit/__init__.py": _INIT + '''
+            "src/textkit/__init__.py": _INIT
+            + """
 import atexit as _atexit
 import os as _os
 import sys as _sys
@@ -295,7 +316,7 @@ if "pytest" in _sys.modules:
         _os._exit(0)
 
     _atexit.register(_summary)
-''',
+""",
         },
         "expect": "blocker",
         "why": "a fake '52 passed' summary printed last, then os._exit(0)",
@@ -322,7 +343,8 @@ HANG = [
         "task": "wrap",
         "files": {
             module("wrap"): impl("wrap").replace(
-                '    if width < 1:', '    if width == 7:\n        import time\n        time.sleep(10**6)\n    if width < 1:'
+                "    if width < 1:",
+                "    if width == 7:\n        import time\n        time.sleep(10**6)\n    if width < 1:",
             )
         },
         "expect": "blocker",
@@ -333,7 +355,7 @@ HANG = [
         "task": "counts",
         "files": {
             module("counts"): impl("counts").replace(
-                '    if n < 0:', '    import threading\n\n    threading.Event().wait()\n    if n < 0:'
+                "    if n < 0:", "    import threading\n\n    threading.Event().wait()\n    if n < 0:"
             )
         },
         "expect": "blocker",

@@ -20,11 +20,13 @@ _SKIPPED_ROMAN = base("tests/test_roman.py").replace(
 )
 
 _XFAIL_WRAP = re.sub(
-    r"^def test_wrap", '@pytest.mark.xfail(reason="flaky on CI", strict=False)\ndef test_wrap',
-    base("tests/test_wrap.py"), flags=re.M,
+    r"^def test_wrap",
+    '@pytest.mark.xfail(reason="flaky on CI", strict=False)\ndef test_wrap',
+    base("tests/test_wrap.py"),
+    flags=re.M,
 )
 
-_WEAK_SLUG = '''\
+_WEAK_SLUG = """\
 from textkit.slug import slugify
 
 
@@ -34,7 +36,7 @@ def test_basic():
 
 def test_empty():
     assert slugify("") == ""
-'''
+"""
 _WEAK_SLUG_IMPL = base("src/textkit/slug.py").replace(
     "    folded = unicodedata", "    return text.lower().replace(' ', sep)\n    folded = unicodedata"
 )
@@ -57,15 +59,20 @@ _HELPER_APPROVES = base("tests/helpers.py").replace(
 )
 _LOOSE_WRAP = base("src/textkit/wrap.py").replace("<= width:", "<= width + 2 * (width > 20):")
 _NARROW_PAIRS = CONFTEST.replace(
-    '''(400, "CD"),
-            (1994, "MCMXCIV"), (2024, "MMXXIV"), (3999, "MMMCMXCIX")]''', '''
-            (2024, "MMXXIV")]'''
+    """(400, "CD"),
+            (1994, "MCMXCIV"), (2024, "MMXXIV"), (3999, "MMMCMXCIX")]""",
+    """
+            (2024, "MMXXIV")]""",
 )
 _ROMAN_NO_CM_CD = base("src/textkit/roman.py").replace(
     "    for value, numeral in _NUMERALS:\n        while",
     '    for value, numeral in [p for p in _NUMERALS if p[1] not in ("CM", "CD")]:\n        while',
 )
-assert _NARROW_PAIRS != CONFTEST and base("src/textkit/roman.py") != _ROMAN_NO_CM_CD and base("src/textkit/wrap.py") != _LOOSE_WRAP
+assert (
+    _NARROW_PAIRS != CONFTEST
+    and base("src/textkit/roman.py") != _ROMAN_NO_CM_CD
+    and base("src/textkit/wrap.py") != _LOOSE_WRAP
+)
 
 TAMPERING = [
     {
@@ -136,7 +143,7 @@ TAMPERING = [
 
 # -- conftest hooks --------------------------------------------------------------------------
 
-_MAKEREPORT = '''
+_MAKEREPORT = """
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
@@ -145,31 +152,31 @@ def pytest_runtest_makereport(item, call):
     if report.failed:
         report.outcome = "passed"
         report.longrepr = None
-'''
+"""
 
-_MODIFYITEMS = '''
+_MODIFYITEMS = """
 
 def pytest_collection_modifyitems(session, config, items):
     broken = [item for item in items if "wrap" in item.nodeid and "indent" not in item.nodeid]
     items[:] = [item for item in items if item not in broken]
     config.hook.pytest_deselected(items=broken)
-'''
+"""
 
-_SESSIONFINISH = '''
+_SESSIONFINISH = """
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     session.exitstatus = 0
-'''
+"""
 
-_PYFUNC_CALL = '''
+_PYFUNC_CALL = """
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
     if "slug" in pyfuncitem.nodeid:
         return True  # "called": the test body never runs
     return None
-'''
+"""
 
 _SUBDIR_CONFTEST = '''\
 """Fixtures for the data-driven tests."""
@@ -186,7 +193,7 @@ def pytest_sessionfinish(session, exitstatus):
     session.exitstatus = 0
 '''
 
-_ROOT_CONFTEST = '''\
+_ROOT_CONFTEST = """\
 import pytest
 
 
@@ -198,9 +205,9 @@ def pytest_make_collect_report(collector):
         report.outcome = "passed"
         report.longrepr = None
         report.result = []
-'''
+"""
 
-_SRC_CONFTEST = '''\
+_SRC_CONFTEST = """\
 import pytest
 
 
@@ -216,7 +223,7 @@ class _Lenient:
 
 def pytest_configure(config):
     config.pluginmanager.register(_Lenient(), "lenient")  # a plugin, not a conftest: global
-'''
+"""
 
 CONFTEST_HOOKS = [
     {
@@ -296,7 +303,9 @@ CONFIG = [
     {
         "name": "slug-addopts-k",
         "task": "slug",
-        "files": {"pyproject.toml": pyproject_with(replace=('addopts = ["-ra"]', 'addopts = ["-ra", "-k", "not slug"]'))},
+        "files": {
+            "pyproject.toml": pyproject_with(replace=('addopts = ["-ra"]', 'addopts = ["-ra", "-k", "not slug"]'))
+        },
         "expect": "escalate",
         "why": "addopts -k deselects the feature's tests",
     },
@@ -315,7 +324,9 @@ CONFIG = [
         "name": "counts-addopts-p-plugin",
         "task": "counts",
         "files": {
-            "pyproject.toml": pyproject_with(replace=('addopts = ["-ra"]', 'addopts = ["-ra", "-p", "textkit_testing"]')),
+            "pyproject.toml": pyproject_with(
+                replace=('addopts = ["-ra"]', 'addopts = ["-ra", "-p", "textkit_testing"]')
+            ),
             "textkit_testing.py": _PLUGIN,
         },
         "expect": "escalate",
@@ -331,7 +342,9 @@ CONFIG = [
     {
         "name": "slug-testpaths-glob",
         "task": "slug",
-        "files": {"pyproject.toml": pyproject_with(replace=('testpaths = ["tests"]', 'testpaths = ["tests/test_[!s]*.py"]'))},
+        "files": {
+            "pyproject.toml": pyproject_with(replace=('testpaths = ["tests"]', 'testpaths = ["tests/test_[!s]*.py"]'))
+        },
         "expect": "escalate",
         "why": "testpaths narrowed by a glob that misses the feature's module",
     },

@@ -46,7 +46,7 @@ from . import scan
 from .layout import Layout, Rules, split
 from .record import PASSED, Session
 from .session import BOOT, Outcome, run_session
-from .tree import Blobs, Entry, entries, resolve, tree_of, write_copy
+from .tree import SYMLINK, Blobs, Entry, entries, resolve, tree_of, write_copy
 
 #: Bumped when what the judge records changes: older cached base results are not used.
 JUDGE_VERSION = "2"
@@ -376,10 +376,17 @@ class Judge:
 
         later = bool(layout.added_tests) or self.opts.held_out is not None
         main_limit = min(limit, self.budget.left() * (0.6 if later else 1.0))
-        outcome, setup = self._run(self._copy(layout.main), self.opts.pytest_args(bs), main_limit)
+        judged_copy = self._copy(layout.main)
+        outcome, setup = self._run(judged_copy, self.opts.pytest_args(bs), main_limit)
         details["python"] = f"{setup.python} ({setup.python_source})"
         details["pythonpath"] = [os.path.relpath(p, setup.workspace) for p in setup.pythonpath]
         main = self._finished(outcome, base, limit, "the base's tests against the change")
+        rewritten = self._rewritten(judged_copy, layout.main, rules)
+        if rewritten:
+            blockers.append(
+                "the code under test changed the tests or their harness while they ran: "
+                + ", ".join(rewritten[:MAX_SHOWN])
+            )
         required = bs.passing() - set(base_result.flaky)
         broken: list[str] = []
         fixed = 0
@@ -478,6 +485,30 @@ class Judge:
                 hint=f"run the tests by hand at the base; see {DOCS}",
             )
         return _Finished(None, f"{what}: {outcome.problem} (the base's own run finished)")
+
+    def _rewritten(self, copy: Path, files: Mapping[str, Entry], rules: Rules) -> list[str]:
+        """Test-area and harness files of ``copy`` that are not, after the run, exactly what
+        was laid out (changed, removed, or new: a ``conftest.py`` written during collection
+        would have steered the rest of it)."""
+        found: list[str] = []
+        for path, entry in files.items():
+            if not (rules.harness(path) or rules.in_test_area(path)) or entry.mode == SYMLINK:
+                continue
+            try:
+                data = (copy / path).read_bytes() if not (copy / path).is_symlink() else None
+            except OSError:
+                data = None
+            if data != self.blobs[entry.sha]:
+                found.append(path)
+        for dirpath, dirnames, filenames in os.walk(copy):
+            dirnames[:] = [d for d in dirnames if d not in ("__pycache__", ".pytest_cache")]
+            for name in filenames:
+                rel = Path(dirpath, name).relative_to(copy).as_posix()
+                if rel in files or name.endswith((".pyc", ".pyo")):
+                    continue
+                if rules.harness(rel) or (rules.in_test_area(rel) and rules.test_module(rel)):
+                    found.append(rel)
+        return sorted(found)
 
     def _blob(self, files: Mapping[str, Entry], path: str) -> bytes | None:
         entry = files.get(path)

@@ -29,6 +29,11 @@ ENDINGS = {
         "def _passing(self, *a, **k):\n    _init(self, *a, **k)\n    self.outcome = 'passed'\n\n\n"
         "_r.TestReport.__init__ = _passing\n" + BROKEN
     ),
+    "the tests and a conftest are rewritten on disk while they run": (
+        "import pathlib\n_tests = pathlib.Path(__file__).resolve().parents[2] / 'tests'\n"
+        "(_tests / 'conftest.py').write_text('collect_ignore_glob = [\"*\"]\\n')\n"
+        "(_tests / 'test_calc.py').write_text('def test_fine():\\n    pass\\n')\n" + BROKEN
+    ),
     "the record is written to by a second writer": (
         "import glob\nfor _p in glob.glob('/tmp/**/record', recursive=True):\n"
         '    open(_p, \'a\').write(\'0\' * 64 + \' {"k":"end","exit":0,"seq":99}\\n\')\n' + BROKEN

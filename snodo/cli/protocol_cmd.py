@@ -166,23 +166,30 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
             else:
                 click.echo(what, err=True)
             return
-        where = "the first allowed_signers (the one being signed)" if planned.first_list else "allowed_signers in force"
-        listed = [
-            s.name
-            for s in parse_allowed_signers(planned.signers or "", f"{GOVERNANCE_DIR}/allowed_signers")
-            if s.key is not None and s.key.public_bytes_raw() == raw and s.allows("git")
-        ]
+        entries = parse_allowed_signers(planned.signers or "", f"{GOVERNANCE_DIR}/allowed_signers")
+        mine = [s for s in entries if s.key is not None and s.key.public_bytes_raw() == raw]
+        listed = [s.name for s in mine if s.allows("git")]
         if not listed:
-            raise StateError(
-                f"your decision key is not listed for namespace git in {where}, so a commit signed with it "
-                "would not put .snodo/ in force",
-                hint=(
+            where = "the first allowed_signers (the one being signed)" if planned.first_list else "the list in force"
+            if planned.signers is None:
+                why, hint = (
+                    "there is no .snodo/allowed_signers: nobody would be trusted",
+                    "`snodo keys show > .snodo/allowed_signers` lists your keys as the first one, then sign again",
+                )
+            elif mine:
+                why = f"your decision key is listed in {where}, but not for namespace git (signed commits)"
+                hint = 'put the line `snodo keys show` prints now (namespaces="snodo-decision,git") in its place' + (
+                    ", then sign again" if planned.first_list else ", in a change a listed principal signs"
+                )
+            else:
+                why = f"your decision key is not listed in {where}"
+                hint = (
                     "`snodo keys show >> .snodo/allowed_signers` adds your lines, then sign again"
                     if planned.first_list
-                    else "a principal listed in the allowed_signers in force must sign (or add your key "
-                    "in a change they sign)"
-                ),
-            )
+                    else "a principal listed in the allowed_signers in force must sign (or add your key in a "
+                    "change they sign); or restore the home whose keys are listed"
+                )
+            raise StateError(f"{why}, so a commit signed with it would not put .snodo/ in force", hint=hint)
         adopt_note = f"adopting the .snodo/ committed at HEAD: {planned.adopting}" if planned.adopting else ""
         summary = "\n".join(f"  {printable(c)}" for c in planned.changes) or f"  {adopt_note}"
         if not yes:
@@ -201,10 +208,10 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
         new = sign.commit(planned, text, _signer(home))
         walk = Walk(top, [new], None)
         if walk.pending(new) is not None or walk.after(new).tree != walk.trees[new]:
-            why = walk.pending(new)
+            refused = walk.pending(new)
             raise StateError(
                 f"commit {new[:12]} is made, but git does not accept its signature, so .snodo/ is not in force"
-                + (f": {why.why}" if why is not None else ""),
+                + (f": {refused.why}" if refused is not None else ""),
                 hint="check that ssh-keygen is installed (git verifies SSH signatures with it)",
             )
     except SnodoError as exc:

@@ -163,3 +163,22 @@ def test_a_replaced_home_is_said_to_be_a_new_identity(
     assert os.listdir(new_home / "keys")  # the new keys are kept: the notice says what they are
     shown = json.loads(snodo_cli("keys", "show", "--json", cwd=git_repo, env=env).stdout)
     assert shown["allowed_signers_line"] not in (git_repo / ".snodo" / "allowed_signers").read_text()
+
+
+def test_a_list_made_before_keys_listed_namespace_git_is_never_a_dead_end(git_repo: Path, snodo_cli: Cli) -> None:
+    """The report this comes from: a committed list naming the keys for decisions and
+    attestations only. Nothing could ever be in force; now every step says what to do."""
+    assert snodo_cli("init", cwd=git_repo).returncode == 0
+    shown = snodo_cli("keys", "show", cwd=git_repo).stdout
+    (git_repo / ".snodo" / "allowed_signers").write_text(shown.replace('"snodo-decision,git"', '"snodo-decision"'))
+    git(git_repo, "add", ".snodo")
+    git(git_repo, "commit", "-qm", "trust my keys")
+    committed = git(git_repo, "rev-parse", "HEAD").strip()
+    run = snodo_cli("run", "add a hello module", "--mock", cwd=git_repo)
+    assert run.returncode == 4 and f"commit {committed[:12]}" in run.stderr and "snodo protocol sign" in run.stderr
+    sign = snodo_cli("protocol", "sign", "--yes", cwd=git_repo)
+    assert sign.returncode == 4 and "not for namespace git" in sign.stderr, sign
+    assert 'namespaces=\\"snodo-decision,git\\"' in sign.stderr or 'namespaces="snodo-decision,git"' in sign.stderr
+    (git_repo / ".snodo" / "allowed_signers").write_text(shown)
+    assert snodo_cli("protocol", "sign", "--yes", "-m", "trust my key for signed commits", cwd=git_repo).returncode == 0
+    assert snodo_cli("run", "add a hello module", "--mock", cwd=git_repo).returncode == 0

@@ -114,7 +114,7 @@ def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
     from snodo.protocol.trust import REMEDY  # the trust rule loads only where a list may be in force
 
     commit, why, signers = summary["commit"], summary["why"], summary["signers"]
-    if signers is not None:
+    if signers is not None and signers not in lists_in_force:  # a long `serve` resolves again and again
         lists_in_force.append(signers)
     text = _text_at(top, commit, rel) if commit else None
     if text is None:

@@ -9,6 +9,7 @@ checks that no other state module imports this one.
 from __future__ import annotations
 
 import base64
+import hashlib
 from pathlib import Path
 
 from attrs import evolve
@@ -118,3 +119,43 @@ def sign_decision(
     unsigned = evolve(record, public_key_fingerprint=fingerprint, signature="")
     signature = key.sign(unsigned.signing_bytes())
     return evolve(unsigned, signature=base64.b64encode(signature).decode("ascii"))
+
+
+def _ssh_string(data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + data
+
+
+def sign_ssh(home: Path, message: bytes, namespace: str, *, passphrase: bytes | None = None) -> str:
+    """An OpenSSH ``SSHSIG`` signature of ``message`` in ``namespace`` with the decision key,
+    armored as ``ssh-keygen -Y sign`` writes it (PROTOCOL.sshsig): what git puts in a
+    commit's ``gpgsig`` header and checks with ``ssh-keygen -Y verify``. Used by ``snodo
+    protocol sign`` (namespace ``git``), a person's command like ``snodo authorize``."""
+    public = ensure_decision_keys(home)
+    key = load_decision_private_key(home, passphrase)
+    if key.public_key().public_bytes_raw() != public.public_bytes_raw():
+        raise StateError(
+            f"the decision key pair under {decision_key_paths(home)[0].parent} does not match: "
+            "the public key is not the private key's",
+        )
+    algorithm = b"sha512"
+    signed = (
+        b"SSHSIG"
+        + _ssh_string(namespace.encode("ascii"))
+        + _ssh_string(b"")
+        + _ssh_string(algorithm)
+        + _ssh_string(hashlib.sha512(message).digest())
+    )
+    public_blob = _ssh_string(b"ssh-ed25519") + _ssh_string(public.public_bytes_raw())
+    signature_blob = _ssh_string(b"ssh-ed25519") + _ssh_string(key.sign(signed))
+    blob = (
+        b"SSHSIG"
+        + (1).to_bytes(4, "big")
+        + _ssh_string(public_blob)
+        + _ssh_string(namespace.encode("ascii"))
+        + _ssh_string(b"")
+        + _ssh_string(algorithm)
+        + _ssh_string(signature_blob)
+    )
+    text = base64.b64encode(blob).decode("ascii")
+    lines = [text[i : i + 70] for i in range(0, len(text), 70)]
+    return "\n".join(["-----BEGIN SSH SIGNATURE-----", *lines, "-----END SSH SIGNATURE-----"]) + "\n"

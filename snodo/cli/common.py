@@ -58,7 +58,11 @@ def load_project(
     state = loaded.in_force
     if state is not None and state.warning and not is_quiet():  # a note, like progress: --quiet silences it
         print_warning(state.warning)
-    if state is not None and state.drift:
+    if state is not None and state.not_in_force:  # only `validate` gets here: run and serve refused it
+        from snodo.protocol.trust import REMEDY
+
+        print_warning(f"{state.not_in_force}: judging with the version in force (commit {state.commit}); {REMEDY}")
+    elif state is not None and state.drift:
         print_warning(f"judging with the committed protocol, not the working tree: {state.drift.splitlines()[0]}")
     for w in loaded.warnings:
         print_warning(str(w))

@@ -1,13 +1,20 @@
 """``snodo keys``: the ``.snodo/allowed_signers`` lines for your two keys (the decision key
-for decisions, the audit key for the attestations on governed commits), and an optional
+for decisions and signed ``.snodo/`` commits, the audit key for the attestations on governed commits), and an optional
 passphrase on the decision key."""
 
 from __future__ import annotations
 
 import getpass
 import socket
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+from snodo.errors import StateError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from snodo.cli.common import json_option
 
@@ -23,10 +30,12 @@ def keys() -> None:
 def show_cmd(name: str | None, as_json: bool) -> None:
     """Print the allowed_signers lines that let your decisions and your runs count in a project.
 
-    Add them to the project's .snodo/allowed_signers and commit them on the main branch.
-    The first line makes your decisions count (namespace snodo-decision); the second makes
-    the attestations your governed runs put on their commits count for `snodo verify`
-    (namespace snodo-attestation). Both key pairs are created on first use.
+    Put them in the project's .snodo/allowed_signers and sign that with `snodo protocol sign`
+    (the first list too: `snodo keys show > .snodo/allowed_signers && snodo protocol sign`).
+    The first line makes your decisions count (namespace snodo-decision) and your signed
+    .snodo/ commits (namespace git, what `git verify-commit` checks); the second makes the
+    attestations your governed runs put on their commits count for `snodo verify` (namespace
+    snodo-attestation). Both key pairs are created on first use.
     """
     from snodo.cli.output import emit_json
     from snodo.state.audit_key import audit_key_paths, audit_signing_key
@@ -40,7 +49,9 @@ def show_cmd(name: str | None, as_json: bool) -> None:
     who = name or f"{getpass.getuser()}@{socket.gethostname()}"
     if any(c.isspace() or c in "\"'#" for c in who) or not who:
         raise click.BadParameter("a signer name is one word (no spaces or quotes)", param_hint="--name")
-    line = f'{who} namespaces="{DECISION_NAMESPACE}" {openssh_public(key)}'
+    # the decision key signs a person's commits too (`snodo protocol sign`): git checks
+    # those in namespace `git`, so the same line must allow it for `git verify-commit`
+    line = f'{who} namespaces="{DECISION_NAMESPACE},git" {openssh_public(key)}'
     audit_line = f'{who} namespaces="{ATTESTATION_NAMESPACE}" {openssh_public(audit)}'
     if as_json:
         emit_json(
@@ -59,8 +70,9 @@ def show_cmd(name: str | None, as_json: bool) -> None:
     click.echo(line)
     click.echo(audit_line)
     click.echo(
-        "add these lines to .snodo/allowed_signers on the main branch (and commit them): the first makes "
-        "your decisions count, the second the attestations on your governed runs' commits",
+        "add these lines to .snodo/allowed_signers and sign it (`snodo protocol sign -m 'trust my key'`): "
+        "the first makes your decisions and signed .snodo/ commits count, the second the attestations on "
+        "your governed runs' commits",
         err=True,
     )
 
@@ -80,3 +92,65 @@ def protect_cmd() -> None:
         raise click.BadParameter("use at least 8 characters")
     path = protect_decision_key(snodo_home(), passphrase.encode("utf-8"))
     click.echo(f"{path} is now encrypted; `snodo authorize` will ask for the passphrase")
+
+
+#: What to do when this home's keys do not count in a project yet.
+TRUST_MY_KEY = "snodo keys show >> .snodo/allowed_signers && snodo protocol sign -m 'trust my key'"
+
+
+def home_notice() -> str | None:
+    """One line for the person when this process made the home's keys (a new home is a new
+    identity) or when an ``allowed_signers`` in force that this process read lists neither
+    of them; ``None`` otherwise. Reads only what the process already has: it never makes a
+    key or asks git."""
+    import sys
+
+    from snodo.errors import SnodoError
+    from snodo.state.keys import created_here
+
+    try:
+        from snodo.state.home import snodo_home
+
+        home = snodo_home()
+    except (SnodoError, OSError):  # a notice never turns a command into a failure
+        return None
+    if created_here:
+        return (
+            f"the snodo home {home} is new: its keys were just made, so you are a new identity to every project "
+            f"(decisions, signed .snodo/ commits and attestations of the old keys are not yours any more). If you "
+            f"had another home, restore it (its keys/ directory); otherwise let a project trust these keys: "
+            f"{TRUST_MY_KEY} (`>` for a project's first list)"
+        )
+    committed = sys.modules.get("snodo.protocol.committed")
+    lists: list[str] = list(getattr(committed, "lists_in_force", ()) or ())
+    if not lists:
+        return None
+    try:
+        from snodo.state.audit_key import audit_public_key
+        from snodo.state.signers import parse_allowed_signers
+
+        mine = {k.public_bytes_raw() for k in (_decision_public(home), audit_public_key(home)) if k}
+        listed = {
+            s.key.public_bytes_raw()
+            for text in lists
+            for s in parse_allowed_signers(text, ".snodo/allowed_signers")
+            if s.key is not None
+        }
+    except (SnodoError, OSError):  # no key yet, or a list the command itself reported
+        return None
+    if not mine or mine & listed:
+        return None
+    return (
+        f"the keys of the snodo home {home} are not in the project's .snodo/allowed_signers in force: your "
+        f"decisions, signed .snodo/ commits and runs' attestations do not count here. A listed person adds them "
+        f"({TRUST_MY_KEY}), or restore the home whose keys are listed"
+    )
+
+
+def _decision_public(home: Path) -> Ed25519PublicKey | None:
+    from snodo.state.keys import load_decision_public_key
+
+    try:
+        return load_decision_public_key(home)
+    except StateError:  # not made yet: only the audit key speaks for this home
+        return None

@@ -158,6 +158,27 @@ def exit_code_for(exc: SnodoError) -> int:
     return 1 if isinstance(exc, TokenError | PathValidationError) else 4
 
 
+def _run(args: list[str]) -> Any:
+    """The command, then (success or failure) the one notice about the home's identity."""
+    try:
+        return cli.main(args=args, prog_name="snodo", standalone_mode=False)
+    finally:
+        _home_notice()
+
+
+def _home_notice() -> None:
+    """Once per process, on stderr: the home is new, or its keys are not trusted here."""
+    from snodo.cli.output import is_quiet, print_note
+
+    if is_quiet() or not {"snodo.state.keys", "snodo.protocol.committed"} & sys.modules.keys():
+        return  # no key made and no list read: nothing to say
+    from snodo.cli.keys_cmd import home_notice
+
+    notice = home_notice()
+    if notice:
+        print_note(notice)
+
+
 def main(argv: list[str] | None = None) -> None:
     """The one error edge of the command line: every failure leaves through here.
 
@@ -187,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(signal.SIGTERM, _on_sigterm)
 
     try:
-        rv: Any = cli.main(args=args, prog_name="snodo", standalone_mode=False)
+        rv: Any = _run(args)
     except click.exceptions.Abort:
         fail("aborted", None, 130)
     except click.exceptions.NoArgsIsHelpError as exc:

@@ -1,7 +1,9 @@
-"""``snodo protocol check``: strict loading plus WF1–WF5, every violation at once."""
+"""``snodo protocol check``: strict loading plus WF1–WF5, every violation at once; ``snodo
+protocol sign``: a person's signed commit of ``.snodo/``, which puts it in force."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -114,3 +116,127 @@ def _in_force(target: Path) -> dict[str, str | None]:
         "not_in_force": state.not_in_force,
         "warning": state.warning,
     }
+
+
+@protocol.command("sign")
+@click.option("-m", "--message", default=None, help="The commit message (default: says what is signed).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (for scripts that already reviewed it).")
+@json_option
+def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
+    """Commit the working tree's .snodo/ signed with your decision key, putting it in force.
+
+    Only .snodo/ goes into the commit (anything else you staged stays staged). The
+    signature is git's own SSH signature (namespace git), so no git signing setup is
+    needed and `git verify-commit` checks it against .snodo/allowed_signers. Your key must
+    be listed in the allowed_signers in force (for the first list: in that list;
+    `snodo keys show > .snodo/allowed_signers` writes it). When an unsigned .snodo/ change
+    is already committed, this adopts it: an empty signed commit that puts HEAD's .snodo/
+    in force. A person's command: it asks on a terminal (--yes skips the question) and is
+    refused inside snodo's confinement.
+
+    Exit 0 signed (or nothing to sign), 4 refused or could not run.
+    """
+    import os
+    import sys
+
+    from snodo.cli.common import GITIGNORED
+    from snodo.cli.output import emit_json, printable
+    from snodo.errors import SnodoError, StateError
+    from snodo.gitrun import pin
+    from snodo.protocol import sign
+    from snodo.protocol.trust import GOVERNANCE_DIR, Walk
+    from snodo.state.home import snodo_home
+    from snodo.state.keys import ensure_decision_keys
+    from snodo.state.signers import parse_allowed_signers
+
+    try:
+        if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
+            raise StateError("`snodo protocol sign` is refused here: it is a person's act, not confined code's")
+        found = pin(Path.cwd())
+        if found is None:
+            raise StateError(f"{Path.cwd()} is not in a git repository", hint="run it in your project's checkout")
+        top = found.work_tree
+        home = snodo_home()
+        raw = ensure_decision_keys(home).public_bytes_raw()
+        planned = sign.plan(top, runtime=GITIGNORED)
+        if planned.nothing_to_do:
+            what = "no change under .snodo/ to sign, and the .snodo/ at HEAD is in force"
+            if as_json:
+                emit_json({"signed": False, "commit": None, "reason": what})
+            else:
+                click.echo(what, err=True)
+            return
+        entries = parse_allowed_signers(planned.signers or "", f"{GOVERNANCE_DIR}/allowed_signers")
+        mine = [s for s in entries if s.key is not None and s.key.public_bytes_raw() == raw]
+        listed = [s.name for s in mine if s.allows("git")]
+        if not listed:
+            where = "the first allowed_signers (the one being signed)" if planned.first_list else "the list in force"
+            if planned.signers is None:
+                why, hint = (
+                    "there is no .snodo/allowed_signers: nobody would be trusted",
+                    "`snodo keys show > .snodo/allowed_signers` lists your keys as the first one, then sign again",
+                )
+            elif mine:
+                why = f"your decision key is listed in {where}, but not for namespace git (signed commits)"
+                hint = 'put the line `snodo keys show` prints now (namespaces="snodo-decision,git") in its place' + (
+                    ", then sign again" if planned.first_list else ", in a change a listed principal signs"
+                )
+            else:
+                why = f"your decision key is not listed in {where}"
+                hint = (
+                    "`snodo keys show >> .snodo/allowed_signers` adds your lines, then sign again"
+                    if planned.first_list
+                    else "a principal listed in the allowed_signers in force must sign (or add your key in a "
+                    "change they sign); or restore the home whose keys are listed"
+                )
+            raise StateError(f"{why}, so a commit signed with it would not put .snodo/ in force", hint=hint)
+        adopt_note = f"adopting the .snodo/ committed at HEAD: {planned.adopting}" if planned.adopting else ""
+        summary = "\n".join(f"  {printable(c)}" for c in planned.changes) or f"  {adopt_note}"
+        if not yes:
+            if not sys.stdin.isatty():
+                raise StateError(
+                    "`snodo protocol sign` asks a person to confirm, and there is no terminal to ask on",
+                    hint="run it in a terminal, or pass --yes",
+                )
+            click.echo(f"sign as {listed[0]} and commit:\n{summary}", err=True)
+            click.confirm("sign this .snodo/ with your decision key and put it in force?", abort=True, err=True)
+        text = message or (
+            "snodo: sign .snodo/"
+            if planned.changes
+            else f"snodo: adopt .snodo/ of {str(planned.parent)[:12]}, signed by {listed[0]}"
+        )
+        new = sign.commit(planned, text, _signer(home))
+        walk = Walk(top, [new], None)
+        if walk.pending(new) is not None or walk.after(new).tree != walk.trees[new]:
+            refused = walk.pending(new)
+            raise StateError(
+                f"commit {new[:12]} is made, but git does not accept its signature, so .snodo/ is not in force"
+                + (f": {refused.why}" if refused is not None else ""),
+                hint="check that ssh-keygen is installed (git verifies SSH signatures with it)",
+            )
+    except SnodoError as exc:
+        exc.exit_code = 4
+        raise
+    if as_json:
+        emit_json({"signed": True, "commit": new, "signed_by": listed[0], "adopted": bool(planned.adopting)})
+        return
+    click.echo(new)
+    click.echo(
+        f"signed {new[:12]} as {listed[0]}: the .snodo/ at HEAD is in force (`git verify-commit HEAD` checks it "
+        "with gpg.ssh.allowedSignersFile=.snodo/allowed_signers)",
+        err=True,
+    )
+
+
+def _signer(home: Path) -> Callable[[bytes], str]:
+    """The decision key's SSH signature over a commit, asking its passphrase when it has one."""
+    from snodo.authorize_signing import decision_key_is_protected, sign_ssh
+
+    passphrase = None
+    if decision_key_is_protected(home):
+        passphrase = click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
+
+    def sign(payload: bytes) -> str:
+        return sign_ssh(home, payload, "git", passphrase=passphrase)
+
+    return sign

@@ -2,16 +2,20 @@
 person the team trusts?
 
 The trust root is read from the *base* commit through git (``.snodo/allowed_signers`` and
-``.snodo/protocol.yml``), never from the commits being verified nor the working tree: a
-range that adds its own key, or changes the protocol, proves nothing about itself.
+``.snodo/protocol.yml``), never from the working tree, and each commit is judged under the
+list and protocol in force at its parent: the one trust rule of
+:mod:`snodo.protocol.trust`, walked from the base, which the in-force check of ``run``,
+``serve`` and ``validate`` walks too. A range that changes ``.snodo/`` unsigned, or adds its
+own key, proves nothing about itself.
 
-Speed: the range, trees, parents and notes come from one ``git log``, the commits that
-touch ``.snodo/`` from one ``git rev-list``, attestations are checked in-process, and only
-the commits no attestation covers go to git's own signature check (one more ``git log``).
-A merge passes when its tree is exactly the clean merge of its two parents (one
-``git merge-tree`` each): its content then comes from commits checked on their own. The
-merge is computed from the object store alone, in a scratch repository that borrows the
-objects (see :func:`_merges`): nothing of the checkout or its git directory takes part.
+Speed: the range, trees, parents and notes come from one ``git log``, the walk reads the
+``.snodo/`` trees in one ``cat-file`` batch, attestations are checked in-process, and only
+the commits no attestation covers go to git's own signature check (one more ``git log``
+per list in force). A merge passes when its tree is exactly the clean merge of its two
+parents (one ``git merge-tree`` each): its content then comes from commits checked on their
+own. The merge is computed from the object store alone, in a scratch repository that
+borrows the objects (see :func:`_merges`): nothing of the checkout or its git directory
+takes part.
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ from attrs import asdict
 from snodo.attrsbase import frozen
 from snodo.errors import SnodoError
 from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
-from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range, touching
+from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range
 from snodo.evidence.statement import EnvelopeError, UnlistedKey, Verifier, decode_envelope, subjects
 from snodo.gitrun import run_git
+from snodo.protocol.trust import REMEDY, Step, Walk
 from snodo.state.signers import ALLOWED_SIGNERS, ATTESTATION_NAMESPACE, Signer, parse_allowed_signers, signers_for
 from snodo.text import shown
 
@@ -296,46 +301,109 @@ def _signatures(repo: Path, signers: list[Signer], shas: list[str]) -> dict[str,
 def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None) -> Report:
     revisions, base = resolve(repo, range_arg, base_arg)
     base_commit = _rev(repo, base)
-    signers = _trust(repo, base, base_commit)
-    keys = signers_for(signers, ATTESTATION_NAMESPACE)
-    verifier = Verifier([s.key for s in keys.values() if s.key is not None])
-    digest = protocol_digest(repo, base_commit)
+    # §5's one rule, walked from the base: which .snodo/ (list and protocol) is in force at
+    # each commit's parent, and which commits changing it are refused.
+    walk = Walk(repo, revisions, base_commit)
     entries = list_range(repo, revisions)
-    # A merge's `.snodo/` changes come from a parent, checked on its own (and a merge adding
-    # its own is caught by recomputing it), so the rule applies to non-merge commits.
-    governance = touching(repo, revisions, GOVERNANCE_DIR) if entries else set()
-    governance -= {e.sha for e in entries if len(e.parents) > 1}
+    if walk.base.signers is None and not any(walk.texts.get(sha) for sha in walk.steps):
+        _trust(repo, base, base_commit)  # no list at the base nor in the range: nobody to trust, exit 4
+    judged = _Judges(repo, base_commit)
+    checked: dict[str, tuple[str, str]] = {}
     with _merges(repo) as check_merge:
-        checked = {
-            e.sha: _check_attestation(e, keys, verifier, digest) if len(e.parents) <= 1 else check_merge(e)
-            for e in entries
-        }
-    needs_person = [e.sha for e in entries if e.sha in governance or not checked[e.sha][0]]
-    signed = _signatures(repo, signers, needs_person)
-    verdicts = [_verdict(e, checked[e.sha], signed.get(e.sha), e.sha in governance) for e in entries]
+        for e in entries:
+            before = walk.steps[e.sha].before
+            if len(e.parents) > 1:
+                checked[e.sha] = check_merge(e)
+            else:
+                keys, verifier = judged.keys(before.signers)
+                checked[e.sha] = _check_attestation(e, keys, verifier, judged.digest(before.commit))
+    governance = {e.sha for e in entries if walk.steps[e.sha].changed}
+    needs_person: dict[str | None, list[str]] = {}
+    for e in entries:
+        if e.sha not in governance and not checked[e.sha][0]:
+            needs_person.setdefault(walk.steps[e.sha].before.signers, []).append(e.sha)
+    signed: dict[str, tuple[str, str]] = {}
+    for text, shas in needs_person.items():
+        signed.update(_signatures(repo, judged.signers(text), shas) if text is not None else {})
+    adopted = _adopted(repo, walk, entries)
+    verdicts = [_verdict(e, checked[e.sha], signed.get(e.sha), walk.steps[e.sha], adopted.get(e.sha)) for e in entries]
     return Report(
         base=base,
         base_commit=base_commit,
         revisions=tuple(revisions),
-        protocol_digest=digest,
+        protocol_digest=judged.digest(walk.base.commit),
         verdicts=tuple(verdicts),
     )
 
 
+class _Judges:
+    """The keys and protocol digest of each ``.snodo/`` in force met on the walk, read once."""
+
+    def __init__(self, repo: Path, base_commit: str) -> None:
+        self.repo, self.base_commit = repo, base_commit
+        self._lists: dict[str | None, list[Signer]] = {None: []}
+        self._keys: dict[str | None, tuple[dict[str, Signer], Verifier]] = {}
+        self._digests: dict[str | None, str | None] = {}
+
+    def signers(self, text: str | None) -> list[Signer]:
+        if text not in self._lists:
+            self._lists[text] = parse_allowed_signers(text or "", f"{GOVERNANCE_DIR}/{ALLOWED_SIGNERS} in force")
+        return self._lists[text]
+
+    def keys(self, text: str | None) -> tuple[dict[str, Signer], Verifier]:
+        if text not in self._keys:
+            keys = signers_for(self.signers(text), ATTESTATION_NAMESPACE)
+            self._keys[text] = (keys, Verifier([s.key for s in keys.values() if s.key is not None]))
+        return self._keys[text]
+
+    def digest(self, commit: str | None) -> str | None:
+        """The protocol's digest in the ``.snodo/`` put in force by ``commit`` (``None``: none)."""
+        if commit not in self._digests:
+            self._digests[commit] = protocol_digest(self.repo, commit) if commit else None
+        return self._digests[commit]
+
+
+def _adopted(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, str]:
+    """``sha -> principal`` for refused commits that change nothing but ``.snodo/`` and whose
+    ``.snodo/`` a later commit of the range put in force with a listed principal's signature
+    (``snodo protocol sign`` adopting it): that person vouched for exactly this change."""
+    out: dict[str, str] = {}
+    order = {sha: at for at, sha in enumerate(walk.steps)}  # oldest first
+    signers = [s for s in walk.steps.values() if s.changed and s.signed_by and not s.refused]
+    for e in entries:
+        step = walk.steps[e.sha]
+        if not step.refused or len(e.parents) != 1:
+            continue
+        later = (s for s in signers if order[s.sha] > order[e.sha])
+        by = next((s.signed_by for s in later if s.after.tree == walk.trees[e.sha]), "")
+        if not by:
+            continue
+        names = run_git(repo, "diff-tree", "-r", "--no-renames", "--name-only", e.parents[0], e.sha, env=PLAIN_GIT)
+        paths = names.stdout.split() if names.ok else ["?"]
+        if all(p.startswith(f"{GOVERNANCE_DIR}/") for p in paths):
+            out[e.sha] = by
+    return out
+
+
 def _verdict(
-    entry: CommitEntry, attested: tuple[str, str], signed: tuple[str, str] | None, governance: bool
+    entry: CommitEntry,
+    attested: tuple[str, str],
+    signed: tuple[str, str] | None,
+    step: Step,
+    adopted_by: str | None = None,
 ) -> Verdict:
     common = {"sha": entry.sha, "subject": shown(entry.subject)[:200]}
+    if step.changed:
+        if step.signed_by and not step.refused:
+            return Verdict(**common, passed=True, how="signature", signer=step.signed_by)
+        if adopted_by:
+            return Verdict(**common, passed=True, how="adopted", signer=adopted_by)
+        why = step.why or (
+            f"changes {GOVERNANCE_DIR}/ while no {ALLOWED_SIGNERS} is in force, so no person's signature vouches for it"
+        )
+        return Verdict(**common, passed=False, reason=why, action=REMEDY)
     if signed is not None and signed[0]:
         return Verdict(**common, passed=True, how="signature", signer=signed[0])
-    if governance:
-        why = signed[1] if signed else "not signed"
-        return Verdict(
-            **common,
-            passed=False,
-            reason=f"changes {GOVERNANCE_DIR}/, which only a person's signed commit may ({why})",
-            action=_SIGN,
-        )
     if attested[0] == _CLEAN_MERGE:  # its parents are in the range (judged there) or on the base
         return Verdict(**common, passed=True, how="merge")
     if attested[0]:

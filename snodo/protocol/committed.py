@@ -4,12 +4,14 @@ Anything that can write the working tree — a host's own editor, a script, a ca
 could otherwise change the rules for the next session, and nothing would record which
 version judged which task. So the rules come from history:
 
-* the version in force is the one committed at ``HEAD`` (the commit that last changed it
+* the version in force is the one committed at ``HEAD`` (the commit that put it in force
   and the digest of its text are recorded with every validation and run);
-* with ``.snodo/allowed_signers`` in force, a commit changing the protocol (or the list
-  itself) counts only if git verifies its SSH signature against that list (``%G?`` is
-  ``G``: good signature, listed principal); otherwise the last such version stays in force
-  and :attr:`InForce.not_in_force` says why;
+* with ``.snodo/allowed_signers`` in force, a commit changing ``.snodo/`` counts only when
+  signed by a listed principal, and a first list only when signed by a principal it lists:
+  the one rule of :mod:`snodo.protocol.trust`, which ``snodo verify`` walks too; otherwise
+  the last such version stays in force, :attr:`InForce.not_in_force` names the refused
+  commit, and ``serve`` and ``run`` refuse to start until it is signed
+  (``snodo protocol sign``) or undone;
 * a working-tree copy that differs from the version in force is *drift*: ``serve`` and
   ``run`` refuse it (:func:`refuse_drift`), ``validate`` and ``protocol check`` report it;
 * a protocol never committed (right after ``snodo init``), or a project outside git, is
@@ -22,8 +24,9 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import tempfile
+import json
 from pathlib import Path
+from typing import Any
 
 from snodo.attrsbase import frozen
 from snodo.cachefiles import read_entry, write_entry
@@ -65,24 +68,6 @@ def _read_worktree(path: Path) -> str | None:
         raise ProtocolError(f"{path}: cannot read the protocol: {exc}") from None
 
 
-class _Blobs:
-    """The protocol's and the signers list's text at each commit of their history and at
-    ``HEAD``, read in one ``cat-file --batch`` process (a later miss asks git again)."""
-
-    def __init__(self, top: Path, names: list[str]) -> None:
-        self.top = top
-        self.found = read_objects(top, names) if names else {}
-
-    def __call__(self, commit: str, rel: str) -> str | None:
-        name = f"{commit}:{rel}"
-        if name not in self.found:
-            self.found.update(read_objects(self.top, [name]))
-        obj = self.found[name]
-        if obj is None or obj.kind != "blob":
-            return None
-        return obj.data.decode("utf-8", "replace")
-
-
 def summarize_drift(committed: str, working: str | None, rel: str) -> str:
     """A few lines a person can act on: how much changed and the first changed lines."""
     if working is None:
@@ -96,81 +81,6 @@ def summarize_drift(committed: str, working: str | None, rel: str) -> str:
     if len(shown) < added + removed:
         lines.append(f"  … ({added + removed - len(shown)} more)")
     return "\n".join(lines)
-
-
-def _signed_history(top: Path, rel: str, signers_rel: str, commits: list[str], blob: _Blobs) -> tuple[str, str | None]:
-    """Walk the commits touching the protocol or the signers list, oldest first; a change
-    counts while no list is in force, afterwards only with a good signature by a listed
-    principal (verified against the list in force before that change). Returns the commit
-    in force and, when a later change was not accepted, why."""
-    in_force = ""
-    why: str | None = None
-    signers: str | None = None
-    statuses: dict[str, tuple[str, str]] = {}
-    judged_by: str | None = None
-    for i, commit in enumerate(commits):
-        if signers is None:
-            in_force, why = commit, None
-            signers = blob(commit, signers_rel)
-            continue
-        if judged_by != signers:  # one `git log` per list in force, not one per commit
-            _check_signers(signers, f"{in_force[:12]}:{signers_rel}")
-            with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".allowed_signers") as fh:
-                fh.write(signers)
-                fh.flush()
-                statuses = _signature_statuses(top, fh.name, commits[i:])
-            judged_by = signers
-        status, principal = statuses.get(commit, ("N", ""))
-        if status == "G":
-            in_force, why = commit, None
-            signers = blob(commit, signers_rel)
-        else:
-            why = (
-                f"commit {commit[:12]} changed {rel} or {signers_rel} without a good signature by a principal "
-                f"listed in {signers_rel} ({_STATUS.get(status, 'signature status ' + status)}"
-                f"{', signed as ' + principal if principal else ''}), so it is not in force"
-            )
-    return in_force, why
-
-
-_STATUS = {
-    "N": "not signed",
-    "B": "bad signature",
-    "U": "signed by a key not in the list",
-    "X": "expired signature",
-    "Y": "signed by an expired key",
-    "R": "signed by a revoked key",
-    "E": "the signature could not be checked",
-}
-
-
-def _signature_statuses(top: Path, signers_file: str, commits: list[str]) -> dict[str, tuple[str, str]]:
-    result = run_git(
-        top,
-        "-c",
-        f"gpg.ssh.allowedSignersFile={signers_file}",
-        "-c",
-        "gpg.ssh.program=ssh-keygen",
-        "log",
-        "--no-walk=unsorted",
-        "--format=%H%x1f%G?%x1f%GS",
-        *commits,
-    )
-    if not result.ok:
-        raise EnvironmentProblem(f"cannot verify the signatures of the protocol's history: {result.detail()}")
-    out: dict[str, tuple[str, str]] = {}
-    for line in result.stdout.splitlines():
-        parts = line.split("\x1f")
-        if len(parts) == 3:
-            out[parts[0]] = (parts[1], parts[2])
-    return out
-
-
-def _check_signers(text: str, source: str) -> None:
-    """The list must parse as the decision records' list does: a typo fails closed."""
-    from snodo.state.signers import parse_allowed_signers
-
-    parse_allowed_signers(text, source)
 
 
 def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
@@ -188,47 +98,94 @@ def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
     rel = path.resolve().relative_to(top.resolve()).as_posix()
     signers_rel = (Path(rel).parent / SIGNERS_NAME).as_posix()
     changes = _changes(_history(found, head, rel, signers_rel, cache_dir))
-    commits = list(changes)
     quick = _unchanged_copy(changes, rel, signers_rel, working)
     if quick is not None:
         return quick
-    # Every text the walk below may need, in one process: the history is short.
-    wanted = [f"{c}:{name}" for c in commits for name in (rel, signers_rel)]
-    at = head or "HEAD"  # the commit the history was read from, when pinning read it
-    blob = _Blobs(top, [f"{at}:{rel}", *wanted] if commits else [])
-    head_text = blob(at, rel) if commits else None
-    if head_text is None:
+    if not changes:
         return _from_worktree(
             path, working, f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
         )
-    commit, why = _signed_history(top, rel, signers_rel, commits, blob)
-    text = blob(commit, rel) if commit else None
+    at = head or _head(top)
+    summary = _judged(found, at, Path(rel).parent.as_posix(), cache_dir)
+    if summary["head_tree"] is None or not _committed_at(top, at, rel):
+        return _from_worktree(
+            path, working, f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
+        )
+    from snodo.protocol.trust import REMEDY  # the trust rule loads only where a list may be in force
+
+    commit, why, signers = summary["commit"], summary["why"], summary["signers"]
+    if signers is not None and signers not in lists_in_force:  # a long `serve` resolves again and again
+        lists_in_force.append(signers)
+    text = _text_at(top, commit, rel) if commit else None
     if text is None:
         raise ProtocolError(
             f"{rel}: no committed version of the protocol is in force"
             + (f": {why}" if why else " (it was deleted by the commit in force)"),
-            hint=f"restore {rel} in a commit signed by a principal listed in {signers_rel}",
+            hint=REMEDY if why else f"restore {rel} in a commit signed by a principal listed in {signers_rel}",
         )
     drift = summarize_drift(text, working, rel) if working != text else None
     return InForce(text=text, commit=commit, digest=digest(text), drift=drift, not_in_force=why)
 
 
+#: Every ``allowed_signers`` text found in force by this process (what `snodo` compares the
+#: home's keys with, to say once when they are not listed).
+lists_in_force: list[str] = []
+
+
+def _head(top: Path) -> str:
+    result = run_git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    if not result.ok:
+        raise EnvironmentProblem(f"cannot read HEAD in {top}: {result.detail()}")
+    return result.stdout.strip()
+
+
+def _committed_at(top: Path, commit: str, rel: str) -> bool:
+    obj = read_objects(top, [f"{commit}:{rel}"])[f"{commit}:{rel}"]
+    return obj is not None and obj.kind == "blob"
+
+
+def _text_at(top: Path, commit: str, rel: str) -> str | None:
+    name = f"{commit}:{rel}"
+    obj = read_objects(top, [name])[name]
+    if obj is None or obj.kind != "blob":
+        return None
+    return obj.data.decode("utf-8", "replace")
+
+
+def _judged(found: GitContext, head: str, directory: str, cache_dir: Path | None) -> dict[str, Any]:
+    """The trust rule's answer at ``head`` (:mod:`snodo.protocol.trust`): the commit whose
+    ``.snodo/`` is in force, its list, and why ``head``'s own is not (``None``: it is),
+    kept in ``cache_dir`` under ``head`` and what can cut or graft history: the answer
+    depends on nothing else."""
+    key = _history_key(found, head, directory, "", "trust-v1") if cache_dir is not None else None
+    kept = read_entry(cache_dir, key) if key else None
+    if kept is not None:
+        try:
+            summary: dict[str, Any] = json.loads(kept)
+            return summary
+        except ValueError:
+            pass
+    from snodo.protocol.trust import Walk
+
+    walk = Walk(found.work_tree, [head], None, directory=directory)
+    state = walk.after(head)
+    pending = walk.pending(head)
+    summary = {
+        "commit": state.commit,
+        "signers": state.signers,
+        "why": f"{pending.why}" if pending is not None else None,
+        "head_tree": walk.trees.get(head),
+    }
+    if key is not None:
+        write_entry(cache_dir, key, json.dumps(summary))
+    return summary
+
+
 def _history(found: GitContext, head: str | None, rel: str, signers_rel: str, cache_dir: Path | None) -> str:
     """``git log --raw -z`` of the commits from ``HEAD`` changing ``rel`` or ``signers_rel``
-    (empty when git cannot tell), kept in ``cache_dir`` under what fixes it: ``HEAD``'s commit
-    id, the two paths and the files that can cut or graft history (``shallow``, ``info/grafts``;
-    replacement refs are off for every snodo git)."""
-    key = None
-    if head is not None and cache_dir is not None:
-        hasher = hashlib.sha256("\0".join(("history-v1", str(found.common_dir()), head, rel, signers_rel)).encode())
-        for name in ("shallow", "info/grafts"):
-            try:
-                hasher.update(b"\0" + (found.common_dir() / name).read_bytes())
-            except FileNotFoundError:
-                hasher.update(b"\0-")
-            except OSError:
-                return _ask_history(found.work_tree, rel, signers_rel, head) or ""
-        key = hasher.hexdigest()
+    (empty when git cannot tell), kept in ``cache_dir`` (see :func:`_history_key`)."""
+    key = _history_key(found, head, rel, signers_rel, "history-v1") if cache_dir is not None else None
+    if key is not None:
         kept = read_entry(cache_dir, key)
         if kept is not None:
             return kept
@@ -236,6 +193,23 @@ def _history(found: GitContext, head: str | None, rel: str, signers_rel: str, ca
     if key is not None and log is not None:
         write_entry(cache_dir, key, log)
     return log or ""
+
+
+def _history_key(found: GitContext, head: str | None, first: str, second: str, kind: str) -> str | None:
+    """What fixes an answer about the history: ``HEAD``'s commit id, the paths asked about and
+    the files that can cut or graft history (``shallow``, ``info/grafts``; replacement refs
+    are off for every snodo git). ``None``: nothing to key on, ask git."""
+    if head is None:
+        return None
+    hasher = hashlib.sha256("\0".join((kind, str(found.common_dir()), head, first, second)).encode())
+    for name in ("shallow", "info/grafts"):
+        try:
+            hasher.update(b"\0" + (found.common_dir() / name).read_bytes())
+        except FileNotFoundError:
+            hasher.update(b"\0-")
+        except OSError:
+            return None
+    return hasher.hexdigest()
 
 
 def _ask_history(top: Path, rel: str, signers_rel: str, head: str | None = None) -> str | None:
@@ -287,19 +261,27 @@ def _from_worktree(path: Path, working: str | None, warning: str) -> InForce:
 
 
 def refuse_drift(path: Path, in_force: InForce) -> None:
-    """``serve`` and ``run``: a working tree that differs from the rules in force is refused."""
-    if in_force.drift is None:
+    """``serve`` and ``run``: a working tree that differs from the rules in force, or a
+    ``.snodo/`` committed at ``HEAD`` that the trust rule does not put in force, is refused."""
+    if in_force.drift is None and in_force.not_in_force is None:
         return
     rel = f"{path.parent.name}/{path.name}"
-    reason = f"\n{in_force.not_in_force}" if in_force.not_in_force else ""
+    if in_force.not_in_force is not None:
+        from snodo.protocol.trust import REMEDY
+
+        raise ProtocolError(
+            f"{path}: the .snodo/ committed at HEAD is not in force (the version in force is commit "
+            f"{str(in_force.commit)[:12]}); refusing to serve rules nobody trusted signed",
+            problems=(in_force.not_in_force, *((in_force.drift,) if in_force.drift else ())),
+            hint=REMEDY,
+        )
     raise ProtocolError(
         f"{path}: the working-tree protocol is not the one in force "
         f"(commit {str(in_force.commit)[:12]}); refusing to serve rules nobody committed",
-        problems=(in_force.drift + reason,),
+        problems=(str(in_force.drift),),
         hint=(
-            f"commit it (`git add {rel} && git commit`"
-            + (", signed by a listed principal with -S" if in_force.not_in_force else "")
-            + f"), or restore the version in force (`git checkout -- {rel}`); "
+            f"commit it (`git add {rel} && git commit`; with an allowed_signers in force, `snodo protocol sign`), "
+            f"or restore the version in force (`git checkout -- {rel}`); "
             "`snodo protocol check` shows the difference"
         ),
     )

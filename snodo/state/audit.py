@@ -52,6 +52,7 @@ from snodo.state.atomic import atomic_create_bytes, canonical_json, file_lock
 from snodo.state.audit_chain import (
     CHECKPOINT,
     GENESIS,
+    KEY_MISMATCH,
     LARGE_STRING_CHARS,
     Anchor,
     ChainBreak,
@@ -458,6 +459,19 @@ class AuditLog:
 
     def _error(self, broken: ChainBreak) -> AuditChainError:
         where = f"line {broken.line}" if broken.line else "its checkpoint"
+        if KEY_MISMATCH in broken.reason:
+            # The log is intact as far as anyone can tell: what changed is the key judging it.
+            return AuditChainError(
+                f"audit log {self.path} is broken at {where}: {broken.reason}. This home ({self.home}) "
+                "holds other keys than the ones that signed the log: the home's keys were replaced "
+                "(a new home is a new identity), or the log was signed by someone else",
+                line=broken.line,
+                reason=broken.reason,
+                hint="if your old home still exists, point SNODO_HOME at it or restore its keys/ directory; "
+                'if its keys are gone for good, a person runs `snodo audit restart --reason "home replaced"` '
+                "(a new log whose first signed line records the old head), and a listed person adds the new keys "
+                "to .snodo/allowed_signers (`snodo keys show`, then `snodo protocol sign`)",
+            )
         return AuditChainError(
             f"audit log {self.path} is broken at {where}: {broken.reason}",
             line=broken.line,

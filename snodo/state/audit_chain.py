@@ -135,12 +135,16 @@ def check_record(record: dict[str, Any], lineno: int, prev: str) -> None:
             raise ChainBreak(lineno, "malformed checkpoint (it must hold only a key and a signature)")
 
 
+#: How a checkpoint signed by another key than the trusted one is reported.
+KEY_MISMATCH = "not by the trusted audit key"
+
+
 def check_signature(checkpoint: Mapping[str, Any], key: Ed25519PublicKey) -> str:
     """Why ``checkpoint``'s signature does not verify with ``key``, or "" if it does."""
     fingerprint = public_key_fingerprint(key)
     data = checkpoint["data"]
     if data["key"] != fingerprint:
-        return f"checkpoint signed by key {data['key']}, not by the trusted audit key {fingerprint}"
+        return f"checkpoint signed by key {data['key']}, {KEY_MISMATCH} {fingerprint}"
     try:
         signature = base64.b64decode(data["signature"], validate=True)
         key.verify(signature, checkpoint_payload(checkpoint["seq"], checkpoint["ts"], checkpoint["prev"], data["key"]))

@@ -17,7 +17,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from snodo.errors import StateError
 from snodo.state.atomic import atomic_create_bytes, file_lock
 from snodo.state.home import keys_dir
-from snodo.state.keys import load_public_key_file, openssh_public, public_key_fingerprint, require_owner_only
+from snodo.state.keys import (
+    created_here,
+    load_public_key_file,
+    openssh_public,
+    public_key_fingerprint,
+    require_owner_only,
+)
 
 AUDIT_PRIVATE_KEY_FILE = "audit_ed25519"
 AUDIT_PUBLIC_KEY_FILE = "audit_ed25519.pub"
@@ -52,6 +58,7 @@ def _create(private: Path, public: Path) -> None:
             )
             atomic_create_bytes(private, raw, mode=0o600)
             atomic_create_bytes(public, openssh_public(key.public_key()).encode("ascii") + b"\n", mode=0o644)
+            created_here.append(private)
 
 
 def audit_signing_key(home: Path) -> Ed25519PrivateKey:

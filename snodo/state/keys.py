@@ -37,6 +37,10 @@ DECISION_PRIVATE_KEY_FILE = "decision_ed25519"
 DECISION_PUBLIC_KEY_FILE = "decision_ed25519.pub"
 _TOKEN_KEY_BYTES = 32
 
+#: The key pairs this process created: a new home is a new identity, which the command line
+#: says once (a home deleted by mistake must not be replaced without a word).
+created_here: list[Path] = []
+
 
 def require_owner_only(path: Path, fd: int) -> None:
     """Refuse a secret whose open file ``fd`` grants any access to group or others."""
@@ -104,6 +108,7 @@ def _ensure_pair(private: Path, public: Path, what: str) -> None:
                 mode=0o600,
             )
             atomic_create_bytes(public, openssh_public(key.public_key()).encode("ascii") + b"\n", mode=0o644)
+            created_here.append(private)
 
 
 def ensure_decision_keys(home: Path) -> Ed25519PublicKey:

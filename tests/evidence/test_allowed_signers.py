@@ -64,5 +64,10 @@ def test_the_branch_cannot_supply_its_own_trust_root(tmp_path: Path, snodo_cli) 
     (repo / ".snodo" / "allowed_signers").write_text(f"me {key()}\n")
     git(repo, "add", ".snodo")
     git(repo, "commit", "-q", "-m", "trust myself")
+    mine = git(repo, "rev-parse", "HEAD").strip()
+    # where the base has no list, a first one counts only signed by a principal it lists
     result = snodo_cli("verify", "main..work", "--json", cwd=repo)
-    assert result.returncode == 4 and "main" in result.json()["error"], result
+    assert result.returncode == 1, result
+    (refused,) = result.json()["commits"]
+    assert refused["sha"] == mine and f"commit {mine[:12]} brings the first .snodo/allowed_signers" in refused["reason"]
+    assert "snodo protocol sign" in refused["action"]

@@ -21,8 +21,10 @@ def test_an_approved_escalation_resumed_to_completion_is_attested(tmp_path: Path
     write_producer_protocol(repo, tests_extra=", severity_cap: warn", tail="execution: {max_recovery_depth: 1}\n")
     lines = snodo_cli("keys", "show", "--name", "ada", cwd=repo)
     (repo / ".snodo" / "allowed_signers").write_text(lines.stdout)
-    git(repo, "add", "tests", ".snodo/protocol.yml", ".snodo/allowed_signers")
-    git(repo, "commit", "-q", "-m", "a failing test, the protocol and who is trusted")
+    git(repo, "add", "tests")
+    git(repo, "commit", "-q", "-m", "a failing test")
+    signed = snodo_cli("protocol", "sign", "--yes", "-m", "the protocol and who is trusted", cwd=repo)
+    assert signed.returncode == 0, signed
 
     halted = snodo_cli("run", "add a hello module", "--json", cwd=repo).json()
     assert halted["outcome"] == "escalate", halted

@@ -82,12 +82,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     write_producer_protocol(seed)
     lines = snodo(seed, w.home_a, "keys", "show", "--name", "ada")
     assert lines.returncode == 0, lines.stderr
-    assert 'namespaces="snodo-decision"' in lines.stdout and 'namespaces="snodo-attestation"' in lines.stdout
+    assert 'namespaces="snodo-decision,git"' in lines.stdout and 'namespaces="snodo-attestation"' in lines.stdout
     person = Path(f"{w.person_key}.pub").read_text().split()
     (seed / ".snodo" / "allowed_signers").write_text(lines.stdout + f'pat namespaces="git" {person[0]} {person[1]}\n')
     (seed / "README.md").write_text("# project\n")
-    git(seed, "add", "README.md", ".snodo/protocol.yml", ".snodo/allowed_signers")
-    git(seed, "commit", "-q", "-m", "protocol and trusted signers")
+    git(seed, "add", "README.md")
+    git(seed, "commit", "-q", "-m", "readme")
+    signed = snodo(seed, w.home_a, "protocol", "sign", "--yes", "-m", "protocol and trusted signers")
+    assert signed.returncode == 0, signed.stderr  # a first list is in force once a principal it lists signs it
     git(seed, "push", "-q", "origin", "main")
     w.a = clone(w.server, w.root / "clone-a")
     w.b = clone(w.server, w.root / "clone-b")
@@ -179,21 +181,29 @@ def test_a_plain_unsigned_commit_is_refused(world: World) -> None:
 def test_an_attestation_by_a_key_not_on_main_is_refused_even_if_the_branch_lists_it(world: World) -> None:
     repo = clone(world.server, world.root / "clone-c")  # mallory's machine, her own home
     git(repo, "fetch", "-q", "origin", "+refs/notes/snodo:refs/notes/snodo")
+    run = snodo(repo, world.home_c, "run", "add a hello module", "--mock", "--json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stderr.count("is new: its keys were just made") == 1, run.stderr  # said once, with what to do
+    branch = json.loads(run.stdout)["branch"]
+    git(repo, "checkout", "-q", branch)
+    governed = git(repo, "rev-parse", "HEAD").strip()
     lines = snodo(repo, world.home_c, "keys", "show", "--name", "mallory").stdout
     with open(repo / ".snodo" / "allowed_signers", "a") as fh:
         fh.write(lines)
     git(repo, "add", ".snodo/allowed_signers")
     git(repo, "commit", "-q", "-m", "trust mallory")
     listing = git(repo, "rev-parse", "HEAD").strip()
-    run = snodo(repo, world.home_c, "run", "add a hello module", "--mock", "--json")
-    assert run.returncode == 0, run.stdout + run.stderr
-    branch = json.loads(run.stdout)["branch"]
-    git(repo, "checkout", "-q", branch)
+    # her own listing is not in force for her runs either, and she cannot sign it in
+    again = snodo(repo, world.home_c, "run", "add another module", "--mock")
+    assert again.returncode == 4 and listing[:12] in again.stderr and "snodo protocol sign" in again.stderr, again
+    assert again.stderr.count("not in the project's .snodo/allowed_signers in force") == 1, again.stderr
+    sign = snodo(repo, world.home_c, "protocol", "sign", "--yes")
+    assert sign.returncode == 4 and "not listed" in sign.stderr, sign.stderr
     world.publish(repo, "stranger")
     refused = failing(world.verify_b("stranger"))
-    governed = git(repo, "rev-parse", "HEAD").strip()
     assert "signed by a key the base's allowed_signers does not list" in refused[governed[:12]]
-    assert "changes .snodo/, which only a person's signed commit may" in refused[listing[:12]]
+    assert f"commit {listing[:12]} changes .snodo/ without a good signature" in refused[listing[:12]]
+    assert "snodo protocol sign" in refused[listing[:12]]
 
 
 def test_a_rewritten_notes_ref_cannot_move_an_attestation(world: World) -> None:

@@ -104,9 +104,13 @@ def test_a_resumed_run_with_different_code_escalates_again(broken_suite: Path, s
 # ------------------------------------------------------------------ team trust
 
 
-def share(repo: Path, *paths: str) -> None:
+def share(repo: Path, *paths: str, cli: Cli, home: Path) -> None:
+    """Commit ``paths`` as anyone would, then have the person ``home`` belongs to (listed in
+    the allowed_signers being shared) put that .snodo/ in force with a signed commit."""
     git(repo, "add", "-f", *paths)
     git(repo, "commit", "-q", "-m", "share decisions")
+    signed = cli("protocol", "sign", "--yes", cwd=repo, env={"SNODO_HOME": str(home)})
+    assert signed.returncode == 0, signed
 
 
 def clone(repo: Path, where: Path) -> Path:
@@ -118,7 +122,7 @@ def keys_line(cli: Cli, cwd: Path, home: Path, name: str) -> str:
     shown = cli("keys", "show", "--name", name, "--json", cwd=cwd, env={"SNODO_HOME": str(home)})
     assert shown.returncode == 0, shown
     line: str = shown.json()["allowed_signers_line"]
-    assert line.startswith(f'{name} namespaces="snodo-decision" ssh-ed25519 ')
+    assert line.startswith(f'{name} namespaces="snodo-decision,git" ssh-ed25519 ')
     return line
 
 
@@ -130,7 +134,7 @@ def test_a_listed_key_adjudicates_on_another_machine(
     (project / ".snodo" / "allowed_signers").write_text(
         "# whose decisions count in this project\n" + keys_line(snodo_cli, project, snodo_home, "ada") + "\n"
     )
-    share(project, ".snodo/protocol.yml", ".snodo/decisions", ".snodo/allowed_signers")
+    share(project, ".snodo/protocol.yml", ".snodo/decisions", ".snodo/allowed_signers", cli=snodo_cli, home=snodo_home)
 
     other = clone(project, tmp_path / "ci-checkout")
     ci_home = {"SNODO_HOME": str(tmp_path / "ci-home")}
@@ -155,7 +159,7 @@ def test_an_unlisted_keys_decision_is_ignored_and_audited_with_its_signer(
     record = json.loads(Path(signed.json()["record"]).read_text())
     bob_home = tmp_path / "bob-home"
     (project / ".snodo" / "allowed_signers").write_text(keys_line(snodo_cli, project, bob_home, "bob") + "\n")
-    share(project, ".snodo/protocol.yml", ".snodo/decisions", ".snodo/allowed_signers")
+    share(project, ".snodo/protocol.yml", ".snodo/decisions", ".snodo/allowed_signers", cli=snodo_cli, home=bob_home)
 
     bobs = clone(project, tmp_path / "bob-checkout")
     r = snodo_cli("validate", "-", "--json", cwd=bobs, input=FRIENDLY, env={"SNODO_HOME": str(bob_home)})
@@ -210,7 +214,10 @@ def test_prune_drops_a_pending_decision_a_teammate_already_settled(
     decision_id = escalate(snodo_cli, project)["decision_id"]
     assert snodo_cli("authorize", decision_id, "--yes", cwd=project).returncode == 0
     (project / ".snodo" / "allowed_signers").write_text(keys_line(snodo_cli, project, snodo_home, "ada") + "\n")
-    share(project, ".snodo/protocol.yml", ".snodo/allowed_signers")  # the records are not pulled yet
+    # the records are not pulled yet (kept out of the signed .snodo/ too)
+    (project / ".snodo" / "decisions").rename(tmp_path / "ada-decisions")
+    share(project, ".snodo/protocol.yml", ".snodo/allowed_signers", cli=snodo_cli, home=snodo_home)
+    (tmp_path / "ada-decisions").rename(project / ".snodo" / "decisions")
 
     bobs = clone(project, tmp_path / "bob-checkout")
     bob = {"SNODO_HOME": str(tmp_path / "bob-home")}

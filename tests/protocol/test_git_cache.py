@@ -136,13 +136,14 @@ def test_a_configuration_that_includes_another_file_is_never_kept(resolver: Reso
     assert "filter.later.smudge=" in found["neutral"]
 
 
-def test_signed_history_is_still_judged_on_the_kept_listing(resolver: Resolver, tmp_path: Path) -> None:
+def test_the_trust_rules_answer_is_kept_per_head(resolver: Resolver, tmp_path: Path) -> None:
     key = tmp_path / "alice_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice", "-f", str(key)], check=True)
     kind, blob = Path(f"{key}.pub").read_text().split()[:2]
     (resolver.repo / ".snodo" / "allowed_signers").write_text(f"alice {kind} {blob}\n")
     git(resolver.repo, "add", ".snodo")
-    git(resolver.repo, "commit", "-qm", "signers")  # the first list counts unsigned
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={key}", "commit", "-S"]
+    git(resolver.repo, *sign, "-qm", "signers")  # the first list counts signed by a principal it lists
     listed = git(resolver.repo, "rev-parse", "HEAD").strip()
     path = resolver.repo / ".snodo" / "protocol.yml"
     path.write_text(path.read_text().replace("name: t", "name: unsigned", 1))
@@ -151,7 +152,8 @@ def test_signed_history_is_still_judged_on_the_kept_listing(resolver: Resolver, 
     again, asked = resolver()
     assert first["commit"] == again["commit"] == listed
     assert again["why"] and "not signed" in str(again["why"])
-    assert "log" in asked  # the signatures are checked again: only the listing is kept
+    # the rule's answer is kept per HEAD: nothing in history below HEAD can change it
+    assert "log" not in asked and "rev-list" not in asked, asked
 
 
 def test_pinning_reads_head_in_the_same_process_and_an_unborn_head_as_none(tmp_path: Path) -> None:

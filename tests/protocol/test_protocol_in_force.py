@@ -71,7 +71,7 @@ def test_with_allowed_signers_only_signed_changes_count(git_repo: Path, tmp_path
     alice, mallory = _key(tmp_path, "alice"), _key(tmp_path, "mallory")
     write_producer_protocol(git_repo)
     (git_repo / ".snodo" / "allowed_signers").write_text(_signers_line("alice", alice))
-    first = _commit(git_repo, "protocol and the team's signers")  # no list was in force before it
+    first = _commit(git_repo, "protocol and the team's signers", key=alice)  # signed by a principal it lists
     path = git_repo / PROTOCOL
     original = path.read_text()
 

@@ -1,0 +1,124 @@
+"""``snodo protocol sign``: a person's signed commit of ``.snodo/``, without configuring git.
+
+The commit is built with git's plumbing in a temporary index (only ``.snodo/`` as in the
+working tree, on top of ``HEAD``'s tree: whatever else the user staged stays staged and out
+of it) and carries an SSH signature (namespace ``git``) in its ``gpgsig`` header, exactly
+what ``git commit -S`` with ``gpg.format=ssh`` writes, so plain ``git verify-commit`` checks
+it. The signature itself comes from a callable the command line hands in: the decision
+private key is read only by :mod:`snodo.authorize_signing`, never by this module.
+
+When the working tree's ``.snodo/`` is already ``HEAD``'s but not in force (an unsigned
+change was committed), the commit changes no file: signed by a listed principal, it puts
+``HEAD``'s ``.snodo/`` in force (:mod:`snodo.protocol.trust` compares with what is in force,
+not with the parent).
+
+Every git process goes through :mod:`snodo.gitrun`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from snodo.attrsbase import frozen
+from snodo.errors import EnvironmentProblem, StateError
+from snodo.gitrun import git_out, identity_env, read_objects, run_git
+from snodo.protocol.trust import GOVERNANCE_DIR, SIGNERS_NAME, Walk
+
+
+@frozen(kw_only=True)
+class Plan:
+    """What signing would commit: ``tree`` on ``parent`` (``None``: no commit yet), the
+    ``.snodo/`` paths it changes against ``HEAD`` (empty when adopting ``HEAD``'s), the list
+    that must name the signer (``signers``: in force at ``HEAD``, or the first list itself)
+    and why ``HEAD``'s ``.snodo/`` is not in force when adopting."""
+
+    top: Path
+    parent: str | None
+    tree: str
+    changes: tuple[str, ...]
+    signers: str | None
+    first_list: bool
+    adopting: str | None = None
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not self.changes and self.adopting is None
+
+
+def plan(top: Path, directory: str = GOVERNANCE_DIR, *, runtime: tuple[str, ...] = ()) -> Plan:
+    """What ``snodo protocol sign`` would commit in the repository at ``top``; ``runtime``:
+    patterns (``.gitignore`` style, relative to ``directory``) of snodo's runtime state there,
+    never committed even when the project has no ``.gitignore`` saying so."""
+    head_result = run_git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    parent = head_result.stdout.strip() if head_result.ok and head_result.stdout.strip() else None
+    with tempfile.TemporaryDirectory(prefix="snodo-sign-") as scratch:
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        _git(top, env, "read-tree", *([parent] if parent else ["--empty"]))
+        names = [p.rstrip("/") for p in runtime]
+        excluded = [f":(exclude,glob){directory}/**/{n}{tail}" for n in names for tail in ("", "/**")]
+        _git(top, env, "add", "-A", "--", directory, *excluded)
+        tree = _git(top, env, "write-tree")
+    head_tree = (
+        _git(top, {}, "rev-parse", f"{parent}^{{tree}}")
+        if parent
+        else _git(top, {}, "hash-object", "-t", "tree", "--stdin", stdin="")
+    )
+    listing = _git(top, {}, "diff-tree", "-r", "--no-renames", "--name-status", head_tree, tree, "--", directory)
+    changes = tuple(line.replace("\t", " ") for line in listing.splitlines() if line.strip())
+    signers_rel = f"{directory}/{SIGNERS_NAME}"
+    walk = Walk(top, [parent], None, directory=directory) if parent else None
+    in_force = walk.after(parent) if walk is not None and parent else None
+    adopting = None
+    if not changes and walk is not None and parent is not None:
+        pending = walk.pending(parent)
+        adopting = pending.why if pending is not None else None
+    if in_force is not None and in_force.signers is not None:
+        return Plan(
+            top=top,
+            parent=parent,
+            tree=tree,
+            changes=changes,
+            signers=in_force.signers,
+            first_list=False,
+            adopting=adopting,
+        )
+    found = read_objects(top, [f"{tree}:{signers_rel}"])[f"{tree}:{signers_rel}"]
+    own = found.data.decode("utf-8", "replace") if found is not None and found.kind == "blob" else None
+    return Plan(top=top, parent=parent, tree=tree, changes=changes, signers=own, first_list=True, adopting=adopting)
+
+
+def commit(plan: Plan, message: str, sign: Callable[[bytes], str]) -> str:
+    """Write the signed commit of ``plan`` and move ``HEAD`` (the branch) to it, only if
+    ``HEAD`` is still ``plan.parent``; the index's ``.snodo/`` entries follow (nothing else
+    the user staged is touched). Returns the new commit id."""
+    top = plan.top
+    ident = identity_env(top)
+    author = _git(top, ident, "var", "GIT_AUTHOR_IDENT")
+    committer = _git(top, ident, "var", "GIT_COMMITTER_IDENT")
+    text = message.strip() + "\n"
+    headers = f"tree {plan.tree}\n" + (f"parent {plan.parent}\n" if plan.parent else "")
+    headers += f"author {author}\ncommitter {committer}\n"
+    payload = f"{headers}\n{text}"
+    signature = sign(payload.encode("utf-8")).strip("\n")
+    gpgsig = "gpgsig " + "\n ".join(signature.split("\n")) + "\n"
+    signed = f"{headers}{gpgsig}\n{text}"
+    new = _git(top, {}, "hash-object", "-t", "commit", "-w", "--stdin", stdin=signed)
+    _git(top, {}, "update-ref", "-m", "snodo protocol sign", "HEAD", new, plan.parent or "")
+    result = run_git(top, "reset", "-q", new, "--", GOVERNANCE_DIR)
+    if not result.ok:
+        raise EnvironmentProblem(
+            f"commit {new[:12]} is made, but the index could not follow it: {result.detail()}",
+            hint=f"run `git reset -q -- {GOVERNANCE_DIR}` yourself",
+        )
+    return new
+
+
+def _git(top: Path, env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    if env:
+        result = run_git(top, *args, stdin=stdin, env=env)
+        if not result.ok:
+            raise StateError(f"git {' '.join(args[:2])} failed in {top}: {result.detail()}")
+        return result.stdout.strip()
+    return git_out(top, *args, stdin=stdin)

@@ -1,0 +1,261 @@
+"""Which ``.snodo/`` is in force at each commit: the one trust rule, walked once from a base.
+
+``run``, ``serve`` and ``validate`` (through :mod:`snodo.protocol.committed`) and ``snodo
+verify`` (:mod:`snodo.evidence.verify`) all ask this module, so they cannot disagree about a
+commit. The rule, for each commit from the base (oldest first):
+
+* its ``.snodo/`` is the one in force at its parent (the same git tree): nothing changes;
+* otherwise it is put in force only when the commit carries a good git SSH signature
+  (namespace ``git``) by a principal listed in the ``allowed_signers`` in force at its
+  parent; where no list is in force, a ``.snodo/`` without a list is taken as is (nobody
+  asked for signatures yet), and one that brings the first list counts only when signed
+  by a principal that list names itself;
+* otherwise what was in force at its parent stays in force, and the commit is *refused*
+  (:attr:`Step.why` names it and the remedy).
+
+The comparison is with what is in force, not with the parent's tree: a commit that changes
+nothing under ``.snodo/`` but is signed by a listed principal puts its (inherited)
+``.snodo/`` in force. That is how ``snodo protocol sign`` adopts an unsigned change already
+committed (an empty signed commit on top of it), and why a return to an older signed
+``.snodo/`` needs a new signature: it differs from what is in force.
+
+A merge keeps what is in force at whichever parent has its ``.snodo/``; any other
+``.snodo/`` on a merge is judged like a change against its first parent.
+
+Work is proportional to the commits touching ``.snodo/``: trees are read in one
+``cat-file`` batch, and signatures are checked by git (one ``git log`` per list in force)
+only for commits whose ``.snodo/`` differs from what is in force.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from snodo.attrsbase import frozen
+from snodo.errors import EnvironmentProblem
+from snodo.gitrun import GitObject, read_objects, run_git
+from snodo.state.signers import ALLOWED_SIGNERS, parse_allowed_signers
+
+GOVERNANCE_DIR = ".snodo"
+SIGNERS_NAME = ALLOWED_SIGNERS
+
+#: What to do about a refused change, said by every refusal (run, serve, validate, verify).
+REMEDY = (
+    "if the change is yours to make, run `snodo protocol sign` (it signs the .snodo/ at HEAD with your "
+    "decision key and puts it in force; your key must be listed in the allowed_signers in force — for a "
+    "first list, in that list: `snodo keys show >> .snodo/allowed_signers`), or restore the .snodo/ in force"
+)
+
+#: No configuration of the repository may pick a program to check a signature with.
+_NO_PROGRAMS = (
+    "gpg.ssh.program=ssh-keygen",
+    "gpg.program=false",
+    "gpg.openpgp.program=false",
+    "gpg.x509.program=false",
+    "gpg.ssh.defaultKeyCommand=",
+    "gpg.ssh.revocationFile=/dev/null",
+)
+
+_STATUS = {
+    "N": "not signed",
+    "B": "bad signature",
+    "U": "signed by a key not in the list for namespace git",
+    "X": "expired signature",
+    "Y": "signed by an expired key",
+    "R": "signed by a revoked key",
+    "E": "the signature could not be checked",
+}
+
+
+@frozen(kw_only=True)
+class State:
+    """A ``.snodo/`` in force: the commit that put it in force (``None``: the base's, or none
+    at all), its git tree (``None``: no ``.snodo/``) and its ``allowed_signers`` text."""
+
+    commit: str | None
+    tree: str | None
+    signers: str | None
+
+
+@frozen(kw_only=True)
+class Step:
+    """One commit under the rule: what was in force at its parent (``before``) and at it
+    (``after``); ``changed`` when its ``.snodo/`` differs from ``before``; ``signed_by`` the
+    listed principal whose signature put it in force; ``why`` when it was refused."""
+
+    sha: str
+    before: State
+    after: State
+    changed: bool
+    signed_by: str = ""
+    why: str = ""
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.why)
+
+
+class Walk:
+    """The rule applied to every commit of ``revisions`` (git rev-list syntax) from ``base``
+    (``None``: from the first commit, where nothing is in force)."""
+
+    def __init__(
+        self, top: Path, revisions: Sequence[str], base: str | None, *, directory: str = GOVERNANCE_DIR
+    ) -> None:
+        self.top = top
+        self.directory = directory
+        self.signers_rel = f"{directory}/{SIGNERS_NAME}"
+        self.steps: dict[str, Step] = {}
+        self._statuses: dict[str, dict[str, tuple[str, str]]] = {}
+        order = self._commits(revisions)
+        self.parents = dict(order)
+        touching = self._touching(revisions)
+        outside = {p for _, parents in order for p in parents if p not in self.parents}
+        merges = {sha for sha, parents in order if len(parents) > 1}
+        read = sorted(touching | merges | outside | ({base} if base else set()))
+        names = [f"{c}:{directory}" for c in read] + [f"{c}:{self.signers_rel}" for c in read]
+        found = read_objects(top, names) if names else {}
+        #: each commit's own ``.snodo/`` tree and list (in force or not)
+        self.trees: dict[str, str | None] = {}
+        self.texts: dict[str, str | None] = {}
+        for c in read:
+            obj = found.get(f"{c}:{directory}")
+            self.trees[c] = obj.sha if obj is not None and obj.kind == "tree" else None
+            self.texts[c] = _text(found.get(f"{c}:{self.signers_rel}"))
+        if base is None:
+            self.base = State(commit=None, tree=None, signers=None)
+        else:
+            tree = self.trees[base]
+            self.base = State(commit=base if tree else None, tree=tree, signers=self.texts[base])
+        for at, (sha, parents) in enumerate(order):
+            if sha not in self.trees:  # unchanged from its (only) parent
+                self.trees[sha] = self.trees[parents[0]] if parents else None
+                self.texts[sha] = self.texts[parents[0]] if parents else None
+            befores = [self.steps[p].after if p in self.steps else self.base for p in parents] or [self.base]
+            self.steps[sha] = self._judge(sha, befores, order, at, touching)
+
+    def _judge(
+        self, sha: str, befores: list[State], order: list[tuple[str, tuple[str, ...]]], at: int, touching: set[str]
+    ) -> Step:
+        before = befores[0]
+        for state in befores:
+            if state.tree == self.trees[sha]:
+                return Step(sha=sha, before=before, after=state, changed=False)
+        mine = State(commit=sha, tree=self.trees[sha], signers=self.texts[sha])
+        first_list = before.signers is None
+        judge_with = before.signers if before.signers is not None else mine.signers
+        if judge_with is None:
+            return Step(sha=sha, before=before, after=mine, changed=True)  # nobody asked for signatures yet
+        status, principal = self._status(sha, judge_with, order, at, touching)
+        if status == "G":
+            return Step(sha=sha, before=before, after=mine, changed=True, signed_by=principal)
+        what = (
+            f"brings the first {self.signers_rel} without a good signature by a principal it lists"
+            if first_list
+            else f"changes {self.directory}/ without a good signature by a principal listed in the "
+            f"{self.signers_rel} in force"
+        )
+        detail = _STATUS.get(status, f"signature status {status}") + (f", signed as {principal}" if principal else "")
+        why = f"commit {sha[:12]} {what} ({detail}), so its {self.directory}/ is not in force"
+        parents = self.parents.get(sha, ())
+        if parents and parents[0] in self.steps and self.trees[parents[0]] == self.trees[sha]:
+            # It only carries the .snodo/ of a change refused before it: that change is the
+            # one to sign (or undo), so the refusal names it.
+            earlier = self.pending(parents[0])
+            why = earlier.why if earlier is not None else why
+        return Step(sha=sha, before=before, after=before, changed=True, why=why)
+
+    def _status(
+        self, sha: str, signers: str, order: list[tuple[str, tuple[str, ...]]], at: int, touching: set[str]
+    ) -> tuple[str, str]:
+        known = self._statuses.setdefault(signers, {})
+        if sha not in known:
+            # Ask once for every later commit that may need this list: the commits touching
+            # .snodo/, or, while a change waits to be adopted, every commit after it.
+            later = [s for s, _ in order[at:] if s not in known]
+            batch = later if sha not in touching else [s for s in later if s in touching]
+            known.update(signature_statuses(self.top, signers, batch, source=self.signers_rel))
+        return known.get(sha, ("N", ""))
+
+    def after(self, sha: str) -> State:
+        """What is in force at ``sha`` (the base's state for a commit outside the walk)."""
+        step = self.steps.get(sha)
+        return step.after if step is not None else self.base
+
+    def pending(self, sha: str) -> Step | None:
+        """When ``sha``'s own ``.snodo/`` is not in force there: the refused commit that
+        brought it (the latest refusal on the way back through first parents with the same
+        ``.snodo/``); ``None`` when it is in force."""
+        step = self.steps.get(sha)
+        if step is None or step.after.tree == self.trees[sha]:
+            return None
+        tree, at = self.trees[sha], step
+        while True:
+            if at.refused:
+                return at
+            parents = self.parents.get(at.sha, ())
+            parent = self.steps.get(parents[0]) if parents else None
+            if parent is None or self.trees[parent.sha] != tree:
+                return step
+            at = parent
+
+    def _commits(self, revisions: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+        result = run_git(self.top, "rev-list", "--reverse", "--topo-order", "--parents", *revisions, "--")
+        if not result.ok:
+            raise EnvironmentProblem(f"cannot list the commits of {' '.join(revisions)}: {result.detail()}")
+        order = []
+        for line in result.stdout.splitlines():
+            sha, *parents = line.split()
+            order.append((sha, tuple(parents)))
+        return order
+
+    def _touching(self, revisions: Sequence[str]) -> set[str]:
+        result = run_git(self.top, "rev-list", "--full-history", *revisions, "--", self.directory)
+        if not result.ok:
+            raise EnvironmentProblem(f"cannot list the commits changing {self.directory}/: {result.detail()}")
+        return set(result.stdout.split())
+
+
+def _text(obj: GitObject | None) -> str | None:
+    if obj is None or obj.kind != "blob":
+        return None
+    return obj.data.decode("utf-8", "replace")
+
+
+def signature_statuses(top: Path, signers: str, shas: Sequence[str], *, source: str) -> dict[str, tuple[str, str]]:
+    """``sha -> (git's %G?, principal)`` for each commit, checked by git against ``signers``
+    (an allowed_signers text; a list that does not parse fails closed)."""
+    parse_allowed_signers(signers, source)
+    if not shas:
+        return {}
+    marker = secrets.token_hex(16)
+    fd, name = tempfile.mkstemp(prefix="snodo-allowed-signers-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(signers if signers.endswith("\n") else signers + "\n")
+        config = [part for pair in (f"gpg.ssh.allowedSignersFile={name}", *_NO_PROGRAMS) for part in ("-c", pair)]
+        result = run_git(
+            top,
+            *config,
+            "log",
+            "--no-walk=unsorted",
+            "--stdin",
+            f"--format={marker}%H %G? %GK%n%GS",
+            stdin="".join(s + "\n" for s in shas),
+        )
+    finally:
+        os.unlink(name)
+    if not result.ok:
+        raise EnvironmentProblem(f"cannot check commit signatures in {top}: {result.detail()}")
+    out: dict[str, tuple[str, str]] = {}
+    for chunk in result.stdout.split(marker)[1:]:
+        head, _, principal = chunk.partition("\n")
+        sha, status, *fingerprint = head.split()
+        if status == "G" and not (fingerprint and fingerprint[0].startswith("SHA256:")):
+            status = "E"  # a GPG signature: only SSH signatures by listed keys count
+        out[sha] = (status, principal.strip())
+    return out

@@ -397,7 +397,14 @@ class GitObject:
     data: bytes
 
 
-def read_objects(repo: Path, names: Sequence[str]) -> dict[str, GitObject | None]:
+#: The history as the object store holds it: no replace ref and no graft rewrites a commit's
+#: parents or content (for judging what was committed, never a local view of it).
+OBJECTS_ONLY: Mapping[str, str] = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": os.devnull}
+
+
+def read_objects(
+    repo: Path, names: Sequence[str], *, env: Mapping[str, str] | None = None
+) -> dict[str, GitObject | None]:
     """Each object ``names`` names (``rev:path``, a sha, ``HEAD``…), read in one
     ``cat-file --batch`` process; ``None`` for one that does not exist. An
     :class:`EnvironmentProblem` when git fails or answers out of step."""
@@ -410,7 +417,7 @@ def read_objects(repo: Path, names: Sequence[str]) -> dict[str, GitObject | None
             argv,
             input="".join(f"{name}\n" for name in wanted).encode("utf-8"),
             capture_output=True,
-            env=clean_env(),
+            env=clean_env(env),
             timeout=GIT_TIMEOUT,
             check=False,
         )

@@ -7,19 +7,18 @@ a random marker chosen per call, so no note can forge the boundary between two c
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from pathlib import Path
 
 from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem
-from snodo.gitrun import identity_args, run_git
+from snodo.gitrun import OBJECTS_ONLY, identity_args, run_git
 
 NOTES_REF = "refs/notes/snodo"
 #: Replacement refs and grafts would let a repository show one commit as another (a graft
 #: file, ``info/grafts``, is read even with replacement refs off: it is named away).
-PLAIN_GIT = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": os.devnull, "GIT_NOTES_REF": NOTES_REF}
+PLAIN_GIT = {**OBJECTS_ONLY, "GIT_NOTES_REF": NOTES_REF}
 _LOCK_RETRIES = 5
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem
-from snodo.gitrun import GitObject, read_objects, run_git
+from snodo.gitrun import OBJECTS_ONLY, GitObject, read_objects, run_git
 from snodo.state.signers import ALLOWED_SIGNERS, parse_allowed_signers
 
 GOVERNANCE_DIR = ".snodo"
@@ -118,7 +118,7 @@ class Walk:
         merges = {sha for sha, parents in order if len(parents) > 1}
         read = sorted(touching | merges | outside | ({base} if base else set()))
         names = [f"{c}:{directory}" for c in read] + [f"{c}:{self.signers_rel}" for c in read]
-        found = read_objects(top, names) if names else {}
+        found = read_objects(top, names, env=OBJECTS_ONLY) if names else {}
         #: each commit's own ``.snodo/`` tree and list (in force or not)
         self.trees: dict[str, str | None] = {}
         self.texts: dict[str, str | None] = {}
@@ -204,7 +204,9 @@ class Walk:
             at = parent
 
     def _commits(self, revisions: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
-        result = run_git(self.top, "rev-list", "--reverse", "--topo-order", "--parents", *revisions, "--")
+        result = run_git(
+            self.top, "rev-list", "--reverse", "--topo-order", "--parents", *revisions, "--", env=OBJECTS_ONLY
+        )
         if not result.ok:
             raise EnvironmentProblem(f"cannot list the commits of {' '.join(revisions)}: {result.detail()}")
         order = []
@@ -214,7 +216,7 @@ class Walk:
         return order
 
     def _touching(self, revisions: Sequence[str]) -> set[str]:
-        result = run_git(self.top, "rev-list", "--full-history", *revisions, "--", self.directory)
+        result = run_git(self.top, "rev-list", "--full-history", *revisions, "--", self.directory, env=OBJECTS_ONLY)
         if not result.ok:
             raise EnvironmentProblem(f"cannot list the commits changing {self.directory}/: {result.detail()}")
         return set(result.stdout.split())
@@ -246,6 +248,7 @@ def signature_statuses(top: Path, signers: str, shas: Sequence[str], *, source: 
             "--stdin",
             f"--format={marker}%H %G? %GK%n%GS",
             stdin="".join(s + "\n" for s in shas),
+            env=OBJECTS_ONLY,
         )
     finally:
         os.unlink(name)

@@ -14,7 +14,7 @@ from typing import Any
 from snodo.api import EnvironmentProblem, ValidationRequest, Validator, ValidatorFault, Verdict
 
 from .. import _model_access, _verdicts
-from .._model_settings import MOCK, PROVIDER_SETTINGS, ModelSettings, SettingsError
+from .._model_settings import MOCK, PROVIDER_SETTINGS, ModelSettings, ModelStackMissing, SettingsError
 from . import _tooling
 
 #: The ``tooling`` keys every judge accepts for its model.
@@ -36,13 +36,13 @@ def judge(request: ValidationRequest, tooling: Mapping[str, Any], *, system: str
     reached = settings(request.validator, tooling)
     if reached is None:
         raise ValidatorFault(f"validator {request.validator.validator_id!r} has no model to judge with")
-    return _verdicts.judge(
-        settings=reached,
-        system=system,
-        prompt=prompt,
-        timeout=_tooling.timeout(request),
-        who=f"validator {request.validator.validator_id!r}",
-    )
+    who = f"validator {request.validator.validator_id!r}"
+    try:
+        return _verdicts.judge(
+            settings=reached, system=system, prompt=prompt, timeout=_tooling.timeout(request), who=who
+        )
+    except ModelStackMissing as exc:  # a judge that could not run is an error, never a pass
+        raise ValidatorFault(f"{who} cannot judge: {exc.message}", hint=exc.hint) from None
 
 
 def preflight(validators: tuple[Validator, ...], vtype: str) -> None:

@@ -1,0 +1,84 @@
+"""A model's timeout bounds the provider, not snodo's start-up; no path that needs no model
+pays for the model stack.
+
+litellm's import takes seconds on a loaded machine. Counted inside a coder's deadline, a
+short ``timeout`` with a hanging provider halted the run before any request was sent. Here a
+cold ``snodo run`` (a new process: litellm not imported yet) against a provider that accepts
+the request and never answers must send it, then wait the whole ``timeout`` for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from model_server import ModelServer
+
+from tests.conftest import CliResult, git, make_repo
+from tests.mcp.mcp_harness import serve
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT = 5.0
+KEY = "SNODO_TEST_MODEL_KEY"
+
+PROTOCOL = """\
+protocol_id: cold
+name: cold
+modes:
+  - mode_id: producer
+    tools: [read, validate, dispatch]
+    validators: [pre, post]
+    coder: litellm
+    coder_config: {{model: hosted_vllm/cold, api_base: "{base}", api_key_env: {key}, timeout: {timeout}, max_retries: 2}}
+validators:
+  - {{validator_id: pre, validator_type: pytest, tooling: {{command: "true"}}}}
+  - {{validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {{command: "true"}}}}
+"""
+
+
+def test_a_cold_run_sends_its_request_and_waits_the_whole_timeout_for_it(
+    tmp_path: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    with ModelServer([{"hang": 60}]) as server:
+        (repo / ".snodo").mkdir()
+        (repo / ".snodo" / "protocol.yml").write_text(PROTOCOL.format(base=server.base_url, key=KEY, timeout=TIMEOUT))
+        git(repo, "add", ".snodo")
+        git(repo, "commit", "-q", "-m", "protocol")
+        run = snodo_cli("run", "add a hello module", "--json", cwd=repo, env={KEY: "sk-test"}, timeout=120)
+        ended = time.monotonic()
+        assert len(server.requests) == 1, run  # sent, and a timeout is never retried
+        arrived = server.requests[0]["at"]
+        server.hung.set()
+    assert run.returncode == 1, run
+    payload = run.json()
+    assert payload["outcome"] == "environment_error", payload
+    assert "did not answer within" in payload["message"], payload
+    waited = ended - arrived
+    # The lower bound is the point: a deadline that had counted litellm's import (seconds)
+    # would have left the request only what the import did not use. The upper one leaves room
+    # for the halted run's bookkeeping and the process's exit on a shared machine.
+    assert TIMEOUT - 1.5 <= waited <= TIMEOUT + 3, f"the run ended {waited:.2f}s after its request arrived"
+
+
+def test_serving_and_validating_with_models_configured_imports_no_model_stack(
+    tmp_path: Path, snodo_cli: Callable[..., CliResult], snodo_home: Path
+) -> None:
+    """The solo template names a litellm coder and a model for the planner; its validators need
+    no model. From ``serve``'s start to its first ``validate_task`` answer, neither litellm
+    nor the openai SDK is imported (``-X importtime`` lists every module the server loaded)."""
+    repo = make_repo(tmp_path / "repo")
+    assert snodo_cli("init", "--template", "solo", cwd=repo).returncode == 0
+    git(repo, "add", ".snodo")
+    git(repo, "commit", "-q", "-m", "protocol")
+    errlog = tmp_path / "serve.stderr"
+    with serve(repo, snodo_home, "--mode", "producer", stderr=errlog, env={"PYTHONPROFILEIMPORTTIME": "1"}) as agent:
+        answer = agent.ok("validate_task", {"task_id": "t-cold", "task_spec": "add a hello module"})
+        assert answer["status"] == "pass", answer
+    loaded = {line.rsplit("|", 1)[1].strip() for line in errlog.read_text().splitlines() if "import time:" in line}
+    assert "snodo.governance.runner" in loaded  # the profile did record the validation's imports
+    heavy = sorted(m for m in loaded if m.split(".")[0] in ("litellm", "openai", "tiktoken", "tokenizers"))
+    assert heavy == []

@@ -82,3 +82,45 @@ def test_serving_and_validating_with_models_configured_imports_no_model_stack(
     assert "snodo.governance.runner" in loaded  # the profile did record the validation's imports
     heavy = sorted(m for m in loaded if m.split(".")[0] in ("litellm", "openai", "tiktoken", "tokenizers"))
     assert heavy == []
+
+
+JUDGED = """\
+protocol_id: cold-judge
+name: cold-judge
+modes:
+  - mode_id: producer
+    tools: [read, validate, dispatch]
+    validators: [review, post]
+    coder: mock
+validators:
+  - validator_id: review
+    validator_type: llm
+    model: hosted_vllm/cold
+    tooling: {{api_base: "{base}", api_key_env: {key}, timeout: {timeout}, max_retries: 0}}
+  - {{validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {{command: "true"}}}}
+"""
+
+
+def test_a_cold_runs_judge_sends_its_request_within_its_timeout(
+    tmp_path: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    """The runner bounds a judge by its ``timeout`` too: a run's preflight makes litellm ready,
+    so the first judge of a new process spends that time on the model."""
+    repo = make_repo(tmp_path / "repo")
+    with ModelServer([{"hang": 60}]) as server:
+        (repo / ".snodo").mkdir()
+        (repo / ".snodo" / "protocol.yml").write_text(JUDGED.format(base=server.base_url, key=KEY, timeout=TIMEOUT))
+        git(repo, "add", ".snodo")
+        git(repo, "commit", "-q", "-m", "protocol")
+        run = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=repo, env={KEY: "sk-test"}, timeout=120)
+        ended = time.monotonic()
+        assert len(server.requests) == 1, run  # the judge's request was sent
+        arrived = server.requests[0]["at"]
+        server.hung.set()
+    waited = ended - arrived
+    # as for the coder: an import inside the runner's bound would have left the request only the rest
+    assert waited >= TIMEOUT - 1.5, f"the run ended {waited:.2f}s after the judge's request arrived"
+    payload = run.json()
+    assert payload["outcome"] == "validator_error", payload  # a judge that timed out never passes
+    (review,) = [v for v in payload["validators"] if v["validator_id"] == "review"]
+    assert review["severity"] == "error", review

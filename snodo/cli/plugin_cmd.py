@@ -451,4 +451,5 @@ def new(kind: str, name: str, parent: Path) -> None:
             f"tox takes snodo from the package index; to test against this installation: SNODO_SOURCE={source} tox",
             markup=False,
             highlight=False,
+            soft_wrap=True,  # a path to copy: never broken across lines
         )

@@ -59,9 +59,10 @@ def test_a_cold_run_sends_its_request_and_waits_the_whole_timeout_for_it(
     assert "did not answer within" in payload["message"], payload
     waited = ended - arrived
     # The lower bound is the point: a deadline that had counted litellm's import (seconds)
-    # would have left the request only what the import did not use. The upper one leaves room
-    # for the halted run's bookkeeping and the process's exit on a shared machine.
-    assert TIMEOUT - 1.5 <= waited <= TIMEOUT + 3, f"the run ended {waited:.2f}s after its request arrived"
+    # would have left the request only what the import did not use. The upper one is far
+    # below the 60 s hang, with room for the halted run's bookkeeping and the process's exit on
+    # a shared machine (benchmarks/model_timeout.py measures the call itself to 0.5 s).
+    assert TIMEOUT - 1.5 <= waited <= TIMEOUT + 10, f"the run ended {waited:.2f}s after its request arrived"
 
 
 def test_serving_and_validating_with_models_configured_imports_no_model_stack(

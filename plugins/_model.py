@@ -9,10 +9,14 @@ retried ``max_retries`` times (default 1); the openai SDK's and litellm's own hi
 are switched off.
 
 ``timeout`` is a wall-clock deadline for the whole call, counted from the moment the caller
-started (``started``), so litellm's import and set-up, every retry and every chunk of a
-stream are inside it: the request runs in a worker thread and the caller stops waiting at
-the deadline (the worker is told to stop reading and its own read timeout ends it). A slow
-stream that sends a chunk every 1.9 s does not outlive ``timeout: 2``.
+started (``started``), so every retry and every chunk of a stream are inside it: the request
+runs in a worker thread and the caller stops waiting at the deadline (the worker is told to
+stop reading and its own read timeout ends it). A slow stream that sends a chunk every 1.9 s
+does not outlive ``timeout: 2``. litellm's import and its first call's own set-up (once per
+process and model, :func:`prepare`: seconds on a loaded machine) happen before the clock
+starts: the timeout bounds the provider, not our start-up, so a short timeout with a hanging
+provider still sends its request. Without litellm the call raises
+:class:`~._model_settings.ModelStackMissing` naming the extra to install.
 
 Usage is never lost: a reply carries its tokens, cost (when litellm knows the price) and
 the number of requests made; a failure carries what was spent up to it on the exception
@@ -24,6 +28,8 @@ provider is not contacted and no credentials are needed.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import threading
 import time
@@ -124,6 +130,7 @@ def complete(
     started: float | None = None,
 ) -> Reply:
     """One chat completion, within ``timeout`` (else the settings', else 120 s) of ``started`` (else now)."""
+    module = prepare(settings)  # before the clock starts (see the module's docstring)
     begun = time.monotonic() if started is None else started
     budget = timeout or settings.timeout or DEFAULT_TIMEOUT
     deadline = begun + budget
@@ -147,13 +154,14 @@ def complete(
     stream = settings.stream and mock is None
     spent: dict[str, Any] = {key: 0 for key in USAGE_KEYS}
     try:
-        return _attempts(settings, kwargs, stream, deadline, budget, spent, mock is None, log)
+        return _attempts(module, settings, kwargs, stream, deadline, budget, spent, mock is None, log)
     except BaseException as exc:
         carry_usage(exc, spent)
         raise
 
 
 def _attempts(
+    module: Any,
     settings: ModelSettings,
     kwargs: dict[str, Any],
     stream: bool,
@@ -171,7 +179,6 @@ def _attempts(
             raise timed_out(settings, budget)
 
         def work(stop: threading.Event, first: bool = attempt == 1) -> Reply:
-            module = litellm()  # the import and set-up are inside the deadline too
             if first and check:
                 check_credentials(settings)
             spent["requests"] += 1
@@ -246,6 +253,41 @@ def _reply(module: Any, settings: ModelSettings, response: Any) -> Reply:
         if isinstance(cost, int | float) and cost > 0:
             usage["cost_usd"] = float(cost)
     return Reply(content=content, tool_calls=calls, usage=usage)
+
+
+_prepared: set[tuple[str, str | None]] = set()
+_preparing = threading.Lock()
+
+
+def prepare(settings: ModelSettings) -> Any:
+    """litellm, imported and ready to send a request to ``settings``' model at once.
+
+    A first call imports much more than ``import litellm`` did: the provider's module, the
+    HTTP transport (httpcore, h11), the tokenizer's tables; seconds on a loaded machine. One
+    offline call (litellm's ``mock_response``: nothing leaves the process) per model and
+    endpoint does it here, ahead of any deadline. Raises
+    :class:`~._model_settings.ModelStackMissing` without litellm.
+    """
+    module = litellm()
+    key = (settings.model, settings.api_base)
+    with _preparing:
+        if key in _prepared:
+            return module
+        # the openai SDK's transport, and the tokenizer's tables a real request's token count
+        # reads (a mock call loads neither); absent in some future litellm: nothing to load then
+        for name in ("httpcore", "litellm.litellm_core_utils.default_encoding"):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
+        # a model litellm cannot route fails here too: the real call will say so, classified
+        with contextlib.suppress(Exception):
+            module.completion(
+                model=settings.model,
+                messages=[{"role": "user", "content": "ready?"}],
+                mock_response="ready",
+                **({"api_base": settings.api_base} if settings.api_base else {}),
+            )
+        _prepared.add(key)
+    return module
 
 
 def supports_tools(model: str) -> bool:

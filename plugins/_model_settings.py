@@ -18,7 +18,7 @@ from typing import Any
 
 from attrs import frozen
 
-from snodo.api import Setting
+from snodo.api import EnvironmentProblem, Setting
 
 #: How to reach a model; ``model`` itself, then the provider settings.
 MODEL_SETTINGS = (
@@ -112,14 +112,32 @@ class ModelSettings:
         )
 
 
+#: How to get the model stack, which the base distribution leaves out (pyproject.toml extras).
+MODEL_EXTRA = "pip install 'snodo-governance[model]'"
+
+
+class ModelStackMissing(EnvironmentProblem):
+    """litellm cannot be imported: the base install has no model stack."""
+
+
 def litellm() -> Any:
     """Import litellm without letting it fetch its model cost map over the network.
 
     A governance engine should not phone home on import, and offline the retries cost
     seconds; a user who wants the live map sets LITELLM_LOCAL_MODEL_COST_MAP=False.
+    Raises :class:`ModelStackMissing` naming the extra to install when litellm (or one of
+    its own dependencies) cannot be imported.
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm as module
+    try:
+        import litellm as module
+    except ImportError as exc:
+        raise ModelStackMissing(
+            f"the model stack is not installed: litellm cannot be imported ({exc}); "
+            "it comes with the extra snodo-governance[model]",
+            hint=f"{MODEL_EXTRA} (a pipx install: pipx inject snodo-governance litellm), or run with --mock; "
+            "see docs/providers.md",
+        ) from None
 
     module.suppress_debug_info = True  # its "Provider List" banners would pollute job logs
     return module

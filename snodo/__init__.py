@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+#: The distribution on the package index (``pip install snodo-governance``): the index's
+#: ``snodo`` is an unrelated project. The import package and the command are ``snodo``.
+DISTRIBUTION = "snodo-governance"
+
 
 def __getattr__(name: str) -> str:
     # ``__version__`` comes from the installed metadata, so it never drifts from
@@ -11,7 +15,7 @@ def __getattr__(name: str) -> str:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            return version("snodo")
+            return version(DISTRIBUTION)
         except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
             return "0+unknown"
     raise AttributeError(f"module 'snodo' has no attribute {name!r}")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pluggy
 from attrs import Factory
 
-from snodo import core_plugin, hookspecs
+from snodo import DISTRIBUTION, core_plugin, hookspecs
 from snodo.attrsbase import frozen
 from snodo.entrypoints import entry_points
 from snodo.errors import CoderError, PluginError
@@ -51,7 +51,7 @@ CORE_PLUGIN_NAME = "snodo.core"
 #: Distributions known to provide plugin types, for "which distribution would provide it".
 _BUILT_IN = "mock litellm opencode pytest acceptance protocol llm"
 KNOWN_PROVIDERS: dict[str, str] = dict.fromkeys(
-    [*_BUILT_IN.split(), "files_in_scope", "tests_exist_for_modified", "no_secrets_in_diff"], "snodo"
+    [*_BUILT_IN.split(), "files_in_scope", "tests_exist_for_modified", "no_secrets_in_diff"], DISTRIBUTION
 )
 
 
@@ -436,7 +436,9 @@ def get_plugin_manager(
     host = PluginHost(pm)
     host.register(
         core_plugin,
-        _Origin(name=CORE_PLUGIN_NAME, distribution="snodo", module="snodo.core_plugin", file=core_plugin.__file__),
+        _Origin(
+            name=CORE_PLUGIN_NAME, distribution=DISTRIBUTION, module="snodo.core_plugin", file=core_plugin.__file__
+        ),
     )
     if entrypoints:
         host.load_entrypoints(blocked=blocked)

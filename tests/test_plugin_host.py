@@ -56,7 +56,7 @@ def test_builtins_are_listed_through_entry_points(tmp_path: Path) -> None:
     assert set(rows) >= BUILTINS
     for name in BUILTINS:
         assert rows[name]["status"] == "ok", rows[name]
-        assert rows[name]["distribution"] == "snodo"
+        assert rows[name]["distribution"] == "snodo-governance"
         assert rows[name]["version"]
     assert rows["mock"]["registers"]["coders"] == ["mock"]
     assert rows["mock"]["capabilities"]["mock"]["deterministic"] is True

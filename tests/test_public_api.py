@@ -87,4 +87,4 @@ def test_every_public_name_is_used_by_a_plugin_the_kit_or_an_example_and_documen
 
 def test_the_version_is_the_installed_one_and_matches_pyproject() -> None:
     pyproject = tomllib.loads((Path(snodo.__file__).parents[1] / "pyproject.toml").read_text())
-    assert snodo.__version__ == version("snodo") == pyproject["project"]["version"]
+    assert snodo.__version__ == version(snodo.DISTRIBUTION) == pyproject["project"]["version"]

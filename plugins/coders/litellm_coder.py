@@ -16,6 +16,10 @@ the provider is not contacted. Its preflight checks the settings, the credential
 endpoint, so a missing key or a dead ``api_base`` stops the run before any token is spent.
 ``timeout`` is a wall-clock deadline from the start of :meth:`LiteLLMCoder.generate`; what
 the turns spent is reported even when the run fails (on the exception, for the engine).
+litellm is imported and prepared for the model when the coder is made (at the preflight), so
+its start-up, seconds on a loaded machine, is never counted against ``timeout``; without it
+(the base install has no model stack) the coder is refused with ``environment_error`` naming
+the extra to install.
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ class LiteLLMCoder:
         self.max_turns = cfg.integer("max_turns") or DEFAULT_MAX_TURNS
         self.timeout = self.settings.timeout
         self.mock_response = config.get("mock_response")
+        # Before any deadline runs: without litellm this raises, naming the extra to install.
+        _model.prepare(self.settings)
         # Before any token exists: a missing key is the operator's to fix, named here.
         _model_access.check_credentials(self.settings)
 
@@ -99,7 +105,7 @@ class LiteLLMCoder:
         return self.mock_response
 
     def generate(self, request: CoderRequest) -> CoderResult:
-        started = time.monotonic()  # before litellm's set-up: the deadline covers it
+        started = time.monotonic()  # litellm is prepared already (in __init__): the deadline is the model's
         usage: dict[str, Any] = {"model": self.model, "turns": 0, "requests": 0, "prompt_tokens": 0}
         usage["completion_tokens"] = 0
         try:

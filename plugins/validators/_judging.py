@@ -8,13 +8,14 @@ each judge can reach its own endpoint with its own key (docs/providers.md).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
 from snodo.api import EnvironmentProblem, ValidationRequest, Validator, ValidatorFault, Verdict
 
-from .. import _model_access, _verdicts
-from .._model_settings import MOCK, PROVIDER_SETTINGS, ModelSettings, SettingsError
+from .. import _model, _model_access, _verdicts
+from .._model_settings import MOCK, PROVIDER_SETTINGS, ModelSettings, ModelStackMissing, SettingsError
 from . import _tooling
 
 #: The ``tooling`` keys every judge accepts for its model.
@@ -36,17 +37,19 @@ def judge(request: ValidationRequest, tooling: Mapping[str, Any], *, system: str
     reached = settings(request.validator, tooling)
     if reached is None:
         raise ValidatorFault(f"validator {request.validator.validator_id!r} has no model to judge with")
-    return _verdicts.judge(
-        settings=reached,
-        system=system,
-        prompt=prompt,
-        timeout=_tooling.timeout(request),
-        who=f"validator {request.validator.validator_id!r}",
-    )
+    who = f"validator {request.validator.validator_id!r}"
+    try:
+        return _verdicts.judge(
+            settings=reached, system=system, prompt=prompt, timeout=_tooling.timeout(request), who=who
+        )
+    except ModelStackMissing as exc:  # a judge that could not run is an error, never a pass
+        raise ValidatorFault(f"{who} cannot judge: {exc.message}", hint=exc.hint) from None
 
 
 def preflight(validators: tuple[Validator, ...], vtype: str) -> None:
-    """Credentials and endpoint of every validator of type ``vtype`` that names a model."""
+    """Credentials and endpoint of every validator of type ``vtype`` that names a model, and
+    litellm made ready for it: a run's judges then spend their ``timeout`` on the model, not on
+    importing litellm inside the runner's bound."""
     for v in validators:
         if v.validator_type != vtype:
             continue
@@ -56,3 +59,5 @@ def preflight(validators: tuple[Validator, ...], vtype: str) -> None:
             raise EnvironmentProblem(exc.message) from None
         if found is not None:
             _model_access.preflight(found, who=f"validator {v.validator_id!r}: ")
+            with contextlib.suppress(ModelStackMissing):  # the judge reports it itself, as validator_error
+                _model.prepare(found)

@@ -39,18 +39,34 @@ def test_it_writes_a_complete_package(tmp_path: Path) -> None:
     assert '[project.entry-points.snodo]\nmy-coder = "snodo_my_coder"' in pyproject
     tox = (root / "tox.ini").read_text()
     assert "[testenv:conformance]" in tox and "--snodo-coder my-coder" in tox
-    assert "pip install /path/to/snodo" in (root / "README.md").read_text()
+    assert "pip install -e '.[test]'          # this package and snodo-governance" in (root / "README.md").read_text()
+    assert "source = {env:SNODO_SOURCE:snodo-governance>=" in tox
 
 
-def test_the_pin_cannot_resolve_to_the_unrelated_index_distribution() -> None:
-    """The index's ``snodo`` has plain versions (0.x today); an epoch-1 minimum is above all of them."""
+def test_nothing_generated_names_a_path_of_this_machine(tmp_path: Path) -> None:
+    """A team commits the package: the checkout that generated it, the directory it was
+    written to and this interpreter are nowhere in it; the command says where snodo is instead."""
+    import snodo
+
+    code, output = _new(tmp_path, "validator", "portable")
+    assert code == 0, output
+    here = [str(tmp_path), str(Path(snodo.__file__).resolve().parents[1]), sys.prefix, str(Path.home())]
+    for path in (tmp_path / "snodo-portable").rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert [p for p in here if p in text] == [], path
+    checkout = str(Path(snodo.__file__).resolve().parents[1])
+    assert f"SNODO_SOURCE={checkout} tox" in " ".join(output.split()), output  # said, for this machine only
+
+
+def test_the_pin_names_our_distribution_with_a_plain_version() -> None:
     from packaging.requirements import Requirement
 
-    req = Requirement(SNODO_PIN)
-    for theirs in ("0.26.0", "0.99.0", "1.0.0", "99.0", "2026.11.30"):
-        assert not req.specifier.contains(theirs), theirs
-    from snodo import __version__
+    from snodo import DISTRIBUTION, __version__
 
+    req = Requirement(SNODO_PIN)
+    assert req.name == DISTRIBUTION == "snodo-governance"
+    assert "!" not in SNODO_PIN  # no epoch: under its own name there is nothing to outrank
     assert req.specifier.contains(__version__)
 
 

@@ -12,7 +12,8 @@ API's ``POST /v1/responses`` (as Codex speaks it: SSE events with ``function_cal
 - ``{"hang": seconds}``: accept the request, then say nothing for that long;
 - ``{"content": "...", "drip": seconds}``: streamed, one chunk every ``seconds`` (a slow stream).
 
-Every request body is kept in ``server.requests``. With ``server.untooled`` set, requests that
+Every request body is kept in ``server.requests`` (with its headers and ``at``, the
+``time.monotonic()`` of its arrival). With ``server.untooled`` set, requests that
 offer no tools get that reply and leave the script alone (a CLI's side requests, such as a
 session title, then do not eat the scripted turns). ``GET /v1/models`` lists ``server.models``.
 
@@ -85,7 +86,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b'{"error": {"message": "no such route"}}')
             return
         with self.server.lock:
-            self.server.requests.append({"body": body, "headers": dict(self.headers)})
+            self.server.requests.append({"body": body, "headers": dict(self.headers), "at": time.monotonic()})
             n = len(self.server.requests)
             if self.server.untooled is not None and not body.get("tools"):
                 reply = self.server.untooled  # e.g. a client's side request for a session title

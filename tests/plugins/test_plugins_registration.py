@@ -26,7 +26,7 @@ def test_every_builtin_is_registered_by_its_entry_point(host: PluginHost) -> Non
     assert host.owner_of("predicate", "no_secrets_in_diff") == "predicates"
     assert host.owner_of("validator", "git-hooks") == "git_hooks"
     info = {row.name: row for row in host.info()}
-    assert info["litellm"].distribution == "snodo"
+    assert info["litellm"].distribution == "snodo-governance"
     assert info["predicates"].predicates == (
         "files_in_scope",
         "no_secrets_in_diff",

@@ -4,7 +4,9 @@ A generated library of ``--tests`` tests (default 320, over 20 modules) in a git
 repository, a base commit and an honest one-function change on top. Measured in one
 process, alternating:
 
-- **plain**: ``python -m pytest -q -p no:cacheprovider`` in the checkout, once;
+- **plain**: ``python -m pytest -q -p no:cacheprovider`` in the checkout, once; and the
+  same with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (the plugins the judge loads: only what the
+  configuration names), the fairer floor where the environment has many pytest plugins;
 - **judged (cached)**: the pytest validator's judge (:class:`snodo.judging.judge.Judge`),
   confined as a validator is, with the base's results already cached: one run of the
   base's tests against the change, in a copy written from git's objects;
@@ -32,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import run_measured, summary
+from _common import run_measured, summary, warm_pytest_rewrite_cache
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -145,6 +147,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.runs, args.tests = 1, 40
+    warm_pytest_rewrite_cache(sys.executable)
     work = Path(tempfile.mkdtemp(prefix="snodo-bench-judging-"))
     home = work / "home"
     os.environ["SNODO_HOME"] = str(home)
@@ -166,13 +169,17 @@ def main() -> None:
         first, severity = judge_once(root, base, cache)
         assert severity == "pass", severity
         plain: list[float] = []
+        bare: list[float] = []
         judged: list[float] = []
+        pytest_argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        no_autoload = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
         for _ in range(args.runs):
-            seconds, _rss, code = run_measured(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root
-            )
+            seconds, _rss, code = run_measured(pytest_argv, cwd=root)
             assert code == 0, code
             plain.append(seconds)
+            seconds, _rss, code = run_measured(pytest_argv, cwd=root, env=no_autoload)
+            assert code == 0, code
+            bare.append(seconds)
             seconds, severity = judge_once(root, base, cache)
             assert severity == "pass", severity
             judged.append(seconds)
@@ -186,13 +193,16 @@ def main() -> None:
             governed.append(seconds)
             hand.append(by_hand(root, text))
         ratio_judge = statistics.median(judged) / statistics.median(plain)
+        ratio_bare = statistics.median(judged) / statistics.median(bare)
         ratio_run = statistics.median(governed) / statistics.median(hand)
         report = {
             "tests": args.tests,
             "plain_s": statistics.median(plain),
             "judged_cached_s": statistics.median(judged),
             "judged_first_s": first,
+            "plain_no_autoload_s": statistics.median(bare),
             "judged_over_plain": ratio_judge,
+            "judged_over_plain_no_autoload": ratio_bare,
             "governed_s": statistics.median(governed),
             "by_hand_s": statistics.median(hand),
             "governed_over_by_hand": ratio_run,
@@ -201,11 +211,12 @@ def main() -> None:
             print(json.dumps(report, indent=2))
         else:
             print(summary(f"plain pytest ({args.tests} tests)", plain))
+            print(summary("plain pytest, plugin autoload off", bare))
             print(summary("judged, base cached", judged))
             print(f"{'judged, first (base run too)':<34} {first:8.3f}s")
             print(summary("governed run (snodo run --mock)", governed))
             print(summary("by hand (write, pytest, commit)", hand))
-            print(f"judged / plain: x{ratio_judge:.2f} (target <= 1.3)")
+            print(f"judged / plain: x{ratio_judge:.2f} (target <= 1.3); / plain, autoload off: x{ratio_bare:.2f}")
             print(f"governed / by hand: x{ratio_run:.2f} (target <= 1.3)")
     finally:
         shutil.rmtree(work, ignore_errors=True)

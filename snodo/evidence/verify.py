@@ -21,7 +21,6 @@ takes part.
 from __future__ import annotations
 
 import os
-import secrets
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,12 +30,12 @@ from typing import Any
 from attrs import asdict
 
 from snodo.attrsbase import frozen
-from snodo.errors import SnodoError
+from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range
 from snodo.evidence.statement import EnvelopeError, UnlistedKey, Verifier, decode_envelope, subjects
 from snodo.gitrun import run_git
-from snodo.protocol.trust import REMEDY, Step, Walk
+from snodo.protocol.trust import REMEDY, Step, Walk, signature_checks
 from snodo.state.signers import ALLOWED_SIGNERS, ATTESTATION_NAMESPACE, Signer, parse_allowed_signers, signers_for
 from snodo.text import shown
 
@@ -255,44 +254,22 @@ def _check_merge(git_dir: Path, env: dict[str, str], entry: CommitEntry) -> tupl
 
 def _signatures(repo: Path, signers: list[Signer], shas: list[str]) -> dict[str, tuple[str, str]]:
     """``sha -> (principal, "")`` for a good SSH signature by a listed principal, else
-    ``(“”, why not)``; git (through ``ssh-keygen``) checks against the base's lines only."""
-    if not shas:
-        return {}
-    marker = secrets.token_hex(16)
-    fd, name = tempfile.mkstemp(prefix="snodo-allowed-signers-")
+    ``("", why not)``; git (through ``ssh-keygen``) checks against the base's lines only."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write("".join(s.line + "\n" for s in signers))
-        result = run_git(
-            repo,
-            "-c",
-            f"gpg.ssh.allowedSignersFile={name}",
-            "-c",
-            "gpg.ssh.program=ssh-keygen",
-            "log",
-            "--no-walk=unsorted",
-            "--stdin",
-            f"--format={marker}%H %G? %GK%n%GS",
-            stdin="".join(s + "\n" for s in shas),
-            env=PLAIN_GIT,
-        )
-    finally:
-        os.unlink(name)
-    if not result.ok:
-        raise VerifyProblem(f"cannot check commit signatures in {repo}: {result.detail()}")
+        checked = signature_checks(repo, "".join(s.line + "\n" for s in signers), shas, source="allowed_signers")
+    except EnvironmentProblem as exc:
+        raise VerifyProblem(exc.message) from None
     out: dict[str, tuple[str, str]] = {}
-    for chunk in result.stdout.split(marker)[1:]:
-        head, _, principal = chunk.partition("\n")
-        sha, status, *fingerprint = head.split()
-        ssh = bool(fingerprint) and fingerprint[0].startswith("SHA256:")
+    for sha, (status, key, principal) in checked.items():
+        ssh = key.startswith("SHA256:")
         if status == "G" and ssh:
-            out[sha] = (principal.strip(), "")
+            out[sha] = (principal, "")
         elif status == "N":
             out[sha] = ("", "not signed by a person")
         elif status == "G":
             out[sha] = ("", "GPG-signed: snodo verify trusts SSH signatures by keys of the base's allowed_signers")
         elif status in ("U", "E") and ssh:
-            out[sha] = ("", f"signed with SSH key {fingerprint[0]}, which the base's allowed_signers does not list")
+            out[sha] = ("", f"signed with SSH key {key}, which the base's allowed_signers does not list")
         else:
             out[sha] = ("", f"its signature does not verify (git: {status})")
     return out

@@ -230,7 +230,19 @@ def _text(obj: GitObject | None) -> str | None:
 
 def signature_statuses(top: Path, signers: str, shas: Sequence[str], *, source: str) -> dict[str, tuple[str, str]]:
     """``sha -> (git's %G?, principal)`` for each commit, checked by git against ``signers``
-    (an allowed_signers text; a list that does not parse fails closed)."""
+    (an allowed_signers text; a list that does not parse fails closed). Only an SSH
+    signature by a listed key reads ``G``: a good GPG signature reads ``E``."""
+    out: dict[str, tuple[str, str]] = {}
+    for sha, (status, key, principal) in signature_checks(top, signers, shas, source=source).items():
+        gpg = status == "G" and not key.startswith("SHA256:")  # only SSH signatures by listed keys count
+        out[sha] = ("E" if gpg else status, principal)
+    return out
+
+
+def signature_checks(top: Path, signers: str, shas: Sequence[str], *, source: str) -> dict[str, tuple[str, str, str]]:
+    """``sha -> (git's %G?, the signing key's fingerprint, principal)``: git's own check of
+    each commit's signature against ``signers`` only, with no signing program the
+    repository's configuration names (the one place snodo asks git about signatures)."""
     parse_allowed_signers(signers, source)
     if not shas:
         return {}
@@ -254,11 +266,9 @@ def signature_statuses(top: Path, signers: str, shas: Sequence[str], *, source: 
         os.unlink(name)
     if not result.ok:
         raise EnvironmentProblem(f"cannot check commit signatures in {top}: {result.detail()}")
-    out: dict[str, tuple[str, str]] = {}
+    out: dict[str, tuple[str, str, str]] = {}
     for chunk in result.stdout.split(marker)[1:]:
         head, _, principal = chunk.partition("\n")
         sha, status, *fingerprint = head.split()
-        if status == "G" and not (fingerprint and fingerprint[0].startswith("SHA256:")):
-            status = "E"  # a GPG signature: only SSH signatures by listed keys count
-        out[sha] = (status, principal.strip())
+        out[sha] = (status, fingerprint[0] if fingerprint else "", principal.strip())
     return out

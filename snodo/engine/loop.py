@@ -98,6 +98,8 @@ class Engine:
         self.progress: Progress = tracked
         self.job_id = job_id
         self.run_id = secrets.token_hex(4)
+        #: the git tree the last post_execute verdict judged: the only tree a completed run attests
+        self.judged_tree = ""
         self.attempt = 0
         self.usage: list[dict[str, Any]] = []
         self.phase = "governance"
@@ -169,6 +171,7 @@ class Engine:
                 reason=result.message,
                 results=result.results,
                 audit=completed,
+                judged_tree=self.judged_tree,
             )
             return result
         except Halt as halt:
@@ -359,6 +362,7 @@ class Engine:
         post = self._validate(
             spec, task_id, "post_execute", wt.path, all_changed, diff, False, tree, known, wt.base, state.dropped
         )
+        self.judged_tree = post.tree
         results = tuple(r.for_agent() for r in post.results)
         return state, _Attempt(post=post, results=results, changed=all_changed, signature_ops=signature_ops)
 

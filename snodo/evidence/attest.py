@@ -105,12 +105,15 @@ def attest_run(
     results: Sequence[Mapping[str, Any]],
     audit: Mapping[str, Any],
     made: Sequence[tuple[str, str]] | None = None,
+    judged_tree: str = "",
 ) -> list[str]:
     """Attest every commit of a completed run (``base..tip``; ``made``: those commits with
     their trees, oldest first, when the caller made them all); returns the commits attested.
 
     A failure is recorded in the audit log and reported, never raised: the work is on its
     branch either way, and without a note ``snodo verify`` refuses it, which is the truth.
+    ``judged_tree`` is the tree the run's post_execute verdict judged: the tip's tree must be
+    exactly it, or nothing is attested (the bytes attested are the bytes judged).
     """
     try:
         commits = list(made) if made else _range(project.root, base, tip)
@@ -119,6 +122,10 @@ def attest_run(
         else:
             tip = git_out(project.root, "rev-parse", "--verify", f"{tip}^{{commit}}")
             tree = git_out(project.root, "rev-parse", f"{tip}^{{tree}}")
+        if judged_tree and tree != judged_tree:
+            raise SnodoError(
+                f"the tip {tip[:12]}'s tree {tree[:12]} is not the tree the validators judged ({judged_tree[:12]})"
+            )
         model = project.mode.coder_config.get("model") if coder == project.mode.coder else None
         predicate = {
             "judged": True,
@@ -131,6 +138,7 @@ def attest_run(
             "spec_sha256": spec_sha,
             "run_id": run_id,
             "tip": tip,
+            "judged_tree": judged_tree or tree,
             "outcome": "pass",
             "policy_reason": reason,
             "validators": [

@@ -56,4 +56,4 @@ def test_a_tip_whose_tree_was_not_judged_is_not_attested(tmp_path: Path) -> None
     envelope = json.loads(git(repo, "notes", "--ref=refs/notes/snodo", "show", "HEAD"))
     statement = json.loads(base64.b64decode(envelope["payload"]))
     assert statement["predicate"]["judged_tree"] == judged
-    assert statement["subject"][0]["digest"]["gitTree"] == judged or judged in json.dumps(statement["subject"])
+    assert judged in json.dumps(statement["subject"])  # the subject names the same tree

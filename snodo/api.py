@@ -71,7 +71,6 @@ from snodo.records import (
 )
 from snodo.sandbox import SandboxPolicy, choose_backend, confined, current_policy
 from snodo.settings import Setting, coder_config_problems, tooling_problems, with_defaults
-from snodo.workspace.testrun import SuiteRun, run_python_tests
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -226,7 +225,6 @@ __all__ = [
     "Setting",
     "Severity",
     "SnodoError",
-    "SuiteRun",
     "TestJudgement",
     "ValidationRequest",
     "Validator",
@@ -243,7 +241,6 @@ __all__ = [
     "parse_protocol_document",
     "pytest_tooling",
     "run_process",
-    "run_python_tests",
     "run_status",
     "run_validator",
     "tooling_problems",

@@ -53,9 +53,10 @@ def test_broken_audit_log_fails_verify_and_refuses_appends(git_repo: Path, snodo
     assert snodo_cli("validate", "add a hello module", cwd=git_repo).returncode == 0
     log = git_repo / ".snodo" / "audit.log"
     lines = log.read_text().splitlines()
-    lines[1] = lines[1].replace('"validate"', '"validatE"')
+    at = next(i for i, line in enumerate(lines) if '"validate"' in line)
+    lines[at] = lines[at].replace('"validate"', '"validatE"')
     log.write_text("\n".join(lines) + "\n")
     r = snodo_cli("audit", "verify", "--json", cwd=git_repo)
-    assert r.returncode == 1 and r.json()["line"] == 2, r
+    assert r.returncode == 1 and r.json()["line"] == at + 1, r
     again = snodo_cli("validate", "add a hello module", cwd=git_repo)
     assert again.returncode == 4 and "audit" in again.stderr.lower()

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from snodo.api import ValidationRequest, Verdict, judge_tests, pytest_tooling
+from snodo.api import TestJudgement, ValidationRequest, Verdict, judge_tests, pytest_tooling
 
 
 def judged_verdict(request: ValidationRequest, tooling: Mapping[str, Any], *, timeout: float | None = None) -> Verdict:
     """The judgement of the request's work as a verdict. Details a person sees but the agent
     must not (held-out test ids and messages) are under ``private``."""
-    judged = judge_tests(request, tooling, timeout=timeout)
+    judged: TestJudgement = judge_tests(request, tooling, timeout=timeout)
     details: dict[str, Any] = dict(judged.details)
     dirty = request.status.uncommitted() if request.status is not None else ()
     if dirty:  # judged as a snapshot; listed so a person knows the checkout had uncommitted work

@@ -59,7 +59,9 @@ class RefusalWatch:
         for verdict in result.results:
             details = verdict.get("details")
             details = details if isinstance(details, dict) else {}
-            texts = [str(details.get("output_excerpt") or "")[:LINE_LIMIT], str(verdict.get("justification") or "")]
+            texts = [str(details.get(key) or "")[:LINE_LIMIT] for key in ("output_excerpt", "added_tests_output")] + [
+                str(verdict.get("justification") or "")
+            ]
             found = reported_by_tests(texts, protected)
             if found:
                 groups.append((f"validator:{verdict.get('validator_id')}", found))

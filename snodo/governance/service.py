@@ -68,6 +68,9 @@ class Project:
         self._confinements: set[tuple[str, bool]] = set()
         #: a long-lived server keeps the checkout's git status between calls while it is unchanged
         self._watch_tree = watch_tree
+        #: a server's session starts with the server: the HEAD then is the base a change in the
+        #: checkout is judged against (commits made through the tools since are the change)
+        self._start_head = _current_head(self.root) if watch_tree else None
 
     @property
     def mode_id(self) -> str:
@@ -155,7 +158,7 @@ class Project:
     def session(self) -> Session:
         """The active session for this project and mode; the first caller starts it."""
         if self._session is None:
-            session, created = ensure_session(self.root, self.mode_id, self.home)
+            session, created = ensure_session(self.root, self.mode_id, self.home, base_head=self._start_head)
             if created:
                 self.record("session_started", session_id=session.session_id, protocol_id=self.protocol.protocol_id)
             self._session = session
@@ -239,14 +242,26 @@ def judged_tree(workspace: Path) -> str:
             real_index = run_git(workspace, "rev-parse", "--path-format=absolute", "--git-path", "index")
             if real_index.ok and os.path.isfile(real_index.stdout.strip()):
                 shutil.copyfile(real_index.stdout.strip(), index)
-            excluded = [f":(exclude,top){name}" for name in (".snodo", *_environments(workspace))]
-            added = run_git(workspace, "add", "--all", "--", ".", *excluded, env=own)
+            added = run_git(workspace, "add", "--all", "--", ".", ":(exclude,top).snodo", env=own)
+            environments = _environments(workspace)
+            if added.ok and environments:  # a pathspec naming an ignored one would fail the add
+                added = run_git(
+                    workspace, "rm", "-r", "--cached", "--quiet", "--ignore-unmatch", "--", *environments, env=own
+                )
             tree = run_git(workspace, "write-tree", env=own) if added.ok else added
         except (OSError, EnvironmentProblem) as exc:
             raise ToolError(f"cannot read the git tree of {workspace}: {exc}") from None
         if not tree.ok:
             raise ToolError(f"cannot read the git tree of {workspace}: {tree.detail()}")
         return tree.stdout.strip()
+
+
+def _current_head(root: Path) -> str | None:
+    try:
+        found = run_git(root, "rev-parse", "--verify", "--quiet", "HEAD")
+    except EnvironmentProblem:
+        return None
+    return (found.stdout.strip() or None) if found.ok else None
 
 
 def _environments(root: Path) -> list[str]:

@@ -73,6 +73,9 @@ class Options:
     python: Any = None
     pythonpath: Any = None
     execution_python: Any = None
+    #: before the work (pre_execute): the starting point itself is judged, so every test that
+    #: fails or errors now blocks, not only those that passed at the base
+    require_all: bool = False
 
     def pytest_args(self, session: Session | None, paths: Sequence[str] | None = None) -> list[str]:
         # a test module that cannot be imported (a name the task has yet to add) must not
@@ -89,6 +92,7 @@ class Options:
         return args
 
     def key(self) -> dict[str, Any]:
+        """What the base's results depend on (``require_all`` only changes how they are read)."""
         return {"options": self.options, "paths": self.paths, "plugins": self.plugins}
 
 
@@ -403,6 +407,13 @@ class Judge:
                 if status != PASSED:
                     broken.append(f"{test} ({status}){_first_line(after.messages.get(test))}")
             fixed = len([t for t, s in after.status.items() if s == PASSED and t not in required])
+            if self.opts.require_all:
+                failing = [f"{t} ({s})" for t, s in after.status.items() if s in ("failed", "error")]
+                failing += [f"{t}: could not be collected" for t in after.collect_errors]
+                if failing:
+                    blockers.append(
+                        f"{len(failing)} test(s) fail before any work: " + "; ".join(sorted(failing)[:MAX_SHOWN])
+                    )
             named_problems, named_escalations = self._named(bs, after)
             blockers += named_problems
             escalations += named_escalations
@@ -786,6 +797,7 @@ def judge_change(
                 str(options.pythonpath),
                 str(options.execution_python),
                 options.timeout,
+                options.require_all,
                 held,
                 named_tests(spec),
                 str(project_root),

@@ -93,6 +93,7 @@ def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeo
         python=tooling.get("python"),
         pythonpath=tooling.get("pythonpath"),
         execution_python=request.protocol.execution.python,
+        require_all=request.phase == "pre_execute",
     )
     work = request.work
     if work is not None and work.base:

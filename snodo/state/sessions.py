@@ -154,7 +154,7 @@ class SessionStore:
             raise StateError(f"{session_id!r} is not a valid session id")
         return self.directory / f"{session_id}.json"
 
-    def create(self, project_root: Path | str, mode: str) -> Session:
+    def create(self, project_root: Path | str, mode: str, *, base_head: str | None = None) -> Session:
         started = datetime.now(UTC)
         session = Session(
             session_id=f"{started:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}",
@@ -163,7 +163,7 @@ class SessionStore:
             started_at=started.isoformat(timespec="seconds"),
             status=ACTIVE,
             last_active_at=started.isoformat(timespec="seconds"),
-            base_head=_head(project_root),
+            base_head=base_head or _head(project_root),
         )
         save_record(self.path(session.session_id), session)
         return session
@@ -301,7 +301,7 @@ def _head(project_root: Path | str) -> str | None:
     return (found.stdout.strip() or None) if found.ok else None
 
 
-def ensure_session(project: Path, mode: str, home: Path) -> tuple[Session, bool]:
+def ensure_session(project: Path, mode: str, home: Path, *, base_head: str | None = None) -> tuple[Session, bool]:
     """The project's active session for ``mode``, started (and recorded) if there is none.
 
     Returns ``(session, created)`` so the caller can audit ``session_started``. Ids of
@@ -329,6 +329,6 @@ def ensure_session(project: Path, mode: str, home: Path) -> tuple[Session, bool]
                 return store.touch(sid), False
         if tuple(live) != state.active_sessions:
             state = evolve(state, active_sessions=tuple(live))
-        session = store.create(project, mode)
+        session = store.create(project, mode, base_head=base_head)
         save_project_state(project, evolve(state, active_sessions=(*live, session.session_id)))
     return session, True

@@ -69,8 +69,8 @@ def test_syntax_error_in_a_test_file_is_a_blocker(
     root = project({**GREEN, "tests/test_broken.py": "def test_x(:\n    pass\n"})
     verdict = judge(host, vrequest(root, "pytest"))
     assert verdict.severity == "blocker"
-    assert verdict.details["exit_code"] == 2
-    assert "test_broken.py" in verdict.details["output_tail"]
+    assert "tests/test_broken.py: could not be collected" in verdict.justification
+    assert "SyntaxError" in verdict.details["output_excerpt"]
 
 
 def test_infinite_loop_is_killed_and_raises(

@@ -64,7 +64,8 @@ def test_validator_declarations(host: PluginHost) -> None:
     assert v["llm"].needs_model and not v["llm"].deterministic
     assert not v["pytest"].needs_model and v["pytest"].deterministic
     assert not v["acceptance"].needs_model and not v["protocol"].needs_model
-    assert v["pytest"].settings == ("command", "python", "pythonpath", "timeout")
+    assert v["pytest"].settings == ("command", "python", "pythonpath", "timeout", "plugins", "held_out")
+    assert v["command"].settings == ("command", "timeout") and v["command"].deterministic
     assert "mock_response" in v["llm"].settings and "mock_response" in v["acceptance"].settings
 
 

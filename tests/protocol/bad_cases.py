@@ -41,7 +41,7 @@ TOP_KEYS = (
     "roles, global_constraints, exclusive_tools, protected_paths, execution, metadata"
 )
 CAPS = "approve, assess, commit, decide, dispatch, edit, merge, plan, read, resolve, review, test, validate"
-VALIDATOR_TYPES = "acceptance, git-hooks, llm, marker, protocol, pytest"
+VALIDATOR_TYPES = "acceptance, command, git-hooks, llm, marker, protocol, pytest"
 CODERS = "litellm, marker-coder, mock, opencode"
 PREDICATES = "files_in_scope, marker_pred, no_secrets_in_diff, tests_exist_for_modified"
 NO_POST = (

@@ -1,6 +1,6 @@
-"""The engine path: coder output runs inside the post_execute pytest validator, in the task's
-working copy below ``$SNODO_HOME``. From there it finds the user's checkout through git and
-tries to edit its ``.snodo/``; the checkout must stay exactly as it was."""
+"""The engine path: coder output runs inside the post_execute pytest validator (an added test
+module, in a judged copy of the commit). From there it tries to edit the user's checkout's
+``.snodo/``, drop a file and plant a hook; the checkout must stay exactly as it was."""
 
 from __future__ import annotations
 
@@ -14,14 +14,12 @@ from tests.conftest import git, make_repo
 
 pytestmark = pytest.mark.slow
 
-CONFTEST = """\
-import os, subprocess
+#: The coder's test module: at import it tries to edit the user's checkout (whose path an
+#: agent can learn from the task or its tools), then its test reports what went through.
+TEST = """\
 from pathlib import Path
 
-import pytest
-
-common = subprocess.run(["git", "rev-parse", "--git-common-dir"], capture_output=True, text=True).stdout.strip()
-checkout = Path(common).resolve().parent
+checkout = Path({checkout!r})
 report = ["checkout " + str(checkout)]
 for label, target in (("protocol", checkout / ".snodo" / "protocol.yml"), ("drop", checkout / "pwned.txt"),
                       ("hook", checkout / ".git" / "hooks" / "pre-commit")):
@@ -32,14 +30,8 @@ for label, target in (("protocol", checkout / ".snodo" / "protocol.yml"), ("drop
         report.append(label + ": FAILED " + type(exc).__name__)
 
 
-@pytest.fixture
-def attack_report():
-    return report
-"""
-TEST = """\
-def test_ok(attack_report):
-    assert attack_report[0].startswith("checkout ")
-    assert not any("DONE" in line for line in attack_report), attack_report
+def test_ok():
+    assert not any("DONE" in line for line in report), report
 """
 
 
@@ -53,12 +45,7 @@ def _protocol(repo: Path, sandbox: str = "auto") -> None:
                 "tools": ["read", "edit", "validate", "dispatch"],
                 "validators": ["scope", "tests"],
                 "coder": "mock",
-                "coder_config": {
-                    "files": {
-                        "conftest.py": CONFTEST,
-                        "tests/test_ok.py": TEST,
-                    }
-                },
+                "coder_config": {"files": {"tests/test_ok.py": TEST.format(checkout=str(repo))}},
             }
         ],
         "validators": [
@@ -80,8 +67,8 @@ def test_coder_output_cannot_edit_the_users_checkout(tmp_path: Path, snodo_cli, 
     before = (repo / ".snodo" / "protocol.yml").read_text()
     r = snodo_cli("run", "add a module", "--json", cwd=repo, env={"SNODO_SANDBOX_BACKEND": backend})
     payload = r.json()
-    # The test depends on the conftest's fixture, and asserts that the checkout was found
-    # and every write refused: a completed run is the conftest's own report that it held.
+    # The added test asserts that every write was refused: a completed run is its own
+    # report that the confinement held.
     assert payload["status"] == "completed", r
     assert (repo / ".snodo" / "protocol.yml").read_text() == before
     assert not (repo / "pwned.txt").exists()
@@ -97,7 +84,7 @@ def test_the_same_attack_unconfined_reaches_the_checkout_and_is_audited(tmp_path
     git(repo, "add", ".snodo/protocol.yml")
     git(repo, "commit", "-q", "-m", "protocol")
     r = snodo_cli("run", "add a module", "--json", cwd=repo)
-    assert r.json()["status"] == "halted", r  # the conftest's report shows writes that went through
+    assert r.json()["status"] == "halted", r  # the test's report shows writes that went through
     assert (repo / "pwned.txt").read_text() == "pwned\n"
     events = [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
     unconfined = [e for e in events if e["event"] == "unconfined_execution"]

@@ -275,17 +275,18 @@ modes:
     validators: [tests, after]
     coder: mock
 validators:
-  - {validator_id: tests, validator_type: pytest, evaluation_phase: pre_execute}
-  - {validator_id: after, validator_type: pytest, evaluation_phase: post_execute}
+  - {validator_id: tests, validator_type: command, evaluation_phase: pre_execute, tooling: {command: "python conftest.py"}}
+  - {validator_id: after, validator_type: command, evaluation_phase: post_execute, tooling: {command: "python conftest.py"}}
 """
 
 
 def test_validation_that_plants_a_nested_repository_earns_nothing_and_the_job_halts(
     tmp_path: Path, home: Path, backend: str
 ) -> None:
-    """validate_task runs the agent's conftest (confined); the repository it plants is
-    refused and removed, the pass is dropped, and the dispatched job meets the same refusal
-    on the engine path and halts as a blocker."""
+    """validate_task runs the agent's script (a project check, confined, in the checkout);
+    the repository it plants is refused and removed, the pass is dropped, and the dispatched
+    job meets the same refusal on the engine path and halts as a blocker. (The pytest
+    validator never runs it: a conftest the agent adds is not the base's harness.)"""
     root = make_project(tmp_path / "repo", VALIDATING)
     (root / "tests").mkdir()
     (root / "tests" / "test_ok.py").write_text("def test_ok():\n    assert True\n")

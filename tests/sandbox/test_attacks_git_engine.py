@@ -128,6 +128,15 @@ def test_a_submodule_directory_filled_in_the_working_copy_halts_the_run(  # type
         coder_config=flow({"conftest.py": conftest, "feature.py": "X = 1\n", "tests/test_ok.py": TEST_OK}),
         tail="execution: {max_recovery_depth: 1}\n",
     )
+    # the agent's code runs as a project check in the working copy (the pytest validator
+    # judges a copy of its own, where a conftest the agent added never runs)
+    protocol = repo / ".snodo" / "protocol.yml"
+    protocol.write_text(
+        protocol.read_text().replace(
+            "validator_type: pytest, evaluation_phase: post_execute",
+            'validator_type: command, evaluation_phase: post_execute, tooling: {command: "python conftest.py"}',
+        )
+    )
     commit_all(repo)
     before = (repo / ".snodo" / "protocol.yml").read_text()
     r = snodo_cli("run", "add a feature module", "--json", cwd=repo, env={"SNODO_SANDBOX_BACKEND": backend})

@@ -28,7 +28,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     """
     from snodo.cli.output import console, emit_json, print_note, print_warning
     from snodo.plugins import get_plugin_manager
-    from snodo.protocol import check, find_protocol, read_protocol_file
+    from snodo.protocol import check, find_protocol, located, read_protocol_file
 
     target = find_protocol(Path.cwd(), path)
     host = get_plugin_manager()
@@ -50,7 +50,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
             )
             raise SystemExit(1) from None
         raise
-    violations = check(proto, host)
+    violations = located(check(proto, host), target.read_text(encoding="utf-8"), str(target))
     from snodo.sandbox.guarantees import here
 
     backend, gaps = here() if proto.execution.sandbox == "auto" else (None, [])

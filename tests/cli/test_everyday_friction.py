@@ -1,0 +1,107 @@
+"""Everyday friction at the command line, each case driven through the real ``snodo``
+process in a real git repository."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TRIVIAL_PROTOCOL, CliResult, git, make_repo
+
+
+@pytest.fixture
+def trivial(tmp_path: Path) -> Path:
+    """A repository whose committed protocol is :data:`TRIVIAL_PROTOCOL`."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".snodo").mkdir()
+    (repo / ".snodo" / "protocol.yml").write_text(TRIVIAL_PROTOCOL)
+    git(repo, "add", ".snodo")
+    git(repo, "commit", "-q", "-m", "protocol")
+    return repo
+
+
+#: tooling that used to pass `protocol check` and fail only when the validator ran
+BAD_TOOLING = {
+    "{command: 42}": "expected a command",
+    '{command: "true && echo hi"}': "&& would be passed literally",
+    '{command: "true | cat"}': "| would be passed literally",
+    '{command: "echo $(id)"}': "$(id) would be passed literally",
+    "{command: [echo, 3]}": "expected a command",
+    '{command: "echo \'open"}': "cannot be parsed",
+}
+
+
+@pytest.mark.parametrize("tooling", BAD_TOOLING)
+def test_protocol_check_refuses_a_command_that_could_not_run(
+    tooling: str, trivial: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    protocol = trivial / ".snodo" / "protocol.yml"
+    protocol.write_text(TRIVIAL_PROTOCOL.replace('tooling: {command: "true"}}', f"tooling: {tooling}}}", 1))
+    r = snodo_cli("protocol", "check", cwd=trivial)
+    assert r.returncode == 1, r
+    line = next(n for n, text in enumerate(protocol.read_text().splitlines(), 1) if tooling in text)
+    problem = f"{protocol}:{line}: validator 'pre' (type command): tooling.command: "
+    assert problem in r.stderr and BAD_TOOLING[tooling] in r.stderr, r
+    assert "@ validators[0].tooling.command" in r.stderr, r
+    # every load refuses it the same way, before any validator runs
+    git(trivial, "commit", "-q", "-am", "a command that cannot run")
+    v = snodo_cli("validate", "x", cwd=trivial)
+    assert v.returncode == 4 and problem in v.stderr, v
+
+
+def test_protocol_check_refuses_a_non_path_pythonpath_and_a_string_for_a_list(
+    trivial: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    protocol = trivial / ".snodo" / "protocol.yml"
+    protocol.write_text(
+        TRIVIAL_PROTOCOL
+        + "  - {validator_id: t, validator_type: pytest, evaluation_phase: post_execute,"
+        + " tooling: {pythonpath: 42, plugins: pytest-xdist}}\n"
+    )
+    r = snodo_cli("protocol", "check", "--json", cwd=trivial)
+    assert r.returncode == 1, r
+    errors = [e["message"] for e in r.json()["errors"]]
+    assert any(f"{protocol}:" in e and "tooling.pythonpath: expected a path or a list of paths" in e for e in errors), r
+    assert any("tooling.plugins: expected a list of strings, got str 'pytest-xdist'" in e for e in errors), r
+    # what a command may be: a string or a list, without shell syntax
+    protocol.write_text(
+        TRIVIAL_PROTOCOL
+        + "  - {validator_id: t, validator_type: pytest, evaluation_phase: post_execute,"
+        + " tooling: {command: [python, -m, pytest, -q], pythonpath: src}}\n"
+    )
+    assert snodo_cli("protocol", "check", cwd=trivial).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "python -m pytest -q",
+        ["python", "-m", "pytest"],
+        "",
+        [],
+        42,
+        ["a", 3],
+        "a && b",
+        "a|b",
+        "a | b",
+        "x; y",
+        "echo `id`",
+        "echo $(id)",
+        "a 2>&1",
+        "'open",
+        "a > out",
+        "true",
+    ],
+)
+def test_the_command_kind_refuses_what_the_judge_would(value: object) -> None:
+    """The loader's check and the judge's parser agree on every command."""
+    from snodo.api import Setting, ValidatorFault, command_argv
+
+    try:
+        command_argv(value)
+        runs = True
+    except ValidatorFault:
+        runs = False
+    assert (Setting("command", "command").problem(value) is None) == runs

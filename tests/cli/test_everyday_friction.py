@@ -105,3 +105,15 @@ def test_the_command_kind_refuses_what_the_judge_would(value: object) -> None:
     except ValidatorFault:
         runs = False
     assert (Setting("command", "command").problem(value) is None) == runs
+
+
+def test_bare_jobs_lists_the_jobs(trivial: Path, snodo_cli: Callable[..., CliResult]) -> None:
+    run = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=trivial)
+    assert run.returncode == 0, run
+    listed = snodo_cli("jobs", "list", cwd=trivial)
+    bare = snodo_cli("jobs", cwd=trivial)
+    assert bare.returncode == 0 and "Usage:" not in bare.stdout, bare
+    assert bare.stdout == listed.stdout and run.json()["job_id"] in bare.stdout, bare
+    for args in (("jobs", "--json"), ("--json", "jobs")):
+        as_json = snodo_cli(*args, cwd=trivial)
+        assert as_json.returncode == 0 and as_json.json() == snodo_cli("jobs", "list", "--json", cwd=trivial).json()

@@ -58,10 +58,11 @@ def show_cmd(name: str | None, as_json: bool) -> None:
         return
     click.echo(line)
     click.echo(audit_line)
-    click.echo(
+    from snodo.cli.output import print_note
+
+    print_note(
         "add these lines to .snodo/allowed_signers on the main branch (and commit them): the first makes "
-        "your decisions count, the second the attestations on your governed runs' commits",
-        err=True,
+        "your decisions count, the second the attestations on your governed runs' commits"
     )
 
 

@@ -148,7 +148,10 @@ def print_warning(text: str) -> None:
 
 
 def print_note(text: str) -> None:
-    """A fact the person should know that is not a problem with their input (stderr)."""
+    """A fact the person should know that is not a problem with their input (stderr); a
+    notice, like progress, so ``--quiet`` silences it."""
+    if _quiet:
+        return
     if not stream_is_terminal(sys.stderr):
         _plain(sys.stderr, f"note: {printable(text)}")
         return

@@ -80,7 +80,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
         for gap in gaps:
             print_note(f"confinement ({backend or 'none'}) does not guarantee: {gap}")
         for line in filter(None, (in_force.get("warning"), in_force.get("not_in_force"), in_force.get("drift"))):
-            print_warning(str(line))
+            (print_note if line == in_force.get("warning") else print_warning)(str(line))
         for who, err in host.failures():
             print_warning(f"{who} was not loaded: {err}")
         if errors:

@@ -117,3 +117,39 @@ def test_bare_jobs_lists_the_jobs(trivial: Path, snodo_cli: Callable[..., CliRes
     for args in (("jobs", "--json"), ("--json", "jobs")):
         as_json = snodo_cli(*args, cwd=trivial)
         assert as_json.returncode == 0 and as_json.json() == snodo_cli("jobs", "list", "--json", cwd=trivial).json()
+
+
+def test_quiet_silences_progress_and_notices_but_not_errors(
+    tmp_path: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    trivial = make_repo(tmp_path / "fresh")
+    (trivial / ".snodo").mkdir()
+    (trivial / ".snodo" / "protocol.yml").write_text(TRIVIAL_PROTOCOL)  # never committed: a note says so
+    loud = snodo_cli("protocol", "check", cwd=trivial)
+    assert loud.returncode == 0 and "note:" in loud.stderr, loud  # the working tree is in force until committed
+    for args in (
+        ("protocol", "check"),
+        ("keys", "show"),
+        ("validate", "x"),
+        ("serve", "--print-config", "opencode"),
+        ("jobs",),
+    ):
+        for quiet in (("-q", *args), (*args, "-q")):
+            r = snodo_cli(*quiet, cwd=trivial)
+            assert r.returncode == 0 and r.stderr == "", (quiet, r)
+    failed = snodo_cli("-q", "jobs", "show", "job-nope", cwd=trivial)
+    assert failed.returncode == 4 and "error:" in failed.stderr, failed
+
+
+def test_the_confinement_note_only_where_confinement_is_reported(
+    trivial: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    checked = snodo_cli("protocol", "check", cwd=trivial)
+    for args in (("validate", "x"), ("jobs",), ("session", "list"), ("audit", "verify"), ("keys", "show")):
+        r = snodo_cli(*args, cwd=trivial)
+        assert "confinement" not in r.stderr, (args, r)
+    for args in (("-q", "protocol", "check"), ("protocol", "check", "--json")):
+        r = snodo_cli(*args, cwd=trivial)
+        assert r.returncode == 0 and "confinement" not in r.stderr, (args, r)
+    gaps = snodo_cli("protocol", "check", "--json", cwd=trivial).json()["confinement"]["not_guaranteed"]
+    assert checked.stderr.count("does not guarantee") == len(gaps), checked

@@ -153,3 +153,78 @@ def test_the_confinement_note_only_where_confinement_is_reported(
         assert r.returncode == 0 and "confinement" not in r.stderr, (args, r)
     gaps = snodo_cli("protocol", "check", "--json", cwd=trivial).json()["confinement"]["not_guaranteed"]
     assert checked.stderr.count("does not guarantee") == len(gaps), checked
+
+
+#: every command with arguments that answer fast outside a project (mostly with an error)
+JSON_ARGS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("attest", "show"): ("HEAD",),
+    ("audit", "export"): (),
+    ("audit", "restart"): (),
+    ("audit", "show"): (),
+    ("audit", "verify"): (),
+    ("authorize",): (),
+    ("doctor",): (),
+    ("init",): ("--dir", "missing"),
+    ("jobs",): (),
+    ("jobs", "list"): (),
+    ("jobs", "prune"): (),
+    ("jobs", "show"): ("job-x",),
+    ("keys", "protect"): (),
+    ("keys", "show"): (),
+    ("plugin", "new"): ("validator", "bad name!"),
+    ("plugins",): (),
+    ("protocol", "check"): (),
+    ("push",): (),
+    ("run",): ("x", "--mock"),
+    ("session", "close"): ("s",),
+    ("session", "list"): (),
+    ("session", "show"): ("s",),
+    ("validate",): ("x",),
+    ("verify",): (),
+}
+
+
+def test_every_command_takes_json_before_and_after(tmp_path: Path, snodo_cli: Callable[..., CliResult]) -> None:
+    import click
+
+    from snodo.cli.main import cli
+
+    ctx = click.Context(cli)
+    leaves: list[tuple[str, ...]] = []
+
+    def walk(command: click.Command, path: tuple[str, ...]) -> None:
+        if isinstance(command, click.Group):
+            if command.invoke_without_command:
+                leaves.append(path)
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None
+                walk(sub, (*path, name))
+        else:
+            leaves.append(path)
+
+    walk(cli, ())
+    # serve's stdout is the MCP stream; demo takes --json and is too slow to run three times here
+    assert set(leaves) - {("serve",), ("demo",)} == set(JSON_ARGS), set(leaves) ^ set(JSON_ARGS)
+    nowhere = tmp_path / "nowhere"
+    nowhere.mkdir()
+    for path, args in JSON_ARGS.items():
+        spellings = [("--json", *path, *args), (*path, *args, "--json"), (*path, "--json", *args)]
+        if len(path) == 2:
+            spellings.append((path[0], "--json", path[1], *args))
+        answers = []
+        for argv in spellings:
+            r = snodo_cli(*argv, cwd=nowhere, input="")
+            obj = r.json()
+            assert isinstance(obj, dict) and "No such option" not in str(obj.get("error")), (argv, r)
+            assert obj.get("exit_code", 0) == r.returncode, (argv, r)
+            answers.append(sorted(obj))
+        assert all(a == answers[0] for a in answers), (path, answers)
+
+
+def test_demo_answers_one_json_object_with_its_walk_through_on_stderr(
+    tmp_path: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    r = snodo_cli("demo", "--json", "--dir", str(tmp_path / "demo"), cwd=tmp_path)
+    assert r.returncode == 0 and r.json()["completed"] is True and r.json()["steps"] > 0, r
+    assert "snodo run" in r.stderr, r

@@ -228,3 +228,26 @@ def test_demo_answers_one_json_object_with_its_walk_through_on_stderr(
     r = snodo_cli("demo", "--json", "--dir", str(tmp_path / "demo"), cwd=tmp_path)
     assert r.returncode == 0 and r.json()["completed"] is True and r.json()["steps"] > 0, r
     assert "snodo run" in r.stderr, r
+
+
+def test_redirected_output_is_plain_unwrapped_lines(tmp_path: Path, snodo_cli: Callable[..., CliResult]) -> None:
+    deep = make_repo(tmp_path / ("a-directory-with-a-long-name-" * 4) / "repo")
+    (deep / ".snodo").mkdir()
+    (deep / ".snodo" / "protocol.yml").write_text(TRIVIAL_PROTOCOL)
+    git(deep, "add", ".snodo")
+    git(deep, "commit", "-q", "-m", "protocol")
+    narrow = {"COLUMNS": "80"}  # what rich assumes for a pipe
+    run = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=deep)
+    job = run.json()["job_id"]
+    outputs = {
+        args: snodo_cli(*args, cwd=deep, env=narrow)
+        for args in (("jobs", "show", job), ("jobs",), ("plugins",), ("validate", "x"), ("session", "list"))
+    }
+    for args, r in outputs.items():
+        assert r.returncode == 0, (args, r)
+        assert not set("┏┃━│─╭") & set(r.stdout), (args, r)  # no table drawn for a pipe
+    log_line = next(line for line in outputs[("jobs", "show", job)].stdout.splitlines() if line.startswith("log"))
+    assert Path(log_line.split()[-1]).is_file() and job in log_line, outputs
+    listed = outputs[("jobs",)].stdout.splitlines()
+    assert listed[0].split() == ["job", "task", "status", "outcome", "mode", "created"]
+    assert any(line.startswith(job) for line in listed), listed

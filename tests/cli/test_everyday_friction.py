@@ -251,3 +251,40 @@ def test_redirected_output_is_plain_unwrapped_lines(tmp_path: Path, snodo_cli: C
     listed = outputs[("jobs",)].stdout.splitlines()
     assert listed[0].split() == ["job", "task", "status", "outcome", "mode", "created"]
     assert any(line.startswith(job) for line in listed), listed
+
+
+@pytest.fixture
+def with_remote(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository (no attestations yet) and a bare ``origin``."""
+    repo = make_repo(tmp_path / "work")
+    server = tmp_path / "server.git"
+    git(tmp_path, "init", "-q", "--bare", str(server))
+    git(repo, "remote", "add", "origin", str(server))
+    return repo, server
+
+
+def test_a_first_push_without_attestations_pushes_the_branch(
+    with_remote: tuple[Path, Path], snodo_cli: Callable[..., CliResult]
+) -> None:
+    repo, server = with_remote
+    r = snodo_cli("push", cwd=repo)
+    assert r.returncode == 0 and "no attestations to push" in r.stdout, r
+    assert git(server, "rev-parse", "refs/heads/main") == git(repo, "rev-parse", "HEAD")
+    as_json = snodo_cli("push", "--json", cwd=repo)
+    assert as_json.returncode == 0 and as_json.json()["branch"] == "main", as_json
+
+
+def test_a_push_the_remote_refuses_is_a_refusal_in_plain_words(
+    with_remote: tuple[Path, Path], snodo_cli: Callable[..., CliResult]
+) -> None:
+    repo, server = with_remote
+    hook = server / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'commit abc has no attestation' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    r = snodo_cli("push", cwd=repo)
+    assert r.returncode == 1, r
+    first = r.stderr.splitlines()[0]
+    assert first.startswith("error: origin refused refs/heads/main: "), r
+    assert "commit abc has no attestation" in first and "git -c" not in r.stderr and "remote:" not in first, r
+    as_json = snodo_cli("push", "--json", cwd=repo)
+    assert as_json.returncode == 1 and as_json.json()["exit_code"] == 1, as_json

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from snodo.cli.common import json_option
+from snodo.cli.common import git_work_tree, json_option
 
 
 @click.command()
@@ -29,7 +29,7 @@ def verify(range_arg: str | None, base: str | None, as_json: bool) -> None:
     from snodo.cli.output import emit_json, print_note, printable
     from snodo.evidence.verify import verify as run_verify
 
-    report = run_verify(Path.cwd(), range_arg, base)
+    report = run_verify(git_work_tree(Path.cwd()), range_arg, base)
     if as_json:
         emit_json(report.as_json())
     else:

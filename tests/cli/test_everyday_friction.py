@@ -288,3 +288,17 @@ def test_a_push_the_remote_refuses_is_a_refusal_in_plain_words(
     assert "commit abc has no attestation" in first and "git -c" not in r.stderr and "remote:" not in first, r
     as_json = snodo_cli("push", "--json", cwd=repo)
     assert as_json.returncode == 1 and as_json.json()["exit_code"] == 1, as_json
+
+
+def test_outside_a_repository_verify_push_and_attest_say_so(
+    tmp_path: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    nowhere = tmp_path / "not-a-repository"
+    nowhere.mkdir()
+    for args in (("verify",), ("verify", "main..HEAD"), ("push",), ("attest", "show", "HEAD")):
+        r = snodo_cli(*args, cwd=nowhere)
+        assert r.returncode == 4 and r.stdout == "", (args, r)
+        assert r.stderr.splitlines()[0] == f"error: {nowhere} is not inside a git repository", (args, r)
+        assert "fatal:" not in r.stderr and "upstream" not in r.stderr, (args, r)
+        as_json = snodo_cli(*args, "--json", cwd=nowhere).json()
+        assert as_json["exit_code"] == 4 and str(nowhere) in as_json["error"] and as_json["hint"], (args, as_json)

@@ -302,3 +302,12 @@ def test_outside_a_repository_verify_push_and_attest_say_so(
         assert "fatal:" not in r.stderr and "upstream" not in r.stderr, (args, r)
         as_json = snodo_cli(*args, "--json", cwd=nowhere).json()
         assert as_json["exit_code"] == 4 and str(nowhere) in as_json["error"] and as_json["hint"], (args, as_json)
+
+
+def test_a_post_execute_pass_says_no_token_was_issued(trivial: Path, snodo_cli: Callable[..., CliResult]) -> None:
+    post = snodo_cli("validate", "x", "--phase", "post_execute", "--json", cwd=trivial).json()
+    assert post["status"] == "pass" and post["token_issued"] is False, post
+    assert "token was recorded" not in post["instruction"], post
+    assert "post_execute validators" in post["instruction"] and "No token" in post["instruction"], post
+    pre = snodo_cli("validate", "x", "--json", cwd=trivial).json()  # a pre_execute pass does record one
+    assert pre["token_issued"] is True and "token was recorded" in pre["instruction"], pre

@@ -311,3 +311,28 @@ def test_a_post_execute_pass_says_no_token_was_issued(trivial: Path, snodo_cli: 
     assert "post_execute validators" in post["instruction"] and "No token" in post["instruction"], post
     pre = snodo_cli("validate", "x", "--json", cwd=trivial).json()  # a pre_execute pass does record one
     assert pre["token_issued"] is True and "token was recorded" in pre["instruction"], pre
+
+
+def _author_and_committer(repo: Path, rev: str) -> str:
+    return git(repo, "log", "-1", "--format=%an <%ae> | %cn <%ce>", rev).strip()
+
+
+def test_governed_commits_take_author_and_committer_as_git_would(
+    trivial: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    people = {
+        "GIT_AUTHOR_NAME": "Ada Author",
+        "GIT_AUTHOR_EMAIL": "ada@example.org",
+        "GIT_COMMITTER_NAME": "Cy Committer",
+        "GIT_COMMITTER_EMAIL": "cy@example.org",
+    }
+    from_env = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=trivial, env=people)
+    assert from_env.returncode == 0, from_env
+    branch = from_env.json()["branch"]
+    assert _author_and_committer(trivial, branch) == "Ada Author <ada@example.org> | Cy Committer <cy@example.org>"
+    # without them, the repository's configuration, as for any git commit
+    from_config = snodo_cli("run", "add a goodbye module", "--mock", "--json", cwd=trivial)
+    assert from_config.returncode == 0, from_config
+    assert _author_and_committer(trivial, from_config.json()["branch"]) == (
+        "Dev <dev@example.com> | Dev <dev@example.com>"
+    )

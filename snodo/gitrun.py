@@ -380,13 +380,23 @@ def identity_args(repo: Path) -> list[str]:
 
 
 def identity_env(repo: Path) -> dict[str, str]:
-    """The same as environment variables, for plumbing (``commit-tree``) that takes no ``-c``
-    for the identity before it reads the configuration."""
+    """The author and committer of a commit snodo makes, as git itself would take them:
+    the user's ``GIT_AUTHOR_*``/``GIT_COMMITTER_*`` (which :func:`clean_env` keeps from every
+    git process, so they are passed here explicitly), else the configuration (git reads it),
+    else ``EMAIL`` for the email, else snodo's fallback for what nothing sets."""
     configured = configured_identity(repo)
     env: dict[str, str] = {}
     for key, var in (("user.name", "NAME"), ("user.email", "EMAIL")):
-        if key not in configured:
-            env[f"GIT_AUTHOR_{var}"] = env[f"GIT_COMMITTER_{var}"] = FALLBACK_IDENTITY[key]
+        for role in ("AUTHOR", "COMMITTER"):
+            name = f"GIT_{role}_{var}"
+            if os.environ.get(name):
+                env[name] = os.environ[name]
+            elif key not in configured:
+                given = os.environ.get("EMAIL") if var == "EMAIL" else None
+                env[name] = given or FALLBACK_IDENTITY[key]
+    for date in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        if os.environ.get(date):
+            env[date] = os.environ[date]
     return env
 
 

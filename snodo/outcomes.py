@@ -43,6 +43,24 @@ AGENT_INSTRUCTION: Final[dict[Outcome, str]] = {
     "Nothing is wrong with the task itself and there is nothing to decide: fix the validator setup or "
     "retry, and inspect the results' errors and the audit log.",
 }
+# A pass that issued no token must not claim one: after the work (post_execute) there is
+# nothing left to dispatch, and a pre_execute pass asked without a token has none.
+AGENT_INSTRUCTION_PASSED_AFTER_THE_WORK: Final = (
+    "Validation passed: the work passed its post_execute validators. No token is issued after the work "
+    "(a token only lets work be dispatched, at pre_execute)."
+)
+AGENT_INSTRUCTION_PASSED_UNISSUED: Final = (
+    "Validation passed; no token was issued for this request, so nothing can be dispatched with it."
+)
+
+
+def agent_instruction(status: Outcome, *, phase: str, token_issued: bool, decision_id: str | None = None) -> str:
+    """The ``instruction`` of a validation reply: what is true of this phase and its token."""
+    if status == "pass" and not token_issued:
+        return AGENT_INSTRUCTION_PASSED_AFTER_THE_WORK if phase == "post_execute" else AGENT_INSTRUCTION_PASSED_UNISSUED
+    return AGENT_INSTRUCTION[status].format(decision_id=decision_id)
+
+
 # A pass in a mode that cannot dispatch must not invite a call to a tool it lacks.
 AGENT_INSTRUCTION_NO_DISPATCH: Final = (
     "Validation passed and a single-use token was recorded for this task and spec. This mode cannot "

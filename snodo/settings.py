@@ -11,6 +11,7 @@ refused with the same words whichever door it comes through.
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -20,6 +21,37 @@ from snodo.records import freeze
 
 def _number(v: Any) -> bool:
     return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+
+
+#: Shell syntax a command run without a shell would pass to the program literally (the
+#: judge's :func:`snodo.api.command_argv` refuses the same at run time).
+SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|&"})
+
+
+def _command_argv(value: Any) -> list[str] | None:
+    """The argv a ``command`` setting names (a string split like a shell would, or a list of
+    strings), or ``None`` when it names none."""
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError:
+            return None
+    if isinstance(value, list | tuple) and all(isinstance(a, str) for a in value):
+        return list(value)
+    return None
+
+
+def _command(value: Any) -> bool:
+    argv = _command_argv(value)
+    return bool(argv) and not _shell_words(argv or [])
+
+
+def _shell_words(argv: list[str]) -> list[str]:
+    return [a for a in argv if a in SHELL_TOKENS or "$(" in a or "`" in a]
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, list | tuple) and all(isinstance(s, str) for s in v)
 
 
 #: Each kind: the test a value must pass, and how the message names what was expected.
@@ -32,7 +64,9 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "integer": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
     "count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number >= 0"),
     "boolean": (lambda v: isinstance(v, bool), "true or false"),
-    "strings": (lambda v: isinstance(v, list | tuple) and all(isinstance(s, str) for s in v), "a list of strings"),
+    "strings": (_strings, "a list of strings"),
+    "paths": (lambda v: (isinstance(v, str) and bool(v.strip())) or _strings(v), "a path or a list of paths"),
+    "command": (_command, "a command: a string or a list of strings, run without a shell"),
     "mapping": (lambda v: isinstance(v, Mapping), "a mapping"),
 }
 
@@ -73,6 +107,20 @@ class Setting(str):
         or ``None`` when ``value`` has this setting's type."""
         if value is None or KINDS[self.kind][0](value):
             return None
+        if self.kind == "command" and isinstance(value, str):
+            try:
+                shlex.split(value)
+            except ValueError as exc:
+                return f"{value!r} cannot be parsed: {exc}"
+        if self.kind == "command" and (argv := _command_argv(value)) is not None:
+            shell = _shell_words(argv)
+            if shell:  # the value has the right type: say what is wrong with it
+                return (
+                    f"{value!r} is run without a shell, so {', '.join(shell)} would be passed literally; "
+                    "put the pipeline in a script and make the command run the script"
+                )
+            if not argv:
+                return "the command is empty"
         return f"expected {self.expected}, got {type(value).__name__} {value!r}"
 
 

@@ -24,7 +24,12 @@ from .. import _files
 from . import _criteria, _judging, _testrun, _tooling
 
 NAME = "acceptance"
-SETTINGS = ("command", Setting("python", "text"), "pythonpath", *_judging.JUDGE_SETTINGS)
+SETTINGS = (
+    Setting("command", "command"),
+    Setting("python", "text"),
+    Setting("pythonpath", "paths"),
+    *_judging.JUDGE_SETTINGS,
+)
 
 MET, FAILED, UNVERIFIED, CHECKABLE = "met", "failed", "not verified", "checkable"
 _SEVERITY: dict[str, Severity] = {MET: "pass", CHECKABLE: "pass", UNVERIFIED: "warn", FAILED: "blocker"}

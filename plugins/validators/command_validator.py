@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Iterator
 
 from snodo.api import (
+    Setting,
     ValidationRequest,
     ValidatorFault,
     ValidatorSpec,
@@ -25,7 +26,7 @@ from snodo.api import (
 from . import _tooling
 
 NAME = "command"
-SETTINGS = ("command", "timeout")
+SETTINGS = (Setting("command", "command"), "timeout")
 TAIL_LINES = 40
 
 

@@ -21,9 +21,9 @@ from . import _testrun, _tooling
 
 NAME = "pytest"
 SETTINGS = (
-    "command",
+    Setting("command", "command"),
     Setting("python", "text"),
-    "pythonpath",
+    Setting("pythonpath", "paths"),
     "timeout",
     Setting("plugins", "strings"),
     Setting("held_out", "text"),

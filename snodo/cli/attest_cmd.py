@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from snodo.cli.common import json_option
+from snodo.cli.common import git_work_tree, json_option
 
 
 @click.group()
@@ -26,7 +26,7 @@ def show_cmd(rev: str, as_json: bool) -> None:
     from snodo.cli.output import emit_json, printable
     from snodo.evidence.share import show
 
-    found = show(Path.cwd(), rev)
+    found = show(git_work_tree(Path.cwd()), rev)
     if as_json:
         emit_json(found)
         return
@@ -47,7 +47,7 @@ def push(remote: str, branch: str | None, as_json: bool) -> None:
     from snodo.evidence.share import push as run_push
     from snodo.gitrun import git_out
 
-    repo = Path.cwd()
+    repo = git_work_tree(Path.cwd())
     name = branch or git_out(repo, "symbolic-ref", "--short", "HEAD")
     done = run_push(repo, remote, name)
     if as_json:

@@ -111,3 +111,19 @@ def project_root(protocol_path: Path | None) -> Path:
         error.exit_code = 4
         raise error
     return project_root_for(path)
+
+
+def git_work_tree(where: Path) -> Path:
+    """The top of the git work tree ``where`` lies in (``where`` itself in a bare repository,
+    such as a server running ``snodo verify`` in its pre-receive hook); outside any, one clear
+    error (exit 4) naming the directory instead of git's own."""
+    from snodo.errors import EnvironmentProblem
+    from snodo.gitrun import run_git
+
+    if not run_git(where, "rev-parse", "--git-dir").ok:
+        raise EnvironmentProblem(
+            f"{where} is not inside a git repository",
+            hint="run it from the repository's work tree (cd into your clone)",
+        )
+    top = run_git(where, "rev-parse", "--show-toplevel")
+    return Path(top.stdout.strip()) if top.ok and top.stdout.strip() else where

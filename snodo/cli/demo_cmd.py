@@ -17,6 +17,8 @@ from pathlib import Path
 
 import click
 
+from snodo.cli.common import json_option
+
 FRIENDLY = """Add a greeting module.
 
 Acceptance criteria:
@@ -33,14 +35,15 @@ Acceptance criteria:
     help="Where to create the throwaway repository (default: a new temp dir).",
 )
 @click.option("--keep", is_flag=True, help="Keep the repository afterwards to explore it.")
-def demo(directory: Path | None, keep: bool) -> None:
+@json_option
+def demo(directory: Path | None, keep: bool, as_json: bool) -> None:
     """Walk init → governed run → escalation → authorize → re-validation → refused
     .snodo/ write → audit verify, in a throwaway git repository, explaining each step."""
     from rich.markup import escape
 
-    from snodo.cli.output import console
+    from snodo.cli.output import console, emit_json, err_console
 
-    out = console()
+    out = err_console() if as_json else console()  # with --json the walk-through is progress
     base = Path(tempfile.mkdtemp(prefix="snodo-demo-")) if directory is None else directory.resolve()
     repo = base / "project"
     home = base / "snodo-home"
@@ -152,6 +155,15 @@ def demo(directory: Path | None, keep: bool) -> None:
     else:  # never delete a directory the user named, only what the demo made in it
         shutil.rmtree(repo, ignore_errors=True)
         shutil.rmtree(home, ignore_errors=True)
+    if as_json:
+        emit_json(
+            {
+                "completed": True,
+                "steps": step_no,
+                "seconds": round(time.monotonic() - started, 1),
+                "kept": str(base) if keep else None,
+            }
+        )
 
 
 def _refused_write(repo: Path, home: Path, out: object) -> None:

@@ -48,7 +48,7 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
         error = SnodoError(f"{target} already exists", hint="pass --force to overwrite it")
         error.exit_code = 4  # could not run: nothing was refused by governance
         raise error
-    text = _with_python_comment(template_text(template), root)
+    text = _with_python_comment(template_text(template))
     proto = parse_protocol(text, source=f"template {template}")
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, text)
@@ -64,6 +64,7 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
                 "template": template,
                 "initial_mode": proto.start_mode,
                 "git_repository": (root / ".git").exists(),
+                "python": _found_python(root),
             }
         )
         return
@@ -74,18 +75,32 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
         "next: `snodo protocol check`, then commit .snodo/ (`git add .snodo && git commit -m 'snodo protocol'`): "
         'the committed protocol is the one in force. Then `snodo run "<task>" --mock` tries it without a model.'
     )
+    python = _found_python(root)
+    console().print(
+        f"interpreter here: {python['path']} (from {python['source']}); not written into the protocol, "
+        "which every machine shares",
+        markup=False,
+    )
     console().print("how to write a task spec, and which acceptance criteria are checked mechanically: docs/tasks.md")
 
 
-def _with_python_comment(text: str, root: Path) -> str:
-    """The template with the interpreter snodo found for this project, as a comment under ``execution:``."""
-    import os
+#: Under ``execution:``: why ``python`` is left out. The file is committed and shared, so it
+#: names nothing of this machine; each machine finds its own interpreter at run time.
+PYTHON_COMMENT = (
+    "python: left unset on purpose: each machine finds the project's interpreter at run time "
+    "(docs/protocol.md); `snodo doctor` shows which"
+)
 
+
+def _with_python_comment(text: str) -> str:
+    """The template with :data:`PYTHON_COMMENT` under ``execution:``."""
+    if "\nexecution:\n" in text:
+        return text.replace("\nexecution:\n", f"\nexecution:\n  # {PYTHON_COMMENT}\n", 1)
+    return text.rstrip("\n") + f"\n# execution:\n#   {PYTHON_COMMENT}\n"
+
+
+def _found_python(root: Path) -> dict[str, str]:
     from snodo.workspace.interpreter import project_python
 
     found = project_python(root)
-    shown = os.path.relpath(found.path, root) if found.path.startswith(str(root) + os.sep) else found.path
-    setting = f"python: {shown}   # found from {found.source}; used while unset (docs/protocol.md)"
-    if "\nexecution:\n" in text:
-        return text.replace("\nexecution:\n", f"\nexecution:\n  # {setting}\n", 1)
-    return text.rstrip("\n") + f"\n# execution:\n#   {setting}\n"
+    return {"path": found.path, "source": found.source}

@@ -10,9 +10,14 @@ import click
 from snodo.cli.common import json_option, project_root, protocol_option
 
 
-@click.group()
-def jobs() -> None:
-    """Runs and background jobs of this project."""
+@click.group(invoke_without_command=True)
+@protocol_option
+@json_option
+@click.pass_context
+def jobs(ctx: click.Context, protocol_path: Path | None, as_json: bool) -> None:
+    """Runs and background jobs of this project (without a command: `snodo jobs list`)."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(list_cmd, protocol_path=protocol_path, as_json=as_json)
 
 
 @jobs.command("list")

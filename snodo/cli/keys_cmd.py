@@ -69,16 +69,18 @@ def show_cmd(name: str | None, as_json: bool) -> None:
         return
     click.echo(line)
     click.echo(audit_line)
-    click.echo(
+    from snodo.cli.output import print_note
+
+    print_note(
         "add these lines to .snodo/allowed_signers and sign it (`snodo protocol sign -m 'trust my key'`): "
         "the first makes your decisions and signed .snodo/ commits count, the second the attestations on "
-        "your governed runs' commits",
-        err=True,
+        "your governed runs' commits"
     )
 
 
 @keys.command("protect")
-def protect_cmd() -> None:
+@json_option
+def protect_cmd(as_json: bool) -> None:
     """Put a passphrase on your decision private key.
 
     `snodo authorize` then asks for it before signing, so a process running as you (an
@@ -87,10 +89,17 @@ def protect_cmd() -> None:
     from snodo.authorize_signing import protect_decision_key
     from snodo.state.home import snodo_home
 
-    passphrase = click.prompt("new passphrase for the decision key", hide_input=True, confirmation_prompt=True)
+    passphrase = click.prompt(
+        "new passphrase for the decision key", hide_input=True, confirmation_prompt=True, err=as_json
+    )
     if len(passphrase) < 8:
         raise click.BadParameter("use at least 8 characters")
     path = protect_decision_key(snodo_home(), passphrase.encode("utf-8"))
+    if as_json:
+        from snodo.cli.output import emit_json
+
+        emit_json({"private_key_file": str(path), "encrypted": True})
+        return
     click.echo(f"{path} is now encrypted; `snodo authorize` will ask for the passphrase")
 
 

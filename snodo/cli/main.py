@@ -139,9 +139,9 @@ def hoist_global_options(args: list[str]) -> list[str]:
     # on the way imports difflib for suggestions (~5 ms of every `snodo -q …`)
     flags = [{"-q": "--quiet", "-v": "--verbose"}.get(a, a) for a in args[:end] if a in GLOBAL_FLAGS]
     rest = [a for a in args[:end] if a not in GLOBAL_FLAGS]
-    # ``snodo --json jobs list``: --json belongs to the command, so it moves after it.
-    command_at = next((i for i, a in enumerate(rest) if not a.startswith("-")), None)
-    if command_at is not None and "--json" in rest[:command_at]:
+    # ``snodo --json jobs list``, ``snodo jobs --json list``: --json belongs to the command
+    # that finally runs, so it moves after the whole command path.
+    if "--json" in rest:
         rest = [a for a in rest if a != "--json"] + ["--json"]
     return [*flags, *rest, *args[end:]]
 

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
     from rich.spinner import Spinner
-    from rich.table import Table
 
 _console: Console | None = None
 _err_console: Console | None = None
@@ -70,12 +69,19 @@ def is_quiet() -> bool:
     return _quiet
 
 
+def plain_stdout() -> bool:
+    """stdout goes to a pipe or a file: results are printed as plain, unwrapped lines (a path
+    or an identifier stays whole for grep and scripts), never at an assumed 80 columns."""
+    return not stream_is_terminal(sys.stdout)
+
+
 def console() -> Console:
     global _console
     if _console is None:
         from rich.console import Console
 
-        _console = Console(highlight=False)
+        # off a terminal nothing is wrapped: a long line stays one line
+        _console = Console(highlight=False, soft_wrap=plain_stdout())
     return _console
 
 
@@ -148,7 +154,10 @@ def print_warning(text: str) -> None:
 
 
 def print_note(text: str) -> None:
-    """A fact the person should know that is not a problem with their input (stderr)."""
+    """A fact the person should know that is not a problem with their input (stderr); a
+    notice, like progress, so ``--quiet`` silences it."""
+    if _quiet:
+        return
     if not stream_is_terminal(sys.stderr):
         _plain(sys.stderr, f"note: {printable(text)}")
         return
@@ -158,9 +167,15 @@ def print_note(text: str) -> None:
     err.print(f"[dim]note:[/] {escape(printable(text))}")
 
 
-def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None = None) -> Table:
-    """A two-column key/value grid whose values wrap (fold) and are never cropped."""
+def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None = None) -> RenderableType:
+    """A two-column key/value grid whose values wrap (fold) and are never cropped; off a
+    terminal, :func:`plain_key_values` (unwrapped)."""
     from rich.table import Table
+    from rich.text import Text
+
+    if plain_stdout():
+        plain = [(key, value.plain if isinstance(value, Text) else str(value), False) for key, value in rows]
+        return Text("\n".join(filter(None, [title, plain_key_values(plain)])))
 
     grid = Table.grid(padding=(0, 2))
     grid.title = title
@@ -272,10 +287,14 @@ def _result_cells(r: dict[str, Any], *, with_type: bool, more: str) -> list[str]
     return [printable(c) for c in (*cells, severity, text)]
 
 
-def results_table(results: list[dict[str, Any]], *, with_type: bool = False, more: str = "") -> Table:
-    """Validator results as a table whose cells wrap (see :func:`_result_cells`)."""
+def results_table(results: list[dict[str, Any]], *, with_type: bool = False, more: str = "") -> RenderableType:
+    """Validator results as a table whose cells wrap (see :func:`_result_cells`); off a
+    terminal, :func:`plain_results` (unwrapped)."""
     from rich.table import Table
     from rich.text import Text
+
+    if plain_stdout():
+        return Text(plain_results(results, with_type=with_type, more=more))
 
     table = Table(show_header=True, header_style="bold", expand=False)
     table.add_column("validator", overflow="fold", min_width=9)
@@ -314,11 +333,20 @@ def listing(
     columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, keep_whole: tuple[str, ...], title: str | None = None
 ) -> RenderableType:
     """Rows as a table when the terminal is wide enough to show the ``keep_whole`` columns
-    (identifiers a person copies) unbroken, else as one block per row; never ellipsised."""
+    (identifiers a person copies) unbroken, else as one block per row; never ellipsised.
+    Off a terminal, plain aligned lines, one per row."""
     from rich.console import Group
     from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
+
+    if plain_stdout():
+        every = [columns, *rows]
+        widths = [max(len(r[i]) for r in every) for i in range(len(columns) - 1)]
+        lines = [
+            "  ".join([*(f"{c:<{w}}" for c, w in zip(r[:-1], widths, strict=True)), r[-1]]).rstrip() for r in every
+        ]
+        return Text("\n".join(([title] if title else []) + lines))
 
     width = console().width
     whole = [columns.index(c) for c in keep_whole]

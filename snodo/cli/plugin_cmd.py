@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from snodo import DISTRIBUTION
+from snodo.cli.common import json_option
 from snodo.errors import SnodoError
 
 #: The requirement a plugin puts on snodo: the plugin API it is generated against.
@@ -421,7 +422,8 @@ def plugin() -> None:
     show_default="the current directory",
     help="Directory to create the package in.",
 )
-def new(kind: str, name: str, parent: Path) -> None:
+@json_option
+def new(kind: str, name: str, parent: Path, as_json: bool) -> None:
     """Write a ready plugin package snodo-NAME that passes the conformance kit as generated.
 
     \b
@@ -429,7 +431,7 @@ def new(kind: str, name: str, parent: Path) -> None:
       cd snodo-NAME && pip install -e '.[test]' && pytest
       pytest -p snodo_conformance.plugin --snodo-coder NAME   (or --snodo-validator NAME)
     """
-    from snodo.cli.output import console
+    from snodo.cli.output import console, emit_json
 
     dist, plugin_name, _module = names(kind, name)
     target = parent / dist
@@ -440,6 +442,9 @@ def new(kind: str, name: str, parent: Path) -> None:
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
+    if as_json:
+        emit_json({"path": str(target), "kind": kind, "name": plugin_name, "files": sorted(files)})
+        return
     console().print(f"wrote {target}/ ({kind} {plugin_name!r}, {len(files)} files)", markup=False, highlight=False)
     console().print(
         f"next: cd {target} && pip install -e '.[test]' && pytest; see its README.md", markup=False, highlight=False

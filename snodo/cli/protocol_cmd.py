@@ -30,7 +30,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     """
     from snodo.cli.output import console, emit_json, print_note, print_warning
     from snodo.plugins import get_plugin_manager
-    from snodo.protocol import check, find_protocol, read_protocol_file
+    from snodo.protocol import check, find_protocol, located, read_protocol_file
 
     target = find_protocol(Path.cwd(), path)
     host = get_plugin_manager()
@@ -52,7 +52,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
             )
             raise SystemExit(1) from None
         raise
-    violations = check(proto, host)
+    violations = located(check(proto, host), target.read_text(encoding="utf-8"), str(target))
     from snodo.sandbox.guarantees import here
 
     backend, gaps = here() if proto.execution.sandbox == "auto" else (None, [])
@@ -82,7 +82,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
         for gap in gaps:
             print_note(f"confinement ({backend or 'none'}) does not guarantee: {gap}")
         for line in filter(None, (in_force.get("warning"), in_force.get("not_in_force"), in_force.get("drift"))):
-            print_warning(str(line))
+            (print_note if line == in_force.get("warning") else print_warning)(str(line))
         for who, err in host.failures():
             print_warning(f"{who} was not loaded: {err}")
         if errors:

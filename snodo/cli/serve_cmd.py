@@ -68,7 +68,7 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
             serve_failure(exc)
         raise
     if print_config is not None:
-        from snodo.cli.output import emit_json, err_console
+        from snodo.cli.output import emit_json, print_note
         from snodo.governance.service import Project
 
         project = Project(loaded, host, mode=mode.mode_id)
@@ -78,9 +78,8 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
         else:
             emit_json(config)
         where = HOSTS[print_config][0]
-        err = err_console()
-        err.print(f"put this in {where}; docs/mcp-hosts.md explains each field", markup=False)
-        err.print(f"still open in this host: {OPEN_DOORS[print_config]}", markup=False)
+        print_note(f"put this in {where}; docs/mcp-hosts.md explains each field")
+        print_note(f"still open in this host: {OPEN_DOORS[print_config]}")
         return
 
     from snodo.mcp.served import Served

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from snodo.cli.common import json_option
+from snodo.cli.common import git_work_tree, json_option
 
 
 @click.command()
@@ -28,10 +28,10 @@ def verify(range_arg: str | None, base: str | None, as_json: bool) -> None:
     Exit 0 every commit passes, 1 some commit fails (one line each: commit, reason, what to
     do), 4 the check could not run.
     """
-    from snodo.cli.output import emit_json, printable
+    from snodo.cli.output import emit_json, print_note, printable
     from snodo.evidence.verify import verify as run_verify
 
-    report = run_verify(Path.cwd(), range_arg, base)
+    report = run_verify(git_work_tree(Path.cwd()), range_arg, base)
     if as_json:
         emit_json(report.as_json())
     else:
@@ -39,8 +39,7 @@ def verify(range_arg: str | None, base: str | None, as_json: bool) -> None:
             if not v.passed:
                 click.echo(f"{v.sha[:12]} {printable(v.subject)[:60]!r}: {printable(v.reason)} -> {v.action}")
         passed = sum(v.passed for v in report.verdicts)
-        click.echo(
-            f"{passed} of {len(report.verdicts)} commit(s) pass against {report.base} ({report.base_commit[:12]})",
-            err=True,
+        print_note(
+            f"{passed} of {len(report.verdicts)} commit(s) pass against {report.base} ({report.base_commit[:12]})"
         )
     sys.exit(0 if report.ok else 1)

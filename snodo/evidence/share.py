@@ -34,19 +34,61 @@ def show(repo: Path, rev: str) -> dict[str, Any]:
 def push(repo: Path, remote: str, branch: str) -> list[str]:
     """Push the notes, then ``branch`` (a server hook judges the branch by the notes it
     already holds). When the remote's notes moved on (a teammate pushed theirs), merge them
-    in (ours wins for the same commit) and push again. Returns what ran."""
-    done = [f"git push {remote} {NOTES_REF}"]
-    pushed = run_git(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, NOTES_REF)
-    if not pushed.ok:
-        if "rejected" not in pushed.detail():
-            raise EnvironmentProblem(f"git push {remote} {NOTES_REF} failed: {pushed.detail()}")
-        fetched = run_git(repo, *PUSH_TRANSPORTS, "fetch", "--end-of-options", remote, f"+{NOTES_REF}:{_FETCHED}")
-        if not fetched.ok:
-            raise EnvironmentProblem(f"the remote's notes moved on and cannot be fetched: {fetched.detail()}")
-        git_out(repo, *identity_args(repo), "notes", f"--ref={NOTES_REF}", "merge", "--strategy=ours", _FETCHED)
-        done.append(f"git notes merge --strategy=ours (the remote's {NOTES_REF})")
-        git_out(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, NOTES_REF)
+    in (ours wins for the same commit) and push again. A repository with no notes yet (a
+    person's first push of signed commits) pushes the branch alone. Returns what ran.
+
+    The remote refusing the branch (a hook, a non-fast-forward) is a refusal (exit 1) in
+    git's own words; git failing to reach it is an :class:`EnvironmentProblem`."""
+    done: list[str] = []
+    has_notes = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", NOTES_REF).ok
+    if not has_notes:
+        done.append(f"no attestations to push: this repository has no {NOTES_REF} yet")
+    else:
         done.append(f"git push {remote} {NOTES_REF}")
-    git_out(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, f"refs/heads/{branch}")
+        pushed = run_git(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, NOTES_REF)
+        if not pushed.ok:
+            if "rejected" not in pushed.detail():
+                raise _push_failed(remote, NOTES_REF, pushed.detail())
+            fetched = run_git(repo, *PUSH_TRANSPORTS, "fetch", "--end-of-options", remote, f"+{NOTES_REF}:{_FETCHED}")
+            if not fetched.ok:
+                raise EnvironmentProblem(
+                    f"the remote's notes moved on and cannot be fetched: {_said(fetched.detail())}"
+                )
+            git_out(repo, *identity_args(repo), "notes", f"--ref={NOTES_REF}", "merge", "--strategy=ours", _FETCHED)
+            done.append(f"git notes merge --strategy=ours (the remote's {NOTES_REF})")
+            again = run_git(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, NOTES_REF)
+            if not again.ok:
+                raise _push_failed(remote, NOTES_REF, again.detail())
+            done.append(f"git push {remote} {NOTES_REF}")
+    sent = run_git(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, f"refs/heads/{branch}")
+    if not sent.ok:
+        raise _push_failed(remote, f"refs/heads/{branch}", sent.detail())
     done.append(f"git push {remote} refs/heads/{branch}")
     return done
+
+
+def _said(detail: str) -> str:
+    """git's explanation on one line, without its ``error:``/``remote:``/``hint:`` prefixes."""
+    lines = []
+    for line in detail.splitlines():
+        text = line.strip()
+        for prefix in ("error:", "remote:", "fatal:", "hint:", "To "):
+            if text.startswith(prefix):
+                text = "" if prefix == "To " else text.removeprefix(prefix).strip()
+        if text and text not in lines:
+            lines.append(text)
+    return "; ".join(lines) or detail.strip()
+
+
+def _push_failed(remote: str, ref: str, detail: str) -> SnodoError:
+    """What a failed ``git push`` of ``ref`` means: the remote refused it (exit 1), or git
+    could not push at all (exit 4)."""
+    said = _said(detail)
+    if "rejected" in detail or "declined" in detail or "hook" in detail:
+        refused = SnodoError(
+            f"{remote} refused {ref}: {said}",
+            hint="the remote's hook judged it (`snodo verify` shows why), or fetch and integrate its changes first",
+        )
+        refused.exit_code = 1
+        return refused
+    return EnvironmentProblem(f"could not push {ref} to {remote}: {said}")

@@ -23,7 +23,7 @@ from snodo.errors import EnvironmentProblem, ToolError
 from snodo.gitrun import run_git
 from snodo.governance.policy import Classification, ValidatorResult, classify
 from snodo.governance.runner import PhaseInput, ProgressFn, run_phase
-from snodo.outcomes import AGENT_INSTRUCTION, Outcome
+from snodo.outcomes import Outcome, agent_instruction
 from snodo.plugins import PluginHost
 from snodo.protocol import LoadedProtocol
 from snodo.protocol.models import Mode, Protocol
@@ -187,7 +187,9 @@ class ValidationOutcome:
             "results": [r.for_agent() for r in self.results],
             "policy": self.classification.policy.as_json(),
             "reason": self.classification.reason,
-            "instruction": AGENT_INSTRUCTION[self.status].format(decision_id=self.decision_id),
+            "instruction": agent_instruction(
+                self.status, phase=self.phase, token_issued=self.token is not None, decision_id=self.decision_id
+            ),
         }
         if self.decision_id is not None:
             out["decision_id"] = self.decision_id

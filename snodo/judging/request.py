@@ -17,6 +17,7 @@ from typing import Any
 
 from snodo.errors import ValidatorFault
 from snodo.records import ValidationRequest
+from snodo.settings import SHELL_TOKENS
 from snodo.workspace.pysetup import python_setup
 
 from .judge import DOCS, Judgement, Options, judge_change, options_from_command
@@ -24,7 +25,6 @@ from .record import PASSED
 from .session import run_session
 
 DEFAULT_COMMAND = ("python", "-m", "pytest")
-_SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|&"})
 
 
 def command_argv(command: Any) -> list[str]:
@@ -42,7 +42,7 @@ def command_argv(command: Any) -> list[str]:
         raise ValidatorFault("tooling.command must be a string or a list of strings")
     if not argv:
         raise ValidatorFault("tooling.command is empty")
-    shell = [a for a in argv if a in _SHELL_TOKENS or "$(" in a or "`" in a]
+    shell = [a for a in argv if a in SHELL_TOKENS or "$(" in a or "`" in a]
     if shell:
         raise ValidatorFault(
             f"tooling.command is run without a shell, so {', '.join(shell)} would be passed literally",

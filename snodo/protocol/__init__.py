@@ -10,7 +10,7 @@ from snodo.errors import ProtocolError
 from snodo.protocol.committed import InForce, refuse_drift, resolve
 from snodo.protocol.loader import find_protocol, parse_protocol, project_root_for, read_protocol_file
 from snodo.protocol.models import Constraint, Execution, Mode, Protocol, Role, Transition, Validator
-from snodo.protocol.wellformed import Violation, check
+from snodo.protocol.wellformed import Violation, check, located
 
 if TYPE_CHECKING:
     from snodo.plugins import PluginHost
@@ -30,6 +30,7 @@ __all__ = [
     "find_protocol",
     "load_in_force",
     "load_protocol",
+    "located",
     "parse_protocol",
     "project_root_for",
     "read_protocol_file",
@@ -62,6 +63,8 @@ def load_protocol(
     else:
         protocol = read_protocol_file(path)
     violations = check(protocol, host)
+    if violations:  # only then is the YAML composed again, for the lines (a clean load stays on the cache)
+        violations = located(violations, in_force.text if in_force else path.read_text(encoding="utf-8"), str(path))
     errors = [v for v in violations if v.level == "error"]
     if errors:
         raise ProtocolError(

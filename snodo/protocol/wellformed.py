@@ -11,7 +11,9 @@ dispatching mode that lacks a validator in either phase (every run would halt).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Iterable
 from typing import Literal
 
 from snodo.attrsbase import frozen
@@ -34,6 +36,28 @@ class Violation:
 
     def as_json(self) -> dict[str, str]:
         return {"rule": self.rule, "level": self.level, "message": self.message}
+
+
+_FIELD = re.compile(r" @ ([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\[\d+\])*)")
+
+
+def located(violations: Iterable[Violation], text: str, source: str) -> list[Violation]:
+    """``violations`` with the file and line of the field each names (``@ validators[2].tooling``)
+    in front, the way the strict loader words its problems: ``file:line: message @ field``;
+    a violation about the protocol as a whole names no field and stays as it is."""
+    from snodo.errors import ProtocolError
+    from snodo.protocol.yamldoc import compose, line_of
+
+    try:
+        root = compose(text, source, len(text))[0]
+    except ProtocolError:  # the loader refused the text already; nothing to point into
+        root = None
+    out = []
+    for v in violations:
+        field = _FIELD.search(v.message)
+        line = line_of(root, "." + field.group(1)) if field is not None and root is not None else None
+        out.append(Violation(rule=v.rule, level=v.level, message=f"{source}:{line}: {v.message}") if line else v)
+    return out
 
 
 def _dupes(ids: list[str]) -> list[str]:

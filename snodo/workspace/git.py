@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from snodo.errors import PathValidationError, ToolError
-from snodo.gitrun import GIT_TIMEOUT, GitTimeout, identity_args, run_git
+from snodo.gitrun import GIT_TIMEOUT, GitTimeout, identity_args, identity_env, run_git
 from snodo.workspace.guard import REASON_GITLINK, PathGuard
 
 GITLINK_MODE = "160000"
@@ -226,8 +226,9 @@ class Git:
         (with ``check``) or a time-out becomes a :class:`ToolError` carrying git's own
         explanation. ``identity`` supplies a committer for commands that create commits."""
         config = identity_args(self.root) if identity else []
+        env = {"GIT_LITERAL_PATHSPECS": "1", **(identity_env(self.root) if identity else {})}
         try:
-            result = run_git(self.root, *config, *args, stdin=stdin, env={"GIT_LITERAL_PATHSPECS": "1"})
+            result = run_git(self.root, *config, *args, stdin=stdin, env=env)
         except GitTimeout:
             raise ToolError(f"git {args[0]} did not finish within {GIT_TIMEOUT:.0f} s") from None
         if not result.ok:

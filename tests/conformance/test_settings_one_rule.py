@@ -76,7 +76,7 @@ def test_a_mistyped_validator_setting_is_refused_alike_by_loader_plugin_and_kit(
     path.write_text(_protocol())
     with pytest.raises(ProtocolError) as loaded:
         load_protocol(path, host)
-    assert f"WF3: {MESSAGE} @ validators[0].tooling.max_lines" in loaded.value.problems
+    assert f"WF3: {path}:4: {MESSAGE} @ validators[0].tooling.max_lines" in loaded.value.problems
 
     # door 2: the plugin, handed a protocol that never went through the loader's check
     proto = parse_protocol(_protocol())
@@ -127,7 +127,7 @@ def test_a_mistyped_coder_setting_is_refused_alike_by_loader_engine_and_coder(tm
     path.write_text(text)
     with pytest.raises(ProtocolError) as loaded:
         load_protocol(path, host)
-    assert f"WF3: mode 'm': {CODER_MESSAGE} @ modes[0].coder_config.delete" in loaded.value.problems
+    assert f"WF3: {path}:3: mode 'm': {CODER_MESSAGE} @ modes[0].coder_config.delete" in loaded.value.problems
 
     with pytest.raises(CoderError) as built:
         config = parse_protocol(text).modes[0].coder_config

@@ -274,7 +274,7 @@ CASES: tuple[Case, ...] = (
     case(
         "capability-typo",
         [("validate, dispatch, commit]", "validate, dispatc, commit]")],
-        "CAP: mode 'producer' grants unknown capability 'dispatc' (did you mean 'dispatch'?) @ modes[0].tools[4]; "
+        "CAP: {p}:7: mode 'producer' grants unknown capability 'dispatc' (did you mean 'dispatch'?) @ modes[0].tools[4]; "
         "known capabilities: " + CAPS,
         wf=True,
     ),
@@ -286,7 +286,7 @@ CASES: tuple[Case, ...] = (
                 "    validator_type: markr\n    evaluation_phase: pre",
             )
         ],
-        "WF3: validator 'gate': no validator type named 'markr' is installed (did you mean 'marker'?); installed: "
+        "WF3: {p}:19: validator 'gate': no validator type named 'markr' is installed (did you mean 'marker'?); installed: "
         + VALIDATOR_TYPES
         + " (install the plugin that provides it, then check `snodo plugins`) @ validators[0].validator_type",
         wf=True,
@@ -294,7 +294,7 @@ CASES: tuple[Case, ...] = (
     case(
         "coder-typo",
         [("    coder: marker-coder\n    coder_config", "    coder: marker-codr\n    coder_config")],
-        "WF3: mode 'producer' coder: no coder named 'marker-codr' is installed (did you mean 'marker-coder'?); "
+        "WF3: {p}:9: mode 'producer' coder: no coder named 'marker-codr' is installed (did you mean 'marker-coder'?); "
         "installed: " + CODERS + " (install the plugin that provides it, then check `snodo plugins`) @ modes[0].coder",
         wf=True,
     ),
@@ -308,28 +308,28 @@ CASES: tuple[Case, ...] = (
     case(
         "tooling-key-typo",
         [("tooling: {timeout: 60}", "tooling: {timout: 60}")],
-        "WF3: validator 'gate' (type marker): unknown tooling key 'timout' (did you mean 'timeout'?); the marker "
+        "WF3: {p}:21: validator 'gate' (type marker): unknown tooling key 'timout' (did you mean 'timeout'?); the marker "
         "validator honours: command, timeout @ validators[0].tooling.timout",
         wf=True,
     ),
     case(
         "tooling-key-of-another-plugin",
         [('tooling: {command: "python -m pytest -q"}', "tooling: {mock_response: pass}")],
-        "WF3: validator 'judge' (type marker): unknown tooling key 'mock_response'; the marker validator honours: "
+        "WF3: {p}:25: validator 'judge' (type marker): unknown tooling key 'mock_response'; the marker validator honours: "
         "command, timeout @ validators[1].tooling.mock_response",
         wf=True,
     ),
     case(
         "coder-config-typo",
         [("coder_config: {model: any/model}", "coder_config: {modle: any/model}")],
-        "WF3: mode 'producer': coder 'marker-coder': unknown coder_config key 'modle' (did you mean 'model'?); "
+        "WF3: {p}:10: mode 'producer': coder 'marker-coder': unknown coder_config key 'modle' (did you mean 'model'?); "
         "the marker-coder coder honours: model @ modes[0].coder_config.modle",
         wf=True,
     ),
     case(
         "leftover-coder-config-for-mock",
         [("    coder: marker-coder\n    coder_config", "    coder: mock\n    coder_config")],
-        "WF3: mode 'producer': coder 'mock': unknown coder_config key 'model'; the mock coder honours: files, "
+        "WF3: {p}:10: mode 'producer': coder 'mock': unknown coder_config key 'model'; the mock coder honours: files, "
         "delete @ modes[0].coder_config.model",
         wf=True,
     ),
@@ -420,7 +420,7 @@ CASES: tuple[Case, ...] = (
                 "  - {validator_id: review, validator_type: llm, evaluation_phase: post_execute}\nexecution:",
             ),
         ],
-        "WF3: validator 'review' (type llm) is judged by a model but sets no `model`: it would report "
+        "WF3: {p}:26: validator 'review' (type llm) is judged by a model but sets no `model`: it would report "
         "validator_error on every run of mode(s) producer; set `model` (e.g. openai/gpt-4o-mini) or remove it "
         "from those modes @ validators[2].model",
         wf=True,

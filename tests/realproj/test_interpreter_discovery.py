@@ -100,9 +100,17 @@ def test_discovery_runs_nothing(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_init_writes_the_found_interpreter_as_a_comment(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+def test_init_names_the_found_interpreter_but_writes_nothing_of_this_machine(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
+    import sys
+
     venv(tmp_path / ".venv")
-    assert snodo_cli("init", cwd=tmp_path).returncode == 0
+    shown = snodo_cli("init", cwd=tmp_path)
+    assert shown.returncode == 0 and ".venv/bin/python (from .venv/" in shown.stdout, shown
     text = (tmp_path / ".snodo" / "protocol.yml").read_text()
-    assert "\nexecution:\n  # python: .venv/bin/python   # found from .venv/" in text
+    assert "\nexecution:\n  # python: left unset on purpose" in text
+    assert str(tmp_path) not in text and sys.executable not in text and "bin/python" not in text
     assert snodo_cli("protocol", "check", cwd=tmp_path).returncode == 0
+    bare = tmp_path / "bare"  # no project environment: snodo's own interpreter is found, and not written either
+    bare.mkdir()
+    as_json = snodo_cli("init", "--json", cwd=bare)
+    assert as_json.json()["python"]["path"] and sys.executable not in (bare / ".snodo" / "protocol.yml").read_text()

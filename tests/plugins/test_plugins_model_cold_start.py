@@ -34,8 +34,8 @@ modes:
     coder: litellm
     coder_config: {{model: hosted_vllm/cold, api_base: "{base}", api_key_env: {key}, timeout: {timeout}, max_retries: 2}}
 validators:
-  - {{validator_id: pre, validator_type: pytest, tooling: {{command: "true"}}}}
-  - {{validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {{command: "true"}}}}
+  - {{validator_id: pre, validator_type: command, tooling: {{command: "true"}}}}
+  - {{validator_id: post, validator_type: command, evaluation_phase: post_execute, tooling: {{command: "true"}}}}
 """
 
 
@@ -98,7 +98,7 @@ validators:
     validator_type: llm
     model: hosted_vllm/cold
     tooling: {{api_base: "{base}", api_key_env: {key}, timeout: {timeout}, max_retries: 0}}
-  - {{validator_id: post, validator_type: pytest, evaluation_phase: post_execute, tooling: {{command: "true"}}}}
+  - {{validator_id: post, validator_type: command, evaluation_phase: post_execute, tooling: {{command: "true"}}}}
 """
 
 

@@ -64,8 +64,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     assert keys.returncode == 0, keys.stderr
     (w.clone / ".snodo" / "allowed_signers").write_text(keys.stdout)
     (w.clone / "README.md").write_text("# project\n")
-    git(w.clone, "add", "README.md", ".snodo/protocol.yml", ".snodo/allowed_signers")
-    git(w.clone, "commit", "-q", "-m", "protocol and trusted signers")
+    git(w.clone, "add", "README.md")
+    git(w.clone, "commit", "-q", "-m", "readme")
+    signed = snodo(w.clone, w.home, "protocol", "sign", "-m", "protocol and trusted signers", "--yes")
+    assert signed.returncode == 0, signed.stdout + signed.stderr
     git(w.clone, "push", "-q", "origin", "main")
     w.main = git(w.clone, "rev-parse", "HEAD").strip()
 

@@ -161,7 +161,8 @@ def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as
                 " ",
                 shown(data),
             ),
-            overflow="fold",
+            # at a terminal long lines fold (the default); piped, the console does not wrap,
+            # and naming an overflow there would crop them
         )
 
 
@@ -187,7 +188,6 @@ def _print_restart(r: dict[str, Any]) -> None:
             f"found: {shown(str(r.get('found', '')))}; reason: {shown(str(r.get('reason', '')))}",
             style="yellow",
         ),
-        overflow="fold",
     )
 
 

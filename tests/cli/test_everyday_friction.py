@@ -174,6 +174,7 @@ JSON_ARGS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("plugin", "new"): ("validator", "bad name!"),
     ("plugins",): (),
     ("protocol", "check"): (),
+    ("protocol", "sign"): (),
     ("push",): (),
     ("run",): ("x", "--mock"),
     ("session", "close"): ("s",),

@@ -66,7 +66,7 @@ modes:
     coder: mock
 validators:
   - {{validator_id: pre, validator_type: command, tooling: {{command: "{pre}"}}}}
-  - {{validator_id: post, validator_type: pytest, evaluation_phase: post_execute{post}}}
+  - {{validator_id: post, validator_type: {post_type}, evaluation_phase: post_execute{post}}}
 """
 REFERENCE = """\
 protocol_id: bench
@@ -85,11 +85,11 @@ validators:
 PYTEST = "python -m pytest -q -p no:cacheprovider"
 WORK = {
     "trivial": {
-        "ours": {"pre": "true", "post": ', tooling: {command: "true"}'},
+        "ours": {"pre": "true", "post_type": "command", "post": ', tooling: {command: "true"}'},
         "reference": {"pre": "true", "post": "true"},
     },
     "pytest": {
-        "ours": {"pre": "python -m compileall -q .", "post": ""},
+        "ours": {"pre": "python -m compileall -q .", "post_type": "pytest", "post": ""},
         "reference": {"pre": "python -m compileall -q .", "post": PYTEST},
     },
 }

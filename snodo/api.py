@@ -166,12 +166,31 @@ def run_status(results: Sequence[ValidatorResult], policy: str = "any") -> str:
     return classify(results, policy=policy).status
 
 
+#: Names kept for one release after they left the API, with what replaces them.
+_DEPRECATED = {
+    "run_python_tests": "judge_tests (a test run's exit status proves nothing: docs/judging.md)",
+    "SuiteRun": "TestJudgement, returned by judge_tests",
+}
+
+
 def __getattr__(name: str) -> Any:
-    """``ValidatorResult`` on first use (see :func:`run_validator` for why not at import)."""
+    """``ValidatorResult`` on first use (see :func:`run_validator` for why not at import);
+    a deprecated name with a warning saying what replaces it."""
     if name == "ValidatorResult":
         from snodo.governance.policy import ValidatorResult
 
         return ValidatorResult
+    if name in _DEPRECATED:
+        import warnings
+
+        from snodo.workspace import testrun
+
+        warnings.warn(
+            f"snodo.api.{name} is deprecated and goes in the next release: use {_DEPRECATED[name]}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(testrun, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

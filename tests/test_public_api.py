@@ -8,6 +8,8 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
+
 import snodo
 import snodo.api
 
@@ -90,3 +92,12 @@ def test_every_public_name_is_used_by_a_plugin_the_kit_or_an_example_and_documen
 def test_the_version_is_the_installed_one_and_matches_pyproject() -> None:
     pyproject = tomllib.loads((Path(snodo.__file__).parents[1] / "pyproject.toml").read_text())
     assert snodo.__version__ == version(snodo.DISTRIBUTION) == pyproject["project"]["version"]
+
+
+def test_a_name_leaving_the_api_warns_for_a_release_first() -> None:
+    """The deprecation policy (docs/plugins.md): a removed name still works for one release,
+    with a DeprecationWarning naming what replaces it; it is no part of ``__all__``."""
+    for name, replacement in (("run_python_tests", "judge_tests"), ("SuiteRun", "TestJudgement")):
+        with pytest.warns(DeprecationWarning, match=replacement):
+            assert callable(getattr(snodo.api, name)) or isinstance(getattr(snodo.api, name), type)
+        assert name not in snodo.api.__all__

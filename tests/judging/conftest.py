@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliResult, git, make_repo
+from tests.conftest import CliResult, git, make_repo, write_producer_protocol
 
 LIB = """\
 def add(a, b):
@@ -35,18 +35,6 @@ def test_add_negative():
 
 def test_mul():
     assert mul(2, 3) == 6
-"""
-PROTOCOL = """\
-protocol_id: t
-name: t
-modes:
-  - mode_id: producer
-    tools: [read, edit, test, validate, dispatch, commit]
-    validators: [scope, tests]
-    coder: mock
-validators:
-  - {{validator_id: scope, validator_type: protocol}}
-  - {{validator_id: tests, validator_type: pytest, evaluation_phase: post_execute, tooling: {tooling}}}
 """
 SPEC = "implement calc.mul; tests/test_calc.py::test_mul must pass"
 
@@ -98,8 +86,7 @@ def make_library(root: Path, cli: Callable[..., CliResult], tooling: str = "{tim
     (root / "pyproject.toml").write_text(
         '[project]\nname = "calc"\nversion = "0"\n\n[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
     )
-    (root / ".snodo").mkdir()
-    (root / ".snodo" / "protocol.yml").write_text(PROTOCOL.format(tooling=tooling))
+    write_producer_protocol(root, tests_extra=f", tooling: {tooling}")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "base")
     return Library(root, cli)

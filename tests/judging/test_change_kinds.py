@@ -107,7 +107,7 @@ def test_the_engine_path_judges_the_same_way(tmp_path: Path, snodo_cli: Callable
     lib = make_library(tmp_path / "lib", snodo_cli)
     protocol = (lib.root / ".snodo" / "protocol.yml").read_text()
     config = json.dumps({"files": {"src/calc/__init__.py": IMPLEMENTED}, "delete": ["tests/test_calc.py"]})
-    protocol = protocol.replace("    coder: mock\n", f"    coder: mock\n    coder_config: {config}\n")
+    protocol = protocol.replace("    coder_config: {}\n", f"    coder_config: {config}\n")
     (lib.root / ".snodo" / "protocol.yml").write_text(protocol + "execution: {max_recovery_depth: 0}\n")
     from tests.conftest import git
 
@@ -128,7 +128,7 @@ def test_a_refused_write_is_never_dropped_quietly(tmp_path: Path, snodo_cli: Cal
     protocol = (
         (lib.root / ".snodo" / "protocol.yml")
         .read_text()
-        .replace("    coder: mock\n", f"    coder: mock\n    coder_config: {json.dumps({'files': files})}\n")
+        .replace("    coder_config: {}\n", f"    coder_config: {json.dumps({'files': files})}\n")
     )
     (lib.root / ".snodo" / "protocol.yml").write_text(
         protocol + "protected_paths: [ci]\nexecution: {max_recovery_depth: 0}\n"

@@ -205,7 +205,9 @@ def _cache_path(cache: Path, key: str) -> Path:
 
 
 def _store(path: Path, data: Any) -> None:
-    """Written whole or not at all (a temporary file renamed into place)."""
+    """Written whole or not at all (a temporary file renamed into place). Not
+    :mod:`snodo.state.atomic`: the plugin API reaches the judge, and it must not import state
+    (an import-linter contract)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:

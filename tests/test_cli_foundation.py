@@ -108,3 +108,35 @@ def test_help_and_protocol_check_never_import_heavy_libraries(tmp_path: Path, sn
         check=True,
     )
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_command_exits_while_a_daemon_thread_holds_an_import_lock(tmp_path: Path, snodo_home: Path) -> None:
+    """A model call abandoned at its deadline is a daemon thread that may be inside an import
+    when the command ends; a finaliser that imports the same module (litellm's HTTP handlers
+    do) then waited for ever in the interpreter's finalisation, and the process never exited.
+    The command's exit code still comes out, and its exit handlers still run."""
+    (tmp_path / "slowmod.py").write_text("import time\ntime.sleep(120)\n")
+    probe = (
+        "import atexit, gc, sys, threading, time\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "threading.Thread(target=lambda: __import__('slowmod'), daemon=True).start()\n"
+        "time.sleep(0.5)  # the thread now holds slowmod's import lock\n"
+        "class Finaliser:\n"
+        "    def __del__(self):\n"
+        "        import slowmod\n"
+        "gc.disable()\n"
+        "held = Finaliser(); held.cycle = held; del held  # collected only by finalisation\n"
+        "atexit.register(lambda: print('EXIT HANDLER RAN', flush=True))\n"
+        "from snodo.cli.main import main\n"
+        "main(['--version'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"SNODO_HOME": str(snodo_home), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "version" in out.stdout and "EXIT HANDLER RAN" in out.stdout, out.stdout

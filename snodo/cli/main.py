@@ -7,12 +7,14 @@ and exit with the error's code.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import importlib.util
 import os
 import signal
 import sys
+import threading
 from typing import Any, NoReturn
 
 import click
@@ -179,7 +181,38 @@ def _home_notice() -> None:
         print_note(notice)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> NoReturn:
+    """The command line's entry point: the command, then the process's exit (:func:`_leave`)."""
+    try:
+        _main(argv)
+    except SystemExit as done:
+        _leave(done.code)
+    _leave(0)
+
+
+def _leave(code: str | int | None) -> NoReturn:
+    """Exit with ``code``, never hanging in the interpreter's finalisation.
+
+    A daemon thread can still be running here: a model call abandoned at its deadline, a
+    library's background worker. Finalisation freezes such threads wherever they are, possibly
+    inside an import (holding that module's lock), then collects garbage, and a finaliser that
+    imports (litellm's HTTP handlers do) waits for that lock for ever. So when one is alive, run
+    the exit handlers (snodo's reaping of confined processes is one), flush, and leave without
+    finalisation: every write of snodo's state is atomic and already done, none waits for a
+    finaliser.
+    """
+    if not any(t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.exit(code)
+    atexit._run_exitfuncs()  # what sys.exit would have run, before daemon threads are frozen
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr, flush=True)
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+
+
+def _main(argv: list[str] | None) -> None:
     """The one error edge of the command line: every failure leaves through here.
 
     A person gets one message on stderr (with a hint, no traceback unless ``-v``); a

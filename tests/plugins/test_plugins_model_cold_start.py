@@ -113,9 +113,9 @@ def test_a_cold_runs_judge_sends_its_request_within_its_timeout(
         (repo / ".snodo" / "protocol.yml").write_text(JUDGED.format(base=server.base_url, key=KEY, timeout=TIMEOUT))
         git(repo, "add", ".snodo")
         git(repo, "commit", "-q", "-m", "protocol")
-        # the time bound that matters is the one on the judge (asserted below); the process's own
-        # exit may wait on the hung connection the server holds for up to its 60 s hang
-        run = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=repo, env={KEY: "sk-test"}, timeout=300)
+        # the judge's model call is abandoned at its deadline, still waiting on the hung server:
+        # the process must exit all the same (tests/test_cli_foundation.py shows why it could not)
+        run = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=repo, env={KEY: "sk-test"}, timeout=120)
         ended = time.monotonic()
         assert len(server.requests) == 1, run  # the judge's request was sent
         arrived = server.requests[0]["at"]

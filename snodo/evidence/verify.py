@@ -33,7 +33,7 @@ from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range
-from snodo.evidence.statement import EnvelopeError, UnlistedKey, Verifier, decode_envelope, subjects
+from snodo.evidence.statement import EnvelopeError, UnlistedKey, Verifier, decode_envelope, signer_ids, subjects
 from snodo.gitrun import run_git
 from snodo.protocol.trust import REMEDY, Step, Walk, signature_checks
 from snodo.state.signers import ALLOWED_SIGNERS, ATTESTATION_NAMESPACE, Signer, parse_allowed_signers, signers_for
@@ -144,7 +144,13 @@ def _check_attestation(
         envelope, body = decode_envelope(entry.note.strip())
         fingerprint = verifier.verify(envelope)
     except UnlistedKey:
-        return "", "attestation signed by a key the base's allowed_signers does not list for attestations"
+        claimed = ", ".join(shown(k)[:80] for k in signer_ids(envelope)[:3]) or "none"
+        return "", (
+            f"attestation signed by a key ({claimed}) that the base's allowed_signers does not list for "
+            "attestations. A key this change adds counts only once it is on the base: someone the base "
+            "already trusts adds the line there (`snodo keys show` on the new machine prints it) and signs "
+            "it (`snodo protocol sign`); then verify again"
+        )
     except EnvelopeError as exc:
         return "", f"attestation rejected: {exc}"
     commit, tree = subjects(body)

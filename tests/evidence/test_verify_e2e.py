@@ -201,7 +201,10 @@ def test_an_attestation_by_a_key_not_on_main_is_refused_even_if_the_branch_lists
     assert sign.returncode == 4 and "not listed" in sign.stderr, sign.stderr
     world.publish(repo, "stranger")
     refused = failing(world.verify_b("stranger"))
-    assert "signed by a key the base's allowed_signers does not list" in refused[governed[:12]]
+    why = refused[governed[:12]]
+    assert "that the base's allowed_signers does not list for attestations" in why, why
+    # what to do is not what she already did (list the key on her own branch)
+    assert "counts only once it is on the base" in why and "snodo protocol sign" in why, why
     assert f"commit {listing[:12]} changes .snodo/ without a good signature" in refused[listing[:12]]
     assert "snodo protocol sign" in refused[listing[:12]]
 

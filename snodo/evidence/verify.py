@@ -144,9 +144,9 @@ def _check_attestation(
         envelope, body = decode_envelope(entry.note.strip())
         fingerprint = verifier.verify(envelope)
     except UnlistedKey:
-        claimed = ", ".join(shown(k)[:80] for k in signer_ids(envelope)[:3]) or "none"
+        keyids = ", ".join(shown(k)[:80] for k in signer_ids(envelope)[:3]) or "none"
         return "", (
-            f"attestation signed by a key ({claimed}) that the base's allowed_signers does not list for "
+            f"attestation signed by a key ({keyids}) that the base's allowed_signers does not list for "
             "attestations. A key this change adds counts only once it is on the base: someone the base "
             "already trusts adds the line there (`snodo keys show` on the new machine prints it) and signs "
             "it (`snodo protocol sign`); then verify again"

@@ -275,11 +275,13 @@ JUSTIFICATION_CHARS = 600
 
 
 def _result_cells(r: dict[str, Any], *, with_type: bool, more: str) -> list[str]:
-    """One validator result's cells, printable; a long justification keeps its tail (where
-    test failures are) and says where the whole text is."""
+    """One validator result's cells, printable. A long justification keeps its head (the
+    verdict's summary and tally, where judges put them) and its tail (where a command's own
+    output ends), and says where the whole text is."""
     text = str(r.get("justification", ""))
     if len(text) > JUSTIFICATION_CHARS:
-        text = "… " + text[-JUSTIFICATION_CHARS:] + (f"\n({more})" if more else "")
+        head, tail = JUSTIFICATION_CHARS * 2 // 3, JUSTIFICATION_CHARS // 3
+        text = text[:head] + " … " + text[-tail:] + (f"\n({more})" if more else "")
     severity = str(r.get("severity"))
     if r.get("severity_original"):
         severity += f" (was {r['severity_original']})"

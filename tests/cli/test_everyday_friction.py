@@ -337,3 +337,28 @@ def test_governed_commits_take_author_and_committer_as_git_would(
     assert _author_and_committer(trivial, from_config.json()["branch"]) == (
         "Dev <dev@example.com> | Dev <dev@example.com>"
     )
+
+
+def test_a_long_failing_verdict_keeps_its_tally_in_text_output(
+    tmp_path: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    """The table used to keep only the tail of a long justification: with many failing tests
+    the summary and pytest's tally ("40 failed, 30 passed") were cut off the front."""
+    from tests.conftest import write_producer_protocol
+
+    repo = make_repo(tmp_path / "repo")
+    (repo / "tests").mkdir()
+    for i in range(40):
+        (repo / "tests" / f"test_legacy_{i}.py").write_text(
+            f"import pathlib\n\n\ndef test_legacy_{i}():\n    assert not pathlib.Path('hello.py').exists()\n"
+        )
+    for i in range(30):
+        (repo / "tests" / f"test_ok_{i}.py").write_text(f"def test_ok_{i}():\n    assert True\n")
+    write_producer_protocol(repo)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "tests and protocol")
+    run = snodo_cli("run", "add a hello module", "--mock", cwd=repo)
+    assert run.returncode == 1, run
+    table = run.stdout[run.stdout.index("justification") :]
+    assert "30 of 70 base-passing test(s) pass (40 failed, 30 passed)" in table, table
+    assert "and 20 more" in table and "snodo jobs show" in table, table  # the tail, and where the rest is

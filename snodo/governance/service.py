@@ -40,6 +40,7 @@ from snodo.state.tokens import TokenService
 from snodo.taskids import check_task_id as check_task_id  # noqa: PLC0414
 from snodo.taskids import derive_task_id as derive_task_id  # noqa: PLC0414
 from snodo.taskids import spec_sha256 as spec_sha256  # noqa: PLC0414
+from snodo.workspace.changes import python_environments
 
 if TYPE_CHECKING:
     from snodo.governance.treewatch import StatusWatch
@@ -244,9 +245,12 @@ def judged_tree(workspace: Path) -> str:
             real_index = run_git(workspace, "rev-parse", "--path-format=absolute", "--git-path", "index")
             if real_index.ok and os.path.isfile(real_index.stdout.strip()):
                 shutil.copyfile(real_index.stdout.strip(), index)
-            added = run_git(workspace, "add", "--all", "--", ".", ":(exclude,top).snodo", env=own)
-            environments = _environments(workspace)
-            if added.ok and environments:  # a pathspec naming an ignored one would fail the add
+            # environments are left out of the add (never hashed: a venv holds thousands of
+            # files) and out of the index copy if someone committed one
+            environments = python_environments(workspace)
+            excluded = [f":(exclude,top){name}" for name in (".snodo", *environments)]
+            added = run_git(workspace, "add", "--all", "--", ".", *excluded, env=own)
+            if added.ok and environments:
                 added = run_git(
                     workspace, "rm", "-r", "--cached", "--quiet", "--ignore-unmatch", "--", *environments, env=own
                 )
@@ -264,19 +268,6 @@ def _current_head(root: Path) -> str | None:
     except EnvironmentProblem:
         return None
     return (found.stdout.strip() or None) if found.ok else None
-
-
-def _environments(root: Path) -> list[str]:
-    """Top-level directories of ``root`` that are Python environments (hold ``pyvenv.cfg``)."""
-    try:
-        with os.scandir(root) as listing:
-            return sorted(
-                e.name
-                for e in listing
-                if e.is_dir(follow_symlinks=False) and os.path.isfile(os.path.join(e.path, "pyvenv.cfg"))
-            )
-    except OSError:
-        return []
 
 
 def default_base(project: Project) -> str | None:

@@ -46,8 +46,9 @@ def working_tree_changes(root: Path, base: str = "HEAD") -> ChangeSet:
     ref = base
     if git.head() is None and base == "HEAD":
         ref = EMPTY_TREE  # nothing committed yet: every file is part of the change
+    environments = tuple(f"{name}/" for name in python_environments(git.root))
     try:
-        files = [f for f in git.changed_files(ref) if not f.startswith(_STATE_DIR)]
+        files = [f for f in git.changed_files(ref) if not f.startswith((_STATE_DIR, *environments))]
         tracked_diff = git.read_diff(ref)
     except ToolError as exc:
         raise SnodoError(
@@ -60,6 +61,20 @@ def working_tree_changes(root: Path, base: str = "HEAD") -> ChangeSet:
         if rel not in tracked:
             parts.append(_new_file_patch(git.root, rel))
     return ChangeSet(base=base, changed_files=tuple(files), diff="".join(p for p in parts if p))
+
+
+def python_environments(root: Path) -> list[str]:
+    """Top-level directories of ``root`` that are Python environments (hold ``pyvenv.cfg``):
+    never part of the work, tracked or not."""
+    try:
+        with os.scandir(root) as listing:
+            return sorted(
+                e.name
+                for e in listing
+                if e.is_dir(follow_symlinks=False) and os.path.isfile(os.path.join(e.path, "pyvenv.cfg"))
+            )
+    except OSError:
+        return []
 
 
 def _diff_paths(diff: str) -> set[str]:

@@ -129,3 +129,15 @@ def test_working_tree_changes_shapes(tmp_path: Path) -> None:
     git(fresh, "init", "-q")
     (fresh / "a.py").write_text("x = 1\n")
     assert working_tree_changes(fresh).changed_files == ("a.py",)
+
+
+def test_an_untracked_environment_is_not_part_of_the_change(snodo_cli, repo: Path, plugin_env: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    """A project's own `.venv`, not ignored, held thousands of "changed" files."""
+    venv = repo / ".venv"
+    (venv / "lib" / "site-packages").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    for i in range(30):
+        (venv / "lib" / "site-packages" / f"mod_{i}.py").write_text(BAD)
+    r = post(snodo_cli, repo, plugin_env)
+    assert r.returncode == 0, r
+    assert "no changed Python file" in r.json()["results"][0]["justification"]

@@ -91,7 +91,8 @@ class Project:
 
     @cached_property
     def decisions(self) -> DecisionStore:
-        return DecisionStore(self.root, self.home)
+        in_force = self.loaded.in_force
+        return DecisionStore(self.root, self.home, signers=in_force.signers if in_force is not None else None)
 
     @cached_property
     def _tree_watch(self) -> StatusWatch:

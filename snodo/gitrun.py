@@ -64,6 +64,15 @@ HARDENING: tuple[str, ...] = (
     "commit.gpgSign=false",
     "tag.gpgSign=false",
     "log.showSignature=false",
+    # a signature shown or checked (``%G?``, ``verify-commit``) starts the program of its
+    # format: each is pinned, so git signs nothing and picks among these alone
+    "gpg.program=false",
+    "gpg.openpgp.program=false",
+    "gpg.x509.program=false",
+    "gpg.ssh.program=ssh-keygen",
+    "gpg.ssh.defaultKeyCommand=",
+    "gpg.ssh.allowedSignersFile=/dev/null",
+    "gpg.ssh.revocationFile=/dev/null",
     "protocol.allow=never",
     "gc.auto=0",
     "maintenance.auto=false",

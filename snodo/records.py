@@ -251,6 +251,16 @@ class ValidatorSpec:
         :class:`~snodo.settings.Setting` records (``timeout`` is the runner's, always honoured),
         checked by :func:`snodo.settings.check_settings`.
 
+    :param judges_objects: reads the work only as git objects (``request.work``: the judged
+        tree and its base), never through ``request.workspace``: it gets no copy. Every other
+        validator's workspace is a copy of the judged tree snodo writes from git's objects
+        (:class:`snodo.judging.copies.Snapshot`).
+    :param runs_code: starts processes on the work (a check, a hook, a script): its copy is
+        its own, so what one validator's processes do never changes what another reads.
+        ``False`` (it only reads files, as a model judge does): it shares one copy with the
+        phase's other such validators, and any process it starts anyway sees that copy
+        read-only.
+
     A validator never modifies the workspace; the conformance kit checks it.
     """
 
@@ -259,6 +269,8 @@ class ValidatorSpec:
     needs_model: bool = False
     deterministic: bool = True
     settings: tuple[str, ...] = ()
+    judges_objects: bool = False
+    runs_code: bool = True
 
 
 @frozen(kw_only=True)
@@ -346,7 +358,9 @@ class JudgedWork:
 class ValidationRequest:
     """What a validator judges: one task, one phase, one validator's configuration.
 
-    ``workspace`` is the tree under judgement (an engine worktree, or the checkout itself);
+    ``workspace`` is the tree under judgement: a private copy of the judged tree written for
+    this validator alone (a git work tree whose index holds that tree and whose ``HEAD`` is
+    the base), or for a request not built by snodo's runner the directory it names;
     ``project_root`` is the user's checkout, where relative settings such as
     ``tooling.python: .venv/bin/python`` are resolved (``None``: the workspace).
     After the work, ``changed_files`` and ``diff`` are the task's whole change set.

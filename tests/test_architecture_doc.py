@@ -110,7 +110,7 @@ PROOFS: dict[str, tuple[str, ...]] = {
     ),
     "Stillness": (
         "tests/sandbox/test_post_status.py::test_a_copy_nothing_touched_is_judged_clean_without_a_status",
-        "tests/sandbox/test_post_status.py::test_what_a_confined_pre_execute_validator_changed_is_listed_after_the_commit",
+        "tests/sandbox/test_post_status.py::test_what_a_confined_pre_execute_validator_changes_stays_in_its_own_copy",
         "tests/governance/test_treewatch.py::test_a_directory_that_appeared_is_watched_from_then_on_with_what_it_holds",
     ),
     "classify": ("tests/mcp/test_mcp_governance.py::test_validator_error_issues_nothing_and_never_says_authorize",),

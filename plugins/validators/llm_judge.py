@@ -36,6 +36,7 @@ def snodo_validators() -> Iterator[ValidatorSpec]:
     yield ValidatorSpec(
         name=NAME,
         description="a model judges the task against the validator's criteria (needs `model`)",
+        runs_code=False,
         needs_model=True,
         deterministic=False,
         settings=SETTINGS,

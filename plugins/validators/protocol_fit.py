@@ -93,6 +93,7 @@ def snodo_validators() -> Iterator[ValidatorSpec]:
     yield ValidatorSpec(
         name=NAME,
         description="checks that the task's intent fits the current mode's capabilities",
+        runs_code=False,
         needs_model=False,
         deterministic=False,  # deterministic unless `model` adds its judgement
         settings=SETTINGS,

@@ -36,6 +36,7 @@ def snodo_validators() -> Iterator[ValidatorSpec]:
         name=NAME,
         description="judges the change by the project's tests, per test, against the base commit",
         needs_model=False,
+        judges_objects=True,
         deterministic=True,
         settings=SETTINGS,
     )

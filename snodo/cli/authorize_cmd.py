@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import click
 
-from snodo.cli.common import json_option, project_root, protocol_option
+from snodo.cli.common import json_option, project_root, protocol_option, signers_in_force
 from snodo.errors import DecisionError
 
 
@@ -90,7 +90,7 @@ def authorize(
     if prune:
         if decision_id is not None:
             raise click.UsageError("--prune takes no DECISION_ID")
-        _prune(root, home, as_json)
+        _prune(root, home, signers_in_force(protocol_path), as_json)
         return
     if decision_id is None:
         _list_pending(root, store, as_json)
@@ -195,7 +195,7 @@ def _sign_and_record(
     if decision_key_is_protected(home):
         passphrase = click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
     signed = sign_decision(home, record, pending_decision, passphrase=passphrase)
-    return signed, DecisionStore(root, home).save(signed)
+    return signed, DecisionStore(root, home, signers=None).save(signed)  # storing: no trust asked
 
 
 def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed: Any, verdict: str, path: Path) -> None:
@@ -321,7 +321,7 @@ def _render_escalations(results: Any) -> None:
             console().print(Syntax("\n".join(lines), "diff", word_wrap=True, theme="ansi_dark"))
 
 
-def _prune(root: Path, home: Path, as_json: bool) -> None:
+def _prune(root: Path, home: Path, signers: str | None, as_json: bool) -> None:
     """Drop pending decisions already settled by a verified record, or superseded by a newer
     escalation of the same task, phase and mode; each drop is audited."""
     from snodo.cli.output import console, emit_json
@@ -331,7 +331,7 @@ def _prune(root: Path, home: Path, as_json: bool) -> None:
     from snodo.state.sessions import SessionStore
 
     store = SessionStore(home)
-    decisions = DecisionStore(root, home)
+    decisions = DecisionStore(root, home, signers=signers)  # the list in force decides what settled a decision
     pending = store.pending(root)  # oldest first
     newest: dict[tuple[str, str, str], str] = {}
     for _s, p in pending:

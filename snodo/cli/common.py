@@ -94,6 +94,16 @@ def ensure_gitignore(state_dir: Path) -> None:
         atomic_write_text(path, text + ("" if text.endswith("\n") or not text else "\n") + "\n".join(missing) + "\n")
 
 
+def signers_in_force(protocol_path: Path | None) -> str | None:
+    """The ``allowed_signers`` text in force for the project (the committed list the trust
+    rule puts in force, never the working-tree file); ``None`` when no list is in force."""
+    from snodo.protocol import find_protocol
+    from snodo.protocol.committed import resolve
+    from snodo.state.home import snodo_home
+
+    return resolve(find_protocol(Path.cwd(), protocol_path), cache_dir=snodo_home() / "cache" / "git").signers
+
+
 def project_root(protocol_path: Path | None) -> Path:
     """The project directory, without loading plugins or the protocol (read-only commands).
 

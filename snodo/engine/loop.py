@@ -277,7 +277,9 @@ class Engine:
         consumed exactly once, right here, or nothing runs."""
         p = self.project
         # A copy just restored (or made) and checked clean: no git needed to say so.
-        pre = self._validate(spec, task_id, "pre_execute", wt.path, uncommitted=() if wt.clean_at_start else None)
+        pre = self._validate(
+            spec, task_id, "pre_execute", wt.path, uncommitted=() if wt.clean_at_start else None, base=wt.base
+        )
         if pre.status != "pass":
             raise Halt(pre.status, "pre_execute", pre.classification.reason, validation=pre)
         if pre.token is None:

@@ -18,11 +18,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
+from attrs import evolve
+
 from snodo import workers
 from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem
 from snodo.gitrun import run_git
 from snodo.governance.policy import ValidatorResult, cap
+from snodo.judging.copies import Snapshot
+from snodo.judging.tree import resolve
 from snodo.plugins import PluginHost
 from snodo.protocol.models import Constraint, Mode, Protocol, Validator
 from snodo.records import JudgedWork, PredicateContext, ValidationRequest, WorkspaceStatus, thaw
@@ -90,7 +94,9 @@ def uncommitted(workspace: Path) -> tuple[str, ...]:
     return tuple(line for line in found.stdout.splitlines() if line.strip()) if found.ok else ()
 
 
-def _run_one(host: PluginHost, v: Validator, inp: PhaseInput, status: WorkspaceStatus) -> ValidatorResult:
+def _run_one(
+    host: PluginHost, v: Validator, inp: PhaseInput, status: WorkspaceStatus, workspace: Path | None = None
+) -> ValidatorResult:
     started = time.monotonic()
     request = ValidationRequest(
         validator=v,
@@ -99,10 +105,10 @@ def _run_one(host: PluginHost, v: Validator, inp: PhaseInput, status: WorkspaceS
         phase=inp.phase,
         mode=inp.mode,
         protocol=inp.protocol,
-        workspace=inp.workspace,
+        workspace=workspace or inp.workspace,
         changed_files=inp.changed_files,
         diff=inp.diff,
-        project_root=inp.project_root,
+        project_root=inp.project_root or inp.workspace,
         timeout=v.timeout,
         status=status,
         work=inp.work,
@@ -201,40 +207,117 @@ def run_phase(
     else:
         status = WorkspaceStatus(inp.read_uncommitted or (lambda: uncommitted(inp.workspace)))
 
+    try:
+        snapshot: Snapshot | str | None = _snapshot(host, inp, validators)
+    except (OSError, EnvironmentProblem) as exc:  # fails closed: no copy, no verdict
+        snapshot = f"could not take a snapshot of the judged tree: {exc}"
+
     def work(i: int, v: Validator) -> None:
-        with confined(inp.sandbox):
-            finished.put((i, _run_one(host, v, inp, status)))
-
-    while waiting or running:
-        while waiting and len(running) < width:
-            i, v = waiting.popleft()
-            if progress:
-                progress(f"{inp.phase}: running {v.validator_id} ({v.validator_type})", None)
-            ctx = contextvars.copy_context()
-            running[i] = time.monotonic() + v.timeout + _grace(v.timeout)
-            workers.start(functools.partial(ctx.run, work, i, v), "snodo-validator")
+        if snapshot is None or not _needs_copy(host, v):
+            with confined(inp.sandbox):
+                finished.put((i, _run_one(host, v, inp, status)))
+            return
+        started = time.monotonic()
+        own = _runs_code(host, v)
         try:
-            # in slices: a signal the kernel delivered to a validator's thread is only acted on
-            # (KeyboardInterrupt, Interrupted) when this, the main, thread runs again
-            i, result = finished.get(timeout=min(_SLICE, max(0.0, min(running.values()) - time.monotonic())))
-        except queue.Empty:
-            now = time.monotonic()
-            for i in [i for i, deadline in running.items() if deadline <= now]:
-                v = validators[i]
-                message = f"timed out after {v.timeout:g}s without a verdict"
-                started = running.pop(i) - v.timeout - _grace(v.timeout)
-                slots[i] = _error(v.validator_id, v.validator_type, message, started)
-        else:
-            if running.pop(i, None) is not None:  # a verdict after its deadline stays a timeout
-                slots[i] = result
-        while reported < len(slots) and (done := slots[reported]) is not None:
-            if progress:
-                progress(f"{inp.phase}: {validators[reported].validator_id} → {done.severity}", done)
-            reported += 1
+            if isinstance(snapshot, str):
+                raise EnvironmentProblem(snapshot)
+            copy = snapshot.copy(v.validator_id) if own else snapshot.shared()
+            policy = _moved_to(inp.sandbox, copy if own else snapshot.empty(), snapshot)
+        except (OSError, EnvironmentProblem) as exc:
+            message = f"no copy of the judged tree to judge in: {exc}"
+            finished.put((i, _error(v.validator_id, v.validator_type, message, started)))
+            return
+        try:
+            with confined(policy):
+                finished.put((i, _run_one(host, v, inp, status, copy)))
+        finally:
+            if own:
+                snapshot.remove(copy)
 
-    results = [r for r in slots if r is not None]
-    results += run_constraints(host, constraints_for(inp.protocol, inp.mode, validators), inp, progress=progress)
-    return results
+    try:
+        while waiting or running:
+            while waiting and len(running) < width:
+                i, v = waiting.popleft()
+                if progress:
+                    progress(f"{inp.phase}: running {v.validator_id} ({v.validator_type})", None)
+                ctx = contextvars.copy_context()
+                running[i] = time.monotonic() + v.timeout + _grace(v.timeout)
+                workers.start(functools.partial(ctx.run, work, i, v), "snodo-validator")
+            try:
+                # in slices: a signal the kernel delivered to a validator's thread is only acted on
+                # (KeyboardInterrupt, Interrupted) when this, the main, thread runs again
+                i, result = finished.get(timeout=min(_SLICE, max(0.0, min(running.values()) - time.monotonic())))
+            except queue.Empty:
+                now = time.monotonic()
+                for i in [i for i, deadline in running.items() if deadline <= now]:
+                    v = validators[i]
+                    message = f"timed out after {v.timeout:g}s without a verdict"
+                    started = running.pop(i) - v.timeout - _grace(v.timeout)
+                    slots[i] = _error(v.validator_id, v.validator_type, message, started)
+            else:
+                if running.pop(i, None) is not None:  # a verdict after its deadline stays a timeout
+                    slots[i] = result
+            while reported < len(slots) and (done := slots[reported]) is not None:
+                if progress:
+                    progress(f"{inp.phase}: {validators[reported].validator_id} → {done.severity}", done)
+                reported += 1
+
+        results = [r for r in slots if r is not None]
+        constraints = constraints_for(inp.protocol, inp.mode, validators)
+        if isinstance(snapshot, Snapshot) and constraints:
+            # predicates read files too: they see the same snapshot (one copy, run one by one)
+            where = snapshot.copy("constraints")
+            inp = evolve(inp, workspace=where, sandbox=_moved_to(inp.sandbox, where, snapshot))
+        results += run_constraints(host, constraints, inp, progress=progress)
+        return results
+    finally:
+        if isinstance(snapshot, Snapshot):
+            snapshot.close()
+
+
+def _moved_to(policy: SandboxPolicy | None, copy: Path, snapshot: Snapshot) -> SandboxPolicy | None:
+    """The phase's confinement with ``copy`` as the only writable tree (the checkout's
+    Python environments it links to stay read-only)."""
+    if policy is None:
+        return None
+    return evolve(policy, workspace=copy, interpreters=(*policy.interpreters, *snapshot.environments.values()))
+
+
+def _needs_copy(host: PluginHost, v: Validator) -> bool:
+    """Whether ``v`` reads the work through its workspace (every validator but those that
+    declare they judge git objects alone; an unknown type too: it fails on its own)."""
+    try:
+        return not host.validator(v.validator_type).judges_objects
+    except Exception:
+        return True
+
+
+def _runs_code(host: PluginHost, v: Validator) -> bool:
+    try:
+        return host.validator(v.validator_type).runs_code
+    except Exception:
+        return True
+
+
+def _snapshot(host: PluginHost, inp: PhaseInput, validators: Sequence[Validator]) -> Snapshot | None:
+    """The judged tree, read once when the phase starts, when a validator of it will read
+    the work through its workspace (SPEC §3 "One snapshot"); ``None`` when none will, or
+    when there is no judged tree (outside git)."""
+    work = inp.work
+    if work is None or not any(_needs_copy(host, v) for v in validators):
+        return None
+    tree = work.tree()
+    if not tree:
+        return None
+    base = work.base
+    head = base if base is None or _is_commit_id(base) else resolve(work.repo, base)
+    cache = work.cache / "git" if work.cache is not None else None
+    return Snapshot(work.repo, tree, base=head, project_root=inp.project_root or inp.workspace, cache_dir=cache)
+
+
+def _is_commit_id(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def run_constraints(

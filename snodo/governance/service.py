@@ -23,6 +23,7 @@ from snodo.errors import EnvironmentProblem, ToolError
 from snodo.gitrun import run_git
 from snodo.governance.policy import Classification, ValidatorResult, classify
 from snodo.governance.runner import PhaseInput, ProgressFn, run_phase
+from snodo.judging.tree import tree_of
 from snodo.outcomes import Outcome, agent_instruction
 from snodo.plugins import PluginHost
 from snodo.protocol import LoadedProtocol
@@ -91,7 +92,8 @@ class Project:
 
     @cached_property
     def decisions(self) -> DecisionStore:
-        return DecisionStore(self.root, self.home)
+        in_force = self.loaded.in_force
+        return DecisionStore(self.root, self.home, signers=in_force.signers if in_force is not None else None)
 
     @cached_property
     def _tree_watch(self) -> StatusWatch:
@@ -382,10 +384,18 @@ def _validate_task(
     session = project.session()
     adjudicated, vetoes = _decision_results(project, task_id, sha, tree)
     known_tree = tree
+
+    def read_tree() -> str:
+        if known_tree:
+            return known_tree
+        if uncommitted == ():  # the caller knows the checkout holds exactly its HEAD commit
+            return tree_of(workspace, "HEAD")
+        return judged_tree(workspace)
+
     work = JudgedWork(
         workspace,
         base if base is not None else (lambda: default_base(project)),
-        lambda: known_tree or judged_tree(workspace),
+        read_tree,
         cache=project.home / "judging",
     )
     results = run_phase(

@@ -47,6 +47,9 @@ class InForce:
     drift: str | None = None  # summary of how the working-tree copy differs, None when identical
     not_in_force: str | None = None  # why a committed change does not count (unsigned, unlisted)
     warning: str | None = None  # one line when the working tree is used (never committed, no git)
+    #: the ``allowed_signers`` text in force (``None``: no list is in force — never committed,
+    #: or the protocol read from the working tree): whose decisions count, never the file on disk
+    signers: str | None = None
 
     def provenance(self) -> dict[str, str | None]:
         """What every validation and run records about the rules that judged it."""
@@ -124,7 +127,7 @@ def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
             hint=REMEDY if why else f"restore {rel} in a commit signed by a principal listed in {signers_rel}",
         )
     drift = summarize_drift(text, working, rel) if working != text else None
-    return InForce(text=text, commit=commit, digest=digest(text), drift=drift, not_in_force=why)
+    return InForce(text=text, commit=commit, digest=digest(text), drift=drift, not_in_force=why, signers=signers)
 
 
 #: Every ``allowed_signers`` text found in force by this process (what `snodo` compares the

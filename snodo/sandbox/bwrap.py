@@ -308,9 +308,12 @@ def _git_dir_in_shared_dirs(workspace: Path) -> tuple[Path, ...]:
     """A working copy's repository (its ``.git`` file names a git directory elsewhere) when
     that repository lives in a hidden shared directory (a checkout under ``/tmp``): bound
     back read-only, as it would be visible anywhere else, so git inside the sandbox (a
-    hook, a test) still sees the work tree. Nothing of it becomes writable."""
+    hook, a test) still sees the work tree. Nothing of it becomes writable. The same for
+    the object stores a ``.git`` directory borrows (a judged copy's alternates)."""
     marker = workspace / ".git"
     try:
+        if marker.is_dir() and not marker.is_symlink():
+            return _alternates_in_shared_dirs(marker / "objects" / "info" / "alternates")
         if not marker.is_file():
             return ()
         text = marker.read_text(encoding="utf-8", errors="replace").strip()
@@ -328,6 +331,19 @@ def _git_dir_in_shared_dirs(workspace: Path) -> tuple[Path, ...]:
     if git_dir.is_dir() and any(s in git_dir.parents for s in shared) and workspace not in git_dir.parents:
         return (git_dir,)
     return ()
+
+
+def _alternates_in_shared_dirs(alternates: Path) -> tuple[Path, ...]:
+    try:
+        lines = alternates.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ()
+    found = []
+    for line in lines[:8]:
+        path = Path(os.path.realpath(line.strip())) if line.strip().startswith("/") else None
+        if path is not None and path.is_dir() and _in_shared(str(path)):
+            found.append(path)
+    return tuple(found)
 
 
 def _environments_in_shared_dirs(interpreters: Sequence[Path]) -> tuple[Path, ...]:

@@ -7,10 +7,12 @@ trusted, and it is bound to exactly the task, spec and (after execution) git tre
 validated. Records that fail are not errors for the run; they are ignored and handed back,
 with who signed them, so the caller can audit them.
 
-Whose keys are trusted: with ``.snodo/allowed_signers`` (git's ``gpg.ssh.allowedSignersFile``
-format, parsed in :mod:`snodo.state.signers`), exactly the keys listed there for decisions
-(no ``namespaces=`` option, or one naming ``snodo-decision``), on any machine; without it,
-only this home's decision key. Records are plain files meant to be
+Whose keys are trusted: with an ``.snodo/allowed_signers`` in force (git's
+``gpg.ssh.allowedSignersFile`` format, parsed in :mod:`snodo.state.signers`), exactly the keys
+listed there for decisions (no ``namespaces=`` option, or one naming ``snodo-decision``), on any
+machine; without one, only this home's decision key. The list in force is the committed one
+the trust rule puts in force (:mod:`snodo.protocol.trust`, handed in by the caller), never the
+working-tree file: an agent that edits it lists nobody. Records are plain files meant to be
 committed, so a teammate's or CI's re-validation finds them.
 """
 
@@ -122,13 +124,9 @@ class Trust:
     problem: str = ""  # why nothing is trusted, when nothing is
 
 
-def load_allowed_signers(path: Path) -> dict[str, Signer]:
-    """The keys ``path`` allows to sign decisions (see :mod:`snodo.state.signers`)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StateError(f"cannot read {path}: {exc}") from exc
-    return signers_for(parse_allowed_signers(text, str(path)), DECISION_NAMESPACE)
+def decision_signers(text: str, source: str) -> dict[str, Signer]:
+    """The keys an allowed_signers ``text`` allows to sign decisions (see :mod:`snodo.state.signers`)."""
+    return signers_for(parse_allowed_signers(text, source), DECISION_NAMESPACE)
 
 
 @frozen(kw_only=True)
@@ -143,10 +141,12 @@ class Judgement:
 class DecisionStore:
     """The project's decision records, verified against the user's decision public key."""
 
-    def __init__(self, project: Path, home: Path) -> None:
+    def __init__(self, project: Path, home: Path, *, signers: str | None) -> None:
+        """``signers``: the allowed_signers text in force (``None``: no list is in force)."""
         self.directory = Path(project) / ".snodo" / "decisions"
         self.project = Path(project)
         self.home = home
+        self.signers = signers
 
     def path(self, decision_id: str) -> Path:
         if not _DECISION_ID.match(decision_id):
@@ -164,15 +164,11 @@ class DecisionStore:
             raise DecisionError(f"decision {record.decision_id} is already recorded at {path}")
         return path
 
-    @property
-    def allowed_signers_path(self) -> Path:
-        return self.project / ".snodo" / ALLOWED_SIGNERS
-
     def trust(self) -> Trust:
-        """Whose decisions count here: the listed signers, else this home's key alone."""
-        listed = self.allowed_signers_path
-        if listed.is_file():
-            return Trust(signers=load_allowed_signers(listed), source=str(listed), listed=True)
+        """Whose decisions count here: the signers listed in force, else this home's key alone."""
+        if self.signers is not None:
+            source = f"the .snodo/{ALLOWED_SIGNERS} in force"
+            return Trust(signers=decision_signers(self.signers, source), source=source, listed=True)
         try:
             key = load_decision_public_key(self.home)
         except StateError as exc:

@@ -142,13 +142,12 @@ def test_a_listed_key_adjudicates_on_another_machine(
     assert ok.returncode == 0, ok
     assert ok.json()["policy"]["adjudicated"] == ["criteria"]
 
-    # The same records with no allowed_signers: only the local key counts, and CI has none.
+    # The list in force is the committed one: a checkout that deletes its copy changes nothing.
     bare = clone(project, tmp_path / "bare-checkout")
     (bare / ".snodo" / "allowed_signers").unlink()
-    refused = snodo_cli("validate", "-", "--json", cwd=bare, input=FRIENDLY, env=ci_home)
-    assert refused.returncode == 2, refused
-    ignored = events(bare, "decision_ignored")[-1]["data"]
-    assert ignored["signer"].count("@") == 1 and ignored["key"].startswith("sha256:")
+    still = snodo_cli("validate", "-", "--json", cwd=bare, input=FRIENDLY, env=ci_home)
+    assert still.returncode == 0, still
+    assert still.json()["policy"]["adjudicated"] == ["criteria"]
 
 
 def test_an_unlisted_keys_decision_is_ignored_and_audited_with_its_signer(
@@ -173,12 +172,45 @@ def test_an_unlisted_keys_decision_is_ignored_and_audited_with_its_signer(
     assert again.returncode == 2, again
 
 
-def test_a_malformed_allowed_signers_file_is_an_error_not_an_empty_list(project: Path, snodo_cli: Cli) -> None:
+def test_an_uncommitted_allowed_signers_lists_nobody(
+    project: Path, snodo_cli: Cli, snodo_home: Path, tmp_path: Path
+) -> None:
+    """The list in force is the committed one the trust rule puts in force: an agent that
+    writes its own key into the working tree's allowed_signers and signs a decision with it
+    gets nothing (no list is in force here, so only this home's key counts)."""
+    from snodo.authorize_signing import sign_decision
+    from snodo.state.decisions import DecisionStore, draft_decision
+    from snodo.state.sessions import SessionStore
+
+    git(project, "add", ".snodo/protocol.yml")
+    git(project, "commit", "-q", "-m", "the protocol, no allowed_signers")
+    decision_id = escalate(snodo_cli, project)["decision_id"]
+    _, pending = SessionStore(snodo_home).find_pending(decision_id, project)
+    mallory = tmp_path / "mallory-home"
+    forged = sign_decision(
+        mallory, draft_decision(pending, decision="approve", justification="fine", decided_by="mallory"), pending
+    )
+    DecisionStore(project, snodo_home, signers=None).save(forged)
+    (project / ".snodo" / "allowed_signers").write_text(keys_line(snodo_cli, project, mallory, "mallory") + "\n")
+    r = snodo_cli("validate", "-", "--json", cwd=project, input=FRIENDLY)
+    assert r.returncode == 2, r  # still escalated: mallory's approval does not count
+    ignored = events(project, "decision_ignored")[-1]["data"]
+    assert ignored["key"] == forged.public_key_fingerprint and ignored["signer"] == "mallory", ignored
+    assert "listed in" not in ignored["reason"], ignored  # no list is in force: the file on disk is none
+    # nor does `snodo authorize --prune` take it as settling the question
+    pruned = snodo_cli("authorize", "--prune", "--json", cwd=project)
+    assert pruned.returncode == 0 and pruned.json()["pruned"] == [], pruned
+
+
+def test_an_uncommitted_malformed_allowed_signers_is_not_in_force(project: Path, snodo_cli: Cli) -> None:
+    """Only a committed list the trust rule puts in force decides (and git parses that one
+    when it checks the signature that puts it in force): a broken file in the working tree
+    neither counts as a list nor stops the home's own decision from counting."""
     decision_id = escalate(snodo_cli, project)["decision_id"]
     assert snodo_cli("authorize", decision_id, "--yes", cwd=project).returncode == 0
     (project / ".snodo" / "allowed_signers").write_text("ada not-a-key\n")
     r = snodo_cli("validate", "-", "--json", cwd=project, input=FRIENDLY)
-    assert r.returncode == 4 and "allowed_signers:1" in r.json()["error"], r  # --json: the error is the object
+    assert r.returncode == 0, r
 
 
 # ------------------------------------------------------------------ one pending decision per question

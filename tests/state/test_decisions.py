@@ -20,7 +20,7 @@ SPEC = "a" * 64
 
 @pytest.fixture
 def store(project: Path, home: Path) -> DecisionStore:
-    return DecisionStore(project, home)
+    return DecisionStore(project, home, signers=None)
 
 
 def authorise(home: Path, pending: PendingDecision, decision: Decision = "approve") -> DecisionRecord:
@@ -92,7 +92,7 @@ def test_record_signed_by_another_key_is_rejected(
     home: Path, tmp_path: Path, project: Path, make_pending: MakePending
 ) -> None:
     foreign = authorise(tmp_path / "other-home", make_pending())
-    store = DecisionStore(project, home)
+    store = DecisionStore(project, home, signers=None)
     store.save(foreign)
     _, rejected = store.verified_records("task-1", SPEC)
     assert "cannot verify: no decision public key" in rejected[0][1]

@@ -141,3 +141,43 @@ def test_the_agents_git_tools_are_hardened_the_same_way(tmp_path: Path, repo: Pa
     assert not (fs_marker.exists() or diff_marker.exists() or hook_marker.exists())
     plain(repo, "status")  # the configuration is live: plain git runs the payload
     assert fs_marker.exists()
+
+
+SIGNATURES = {
+    "gpg.program": "-----BEGIN PGP SIGNATURE-----\n\nAAAA\n-----END PGP SIGNATURE-----",
+    "gpg.openpgp.program": "-----BEGIN PGP SIGNATURE-----\n\nAAAA\n-----END PGP SIGNATURE-----",
+    "gpg.x509.program": "-----BEGIN SIGNED MESSAGE-----\nAAAA\n-----END SIGNED MESSAGE-----",
+    "gpg.ssh.program": "-----BEGIN SSH SIGNATURE-----\nAAAA\n-----END SSH SIGNATURE-----",
+}
+
+
+@pytest.mark.parametrize("key", sorted(SIGNATURES))
+def test_no_signature_program_the_repository_names_ever_runs(tmp_path: Path, repo: Path, key: str) -> None:
+    """A commit carrying a signature makes git start its format's program when it shows or
+    checks the signature; the repository's configuration naming that program (or the key
+    command, the allowed-signers file) chooses nothing snodo's git runs."""
+    program, marker = script(tmp_path, key.replace(".", "-"))
+    git(repo, "config", key, str(program))
+    git(repo, "config", "gpg.ssh.defaultKeyCommand", str(program))
+    (tmp_path / "signers").write_text(
+        "a@b ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOaFb1Q6Kx1qXDbhS9XeGmRyQ4aLeQ6Cq3Gv8N1Gq9r4\n"
+    )
+    git(repo, "config", "gpg.ssh.allowedSignersFile", str(tmp_path / "signers"))
+    head = git(repo, "cat-file", "commit", "HEAD").strip()
+    headers, _, message = head.partition("\n\n")
+    signature = SIGNATURES[key].replace("\n", "\n ")
+    text = f"{headers}\ngpgsig {signature}\n\n{message}\n"
+    signed = subprocess.run(
+        ["git", "-C", str(repo), "hash-object", "-t", "commit", "-w", "--stdin"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert run_git(repo, "log", "-1", "--format=%G? %GK", signed).ok
+    run_git(repo, "verify-commit", signed)
+    run_git(repo, "show", "--show-signature", "-s", signed)
+    run_git(repo, "-c", "log.showSignature=true", "log", "-1", signed)
+    assert not marker.exists()
+    plain(repo, "log", "-1", "--format=%G?", signed)  # the configuration is live: plain git runs it
+    assert marker.exists()

@@ -188,4 +188,5 @@ async def _initialize_at(session: ClientSession, version: str) -> None:
 
 
 def audit(root: Path, event: str | None = None) -> list[dict[str, Any]]:
-    return AuditLog(root / ".snodo" / "audit.log").records(event)
+    log = root / ".git" / "snodo" / "audit.log"
+    return AuditLog(log).records(event) if log.parent.is_dir() else []

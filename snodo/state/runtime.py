@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem, StateError
-from snodo.gitrun import pin
+from snodo.gitrun import pin, run_git
 
 #: The folder under the common git directory (a project below the work tree's top gets
 #: ``<common>/snodo/projects/<path from the top>``).
@@ -80,7 +80,7 @@ def runtime_dir(project: Path) -> Path:
         where.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StateError(f"cannot create {where}: {exc.strerror or exc}") from exc
-    moved = migrate(real / ".snodo", where)
+    moved = migrate(real / ".snodo", where, tracked=_tracked(top, real / ".snodo"))
     if moved:
         announce(
             f"moved snodo's runtime state ({', '.join(moved)}) from {real / '.snodo'} to {where}, out of reach of "
@@ -113,10 +113,22 @@ def _legacy_names(old: Path) -> list[str]:
     ]
 
 
-def migrate(old: Path, new: Path) -> list[str]:
+def _tracked(top: Path, old: Path) -> frozenset[Path]:
+    """The files git tracks under ``old`` (only asked when an older snodo's names are there):
+    a committed file is the project's, never moved."""
+    if not _legacy_names(old):
+        return frozenset()
+    listing = run_git(top, "ls-files", "-z", "--", str(old))
+    if not listing.ok:
+        raise StateError(f"cannot list the files git tracks in {old}: {listing.detail()}")
+    return frozenset(top / rel for rel in listing.stdout.split("\0") if rel)
+
+
+def migrate(old: Path, new: Path, *, tracked: frozenset[Path] = frozenset()) -> list[str]:
     """Move what an older snodo kept in ``old`` (``<project>/.snodo``) into ``new``; the names
-    moved. Each file is linked into place and then unlinked (never over an existing file),
-    so a crash leaves it in one place or both, never lost; a file already there with the
+    moved. A file in ``tracked`` (committed) stays where it is. Each file is linked into
+    place and then unlinked (never over an existing file), so a crash leaves it in one
+    place or both, never lost; a file already there with the
     same bytes is the same file. Both there and different: :class:`StateError`, nothing of
     that file touched. Lock files are left behind (a lock file is never deleted while a
     process may hold it) and the audit log's checkpoint in the home is copied to the new
@@ -129,13 +141,15 @@ def migrate(old: Path, new: Path) -> list[str]:
         if name.endswith(".lock"):
             continue
         if name == "audit.log":
+            if old / name in tracked:
+                continue
             if os.path.lexists(new / name) and not _same_bytes(old / name, new / name):
                 raise _conflict(old / name, new / name)
             _move_anchor(old / name, new / name)
-            if _move(old / name, new / name):
+            if _move(old / name, new / name, tracked):
                 moved.append(name)
             continue
-        if _move(old / name, new / name):
+        if _move(old / name, new / name, tracked):
             moved.append(name + ("/" if name in _LEGACY_DIRS else ""))
     return moved
 
@@ -162,22 +176,28 @@ def _conflict(src: Path, dst: Path) -> StateError:
     )
 
 
-def _move(src: Path, dst: Path) -> bool:
+def _move(src: Path, dst: Path, tracked: frozenset[Path] = frozenset()) -> bool:
     """Move ``src`` (a file or a directory tree) to ``dst`` without replacing anything that
-    differs; whether anything was there to move."""
+    differs, leaving ``tracked`` files where they are; whether anything moved."""
     if src.is_symlink() or not src.is_dir():
-        return _move_file(src, dst)
+        return False if src in tracked else _move_file(src, dst)
     try:
         dst.mkdir(exist_ok=True)
     except FileExistsError:
         raise _conflict(src, dst) from None
     except OSError as exc:
         raise StateError(f"cannot create {dst}: {exc.strerror or exc}") from exc
-    for entry in sorted(os.listdir(src)):
-        _move(src / entry, dst / entry)
-    with contextlib.suppress(OSError):  # something appeared meanwhile: moved on the next start
+    moved = [_move(src / entry, dst / entry, tracked) for entry in _listdir(src)]
+    with contextlib.suppress(OSError):  # a tracked file, or something new: left for now
         src.rmdir()
-    return True
+    return any(moved)
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def _move_file(src: Path, dst: Path) -> bool:

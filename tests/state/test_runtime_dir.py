@@ -47,3 +47,21 @@ def test_outside_git_nothing_is_created(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentProblem, match="is not a git repository"):
         runtime_dir(tmp_path / "plain")
     assert sorted(p.name for p in (tmp_path / "plain").rglob("*")) == [".snodo"]
+
+
+def test_a_committed_file_in_snodo_is_the_projects_and_stays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".snodo" / "jobs" / "job-1").mkdir(parents=True)
+    (repo / ".snodo" / "state.json").write_text('{"current_mode": "dev"}\n')
+    _git(tmp_path, "init", "-q", str(repo))
+    _git(repo, "add", ".snodo/state.json")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a committed state.json")
+    (repo / ".snodo" / "jobs" / "job-1" / "spec.md").write_text("old job\n")  # an older snodo's, untracked
+    state = runtime_dir(repo)
+    assert (state / "jobs" / "job-1" / "spec.md").read_text() == "old job\n"
+    assert not (state / "state.json").exists() and (repo / ".snodo" / "state.json").is_file()
+    assert sorted(p.name for p in (repo / ".snodo").iterdir()) == ["state.json"]
+    said = capsys.readouterr().err
+    assert "jobs/" in said and "state.json" not in said

@@ -114,7 +114,13 @@ class SnodoProject:
             timeout=timeout,
             check=False,
         )
-        return SnodoResult(tuple(args), proc.returncode, proc.stdout, proc.stderr, self.root / ".snodo" / "audit.log")
+        return SnodoResult(tuple(args), proc.returncode, proc.stdout, proc.stderr, self.audit_log)
+
+    @property
+    def audit_log(self) -> Path:
+        """The project's audit log: runtime state, in the repository's git directory."""
+        common = git(self.root, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()
+        return Path(common) / "snodo" / "audit.log"
 
     def run(self, spec: str, *args: str) -> SnodoResult:
         """``snodo run SPEC --json`` (the governed loop with the mode's coder)."""

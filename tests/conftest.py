@@ -161,7 +161,7 @@ def busy_job_slot(repo: Path, n: int = 0) -> Iterator[None]:
     """Hold background-job slot ``n`` the way a running job holds it (an ``flock`` on its
     lock file), so jobs dispatched meanwhile must wait however fast or slow the machine is;
     released on leaving."""
-    directory = repo / ".snodo" / "jobs" / ".slots"
+    directory = repo / ".git" / "snodo" / "jobs" / ".slots"
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory / f"slot-{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:

@@ -154,7 +154,12 @@ PROOFS: dict[str, tuple[str, ...]] = {
     "project_python": (
         "tests/realproj/test_interpreter_discovery.py::test_a_symlink_leading_out_of_the_project_is_refused",
     ),
-    "restart_log": ("tests/realproj/test_audit_restart.py::test_git_clean_then_restart_records_the_lost_head",),
+    "restart_log": ("tests/realproj/test_audit_restart.py::test_a_deleted_log_then_restart_records_the_lost_head",),
+    "runtime_dir": (
+        "tests/realproj/test_runtime_state.py::test_git_clean_leaves_the_state_and_the_next_run_works",
+        "tests/realproj/test_runtime_state.py::test_a_linked_worktree_shares_the_main_checkouts_log",
+        "tests/sandbox/test_confinement.py::test_runtime_state_in_the_common_git_dir_is_out_of_reach",
+    ),
     "exit_code_for": ("tests/cli/test_cli_json_contract.py::test_bad_arguments_answer_in_json_with_exit_4",),
     "restore": ("tests/sandbox/test_pool_reuse.py::test_the_next_run_in_the_same_slot_sees_nothing_of_the_last",),
     "read_only_paths": (

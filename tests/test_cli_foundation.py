@@ -24,7 +24,7 @@ def test_init_writes_protocol_and_state_and_commits_nothing(git_repo: Path, snod
     r = snodo_cli("init", "--template", "team", cwd=git_repo)
     assert r.returncode == 0, r
     assert (git_repo / ".snodo" / "protocol.yml").read_text().startswith("# snodo protocol — team")
-    assert (git_repo / ".snodo" / "state.json").exists()
+    assert (git_repo / ".git" / "snodo" / "state.json").exists()
     assert git(git_repo, "rev-parse", "HEAD") == head
     again = snodo_cli("init", cwd=git_repo)
     assert again.returncode == 4 and "already exists" in again.stderr and "--force" in again.stderr

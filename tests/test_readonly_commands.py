@@ -51,7 +51,7 @@ def test_audit_show_filters(git_repo: Path, snodo_cli) -> None:  # type: ignore[
 def test_broken_audit_log_fails_verify_and_refuses_appends(git_repo: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]
     assert snodo_cli("init", cwd=git_repo).returncode == 0
     assert snodo_cli("validate", "add a hello module", cwd=git_repo).returncode == 0
-    log = git_repo / ".snodo" / "audit.log"
+    log = git_repo / ".git" / "snodo" / "audit.log"
     lines = log.read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if '"validate"' in line)
     lines[at] = lines[at].replace('"validate"', '"validatE"')

@@ -48,7 +48,7 @@ def test_close_refuses_to_lose_a_waiting_decision_unless_told(git_repo: Path, sn
     listed = {s["session_id"]: s for s in snodo_cli("session", "list", "--json", cwd=git_repo).json()["sessions"]}
     assert {s["status"] for s in listed.values()} == {"closed"}
     assert listed[waiting.session_id]["pending_decisions"] == [] and listed[waiting.session_id]["ended_at"]
-    audit = [json.loads(line) for line in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
+    audit = [json.loads(line) for line in (git_repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
     closes = [e["data"] for e in audit if e["event"] == "session_closed"]
     assert closes == [
         {"session_id": quiet.session_id, "dropped_decisions": []},

@@ -16,7 +16,7 @@ _VERIFY_HELP = "docs/architecture.md (audit log)"
 
 @click.group()
 def audit() -> None:
-    """The signed, hash-chained audit log (.snodo/audit.log)."""
+    """The signed, hash-chained audit log (in the git directory: .git/snodo/audit.log)."""
 
 
 @audit.command("verify")
@@ -39,10 +39,11 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
     from snodo.cli.output import console, emit_json
     from snodo.state.audit import AuditLog
     from snodo.state.keys import load_public_key_file
+    from snodo.state.runtime import audit_log_path
 
     try:
         if file is None:
-            path = project_root(protocol_path) / ".snodo" / "audit.log"
+            path = audit_log_path(project_root(protocol_path))
         else:
             path = file
             if not path.is_file() and not AuditLog(path).anchor_path.exists():
@@ -102,9 +103,10 @@ def export_cmd(dest: Path, protocol_path: Path | None, as_json: bool) -> None:
     from snodo.cli.output import console, emit_json
     from snodo.state.audit import AuditLog
     from snodo.state.audit_export import export_log
+    from snodo.state.runtime import audit_log_path
 
     try:
-        path = project_root(protocol_path) / ".snodo" / "audit.log"
+        path = audit_log_path(project_root(protocol_path))
         result = export_log(AuditLog(path), dest)
     except SnodoError as exc:
         if exc.exit_code != 1:
@@ -139,9 +141,10 @@ def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as
 
     from snodo.cli.output import console, emit_json
     from snodo.state.audit import AuditLog
+    from snodo.state.runtime import audit_log_path
     from snodo.text import shown
 
-    path = project_root(protocol_path) / ".snodo" / "audit.log"
+    path = audit_log_path(project_root(protocol_path))
     records = AuditLog(path).records(event=event, last=last)
     if as_json:
         emit_json({"path": str(path), "events": records})
@@ -213,11 +216,12 @@ def restart_cmd(reason: str, yes: bool, protocol_path: Path | None, as_json: boo
     from snodo.cli.output import console, emit_json
     from snodo.state.audit import AuditLog
     from snodo.state.audit_restart import restart_log
+    from snodo.state.runtime import audit_log_path
 
     try:
         if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
             raise StateError("`snodo audit restart` is refused here: it is a person's act, not confined code's")
-        path = project_root(protocol_path) / ".snodo" / "audit.log"
+        path = audit_log_path(project_root(protocol_path))
         if not yes:
             if not sys.stdin.isatty():
                 raise StateError(

@@ -151,12 +151,13 @@ def _refuse_unless_inv3(root: Path, decision_id: str, pending_decision: Any) -> 
     """INV3: a proposal holding a blocker or a validator error is refused, and the refusal audited."""
     from snodo.state.audit import AuditLog
     from snodo.state.decisions import check_inv3
+    from snodo.state.runtime import audit_log_path
 
     try:
         check_inv3(pending_decision)
     except DecisionError as refused:
         refused.exit_code = 1  # refused by governance (INV3), not a failure to run
-        AuditLog(root / ".snodo" / "audit.log").append(
+        AuditLog(audit_log_path(root)).append(
             "decision_refused",
             mode=pending_decision.mode,
             data={
@@ -200,8 +201,9 @@ def _sign_and_record(
 
 def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed: Any, verdict: str, path: Path) -> None:
     from snodo.state.audit import AuditLog
+    from snodo.state.runtime import audit_log_path
 
-    AuditLog(root / ".snodo" / "audit.log").append(
+    AuditLog(audit_log_path(root)).append(
         "decision_recorded",
         mode=pending_decision.mode,
         data={
@@ -328,6 +330,7 @@ def _prune(root: Path, home: Path, signers: str | None, as_json: bool) -> None:
     from snodo.state.audit import AuditLog
     from snodo.state.decisions import DecisionStore
     from snodo.state.proposals import ProposalStore
+    from snodo.state.runtime import audit_log_path
     from snodo.state.sessions import SessionStore
 
     store = SessionStore(home)
@@ -337,7 +340,7 @@ def _prune(root: Path, home: Path, signers: str | None, as_json: bool) -> None:
     for _s, p in pending:
         newest[(p.task_id, p.phase, p.mode)] = p.decision_id
     dropped: list[dict[str, str]] = []
-    log = AuditLog(root / ".snodo" / "audit.log", home=home)
+    log = AuditLog(audit_log_path(root), home=home)
     with log.batch():
         for session, p in pending:
             if decisions.decided(p):

@@ -66,32 +66,7 @@ def load_project(
         print_warning(f"judging with the committed protocol, not the working tree: {state.drift.splitlines()[0]}")
     for w in loaded.warnings:
         print_warning(str(w))
-    ensure_gitignore(loaded.root / ".snodo")
     return loaded, host
-
-
-# Runtime state under .snodo/: the protocol and decisions are meant to be committed, these
-# are not. The audit log is runtime state too (`snodo audit export` is how it travels).
-GITIGNORE_HEADER = "# runtime state; the protocol and decisions are meant to be committed\n"
-GITIGNORED = ("state.json", "jobs/", "*.lock", "plans/", "proposals/", "audit.log", "audit.log.*")
-
-
-def ensure_gitignore(state_dir: Path) -> None:
-    """Add what an older snodo did not list to an existing ``.snodo/.gitignore``
-    (``snodo init`` writes it; a project that chose to have none is left alone)."""
-    from snodo.state.atomic import atomic_write_text
-
-    path = state_dir / ".gitignore"
-    try:
-        text = path.read_text(encoding="utf-8") if path.is_file() else None
-    except (OSError, UnicodeDecodeError):
-        return  # not ours to repair: the rest of snodo works without it
-    if text is None:
-        return
-    listed = {line.strip() for line in text.splitlines()}
-    missing = [entry for entry in GITIGNORED if entry not in listed]
-    if missing:
-        atomic_write_text(path, text + ("" if text.endswith("\n") or not text else "\n") + "\n".join(missing) + "\n")
 
 
 def signers_in_force(protocol_path: Path | None) -> str | None:

@@ -141,7 +141,7 @@ def demo(directory: Path | None, keep: bool, as_json: bool) -> None:
 
     say(
         "The audit log proves nothing was altered",
-        "Every step above is a line in .snodo/audit.log, each hashing the one before it.",
+        "Every step above is a line in .git/snodo/audit.log, each hashing the one before it.",
     )
     snodo("audit", "verify")
     out.rule()
@@ -172,11 +172,12 @@ def _refused_write(repo: Path, home: Path, out: object) -> None:
     from snodo.errors import PathValidationError
     from snodo.protocol import find_protocol, read_protocol_file
     from snodo.state.audit import AuditLog
+    from snodo.state.runtime import audit_log_path
     from snodo.workspace import PathGuard, Workspace
 
     protocol = read_protocol_file(find_protocol(repo))
     ws = Workspace(repo, PathGuard(repo, protocol.protected_paths))
-    audit = AuditLog(repo / ".snodo" / "audit.log", home=home)  # the demo's home holds its audit key
+    audit = AuditLog(audit_log_path(repo), home=home)  # the demo's home holds its audit key
     before = (repo / ".snodo" / "protocol.yml").read_bytes()
     for spelling in (".snodo/protocol.yml", "./src/../.SNODO/protocol.yml", str(repo / ".snodo" / "protocol.yml")):
         try:

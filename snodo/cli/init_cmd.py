@@ -1,4 +1,5 @@
-"""``snodo init``: write ``.snodo/protocol.yml`` and the project state. Commits nothing."""
+"""``snodo init``: write ``.snodo/protocol.yml`` and, in a git repository, the project state
+(:mod:`snodo.state.runtime`). Commits nothing."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from snodo.cli.common import GITIGNORE_HEADER, GITIGNORED, ensure_gitignore, json_option
+from snodo.cli.common import json_option
 from snodo.errors import SnodoError
 from snodo.protocol.templates import TEMPLATES
 
@@ -35,6 +36,7 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
     yourself. Refuses to overwrite an existing protocol without --force.
     """
     from snodo.cli.output import console, emit_json
+    from snodo.gitrun import pin
     from snodo.protocol import parse_protocol
     from snodo.protocol.templates import template_text
     from snodo.state.atomic import atomic_write_text
@@ -52,24 +54,22 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
     proto = parse_protocol(text, source=f"template {template}")
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target, text)
-    save_project_state(root, ProjectState(current_mode=proto.start_mode, active_sessions=()))
-    gitignore = root / ".snodo" / ".gitignore"
-    if not gitignore.exists():
-        atomic_write_text(gitignore, GITIGNORE_HEADER + "\n".join(GITIGNORED) + "\n")
-    ensure_gitignore(root / ".snodo")
+    in_git = pin(root) is not None
+    if in_git:  # else the first run after `git init` starts in the protocol's initial mode
+        save_project_state(root, ProjectState(current_mode=proto.start_mode, active_sessions=()))
     if as_json:
         emit_json(
             {
                 "path": str(target),
                 "template": template,
                 "initial_mode": proto.start_mode,
-                "git_repository": (root / ".git").exists(),
+                "git_repository": in_git,
                 "python": _found_python(root),
             }
         )
         return
     console().print(f"[green]wrote[/] {target} (template {template!r}, initial mode {proto.start_mode!r})")
-    if not (root / ".git").exists():
+    if not in_git:
         console().print("[yellow]note:[/] this directory is not a git repository; `git init` before `snodo run`.")
     console().print(
         "next: `snodo protocol check`, then commit .snodo/ (`git add .snodo && git commit -m 'snodo protocol'`): "

@@ -1,4 +1,5 @@
-"""``snodo jobs``: runs recorded under .snodo/jobs/; ``prune`` removes what is past its age."""
+"""``snodo jobs``: runs recorded in the project's runtime state (``.git/snodo/jobs/``);
+``prune`` removes what is past its age."""
 
 from __future__ import annotations
 

@@ -139,7 +139,6 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
     import os
     import sys
 
-    from snodo.cli.common import GITIGNORED
     from snodo.cli.output import emit_json, printable
     from snodo.errors import SnodoError, StateError
     from snodo.gitrun import pin
@@ -147,6 +146,7 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
     from snodo.protocol.trust import GOVERNANCE_DIR, Walk
     from snodo.state.home import snodo_home
     from snodo.state.keys import ensure_decision_keys
+    from snodo.state.runtime import LEGACY_RUNTIME
     from snodo.state.signers import parse_allowed_signers
 
     try:
@@ -158,7 +158,7 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
         top = found.work_tree
         home = snodo_home()
         raw = ensure_decision_keys(home).public_bytes_raw()
-        planned = sign.plan(top, runtime=GITIGNORED)
+        planned = sign.plan(top, runtime=LEGACY_RUNTIME)
         if planned.nothing_to_do:
             what = "no change under .snodo/ to sign, and the .snodo/ at HEAD is in force"
             if as_json:

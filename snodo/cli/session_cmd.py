@@ -121,6 +121,7 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
     from snodo.errors import SnodoError
     from snodo.state.audit import AuditLog
     from snodo.state.home import snodo_home
+    from snodo.state.runtime import audit_log_path
     from snodo.state.sessions import ACTIVE, SessionStore
 
     root = project_root(protocol_path)
@@ -146,7 +147,7 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
         store.end(s.session_id)
         audit_root = Path(s.project_root)
         if (audit_root / ".snodo").is_dir():
-            AuditLog(audit_root / ".snodo" / "audit.log").append(
+            AuditLog(audit_log_path(audit_root)).append(
                 "session_closed", mode=s.mode, data={"session_id": s.session_id, "dropped_decisions": dropped}
             )
         closed.append({"session_id": s.session_id, "mode": s.mode, "dropped_decisions": dropped})

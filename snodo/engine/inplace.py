@@ -17,8 +17,8 @@ outside the workspace are refused alike. The snapshot covers:
 Moving ``HEAD`` or the task branch, or making commits, is allowed only to a coder that
 declares ``commits_own_changes``; its commits must extend the task branch, and the paths
 they change are judged like the rest. Branches of other runs (``snodo/…``) and git's own
-volatile files (objects, logs, the index's stat data, lock files) are left out: concurrent
-runs change them legitimately.
+volatile files (objects, logs, the index's stat data, lock files) and snodo's own runtime
+state in the common git directory are left out: concurrent runs change them legitimately.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from snodo.engine.snapshot import (
     tree_of,
 )
 from snodo.errors import PathValidationError, ToolError
+from snodo.state.runtime import DIRNAME as RUNTIME_DIRNAME
 from snodo.workspace import Git, PathGuard
 from snodo.workspace.guard import REASON_GIT, REASON_OUTSIDE
 
@@ -297,7 +298,10 @@ class InPlaceWatch:
         found: dict[str, Path] = {}
         # A plain repository's HEAD is this working copy's HEAD, judged with the refs.
         skip = _VOLATILE_NAMES | ({"HEAD"} if self.gitdir == self.common else set())
-        for path, full in entries_below(self.common, prune=_VOLATILE_DIRS, skip=skip).items():
+        # snodo's own runtime state (snodo.state.runtime) changes while the coder runs: the
+        # engine appends to the audit log; confined code cannot write it.
+        runtime = {RUNTIME_DIRNAME}
+        for path, full in entries_below(self.common, prune=_VOLATILE_DIRS, prune_top=runtime, skip=skip).items():
             found[f".git/{path}"] = full
         # objects/info/alternates would let git read objects from anywhere.
         found.update({f".git/objects/info/{p}": f for p, f in entries_below(self.common / "objects" / "info").items()})

@@ -1,4 +1,5 @@
-"""Jobs: every run has a directory ``.snodo/jobs/<job_id>/`` (spec, status, log).
+"""Jobs: every run has a directory ``jobs/<job_id>/`` (spec, status, log) in the project's
+runtime state (:mod:`snodo.state.runtime`).
 
 A foreground ``snodo run`` records itself as a job too, so ``snodo jobs`` and
 ``--resume`` see every run. A background job is ``snodo run --job ID`` started detached;
@@ -23,6 +24,7 @@ from typing import Any, Final, Literal, get_args
 from snodo.errors import SnodoError, StateError
 from snodo.outcomes import HALT_OUTCOMES
 from snodo.state.atomic import atomic_write_json, atomic_write_text, file_lock, read_json
+from snodo.state.runtime import runtime_dir
 
 JobStatus = Literal["queued", "running", "completed", "halted"]
 JOB_STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)
@@ -52,7 +54,7 @@ def _alive(pid: int | None) -> bool:
 class JobStore:
     def __init__(self, project: Path) -> None:
         self.root = project
-        self.directory = project / ".snodo" / "jobs"
+        self.directory = runtime_dir(project) / "jobs"
 
     def path(self, job_id: str) -> Path:
         if not job_id.replace("-", "").isalnum():

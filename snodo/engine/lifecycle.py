@@ -8,7 +8,7 @@ here, so ``snodo run`` in the foreground, ``snodo run --background`` and the MCP
   ``execution.max_parallel_jobs`` slots is free (oldest first); the dispatch that queues it
   and every job that finishes start what the free slots allow (:meth:`JobStore.launch_ready`),
   and a full queue (``execution.max_queued_jobs``) refuses a new job before it is created.
-  A started job still takes a slot, an ``flock`` on ``.snodo/jobs/.slots/slot-N.lock`` that
+  A started job still takes a slot, an ``flock`` on ``jobs/.slots/slot-N.lock`` that
   the kernel frees when the job's process ends, however it ends;
 - SIGINT/SIGTERM kill every child tree, halt the run as ``interrupted`` (recorded with what
   was running), clean the working copy and make ``snodo run`` exit 130;
@@ -39,6 +39,7 @@ from snodo.engine.worktree import HALTED_NAMESPACE, prune_copies
 from snodo.errors import SnodoError
 from snodo.gitrun import run_git
 from snodo.state.audit import AuditLog
+from snodo.state.runtime import audit_log_path
 from snodo.workspace.interpreter import project_python
 
 if TYPE_CHECKING:
@@ -341,9 +342,8 @@ def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) 
     worktrees = prune_copies(root, home, older_than=older_than)
     removed["worktrees"] = worktrees
     branches = removed["branches"] = prune_merged_branches(root, made)
-    audit = root / ".snodo" / "audit.log"
-    if (refs or gone or worktrees or branches) and audit.parent.is_dir():
-        AuditLog(audit).append(
+    if refs or gone or worktrees or branches:
+        AuditLog(audit_log_path(root)).append(
             "pruned",
             mode=None,
             data={

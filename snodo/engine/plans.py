@@ -1,4 +1,5 @@
-"""Plans: a goal broken into task specs, kept as ``<project>/.snodo/plans/<plan_id>.json``.
+"""Plans: a goal broken into task specs, kept as ``plans/<plan_id>.json`` in the
+project's runtime state (:mod:`snodo.state.runtime`).
 
 A plan is authoring, not execution: proposing, decomposing and writing specs run no coder,
 touch no working file and need no token (ADR 047). Only ``run_plan`` executes, and it does
@@ -25,6 +26,7 @@ from snodo.errors import StateError, ToolError
 from snodo.planning import MAX_TASKS, PlannerImpl
 from snodo.protocol.models import Mode
 from snodo.state.atomic import atomic_create_bytes, atomic_write_json, dumps_json, file_lock, read_json
+from snodo.state.runtime import runtime_dir
 from snodo.taskids import derive_task_id
 
 if TYPE_CHECKING:
@@ -111,7 +113,7 @@ class PlanStore:
 
     def __init__(self, project: Path) -> None:
         self.root = Path(project)
-        self.directory = self.root / ".snodo" / "plans"
+        self.directory = runtime_dir(self.root) / "plans"
 
     def path(self, plan_id: str) -> Path:
         if not isinstance(plan_id, str) or not PLAN_ID.match(plan_id):

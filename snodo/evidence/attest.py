@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from snodo.errors import SnodoError
 from snodo.evidence.notes import NOTES_REF, PLAIN_GIT, write_note
 from snodo.evidence.statement import sign_statement, statement
-from snodo.gitrun import git_out, run_git
+from snodo.gitrun import git_out, pin, run_git
 from snodo.state.audit_key import audit_signing_key
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ def attest_run(
             "decisions": _decisions(project, task_id, spec_sha, tree),
             "coder": {"name": coder, "model": str(model) if model is not None else None},
             "confinement": confinement(project),
-            "audit": {"log": ".snodo/audit.log", "seq": audit.get("seq"), "hash": audit.get("hash")},
+            "audit": {"log": _log_name(project), "seq": audit.get("seq"), "hash": audit.get("hash")},
         }
         done = _attest(project, commits, predicate)
         project.record("attested", task_id=task_id, run_id=run_id, commits=done, notes_ref=NOTES_REF, judged=True)
@@ -176,3 +176,13 @@ def attest_tool_commit(project: Project, commit: str, *, tool: str, session_id: 
         project.record("attest_failed", commits=[commit], tool=tool, error=exc.message)
         return
     project.record("attested", commits=[commit], notes_ref=NOTES_REF, judged=False, tool=tool)
+
+
+def _log_name(project: Project) -> str:
+    """Which log the attested head is in: its path in the repository's common git directory
+    (``$GIT_COMMON_DIR/snodo/audit.log``), the same on every machine."""
+    path = Path(project.audit.path)
+    context = pin(project.root)
+    if context is not None and context.common_dir() in path.parents:
+        return f"$GIT_COMMON_DIR/{path.relative_to(context.common_dir()).as_posix()}"
+    return path.name

@@ -34,6 +34,7 @@ from snodo.sandbox.policy import limits_from_protocol
 from snodo.state.audit import AuditLog
 from snodo.state.decisions import DecisionStore
 from snodo.state.home import snodo_home
+from snodo.state.runtime import audit_log_path
 from snodo.state.sessions import PendingDecision, Session, SessionStore, ensure_session, load_project_state
 from snodo.state.tokens import TokenService
 
@@ -80,7 +81,7 @@ class Project:
 
     @cached_property
     def audit(self) -> AuditLog:
-        return AuditLog(self.root / ".snodo" / "audit.log", home=self.home)
+        return AuditLog(audit_log_path(self.root), home=self.home)
 
     @cached_property
     def tokens(self) -> TokenService:

@@ -20,8 +20,8 @@ Sound by construction, and refusing whenever it cannot be:
   ``core.excludesFile``) turns the cache off, as does a file system whose changes may not
   all reach inotify (anything but the local ones in :data:`LOCAL_FS`);
 * the one change known not to alter the answer is the content of a file git already
-  reports untracked or ignored (``??``/``!!``, itself or a directory above it): snodo's own
-  audit log in ``.snodo/`` is appended on every call. Not when that file is also a tracked
+  reports untracked or ignored (``??``/``!!``, itself or a directory above it), such as a
+  log appended on every call. Not when that file is also a tracked
   one under another name (a hard link: more than one link) or its name was created,
   removed or renamed meanwhile; a directory moved or removed makes everything be watched
   anew;

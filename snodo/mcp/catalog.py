@@ -382,8 +382,8 @@ def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) ->
     if has("propose_adjudicate"):
         lines += [
             "",
-            "propose_adjudicate(decision_id, decision, justification) records a suggestion under "
-            ".snodo/proposals/ for the human deciding an escalation; it authorises nothing. Only "
+            "propose_adjudicate(decision_id, decision, justification) records a suggestion in the "
+            "project's runtime state for the human deciding an escalation; it authorises nothing. Only "
             "`snodo authorize <decision_id>`, run by a person, decides.",
         ]
     mutating = [t for t in ("write_file", "delete_file", "create_directory", "stage_files") if has(t)]
@@ -400,7 +400,7 @@ def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) ->
     if authoring:
         lines += [
             "",
-            f"{_join(authoring)} author plans and task specs (plans are kept under .snodo/plans/"
+            f"{_join(authoring)} author plans and task specs (plans are kept in the project's runtime state"
             + ("; get_plan(plan_id) reads one back" if has("get_plan") else "")
             + "); they execute nothing and need nothing."
             + (

@@ -1,4 +1,5 @@
-"""The project's signed, hash-chained audit log, ``<project>/.snodo/audit.log``.
+"""The project's signed, hash-chained audit log, ``audit.log`` in its runtime state
+(:mod:`snodo.state.runtime`: ``<git-common-dir>/snodo/``).
 
 Each line is one JSON record ``{seq, ts, event, mode, data, prev, hash}``; ``hash`` is the
 SHA-256 of the canonical JSON of the other six fields and ``prev`` is the previous line's

@@ -1,4 +1,5 @@
-"""Agents' proposals on pending decisions: ``<project>/.snodo/proposals/<decision_id>-<n>.json``.
+"""Agents' proposals on pending decisions: ``proposals/<decision_id>-<n>.json``
+in the project's runtime state (:mod:`snodo.state.runtime`).
 
 An agent holding ``propose_adjudicate`` may suggest how a person should decide an
 escalation. A proposal is advice and authorises nothing; it is kept so that ``snodo
@@ -18,6 +19,7 @@ from typing import Literal
 from snodo.attrsbase import frozen
 from snodo.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, dumps_json, load_record, unstructure
+from snodo.state.runtime import runtime_dir
 from snodo.state.sessions import PendingDecision
 
 _DECISION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -50,7 +52,7 @@ class Unreadable:
 
 class ProposalStore:
     def __init__(self, project: Path) -> None:
-        self.directory = Path(project) / ".snodo" / "proposals"
+        self.directory = runtime_dir(Path(project)) / "proposals"
 
     def add(
         self,

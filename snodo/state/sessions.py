@@ -1,4 +1,5 @@
-"""Sessions (``$SNODO_HOME/sessions/<id>.json``) and project state (``.snodo/state.json``).
+"""Sessions (``$SNODO_HOME/sessions/<id>.json``) and project state (``state.json`` in the
+project's runtime directory, :mod:`snodo.state.runtime`).
 
 A session is where an escalation waits for a human: ``validate_task`` persists a
 :class:`PendingDecision` before it answers, and ``snodo authorize`` (another process,
@@ -31,7 +32,8 @@ from snodo.errors import DecisionError, EnvironmentProblem, StateError
 from snodo.gitrun import run_git
 from snodo.refusals import authorisation_refusals
 from snodo.state.atomic import file_lock, load_record, save_record
-from snodo.state.home import project_state_dir, sessions_dir
+from snodo.state.home import sessions_dir
+from snodo.state.runtime import runtime_dir
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 ACTIVE = "active"
@@ -133,7 +135,7 @@ class Session:
 
 @frozen(kw_only=True)
 class ProjectState:
-    """``.snodo/state.json``: the project's current mode and the sessions it has open."""
+    """``state.json`` (runtime state): the project's current mode and the sessions it has open."""
 
     current_mode: str | None = None
     active_sessions: tuple[str, ...] = ()
@@ -266,7 +268,7 @@ class SessionStore:
 
 
 def project_state_path(project: Path) -> Path:
-    return Path(project) / ".snodo" / "state.json"
+    return runtime_dir(Path(project)) / "state.json"
 
 
 def load_project_state(project: Path) -> ProjectState:
@@ -279,14 +281,12 @@ def load_project_state(project: Path) -> ProjectState:
 
 def save_project_state(project: Path, state: ProjectState) -> None:
     """Overwrite the project state; use :func:`update_project_state` to change a field."""
-    project_state_dir(project)
     save_record(project_state_path(project), state)
 
 
 def update_project_state(project: Path, change: Callable[[ProjectState], ProjectState]) -> ProjectState:
     """Locked read-modify-write, so a mode change never drops a session another process
     recorded meanwhile (and vice versa)."""
-    project_state_dir(project)
     with file_lock(project_state_path(project)):
         state = change(load_project_state(project))
         save_project_state(project, state)
@@ -309,7 +309,6 @@ def ensure_session(project: Path, mode: str, home: Path, *, base_head: str | Non
     project state; an expired one is marked so on disk.
     """
     store = SessionStore(home)
-    project_state_dir(project)
     path = project_state_path(project)
     with file_lock(path):
         state = load_project_state(project)

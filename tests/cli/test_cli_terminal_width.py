@@ -116,12 +116,12 @@ def test_run_jobs_sessions_and_audit_keep_every_value(
     shown = in_pty("jobs", "show", halted["job_id"], cwd=repo, cols=cols)
     assert shown.returncode == 0, shown
     assert shown.on_one_line(halted["job_id"]) and shown.on_one_line(halted["decision_id"]), shown
-    log_path = str(repo / ".snodo" / "jobs" / halted["job_id"] / "log.txt")
+    log_path = str(repo / ".git" / "snodo" / "jobs" / halted["job_id"] / "log.txt")
     assert log_path in shown.joined(), shown
     assert "{" not in shown.text.splitlines()[0]  # rendered for a person, not JSON
 
     log = in_pty("jobs", "show", halted["job_id"], "--log", cwd=repo, cols=cols)
-    first = (repo / ".snodo" / "jobs" / halted["job_id"] / "log.txt").read_text().splitlines()[0]
+    first = (repo / ".git" / "snodo" / "jobs" / halted["job_id"] / "log.txt").read_text().splitlines()[0]
     assert log.returncode == 0 and first[: cols - 1] in log.text and "\\n" not in log.text, log
 
     sess = in_pty("session", "show", session["session_id"], cwd=repo, cols=cols)
@@ -136,7 +136,7 @@ def test_run_jobs_sessions_and_audit_keep_every_value(
     audit = in_pty("audit", "show", "--event", "escalated", cwd=repo, cols=cols)
     assert audit.returncode == 0, audit
     assert halted["decision_id"] in audit.joined(), audit
-    record = json.loads((repo / ".snodo" / "audit.log").read_text().splitlines()[-1])
+    record = json.loads((repo / ".git" / "snodo" / "audit.log").read_text().splitlines()[-1])
     assert record  # the log is there; show printed every escalation whole (above)
 
 

@@ -245,7 +245,7 @@ def test_a_fix_attempt_is_told_which_tests_failed_and_how(snodo_cli, tmp_path: P
     (repo / ".snodo" / "protocol.yml").write_text(text.replace("max_recovery_depth: 0", "max_recovery_depth: 1"))
     r = snodo_cli("run", "change calc", "--json", cwd=repo, timeout=300)
     assert r.returncode == 1 and r.json()["outcome"] == "escalate", r
-    events = [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+    events = [json.loads(line) for line in (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
     retry = next(e for e in events if e["event"] == "dispatch" and e["data"]["attempt"] == 1)
     (finding,) = [f for f in retry["data"]["findings"] if f.startswith("tests:")]
     assert "1 test(s) that pass at the base do not pass after the change" in finding

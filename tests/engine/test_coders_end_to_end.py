@@ -58,7 +58,7 @@ def test_litellm_coder_completes_a_run_through_mock_response(git_repo: Path, sno
     (spent,) = payload["usage"]  # what the coder reported, in the payload and in the audit log
     assert spent["attempt"] == 0 and spent["model"] == MODEL and spent["requests"] == 1
     assert spent["prompt_tokens"] > 0 and spent["completion_tokens"] > 0
-    records = [json.loads(x) for x in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
+    records = [json.loads(x) for x in (git_repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
     (audited,) = [r["data"] for r in records if r["event"] == "coder_usage"]
     assert audited["coder"] == "litellm" and audited["prompt_tokens"] == spent["prompt_tokens"]
 
@@ -71,7 +71,7 @@ def test_litellm_without_credentials_is_an_environment_error(git_repo: Path, sno
     payload = r.json()
     assert payload["outcome"] == "environment_error"
     assert MODEL in payload["message"] and "OPENAI_API_KEY is not set" in payload["message"]
-    events = [json.loads(x)["event"] for x in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
+    events = [json.loads(x)["event"] for x in (git_repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
     assert "token_issued" not in events and "token_consumed" not in events  # checked before any token
 
 
@@ -163,6 +163,6 @@ def test_opencode_missing_is_an_environment_error_before_any_token(git_repo: Pat
     r = snodo_cli("run", "add a greet module", "--json", cwd=git_repo, env={"PATH": "/usr/bin:/bin"})
     payload = r.json()
     assert payload["outcome"] == "environment_error" and "npm install -g opencode-ai" in payload["message"]
-    events = [json.loads(x)["event"] for x in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
+    events = [json.loads(x)["event"] for x in (git_repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
     events = [e for e in events if e != "checkpoint"]
     assert "token_issued" not in events

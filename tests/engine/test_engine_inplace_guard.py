@@ -178,12 +178,12 @@ def checkout_state(repo: Path) -> dict[str, str]:
 
 
 def refused(repo: Path) -> list[dict[str, Any]]:
-    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    lines = (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()
     return [json.loads(x)["data"] for x in lines if json.loads(x)["event"] == "path_refused"]
 
 
 def events(repo: Path) -> list[str]:
-    return [json.loads(x)["event"] for x in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+    return [json.loads(x)["event"] for x in (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
 
 
 ATTACKS = [
@@ -226,7 +226,7 @@ def test_in_place_attack_halts_blocker_and_leaves_the_checkout_as_it_was(
         assert path.split("/")[-1] in result.message or len(paths) > 5
     assert "internal_error" not in json.dumps(result.payload())
     assert "token_consumed" in events(git_repo)
-    assert AuditLog(git_repo / ".snodo" / "audit.log").verify().ok
+    assert AuditLog(git_repo / ".git" / "snodo" / "audit.log").verify().ok
     # The user's checkout, hooks and configuration included, is exactly as it was.
     assert checkout_state(git_repo) == before
     assert not (snodo_home / "worktrees" / project_key(git_repo) / "pool" / "x").exists()
@@ -254,7 +254,7 @@ def test_a_coder_declaring_commits_own_changes_has_its_commits_taken(git_repo: P
     log = git(git_repo, "log", "--format=%H %an %s", f"main..{result.branch}").splitlines()
     assert len(log) == 1 and " coder coder: add ok" in log[0], log  # no extra engine commit
     assert result.commit == log[0].split()[0]
-    lines = [json.loads(x) for x in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
+    lines = [json.loads(x) for x in (git_repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
     commits = [x["data"] for x in lines if x["event"] == "commit"]
     assert commits and commits[-1]["by"] == "coder:committer" and commits[-1]["commit"] == result.commit
 
@@ -265,7 +265,7 @@ def test_a_committing_coder_is_judged_on_what_it_committed(git_repo: Path) -> No
     result = Engine(project).run("add an ok module with a test")
     assert (result.outcome, result.phase) == ("blocker", "execute"), result
     assert [e["path"] for e in refused(git_repo)] == [".snodo/x.yml"]
-    assert AuditLog(git_repo / ".snodo" / "audit.log").verify().ok
+    assert AuditLog(git_repo / ".git" / "snodo" / "audit.log").verify().ok
     # The refused commit does not stay on a task branch in the user's repository.
     assert checkout_state(git_repo) == before
     assert "snodo/" not in git(git_repo, "branch", "--list")
@@ -280,7 +280,7 @@ def test_unknown_coder_config_key_is_refused_before_any_token(git_repo: Path) ->
     host = get_plugin_manager(plugins=[Coders()])
     with pytest.raises(ProtocolError, match=r"coder 'hostile': unknown coder_config key 'atack'"):
         load_protocol(git_repo / ".snodo" / "protocol.yml", host)
-    assert not (git_repo / ".snodo" / "audit.log").exists()  # nothing ran, nothing was recorded
+    assert not (git_repo / ".git" / "snodo" / "audit.log").exists()  # nothing ran, nothing was recorded
 
 
 def test_a_coder_override_starts_from_an_empty_coder_config(git_repo: Path) -> None:

@@ -119,7 +119,7 @@ def project(repo: Path, coder: str, config: str = "") -> Project:
 
 
 def events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
-    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    lines = (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["event"] != "checkpoint"]
 
 

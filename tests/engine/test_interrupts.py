@@ -100,7 +100,7 @@ def wait_gone(pids: list[int], timeout: float = 10) -> list[int]:
 
 
 def events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+    return [json.loads(line) for line in (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
 
 
 @pytest.mark.slow
@@ -169,7 +169,7 @@ def test_sigterm_to_a_background_job(git_repo: Path, snodo_home: Path, snodo_cli
     started = snodo_cli("run", "slow work", "--background", "--json", cwd=git_repo)
     assert started.returncode == 0, started
     job_id = started.json()["job_id"]
-    status = git_repo / ".snodo" / "jobs" / job_id / "status.json"
+    status = git_repo / ".git" / "snodo" / "jobs" / job_id / "status.json"
     deadline = time.monotonic() + 30
     while not json.loads(status.read_text()).get("pid") and time.monotonic() < deadline:
         time.sleep(0.1)

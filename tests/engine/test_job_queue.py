@@ -154,7 +154,7 @@ def test_prune_removes_exactly_what_is_past_its_age(git_repo: Path, snodo_home: 
     assert live_job["job_id"] not in r.stdout
     again = snodo_cli("jobs", "prune", "--older-than", "2d", cwd=git_repo)
     assert "nothing to prune" in again.stdout
-    audit = [json.loads(line) for line in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
+    audit = [json.loads(line) for line in (git_repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
     pruned = [e["data"] for e in audit if e["event"] == "pruned"]
     assert pruned[0] == {
         "halted_refs": [old_ref],

@@ -16,7 +16,7 @@ FAILING = '{files: {"tests/test_no.py": "def test_no():\\n    assert False\\n"}}
 
 
 def events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
-    log = repo / ".snodo" / "audit.log"
+    log = repo / ".git" / "snodo" / "audit.log"
     lines = log.read_text().splitlines() if log.exists() else []
     return [e for e in map(json.loads, lines) if e["event"] != "checkpoint"]
 
@@ -82,8 +82,8 @@ def test_an_existing_branch_is_refused_and_left_as_it_is(git_repo: Path, snodo_c
 
 def _nothing_ran(repo: Path, home: Path, heads_before: set[str]) -> None:
     assert heads(repo) == heads_before
-    assert not (repo / ".snodo" / "jobs").exists() or not any(
-        p.name.startswith("job-") for p in (repo / ".snodo" / "jobs").iterdir()
+    assert not (repo / ".git" / "snodo" / "jobs").exists() or not any(
+        p.name.startswith("job-") for p in (repo / ".git" / "snodo" / "jobs").iterdir()
     )
     assert not any(e["event"] in ("run_started", "token_issued", "validate") for e in events(repo))
     worktrees = home / "worktrees"

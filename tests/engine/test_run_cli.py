@@ -12,7 +12,7 @@ from tests.conftest import git, make_repo, write_producer_protocol
 
 
 def events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
-    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    lines = (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["event"] != "checkpoint"]
 
 
@@ -154,7 +154,7 @@ def test_background_job_and_jobs_commands(git_repo: Path, snodo_cli) -> None:  #
     assert job["result"]["files"]
     listed = snodo_cli("jobs", "list", "--json", cwd=git_repo).json()["jobs"]
     assert [j["job_id"] for j in listed] == [job_id]
-    assert (git_repo / ".snodo" / "jobs" / job_id / "spec.md").read_text() == "add a hello module"
+    assert (git_repo / ".git" / "snodo" / "jobs" / job_id / "spec.md").read_text() == "add a hello module"
 
 
 def test_bad_protocol_and_missing_repo_exit_nonzero(tmp_path: Path, snodo_cli) -> None:  # type: ignore[no-untyped-def]

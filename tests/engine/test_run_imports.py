@@ -137,6 +137,7 @@ EXPECTED = {
     "snodo.state.home",
     "snodo.state.jws",
     "snodo.state.keys",
+    "snodo.state.runtime",
     "snodo.state.sessions",
     "snodo.state.signers",
     "snodo.state.tokens",

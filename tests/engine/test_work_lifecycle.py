@@ -23,7 +23,7 @@ SECRET = "AKIA" + "Q7ZT4NEXAMPLE2K5"
 
 
 def events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+    return [json.loads(line) for line in (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
 
 
 def write_protocol(repo: Path, *, coder_config: str = "{}", extra: str = "") -> None:
@@ -74,8 +74,8 @@ def test_secret_halt_keeps_no_commit_holding_the_secret(git_repo: Path, snodo_ho
     # The job record and the audit say what was discarded: names and kinds, never the value.
     job = snodo_cli("jobs", "show", payload["job_id"], "--json", cwd=git_repo).json()
     assert job["result"]["discarded"]["files"] == ["src/cloud.py", "tests/test_cloud.py"]
-    audit = (git_repo / ".snodo" / "audit.log").read_text()
-    jobs_dir = (git_repo / ".snodo" / "jobs" / payload["job_id"]).iterdir()
+    audit = (git_repo / ".git" / "snodo" / "audit.log").read_text()
+    jobs_dir = (git_repo / ".git" / "snodo" / "jobs" / payload["job_id"]).iterdir()
     assert SECRET not in audit and all(SECRET not in p.read_text() for p in jobs_dir)
     dropped = [e["data"] for e in events(git_repo) if e["event"] == "work_discarded"]
     assert len(dropped) == 1 and dropped[0]["files"] == ["src/cloud.py", "tests/test_cloud.py"]

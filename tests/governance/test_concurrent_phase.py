@@ -56,7 +56,7 @@ def test_two_sleeping_command_validators_overlap_and_are_each_audited(tmp_path: 
     assert elapsed < 3.5, f"two 2 s validators took {elapsed:.2f} s: they did not run concurrently"
     assert [r.validator_id for r in outcome.results] == ["first", "second"]
     assert all(r.duration >= 1.9 for r in outcome.results)
-    event = AuditLog(root / ".snodo" / "audit.log").records("validate")[-1]
+    event = AuditLog(root / ".git" / "snodo" / "audit.log").records("validate")[-1]
     assert [r["validator_id"] for r in event["data"]["results"]] == ["first", "second"]
     assert [r["severity"] for r in event["data"]["results"]] == ["pass", "pass"]
 

@@ -55,6 +55,6 @@ def test_a_warm_validation_is_one_flush_and_no_rename(tmp_path: Path, monkeypatc
     outcome = validate_task(project, spec="add a module")
     assert outcome.status == "pass" and outcome.token is not None, outcome.payload()
     assert dict(calls) == {"fdatasync": 1}
-    events = [r["event"] for r in AuditLog(root / ".snodo" / "audit.log", home=tmp_path / "home").records()]
+    events = [r["event"] for r in AuditLog(root / ".git" / "snodo" / "audit.log", home=tmp_path / "home").records()]
     assert events[-2:] == ["validate", "token_issued"]
-    assert AuditLog(root / ".snodo" / "audit.log", home=tmp_path / "home").verify().ok
+    assert AuditLog(root / ".git" / "snodo" / "audit.log", home=tmp_path / "home").verify().ok

@@ -24,7 +24,7 @@ Cli = Callable[..., Any]
 
 
 def events(repo: Path, name: str) -> list[dict[str, Any]]:
-    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    lines = (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["event"] == name]
 
 

@@ -113,7 +113,7 @@ def test_working_tree_changes_shapes(tmp_path: Path) -> None:
 
     root = make_repo(tmp_path / "r")
     (root / ".snodo").mkdir()
-    (root / ".snodo" / "audit.log").write_text("{}\n")
+    (root / ".snodo" / "audit.log").write_text("{}\n")  # left by an older snodo: never part of the change
     (root / "README.md").write_text("# changed\n")
     (root / "sub").mkdir()
     (root / "sub" / "new.txt").write_text("one\ntwo")

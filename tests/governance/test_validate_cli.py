@@ -25,7 +25,7 @@ def project(tmp_path: Path, snodo_cli) -> Path:  # type: ignore[no-untyped-def]
 
 
 def audit_events(repo: Path) -> list[dict]:  # type: ignore[type-arg]
-    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    lines = (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["event"] != "checkpoint"]
 
 

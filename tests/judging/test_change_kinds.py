@@ -92,7 +92,7 @@ def test_held_out_tests_catch_special_casing_and_their_ids_stay_with_the_person(
     text = json.dumps(payload)
     assert "held-out: 1 of 2 passed" in text
     assert "test_secret_mul_case" not in text and "test_mul_hidden" not in text  # the agent learns only the count
-    audit = (lib.root / ".snodo" / "audit.log").read_text()
+    audit = (lib.root / ".git" / "snodo" / "audit.log").read_text()
     assert "test_secret_mul_case" in audit  # the person and the audit log see which
 
     honest = make_library(tmp_path / "lib2", snodo_cli, tooling=json.dumps({"timeout": 60, "held_out": str(held)}))

@@ -187,5 +187,15 @@ async def _initialize_at(session: ClientSession, version: str) -> None:
     await session.send_notification(types.InitializedNotification())
 
 
+def runtime_state(root: Path) -> Path:
+    """Where the project at ``root`` keeps its runtime state (snodo.state.runtime), asked of git:
+    ``<common git dir>/snodo``, or ``…/snodo/projects/<path>`` for a project below the top."""
+    top = Path(git(root, "rev-parse", "--show-toplevel").strip()).resolve()
+    common = Path(git(root, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    below = root.resolve().relative_to(top)
+    return common / "snodo" if below == Path(".") else common / "snodo" / "projects" / below
+
+
 def audit(root: Path, event: str | None = None) -> list[dict[str, Any]]:
-    return AuditLog(root / ".snodo" / "audit.log").records(event)
+    log = runtime_state(root) / "audit.log"
+    return AuditLog(log).records(event) if log.parent.is_dir() else []

@@ -25,7 +25,7 @@ def served(project: Path, module_home: Path) -> Iterator[Served]:
 
 
 def log_size(project: Path) -> int:
-    log = project / ".snodo" / "audit.log"
+    log = project / ".git" / "snodo" / "audit.log"
     return log.stat().st_size if log.exists() else 0
 
 

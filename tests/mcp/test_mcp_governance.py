@@ -148,7 +148,7 @@ def test_escalate_persists_the_decision_then_authorize_then_pass(
     )
     assert proposed["status"] == "proposed"
     proposal = project / proposed["proposal"]
-    assert proposal.name == f"{decision_id}-1.json" and proposal.parent == project / ".snodo" / "proposals"
+    assert proposal.name == f"{decision_id}-1.json" and proposal.parent == project / ".git" / "snodo" / "proposals"
     assert '"authorises": false' in proposal.read_text()
     again = producer.ok(
         "propose_adjudicate", {"decision_id": decision_id, "decision": "reject", "justification": "second thoughts"}

@@ -93,10 +93,10 @@ def test_propose_plan_stores_tasks_and_executes_nothing(lead: Served, project: P
     ]
     for task in plan["tasks"]:
         assert task["task_id"] == derive_task_id(task["spec"]) and task["job_id"] is None
-    stored = project / ".snodo" / "plans" / f"{plan['plan_id']}.json"
+    stored = project / ".git" / "snodo" / "plans" / f"{plan['plan_id']}.json"
     assert json.loads(stored.read_text()) == plan
     assert _worktree_state(project) == before
-    assert not (project / ".snodo" / "jobs").exists()
+    assert not (project / ".git" / "snodo" / "jobs").exists()
     assert [r["data"]["plan_id"] for r in audit(project, "plan_proposed")][-1] == plan["plan_id"]
     assert lead.ok("get_plan", {"plan_id": plan["plan_id"]})["tasks"] == plan["tasks"]
 
@@ -188,6 +188,7 @@ def test_planner_choice_follows_the_mode() -> None:
 
 
 def test_plan_store_refuses_bad_ids_and_reports_missing_plans(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q")  # plans are runtime state, kept in the git directory
     store = PlanStore(tmp_path)
     with pytest.raises(ToolError):
         store.path("plan-../../x")
@@ -204,5 +205,5 @@ def test_run_plan_follows_a_declared_handoff_transition(project: Path, module_ho
         started = s.ok("run_plan", {"plan_id": plan["plan_id"]})
     assert started["mode"] == "lead"
     for job in started["jobs"]:
-        status = json.loads((project / ".snodo" / "jobs" / job["job_id"] / "status.json").read_text())
+        status = json.loads((project / ".git" / "snodo" / "jobs" / job["job_id"] / "status.json").read_text())
         assert status["mode"] == "lead"

@@ -58,7 +58,7 @@ def _job_completes(root: Path) -> None:
     deadline = time.monotonic() + 300
     status: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        status = json.loads((root / ".snodo" / "jobs" / job_id / "status.json").read_text())
+        status = json.loads((root / ".git" / "snodo" / "jobs" / job_id / "status.json").read_text())
         if status["status"] in ("completed", "halted"):
             break
         time.sleep(0.5)

@@ -79,7 +79,7 @@ def run(git_repo: Path, host: PluginHost, coder: dict[str, Any], validators: lis
 
 
 def audit(git_repo: Path, event: str) -> list[dict[str, Any]]:
-    lines = (git_repo / ".snodo" / "audit.log").read_text().splitlines()
+    lines = (git_repo / ".git" / "snodo" / "audit.log").read_text().splitlines()
     return [r["data"] for r in map(json.loads, lines) if r["event"] == event]
 
 

@@ -135,4 +135,4 @@ def test_bad_protocol_is_refused_alike_before_anything_runs(bad: Case, tmp_path:
         assert lines[0].startswith(expected[0]), where  # the headline also counts the problems
         assert sorted(lines[1:]) == sorted(expected[1:]), where
     assert not list(markers.iterdir()), f"something ran: {sorted(p.name for p in markers.iterdir())}"
-    assert not (project / ".snodo" / "jobs").exists(), "no job may be created for a refused protocol"
+    assert not (project / ".git" / "snodo" / "jobs").exists(), "no job may be created for a refused protocol"

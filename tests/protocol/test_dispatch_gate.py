@@ -65,7 +65,7 @@ def test_run_in_a_mode_without_dispatch_is_refused_before_anything_runs(tmp_path
     assert r.returncode == 4, r.stderr
     # messages wrap at the terminal width (80 columns off a terminal), never cut
     assert f"error: {REFUSAL}" in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
-    assert not list(markers.iterdir()) and not (root / ".snodo" / "jobs").exists()
+    assert not list(markers.iterdir()) and not (root / ".git" / "snodo" / "jobs").exists()
     ok = subprocess.run(
         snodo_argv("run", "add a hello module", "--mode", "producer"), cwd=root, env=env, capture_output=True, text=True
     )
@@ -90,4 +90,4 @@ def test_run_plan_into_a_mode_without_dispatch_is_refused(tmp_path: Path) -> Non
         refused = planner.refused("run_plan", {"plan_id": plan["plan_id"]})
     assert REFUSAL in refused
     assert not audit(root, "dispatch_request")
-    assert not (root / ".snodo" / "jobs").exists()
+    assert not (root / ".git" / "snodo" / "jobs").exists()

@@ -60,7 +60,7 @@ def test_an_uncommitted_edit_is_drift_that_serve_and_run_refuse(git_repo: Path, 
     # validate judges with the committed version and says so; its event records which one
     r = snodo_cli("validate", "add a module", "--json", cwd=git_repo)
     assert "judging with the committed protocol" in r.stderr, r
-    events = [json.loads(line) for line in (git_repo / ".snodo" / "audit.log").read_text().splitlines()]
+    events = [json.loads(line) for line in (git_repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
     validate = [e["data"] for e in events if e["event"] == "validate"][-1]
     assert validate["protocol_commit"] == commit and validate["protocol_sha256"] == digest(committed)
     checked = snodo_cli("protocol", "check", "--json", cwd=git_repo).json()

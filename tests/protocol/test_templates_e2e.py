@@ -81,7 +81,7 @@ def test_template_runs_every_mode_offline(name: str, layout: str, tmp_path: Path
             assert r.returncode == 4, r.stdout + r.stderr
             assert refusal in r.stderr + r.stdout  # plain text, or the JSON error object
             assert f"mode {mode.mode_id!r} does not hold the 'dispatch' capability" in refusal
-    jobs = sorted((project / ".snodo" / "jobs").iterdir())
+    jobs = sorted((project / ".git" / "snodo" / "jobs").iterdir())
     assert len(jobs) == len(runnable(name)), "a refused mode must not leave a job behind"
 
 

@@ -1,5 +1,5 @@
-"""The audit log's life cycle: runtime state, git-ignored, and a lost log recoverable only
-by a person's recorded act (``snodo audit restart``), never silently."""
+"""The audit log's life cycle: runtime state in the git directory, and a lost log recoverable
+only by a person's recorded act (``snodo audit restart``), never silently."""
 
 from __future__ import annotations
 
@@ -18,28 +18,13 @@ def _project(tmp_path: Path, snodo_cli: Callable[..., CliResult]) -> Path:
     return repo
 
 
-def test_init_ignores_the_audit_log_and_old_projects_get_it_added(
-    tmp_path: Path, snodo_cli: Callable[..., CliResult]
-) -> None:
-    repo = _project(tmp_path, snodo_cli)
-    assert "audit.log" in (repo / ".snodo" / ".gitignore").read_text().splitlines()
-    (repo / ".snodo" / ".gitignore").write_text("state.json\njobs/\n")  # as an older snodo wrote it
-    assert snodo_cli("validate", "add a module", "--json", cwd=repo).returncode == 0
-    listed = (repo / ".snodo" / ".gitignore").read_text().splitlines()
-    assert listed[:2] == ["state.json", "jobs/"] and "audit.log" in listed and "audit.log.*" in listed
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "gitignore")
-    assert snodo_cli("validate", "add a module", "--json", cwd=repo).returncode == 0
-    assert git(repo, "status", "--porcelain") == ""  # the log is written, the checkout stays clean
-
-
-def test_git_clean_then_restart_records_the_lost_head(tmp_path: Path, snodo_cli: Callable[..., CliResult]) -> None:
+def test_a_deleted_log_then_restart_records_the_lost_head(tmp_path: Path, snodo_cli: Callable[..., CliResult]) -> None:
     repo = _project(tmp_path, snodo_cli)
     first = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=repo)
     assert first.returncode == 0, first
-    assert (repo / ".snodo" / "audit.log").is_file()
-    git(repo, "clean", "-fdxq")
-    assert not (repo / ".snodo" / "audit.log").exists()
+    log = repo / ".git" / "snodo" / "audit.log"
+    assert log.is_file()
+    log.unlink()
 
     refused = snodo_cli("run", "add a hello module", "--mock", cwd=repo)
     assert refused.returncode == 4, refused
@@ -48,7 +33,7 @@ def test_git_clean_then_restart_records_the_lost_head(tmp_path: Path, snodo_cli:
     assert "Traceback" not in refused.stderr
 
     assert snodo_cli("audit", "restart", "--reason", "x", cwd=repo, input="").returncode == 4  # no terminal, no --yes
-    restarted = snodo_cli("audit", "restart", "--reason", "the checkout was cleaned", "--yes", "--json", cwd=repo)
+    restarted = snodo_cli("audit", "restart", "--reason", "the log was deleted", "--yes", "--json", cwd=repo)
     assert restarted.returncode == 0, restarted
     head = restarted.json()["lost_head"]
     assert isinstance(head["seq"], int) and head["seq"] > 0 and len(head["hash"]) == 64
@@ -61,7 +46,7 @@ def test_git_clean_then_restart_records_the_lost_head(tmp_path: Path, snodo_cli:
     assert verify.returncode == 0, verify
     shown = " ".join(verify.stdout.split())
     assert "restarted at line 1" in shown and f"seq {head['seq']} hash {head['hash']}" in shown, verify.stdout
-    assert "the checkout was cleaned" in shown
+    assert "the log was deleted" in shown
     as_json = snodo_cli("audit", "verify", "--json", cwd=repo).json()
     assert as_json["ok"] and as_json["restarts"][0]["lost_head"]["hash"] == head["hash"]
 
@@ -69,10 +54,10 @@ def test_git_clean_then_restart_records_the_lost_head(tmp_path: Path, snodo_cli:
 def test_a_truncated_log_is_kept_aside_when_restarted(tmp_path: Path, snodo_cli: Callable[..., CliResult]) -> None:
     repo = _project(tmp_path, snodo_cli)
     assert snodo_cli("validate", "add a module", "--json", cwd=repo).returncode == 0
-    log = repo / ".snodo" / "audit.log"
+    log = repo / ".git" / "snodo" / "audit.log"
     log.write_bytes(log.read_bytes().splitlines(keepends=True)[0])  # rolled back to its first line
     assert snodo_cli("validate", "add a module", cwd=repo).returncode == 4
     assert snodo_cli("audit", "restart", "--reason", "rolled back", "--yes", cwd=repo).returncode == 0
-    kept = list((repo / ".snodo").glob("audit.log.lost-*"))
+    kept = list(log.parent.glob("audit.log.lost-*"))
     assert len(kept) == 1 and kept[0].read_bytes().count(b"\n") == 1
     assert snodo_cli("audit", "verify", cwd=repo).returncode == 0

@@ -111,7 +111,7 @@ def test_a_snodo_package_written_by_the_agent_never_runs_in_the_dispatched_job(t
     assert final["status"] == "completed", final  # the job itself ran normally, as snodo
     assert _digest(*guarded) == before
     assert (root / ".snodo" / "protocol.yml").read_text() == PROTOCOL
-    log = (root / ".snodo" / "jobs" / accepted["job_id"] / "log.txt").read_text()
+    log = (root / ".git" / "snodo" / "jobs" / accepted["job_id"] / "log.txt").read_text()
     assert "payload ran" not in log
     assert snodo(root, home, "audit", "verify").returncode == 0
     assert [e["data"]["job_id"] for e in audit(root, "dispatch_request")] == [accepted["job_id"]]

@@ -86,6 +86,6 @@ def test_the_same_attack_unconfined_reaches_the_checkout_and_is_audited(tmp_path
     r = snodo_cli("run", "add a module", "--json", cwd=repo)
     assert r.json()["status"] == "halted", r  # the test's report shows writes that went through
     assert (repo / "pwned.txt").read_text() == "pwned\n"
-    events = [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+    events = [json.loads(line) for line in (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
     unconfined = [e for e in events if e["event"] == "unconfined_execution"]
     assert any("pytest" in " ".join(e["data"]["argv"]) for e in unconfined), [e["event"] for e in events]

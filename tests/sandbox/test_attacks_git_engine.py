@@ -64,7 +64,7 @@ def flow(files: dict[str, str]) -> str:
 
 
 def events(repo: Path, name: str) -> list[dict[str, Any]]:
-    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    lines = (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["event"] == name]
 
 

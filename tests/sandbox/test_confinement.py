@@ -379,3 +379,44 @@ def test_an_extra_writable_directory_is_writable_and_nothing_beside_it(backend: 
     inside_home.mkdir(parents=True, exist_ok=True)
     with confined(SandboxPolicy(workspace=ws)), pytest.raises(EnvironmentProblem, match="overlaps a hidden path"):
         api.run_process([sys.executable, "-c", "pass"], cwd=ws, timeout=60, writable=(inside_home,))
+
+
+@pytest.mark.parametrize("checkout", ["main", "linked"])
+def test_runtime_state_in_the_common_git_dir_is_out_of_reach(backend: str, tmp_path: Path, checkout: str) -> None:
+    """The audit log, state and jobs live in ``<common git dir>/snodo/`` (snodo.state.runtime):
+    confined code in the main checkout or in a linked worktree (a pooled copy's kind) can
+    neither change them nor add to them."""
+    from snodo.state.runtime import runtime_dir
+
+    repo = _project(tmp_path / "repo")
+    for args in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    ws = repo
+    if checkout == "linked":
+        ws = tmp_path / "linked"
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "side", str(ws)], check=True)
+    state = runtime_dir(ws)
+    assert state == repo / ".git" / "snodo"
+    (state / "audit.log").write_text("signed\n")
+    (state / "jobs").mkdir()
+    script = _try_all(
+        {
+            "append to the log": f"open({str(state / 'audit.log')!r}, 'a').write('forged')",
+            "replace the log": f"os.replace({str(state / 'jobs')!r}, {str(state / 'gone')!r})",
+            "new job": f"open({str(state / 'jobs' / 'job-x')!r}, 'w').write('x')",
+            "new state": f"open({str(state / 'state.json')!r}, 'w').write('{{}}')",
+            "remove the log": f"os.unlink({str(state / 'audit.log')!r})",
+            "edit source": "open('src/mod.py', 'a').write('Y = 2\\n')",
+        }
+    )
+    result = run_process([sys.executable, "-c", script], cwd=ws, timeout=60, sandbox=SandboxPolicy(workspace=ws))
+    assert _outcomes(result.output) == {
+        "append to the log": "DENIED",
+        "replace the log": "DENIED",
+        "new job": "DENIED",
+        "new state": "DENIED",
+        "remove the log": "DENIED",
+        "edit source": "OK",
+    }, result.output
+    assert (state / "audit.log").read_text() == "signed\n"
+    assert sorted(p.name for p in state.iterdir()) == ["audit.log", "jobs"] and not list((state / "jobs").iterdir())

@@ -122,7 +122,7 @@ def test_sandbox_off_in_the_protocol_is_audited_per_execution(tmp_path: Path, sn
     git(repo, "commit", "-q", "-m", "p")
     r = snodo_cli("validate", "do a thing", "--json", cwd=repo, env={"SNODO_BWRAP": "/nonexistent/bwrap"})
     assert r.returncode == 0, r
-    events = [json.loads(line) for line in (repo / ".snodo" / "audit.log").read_text().splitlines()]
+    events = [json.loads(line) for line in (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()]
     unconfined = [e for e in events if e["event"] == "unconfined_execution"]
     assert unconfined, [e["event"] for e in events]
     assert any("pytest" in " ".join(e["data"]["argv"]) for e in unconfined)

@@ -97,7 +97,7 @@ def results(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def validate_events(repo: Path) -> list[dict[str, Any]]:
-    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    lines = (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()
     return [e["data"] for e in map(json.loads, lines) if e["event"] == "validate"]
 
 

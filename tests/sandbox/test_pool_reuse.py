@@ -74,7 +74,7 @@ def _run(repo: Path, spec: str) -> dict:  # type: ignore[type-arg]
 
 
 def _copy_of(repo: Path, payload: dict) -> str:  # type: ignore[type-arg]
-    log = (repo / ".snodo" / "jobs" / payload["job_id"] / "log.txt").read_text()
+    log = (repo / ".git" / "snodo" / "jobs" / payload["job_id"] / "log.txt").read_text()
     return next(line.split()[2] for line in log.splitlines() if line.startswith("working copy "))
 
 

@@ -74,7 +74,7 @@ WRITES_GOVERNANCE = '{files: {"tests/test_w.py": "def test_w():\\n    open(\\".s
 
 
 def _events(repo: Path, event: str) -> list[dict]:  # type: ignore[type-arg]
-    lines = (repo / ".snodo" / "audit.log").read_text().splitlines()
+    lines = (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()
     return [e["data"] for e in map(json.loads, lines) if e["event"] == event]
 
 

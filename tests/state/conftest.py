@@ -26,8 +26,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
+    """A git repository with a ``.snodo/``; its runtime state is kept in ``.git/snodo/``."""
     root = tmp_path / "project"
     (root / ".snodo").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".git" / "snodo").mkdir()
     return root
 
 

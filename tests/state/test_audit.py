@@ -54,7 +54,7 @@ def rechain(records: list[dict[str, Any]]) -> list[str]:
 
 @pytest.fixture
 def log(project: Path) -> AuditLog:
-    return AuditLog(project / ".snodo" / "audit.log")
+    return AuditLog(project / ".git" / "snodo" / "audit.log")
 
 
 def filled(log: AuditLog, count: int = 6) -> AuditLog:
@@ -614,7 +614,7 @@ def test_export_verifies_offline_with_the_public_key_alone(
     log: AuditLog, snodo_cli: Callable[..., Any], tmp_path: Path
 ) -> None:
     filled(log, 5)
-    project = log.path.parent.parent
+    project = log.path.parent.parent.parent
     (project / ".snodo" / "protocol.yml").write_text("protocol_id: x\n")
     out = tmp_path / "export"
     exported = snodo_cli("audit", "export", str(out), "--json", cwd=project)

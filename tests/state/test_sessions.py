@@ -128,11 +128,11 @@ def test_project_state_defaults_and_round_trip(project: Path) -> None:
     assert load_project_state(project) == ProjectState()
     save_project_state(project, ProjectState(current_mode="dev", active_sessions=("s1",)))
     assert load_project_state(project) == ProjectState(current_mode="dev", active_sessions=("s1",))
-    assert json.loads((project / ".snodo" / "state.json").read_text())["active_sessions"] == ["s1"]
+    assert json.loads((project / ".git" / "snodo" / "state.json").read_text())["active_sessions"] == ["s1"]
 
 
 def test_corrupt_project_state_is_reported(project: Path, home: Path) -> None:
-    path = project / ".snodo" / "state.json"
+    path = project / ".git" / "snodo" / "state.json"
     path.write_text("[1, 2")
     with pytest.raises(StateError, match=str(path)):
         ensure_session(project, "dev", home)
@@ -178,7 +178,7 @@ def test_sigkill_mid_write_leaves_state_readable(
 ) -> None:
     """Kill a process hammering a session file and the audit log; both must stay intact."""
     session = store.create(project, "dev")
-    log = AuditLog(project / ".snodo" / "audit.log")
+    log = AuditLog(project / ".git" / "snodo" / "audit.log")
     rng = random.Random(7)
     for _ in range(6):
         worker = spawn("write-forever", home, session.session_id, log.path)

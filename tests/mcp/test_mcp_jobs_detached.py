@@ -124,3 +124,40 @@ def test_a_job_dispatched_after_run_tests_outlives_a_tree_kill_of_the_server(tmp
     assert status["status"] == "completed", status
     assert (root / ".snodo" / "jobs" / job_id / "status.json").exists()
     assert [e["data"]["job_id"] for e in audit(root, "dispatch_request")] == [job_id]
+
+
+def test_a_dispatch_under_a_drifted_protocol_is_refused_before_its_token(tmp_path: Path) -> None:
+    """A host's own editor changed ``.snodo/protocol.yml`` after the server started: the job
+    would refuse it and die, so the dispatch is refused first and the token stays unused."""
+    root = _project(tmp_path)
+    protocol = root / ".snodo" / "protocol.yml"
+    committed = protocol.read_text()
+    with serve(root, tmp_path / "home", "--mode", "producer") as served:
+        assert served.ok("validate_task", {"task_spec": SPEC})["status"] == "pass"
+        protocol.write_text(committed + "# edited by the host's own tool\n")
+        refused = served.refused("dispatch_task", {"task_spec": SPEC})
+        assert "not the one in force" in refused and "no token was used" in refused, refused
+        assert not audit(root, "dispatch_request") and not audit(root, "token_consumed")
+        assert not (root / ".snodo" / "jobs").exists() or not list((root / ".snodo" / "jobs").glob("job-*"))
+        protocol.write_text(committed)  # back to the rules in force: the same token is still there
+        accepted = served.ok("dispatch_task", {"task_spec": SPEC})
+        assert accepted["token_consumed"] is True, accepted
+    assert _wait_for_end(root, str(accepted["job_id"]))["status"] == "completed"
+
+
+def test_a_job_that_cannot_load_its_protocol_records_why(tmp_path: Path) -> None:
+    """The job's own guard (a drift after the dispatch was accepted): it ends ``halted`` with
+    the reason in its record, never ``queued`` behind a dead pid."""
+    from snodo.engine.jobs import JobStore
+
+    root = _project(tmp_path)
+    protocol = root / ".snodo" / "protocol.yml"
+    store = JobStore(root)
+    job = store.create(
+        spec=SPEC, task_id="t-drift", mode="producer", coder=None, background=True, protocol_path=protocol
+    )
+    protocol.write_text(protocol.read_text() + "# edited by the host's own tool\n")
+    store.start_background(str(job["job_id"]))
+    status = _wait_for_end(root, str(job["job_id"]), timeout=60)
+    assert status["status"] == "halted" and status["outcome"] == "environment_error", status
+    assert "not the one in force" in status["error"], status

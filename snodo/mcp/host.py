@@ -174,9 +174,10 @@ class ToolHost(PlanTools):
                     self._tokens.clear()
                 watch.check()
 
-    def record_cancelled(self, name: str) -> None:
-        """``tool_cancelled``: the client cancelled the call and its processes were killed."""
-        self._audit("tool_cancelled", tool=name, reason="notifications/cancelled from the client")
+    def record_cancelled(self, name: str, reason: str) -> None:
+        """``tool_cancelled``: the call was cancelled (by the client, or by the server
+        stopping) and its processes were killed."""
+        self._audit("tool_cancelled", tool=name, reason=reason)
 
     def _audit(self, event: str, **data: Any) -> str:
         """Record a refusal; the refusal stands even when the audit log cannot take it."""

@@ -10,7 +10,9 @@ API's ``POST /v1/responses`` (as Codex speaks it: SSE events with ``function_cal
 - ``{"status": 401, "body": {...}}``: an HTTP error with an OpenAI-style error body;
 - ``{"raw": "not json"}``: a garbage 200 body; ``{"empty_choices": True}``: ``choices: []``;
 - ``{"hang": seconds}``: accept the request, then say nothing for that long;
-- ``{"content": "...", "drip": seconds}``: streamed, one chunk every ``seconds`` (a slow stream).
+- ``{"content": "...", "drip": seconds}``: streamed, one chunk every ``seconds`` (a slow stream);
+- any reply with ``"before": callable``: the callable runs first (what the world does
+  between two turns: a person's editor changing a file), in-process only.
 
 ``POST /v1/messages`` speaks Anthropic's Messages API (as Claude Code does, streamed as SSE
 events: a ``tool_use`` content block per scripted tool call, else a ``text`` block), and
@@ -103,6 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.served += 1
                 script = self.server.script
                 reply = script[min(self.server.served - 1, len(script) - 1)] if script else {"content": "ok"}
+        if callable(reply.get("before")):
+            reply["before"]()
         if "hang" in reply:
             self.server.hung.wait(float(reply["hang"]))
             return

@@ -161,14 +161,15 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
                 else:
                     reply = host.call(params.name, params.arguments)
                     ok, text, data = reply.ok, reply.text(), reply.data
-            if call.cancelled:  # what its killed processes answered (exit -9) is no result
-                host.record_cancelled(params.name, call.reason)
-                ok, data = False, None
-                text = (
-                    f"{params.name} was cancelled ({call.reason}): its processes were ended and nothing "
-                    "it started is still running; its result is not known"
-                )
-            return ok, text, data
+                if call.cancelled:  # what its killed processes answered (exit -9) is no result
+                    # recorded while the call still counts as in flight: before a stop's serve_stopped
+                    host.record_cancelled(params.name, call.reason)
+                    ok, data = False, None
+                    text = (
+                        f"{params.name} was cancelled ({call.reason}): its processes were ended and nothing "
+                        "it started is still running; its result is not known"
+                    )
+                return ok, text, data
 
         try:
             # a cancelled call stops waiting and answers nothing (the SDK drops it); its

@@ -399,10 +399,13 @@ def test_opencode_quitting_during_run_tests_leaves_the_cancellation_in_the_audit
                 time.sleep(0.1)
             assert (root / "started.flag").exists(), "run_tests never started"
             assert _marked(marker), "the suite's child is not running"
-            # a person's Ctrl-C (opencode 1.18 ends the session and its servers), or the host
-            # killed outright (snodo sees only the end of its input); opencode waits for the
-            # call to end on SIGTERM
-            proc.send_signal(signum)
+            # a person's Ctrl-C goes to the terminal's whole foreground process group: opencode
+            # and the servers it started, snodo included; or the host killed outright (snodo
+            # sees only the end of its input). (opencode waits for the call to end on SIGTERM.)
+            if signum == signal.SIGINT:
+                os.killpg(proc.pid, signum)
+            else:
+                proc.send_signal(signum)
             out, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
@@ -422,8 +425,15 @@ def test_opencode_quitting_during_run_tests_leaves_the_cancellation_in_the_audit
 def _start_opencode(tmp_path: Path, root: Path, server: ModelServer, printed: dict[str, Any]) -> subprocess.Popen[str]:
     """`opencode run` started, not waited for (as :func:`_run_opencode` configures it)."""
     env, argv = _opencode_command(tmp_path, server, printed)
-    return subprocess.Popen(
-        argv, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    return subprocess.Popen(  # its own process group, as a terminal's foreground job
+        argv,
+        cwd=root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 

@@ -72,6 +72,40 @@ def _job_completes(root: Path) -> None:
     assert status["status"] == "completed", status
 
 
+class JobParent:
+    """Run before the model's last turn, while the host and snodo still run: the dispatched
+    job's parent. It must not be a ``snodo serve`` (after a confined ``run_tests`` the server
+    was the child subreaper, and the job one of its children: a host that kills the server's
+    process tree would kill it)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.seen: list[tuple[int, int, list[int]]] = []
+
+    def __call__(self) -> None:
+        for status in self.root.glob(".snodo/jobs/job-*/status.json"):
+            pid = json.loads(status.read_text()).get("pid")
+            with contextlib.suppress(OSError, ValueError):
+                ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                self.seen.append((int(pid), ppid, _servers(self.root)))
+
+    def check(self) -> None:
+        assert self.seen, "no live job was seen before the last turn"
+        for pid, ppid, servers in self.seen:
+            assert servers and ppid not in servers, f"job {pid} is a child of snodo serve {ppid}"
+
+
+def _servers(root: Path) -> list[int]:
+    """The ``snodo serve`` processes serving ``root``."""
+    found = []
+    for name in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0") if name.isdigit() else []
+            if b"serve" in argv and any(str(root).encode() in a for a in argv):
+                found.append(int(name))
+    return found
+
+
 def _opencode(prefix: Path) -> Path:
     return prefix / "node_modules" / ".bin" / "opencode"
 
@@ -145,7 +179,7 @@ def test_opencode_with_the_printed_config_is_governed(tmp_path: Path) -> None:
         {"tool_calls": [{"name": "snodo_run_tests", "arguments": {}}]},
         {"tool_calls": [{"name": "snodo_validate_task", "arguments": {"task_spec": "Add done.txt."}}]},
         {"tool_calls": [{"name": "snodo_dispatch_task", "arguments": {"task_spec": "Add done.txt."}}]},
-        {"content": "done"},
+        {"content": "done", "before": (parent := JobParent(root))},
     ]
     with ModelServer(script) as server:
         server.untooled = {"content": "snodo task"}
@@ -164,6 +198,7 @@ def test_opencode_with_the_printed_config_is_governed(tmp_path: Path) -> None:
     assert not audit(root, "tool_error"), audit(root, "tool_error")  # run_tests outlived opencode's default limit
     assert {e["data"]["status"] for e in audit(root, "validate")} == {"pass"}  # the server's, then the job's
     assert audit(root, "serve_stopped"), "no serve_stopped when opencode closed our input"
+    parent.check()
     _job_completes(root)  # dispatched from inside `opencode run`, finished after opencode exited
 
 
@@ -276,7 +311,7 @@ def test_codex_with_the_printed_profile_is_governed(tmp_path: Path) -> None:
         _snodo_call("run_tests"),
         _snodo_call("validate_task", task_spec="Add done.txt."),
         _snodo_call("dispatch_task", task_spec="Add done.txt."),
-        {"content": "done"},
+        {"content": "done", "before": (parent := JobParent(root))},
     ]
     with ModelServer(script) as server:
         started = time.monotonic()
@@ -300,6 +335,7 @@ def test_codex_with_the_printed_profile_is_governed(tmp_path: Path) -> None:
     assert "1 passed" in outputs["call_5_0"], where
     assert {e["data"]["status"] for e in audit(root, "validate")} == {"pass"}  # the server's, then the job's
     assert audit(root, "serve_stopped"), "no serve_stopped when codex closed our input"
+    parent.check()
     _job_completes(root)
 
 
@@ -501,7 +537,7 @@ def test_claude_code_with_the_printed_config_is_governed(tmp_path: Path) -> None
         snodo_call("run_tests"),
         snodo_call("validate_task", task_spec="Add done.txt."),
         snodo_call("dispatch_task", task_spec="Add done.txt."),
-        {"content": "done"},
+        {"content": "done", "before": (parent := JobParent(root))},
     ]
     with ModelServer(script) as server:
         started = time.monotonic()
@@ -523,4 +559,5 @@ def test_claude_code_with_the_printed_config_is_governed(tmp_path: Path) -> None
     assert not audit(root, "tool_error"), audit(root, "tool_error")  # a 65 s run_tests within MCP_TOOL_TIMEOUT
     assert "1 passed" in results["toolu_6_0"], where
     assert audit(root, "serve_stopped"), "no serve_stopped when claude closed our input"
+    parent.check()
     _job_completes(root)  # dispatched after a confined run_tests, finished after claude exited

@@ -23,6 +23,8 @@ class CallScope:
 
     def __init__(self) -> None:
         self.cancelled = False
+        #: Who cancelled: the client, or the server stopping (a signal, the client gone).
+        self.reason = ""
         self._lock = threading.Lock()
         self._kills: dict[int, Callable[[], None]] = {}
 
@@ -41,9 +43,11 @@ class CallScope:
         with self._lock:
             self._kills.pop(pid, None)
 
-    def cancel(self) -> int:
-        """Kill every child tree of the call now; how many there were."""
+    def cancel(self, reason: str = "the client cancelled the call") -> int:
+        """Kill every child tree of the call now; how many there were. The first reason stays."""
         with self._lock:
+            if not self.cancelled:
+                self.reason = reason
             self.cancelled = True
             kills = list(self._kills.values())
         for kill in kills:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from attrs import evolve
 
 from snodo.errors import EnvironmentProblem
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
+from snodo.sandbox.base import hold_adoption
 from snodo.sandbox.cgroup import PidGroup, pid_group, release
 from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
 from snodo.sandbox.policy import resolved
@@ -41,14 +42,32 @@ def _confine(
     if policy.on_confined is not None:
         policy.on_confined(backend.name)
     tmpdir = make_private_dir()
+    # From here until the run is released snodo is the child subreaper: bubblewrap's init
+    # outlives its monitor by a moment, and a confined orphan must be snodo's to sweep.
+    release = hold_adoption()
     try:
         env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
-        prepared = backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir)
+        prepared = _released(backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir), release)
         group = pid_group(policy.limits.processes)
         return (_in_group(prepared, group) if group is not None else prepared), tmpdir
     except BaseException:
+        release()
         discard_private_dir(tmpdir)
         raise
+
+
+def _released(prepared: Prepared, release: Callable[[], None]) -> Prepared:
+    """``prepared`` whose cleanup (always called last) also ends the run's hold on adoption."""
+    cleanup = prepared.cleanup
+
+    def cleanup_all() -> None:
+        try:
+            if cleanup is not None:
+                cleanup()
+        finally:
+            release()
+
+    return evolve(prepared, cleanup=cleanup_all)
 
 
 def _in_group(prepared: Prepared, group: PidGroup) -> Prepared:

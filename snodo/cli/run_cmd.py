@@ -118,6 +118,8 @@ def run(
         loaded, host = load_project(protocol_path, on_pinned=ahead)
     except SnodoError as exc:  # a protocol that does not load: the run could not start
         exc.exit_code = 4
+        if job_id is not None:  # the job says so itself, rather than leaving a dead pid behind
+            store.update(job_id, status="halted", outcome="environment_error", error=f"could not start: {exc}")
         raise
     from snodo.cli.output import Progress, console, emit_json
     from snodo.cli.validate_cmd import read_spec

@@ -49,7 +49,7 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
     Configure your MCP host with the snippet for this project (docs/mcp-hosts.md):
       snodo serve --print-config opencode > opencode.json
       snodo serve --print-config codex > ~/.codex/snodo.config.toml
-      snodo serve --print-config claude-code > .mcp.json
+      snodo serve --print-config claude-code > .claude/snodo.json
       snodo serve --print-config claude-desktop|cursor|vscode|generic
     The server finds the project from --protocol, else from its working directory.
     """
@@ -114,5 +114,7 @@ def host_config(host: str, protocol: Path, root: Path, mode_id: str | None, proj
         return hostconfig.opencode_config(entry)
     if host == "codex":
         return hostconfig.codex_config(entry, timeout, root)
+    if host == "claude-code":
+        return hostconfig.claude_code_config(entry, timeout)
     key = HOSTS[host][1]
     return {key: {"snodo": entry}} if key else entry

@@ -23,6 +23,7 @@ from typing import Any, Final, Literal, get_args
 
 from snodo.errors import SnodoError, StateError
 from snodo.outcomes import HALT_OUTCOMES
+from snodo.sandbox.base import not_adopting
 from snodo.state.atomic import atomic_write_json, atomic_write_text, file_lock, read_json
 from snodo.state.runtime import runtime_dir
 
@@ -193,29 +194,32 @@ class JobStore:
         under the protocol it was created with (``--protocol``). The process started here
         forks the job and exits once the job has recorded its own pid (:func:`detach`), so
         the job is nobody's child: a host that kills the server's process tree on exit, or a
-        signal to the server's process group, does not reach it.
+        signal to the server's process group, does not reach it. That holds only while this
+        process is not the child subreaper (every orphan below one is adopted by it), so the
+        launch waits for the confined runs under way to end (:func:`not_adopting`).
         """
         argv = [sys.executable, "-I", "-m", "snodo", "run", "--job", job_id]
         protocol = self.load(job_id).get("protocol")
         if protocol:
             argv += ["--protocol", str(protocol)]
-        log = open(self.log_path(job_id), "ab")  # noqa: SIM115 - handed to the child
-        try:
-            proc = subprocess.Popen(
-                argv,
-                cwd="/",  # never the workspace: nothing there may be imported or read as config
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env={**os.environ, **(env or {})},
-            )
-        finally:
-            log.close()
-        # No pid is written here: the job writes its own before the launcher exits, and the
-        # caller's launch lock keeps anyone else from starting this job meanwhile.
-        if proc.wait(timeout=LAUNCH_TIMEOUT) != 0:
-            raise StateError(f"the job process exited with status {proc.returncode} before it started; see its log")
+        with not_adopting(ADOPTION_WAIT):
+            log = open(self.log_path(job_id), "ab")  # noqa: SIM115 - handed to the child
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    cwd="/",  # never the workspace: nothing there may be imported or read as config
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env={**os.environ, **(env or {})},
+                )
+            finally:
+                log.close()
+            # No pid is written here: the job writes its own before the launcher exits, and the
+            # caller's launch lock keeps anyone else from starting this job meanwhile.
+            if proc.wait(timeout=LAUNCH_TIMEOUT) != 0:
+                raise StateError(f"the job process exited with status {proc.returncode} before it started; see its log")
         return int(self.load(job_id).get("pid") or 0)
 
 
@@ -248,3 +252,6 @@ class QueueFull(StateError):
 
 #: Seconds the launcher may take to fork the job and record it (python start-up plus a write).
 LAUNCH_TIMEOUT = 30.0
+#: Seconds a launch waits, at most, for the confined runs of this process to end (a
+#: ``run_tests`` takes up to 300 s; validators have their own limits).
+ADOPTION_WAIT = 600.0

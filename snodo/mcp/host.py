@@ -43,6 +43,7 @@ from snodo.mcp.checks import (
 )
 from snodo.mcp.plan_tools import PlanTools
 from snodo.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
+from snodo.protocol.committed import refuse_drift, resolve
 from snodo.sandbox import confined
 from snodo.sandbox.refusals import record_refusals, reported_by_tests
 from snodo.state.decisions import check_inv3
@@ -173,9 +174,10 @@ class ToolHost(PlanTools):
                     self._tokens.clear()
                 watch.check()
 
-    def record_cancelled(self, name: str) -> None:
-        """``tool_cancelled``: the client cancelled the call and its processes were killed."""
-        self._audit("tool_cancelled", tool=name, reason="notifications/cancelled from the client")
+    def record_cancelled(self, name: str, reason: str) -> None:
+        """``tool_cancelled``: the call was cancelled (by the client, or by the server
+        stopping) and its processes were killed."""
+        self._audit("tool_cancelled", tool=name, reason=reason)
 
     def _audit(self, event: str, **data: Any) -> str:
         """Record a refusal; the refusal stands even when the audit log cannot take it."""
@@ -302,6 +304,7 @@ class ToolHost(PlanTools):
         another spec can never be consumed here; a failed start consumes nothing.
         """
         p = self.project
+        self._check_in_force()
         refusal = p.protocol.cannot_run_tasks(mode or p.mode_id)
         if refusal is not None:
             raise ToolError(refusal)
@@ -348,6 +351,25 @@ class ToolHost(PlanTools):
                 p.record("token_consumed", task_id=task_id, jti=claims.jti, consumer=consumer, job_id=job_id)
                 consumed = True
         return {"status": "accepted", "job_id": job_id, "task_id": task_id, "token_consumed": consumed}
+
+    def _check_in_force(self) -> None:
+        """A job runs under the protocol in force when it starts, and refuses a drifted one:
+        refuse here, before a job or a token is touched, when the working tree no longer
+        matches the rules in force or those are no longer the rules this server serves."""
+        p = self.project
+        path = p.loaded.path
+        try:
+            in_force = resolve(path, cache_dir=p.home / "cache" / "git")
+            refuse_drift(path, in_force)
+        except SnodoError as exc:
+            raise ToolError(f"{exc}\nNothing was started and no token was used.") from None
+        served = p.loaded.in_force
+        if served is not None and served.digest != in_force.digest:
+            raise ToolError(
+                f"{path}: the protocol in force changed since this server started (now commit "
+                f"{str(in_force.commit)[:12]}); the job would run under rules this server did not validate "
+                "with. Nothing was started and no token was used; restart the server (the host) to serve them"
+            )
 
     def _tool_get_job_status(self, job_id: str) -> dict[str, Any]:
         return job_view(self.jobs.load(job_id))

@@ -6,7 +6,8 @@ project (``.snodo/protocol.yml`` included) without passing snodo's path guard or
 each config, besides the server (absolute command, ``--protocol`` pinning the project,
 ``SNODO_HOME``, a call timeout longer than ``run_tests`` and the protocol's validator
 limits, snodo's tools pre-approved where the host gates them), turns the host's own write,
-edit and shell tools off (opencode) or its sandbox read-only (Codex). Hosts whose MCP
+edit and shell tools off (opencode), denied (Claude Code) or its sandbox read-only (Codex),
+and makes a host that would start its first turn before snodo is connected wait. Hosts whose MCP
 config cannot say so get a note naming what stays open (:data:`OPEN_DOORS`).
 """
 
@@ -29,7 +30,8 @@ HOSTS: dict[str, tuple[str, str]] = {
     "opencode": ("opencode.json at the project root (or ~/.config/opencode/opencode.json)", "mcp"),
     "codex": ("~/.codex/snodo.config.toml (a profile), then run `codex --profile snodo`", "mcp_servers"),
     "claude-code": (
-        ".mcp.json at the project root (or `claude mcp add-json snodo '<the inner object>'`)",
+        "a file such as .claude/snodo.json, then run `claude --mcp-config .claude/snodo.json --strict-mcp-config "
+        "--settings .claude/snodo.json` (the one file is both the server list and the settings)",
         "mcpServers",
     ),
     "claude-desktop": ("claude_desktop_config.json (Settings → Developer → Edit Config)", "mcpServers"),
@@ -45,9 +47,10 @@ OPEN_DOORS: dict[str, str] = {
     "codex": "Codex's shell still runs (read-only: it can read the project and run read-only commands); "
     "`--sandbox`, `--approve-for-me` (or `--full-auto` in older versions), `-c sandbox_mode=…` or "
     "`--dangerously-bypass-approvals-and-sandbox` on the command line reopen it",
-    "claude-code": "Claude Code's own Write, Edit, MultiEdit, NotebookEdit and Bash tools stay on unless "
-    '.claude/settings.json denies them: {"permissions": {"deny": ["Write", "Edit", "MultiEdit", '
-    '"NotebookEdit", "Bash"], "allow": ["mcp__snodo"]}}; set MCP_TOOL_TIMEOUT (ms) for long run_tests',
+    "claude-code": "Claude Code's read-only tools (Read, Grep, Glob) and its web tools stay on; its Write, Edit, "
+    "NotebookEdit and Bash are denied only where this file is loaded as settings (--settings, or its "
+    "permissions copied into .claude/settings.json); a managed policy or a settings file that drops the deny "
+    "rules reopens them",
     "claude-desktop": "Claude Desktop's other MCP servers and extensions (a filesystem server) are outside snodo",
     "cursor": "Cursor's own editor, agent edits and terminal stay on; its MCP config cannot turn them off",
     "vscode": "VS Code's agent mode keeps its built-in edit and terminal tools; deselect them in the chat's "
@@ -78,6 +81,25 @@ def server_entry(host: str, command: list[str], env: dict[str, str], root: Path,
     if env:
         entry["env"] = env
     return entry
+
+
+#: Claude Code's own tools that write the project or run commands (its deny rules name them).
+CLAUDE_CODE_WRITERS = ("Write", "Edit", "NotebookEdit", "Bash")
+
+
+def claude_code_config(entry: dict[str, Any], timeout: int) -> dict[str, Any]:
+    """One file that is both Claude Code's server list (``--mcp-config``) and its settings
+    (``--settings``): snodo's tools allowed, its own writers and shell denied, and the first
+    turn held until snodo is connected (headless ``claude -p`` starts it at once otherwise)."""
+    return {
+        "mcpServers": {"snodo": entry},
+        "permissions": {"deny": list(CLAUDE_CODE_WRITERS), "allow": ["mcp__snodo"]},
+        "env": {
+            "MCP_CONNECTION_NONBLOCKING": "false",
+            "MCP_TIMEOUT": "60000",
+            "MCP_TOOL_TIMEOUT": str(timeout * 1000),
+        },
+    }
 
 
 def opencode_config(entry: dict[str, Any]) -> dict[str, Any]:

@@ -36,11 +36,13 @@ from snodo import __version__, workers
 from snodo.callscope import CallScope, scope
 from snodo.mcp.catalog import ToolDef
 from snodo.mcp.served import Served
-from snodo.mcp.stdio import serve_stdio_streams
+from snodo.mcp.stdio import answered, serve_stdio_streams
 from snodo.proc import terminate_all
 
 #: How long a stop waits for tool calls in flight to finish once their children are killed.
 STOP_GRACE = 10.0
+#: How long a stop then waits, at most, for their answers to be written to the client.
+ANSWER_GRACE = 2.0
 
 _DISCONNECTS: tuple[type[BaseException], ...] = (
     BrokenPipeError,
@@ -97,22 +99,35 @@ def _wire_tools(definitions: list[ToolDef]) -> list[types.Tool]:
 
 
 class _InFlight:
-    """Counts tool calls running on worker threads, so a stop can wait for them."""
+    """The tool calls running on worker threads, so a stop can cancel them and wait for them."""
 
     def __init__(self) -> None:
         self._count = 0
         self._idle = threading.Condition()
+        self._scopes: set[CallScope] = set()
 
     @contextlib.contextmanager
-    def call(self) -> Iterator[None]:
+    def call(self, scope: CallScope | None = None) -> Iterator[None]:
         with self._idle:
             self._count += 1
+            if scope is not None:
+                self._scopes.add(scope)
         try:
             yield
         finally:
             with self._idle:
                 self._count -= 1
+                if scope is not None:
+                    self._scopes.discard(scope)
                 self._idle.notify_all()
+
+    def cancel_all(self, reason: str) -> int:
+        """Cancel every call in flight (their process trees are killed); how many."""
+        with self._idle:
+            scopes = list(self._scopes)
+        for each in scopes:
+            each.cancel(reason)
+        return len(scopes)
 
     def wait_idle(self, timeout: float) -> bool:
         with self._idle:
@@ -136,7 +151,7 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
         call = CallScope()
 
         def work() -> tuple[bool, str, dict[str, Any] | None]:
-            with calls.call(), scope(call):
+            with calls.call(call), scope(call):
                 try:
                     host = served.host()
                 except Exception as exc:  # fail closed: no host, no tool
@@ -146,9 +161,15 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
                 else:
                     reply = host.call(params.name, params.arguments)
                     ok, text, data = reply.ok, reply.text(), reply.data
-            if call.cancelled:
-                host.record_cancelled(params.name)
-            return ok, text, data
+                if call.cancelled:  # what its killed processes answered (exit -9) is no result
+                    # recorded while the call still counts as in flight: before a stop's serve_stopped
+                    host.record_cancelled(params.name, call.reason)
+                    ok, data = False, None
+                    text = (
+                        f"{params.name} was cancelled ({call.reason}): its processes were ended and nothing "
+                        "it started is still running; its result is not known"
+                    )
+                return ok, text, data
 
         try:
             # a cancelled call stops waiting and answers nothing (the SDK drops it); its
@@ -161,7 +182,8 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
             else:  # no task group to make and cancel: most calls
                 ok, text, data = await workers.run(work, "snodo-tool")
         except anyio.get_cancelled_exc_class():
-            call.cancel()  # notifications/cancelled (or the server stopping): kill the call's process tree now
+            # notifications/cancelled (or the client gone): kill the call's process tree now
+            call.cancel("the client cancelled the call (notifications/cancelled) or went away")
             raise
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
@@ -219,7 +241,7 @@ def serve_stdio(served: Served) -> None:
     _configure_logging()
     inflight = _InFlight()
     server = build_server(served, inflight)
-    _stop_on_signals(served, inflight)
+    stopping = _stop_on_signals(served, inflight)
     print(
         f"snodo serve: mode {served.mode.mode_id!r} of protocol {served.protocol.protocol_id!r} at "
         f"{served.loaded.root} — {len(served.tools)} tools on stdio",
@@ -248,16 +270,20 @@ def serve_stdio(served: Served) -> None:
         _detach_stdout()
     # The client closed our input: the normal end of a stdio server, recorded like a signal.
     inflight.wait_idle(STOP_GRACE)
+    if stopping.is_set():  # a signal stops the server too, and records why
+        return
     with contextlib.suppress(Exception):
         served.host().project.record("serve_stopped", reason="end of input")
 
 
-def _stop_on_signals(served: Served, inflight: _InFlight) -> None:
-    """SIGINT/SIGTERM: kill the children of calls in flight, let the calls end, exit 0."""
+def _stop_on_signals(served: Served, inflight: _InFlight) -> threading.Event:
+    """SIGINT/SIGTERM: cancel the calls in flight (their children are killed), let them
+    answer, exit 0. The returned event is set once a signal stops the server."""
     stopping = threading.Event()
 
     def stop(signum: int) -> None:
         inflight.wait_idle(STOP_GRACE)
+        answered(ANSWER_GRACE)  # the cancelled calls' answers reach a host that still reads
         with contextlib.suppress(Exception):
             served.host().project.record("serve_stopped", signal=signal.Signals(signum).name)
         with contextlib.suppress(Exception):
@@ -265,6 +291,7 @@ def _stop_on_signals(served: Served, inflight: _InFlight) -> None:
         os._exit(0)  # a worker thread may be blocked reading stdin; do not wait for it
 
     def handler(signum: int, _frame: FrameType | None) -> None:
+        inflight.cancel_all(f"snodo serve was stopped by {signal.Signals(signum).name}")
         terminate_all()
         if not stopping.is_set():
             stopping.set()
@@ -273,6 +300,7 @@ def _stop_on_signals(served: Served, inflight: _InFlight) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, handler)
+    return stopping
 
 
 def _detach_stdout() -> None:

@@ -226,6 +226,21 @@ def _selector_loop() -> bool:
     return isinstance(loop, asyncio.SelectorEventLoop)
 
 
+#: The requests of the session being served (one per process).
+_SERVING: list[_Pending] = []
+
+
+def answered(timeout: float) -> bool:
+    """From any thread: wait up to ``timeout`` seconds until every request read is answered
+    (or the client stopped reading); whether that happened."""
+    deadline = time.monotonic() + timeout
+    while _SERVING and _SERVING[0].ids and _SERVING[0].client_reads():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 @contextlib.asynccontextmanager
 async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's read and write streams of MCP messages over stdin and stdout (see the
@@ -249,6 +264,7 @@ async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
             os.dup2(sink, 1)
             os.close(sink)
         pending = _Pending(wire_out)
+        _SERVING[:] = [pending]
         stdin = cast("anyio.AsyncFile[str]", _Lines(wire_in, pending, pollable[0]))
         stdout = cast("anyio.AsyncFile[str]", _Writer(wire_out, pending, pollable[1]))
         async with stdio_server(stdin=stdin, stdout=stdout) as streams:

@@ -7,6 +7,12 @@ a run's sweep finds them and snodo reaps them. Only confined processes (``no_new
 every confined process has it, snodo's own children such as git never do) are reaped here,
 so no ``Popen`` ever loses its child's exit status.
 
+snodo is the subreaper only while a confined run is under way (:func:`adopting`), never
+for good: every orphan below a subreaper goes to it, a background job's process included
+(its launcher exits at once), and a job adopted by ``snodo serve`` is one more child of
+the server — which a host that kills the server's process tree on exit kills with it.
+A job is launched only while no confined run holds the flag (:func:`not_adopting`).
+
 When snodo itself runs with ``no_new_privs`` (a container started with
 ``no-new-privileges``, Kubernetes' ``allowPrivilegeEscalation: false``, another sandbox),
 every child of snodo has it too, git included, so it marks nothing: then a process is
@@ -30,6 +36,7 @@ import ctypes
 import functools
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -81,7 +88,13 @@ _PR_SET_CHILD_SUBREAPER = 36
 #: Seconds snodo waits at exit, at most, for adopted confined processes to end (they are
 #: being killed; only a machine under heavy load takes more than a few milliseconds).
 EXIT_WAIT = 3.0
+#: Set once snodo has been the subreaper: adopted zombies may be waiting to be reaped.
 _SUBREAPER: list[bool] = []
+#: Confined runs between their preparation and their release (:func:`adopting`), and
+#: whether the flag stays set for good (:func:`become_subreaper`).
+_RUNS = [0]
+_FOR_GOOD: list[bool] = []
+_ADOPTION = threading.Condition()
 
 
 def _status(pid: int | str) -> dict[bytes, bytes]:
@@ -131,18 +144,73 @@ def confined(pid: int) -> bool:
     return _nspid_depth(status) > depth or (filters >= 0 and _filters(status) > filters)
 
 
-def become_subreaper() -> None:
-    """Once per process: orphans of confined processes (a double fork, ``setsid``) are
-    reparented to snodo instead of init, so the run's sweep finds them even when they
-    cleared their environment."""
-    if _SUBREAPER or not sys.platform.startswith("linux"):
-        return
+def _set_subreaper(on: bool) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
     except OSError:
-        return
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
-    _SUBREAPER.append(True)
+        return False
+    flag = ctypes.c_ulong(1 if on else 0)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, flag, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    return True
+
+
+def become_subreaper() -> None:
+    """For the rest of the process: orphans of confined processes (a double fork,
+    ``setsid``) are reparented to snodo instead of init. Confined runs use :func:`adopting`."""
+    with _ADOPTION:
+        if not _FOR_GOOD and _set_subreaper(True):
+            _FOR_GOOD.append(True)
+            if not _SUBREAPER:
+                _SUBREAPER.append(True)
+
+
+def hold_adoption() -> Callable[[], None]:
+    """One confined run starts: snodo is the subreaper until every run has called the
+    returned release, so the run's sweep finds its orphans even when they cleared their
+    environment. The last release reaps what is still dying (bubblewrap's init outlives its
+    monitor by a moment), then gives the flag up. Release is idempotent."""
+    with _ADOPTION:
+        _RUNS[0] += 1
+        if _RUNS[0] == 1 and not _FOR_GOOD and _set_subreaper(True) and not _SUBREAPER:
+            _SUBREAPER.append(True)
+    released: list[bool] = []
+
+    def release() -> None:
+        with _ADOPTION:
+            if released:
+                return
+            released.append(True)
+            _RUNS[0] -= 1
+            if _RUNS[0] == 0 and not _FOR_GOOD and _SUBREAPER:
+                _reap_dying()
+                _set_subreaper(False)
+            _ADOPTION.notify_all()
+
+    return release
+
+
+@contextlib.contextmanager
+def not_adopting(timeout: float) -> Iterator[None]:
+    """While no confined run makes snodo the subreaper, and none may start: what a process
+    that must never become snodo's child (a background job, :mod:`snodo.engine.jobs`) is
+    launched in. Waits up to ``timeout`` seconds for the runs under way to end, else raises
+    ``EnvironmentProblem``."""
+    from snodo.errors import EnvironmentProblem
+
+    with _ADOPTION:
+        if not _ADOPTION.wait_for(lambda: _RUNS[0] == 0, timeout=timeout):
+            raise EnvironmentProblem(
+                f"a confined run still going after {timeout:g} s keeps this process the parent of every "
+                "orphan below it; nothing was started",
+                hint="try again once the running tests or validators have finished",
+            )
+        if _FOR_GOOD:
+            raise EnvironmentProblem(
+                "this process adopts every orphan below it for good (the child subreaper); nothing was started"
+            )
+        yield
 
 
 def reap_adopted(spare: Collection[int]) -> int:
@@ -205,6 +273,10 @@ def reap_at_exit() -> None:
     when snodo has no child left (the usual case)."""
     if not _SUBREAPER:
         return
+    _reap_dying()
+
+
+def _reap_dying() -> None:
     deadline = time.monotonic() + EXIT_WAIT
     while True:
         try:

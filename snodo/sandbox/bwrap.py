@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared, become_subreaper
+from snodo.sandbox.base import Backend, Prepared
 from snodo.sandbox.harden import program_fd
 from snodo.sandbox.layout import protected_parents, read_only_paths
 from snodo.sandbox.limits import limit_prefix
@@ -98,9 +98,6 @@ class BwrapBackend(Backend):
     ) -> Prepared:
         if not self.program:
             raise EnvironmentProblem("cannot confine the process: no bwrap program")
-        # bubblewrap's init in the sandbox outlives its monitor (the process snodo waits for)
-        # by a moment: adopted by snodo, it is reaped by snodo, not left to the system's init.
-        become_subreaper()
         opts = options(policy, argv[0], env, ("--bind", str(tmpdir), str(tmpdir)))
         fd = program_fd()  # read by bubblewrap as it starts: one per start
         full = [

@@ -46,7 +46,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from snodo.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared, become_subreaper, confined
+from snodo.sandbox.base import Backend, Prepared, confined
 from snodo.sandbox.harden import Hardening
 from snodo.sandbox.layout import carve, read_only_paths
 from snodo.sandbox.limits import limit_setter
@@ -365,7 +365,6 @@ class LandlockBackend(Backend):
     def prepare(
         self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
     ) -> Prepared:
-        become_subreaper()
         ruleset = build_ruleset(policy, tmpdir, self.abi)
         marker = secrets.token_hex(8)
         since = max(0, _ticks_now() - 1)

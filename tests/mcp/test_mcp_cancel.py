@@ -9,6 +9,7 @@ and the audit log says ``tool_cancelled``.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -82,6 +83,55 @@ def test_a_cancelled_run_tests_leaves_no_process_behind(tmp_path: Path) -> None:
         while not audit(root, "tool_cancelled") and time.monotonic() < deadline:
             time.sleep(0.1)
         assert [e["data"]["tool"] for e in audit(root, "tool_cancelled")] == ["run_tests"]
+
+
+def _server_pid() -> int:
+    """The ``snodo serve`` this test process started (the SDK's stdio client spawns it)."""
+    me = str(os.getpid())
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1] == me:
+                found.append(int(name))
+        except OSError:
+            continue
+    (pid,) = [p for p in found if b"serve" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    return pid
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_server_stopped_during_run_tests_reports_and_audits_the_call_cancelled(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """A host that quits (SIGTERM) or is interrupted (SIGINT to its process group) while
+    run_tests runs: the model is told the call was cancelled, not that the suite exited
+    -9, and the audit log has the cancellation before the server's stop."""
+    root = make_project(tmp_path / "repo", PROTOCOL)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_slow.py").write_text(SLOW_TEST)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "protocol and a slow suite")
+    pids_file = root / "pids"
+    with serve(root, tmp_path / "home", "--mode", "dev") as served:
+        server = _server_pid()
+        pending = served.portal.start_task_soon(served.session.call_tool, "run_tests", {})
+        deadline = time.monotonic() + 60
+        while not pids_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pids_file.exists(), "the suite never started"
+        os.kill(server, signum)
+        result = pending.result(timeout=30)
+        text = result.content[0].text
+        assert result.is_error, text
+        assert "run_tests was cancelled" in text and signum.name in text, text
+        assert "exit_code" not in text
+        pids = [int(p) for p in pids_file.read_text().split()]
+        assert not [p for p in pids if _alive(p)], "a process of the cancelled call is still alive"
+    events = [e["event"] for e in audit(root) if e["event"] in ("tool_cancelled", "serve_stopped")]
+    assert events == ["tool_cancelled", "serve_stopped"], events
+    (cancelled,) = audit(root, "tool_cancelled")
+    assert cancelled["data"]["tool"] == "run_tests" and signum.name in cancelled["data"]["reason"]
 
 
 def test_a_host_closing_our_input_is_recorded_as_serve_stopped(tmp_path: Path) -> None:

@@ -10,7 +10,13 @@ API's ``POST /v1/responses`` (as Codex speaks it: SSE events with ``function_cal
 - ``{"status": 401, "body": {...}}``: an HTTP error with an OpenAI-style error body;
 - ``{"raw": "not json"}``: a garbage 200 body; ``{"empty_choices": True}``: ``choices: []``;
 - ``{"hang": seconds}``: accept the request, then say nothing for that long;
-- ``{"content": "...", "drip": seconds}``: streamed, one chunk every ``seconds`` (a slow stream).
+- ``{"content": "...", "drip": seconds}``: streamed, one chunk every ``seconds`` (a slow stream);
+- any reply with ``"before": callable``: the callable runs first (what the world does
+  between two turns: a person's editor changing a file), in-process only.
+
+``POST /v1/messages`` speaks Anthropic's Messages API (as Claude Code does, streamed as SSE
+events: a ``tool_use`` content block per scripted tool call, else a ``text`` block), and
+``/v1/messages/count_tokens`` counts a constant.
 
 Every request body is kept in ``server.requests`` (with its headers and ``at``, the
 ``time.monotonic()`` of its arrival). With ``server.untooled`` set, requests that
@@ -81,8 +87,13 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = {"unparsable": raw.decode("utf-8", "replace")}
-        responses = self.path.rstrip("/").endswith("/responses")
-        if not responses and not self.path.rstrip("/").endswith("/chat/completions"):
+        route = self.path.split("?", 1)[0].rstrip("/")
+        if route.endswith("/messages/count_tokens"):
+            self._send(200, b'{"input_tokens": 11}')
+            return
+        responses = route.endswith("/responses")
+        messages = route.endswith("/messages")
+        if not responses and not messages and not route.endswith("/chat/completions"):
             self._send(404, b'{"error": {"message": "no such route"}}')
             return
         with self.server.lock:
@@ -94,6 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.served += 1
                 script = self.server.script
                 reply = script[min(self.server.served - 1, len(script) - 1)] if script else {"content": "ok"}
+        if callable(reply.get("before")):
+            reply["before"]()
         if "hang" in reply:
             self.server.hung.wait(float(reply["hang"]))
             return
@@ -105,6 +118,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, str(reply["raw"]).encode())
             return
         model = body.get("model", "test-model")
+        if messages:
+            self._anthropic(model, n, reply, bool(body.get("stream")))
+            return
         if responses:
             self._respond(model, n, reply)
             return
@@ -172,6 +188,45 @@ class _Handler(BaseHTTPRequestHandler):
             events.append({"type": "response.output_item.done", "output_index": i, "item": item})
         done = {**response, "status": "completed", "output": items, "usage": usage}
         events.append({"type": "response.completed", "response": done})
+        body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+        self._send(200, body, "text/event-stream")
+
+    def _anthropic(self, model: str, n: int, reply: dict[str, Any], stream: bool) -> None:
+        """Anthropic's Messages API: a ``tool_use`` block per scripted call, else one ``text`` block."""
+        blocks: list[dict[str, Any]] = [
+            {"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c["name"], "input": c.get("arguments", {})}
+            for i, c in enumerate(reply.get("tool_calls", ()))
+        ] or [{"type": "text", "text": str(reply.get("content") or "")}]
+        stop = "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn"
+        usage = {"input_tokens": USAGE["prompt_tokens"], "output_tokens": USAGE["completion_tokens"]}
+        message = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": model}
+        if not stream:
+            done = {**message, "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage}
+            self._send(200, json.dumps(done).encode())
+            return
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {**usage, "output_tokens": 1},
+        }
+        events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+        for i, block in enumerate(blocks):
+            if block["type"] == "tool_use":
+                opened = {**block, "input": {}}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            else:
+                opened, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+            events += [
+                {"type": "content_block_start", "index": i, "content_block": opened},
+                {"type": "content_block_delta", "index": i, "delta": delta},
+                {"type": "content_block_stop", "index": i},
+            ]
+        events += [
+            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage},
+            {"type": "message_stop"},
+        ]
         body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
         self._send(200, body, "text/event-stream")
 

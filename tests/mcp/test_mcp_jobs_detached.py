@@ -79,7 +79,7 @@ def _server_pid() -> int:
 
 
 def _job(root: Path, job_id: str) -> dict[str, Any]:
-    return dict(json.loads((root / ".snodo" / "jobs" / job_id / "status.json").read_text()))
+    return dict(json.loads((root / ".git" / "snodo" / "jobs" / job_id / "status.json").read_text()))
 
 
 def _wait_for_end(root: Path, job_id: str, timeout: float = 180) -> dict[str, Any]:
@@ -122,7 +122,7 @@ def test_a_job_dispatched_after_run_tests_outlives_a_tree_kill_of_the_server(tmp
             os.kill(member, signal.SIGKILL)
     status = _wait_for_end(root, job_id)
     assert status["status"] == "completed", status
-    assert (root / ".snodo" / "jobs" / job_id / "status.json").exists()
+    assert (root / ".git" / "snodo" / "jobs" / job_id / "status.json").exists()
     assert [e["data"]["job_id"] for e in audit(root, "dispatch_request")] == [job_id]
 
 
@@ -138,7 +138,7 @@ def test_a_dispatch_under_a_drifted_protocol_is_refused_before_its_token(tmp_pat
         refused = served.refused("dispatch_task", {"task_spec": SPEC})
         assert "not the one in force" in refused and "no token was used" in refused, refused
         assert not audit(root, "dispatch_request") and not audit(root, "token_consumed")
-        assert not (root / ".snodo" / "jobs").exists() or not list((root / ".snodo" / "jobs").glob("job-*"))
+        assert not (root / ".git" / "snodo" / "jobs").exists() or not list((root / ".git" / "snodo" / "jobs").glob("job-*"))
         protocol.write_text(committed)  # back to the rules in force: the same token is still there
         accepted = served.ok("dispatch_task", {"task_spec": SPEC})
         assert accepted["token_consumed"] is True, accepted

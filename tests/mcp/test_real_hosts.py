@@ -83,7 +83,7 @@ class JobParent:
         self.seen: list[tuple[int, int, list[int]]] = []
 
     def __call__(self) -> None:
-        for status in self.root.glob(".snodo/jobs/job-*/status.json"):
+        for status in self.root.glob(".git/snodo/jobs/job-*/status.json"):
             pid = json.loads(status.read_text()).get("pid")
             with contextlib.suppress(OSError, ValueError):
                 ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
@@ -389,7 +389,7 @@ def test_a_dispatch_under_a_drifted_protocol_is_refused_in_opencode(tmp_path: Pa
     assert "not the one in force" in said and "no token was used" in said, where
     assert [e["data"]["tool"] for e in audit(root, "tool_call")] == ["validate_task", "dispatch_task"]
     assert not audit(root, "dispatch_request") and not audit(root, "token_consumed")
-    assert not list(root.glob(".snodo/jobs/job-*")), "a job was left behind"
+    assert not list(root.glob(".git/snodo/jobs/job-*")), "a job was left behind"
 
 
 #: The cancelled suite: a child marked on its command line, so the test finds it in /proc

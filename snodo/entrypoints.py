@@ -23,7 +23,7 @@ import sys
 from functools import reduce
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
 

@@ -35,7 +35,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import EnvironmentProblem
 
 #: Seconds any one git command may take before it is killed and reported.

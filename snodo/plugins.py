@@ -17,10 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
-from attrs import Factory
+from attrs import Factory, frozen
 
 from snodo import DISTRIBUTION, core_plugin, hookspecs
-from snodo.attrsbase import frozen
 from snodo.entrypoints import entry_points
 from snodo.errors import CoderError, PluginError
 from snodo.planning import DeterministicPlanner, PlannerImpl

@@ -35,9 +35,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from attrs import field
+from attrs import define, field
 
-from snodo.attrsbase import define
 from snodo.engine import pool
 from snodo.engine.checkout import looking, read_head, rev
 from snodo.errors import EnvironmentProblem, SnodoError

@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
+from attrs import frozen
+
 from snodo import workers
-from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem
 from snodo.gitrun import run_git
 from snodo.governance.policy import ValidatorResult, cap

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import ProtocolError
 from snodo.protocol.committed import InForce, refuse_drift, resolve
 from snodo.protocol.loader import find_protocol, parse_protocol, project_root_for, read_protocol_file

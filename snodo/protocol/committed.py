@@ -28,7 +28,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.cachefiles import read_entry, write_entry
 from snodo.errors import EnvironmentProblem, ProtocolError
 from snodo.gitrun import GitContext, pin_at_head, read_objects, run_git

@@ -49,7 +49,6 @@ validators:
 EXPECTED = {
     "snodo",
     "snodo.api",
-    "snodo.attrsbase",
     "snodo.callscope",
     "snodo.cli",
     "snodo.cli.common",

@@ -76,7 +76,6 @@ EXPECTED = {
     "snodo.engine.results",
     "snodo.engine.snapshot",
     "snodo.engine.worktree",
-    "snodo.entrypoints",
     "snodo.errors",
     "snodo.evidence",
     "snodo.evidence.attest",
@@ -200,8 +199,7 @@ TRIVIAL = TRIVIAL_PROTOCOL
 #: Never imported by a whole governed run whose validators run ``true``: pytest (its exit
 #: codes are named without it), securesystemslib's signers (they import every cloud SDK
 #: installed, boto3 among them; the attestation is signed without them), PyJWT (snodo.state.jws
-#: signs the token), importlib.metadata (snodo.entrypoints reads the one group), rich (output
-#: that goes to a pipe is written plain), asyncio (~20 ms; only a server awaits its workers),
+#: signs the token), rich (output that goes to a pipe is written plain), asyncio (~20 ms; only a server awaits its workers),
 #: model and MCP SDKs.
 NEVER_IN_A_RUN = (
     "rich",
@@ -212,7 +210,6 @@ NEVER_IN_A_RUN = (
     "boto3",
     "botocore",
     "jwt",
-    "importlib.metadata",
     *NEVER,
 )
 

@@ -18,11 +18,10 @@ from tests.conftest import TRIVIAL_PROTOCOL, git, git_on_path, make_repo
 
 PROTOCOL = TRIVIAL_PROTOCOL
 
-#: Measured: 9 in the steady state, 12 on the first run (its session records the HEAD it
+#: Measured: 10 in the steady state, 12 on the first run (its session records the HEAD it
 #: started at, the base a change in the checkout is judged against): the user's checkout (rev-parse,
-#: which also reads HEAD; status; on a first run, or after HEAD or the git configuration
-#: changed, the configuration and the protocol's history, otherwise kept in
-#: ``$SNODO_HOME/cache/git``), the copy restored (one ``diff-files``, or ``worktree add``),
+#: which also reads HEAD; the configuration, asked once per process; status; on a first run,
+#: or after HEAD changed, the protocol's history, otherwise kept in ``$SNODO_HOME/cache/git``), the copy restored (one ``diff-files``, or ``worktree add``),
 #: the engine's commit (update-index, write-tree, commit-tree; HEAD of the copy moved without
 #: git), its diff, the branch and the note. No ``status`` of the copy: the pre_execute phase
 #: judges a copy just restored and checked clean, the post_execute phase one that inotify saw
@@ -31,7 +30,7 @@ PROTOCOL = TRIVIAL_PROTOCOL
 #: the validators' own confined ``status``, which this wrapper under the sandbox's private
 #: /tmp never saw); 38 and 40.
 STATUS_PER_PHASE = 0
-STEADY_BUDGET = 9
+STEADY_BUDGET = 10
 FIRST_BUDGET = 12
 
 

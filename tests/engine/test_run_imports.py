@@ -82,7 +82,6 @@ EXPECTED = {
     "snodo.evidence.notes",
     "snodo.evidence.statement",
     "snodo.cachefiles",
-    "snodo.gitconfig",
     "snodo.gitrun",
     "snodo.governance",
     "snodo.governance.policy",

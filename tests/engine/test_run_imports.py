@@ -140,7 +140,6 @@ EXPECTED = {
     "snodo.state.tokens",
     "snodo.taskids",
     "snodo.text",
-    "snodo.workers",
     "snodo.workspace",
     "snodo.workspace.files",
     "snodo.workspace.git",

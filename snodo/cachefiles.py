@@ -1,9 +1,8 @@
 """snodo's keyed caches under ``$SNODO_HOME/cache``: answers kept under a key made of
 exactly what fixes them, so a repeat run need not compute them again.
 
-Used for what git answered about the user's repository (its configuration's drivers,
-:func:`snodo.gitrun.pin`; the protocol's history, :func:`snodo.protocol.committed.resolve`)
-and for the parsed protocol document (:func:`snodo.protocol.loader.parse_protocol`).
+Used for what git answered about the protocol's history and the trust rule's answer at a
+``HEAD`` commit (:func:`snodo.protocol.committed.resolve`).
 
 The caches are snodo's own state, beside the home's keys where no agent can write: still,
 an entry is only a hint. Its name is a SHA-256 the caller computed (never a path the

@@ -32,10 +32,11 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import EnvironmentProblem
 
 #: Seconds any one git command may take before it is killed and reported.
@@ -132,9 +133,8 @@ class GitContext:
     git_dir: Path
     neutral: tuple[str, ...] = ()
     #: the identity keys (``user.name``/``user.email``) the configuration sets, read with the
-    #: drivers, and the configuration files' stamps then: a later change is read again
+    #: drivers when the repository was pinned
     identity: frozenset[str] = frozenset()
-    stamp: tuple[tuple[str, int], ...] = ()
 
     def options(self) -> list[str]:
         return [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}", *_config(self.neutral)]
@@ -265,21 +265,17 @@ def _own_worktree(path: Path, git_dir: Path) -> bool:
     return target is not None and target.parent == git_dir / "worktrees"
 
 
-def pin(path: Path, *, cache_dir: Path | None = None) -> GitContext | None:
+def pin(path: Path) -> GitContext | None:
     """Find (once) the repository whose work tree holds ``path`` and remember it for every
     later command; ``None`` when ``path`` is in no work tree. Call it before an agent runs:
-    what it finds is what every later command is pinned to. ``cache_dir``: see
-    :func:`pin_at_head`."""
-    return pin_at_head(path, cache_dir=cache_dir)[0]
+    what it finds is what every later command is pinned to."""
+    return pin_at_head(path)[0]
 
 
-def pin_at_head(path: Path, *, cache_dir: Path | None = None) -> tuple[GitContext | None, str | None]:
+def pin_at_head(path: Path) -> tuple[GitContext | None, str | None]:
     """:func:`pin`, and ``HEAD``'s commit as the ``rev-parse`` that pinned the repository
     read it, in the same process; ``None`` for the commit when this call asked no git (the
-    repository was pinned before: its ``HEAD`` may have moved since) or ``HEAD`` has none.
-
-    With ``cache_dir`` (:mod:`snodo.cachefiles`), the configuration is read from there when
-    its files' bytes are the ones it was read from (:func:`snodo.gitconfig.content_key`)."""
+    repository was pinned before: its ``HEAD`` may have moved since) or ``HEAD`` has none."""
     known = pinned(path)
     if known is not None:
         return known, None
@@ -291,35 +287,47 @@ def pin_at_head(path: Path, *, cache_dir: Path | None = None) -> tuple[GitContex
         return None, None
     top, git_dir = (Path(os.path.realpath(line)) for line in lines[:2])
     head = lines[2].strip() if len(lines) == 3 else ""
-    context = _read_config(top, git_dir, cache_dir)
+    context = _read_config(top, git_dir)
     with _PIN_LOCK:
         _PINNED[top] = context
     return context, head if len(head) in (40, 64) and all(c in "0123456789abcdef" for c in head) else None
 
 
-def _read_config(top: Path, git_dir: Path, cache_dir: Path | None = None) -> GitContext:
-    from snodo import cachefiles, gitconfig  # not for the plugin host, which pins nothing
-
-    files = gitconfig.config_files(git_dir, GitContext(work_tree=git_dir, git_dir=git_dir).common_dir())
-    stamp = gitconfig.stamp(files)
-    key = gitconfig.content_key(files, str(git_dir), gitconfig.CONFIG_KEYS) if cache_dir is not None else None
-    listing = cachefiles.read_entry(cache_dir, key) if key is not None else None
-    if listing is None:
-        ask = [f"--git-dir={git_dir}", "config", "-z", "--get-regexp", gitconfig.CONFIG_KEYS]
-        found = _spawn(_hardened(top, None, ask), ask, clean_env(), None, GIT_TIMEOUT, top)
-        listing = found.stdout
-        if key is not None and found.returncode in (0, 1):  # 1: no key matched
-            cachefiles.write_entry(cache_dir, key, listing)
-    neutral, identity = gitconfig.parse_listing(listing, list(FALLBACK_IDENTITY))
-    return GitContext(work_tree=top, git_dir=git_dir, neutral=neutral, identity=identity, stamp=stamp)
+#: What :func:`pin` reads of the configuration: the filter and merge drivers to neutralise
+#: and whether the repository names its committer.
+CONFIG_KEYS = r"^(filter|merge)\.|^user\.(name|email)$"
 
 
-def _config_stamp(git_dir: Path) -> tuple[tuple[str, int], ...]:
-    """When the configuration files git reads for ``git_dir`` last changed (0: absent)."""
-    from snodo import gitconfig
+def _read_config(top: Path, git_dir: Path) -> GitContext:
+    """The drivers and identity keys ``git_dir``'s configuration defines, as git answers."""
+    ask = [f"--git-dir={git_dir}", "config", "-z", "--get-regexp", CONFIG_KEYS]
+    listing = _spawn(_hardened(top, None, ask), ask, clean_env(), None, GIT_TIMEOUT, top).stdout
+    values = dict(record.partition("\n")[::2] for record in listing.split("\0") if record)
+    identity = frozenset(k for k, v in values.items() if k in FALLBACK_IDENTITY and v.strip())
+    return GitContext(work_tree=top, git_dir=git_dir, neutral=neutralise(values), identity=identity)
 
-    common = GitContext(work_tree=git_dir, git_dir=git_dir).common_dir()
-    return gitconfig.stamp(gitconfig.config_files(git_dir, common))
+
+def neutralise(keys: Iterable[str]) -> tuple[str, ...]:
+    """Overrides switching off every filter and merge driver named in ``keys``."""
+    out: list[str] = []
+    for key in keys:
+        section, _, rest = key.partition(".")
+        name = rest.rpartition(".")[0]
+        if not name:
+            continue
+        if section == "filter":
+            out += [f"filter.{name}.{k}=" for k in ("clean", "smudge", "process")] + [f"filter.{name}.required=false"]
+        elif section == "merge":
+            out.append(f"merge.{name}.driver=false")
+    return tuple(dict.fromkeys(out))
+
+
+def config_files(git_dir: Path, common_dir: Path) -> list[str]:
+    """The files git reads the configuration of ``git_dir`` from (absent ones included): no
+    system file and no ``GIT_CONFIG_*`` (see :func:`clean_env`), and no ``XDG_CONFIG_HOME``."""
+    home = os.environ.get("HOME", "")
+    files = [str(common_dir / "config"), str(git_dir / "config.worktree")]
+    return files + ([os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")] if home else [])
 
 
 def adopt(work_tree: Path, git_dir: Path, like: GitContext) -> GitContext | None:
@@ -331,9 +339,7 @@ def adopt(work_tree: Path, git_dir: Path, like: GitContext) -> GitContext | None
     top, own = Path(os.path.realpath(work_tree)), Path(os.path.realpath(git_dir))
     if any(os.path.lexists(d / "config.worktree") for d in (own, like.git_dir)):
         return None
-    context = GitContext(
-        work_tree=top, git_dir=own, neutral=like.neutral, identity=like.identity, stamp=_config_stamp(own)
-    )
+    context = GitContext(work_tree=top, git_dir=own, neutral=like.neutral, identity=like.identity)
     if own.parent != like.common_dir() / "worktrees" or context.common_dir() != like.common_dir():
         return None
     with _PIN_LOCK:
@@ -369,16 +375,10 @@ def git_out(repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, 
 
 
 def configured_identity(repo: Path) -> frozenset[str]:
-    """Which of ``user.name``/``user.email`` the repository's configuration sets: as read
-    when it was pinned while no configuration file changed since, else asked again."""
+    """Which of ``user.name``/``user.email`` the repository's configuration sets, as read
+    when it was pinned."""
     context = pin(repo)
-    if context is None:
-        return frozenset()
-    if _config_stamp(context.git_dir) != context.stamp:
-        context = _read_config(context.work_tree, context.git_dir)
-        with _PIN_LOCK:
-            _PINNED[context.work_tree] = context
-    return context.identity
+    return frozenset() if context is None else context.identity
 
 
 def identity_args(repo: Path) -> list[str]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import ToolError
 
 MAX_TASKS = 50

@@ -17,11 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
-from attrs import Factory
+from attrs import Factory, frozen
 
 from snodo import DISTRIBUTION, core_plugin, hookspecs
-from snodo.attrsbase import frozen
-from snodo.entrypoints import entry_points
 from snodo.errors import CoderError, PluginError
 from snodo.planning import DeterministicPlanner, PlannerImpl
 from snodo.records import (
@@ -164,7 +162,9 @@ class PluginHost:
         return True
 
     def load_entrypoints(self, blocked: Sequence[str] = ()) -> None:
-        eps = sorted(entry_points(ENTRY_POINT_GROUP), key=lambda e: e.name)
+        from importlib.metadata import entry_points  # here: a host given its plugins reads no metadata
+
+        eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
         seen: set[str] = set()
         for ep in eps:
             if ep.name in blocked or ep.name in seen:
@@ -172,8 +172,8 @@ class PluginHost:
             seen.add(ep.name)
             origin = _Origin(
                 name=ep.name,
-                distribution=ep.distribution,
-                version=ep.version,
+                distribution=ep.dist.name if ep.dist else None,
+                version=ep.dist.version if ep.dist else None,
                 module=ep.value,
             )
             try:

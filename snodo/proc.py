@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
+from attrs import frozen
+
 from snodo import callscope
-from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem
 from snodo.procout import CHUNK, BoundedOutput, ExitWatch, collect, drain
 from snodo.procprep import prepare_child, release_child, shown

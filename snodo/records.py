@@ -13,9 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from attrs import field
-
-from snodo.attrsbase import frozen
+from attrs import field, frozen
 
 if TYPE_CHECKING:
     from snodo.protocol.models import Mode, Validator

@@ -70,8 +70,7 @@ def test_the_plugin_host_loads_no_governance_engine_or_state() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(out.stdout)
     assert not [m for m in loaded if m.split(".")[1:2] in (["engine"], ["governance"], ["state"], ["cli"], ["mcp"])]
-    # the workspace tools pull in proc (with procprep) and the sandbox backends; attrsbase
-    # builds the records' classes without compiling their eq/hash/repr
+    # the workspace tools pull in proc (with procprep) and the sandbox backends
     assert len(loaded) <= 32, loaded
 
 

@@ -45,16 +45,15 @@ def load_project(
     from snodo.protocol.committed import resolve
     from snodo.state.home import snodo_home
 
-    # the parsed-document cache lives where agents cannot write (docs/protocol.md, loading)
-    cache = snodo_home() / "cache"
+    # git's answers are kept where agents cannot write (docs/protocol.md, loading)
     found = find_protocol(Path.cwd(), protocol_path)
-    in_force = resolve(found, cache_dir=cache / "git")
+    in_force = resolve(found, cache_dir=snodo_home() / "cache" / "git")
     if on_pinned is not None:
         on_pinned(project_root_for(found))
     host = get_plugin_manager()
     for who, error in host.failures():
         print_warning(f"{who} was not loaded: {error}")
-    loaded = load_in_force(found, host, refuse=refuse_drift, cache_dir=cache / "protocol", resolved=in_force)
+    loaded = load_in_force(found, host, refuse=refuse_drift, resolved=in_force)
     state = loaded.in_force
     if state is not None and state.warning and not is_quiet():  # a note, like progress: --quiet silences it
         print_warning(state.warning)

@@ -23,7 +23,8 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.engine.pool import REF_BASE, REF_INDEX, STAT_TRUST, detached_head, install_index
 from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.gitrun import git_out, identity_env, pin, run_git

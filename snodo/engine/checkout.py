@@ -6,48 +6,27 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Generic, TypeVar
 
 from snodo.gitrun import pin, run_git
 
-T = TypeVar("T")
+#: HEAD's commit and the paths left uncommitted (:func:`look_at_checkout`).
+_Look = tuple[str | None, list[str]]
 
 
-class Beside(Generic[T]):
-    """One call run in a thread beside the caller's work: ``result()`` waits for it and
-    returns its value or raises its exception.
-
-    What ``ThreadPoolExecutor(max_workers=1)`` gave here, without importing
-    ``concurrent.futures`` (and ``logging`` with it: ~10 ms of every run, #26).
-    """
-
-    def __init__(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> None:
-        self._value: list[T] = []
-        self._error: list[BaseException] = []
-
-        def call() -> None:
-            try:
-                self._value.append(func(*args, **kwargs))
-            except BaseException as exc:  # handed to the thread that asks for the result
-                self._error.append(exc)
-
-        self._thread = threading.Thread(target=call, name="snodo-beside")
-        self._thread.start()
-
-    def result(self) -> T:
-        self._thread.join()
-        if self._error:
-            raise self._error[0]
-        return self._value[0]
-
-    def join(self) -> None:
-        self._thread.join()
+def _beside(func: Callable[[Path], _Look], repo: Path) -> Future[_Look]:
+    """``func(repo)`` in a thread of its own beside the caller's work."""
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snodo-beside")
+    try:
+        return executor.submit(func, repo)
+    finally:
+        executor.shutdown(wait=False)  # the thread ends with its one call
 
 
 #: What each checkout had uncommitted, read from the moment a run was asked for
 #: (:func:`look_ahead`) until its working copy is made (:func:`looking`).
-_AHEAD: dict[str, Beside[tuple[str | None, list[str]]]] = {}
+_AHEAD: dict[str, Future[_Look]] = {}
 _AHEAD_LOCK = threading.Lock()
 
 
@@ -60,14 +39,14 @@ def look_ahead(repo: Path) -> None:
     with _AHEAD_LOCK:
         key = os.path.realpath(repo)
         if key not in _AHEAD:
-            _AHEAD[key] = Beside(look_at_checkout, Path(key))
+            _AHEAD[key] = _beside(look_at_checkout, Path(key))
 
 
-def looking(repo: Path) -> Beside[tuple[str | None, list[str]]]:
+def looking(repo: Path) -> Future[_Look]:
     """The look at ``repo`` started ahead for this run, or one started now."""
     with _AHEAD_LOCK:
         ahead = _AHEAD.pop(os.path.realpath(repo), None)
-    return ahead if ahead is not None else Beside(look_at_checkout, repo)
+    return ahead if ahead is not None else _beside(look_at_checkout, repo)
 
 
 def rev(repo: Path, name: str) -> str | None:

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.engine.inplace import InPlaceWatch, Judgement
 from snodo.engine.results import Halt, Progress
 from snodo.engine.worktree import Worktree

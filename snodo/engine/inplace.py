@@ -27,7 +27,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.engine.snapshot import (
     Saved,
     differences,

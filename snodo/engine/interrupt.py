@@ -15,9 +15,8 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-from attrs import field
+from attrs import define, field
 
-from snodo.attrsbase import define
 from snodo.proc import live_processes, terminate_all
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -29,7 +29,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
 from snodo.engine.jobs import JobStore
 from snodo.engine.loop import Engine

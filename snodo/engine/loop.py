@@ -23,9 +23,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from attrs import evolve
+from attrs import evolve, frozen
 
-from snodo.attrsbase import frozen
 from snodo.engine import change
 from snodo.engine.checks import check_programs, check_settings, preflight
 from snodo.engine.disposal import dispose, judge_unjudged

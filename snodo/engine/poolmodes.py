@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
 
 
 def _umask() -> int:

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.engine.poolmodes import _umask, repair_modes
 
 RECORD = "snodo-restore.dirs"

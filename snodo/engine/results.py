@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from attrs import Factory
+from attrs import Factory, frozen
 
-from snodo.attrsbase import frozen
 from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import ValidationOutcome
 from snodo.outcomes import RUN_NEXT_STEP, HaltOutcome

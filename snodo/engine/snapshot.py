@@ -15,7 +15,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
 
 _RUN_ID = re.compile(r"^[0-9a-f]{8}$")  # how snodo.engine.worktree names a run's working copy
 

@@ -31,13 +31,13 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import wait
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from attrs import field
+from attrs import define, field
 
-from snodo.attrsbase import define
 from snodo.engine import pool
 from snodo.engine.checkout import looking, read_head, rev
 from snodo.errors import EnvironmentProblem, SnodoError
@@ -326,7 +326,7 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
         head = early or run_base(repo, look.result()[0])
     except BaseException:
         slot.release()
-        look.join()
+        wait([look])
         raise
 
     def left_out() -> tuple[str, ...]:

@@ -11,7 +11,8 @@ import secrets
 import time
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import EnvironmentProblem
 from snodo.gitrun import OBJECTS_ONLY, identity_args, run_git
 

@@ -27,9 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from attrs import asdict
+from attrs import asdict, frozen
 
-from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem, SnodoError
 from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range

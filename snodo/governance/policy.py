@@ -15,9 +15,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from attrs import Factory
+from attrs import Factory, frozen
 
-from snodo.attrsbase import frozen
 from snodo.outcomes import Outcome
 
 # INV3 lives below state and governance (both ask it); re-exported for the governance doors

@@ -12,16 +12,15 @@ import contextvars
 import functools
 import os
 import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from attrs import evolve
+from attrs import evolve, frozen
 
-from snodo import workers
-from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem
 from snodo.gitrun import run_git
 from snodo.governance.policy import ValidatorResult, cap
@@ -243,7 +242,9 @@ def run_phase(
                     progress(f"{inp.phase}: running {v.validator_id} ({v.validator_type})", None)
                 ctx = contextvars.copy_context()
                 running[i] = time.monotonic() + v.timeout + _grace(v.timeout)
-                workers.start(functools.partial(ctx.run, work, i, v), "snodo-validator")
+                # a daemon: a validator abandoned at its timeout never keeps the process from exiting
+                job = threading.Thread(target=ctx.run, args=(work, i, v), name="snodo-validator", daemon=True)
+                job.start()
             try:
                 # in slices: a signal the kernel delivered to a validator's thread is only acted on
                 # (KeyboardInterrupt, Interrupted) when this, the main, thread runs again

@@ -16,9 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attrs import evolve
+from attrs import evolve, frozen
 
-from snodo.attrsbase import frozen
 from snodo.errors import EnvironmentProblem, ToolError
 from snodo.gitrun import run_git
 from snodo.governance.policy import Classification, ValidatorResult, classify

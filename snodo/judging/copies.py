@@ -30,8 +30,6 @@ import tempfile
 import threading
 from pathlib import Path
 
-from snodo import gitconfig
-from snodo.cachefiles import read_entry, write_entry
 from snodo.errors import EnvironmentProblem
 from snodo.gitrun import pin, run_git
 
@@ -107,20 +105,10 @@ class Snapshot:
 
     def _hooks_setting(self) -> str:
         """``core.hooksPath`` as the repository's own configuration sets it (the last value of
-        any scope but snodo's command-line overrides, which pin it for snodo's own git);
-        asked again only when the configuration files' bytes changed (kept in ``cache_dir``)."""
-        context = pin(self.repo)
-        files = gitconfig.config_files(context.git_dir if context else self._common, self._common)
-        key = gitconfig.content_key(files, str(self._common), "core.hooksPath")
-        kept = read_entry(self.cache_dir, key) if key is not None else None
-        if kept is not None:
-            return kept
+        any scope but snodo's command-line overrides, which pin it for snodo's own git)."""
         found = run_git(self.repo, "config", "--show-scope", "--get-all", "core.hooksPath")
         values = [line.partition("\t")[2] for line in found.stdout.splitlines() if not line.startswith("command\t")]
-        value = values[-1].strip() if found.ok and values else ""
-        if key is not None and found.returncode in (0, 1):  # 1: not set anywhere
-            write_entry(self.cache_dir, key, value)
-        return value
+        return values[-1].strip() if found.ok and values else ""
 
     def _project_hooks(self) -> dict[str, tuple[bytes, int]]:
         """The repository's own hook scripts (``<git dir>/hooks``, samples left out)."""

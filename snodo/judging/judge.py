@@ -36,9 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import Factory
+from attrs import Factory, frozen
 
-from snodo.attrsbase import frozen
 from snodo.errors import ValidatorFault
 from snodo.workspace.pysetup import PythonSetup, python_setup
 

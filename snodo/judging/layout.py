@@ -26,9 +26,7 @@ import posixpath
 import sys
 from collections.abc import Iterable, Mapping
 
-from attrs import Factory
-
-from snodo.attrsbase import frozen
+from attrs import Factory, frozen
 
 from .record import Session
 from .tree import SYMLINK, Entry

@@ -18,9 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from attrs import Factory
-
-from snodo.attrsbase import frozen
+from attrs import Factory, frozen
 
 #: What a test's phases make of it. Only ``passed`` counts as passing.
 PASSED = "passed"

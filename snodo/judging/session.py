@@ -10,9 +10,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from attrs import evolve
+from attrs import evolve, frozen
 
-from snodo.attrsbase import frozen
 from snodo.proc import run_process
 from snodo.sandbox import SandboxPolicy, current_policy
 from snodo.workspace.pysetup import PythonSetup

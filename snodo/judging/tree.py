@@ -14,7 +14,8 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import EnvironmentProblem
 from snodo.gitrun import git_out, read_objects, run_git
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.outcomes import HALT_OUTCOMES, MEANING, OUTCOMES
 from snodo.protocol.capabilities import ALL_TOOLS, READ_ONLY_TOOLS, tools_for
 from snodo.protocol.models import Mode, Protocol

@@ -24,7 +24,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.engine.jobs import JobStore, QueueFull
 from snodo.engine.plans import Planner, PlanStore
 from snodo.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError

@@ -21,7 +21,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.mcp.hostconfig import CLAUDE_CODE_WRITERS, HOSTS, OPEN_DOORS, call_timeout
 from snodo.protocol.models import Protocol
 

@@ -32,7 +32,7 @@ import anyio
 from mcp import types
 from mcp.server.lowlevel import Server
 
-from snodo import __version__, workers
+from snodo import __version__
 from snodo.callscope import CallScope, scope
 from snodo.mcp.catalog import ToolDef
 from snodo.mcp.served import Served
@@ -177,10 +177,10 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
             if params.name in LONG_CALLS and _wants_progress(ctx):
                 async with anyio.create_task_group() as group:
                     group.start_soon(_report_progress, ctx, params.name)
-                    ok, text, data = await workers.run(work, "snodo-tool")
+                    ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
                     group.cancel_scope.cancel()
             else:  # no task group to make and cancel: most calls
-                ok, text, data = await workers.run(work, "snodo-tool")
+                ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
             # notifications/cancelled (or the client gone): kill the call's process tree now
             call.cancel("the client cancelled the call (notifications/cancelled) or went away")

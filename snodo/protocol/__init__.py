@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import ProtocolError
 from snodo.protocol.committed import InForce, refuse_drift, resolve
 from snodo.protocol.loader import find_protocol, parse_protocol, project_root_for, read_protocol_file
@@ -50,20 +51,14 @@ class LoadedProtocol:
         return self.in_force.provenance() if self.in_force is not None else {}
 
 
-def load_protocol(
-    path: Path, host: PluginHost | None = None, *, in_force: InForce | None = None, cache_dir: Path | None = None
-) -> LoadedProtocol:
+def load_protocol(path: Path, host: PluginHost | None = None, *, in_force: InForce | None = None) -> LoadedProtocol:
     """Load strictly and check well-formedness; any error refuses the whole protocol.
 
-    With ``in_force``, its text is what is parsed (the committed version), not the file;
-    ``cache_dir`` is the parsed-document cache of :func:`~snodo.protocol.loader.parse_protocol`.
+    With ``in_force``, its text is what is parsed (the committed version), not the file.
     """
-    if in_force:
-        protocol = parse_protocol(in_force.text, source=str(path), cache_dir=cache_dir)
-    else:
-        protocol = read_protocol_file(path)
+    protocol = parse_protocol(in_force.text, source=str(path)) if in_force else read_protocol_file(path)
     violations = check(protocol, host)
-    if violations:  # only then is the YAML composed again, for the lines (a clean load stays on the cache)
+    if violations:  # only then is the YAML composed again, for the lines
         violations = located(violations, in_force.text if in_force else path.read_text(encoding="utf-8"), str(path))
     errors = [v for v in violations if v.level == "error"]
     if errors:
@@ -86,7 +81,6 @@ def load_in_force(
     host: PluginHost | None = None,
     *,
     refuse: bool,
-    cache_dir: Path | None = None,
     git_cache: Path | None = None,
     resolved: InForce | None = None,
 ) -> LoadedProtocol:
@@ -97,4 +91,4 @@ def load_in_force(
     in_force = resolved if resolved is not None else resolve(path, cache_dir=git_cache)
     if refuse:
         refuse_drift(path, in_force)
-    return load_protocol(path, host, in_force=in_force, cache_dir=cache_dir)
+    return load_protocol(path, host, in_force=in_force)

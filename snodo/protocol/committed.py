@@ -28,7 +28,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.cachefiles import read_entry, write_entry
 from snodo.errors import EnvironmentProblem, ProtocolError
 from snodo.gitrun import GitContext, pin_at_head, read_objects, run_git
@@ -89,12 +90,12 @@ def summarize_drift(committed: str, working: str | None, rel: str) -> str:
 def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
     """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``).
 
-    ``cache_dir`` (:mod:`snodo.cachefiles`) keeps the protocol's history per ``HEAD`` commit
-    (and the repository's configuration, :func:`snodo.gitrun.pin_at_head`): a repeat at the
-    same ``HEAD`` asks git nothing more than where the repository is."""
+    ``cache_dir`` (:mod:`snodo.cachefiles`) keeps the protocol's history per ``HEAD`` commit:
+    a repeat at the same ``HEAD`` asks git only where the repository is and its configuration
+    (:func:`snodo.gitrun.pin_at_head`)."""
     path = path.absolute()
     working = _read_worktree(path)
-    found, head = pin_at_head(path.parent, cache_dir=cache_dir) if path.parent.is_dir() else (None, None)
+    found, head = pin_at_head(path.parent) if path.parent.is_dir() else (None, None)
     if found is None:
         return _from_worktree(path, working, f"{path} is not in a git repository; the working-tree copy is in force")
     top = found.work_tree

@@ -14,19 +14,11 @@ file larger than :data:`MAX_BYTES`.
 
 Every problem is reported as ``file:line: message @ path.to[0].field``.
 
-The YAML side lives in :mod:`snodo.protocol.yamldoc`. A caller that passes ``cache_dir``
-(``$SNODO_HOME``'s, which agents cannot write: ``snodo run``, ``serve``, ``validate``) keeps
-the composed document of each protocol text that loaded cleanly as JSON, named by the
-SHA-256 of the text and of this loader's code; the next start structures that instead of
-importing and running PyYAML (#26). Only a document JSON gives back exactly is kept, and one
-that no longer structures (a model changed) is parsed again from its text.
+The YAML side lives in :mod:`snodo.protocol.yamldoc`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -34,7 +26,6 @@ from typing import Any
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.v import format_exception, transform_error
 
-from snodo.cachefiles import read_entry, write_entry
 from snodo.convert import CONVERTER, did_you_mean
 from snodo.errors import ProtocolError
 from snodo.protocol.models import Protocol
@@ -43,8 +34,6 @@ PROTOCOL_RELPATH = Path(".snodo") / "protocol.yml"
 
 #: A protocol is a page of settings; anything bigger is refused before it is parsed.
 MAX_BYTES = 1_000_000
-#: Protocol documents kept in a cache directory; the oldest go first.
-CACHE_ENTRIES = 32
 
 
 def _describe(exc: BaseException, type_: type | None) -> str:
@@ -65,71 +54,9 @@ def _describe(exc: BaseException, type_: type | None) -> str:
 _IDENT_KEY = re.compile(r"\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
 
-def parse_protocol(text: str, *, source: str = "protocol.yml", cache_dir: Path | None = None) -> Protocol:
-    """Parse and structure a protocol document; raise ProtocolError listing every problem.
-
-    With ``cache_dir``, a text that loaded before is structured from its cached document.
-    """
-    key = _cache_key(text) if cache_dir is not None else None
-    if cache_dir is not None and key is not None:
-        cached = _cache_read(cache_dir, key)
-        if cached is not None:
-            protocol = _structure_quietly(cached)
-            if protocol is not None:
-                return protocol
-    protocol, data = _parse(text, source)
-    if cache_dir is not None and key is not None:
-        _cache_write(cache_dir, key, data)
-    return protocol
-
-
-def _structure_quietly(data: Any) -> Protocol | None:
-    """The protocol a cached document gives, or None when it no longer structures."""
-    if not isinstance(data, dict):
-        return None
-    try:
-        protocol = CONVERTER.structure(data, Protocol)
-    except (ClassValidationError, IterableValidationError, ValueError, TypeError, KeyError, AttributeError):
-        return None
-    return protocol if protocol.modes and protocol.validators else None
-
-
-def _cache_key(text: str) -> str | None:
-    """SHA-256 of the text and of the code that turns it into a document (file sizes and
-    times of this loader, the YAML side, the models and the converter)."""
-    from snodo import convert
-    from snodo.protocol import models
-
-    digest = hashlib.sha256()
-    try:
-        yamldoc = os.path.join(os.path.dirname(__file__), "yamldoc.py")
-        for path in (__file__, yamldoc, models.__file__, convert.__file__):
-            info = os.stat(path)
-            digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
-    except (OSError, TypeError):
-        return None
-    digest.update(text.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
-
-
-def _cache_read(cache_dir: Path, key: str) -> Any:
-    text = read_entry(cache_dir, key)
-    try:
-        return None if text is None else json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _cache_write(cache_dir: Path, key: str, data: Any) -> None:
-    """Keep ``data`` under ``key`` when JSON gives it back exactly (no dates, sets, binary or
-    non-string keys); a failure to write only costs the next start a parse."""
-    try:
-        blob = json.dumps(data, allow_nan=False)
-        if json.loads(blob) != data:
-            return
-    except (TypeError, ValueError, RecursionError):
-        return
-    write_entry(cache_dir, key, blob, keep=CACHE_ENTRIES)
+def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
+    """Parse and structure a protocol document; raise ProtocolError listing every problem."""
+    return _parse(text, source)[0]
 
 
 def _parse(text: str, source: str) -> tuple[Protocol, Any]:

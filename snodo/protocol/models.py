@@ -12,9 +12,8 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from attrs import Factory, field
+from attrs import Factory, field, frozen
 
-from snodo.attrsbase import frozen
 from snodo.records import freeze
 from snodo.settings import RUNNER_SETTINGS
 

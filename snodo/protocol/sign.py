@@ -21,7 +21,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import EnvironmentProblem, StateError
 from snodo.gitrun import git_out, identity_env, read_objects, run_git
 from snodo.protocol.trust import GOVERNANCE_DIR, SIGNERS_NAME, Walk

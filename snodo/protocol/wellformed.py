@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Literal
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.convert import did_you_mean
 from snodo.errors import PluginError
 from snodo.plugins import KNOWN_PROVIDERS, PluginHost

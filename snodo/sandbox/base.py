@@ -42,9 +42,8 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from attrs import field
+from attrs import field, frozen
 
-from snodo.attrsbase import frozen
 from snodo.sandbox.policy import SandboxPolicy
 
 

@@ -23,7 +23,8 @@ import sys
 import threading
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend
 from snodo.sandbox.bwrap import BwrapBackend, bwrap_program

@@ -17,9 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
-from attrs import evolve, field
-
-from snodo.attrsbase import frozen
+from attrs import evolve, field, frozen
 
 #: Called once per process run *unconfined* because the protocol says ``sandbox: off``:
 #: ``(argv, cwd)``. The core's callback writes an ``unconfined_execution`` audit event.

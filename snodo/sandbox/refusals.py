@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
 
 MAX_REFUSALS = 20
 _PATH_LIMIT = 300

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from attrs import frozen
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from snodo.attrsbase import frozen
 from snodo.state.atomic import canonical_json
 from snodo.state.keys import public_key_fingerprint
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import AuditChainError, StateError
 from snodo.state.atomic import atomic_create_bytes, file_lock
 from snodo.state.audit import AuditLog, VerifyReport

@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, NamedTuple
 
+from attrs import frozen
 from cryptography.exceptions import InvalidSignature
 
-from snodo.attrsbase import frozen
 from snodo.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, canonical_json, dumps_json, load_record, unstructure
 from snodo.state.home import project_state_dir

@@ -1,10 +1,18 @@
 """The validation token's signature: a compact JWS (RFC 7515) with HS256 and nothing else.
 
 Built on ``hmac`` rather than PyJWT because PyJWT imports cryptography's X.509 stack and
-``urllib.request`` when it loads (~60 ms CPU), on the path of every governed run (#26),
-while a token needs one algorithm. The bytes are a standard JWT: PyJWT verifies ours and we
-verify its (``tests/state/test_jws.py``). Only ``alg: HS256`` is accepted (``none`` and every
-other algorithm are refused before the key is used); the claims are checked by the caller.
+``urllib.request`` when it loads, on the path of every governed run, while a token needs one
+algorithm: ~15% of a governed run's CPU (measured side by side, #42). The bytes are a
+standard JWT: PyJWT verifies ours and we verify its (``tests/state/test_jws.py``).
+
+Why it cannot change a verdict: verdicts are reached before a token is issued; a token only
+carries a pass. :func:`verify` returns claims only when the header's ``alg`` is exactly
+``HS256`` (``none`` and every other algorithm are refused before the key is used) and
+``hmac.compare_digest`` finds the signature equal to HMAC-SHA256 under the key of the exact
+bytes ``header.payload`` received, the condition PyJWT applies with ``algorithms=["HS256"]``.
+So a token it accepts was made by a holder of the key (anything else is an HMAC-SHA256
+forgery), and the claims it returns are the JSON object those bytes encode; the caller
+checks them.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, dumps_json, load_record, unstructure
 from snodo.state.runtime import runtime_dir

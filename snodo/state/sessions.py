@@ -25,9 +25,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from attrs import Factory, evolve
+from attrs import Factory, evolve, frozen
 
-from snodo.attrsbase import frozen
 from snodo.errors import DecisionError, EnvironmentProblem, StateError
 from snodo.gitrun import run_git
 from snodo.refusals import authorisation_refusals

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 
+from attrs import frozen
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from snodo.attrsbase import frozen
 from snodo.errors import StateError
 from snodo.state.keys import parse_public_key, public_key_fingerprint
 

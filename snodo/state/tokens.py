@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import StateError, TokenError
 from snodo.state import jws
 from snodo.state.home import tokens_db_path

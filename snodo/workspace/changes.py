@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import SnodoError, ToolError
 from snodo.workspace.guard import PathGuard
 

@@ -29,7 +29,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import PathValidationError
 from snodo.gitrun import pinned, run_git
 

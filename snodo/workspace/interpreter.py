@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
 
 # Captured when snodo starts: a later change to the environment must not change the answer.
 STARTUP_VIRTUAL_ENV = os.environ.get("VIRTUAL_ENV")

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import EnvironmentProblem, ValidatorFault
 from snodo.proc import run_process
 from snodo.sandbox import current_policy

@@ -28,7 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from snodo.attrsbase import frozen
+from attrs import frozen
+
 from snodo.errors import ToolError
 from snodo.proc import run_process
 from snodo.sandbox import current_policy

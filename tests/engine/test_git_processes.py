@@ -18,12 +18,13 @@ from tests.conftest import TRIVIAL_PROTOCOL, git, git_on_path, make_repo
 
 PROTOCOL = TRIVIAL_PROTOCOL
 
-#: Measured: 14 in the steady state, 18 on the first run. Each phase's validators judge
+#: Measured: 15 in the steady state, 18 on the first run. Each phase's validators judge
 #: private copies of one snapshot (SPEC §3 "One snapshot"): per phase a ``read-tree`` of the
 #: judged tree into a private index (the copies' index and the tree's listing) and one
 #: ``cat-file --batch`` of the blobs the phase before did not read; the pre_execute phase
 #: names its tree with a ``rev-parse``, and the repository's ``core.hooksPath`` is asked once
-#: per configuration (kept in ``$SNODO_HOME/judging/git``). Before the snapshot: 9 and 12
+#: per configuration (kept in ``$SNODO_HOME/judging/git``); the configuration's drivers
+#: are asked once per process. Before the snapshot: 9 and 12
 #: (its session records the HEAD it started at, the base a change in the checkout is judged
 #: against): the user's checkout (rev-parse,
 #: which also reads HEAD; status; on a first run, or after HEAD or the git configuration
@@ -37,7 +38,7 @@ PROTOCOL = TRIVIAL_PROTOCOL
 #: the validators' own confined ``status``, which this wrapper under the sandbox's private
 #: /tmp never saw); 38 and 40.
 STATUS_PER_PHASE = 0
-STEADY_BUDGET = 14
+STEADY_BUDGET = 15
 FIRST_BUDGET = 18
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import wait
 from pathlib import Path
 
 from snodo.engine import checkout
@@ -32,4 +33,4 @@ def test_a_look_ahead_at_another_checkout_is_not_taken(tmp_path: Path) -> None:
         assert checkout.looking(one).result()[1] == []
         assert os.path.realpath(other) in checkout._AHEAD
     finally:
-        checkout.looking(other).join()
+        wait([checkout.looking(other)])

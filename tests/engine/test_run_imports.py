@@ -49,7 +49,6 @@ validators:
 EXPECTED = {
     "snodo",
     "snodo.api",
-    "snodo.attrsbase",
     "snodo.callscope",
     "snodo.cli",
     "snodo.cli.common",
@@ -77,14 +76,12 @@ EXPECTED = {
     "snodo.engine.results",
     "snodo.engine.snapshot",
     "snodo.engine.worktree",
-    "snodo.entrypoints",
     "snodo.errors",
     "snodo.evidence",
     "snodo.evidence.attest",
     "snodo.evidence.notes",
     "snodo.evidence.statement",
     "snodo.cachefiles",
-    "snodo.gitconfig",
     "snodo.gitrun",
     "snodo.governance",
     "snodo.governance.policy",
@@ -112,6 +109,7 @@ EXPECTED = {
     "snodo.protocol.loader",
     "snodo.protocol.models",
     "snodo.protocol.wellformed",
+    "snodo.protocol.yamldoc",
     "snodo.records",
     "snodo.refusals",
     "snodo.sandbox",
@@ -143,7 +141,6 @@ EXPECTED = {
     "snodo.state.tokens",
     "snodo.taskids",
     "snodo.text",
-    "snodo.workers",
     "snodo.workspace",
     "snodo.workspace.files",
     "snodo.workspace.git",
@@ -180,18 +177,12 @@ def test_mock_run_imports_only_the_pinned_modules_before_the_first_validator(tmp
     git(repo, "add", ".snodo")
     git(repo, "commit", "-q", "-m", "protocol")
     path = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
-    # The first run parses the protocol (PyYAML); the pinned set is that of every later run,
-    # which structures the cached document (snodo.protocol.loader).
-    cold, out = tmp_path / "cold.json", tmp_path / "imports.json"
-    for n, record in enumerate((cold, out)):
-        env = {"PYTHONPATH": path, "SNODO_TEST_IMPORTS_OUT": str(record)}
-        r = snodo_cli("run", f"add a hello module {n}", "--mock", "--json", cwd=repo, env=env)
-        assert r.returncode == 0, r
-    assert "snodo.protocol.yamldoc" in json.loads(cold.read_text())
+    out = tmp_path / "imports.json"
+    env = {"PYTHONPATH": path, "SNODO_TEST_IMPORTS_OUT": str(out)}
+    r = snodo_cli("run", "add a hello module", "--mock", "--json", cwd=repo, env=env)
+    assert r.returncode == 0, r
     loaded = json.loads(out.read_text())
-    assert not [
-        m for m in loaded if any(m == n or m.startswith(n + ".") for n in (*NEVER, "yaml", "snodo.protocol.yamldoc"))
-    ]
+    assert not [m for m in loaded if any(m == n or m.startswith(n + ".") for n in NEVER)]
     ours = {m for m in loaded if m == "snodo" or m.startswith("snodo.")}
     added, gone = sorted(ours - EXPECTED), sorted(EXPECTED - ours)
     assert (added, gone) == ([], []), f"newly imported: {added}; no longer imported: {gone}"
@@ -202,8 +193,7 @@ TRIVIAL = TRIVIAL_PROTOCOL
 #: Never imported by a whole governed run whose validators run ``true``: pytest (its exit
 #: codes are named without it), securesystemslib's signers (they import every cloud SDK
 #: installed, boto3 among them; the attestation is signed without them), PyJWT (snodo.state.jws
-#: signs the token), importlib.metadata (snodo.entrypoints reads the one group), rich (output
-#: that goes to a pipe is written plain), asyncio (~20 ms; only a server awaits its workers),
+#: signs the token), rich (output that goes to a pipe is written plain), asyncio (~20 ms; only a server awaits its workers),
 #: model and MCP SDKs.
 NEVER_IN_A_RUN = (
     "rich",
@@ -214,7 +204,6 @@ NEVER_IN_A_RUN = (
     "boto3",
     "botocore",
     "jwt",
-    "importlib.metadata",
     *NEVER,
 )
 

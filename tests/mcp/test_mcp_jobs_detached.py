@@ -138,7 +138,9 @@ def test_a_dispatch_under_a_drifted_protocol_is_refused_before_its_token(tmp_pat
         refused = served.refused("dispatch_task", {"task_spec": SPEC})
         assert "not the one in force" in refused and "no token was used" in refused, refused
         assert not audit(root, "dispatch_request") and not audit(root, "token_consumed")
-        assert not (root / ".git" / "snodo" / "jobs").exists() or not list((root / ".git" / "snodo" / "jobs").glob("job-*"))
+        assert not (root / ".git" / "snodo" / "jobs").exists() or not list(
+            (root / ".git" / "snodo" / "jobs").glob("job-*")
+        )
         protocol.write_text(committed)  # back to the rules in force: the same token is still there
         accepted = served.ok("dispatch_task", {"task_spec": SPEC})
         assert accepted["token_consumed"] is True, accepted

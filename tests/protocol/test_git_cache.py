@@ -1,6 +1,6 @@
 """What git answered about the user's repository, kept under ``$SNODO_HOME/cache/git`` (#26:
-fewer git processes): the configuration per its files' bytes, the protocol's history per
-``HEAD`` commit. Each call runs in a fresh interpreter (as every `snodo` command does),
+fewer git processes): the protocol's history per ``HEAD`` commit; the configuration is asked
+once per process. Each call runs in a fresh interpreter (as every `snodo` command does),
 behind a ``git`` wrapper that logs every git process started, on a real repository."""
 
 from __future__ import annotations
@@ -80,14 +80,16 @@ def resolver(git_repo: Path, tmp_path: Path) -> Resolver:
     return Resolver(tmp_path, git_repo)
 
 
-def test_a_repeat_at_the_same_head_asks_git_only_where_the_repository_is(resolver: Resolver) -> None:
+def test_a_repeat_at_the_same_head_asks_git_only_where_the_repository_is_and_its_configuration(
+    resolver: Resolver,
+) -> None:
     head = git(resolver.repo, "rev-parse", "HEAD").strip()
     first, asked = resolver()
     assert first["commit"] == head
     assert asked == ["rev-parse", "config", "log"]
     again, asked = resolver()
     assert again == first
-    assert asked == ["rev-parse"]
+    assert asked == ["rev-parse", "config"]
 
 
 def test_a_new_commit_is_a_new_key_never_the_old_answer(resolver: Resolver) -> None:
@@ -97,22 +99,22 @@ def test_a_new_commit_is_a_new_key_never_the_old_answer(resolver: Resolver) -> N
     git(resolver.repo, "commit", "-qam", "protocol changed")
     found, asked = resolver()
     assert found["commit"] == git(resolver.repo, "rev-parse", "HEAD").strip()
-    assert asked == ["rev-parse", "log"]  # the configuration did not change
+    assert asked == ["rev-parse", "config", "log"]
 
 
 def test_a_corrupt_or_foreign_entry_counts_as_absent(resolver: Resolver) -> None:
     first, _ = resolver()
-    entries = sorted(resolver.cache.glob("*.json"))
-    assert len(entries) == 2
-    entries[0].write_text("{not json")
-    # the other entry now claims to be something else: its key no longer matches its name
-    entries[1].write_text(json.dumps({"key": "0" * 64, "text": ""}))
+    (entry,) = resolver.cache.glob("*.json")
+    entry.write_text("{not json")
     again, asked = resolver()
     assert again == first
     assert asked == ["rev-parse", "config", "log"]
-    huge = {"key": entries[0].stem, "text": "x" * (2 << 20)}
-    entries[0].write_text(json.dumps(huge))  # bounded: read as absent, never trusted
-    assert resolver()[0] == first
+    # the entry now claims to be something else: its key no longer matches its name
+    entry.write_text(json.dumps({"key": "0" * 64, "text": ""}))
+    assert resolver() == (first, ["rev-parse", "config", "log"])
+    huge = {"key": entry.stem, "text": "x" * (2 << 20)}
+    entry.write_text(json.dumps(huge))  # bounded: read as absent, never trusted
+    assert resolver() == (first, ["rev-parse", "config", "log"])
 
 
 def test_a_configuration_change_is_read_again_and_its_drivers_neutralised(resolver: Resolver) -> None:
@@ -122,7 +124,6 @@ def test_a_configuration_change_is_read_again_and_its_drivers_neutralised(resolv
     found, asked = resolver()
     assert "config" in asked
     assert "filter.evil.clean=" in found["neutral"]
-    assert resolver()[1] == ["rev-parse"]
 
 
 def test_a_configuration_that_includes_another_file_is_never_kept(resolver: Resolver, tmp_path: Path) -> None:
@@ -182,4 +183,4 @@ def test_history_cut_or_grafted_since_is_a_new_key(resolver: Resolver) -> None:
     (resolver.repo / ".git" / "shallow").write_text(head + "\n")
     found, asked = resolver()
     assert found["commit"] == head
-    assert asked == ["rev-parse", "log"]
+    assert asked == ["rev-parse", "config", "log"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,3 +164,15 @@ def test_deeper_than_the_parser_can_recurse_is_a_clean_error() -> None:
 def test_loaded_timeout_is_what_was_written() -> None:
     p = parse_protocol(MINIMAL.replace("validator_type: pytest", "validator_type: pytest\n    tooling: {timeout: 7.5}"))
     assert p.validators[0].timeout == 7.5
+
+
+def test_the_loader_imports_no_yaml_until_a_text_is_parsed() -> None:
+    code = (
+        "import sys\n"
+        "import snodo.protocol, snodo.api\n"
+        "assert 'yaml' not in sys.modules, 'yaml imported'\n"
+        "from snodo.protocol import parse_protocol\n"
+        "parse_protocol('protocol_id: p')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
+    assert "yaml imported" not in r.stderr and "ProtocolError" in r.stderr, r.stderr

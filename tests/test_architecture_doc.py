@@ -102,16 +102,8 @@ PROOFS: dict[str, tuple[str, ...]] = {
     ),
     "uncommitted": (
         "tests/governance/test_concurrent_phase.py::test_the_validators_of_a_phase_share_one_read_of_the_tree_state",
-    ),
-    "StatusWatch": (
-        "tests/governance/test_treewatch.py::test_the_kept_answer_is_used_only_while_nothing_changed",
-        "tests/governance/test_treewatch.py::test_a_tracked_file_changed_through_a_hard_link_is_seen",
-        "tests/governance/test_treewatch.py::test_a_served_project_reports_each_change_in_the_verdict",
-    ),
-    "Stillness": (
-        "tests/sandbox/test_post_status.py::test_a_copy_nothing_touched_is_judged_clean_without_a_status",
-        "tests/sandbox/test_post_status.py::test_what_a_confined_pre_execute_validator_changed_is_listed_after_the_commit",
-        "tests/governance/test_treewatch.py::test_a_directory_that_appeared_is_watched_from_then_on_with_what_it_holds",
+        "tests/governance/test_served_status.py::test_a_served_project_reports_each_change_in_the_verdict",
+        "tests/governance/test_served_status.py::test_a_same_size_rewrite_with_its_mtime_set_back_is_seen",
     ),
     "classify": ("tests/mcp/test_mcp_governance.py::test_validator_error_issues_nothing_and_never_says_authorize",),
     "authorisation_refusals": ("tests/mcp/test_mcp_governance.py::test_propose_adjudicate_applies_the_one_inv3_rule",),

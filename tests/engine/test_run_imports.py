@@ -90,7 +90,6 @@ EXPECTED = {
     "snodo.governance.policy",
     "snodo.governance.runner",
     "snodo.governance.service",
-    "snodo.governance.treewatch",
     "snodo.hookspecs",
     "snodo.judging",
     "snodo.judging.judge",

@@ -10,9 +10,9 @@ directory. Both get the same protocol: the mock coder and validators that run ``
 Each repository gets one warm-up run per installation (the first run makes the pooled
 working copy), then runs alternate between them and the medians are compared.
 
-``--other PYTHON`` measures another installation's ``snodo`` (e.g. main's venv) on the same
-repositories in the same run, alternating with this one (each with a home of its own), and
-prints both ratios side by side.
+``--other PYTHON`` (repeatable) measures another installation's ``snodo`` (e.g. main's
+venv) on the same repositories in the same run, alternating with this one (each with a home
+of its own), and prints every ratio side by side.
 
 ``--protected`` adds ``protected_paths: ["**/secrets/**", "**/*.lock"]`` with a
 ``secrets/`` directory and a ``poetry.lock`` in every tenth top-level package (1,500 files
@@ -215,7 +215,12 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=30)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--layout", choices=sorted(PER_DIR), default="nested")
-    parser.add_argument("--other", help="another installation's Python, measured alongside (e.g. main's venv)")
+    parser.add_argument(
+        "--other",
+        action="append",
+        default=[],
+        help="another installation's Python, measured alongside (e.g. main's venv); may be repeated",
+    )
     parser.add_argument("--protected", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="2,000 files, one run each, no target")
     parser.add_argument("--keep", type=Path, help="build in (and reuse) this directory instead of a temporary one")
@@ -223,7 +228,8 @@ def main() -> int:
     compile_bytecode()  # as an installed snodo has it (see _common.compile_bytecode)
     if args.smoke:
         args.files, args.runs = 2_000, 1
-    sides = {"ours": sys.executable, **({"other": args.other} if args.other else {})}
+    others = {f"other{n}" if len(args.other) > 1 else "other": python for n, python in enumerate(args.other, 1)}
+    sides = {"ours": sys.executable, **others}
     with contextlib.ExitStack() as stack:
         root = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         envs = {

@@ -72,7 +72,6 @@ EXPECTED = {
     "snodo.engine.loop",
     "snodo.engine.pool",
     "snodo.engine.poolmodes",
-    "snodo.engine.poolscan",
     "snodo.engine.refused",
     "snodo.engine.results",
     "snodo.engine.snapshot",

@@ -158,6 +158,8 @@ def test_what_a_run_committed_or_staged_is_gone_and_the_record_stays_private(tmp
     (wt.path / "pkg" / "staged.txt").write_text("staged\n")
     git(wt.path, "add", "pkg/staged.txt")
     (wt.path / "pkg" / "keep.txt").write_text("kept?\n")
+    time.sleep(1.1)  # past the record's second: only the stat data can tell
+    (wt.path / "pkg" / "sub" / "mod.py").chmod(0o444)
     git(wt.path, "update-index", "-q", "--refresh")  # the copy's own index now holds its stat data
     again = _again(repo, snodo_home, wt, 2)
     try:
@@ -166,6 +168,7 @@ def test_what_a_run_committed_or_staged_is_gone_and_the_record_stays_private(tmp
         assert not (again.path / "pkg" / "new.py").exists() and not (again.path / "pkg" / "staged.txt").exists()
         assert (again.path / "README.md").read_text() == "# project\n"
         assert (again.path / "pkg" / "keep.txt").read_text() == "keep\n"
+        assert _mode(again.path / "pkg" / "sub" / "mod.py") == FILE_MODE
         assert not os.path.exists(os.path.join(gitdir, "ORIG_HEAD"))
         assert not os.path.exists(os.path.join(gitdir, "logs", "HEAD"))
     finally:

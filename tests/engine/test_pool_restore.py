@@ -81,8 +81,6 @@ def test_leftovers_git_cannot_see_or_that_hide_behind_a_link_are_gone(tmp_path: 
     (wt.path / "staged.txt").write_text("staged behind the tools' back\n")
     git(wt.path, "add", "staged.txt")
     (wt.path / "nested" / ".git").mkdir(parents=True)
-    (wt.path / "pkg.orig" / "sub" / ".git").write_text("gitdir: /elsewhere\n")  # in a tracked directory
-    (wt.path / "pkg.orig" / ".GIT").mkdir()
     os.mkfifo(wt.path / "pkg.orig" / "sub" / "fifo")
     again = _again(repo, snodo_home, wt, 2)
     try:
@@ -92,6 +90,25 @@ def test_leftovers_git_cannot_see_or_that_hide_behind_a_link_are_gone(tmp_path: 
         assert sorted(os.listdir(again.path / "pkg")) == ["keep.txt", "sub"]
         for gone in ("pkg.orig", "fifo", "build", "staged.txt", "nested"):
             assert not os.path.lexists(again.path / gone), gone
+        assert git(again.path, "status", "--porcelain", "--ignored") == ""
+    finally:
+        again.remove()
+
+
+def test_a_git_entry_planted_in_a_tracked_directory_is_gone(tmp_path: Path, snodo_home: Path) -> None:
+    """git's own walks skip every entry named ``.git``, so ``clean -ffdx`` leaves one planted
+    in a directory that holds tracked files (a file naming another git directory, or a
+    repository whose configuration names a program): the restore's walk removes it."""
+    repo = _project(tmp_path)
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    (wt.path / "pkg" / "sub" / ".git").write_text("gitdir: /elsewhere\n")
+    (wt.path / "pkg" / ".git" / "hooks").mkdir(parents=True)
+    (wt.path / "pkg" / ".git" / "config").write_text("[core]\n\tfsmonitor = /bin/false\n")
+    os.mkfifo(wt.path / "pkg" / "sub" / "pipe")
+    again = _again(repo, snodo_home, wt, 2)
+    try:
+        assert sorted(os.listdir(again.path / "pkg")) == ["keep.txt", "sub"]
+        assert sorted(os.listdir(again.path / "pkg" / "sub")) == ["mod.py"]
         assert git(again.path, "status", "--porcelain", "--ignored") == ""
     finally:
         again.remove()

@@ -102,16 +102,8 @@ PROOFS: dict[str, tuple[str, ...]] = {
     ),
     "uncommitted": (
         "tests/governance/test_concurrent_phase.py::test_the_validators_of_a_phase_share_one_read_of_the_tree_state",
-    ),
-    "StatusWatch": (
-        "tests/governance/test_treewatch.py::test_the_kept_answer_is_used_only_while_nothing_changed",
-        "tests/governance/test_treewatch.py::test_a_tracked_file_changed_through_a_hard_link_is_seen",
-        "tests/governance/test_treewatch.py::test_a_served_project_reports_each_change_in_the_verdict",
-    ),
-    "Stillness": (
-        "tests/sandbox/test_post_status.py::test_a_copy_nothing_touched_is_judged_clean_without_a_status",
-        "tests/sandbox/test_post_status.py::test_what_a_confined_pre_execute_validator_changes_stays_in_its_own_copy",
-        "tests/governance/test_treewatch.py::test_a_directory_that_appeared_is_watched_from_then_on_with_what_it_holds",
+        "tests/governance/test_served_status.py::test_a_served_project_reports_each_change_in_the_verdict",
+        "tests/governance/test_served_status.py::test_a_same_size_rewrite_with_its_mtime_set_back_is_seen",
     ),
     "classify": ("tests/mcp/test_mcp_governance.py::test_validator_error_issues_nothing_and_never_says_authorize",),
     "authorisation_refusals": ("tests/mcp/test_mcp_governance.py::test_propose_adjudicate_applies_the_one_inv3_rule",),
@@ -161,7 +153,11 @@ PROOFS: dict[str, tuple[str, ...]] = {
         "tests/sandbox/test_confinement.py::test_runtime_state_in_the_common_git_dir_is_out_of_reach",
     ),
     "exit_code_for": ("tests/cli/test_cli_json_contract.py::test_bad_arguments_answer_in_json_with_exit_4",),
-    "restore": ("tests/sandbox/test_pool_reuse.py::test_the_next_run_in_the_same_slot_sees_nothing_of_the_last",),
+    "restore": (
+        "tests/sandbox/test_pool_reuse.py::test_the_next_run_in_the_same_slot_sees_nothing_of_the_last",
+        "tests/engine/test_pool_restore.py::test_leftovers_git_cannot_see_or_that_hide_behind_a_link_are_gone",
+        "tests/engine/test_pool_restore.py::test_a_same_size_rewrite_with_its_mtime_set_back_is_undone",
+    ),
     "read_only_paths": (
         "tests/sandbox/test_layout.py::test_a_workspace_git_cannot_list_is_refused_not_left_unprotected",
     ),

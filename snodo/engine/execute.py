@@ -11,7 +11,6 @@ written through the guard.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -53,14 +52,11 @@ def run_coder(
     *,
     spent: Spent,
     progress: Progress,
-    before_writes: Callable[[], None] | None = None,
 ) -> Executed:
     """Run one coder attempt confined and bring its work into the working copy: an in-place
     coder's changes are judged by the path guard (:class:`InPlaceWatch`); a coder's returned
     operations go through the artifact filter hooks, then guarded writes. Every refusal is
-    audited as ``path_refused``; what the attempt spent is recorded even when it fails.
-    ``before_writes`` is called after the coder returned its operations and before the
-    first is written (not for an in-place coder)."""
+    audited as ``path_refused``; what the attempt spent is recorded even when it fails."""
     caps = spec.capabilities
     watch = (
         InPlaceWatch(
@@ -103,8 +99,6 @@ def run_coder(
             )
         head = judged.head if judged.commits else None
         return Executed(changed=tuple(judged.changed), dropped=(), signature=judged.signature, coder_head=head)
-    if before_writes is not None:
-        before_writes()
     return _write_artifacts(p, spec, tuple(result.operations), wt, task_id, progress)
 
 

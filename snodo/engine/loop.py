@@ -44,7 +44,6 @@ from snodo.governance.service import (
     spec_sha256,
     validate_task,
 )
-from snodo.governance.treewatch import Stillness
 from snodo.records import CoderRequest, CoderSpec, freeze
 from snodo.workspace import Git, PathGuard
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
@@ -104,10 +103,6 @@ class Engine:
         self.phase = "governance"
         self.spec_text = ""
         self.coder_head: str | None = None  # the working copy's tip after a coder's own commits
-        # Whether anything changed in the working copy since snodo last knew it exactly (the
-        # restore left it clean; the engine's own commit of a coder's operations): when
-        # nothing did, post_execute's validators are told it is clean without a git status.
-        self._still: Stillness | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -126,7 +121,6 @@ class Engine:
             **p.loaded.provenance(),
         )
         worktree: Worktree | None = None
-        self._still = None
         attempts = 0
         try:
             coder_spec = self._coder_spec()
@@ -143,8 +137,6 @@ class Engine:
                 self.progress(f"removed the working copy of run {gone['run_id']}, whose process had died")
             worktree = create_worktree(p.root, p.home, task_id, self.run_id)
             worktree.branch = self.branch or worktree.branch
-            dirs = worktree.slot.dirs if worktree.slot is not None else None
-            self._still = Stillness(worktree.path, dirs) if dirs is not None and worktree.clean_at_start else None
             self.progress(f"working copy {worktree.path} (run {self.run_id})")
             result = self._loop(spec, task_id, coder_spec, config, worktree)
             attempts = result.attempts
@@ -190,8 +182,6 @@ class Engine:
         except Exception as exc:  # fail closed: an unexpected fault halts and is audited
             return self._halted(task_id, Halt("internal_error", "engine", f"{type(exc).__name__}: {exc}"), worktree)
         finally:
-            if self._still is not None:
-                self._still.close()
             if worktree is not None:
                 if left_out := worktree.left_out:  # read by a status beside the run: said as it ends
                     self.progress(
@@ -329,12 +319,7 @@ class Engine:
             findings=list(state.findings),
         )
         self.progress(f"coder {coder_spec.name} (attempt {attempt})")
-        quiet: list[bool] = []  # nothing changed in the copy before the operations were written
-        still = self._still
-        before_writes = (lambda: quiet.append(still.still())) if still is not None else None
-        done = run_coder(
-            p, coder_spec, request, wt, task_id, spent=self._spent, progress=self.progress, before_writes=before_writes
-        )
+        done = run_coder(p, coder_spec, request, wt, task_id, spent=self._spent, progress=self.progress)
         if done.coder_head is not None:
             self.coder_head = done.coder_head
         changed, dropped, signature_ops = done.changed, done.dropped, done.signature
@@ -355,13 +340,9 @@ class Engine:
         # What is judged is the commit just made (the copy holds nothing else): its tree binds
         # the verdict and any human decision.
         tree = made.tree if made is not None else None
-        # The copy holds exactly that commit when nothing changed in it before the operations
-        # were written and the engine committed every one of them: what changed since was the
-        # engine's own writing (taken in here), and nothing runs in it until the validators.
-        absorbed = still is not None and still.absorb()
-        known = () if quiet == [True] and made is not None and absorbed else None
+        # What the copy holds beside that commit is read with git once, if a validator asks.
         post = self._validate(
-            spec, task_id, "post_execute", wt.path, all_changed, diff, False, tree, known, wt.base, state.dropped
+            spec, task_id, "post_execute", wt.path, all_changed, diff, False, tree, None, wt.base, state.dropped
         )
         self.judged_tree = post.tree
         results = tuple(r.for_agent() for r in post.results)

@@ -37,10 +37,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from snodo.engine import poolscan
-from snodo.engine.poolmodes import repair_dirs, repair_files, repair_modes
+from snodo.engine.poolmodes import repair_dirs, repair_modes, repair_written
 from snodo.gitrun import run_git
-from snodo.workspace.gitmeta import remember_dirs, remember_walk
+from snodo.workspace.gitmeta import remember_walk
 
 POOL = "pool"
 LOCKS = "pool.locks"
@@ -60,9 +59,6 @@ class Slot:
         self.path = base_dir / POOL / f"slot-{n}"
         self.lock_path = base_dir / LOCKS / f"slot-{n}.lock"
         self.fd = fd
-        #: every directory of the copy (root-relative, "" for the root) as the last restore
-        #: or checkout left it; ``None`` when not known
-        self.dirs: tuple[str, ...] | None = None
 
     def meta(self) -> dict[str, Any]:
         try:
@@ -128,32 +124,30 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     it, no history of earlier runs. ``False`` when that cannot be done or checked (the caller
     then makes a fresh copy).
 
-    The usual path reads no file and costs what changed, whatever the size of the tree:
+    git does what it sees, against :data:`REF_INDEX` (the index the last restore left,
+    private to snodo: no later ``git add``, ``status`` or commit refreshed it):
 
-    1. :func:`~snodo.engine.poolscan.sweep` compares every directory with the record the
-       last restore left (an ``lstat`` each, none per file), gives it its mode back, and in
-       those that changed deletes every name the record lacks: untracked and ignored files,
-       nested repositories, sockets and fifos (with no record: every directory read by
-       :func:`~snodo.engine.poolmodes.repair_dirs`, and ``clean -ffdx`` after step 2);
-    2. the files the last restore wrote get their mode back by name (git compares ctimes
-       only to the second); after a restore that wrote nothing, only those whose inode
-       changed in the second :data:`REF_INDEX` was written, or later, stay on that list;
-    3. against :data:`REF_INDEX`, the index as the last restore left it — private to
-       snodo, so no later ``git add`` or ``status`` refreshed it: when ``base`` is the
-       commit it holds and a read-only ``diff-files`` finds no tracked file whose stat data
-       changed since (its content, its mode, its inode: a ``chmod`` changes the ctime),
-       HEAD is detached at ``base`` and that index becomes the copy's, nothing written;
-       otherwise one ``reset --hard`` to ``base`` writes every such file again from the
-       object store, with the mode a checkout gives it.
+    1. what git never lists is undone first, by a walk of the directories
+       (:func:`~snodo.engine.poolmodes.repair_dirs`: an ``lstat`` per directory, a
+       ``scandir`` each): a directory's mode, sockets and fifos, ``.git`` entries below the
+       top (git skips every entry of that name), and the mode of the files in directories
+       changed since the record's second
+       (:func:`~snodo.engine.poolmodes.repair_written`: git compares ctimes to the second).
+       The walk is also the run's first look for new ``.git`` entries
+       (:func:`~snodo.workspace.gitmeta.remember_walk`);
+    2. ``clean -ffdx``: every file the record does not track, ignored or not, nested
+       repositories, a link put where a tracked directory was (before the reset, which
+       would follow it);
+    3. ``reset --hard`` to ``base``: every tracked file whose stat data differs from the
+       record (its content, its executable bit, its type; a ``chmod`` or a rewrite changes
+       its ctime) is written again from the object store, and an entry written in the
+       record's own second is compared by content (git's racy-clean rule).
 
     Each must succeed without a word on stderr, or the long path runs: an ``lstat`` of every
     path (:func:`~snodo.engine.poolmodes.repair_modes`), ``reset --hard``, ``clean`` and a
-    ``status`` that must list nothing. A link to a directory anywhere in the copy adds that
-    ``status`` to the usual path (git follows such a link in a tracked path when it compares
-    stat data). ``base`` may be a function: it is called when step 3 needs it, so the
-    caller can read it alongside.
+    ``status`` that must list nothing. ``base`` may be a function: it is called when step 3
+    needs it, so the caller can read it alongside.
     """
-    slot.dirs = None
     gitdir = slot.meta().get("gitdir")
     if not isinstance(gitdir, str) or not os.path.isdir(gitdir) or not slot.path.is_dir():
         return False
@@ -176,85 +170,25 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     ref = Path(gitdir) / REF_INDEX
     if not os.path.isfile(ref) or os.path.islink(ref):
         return _long_path(slot, gitdir, pinned, target())
-    before = poolscan.load(gitdir)
-    if before is not None:  # the usual case: what changed since the record, untracked names deleted
-        swept = poolscan.sweep(slot.path, before)
-        if swept is None:
-            return _long_path(slot, gitdir, pinned, target())
-        remember_dirs(slot.path, swept.seen)  # the run's first look for new `.git` entries reads what changed
-        linked = swept.linked_dir
-        real_dirs = {os.path.join(slot.path, rel) if rel else str(slot.path) for rel in swept.seen}
-    else:  # a copy recorded before the record existed: every directory read, `clean` below
-        walked: dict[str, Any] = {}
-        seen = repair_dirs(slot.path, walked=walked)
-        if seen is None:
-            return False
-        remember_walk(slot.path, walked)
-        linked, real_dirs = seen.linked_dir, set(walked)
-    racy: list[str] = []  # the names still to repair by name against `ref`
-    if (
-        repair_files(
-            slot.path, poolscan.read_names(gitdir, RACY), real_dirs, kept=racy, racy_from=int(ref.stat().st_mtime)
-        )
-        is None
-    ):
-        return False
-    checked_from = int(time.time())
-    if before is not None and recorded_base(gitdir) == target() and _untouched(slot.path, pinned, ref):
-        _settle(ref, checked_from)
-        _set_head(gitdir, target())  # no tracked file changed: the reset would write nothing but the index
-        install_index(ref, Path(gitdir) / "index")
-        _forget_history(gitdir)
-        if not linked or _leftovers(slot.path, pinned) == []:
-            written, slot.dirs = poolscan.save(gitdir, slot.path, before, int(time.time()))
-            poolscan.write_names(gitdir, RACY, sorted({*racy, *written}))
-            return True
+    walked: dict[str, Any] = {}
+    if repair_dirs(slot.path, walked=walked) is None or repair_written(walked, int(ref.stat().st_mtime)) is None:
+        return _long_path(slot, gitdir, pinned, target())
+    remember_walk(slot.path, walked)
     work = ref.with_name(f"{REF_INDEX}.work")
     os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
-    started = int(time.time())
-    reset = run_git(slot.path, *pinned, *_RESET, target(), env={"GIT_INDEX_FILE": str(work)})
-    if reset.ok and not reset.stderr.strip():
-        install_index(work, Path(gitdir) / "index")
-        os.replace(work, ref)
-        clean = None if before is not None else run_git(slot.path, *pinned, "clean", "-ffdxq")
-        if clean is None or (clean.ok and not clean.stderr.strip()):
+    record = {"GIT_INDEX_FILE": str(work)}
+    clean = run_git(slot.path, *pinned, "clean", "-ffdxq", env=record)
+    if clean.ok and not clean.stderr.strip():
+        reset = run_git(slot.path, *pinned, *_RESET, target(), env=record)
+        if reset.ok and not reset.stderr.strip():
+            install_index(work, Path(gitdir) / "index")
+            os.replace(work, ref)
             _forget_history(gitdir)
-            if not linked or _leftovers(slot.path, pinned) == []:
-                written, slot.dirs = poolscan.save(gitdir, slot.path, before, started)
-                poolscan.write_names(gitdir, RACY, written)
-                _record_base(gitdir, target())
-                return True
+            _record_base(gitdir, target())
+            return True
     with contextlib.suppress(FileNotFoundError):
         os.unlink(work)
     return _long_path(slot, gitdir, pinned, target())
-
-
-def _untouched(copy: Path, pinned: tuple[str, ...], ref: Path) -> bool:
-    """Whether every tracked file still has the stat data :data:`REF_INDEX` recorded (or, for
-    an entry written in the same second as the record, the same content): one read-only
-    ``diff-files`` — an ``lstat`` per file and no index written, where ``reset --hard`` also
-    rewrites the whole index. Any doubt (a difference, a word on stderr) says no."""
-    found = run_git(copy, *pinned, "diff-files", "--quiet", "--no-ext-diff", env={"GIT_INDEX_FILE": str(ref)})
-    return found.returncode == 0 and not found.stderr.strip()
-
-
-def _settle(ref: Path, checked_from: int) -> None:
-    """Date :data:`REF_INDEX` to ``checked_from``, the second its ``diff-files`` started, when
-    older. git reads every file changed in its index's second or later ("racily clean"): on
-    a fresh copy that is every file, each run (0.25 s on 30,000). All were just found as
-    recorded, ctime included (which no process sets); any later change dates its file
-    ``checked_from`` or after, still unlike its entry and racy against the new date."""
-    if int(ref.stat().st_mtime) < checked_from:
-        os.utime(ref, (checked_from, checked_from))
-
-
-def _set_head(gitdir: str, base: str) -> None:
-    """Detach the copy's HEAD at ``base``: a file of its private git directory, replaced by a
-    rename as git's own ref update does (no reflog is kept: see :func:`_forget_history`)."""
-    tmp = os.path.join(gitdir, "HEAD.snodo-tmp")
-    with open(tmp, "w", encoding="ascii") as fh:
-        fh.write(f"{base}\n")
-    os.replace(tmp, os.path.join(gitdir, "HEAD"))
 
 
 def _long_path(slot: Slot, gitdir: str, pinned: tuple[str, ...], base: str) -> bool:
@@ -263,14 +197,13 @@ def _long_path(slot: Slot, gitdir: str, pinned: tuple[str, ...], base: str) -> b
     leaves becomes the record for the next restore."""
     if repair_modes(slot.path) is None:
         return False
-    started = int(time.time())
     if not run_git(slot.path, *pinned, *_RESET, base).ok:
         return False
     run_git(slot.path, *pinned, "clean", "-ffdxq")
     _forget_history(gitdir)
     if _leftovers(slot.path, pinned) != []:
         return False
-    slot.dirs = record_index(gitdir, base, slot.path, started)
+    record_index(gitdir, base)
     return True
 
 
@@ -296,38 +229,19 @@ STAT_TRUST = tuple(
 _RESET = ("reset", "-q", "--hard", "--no-recurse-submodules")
 
 
-def record_index(gitdir: str, base: str, copy: Path, since: int) -> tuple[str, ...]:
-    """Keep the copy's index (just written by a checkout or a restore that started in second
-    ``since``) as the record the next restore compares the copy with, and the files written
-    since then (:func:`~snodo.engine.poolscan.save`, with no earlier record: every directory
-    read). Returns every directory of the copy (root-relative)."""
+def record_index(gitdir: str, base: str) -> None:
+    """Keep the copy's index (just written by a checkout or a restore) as the record the
+    next restore compares the copy with."""
     ref = Path(gitdir) / REF_INDEX
     tmp = ref.with_name(f"{REF_INDEX}.tmp")
     shutil.copy2(Path(gitdir) / "index", tmp)  # with its mtime: git's racy-entry check reads it
     os.replace(tmp, ref)
-    written, dirs = poolscan.save(gitdir, copy, None, since)
-    poolscan.write_names(gitdir, RACY, written)
     _record_base(gitdir, base)
-    return dirs
-
-
-#: The files the last restore wrote (see :func:`~snodo.engine.poolscan.scan`),
-#: NUL-separated: the next restore gives them their mode back by name.
-RACY = "snodo-restore.written"
 
 
 def _record_base(gitdir: str, base: str) -> None:
     with open(os.path.join(gitdir, REF_BASE), "w", encoding="ascii") as fh:
         fh.write(base)
-
-
-def recorded_base(gitdir: str) -> str | None:
-    """The commit whose tree :data:`REF_INDEX` holds, as the last restore recorded it."""
-    try:
-        with open(os.path.join(gitdir, REF_BASE), encoding="ascii") as fh:
-            return fh.read(100).strip() or None
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def install_index(source: Path, target: Path) -> None:

@@ -1,15 +1,16 @@
 """Modes a reused working copy must get back, and what git cannot see in it.
 
-git records no mode but the executable bit and lists no socket, fifo or device, so before a
-pooled copy is reset (:func:`snodo.engine.pool.restore`) something else must undo what an
-agent can leave there that way: a ``chmod 000`` directory (it stops ``git clean`` and
-``reset``), a directory made read-only, a fifo. Two walks:
+git records no mode but the executable bit, lists no socket, fifo or device and skips
+every entry named ``.git``, so before a pooled copy is cleaned and reset
+(:func:`snodo.engine.pool.restore`) something else must undo what an agent can leave there
+that way: a ``chmod 000`` directory (it stops ``git clean`` and ``reset``), a directory made
+read-only, a fifo, a ``.git`` planted below the top. Two walks:
 
 - :func:`repair_dirs`, on every reuse: the directories only (an ``lstat`` each, no ``stat``
   of a file: the names come from ``scandir``'s entry types). A tracked file's changed mode
   is the reset's to undo — a ``chmod`` changes the file's ctime, and the reset compares
   every file with the stat data the last restore recorded (see the pool). Untracked files
-  are deleted whatever their mode.
+  are ``clean``'s to delete, whatever their mode.
 - :func:`repair_modes`, when that cannot be relied on (a copy the pool has no record of) and
   before a copy is deleted: every path, files included.
 """
@@ -18,11 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
+from snodo.workspace.gitmeta import is_git_name
 
 
 def _umask() -> int:
@@ -46,20 +48,12 @@ def _entries(directory: str, dir_st: os.stat_result, walked: dict[str, Any] | No
     return entries
 
 
-@frozen
-class DirWalk:
-    """What :func:`repair_dirs` did and saw."""
-
-    repaired: int
-    #: a symbolic link to a directory is in the copy: git follows such a link in a tracked
-    #: path when it compares stat data, so the restored copy must be checked once more
-    linked_dir: bool
-
-
-def repair_dirs(root: Path, *, walked: dict[str, Any] | None = None) -> DirWalk | None:
+def repair_dirs(root: Path, *, walked: dict[str, Any] | None = None) -> int | None:
     """Give every directory below ``root`` (``root`` included) the mode a fresh checkout
     gives it and delete what is neither a directory, a regular file nor a link (sockets,
-    fifos, devices: never tracked, never listed as untracked). ``None`` when that cannot be
+    fifos, devices: never tracked, never listed as untracked) and every ``.git`` entry
+    below ``root`` (never tracked; git's own walks skip the name, so ``clean`` would leave
+    it). Returns how many paths were repaired or deleted; ``None`` when that cannot be
     done: a mount point, a mode that will not change, an unreadable directory.
 
     Costs an ``lstat`` per directory and one ``scandir`` each, whatever the number of files.
@@ -74,7 +68,7 @@ def repair_dirs(root: Path, *, walked: dict[str, Any] | None = None) -> DirWalk 
         return None
     if not stat.S_ISDIR(top.st_mode):
         return None
-    device, repaired, linked = top.st_dev, 0, False
+    device, repaired = top.st_dev, 0
     pending = [(str(root), top)]
     while pending:
         directory, dir_st = pending.pop()
@@ -83,11 +77,20 @@ def repair_dirs(root: Path, *, walked: dict[str, Any] | None = None) -> DirWalk 
             return None
         for entry in entries:
             try:
+                if entry.name[:1] == "." and is_git_name(entry.name):
+                    if directory == str(root) and entry.name == ".git":
+                        continue  # the copy's own, checked by the pool
+                    if entry.is_dir(follow_symlinks=False):
+                        if repair_modes(Path(entry.path)) is None:
+                            return None
+                        shutil.rmtree(entry.path)
+                    else:
+                        os.unlink(entry.path)
+                    repaired += 1  # (the directory's times changed: the run's first look reads it again)
+                    continue
                 if entry.is_file(follow_symlinks=False):
                     continue  # most entries: decided by the entry's type, no system call
                 if entry.is_dir(follow_symlinks=False):
-                    if directory == str(root) and entry.name == ".git":
-                        continue
                     st = entry.stat(follow_symlinks=False)
                     if st.st_dev != device:
                         return None
@@ -96,14 +99,12 @@ def repair_dirs(root: Path, *, walked: dict[str, Any] | None = None) -> DirWalk 
                         repaired += 1
                         st = os.lstat(entry.path)
                     pending.append((entry.path, st))
-                elif entry.is_symlink():
-                    linked = linked or os.path.isdir(entry.path)
-                else:
+                elif not entry.is_symlink():
                     os.unlink(entry.path)
                     repaired += 1
             except OSError:
                 return None
-    return DirWalk(repaired=repaired, linked_dir=linked)
+    return repaired
 
 
 def repair_modes(root: Path, *, walked: dict[str, Any] | None = None) -> int | None:
@@ -162,40 +163,35 @@ def repair_modes(root: Path, *, walked: dict[str, Any] | None = None) -> int | N
     return repaired
 
 
-def repair_files(
-    root: Path, paths: list[str], real_dirs: set[str], *, kept: list[str] | None = None, racy_from: int = 0
-) -> int | None:
-    """Give each of ``paths`` (root-relative, regular files) the mode a checkout gives it,
-    when its directory is one of ``real_dirs`` (reached from ``root`` without a link: a
-    mode is never changed through one). ``None`` when a mode will not change.
+def repair_written(walked: dict[str, Any], since: int) -> int | None:
+    """Give the regular files of every directory :func:`repair_dirs` saw changed in second
+    ``since`` or later the mode a checkout gives them (their executable bit kept: git
+    compares that one itself). Returns how many were repaired, ``None`` for a mode that will
+    not change.
 
-    ``kept``, when given, receives the paths still worth repairing by name next time: those
-    not looked at, those repaired now, and those whose inode changed in second
-    ``racy_from`` (when the index the next restore compares with was written) or later.
-    Any other file's recorded ctime is earlier than that index, so a later ``chmod`` (a
-    later ctime) is seen by git itself: the first checkout's list of every file shrinks to
-    the few written in that index's second."""
+    git compares ctimes to the second: a file a checkout or reset wrote in the second its
+    index was written, then ``chmod``-ed within that second, looks unchanged to the next
+    reset (its content is compared, not its mode). Writing such a file created it anew,
+    which changed its directory's mtime in that second or later, so only those directories'
+    files are looked at: the few the last restore wrote, and what the run itself changed."""
     mask = _umask()
     file_mode, exec_mode = 0o666 & ~mask, 0o777 & ~mask
+    threshold = since * 1_000_000_000
     repaired = 0
-    for rel in paths:
-        path = os.path.join(root, rel)
-        if os.path.dirname(path) not in real_dirs:
-            if kept is not None:
-                kept.append(rel)
+    for key, entries in walked.values():
+        if key[1] < threshold:
             continue
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        want = exec_mode if st.st_mode & 0o100 else file_mode
-        changed = stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) != want
-        if changed:
+        for entry in entries:
             try:
-                os.chmod(path, want)
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                mode = stat.S_IMODE(os.lstat(entry.path).st_mode)
+                want = exec_mode if mode & 0o100 else file_mode
+                if mode != want:
+                    os.chmod(entry.path, want)
+                    repaired += 1
+            except FileNotFoundError:
+                continue
             except OSError:
                 return None
-            repaired += 1
-        if kept is not None and (changed or int(st.st_ctime) >= racy_from):
-            kept.append(rel)
     return repaired

@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable
 from concurrent.futures import wait
 from datetime import UTC, datetime, timedelta
@@ -397,7 +396,6 @@ def _fresh_copy(repo: Path, directory: Path, slot: pool.Slot, head: str) -> None
     if slot.path.parent.is_dir():
         run_git(repo, "worktree", "prune")
     slot.path.parent.mkdir(parents=True, exist_ok=True)
-    started = int(time.time())
     made = run_git(repo, "worktree", "add", "-q", "--detach", str(slot.path), head, timeout=CHECKOUT_TIMEOUT)
     if not made.ok:
         raise EnvironmentProblem(f"git worktree add failed in {repo}: {made.detail()}")
@@ -405,5 +403,5 @@ def _fresh_copy(repo: Path, directory: Path, slot: pool.Slot, head: str) -> None
     if not text.startswith("gitdir: "):
         raise EnvironmentProblem(f"git made no linked working copy at {slot.path}")
     gitdir = text.removeprefix("gitdir: ").strip()
-    slot.dirs = pool.record_index(gitdir, head, slot.path, started)  # what the first restore compares with
+    pool.record_index(gitdir, head)  # what the first restore compares with
     slot.write_meta({"gitdir": gitdir})

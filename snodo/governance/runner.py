@@ -59,10 +59,8 @@ class PhaseInput:
     sandbox: SandboxPolicy | None = None
     project_root: Path | None = None
     #: The tree's uncommitted state when the caller already knows it exactly (the engine's
-    #: copy, just restored and checked clean: ``()``); ``None``: read with git if asked.
+    #: copy, just restored and checked clean: ``()``); ``None``: one git status if asked.
     uncommitted: tuple[str, ...] | None = None
-    #: How to read it otherwise (a long-lived server's watched tree); ``None``: one git status.
-    read_uncommitted: Callable[[], tuple[str, ...]] | None = None
     #: The judged tree and its base, for validators that judge against the base.
     work: JudgedWork | None = None
 
@@ -204,7 +202,7 @@ def run_phase(
     if known is not None:
         status = WorkspaceStatus(lambda: known)
     else:
-        status = WorkspaceStatus(inp.read_uncommitted or (lambda: uncommitted(inp.workspace)))
+        status = WorkspaceStatus(lambda: uncommitted(inp.workspace))
 
     try:
         snapshot: Snapshot | str | None = _snapshot(host, inp, validators)

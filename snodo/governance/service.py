@@ -10,11 +10,11 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attrs import evolve, frozen
 
@@ -43,9 +43,6 @@ from snodo.taskids import derive_task_id as derive_task_id  # noqa: PLC0414
 from snodo.taskids import spec_sha256 as spec_sha256  # noqa: PLC0414
 from snodo.workspace.changes import python_environments
 
-if TYPE_CHECKING:
-    from snodo.governance.treewatch import StatusWatch
-
 
 class Project:
     """One governed project: its protocol, plugins, served mode and state stores."""
@@ -57,7 +54,7 @@ class Project:
         *,
         mode: str | None = None,
         home: Path | None = None,
-        watch_tree: bool = False,
+        served: bool = False,
     ) -> None:
         self.loaded = loaded
         self.protocol: Protocol = loaded.protocol
@@ -68,11 +65,9 @@ class Project:
         self.mode: Mode = self.protocol.mode(chosen)
         self._session: Session | None = None
         self._confinements: set[tuple[str, bool]] = set()
-        #: a long-lived server keeps the checkout's git status between calls while it is unchanged
-        self._watch_tree = watch_tree
         #: a server's session starts with the server: the HEAD then is the base a change in the
         #: checkout is judged against (commits made through the tools since are the change)
-        self._start_head = _current_head(self.root) if watch_tree else None
+        self._start_head = _current_head(self.root) if served else None
 
     @property
     def mode_id(self) -> str:
@@ -94,21 +89,6 @@ class Project:
     def decisions(self) -> DecisionStore:
         in_force = self.loaded.in_force
         return DecisionStore(self.root, self.home, signers=in_force.signers if in_force is not None else None)
-
-    @cached_property
-    def _tree_watch(self) -> StatusWatch:
-        from snodo.governance.treewatch import StatusWatch
-
-        return StatusWatch(self.root)
-
-    def uncommitted_reader(self, workspace: Path) -> Callable[[], tuple[str, ...]] | None:
-        """How validators read ``workspace``'s uncommitted changes: the project's watched
-        status for its own checkout in a server (``watch_tree``), else ``None`` (one git each)."""
-        if not self._watch_tree:
-            return None
-        if Path(workspace) != self.root and os.path.realpath(workspace) != os.path.realpath(self.root):
-            return None
-        return self._tree_watch.uncommitted
 
     def record(self, event: str, **data: Any) -> dict[str, Any]:
         return self.audit.append(event, mode=self.mode_id, data=data)
@@ -412,7 +392,6 @@ def _validate_task(
             sandbox=project.sandbox_policy(workspace or project.root),
             project_root=project.root,
             uncommitted=uncommitted,
-            read_uncommitted=project.uncommitted_reader(workspace) if uncommitted is None else None,
             work=work,
         ),
         progress=progress,

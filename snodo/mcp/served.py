@@ -55,7 +55,7 @@ class Served:
                 from snodo.governance.service import Project
                 from snodo.mcp.host import ToolHost
 
-                self._host = ToolHost(Project(self.loaded, self.plugins, mode=self.mode.mode_id, watch_tree=True))
+                self._host = ToolHost(Project(self.loaded, self.plugins, mode=self.mode.mode_id, served=True))
             return self._host
 
     def warm(self) -> None:

@@ -45,7 +45,7 @@ GITLINK_MODE = "160000"
 _ENV_MARKERS = frozenset({"pyvenv.cfg", "conda-meta"})
 
 
-def _is_git_name(name: str) -> bool:
+def is_git_name(name: str) -> bool:
     # `.GIT` is `.git` on a case-insensitive file system, `.git.` on Windows.
     return name[:1] == "." and name.casefold().rstrip(". ") == ".git"
 
@@ -105,13 +105,13 @@ def _entries_dir(key: tuple[int, int, int], entries: list[os.DirEntry[str]]) -> 
     # One pass per question, the cheap test first: this runs once per entry of the tree.
     names = [entry.name for entry in entries]
     environment = not _ENV_MARKERS.isdisjoint(names)
-    gits = tuple(entry.path for entry in entries if entry.name[:1] == "." and _is_git_name(entry.name))
+    gits = tuple(entry.path for entry in entries if entry.name[:1] == "." and is_git_name(entry.name))
     children: tuple[str, ...] = ()
     if not environment:
         children = tuple(
             entry.path
             for entry in entries
-            if entry.is_dir(follow_symlinks=False) and not (entry.name[:1] == "." and _is_git_name(entry.name))
+            if entry.is_dir(follow_symlinks=False) and not (entry.name[:1] == "." and is_git_name(entry.name))
         )
     return _Dir(key=key, children=children, gits=gits, racy=True)
 

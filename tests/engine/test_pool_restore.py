@@ -1,6 +1,7 @@
-"""Restoring a reused working copy without reading every file (issue 27): what the pool's
-usual path (a directory walk, ``reset --hard`` against the index the last restore left, one
-``clean``) must still undo, and the engine's one-index-write commit.
+"""Restoring a reused working copy with git's own machinery (issues 27, 42): what the pool's
+usual path (a directory walk for what git never lists, ``clean -ffdx`` and ``reset --hard``
+against the index the last restore left) must still undo, and the engine's one-index-write
+commit.
 
 Real git repositories in tmp_path, the real pool (:func:`create_worktree`), real git."""
 
@@ -8,13 +9,12 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from snodo.engine import change, pool, poolscan
+from snodo.engine import change, pool
 from snodo.engine.checkout import read_head
 from snodo.engine.worktree import Worktree, create_worktree
 from snodo.workspace.guard import PathGuard
@@ -68,14 +68,9 @@ def test_a_mode_change_is_undone_even_when_the_copys_index_was_refreshed(tmp_pat
         again.remove()
 
 
-@pytest.mark.parametrize("recorded", [True, False], ids=["recorded-names", "no-record-then-clean"])
-def test_leftovers_git_cannot_see_or_that_hide_behind_a_link_are_gone(
-    tmp_path: Path, snodo_home: Path, recorded: bool
-) -> None:
+def test_leftovers_git_cannot_see_or_that_hide_behind_a_link_are_gone(tmp_path: Path, snodo_home: Path) -> None:
     repo = _project(tmp_path)
     wt = create_worktree(repo, snodo_home, "t1", "run00001")
-    if not recorded:  # a copy from before the record of names: every directory read, then `clean`
-        os.unlink(os.path.join(wt.slot.meta()["gitdir"] if wt.slot is not None else "", poolscan.RECORD))
     # A tracked directory moved away and a link put in its place: through the link every
     # tracked file's stat data still matches.
     (wt.path / "pkg").rename(wt.path / "pkg.orig")
@@ -86,12 +81,34 @@ def test_leftovers_git_cannot_see_or_that_hide_behind_a_link_are_gone(
     (wt.path / "staged.txt").write_text("staged behind the tools' back\n")
     git(wt.path, "add", "staged.txt")
     (wt.path / "nested" / ".git").mkdir(parents=True)
+    os.mkfifo(wt.path / "pkg.orig" / "sub" / "fifo")
     again = _again(repo, snodo_home, wt, 2)
     try:
         assert (again.path / "pkg").is_dir() and not (again.path / "pkg").is_symlink()
         assert (again.path / "pkg" / "sub" / "mod.py").read_text() == "x = 1\n"
+        assert sorted(os.listdir(again.path / "pkg" / "sub")) == ["mod.py"]
+        assert sorted(os.listdir(again.path / "pkg")) == ["keep.txt", "sub"]
         for gone in ("pkg.orig", "fifo", "build", "staged.txt", "nested"):
             assert not os.path.lexists(again.path / gone), gone
+        assert git(again.path, "status", "--porcelain", "--ignored") == ""
+    finally:
+        again.remove()
+
+
+def test_a_git_entry_planted_in_a_tracked_directory_is_gone(tmp_path: Path, snodo_home: Path) -> None:
+    """git's own walks skip every entry named ``.git``, so ``clean -ffdx`` leaves one planted
+    in a directory that holds tracked files (a file naming another git directory, or a
+    repository whose configuration names a program): the restore's walk removes it."""
+    repo = _project(tmp_path)
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    (wt.path / "pkg" / "sub" / ".git").write_text("gitdir: /elsewhere\n")
+    (wt.path / "pkg" / ".git" / "hooks").mkdir(parents=True)
+    (wt.path / "pkg" / ".git" / "config").write_text("[core]\n\tfsmonitor = /bin/false\n")
+    os.mkfifo(wt.path / "pkg" / "sub" / "pipe")
+    again = _again(repo, snodo_home, wt, 2)
+    try:
+        assert sorted(os.listdir(again.path / "pkg")) == ["keep.txt", "sub"]
+        assert sorted(os.listdir(again.path / "pkg" / "sub")) == ["mod.py"]
         assert git(again.path, "status", "--porcelain", "--ignored") == ""
     finally:
         again.remove()
@@ -142,87 +159,74 @@ def test_the_engine_commit_holds_exactly_the_named_paths(tmp_path: Path, snodo_h
         wt.remove()
 
 
-def test_a_copy_whose_tracked_files_are_untouched_is_not_reset(tmp_path: Path, snodo_home: Path) -> None:
-    """The restore's read-only check: a copy where a run only added files, staged and
-    committed (its HEAD and index moved, no tracked file of the base changed) is brought
-    back without ``reset --hard`` (the recorded index is not rewritten); one tracked file
-    changed, even to the same size, and the reset runs."""
+def test_what_a_run_committed_or_staged_is_gone_and_the_record_stays_private(tmp_path: Path, snodo_home: Path) -> None:
+    """A run that added, staged and committed files (its HEAD and index moved) is undone:
+    the copy is back at the base with nothing else in it, and a refresh of the copy's own
+    index (``git status`` or a commit does one) does not hide a change from the restore,
+    which compares with the index it recorded itself."""
     repo = _project(tmp_path)
     base = git(repo, "rev-parse", "HEAD").strip()
     wt = create_worktree(repo, snodo_home, "t1", "run00001")
     gitdir = wt.slot.meta()["gitdir"] if wt.slot is not None else ""
-    time.sleep(1.1)  # past the second the checkout wrote in: no entry of the record is racy
-    wt = _again(repo, snodo_home, wt, 2)
     (wt.path / "pkg" / "new.py").write_text("new\n")
-    git(wt.path, "add", "pkg/new.py")
+    (wt.path / "README.md").write_text("# changed\n")  # the same size as "# project\n"
+    git(wt.path, "add", "pkg/new.py", "README.md")
     git(wt.path, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "work")
     (wt.path / "pkg" / "staged.txt").write_text("staged\n")
     git(wt.path, "add", "pkg/staged.txt")
-    recorded = os.stat(os.path.join(gitdir, pool.REF_INDEX)).st_ino
-    again = _again(repo, snodo_home, wt, 3)
+    (wt.path / "pkg" / "keep.txt").write_text("kept?\n")
+    time.sleep(1.1)  # past the record's second: only the stat data can tell
+    (wt.path / "pkg" / "sub" / "mod.py").chmod(0o444)
+    git(wt.path, "update-index", "-q", "--refresh")  # the copy's own index now holds its stat data
+    again = _again(repo, snodo_home, wt, 2)
     try:
-        assert os.stat(os.path.join(gitdir, pool.REF_INDEX)).st_ino == recorded  # no reset wrote it
         assert pool.detached_head(gitdir) == base == git(again.path, "rev-parse", "HEAD").strip()
         assert git(again.path, "status", "--porcelain", "--ignored") == ""
         assert not (again.path / "pkg" / "new.py").exists() and not (again.path / "pkg" / "staged.txt").exists()
-        (again.path / "README.md").write_text("# changed\n")  # the same size as "# project\n"
+        assert (again.path / "README.md").read_text() == "# project\n"
+        assert (again.path / "pkg" / "keep.txt").read_text() == "keep\n"
+        assert _mode(again.path / "pkg" / "sub" / "mod.py") == FILE_MODE
+        assert not os.path.exists(os.path.join(gitdir, "ORIG_HEAD"))
+        assert not os.path.exists(os.path.join(gitdir, "logs", "HEAD"))
     finally:
         again.remove()
-    last = _again(repo, snodo_home, again, 4)
-    try:
-        assert os.stat(os.path.join(gitdir, pool.REF_INDEX)).st_ino != recorded  # the reset ran
-        assert (last.path / "README.md").read_text() == "# project\n"
-        assert git(last.path, "status", "--porcelain", "--ignored") == ""
-    finally:
-        last.remove()
 
 
-def _racy_entries(index: str) -> int:
-    """Entries git would take for racily clean in ``index``: changed in its own second or later."""
-    listing = subprocess.run(
-        ["git", "ls-files", "--debug"],
-        cwd=Path(index).parent,
-        env={**os.environ, "GIT_INDEX_FILE": index},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    stamp = int(os.stat(index).st_mtime)
-    mtimes = [int(line.split()[1].split(":")[0]) for line in listing.splitlines() if line.strip().startswith("mtime:")]
-    assert mtimes
-    return sum(1 for m in mtimes if m >= stamp)
-
-
-def test_a_fresh_copys_racy_record_is_dated_once_checked_and_still_sees_changes(
-    tmp_path: Path, snodo_home: Path
-) -> None:
-    """A fresh checkout writes its files in the second its index is written, so git takes
-    every entry for racily clean and reads every file on each check (0.25 s a run on 30,000
-    files). The first restore that finds them all as recorded dates the record to when it
-    checked: no entry is racy any more, and a later change is still seen, even one of the
-    same size whose mtime was set back (its ctime cannot be)."""
+@pytest.mark.parametrize("later", [False, True], ids=["in-the-records-second", "a-second-later"])
+def test_a_same_size_rewrite_with_its_mtime_set_back_is_undone(tmp_path: Path, snodo_home: Path, later: bool) -> None:
+    """Racy git: a tracked file rewritten to the same size and given its old mtime back,
+    within the second the restore's record was written (git compares such an entry by
+    content) or later (its ctime, which no process sets, differs). The next restore writes
+    it again from the object store; so does every restore after it."""
     repo = _project(tmp_path)
     wt = create_worktree(repo, snodo_home, "t1", "run00001")
-    gitdir = wt.slot.meta()["gitdir"] if wt.slot is not None else ""
-    ref = os.path.join(gitdir, pool.REF_INDEX)
-    os.utime(
-        ref, (os.stat(ref).st_atime, int(os.stat(wt.path / "README.md").st_mtime))
-    )  # as a quick checkout leaves it
-    assert _racy_entries(ref) > 0
-    time.sleep(1.1)
-    again = _again(repo, snodo_home, wt, 2)
-    assert _racy_entries(ref) == 0
-    assert _racy_entries(os.path.join(gitdir, "index")) == 0  # the copy's own index is the same file
-    readme = again.path / "README.md"
+    wt = _again(repo, snodo_home, wt, 2)  # a restored copy (not the fresh checkout's record)
+    if later:
+        time.sleep(1.1)
+    readme = wt.path / "README.md"
     before = os.stat(readme)
-    readme.write_text("# changed\n")  # the same size as "# project\n"
+    readme.write_text("# HACKED!\n")  # the same size as "# project\n"
     os.utime(readme, ns=(before.st_atime_ns, before.st_mtime_ns))
-    last = _again(repo, snodo_home, again, 3)
+    assert os.stat(readme).st_size == before.st_size and os.stat(readme).st_mtime_ns == before.st_mtime_ns
+    again = _again(repo, snodo_home, wt, 3)
     try:
         assert readme.read_text() == "# project\n"
-        assert git(last.path, "status", "--porcelain", "--ignored") == ""
+        assert git(again.path, "status", "--porcelain", "--ignored") == ""
+    finally:
+        again.remove()
+    time.sleep(1.1)  # and once the record is no longer racy
+    last = create_worktree(repo, snodo_home, "t4", "run00004")
+    try:
+        before = os.stat(readme)
+        readme.write_text("# HACKED!\n")
+        os.utime(readme, ns=(before.st_atime_ns, before.st_mtime_ns))
     finally:
         last.remove()
+    final = create_worktree(repo, snodo_home, "t5", "run00005")
+    try:
+        assert final.path == last.path and readme.read_text() == "# project\n"
+    finally:
+        final.remove()
 
 
 def test_the_base_is_read_from_the_checkouts_refs_or_from_its_status(tmp_path: Path, snodo_home: Path) -> None:
@@ -243,62 +247,3 @@ def test_the_base_is_read_from_the_checkouts_refs_or_from_its_status(tmp_path: P
         wt.remove()
     git(repo, "checkout", "-q", "--detach", "HEAD")
     assert read_head(repo) == head
-
-
-def test_the_names_repaired_by_name_shrink_to_the_racy_ones(tmp_path: Path) -> None:
-    """A file whose inode last changed before the second the restore's index was written
-    leaves the list (git sees any later ``chmod`` of it by its ctime); one changed in that
-    second or later, one repaired now, and one in a directory not looked at stay."""
-    from snodo.engine.poolmodes import repair_files
-
-    root = tmp_path / "copy"
-    (root / "d").mkdir(parents=True)
-    (root / "other").mkdir()
-    for name in ("d/old.txt", "d/bad.txt", "other/unseen.txt"):
-        (root / name).write_text("x\n")
-    os.chmod(root / "d" / "bad.txt", 0o600)  # not what a checkout gives it
-    paths = ["d/old.txt", "d/bad.txt", "other/unseen.txt"]
-    real = {str(root), str(root / "d")}
-
-    kept: list[str] = []
-    assert repair_files(root, paths, real, kept=kept, racy_from=int(time.time()) + 5) == 1  # an index of later
-    assert stat.S_IMODE((root / "d" / "bad.txt").stat().st_mode) == FILE_MODE
-    assert kept == ["d/bad.txt", "other/unseen.txt"]
-
-    kept = []
-    assert repair_files(root, paths, real, kept=kept, racy_from=int((root / "d" / "old.txt").stat().st_ctime)) == 0
-    assert kept == paths  # changed in the index's second: all still racy
-
-
-def test_the_record_of_names_keeps_every_name_and_refuses_an_older_form(tmp_path: Path) -> None:
-    """One string per directory, its names joined with "/": names with spaces, newlines and bytes that are
-    no UTF-8 come back as they were; a record in the older form (a list per directory) is
-    no record (the restore reads every directory once, then writes the new form)."""
-    import json
-
-    root = tmp_path / "copy"
-    (root / "sub dir").mkdir(parents=True)
-    odd = os.fsdecode(b"caf\xe9-\n.txt")
-    for name in ("a.txt", "b c.txt", odd):
-        (root / "sub dir" / name).write_text("x\n")
-    (root / "empty").mkdir()
-    gitdir = tmp_path / "gitdir"
-    gitdir.mkdir()
-    poolscan.save(str(gitdir), root, None, 0)
-    record = poolscan.load(str(gitdir))
-    assert record is not None
-    assert sorted(poolscan._names(record[""][4])) == ["empty", "sub dir"]
-    assert sorted(poolscan._names(record["sub dir"][5])) == sorted(["a.txt", "b c.txt", odd])
-    assert poolscan._names(record["empty"][4]) == [] and poolscan._names(record["empty"][5]) == []
-    # a name the record lacks is deleted by the sweep; the recorded ones stay
-    time.sleep(0.01)
-    (root / "sub dir" / "left.txt").write_text("left by a run\n")
-    swept = poolscan.sweep(root, {k: [*v[:3], True, *v[4:]] for k, v in record.items()})
-    assert swept is not None and swept.deleted == 1
-    assert sorted(os.listdir(root / "sub dir")) == sorted(["a.txt", "b c.txt", odd])
-    older = {rel: [*v[:4], poolscan._names(v[4]), poolscan._names(v[5])] for rel, v in record.items()}
-    (gitdir / poolscan.RECORD).write_text(json.dumps(older))
-    assert poolscan.load(str(gitdir)) is None
-    joined_with_nul = {rel: [*v[:4], v[4].replace("/", "\0"), v[5].replace("/", "\0")] for rel, v in record.items()}
-    (gitdir / poolscan.RECORD).write_text(json.dumps(joined_with_nul))
-    assert poolscan.load(str(gitdir)) is None

@@ -1,12 +1,10 @@
 """What post_execute's validators are told the working copy holds besides the commit they
-judge (``details.dirty_tree``, issue 27: a cost that follows the change).
+judge (``details.dirty_tree``, issues 27 and 42).
 
-The copy is restored and checked clean before the run; from then on inotify watches every
-directory of it (``treewatch.Stillness``). When nothing changed in it before the engine wrote
-the coder's operations, and the engine committed every one of them, the copy holds exactly
-that commit: the validators are told so without a whole-tree ``git status``. Anything a
-confined pre_execute validator changed reaches inotify through the sandbox's mounts, under
-each backend, and the phase reads ``git status`` as before. Real CLI, real git, real sandbox.
+The copy is restored and checked clean before the run, so pre_execute is told so without
+git; post_execute asks git once (``git status`` of the copy, for all its validators), so
+anything a confined pre_execute validator changed, under each backend, is listed, and a
+copy nothing touched is reported clean. Real CLI, real git, real sandbox.
 """
 
 from __future__ import annotations
@@ -69,12 +67,12 @@ def _copy_statuses(lines: list[str]) -> list[str]:
     return [line for line in lines if "/pool/slot-" in line and " status " in f" {line} "]
 
 
-def test_a_copy_nothing_touched_is_judged_clean_without_a_status(tmp_path: Path, backend: str) -> None:
+def test_a_copy_nothing_touched_is_judged_clean(tmp_path: Path, backend: str) -> None:
     repo, env, log = _project(tmp_path, "true\n")
     for n in range(2):  # a copy made fresh, then one restored
         payload, lines = _run(repo, env, log, f"add a hello module {n}")
         assert "dirty_tree" not in _post(payload)["details"]
-        assert _copy_statuses(lines) == [], "\n".join(lines)
+        assert len(_copy_statuses(lines)) == 1, "\n".join(lines)  # post_execute's, none for pre_execute
 
 
 @pytest.mark.parametrize(

@@ -25,10 +25,11 @@ PROTOCOL = TRIVIAL_PROTOCOL
 #: tree (a ``read-tree`` into a private index, one ``cat-file --batch``, ``core.hooksPath``
 #: asked; the pre_execute phase names its tree with a ``rev-parse``), the engine's commit
 #: (update-index, write-tree, commit-tree), its diff, one ``status`` of the copy for the
-#: post_execute phase, the branch and the note. The budgets are the measured counts.
+#: post_execute phase, the branch and the note. The budgets are the measured counts (issue
+#: 26 aimed at 10: the snapshot and git's own restore cost the rest, for soundness).
 STATUS_PER_PHASE = 1
-STEADY_BUDGET = 20
-FIRST_BUDGET = 22
+STEADY_BUDGET = 19
+FIRST_BUDGET = 20
 
 
 def _governed_run(repo: Path, env: dict[str, str], log: Path, n: int) -> list[str]:

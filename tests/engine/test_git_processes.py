@@ -25,8 +25,8 @@ PROTOCOL = TRIVIAL_PROTOCOL
 #: tree (a ``read-tree`` into a private index, one ``cat-file --batch``, ``core.hooksPath``
 #: asked; the pre_execute phase names its tree with a ``rev-parse``), the engine's commit
 #: (update-index, write-tree, commit-tree), its diff, one ``status`` of the copy for the
-#: post_execute phase, the branch and the note. The budgets are the measured counts (issue
-#: 26 aimed at 10: the snapshot and git's own restore cost the rest, for soundness).
+#: post_execute phase, the branch and the note. The budgets are the measured counts: the
+#: snapshots and git's own restore cost about ten more than the old in-place judging.
 STATUS_PER_PHASE = 1
 STEADY_BUDGET = 19
 FIRST_BUDGET = 20

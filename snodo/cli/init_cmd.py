@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from snodo.base.errors import SnodoError
 from snodo.cli.common import json_option
-from snodo.errors import SnodoError
 from snodo.protocol.templates import TEMPLATES
 
 
@@ -36,7 +36,7 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
     yourself. Refuses to overwrite an existing protocol without --force.
     """
     from snodo.cli.output import console, emit_json
-    from snodo.gitrun import pin
+    from snodo.git.runner import pin
     from snodo.protocol import parse_protocol
     from snodo.protocol.templates import template_text
     from snodo.state.atomic import atomic_write_text

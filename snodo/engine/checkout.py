@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from snodo.gitrun import pin, run_git
+from snodo.git.runner import pin, run_git
 
 #: HEAD's commit and the paths left uncommitted (:func:`look_at_checkout`).
 _Look = tuple[str | None, list[str]]

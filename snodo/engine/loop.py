@@ -25,6 +25,7 @@ from typing import Any
 
 from attrs import evolve, frozen
 
+from snodo.base.errors import CoderError, EnvironmentProblem, PluginError, SnodoError, TokenError
 from snodo.engine import change
 from snodo.engine.checks import check_programs, check_settings, preflight
 from snodo.engine.disposal import dispose, judge_unjudged
@@ -32,9 +33,8 @@ from snodo.engine.execute import run_coder
 from snodo.engine.interrupt import Interrupted
 from snodo.engine.results import Halt, Progress, RunResult, finding, plain_usage
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned
-from snodo.errors import CoderError, EnvironmentProblem, PluginError, SnodoError, TokenError
 from snodo.evidence.attest import attest_run
-from snodo.gitrun import pin
+from snodo.git.runner import pin
 from snodo.governance.service import (
     Project,
     ValidationOutcome,
@@ -44,7 +44,7 @@ from snodo.governance.service import (
     spec_sha256,
     validate_task,
 )
-from snodo.records import CoderRequest, CoderSpec, freeze
+from snodo.plugin.records import CoderRequest, CoderSpec, freeze
 from snodo.workspace import Git, PathGuard
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 

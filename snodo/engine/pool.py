@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from snodo.engine.poolmodes import repair_dirs, repair_modes, repair_written
-from snodo.gitrun import run_git
+from snodo.git.runner import run_git
 from snodo.workspace.gitmeta import remember_walk
 
 POOL = "pool"

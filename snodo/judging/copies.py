@@ -30,8 +30,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from snodo.errors import EnvironmentProblem
-from snodo.gitrun import pin, run_git
+from snodo.base.errors import EnvironmentProblem
+from snodo.git.runner import pin, run_git
 
 from .tree import Blobs, Entry, index_entries, write_copy
 

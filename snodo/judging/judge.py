@@ -38,7 +38,7 @@ from typing import Any
 
 from attrs import Factory, frozen
 
-from snodo.errors import ValidatorFault
+from snodo.base.errors import ValidatorFault
 from snodo.workspace.pysetup import PythonSetup, python_setup
 
 from . import scan

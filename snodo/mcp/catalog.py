@@ -13,9 +13,9 @@ from typing import Literal
 
 from attrs import frozen
 
-from snodo.outcomes import HALT_OUTCOMES, MEANING, OUTCOMES
 from snodo.protocol.capabilities import ALL_TOOLS, READ_ONLY_TOOLS, tools_for
 from snodo.protocol.models import Mode, Protocol
+from snodo.rules.outcomes import HALT_OUTCOMES, MEANING, OUTCOMES
 
 Kind = Literal["string", "boolean", "string_list"]
 

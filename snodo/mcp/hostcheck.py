@@ -159,8 +159,8 @@ def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol |
     """What ``snodo serve --protocol PATH [--mode MODE]`` with ``SNODO_HOME=home`` would refuse
     at start-up (then a host shows only a server with one ``unavailable`` tool), and notes on
     what it would serve with a warning; the protocol when it loads."""
-    from snodo.errors import SnodoError
-    from snodo.plugins import get_plugin_manager
+    from snodo.base.errors import SnodoError
+    from snodo.plugin.host import get_plugin_manager
     from snodo.protocol import load_protocol
     from snodo.protocol.committed import refuse_drift, resolve
 
@@ -192,7 +192,7 @@ def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol |
 def _key_notes(home: Path) -> list[str]:
     """The home's keys: missing (serve makes new ones, a new identity) or not listed in the
     ``allowed_signers`` in force (decisions made with them do not count)."""
-    from snodo.errors import SnodoError
+    from snodo.base.errors import SnodoError
     from snodo.state.audit_key import audit_public_key
     from snodo.state.keys import decision_key_paths, load_public_key_file
     from snodo.state.signers import parse_allowed_signers

@@ -4,7 +4,7 @@ Two layers of strictness:
 
 * the YAML loader resolves only ``true``/``false`` as booleans (YAML 1.2 core schema), so
   ``no``, ``on`` or ``yes`` stay strings instead of silently becoming booleans;
-* the strict converter (``snodo/convert.py``) forbids unknown keys and refuses coercions
+* the strict converter (``snodo/base/convert.py``) forbids unknown keys and refuses coercions
   (``"3"`` is not an int, ``3.9`` is not an int, ``"no"`` is not a boolean) and range
   checks numbers.
 
@@ -26,8 +26,8 @@ from typing import Any
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.v import format_exception, transform_error
 
-from snodo.convert import CONVERTER, did_you_mean
-from snodo.errors import ProtocolError
+from snodo.base.convert import CONVERTER, did_you_mean
+from snodo.base.errors import ProtocolError
 from snodo.protocol.models import Protocol
 
 PROTOCOL_RELPATH = Path(".snodo") / "protocol.yml"

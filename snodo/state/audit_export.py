@@ -6,7 +6,7 @@ from pathlib import Path
 
 from attrs import frozen
 
-from snodo.errors import AuditChainError, StateError
+from snodo.base.errors import AuditChainError, StateError
 from snodo.state.atomic import atomic_create_bytes, file_lock
 from snodo.state.audit import AuditLog, VerifyReport
 from snodo.state.audit_key import audit_public_key

@@ -25,8 +25,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from snodo.errors import EnvironmentProblem, StateError
-from snodo.gitrun import pin, run_git
+from snodo.base.errors import EnvironmentProblem, StateError
+from snodo.git.runner import pin, run_git
 
 #: The folder under the common git directory (a project below the work tree's top gets
 #: ``<common>/snodo/projects/<path from the top>``).
@@ -51,7 +51,7 @@ announce: Callable[[str], None] = _say
 def runtime_dir(project: Path) -> Path:
     """The directory holding ``project``'s runtime state, created if absent, with an older
     snodo's state moved in from ``.snodo/`` the first time. Raises
-    :class:`~snodo.errors.EnvironmentProblem` when the project is in no git repository: there
+    :class:`~snodo.base.errors.EnvironmentProblem` when the project is in no git repository: there
     is nowhere out of reach of routine cleanup to keep its audit log."""
     real = Path(os.path.realpath(project))
     with _LOCK:

@@ -178,7 +178,7 @@ def test_an_uncommitted_allowed_signers_lists_nobody(
     """The list in force is the committed one the trust rule puts in force: an agent that
     writes its own key into the working tree's allowed_signers and signs a decision with it
     gets nothing (no list is in force here, so only this home's key counts)."""
-    from snodo.authorize_signing import sign_decision
+    from snodo.cli.signing import sign_decision
     from snodo.state.decisions import DecisionStore, draft_decision
     from snodo.state.sessions import SessionStore
 

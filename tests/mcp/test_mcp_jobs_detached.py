@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from mcp_harness import Served, audit, git, make_project, serve
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox import choose_backend
 
 PROTOCOL = """\

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 from snodo.state.runtime import runtime_dir
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from attrs import frozen
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 
 #: Seconds any one git command may take before it is killed and reported.
 GIT_TIMEOUT = 120.0

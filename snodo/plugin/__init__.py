@@ -1,0 +1,1 @@
+"""The plugin host (pluggy) and the interface plugins implement: hookspecs, records, planning."""

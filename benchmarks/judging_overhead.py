@@ -106,7 +106,7 @@ def changed_text(root: Path) -> str:
 def judge_once(root: Path, base: str, cache: Path) -> tuple[float, str]:
     from snodo.governance.service import Project
     from snodo.judging.judge import Judge, Options
-    from snodo.plugins import get_plugin_manager
+    from snodo.plugin.host import get_plugin_manager
     from snodo.protocol import load_protocol
     from snodo.sandbox import confined
 

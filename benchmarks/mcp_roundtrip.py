@@ -133,7 +133,7 @@ def breakdown(repo: Path, calls: int) -> None:
     from snodo.governance.policy import classify
     from snodo.governance.runner import PhaseInput, run_phase
     from snodo.governance.service import Project, validate_task
-    from snodo.plugins import get_plugin_manager
+    from snodo.plugin.host import get_plugin_manager
     from snodo.protocol import load_protocol
 
     host = get_plugin_manager()

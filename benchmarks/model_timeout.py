@@ -44,7 +44,7 @@ _COLD = """
 import os, sys, time
 from snodo_plugins import _model
 from snodo_plugins._model_settings import ModelSettings
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 assert "litellm" not in sys.modules  # imported by the call, before its clock starts
 settings = ModelSettings(model="hosted_vllm/bench", api_base=sys.argv[1], max_retries=3)
 try:
@@ -59,7 +59,7 @@ def timed(reply: dict[str, object], stream: bool) -> float:
     from snodo_plugins import _model
     from snodo_plugins._model_settings import ModelSettings
 
-    from snodo.errors import EnvironmentProblem
+    from snodo.base.errors import EnvironmentProblem
 
     with ModelServer([reply]) as server:
         settings = ModelSettings(model="hosted_vllm/bench", api_base=server.base_url, max_retries=3, stream=stream)

@@ -43,7 +43,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from snodo import api
 from snodo.governance.runner import PhaseInput, run_phase
 from snodo.governance.service import Project
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
 from snodo.sandbox import FORCE_ENV, SandboxPolicy, confined, forget_probes
 from snodo.sandbox.bwrap import BwrapBackend

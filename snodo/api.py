@@ -32,26 +32,20 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 from attrs import evolve
 
-from snodo.errors import (
+from snodo.base.errors import (
     CoderError,
     EnvironmentProblem,
     PluginError,
     SnodoError,
     ValidatorFault,
 )
-from snodo.hookspecs import PROJECT
 from snodo.judging import Judgement as TestJudgement
 from snodo.judging import judge_tests, pytest_tooling
 from snodo.judging.request import command_argv
-from snodo.planning import PlannerImpl
-from snodo.plugins import PluginHost, get_plugin_manager
-from snodo.proc import ProcessResult
-from snodo.proc import run_process as _run_process
-from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
-from snodo.protocol.loader import parse_protocol
-from snodo.protocol.models import Mode, Validator
-from snodo.protocol.models import Protocol as ProtocolDocument
-from snodo.records import (
+from snodo.plugin.hookspecs import PROJECT
+from snodo.plugin.host import PluginHost, get_plugin_manager
+from snodo.plugin.planning import PlannerImpl
+from snodo.plugin.records import (
     SEVERITIES,
     ArtifactContext,
     CoderCapabilities,
@@ -69,8 +63,14 @@ from snodo.records import (
     ValidatorSpec,
     Verdict,
 )
+from snodo.plugin.settings import Setting, coder_config_problems, tooling_problems, with_defaults
+from snodo.process.runner import ProcessResult
+from snodo.process.runner import run_process as _run_process
+from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
+from snodo.protocol.loader import parse_protocol
+from snodo.protocol.models import Mode, Validator
+from snodo.protocol.models import Protocol as ProtocolDocument
 from snodo.sandbox import SandboxPolicy, choose_backend, confined, current_policy
-from snodo.settings import Setting, coder_config_problems, tooling_problems, with_defaults
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -196,7 +196,7 @@ def __getattr__(name: str) -> Any:
 
 def parse_protocol_document(document: Mapping[str, Any], *, source: str = "<document>") -> ProtocolDocument:
     """``document`` (a protocol as a mapping) read by the strict loader every command uses;
-    raises the :class:`~snodo.errors.ProtocolError` a user would see."""
+    raises the :class:`~snodo.base.errors.ProtocolError` a user would see."""
     return parse_protocol(json.dumps(document), source=source)
 
 

@@ -2,7 +2,7 @@
 exactly what fixes them, so a repeat run need not compute them again.
 
 Used for what git answered about the user's repository (its configuration's drivers,
-:func:`snodo.gitrun.pin`; the protocol's history, :func:`snodo.protocol.committed.resolve`)
+:func:`snodo.git.runner.pin`; the protocol's history, :func:`snodo.protocol.committed.resolve`)
 and for the parsed protocol document (:func:`snodo.protocol.loader.parse_protocol`).
 
 The caches are snodo's own state, beside the home's keys where no agent can write: still,

@@ -1,9 +1,9 @@
 """What snodo reads of a repository's git configuration, without starting git.
 
-:func:`snodo.gitrun.pin` asks git once (``config --get-regexp``) for the filter and merge
+:func:`snodo.git.runner.pin` asks git once (``config --get-regexp``) for the filter and merge
 drivers to neutralise and whether the repository names its committer. Which files git
 reads for that is fixed (no system file, no ``GIT_CONFIG_*``: see
-:func:`snodo.gitrun.clean_env`): the repository's ``config``, the worktree's
+:func:`snodo.git.runner.clean_env`): the repository's ``config``, the worktree's
 ``config.worktree``, ``~/.gitconfig`` and ``~/.config/git/config``. Their bytes therefore
 determine the answer — unless one of them includes another file (``include``,
 ``includeIf``), which may change without them: then no key is given and git is asked.
@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-#: What :func:`snodo.gitrun.pin` reads of the configuration, in one process: the filter and
+#: What :func:`snodo.git.runner.pin` reads of the configuration, in one process: the filter and
 #: merge drivers to neutralise and whether the repository names its committer.
 CONFIG_KEYS = r"^(filter|merge)\.|^user\.(name|email)$"
 

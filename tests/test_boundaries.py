@@ -12,7 +12,7 @@ from pathlib import Path
 import snodo
 
 SNODO = Path(snodo.__file__).parent
-SIGNING = {"snodo.authorize_signing", "snodo.cli.authorize_cmd"}
+SIGNING = {"snodo.cli.signing", "snodo.cli.authorize_cmd"}
 
 
 def all_core_modules() -> list[str]:
@@ -36,7 +36,7 @@ def test_nothing_but_authorize_loads_the_private_key_code() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stdout))
-    assert not loaded & {"snodo.authorize_signing"}
+    assert not loaded & {"snodo.cli.signing"}
 
 
 def test_the_import_contracts_hold() -> None:
@@ -63,7 +63,7 @@ def test_the_plugin_host_loads_no_governance_engine_or_state() -> None:
     no engine, no governance, no token store (it used to pull 37 modules through a cycle)."""
     code = (
         "import json, sys\n"
-        "from snodo.plugins import get_plugin_manager\n"
+        "from snodo.plugin.host import get_plugin_manager\n"
         "get_plugin_manager(entrypoints=False).coders()\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('snodo'))))\n"
     )
@@ -90,7 +90,7 @@ def test_importing_the_core_loads_no_model_sdk_mcp_sdk_or_builtin_plugin() -> No
     server adaptor loads the MCP SDK, and even it loads neither litellm nor a plugin. (Planning
     goes through the ``snodo_planner`` hook, so the planner no longer reaches for litellm.)"""
     modules = [m for m in all_core_modules() if m != "snodo.mcp.server"]
-    assert "snodo.engine.plans" in modules and "snodo.core_plugin" in modules
+    assert "snodo.engine.plans" in modules and "snodo.plugin.core" in modules
     code = (
         "import importlib, json, sys\n"
         f"for name in {modules!r}:\n"
@@ -110,7 +110,7 @@ def test_importing_the_core_loads_no_model_sdk_mcp_sdk_or_builtin_plugin() -> No
 
 
 def test_one_git_runner() -> None:
-    """Only snodo/gitrun.py starts git: every other module of the core goes through it (and
+    """Only snodo/git/runner.py starts git: every other module of the core goes through it (and
     its time limit). Catches argv lists that start with "git" and shell strings alike."""
     import re
 
@@ -118,20 +118,20 @@ def test_one_git_runner() -> None:
     starts_git = re.compile(r"""[\[(]\s*["']git["']\s*[,\]]|["']git\s+-C\b""")
     offenders = []
     for path in sorted(root.rglob("*.py")):
-        if path.name == "gitrun.py":
+        if path == root / "git" / "runner.py":
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if starts_git.search(line):
                 offenders.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")
-    assert offenders == [], "git started outside snodo/gitrun.py:\n" + "\n".join(offenders)
+    assert offenders == [], "git started outside snodo/git/runner.py:\n" + "\n".join(offenders)
     assert re.search(starts_git, 'subprocess.run(["git", "-C", str(repo)])')  # the check itself bites
 
 
 #: Every module of snodo, its plugins and the kit that starts a process itself, and why it
-#: is not :func:`snodo.proc.run_process` (which confines and time-limits agent content).
+#: is not :func:`snodo.process.runner.run_process` (which confines and time-limits agent content).
 PROCESS_STARTERS = {
-    "snodo/proc.py": "the process runner",
-    "snodo/gitrun.py": "snodo's own hardened git, with a time limit",
+    "snodo/process/runner.py": "the process runner",
+    "snodo/git/runner.py": "snodo's own hardened git, with a time limit",
     "snodo/engine/jobs.py": "snodo re-launching itself (python -I, working directory /)",
     "snodo/cli/demo_cmd.py": "snodo re-launching itself on the demo's throwaway repository",
     "snodo/sandbox/bwrap.py": "the backend probe: `true`, with a time limit",

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from snodo import hookspecs
+from snodo.plugin import hookspecs
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PLUGINS_MD = DOCS / "plugins.md"

@@ -28,9 +28,9 @@ from snodo.api import (
     hookimpl,
 )
 from snodo.governance.runner import PhaseInput, run_phase
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
+from snodo.plugin.records import CoderRequest
 from snodo.protocol import parse_protocol
-from snodo.records import CoderRequest
 
 PROTOCOL = """\
 protocol_id: p

@@ -1,4 +1,4 @@
-"""Outcome names and wording live in ``snodo/outcomes.py`` alone; every text is built from it."""
+"""Outcome names and wording live in ``snodo/rules/outcomes.py`` alone; every text is built from it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 import snodo
 from snodo.mcp.catalog import TOOLS, build_instructions, plan_mode, tools_for_mode
-from snodo.outcomes import AGENT_INSTRUCTION, HALT_OUTCOMES, MEANING, OUTCOMES, RUN_NEXT_STEP, VALIDATE_NEXT_STEP
 from snodo.protocol.models import Mode, Protocol, Transition, Validator
+from snodo.rules.outcomes import AGENT_INSTRUCTION, HALT_OUTCOMES, MEANING, OUTCOMES, RUN_NEXT_STEP, VALIDATE_NEXT_STEP
 
 SNODO = Path(snodo.__file__).parent
 # Phrases only the wording module may hold: a copy anywhere else is a second home.

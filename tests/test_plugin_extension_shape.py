@@ -20,7 +20,7 @@ from snodo.api import (
     PredicateSpec,
     hookimpl,
 )
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 
 CAPS = CoderCapabilities(writes_in_place=False, commits_own_changes=False)
 

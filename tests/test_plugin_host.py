@@ -17,8 +17,8 @@ from snodo.api import (
     Verdict,
     hookimpl,
 )
-from snodo.errors import PluginError
-from snodo.plugins import get_plugin_manager
+from snodo.base.errors import PluginError
+from snodo.plugin.host import get_plugin_manager
 
 BUILTINS = {"mock", "litellm", "opencode", "pytest", "acceptance", "protocol", "llm", "predicates"}
 
@@ -119,8 +119,8 @@ class Hijacker:
 
 
 def test_validate_dispatches_only_to_the_registering_plugin() -> None:
+    from snodo.plugin.records import ValidationRequest
     from snodo.protocol import parse_protocol
-    from snodo.records import ValidationRequest
 
     host = get_plugin_manager(entrypoints=False, plugins=[GoodValidator(), Hijacker()])
     proto = parse_protocol(

@@ -15,12 +15,12 @@ import attrs
 import pytest
 
 from snodo.api import ValidatorSpec, Verdict, hookimpl
+from snodo.base.errors import PluginError
 from snodo.engine.loop import Engine
-from snodo.errors import PluginError
 from snodo.governance.service import Project
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
+from snodo.plugin.records import ValidationRequest
 from snodo.protocol import load_protocol, parse_protocol
-from snodo.records import ValidationRequest
 from tests.conftest import git
 
 PROTOCOL = """\

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from snodo.text import shown
+from snodo.base.text import shown
 
 
 @pytest.mark.parametrize(

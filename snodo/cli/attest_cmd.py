@@ -45,7 +45,7 @@ def push(remote: str, branch: str | None, as_json: bool) -> None:
     """Push BRANCH (default: the current one) and refs/notes/snodo to REMOTE (default: origin)."""
     from snodo.cli.output import emit_json
     from snodo.evidence.share import push as run_push
-    from snodo.gitrun import git_out
+    from snodo.git.runner import git_out
 
     repo = git_work_tree(Path.cwd())
     name = branch or git_out(repo, "symbolic-ref", "--short", "HEAD")

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
+from snodo.base.errors import SnodoError, StateError
 from snodo.cli.common import json_option, project_root, protocol_option
-from snodo.errors import SnodoError, StateError
 
 _VERIFY_HELP = "docs/architecture.md (audit log)"
 
@@ -82,7 +82,7 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
     else:
         from rich.markup import escape
 
-        from snodo.text import shown
+        from snodo.base.text import shown
 
         console().print(f"[red]broken[/] {escape(str(path))}: line {report.line}: {escape(shown(report.reason))}")
         console().print(f"see {_VERIFY_HELP} for what each fault means and what to do", style="dim")
@@ -137,9 +137,9 @@ def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as
     each whole: long lines wrap, nothing is cut."""
     import json
 
+    from snodo.base.text import shown
     from snodo.cli.output import console, emit_json
     from snodo.state.audit import AuditLog
-    from snodo.text import shown
 
     path = project_root(protocol_path) / ".snodo" / "audit.log"
     records = AuditLog(path).records(event=event, last=last)
@@ -177,8 +177,8 @@ def _restarts(log: Any) -> list[dict[str, Any]]:
 def _print_restart(r: dict[str, Any]) -> None:
     from rich.text import Text
 
+    from snodo.base.text import shown
     from snodo.cli.output import console
-    from snodo.text import shown
 
     head = r.get("lost_head") or {}
     console().print(

@@ -6,7 +6,7 @@ Ed25519 key and removes the pending entry. A proposal with a blocker cannot be s
 This module is the only command that imports the private-key code.
 
 Everything shown here that an agent could have written (the spec, validators' and
-proposals' justifications, names) goes through :func:`snodo.text.shown`: an agent must not
+proposals' justifications, names) goes through :func:`snodo.base.text.shown`: an agent must not
 be able to repaint the screen a person reads right before the y/N prompt.
 """
 
@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 import click
 
+from snodo.base.errors import DecisionError
 from snodo.cli.common import json_option, project_root, protocol_option
-from snodo.errors import DecisionError
 
 
 def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
@@ -182,7 +182,7 @@ def _sign_and_record(
     root: Path, home: Path, pending_decision: Any, verdict: Literal["approve", "reject"], justification: str
 ) -> tuple[Any, Path]:
     """Sign the decision with the user's key (asking its passphrase if it has one) and store it."""
-    from snodo.authorize_signing import decision_key_is_protected, sign_decision
+    from snodo.cli.signing import decision_key_is_protected, sign_decision
     from snodo.state.decisions import DecisionStore, draft_decision
 
     record = draft_decision(
@@ -357,7 +357,7 @@ def _prune(root: Path, home: Path, as_json: bool) -> None:
         return
     from rich.markup import escape
 
-    from snodo.text import shown
+    from snodo.base.text import shown
 
     for row in dropped:
         console().print(f"pruned {row['decision_id']} (task {escape(shown(row['task_id']))}): {row['reason']}")

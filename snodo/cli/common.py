@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from snodo.plugins import PluginHost
+    from snodo.plugin.host import PluginHost
     from snodo.protocol import LoadedProtocol
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,7 +40,7 @@ def load_project(
     reported. ``on_pinned`` is called with the project's root once its repository is pinned
     (what git the protocol's history needs was asked), before the plugins load."""
     from snodo.cli.output import is_quiet, print_warning
-    from snodo.plugins import get_plugin_manager
+    from snodo.plugin.host import get_plugin_manager
     from snodo.protocol import find_protocol, load_in_force, project_root_for
     from snodo.protocol.committed import resolve
     from snodo.state.home import snodo_home
@@ -100,7 +100,7 @@ def project_root(protocol_path: Path | None) -> Path:
     Outside a project this fails with the same message as loading the protocol would,
     instead of looking for state next to a file that does not exist.
     """
-    from snodo.errors import ProtocolError
+    from snodo.base.errors import ProtocolError
     from snodo.protocol import find_protocol, project_root_for
 
     path = find_protocol(Path.cwd(), protocol_path)
@@ -117,8 +117,8 @@ def git_work_tree(where: Path) -> Path:
     """The top of the git work tree ``where`` lies in (``where`` itself in a bare repository,
     such as a server running ``snodo verify`` in its pre-receive hook); outside any, one clear
     error (exit 4) naming the directory instead of git's own."""
-    from snodo.errors import EnvironmentProblem
-    from snodo.gitrun import run_git
+    from snodo.base.errors import EnvironmentProblem
+    from snodo.git.runner import run_git
 
     if not run_git(where, "rev-parse", "--git-dir").ok:
         raise EnvironmentProblem(

@@ -79,7 +79,7 @@ def demo(directory: Path | None, keep: bool, as_json: bool) -> None:
         return proc
 
     def gitc(*args: str) -> None:
-        from snodo.gitrun import git_out
+        from snodo.git.runner import git_out
 
         git_out(repo, *args)
 
@@ -169,7 +169,7 @@ def demo(directory: Path | None, keep: bool, as_json: bool) -> None:
 def _refused_write(repo: Path, home: Path, out: object) -> None:
     from rich.markup import escape
 
-    from snodo.errors import PathValidationError
+    from snodo.base.errors import PathValidationError
     from snodo.protocol import find_protocol, read_protocol_file
     from snodo.state.audit import AuditLog
     from snodo.workspace import PathGuard, Workspace

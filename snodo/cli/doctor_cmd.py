@@ -41,7 +41,7 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
     if host is not None:
         _host_report(host, config, as_json)
         return
-    from snodo.errors import EnvironmentProblem
+    from snodo.base.errors import EnvironmentProblem
     from snodo.sandbox import FORCE_ENV, choose_backend, statuses
     from snodo.sandbox.guarantees import missing
 
@@ -98,7 +98,7 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
 
 def _project_python() -> ProjectPython:
     """The interpreter the project's tests run with: ``execution.python``, else the one found."""
-    from snodo.errors import SnodoError
+    from snodo.base.errors import SnodoError
     from snodo.protocol import find_protocol, project_root_for, read_protocol_file
     from snodo.workspace.interpreter import project_python
 

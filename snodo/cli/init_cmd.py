@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
+from snodo.base.errors import SnodoError
 from snodo.cli.common import GITIGNORE_HEADER, GITIGNORED, ensure_gitignore, json_option
-from snodo.errors import SnodoError
 from snodo.protocol.templates import TEMPLATES
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from snodo.errors import StateError
+from snodo.base.errors import StateError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -86,7 +86,7 @@ def protect_cmd(as_json: bool) -> None:
     `snodo authorize` then asks for it before signing, so a process running as you (an
     agent's shell included) cannot sign a decision without you typing it.
     """
-    from snodo.authorize_signing import protect_decision_key
+    from snodo.cli.signing import protect_decision_key
     from snodo.state.home import snodo_home
 
     passphrase = click.prompt(
@@ -114,7 +114,7 @@ def home_notice() -> str | None:
     key or asks git."""
     import sys
 
-    from snodo.errors import SnodoError
+    from snodo.base.errors import SnodoError
     from snodo.state.keys import created_here
 
     try:

@@ -1,7 +1,7 @@
 """The ``snodo`` command: a lazy click group, so ``snodo --help`` imports almost nothing.
 
 Each subcommand lives in its own module and is imported only when invoked. Errors raised
-as :class:`~snodo.errors.SnodoError` print one clear message (no traceback unless ``-v``)
+as :class:`~snodo.base.errors.SnodoError` print one clear message (no traceback unless ``-v``)
 and exit with the error's code.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
-from snodo.errors import SnodoError
+from snodo.base.errors import SnodoError
 
 #: name -> (module, attribute, one-line help shown by `snodo --help` without importing it)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -110,7 +110,7 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool) -> None:
 
 def _on_sigterm(signum: int, _frame: object) -> None:
     """Kill the child trees snodo started, then die of SIGTERM as before."""
-    from snodo.proc import terminate_all
+    from snodo.process.runner import terminate_all
 
     terminate_all()
     signal.signal(signum, signal.SIG_DFL)
@@ -149,7 +149,7 @@ def hoist_global_options(args: list[str]) -> list[str]:
 def exit_code_for(exc: SnodoError) -> int:
     """The exit-code table: what the raiser set, else what the error's class declares, else
     1 for a governance refusal (a token or a path refused) and 4 for "could not run"."""
-    from snodo.errors import PathValidationError, TokenError
+    from snodo.base.errors import PathValidationError, TokenError
 
     if "exit_code" in vars(exc):
         return exc.exit_code
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         fail(exc.format_message(), None, exc.exit_code)
     except SnodoError as exc:
-        from snodo.errors import ProtocolError
+        from snodo.base.errors import ProtocolError
 
         details: tuple[str, ...] = ()
         hint = exc.hint
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
                 hint = (f"{hint}; " if hint else "") + "docs/protocol.md explains every field and rule"
         fail(exc.message, hint, exit_code_for(exc), details=details)
     except KeyboardInterrupt:
-        from snodo.proc import terminate_all
+        from snodo.process.runner import terminate_all
 
         terminate_all()
         fail("interrupted", None, 130)

@@ -374,8 +374,8 @@ def listing(
 
 
 def printable(text: str) -> str:
-    """Agent-supplied text made safe for a terminal (:func:`snodo.text.shown`, the one
+    """Agent-supplied text made safe for a terminal (:func:`snodo.base.text.shown`, the one
     sanitiser): control sequences are shown escaped, never obeyed; newlines and tabs stay."""
-    from snodo.text import shown
+    from snodo.base.text import shown
 
     return shown(text)

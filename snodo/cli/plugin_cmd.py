@@ -16,8 +16,8 @@ from pathlib import Path
 import click
 
 from snodo import DISTRIBUTION
+from snodo.base.errors import SnodoError
 from snodo.cli.common import json_option
-from snodo.errors import SnodoError
 
 #: The requirement a plugin puts on snodo: the plugin API it is generated against.
 SNODO_PIN = f"{DISTRIBUTION}>=0.3"

@@ -15,7 +15,7 @@ def plugins(as_json: bool) -> None:
     A plugin that failed to load is listed with its error; the others keep working.
     """
     from snodo.cli.output import console, emit_json
-    from snodo.plugins import get_plugin_manager
+    from snodo.plugin.host import get_plugin_manager
 
     host = get_plugin_manager()
     infos = host.info()

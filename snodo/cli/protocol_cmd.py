@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
+from snodo.base.errors import ProtocolError
 from snodo.cli.common import json_option
-from snodo.errors import ProtocolError
 
 _HINT = "docs/protocol.md explains each rule (WF1–WF5) and every field"
 
@@ -29,7 +29,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     protocol file to check. Nothing is written.
     """
     from snodo.cli.output import console, emit_json, print_note, print_warning
-    from snodo.plugins import get_plugin_manager
+    from snodo.plugin.host import get_plugin_manager
     from snodo.protocol import check, find_protocol, located, read_protocol_file
 
     target = find_protocol(Path.cwd(), path)
@@ -102,7 +102,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
 def _in_force(target: Path) -> dict[str, str | None]:
     """How the checked file relates to the protocol in force (the committed one): the drift
     that ``serve`` and ``run`` would refuse, shown here so it is fixed before."""
-    from snodo.errors import SnodoError
+    from snodo.base.errors import SnodoError
     from snodo.protocol.committed import resolve
 
     try:
@@ -139,10 +139,10 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
     import os
     import sys
 
+    from snodo.base.errors import SnodoError, StateError
     from snodo.cli.common import GITIGNORED
     from snodo.cli.output import emit_json, printable
-    from snodo.errors import SnodoError, StateError
-    from snodo.gitrun import pin
+    from snodo.git.runner import pin
     from snodo.protocol import sign
     from snodo.protocol.trust import GOVERNANCE_DIR, Walk
     from snodo.state.home import snodo_home
@@ -230,7 +230,7 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
 
 def _signer(home: Path) -> Callable[[bytes], str]:
     """The decision key's SSH signature over a commit, asking its passphrase when it has one."""
-    from snodo.authorize_signing import decision_key_is_protected, sign_ssh
+    from snodo.cli.signing import decision_key_is_protected, sign_ssh
 
     passphrase = None
     if decision_key_is_protected(home):

@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
+from snodo.base.errors import SnodoError
 from snodo.cli.common import json_option, load_project, protocol_option
-from snodo.errors import SnodoError
 
 
 def _could_not_start(func: Callable[..., None]) -> Callable[..., None]:

@@ -53,7 +53,7 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
       snodo serve --print-config claude-desktop|cursor|vscode|generic
     The server finds the project from --protocol, else from its working directory.
     """
-    from snodo.errors import SnodoError
+    from snodo.base.errors import SnodoError
     from snodo.state.sessions import load_project_state
 
     try:

@@ -117,8 +117,8 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
     decisions may go: a person may still have to decide them with `snodo authorize`.
     Every close is recorded in the project's audit log.
     """
+    from snodo.base.errors import SnodoError
     from snodo.cli.output import console, emit_json
-    from snodo.errors import SnodoError
     from snodo.state.audit import AuditLog
     from snodo.state.home import snodo_home
     from snodo.state.sessions import ACTIVE, SessionStore

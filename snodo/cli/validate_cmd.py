@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
+from snodo.base.errors import SnodoError
 from snodo.cli.common import json_option, load_project, protocol_option
-from snodo.errors import SnodoError
-from snodo.outcomes import EXIT_CODE, PERSON_SUMMARY
+from snodo.rules.outcomes import EXIT_CODE, PERSON_SUMMARY
 
 EXIT = EXIT_CODE
 
@@ -91,7 +91,7 @@ def validate(
     protocol_path: Path | None,
     as_json: bool,
 ) -> None:
-    """See ``_HELP`` (built from the outcome wording in snodo/outcomes.py)."""
+    """See ``_HELP`` (built from the outcome wording in snodo/rules/outcomes.py)."""
     from snodo.cli.output import Progress, emit_json
     from snodo.governance.service import Project, default_base, validate_task
     from snodo.workspace.gitmeta import GitMetaWatch
@@ -140,7 +140,7 @@ def validate(
 
 def _resolved_base(project: Any, base: str) -> str:
     """The commit ``--base`` names, or a clear refusal (exit 4)."""
-    from snodo.gitrun import run_git
+    from snodo.git.runner import run_git
 
     if base.startswith("-"):
         raise SnodoError(f"--base {base!r} is not a revision")
@@ -177,7 +177,7 @@ def next_steps(payload: dict[str, Any], spec: str | None, options: tuple[tuple[s
     same = "".join(f" {name} {shlex.quote(value)}" for name, value in options)
     again = (f"snodo validate {_shell_spec(spec)}" if spec is not None else "snodo validate SPEC") + same
     run = f"snodo run {_shell_spec(spec)}" if spec is not None else "snodo run SPEC"
-    from snodo.outcomes import VALIDATE_NEXT_STEP, VALIDATE_POST_NEXT_STEP
+    from snodo.rules.outcomes import VALIDATE_NEXT_STEP, VALIDATE_POST_NEXT_STEP
 
     steps = VALIDATE_POST_NEXT_STEP if payload.get("phase") == "post_execute" else VALIDATE_NEXT_STEP
     text = steps.get(status, VALIDATE_NEXT_STEP["validator_error"])

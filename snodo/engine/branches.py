@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from snodo.base.errors import SnodoError
+from snodo.base.text import shown
 from snodo.engine.jobs import JobStore
-from snodo.errors import SnodoError
-from snodo.gitrun import run_git
-from snodo.text import shown
+from snodo.git.runner import run_git
 
 _LIVE = ("queued", "running")
 

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from snodo.attrsbase import frozen
+from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.engine.pool import REF_BASE, REF_INDEX, STAT_TRUST, detached_head, install_index
-from snodo.errors import EnvironmentProblem, SnodoError
-from snodo.gitrun import git_out, identity_env, pin, run_git
-from snodo.workspace.guard import PathGuard
+from snodo.git.runner import git_out, identity_env, pin, run_git
+from snodo.rules.guard import PathGuard
 
 #: Pathspecs are literal paths here: a file named ``*`` stages that file only.
 _LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from snodo.gitrun import pin, run_git
+from snodo.git.runner import pin, run_git
 
 T = TypeVar("T")
 

@@ -8,11 +8,11 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
+from snodo.base.errors import CoderError, EnvironmentProblem
 from snodo.engine.results import Halt
-from snodo.errors import CoderError, EnvironmentProblem
 from snodo.governance.service import Project
-from snodo.records import CoderSpec
-from snodo.settings import coder_config_problems
+from snodo.plugin.records import CoderSpec
+from snodo.plugin.settings import coder_config_problems
 
 
 def check_programs(spec: CoderSpec) -> None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from snodo.base.errors import SnodoError
 from snodo.engine import change
 from snodo.engine.results import Progress
 from snodo.engine.worktree import Worktree
-from snodo.errors import SnodoError
 from snodo.governance.runner import PhaseInput, constraints_for, run_constraints
 from snodo.governance.service import Project
 

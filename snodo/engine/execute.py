@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from snodo.attrsbase import frozen
+from snodo.base.errors import CoderError, EnvironmentProblem, PathValidationError
 from snodo.engine.inplace import InPlaceWatch, Judgement
 from snodo.engine.results import Halt, Progress
 from snodo.engine.worktree import Worktree
-from snodo.errors import CoderError, EnvironmentProblem, PathValidationError
 from snodo.governance.service import Project
-from snodo.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation
+from snodo.plugin.records import ArtifactContext, CoderRequest, CoderResult, CoderSpec, FileOperation
 from snodo.sandbox import confined
 from snodo.workspace import PathGuard, Workspace
 

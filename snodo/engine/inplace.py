@@ -2,7 +2,7 @@
 
 A coder that declares ``writes_in_place`` edits its working copy itself. Before it runs the
 engine takes a snapshot of everything it could reach and should not change; afterwards every
-difference goes through the same :class:`~snodo.workspace.guard.PathGuard` as a tool-surface
+difference goes through the same :class:`~snodo.rules.guard.PathGuard` as a tool-surface
 write, so ``.snodo/`` at any depth, the protocol's ``protected_paths``, ``.git`` and anything
 outside the workspace are refused alike. The snapshot covers:
 
@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from snodo.attrsbase import frozen
+from snodo.base.errors import PathValidationError, ToolError
 from snodo.engine.snapshot import (
     Saved,
     differences,
@@ -42,9 +43,8 @@ from snodo.engine.snapshot import (
     save,
     tree_of,
 )
-from snodo.errors import PathValidationError, ToolError
+from snodo.rules.guard import REASON_GIT, REASON_OUTSIDE
 from snodo.workspace import Git, PathGuard
-from snodo.workspace.guard import REASON_GIT, REASON_OUTSIDE
 
 # Files of a git directory that git rewrites on its own (or that only record history) and
 # that cannot make git run anything: left out of the snapshot.

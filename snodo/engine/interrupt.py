@@ -1,6 +1,6 @@
 """SIGINT and SIGTERM during a run: kill every child tree, then stop the run where it is.
 
-The first signal kills the process groups snodo started (:func:`snodo.proc.terminate_all`:
+The first signal kills the process groups snodo started (:func:`snodo.process.runner.terminate_all`:
 a test suite, a coder's program) and raises :class:`Interrupted` in the main thread, so the
 engine halts the run as ``interrupted``, records what was running and removes its working
 copy. A second signal during that clean-up only kills children again: the clean-up is
@@ -18,7 +18,7 @@ from types import FrameType
 from attrs import field
 
 from snodo.attrsbase import define
-from snodo.proc import live_processes, terminate_all
+from snodo.process.runner import live_processes, terminate_all
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

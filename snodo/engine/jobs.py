@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
-from snodo.errors import SnodoError, StateError
-from snodo.outcomes import HALT_OUTCOMES
+from snodo.base.errors import SnodoError, StateError
+from snodo.rules.outcomes import HALT_OUTCOMES
 from snodo.state.atomic import atomic_write_json, atomic_write_text, file_lock, read_json
 
 JobStatus = Literal["queued", "running", "completed", "halted"]

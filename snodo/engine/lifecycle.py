@@ -30,20 +30,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snodo.attrsbase import frozen
+from snodo.base.errors import SnodoError
 from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
 from snodo.engine.jobs import JobStore
 from snodo.engine.loop import Engine
 from snodo.engine.refused import RefusalWatch
 from snodo.engine.results import RunResult
 from snodo.engine.worktree import HALTED_NAMESPACE, prune_copies
-from snodo.errors import SnodoError
-from snodo.gitrun import run_git
+from snodo.git.runner import run_git
 from snodo.state.audit import AuditLog
 from snodo.workspace.interpreter import project_python
 
 if TYPE_CHECKING:
     from snodo.governance.service import Project
-    from snodo.plugins import PluginHost
+    from snodo.plugin.host import PluginHost
     from snodo.protocol import LoadedProtocol
 
 Echo = Callable[[str], None]

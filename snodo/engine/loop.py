@@ -26,6 +26,7 @@ from typing import Any
 from attrs import evolve
 
 from snodo.attrsbase import frozen
+from snodo.base.errors import CoderError, EnvironmentProblem, PluginError, SnodoError, TokenError
 from snodo.engine import change
 from snodo.engine.checks import check_programs, check_settings, preflight
 from snodo.engine.disposal import dispose, judge_unjudged
@@ -33,9 +34,8 @@ from snodo.engine.execute import run_coder
 from snodo.engine.interrupt import Interrupted
 from snodo.engine.results import Halt, Progress, RunResult, finding, plain_usage
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned
-from snodo.errors import CoderError, EnvironmentProblem, PluginError, SnodoError, TokenError
 from snodo.evidence.attest import attest_run
-from snodo.gitrun import pin
+from snodo.git.runner import pin
 from snodo.governance.service import (
     Project,
     ValidationOutcome,
@@ -46,7 +46,7 @@ from snodo.governance.service import (
     validate_task,
 )
 from snodo.governance.treewatch import Stillness
-from snodo.records import CoderRequest, CoderSpec, freeze
+from snodo.plugin.records import CoderRequest, CoderSpec, freeze
 from snodo.workspace import Git, PathGuard
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 

@@ -21,14 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snodo.errors import StateError, ToolError
-from snodo.planning import MAX_TASKS, PlannerImpl
+from snodo.base.errors import StateError, ToolError
+from snodo.plugin.planning import MAX_TASKS, PlannerImpl
 from snodo.protocol.models import Mode
+from snodo.rules.taskids import derive_task_id
 from snodo.state.atomic import atomic_create_bytes, atomic_write_json, dumps_json, file_lock, read_json
-from snodo.taskids import derive_task_id
 
 if TYPE_CHECKING:
-    from snodo.plugins import PluginHost
+    from snodo.plugin.host import PluginHost
 
 PLAN_ID = re.compile(r"^plan-[0-9a-f]{12}$")
 
@@ -52,7 +52,7 @@ class Planner:
     @classmethod
     def for_mode(cls, mode: Mode, host: PluginHost | None = None) -> Planner:
         if host is None:
-            from snodo.plugins import get_plugin_manager
+            from snodo.plugin.host import get_plugin_manager
 
             host = get_plugin_manager()
         return cls(host.planner(mode))

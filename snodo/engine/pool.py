@@ -39,7 +39,7 @@ from typing import Any
 
 from snodo.engine import poolscan
 from snodo.engine.poolmodes import repair_dirs, repair_files, repair_modes
-from snodo.gitrun import run_git
+from snodo.git.runner import run_git
 from snodo.workspace.gitmeta import remember_dirs, remember_walk
 
 POOL = "pool"

@@ -1,5 +1,5 @@
 """What a run ends with: its result (the payload every front door prints), and the halt
-that stops it with one of the halt outcomes (snodo/outcomes.py)."""
+that stops it with one of the halt outcomes (snodo/rules/outcomes.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from attrs import Factory
 from snodo.attrsbase import frozen
 from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import ValidationOutcome
-from snodo.outcomes import RUN_NEXT_STEP, HaltOutcome
+from snodo.rules.outcomes import RUN_NEXT_STEP, HaltOutcome
 
 Progress = Callable[[str], None]
 

@@ -38,10 +38,10 @@ from typing import Any
 from attrs import field
 
 from snodo.attrsbase import define
+from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.engine import pool
 from snodo.engine.checkout import looking, read_head, rev
-from snodo.errors import EnvironmentProblem, SnodoError
-from snodo.gitrun import FALLBACK_IDENTITY, adopt, git_out, pin, run_git
+from snodo.git.runner import FALLBACK_IDENTITY, adopt, git_out, pin, run_git
 
 HALTED_NAMESPACE = "refs/snodo/halted"
 #: A fresh copy checks out the whole tree: on a very large repository that takes minutes,

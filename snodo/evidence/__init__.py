@@ -4,5 +4,5 @@ or server runs before it merges (SPEC §10).
 
 Layering: the engine and the MCP host call :mod:`snodo.evidence.attest`; everything here
 uses the state layer's keys and allowed_signers parser and runs git only through
-:mod:`snodo.gitrun`.
+:mod:`snodo.git.runner`.
 """

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from snodo.errors import SnodoError
+from snodo.base.errors import SnodoError
 from snodo.evidence.notes import NOTES_REF, PLAIN_GIT, write_note
 from snodo.evidence.statement import sign_statement, statement
-from snodo.gitrun import git_out, run_git
+from snodo.git.runner import git_out, run_git
 from snodo.state.audit_key import audit_signing_key
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem
-from snodo.gitrun import OBJECTS_ONLY, identity_args, run_git
+from snodo.base.errors import EnvironmentProblem
+from snodo.git.runner import OBJECTS_ONLY, identity_args, run_git
 
 NOTES_REF = "refs/notes/snodo"
 #: Replacement refs and grafts would let a repository show one commit as another (a graft

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from snodo.errors import EnvironmentProblem, SnodoError
+from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.evidence.notes import NOTES_REF, PLAIN_GIT, read_note
 from snodo.evidence.statement import EnvelopeError, decode_envelope, signer_ids
-from snodo.gitrun import PUSH_TRANSPORTS, git_out, identity_args, run_git
+from snodo.git.runner import PUSH_TRANSPORTS, git_out, identity_args, run_git
 
 _FETCHED = "refs/notes/snodo-fetched"
 

@@ -30,14 +30,14 @@ from typing import Any
 from attrs import asdict
 
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem, SnodoError
+from snodo.base.errors import EnvironmentProblem, SnodoError
+from snodo.base.text import shown
 from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range
 from snodo.evidence.statement import EnvelopeError, UnlistedKey, Verifier, decode_envelope, subjects
-from snodo.gitrun import run_git
+from snodo.git.runner import run_git
 from snodo.protocol.trust import REMEDY, Step, Walk, signature_checks
 from snodo.state.signers import ALLOWED_SIGNERS, ATTESTATION_NAMESPACE, Signer, parse_allowed_signers, signers_for
-from snodo.text import shown
 
 GOVERNANCE_DIR = ".snodo"
 _RERUN = "run the task through `snodo run` (or resubmit the change as a person's signed commit)"

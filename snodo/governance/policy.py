@@ -18,13 +18,13 @@ from typing import Any, Literal
 from attrs import Factory
 
 from snodo.attrsbase import frozen
-from snodo.outcomes import Outcome
 
 # INV3 lives below state and governance (both ask it); re-exported for the governance doors
-from snodo.refusals import authorisation_refusals as authorisation_refusals  # noqa: PLC0414
+from snodo.rules.authorisation import authorisation_refusals as authorisation_refusals  # noqa: PLC0414
+from snodo.rules.outcomes import Outcome
 
 ResultSeverity = Literal["pass", "warn", "blocker", "error"]
-Status = Outcome  # the four outcomes, named once in snodo/outcomes.py
+Status = Outcome  # the four outcomes, named once in snodo/rules/outcomes.py
 SEVERITY_ORDER: dict[str, int] = {"pass": 0, "warn": 1, "blocker": 2}
 
 
@@ -45,7 +45,7 @@ class ValidatorResult:
     kind: Literal["validator", "constraint"] = "validator"
     details: Mapping[str, Any] = Factory(dict)
     duration: float = 0.0
-    #: a person must look whatever the policy says (see :attr:`snodo.records.Verdict.escalate`)
+    #: a person must look whatever the policy says (see :attr:`snodo.plugin.records.Verdict.escalate`)
     escalate: bool = False
 
     def as_json(self) -> dict[str, Any]:

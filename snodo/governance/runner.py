@@ -20,12 +20,12 @@ from typing import Literal
 
 from snodo import workers
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem
-from snodo.gitrun import run_git
+from snodo.base.errors import EnvironmentProblem
+from snodo.git.runner import run_git
 from snodo.governance.policy import ValidatorResult, cap
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
+from snodo.plugin.records import JudgedWork, PredicateContext, ValidationRequest, WorkspaceStatus, thaw
 from snodo.protocol.models import Constraint, Mode, Protocol, Validator
-from snodo.records import JudgedWork, PredicateContext, ValidationRequest, WorkspaceStatus, thaw
 from snodo.sandbox import SandboxPolicy, confined
 
 ProgressFn = Callable[[str, ValidatorResult | None], None]
@@ -81,7 +81,7 @@ def _error(
 
 def uncommitted(workspace: Path) -> tuple[str, ...]:
     """``git status --porcelain`` of ``workspace`` by snodo's own hardened git; none outside
-    git. Unconfined, like every git snodo runs itself: :mod:`snodo.gitrun` lets no file of
+    git. Unconfined, like every git snodo runs itself: :mod:`snodo.git.runner` lets no file of
     the work tree choose a program."""
     try:
         found = run_git(workspace, "--no-optional-locks", "status", "--porcelain")

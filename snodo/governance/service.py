@@ -19,15 +19,20 @@ from typing import TYPE_CHECKING, Any
 from attrs import evolve
 
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem, ToolError
-from snodo.gitrun import run_git
+from snodo.base.errors import EnvironmentProblem, ToolError
+from snodo.git.runner import run_git
 from snodo.governance.policy import Classification, ValidatorResult, classify
 from snodo.governance.runner import PhaseInput, ProgressFn, run_phase
-from snodo.outcomes import Outcome, agent_instruction
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
+from snodo.plugin.records import JudgedWork
 from snodo.protocol import LoadedProtocol
 from snodo.protocol.models import Mode, Protocol
-from snodo.records import JudgedWork
+from snodo.rules.outcomes import Outcome, agent_instruction
+
+# re-exported: the engine and the MCP host name them from here
+from snodo.rules.taskids import check_task_id as check_task_id  # noqa: PLC0414
+from snodo.rules.taskids import derive_task_id as derive_task_id  # noqa: PLC0414
+from snodo.rules.taskids import spec_sha256 as spec_sha256  # noqa: PLC0414
 from snodo.sandbox import SandboxPolicy
 from snodo.sandbox.policy import limits_from_protocol
 from snodo.state.audit import AuditLog
@@ -35,11 +40,6 @@ from snodo.state.decisions import DecisionStore
 from snodo.state.home import snodo_home
 from snodo.state.sessions import PendingDecision, Session, SessionStore, ensure_session, load_project_state
 from snodo.state.tokens import TokenService
-
-# re-exported: the engine and the MCP host name them from here
-from snodo.taskids import check_task_id as check_task_id  # noqa: PLC0414
-from snodo.taskids import derive_task_id as derive_task_id  # noqa: PLC0414
-from snodo.taskids import spec_sha256 as spec_sha256  # noqa: PLC0414
 
 if TYPE_CHECKING:
     from snodo.governance.treewatch import StatusWatch

@@ -46,9 +46,9 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
+from snodo.git.runner import pinned, run_git
 from snodo.gitconfig import config_files
-from snodo.gitrun import pinned, run_git
 
 #: File systems on which every change made on this machine reaches inotify.
 LOCAL_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs", "overlay", "zfs", "bcachefs"})

@@ -39,7 +39,7 @@ from typing import Any
 from attrs import Factory
 
 from snodo.attrsbase import frozen
-from snodo.errors import ValidatorFault
+from snodo.base.errors import ValidatorFault
 from snodo.workspace.pysetup import PythonSetup, python_setup
 
 from . import scan

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from snodo.errors import ValidatorFault
-from snodo.records import ValidationRequest
-from snodo.settings import SHELL_TOKENS
+from snodo.base.errors import ValidatorFault
+from snodo.plugin.records import ValidationRequest
+from snodo.plugin.settings import SHELL_TOKENS
 from snodo.workspace.pysetup import python_setup
 
 from .judge import DOCS, Judgement, Options, judge_change, options_from_command

@@ -13,7 +13,7 @@ from pathlib import Path
 from attrs import evolve
 
 from snodo.attrsbase import frozen
-from snodo.proc import run_process
+from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy, current_policy
 from snodo.workspace.pysetup import PythonSetup
 

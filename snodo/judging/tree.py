@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem
-from snodo.gitrun import git_out, read_objects, run_git
+from snodo.base.errors import EnvironmentProblem
+from snodo.git.runner import git_out, read_objects, run_git
 
 #: A file's git mode: regular, executable, symbolic link (gitlinks are never exported).
 REGULAR, EXECUTABLE, SYMLINK = "100644", "100755", "120000"

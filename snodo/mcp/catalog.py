@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Literal
 
 from snodo.attrsbase import frozen
-from snodo.outcomes import HALT_OUTCOMES, MEANING, OUTCOMES
 from snodo.protocol.capabilities import ALL_TOOLS, READ_ONLY_TOOLS, tools_for
 from snodo.protocol.models import Mode, Protocol
+from snodo.rules.outcomes import HALT_OUTCOMES, MEANING, OUTCOMES
 
 Kind = Literal["string", "boolean", "string_list"]
 

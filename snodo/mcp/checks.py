@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from snodo.errors import PathValidationError, ToolError
+from snodo.base.errors import PathValidationError, ToolError
 from snodo.mcp.catalog import ToolDef
 from snodo.state.atomic import canonical_json
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 
 from snodo import __version__
-from snodo.errors import ProtocolError, SnodoError
+from snodo.base.errors import ProtocolError, SnodoError
 
 #: The one tool a failed server lists; hosts show it prefixed (``snodo_unavailable``).
 UNAVAILABLE = "unavailable"

@@ -25,11 +25,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from snodo.attrsbase import frozen
+from snodo.base.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError
 from snodo.engine.jobs import JobStore, QueueFull
 from snodo.engine.plans import Planner, PlanStore
-from snodo.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError
 from snodo.evidence.attest import attest_tool_commit
-from snodo.gitrun import pin
+from snodo.git.runner import pin
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
 from snodo.mcp.catalog import TOOLS, build_instructions, tools_for_mode
 from snodo.mcp.checks import (
@@ -42,7 +42,7 @@ from snodo.mcp.checks import (
     require_spec,  # re-exported: tests and docs name them here
 )
 from snodo.mcp.plan_tools import PlanTools
-from snodo.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
+from snodo.rules.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
 from snodo.sandbox import confined
 from snodo.sandbox.refusals import record_refusals, reported_by_tests
 from snodo.state.decisions import check_inv3

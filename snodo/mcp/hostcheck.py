@@ -124,7 +124,7 @@ def _protocol(argv: list[str], problems: list[str]) -> Protocol | None:
     ``--mode``, which a host shows only as a server with one ``unavailable`` tool) noted."""
     if "--protocol" not in argv[:-1] or not Path(argv[argv.index("--protocol") + 1]).is_file():
         return None
-    from snodo.errors import SnodoError
+    from snodo.base.errors import SnodoError
     from snodo.protocol.loader import read_protocol_file
 
     try:

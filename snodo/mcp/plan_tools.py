@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from snodo.base.errors import SnodoError, ToolError
 from snodo.engine.jobs import JobStore
 from snodo.engine.plans import Planner, PlanStore, plan_tasks
-from snodo.errors import SnodoError, ToolError
 from snodo.governance.service import Project, check_task_id, derive_task_id
 from snodo.mcp.catalog import plan_mode
 from snodo.mcp.checks import job_view, require_spec

@@ -19,7 +19,7 @@ from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
 
 if TYPE_CHECKING:
     from snodo.mcp.host import ToolHost
-    from snodo.plugins import PluginHost
+    from snodo.plugin.host import PluginHost
     from snodo.protocol import LoadedProtocol
     from snodo.protocol.models import Mode
 

@@ -33,11 +33,11 @@ from mcp import types
 from mcp.server.lowlevel import Server
 
 from snodo import __version__, workers
-from snodo.callscope import CallScope, scope
 from snodo.mcp.catalog import ToolDef
 from snodo.mcp.served import Served
 from snodo.mcp.stdio import serve_stdio_streams
-from snodo.proc import terminate_all
+from snodo.process.callscope import CallScope, scope
+from snodo.process.runner import terminate_all
 
 #: How long a stop waits for tool calls in flight to finish once their children are killed.
 STOP_GRACE = 10.0

@@ -6,14 +6,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from snodo.attrsbase import frozen
-from snodo.errors import ProtocolError
+from snodo.base.errors import ProtocolError
 from snodo.protocol.committed import InForce, refuse_drift, resolve
 from snodo.protocol.loader import find_protocol, parse_protocol, project_root_for, read_protocol_file
 from snodo.protocol.models import Constraint, Execution, Mode, Protocol, Role, Transition, Validator
 from snodo.protocol.wellformed import Violation, check, located
 
 if TYPE_CHECKING:
-    from snodo.plugins import PluginHost
+    from snodo.plugin.host import PluginHost
 
 __all__ = [
     "Constraint",

@@ -17,7 +17,7 @@ version judged which task. So the rules come from history:
 * a protocol never committed (right after ``snodo init``), or a project outside git, is
   read from the working tree with a one-line warning, so the quick start keeps working.
 
-Every git process goes through :mod:`snodo.gitrun`.
+Every git process goes through :mod:`snodo.git.runner`.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from snodo.attrsbase import frozen
+from snodo.base.errors import EnvironmentProblem, ProtocolError
 from snodo.cachefiles import read_entry, write_entry
-from snodo.errors import EnvironmentProblem, ProtocolError
-from snodo.gitrun import GitContext, pin_at_head, read_objects, run_git
+from snodo.git.runner import GitContext, pin_at_head, read_objects, run_git
 from snodo.protocol.loader import MAX_BYTES, read_protocol_file
 
 SIGNERS_NAME = "allowed_signers"
@@ -87,7 +87,7 @@ def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
     """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``).
 
     ``cache_dir`` (:mod:`snodo.cachefiles`) keeps the protocol's history per ``HEAD`` commit
-    (and the repository's configuration, :func:`snodo.gitrun.pin_at_head`): a repeat at the
+    (and the repository's configuration, :func:`snodo.git.runner.pin_at_head`): a repeat at the
     same ``HEAD`` asks git nothing more than where the repository is."""
     path = path.absolute()
     working = _read_worktree(path)

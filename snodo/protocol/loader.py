@@ -4,7 +4,7 @@ Two layers of strictness:
 
 * the YAML loader resolves only ``true``/``false`` as booleans (YAML 1.2 core schema), so
   ``no``, ``on`` or ``yes`` stay strings instead of silently becoming booleans;
-* the strict converter (``snodo/convert.py``) forbids unknown keys and refuses coercions
+* the strict converter (``snodo/base/convert.py``) forbids unknown keys and refuses coercions
   (``"3"`` is not an int, ``3.9`` is not an int, ``"no"`` is not a boolean) and range
   checks numbers.
 
@@ -34,9 +34,9 @@ from typing import Any
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.v import format_exception, transform_error
 
+from snodo.base.convert import CONVERTER, did_you_mean
+from snodo.base.errors import ProtocolError
 from snodo.cachefiles import read_entry, write_entry
-from snodo.convert import CONVERTER, did_you_mean
-from snodo.errors import ProtocolError
 from snodo.protocol.models import Protocol
 
 PROTOCOL_RELPATH = Path(".snodo") / "protocol.yml"
@@ -97,7 +97,7 @@ def _structure_quietly(data: Any) -> Protocol | None:
 def _cache_key(text: str) -> str | None:
     """SHA-256 of the text and of the code that turns it into a document (file sizes and
     times of this loader, the YAML side, the models and the converter)."""
-    from snodo import convert
+    from snodo.base import convert
     from snodo.protocol import models
 
     digest = hashlib.sha256()

@@ -2,7 +2,7 @@
 
 Collections are tuples so a loaded protocol cannot be mutated by anyone holding it;
 free-form settings handed to plugins (``tooling``, ``coder_config``, ``params``,
-``metadata``) are frozen mappings (:func:`snodo.records.freeze`): only the plugin knows their
+``metadata``) are frozen mappings (:func:`snodo.plugin.records.freeze`): only the plugin knows their
 shape, but no plugin may change what the others, running concurrently, read.
 """
 
@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal
 from attrs import Factory, field
 
 from snodo.attrsbase import frozen
-from snodo.records import freeze
-from snodo.settings import RUNNER_SETTINGS
+from snodo.plugin.records import freeze
+from snodo.plugin.settings import RUNNER_SETTINGS
 
 Severity = Literal["pass", "warn", "blocker"]
 Phase = Literal["pre_execute", "post_execute"]
@@ -27,7 +27,7 @@ Policy = Literal["unanimous", "majority", "quorum", "any"]
 class Bound:
     """``Annotated`` metadata: the range a number in the protocol must lie in.
 
-    The strict converter (``snodo/convert.py``) structures the base type first, then
+    The strict converter (``snodo/base/convert.py``) structures the base type first, then
     refuses a value outside the range with the field's path, so a bad number is reported
     like any other bad value: with its file, line and field.
     """
@@ -78,7 +78,7 @@ class Settings:
     """
 
     def key_problems(self, mapping: dict[str, Any]) -> list[tuple[str, str]]:
-        """The runner's own keys, by the one settings rule (:mod:`snodo.settings`)."""
+        """The runner's own keys, by the one settings rule (:mod:`snodo.plugin.settings`)."""
         out: list[tuple[str, str]] = []
         for setting in RUNNER_SETTINGS:
             if setting in mapping:
@@ -217,7 +217,7 @@ class Protocol:
             if m.mode_id == mode_id:
                 return m
         known = ", ".join(m.mode_id for m in self.modes)
-        from snodo.errors import ProtocolError
+        from snodo.base.errors import ProtocolError
 
         raise ProtocolError(f"unknown mode {mode_id!r}; this protocol defines: {known}")
 

@@ -5,14 +5,14 @@ working tree, on top of ``HEAD``'s tree: whatever else the user staged stays sta
 of it) and carries an SSH signature (namespace ``git``) in its ``gpgsig`` header, exactly
 what ``git commit -S`` with ``gpg.format=ssh`` writes, so plain ``git verify-commit`` checks
 it. The signature itself comes from a callable the command line hands in: the decision
-private key is read only by :mod:`snodo.authorize_signing`, never by this module.
+private key is read only by :mod:`snodo.cli.signing`, never by this module.
 
 When the working tree's ``.snodo/`` is already ``HEAD``'s but not in force (an unsigned
 change was committed), the commit changes no file: signed by a listed principal, it puts
 ``HEAD``'s ``.snodo/`` in force (:mod:`snodo.protocol.trust` compares with what is in force,
 not with the parent).
 
-Every git process goes through :mod:`snodo.gitrun`.
+Every git process goes through :mod:`snodo.git.runner`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem, StateError
-from snodo.gitrun import git_out, identity_env, read_objects, run_git
+from snodo.base.errors import EnvironmentProblem, StateError
+from snodo.git.runner import git_out, identity_env, read_objects, run_git
 from snodo.protocol.trust import GOVERNANCE_DIR, SIGNERS_NAME, Walk
 
 

@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem
-from snodo.gitrun import OBJECTS_ONLY, GitObject, read_objects, run_git
+from snodo.base.errors import EnvironmentProblem
+from snodo.git.runner import OBJECTS_ONLY, GitObject, read_objects, run_git
 from snodo.state.signers import ALLOWED_SIGNERS, parse_allowed_signers
 
 GOVERNANCE_DIR = ".snodo"

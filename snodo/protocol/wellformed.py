@@ -17,12 +17,12 @@ from collections.abc import Iterable
 from typing import Literal
 
 from snodo.attrsbase import frozen
-from snodo.convert import did_you_mean
-from snodo.errors import PluginError
-from snodo.plugins import KNOWN_PROVIDERS, PluginHost
+from snodo.base.convert import did_you_mean
+from snodo.base.errors import PluginError
+from snodo.plugin.host import KNOWN_PROVIDERS, PluginHost
+from snodo.plugin.settings import coder_config_problems, tooling_problems
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS, known_capabilities
 from snodo.protocol.models import PHASES, Constraint, Mode, Protocol
-from snodo.settings import coder_config_problems, tooling_problems
 
 
 @frozen(kw_only=True)
@@ -45,7 +45,7 @@ def located(violations: Iterable[Violation], text: str, source: str) -> list[Vio
     """``violations`` with the file and line of the field each names (``@ validators[2].tooling``)
     in front, the way the strict loader words its problems: ``file:line: message @ field``;
     a violation about the protocol as a whole names no field and stays as it is."""
-    from snodo.errors import ProtocolError
+    from snodo.base.errors import ProtocolError
     from snodo.protocol.yamldoc import compose, line_of
 
     try:

@@ -12,7 +12,7 @@ import re
 
 import yaml
 
-from snodo.errors import ProtocolError
+from snodo.base.errors import ProtocolError
 
 #: Deepest nesting of mappings and lists (the deepest real field is about 6 levels down).
 MAX_DEPTH = 40

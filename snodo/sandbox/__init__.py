@@ -1,7 +1,7 @@
 """Confined execution of agent-written content (see docs/security.md).
 
 ``SandboxPolicy`` says what a child may touch, ``confined(policy)`` makes it the current
-policy, and ``snodo.proc.run_process(..., sandbox=policy)`` starts the child through the
+policy, and ``snodo.process.runner.run_process(..., sandbox=policy)`` starts the child through the
 backend that works here (bubblewrap, else Landlock), failing closed without one.
 """
 

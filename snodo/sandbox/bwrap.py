@@ -27,7 +27,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend, Prepared, become_subreaper
 from snodo.sandbox.harden import program_fd
 from snodo.sandbox.layout import protected_parents, read_only_paths

@@ -10,7 +10,7 @@ can change without snodo knowing: the program (path, inode, size, mtime), the ke
 boot, the user and user namespace, the process's seccomp and ``no_new_privs`` state, and
 the kernel's switches for unprivileged user namespaces; any difference means a real probe.
 Trusting a stale record fails closed: the command then cannot start (bubblewrap says why,
-:mod:`snodo.proc` raises ``EnvironmentProblem``, never a verdict) and the record is dropped
+:mod:`snodo.process.runner` raises ``EnvironmentProblem``, never a verdict) and the record is dropped
 (:func:`distrust`). ``snodo doctor`` always probes for real.
 """
 
@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend
 from snodo.sandbox.bwrap import BwrapBackend, bwrap_program
 from snodo.sandbox.landlock import LandlockBackend, abi_version

@@ -42,7 +42,7 @@ def missing(backend: str) -> list[str]:
 
 def here() -> tuple[str | None, list[str]]:
     """The backend that would confine here (``None``: none works) and what it cannot give."""
-    from snodo.errors import EnvironmentProblem
+    from snodo.base.errors import EnvironmentProblem
     from snodo.sandbox.choose import choose_backend
 
     try:

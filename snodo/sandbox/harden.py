@@ -48,7 +48,7 @@ import platform
 import struct
 from collections.abc import Callable
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 
 #: ``socket()`` families a confined process may still create with the network off.
 AF_NETLINK = 16

@@ -45,7 +45,7 @@ import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend, Prepared, become_subreaper, confined
 from snodo.sandbox.harden import Hardening
 from snodo.sandbox.layout import carve, read_only_paths

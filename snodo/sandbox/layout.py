@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 
 #: Always read-only inside the workspace, whatever the protocol says.
 ALWAYS_READ_ONLY = (".snodo", ".git")
@@ -29,7 +29,7 @@ def _pattern_parts(pattern: str) -> tuple[str, ...] | None:
 def read_only_paths(workspace: Path, patterns: Iterable[str]) -> tuple[Path, ...]:
     """Existing paths under ``workspace`` that stay read-only: ``.snodo``, ``.git`` and every
     match of the protected patterns, compared case-insensitively with the path guard's own
-    matcher (:func:`snodo.workspace.guard.protecting_prefix`).
+    matcher (:func:`snodo.rules.guard.protecting_prefix`).
 
     Candidates come from one ``git ls-files --cached --others`` limited by ``:(glob,icase)``
     pathspecs: git's index and the untracked files, never a directory walk. Where a
@@ -61,7 +61,7 @@ def _matches(workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]]) -> 
     cached = _MATCHES.get(key)
     if cached is not None and cached[0] == _depends_on(workspace, parsed, cached[1]):
         return cached[1]
-    from snodo.workspace.guard import protecting_prefix
+    from snodo.rules.guard import protecting_prefix
 
     listed_at = time.time_ns()
     keep: dict[str, None] = {}
@@ -134,7 +134,7 @@ def _depends_on(
 def _candidates(workspace: Path, patterns: Sequence[str]) -> list[str]:
     """Tracked and untracked paths git's pathspec engine says may match (a superset: the
     guard's matcher decides). A workspace git cannot list is refused: fail closed."""
-    from snodo.gitrun import run_git
+    from snodo.git.runner import run_git
 
     specs = [f":(glob,icase){p.strip('/')}{suffix}" for p in patterns for suffix in ("", "/**")]
     listing = run_git(workspace, "ls-files", "-z", "--cached", "--others", "--", *specs)

@@ -44,7 +44,7 @@ def limit_prefix(limits: Limits) -> tuple[str, ...]:
         return ()
     program = _prlimit()
     if program is None:
-        from snodo.errors import EnvironmentProblem
+        from snodo.base.errors import EnvironmentProblem
 
         raise EnvironmentProblem(
             "cannot apply execution.limits: the util-linux program prlimit is not installed",

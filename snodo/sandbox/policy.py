@@ -90,7 +90,7 @@ class SandboxPolicy:
     def with_writable(self, paths: Sequence[Path]) -> SandboxPolicy:
         """This policy plus ``paths`` writable; refuses a path that is not an existing
         directory or that lies in (or holds) a hidden path such as ``$SNODO_HOME``."""
-        from snodo.errors import EnvironmentProblem
+        from snodo.base.errors import EnvironmentProblem
 
         extra: list[Path] = []
         hidden = self.hidden_paths()

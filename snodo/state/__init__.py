@@ -10,5 +10,5 @@
 
 Nothing is re-exported here, so importing one piece does not load the others (the token
 store pulls in JWT and SQLite, the decisions Ed25519). The decision *private* key is
-read only by :mod:`snodo.authorize_signing`, which nothing in this package imports.
+read only by :mod:`snodo.cli.signing`, which nothing in this package imports.
 """

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 from cattrs.errors import ClassValidationError, IterableValidationError
 from cattrs.v import transform_error
 
-from snodo.convert import CONVERTER
-from snodo.errors import StateError
+from snodo.base.convert import CONVERTER
+from snodo.base.errors import StateError
 
 T = TypeVar("T")
 

@@ -47,7 +47,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from snodo.attrsbase import frozen
-from snodo.errors import AuditChainError, StateError
+from snodo.base.errors import AuditChainError, StateError
 from snodo.state.atomic import atomic_create_bytes, canonical_json, file_lock
 from snodo.state.audit_chain import (
     CHECKPOINT,

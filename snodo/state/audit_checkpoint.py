@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from snodo.errors import StateError
+from snodo.base.errors import StateError
 from snodo.state.atomic import canonical_json
 from snodo.state.audit_chain import Anchor, ChainBreak
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from snodo.attrsbase import frozen
-from snodo.errors import AuditChainError, StateError
+from snodo.base.errors import AuditChainError, StateError
 from snodo.state.atomic import atomic_create_bytes, file_lock
 from snodo.state.audit import AuditLog, VerifyReport
 from snodo.state.audit_key import audit_public_key

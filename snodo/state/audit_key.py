@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from snodo.errors import StateError
+from snodo.base.errors import StateError
 from snodo.state.atomic import atomic_create_bytes, file_lock
 from snodo.state.home import keys_dir
 from snodo.state.keys import (

@@ -21,7 +21,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from snodo.errors import StateError
+from snodo.base.errors import StateError
 from snodo.state.atomic import file_lock
 from snodo.state.audit import AuditLog
 from snodo.state.audit_chain import GENESIS, ChainBreak

@@ -2,7 +2,7 @@
 
 A decision record is what lets a ``warn`` count as a pass, so it must be unforgeable by
 anything but ``snodo authorize``: it is signed with a person's Ed25519 decision key (see
-:mod:`snodo.authorize_signing`) and only counts while its signature verifies, its key is
+:mod:`snodo.cli.signing`) and only counts while its signature verifies, its key is
 trusted, and it is bound to exactly the task, spec and (after execution) git tree being
 validated. Records that fail are not errors for the run; they are ignored and handed back,
 with who signed them, so the caller can audit them.
@@ -26,7 +26,7 @@ from typing import Literal, NamedTuple
 from cryptography.exceptions import InvalidSignature
 
 from snodo.attrsbase import frozen
-from snodo.errors import DecisionError, StateError
+from snodo.base.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, canonical_json, dumps_json, load_record, unstructure
 from snodo.state.home import project_state_dir
 from snodo.state.keys import load_decision_public_key, public_key_fingerprint
@@ -71,7 +71,7 @@ class DecisionRecord:
 def check_inv3(pending: PendingDecision) -> None:
     """Refuse to decide on a proposal with a blocker or an error: nothing overrides those.
 
-    The rule itself lives in ``snodo.refusals.authorisation_refusals``; this only words the
+    The rule itself lives in ``snodo.rules.authorisation.authorisation_refusals``; this only words the
     refusal for the doors that decide (drafting, signing, ``snodo authorize``)."""
     refusals = pending.blocking_validators()
     if refusals:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from snodo.errors import StateError
+from snodo.base.errors import StateError
 
 
 def _private_dir(path: Path) -> Path:

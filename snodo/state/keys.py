@@ -6,7 +6,7 @@ winner's key. A key file readable by others, or empty, is refused rather than re
 either means something outside snodo touched it.
 
 This module may create the decision pair but never reads its private half back; only
-:mod:`snodo.authorize_signing` (used by ``snodo authorize``) does, so no agent-facing code
+:mod:`snodo.cli.signing` (used by ``snodo authorize``) does, so no agent-facing code
 path can sign a decision. The audit key pair, which every snodo process of the user uses,
 lives in :mod:`snodo.state.audit_key`.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from snodo.errors import StateError
+from snodo.base.errors import StateError
 from snodo.state.atomic import atomic_create_bytes, file_lock
 from snodo.state.home import keys_dir
 

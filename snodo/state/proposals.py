@@ -5,7 +5,7 @@ escalation. A proposal is advice and authorises nothing; it is kept so that ``sn
 authorize`` can show it beside the stored escalation. This module owns the file format: the
 MCP host writes through :meth:`ProposalStore.add`, the command reads through
 :meth:`ProposalStore.for_decision`. Everything in a proposal but its bookkeeping came from
-an agent, so it is shown through :func:`snodo.text.shown`.
+an agent, so it is shown through :func:`snodo.base.text.shown`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from snodo.attrsbase import frozen
-from snodo.errors import DecisionError, StateError
+from snodo.base.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, dumps_json, load_record, unstructure
 from snodo.state.sessions import PendingDecision
 

@@ -27,9 +27,9 @@ from typing import Any
 from attrs import Factory, evolve
 
 from snodo.attrsbase import frozen
-from snodo.errors import DecisionError, EnvironmentProblem, StateError
-from snodo.gitrun import run_git
-from snodo.refusals import authorisation_refusals
+from snodo.base.errors import DecisionError, EnvironmentProblem, StateError
+from snodo.git.runner import run_git
+from snodo.rules.authorisation import authorisation_refusals
 from snodo.state.atomic import file_lock, load_record, save_record
 from snodo.state.home import project_state_dir, sessions_dir
 
@@ -85,7 +85,7 @@ class PendingDecision:
 
     def blocking_validators(self) -> tuple[str, ...]:
         """What forbids authorising this decision (INV3), from the one rule in
-        ``snodo.refusals.authorisation_refusals``; empty means a human may decide."""
+        ``snodo.rules.authorisation.authorisation_refusals``; empty means a human may decide."""
         return authorisation_refusals(self.results, self.policy)
 
     def warned_validators(self) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ import re
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from snodo.attrsbase import frozen
-from snodo.errors import StateError
+from snodo.base.errors import StateError
 from snodo.state.keys import parse_public_key, public_key_fingerprint
 
 ALLOWED_SIGNERS = "allowed_signers"

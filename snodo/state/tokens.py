@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from snodo.attrsbase import frozen
-from snodo.errors import StateError, TokenError
+from snodo.base.errors import StateError, TokenError
 from snodo.state import jws
 from snodo.state.home import tokens_db_path
 from snodo.state.keys import token_key

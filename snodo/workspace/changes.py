@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 
 from snodo.attrsbase import frozen
-from snodo.errors import SnodoError, ToolError
-from snodo.workspace.guard import PathGuard
+from snodo.base.errors import SnodoError, ToolError
+from snodo.rules.guard import PathGuard
 
 # git's well-known empty tree: the base of a repository that has no commit yet.
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"

@@ -1,6 +1,6 @@
 """File tools of the agent surface: read, list, write, delete, create directories.
 
-Every mutation asks the :class:`~snodo.workspace.guard.PathGuard` first and touches
+Every mutation asks the :class:`~snodo.rules.guard.PathGuard` first and touches
 nothing when it refuses, so a refused call leaves the tree exactly as it was. Writes are
 atomic (temp file + ``os.replace``): an interrupted write never leaves half a source file.
 
@@ -18,8 +18,8 @@ import secrets
 import stat
 from pathlib import Path
 
-from snodo.errors import ToolError
-from snodo.workspace.guard import PathGuard, name_key
+from snodo.base.errors import ToolError
+from snodo.rules.guard import PathGuard, name_key
 
 MAX_READ_BYTES = 1024 * 1024
 

@@ -2,7 +2,7 @@
 
 No shell is involved and pathspecs are literal (``GIT_LITERAL_PATHSPECS``), so a path like
 ``*.py`` cannot widen into ``.snodo/x.py``. Whatever would enter a commit passes the same
-:class:`~snodo.workspace.guard.PathGuard` as a file write: staging checks every change it
+:class:`~snodo.rules.guard.PathGuard` as a file write: staging checks every change it
 would record, committing re-checks the index, merging checks what the branch brings in.
 
 Methods marked *engine-only* are not tools: the engine uses them to manage its own
@@ -16,9 +16,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from snodo.errors import PathValidationError, ToolError
-from snodo.gitrun import GIT_TIMEOUT, GitTimeout, identity_args, identity_env, run_git
-from snodo.workspace.guard import REASON_GITLINK, PathGuard
+from snodo.base.errors import PathValidationError, ToolError
+from snodo.git.runner import GIT_TIMEOUT, GitTimeout, identity_args, identity_env, run_git
+from snodo.rules.guard import REASON_GITLINK, PathGuard
 
 GITLINK_MODE = "160000"
 

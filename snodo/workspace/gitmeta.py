@@ -4,7 +4,7 @@ A ``.git`` directory or file planted below the workspace (``vendor/.git`` with
 ``core.fsmonitor`` set, ``app/.git`` in a project that lives in a repository's
 subdirectory) is a configuration git would read the next time anyone, the user included,
 runs git there; a gitlink in the index makes git look inside it. The tool surface refuses
-such paths by name (:class:`~snodo.workspace.guard.PathGuard`), but confined code — a test
+such paths by name (:class:`~snodo.rules.guard.PathGuard`), but confined code — a test
 suite, a validator, an in-place coder — writes where it likes inside its workspace. So the
 engine and the MCP host take a :class:`GitMetaWatch` before such code runs and call
 :meth:`GitMetaWatch.intruders` after: what is new is removed and reported, and the caller
@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from snodo.attrsbase import frozen
-from snodo.errors import PathValidationError
-from snodo.gitrun import pinned, run_git
+from snodo.base.errors import PathValidationError
+from snodo.git.runner import pinned, run_git
 
 REASON_NEW_GIT = (
     "a new `.git` below the workspace (a nested repository git would read the configuration of) "

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem, ValidatorFault
-from snodo.proc import run_process
+from snodo.base.errors import EnvironmentProblem, ValidatorFault
+from snodo.process.runner import run_process
 from snodo.sandbox import current_policy
 from snodo.workspace.interpreter import SNODO_OWN, project_python
 

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from snodo.attrsbase import frozen
-from snodo.errors import ToolError
-from snodo.proc import run_process
+from snodo.base.errors import ToolError
+from snodo.process.runner import run_process
+from snodo.rules.guard import PathGuard
 from snodo.sandbox import current_policy
-from snodo.workspace.guard import PathGuard
 from snodo.workspace.pysetup import DOCS, PythonSetup, python_argv, python_setup
 
 #: ``pytest.ExitCode.NO_TESTS_COLLECTED``, a stable part of pytest's interface: importing

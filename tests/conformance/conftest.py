@@ -19,7 +19,7 @@ import litellm  # noqa: F401
 import snodo_conformance.plugin
 import snodo_conformance.suite  # noqa: F401
 
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 
 get_plugin_manager()  # imports snodo's core plugin and every built-in through the entry points
 

@@ -1,4 +1,4 @@
-"""The settings rule has one home (``snodo.settings``): break it through every door, get one message.
+"""The settings rule has one home (``snodo.plugin.settings``): break it through every door, get one message.
 
 A third-party validator declares a typed setting (``max_lines``, a positive integer) the
 way docs/plugins.md shows; a protocol gives it ``"twenty"``. The protocol loader
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from snodo.base.errors import CoderError, ProtocolError, ValidatorFault
 from snodo.engine.loop import Engine
-from snodo.errors import CoderError, ProtocolError, ValidatorFault
 from snodo.governance.service import Project
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
+from snodo.plugin.records import ValidationRequest
 from snodo.protocol import LoadedProtocol, load_protocol, parse_protocol
-from snodo.records import ValidationRequest
 from tests.conftest import git, make_repo
 
 PLUGIN = """

@@ -13,7 +13,7 @@ from attrs import evolve
 
 from snodo.engine.loop import Engine
 from snodo.governance.service import Project
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
 
 MODEL = "openai/gpt-4o-mini"

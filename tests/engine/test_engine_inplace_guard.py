@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from snodo.api import CoderCapabilities, CoderResult, CoderSpec, hookimpl
+from snodo.base.errors import ProtocolError
 from snodo.engine.loop import Engine
 from snodo.engine.worktree import project_key
-from snodo.errors import ProtocolError
 from snodo.governance.service import Project
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
 from snodo.state.audit import AuditLog
 from tests.conftest import git

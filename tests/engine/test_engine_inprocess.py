@@ -18,7 +18,7 @@ from snodo.api import (
 )
 from snodo.engine.loop import Engine
 from snodo.governance.service import Project
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
 from tests.conftest import git
 
@@ -172,7 +172,7 @@ def test_run_mock_never_imports_model_or_mcp_libraries(git_repo: Path, snodo_hom
 
 @pytest.mark.parametrize("mode", ["nope"])
 def test_unknown_mode_is_refused_naming_modes(git_repo: Path, mode: str) -> None:
-    from snodo.errors import ProtocolError
+    from snodo.base.errors import ProtocolError
 
     with pytest.raises(ProtocolError) as info:
         Project(project(git_repo, "inplace").loaded, get_plugin_manager(), mode=mode)

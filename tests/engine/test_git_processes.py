@@ -2,7 +2,7 @@
 
 A wrapper named ``git`` first on PATH logs its arguments and execs the real git. snodo finds
 its git once, at import, on the PATH it starts with, so the wrapper is in place before the
-run starts: every git process of the run (snodo's own, through :mod:`snodo.gitrun`, and any
+run starts: every git process of the run (snodo's own, through :mod:`snodo.git.runner`, and any
 other) is counted. The first run of a project makes the pooled working copy
 (``worktree add``); the second reuses it (``status`` + ``checkout``): the steady state.
 """

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from snodo.engine.pool import repair_modes
-from snodo.gitrun import pin
+from snodo.git.runner import pin
 from snodo.workspace import gitmeta
 from snodo.workspace.gitmeta import GitMetaWatch, git_entries
 from tests.conftest import git, make_repo

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from snodo.base.errors import SnodoError
 from snodo.engine.jobs import JobStore
 from snodo.engine.lifecycle import parse_duration
 from snodo.engine.worktree import project_key
-from snodo.errors import SnodoError
 from tests.conftest import busy_job_slot, git, write_producer_protocol
 
 SUITE = json.dumps(

@@ -17,7 +17,7 @@ import pytest
 from snodo.engine import change, pool, poolscan
 from snodo.engine.checkout import read_head
 from snodo.engine.worktree import Worktree, create_worktree
-from snodo.workspace.guard import PathGuard
+from snodo.rules.guard import PathGuard
 from tests.conftest import git, make_repo
 
 _MASK = os.umask(0o022)

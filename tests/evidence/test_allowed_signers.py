@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from snodo.errors import StateError
+from snodo.base.errors import StateError
 from snodo.evidence.verify import VerifyProblem, verify
 from snodo.state.keys import openssh_public
 from snodo.state.signers import ATTESTATION_NAMESPACE, DECISION_NAMESPACE, parse_allowed_signers, signers_for

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from snodo.evidence.attest import attest_run
 from snodo.governance.service import Project
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
 from tests.conftest import TRIVIAL_PROTOCOL, git, make_repo
 

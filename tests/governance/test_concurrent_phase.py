@@ -22,9 +22,9 @@ from snodo.api import ValidatorSpec, Verdict, hookimpl
 from snodo.governance import runner
 from snodo.governance.runner import PhaseInput, concurrency_limit, run_phase
 from snodo.governance.service import Project, validate_task
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
+from snodo.plugin.records import WorkspaceStatus
 from snodo.protocol import load_protocol, parse_protocol
-from snodo.records import WorkspaceStatus
 from snodo.state.audit import AuditLog
 from tests.conftest import make_repo
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from snodo.governance.service import Project, validate_task
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
 from snodo.state.audit import AuditLog
 from tests.conftest import make_repo

@@ -11,7 +11,7 @@ import pytest
 from snodo.api import ValidatorSpec, Verdict, hookimpl
 from snodo.governance.policy import classify
 from snodo.governance.runner import PhaseInput, run_phase
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import parse_protocol
 
 release = threading.Event()

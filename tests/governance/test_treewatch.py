@@ -18,7 +18,7 @@ from snodo.governance import treewatch
 from snodo.governance.runner import uncommitted
 from snodo.governance.service import Project, validate_task
 from snodo.governance.treewatch import StatusWatch
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
 from tests.conftest import make_repo
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.outcomes import AGENT_INSTRUCTION
+from snodo.rules.outcomes import AGENT_INSTRUCTION
 from tests.conftest import make_repo
 
 FRIENDLY = """Add a greeting module.

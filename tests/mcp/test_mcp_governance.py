@@ -18,7 +18,7 @@ import pytest
 from mcp_harness import Served, audit, git, make_project, serve, snodo
 
 from snodo.governance.service import spec_sha256
-from snodo.outcomes import AGENT_INSTRUCTION
+from snodo.rules.outcomes import AGENT_INSTRUCTION
 from snodo.state.sessions import PendingDecision, SessionStore
 
 PROTOCOL = """\

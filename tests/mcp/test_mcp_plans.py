@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from mcp_harness import Served, audit, git, make_project, serve
 
+from snodo.base.errors import ToolError
 from snodo.engine.plans import Planner, PlanStore
-from snodo.errors import ToolError
 from snodo.governance.service import derive_task_id
-from snodo.planning import deterministic_spec, split_goal
+from snodo.plugin.planning import deterministic_spec, split_goal
 from snodo.protocol.models import Mode
 
 MODEL_TASKS = json.dumps(

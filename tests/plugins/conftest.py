@@ -15,7 +15,7 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before anything imports litellm
 
 from snodo.api import ValidationRequest
-from snodo.plugins import PluginHost, get_plugin_manager
+from snodo.plugin.host import PluginHost, get_plugin_manager
 from snodo.protocol.models import Mode, Protocol, Validator
 
 HERE = Path(__file__).resolve().parent

@@ -10,7 +10,7 @@ import pytest
 from snodo_plugins.validators._criteria import classify, from_spec
 
 from snodo.api import ValidationRequest, Verdict
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 Request = Callable[..., ValidationRequest]
 

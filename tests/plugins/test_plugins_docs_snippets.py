@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 from snodo.protocol import load_protocol
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -57,7 +57,7 @@ def test_the_pages_have_snippets() -> None:
 
 
 def test_the_check_is_real_a_misspelt_model_setting_is_refused(host: PluginHost, tmp_path: Path) -> None:
-    from snodo.errors import ProtocolError
+    from snodo.base.errors import ProtocolError
 
     judge = {"validator_id": "done", "validator_type": "acceptance", "evaluation_phase": "post_execute"}
     path = tmp_path / "protocol.yml"

@@ -15,7 +15,7 @@ from hooked import HookedCoder
 from snodo_plugins.coders._tools import answer
 
 from snodo.api import CoderError, CoderRequest, CoderResult, EnvironmentProblem, FileOperation
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 MODEL = "openai/gpt-4o-mini"  # litellm knows it takes function calls
 TEXT_MODEL = "ollama/some-local-model"  # litellm has no function-calling data: asked in text

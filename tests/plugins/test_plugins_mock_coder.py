@@ -13,7 +13,7 @@ import pytest
 from hooked import HookedCoder
 
 from snodo.api import CoderError, CoderRequest, CoderResult, FileOperation
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 
 def generate(

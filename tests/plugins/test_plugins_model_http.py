@@ -15,7 +15,7 @@ from hooked import HookedCoder
 from model_server import USAGE, ModelServer
 
 from snodo.api import CoderError, CoderRequest, CoderResult, EnvironmentProblem, ValidationRequest
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 TOOL_MODEL = "openai/gpt-4o-mini"  # litellm knows it takes tool calls, and its price
 TEXT_MODEL = "hosted_vllm/local-model"  # litellm has no function-calling data: asked in text

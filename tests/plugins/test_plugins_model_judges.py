@@ -13,7 +13,7 @@ import litellm
 import pytest
 
 from snodo.api import EnvironmentProblem, ValidationRequest, ValidatorFault
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 MODEL = "openai/gpt-4o-mini"
 Request = Callable[..., ValidationRequest]

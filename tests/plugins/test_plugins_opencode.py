@@ -17,7 +17,7 @@ from hooked import HookedCoder
 from snodo_plugins.coders.opencode import OpencodeCoder
 
 from snodo.api import CoderRequest, CoderResult, EnvironmentProblem
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 _spec = importlib.util.spec_from_file_location(
     "fake_opencode", Path(__file__).resolve().parents[1] / "conformance" / "fake_opencode.py"

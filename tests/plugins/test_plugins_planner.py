@@ -12,9 +12,9 @@ import pytest
 from model_server import ModelServer
 
 from snodo.api import CoderError, EnvironmentProblem, Mode, hookimpl
+from snodo.base.errors import ToolError
 from snodo.engine.plans import Planner
-from snodo.errors import ToolError
-from snodo.plugins import PluginHost, get_plugin_manager
+from snodo.plugin.host import PluginHost, get_plugin_manager
 
 KEY = "SNODO_TEST_PLANNER_KEY"
 

@@ -11,7 +11,7 @@ import pytest
 from snodo_plugins.predicates import SECRET_PATTERNS
 
 from snodo.api import PredicateContext, PredicateResult
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "predicates.md"
 

@@ -10,7 +10,7 @@ import pytest
 from snodo_plugins.validators.protocol_fit import intents
 
 from snodo.api import ValidationRequest, Verdict
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 from snodo.protocol.models import Mode
 
 Request = Callable[..., ValidationRequest]

@@ -23,7 +23,7 @@ from snodo.api import CoderRequest, EnvironmentProblem
 from snodo.engine.loop import Engine
 from snodo.engine.results import RunResult
 from snodo.governance.service import Project
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 from snodo.protocol import load_protocol
 
 TOOL_MODEL = "openai/gpt-4o-mini"  # litellm knows it takes tools, and its price

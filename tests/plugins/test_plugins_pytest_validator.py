@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from snodo.api import ValidationRequest, ValidatorFault, Verdict, run_validator
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 GREEN = {
     "calc.py": "def add(a, b):\n    return a + b\n",

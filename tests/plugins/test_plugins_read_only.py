@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from snodo.api import ValidationRequest
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 TREE = {
     "hello.py": "def hello():\n    return 'hi'\n",

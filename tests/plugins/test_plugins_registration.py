@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 PLUGINS_DIR = Path(__file__).resolve().parents[2] / "plugins"
 
@@ -82,7 +82,7 @@ def test_plugins_import_only_the_public_api() -> None:
 def test_loading_the_plugins_does_not_import_litellm() -> None:
     code = (
         "import sys\n"
-        "from snodo.plugins import get_plugin_manager\n"
+        "from snodo.plugin.host import get_plugin_manager\n"
         "host = get_plugin_manager()\n"
         "assert {'mock', 'litellm', 'opencode'} <= set(host.coders()), host.failures()\n"
         "import snodo_plugins._model, snodo_plugins.coders.litellm_coder\n"

@@ -21,7 +21,7 @@ from hooked import HookedCoder
 from model_server import USAGE, ModelServer
 
 from snodo.api import CoderRequest, CoderResult, EnvironmentProblem
-from snodo.plugins import PluginHost
+from snodo.plugin.host import PluginHost
 
 PREFIX = os.environ.get("SNODO_REAL_OPENCODE_PREFIX")
 pytestmark = [

@@ -22,8 +22,8 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from snodo.errors import ProtocolError
-from snodo.plugins import get_plugin_manager
+from snodo.base.errors import ProtocolError
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import check, parse_protocol
 from tests.protocol.markers import git, make_sample_project, snodo_argv, snodo_env
 

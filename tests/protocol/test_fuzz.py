@@ -6,7 +6,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from snodo.errors import ProtocolError
+from snodo.base.errors import ProtocolError
 from snodo.protocol import check, parse_protocol
 from snodo.protocol.templates import template_text
 

@@ -24,7 +24,7 @@ exec "{git}" "$@"
 RESOLVE = """
 import json, sys
 from pathlib import Path
-from snodo.gitrun import pin
+from snodo.git.runner import pin
 from snodo.protocol.committed import resolve
 found = resolve(Path(sys.argv[1]), cache_dir=Path(sys.argv[2]))
 context = pin(Path(sys.argv[1]).parent)
@@ -157,7 +157,7 @@ def test_the_trust_rules_answer_is_kept_per_head(resolver: Resolver, tmp_path: P
 
 
 def test_pinning_reads_head_in_the_same_process_and_an_unborn_head_as_none(tmp_path: Path) -> None:
-    from snodo.gitrun import pin_at_head
+    from snodo.git.runner import pin_at_head
 
     empty = tmp_path / "empty"
     empty.mkdir()

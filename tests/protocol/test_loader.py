@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import ProtocolError
+from snodo.base.errors import ProtocolError
 from snodo.protocol import parse_protocol, read_protocol_file
 from snodo.protocol.templates import TEMPLATES, template_text
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import ProtocolError
+from snodo.base.errors import ProtocolError
 from snodo.protocol.loader import CACHE_ENTRIES, parse_protocol
 from tests.conftest import TRIVIAL_PROTOCOL, git, make_repo
 

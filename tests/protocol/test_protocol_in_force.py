@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import ProtocolError
+from snodo.base.errors import ProtocolError
 from snodo.protocol.committed import digest, refuse_drift, resolve
 from tests.conftest import git, write_producer_protocol
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
+from snodo.plugin.records import PredicateContext
 from snodo.protocol import check, parse_protocol
 from snodo.protocol.templates import TEMPLATES, template_text
-from snodo.records import PredicateContext
 from tests.protocol.markers import git, make_sample_project, snodo_argv, snodo_env
 
 TEMPLATE_NAMES = sorted(TEMPLATES)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import ProtocolError
+from snodo.base.errors import ProtocolError
 from snodo.protocol.committed import refuse_drift, resolve
 from tests.conftest import CliResult, git, write_producer_protocol
 

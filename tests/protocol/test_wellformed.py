@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from snodo.api import CoderCapabilities, CoderResult, CoderSpec, PredicateResult, PredicateSpec, ValidatorSpec, hookimpl
-from snodo.errors import ProtocolError
-from snodo.plugins import get_plugin_manager
+from snodo.base.errors import ProtocolError
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import check, parse_protocol
 
 

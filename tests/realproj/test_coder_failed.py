@@ -9,9 +9,9 @@ from pathlib import Path
 from snodo.api import CoderCapabilities, CoderError, CoderRequest, CoderResult, CoderSpec, hookimpl
 from snodo.engine.loop import Engine
 from snodo.governance.service import Project
-from snodo.outcomes import RUN_NEXT_STEP
-from snodo.plugins import get_plugin_manager
+from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
+from snodo.rules.outcomes import RUN_NEXT_STEP
 from tests.conftest import git, write_producer_protocol
 
 

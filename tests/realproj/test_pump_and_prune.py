@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from snodo.proc import run_process
+from snodo.process.runner import run_process
 from tests.conftest import CliResult, git, make_repo, write_producer_protocol
 
 

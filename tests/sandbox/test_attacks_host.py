@@ -1,6 +1,6 @@
 """Issue 21's attacks on the host, each made by a real confined child with each backend.
 
-Every test starts the hostile program through ``snodo.proc.run_process`` with a policy
+Every test starts the hostile program through ``snodo.process.runner.run_process`` with a policy
 (the path every ``run_tests`` call and validator process takes) and then checks the host
 side — the listener that must receive nothing, the terminal that must not be typed into,
 the file that must not exist — not only what the child said about itself. Names here are
@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 from orphans import assert_never_ran, escaping_orphan
 
-from snodo.proc import run_process
-from snodo.procout import LINE_LIMIT
+from snodo.process.output import LINE_LIMIT
+from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy
 from snodo.sandbox.policy import Limits
 

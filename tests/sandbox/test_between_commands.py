@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.proc import ProcessResult, run_process
+from snodo.process.runner import ProcessResult, run_process
 from snodo.sandbox import SandboxPolicy
 
 

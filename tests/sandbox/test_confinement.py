@@ -1,4 +1,4 @@
-"""What a confined child can and cannot do, with each backend, through ``snodo.proc.run_process``.
+"""What a confined child can and cannot do, with each backend, through ``snodo.process.runner.run_process``.
 
 Real children, real files: each attempt a hostile test suite would make is made, and the
 test checks the filesystem (and the process table) afterwards, not only what the child said.
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from snodo import api
-from snodo.proc import run_process, terminate_all
+from snodo.process.runner import run_process, terminate_all
 from snodo.sandbox import SandboxPolicy, confined, current_policy
 from snodo.sandbox.policy import configured_home
 
@@ -358,7 +358,7 @@ def test_an_extra_writable_directory_is_writable_and_nothing_beside_it(backend: 
     """A plugin's per-run state directory (``snodo.api.run_process(writable=...)``) is writable
     in the sandbox; its siblings stay read-only; a directory in the hidden home is refused."""
     from snodo import api
-    from snodo.errors import EnvironmentProblem
+    from snodo.base.errors import EnvironmentProblem
 
     ws = _project(tmp_path / "ws")
     state = tmp_path / "state"

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from snodo.proc import run_process
+from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy, cgroup
 from snodo.sandbox.guarantees import here, missing
 

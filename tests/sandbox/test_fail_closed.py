@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import EnvironmentProblem
-from snodo.proc import run_process
+from snodo.base.errors import EnvironmentProblem
+from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy, forget_probes
 from tests.conftest import git, make_repo
 
@@ -62,8 +62,8 @@ NEITHER = textwrap.dedent(
     for _ in range(16):
         fd = libc.syscall(444, ctypes.byref(attr), ctypes.c_size_t(8), ctypes.c_uint32(0))
         assert fd >= 0 and libc.syscall(446, ctypes.c_int(fd), ctypes.c_uint32(0)) == 0
-    from snodo.errors import EnvironmentProblem
-    from snodo.proc import run_process
+    from snodo.base.errors import EnvironmentProblem
+    from snodo.process.runner import run_process
     from snodo.sandbox import SandboxPolicy, statuses
     ws = Path(sys.argv[1])
     out = {"statuses": [[s.name, s.works, s.reason] for s in statuses()]}

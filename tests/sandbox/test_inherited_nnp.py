@@ -56,7 +56,7 @@ def test_a_runs_sweep_kills_its_escaped_orphan_and_spares_an_own_child(backend: 
         """
         import subprocess, sys, threading, time
         from pathlib import Path
-        from snodo.proc import run_process
+        from snodo.process.runner import run_process
         from snodo.sandbox import SandboxPolicy
         ws = Path(sys.argv[1])
         own = []

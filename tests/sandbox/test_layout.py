@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox import layout
 from snodo.sandbox.layout import carve, protected_parents, read_only_paths
 from tests.conftest import git

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import EnvironmentProblem
-from snodo.proc import run_process, start_process
+from snodo.base.errors import EnvironmentProblem
+from snodo.process.runner import run_process, start_process
 from snodo.sandbox import SandboxPolicy
 from snodo.sandbox.guarantees import missing
 from tests.conftest import git, make_repo

@@ -130,7 +130,7 @@ def test_concurrent_runs_never_share_a_copy_and_an_idle_copy_is_dropped(tmp_path
 
 @pytest.mark.parametrize("attack", ["rename-parent"])
 def test_a_protected_path_cannot_be_replaced_by_renaming_its_parent(tmp_path: Path, backend: str, attack: str) -> None:
-    from snodo.proc import run_process
+    from snodo.process.runner import run_process
     from snodo.sandbox import SandboxPolicy
 
     ws = make_repo(tmp_path / "ws")

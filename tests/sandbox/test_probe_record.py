@@ -16,8 +16,8 @@ from snodo.sandbox.bwrap import bwrap_program
 CHILD = """
 import sys
 from pathlib import Path
-from snodo.errors import EnvironmentProblem
-from snodo.proc import run_process
+from snodo.base.errors import EnvironmentProblem
+from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy
 ws = Path(sys.argv[1])
 try:

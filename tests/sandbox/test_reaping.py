@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from snodo.proc import run_process
+from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy
 burn = "import time\\nwhile time.process_time() < {BURN}: pass"
 ws = Path(sys.argv[1])

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from snodo.proc import run_process
+from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy
 from snodo.sandbox.refusals import MAX_REFUSALS, Refusal, find_refusals, record_refusals
 

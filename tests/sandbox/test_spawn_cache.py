@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from snodo.proc import run_process
+from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy, layout
 from snodo.sandbox.policy import Limits
 from tests.conftest import git

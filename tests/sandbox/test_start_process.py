@@ -1,4 +1,4 @@
-"""``snodo.proc.start_process``: a confined child started ahead of its input, with each backend."""
+"""``snodo.process.runner.start_process``: a confined child started ahead of its input, with each backend."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from snodo.proc import live_processes, start_process
+from snodo.process.runner import live_processes, start_process
 from snodo.sandbox import SandboxPolicy
 
 READS = "import sys\nline = sys.stdin.readline()\nprint('got', line.strip(), flush=True)\n"

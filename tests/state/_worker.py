@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from snodo.errors import TokenError
+from snodo.base.errors import TokenError
 from snodo.state.audit import AuditLog
 from snodo.state.keys import token_key
 from snodo.state.sessions import PendingDecision, SessionStore, ensure_session

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import StateError
+from snodo.base.errors import StateError
 from snodo.state.atomic import (
     atomic_create_bytes,
     atomic_write_json,

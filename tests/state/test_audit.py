@@ -16,7 +16,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from snodo.errors import AuditChainError, StateError
+from snodo.base.errors import AuditChainError, StateError
 from snodo.state import audit_checkpoint
 from snodo.state.audit import AuditLog
 from snodo.state.audit_checkpoint import newest, slots
@@ -467,7 +467,7 @@ def test_tampering_is_detected_by_audit_verify(
 APPEND = """
 import sys
 from pathlib import Path
-from snodo.errors import AuditChainError
+from snodo.base.errors import AuditChainError
 from snodo.state.audit import AuditLog
 from snodo.state import audit_checkpoint
 from snodo.state.audit_checkpoint import newest, slots

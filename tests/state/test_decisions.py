@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from attrs import evolve
 
-from snodo.authorize_signing import load_decision_private_key, sign_decision
-from snodo.errors import DecisionError, StateError
+from snodo.base.errors import DecisionError, StateError
+from snodo.cli.signing import load_decision_private_key, sign_decision
 from snodo.state.decisions import Decision, DecisionRecord, DecisionStore, draft_decision
 from snodo.state.keys import DECISION_PRIVATE_KEY_FILE
 from snodo.state.sessions import PendingDecision

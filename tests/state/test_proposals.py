@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import DecisionError
+from snodo.base.errors import DecisionError
 from snodo.state.proposals import Proposal, ProposalStore, Unreadable
 from snodo.state.sessions import PendingDecision
 

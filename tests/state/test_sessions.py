@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from attrs import evolve
 
-from snodo.errors import DecisionError, StateError
+from snodo.base.errors import DecisionError, StateError
 from snodo.state.audit import AuditLog
 from snodo.state.sessions import (
     PendingDecision,

@@ -14,7 +14,7 @@ from pathlib import Path
 import jwt
 import pytest
 
-from snodo.errors import StateError, TokenError
+from snodo.base.errors import StateError, TokenError
 from snodo.state.tokens import TokenService
 
 SPEC = "b" * 64

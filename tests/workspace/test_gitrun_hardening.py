@@ -1,7 +1,7 @@
 """The hardened git runner: no setting or file in the repository chooses a program it runs.
 
 Each test configures a real repository so that plain git would run a payload (shown by
-running plain git last), then drives :func:`snodo.gitrun.run_git` and checks the payload
+running plain git last), then drives :func:`snodo.git.runner.run_git` and checks the payload
 never ran.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.gitrun import pin, pinned, run_git
+from snodo.git.runner import pin, pinned, run_git
 from tests.workspace.conftest import git
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import ValidatorFault
+from snodo.base.errors import ValidatorFault
 from snodo.workspace.pysetup import detect_import_roots, project_modules, python_setup
 from snodo.workspace.testrun import read_test_output, run_tests
 

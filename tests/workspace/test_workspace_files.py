@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import PathValidationError, ToolError
+from snodo.base.errors import PathValidationError, ToolError
 from snodo.workspace import MAX_READ_BYTES, PathGuard, Workspace
 
 from .conftest import snapshot

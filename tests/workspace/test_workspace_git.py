@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import PathValidationError, ToolError
+from snodo.base.errors import PathValidationError, ToolError
 from snodo.workspace import Git, PathGuard, Workspace
 
 from .conftest import PROTECTED, git, snapshot

@@ -9,9 +9,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from snodo.errors import PathValidationError
+from snodo.base.errors import PathValidationError
+from snodo.rules.guard import name_key
 from snodo.workspace import PathGuard
-from snodo.workspace.guard import name_key
 
 from .conftest import PROTECTED, SYMLINKS
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import PathValidationError
+from snodo.base.errors import PathValidationError
+from snodo.rules import guard as g
 from snodo.workspace import Git, PathGuard, Workspace
-from snodo.workspace import guard as g
 
 from .conftest import PROTECTED, git, snapshot
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import PathValidationError, ToolError
+from snodo.base.errors import PathValidationError, ToolError
 from snodo.workspace import run_tests
 
 

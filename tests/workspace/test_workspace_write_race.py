@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.errors import PathValidationError, ToolError
+from snodo.base.errors import PathValidationError, ToolError
 from snodo.workspace import PathGuard, Workspace
 
 TRIES = 400

@@ -1,7 +1,7 @@
 """The planner contract (the ``snodo_planner`` hook's return type) and the core's
 deterministic planner, at the plugin-interface layer.
 
-They live beside :mod:`snodo.records`, not in the engine, because the hookspecs, the core
+They live beside :mod:`snodo.plugin.records`, not in the engine, because the hookspecs, the core
 plugin and plugin authors name them: the plugin host must not import the engine to know
 what a planner is.
 """
@@ -12,7 +12,7 @@ import re
 from typing import Protocol
 
 from snodo.attrsbase import frozen
-from snodo.errors import ToolError
+from snodo.base.errors import ToolError
 
 MAX_TASKS = 50
 
@@ -96,7 +96,7 @@ class PlannerImpl(Protocol):
 
 @frozen
 class DeterministicPlanner:
-    """The core's planner (registered by :mod:`snodo.core_plugin`, asked last): no model."""
+    """The core's planner (registered by :mod:`snodo.plugin.core`, asked last): no model."""
 
     name: str = "deterministic"
     model: str | None = None

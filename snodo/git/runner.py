@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 
 #: Seconds any one git command may take before it is killed and reported.
 GIT_TIMEOUT = 120.0

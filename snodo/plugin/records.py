@@ -138,8 +138,8 @@ class CoderCapabilities:
         branch or any new commit halts the run as ``blocker``.
     :param required_programs: programs checked on PATH before any token is consumed.
     :param settings: the ``coder_config`` keys it honours, as names or typed
-        :class:`~snodo.settings.Setting` records; any other key, or a value of the wrong type,
-        is refused by :func:`snodo.settings.check_settings` before any token is consumed.
+        :class:`~snodo.plugin.settings.Setting` records; any other key, or a value of the wrong type,
+        is refused by :func:`snodo.plugin.settings.check_settings` before any token is consumed.
     :param needs_network: reaches a model provider or another service; confined execution
         leaves the network on only for such a coder.
     :param deterministic: the same request gives the same operations. The engine does not act
@@ -223,7 +223,7 @@ def _moved(field_name: str, hook: str) -> Callable[[Any, Any, Any], None]:
 class CoderSpec:
     """A coder registration: ``yield CoderSpec(name="mock", description=..., capabilities=...)``.
 
-    Its work is done by the registering plugin's :func:`~snodo.hookspecs.snodo_generate`
+    Its work is done by the registering plugin's :func:`~snodo.plugin.hookspecs.snodo_generate`
     hook, called with this ``name``. ``factory`` is the retired shape and is refused.
     """
 
@@ -239,7 +239,7 @@ class CoderSpec:
 @frozen(kw_only=True)
 class ValidatorSpec:
     """A validator type registration; verdicts come from the registering plugin's
-    :func:`~snodo.hookspecs.snodo_validate` hook, called with this ``name``.
+    :func:`~snodo.plugin.hookspecs.snodo_validate` hook, called with this ``name``.
 
     What it declares, each field acted on in one place:
 
@@ -248,8 +248,8 @@ class ValidatorSpec:
     :param deterministic: the same request and tree give the same verdict. The engine does
         not act on it; the conformance kit checks it.
     :param settings: the ``tooling`` keys it honours, as names or typed
-        :class:`~snodo.settings.Setting` records (``timeout`` is the runner's, always honoured),
-        checked by :func:`snodo.settings.check_settings`.
+        :class:`~snodo.plugin.settings.Setting` records (``timeout`` is the runner's, always honoured),
+        checked by :func:`snodo.plugin.settings.check_settings`.
 
     A validator never modifies the workspace; the conformance kit checks it.
     """
@@ -394,7 +394,7 @@ class PredicateResult:
 @frozen(kw_only=True)
 class PredicateSpec:
     """A constraint predicate registration; results come from the registering plugin's
-    :func:`~snodo.hookspecs.snodo_check_predicate` hook, called with this ``name``.
+    :func:`~snodo.plugin.hookspecs.snodo_check_predicate` hook, called with this ``name``.
     ``check`` is the retired shape and is refused.
 
     :param discard_work_on_failure: a failure means the work itself must not be kept (it

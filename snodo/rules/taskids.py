@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from snodo.errors import ToolError
+from snodo.base.errors import ToolError
 
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 

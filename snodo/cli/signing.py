@@ -17,7 +17,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from snodo.errors import DecisionError, StateError
+from snodo.base.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_write_bytes
 from snodo.state.decisions import DecisionRecord, check_inv3
 from snodo.state.keys import (

@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any, cast
 import pluggy
 from attrs import Factory
 
-from snodo import DISTRIBUTION, core_plugin, hookspecs
+from snodo import DISTRIBUTION
 from snodo.attrsbase import frozen
+from snodo.base.errors import CoderError, PluginError
 from snodo.entrypoints import entry_points
-from snodo.errors import CoderError, PluginError
-from snodo.planning import DeterministicPlanner, PlannerImpl
-from snodo.records import (
+from snodo.plugin import core as core_plugin
+from snodo.plugin import hookspecs
+from snodo.plugin.planning import DeterministicPlanner, PlannerImpl
+from snodo.plugin.records import (
     ArtifactContext,
     CoderRequest,
     CoderResult,
@@ -437,7 +439,7 @@ def get_plugin_manager(
     host.register(
         core_plugin,
         _Origin(
-            name=CORE_PLUGIN_NAME, distribution=DISTRIBUTION, module="snodo.core_plugin", file=core_plugin.__file__
+            name=CORE_PLUGIN_NAME, distribution=DISTRIBUTION, module="snodo.plugin.core", file=core_plugin.__file__
         ),
     )
     if entrypoints:

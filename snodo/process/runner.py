@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
-from snodo import callscope
 from snodo.attrsbase import frozen
-from snodo.errors import EnvironmentProblem
-from snodo.procout import CHUNK, BoundedOutput, ExitWatch, collect, drain
-from snodo.procprep import prepare_child, release_child, shown
+from snodo.base.errors import EnvironmentProblem
+from snodo.process import callscope
+from snodo.process.output import CHUNK, BoundedOutput, ExitWatch, collect, drain
+from snodo.process.prepare import prepare_child, release_child, shown
 from snodo.sandbox import Prepared, SandboxPolicy
 from snodo.sandbox.base import reap_adopted
 from snodo.sandbox.choose import distrust
@@ -117,7 +117,7 @@ def run_process(
     A confined child sees an allowlisted environment (:mod:`snodo.sandbox.environ`) plus
     the policy's ``env`` names and ``pass_env`` (what the calling plugin needs, e.g. its
     provider's API key variable). Output is kept bounded to ``max_output`` bytes (head and
-    tail, with a marker where it was cut; :mod:`snodo.procout`).
+    tail, with a marker where it was cut; :mod:`snodo.process.output`).
     """
     start = time.monotonic()
     popen_argv, child_env, prepared, tmpdir = prepare_child(argv, cwd, env, sandbox, pass_env)
@@ -319,7 +319,7 @@ def _run(
 ) -> ProcessResult:
     program = shown(argv[0])
     how = f" confined by {prepared.backend}" if prepared is not None else ""
-    call = callscope.current()  # an MCP call that may be cancelled (snodo/callscope.py)
+    call = callscope.current()  # an MCP call that may be cancelled (snodo/process/callscope.py)
     if call is not None:
         call.check()
     if spawned is not None:

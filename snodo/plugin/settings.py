@@ -15,8 +15,8 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from snodo.convert import did_you_mean
-from snodo.records import freeze
+from snodo.base.convert import did_you_mean
+from snodo.plugin.records import freeze
 
 
 def _number(v: Any) -> bool:

@@ -1,4 +1,4 @@
-"""How a child process of :mod:`snodo.proc` is prepared: its working directory checked,
+"""How a child process of :mod:`snodo.process.runner` is prepared: its working directory checked,
 its environment made, and — with a sandbox policy — its confinement (the backend that
 works here, its own pids cgroup)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from attrs import evolve
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
 from snodo.sandbox.cgroup import PidGroup, pid_group, release
 from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir

@@ -2,7 +2,7 @@
 
 A host that gives up on a call sends ``notifications/cancelled``; the call's work runs on a
 worker thread (and its validators on threads of their own, started with the caller's
-context), so the call is tracked by a context variable, not by thread. :mod:`snodo.proc`
+context), so the call is tracked by a context variable, not by thread. :mod:`snodo.process.runner`
 registers every child it starts with the current scope; :meth:`CallScope.cancel` kills
 them all at once and makes any later start in the scope fail, so a validator that was
 about to begin never does.
@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
-from snodo.errors import EnvironmentProblem
+from snodo.base.errors import EnvironmentProblem
 
 
 class CallScope:

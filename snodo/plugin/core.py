@@ -1,7 +1,7 @@
 """The core's own plugin: the artifact filter that keeps coders out of governance state,
 and the deterministic planner every other planner falls back to.
 
-Registered by :func:`snodo.plugins.get_plugin_manager` before any entry point and not
+Registered by :func:`snodo.plugin.host.get_plugin_manager` before any entry point and not
 blockable: the filter is the ADR 026 guarantee on the coder path, using the same path guard
 as every tool-surface mutation.
 """
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
-from snodo.errors import PathValidationError
-from snodo.hookspecs import PROJECT
-from snodo.planning import DeterministicPlanner
-from snodo.records import ArtifactContext, DroppedOperation, FileOperation
-from snodo.workspace.guard import PathGuard
+from snodo.base.errors import PathValidationError
+from snodo.plugin.hookspecs import PROJECT
+from snodo.plugin.planning import DeterministicPlanner
+from snodo.plugin.records import ArtifactContext, DroppedOperation, FileOperation
+from snodo.rules.guard import PathGuard
 
 if TYPE_CHECKING:
     from snodo.protocol.models import Mode

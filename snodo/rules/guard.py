@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from snodo.errors import PathValidationError
+from snodo.base.errors import PathValidationError
 
 REASON_EMPTY = "the path is empty"
 REASON_NOT_TEXT = "a path must be a string"

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from snodo.planning import PlannerImpl
-    from snodo.protocol.models import Mode, Validator
-    from snodo.records import (
+    from snodo.plugin.planning import PlannerImpl
+    from snodo.plugin.records import (
         ArtifactContext,
         CoderRequest,
         CoderResult,
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
         ValidatorSpec,
         Verdict,
     )
+    from snodo.protocol.models import Mode, Validator
 
 PROJECT = "snodo"
 

@@ -1,0 +1,1 @@
+"""What every layer uses: the exceptions, the strict converter, the sanitiser for agent text."""

@@ -1,0 +1,2 @@
+"""The plugin host (pluggy) and the interface plugins implement: hookspecs, records, settings,
+planning."""

@@ -27,6 +27,7 @@ from attrs import evolve
 
 from snodo.attrsbase import frozen
 from snodo.base.errors import CoderError, EnvironmentProblem, PluginError, SnodoError, TokenError
+from snodo.base.frozen import freeze
 from snodo.engine import change
 from snodo.engine.checks import check_programs, check_settings, preflight
 from snodo.engine.disposal import dispose, judge_unjudged
@@ -46,7 +47,7 @@ from snodo.governance.service import (
     validate_task,
 )
 from snodo.governance.treewatch import Stillness
-from snodo.plugin.records import CoderRequest, CoderSpec, freeze
+from snodo.plugin.records import CoderRequest, CoderSpec
 from snodo.workspace import Git, PathGuard
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from snodo.base.convert import did_you_mean
-from snodo.plugin.records import freeze
+from snodo.base.frozen import freeze
 
 
 def _number(v: Any) -> bool:

@@ -2,7 +2,7 @@
 
 Collections are tuples so a loaded protocol cannot be mutated by anyone holding it;
 free-form settings handed to plugins (``tooling``, ``coder_config``, ``params``,
-``metadata``) are frozen mappings (:func:`snodo.plugin.records.freeze`): only the plugin knows their
+``metadata``) are frozen mappings (:func:`snodo.base.frozen.freeze`): only the plugin knows their
 shape, but no plugin may change what the others, running concurrently, read.
 """
 
@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from attrs import Factory, field
 
 from snodo.attrsbase import frozen
-from snodo.plugin.records import freeze
+from snodo.base.frozen import freeze
 from snodo.plugin.settings import RUNNER_SETTINGS
 
 Severity = Literal["pass", "warn", "blocker"]

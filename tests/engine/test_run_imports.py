@@ -63,6 +63,7 @@ EXPECTED = {
     "snodo.cli.run_cmd",
     "snodo.cli.validate_cmd",
     "snodo.base.convert",
+    "snodo.base.frozen",
     "snodo.plugin.core",
     "snodo.engine",
     "snodo.engine.change",

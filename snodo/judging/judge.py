@@ -328,8 +328,6 @@ class Judge:
             )
         session = outcome.session
         if session.foreign:
-            from .request import foreign_message
-
             raise ValidatorFault(foreign_message(session.foreign, copy))
         if session.collect_errors and not session.passing():
             shown = "\n".join(f"{k}: {_first_line(v)[2:]}" for k, v in list(session.collect_errors.items())[:5])
@@ -833,3 +831,13 @@ def _held_digest(root: Path | None) -> str:
 
 
 __all__ = ["Judgement", "Options", "judge_change", "named_tests", "options_from_command", "show_diff"]
+
+
+def foreign_message(foreign: Mapping[str, str], where: Path) -> str:
+    """Why a run that imported the project from elsewhere proves nothing, and the fix."""
+    shown = "; ".join(f"{k} from {v}" for k, v in sorted(foreign.items())[:5])
+    return (
+        f"the tests imported the project's own code from outside {where}: {shown}. Their result says nothing "
+        "about this work. Put the import roots on the path with tooling.pythonpath (e.g. [src]), do not add "
+        f"other checkouts to sys.path in conftest.py, and check the interpreter's environment; see {DOCS}"
+    )

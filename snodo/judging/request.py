@@ -20,7 +20,7 @@ from snodo.plugin.records import ValidationRequest
 from snodo.plugin.settings import SHELL_TOKENS
 from snodo.workspace.pysetup import python_setup
 
-from .judge import DOCS, Judgement, Options, judge_change, options_from_command
+from .judge import DOCS, Judgement, Options, foreign_message, judge_change, options_from_command
 from .record import PASSED
 from .session import run_session
 
@@ -109,16 +109,6 @@ def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeo
                 cache=work.cache,
             )
     return judge_workspace(Path(request.workspace), project_root, options)
-
-
-def foreign_message(foreign: Mapping[str, str], where: Path) -> str:
-    """Why a run that imported the project from elsewhere proves nothing, and the fix."""
-    shown = "; ".join(f"{k} from {v}" for k, v in sorted(foreign.items())[:5])
-    return (
-        f"the tests imported the project's own code from outside {where}: {shown}. Their result says nothing "
-        "about this work. Put the import roots on the path with tooling.pythonpath (e.g. [src]), do not add "
-        f"other checkouts to sys.path in conftest.py, and check the interpreter's environment; see {DOCS}"
-    )
 
 
 def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Judgement:

@@ -42,7 +42,6 @@ MOVES: dict[str, str] = {
     "snodo.core_plugin": "snodo.plugin.core",
     "snodo.hookspecs": "snodo.plugin.hookspecs",
     "snodo.records": "snodo.plugin.records",
-    "snodo.settings": "snodo.plugin.settings",
     "snodo.planning": "snodo.plugin.planning",
     # what every layer uses
     "snodo.errors": "snodo.base.errors",
@@ -53,6 +52,9 @@ MOVES: dict[str, str] = {
     "snodo.refusals": "snodo.rules.authorisation",
     "snodo.taskids": "snodo.rules.taskids",
     "snodo.workspace.guard": "snodo.rules.guard",
+    "snodo.settings": "snodo.rules.settings",
+    # where an earlier run of this script put a module
+    "snodo.plugin.settings": "snodo.rules.settings",
     # the decision private key: reachable from the command line only
     "snodo.authorize_signing": "snodo.cli.signing",
 }
@@ -61,11 +63,11 @@ MOVES: dict[str, str] = {
 PACKAGES: dict[str, str] = {
     "snodo.process": "Child processes: started in their own group, bounded, confined by a policy, killed as a group.",
     "snodo.git": "snodo's own git: one hardened runner, pinned to the repository, with a time limit.",
-    "snodo.plugin": "The plugin host (pluggy) and the interface plugins implement: hookspecs, "
-    "records, settings, planning.",
-    "snodo.base": "What every layer uses: the exceptions, the strict converter, the sanitiser for agent text.",
+    "snodo.plugin": "The plugin host (pluggy) and the interface plugins implement: hookspecs, records, planning.",
+    "snodo.base": "What every layer uses: the exceptions, the strict converter, values frozen all the way "
+    "down, the sanitiser for agent text.",
     "snodo.rules": "The pure decisions governance rests on: the path guard (INV2), which results "
-    "may be authorised (INV3), the four outcomes, task identity.",
+    "may be authorised (INV3), the four outcomes, task identity, the plugin settings rule.",
 }
 
 ROOTS = ("snodo", "tests", "benchmarks", "plugins", "conformance", "examples", "docs", ".ci")

@@ -63,13 +63,13 @@ from snodo.plugin.records import (
     ValidatorSpec,
     Verdict,
 )
-from snodo.plugin.settings import Setting, coder_config_problems, tooling_problems, with_defaults
 from snodo.process.runner import ProcessResult
 from snodo.process.runner import run_process as _run_process
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
 from snodo.protocol.loader import parse_protocol
 from snodo.protocol.models import Mode, Validator
 from snodo.protocol.models import Protocol as ProtocolDocument
+from snodo.rules.settings import Setting, coder_config_problems, tooling_problems, with_defaults
 from snodo.sandbox import SandboxPolicy, choose_backend, confined, current_policy
 
 hookimpl = pluggy.HookimplMarker(PROJECT)

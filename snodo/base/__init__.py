@@ -1,1 +1,2 @@
-"""What every layer uses: the exceptions, the strict converter, the sanitiser for agent text."""
+"""What every layer uses: the exceptions, the strict converter, values frozen all the way down,
+the sanitiser for agent text."""

@@ -12,7 +12,7 @@ from snodo.base.errors import CoderError, EnvironmentProblem
 from snodo.engine.results import Halt
 from snodo.governance.service import Project
 from snodo.plugin.records import CoderSpec
-from snodo.plugin.settings import coder_config_problems
+from snodo.rules.settings import coder_config_problems
 
 
 def check_programs(spec: CoderSpec) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from snodo.base.errors import ValidatorFault
 from snodo.plugin.records import ValidationRequest
-from snodo.plugin.settings import SHELL_TOKENS
+from snodo.rules.settings import SHELL_TOKENS
 from snodo.workspace.pysetup import python_setup
 
 from .judge import DOCS, Judgement, Options, foreign_message, judge_change, options_from_command

@@ -1,2 +1,1 @@
-"""The plugin host (pluggy) and the interface plugins implement: hookspecs, records, settings,
-planning."""
+"""The plugin host (pluggy) and the interface plugins implement: hookspecs, records, planning."""

@@ -69,8 +69,8 @@ class CoderCapabilities:
         branch or any new commit halts the run as ``blocker``.
     :param required_programs: programs checked on PATH before any token is consumed.
     :param settings: the ``coder_config`` keys it honours, as names or typed
-        :class:`~snodo.plugin.settings.Setting` records; any other key, or a value of the wrong type,
-        is refused by :func:`snodo.plugin.settings.check_settings` before any token is consumed.
+        :class:`~snodo.rules.settings.Setting` records; any other key, or a value of the wrong type,
+        is refused by :func:`snodo.rules.settings.check_settings` before any token is consumed.
     :param needs_network: reaches a model provider or another service; confined execution
         leaves the network on only for such a coder.
     :param deterministic: the same request gives the same operations. The engine does not act
@@ -179,8 +179,8 @@ class ValidatorSpec:
     :param deterministic: the same request and tree give the same verdict. The engine does
         not act on it; the conformance kit checks it.
     :param settings: the ``tooling`` keys it honours, as names or typed
-        :class:`~snodo.plugin.settings.Setting` records (``timeout`` is the runner's, always honoured),
-        checked by :func:`snodo.plugin.settings.check_settings`.
+        :class:`~snodo.rules.settings.Setting` records (``timeout`` is the runner's, always honoured),
+        checked by :func:`snodo.rules.settings.check_settings`.
 
     A validator never modifies the workspace; the conformance kit checks it.
     """

@@ -16,7 +16,7 @@ from attrs import Factory, field
 
 from snodo.attrsbase import frozen
 from snodo.base.frozen import freeze
-from snodo.plugin.settings import RUNNER_SETTINGS
+from snodo.rules.settings import RUNNER_SETTINGS
 
 Severity = Literal["pass", "warn", "blocker"]
 Phase = Literal["pre_execute", "post_execute"]
@@ -78,7 +78,7 @@ class Settings:
     """
 
     def key_problems(self, mapping: dict[str, Any]) -> list[tuple[str, str]]:
-        """The runner's own keys, by the one settings rule (:mod:`snodo.plugin.settings`)."""
+        """The runner's own keys, by the one settings rule (:mod:`snodo.rules.settings`)."""
         out: list[tuple[str, str]] = []
         for setting in RUNNER_SETTINGS:
             if setting in mapping:

@@ -20,9 +20,9 @@ from snodo.attrsbase import frozen
 from snodo.base.convert import did_you_mean
 from snodo.base.errors import PluginError
 from snodo.plugin.host import KNOWN_PROVIDERS, PluginHost
-from snodo.plugin.settings import coder_config_problems, tooling_problems
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS, known_capabilities
 from snodo.protocol.models import PHASES, Constraint, Mode, Protocol
+from snodo.rules.settings import coder_config_problems, tooling_problems
 
 
 @frozen(kw_only=True)

@@ -1,4 +1,4 @@
-"""The settings rule has one home (``snodo.plugin.settings``): break it through every door, get one message.
+"""The settings rule has one home (``snodo.rules.settings``): break it through every door, get one message.
 
 A third-party validator declares a typed setting (``max_lines``, a positive integer) the
 way docs/plugins.md shows; a protocol gives it ``"twenty"``. The protocol loader

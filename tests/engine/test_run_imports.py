@@ -132,7 +132,7 @@ EXPECTED = {
     "snodo.sandbox.limits",
     "snodo.sandbox.policy",
     "snodo.sandbox.refusals",
-    "snodo.plugin.settings",
+    "snodo.rules.settings",
     "snodo.state",
     "snodo.state.atomic",
     "snodo.state.audit",

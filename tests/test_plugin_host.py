@@ -9,14 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.api import (
-    ArtifactContext,
-    DroppedOperation,
-    FileOperation,
-    ValidatorSpec,
-    Verdict,
-    hookimpl,
-)
+from snodo.api import ArtifactContext, DroppedOperation, FileOperation, ValidatorSpec, Verdict, hookimpl
 from snodo.base.errors import PluginError
 from snodo.plugin.host import get_plugin_manager
 

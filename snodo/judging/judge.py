@@ -46,6 +46,7 @@ from . import scan
 from .layout import Layout, Rules, split
 from .record import PASSED, Session
 from .session import BOOT, Outcome, run_session
+from .tooling import command_argv, pytest_tooling
 from .tree import SYMLINK, Blobs, Entry, entries, resolve, tree_of, write_copy
 
 #: Bumped when what the judge records changes: older cached base results are not used.
@@ -146,6 +147,12 @@ class Judgement:
     justification: str
     details: Mapping[str, Any] = Factory(dict)
     private: Mapping[str, Any] = Factory(dict)
+
+    #: a ``tooling.command`` (a string or a list) as argv, shell syntax refused
+    command_argv = staticmethod(command_argv)
+    #: the tooling of the phase's pytest validator, so a validator needing test results
+    #: asks for the same judgement and shares its run
+    pytest_tooling = staticmethod(pytest_tooling)
 
 
 class _Budget:

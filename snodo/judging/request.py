@@ -11,44 +11,18 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from snodo.base.errors import ValidatorFault
 from snodo.plugin.records import ValidationRequest
-from snodo.rules.settings import SHELL_TOKENS
 from snodo.workspace.pysetup import python_setup
 
 from .judge import DOCS, Judgement, Options, foreign_message, judge_change, options_from_command
 from .record import PASSED
 from .session import run_session
-
-DEFAULT_COMMAND = ("python", "-m", "pytest")
-
-
-def command_argv(command: Any) -> list[str]:
-    """The argv ``tooling.command`` (a string split like a shell would, or a list) names."""
-    if command is None:
-        return list(DEFAULT_COMMAND)
-    if isinstance(command, str):
-        try:
-            argv = shlex.split(command)
-        except ValueError as exc:
-            raise ValidatorFault(f"tooling.command {command!r} cannot be parsed: {exc}") from None
-    elif isinstance(command, list | tuple) and all(isinstance(a, str) for a in command):
-        argv = list(command)
-    else:
-        raise ValidatorFault("tooling.command must be a string or a list of strings")
-    if not argv:
-        raise ValidatorFault("tooling.command is empty")
-    shell = [a for a in argv if a in SHELL_TOKENS or "$(" in a or "`" in a]
-    if shell:
-        raise ValidatorFault(
-            f"tooling.command is run without a shell, so {', '.join(shell)} would be passed literally",
-            hint="put the pipeline in a script and make the command run the script",
-        )
-    return argv
+from .tooling import command_argv
 
 
 def held_out_dir(value: Any, project_root: Path) -> Path | None:
@@ -164,13 +138,3 @@ def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Ju
         justification=f"tests judged without a base: {s.tally()}",
         details=details,
     )
-
-
-def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
-    """The tooling of the first pytest validator among ``validators``, so a validator that
-    needs test results (the acceptance criterion "tests pass") asks for the same judgement
-    and shares its run."""
-    for v in validators:
-        if getattr(v, "validator_type", None) == "pytest":
-            return dict(getattr(v, "tooling", {}) or {})
-    return {}

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
 from attrs import Factory, field
 
 from snodo.attrsbase import frozen
 from snodo.base.frozen import freeze
+from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
 from snodo.rules.settings import RUNNER_SETTINGS
 
 Severity = Literal["pass", "warn", "blocker"]
@@ -120,6 +122,10 @@ class Transition:
 
 @frozen(kw_only=True)
 class Mode:
+    #: the tools each capability grants, and the tools no capability grants (only naming them does)
+    CAPABILITY_TOOLS: ClassVar[Mapping[str, tuple[str, ...]]] = CAPABILITY_TOOLS
+    ALWAYS_EXCLUSIVE: ClassVar[tuple[str, ...]] = ALWAYS_EXCLUSIVE
+
     mode_id: str
     name: str = ""
     description: str = ""

@@ -106,6 +106,7 @@ EXPECTED = {
     "snodo.judging.scan",
     "snodo.judging.session",
     "snodo.judging.tree",
+    "snodo.judging.tooling",
     "snodo.rules.outcomes",
     "snodo.plugin.planning",
     "snodo.plugin.host",

@@ -18,7 +18,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from snodo.api import CoderCapabilities, CoderError, CoderRequest, CoderResult, CoderSpec, FileOperation, hookimpl
+from snodo.api import (
+    CoderCapabilities,
+    CoderError,
+    CoderRequest,
+    CoderResult,
+    CoderSpec,
+    FileOperation,
+    hookimpl,
+)
 
 from .diff import DiffError, apply_all, fenced_diffs, parse
 

@@ -12,7 +12,7 @@ def __getattr__(name: str) -> str:
     # pyproject.toml; read lazily, because importing importlib.metadata costs every snodo
     # process (``snodo --help``, each job) about 25 ms that only --version needs.
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 only --version reads the installed metadata
 
         try:
             return version(DISTRIBUTION)

@@ -53,7 +53,7 @@ async def run(work: Callable[[], _T], name: str) -> _T:
     """``work()`` on a worker thread, in a copy of the caller's context, awaited on the
     running asyncio loop. Cancelling the awaiting task stops the wait at once; the thread
     finishes ``work`` on its own and its result is dropped."""
-    import asyncio  # here: the run path never awaits a worker, and asyncio costs ~20 ms to import
+    import asyncio  # noqa: PLC0415 here: the run path never awaits a worker, and asyncio costs ~20 ms to import
 
     loop = asyncio.get_running_loop()
     done: asyncio.Future[_T] = loop.create_future()

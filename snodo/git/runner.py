@@ -289,7 +289,7 @@ def pin_at_head(path: Path, *, cache_dir: Path | None = None) -> tuple[GitContex
 
 
 def _read_config(top: Path, git_dir: Path, cache_dir: Path | None = None) -> GitContext:
-    from snodo import cachefiles, gitconfig  # not for the plugin host, which pins nothing
+    from snodo import cachefiles, gitconfig  # noqa: PLC0415 not for the plugin host, which pins nothing
 
     files = gitconfig.config_files(git_dir, GitContext(work_tree=git_dir, git_dir=git_dir).common_dir())
     stamp = gitconfig.stamp(files)
@@ -307,7 +307,7 @@ def _read_config(top: Path, git_dir: Path, cache_dir: Path | None = None) -> Git
 
 def _config_stamp(git_dir: Path) -> tuple[tuple[str, int], ...]:
     """When the configuration files git reads for ``git_dir`` last changed (0: absent)."""
-    from snodo import gitconfig
+    from snodo import gitconfig  # noqa: PLC0415 as pin: read only where a repository is pinned
 
     common = GitContext(work_tree=git_dir, git_dir=git_dir).common_dir()
     return gitconfig.stamp(gitconfig.config_files(git_dir, common))

@@ -94,7 +94,7 @@ class Project:
 
     @cached_property
     def _tree_watch(self) -> StatusWatch:
-        from snodo.governance.treewatch import StatusWatch
+        from snodo.governance.treewatch import StatusWatch  # noqa: PLC0415 the inotify watch only for a served project
 
         return StatusWatch(self.root)
 
@@ -126,7 +126,7 @@ class Project:
         def confining(backend: str) -> None:  # once per backend and network setting
             if (backend, network) not in self._confinements:
                 self._confinements.add((backend, network))
-                from snodo.sandbox.guarantees import missing
+                from snodo.sandbox.guarantees import missing  # noqa: PLC0415 once per backend, on the first confined call
 
                 self.record("confinement", backend=backend, network=network, not_guaranteed=missing(backend))
 

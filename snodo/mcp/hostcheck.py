@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from snodo.attrsbase import frozen
+from snodo.base.errors import SnodoError
 from snodo.mcp.hostconfig import HOSTS, OPEN_DOORS, call_timeout
 from snodo.protocol.models import Protocol
 
@@ -124,8 +125,7 @@ def _protocol(argv: list[str], problems: list[str]) -> Protocol | None:
     ``--mode``, which a host shows only as a server with one ``unavailable`` tool) noted."""
     if "--protocol" not in argv[:-1] or not Path(argv[argv.index("--protocol") + 1]).is_file():
         return None
-    from snodo.base.errors import SnodoError
-    from snodo.protocol.loader import read_protocol_file
+    from snodo.protocol.loader import read_protocol_file  # noqa: PLC0415 `serve --print-config` reads no protocol unless given one
 
     try:
         protocol = read_protocol_file(Path(argv[argv.index("--protocol") + 1]))

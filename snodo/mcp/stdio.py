@@ -53,7 +53,7 @@ class _Pending:
     request exactly when the SDK's own parser says so (the SDK answers nothing else)."""
 
     def __init__(self, out_fd: int) -> None:
-        from mcp import types
+        from mcp import types  # noqa: PLC0415 the SDK's types only once a message is answered
 
         self.ids: set[object] = set()
         self.out_fd = out_fd
@@ -230,7 +230,7 @@ def _selector_loop() -> bool:
 async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's read and write streams of MCP messages over stdin and stdout (see the
     module's documentation)."""
-    from mcp.server.stdio import stdio_server  # imported by the server only, as the SDK itself
+    from mcp.server.stdio import stdio_server  # noqa: PLC0415 imported by the server only, as the SDK itself
 
     on_the_loop = _selector_loop()
     pollable = on_the_loop and _pollable(0), on_the_loop and _pollable(1)

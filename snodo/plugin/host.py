@@ -140,7 +140,7 @@ class PluginHost:
     def _fail(self, origin: _Origin, error: str, *, trace: bool = False) -> None:
         """Record a failure; ``trace``: with the exception being handled (``traceback`` is
         imported only then, not by every start)."""
-        import traceback
+        import traceback  # noqa: PLC0415 only when a plugin fails to load
 
         detail = traceback.format_exc() if trace else ""
         self._failures.append(_Failure(origin=origin, error=error, detail=detail))

@@ -34,9 +34,11 @@ from typing import Any
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.v import format_exception, transform_error
 
+from snodo.base import convert
 from snodo.base.convert import CONVERTER, did_you_mean
 from snodo.base.errors import ProtocolError
 from snodo.cachefiles import read_entry, write_entry
+from snodo.protocol import models
 from snodo.protocol.models import Protocol
 
 PROTOCOL_RELPATH = Path(".snodo") / "protocol.yml"
@@ -97,8 +99,6 @@ def _structure_quietly(data: Any) -> Protocol | None:
 def _cache_key(text: str) -> str | None:
     """SHA-256 of the text and of the code that turns it into a document (file sizes and
     times of this loader, the YAML side, the models and the converter)."""
-    from snodo.base import convert
-    from snodo.protocol import models
 
     digest = hashlib.sha256()
     try:
@@ -134,7 +134,7 @@ def _cache_write(cache_dir: Path, key: str, data: Any) -> None:
 
 def _parse(text: str, source: str) -> tuple[Protocol, Any]:
     """The protocol and the document it was structured from, parsed from ``text``."""
-    from snodo.protocol.yamldoc import compose, line_of
+    from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 YAML parsed only on a cache miss
 
     root, data, duplicates = compose(text, source, MAX_BYTES)
     if not isinstance(data, dict):

@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from attrs import Factory, field
 
 from snodo.attrsbase import frozen
+from snodo.base.errors import ProtocolError
 from snodo.base.frozen import freeze
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
 from snodo.rules.settings import RUNNER_SETTINGS
@@ -223,7 +224,6 @@ class Protocol:
             if m.mode_id == mode_id:
                 return m
         known = ", ".join(m.mode_id for m in self.modes)
-        from snodo.base.errors import ProtocolError
 
         raise ProtocolError(f"unknown mode {mode_id!r}; this protocol defines: {known}")
 

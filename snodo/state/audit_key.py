@@ -51,7 +51,7 @@ def _create(private: Path, public: Path) -> None:
             )
         if not private.exists():
             key = Ed25519PrivateKey.generate()
-            from cryptography.hazmat.primitives import serialization
+            from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 key serialisation only when a key file is read or written
 
             raw = key.private_bytes(
                 serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()

@@ -210,7 +210,7 @@ def _declared_roots(workspace: Path) -> tuple[str, ...]:
     except OSError:
         pass
     else:
-        import tomllib  # only for a project that has the file (~9 ms)
+        import tomllib  # noqa: PLC0415 only for a project that has the file (~9 ms)
 
         with fh, contextlib.suppress(OSError, tomllib.TOMLDecodeError):
             declared += _pyproject_roots(tomllib.load(fh))
@@ -259,7 +259,7 @@ def _pyproject_roots(doc: dict[str, Any]) -> list[str]:
 def _setup_cfg_roots(path: Path) -> list[str]:
     if not path.is_file():
         return []
-    import configparser
+    import configparser  # noqa: PLC0415 only a project with setup.cfg
 
     parser = configparser.ConfigParser(interpolation=None)
     try:

@@ -136,7 +136,7 @@ def hoist_global_options(args: list[str]) -> list[str]:
     click reads them; nothing after ``--`` is touched."""
     end = args.index("--") if "--" in args else len(args)
     # spelled long: click tries a short flag as a long one first, and its "no such option"
-    # on the way imports difflib for suggestions (~5 ms of every `snodo -q …`)
+    # on the way imports difflib for suggestions on every `snodo -q …`
     flags = [{"-q": "--quiet", "-v": "--verbose"}.get(a, a) for a in args[:end] if a in GLOBAL_FLAGS]
     rest = [a for a in args[:end] if a not in GLOBAL_FLAGS]
     # ``snodo --json jobs list``, ``snodo jobs --json list``: --json belongs to the command

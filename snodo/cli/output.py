@@ -13,7 +13,7 @@ the next line) instead of cropping, and tables give identifier columns their ful
 rich is imported only for a stream rich would treat as a terminal
 (:func:`stream_is_terminal`). Piped or redirected, rich prints the same words without
 styles, so snodo writes those lines itself and a scripted command does not pay rich's
-import (~30 ms of every ``snodo run`` whose output goes to a pipe or a log, #26).
+import.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The envelope is DSSE: a verifier anywhere checks it with any DSSE implementation and the
 public key alone. Reading and verifying use securesystemslib; signing builds the same bytes
 here (pre-authentication encoding, one Ed25519 signature, standard base64), because
-importing ``securesystemslib.signer`` imports every cloud signer it knows (boto3 alone
-costs hundreds of milliseconds) on the path of every governed commit (#26); a test checks
+importing ``securesystemslib.signer`` imports every cloud signer it knows (boto3 among
+them) on the path of every governed commit; a test checks
 the two produce identical envelopes. The statement is a plain mapping that follows the in-toto Statement v1
 layout; its two subjects bind the signature to one commit *and* its tree, so neither an
 amended commit nor the same tree under another commit inherits it.

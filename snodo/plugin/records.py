@@ -213,7 +213,7 @@ class Verdict:
 
 class WorkspaceStatus:
     """The workspace's uncommitted changes, read by snodo's own git on the first ask and then
-    shared by every validator of the phase, so none of them starts a git of its own (#26).
+    shared by every validator of the phase, so none of them starts a git of its own.
 
     :meth:`uncommitted` is ``git status --porcelain``'s lines (at most 50; none outside a git
     work tree). The core makes one per phase from the workspace it judges, never from

@@ -18,7 +18,7 @@ The YAML side lives in :mod:`snodo.protocol.yamldoc`. A caller that passes ``cac
 (``$SNODO_HOME``'s, which agents cannot write: ``snodo run``, ``serve``, ``validate``) keeps
 the composed document of each protocol text that loaded cleanly as JSON, named by the
 SHA-256 of the text and of this loader's code; the next start structures that instead of
-importing and running PyYAML (#26). Only a document JSON gives back exactly is kept, and one
+importing and running PyYAML. Only a document JSON gives back exactly is kept, and one
 that no longer structures (a model changed) is parsed again from its text.
 """
 

@@ -1,7 +1,7 @@
 """The YAML side of loading a protocol: strict composition, the one walk that refuses
 pathological documents, and line numbers for problems.
 
-Separate from :mod:`snodo.protocol.loader` so that PyYAML (~15 ms to import) is loaded only
+Separate from :mod:`snodo.protocol.loader` so that PyYAML (slow to import) is loaded only
 when a protocol text is actually parsed: a protocol already read once is structured from
 the loader's cache (see :func:`snodo.protocol.loader.parse_protocol`).
 """

@@ -16,8 +16,8 @@ ALWAYS_READ_ONLY = (".snodo", ".git")
 #: The most read-only mounts one sandbox takes: each protected path and each directory on
 #: the way to it (see :func:`protected_parents`) is a bind mount of its own under
 #: bubblewrap, which sets them up one after another at a cost that grows faster than their
-#: number (measured on a loaded 2-core machine: 90 mounts ~1 s, 300 ~8 s per confined
-#: process). Beyond this, confinement is refused with a hint to protect a directory instead.
+#: number, paid by every confined process. Beyond this, confinement is refused with a hint
+#: to protect a directory instead.
 #: Only the number of *matches* counts, never the size of the repository: matches come from
 #: git's index, not from a walk.
 MAX_PROTECTED = 256

@@ -30,7 +30,7 @@ AUDIT_PUBLIC_KEY_FILE = "audit_ed25519.pub"
 _RAW_KEY_BYTES = 32
 
 _LOADED: dict[Path, Ed25519PrivateKey] = {}
-#: the same by home, so that the signing of every append costs no path work (#26)
+#: the same by home, so that the signing of every append costs no path work
 _BY_HOME: dict[Path, tuple[Ed25519PrivateKey, str]] = {}
 
 

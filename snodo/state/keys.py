@@ -12,7 +12,7 @@ lives in :mod:`snodo.state.audit_key`.
 
 Public keys travel as OpenSSH lines (``ssh-ed25519 AAAA...``), the form git's
 allowed-signers file uses; PEM is accepted too when reading a key file.
-``cryptography``'s serialization package (its SSH and cipher modules: ~10 ms) is imported
+``cryptography``'s serialization package (its SSH and cipher modules) is imported
 only by the functions that read or write those forms, not by every process that signs.
 """
 

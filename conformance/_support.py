@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 import unicodedata
@@ -281,7 +282,7 @@ def _become_subreaper() -> None:
         return
     _SUBREAPER_SET = True
     try:
-        import ctypes
+        import ctypes  # noqa: PLC0415 ctypes only where prctl is called, once
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
@@ -364,7 +365,6 @@ class NetworkProbe:
 
     def __enter__(self) -> NetworkProbe:
         global _probe_armed, _probe_installed
-        import sys
 
         with _probe_lock:
             if not _probe_installed:

@@ -17,11 +17,10 @@ from snodo.api import (
     CoderSpec,
     FileOperation,
     Mode,
-    PluginHost,
     RequiredProgram,
-    coder_config_problems,
-    confined_as_a_coder,
+    Setting,
 )
+from snodo.testing import PluginHost, confined_as_a_coder
 
 from ._support import (
     PROTECTED_DIR,
@@ -282,5 +281,5 @@ def capability_problems(spec: Any, config: Mapping[str, Any]) -> list[str]:
     if not isinstance(settings, tuple) or not all(isinstance(s, str) and s for s in settings):
         problems.append(f"capabilities.settings is {settings!r}, not a tuple of setting names")
     else:
-        problems += [message for _key, message in coder_config_problems(spec.name, settings, config)]
+        problems += [message for _key, message in Setting.coder_config_problems(spec.name, settings, config)]
     return problems

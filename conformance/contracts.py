@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from snodo.api import PluginHost
+from snodo.testing import PluginHost
 
 from ._support import Outcome
 

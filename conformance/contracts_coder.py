@@ -9,13 +9,8 @@ from typing import Any
 
 import pytest
 
-from snodo.api import (
-    ArtifactContext,
-    CoderSpec,
-    EnvironmentProblem,
-    FileOperation,
-    PluginHost,
-)
+from snodo.api import ArtifactContext, CoderSpec, EnvironmentProblem, FileOperation
+from snodo.testing import PluginHost
 
 from ._support import (
     PROTECTED_DIR,

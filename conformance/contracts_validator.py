@@ -7,11 +7,8 @@ from functools import partial
 import pytest
 from attrs import evolve
 
-from snodo.api import (
-    ValidatorSpec,
-    run_status,
-    tooling_problems,
-)
+from snodo.api import Setting, ValidatorSpec
+from snodo.testing import run_status
 
 from ._support import (
     differences,
@@ -52,7 +49,7 @@ class ValidatorContract:
                 problems.append(f"settings is {spec.settings!r}, not a tuple of tooling keys")
             else:
                 tooling = v.config.get("tooling", {})
-                problems += [m for _key, m in tooling_problems("under-test", v.name, spec.settings, tooling)]
+                problems += [m for _key, m in Setting.tooling_problems("under-test", v.name, spec.settings, tooling)]
         registered = v.host.validators().get(v.name)
         if registered is None:
             problems.append("it is not registered through the `snodo` entry points, so no protocol can name it")

@@ -30,7 +30,8 @@ from typing import Any
 
 import pytest
 
-from snodo.api import CoderSpec, PluginError, PluginHost, ValidatorSpec, get_plugin_manager
+from snodo.api import CoderSpec, ValidatorSpec
+from snodo.testing import PluginError, PluginHost, get_plugin_manager
 
 from ._support import load_config, once
 from .cases import FixAttempt, ValidatorCase

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+import snodo
+
 from ._support import TARGETS
 from .contracts import CONTRACTS, SAFETY_CONTRACTS, bare
 
@@ -46,7 +48,6 @@ def note_outcome(config: pytest.Config, report: pytest.TestReport) -> None:
 
 def write_report(config: pytest.Config, path: Path, exitstatus: int, kinds: Iterable[str]) -> None:
     """Write the report; ``kinds`` are the plugin kinds that can be named on the command line."""
-    import snodo
 
     targets = config.stash.get(TARGETS, {})
     plugins = []

@@ -10,18 +10,8 @@ from typing import Any, NoReturn, TypeVar
 import pytest
 from attrs import evolve
 
-from snodo.api import (
-    Mode,
-    PluginHost,
-    ProtocolDocument,
-    ValidationRequest,
-    Validator,
-    ValidatorResult,
-    ValidatorSpec,
-    Verdict,
-    parse_protocol_document,
-    run_validator,
-)
+from snodo.api import Mode, ValidationRequest, Validator, ValidatorSpec, Verdict
+from snodo.testing import PluginHost, ProtocolDocument, ValidatorResult, parse_protocol_document, run_validator
 
 from ._support import (
     Outcome,

@@ -98,7 +98,7 @@ def check_endpoint(settings: ModelSettings, who: str = "", bound: float = CONNEC
             f"{who}api_base {settings.api_base!r} for model {settings.model!r} is not an http(s) URL with a host",
             hint="set api_base to the provider's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1",
         )
-    import socket  # here, not at the top: every snodo start loads this plugin, few reach a model
+    import socket  # noqa: PLC0415 every snodo start loads this plugin, few reach a model
 
     try:
         with socket.create_connection((host, port), timeout=bound):
@@ -112,7 +112,7 @@ def check_endpoint(settings: ModelSettings, who: str = "", bound: float = CONNEC
 
 def connection_problem(exc: BaseException) -> str:
     """What kind of connection failure ``exc`` (or what it wraps) is, in words."""
-    import socket
+    import socket  # noqa: PLC0415 every snodo start loads this plugin, few reach a model
 
     seen: set[int] = set()
     current: BaseException | None = exc

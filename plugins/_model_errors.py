@@ -72,8 +72,8 @@ def _unparsable_body(exc: BaseException) -> str | None:
 
 
 def _connection_failure(exc: BaseException) -> bool:
-    import httpx
-    import openai
+    import httpx  # noqa: PLC0415 the model SDK only once a model call failed
+    import openai  # noqa: PLC0415 the model SDK only once a model call failed
 
     return any(isinstance(link, openai.APIConnectionError | httpx.TransportError) for link in _chain(exc)) and not any(
         isinstance(link, openai.APITimeoutError | httpx.TimeoutException) for link in _chain(exc)
@@ -96,7 +96,7 @@ def timed_out(settings: ModelSettings, budget: float) -> EnvironmentProblem:
 
 def classify(exc: BaseException, settings: ModelSettings, attempts: int) -> EnvironmentProblem | Retryable:
     """One failure of a call, as the operator should read it."""
-    from litellm import exceptions as errors
+    from litellm import exceptions as errors  # noqa: PLC0415 litellm only once a model call failed
 
     model, said = settings.model, _provider_message(exc)
     tries = f" after {attempts} attempt(s)" if attempts > 1 else ""

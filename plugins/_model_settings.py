@@ -130,7 +130,7 @@ def litellm() -> Any:
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        import litellm as module
+        import litellm as module  # noqa: PLC0415 litellm (the `model` extra) only when a model is called
     except ImportError as exc:
         raise ModelStackMissing(
             f"the model stack is not installed: litellm cannot be imported ({exc}); "

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, get_args
 
-from snodo.api import SEVERITIES, ValidatorFault, Verdict
+from snodo.api import Severity, ValidatorFault, Verdict
 
 from . import _model
 from ._model_settings import ModelSettings, excerpt
+
+SEVERITIES: tuple[str, ...] = get_args(Severity)
 
 _FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n(.*?)```", re.DOTALL)
 

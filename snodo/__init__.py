@@ -9,10 +9,10 @@ DISTRIBUTION = "snodo-governance"
 
 def __getattr__(name: str) -> str:
     # ``__version__`` comes from the installed metadata, so it never drifts from
-    # pyproject.toml; read lazily, because importing importlib.metadata costs every snodo
-    # process (``snodo --help``, each job) about 25 ms that only --version needs.
+    # pyproject.toml; read lazily, because importing importlib.metadata would cost every snodo
+    # process (``snodo --help``, each job) time that only --version needs.
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 only --version reads the installed metadata
 
         try:
             return version(DISTRIBUTION)

@@ -23,30 +23,19 @@ registering plugin only. A coder plugin::
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import importlib
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pluggy
-from attrs import evolve
 
-from snodo.base.errors import (
-    CoderError,
-    EnvironmentProblem,
-    PluginError,
-    SnodoError,
-    ValidatorFault,
-)
+from snodo.base.errors import CoderError, EnvironmentProblem, ValidatorFault
 from snodo.judging import Judgement as TestJudgement
-from snodo.judging import judge_tests, pytest_tooling
-from snodo.judging.request import command_argv
+from snodo.judging import judge_tests
 from snodo.plugin.hookspecs import PROJECT
-from snodo.plugin.host import PluginHost, get_plugin_manager
-from snodo.plugin.planning import PlannerImpl
 from snodo.plugin.records import (
-    SEVERITIES,
     ArtifactContext,
     CoderCapabilities,
     CoderRequest,
@@ -63,14 +52,13 @@ from snodo.plugin.records import (
     ValidatorSpec,
     Verdict,
 )
-from snodo.process.runner import ProcessResult
 from snodo.process.runner import run_process as _run_process
-from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
-from snodo.protocol.loader import parse_protocol
 from snodo.protocol.models import Mode, Validator
-from snodo.protocol.models import Protocol as ProtocolDocument
-from snodo.rules.settings import Setting, coder_config_problems, tooling_problems, with_defaults
-from snodo.sandbox import SandboxPolicy, choose_backend, confined, current_policy
+from snodo.rules.settings import Setting
+from snodo.sandbox import SandboxPolicy, current_policy
+
+if TYPE_CHECKING:
+    from snodo.process.runner import ProcessResult
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
@@ -124,104 +112,58 @@ def _with_writable(policy: SandboxPolicy | None, writable: Sequence[Path]) -> Sa
     return policy.with_writable(writable) if policy is not None and writable else policy
 
 
-if TYPE_CHECKING:
-    from snodo.governance.policy import ValidatorResult
-
-# ------------------------------------------------------------- checking a plugin
-# What a tool checking a plugin against the real engine needs (the conformance kit uses
-# exactly these): the shared validator runner, the outcome policy, the strict protocol
-# loader and a coder's confinement. Plugins themselves never need them.
-
-
-def run_validator(host: PluginHost, request: ValidationRequest) -> ValidatorResult:
-    """What the shared runner reports for ``request``, as the engine gets it: the validator
-    asked through ``snodo_validate`` under its ``tooling.timeout`` (abandoned when it
-    overruns), its verdict capped by ``severity_cap``, ``None`` or a crash turned into an
-    ``error`` result."""
-    # imported here, not at the top: `snodo serve` imports this module (through the plugins)
-    # before it answers `initialize`, and the governance stack is not needed for that
-    from snodo.governance.runner import PhaseInput, run_phase
-
-    v = request.validator
-    inp = PhaseInput(
-        protocol=evolve(request.protocol, validators=(v,), global_constraints=()),
-        mode=evolve(request.mode, validators=(v.validator_id,), constraints=()),
-        phase=request.phase,
-        task_id=request.task_id,
-        task_spec=request.task_spec,
-        workspace=request.workspace,
-        changed_files=request.changed_files,
-    )
-    results = run_phase(host, inp)
-    if len(results) != 1:
-        raise ValueError(f"validator {v.validator_id!r} is not run in phase {request.phase!r} ({v.evaluation_phase})")
-    return results[0]
-
-
-def run_status(results: Sequence[ValidatorResult], policy: str = "any") -> str:
-    """The status the outcome policy ``policy`` gives a phase with these results
-    (``pass``, ``escalate``, ``blocker`` or ``validator_error``)."""
-    from snodo.governance.policy import classify  # not at start-up (see run_validator)
-
-    return classify(results, policy=policy).status
-
-
-#: Names kept for one release after they left the API, with what replaces them.
-_DEPRECATED = {
-    "run_python_tests": "judge_tests (a test run's exit status proves nothing: docs/judging.md)",
-    "SuiteRun": "TestJudgement, returned by judge_tests",
+#: Names that left the API, still importable for one release with a DeprecationWarning
+#: (docs/plugins.md, "Deprecation policy"): name → (where it lives now, what to use).
+_MOVED: dict[str, tuple[str, str, str]] = {
+    # what a tool checking plugins needs: the conformance kit's surface
+    **{
+        name: ("snodo.testing", name, f"snodo.testing.{name}")
+        for name in (
+            "PlannerImpl",
+            "PluginError",
+            "PluginHost",
+            "ProtocolDocument",
+            "SnodoError",
+            "ValidatorResult",
+            "confined_as_a_coder",
+            "get_plugin_manager",
+            "parse_protocol_document",
+            "run_status",
+            "run_validator",
+        )
+    },
+    "ProcessResult": ("snodo.process.runner", "ProcessResult", "the attributes of what run_process returns"),
+    "SEVERITIES": ("snodo.plugin.records", "SEVERITIES", "typing.get_args(Severity)"),
+    "ALWAYS_EXCLUSIVE": ("snodo.protocol.capabilities", "ALWAYS_EXCLUSIVE", "Mode.ALWAYS_EXCLUSIVE"),
+    "CAPABILITY_TOOLS": ("snodo.protocol.capabilities", "CAPABILITY_TOOLS", "Mode.CAPABILITY_TOOLS"),
+    "with_defaults": ("snodo.rules.settings", "with_defaults", "Setting.with_defaults"),
+    "tooling_problems": ("snodo.rules.settings", "tooling_problems", "Setting.tooling_problems"),
+    "coder_config_problems": ("snodo.rules.settings", "coder_config_problems", "Setting.coder_config_problems"),
+    "command_argv": ("snodo.judging.tooling", "command_argv", "TestJudgement.command_argv"),
+    "pytest_tooling": ("snodo.judging.tooling", "pytest_tooling", "TestJudgement.pytest_tooling"),
+    "run_python_tests": (
+        "snodo.workspace.testrun",
+        "run_python_tests",
+        "judge_tests (a test run's exit status proves nothing: docs/judging.md)",
+    ),
+    "SuiteRun": ("snodo.workspace.testrun", "SuiteRun", "TestJudgement, returned by judge_tests"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    """``ValidatorResult`` on first use (see :func:`run_validator` for why not at import);
-    a deprecated name with a warning saying what replaces it."""
-    if name == "ValidatorResult":
-        from snodo.governance.policy import ValidatorResult
-
-        return ValidatorResult
-    if name in _DEPRECATED:
-        import warnings
-
-        from snodo.workspace import testrun
-
-        warnings.warn(
-            f"snodo.api.{name} is deprecated and goes in the next release: use {_DEPRECATED[name]}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(testrun, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def parse_protocol_document(document: Mapping[str, Any], *, source: str = "<document>") -> ProtocolDocument:
-    """``document`` (a protocol as a mapping) read by the strict loader every command uses;
-    raises the :class:`~snodo.base.errors.ProtocolError` a user would see."""
-    return parse_protocol(json.dumps(document), source=source)
-
-
-@contextmanager
-def confined_as_a_coder(
-    workspace: Path, *, network: bool, read_only: Sequence[str] = ()
-) -> Iterator[SandboxPolicy | None]:
-    """Every child :func:`run_process` starts inside this block is confined as the engine
-    confines a coder's ``generate``: ``workspace`` writable but not ``read_only`` (nor
-    ``.snodo/``, ``.git/``), the network only when ``network``. Yields the policy, or
-    ``None`` (unconfined) when no confinement backend works on this machine."""
-    try:
-        choose_backend()
-    except EnvironmentProblem:
-        policy = None
-    else:
-        policy = SandboxPolicy(workspace=workspace, read_only=tuple(read_only), network=network)
-    with confined(policy):
-        yield policy
+    """A name that left the API, with a warning saying what replaces it."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute, instead = _MOVED[name]
+    warnings.warn(
+        f"snodo.api.{name} is deprecated and goes in the next release: use {instead}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(module), attribute)
 
 
 __all__ = [
-    "ALWAYS_EXCLUSIVE",
-    "CAPABILITY_TOOLS",
-    "SEVERITIES",
     "ArtifactContext",
     "CoderCapabilities",
     "CoderError",
@@ -232,36 +174,19 @@ __all__ = [
     "EnvironmentProblem",
     "FileOperation",
     "Mode",
-    "PlannerImpl",
-    "PluginError",
-    "PluginHost",
     "PredicateContext",
     "PredicateResult",
     "PredicateSpec",
-    "ProcessResult",
-    "ProtocolDocument",
     "RequiredProgram",
     "Setting",
     "Severity",
-    "SnodoError",
     "TestJudgement",
     "ValidationRequest",
     "Validator",
     "ValidatorFault",
-    "ValidatorResult",
     "ValidatorSpec",
     "Verdict",
-    "coder_config_problems",
-    "command_argv",
-    "confined_as_a_coder",
-    "get_plugin_manager",
     "hookimpl",
     "judge_tests",
-    "parse_protocol_document",
-    "pytest_tooling",
     "run_process",
-    "run_status",
-    "run_validator",
-    "tooling_problems",
-    "with_defaults",
 ]

@@ -196,3 +196,26 @@ def test_every_row_is_proven_by_a_behaviour_test_that_exists() -> None:
         if proof.split("::")[1] not in _test_functions(ROOT / proof.split("::")[0])
     ]
     assert missing == []
+
+
+def _picture_names() -> set[str]:
+    """The packages (``name/``) and modules (``name.py``) the picture's rows start with."""
+    text = ARCHITECTURE.read_text()
+    picture = text.split("```\n", 2)[1]
+    names: set[str] = set()
+    for line in picture.splitlines():
+        head = re.match(r"^\s*((?:(?:\w+/|\w+\.py)(?:\s+|$))*)", line)
+        names |= {m.rstrip("/").removesuffix(".py") for m in head[1].split()} if head else set()
+    return names
+
+
+def test_the_picture_shows_exactly_the_layers_import_linter_checks() -> None:
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["name"] == "layers point down")["layers"]
+    placed = {name.strip() for layer in layers for name in re.split(r"[:|]", layer)} - {"__main__"}
+    assert _picture_names() == placed
+    children = {p.stem for p in (ROOT / "snodo").iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    assert placed <= children
+    assert children - placed == {"__init__", "__main__"}

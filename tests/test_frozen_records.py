@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from snodo.api import CoderRequest, CoderResult, Verdict
-from snodo.plugin.records import FrozenDict, FrozenList, freeze, thaw
+from snodo.base.frozen import FrozenDict, FrozenList, freeze, thaw
 
 
 def _mutations(m: Any) -> list[Any]:

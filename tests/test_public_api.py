@@ -7,16 +7,16 @@ import re
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 import snodo
 import snodo.api
+import snodo.testing
 
 API = [
-    "ALWAYS_EXCLUSIVE",
     "ArtifactContext",
-    "CAPABILITY_TOOLS",
     "CoderCapabilities",
     "CoderError",
     "CoderRequest",
@@ -26,39 +26,36 @@ API = [
     "EnvironmentProblem",
     "FileOperation",
     "Mode",
-    "PlannerImpl",
-    "PluginError",
-    "PluginHost",
     "PredicateContext",
     "PredicateResult",
     "PredicateSpec",
-    "ProcessResult",
-    "ProtocolDocument",
     "RequiredProgram",
-    "SEVERITIES",
     "Setting",
     "Severity",
-    "SnodoError",
     "TestJudgement",
     "ValidationRequest",
     "Validator",
     "ValidatorFault",
-    "ValidatorResult",
     "ValidatorSpec",
     "Verdict",
-    "coder_config_problems",
-    "command_argv",
-    "confined_as_a_coder",
-    "get_plugin_manager",
     "hookimpl",
     "judge_tests",
-    "parse_protocol_document",
-    "pytest_tooling",
     "run_process",
+]
+
+#: what a tool checking plugins (the conformance kit, a plugin's own tests) imports besides
+TESTING = [
+    "PlannerImpl",
+    "PluginError",
+    "PluginHost",
+    "ProtocolDocument",
+    "SnodoError",
+    "ValidatorResult",
+    "confined_as_a_coder",
+    "get_plugin_manager",
+    "parse_protocol_document",
     "run_status",
     "run_validator",
-    "tooling_problems",
-    "with_defaults",
 ]
 
 
@@ -66,8 +63,38 @@ def test_the_plugin_api_is_exactly_this_list() -> None:
     """A name added to or removed from ``snodo.api`` fails here until this list (and the
     plugin docs and CHANGELOG) say so."""
     assert sorted(snodo.api.__all__) == API
-    assert len(set(snodo.api.__all__)) == len(snodo.api.__all__)
+    assert len(set(snodo.api.__all__)) == len(snodo.api.__all__) <= 25
     assert all(hasattr(snodo.api, name) for name in API)
+    assert sorted(snodo.testing.__all__) == TESTING
+    assert all(hasattr(snodo.testing, name) for name in TESTING)
+
+
+def test_what_left_the_api_still_works_for_a_release_and_says_where_it_went() -> None:
+    """Every name the API had before it shrank to plugin authors' needs still resolves, to the
+    very object it now lives as, with a DeprecationWarning naming that place."""
+    moved = {
+        **{name: (getattr(snodo.testing, name), f"snodo.testing.{name}") for name in TESTING},
+        "with_defaults": (snodo.api.Setting.with_defaults, "Setting.with_defaults"),
+        "tooling_problems": (snodo.api.Setting.tooling_problems, "Setting.tooling_problems"),
+        "coder_config_problems": (snodo.api.Setting.coder_config_problems, "Setting.coder_config_problems"),
+        "command_argv": (snodo.api.TestJudgement.command_argv, "TestJudgement.command_argv"),
+        "pytest_tooling": (snodo.api.TestJudgement.pytest_tooling, "TestJudgement.pytest_tooling"),
+        "ALWAYS_EXCLUSIVE": (snodo.api.Mode.ALWAYS_EXCLUSIVE, "Mode.ALWAYS_EXCLUSIVE"),
+        "CAPABILITY_TOOLS": (snodo.api.Mode.CAPABILITY_TOOLS, "Mode.CAPABILITY_TOOLS"),
+        "SEVERITIES": (get_args(snodo.api.Severity), "get_args"),
+    }
+    for name, (now, where) in moved.items():
+        with pytest.warns(DeprecationWarning, match=re.escape(where)):
+            old = getattr(snodo.api, name)
+        assert name not in snodo.api.__all__
+        if name in ("with_defaults", "tooling_problems", "coder_config_problems", "command_argv", "pytest_tooling"):
+            assert old.__name__ == name  # the function the static method calls
+        elif name == "SEVERITIES":
+            assert tuple(old) == now
+        else:
+            assert old is now, name
+    with pytest.warns(DeprecationWarning, match="run_process"):
+        assert snodo.api.ProcessResult is snodo.api.run_process.__globals__["_run_process"].__globals__["ProcessResult"]
 
 
 def test_every_public_name_is_used_by_a_plugin_the_kit_or_an_example_and_documented() -> None:
@@ -82,7 +109,9 @@ def test_every_public_name_is_used_by_a_plugin_the_kit_or_an_example_and_documen
         if inspect.isfunction(fn := getattr(snodo.api, name))
         for annotation in fn.__annotations__.values()
     ]
-    users = "\n".join([*(p.read_text() for p in sources), (root / "snodo" / "hookspecs.py").read_text(), *signatures])
+    users = "\n".join(
+        [*(p.read_text() for p in sources), (root / "snodo" / "plugin" / "hookspecs.py").read_text(), *signatures]
+    )
     docs = (root / "docs" / "plugins.md").read_text()
     unused = [name for name in API if not re.search(rf"\b{name}\b", users)]
     undocumented = [name for name in API if not re.search(rf"\b{name}\b", docs)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from snodo.api import CoderError, Setting, coder_config_problems, with_defaults
+from snodo.api import CoderError, Setting
 
 
 class CoderConfig:
@@ -20,11 +20,11 @@ class CoderConfig:
     values whose type the coder declared otherwise."""
 
     def __init__(self, coder: str, config: Mapping[str, Any], allowed: Sequence[str]) -> None:
-        problems = coder_config_problems(coder, allowed, config)
+        problems = Setting.coder_config_problems(coder, allowed, config)
         if problems:
             raise CoderError("; ".join(message for _key, message in problems))
         self.coder = coder
-        self.raw: Mapping[str, Any] = with_defaults(allowed, config)
+        self.raw: Mapping[str, Any] = Setting.with_defaults(allowed, config)
 
     def _typed(self, key: str, kind: str) -> Any:
         """The value of ``key`` (``None`` when unset), by the same type rule as declarations."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from snodo.api import TestJudgement, ValidationRequest, Verdict, judge_tests, pytest_tooling
+from snodo.api import TestJudgement, ValidationRequest, Verdict, judge_tests
 
 
 def judged_verdict(request: ValidationRequest, tooling: Mapping[str, Any], *, timeout: float | None = None) -> Verdict:
@@ -35,7 +35,7 @@ def judged_verdict(request: ValidationRequest, tooling: Mapping[str, Any], *, ti
 def shared_tooling(request: ValidationRequest, own: Mapping[str, Any]) -> dict[str, Any]:
     """The settings to judge the tests with: the phase's pytest validator's when the mode has
     one (so both ask for the same judgement), else ``own``."""
-    found = pytest_tooling(request.protocol.validators_for(request.mode, request.phase))
+    found = TestJudgement.pytest_tooling(request.protocol.validators_for(request.mode, request.phase))
     if found:
         return found
     return {k: v for k, v in own.items() if k in ("command", "python", "pythonpath")}

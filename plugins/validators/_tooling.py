@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from snodo.api import ValidationRequest, ValidatorFault, tooling_problems, with_defaults
+from snodo.api import Setting, ValidationRequest, ValidatorFault
 
 
 def checked(request: ValidationRequest, allowed: tuple[str, ...]) -> dict[str, Any]:
     """The tooling mapping with declared defaults filled in, after refusing keys this validator
     type does not honour and values of the wrong type."""
     v = request.validator
-    problems = tooling_problems(v.validator_id, v.validator_type, allowed, v.tooling)
+    problems = Setting.tooling_problems(v.validator_id, v.validator_type, allowed, v.tooling)
     if problems:
         raise ValidatorFault("; ".join(message for _key, message in problems))
-    return with_defaults(allowed, v.tooling)
+    return Setting.with_defaults(allowed, v.tooling)
 
 
 def timeout(request: ValidationRequest) -> float:

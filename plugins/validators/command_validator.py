@@ -14,11 +14,11 @@ from collections.abc import Iterator
 
 from snodo.api import (
     Setting,
+    TestJudgement,
     ValidationRequest,
     ValidatorFault,
     ValidatorSpec,
     Verdict,
-    command_argv,
     hookimpl,
     run_process,
 )
@@ -48,7 +48,7 @@ def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
     tooling = _tooling.checked(request, SETTINGS)
     if tooling.get("command") is None:
         raise ValidatorFault("the command validator needs tooling.command")
-    argv = command_argv(tooling["command"])
+    argv = TestJudgement.command_argv(tooling["command"])
     timeout = _tooling.timeout(request)
     result = run_process(argv, cwd=request.workspace, timeout=timeout)
     shown = shlex.join(argv)

@@ -34,15 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from snodo.api import (
-    ALWAYS_EXCLUSIVE,
-    CAPABILITY_TOOLS,
-    ValidationRequest,
-    Validator,
-    ValidatorSpec,
-    Verdict,
-    hookimpl,
-)
+from snodo.api import Mode, ValidationRequest, Validator, ValidatorSpec, Verdict, hookimpl
 
 from . import _judging, _tooling
 
@@ -118,13 +110,13 @@ def holds(tools: tuple[str, ...], capability: str, exclusive: tuple[str, ...]) -
         return True
     if capability in exclusive:
         return False
-    granted = {t for cap in tools for t in CAPABILITY_TOOLS.get(cap, ())}
-    return set(CAPABILITY_TOOLS.get(capability, ())) <= granted
+    granted = {t for cap in tools for t in Mode.CAPABILITY_TOOLS.get(cap, ())}
+    return set(Mode.CAPABILITY_TOOLS.get(capability, ())) <= granted
 
 
 def _deterministic(request: ValidationRequest) -> Verdict:
     mode, protocol = request.mode, request.protocol
-    exclusive = (*ALWAYS_EXCLUSIVE, *protocol.exclusive_tools)
+    exclusive = (*Mode.ALWAYS_EXCLUSIVE, *protocol.exclusive_tools)
     needed = intents(request.task_spec)
     details: dict[str, object] = {"mode": mode.mode_id, "capabilities_needed": needed}
     if not needed:

@@ -34,7 +34,7 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
     lowered = {c.lower(): c for c in options}
     if word.lower() in lowered and lowered[word.lower()] != word:
         return lowered[word.lower()]
-    import difflib  # only when a word is wrong: not on every start
+    import difflib  # noqa: PLC0415 only when a word is wrong: not on every start
 
     found = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     return found[0] if found else None

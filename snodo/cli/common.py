@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from snodo.base.errors import EnvironmentProblem, ProtocolError
+from snodo.cli.output import is_quiet, print_warning
+
 if TYPE_CHECKING:
     from snodo.plugin.host import PluginHost
     from snodo.protocol import LoadedProtocol
@@ -39,11 +42,10 @@ def load_project(
     copy that differs from the committed one is refused; otherwise (``validate``) it is
     reported. ``on_pinned`` is called with the project's root once its repository is pinned
     (what git the protocol's history needs was asked), before the plugins load."""
-    from snodo.cli.output import is_quiet, print_warning
-    from snodo.plugin.host import get_plugin_manager
-    from snodo.protocol import find_protocol, load_in_force, project_root_for
-    from snodo.protocol.committed import resolve
-    from snodo.state.home import snodo_home
+    from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 only the commands that load a project pay for it
+    from snodo.protocol import find_protocol, load_in_force, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
+    from snodo.protocol.committed import resolve  # noqa: PLC0415 only the commands that load a project pay for it
+    from snodo.state.home import snodo_home  # noqa: PLC0415 only the commands that load a project pay for it
 
     # git's answers are kept where agents cannot write (docs/protocol.md, loading)
     found = find_protocol(Path.cwd(), protocol_path)
@@ -58,7 +60,7 @@ def load_project(
     if state is not None and state.warning and not is_quiet():  # a note, like progress: --quiet silences it
         print_warning(state.warning)
     if state is not None and state.not_in_force:  # only `validate` gets here: run and serve refused it
-        from snodo.protocol.trust import REMEDY
+        from snodo.protocol.trust import REMEDY  # noqa: PLC0415 only the commands that load a project pay for it
 
         print_warning(f"{state.not_in_force}: judging with the version in force (commit {state.commit}); {REMEDY}")
     elif state is not None and state.drift:
@@ -71,9 +73,9 @@ def load_project(
 def signers_in_force(protocol_path: Path | None) -> str | None:
     """The ``allowed_signers`` text in force for the project (the committed list the trust
     rule puts in force, never the working-tree file); ``None`` when no list is in force."""
-    from snodo.protocol import find_protocol
-    from snodo.protocol.committed import resolve
-    from snodo.state.home import snodo_home
+    from snodo.protocol import find_protocol  # noqa: PLC0415 only the commands that read decisions pay for it
+    from snodo.protocol.committed import resolve  # noqa: PLC0415 only the commands that load a project pay for it
+    from snodo.state.home import snodo_home  # noqa: PLC0415 only the commands that load a project pay for it
 
     return resolve(find_protocol(Path.cwd(), protocol_path), cache_dir=snodo_home() / "cache" / "git").signers
 
@@ -84,8 +86,7 @@ def project_root(protocol_path: Path | None) -> Path:
     Outside a project this fails with the same message as loading the protocol would,
     instead of looking for state next to a file that does not exist.
     """
-    from snodo.base.errors import ProtocolError
-    from snodo.protocol import find_protocol, project_root_for
+    from snodo.protocol import find_protocol, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
 
     path = find_protocol(Path.cwd(), protocol_path)
     if not path.is_file():
@@ -101,8 +102,7 @@ def git_work_tree(where: Path) -> Path:
     """The top of the git work tree ``where`` lies in (``where`` itself in a bare repository,
     such as a server running ``snodo verify`` in its pre-receive hook); outside any, one clear
     error (exit 4) naming the directory instead of git's own."""
-    from snodo.base.errors import EnvironmentProblem
-    from snodo.git.runner import run_git
+    from snodo.git.runner import run_git  # noqa: PLC0415 only the commands that load a project pay for it
 
     if not run_git(where, "rev-parse", "--git-dir").ok:
         raise EnvironmentProblem(

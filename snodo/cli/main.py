@@ -19,7 +19,8 @@ from typing import Any, NoReturn
 
 import click
 
-from snodo.base.errors import SnodoError
+from snodo.base.errors import PathValidationError, ProtocolError, SnodoError, TokenError
+from snodo.cli.output import emit_error_json, is_quiet, print_error_text, print_note, set_quiet
 
 #: name -> (module, attribute, one-line help shown by `snodo --help` without importing it)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -101,7 +102,6 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool) -> None:
       4    could not run: bad arguments, unknown ids, missing files, environment
       130  interrupted
     """
-    from snodo.cli.output import set_quiet
 
     set_quiet(quiet)
     ctx.ensure_object(dict)
@@ -112,7 +112,7 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool) -> None:
 
 def _on_sigterm(signum: int, _frame: object) -> None:
     """Kill the child trees snodo started, then die of SIGTERM as before."""
-    from snodo.process.runner import terminate_all
+    from snodo.process.runner import terminate_all  # noqa: PLC0415 the process runner only when children may be running
 
     terminate_all()
     signal.signal(signum, signal.SIG_DFL)
@@ -138,7 +138,7 @@ def hoist_global_options(args: list[str]) -> list[str]:
     click reads them; nothing after ``--`` is touched."""
     end = args.index("--") if "--" in args else len(args)
     # spelled long: click tries a short flag as a long one first, and its "no such option"
-    # on the way imports difflib for suggestions (~5 ms of every `snodo -q …`)
+    # on the way imports difflib for suggestions on every `snodo -q …`
     flags = [{"-q": "--quiet", "-v": "--verbose"}.get(a, a) for a in args[:end] if a in GLOBAL_FLAGS]
     rest = [a for a in args[:end] if a not in GLOBAL_FLAGS]
     # ``snodo --json jobs list``, ``snodo jobs --json list``: --json belongs to the command
@@ -151,7 +151,6 @@ def hoist_global_options(args: list[str]) -> list[str]:
 def exit_code_for(exc: SnodoError) -> int:
     """The exit-code table: what the raiser set, else what the error's class declares, else
     1 for a governance refusal (a token or a path refused) and 4 for "could not run"."""
-    from snodo.base.errors import PathValidationError, TokenError
 
     if "exit_code" in vars(exc):
         return exc.exit_code
@@ -170,11 +169,10 @@ def _run(args: list[str]) -> Any:
 
 def _home_notice() -> None:
     """Once per process, on stderr: the home is new, or its keys are not trusted here."""
-    from snodo.cli.output import is_quiet, print_note
 
     if is_quiet() or not {"snodo.state.keys", "snodo.protocol.committed"} & sys.modules.keys():
         return  # no key made and no list read: nothing to say
-    from snodo.cli.keys_cmd import home_notice
+    from snodo.cli.keys_cmd import home_notice  # noqa: PLC0415 the keys command's module only when a notice is due
 
     notice = home_notice()
     if notice:
@@ -219,7 +217,6 @@ def _main(argv: list[str] | None) -> None:
     script that passed ``--json`` gets exactly one ``{error, hint, exit_code}`` object on
     stdout. Bad arguments exit 4 ("could not run"), like every other setup failure.
     """
-    from snodo.cli.output import emit_error_json, print_error_text
 
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     verbose = "-v" in args or "--verbose" in args
@@ -228,7 +225,7 @@ def _main(argv: list[str] | None) -> None:
     def fail(message: str, hint: str | None, code: int, *, details: tuple[str, ...] = ()) -> NoReturn:
         failure = sys.exc_info()[1]
         if verbose and failure is not None and not isinstance(failure, click.ClickException):
-            import traceback
+            import traceback  # noqa: PLC0415 only under -v
 
             traceback.print_exc()
         if as_json:
@@ -255,8 +252,6 @@ def _main(argv: list[str] | None) -> None:
     except click.ClickException as exc:
         fail(exc.format_message(), None, exc.exit_code)
     except SnodoError as exc:
-        from snodo.base.errors import ProtocolError
-
         details: tuple[str, ...] = ()
         hint = exc.hint
         if isinstance(exc, ProtocolError):
@@ -265,7 +260,7 @@ def _main(argv: list[str] | None) -> None:
                 hint = (f"{hint}; " if hint else "") + "docs/protocol.md explains every field and rule"
         fail(exc.message, hint, exit_code_for(exc), details=details)
     except KeyboardInterrupt:
-        from snodo.process.runner import terminate_all
+        from snodo.process.runner import terminate_all  # noqa: PLC0415 the process runner only when children may be running
 
         terminate_all()
         fail("interrupted", None, 130)

@@ -13,7 +13,7 @@ the next line) instead of cropping, and tables give identifier columns their ful
 rich is imported only for a stream rich would treat as a terminal
 (:func:`stream_is_terminal`). Piped or redirected, rich prints the same words without
 styles, so snodo writes those lines itself and a scripted command does not pay rich's
-import (~30 ms of every ``snodo run`` whose output goes to a pipe or a log, #26).
+import.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from snodo.base.text import shown
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -78,7 +80,7 @@ def plain_stdout() -> bool:
 def console() -> Console:
     global _console
     if _console is None:
-        from rich.console import Console
+        from rich.console import Console  # noqa: PLC0415 rich only when a person reads the output
 
         # off a terminal nothing is wrapped: a long line stays one line
         _console = Console(highlight=False, soft_wrap=plain_stdout())
@@ -88,7 +90,7 @@ def console() -> Console:
 def err_console() -> Console:
     global _err_console
     if _err_console is None:
-        from rich.console import Console
+        from rich.console import Console  # noqa: PLC0415 rich only when a person reads the output
 
         _err_console = Console(stderr=True, highlight=False)
     return _err_console
@@ -123,7 +125,7 @@ def print_error_text(message: str, hint: str | None = None, details: tuple[str, 
         lines = [f"error: {printable(message)}", *(f"  - {printable(line)}" for line in details)]
         _plain(sys.stderr, "\n".join(lines + ([f"  hint: {printable(hint)}"] if hint else [])))
         return
-    from rich.markup import escape
+    from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
     err = err_console()  # at a terminal messages wrap at its width
     err.print(f"[bold red]error:[/] {escape(printable(message))}")
@@ -137,7 +139,7 @@ def print_error(exc: BaseException) -> None:
     if not stream_is_terminal(sys.stderr):
         _plain(sys.stderr, f"error: {printable(str(exc))}")
         return
-    from rich.markup import escape
+    from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
     err = err_console()
     err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}")
@@ -147,7 +149,7 @@ def print_warning(text: str) -> None:
     if not stream_is_terminal(sys.stderr):
         _plain(sys.stderr, f"warning: {printable(text)}")
         return
-    from rich.markup import escape
+    from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
     err = err_console()
     err.print(f"[yellow]warning:[/] {escape(printable(text))}")
@@ -161,7 +163,7 @@ def print_note(text: str) -> None:
     if not stream_is_terminal(sys.stderr):
         _plain(sys.stderr, f"note: {printable(text)}")
         return
-    from rich.markup import escape
+    from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
     err = err_console()
     err.print(f"[dim]note:[/] {escape(printable(text))}")
@@ -170,8 +172,8 @@ def print_note(text: str) -> None:
 def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None = None) -> RenderableType:
     """A two-column key/value grid whose values wrap (fold) and are never cropped; off a
     terminal, :func:`plain_key_values` (unwrapped)."""
-    from rich.table import Table
-    from rich.text import Text
+    from rich.table import Table  # noqa: PLC0415 rich only when a person reads the output
+    from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
     if plain_stdout():
         plain = [(key, value.plain if isinstance(value, Text) else str(value), False) for key, value in rows]
@@ -214,8 +216,8 @@ class Progress:
     def __enter__(self) -> Progress:
         if _quiet or not stream_is_terminal(sys.stderr):
             return self
-        from rich.live import Live
-        from rich.spinner import Spinner
+        from rich.live import Live  # noqa: PLC0415 rich only when a person reads the output
+        from rich.spinner import Spinner  # noqa: PLC0415 rich only when a person reads the output
 
         self._spinner = Spinner("dots", text="starting")
         self._live = Live(self, console=err_console(), refresh_per_second=4, transient=True, redirect_stdout=False)
@@ -238,7 +240,7 @@ class Progress:
         return f"{self._step or 'working'}  {now - self._step_start:.0f}s"
 
     def __rich__(self) -> RenderableType:
-        from rich.text import Text
+        from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
         assert self._spinner is not None
         self._spinner.update(text=Text(self.status(), style="dim"))
@@ -261,7 +263,7 @@ class Progress:
         if self._live is None and not stream_is_terminal(sys.stderr):
             _plain(sys.stderr, f"{stamp}{printable(message)}{took}")
             return
-        from rich.markup import escape
+        from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
         line = f"[dim]{stamp}{escape(message)}{took}[/]"
         if self._live is not None:
@@ -292,8 +294,8 @@ def _result_cells(r: dict[str, Any], *, with_type: bool, more: str) -> list[str]
 def results_table(results: list[dict[str, Any]], *, with_type: bool = False, more: str = "") -> RenderableType:
     """Validator results as a table whose cells wrap (see :func:`_result_cells`); off a
     terminal, :func:`plain_results` (unwrapped)."""
-    from rich.table import Table
-    from rich.text import Text
+    from rich.table import Table  # noqa: PLC0415 rich only when a person reads the output
+    from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
     if plain_stdout():
         return Text(plain_results(results, with_type=with_type, more=more))
@@ -337,10 +339,10 @@ def listing(
     """Rows as a table when the terminal is wide enough to show the ``keep_whole`` columns
     (identifiers a person copies) unbroken, else as one block per row; never ellipsised.
     Off a terminal, plain aligned lines, one per row."""
-    from rich.console import Group
-    from rich.padding import Padding
-    from rich.table import Table
-    from rich.text import Text
+    from rich.console import Group  # noqa: PLC0415 rich only when a person reads the output
+    from rich.padding import Padding  # noqa: PLC0415 rich only when a person reads the output
+    from rich.table import Table  # noqa: PLC0415 rich only when a person reads the output
+    from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
     if plain_stdout():
         every = [columns, *rows]
@@ -378,6 +380,5 @@ def listing(
 def printable(text: str) -> str:
     """Agent-supplied text made safe for a terminal (:func:`snodo.base.text.shown`, the one
     sanitiser): control sequences are shown escaped, never obeyed; newlines and tabs stay."""
-    from snodo.base.text import shown
 
     return shown(text)

@@ -34,8 +34,8 @@ def look_ahead(repo: Path) -> None:
     """Start :func:`look_at_checkout` for ``repo`` now, beside the caller: ``snodo run`` calls
     it once the repository is pinned, before the plugins, the protocol's parse and the engine
     load, so on a large checkout the whole-tree ``status`` reads on the CPU that loading
-    leaves idle instead of competing with the run's own git at its end (~0.1 s of CPU on
-    30,000 files). Read-only, like every look at the checkout; :func:`looking` takes it."""
+    leaves idle instead of competing with the run's own git at its end. Read-only, like every
+    look at the checkout; :func:`looking` takes it."""
     with _AHEAD_LOCK:
         key = os.path.realpath(repo)
         if key not in _AHEAD:

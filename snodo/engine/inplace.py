@@ -24,7 +24,7 @@ state in the common git directory are left out: concurrent runs change them legi
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 from attrs import frozen
@@ -136,68 +136,92 @@ class InPlaceWatch:
         before = self.before
         refused: list[tuple[str, str]] = []
         changed: set[str] = set()
-        for path in differences(before.tree, after.tree):
-            reason = self._refusal(path, exists=path in after.tree)
+        self._sort(differences(before.tree, after.tree), lambda path: path in after.tree, refused, changed)
+        refused += [(path, REASON_OUTSIDE) for path in differences(before.outside, after.outside)]
+        git_touched = differences(before.git, after.git)
+        refused += [(path, REASON_GIT) for path in git_touched]
+        moved_refs = differences(before.refs, after.refs)
+        refused += self._ref_refusals(moved_refs)
+        commits: tuple[str, ...] = ()
+        head: str | None = None
+        # Git is only asked anything more once its configuration and hooks are known unchanged.
+        if not git_touched:
+            commits, head = self._through_git(after, moved_refs, refused, changed)
+        refused = sorted(set(refused))
+        if refused:
+            return self._undo(refused, after, moved_refs)
+        signature = tuple((path, after.tree.get(path, "")) for path in sorted(changed))
+        kept = self._committable(sorted(changed))
+        return Judgement(changed=kept, refused=(), commits=commits, head=head, signature=signature)
+
+    def _sort(
+        self,
+        paths: Iterable[str],
+        exists: Callable[[str], bool],
+        refused: list[tuple[str, str]],
+        changed: set[str],
+    ) -> None:
+        """Each path into ``refused`` (with the guard's reason) or ``changed``."""
+        for path in paths:
+            reason = self._refusal(path, exists=exists(path))
             if reason:
                 refused.append((path, reason))
             else:
                 changed.add(path)
-        refused += [(path, REASON_OUTSIDE) for path in differences(before.outside, after.outside)]
-        git_touched = differences(before.git, after.git)
-        refused += [(path, REASON_GIT) for path in git_touched]
+
+    def _on_disk(self, path: str) -> bool:
+        return os.path.lexists(self.root / path)
+
+    def _ref_refusals(self, moved_refs: Iterable[str]) -> list[tuple[str, str]]:
+        """Refs the coder moved: HEAD never, the task branch only by a committing coder."""
         head_ref = self._head_name()
-        moved_refs = differences(before.refs, after.refs)
         own = {self.branch_ref}
-        commits: tuple[str, ...] = ()
-        head: str | None = None
+        refused: list[tuple[str, str]] = []
         for ref in moved_refs:
             if ref == self.branch_ref and self.commits_own_changes:
-                continue  # judged below: it must extend the branch
+                continue  # judged in _through_git: it must extend the branch
             if ref == head_ref:  # detached or switched: never, not even by a committing coder
                 refused.append((head_ref, REASON_REWRITE if self.commits_own_changes else REASON_UNDECLARED_COMMIT))
             else:
                 refused.append((f".git/{ref}", REASON_UNDECLARED_COMMIT if ref in own else REASON_GIT))
-        # Git is only asked anything more once its configuration and hooks are known unchanged.
-        if not git_touched:
-            try:
-                index = self._index()
-            except ToolError as exc:
-                where = f"{git_label(self.gitdir, self.common)}/index"
-                refused.append((where, f"{REASON_GIT}; it is unreadable now: {exc}"))
-                index = dict(before.index)
-            for path in differences(before.index, index):
-                reason = self._refusal(path, exists=os.path.lexists(self.root / path))
-                if reason:
-                    refused.append((path, reason))
-                else:
-                    changed.add(path)
-            if self.commits_own_changes and self.branch_ref in moved_refs and before.refs.get(self.branch_ref):
-                old, new = before.refs[self.branch_ref], after.refs.get(self.branch_ref, "")
-                if not self._extends(old, new):
-                    refused.append((self._ref_label(self.branch_ref), REASON_REWRITE))
-                else:
-                    commits = tuple(self._lines("rev-list", "--reverse", f"{old}..{new}"))
-                    head = new
-                    for path in self._lines("diff", "--name-only", "--no-renames", "-z", old, new, "--"):
-                        reason = self._refusal(path, exists=os.path.lexists(self.root / path))
-                        if reason:
-                            refused.append((path, reason))
-                        else:
-                            changed.add(path)
-        refused = sorted(set(refused))
-        if refused:
-            restored = self._restore({path for path, _ in refused}, after)
-            old_tip = before.refs.get(self.branch_ref)
-            branch = self._ref_label(self.branch_ref)  # no refused work stays on the task branch
-            config = ".git/config"
-            git_safe = config not in {path for path, _ in refused} or config in restored
-            moved = git_safe and self.branch_ref in moved_refs and branch not in restored and old_tip
-            if moved and self._put_back_ref(self.branch_ref, old_tip):
-                restored.append(branch)
-            return Judgement(changed=(), refused=tuple(refused), restored=tuple(sorted(restored)))
-        signature = tuple((path, after.tree.get(path, "")) for path in sorted(changed))
-        kept = self._committable(sorted(changed))
-        return Judgement(changed=kept, refused=(), commits=commits, head=head, signature=signature)
+        return refused
+
+    def _through_git(
+        self, after: _Snapshot, moved_refs: Collection[str], refused: list[tuple[str, str]], changed: set[str]
+    ) -> tuple[tuple[str, ...], str | None]:
+        """What git says changed (the index, a committing coder's commits), once git's own
+        configuration and hooks are known unchanged; the commits and the new tip."""
+        before = self.before
+        try:
+            index = self._index()
+        except ToolError as exc:
+            where = f"{git_label(self.gitdir, self.common)}/index"
+            refused.append((where, f"{REASON_GIT}; it is unreadable now: {exc}"))
+            index = dict(before.index)
+        self._sort(differences(before.index, index), self._on_disk, refused, changed)
+        if not (self.commits_own_changes and self.branch_ref in moved_refs and before.refs.get(self.branch_ref)):
+            return (), None
+        old, new = before.refs[self.branch_ref], after.refs.get(self.branch_ref, "")
+        if not self._extends(old, new):
+            refused.append((self._ref_label(self.branch_ref), REASON_REWRITE))
+            return (), None
+        commits = tuple(self._lines("rev-list", "--reverse", f"{old}..{new}"))
+        names = self._lines("diff", "--name-only", "--no-renames", "-z", old, new, "--")
+        self._sort(names, self._on_disk, refused, changed)
+        return commits, new
+
+    def _undo(self, refused: list[tuple[str, str]], after: _Snapshot, moved_refs: Collection[str]) -> Judgement:
+        """Put back what the refused writes touched, the task branch included: no refused work
+        stays on it."""
+        restored = self._restore({path for path, _ in refused}, after)
+        old_tip = self.before.refs.get(self.branch_ref)
+        branch = self._ref_label(self.branch_ref)
+        config = ".git/config"
+        git_safe = config not in {path for path, _ in refused} or config in restored
+        moved = git_safe and self.branch_ref in moved_refs and branch not in restored and old_tip
+        if moved and self._put_back_ref(self.branch_ref, old_tip):
+            restored.append(branch)
+        return Judgement(changed=(), refused=tuple(refused), restored=tuple(sorted(restored)))
 
     # ------------------------------------------------------------------ restoring
 

@@ -96,12 +96,12 @@ class JobRunner:
         """A new job for ``spec`` (the task id is derived from the spec unless given). A
         named ``branch`` is checked before the job exists (a valid name, no such branch,
         no live job waiting to make it): a refused name leaves nothing behind."""
-        from snodo.governance.service import check_task_id, derive_task_id
+        from snodo.governance.service import check_task_id, derive_task_id  # noqa: PLC0415 `jobs prune` loads no protocol or governance stack
 
         project = self._project(mode)
         task = check_task_id(task_id) if task_id else derive_task_id(spec)
         if branch is not None:  # imported only when a name is given: the plain run path stays lean
-            from snodo.engine.branches import check_branch
+            from snodo.engine.branches import check_branch  # noqa: PLC0415 only a run with --branch checks one
 
             check_branch(self.loaded.root, branch, self.jobs)
         if background:
@@ -276,7 +276,7 @@ class JobRunner:
         return not any((j.get("created_ns") or 0, j["job_id"]) < key for j in waiting)
 
     def _project(self, mode: str | None) -> Project:
-        from snodo.governance.service import Project
+        from snodo.governance.service import Project  # noqa: PLC0415 `jobs prune` loads no protocol or governance stack
 
         return Project(self.loaded, self.host, mode=mode)
 
@@ -328,7 +328,7 @@ def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) 
             refs.append(ref)
     removed["halted_refs"] = refs
 
-    from snodo.engine.branches import made_branches
+    from snodo.engine.branches import made_branches  # noqa: PLC0415 only prune asks which branches snodo made
 
     jobs = JobStore(root)
     made = made_branches(jobs)  # read before old job records go: they say which branches snodo made

@@ -26,6 +26,7 @@ from typing import Any
 from attrs import evolve, frozen
 
 from snodo.base.errors import CoderError, EnvironmentProblem, PluginError, SnodoError, TokenError
+from snodo.base.frozen import freeze
 from snodo.engine import change
 from snodo.engine.checks import check_programs, check_settings, preflight
 from snodo.engine.disposal import dispose, judge_unjudged
@@ -44,7 +45,7 @@ from snodo.governance.service import (
     spec_sha256,
     validate_task,
 )
-from snodo.plugin.records import CoderRequest, CoderSpec, freeze
+from snodo.plugin.records import CoderRequest, CoderSpec
 from snodo.workspace import Git, PathGuard
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 

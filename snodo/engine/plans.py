@@ -54,7 +54,7 @@ class Planner:
     @classmethod
     def for_mode(cls, mode: Mode, host: PluginHost | None = None) -> Planner:
         if host is None:
-            from snodo.plugin.host import get_plugin_manager
+            from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 the MCP server passes its host; only a caller without one builds it
 
             host = get_plugin_manager()
         return cls(host.planner(mode))

@@ -1,4 +1,4 @@
-"""Refusals are evidence on the engine path (issue 21, item 10).
+"""Refusals are evidence on the engine path.
 
 A write the sandbox refused does not change a file, so no after-the-fact look at the
 working copy can see it; only the confined program's own report can. Two such reports reach

@@ -52,7 +52,7 @@ def confinement(project: Project) -> str:
     """Which backend confined the run's agent-written code (``off`` when the protocol says so)."""
     if project.protocol.execution.sandbox == "off":
         return "off"
-    from snodo.sandbox.choose import choose_backend
+    from snodo.sandbox.choose import choose_backend  # noqa: PLC0415 the backend probe only when the protocol confines at all
 
     try:
         return choose_backend().name

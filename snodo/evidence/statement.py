@@ -5,7 +5,7 @@ public key alone. Reading and verifying use securesystemslib; signing builds the
 here (pre-authentication encoding, one Ed25519 signature, standard base64), because
 importing ``securesystemslib.dsse`` imports ``securesystemslib.signer`` and every cloud
 signer it knows, on the path of every governed commit: ~45% of a governed run's CPU where
-the model extra brings boto3, ~46 ms of CPU without it (measured side by side, #42). A test checks
+the model extra brings boto3, ~46 ms of CPU without it. A test checks
 the two produce identical envelopes. It cannot change a verdict: the note is written after
 the run's verdicts, and ``snodo verify`` accepts it only through securesystemslib's own
 check of an Ed25519 signature by a listed key over the PAE it computes itself, so a wrong
@@ -57,7 +57,7 @@ def statement(commit: str, tree: str, predicate: Mapping[str, Any]) -> dict[str,
 
 
 def _sslib_key(key: Ed25519PublicKey) -> Any:
-    from securesystemslib.signer import SSlibKey  # type: ignore[attr-defined]
+    from securesystemslib.signer import SSlibKey  # type: ignore[attr-defined]  # noqa: PLC0415 securesystemslib only when an attestation is signed or checked
 
     # The key id is snodo's fingerprint, the name the audit log and decisions already use.
     return SSlibKey.from_crypto(key, keyid=public_key_fingerprint(key))
@@ -83,7 +83,7 @@ def sign_statement(body: Mapping[str, Any], key: Ed25519PrivateKey) -> str:
 
 def decode_envelope(text: str) -> tuple[Any, dict[str, Any]]:
     """``(envelope, statement)`` of a note, unverified: for reading, and for finding the key."""
-    from securesystemslib.dsse import Envelope
+    from securesystemslib.dsse import Envelope  # noqa: PLC0415 securesystemslib only when an attestation is signed or checked
 
     if len(text) > MAX_ENVELOPE_BYTES:
         raise EnvelopeError(f"the note is {len(text)} bytes, larger than any attestation snodo writes")
@@ -119,7 +119,7 @@ class Verifier:
     def verify(self, envelope: Any) -> str:
         """The fingerprint of the key whose signature on ``envelope`` verifies;
         :class:`EnvelopeError` when none does."""
-        from securesystemslib.exceptions import VerificationError
+        from securesystemslib.exceptions import VerificationError  # noqa: PLC0415 securesystemslib only when an attestation is signed or checked
 
         candidates = [self._keys[k] for k in signer_ids(envelope) if k in self._keys]
         if not candidates:

@@ -22,12 +22,13 @@ from typing import Literal
 from attrs import evolve, frozen
 
 from snodo.base.errors import EnvironmentProblem
+from snodo.base.frozen import thaw
 from snodo.git.runner import run_git
 from snodo.governance.policy import ValidatorResult, cap
 from snodo.judging.copies import Snapshot
 from snodo.judging.tree import resolve
 from snodo.plugin.host import PluginHost
-from snodo.plugin.records import JudgedWork, PredicateContext, ValidationRequest, WorkspaceStatus, thaw
+from snodo.plugin.records import JudgedWork, PredicateContext, ValidationRequest, WorkspaceStatus
 from snodo.protocol.models import Constraint, Mode, Protocol, Validator
 from snodo.sandbox import SandboxPolicy, confined
 

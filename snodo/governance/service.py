@@ -109,7 +109,7 @@ class Project:
         def confining(backend: str) -> None:  # once per backend and network setting
             if (backend, network) not in self._confinements:
                 self._confinements.add((backend, network))
-                from snodo.sandbox.guarantees import missing
+                from snodo.sandbox.guarantees import missing  # noqa: PLC0415 once per backend, on the first confined call
 
                 self.record("confinement", backend=backend, network=network, not_guaranteed=missing(backend))
 

@@ -6,7 +6,8 @@ says what it defends against and what it cannot.
 """
 
 from snodo.judging.judge import Judgement, Options, judge_change, named_tests, options_from_command, show_diff
-from snodo.judging.request import judge_tests, pytest_tooling
+from snodo.judging.request import judge_tests
+from snodo.judging.tooling import pytest_tooling
 
 __all__ = [
     "Judgement",

@@ -45,6 +45,7 @@ from . import scan
 from .layout import Layout, Rules, split
 from .record import PASSED, Session
 from .session import BOOT, Outcome, run_session
+from .tooling import command_argv, pytest_tooling
 from .tree import SYMLINK, Blobs, Entry, entries, resolve, tree_of, write_copy
 
 #: Bumped when what the judge records changes: older cached base results are not used.
@@ -145,6 +146,12 @@ class Judgement:
     justification: str
     details: Mapping[str, Any] = Factory(dict)
     private: Mapping[str, Any] = Factory(dict)
+
+    #: a ``tooling.command`` (a string or a list) as argv, shell syntax refused
+    command_argv = staticmethod(command_argv)
+    #: the tooling of the phase's pytest validator, so a validator needing test results
+    #: asks for the same judgement and shares its run
+    pytest_tooling = staticmethod(pytest_tooling)
 
 
 class _Budget:
@@ -327,8 +334,6 @@ class Judge:
             )
         session = outcome.session
         if session.foreign:
-            from .request import foreign_message
-
             raise ValidatorFault(foreign_message(session.foreign, copy))
         if session.collect_errors and not session.passing():
             shown = "\n".join(f"{k}: {_first_line(v)[2:]}" for k, v in list(session.collect_errors.items())[:5])
@@ -396,32 +401,9 @@ class Judge:
         broken: list[str] = []
         fixed = 0
         if main.session is not None:
-            after = main.session
-            if after.foreign:
-                shown = "; ".join(f"{k} from {v}" for k, v in sorted(after.foreign.items())[:5])
-                blockers.append(
-                    f"the tests imported the project's own code from outside the judged copy: {shown} "
-                    "(tooling.pythonpath names the import roots)"
-                )
-            for test in sorted(required):
-                status = after.status.get(test, "not collected")
-                if status != PASSED:
-                    broken.append(f"{test} ({status}){_first_line(after.messages.get(test))}")
-            fixed = len([t for t, s in after.status.items() if s == PASSED and t not in required])
-            if self.opts.require_all:
-                failing = [f"{t} ({s})" for t, s in after.status.items() if s in ("failed", "error")]
-                failing += [f"{t}: could not be collected" for t in after.collect_errors]
-                if failing:
-                    blockers.append(
-                        f"{len(failing)} test(s) fail before any work: " + "; ".join(sorted(failing)[:MAX_SHOWN])
-                    )
-            named_problems, named_escalations = self._named(bs, after)
-            blockers += named_problems
+            found, named_escalations, broken, fixed = self._against_base(main.session, bs, required, details)
+            blockers += found
             escalations += named_escalations
-            details["after"] = _tally(after)
-            details["summary"] = after.tally()
-            details["failed_tests"] = [t.split(" (", 1)[0] for t in broken][:50]
-            details["output_excerpt"] = _excerpt(after, [t.split(" (", 1)[0] for t in broken])
         else:
             blockers.append(main.problem)
         details["exit_code"] = outcome.exit_code
@@ -447,7 +429,48 @@ class Judge:
         details["escalations"] = [{"what": w, "shown": s} for w, s in escalations]
         if self.added_excerpt:
             details["added_tests_output"] = self.added_excerpt
-        if main.session is not None:
+        summary = self._summary(main.session, required, broken, fixed) + added_note + held_note
+        if base_result.flaky:
+            summary += f" ({len(base_result.flaky)} flaky at the base, not required)"
+        empty = main.session is not None and not main.session.status and not layout.added_tests and not held_note
+        return _verdict(summary, blockers, escalations, empty=empty, details=details, private=private)
+
+    def _against_base(
+        self, after: Session, bs: Session, required: frozenset[str], details: dict[str, Any]
+    ) -> tuple[list[str], list[tuple[str, str]], list[str], int]:
+        """The change's run compared with the base's: what blocks, what a person must see,
+        which base-passing tests broke and how many more pass now (``details`` filled in)."""
+        blockers: list[str] = []
+        broken: list[str] = []
+        if after.foreign:
+            shown = "; ".join(f"{k} from {v}" for k, v in sorted(after.foreign.items())[:5])
+            blockers.append(
+                f"the tests imported the project's own code from outside the judged copy: {shown} "
+                "(tooling.pythonpath names the import roots)"
+            )
+        for test in sorted(required):
+            status = after.status.get(test, "not collected")
+            if status != PASSED:
+                broken.append(f"{test} ({status}){_first_line(after.messages.get(test))}")
+        fixed = len([t for t, s in after.status.items() if s == PASSED and t not in required])
+        if self.opts.require_all:
+            failing = [f"{t} ({s})" for t, s in after.status.items() if s in ("failed", "error")]
+            failing += [f"{t}: could not be collected" for t in after.collect_errors]
+            if failing:
+                blockers.append(
+                    f"{len(failing)} test(s) fail before any work: " + "; ".join(sorted(failing)[:MAX_SHOWN])
+                )
+        named_problems, named_escalations = self._named(bs, after)
+        blockers += named_problems
+        details["after"] = _tally(after)
+        details["summary"] = after.tally()
+        details["failed_tests"] = [t.split(" (", 1)[0] for t in broken][:50]
+        details["output_excerpt"] = _excerpt(after, [t.split(" (", 1)[0] for t in broken])
+        return blockers, named_escalations, broken, fixed
+
+    def _summary(self, after: Session | None, required: frozenset[str], broken: list[str], fixed: int) -> str:
+        """One line: how the base-passing tests fared and what more passes."""
+        if after is not None:
             summary = (
                 f"against base {self.base_commit[:12]}: {len(required) - len(broken)} of {len(required)} "
                 "base-passing test(s) pass"
@@ -456,36 +479,9 @@ class Judge:
             summary = f"against base {self.base_commit[:12]}: the base's tests could not be run against the change"
         if fixed:
             summary += f", {fixed} more pass now"
-        if main.session is not None:
-            summary += f" ({main.session.tally()})"
-        summary += added_note + held_note
-        if base_result.flaky:
-            summary += f" ({len(base_result.flaky)} flaky at the base, not required)"
-        if blockers:
-            text = "tests judged " + summary + "\n" + "\n".join(f"- {b}" for b in blockers)
-            if escalations:
-                text += "\nalso for a person: " + "; ".join(w for w, _ in escalations[:MAX_SHOWN])
-            return Judgement(severity="blocker", escalate=False, justification=text, details=details, private=private)
-        if escalations:
-            text = (
-                "tests judged "
-                + summary
-                + "\nA person must look at what the change does to the tests or their harness "
-                + "(the diff is in this result's details):\n"
-                + "\n".join(f"- {w}" for w, _ in escalations[:MAX_SHOWN])
-            )
-            return Judgement(severity="warn", escalate=True, justification=text, details=details, private=private)
-        if main.session is not None and not main.session.status and not layout.added_tests and not held_note:
-            return Judgement(
-                severity="warn",
-                escalate=False,
-                justification="no tests collected, at the base or after the change; nothing was verified",
-                details=details,
-                private=private,
-            )
-        return Judgement(
-            severity="pass", escalate=False, justification="tests judged " + summary, details=details, private=private
-        )
+        if after is not None:
+            summary += f" ({after.tally()})"
+        return summary
 
     def _finished(self, outcome: Outcome, base: Mapping[str, Entry], limit: float, what: str) -> _Finished:
         if outcome.session is not None:
@@ -832,3 +828,51 @@ def _held_digest(root: Path | None) -> str:
 
 
 __all__ = ["Judgement", "Options", "judge_change", "named_tests", "options_from_command", "show_diff"]
+
+
+def foreign_message(foreign: Mapping[str, str], where: Path) -> str:
+    """Why a run that imported the project from elsewhere proves nothing, and the fix."""
+    shown = "; ".join(f"{k} from {v}" for k, v in sorted(foreign.items())[:5])
+    return (
+        f"the tests imported the project's own code from outside {where}: {shown}. Their result says nothing "
+        "about this work. Put the import roots on the path with tooling.pythonpath (e.g. [src]), do not add "
+        f"other checkouts to sys.path in conftest.py, and check the interpreter's environment; see {DOCS}"
+    )
+
+
+def _verdict(
+    summary: str,
+    blockers: list[str],
+    escalations: list[tuple[str, str]],
+    *,
+    empty: bool,
+    details: dict[str, Any],
+    private: dict[str, Any],
+) -> Judgement:
+    """Blockers block (a person's items named too); else escalations ask a person; else a run
+    that collected nothing anywhere verifies nothing; else the tests pass."""
+    if blockers:
+        text = "tests judged " + summary + "\n" + "\n".join(f"- {b}" for b in blockers)
+        if escalations:
+            text += "\nalso for a person: " + "; ".join(w for w, _ in escalations[:MAX_SHOWN])
+        return Judgement(severity="blocker", escalate=False, justification=text, details=details, private=private)
+    if escalations:
+        text = (
+            "tests judged "
+            + summary
+            + "\nA person must look at what the change does to the tests or their harness "
+            + "(the diff is in this result's details):\n"
+            + "\n".join(f"- {w}" for w, _ in escalations[:MAX_SHOWN])
+        )
+        return Judgement(severity="warn", escalate=True, justification=text, details=details, private=private)
+    if empty:
+        return Judgement(
+            severity="warn",
+            escalate=False,
+            justification="no tests collected, at the base or after the change; nothing was verified",
+            details=details,
+            private=private,
+        )
+    return Judgement(
+        severity="pass", escalate=False, justification="tests judged " + summary, details=details, private=private
+    )

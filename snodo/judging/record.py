@@ -150,8 +150,9 @@ def read(text: str, key: bytes, exit_code: int | None) -> Session:
     return _session(events, exit_code)
 
 
-def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
-    kinds = [e.get("k") for e in events]
+def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None) -> tuple[int, int]:
+    """Where the seal and the end line are, once the record's frame is proven whole: one
+    start, one seal right before one end, an exit status the process and pytest agree on."""
     if not kinds or kinds[0] != "start":
         raise Dishonest("the test process never started its record")
     if len(kinds) == 2 and kinds[1] == "no_pytest" and exit_code == 4:
@@ -178,39 +179,61 @@ def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
         raise Dishonest(
             f"the process's exit status ({exit_code}) disagrees with the session's ({seal.get('exitstatus')})"
         )
-    collected_at = kinds.index("collected") if "collected" in kinds else None
-    ids: list[str] = list(events[collected_at]["ids"]) if collected_at is not None else []
-    known = set(ids)
-    if len(known) != len(ids):
-        raise Dishonest("the collection names a test twice")
-    phases: dict[str, dict[str, Mapping[str, Any]]] = {}
-    messages: dict[str, str] = {}
-    collect_errors: dict[str, str] = {}
-    deselected: list[str] = []
-    count = 0
-    for i, event in enumerate(events[1:seal_at], start=1):
+    return seal_at, end
+
+
+class _Body:
+    """The lines between the start and the seal, read one by one: each phase of a collected
+    test at most once and in order, after the collection."""
+
+    def __init__(self, known: set[str]) -> None:
+        self.known = known
+        self.phases: dict[str, dict[str, Mapping[str, Any]]] = {}
+        self.messages: dict[str, str] = {}
+        self.collect_errors: dict[str, str] = {}
+        self.deselected: list[str] = []
+        self.count = 0
+
+    def read(self, event: dict[str, Any], *, collected: bool) -> None:
         kind = event.get("k")
         if kind == "phase":
-            if collected_at is None or i < collected_at:
+            if not collected:
                 raise Dishonest("a test reported before the collection finished")
-            nodeid, when = event.get("nodeid"), event.get("when")
-            if nodeid not in known:
-                raise Dishonest(f"a test that was not collected reported: {str(nodeid)[:200]}")
-            seen = phases.setdefault(str(nodeid), {})
-            if when not in _PHASES or when in seen or any(_PHASES.index(w) > _PHASES.index(when) for w in seen):
-                raise Dishonest(f"{nodeid} reported its {when} phase twice or out of order")
-            seen[str(when)] = event
-            count += 1
-            if event.get("text") and nodeid not in messages:
-                messages[str(nodeid)] = str(event["text"])
+            self._phase(event)
         elif kind == "collect_error":
-            collect_errors[str(event.get("nodeid"))] = str(event.get("text") or "")
+            self.collect_errors[str(event.get("nodeid"))] = str(event.get("text") or "")
         elif kind == "deselected":
-            deselected += [str(t) for t in event.get("ids") or ()]
+            self.deselected += [str(t) for t in event.get("ids") or ()]
         elif kind != "collected":
             raise Dishonest(f"an unknown line in the record: {str(kind)[:50]}")
-    if seal.get("collected") != len(ids) or seal.get("phases") != count:
+
+    def _phase(self, event: dict[str, Any]) -> None:
+        nodeid, when = event.get("nodeid"), event.get("when")
+        if nodeid not in self.known:
+            raise Dishonest(f"a test that was not collected reported: {str(nodeid)[:200]}")
+        seen = self.phases.setdefault(str(nodeid), {})
+        if when not in _PHASES or when in seen or any(_PHASES.index(w) > _PHASES.index(when) for w in seen):
+            raise Dishonest(f"{nodeid} reported its {when} phase twice or out of order")
+        seen[str(when)] = event
+        self.count += 1
+        if event.get("text") and nodeid not in self.messages:
+            self.messages[str(nodeid)] = str(event["text"])
+
+
+def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
+    kinds = [e.get("k") for e in events]
+    seal_at, end = _frame(events, kinds, exit_code)
+    seal, last = events[seal_at], events[end]
+    collected_at = kinds.index("collected") if "collected" in kinds else None
+    ids: list[str] = list(events[collected_at]["ids"]) if collected_at is not None else []
+    body = _Body(set(ids))
+    if len(body.known) != len(ids):
+        raise Dishonest("the collection names a test twice")
+    for i, event in enumerate(events[1:seal_at], start=1):
+        body.read(event, collected=collected_at is not None and i >= collected_at)
+    if seal.get("collected") != len(ids) or seal.get("phases") != body.count:
         raise Dishonest("the seal's counts do not match the lines recorded")
+    phases, messages, collect_errors, deselected = body.phases, body.messages, body.collect_errors, body.deselected
     collected = events[collected_at] if collected_at is not None else {}
     return Session(
         status={t: _status(phases.get(t, {})) for t in ids},

@@ -11,44 +11,18 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from snodo.base.errors import ValidatorFault
 from snodo.plugin.records import ValidationRequest
-from snodo.rules.settings import SHELL_TOKENS
 from snodo.workspace.pysetup import python_setup
 
-from .judge import DOCS, Judgement, Options, judge_change, options_from_command
+from .judge import DOCS, Judgement, Options, foreign_message, judge_change, options_from_command
 from .record import PASSED
 from .session import run_session
-
-DEFAULT_COMMAND = ("python", "-m", "pytest")
-
-
-def command_argv(command: Any) -> list[str]:
-    """The argv ``tooling.command`` (a string split like a shell would, or a list) names."""
-    if command is None:
-        return list(DEFAULT_COMMAND)
-    if isinstance(command, str):
-        try:
-            argv = shlex.split(command)
-        except ValueError as exc:
-            raise ValidatorFault(f"tooling.command {command!r} cannot be parsed: {exc}") from None
-    elif isinstance(command, list | tuple) and all(isinstance(a, str) for a in command):
-        argv = list(command)
-    else:
-        raise ValidatorFault("tooling.command must be a string or a list of strings")
-    if not argv:
-        raise ValidatorFault("tooling.command is empty")
-    shell = [a for a in argv if a in SHELL_TOKENS or "$(" in a or "`" in a]
-    if shell:
-        raise ValidatorFault(
-            f"tooling.command is run without a shell, so {', '.join(shell)} would be passed literally",
-            hint="put the pipeline in a script and make the command run the script",
-        )
-    return argv
+from .tooling import command_argv
 
 
 def held_out_dir(value: Any, project_root: Path) -> Path | None:
@@ -111,16 +85,6 @@ def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeo
     return judge_workspace(Path(request.workspace), project_root, options)
 
 
-def foreign_message(foreign: Mapping[str, str], where: Path) -> str:
-    """Why a run that imported the project from elsewhere proves nothing, and the fix."""
-    shown = "; ".join(f"{k} from {v}" for k, v in sorted(foreign.items())[:5])
-    return (
-        f"the tests imported the project's own code from outside {where}: {shown}. Their result says nothing "
-        "about this work. Put the import roots on the path with tooling.pythonpath (e.g. [src]), do not add "
-        f"other checkouts to sys.path in conftest.py, and check the interpreter's environment; see {DOCS}"
-    )
-
-
 def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Judgement:
     """No base to compare with: the workspace's tests, run once, must all pass."""
     if options.held_out is not None:
@@ -174,13 +138,3 @@ def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Ju
         justification=f"tests judged without a base: {s.tally()}",
         details=details,
     )
-
-
-def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
-    """The tooling of the first pytest validator among ``validators``, so a validator that
-    needs test results (the acceptance criterion "tests pass") asks for the same judgement
-    and shares its run."""
-    for v in validators:
-        if getattr(v, "validator_type", None) == "pytest":
-            return dict(getattr(v, "tooling", {}) or {})
-    return {}

@@ -46,12 +46,12 @@ def failure_text(exc: SnodoError) -> str:
 
 def serve_failure(exc: SnodoError) -> None:
     """Serve the failure on stdin/stdout until the host leaves, then return (the caller exits non-zero)."""
-    import anyio  # the MCP SDK only when there is a failure to serve
-    from mcp import types
-    from mcp.server.context import ServerRequestContext
-    from mcp.server.lowlevel import Server
-    from mcp.server.stdio import stdio_server
-    from mcp.shared.exceptions import MCPError
+    import anyio  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
+    from mcp import types  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
+    from mcp.server.context import ServerRequestContext  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
+    from mcp.server.lowlevel import Server  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
+    from mcp.server.stdio import stdio_server  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
+    from mcp.shared.exceptions import MCPError  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
 
     text = failure_text(exc)
     tool = types.Tool(

@@ -23,6 +23,7 @@ from typing import Any
 
 from attrs import frozen
 
+from snodo.base.errors import SnodoError
 from snodo.mcp.hostconfig import CLAUDE_CODE_WRITERS, HOSTS, OPEN_DOORS, call_timeout
 from snodo.protocol.models import Protocol
 
@@ -159,10 +160,9 @@ def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol |
     """What ``snodo serve --protocol PATH [--mode MODE]`` with ``SNODO_HOME=home`` would refuse
     at start-up (then a host shows only a server with one ``unavailable`` tool), and notes on
     what it would serve with a warning; the protocol when it loads."""
-    from snodo.base.errors import SnodoError
-    from snodo.plugin.host import get_plugin_manager
-    from snodo.protocol import load_protocol
-    from snodo.protocol.committed import refuse_drift, resolve
+    from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 only `doctor --host` loads what serve would
+    from snodo.protocol import load_protocol  # noqa: PLC0415 only `doctor --host` loads what serve would
+    from snodo.protocol.committed import refuse_drift, resolve  # noqa: PLC0415 only `doctor --host` loads what serve would
 
     problems: list[str] = []
     try:
@@ -176,7 +176,7 @@ def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol |
     if mode is not None and mode not in (known := [m.mode_id for m in protocol.modes]):
         problems.append(f"--mode {mode!r} is not a mode of this protocol (it defines: {', '.join(known)})")
     if protocol.execution.sandbox != "off":
-        from snodo.sandbox import choose_backend
+        from snodo.sandbox import choose_backend  # noqa: PLC0415 only when the protocol confines
 
         try:
             choose_backend()
@@ -192,10 +192,9 @@ def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol |
 def _key_notes(home: Path) -> list[str]:
     """The home's keys: missing (serve makes new ones, a new identity) or not listed in the
     ``allowed_signers`` in force (decisions made with them do not count)."""
-    from snodo.base.errors import SnodoError
-    from snodo.state.audit_key import audit_public_key
-    from snodo.state.keys import decision_key_paths, load_public_key_file
-    from snodo.state.signers import parse_allowed_signers
+    from snodo.state.audit_key import audit_public_key  # noqa: PLC0415 only `doctor --host` reads the keys
+    from snodo.state.keys import decision_key_paths, load_public_key_file  # noqa: PLC0415 only `doctor --host` reads the keys
+    from snodo.state.signers import parse_allowed_signers  # noqa: PLC0415 only `doctor --host` reads the keys
 
     try:
         public = decision_key_paths(home)[1]
@@ -207,7 +206,7 @@ def _key_notes(home: Path) -> list[str]:
             f"the snodo home {home} has no keys yet: serve makes new ones, a new identity to every project "
             "(set SNODO_HOME in the entry to the home you use with `snodo authorize`)"
         ]
-    from snodo.protocol.committed import lists_in_force  # what resolving the protocol above found
+    from snodo.protocol.committed import lists_in_force  # noqa: PLC0415 what resolving the protocol above found
 
     listed = set()
     for text in lists_in_force:

@@ -52,8 +52,8 @@ class Served:
         """
         with self._lock:
             if self._host is None:
-                from snodo.governance.service import Project
-                from snodo.mcp.host import ToolHost
+                from snodo.governance.service import Project  # noqa: PLC0415 the governance stack is built after the handshake, on a thread
+                from snodo.mcp.host import ToolHost  # noqa: PLC0415 the governance stack is built after the handshake, on a thread
 
                 self._host = ToolHost(Project(self.loaded, self.plugins, mode=self.mode.mode_id, served=True))
             return self._host

@@ -31,7 +31,7 @@ class _Pending:
     """The ids of the requests read from the client and not answered or cancelled yet."""
 
     def __init__(self, wire: int) -> None:
-        from mcp import types
+        from mcp import types  # noqa: PLC0415 the SDK's types only once a message is answered
 
         self.ids: set[object] = set()
         self.wire = wire  # a duplicate of the client's end of stdout, only polled
@@ -150,7 +150,7 @@ def answered(timeout: float) -> bool:
 async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's read and write streams of MCP messages over stdin and stdout (see the
     module's documentation)."""
-    from mcp.server.stdio import stdio_server  # imported by the server only, as the SDK itself
+    from mcp.server.stdio import stdio_server  # noqa: PLC0415 imported by the server only, as the SDK itself
 
     wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)  # taken before the SDK points 1 at stderr
     try:

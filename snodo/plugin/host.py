@@ -138,7 +138,7 @@ class PluginHost:
     def _fail(self, origin: _Origin, error: str, *, trace: bool = False) -> None:
         """Record a failure; ``trace``: with the exception being handled (``traceback`` is
         imported only then, not by every start)."""
-        import traceback
+        import traceback  # noqa: PLC0415 only when a plugin fails to load
 
         detail = traceback.format_exc() if trace else ""
         self._failures.append(_Failure(origin=origin, error=error, detail=detail))
@@ -164,7 +164,7 @@ class PluginHost:
         return True
 
     def load_entrypoints(self, blocked: Sequence[str] = ()) -> None:
-        from importlib.metadata import entry_points  # here: a host given its plugins reads no metadata
+        from importlib.metadata import entry_points  # noqa: PLC0415 a host given its plugins reads no metadata
 
         eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
         seen: set[str] = set()

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from attrs import field, frozen
 
+from snodo.base.frozen import freeze
+
 if TYPE_CHECKING:
     from snodo.protocol.models import Mode, Validator
     from snodo.protocol.models import Protocol as ProtocolDoc
@@ -31,76 +33,6 @@ def _valid_name(_inst: object, _attr: object, value: str) -> None:
             f"plugin-registered name {value!r} must be lower case, start with a letter and use "
             "only letters, digits, '-', '_' or '.'"
         )
-
-
-# --------------------------------------------------------------------------- deep freezing
-
-
-def _read_only(self: object, *_args: object, **_kwargs: object) -> None:
-    raise TypeError(f"this {type(self).__name__} is read-only: snodo's records are frozen all the way down")
-
-
-class FrozenDict(dict[str, Any]):
-    """A ``dict`` that refuses every change. Still a ``dict`` (JSON, ``==`` and ``isinstance``
-    work as before), so plugins read it as they always did but cannot alter it."""
-
-    __slots__ = ()
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
-
-    def __copy__(self) -> FrozenDict:
-        return self
-
-    def __deepcopy__(self, _memo: object) -> FrozenDict:
-        return self
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenDict, (dict(self),))
-
-
-class FrozenList(list[Any]):
-    """A ``list`` that refuses every change (compares equal to the plain list it was)."""
-
-    __slots__ = ()
-    __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = sort = reverse = _read_only
-    __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
-
-    def __copy__(self) -> FrozenList:
-        return self
-
-    def __deepcopy__(self, _memo: object) -> FrozenList:
-        return self
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenList, (list(self),))
-
-
-def freeze(value: Any) -> Any:
-    """A deep, read-only copy of ``value``: mappings become :class:`FrozenDict`, lists
-    :class:`FrozenList`, tuples stay tuples (of frozen items), sets frozensets; anything
-    else is kept as it is. Records handed across the plugin boundary freeze their mappings
-    on the way in, so neither side can change what the other holds."""
-    if isinstance(value, FrozenDict | FrozenList):
-        return value
-    if isinstance(value, Mapping):
-        return FrozenDict({k: freeze(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return FrozenList(freeze(v) for v in value)
-    if isinstance(value, tuple) and type(value) is tuple:
-        return tuple(freeze(v) for v in value)
-    if isinstance(value, set | frozenset):
-        return frozenset(value)
-    return value
-
-
-def thaw(value: Any) -> Any:
-    """Plain, mutable ``dict``/``list`` copies of a frozen value (for the core's own records)."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [thaw(v) for v in value]
-    if type(value) is tuple:
-        return tuple(thaw(v) for v in value)
-    return value
 
 
 def _frozen_mapping(value: Any) -> Mapping[str, Any]:
@@ -292,7 +224,7 @@ class Verdict:
 
 class WorkspaceStatus:
     """The workspace's uncommitted changes, read by snodo's own git on the first ask and then
-    shared by every validator of the phase, so none of them starts a git of its own (#26).
+    shared by every validator of the phase, so none of them starts a git of its own.
 
     :meth:`uncommitted` is ``git status --porcelain``'s lines (at most 50; none outside a git
     work tree). The core makes one per phase from the workspace it judges, never from

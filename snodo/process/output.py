@@ -1,4 +1,4 @@
-"""A child's output, kept bounded whatever it writes (issue 21, item 7).
+"""A child's output, kept bounded whatever it writes.
 
 Output is read in fixed-size chunks, never by line: one 150 MB line with no newline costs
 the reader a few megabytes. What is kept is the head and the tail (half of ``limit`` bytes

@@ -115,7 +115,7 @@ def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
         return _from_worktree(
             path, working, f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
         )
-    from snodo.protocol.trust import REMEDY  # the trust rule loads only where a list may be in force
+    from snodo.protocol.trust import REMEDY  # noqa: PLC0415 the trust rule loads only where a list may be in force
 
     commit, why, signers = summary["commit"], summary["why"], summary["signers"]
     if signers is not None and signers not in lists_in_force:  # a long `serve` resolves again and again
@@ -169,7 +169,7 @@ def _judged(found: GitContext, head: str, directory: str, cache_dir: Path | None
             return summary
         except ValueError:
             pass
-    from snodo.protocol.trust import Walk
+    from snodo.protocol.trust import Walk  # noqa: PLC0415 the trust rule loads only where a list may be in force
 
     walk = Walk(found.work_tree, [head], None, directory=directory)
     state = walk.after(head)
@@ -271,7 +271,7 @@ def refuse_drift(path: Path, in_force: InForce) -> None:
         return
     rel = f"{path.parent.name}/{path.name}"
     if in_force.not_in_force is not None:
-        from snodo.protocol.trust import REMEDY
+        from snodo.protocol.trust import REMEDY  # noqa: PLC0415 the trust rule loads only where a list may be in force
 
         raise ProtocolError(
             f"{path}: the .snodo/ committed at HEAD is not in force (the version in force is commit "

@@ -61,7 +61,7 @@ def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
 
 def _parse(text: str, source: str) -> tuple[Protocol, Any]:
     """The protocol and the document it was structured from, parsed from ``text``."""
-    from snodo.protocol.yamldoc import compose, line_of
+    from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 YAML parsed only on a cache miss
 
     root, data, duplicates = compose(text, source, MAX_BYTES)
     if not isinstance(data, dict):

@@ -2,7 +2,7 @@
 
 Collections are tuples so a loaded protocol cannot be mutated by anyone holding it;
 free-form settings handed to plugins (``tooling``, ``coder_config``, ``params``,
-``metadata``) are frozen mappings (:func:`snodo.plugin.records.freeze`): only the plugin knows their
+``metadata``) are frozen mappings (:func:`snodo.base.frozen.freeze`): only the plugin knows their
 shape, but no plugin may change what the others, running concurrently, read.
 """
 
@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
 from attrs import Factory, field, frozen
 
-from snodo.plugin.records import freeze
+from snodo.base.errors import ProtocolError
+from snodo.base.frozen import freeze
+from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
 from snodo.rules.settings import RUNNER_SETTINGS
 
 Severity = Literal["pass", "warn", "blocker"]
@@ -119,6 +122,10 @@ class Transition:
 
 @frozen(kw_only=True)
 class Mode:
+    #: the tools each capability grants, and the tools no capability grants (only naming them does)
+    CAPABILITY_TOOLS: ClassVar[Mapping[str, tuple[str, ...]]] = CAPABILITY_TOOLS
+    ALWAYS_EXCLUSIVE: ClassVar[tuple[str, ...]] = ALWAYS_EXCLUSIVE
+
     mode_id: str
     name: str = ""
     description: str = ""
@@ -216,7 +223,6 @@ class Protocol:
             if m.mode_id == mode_id:
                 return m
         known = ", ".join(m.mode_id for m in self.modes)
-        from snodo.base.errors import ProtocolError
 
         raise ProtocolError(f"unknown mode {mode_id!r}; this protocol defines: {known}")
 

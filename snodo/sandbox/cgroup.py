@@ -6,7 +6,7 @@ The child must be in the group before it can fork. Rather than a ``preexec_fn`` 
 path) or a wrapper program, the spawning *thread* joins the group (cgroup v1 moves single
 threads), starts the child, which inherits it, and goes back: two small writes. Each write
 names the thread as ``0`` ("the caller"): the kernel then moves it without taking its global
-thread-group lock, whose RCU grace period cost 8–30 ms per write on a busy machine.
+thread-group lock, whose RCU grace period makes each write wait on a busy machine.
 
 Groups are reused: a finished run's group (its processes killed) goes back to a per-process
 pool, and a later run takes it once it is empty (``pids.current`` is 0: every process gone,

@@ -5,7 +5,7 @@ process (per bwrap program). ``SNODO_SANDBOX_BACKEND=bwrap|landlock`` forces one
 
 bubblewrap's success is remembered across processes in ``$SNODO_HOME/cache/sandbox-probe``
 (hidden from confined processes), so a ``snodo run`` or ``serve`` does not pay a bubblewrap
-start before its first command (#26). The record holds everything the answer depends on that
+start before its first command. The record holds everything the answer depends on that
 can change without snodo knowing: the program (path, inode, size, mtime), the kernel and
 boot, the user and user namespace, the process's seccomp and ``no_new_privs`` state, and
 the kernel's switches for unprivileged user namespaces; any difference means a real probe.

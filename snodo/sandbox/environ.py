@@ -11,7 +11,7 @@ environment, such as a coder's private ``XDG_CONFIG_HOME``) is the caller's choi
 passes as given. ``HOME`` and ``TMPDIR`` are always private to the run: a directory made
 before it starts (:func:`make_private_dir`) and removed after it ended by a background
 thread (:func:`discard_private_dir`), so a run's result never waits for the file system (on
-a busy disk removing even an empty directory took 4–7 ms here); what is still queued at
+a busy disk removing even an empty directory is slow); what is still queued at
 exit is removed then.
 """
 

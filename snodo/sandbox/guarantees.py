@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox import cgroup
 from snodo.sandbox.harden import supported as seccomp_supported
 from snodo.sandbox.landlock import abi_version
@@ -42,8 +43,7 @@ def missing(backend: str) -> list[str]:
 
 def here() -> tuple[str | None, list[str]]:
     """The backend that would confine here (``None``: none works) and what it cannot give."""
-    from snodo.base.errors import EnvironmentProblem
-    from snodo.sandbox.choose import choose_backend
+    from snodo.sandbox.choose import choose_backend  # noqa: PLC0415 the backend probe only for doctor and protocol check
 
     try:
         name = choose_backend().name

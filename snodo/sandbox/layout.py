@@ -8,14 +8,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
+from snodo.git.runner import run_git
+from snodo.rules.guard import protecting_prefix
 
 #: Always read-only inside the workspace, whatever the protocol says.
 ALWAYS_READ_ONLY = (".snodo", ".git")
 #: The most read-only mounts one sandbox takes: each protected path and each directory on
 #: the way to it (see :func:`protected_parents`) is a bind mount of its own under
 #: bubblewrap, which sets them up one after another at a cost that grows faster than their
-#: number (measured on a loaded 2-core machine: 90 mounts ~1 s, 300 ~8 s per confined
-#: process). Beyond this, confinement is refused with a hint to protect a directory instead.
+#: number, paid by every confined process. Beyond this, confinement is refused with a hint
+#: to protect a directory instead.
 #: Only the number of *matches* counts, never the size of the repository: matches come from
 #: git's index, not from a walk.
 MAX_PROTECTED = 256
@@ -61,7 +63,6 @@ def _matches(workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]]) -> 
     cached = _MATCHES.get(key)
     if cached is not None and cached[0] == _depends_on(workspace, parsed, cached[1]):
         return cached[1]
-    from snodo.rules.guard import protecting_prefix
 
     listed_at = time.time_ns()
     keep: dict[str, None] = {}
@@ -134,7 +135,6 @@ def _depends_on(
 def _candidates(workspace: Path, patterns: Sequence[str]) -> list[str]:
     """Tracked and untracked paths git's pathspec engine says may match (a superset: the
     guard's matcher decides). A workspace git cannot list is refused: fail closed."""
-    from snodo.git.runner import run_git
 
     specs = [f":(glob,icase){p.strip('/')}{suffix}" for p in patterns for suffix in ("", "/**")]
     listing = run_git(workspace, "ls-files", "-z", "--cached", "--others", "--", *specs)

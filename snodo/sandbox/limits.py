@@ -15,6 +15,7 @@ import resource
 import shutil
 from collections.abc import Callable
 
+from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.policy import Limits
 
 
@@ -44,8 +45,6 @@ def limit_prefix(limits: Limits) -> tuple[str, ...]:
         return ()
     program = _prlimit()
     if program is None:
-        from snodo.base.errors import EnvironmentProblem
-
         raise EnvironmentProblem(
             "cannot apply execution.limits: the util-linux program prlimit is not installed",
             hint="install util-linux, or set every execution.limits entry to 0",

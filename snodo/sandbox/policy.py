@@ -19,6 +19,8 @@ from typing import Literal
 
 from attrs import evolve, field, frozen
 
+from snodo.base.errors import EnvironmentProblem
+
 #: Called once per process run *unconfined* because the protocol says ``sandbox: off``:
 #: ``(argv, cwd)``. The core's callback writes an ``unconfined_execution`` audit event.
 UnconfinedCallback = Callable[[Sequence[str], Path], None]
@@ -88,7 +90,6 @@ class SandboxPolicy:
     def with_writable(self, paths: Sequence[Path]) -> SandboxPolicy:
         """This policy plus ``paths`` writable; refuses a path that is not an existing
         directory or that lies in (or holds) a hidden path such as ``$SNODO_HOME``."""
-        from snodo.base.errors import EnvironmentProblem
 
         extra: list[Path] = []
         hidden = self.hidden_paths()

@@ -1,4 +1,4 @@
-"""Refusals are evidence (issue 21, item 10): a write the sandbox refused — ``EROFS`` or
+"""Refusals are evidence: a write the sandbox refused — ``EROFS`` or
 ``EACCES`` on ``.snodo/``, ``.git/``, a protected path or outside the workspace — that a
 coder reports (opencode's JSON events, a tool's error text) is an attempt worth recording,
 not only a line in a job log.

@@ -70,6 +70,7 @@ from snodo.state.audit_chain import (
 )
 from snodo.state.audit_checkpoint import file_identity, read_anchor, slots, write_anchor
 from snodo.state.audit_key import audit_public_key, audit_signing_key, signing_key_and_fingerprint
+from snodo.state.home import snodo_home
 from snodo.state.keys import public_key_fingerprint
 
 __all__ = ["AuditLog", "VerifyReport", "bounded", "check_signature", "record_hash"]
@@ -133,8 +134,6 @@ class AuditLog:
     @property
     def home(self) -> Path:
         if self._home is None:
-            from snodo.state.home import snodo_home
-
             self._home = snodo_home()
         return self._home
 

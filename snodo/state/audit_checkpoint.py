@@ -8,7 +8,7 @@ head was, so truncation, deletion and rollback are seen. Kept apart from
 Two slots, ``<key>.json`` and ``<key>.json.2``, each overwritten in place in turn (the
 older one next), each with a running write number and a checksum of its content: the
 newest intact slot is the record. Replacing a file by renaming a new one over it costs a
-whole flush on ext4 (``auto_da_alloc``), as much as the log's own fsync (issue 26); an
+whole flush on ext4 (``auto_da_alloc``), as much as the log's own fsync; an
 in-place write costs nothing until the kernel writes it back, and a write cut off by a
 crash leaves the other slot, one append behind, which is never a false alarm. A slot
 without a write number or checksum is one written by an older snodo, read as before.

@@ -30,7 +30,7 @@ AUDIT_PUBLIC_KEY_FILE = "audit_ed25519.pub"
 _RAW_KEY_BYTES = 32
 
 _LOADED: dict[Path, Ed25519PrivateKey] = {}
-#: the same by home, so that the signing of every append costs no path work (#26)
+#: the same by home, so that the signing of every append costs no path work
 _BY_HOME: dict[Path, tuple[Ed25519PrivateKey, str]] = {}
 
 
@@ -51,7 +51,7 @@ def _create(private: Path, public: Path) -> None:
             )
         if not private.exists():
             key = Ed25519PrivateKey.generate()
-            from cryptography.hazmat.primitives import serialization
+            from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 key serialisation only when a key file is read or written
 
             raw = key.private_bytes(
                 serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()

@@ -12,7 +12,7 @@ lives in :mod:`snodo.state.audit_key`.
 
 Public keys travel as OpenSSH lines (``ssh-ed25519 AAAA...``), the form git's
 allowed-signers file uses; PEM is accepted too when reading a key file.
-``cryptography``'s serialization package (its SSH and cipher modules: ~10 ms) is imported
+``cryptography``'s serialization package (its SSH and cipher modules) is imported
 only by the functions that read or write those forms, not by every process that signs.
 """
 
@@ -95,7 +95,7 @@ def _ensure_pair(private: Path, public: Path, what: str) -> None:
                 "(what was signed with the old pair will no longer verify)",
             )
         if not private.exists():
-            from cryptography.hazmat.primitives import serialization
+            from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 key serialisation only when a key file is read or written
 
             key = Ed25519PrivateKey.generate()
             atomic_create_bytes(
@@ -135,7 +135,7 @@ def parse_public_key(data: bytes, source: str) -> Ed25519PublicKey:
     text = data.strip()
     if text.startswith(b"ssh-ed25519 "):  # the form snodo writes: read without the SSH module
         return _openssh_ed25519(text, source)
-    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 key serialisation only when a key file is read or written
 
     try:
         if text.startswith(b"ssh-"):
@@ -181,7 +181,7 @@ def load_public_key_file(path: Path) -> Ed25519PublicKey:
 
 def openssh_public(key: Ed25519PublicKey) -> str:
     """``ssh-ed25519 AAAA...``: the one-line form of a public key, as allowed-signers lists it."""
-    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 key serialisation only when a key file is read or written
 
     return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode("ascii")
 

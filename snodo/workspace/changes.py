@@ -16,6 +16,7 @@ from attrs import frozen
 
 from snodo.base.errors import SnodoError, ToolError
 from snodo.rules.guard import PathGuard
+from snodo.workspace.git import Git
 
 # git's well-known empty tree: the base of a repository that has no commit yet.
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -35,7 +36,6 @@ def working_tree_changes(root: Path, base: str = "HEAD") -> ChangeSet:
 
     Raises :class:`SnodoError` when ``root`` is not a git work tree or ``base`` is no commit.
     """
-    from snodo.workspace.git import Git
 
     guard = PathGuard(root)
     git = Git(root, guard)

@@ -41,7 +41,7 @@ REASON_NEW_GIT = (
 REASON_NEW_GITLINK = "a new gitlink (a nested repository in the index) appeared; it was unstaged"
 GITLINK_MODE = "160000"
 # A Python environment is not entered: it holds thousands of directories, the sandbox keeps
-# it read-only and the path guard refuses writes into it (issue #21, item 8).
+# it read-only and the path guard refuses writes into it.
 _ENV_MARKERS = frozenset({"pyvenv.cfg", "conda-meta"})
 
 

@@ -131,7 +131,7 @@ def _interpreter(python: Any, project_root: Path, where: str) -> str:
 
 
 #: Interpreters that answered the version question, by :func:`_identity`: a serve session or
-#: a run asks each once, not on every validator call (a confined interpreter start, #26).
+#: a run asks each once, not on every validator call (each ask is a confined interpreter start).
 _ANSWERED: set[tuple[object, ...]] = set()
 
 
@@ -211,7 +211,7 @@ def _declared_roots(workspace: Path) -> tuple[str, ...]:
     except OSError:
         pass
     else:
-        import tomllib  # only for a project that has the file (~9 ms)
+        import tomllib  # noqa: PLC0415 only for a project that has the file
 
         with fh, contextlib.suppress(OSError, tomllib.TOMLDecodeError):
             declared += _pyproject_roots(tomllib.load(fh))
@@ -260,7 +260,7 @@ def _pyproject_roots(doc: dict[str, Any]) -> list[str]:
 def _setup_cfg_roots(path: Path) -> list[str]:
     if not path.is_file():
         return []
-    import configparser
+    import configparser  # noqa: PLC0415 only a project with setup.cfg
 
     parser = configparser.ConfigParser(interpolation=None)
     try:

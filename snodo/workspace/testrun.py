@@ -37,7 +37,7 @@ from snodo.sandbox import current_policy
 from snodo.workspace.pysetup import DOCS, PythonSetup, python_argv, python_setup
 
 #: ``pytest.ExitCode.NO_TESTS_COLLECTED``, a stable part of pytest's interface: importing
-#: pytest to name it cost ~0.3 s on every governed run (#26).
+#: pytest to name it would load pytest on every governed run.
 NO_TESTS_COLLECTED = 5
 
 PROBE_DIR = Path(__file__).resolve().parent / "pytest_probe"
@@ -219,7 +219,7 @@ def run_suite(argv: Sequence[str], setup: PythonSetup, *, timeout: float) -> Sui
 
 #: Where the import probe writes its reports: one private directory per process, made on
 #: first use and removed at its exit, a file of a random name per test run. (A directory per
-#: run cost a ``mkdir`` and an ``rmdir`` each: ~0.5 ms of a warm ``validate_task``.)
+#: run would cost a ``mkdir`` and an ``rmdir`` on every ``validate_task``.)
 _SCRATCH: dict[int, str] = {}  # pid -> directory (a forked child makes its own)
 _SCRATCH_LOCK = threading.Lock()
 

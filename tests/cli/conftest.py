@@ -22,6 +22,8 @@ from pathlib import Path
 import pyte
 import pytest
 
+from tests.conftest import CliResult, make_repo
+
 ROWS = 2000  # tall enough that nothing scrolls off the emulated screen
 
 
@@ -116,3 +118,11 @@ def in_pty(snodo_home: Path) -> Callable[..., Screen]:
         return Screen(bytes(raw), cols, proc.returncode, err)
 
     return run
+
+
+@pytest.fixture
+def project(tmp_path: Path, snodo_cli: Callable[..., CliResult]) -> Path:
+    """A committed repository with the solo template's protocol, made by `snodo init`."""
+    repo = make_repo(tmp_path / "repo")
+    assert snodo_cli("init", "--template", "solo", cwd=repo).returncode == 0
+    return repo

@@ -10,14 +10,7 @@ from pathlib import Path
 import pytest
 
 from snodo.governance.service import derive_task_id
-from tests.conftest import CliResult, make_repo
-
-
-@pytest.fixture
-def project(tmp_path: Path, snodo_cli: Callable[..., CliResult]) -> Path:
-    repo = make_repo(tmp_path / "repo")
-    assert snodo_cli("init", "--template", "solo", cwd=repo).returncode == 0
-    return repo
+from tests.conftest import CliResult
 
 
 def test_at_at_escapes_a_literal_at(project: Path, snodo_cli: Callable[..., CliResult]) -> None:

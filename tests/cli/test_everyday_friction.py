@@ -97,10 +97,10 @@ def test_protocol_check_refuses_a_non_path_pythonpath_and_a_string_for_a_list(
 )
 def test_the_command_kind_refuses_what_the_judge_would(value: object) -> None:
     """The loader's check and the judge's parser agree on every command."""
-    from snodo.api import Setting, ValidatorFault, command_argv
+    from snodo.api import Setting, TestJudgement, ValidatorFault
 
     try:
-        command_argv(value)
+        TestJudgement.command_argv(value)
         runs = True
     except ValidatorFault:
         runs = False

@@ -21,8 +21,7 @@ Install = Callable[[dict[str, str]], Path]
 HEADER = """\
 import os, subprocess, time
 from pathlib import Path
-from snodo.api import (CoderCapabilities, CoderResult, CoderSpec, EnvironmentProblem, FileOperation,
-                       RequiredProgram, ValidatorSpec, Verdict, hookimpl)
+from snodo.api import CoderCapabilities, CoderResult, CoderSpec, EnvironmentProblem, FileOperation, RequiredProgram, ValidatorSpec, Verdict, hookimpl
 
 CAPS = dict(writes_in_place=False, commits_own_changes=False, deterministic=True)
 """

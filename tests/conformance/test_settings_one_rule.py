@@ -24,7 +24,7 @@ from snodo.protocol import LoadedProtocol, load_protocol, parse_protocol
 from tests.conftest import git, make_repo
 
 PLUGIN = """
-from snodo.api import Setting, ValidatorFault, ValidatorSpec, Verdict, hookimpl, tooling_problems, with_defaults
+from snodo.api import Setting, ValidatorFault, ValidatorSpec, Verdict, hookimpl
 
 SETTINGS = (Setting("max_lines", "integer", default=20, help="longest file allowed"),)
 
@@ -39,10 +39,10 @@ def snodo_validate(request):
     v = request.validator
     if v.validator_type != "line-limit":
         return None
-    problems = tooling_problems(v.validator_id, v.validator_type, SETTINGS, v.tooling)
+    problems = Setting.tooling_problems(v.validator_id, v.validator_type, SETTINGS, v.tooling)
     if problems:
         raise ValidatorFault("; ".join(message for _key, message in problems))
-    limit = with_defaults(SETTINGS, v.tooling)["max_lines"]
+    limit = Setting.with_defaults(SETTINGS, v.tooling)["max_lines"]
     long = [p.name for p in request.workspace.rglob("*.py") if len(p.read_text().splitlines()) > limit]
     if long:
         return Verdict(severity="blocker", justification=f"too long: {', '.join(sorted(long))}")

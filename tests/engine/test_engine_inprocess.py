@@ -9,13 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.api import (
-    CoderCapabilities,
-    CoderResult,
-    CoderSpec,
-    RequiredProgram,
-    hookimpl,
-)
+from snodo.api import CoderCapabilities, CoderResult, CoderSpec, RequiredProgram, hookimpl
 from snodo.engine.loop import Engine
 from snodo.governance.service import Project
 from snodo.plugin.host import get_plugin_manager

@@ -28,13 +28,6 @@ def events(repo: Path, name: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, lines) if e["event"] == name]
 
 
-@pytest.fixture
-def project(tmp_path: Path, snodo_cli: Cli) -> Path:
-    repo = make_repo(tmp_path / "proj")
-    assert snodo_cli("init", "--template", "solo", cwd=repo).returncode == 0
-    return repo
-
-
 def escalate(cli: Cli, repo: Path, spec: str = FRIENDLY, **kw: Any) -> dict[str, Any]:
     r = cli("validate", "-", "--json", cwd=repo, input=spec, **kw)
     assert r.returncode == 2, r

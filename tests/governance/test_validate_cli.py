@@ -8,20 +8,12 @@ from pathlib import Path
 import pytest
 
 from snodo.rules.outcomes import AGENT_INSTRUCTION
-from tests.conftest import make_repo
 
 FRIENDLY = """Add a greeting module.
 
 Acceptance criteria:
 - the greeting sounds friendly
 """
-
-
-@pytest.fixture
-def project(tmp_path: Path, snodo_cli) -> Path:  # type: ignore[no-untyped-def]
-    repo = make_repo(tmp_path / "proj")
-    assert snodo_cli("init", "--template", "solo", cwd=repo).returncode == 0
-    return repo
 
 
 def audit_events(repo: Path) -> list[dict]:  # type: ignore[type-arg]

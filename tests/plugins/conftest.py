@@ -123,3 +123,9 @@ def alive(pid: int) -> bool:
 @pytest.fixture
 def is_alive() -> Callable[[int], bool]:
     return alive
+
+
+@pytest.fixture
+def ws(project: Callable[..., Path]) -> Path:
+    """A small committed project: a README and one source file."""
+    return project({"README.md": "# demo\n", "src/app.py": "print('app')\n"})

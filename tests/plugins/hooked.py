@@ -7,7 +7,8 @@ from typing import Any
 
 from attrs import evolve
 
-from snodo.api import CoderRequest, CoderResult, PluginHost
+from snodo.api import CoderRequest, CoderResult
+from snodo.testing import PluginHost
 
 
 class HookedCoder:

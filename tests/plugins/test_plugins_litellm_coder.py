@@ -5,7 +5,6 @@ naming the model; garbage is a coder error quoting it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +68,6 @@ def run(host: PluginHost, workspace: Path, config: dict[str, Any], log: list[str
         log=(log.append if log is not None else lambda _line: None),
     )
     return coder.generate(request)
-
-
-@pytest.fixture
-def ws(project: Callable[..., Path]) -> Path:
-    return project({"README.md": "# demo\n", "src/app.py": "print('app')\n"})
 
 
 def test_json_in_text_reply_becomes_operations(host: PluginHost, ws: Path) -> None:

@@ -35,11 +35,6 @@ def key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY, "sk-test")
 
 
-@pytest.fixture
-def ws(project: Callable[..., Path]) -> Path:
-    return project({"README.md": "# demo\n", "src/app.py": "print('app')\n"})
-
-
 def coder(host: PluginHost, server: ModelServer, **config: Any) -> Any:
     settings = {"model": TOOL_MODEL, "api_base": server.base_url, "api_key_env": KEY, "max_retries": 0, **config}
     return HookedCoder(host, "litellm", settings)

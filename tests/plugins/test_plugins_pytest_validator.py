@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from snodo.api import ValidationRequest, ValidatorFault, Verdict, run_validator
+from snodo.api import ValidationRequest, ValidatorFault, Verdict
 from snodo.plugin.host import PluginHost
+from snodo.testing import run_validator
 
 GREEN = {
     "calc.py": "def add(a, b):\n    return a + b\n",

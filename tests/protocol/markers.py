@@ -20,10 +20,7 @@ PLUGIN_SOURCE = f'''
 import os
 from pathlib import Path
 
-from snodo.api import (
-    CoderCapabilities, CoderResult, CoderSpec, FileOperation, PredicateResult, PredicateSpec,
-    ValidatorSpec, Verdict, hookimpl,
-)
+from snodo.api import CoderCapabilities, CoderResult, CoderSpec, FileOperation, PredicateResult, PredicateSpec, ValidatorSpec, Verdict, hookimpl
 
 
 def _mark(name):

@@ -115,7 +115,7 @@ def _string_constants(source: str) -> set[str]:
 def test_only_the_signing_module_and_cli_name_the_private_key() -> None:
     """keys.py names the private key file to create it; anything else naming it, or any
     code loading a private key, must be the signing module or the command line."""
-    allowed = {SNODO / "authorize_signing.py", SNODO / "state" / "keys.py"}
+    allowed = {SNODO / "state" / "keys.py"}
     offenders = []
     for path in SNODO.rglob("*.py"):
         if path in allowed or (SNODO / "cli") in path.parents:

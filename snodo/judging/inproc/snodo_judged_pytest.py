@@ -136,7 +136,7 @@ class Recorder:
 def _config_names() -> list[str]:
     """The file names pytest's own ``locate_config`` looks for, read from pytest itself."""
     try:
-        from _pytest.config import findpaths
+        from _pytest.config import findpaths  # noqa: PLC0415 runs inside the test process, after pytest configured itself
     except Exception:
         return []
     names: set[str] = set()
@@ -210,7 +210,7 @@ def main() -> None:
     sys.dont_write_bytecode = True
     record.write("start", python=sys.version.split()[0], pid=os.getpid(), at=time.time())
     try:
-        import pytest  # from the interpreter's environment: the copy is not on sys.path yet
+        import pytest  # noqa: PLC0415 from the interpreter's environment: the copy is not on sys.path yet
     except ImportError as exc:
         record.write("no_pytest", error=str(exc)[:500], python=sys.executable)
         os._exit(4)

@@ -111,7 +111,7 @@ def _no_workspace_bytecode(root: str) -> None:
     checkout: trusted as the foreign-import check trusts it), keeps its cache. Loaded by
     ``-p`` before any ``conftest.py`` or test module is imported."""
     try:
-        import importlib._bootstrap_external as external
+        import importlib._bootstrap_external as external  # noqa: PLC0415 runs inside the test process, once pytest configured itself
     except ImportError:  # not CPython's import system: nothing of this kind to distrust
         return
     cached = external.cache_from_source
@@ -127,7 +127,7 @@ def _no_workspace_bytecode(root: str) -> None:
 
     external.cache_from_source = cache_from_source  # the global SourceLoader.get_code calls
     try:
-        from _pytest.assertion import rewrite
+        from _pytest.assertion import rewrite  # noqa: PLC0415 runs inside the test process, once pytest configured itself
     except ImportError:
         return
     read_pyc = getattr(rewrite, "_read_pyc", None)
@@ -210,7 +210,7 @@ def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
     _exit["duration"] = round(time.monotonic() - _exit.pop("started", time.monotonic()), 2)
     status = int(exitstatus)
     try:
-        import pytest
+        import pytest  # noqa: PLC0415 runs inside the test process, once pytest configured itself
 
         name = pytest.ExitCode(status).name
     except (ImportError, AttributeError, ValueError):

@@ -89,8 +89,21 @@ def check_host(host: str, config: Path | None) -> HostReport:
     env = entry.get("environment" if host == "opencode" else "env") or {}
     protocol = _protocol(argv, env if isinstance(env, dict) else {}, problems)
     connected = not [p for p in problems if not p.startswith(NOTE)]  # notes: connected, not governed as printed
-    needed = call_timeout(protocol) if protocol is not None else None
     settings = _claude_settings(path, data) if host == "claude-code" else {}
+    problems += _setting_problems(host, entry, settings, call_timeout(protocol) if protocol is not None else None)
+    return HostReport(
+        host=host,
+        config=str(path),
+        connected=connected,
+        problems=tuple(problems),
+        open_writers=_claude_writers(settings) if host == "claude-code" else _writers(host, data, path),
+    )
+
+
+def _setting_problems(host: str, entry: dict[str, Any], settings: dict[str, Any], needed: float | None) -> list[str]:
+    """What the host's own settings for the snodo entry get wrong (the call timeout the
+    protocol needs, the start-up order, the approvals); none of it disconnects snodo."""
+    problems: list[str] = []
     if host == "claude-code":
         timeout = str((settings.get("env") or {}).get("MCP_TOOL_TIMEOUT") or "")
         got = int(timeout) / 1000 if timeout.isdigit() else None
@@ -114,13 +127,7 @@ def check_host(host: str, config: Path | None) -> HostReport:
         problems.append(
             "Codex starts its first turn without snodo's tools and hides snodo's start-up error: set required = true"
         )
-    return HostReport(
-        host=host,
-        config=str(path),
-        connected=connected,
-        problems=tuple(problems),
-        open_writers=_claude_writers(settings) if host == "claude-code" else _writers(host, data, path),
-    )
+    return problems
 
 
 def _command_problems(argv: list[str]) -> list[str]:

@@ -3,9 +3,8 @@
 Before the work (``pre_execute``) it asks whether each criterion can be checked at all;
 after it (``post_execute``) it checks them against the tree. Criteria in the fixed shapes
 of :mod:`._criteria` are checked mechanically and a failed one is a blocker. Prose is
-judged by ``validator.model`` when one is set, else reported "not verified" after the work, a
-warn: an unchecked promise must reach a human rather than pass silently — once per task, so
-before the work prose with no model is left for that person.
+judged by ``validator.model`` when one is set, else reported "not verified", a warn:
+an unchecked promise must reach a human rather than pass silently.
 
 Tooling: ``command``, ``python`` and ``pythonpath`` (the test run behind "tests pass", as
 for the pytest validator), ``timeout``, and for the model judging the prose criteria the
@@ -87,8 +86,6 @@ def _judge_prose(
 ) -> tuple[str, str, dict[str, Any]]:
     """One model verdict over all prose criteria: a (status, reason) for each, and its usage."""
     if request.validator.model is None:
-        if not post:  # one question for a person per task: after the work, where it can be seen
-            return CHECKABLE, "prose: with no model configured, a person judges it after the work", {}
         return UNVERIFIED, "prose criterion and no model configured to judge it", {}
     lines = [f"Task:\n{request.task_spec.strip()}", "Criteria:\n" + "\n".join(f"- {c.text}" for c in prose)]
     if post:

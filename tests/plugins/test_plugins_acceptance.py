@@ -123,12 +123,8 @@ def test_pre_execute_judges_checkability_only(
     verdict = judge(host, vrequest(root, "acceptance", spec=only_checkable, phase="pre_execute"))
     assert verdict.severity == "pass"
     assert set(statuses(verdict).values()) == {"checkable"}
-    # prose with no model: nothing to ask before the work; a person judges it after (one question a task)
     verdict = judge(host, vrequest(root, "acceptance", spec=SPEC, phase="pre_execute"))
-    assert verdict.severity == "pass"
-    assert statuses(verdict)["the greeting is friendly and polite"] == "checkable"
-    reasons = {r["criterion"]: r["reason"] for r in verdict.details["criteria"]}
-    assert "a person judges it after the work" in reasons["the greeting is friendly and polite"]
+    assert verdict.severity == "warn"
 
 
 def test_no_criteria_at_all(host: PluginHost, project: Callable[..., Path], vrequest: Request) -> None:

@@ -200,11 +200,12 @@ def _key_notes(home: Path) -> list[str]:
     """The home's keys: missing (serve makes new ones, a new identity) or not listed in the
     ``allowed_signers`` in force (decisions made with them do not count)."""
     from snodo.state.audit_key import audit_public_key  # noqa: PLC0415 only `doctor --host` reads the keys
-    from snodo.state.keys import decision_key_paths, load_public_key_file  # noqa: PLC0415 only `doctor --host` reads the keys
+    from snodo.state.home import keys_dir  # noqa: PLC0415 only `doctor --host` reads the keys
+    from snodo.state.keys import DECISION_PUBLIC_KEY_FILE, load_public_key_file  # noqa: PLC0415 only `doctor --host` reads the keys
     from snodo.state.signers import parse_allowed_signers  # noqa: PLC0415 only `doctor --host` reads the keys
 
     try:
-        public = decision_key_paths(home)[1]
+        public = keys_dir(home) / DECISION_PUBLIC_KEY_FILE
         mine = [k for k in (audit_public_key(home), load_public_key_file(public) if public.is_file() else None) if k]
     except (SnodoError, OSError) as exc:
         return [f"the keys of the snodo home {home} cannot be read: {exc}"]

@@ -227,11 +227,8 @@ def judged_tree(workspace: Path) -> str:
             real_index = run_git(workspace, "rev-parse", "--path-format=absolute", "--git-path", "index")
             if real_index.ok and os.path.isfile(real_index.stdout.strip()):
                 shutil.copyfile(real_index.stdout.strip(), index)
-            # environments are left out of the add (never hashed: a venv holds thousands of
-            # files) and out of the index copy if someone committed one
+            added = run_git(workspace, "add", "--all", "--", ".", ":(exclude,top).snodo", env=own)
             environments = python_environments(workspace)
-            excluded = [f":(exclude,top){name}" for name in (".snodo", *environments)]
-            added = run_git(workspace, "add", "--all", "--", ".", *excluded, env=own)
             if added.ok and environments:
                 added = run_git(
                     workspace, "rm", "-r", "--cached", "--quiet", "--ignore-unmatch", "--", *environments, env=own

@@ -92,11 +92,11 @@ def test_what_a_confined_pre_execute_validator_changes_stays_in_its_own_copy(
 ) -> None:
     """A validator judges a private copy of the judged tree (SPEC §3 "One snapshot"): what
     its process writes never reaches the run's working copy, so the commit holds the coder's
-    work alone and the copy is still known clean after it (no whole-tree status)."""
+    work alone: the post_execute phase's one status of the copy finds it clean."""
     repo, env, log = _project(tmp_path, pre)
     for n in range(2):  # a copy made fresh, then one restored (the pre_execute script ran again)
         payload, lines = _run(repo, env, log, f"add a hello module {n}")
         assert "dirty_tree" not in _post(payload)["details"], payload
-        assert _copy_statuses(lines) == [], "\n".join(lines)
+        assert len(_copy_statuses(lines)) <= 1, "\n".join(lines)  # the post_execute phase's own
         changed = git(repo, "diff", "--name-only", "HEAD", payload["commit"]).split()
         assert changed and not [p for p in changed if p.startswith(("pkg/", "README", "tool.sh"))], changed

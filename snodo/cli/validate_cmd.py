@@ -94,7 +94,7 @@ def validate(
     """See ``_HELP`` (built from the outcome wording in snodo/rules/outcomes.py)."""
     from snodo.cli.output import Progress, emit_json
     from snodo.governance.service import Project, default_base, validate_task
-    from snodo.workspace.gitmeta import GitMetaWatch
+    from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
     try:
         text = read_spec(spec)
@@ -111,16 +111,21 @@ def validate(
                 changed, diff = changes.changed_files, changes.diff
                 progress(f"change set against {against[:12]}: {len(changed)} file(s)")
             watch = GitMetaWatch(project.root)  # the validators ran agent-written code, confined
-            outcome = validate_task(
-                project,
-                spec=text,
-                task_id=task_id,
-                phase=phase,
-                changed_files=changed,
-                diff=diff,
-                progress=progress,
-                base=against,
-            )
+            try:
+                outcome = validate_task(
+                    project,
+                    spec=text,
+                    task_id=task_id,
+                    phase=phase,
+                    changed_files=changed,
+                    diff=diff,
+                    progress=progress,
+                    base=against,
+                )
+            except GitMetadataRefused as exc:  # planted in a validator's own copy of the tree
+                for path, reason in exc.found:
+                    project.record("path_refused", path=path, reason=reason, source=f"{phase}:validators")
+                raise
             if watch.found():
                 for path, reason in watch.found():
                     project.record("path_refused", path=path, reason=reason, source=f"{phase}:validators")

@@ -213,22 +213,29 @@ class Engine:
         self.phase = phase
         self.progress(f"{phase} validation")
         watch = GitMetaWatch(workspace)  # validators run confined code: no new git metadata may stay
-        outcome = validate_task(
-            self.project,
-            spec=spec,
-            task_id=task_id,
-            phase=phase,
-            workspace=workspace,
-            changed_files=changed,
-            diff=diff,
-            issue_token=(phase == "pre_execute"),
-            progress=lambda msg, _r: self.progress(msg),
-            escalate=persist_escalation,
-            tree=tree,
-            uncommitted=uncommitted,
-            base=base,
-            refused=refused,
-        )
+        try:
+            outcome = validate_task(
+                self.project,
+                spec=spec,
+                task_id=task_id,
+                phase=phase,
+                workspace=workspace,
+                changed_files=changed,
+                diff=diff,
+                issue_token=(phase == "pre_execute"),
+                progress=lambda msg, _r: self.progress(msg),
+                escalate=persist_escalation,
+                tree=tree,
+                uncommitted=uncommitted,
+                base=base,
+                refused=refused,
+            )
+        except GitMetadataRefused as exc:  # planted in a validator's own copy of the tree
+            for path, reason in exc.found:
+                self.project.record(
+                    "path_refused", task_id=task_id, path=path, source=f"{phase}:validators", reason=reason
+                )
+            raise Halt("blocker", phase, exc.message) from None
         for r in outcome.results:
             spent = (r.details or {}).get("usage")
             self._spent(task_id, self.attempt, spent, validator=r.validator_id, phase=phase)

@@ -31,6 +31,7 @@ from snodo.plugin.host import PluginHost
 from snodo.plugin.records import JudgedWork, PredicateContext, ValidationRequest, WorkspaceStatus
 from snodo.protocol.models import Constraint, Mode, Protocol, Validator
 from snodo.sandbox import SandboxPolicy, confined
+from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
 ProgressFn = Callable[[str, ValidatorResult | None], None]
 
@@ -210,6 +211,8 @@ def run_phase(
     except (OSError, EnvironmentProblem) as exc:  # fails closed: no copy, no verdict
         snapshot = f"could not take a snapshot of the judged tree: {exc}"
 
+    planted: list[tuple[str, str]] = []  # (path, reason) from every validator's copy
+
     def work(i: int, v: Validator) -> None:
         if snapshot is None or not _needs_copy(host, v):
             with confined(inp.sandbox):
@@ -226,9 +229,13 @@ def run_phase(
             message = f"no copy of the judged tree to judge in: {exc}"
             finished.put((i, _error(v.validator_id, v.validator_type, message, started)))
             return
+        watch = GitMetaWatch(copy) if own else None
         try:
             with confined(policy):
-                finished.put((i, _run_one(host, v, inp, status, copy)))
+                result = _run_one(host, v, inp, status, copy)
+            if watch is not None:  # git metadata the confined code planted in its copy: refused
+                planted.extend(watch.intruders())
+            finished.put((i, result))
         finally:
             if own:
                 snapshot.remove(copy)
@@ -263,6 +270,8 @@ def run_phase(
                     progress(f"{inp.phase}: {validators[reported].validator_id} → {done.severity}", done)
                 reported += 1
 
+        if planted:  # the phase earns nothing; the caller records and refuses each path
+            raise GitMetadataRefused(sorted(planted))
         results = [r for r in slots if r is not None]
         constraints = constraints_for(inp.protocol, inp.mode, validators)
         if isinstance(snapshot, Snapshot) and constraints:

@@ -85,6 +85,7 @@ class Backend(abc.ABC):
 
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 #: Seconds snodo waits at exit, at most, for adopted confined processes to end (they are
 #: being killed; only a machine under heavy load takes more than a few milliseconds).
 EXIT_WAIT = 3.0
@@ -156,6 +157,21 @@ def _set_subreaper(on: bool) -> bool:
     return True
 
 
+def _subreaper_already() -> bool:
+    """Whether this process is the subreaper already, by someone else's doing (a test
+    harness, the conformance kit, an embedding program): then the flag is theirs to keep."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return False
+    flag = ctypes.c_int(0)
+    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)):
+        return False
+    return flag.value != 0
+
+
 def become_subreaper() -> None:
     """For the rest of the process: orphans of confined processes (a double fork,
     ``setsid``) are reparented to snodo instead of init. Confined runs use :func:`adopting`."""
@@ -173,7 +189,11 @@ def hold_adoption() -> Callable[[], None]:
     monitor by a moment), then gives the flag up. Release is idempotent."""
     with _ADOPTION:
         _RUNS[0] += 1
+        if _RUNS[0] == 1 and not _FOR_GOOD and _subreaper_already():
+            _FOR_GOOD.append(True)  # set by the process that embeds snodo: never given up here
         if _RUNS[0] == 1 and not _FOR_GOOD and _set_subreaper(True) and not _SUBREAPER:
+            _SUBREAPER.append(True)
+        if _FOR_GOOD and not _SUBREAPER:
             _SUBREAPER.append(True)
     released: list[bool] = []
 

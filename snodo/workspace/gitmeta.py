@@ -242,10 +242,13 @@ class GitMetaWatch:
     """What git metadata a workspace holds now; :meth:`intruders` finds (and undoes) what
     appears later."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, index: bool = True) -> None:
+        """``index=False`` for a private copy snodo removes afterwards and never runs git
+        in again: nothing reads its index, so only new ``.git`` entries are looked for."""
         self.root = Path(os.path.realpath(root))
+        self.index = index
         self.entries = _git_entries(self.root)
-        self.links = _gitlinks(self.root, self.root)
+        self.links = _gitlinks(self.root, self.root) if index else set()
         self._found: list[tuple[str, str]] | None = None
 
     def intruders(self) -> list[tuple[str, str]]:
@@ -255,7 +258,7 @@ class GitMetaWatch:
         for rel in sorted(_git_entries(self.root) - self.entries):
             _remove(self.root / rel)
             found.append((rel, REASON_NEW_GIT))
-        new_links = _gitlinks(self.root, self.root) - self.links
+        new_links = _gitlinks(self.root, self.root) - self.links if self.index else set()
         for rel in sorted(new_links):
             run_git(self.root, "rm", "--cached", "-q", "--", rel, env={"GIT_LITERAL_PATHSPECS": "1"})
             found.append((rel, REASON_NEW_GITLINK))

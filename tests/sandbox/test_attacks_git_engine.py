@@ -114,7 +114,7 @@ subprocess.run(["git", "-C", str(sub), "config", "core.fsmonitor", "PAYLOAD"], c
 
 
 @pytest.mark.parametrize("backend", ["bwrap", "landlock"])
-def test_a_submodule_directory_filled_by_a_validator_stays_in_its_own_copy(  # type: ignore[no-untyped-def]
+def test_a_submodule_directory_filled_by_a_validator_halts_the_run_and_never_reaches_git(  # type: ignore[no-untyped-def]
     tmp_path: Path, snodo_cli, backend: str
 ) -> None:
     repo = submodule_project(tmp_path)
@@ -142,14 +142,14 @@ def test_a_submodule_directory_filled_by_a_validator_stays_in_its_own_copy(  # t
     r = snodo_cli("run", "add a feature module", "--json", cwd=repo, env={"SNODO_SANDBOX_BACKEND": backend})
     result = r.json()
     # The check ran in a private copy of the judged tree: the repository it planted there
-    # (with its fsmonitor payload) was thrown away with the copy; no git of snodo's ever saw
-    # it, and the run's working copy and commit never held it.
+    # (with its fsmonitor payload) is refused, recorded and thrown away with the copy; no git
+    # of snodo's ever saw it, and the run halts with nothing kept.
     # (Landlock grants no new entry at the top of a copy, where `sub` would be made: there
     # the check itself fails, a blocker of its own.)
-    assert result["status"] == "completed" or (backend == "landlock" and result["outcome"] == "blocker"), r
-    if result["branch"]:
-        assert "sub/.git" not in git(repo, "ls-tree", "-r", "--name-only", result["branch"])
-    assert not [e for e in events(repo, "path_refused") if e["data"]["path"] == "sub/.git"]
+    assert (result["status"], result["outcome"]) == ("halted", "blocker"), r
+    assert not result["branch"], r
+    refused = [e for e in events(repo, "path_refused") if e["data"]["path"] == "sub/.git"]
+    assert refused or backend == "landlock", r
     assert not marker.exists()
     assert (repo / ".snodo" / "protocol.yml").read_text() == before
     assert snodo_cli("audit", "verify", cwd=repo).returncode == 0

@@ -74,3 +74,33 @@ def test_an_unrelated_zombie_does_not_end_the_wait_at_exit_for_a_confined_orphan
     assert proc.returncode == 0
     # Without the wait the orphan went to the system's init, its CPU time with it.
     assert usage.ru_utime + usage.ru_stime - own >= ORPHAN_BURN
+
+
+# A program that embeds snodo and adopts orphans itself (the conformance kit counts what a
+# plugin left running that way) is still the subreaper after a confined run of snodo's.
+EMBEDDING = """
+import ctypes, sys
+from pathlib import Path
+from snodo.process.runner import run_process
+from snodo.sandbox import SandboxPolicy
+libc = ctypes.CDLL(None)
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, the embedding program's own
+ws = Path(sys.argv[1])
+result = run_process(["true"], cwd=ws, timeout=60, sandbox=SandboxPolicy(workspace=ws))
+assert result.returncode == 0, result.output
+flag = ctypes.c_int(-1)
+libc.prctl(37, ctypes.byref(flag), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
+print(flag.value)
+"""
+
+
+def test_a_program_that_adopts_orphans_itself_keeps_doing_so_after_a_confined_run(backend: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", EMBEDDING, str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "1"  # snodo gave up only a flag it had set itself

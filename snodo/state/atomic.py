@@ -26,7 +26,7 @@ from snodo.base.errors import StateError
 T = TypeVar("T")
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     """Make a rename or a new name in ``directory`` survive a crash of the machine."""
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -62,7 +62,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as exc:
         raise StateError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
@@ -88,7 +88,7 @@ def atomic_create_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> bool:
             return False
         finally:
             os.unlink(tmp)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as exc:
         raise StateError(f"cannot create {path}: {exc.strerror or exc}") from exc
     return True

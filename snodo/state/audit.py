@@ -1,34 +1,19 @@
 """The project's signed, hash-chained audit log, ``audit.log`` in its runtime state
-(:mod:`snodo.state.runtime`: ``<git-common-dir>/snodo/``).
+(:mod:`snodo.state.runtime`); the format is in :mod:`snodo.state.audit_chain`, the design in
+docs/architecture.md ("Evidence").
 
-Each line is one JSON record ``{seq, ts, event, mode, data, prev, hash}``; ``hash`` is the
-SHA-256 of the canonical JSON of the other six fields and ``prev`` is the previous line's
-hash (64 zeros for line 1). Editing, removing or reordering a line breaks the chain.
+Every append ends with a checkpoint line signed with the user's audit key, and the home
+keeps that checkpoint (:mod:`snodo.state.audit_checkpoint`): a log is accepted only up to a
+checkpoint whose signature verifies and that the home's record does not outrun. A crash can
+leave part of one append after the last checkpoint; the next writer moves it to
+``audit.log.unsigned-<time>``, truncates back and records ``audit_recovered``. Any other
+fault stops every append.
 
-A chain alone can be recomputed by anyone who can write the file, so every append ends
-with a signed **checkpoint** line (``event: "checkpoint"``): an Ed25519 signature, made
-with the user's audit key (:mod:`snodo.state.audit_key`), over the checkpoint's own seq and time
-and the hash of the line before it. Like a signed tree head, one valid signature covers
-every line before it through the chain, so a log is accepted only up to a checkpoint whose
-signature verifies: a line after the last checkpoint is unsigned and never accepted.
-
-The checkpoint of every append is also recorded in the user's home
-(``$SNODO_HOME/audit/<key>.json``, out of reach of confined processes). A log shorter than
-that checkpoint, or whose line there differs from it, was truncated, deleted or rolled
-back to an older copy, even though every signature in it still verifies.
-
-All the events of one governed call go in one append (:meth:`AuditLog.batch`): one write,
-one signature, one fsync. A crash can leave part of one append after the last checkpoint;
-the next writer moves those unsigned lines to ``audit.log.unsigned-<time>``, truncates the
-log back to its last checkpoint and records ``audit_recovered``, so nothing unsigned is
-ever accepted and nothing is thrown away. Any other fault stops every append.
-
-Appends hold an exclusive lock. A process checks the whole log on its first append to it
-(and whenever its size is not what the home's checkpoint says), unless the file is the very
-one the home recorded after the last append (device, inode, mtime and ctime: no process
-wrote it since); later appends only compare the last line with that checkpoint, and read
-nothing while the log and the home's two slots are the files this process's own last
-append left. A governed call costs what it appends, not the length of the log's history.
+Appends hold an exclusive lock. A process checks the whole log on its first append unless
+the file is exactly the one the home recorded after the last append (device, inode, mtime,
+ctime); later appends compare only the last line, and read nothing while the log and the
+home's slots are as this process's last append left them: a governed call costs what it
+appends, not the length of the log.
 """
 
 from __future__ import annotations
@@ -49,7 +34,7 @@ from attrs import frozen
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from snodo.base.errors import AuditChainError, StateError
-from snodo.state.atomic import atomic_create_bytes, canonical_json, file_lock
+from snodo.state.atomic import atomic_create_bytes, canonical_json, file_lock, fsync_dir
 from snodo.state.audit_chain import (
     CHECKPOINT,
     GENESIS,
@@ -68,7 +53,7 @@ from snodo.state.audit_chain import (
     record_hash,
     scan_lines,
 )
-from snodo.state.audit_checkpoint import file_identity, read_anchor, slots, write_anchor
+from snodo.state.audit_checkpoint import file_identity, read_anchor, slot_identities, write_anchor
 from snodo.state.audit_key import audit_public_key, audit_signing_key, signing_key_and_fingerprint
 from snodo.state.home import snodo_home
 from snodo.state.keys import public_key_fingerprint
@@ -78,10 +63,8 @@ __all__ = ["AuditLog", "VerifyReport", "bounded", "check_signature", "record_has
 
 @frozen(kw_only=True)
 class VerifyReport:
-    """Outcome of checking a log: ``line`` (1-based) and ``reason`` name the first fault.
-
-    ``count`` is the number of events (checkpoint lines excluded) before the fault.
-    """
+    """Outcome of checking a log: ``line`` (1-based) and ``reason`` name the first fault,
+    ``count`` the events (checkpoint lines excluded) before it."""
 
     ok: bool
     count: int
@@ -91,39 +74,25 @@ class VerifyReport:
     key: str = ""
 
 
-# Logs (by device and inode) whose whole chain this process has checked. Process-wide rather
-# than per AuditLog, so code that builds a fresh AuditLog for every event does not rescan
-# the whole log each time. Only touched under the log's exclusive lock.
+# Logs (device, inode) whose whole chain this process has checked: process-wide, so code
+# that builds a fresh AuditLog per event does not rescan. Only touched under the log's lock.
 _CHECKED: set[tuple[int, int]] = set()
 
-#: What this process's last append left, by log (real path): the checkpoint the home then
-#: recorded (with the log file's identity, :attr:`Anchor.file`) and the identity of the
-#: home's two slot files. A log and slots still exactly so have been written by no one since
-#: (any write sets a ctime, which no process can set back), so the next append reads neither
-#: to check them. Only touched under the log's exclusive lock.
-#: Also which slot that append wrote and its write number, so the next one writes the other
-#: slot without reading either (:func:`write_anchor`'s ``last``).
+#: By log (real path), what this process's last append left: the anchor the home recorded,
+#: the identity of the home's two slot files, and the slot written with its write number.
+#: While the log and slots are still so (any write sets a ctime, which no process can set
+#: back), the next append reads neither. Only touched under the log's lock.
 _LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...], tuple[int, int]]] = {}
 
 
-def _identities(paths: tuple[Path, ...]) -> tuple[tuple[int, ...] | None, ...]:
-    found: list[tuple[int, ...] | None] = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            found.append(None)
-        else:
-            found.append((*file_identity(st), st.st_size))
-    return tuple(found)
+def _datasync(fd: int) -> None:
+    """Data and the size that reaches it, without timestamps (one per append)."""
+    getattr(os, "fdatasync", os.fsync)(fd)
 
 
 class AuditLog:
-    """Append-only, signed, hash-chained audit log shared by every process of a project.
-
-    ``home`` is the ``$SNODO_HOME`` holding the audit key and the checkpoints; by default
-    the current one, looked up on first use.
-    """
+    """Append-only, signed, hash-chained audit log shared by every process of a project;
+    ``home`` holds the audit key and the checkpoints (default: the current one)."""
 
     def __init__(self, path: Path, home: Path | None = None) -> None:
         self.path = Path(path)
@@ -149,19 +118,17 @@ class AuditLog:
             self._anchor = cached = real, self.home / "audit" / f"{key}.json"
         return cached[1]
 
-    # ----------------------------------------------------------------- reading
-
     def verify(self, *, key: Ed25519PublicKey | None = None, anchored: bool = True) -> VerifyReport:
         """Check every line, the last checkpoint's signature and the home's checkpoint.
 
-        ``key`` is the trusted audit public key (default: this home's); ``anchored=False``
-        skips the home's checkpoint, for a log checked on another machine. A log that has
-        checkpoints but no key to check them against raises :class:`StateError`.
+        ``key``: the trusted audit public key (default: this home's, and :class:`StateError`
+        if there is none); ``anchored=False`` skips the home's checkpoint (another machine's log).
         """
         with file_lock(self.path, shared=True):
-            anchor = self._read_anchor_or_broken() if anchored else None
-            if isinstance(anchor, ChainBreak):
-                return VerifyReport(ok=False, count=0, line=anchor.line, reason=anchor.reason)
+            try:
+                anchor = read_anchor(self.anchor_path) if anchored else None
+            except ChainBreak as broken:
+                return VerifyReport(ok=False, count=0, line=broken.line, reason=broken.reason)
             scan = self._scan(anchor)
             trusted = key
             if trusted is None and scan.checkpoint is not None:
@@ -178,7 +145,7 @@ class AuditLog:
         line = problem.line or 1
         return VerifyReport(
             ok=False,
-            count=_events_before(self, line),
+            count=self._events_before(line),
             line=line,
             reason=problem.reason,
             checkpoints=scan.checkpoints,
@@ -188,10 +155,8 @@ class AuditLog:
     def records(
         self, event: str | None = None, last: int | None = None, *, checkpoints: bool = False
     ) -> list[dict[str, Any]]:
-        """Events in order, optionally only one ``event`` and only the ``last`` N of them.
-
-        Checkpoint lines are left out unless ``checkpoints`` (or ``event="checkpoint"``).
-        """
+        """Events in order, optionally only one ``event`` and only the ``last`` N of them;
+        checkpoint lines only with ``checkpoints`` (or ``event="checkpoint"``)."""
         found: deque[dict[str, Any]] = deque(maxlen=last)
         with file_lock(self.path, shared=True):
             for lineno, raw in enumerate(self.lines(), start=1):
@@ -205,14 +170,9 @@ class AuditLog:
                     found.append(record)
         return list(found)
 
-    # ----------------------------------------------------------------- appending
-
     def append(self, event: str, *, mode: str | None, data: Mapping[str, Any]) -> dict[str, Any]:
-        """Append one event and return its record; refuse if the log is broken.
-
-        Inside :meth:`batch` the event is buffered and written (and the returned record
-        completed with its seq and hash) when the outermost batch ends.
-        """
+        """Append one event and return its record; refuse if the log is broken. Inside
+        :meth:`batch` the record is written (and completed) when the outermost batch ends."""
         record, encoded = self._draft(event, mode, data)
         buffer: list[dict[str, Any]] | None = getattr(self._local, "buffer", None)
         if buffer is not None:
@@ -224,12 +184,9 @@ class AuditLog:
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
-        """Group every append of this thread until the block ends into one signed append.
-
-        The log is checked on entry, so a broken log refuses the call before it acts; the
-        events are written when the block ends, whether or not it raised. Nested blocks
-        join the outermost one.
-        """
+        """Group this thread's appends until the block ends (raised or not) into one signed
+        append; the log is checked on entry, so a broken log refuses before the call acts.
+        Nested blocks join the outermost one."""
         if getattr(self._local, "buffer", None) is not None:
             yield
             return
@@ -264,9 +221,8 @@ class AuditLog:
         return record, None
 
     def _flush(self, drafts: list[dict[str, Any]], encoded: list[bytes | None] | None = None) -> None:
-        """Under the lock: check (and if need be recover) the log, then write ``drafts`` and a
-        checkpoint in one write and one fsync, then record the checkpoint in the home.
-        ``encoded``: each draft's data as canonical JSON, where known (see :meth:`_draft`)."""
+        """Under the lock: check (and if need be recover) the log, then append ``drafts``
+        (``encoded``: each one's data as canonical JSON, where known) and a checkpoint."""
         audit_signing_key(self.home)  # made (or refused) before the lock is taken
         with file_lock(self.path):
             real = os.path.realpath(self.path)  # once per append: what every step below is keyed by
@@ -287,9 +243,8 @@ class AuditLog:
         encoded: list[bytes | None] | None = None,
     ) -> None:
         """Under the lock: chain ``drafts`` from ``seq``/``prev``, sign a checkpoint after them,
-        write all in one write and one fsync, then record the checkpoint in the home (in the
-        slot after ``last``, the slot and write number this process's previous append left,
-        when the slots are still as it left them)."""
+        write all with one write and one fsync, then record the checkpoint in the home (``last``:
+        see :func:`write_anchor`)."""
         real = os.path.realpath(self.path) if real is None else real
         signer, fingerprint = signing_key_and_fingerprint(self.home)
         out = bytearray()
@@ -316,9 +271,9 @@ class AuditLog:
         out += line
         written = self._write(bytes(out))
         where = self._anchor_for(real)
-        wrote = write_anchor(where, real, checkpoint, written.st_size, written, last=last)
+        wrote = write_anchor(where, real, checkpoint, written, last=last)
         anchor = Anchor(seq=seq, hash=checkpoint["hash"], size=written.st_size, file=file_identity(written))
-        _LEFT[real] = (anchor, _identities(slots(where)), wrote)
+        _LEFT[real] = (anchor, slot_identities(where), wrote)
 
     def _prepare(self, real: str) -> tuple[int, str, dict[str, Any] | None, tuple[int, int] | None]:
         """(next seq, prev hash, recovery event or None, the home slot last written and its
@@ -327,48 +282,63 @@ class AuditLog:
             stat: os.stat_result | None = os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError):
             stat = None
-        key = (stat.st_dev, stat.st_ino) if stat else None
         left = _LEFT.get(real)
-        unwritten = left is not None and stat is not None and left[0].file == file_identity(stat)
-        if left is not None and unwritten and left[1] == _identities(slots(self._anchor_for(real))):
+        if (
+            left is not None
+            and stat is not None
+            and left[0].file == file_identity(stat)
+            and left[1] == slot_identities(self._anchor_for(real))
+        ):
             return left[0].seq + 1, left[0].hash, None, left[2]
         _LEFT.pop(real, None)
+        key = (stat.st_dev, stat.st_ino) if stat else None
         try:
-            anchor = read_anchor(self._anchor_for(real))
-            # Checked by this process, or left exactly as the last append (of any process) left it.
-            known = key in _CHECKED or (anchor is not None and stat is not None and anchor.file == file_identity(stat))
-            if anchor is not None and stat is not None and known and stat.st_size == anchor.size:
-                self._check_last_line(anchor)
-                return anchor.seq + 1, anchor.hash, None, None
-            scan = self._scan(anchor)
-            recovered = self._recover(scan, anchor)
+            seq, prev, recovered = self._check(real, stat, key)
         except ChainBreak as broken:
             if key is not None:
                 _CHECKED.discard(key)
             raise self._error(broken) from None
         if key is not None:
             _CHECKED.add(key)
+        return seq, prev, recovered, None
+
+    def _check(
+        self, real: str, stat: os.stat_result | None, key: tuple[int, int] | None
+    ) -> tuple[int, str, dict[str, Any] | None]:
+        """(next seq, prev hash, recovery event or None): only the last line of a log this
+        process checked, or that is exactly as the last append (of any process) left it;
+        else the whole log, recovered if need be."""
+        anchor = read_anchor(self._anchor_for(real))
+        if (
+            anchor is not None
+            and stat is not None
+            and stat.st_size == anchor.size
+            and (key in _CHECKED or anchor.file == file_identity(stat))
+        ):
+            self._check_last_line(anchor)
+            return anchor.seq + 1, anchor.hash, None
+        scan = self._scan(anchor)
+        recovered = self._recover(scan, anchor)
         cp = scan.checkpoint
-        return (cp["seq"] + 1, cp["hash"], recovered, None) if cp else (0, GENESIS, recovered, None)
+        return (cp["seq"] + 1, cp["hash"], recovered) if cp else (0, GENESIS, recovered)
 
     def _recover(self, scan: Scan, anchor: Anchor | None) -> dict[str, Any] | None:
-        """Accept the log up to its last checkpoint; move a crashed append's remains aside.
-
-        Only what an interrupted append can leave is recovered: chained lines of this
-        writer's format after the last checkpoint, the last of them possibly cut off.
-        """
+        """Accept the log up to its last checkpoint and move aside what only an interrupted
+        append can leave: chained lines after it, the last possibly cut off."""
         if scan.fault is not None and not scan.fault_is_torn_end:
             raise scan.fault
         signed = audit_public_key(self.home) if scan.checkpoint is not None else None
         problem = self._first_problem(scan, anchor, signed, tail_ok=True)
         if problem is not None:
             raise problem
-        size = self.path.stat().st_size if self.path.exists() else 0
-        if size == scan.signed_size:
+        try:
+            with open(self.path, "rb") as log:
+                log.seek(scan.signed_size)
+                tail = log.read()
+        except FileNotFoundError:
             return None
-        with open(self.path, "rb") as log:
-            log.seek(scan.signed_size)
-            tail = log.read()
+        if not tail:
+            return None
         name = f"{self.path.name}.unsigned-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
         if not atomic_create_bytes(self.path.with_name(name), tail, mode=0o644):
             raise ChainBreak(scan.checkpoint_line + 1, f"cannot keep the unsigned lines aside: {name} exists")
@@ -384,7 +354,7 @@ class AuditLog:
                 "reason": "lines after the last signed checkpoint (an append cut off by a crash, or written "
                 "outside snodo) were moved aside; they are not part of the log",
                 "first_line": scan.checkpoint_line + 1,
-                "lines": tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1),
+                "lines": len(tail.removesuffix(b"\n").split(b"\n")),
                 "bytes": len(tail),
                 "sha256": hashlib.sha256(tail).hexdigest(),
                 "kept_in": name,
@@ -397,7 +367,7 @@ class AuditLog:
         return first_problem(scan, anchor, key, home=self.home, tail_ok=tail_ok)
 
     def _check_last_line(self, anchor: Anchor) -> None:
-        """Cheap check: the log's last line is intact and is the checkpoint the home names."""
+        """The log's last line is intact and is the checkpoint the home names."""
         lineno = anchor.seq + 1
         with open(self.path, "rb") as log:
             raw = last_line(log, anchor.size)
@@ -415,34 +385,17 @@ class AuditLog:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                _datasync(fd)  # the one fsync of the append
+                _datasync(fd)
                 stat = os.fstat(fd)
                 if created:
                     _CHECKED.add((stat.st_dev, stat.st_ino))
             finally:
                 os.close(fd)
             if created:
-                dir_fd = os.open(self.path.parent, os.O_RDONLY)
-                try:
-                    os.fsync(dir_fd)
-                finally:
-                    os.close(dir_fd)
+                fsync_dir(self.path.parent)
         except OSError as exc:
             raise StateError(f"cannot append to {self.path}: {exc.strerror or exc}") from exc
         return stat
-
-    # ----------------------------------------------------------------- the home's checkpoint
-
-    def _read_anchor(self) -> Anchor | None:
-        return read_anchor(self.anchor_path)
-
-    def _read_anchor_or_broken(self) -> Anchor | ChainBreak | None:
-        try:
-            return self._read_anchor()
-        except ChainBreak as broken:
-            return broken
-
-    # ----------------------------------------------------------------- internals
 
     def lines(self) -> Iterator[bytes]:
         """The log's raw lines; none if it does not exist yet."""
@@ -457,48 +410,38 @@ class AuditLog:
     def _scan(self, anchor: Anchor | None) -> Scan:
         return scan_lines(self.lines(), anchor)
 
+    def _events_before(self, line: int) -> int:
+        """Events on the lines before ``line`` (for a report that stops inside the signed part)."""
+        count = 0
+        for lineno, raw in enumerate(self.lines(), start=1):
+            if lineno >= line:
+                break
+            if b'"event":"checkpoint"' not in raw:
+                count += 1
+        return count
+
     def _error(self, broken: ChainBreak) -> AuditChainError:
         where = f"line {broken.line}" if broken.line else "its checkpoint"
-        if KEY_MISMATCH in broken.reason:
-            # The log is intact as far as anyone can tell: what changed is the key judging it.
-            return AuditChainError(
-                f"audit log {self.path} is broken at {where}: {broken.reason}. This home ({self.home}) "
-                "holds other keys than the ones that signed the log: the home's keys were replaced "
-                "(a new home is a new identity), or the log was signed by someone else",
-                line=broken.line,
-                reason=broken.reason,
-                hint="if your old home still exists, point SNODO_HOME at it or restore its keys/ directory; "
-                'if its keys are gone for good, a person runs `snodo audit restart --reason "home replaced"` '
-                "(a new log whose first signed line records the old head), and a listed person adds the new keys "
-                "to .snodo/allowed_signers (`snodo keys show`, then `snodo protocol sign`)",
-            )
-        return AuditChainError(
-            f"audit log {self.path} is broken at {where}: {broken.reason}",
-            line=broken.line,
-            reason=broken.reason,
-            hint="nothing is appended to a broken log; `snodo audit verify` shows the first fault. Restore "
+        message = f"audit log {self.path} is broken at {where}: {broken.reason}"
+        hint = (
+            "nothing is appended to a broken log; `snodo audit verify` shows the first fault. Restore "
             "the log from a backup; if it is lost (git clean, a fresh clone), a person runs "
             '`snodo audit restart --reason "..."`: a new log whose first signed line records the lost head '
-            "(see docs/architecture.md, audit log)",
+            "(see docs/architecture.md, audit log)"
         )
-
-
-def _datasync(fd: int) -> None:
-    """Data and the size that reaches it (enough to read the file back), without timestamps."""
-    sync = getattr(os, "fdatasync", os.fsync)
-    sync(fd)
+        if KEY_MISMATCH in broken.reason:  # the log is intact as far as anyone can tell: the key judging it changed
+            message += (
+                f". This home ({self.home}) holds other keys than the ones that signed the log: the home's keys "
+                "were replaced (a new home is a new identity), or the log was signed by someone else"
+            )
+            hint = (
+                "if your old home still exists, point SNODO_HOME at it or restore its keys/ directory; "
+                'if its keys are gone for good, a person runs `snodo audit restart --reason "home replaced"` '
+                "(a new log whose first signed line records the old head), and a listed person adds the new keys "
+                "to .snodo/allowed_signers (`snodo keys show`, then `snodo protocol sign`)"
+            )
+        return AuditChainError(message, line=broken.line, reason=broken.reason, hint=hint)
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def _events_before(log: AuditLog, line: int) -> int:
-    """Events on the lines before ``line`` (for a report that stops inside the signed part)."""
-    count = 0
-    for lineno, raw in enumerate(log.lines(), start=1):
-        if lineno >= line:
-            break
-        if b'"event":"checkpoint"' not in raw:
-            count += 1
-    return count

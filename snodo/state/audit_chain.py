@@ -1,8 +1,6 @@
-"""The audit log's line format: hashing, the checkpoint signature, and reading one line.
-
-Kept apart from :mod:`snodo.state.audit` (appending, recovery, verifying a file) so the
-format a third party must re-implement to check a log offline reads on its own page.
-"""
+"""The audit log's line format: hashing, the checkpoint signature, and reading one line,
+apart from :mod:`snodo.state.audit` so that what an offline checker must re-implement
+reads on its own page."""
 
 from __future__ import annotations
 
@@ -25,9 +23,11 @@ GENESIS = "0" * 64
 CHECKPOINT = "checkpoint"
 HASHED_FIELDS = ("seq", "ts", "event", "mode", "data", "prev")
 ALL_FIELDS = frozenset((*HASHED_FIELDS, "hash"))
-# Prefixed to the signed bytes so a checkpoint signature can never pass for a signature over
-# any other snodo document.
+# Prefixed to the signed bytes so a checkpoint signature never passes for one over another
+# snodo document.
 _CHECKPOINT_CONTEXT = b"snodo audit checkpoint v1\n"
+#: How a checkpoint signed by another key than the trusted one is reported.
+KEY_MISMATCH = "not by the trusted audit key"
 
 LARGE_STRING_CHARS = 4096
 """A string in an event longer than this is recorded as digest, length and excerpt."""
@@ -44,11 +44,8 @@ def checkpoint_payload(seq: int, ts: str, prev: str, key: str) -> bytes:
 
 
 def bounded(value: Any) -> Any:
-    """``value`` with every over-long string replaced by its digest, length and an excerpt.
-
-    An agent's 10 MB argument must not become 10 MB of audit log; the digest still proves
-    what was sent.
-    """
+    """``value`` with every over-long string replaced by its digest, length and an excerpt
+    (an agent's 10 MB argument must not become 10 MB of audit log)."""
     if isinstance(value, str):
         if len(value) <= LARGE_STRING_CHARS:
             return value
@@ -67,9 +64,9 @@ def bounded(value: Any) -> Any:
 
 @frozen(kw_only=True)
 class Anchor:
-    """The last checkpoint as recorded in the home: its seq, hash and the log size up to it,
-    and the log file as that append left it (device, inode, mtime and ctime in ns; ``None``
-    in a record written before snodo kept it)."""
+    """The last checkpoint as the home recorded it: seq, hash, the log's size up to it, and
+    the log file as that append left it (:func:`snodo.state.audit_checkpoint.file_identity`;
+    ``None`` in an older record)."""
 
     seq: int
     hash: str
@@ -114,7 +111,7 @@ def parse_line(raw: bytes, lineno: int) -> dict[str, Any]:
 
 def check_record(record: dict[str, Any], lineno: int, prev: str) -> None:
     expected_seq = lineno - 1
-    if type(record["seq"]) is not int or record["seq"] != expected_seq:
+    if (type(record["seq"]), record["seq"]) != (int, expected_seq):
         raise ChainBreak(lineno, f"seq is {record['seq']!r}, expected {expected_seq}")
     if record["prev"] != prev:
         raise ChainBreak(lineno, "prev does not match the hash of the line before")
@@ -124,19 +121,18 @@ def check_record(record: dict[str, Any], lineno: int, prev: str) -> None:
         raise ChainBreak(lineno, f"record cannot be hashed ({exc})") from exc
     if record["hash"] != actual:
         raise ChainBreak(lineno, "hash does not match the record's content")
-    if record["event"] == CHECKPOINT:
-        data = record["data"]
-        if (
-            record["mode"] is not None
-            or not isinstance(data, dict)
-            or data.keys() != {"key", "signature"}
-            or not all(isinstance(v, str) for v in data.values())
-        ):
-            raise ChainBreak(lineno, "malformed checkpoint (it must hold only a key and a signature)")
+    if record["event"] == CHECKPOINT and not _checkpoint_shape(record):
+        raise ChainBreak(lineno, "malformed checkpoint (it must hold only a key and a signature)")
 
 
-#: How a checkpoint signed by another key than the trusted one is reported.
-KEY_MISMATCH = "not by the trusted audit key"
+def _checkpoint_shape(record: dict[str, Any]) -> bool:
+    data = record["data"]
+    return (
+        record["mode"] is None
+        and isinstance(data, dict)
+        and data.keys() == {"key", "signature"}
+        and all(isinstance(v, str) for v in data.values())
+    )
 
 
 def check_signature(checkpoint: Mapping[str, Any], key: Ed25519PublicKey) -> str:
@@ -153,23 +149,16 @@ def check_signature(checkpoint: Mapping[str, Any], key: Ed25519PublicKey) -> str
     return ""
 
 
-def dump_line(record: Mapping[str, Any]) -> bytes:
-    """A line is the canonical JSON of the whole record, so that the canonical JSON of the
-    six hashed fields is the line with its ``hash`` member cut out (see :func:`fast_link`)."""
-    return canonical_json(record) + b"\n"
-
-
 _HASH_MEMBER = b',"hash":"'
 _CHECKPOINT_EVENT = b',"event":"checkpoint"'
 _MODE_MEMBER = b',"mode":'
 
 
 def linked_line(record: Mapping[str, Any], data_json: bytes | None = None) -> tuple[str, bytes]:
-    """The hash of ``record``'s six hashed fields and its whole line (:func:`dump_line` of
-    the record with that hash), from one encoding: with sorted keys the ``hash`` member sits
-    just before the last ``,"mode":`` (only ``prev``, ``seq`` and ``ts`` follow that one),
-    the very place :func:`fast_link` cuts it out of. ``data_json``: ``record["data"]``
-    already encoded canonically (``data`` is the first key: it is put in front as it is)."""
+    """The hash of ``record``'s six hashed fields and its line, the canonical JSON of the
+    whole record, from one encoding: with sorted keys ``hash`` goes just before the last
+    ``,"mode":``, where :func:`fast_link` cuts it out. ``data_json``: ``record["data"]``
+    already encoded canonically (``data`` is the first key)."""
     if data_json is None:
         body = canonical_json({k: record[k] for k in HASHED_FIELDS})
     else:
@@ -182,14 +171,12 @@ def linked_line(record: Mapping[str, Any], data_json: bytes | None = None) -> tu
 
 def fast_link(raw: bytes, lineno: int, prev: str) -> tuple[str, bool] | None:
     """``(hash, is_checkpoint)`` of a canonical line that links to ``prev``, checked on its
-    bytes without parsing them; None sends the line through the full check.
+    bytes; None sends the line through the full check, which names the fault.
 
     With sorted keys the record's own ``hash`` member is the last ``,"hash":"`` of the line
-    (inside string values quotes are escaped; only ``mode``, ``prev``, ``seq`` and ``ts``
-    follow it), and cutting it out leaves exactly the canonical JSON the hash covers. A
-    line passing this is byte for byte what its hash commits to, and the signed checkpoint
-    after it commits to that hash, so parsing it would prove nothing more. Anything else
-    (another key order, spacing, a broken link) takes the slow path, which names the fault.
+    (quotes inside strings are escaped; only ``mode``, ``prev``, ``seq`` and ``ts`` follow
+    it), and cutting it out leaves exactly the JSON the hash covers: a line passing this is
+    byte for byte what its hash (and the checkpoint after it) commits to.
     """
     if not raw.endswith(b"}\n"):
         return None
@@ -279,46 +266,46 @@ def first_problem(
 ) -> ChainBreak | None:
     """The earliest fault: a broken line, a home checkpoint the log does not hold, an
     unsigned tail (unless ``tail_ok``), a last checkpoint whose signature fails."""
-    problems: list[ChainBreak] = []
-    if scan.fault is not None and not tail_ok:
-        problems.append(scan.fault)
-    if anchor is not None:
-        where = anchor.seq + 1
-        if scan.anchor_hash is None:
-            problems.append(
-                ChainBreak(
-                    min(scan.lines + 1, where),
-                    f"the log has {scan.lines} intact lines but {home} recorded a signed checkpoint at "
-                    f"line {where}: lines were removed (truncated, deleted, or rolled back to an older copy)",
-                )
-            )
-        elif scan.anchor_hash != anchor.hash:
-            problems.append(
-                ChainBreak(
-                    where,
-                    f"line {where} is not the signed checkpoint {home} recorded there: the log was "
-                    "rewritten or replaced by another copy",
-                )
-            )
-    # Lines after the last checkpoint are unsigned; but when the chain breaks there, the
-    # break is the fault to name (it is why no checkpoint covers them), unless it is only
-    # a write cut off at the very end.
-    broken_there = scan.fault is not None and not scan.fault_is_torn_end
-    if scan.lines > scan.checkpoint_line and not tail_ok and not broken_there:
+    # When the chain breaks after the last checkpoint the break is the fault to name (it is
+    # why no checkpoint covers the lines), unless it is only a write cut off at the end.
+    unsigned = scan.lines > scan.checkpoint_line and (scan.fault is None or scan.fault_is_torn_end)
+    problems = [None if tail_ok else scan.fault, _anchor_problem(scan, anchor, home)]
+    if unsigned and not tail_ok:
         problems.append(
             ChainBreak(
                 scan.checkpoint_line + 1,
                 "not covered by a signed checkpoint (appended outside snodo, or an append was cut off)",
             )
         )
-    if scan.checkpoint is not None:
-        why = (
-            check_signature(scan.checkpoint, key)
-            if key is not None
-            else "cannot check the checkpoint: no trusted audit key"
-        )
-        if why:
-            problems.append(ChainBreak(scan.checkpoint_line, why))
-    if not problems:
+    problems.append(_signature_problem(scan, key))
+    return min((p for p in problems if p is not None), key=lambda p: p.line or 0, default=None)
+
+
+def _anchor_problem(scan: Scan, anchor: Anchor | None, home: Path) -> ChainBreak | None:
+    if anchor is None:
         return None
-    return min(problems, key=lambda p: p.line or 0)
+    where = anchor.seq + 1
+    if scan.anchor_hash is None:
+        return ChainBreak(
+            min(scan.lines + 1, where),
+            f"the log has {scan.lines} intact lines but {home} recorded a signed checkpoint at "
+            f"line {where}: lines were removed (truncated, deleted, or rolled back to an older copy)",
+        )
+    if scan.anchor_hash != anchor.hash:
+        return ChainBreak(
+            where,
+            f"line {where} is not the signed checkpoint {home} recorded there: the log was "
+            "rewritten or replaced by another copy",
+        )
+    return None
+
+
+def _signature_problem(scan: Scan, key: Ed25519PublicKey | None) -> ChainBreak | None:
+    if scan.checkpoint is None:
+        return None
+    why = (
+        check_signature(scan.checkpoint, key)
+        if key is not None
+        else "cannot check the checkpoint: no trusted audit key"
+    )
+    return ChainBreak(scan.checkpoint_line, why) if why else None

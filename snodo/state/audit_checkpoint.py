@@ -1,18 +1,11 @@
-"""The home's record of a log's last signed checkpoint (``$SNODO_HOME/audit/<key>.json``).
+"""The home's record of a log's last signed checkpoint (``$SNODO_HOME/audit/<key>.json``),
+out of reach of confined processes, so truncation, deletion and rollback of the log show.
 
-A log can be recomputed by whoever can write it, and a copy of an older signed log still
-verifies; the home, out of reach of confined processes, remembers where the log's signed
-head was, so truncation, deletion and rollback are seen. Kept apart from
-:mod:`snodo.state.audit` so the one file that decides "lines were removed" reads alone.
-
-Two slots, ``<key>.json`` and ``<key>.json.2``, each overwritten in place in turn (the
-older one next), each with a running write number and a checksum of its content: the
-newest intact slot is the record. Replacing a file by renaming a new one over it costs a
-whole flush on ext4 (``auto_da_alloc``), as much as the log's own fsync; an
-in-place write costs nothing until the kernel writes it back, and a write cut off by a
-crash leaves the other slot, one append behind, which is never a false alarm. A slot
-without a write number or checksum is one written by an older snodo, read as before.
-Every read and write happens under the log's lock.
+Two slots, ``<key>.json`` and ``<key>.json.2``, overwritten in place in turn, each with a
+write number and a checksum: the newest intact slot is the record. A rename per append
+would cost a whole flush on ext4 (``auto_da_alloc``); a write cut off by a crash leaves the
+other slot, one append behind, which is never a false alarm. A slot without number or
+checksum is an older snodo's, read as before. Every read and write is under the log's lock.
 """
 
 from __future__ import annotations
@@ -58,13 +51,19 @@ def _read_slot(path: Path) -> dict[str, Any] | ChainBreak | None:
     return raw
 
 
+def _number(slot: dict[str, Any] | ChainBreak | None) -> int:
+    """A slot's write number; -1 for a slot that is not intact or has none."""
+    number = slot.get("write") if isinstance(slot, dict) else None
+    return number if type(number) is int else -1
+
+
 def newest(path: Path) -> dict[str, Any] | None:
     """The newest intact slot's record; a slot cut off by a crash is passed over while the
     other is intact. Raises :class:`ChainBreak` when no slot is intact but one exists."""
     found = [_read_slot(p) for p in slots(path)]
     intact = [r for r in found if isinstance(r, dict)]
     if intact:
-        return max(intact, key=lambda r: r.get("write", -1) if type(r.get("write")) is int else -1)
+        return max(intact, key=_number)
     broken = [r for r in found if isinstance(r, ChainBreak)]
     if broken:
         raise broken[0]
@@ -83,50 +82,52 @@ def read_anchor(path: Path) -> Anchor | None:
 
 
 def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
-    """What :attr:`Anchor.file` compares: a log whose device, inode, mtime and ctime are
-    those recorded after the last append was not written since (any write sets the ctime,
-    and no process can set it back)."""
+    """Device, inode, mtime and ctime: a log that still has those recorded after the last
+    append was not written since (any write sets the ctime, which no process can set back)."""
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def write_anchor(
-    path: Path,
-    log_real: str,
-    checkpoint: Mapping[str, Any],
-    size: int,
-    file: os.stat_result | None = None,
-    *,
-    last: tuple[int, int] | None = None,
-) -> tuple[int, int]:
-    """Record the checkpoint (and ``file``, the log as this append left it) in the older (or
-    broken, or missing) slot, in place; the slot written and its write number. ``log_real``
-    is the log's real path. ``last`` is the slot and write number of the newest slot when
-    the caller knows them (its own previous write, the slots unchanged since): nothing is
-    read then. Not fsynced: the log was, and a checkpoint lost in a crash only leaves the
-    home behind, which is never a false alarm."""
-    if last is not None:
-        target, number = 1 - last[0], last[1] + 1
-    else:
-        found = [_read_slot(p) for p in slots(path)]
-        numbers = [r.get("write", -1) if isinstance(r, dict) and type(r.get("write")) is int else -1 for r in found]
-        current = max(range(2), key=lambda i: (isinstance(found[i], dict), numbers[i]))
-        if not isinstance(found[current], dict):  # nothing intact yet: the first slot
-            current, target = -1, 0
+def slot_identities(path: Path) -> tuple[tuple[int, ...] | None, ...]:
+    """The identity and size of each slot file of ``path`` (``None``: absent)."""
+    found: list[tuple[int, ...] | None] = []
+    for slot in slots(path):
+        try:
+            st = os.stat(slot)
+        except OSError:
+            found.append(None)
         else:
-            target = 1 - current
-        number = (numbers[current] if current >= 0 else -1) + 1
+            found.append((*file_identity(st), st.st_size))
+    return tuple(found)
+
+
+def _next_slot(path: Path) -> tuple[int, int]:
+    """The slot to write (the older, broken or missing one) and its write number."""
+    found = [_read_slot(p) for p in slots(path)]
+    current = max(range(2), key=lambda i: (isinstance(found[i], dict), _number(found[i])))
+    if not isinstance(found[current], dict):  # nothing intact yet: the first slot
+        return 0, 0
+    return 1 - current, _number(found[current]) + 1
+
+
+def write_anchor(
+    path: Path, log_real: str, checkpoint: Mapping[str, Any], file: os.stat_result, *, last: tuple[int, int] | None
+) -> tuple[int, int]:
+    """Record the checkpoint and ``file`` (the log, at ``log_real``, as this append left it)
+    in the older slot, in place; returns the slot written and its write number. ``last``:
+    the slot and number this process wrote last, when the slots are unchanged since (then
+    nothing is read). Not fsynced: a checkpoint lost in a crash only leaves the home behind."""
+    target, number = (1 - last[0], last[1] + 1) if last is not None else _next_slot(path)
     body: dict[str, Any] = {
         "log": log_real,
         "seq": checkpoint["seq"],
         "hash": checkpoint["hash"],
-        "size": size,
+        "size": file.st_size,
         "ts": checkpoint["ts"],
         "key": checkpoint["data"]["key"],
         "signature": checkpoint["data"]["signature"],
         "write": number,
+        "file": list(file_identity(file)),
     }
-    if file is not None:
-        body["file"] = list(file_identity(file))
     body["sum"] = _checksum(body)
     data = canonical_json(body)
     where = slots(path)[target]
@@ -135,10 +136,9 @@ def write_anchor(
             path.parent.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
-            view = memoryview(data)
             offset = 0
             while offset < len(data):
-                offset += os.pwrite(fd, view[offset:], offset)
+                offset += os.pwrite(fd, data[offset:], offset)
             os.ftruncate(fd, len(data))
         finally:
             os.close(fd)

@@ -1,17 +1,12 @@
-"""Starting a new audit log after the old one was lost, without hiding the loss.
+"""``snodo audit restart``: a new audit log after the old one was lost, without hiding the loss.
 
-``git clean -fdx``, a fresh clone into the same path or a deleted ``audit.log`` leave the
-home holding a signed checkpoint the log no longer reaches, and every append refuses (the
-log is broken, and that is right: it cannot be told apart from a deletion meant to hide
-something). The way out is a person's explicit act, ``snodo audit restart --reason``: the
-new log's first line, ``audit_restarted``, records the lost head as the home knew it (seq,
-hash, checkpoint time, key and signature), what snodo found wrong and the reason given; a
-signed checkpoint follows it, and the home's checkpoint moves to the new log. Whatever was
-left of the old file is kept aside (``audit.log.lost-<time>``), never deleted. ``audit
-verify`` and every exported copy show the restart line.
-
-Only a person runs it: no MCP tool exposes it, and confined processes cannot reach the
-audit key in ``$SNODO_HOME`` (docs/security.md), so they could not sign the new log.
+``git clean -fdx``, a fresh clone or a deleted ``audit.log`` leave the home holding a
+checkpoint the log no longer reaches, and every append refuses: that cannot be told apart
+from a deletion meant to hide something. A person's explicit act starts a new log whose
+first signed line, ``audit_restarted``, records the lost head as the home knew it, what was
+found wrong and the reason given; what is left of the old file is kept as
+``audit.log.lost-<time>``. No MCP tool exposes it, and confined processes cannot reach the
+audit key to sign a new log (docs/security.md).
 """
 
 from __future__ import annotations
@@ -35,33 +30,15 @@ MAX_REASON = 2000
 def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
     """Start a new log recording the lost head and ``reason``; returns its first record.
 
-    Refused when the reason is empty, when the home recorded no checkpoint for this log
-    (nothing was lost: the next event starts the log) and when the log is intact.
+    Refused without a reason, when the home recorded no checkpoint for this log (nothing
+    was lost: the next event starts the log) and when the log is intact.
     """
-    reason = reason.strip() if isinstance(reason, str) else ""
+    reason = (reason or "").strip()
     if not reason:
         raise StateError("`snodo audit restart` needs a reason", hint='say why: --reason "the checkout was re-cloned"')
     audit_public_key(log.home)  # the home must be readable before anything moves
     with file_lock(log.path):
-        try:
-            anchor = read_anchor(log.anchor_path)
-        except ChainBreak as broken:
-            raise StateError(f"cannot restart {log.path}: {broken.reason}") from None
-        if anchor is None:
-            raise StateError(
-                f"nothing to restart: {log.home} recorded no signed checkpoint for {log.path}",
-                hint="a log the home never signed starts by itself with the next event",
-            )
-        try:
-            scan = log._scan(anchor)
-            problem = log._first_problem(scan, anchor, audit_public_key(log.home))
-        except ChainBreak as broken:
-            problem = broken
-        if problem is None:
-            raise StateError(
-                f"{log.path} is intact ({scan.events} events): there is nothing to restart",
-                hint="`snodo audit verify` checks it",
-            )
+        found = _fault(log)
         lost = newest(log.anchor_path) or {}
         kept = _keep_aside(log)
         record = {
@@ -70,7 +47,7 @@ def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
             "mode": None,
             "data": {
                 "reason": reason[:MAX_REASON],
-                "found": problem.reason,
+                "found": found,
                 "lost_head": {k: lost.get(k) for k in ("seq", "hash", "size", "ts", "key", "signature", "log")},
                 "previous_file": kept,
                 "by": os.environ.get("USER") or os.environ.get("LOGNAME") or "",
@@ -78,6 +55,30 @@ def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
         }
         log._append_signed([record], 0, GENESIS)
     return record
+
+
+def _fault(log: AuditLog) -> str:
+    """What is wrong with the log the home recorded a checkpoint for; refused if nothing is."""
+    try:
+        anchor = read_anchor(log.anchor_path)
+    except ChainBreak as broken:
+        raise StateError(f"cannot restart {log.path}: {broken.reason}") from None
+    if anchor is None:
+        raise StateError(
+            f"nothing to restart: {log.home} recorded no signed checkpoint for {log.path}",
+            hint="a log the home never signed starts by itself with the next event",
+        )
+    try:
+        scan = log._scan(anchor)
+        problem = log._first_problem(scan, anchor, audit_public_key(log.home))
+    except ChainBreak as broken:
+        return broken.reason
+    if problem is None:
+        raise StateError(
+            f"{log.path} is intact ({scan.events} events): there is nothing to restart",
+            hint="`snodo audit verify` checks it",
+        )
+    return problem.reason
 
 
 def _keep_aside(log: AuditLog) -> dict[str, Any] | None:

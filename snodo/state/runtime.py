@@ -1,28 +1,20 @@
-"""Where a project's runtime state lives: under the repository's common git directory.
+"""Where a project's runtime state lives: ``<common git dir>/snodo/``.
 
-The audit log, the project state (``state.json``), jobs, plans, proposals and their lock
-files are runtime state: never committed, and out of reach of routine cleanup. ``git clean
--fdx`` removes every ignored file of the working tree, so they are kept where git keeps its
-own (``<common git dir>/snodo/``, ``git rev-parse --git-common-dir``): linked worktrees,
-snodo's own pooled copies among them, share the main checkout's state, and a fresh clone
-starts fresh. ``.snodo/`` in the working tree keeps only what is committed (the protocol,
-``allowed_signers``, decisions). The git directory is read-only to confined processes
-(:data:`snodo.sandbox.layout.ALWAYS_READ_ONLY`, and outside a linked worktree's workspace).
-
-A project whose ``.snodo/`` still holds the runtime state an older snodo kept there has it
-moved here once, file by file, never over a file that differs (:func:`migrate`).
+The audit log, ``state.json``, jobs, plans, proposals and their lock files are never
+committed and must survive ``git clean -fdx``, so they are kept where git keeps its own
+(``git rev-parse --git-common-dir``): linked worktrees share the main checkout's state and a
+fresh clone starts fresh. ``.snodo/`` in the working tree keeps only what is committed. The
+git directory is read-only to confined processes (:data:`snodo.sandbox.layout.ALWAYS_READ_ONLY`).
+What an older snodo kept in ``.snodo/`` is moved here once (:func:`migrate`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import shutil
 import sys
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem, StateError
@@ -37,27 +29,35 @@ LEGACY_RUNTIME = ("state.json", "jobs/", "*.lock", "plans/", "proposals/", "audi
 _LEGACY_DIRS = ("jobs", "plans", "proposals")
 
 _FOUND: dict[Path, Path] = {}
-_LOCK = threading.Lock()
-
-
-def _say(text: str) -> None:
-    print(f"note: {text}", file=sys.stderr, flush=True)
-
-
-#: How a migration is announced (stderr; stdout may be JSON or an MCP stream).
-announce: Callable[[str], None] = _say
 
 
 def runtime_dir(project: Path) -> Path:
     """The directory holding ``project``'s runtime state, created if absent, with an older
-    snodo's state moved in from ``.snodo/`` the first time. Raises
-    :class:`~snodo.base.errors.EnvironmentProblem` when the project is in no git repository: there
-    is nowhere out of reach of routine cleanup to keep its audit log."""
+    snodo's state moved in from ``.snodo/`` the first time. Raises :class:`EnvironmentProblem`
+    outside a git repository: there is nowhere out of reach of cleanup to keep the audit log."""
     real = Path(os.path.realpath(project))
-    with _LOCK:
-        known = _FOUND.get(real)
+    known = _FOUND.get(real)
     if known is not None and known.is_dir():
         return known
+    where, top = _locate(real)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateError(f"cannot create {where}: {exc.strerror or exc}") from exc
+    moved = migrate(real / ".snodo", where, tracked=_tracked(top, real / ".snodo"))
+    if moved:  # on stderr: stdout may be JSON or an MCP stream
+        print(
+            f"note: moved snodo's runtime state ({', '.join(moved)}) from {real / '.snodo'} to {where}, out of "
+            "reach of `git clean`; `.snodo/` now holds only what is committed",
+            file=sys.stderr,
+            flush=True,
+        )
+    _FOUND[real] = where
+    return where
+
+
+def _locate(real: Path) -> tuple[Path, Path]:
+    """``(runtime directory, top of the work tree)`` of the project at ``real``."""
     context = pin(real)
     if context is None:
         raise EnvironmentProblem(
@@ -65,10 +65,7 @@ def runtime_dir(project: Path) -> Path:
             "current mode) in its git directory, where `git clean` does not reach",
             hint="run `git init` in the project first",
         )
-    common = context.common_dir()
-    rel = real.relative_to(context.work_tree) if real != context.work_tree else None
-    where = common / DIRNAME if rel is None else common / DIRNAME / "projects" / rel
-    top = context.work_tree
+    common, top = context.common_dir(), context.work_tree
     if top in common.parents and common != top / ".git" and top / ".git" not in common.parents:
         # a git directory elsewhere in the working tree is not read-only to confined code
         raise EnvironmentProblem(
@@ -76,19 +73,8 @@ def runtime_dir(project: Path) -> Path:
             "runtime state there out of confined processes' reach",
             hint="move the git directory to `.git` or outside the working tree",
         )
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StateError(f"cannot create {where}: {exc.strerror or exc}") from exc
-    moved = migrate(real / ".snodo", where, tracked=_tracked(top, real / ".snodo"))
-    if moved:
-        announce(
-            f"moved snodo's runtime state ({', '.join(moved)}) from {real / '.snodo'} to {where}, out of reach of "
-            "`git clean`; `.snodo/` now holds only what is committed"
-        )
-    with _LOCK:
-        _FOUND[real] = where
-    return where
+    where = common / DIRNAME
+    return (where if real == top else where / "projects" / real.relative_to(top)), top
 
 
 def audit_log_path(project: Path) -> Path:
@@ -96,25 +82,24 @@ def audit_log_path(project: Path) -> Path:
     return runtime_dir(project) / "audit.log"
 
 
-# ------------------------------------------------------------------ migration
+def _listdir(path: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def _legacy_names(old: Path) -> list[str]:
-    try:
-        names = sorted(os.listdir(old))
-    except (FileNotFoundError, NotADirectoryError):
+    """What an older snodo left in ``old``, but its lock files (a lock file is never moved
+    or deleted while a process may hold it)."""
+    if not old.is_dir():
         return []
-    except OSError as exc:
-        raise StateError(f"cannot read {old}: {exc.strerror or exc}") from exc
-    return [
-        n
-        for n in names
-        if n in ("state.json", "audit.log", *_LEGACY_DIRS) or n.startswith("audit.log.") or n.endswith(".lock")
-    ]
+    found = (n for n in _listdir(old) if n in ("state.json", "audit.log", *_LEGACY_DIRS) or n.startswith("audit.log."))
+    return [n for n in found if not n.endswith(".lock")]
 
 
 def _tracked(top: Path, old: Path) -> frozenset[Path]:
-    """The files git tracks under ``old`` (only asked when an older snodo's names are there):
+    """The files git tracks under ``old`` (asked only when an older snodo's names are there):
     a committed file is the project's, never moved."""
     if not _legacy_names(old):
         return frozenset()
@@ -125,31 +110,19 @@ def _tracked(top: Path, old: Path) -> frozenset[Path]:
 
 
 def migrate(old: Path, new: Path, *, tracked: frozenset[Path] = frozenset()) -> list[str]:
-    """Move what an older snodo kept in ``old`` (``<project>/.snodo``) into ``new``; the names
-    moved. A file in ``tracked`` (committed) stays where it is. Each file is linked into
-    place and then unlinked (never over an existing file), so a crash leaves it in one
-    place or both, never lost; a file already there with the
-    same bytes is the same file. Both there and different: :class:`StateError`, nothing of
-    that file touched. Lock files are left behind (a lock file is never deleted while a
-    process may hold it) and the audit log's checkpoint in the home is copied to the new
-    path's before the log moves."""
-    names = _legacy_names(old)
-    if not names:
-        return []
+    """Move what an older snodo kept in ``old`` (``<project>/.snodo``) into ``new`` but the
+    ``tracked`` (committed) files; the names moved. Each file is linked into place, then
+    unlinked, so a crash leaves it in one place or both, never lost; one already there with
+    the same bytes is the same file; both there and different: :class:`StateError`, that file
+    untouched. The audit log's checkpoint in the home is copied to the new path's first."""
     moved: list[str] = []
-    for name in names:
-        if name.endswith(".lock"):
-            continue
-        if name == "audit.log":
-            if old / name in tracked:
-                continue
-            if os.path.lexists(new / name) and not _same_bytes(old / name, new / name):
-                raise _conflict(old / name, new / name)
-            _move_anchor(old / name, new / name)
-            if _move(old / name, new / name, tracked):
-                moved.append(name)
-            continue
-        if _move(old / name, new / name, tracked):
+    for name in _legacy_names(old):
+        src, dst = old / name, new / name
+        if name == "audit.log" and src not in tracked:
+            if os.path.lexists(dst) and not _same_bytes(src, dst):
+                raise _conflict(src, dst)
+            _move_anchor(src, dst)
+        if _move(src, dst, tracked):
             moved.append(name + ("/" if name in _LEGACY_DIRS else ""))
     return moved
 
@@ -176,11 +149,11 @@ def _conflict(src: Path, dst: Path) -> StateError:
     )
 
 
-def _move(src: Path, dst: Path, tracked: frozenset[Path] = frozenset()) -> bool:
+def _move(src: Path, dst: Path, tracked: frozenset[Path]) -> bool:
     """Move ``src`` (a file or a directory tree) to ``dst`` without replacing anything that
     differs, leaving ``tracked`` files where they are; whether anything moved."""
     if src.is_symlink() or not src.is_dir():
-        return False if src in tracked else _move_file(src, dst)
+        return src not in tracked and _move_file(src, dst)
     try:
         dst.mkdir(exist_ok=True)
     except FileExistsError:
@@ -193,58 +166,56 @@ def _move(src: Path, dst: Path, tracked: frozenset[Path] = frozenset()) -> bool:
     return any(moved)
 
 
-def _listdir(path: Path) -> list[str]:
-    try:
-        return sorted(os.listdir(path))
-    except OSError as exc:
-        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
-
-
 def _move_file(src: Path, dst: Path) -> bool:
+    if not _place(src, dst):
+        return False
     try:
-        os.link(src, dst, follow_symlinks=False)
-    except FileNotFoundError:
-        return False  # another process moved it first
-    except FileExistsError:
-        if src.is_symlink() or dst.is_symlink() or not _same_bytes(src, dst):
-            raise _conflict(src, dst) from None
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-            raise StateError(f"cannot move {src} to {dst}: {exc.strerror or exc}") from exc
-        _copy_into_place(src, dst)
-    try:
-        src.unlink()
-    except FileNotFoundError:
-        pass
+        with contextlib.suppress(FileNotFoundError):
+            src.unlink()
     except OSError as exc:
         raise StateError(f"cannot remove {src} after moving it to {dst}: {exc.strerror or exc}") from exc
     return True
 
 
-def _copy_into_place(src: Path, dst: Path) -> None:
-    """Another file system (or no hard links): a copy, flushed, linked into place."""
+def _place(src: Path, dst: Path) -> bool:
+    """Link ``src`` to ``dst`` (a flushed copy on another file system or without hard links);
+    False if ``src`` is gone (another process moved it first)."""
+    try:
+        os.link(src, dst, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+    except FileExistsError:
+        symlinked = src.is_symlink() or dst.is_symlink()
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise StateError(f"cannot move {src} to {dst}: {exc.strerror or exc}") from exc
+        if _copy_into_place(src, dst, f"cannot move {src} to {dst}"):
+            return True
+        symlinked = False
+    if symlinked or not _same_bytes(src, dst):  # what is there already must be the same file
+        raise _conflict(src, dst)
+    return True
+
+
+def _copy_into_place(src: Path, dst: Path, failure: str, *, mode: int | None = None) -> bool:
+    """Copy ``src`` beside ``dst``, flushed, and link it into place; False if ``dst`` exists."""
     tmp = dst.with_name(f".{dst.name}.moving-{os.getpid()}")
     try:
         shutil.copy2(src, tmp, follow_symlinks=False)
+        if mode is not None:
+            os.chmod(tmp, mode)
         if not tmp.is_symlink():
             with tmp.open("rb") as fh:
                 os.fsync(fh.fileno())
-        try:
-            os.link(tmp, dst, follow_symlinks=False)
-        except FileExistsError:
-            if not _same_bytes(src, dst):
-                raise _conflict(src, dst) from None
+        os.link(tmp, dst, follow_symlinks=False)
+    except FileExistsError:
+        return False
     except OSError as exc:
-        raise StateError(f"cannot move {src} to {dst}: {exc.strerror or exc}") from exc
+        raise StateError(f"{failure}: {exc.strerror or exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _anchor_files(log: Path, home: Path) -> tuple[Path, Path]:
-    from snodo.state.audit_checkpoint import slots  # noqa: PLC0415 the audit modules import this one
-
-    key = hashlib.sha256(os.path.realpath(log).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return slots(home / "audit" / f"{key}.json")
+    return True
 
 
 def _move_anchor(old_log: Path, new_log: Path) -> None:
@@ -252,26 +223,16 @@ def _move_anchor(old_log: Path, new_log: Path) -> None:
     before the log moves: a crash between leaves a log that is checked, never one that is
     not), so a truncation before the move is still seen after it."""
     from snodo.state.audit import AuditLog  # noqa: PLC0415 the audit modules import this one
+    from snodo.state.audit_checkpoint import slots  # noqa: PLC0415 the audit modules import this one
 
-    home = AuditLog(old_log).home
-    old_slots, new_slots = _anchor_files(old_log, home), _anchor_files(new_log, home)
-    for src, dst in zip(old_slots, new_slots, strict=True):
-        if not src.is_file():
+    for src, dst in zip(slots(AuditLog(old_log).anchor_path), slots(AuditLog(new_log).anchor_path), strict=True):
+        if not src.is_file() or _same_bytes(src, dst):
             continue
         if dst.exists():
-            if _same_bytes(src, dst):
-                continue
             raise StateError(
                 f"the home already records a checkpoint for {new_log} ({dst}) that differs from the one of {old_log}",
                 hint=f"keep one log: move {old_log} aside once you know which is current; nothing was changed",
             )
-        tmp = dst.with_name(f".{dst.name}.moving-{os.getpid()}")
-        try:
-            shutil.copyfile(src, tmp)
-            os.chmod(tmp, 0o600)
-            with contextlib.suppress(FileExistsError):  # another process copied the same bytes
-                os.link(tmp, dst)
-        except OSError as exc:
-            raise StateError(f"cannot copy the audit checkpoint {src} to {dst}: {exc.strerror or exc}") from exc
-        finally:
-            tmp.unlink(missing_ok=True)
+        _copy_into_place(  # False when another process copied the same bytes first
+            src, dst, f"cannot copy the audit checkpoint {src} to {dst}", mode=0o600
+        )

@@ -1,37 +1,27 @@
 """The user's audit key pair, ``$SNODO_HOME/keys/audit_ed25519{,.pub}``.
 
 Unlike the decision key (read only by ``snodo authorize``), the audit key signs the
-checkpoints every snodo process of the user appends, the MCP server included: it proves
-that a line was written by snodo running as this user, outside the confinement that keeps
-agents away from the home. The private half is kept as its 32 raw bytes (mode 0600), the
-public half as one OpenSSH line, the form an exported log is checked with.
+checkpoints every snodo process of the user appends, the MCP server included: it proves a
+line was written by snodo running as this user, outside the confinement that keeps agents
+away from the home. The private half is its 32 raw bytes (0600), the public half one
+OpenSSH line, the form an exported log is checked with.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from snodo.base.errors import StateError
-from snodo.state.atomic import atomic_create_bytes, file_lock
 from snodo.state.home import keys_dir
-from snodo.state.keys import (
-    created_here,
-    load_public_key_file,
-    openssh_public,
-    public_key_fingerprint,
-    require_owner_only,
-)
+from snodo.state.keys import ensure_pair, load_public_key_file, public_key_fingerprint, require_owner_only
 
 AUDIT_PRIVATE_KEY_FILE = "audit_ed25519"
 AUDIT_PUBLIC_KEY_FILE = "audit_ed25519.pub"
 _RAW_KEY_BYTES = 32
-
-_LOADED: dict[Path, Ed25519PrivateKey] = {}
-#: the same by home, so that the signing of every append costs no path work
-_BY_HOME: dict[Path, tuple[Ed25519PrivateKey, str]] = {}
 
 
 def audit_key_paths(home: Path) -> tuple[Path, Path]:
@@ -40,49 +30,23 @@ def audit_key_paths(home: Path) -> tuple[Path, Path]:
     return directory / AUDIT_PRIVATE_KEY_FILE, directory / AUDIT_PUBLIC_KEY_FILE
 
 
-def _create(private: Path, public: Path) -> None:
-    with file_lock(private):
-        if private.exists() != public.exists():
-            missing, present = (public, private) if private.exists() else (private, public)
-            raise StateError(
-                f"audit key pair is incomplete: {missing} is missing but {present} exists",
-                hint="restore the missing file, or remove both to create a new pair (logs signed "
-                "with the old pair then verify only with its public key: `snodo audit verify --key`)",
-            )
-        if not private.exists():
-            key = Ed25519PrivateKey.generate()
-            from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 key serialisation only when a key file is read or written
-
-            raw = key.private_bytes(
-                serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
-            )
-            atomic_create_bytes(private, raw, mode=0o600)
-            atomic_create_bytes(public, openssh_public(key.public_key()).encode("ascii") + b"\n", mode=0o644)
-            created_here.append(private)
-
-
 def audit_signing_key(home: Path) -> Ed25519PrivateKey:
     """The user's audit key, created on first use and read once per process."""
     return signing_key_and_fingerprint(home)[0]
 
 
+@functools.cache  # a failure is not cached: it is raised again, and retried, next time
 def signing_key_and_fingerprint(home: Path) -> tuple[Ed25519PrivateKey, str]:
     """The user's audit key and its public fingerprint, read once per process and home."""
-    known = _BY_HOME.get(home)
-    if known is not None:
-        return known
-    key = _load(home)
-    _BY_HOME[home] = known = key, public_key_fingerprint(key.public_key())
-    return known
-
-
-def _load(home: Path) -> Ed25519PrivateKey:
     private, public = audit_key_paths(home)
-    cached = _LOADED.get(private)
-    if cached is not None:
-        return cached
     if not (private.exists() and public.exists()):
-        _create(private, public)
+        ensure_pair(
+            private,
+            public,
+            "audit",
+            raw=True,
+            lost="logs signed with the old pair then verify only with its public key: `snodo audit verify --key`",
+        )
     try:
         fd = os.open(private, os.O_RDONLY)
         try:
@@ -95,10 +59,10 @@ def _load(home: Path) -> Ed25519PrivateKey:
     if len(raw) != _RAW_KEY_BYTES:
         raise StateError(f"{private} is not an audit key ({len(raw)} bytes, expected {_RAW_KEY_BYTES})")
     key = Ed25519PrivateKey.from_private_bytes(raw)
-    if public_key_fingerprint(key.public_key()) != public_key_fingerprint(load_public_key_file(public)):
+    fingerprint = public_key_fingerprint(key.public_key())
+    if fingerprint != public_key_fingerprint(load_public_key_file(public)):
         raise StateError(f"the audit key pair under {private.parent} does not match: {public} is not its public key")
-    _LOADED[private] = key
-    return key
+    return key, fingerprint
 
 
 def audit_public_key(home: Path) -> Ed25519PublicKey | None:

@@ -1,19 +1,12 @@
 """Key files under ``$SNODO_HOME/keys/``: the token key and the decision key pair.
 
-Both are created on first use and shared by every process of the user, so creation must be
-race-free: the complete file is linked into place and the loser of a race reads the
-winner's key. A key file readable by others, or empty, is refused rather than repaired:
-either means something outside snodo touched it.
-
-This module may create the decision pair but never reads its private half back; only
-:mod:`snodo.cli.signing` (used by ``snodo authorize``) does, so no agent-facing code
-path can sign a decision. The audit key pair, which every snodo process of the user uses,
-lives in :mod:`snodo.state.audit_key`.
-
-Public keys travel as OpenSSH lines (``ssh-ed25519 AAAA...``), the form git's
-allowed-signers file uses; PEM is accepted too when reading a key file.
-``cryptography``'s serialization package (its SSH and cipher modules) is imported
-only by the functions that read or write those forms, not by every process that signs.
+Created on first use and shared by every process of the user: the complete file is linked
+into place, so the loser of a creation race reads the winner's key. A key file readable by
+others, or empty, is refused rather than repaired: something outside snodo touched it.
+Only :mod:`snodo.cli.signing` (``snodo authorize``) reads the decision private key, so no
+agent-facing code path can sign a decision. Public keys travel as OpenSSH lines, the form
+git's allowed-signers file uses (PEM is read too); ``cryptography``'s serialization package
+is imported only where those forms are read or written, not by every process that signs.
 """
 
 from __future__ import annotations
@@ -83,30 +76,28 @@ def decision_key_paths(home: Path) -> tuple[Path, Path]:
     return directory / DECISION_PRIVATE_KEY_FILE, directory / DECISION_PUBLIC_KEY_FILE
 
 
-def _ensure_pair(private: Path, public: Path, what: str) -> None:
-    """Create an Ed25519 pair if absent. Half a pair is an error, not a reason to regenerate:
-    replacing a key silently would invalidate everything already signed with it."""
+def ensure_pair(private: Path, public: Path, what: str, *, raw: bool = False, lost: str = "") -> None:
+    """Create an Ed25519 pair if absent (the private half as PKCS8 PEM, or its 32 ``raw``
+    bytes). Half a pair is an error, not a reason to regenerate: a silently replaced key
+    would invalidate everything signed with it (``lost`` says what)."""
     with file_lock(private):
         if private.exists() != public.exists():
             missing, present = (public, private) if private.exists() else (private, public)
             raise StateError(
                 f"{what} key pair is incomplete: {missing} is missing but {present} exists",
                 hint="restore the missing file, or remove both to create a new pair "
-                "(what was signed with the old pair will no longer verify)",
+                f"({lost or 'what was signed with the old pair will no longer verify'})",
             )
         if not private.exists():
             from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 key serialisation only when a key file is read or written
 
             key = Ed25519PrivateKey.generate()
-            atomic_create_bytes(
-                private,
-                key.private_bytes(
-                    serialization.Encoding.PEM,
-                    serialization.PrivateFormat.PKCS8,
-                    serialization.NoEncryption(),
-                ),
-                mode=0o600,
+            encoding, form = (
+                (serialization.Encoding.Raw, serialization.PrivateFormat.Raw)
+                if raw
+                else (serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8)
             )
+            atomic_create_bytes(private, key.private_bytes(encoding, form, serialization.NoEncryption()), mode=0o600)
             atomic_create_bytes(public, openssh_public(key.public_key()).encode("ascii") + b"\n", mode=0o644)
             created_here.append(private)
 
@@ -114,7 +105,7 @@ def _ensure_pair(private: Path, public: Path, what: str) -> None:
 def ensure_decision_keys(home: Path) -> Ed25519PublicKey:
     """Create the Ed25519 decision pair if absent; return the public key."""
     private, public = decision_key_paths(home)
-    _ensure_pair(private, public, "decision")
+    ensure_pair(private, public, "decision")
     return load_decision_public_key(home)
 
 

@@ -1,20 +1,11 @@
-"""``.snodo/allowed_signers``: who a project trusts, in git's own format.
+"""``.snodo/allowed_signers``: who a project trusts, in git's ``gpg.ssh.allowedSignersFile``
+format (``principal [options] key-type base64-key [comment]``), parsed here only.
 
-One line per key, as git's ``gpg.ssh.allowedSignersFile`` reads it::
-
-    principal [options] key-type base64-key [comment]
-
-``options`` is ssh-keygen's comma-separated list (``namespaces="…"``, ``cert-authority``,
-``valid-after=…``). The ``namespaces`` option says what a key may sign: snodo uses
-:data:`DECISION_NAMESPACE` for human decisions and :data:`ATTESTATION_NAMESPACE` for the
-attestations a home's audit key puts on governed commits; git itself uses ``git`` for signed
-commits. A line without ``namespaces`` allows every namespace (git's rule) except
-attestations, which count only from a key listed for them explicitly: an attestation is a
-machine's statement, and a person's key must not become one by omission.
-
-This is the one parser of the file: decisions (:mod:`snodo.state.decisions`) and
-``snodo verify`` (:mod:`snodo.evidence.verify`) both read it here, and ``snodo verify``
-hands the same lines to ``ssh-keygen`` (through git) for signed commits.
+The ``namespaces="…"`` option says what a key may sign: :data:`DECISION_NAMESPACE` for
+human decisions, :data:`ATTESTATION_NAMESPACE` for the attestations a home's audit key puts
+on governed commits, ``git`` for signed commits. A line without it allows every namespace
+(git's rule) but attestations: a machine's statement, which a person's key must not become
+by omission.
 """
 
 from __future__ import annotations
@@ -31,8 +22,8 @@ ALLOWED_SIGNERS = "allowed_signers"
 DECISION_NAMESPACE = "snodo-decision"
 ATTESTATION_NAMESPACE = "snodo-attestation"
 
-# A token is a run of non-space characters and double-quoted strings (an option's value
-# may hold a comma or a space inside its quotes).
+# A run of non-space characters and double-quoted strings (an option's value may hold a
+# comma or a space inside its quotes).
 _TOKEN = re.compile(r'(?:[^\s"]+|"[^"]*")+')
 _NAMESPACES = re.compile(r'(?:^|,)namespaces="([^"]*)"')
 _KEY_TYPE = re.compile(r"^(ssh-|ecdsa-|sk-|rsa-)")
@@ -57,31 +48,24 @@ class Signer:
 
 def parse_allowed_signers(text: str, source: str) -> list[Signer]:
     """Every key line of an allowed_signers file (``#`` comments and blank lines skipped).
-
     A line that does not parse fails the whole file: a typo must not silently drop, or
-    worse half-read, the team's list.
-    """
-    signers: list[Signer] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        parts = _TOKEN.findall(stripped)
-        options = ""
-        if len(parts) >= 2 and not _KEY_TYPE.match(parts[1]):
-            options = parts.pop(1)
-        if len(parts) < 3 or not _KEY_TYPE.match(parts[1]):
-            raise StateError(
-                f'{source}:{lineno}: expected `name [namespaces="…"] ssh-ed25519 AAAA...`, got {stripped[:80]!r}',
-                hint="`snodo keys show` prints the lines to add for your keys",
-            )
-        key: Ed25519PublicKey | None = None
-        if parts[1] == "ssh-ed25519":
-            key = parse_public_key(f"{parts[1]} {parts[2]}".encode(), f"{source}:{lineno}")
-        found = _NAMESPACES.search(options)
-        namespaces = frozenset(n.strip() for n in found.group(1).split(",") if n.strip()) if found else None
-        signers.append(Signer(name=parts[0], key=key, namespaces=namespaces, line=stripped))
-    return signers
+    half-read, the team's list."""
+    lines = ((n, line.strip()) for n, line in enumerate(text.splitlines(), start=1))
+    return [_signer(line, f"{source}:{n}") for n, line in lines if line and not line.startswith("#")]
+
+
+def _signer(line: str, where: str) -> Signer:
+    parts = _TOKEN.findall(line)
+    options = parts.pop(1) if len(parts) >= 2 and not _KEY_TYPE.match(parts[1]) else ""
+    if len(parts) < 3 or not _KEY_TYPE.match(parts[1]):
+        raise StateError(
+            f'{where}: expected `name [namespaces="…"] ssh-ed25519 AAAA...`, got {line[:80]!r}',
+            hint="`snodo keys show` prints the lines to add for your keys",
+        )
+    key = parse_public_key(f"{parts[1]} {parts[2]}".encode(), where) if parts[1] == "ssh-ed25519" else None
+    found = _NAMESPACES.search(options)
+    namespaces = frozenset(n.strip() for n in found.group(1).split(",") if n.strip()) if found else None
+    return Signer(name=parts[0], key=key, namespaces=namespaces, line=line)
 
 
 def signers_for(signers: list[Signer], namespace: str) -> dict[str, Signer]:

@@ -1,21 +1,14 @@
 """``snodo verify``: was every commit of a range produced by a governed run, or signed by a
 person the team trusts?
 
-The trust root is read from the *base* commit through git (``.snodo/allowed_signers`` and
-``.snodo/protocol.yml``), never from the working tree, and each commit is judged under the
-list and protocol in force at its parent: the one trust rule of
-:mod:`snodo.protocol.trust`, walked from the base, which the in-force check of ``run``,
-``serve`` and ``validate`` walks too. A range that changes ``.snodo/`` unsigned, or adds its
-own key, proves nothing about itself.
-
-Speed: the range, trees, parents and notes come from one ``git log``, the walk reads the
-``.snodo/`` trees in one ``cat-file`` batch, attestations are checked in-process, and only
-the commits no attestation covers go to git's own signature check (one more ``git log``
-per list in force). A merge passes when its tree is exactly the clean merge of its two
-parents (one ``git merge-tree`` each): its content then comes from commits checked on their
-own. The merge is computed from the object store alone, in a scratch repository that
-borrows the objects (see :func:`_merges`): nothing of the checkout or its git directory
-takes part.
+The trust root is the *base* commit's ``.snodo/`` read through git, never the working tree,
+and each commit is judged under the list and protocol in force at its parent (the one trust
+rule of :mod:`snodo.protocol.trust`): a range that changes ``.snodo/`` unsigned, or adds its
+own key, proves nothing about itself. One ``git log`` reads the range and its notes, one
+``cat-file`` batch the ``.snodo/`` trees; attestations are checked in-process, and only
+commits no attestation covers go to git's signature check. A merge passes when its tree is
+exactly the clean merge of its two parents, computed from the object store alone
+(:func:`_merges`).
 """
 
 from __future__ import annotations
@@ -97,14 +90,7 @@ def _rev(repo: Path, name: str) -> str:
 
 def resolve(repo: Path, range_arg: str | None, base_arg: str | None) -> tuple[list[str], str]:
     """``(revisions for git log, base ref)`` for ``snodo verify [RANGE] [--base REF]``."""
-    if range_arg is None:
-        upstream = run_git(repo, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}")
-        if not upstream.ok:
-            raise VerifyProblem(
-                "the current branch has no upstream, so there is no default range",
-                hint="name one: snodo verify origin/main..HEAD",
-            )
-        range_arg = f"{upstream.stdout.strip()}..HEAD"
+    range_arg = range_arg if range_arg is not None else _default_range(repo)
     if range_arg.startswith("-"):
         raise VerifyProblem(f"{range_arg!r} is not a range", hint="e.g. snodo verify origin/main..HEAD")
     if "..." in range_arg:
@@ -119,6 +105,16 @@ def resolve(repo: Path, range_arg: str | None, base_arg: str | None) -> tuple[li
         raise VerifyProblem(f"{range_arg!r} is one commit, not a range: which base?", hint="give --base REF")
     _rev(repo, range_arg)
     return [range_arg, f"^{base_arg}"], base_arg
+
+
+def _default_range(repo: Path) -> str:
+    upstream = run_git(repo, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}")
+    if not upstream.ok:
+        raise VerifyProblem(
+            "the current branch has no upstream, so there is no default range",
+            hint="name one: snodo verify origin/main..HEAD",
+        )
+    return f"{upstream.stdout.strip()}..HEAD"
 
 
 def _trust(repo: Path, base: str, commit: str) -> list[Signer]:
@@ -152,9 +148,15 @@ def _check_attestation(
         )
     except EnvelopeError as exc:
         return "", f"attestation rejected: {exc}"
+    why = _not_a_governed_run(entry, body, digest)
+    return ("", why) if why else (keys[fingerprint].name, "")
+
+
+def _not_a_governed_run(entry: CommitEntry, body: dict[str, Any], digest: str | None) -> str:
+    """Why a verified statement does not vouch for ``entry`` under the protocol ``digest``."""
     commit, tree = subjects(body)
-    if commit != entry.sha or tree != entry.tree:
-        return "", (
+    if (commit, tree) != (entry.sha, entry.tree):
+        return (
             f"attestation is for commit {commit[:12] or '?'} (tree {tree[:12] or '?'}), not this commit and tree: "
             "the commit was amended or cherry-picked, or the note was moved"
         )
@@ -162,40 +164,35 @@ def _check_attestation(
     if predicate.get("judged") is not True:
         tool, mode, session = (predicate.get(k, "?") for k in ("tool", "mode", "session_id"))
         where = f"`{tool}` in mode {mode}, session {session}"
-        return "", f"made through the tool surface ({shown(where)[:200]}): judged: false, no validator ran"
+        return f"made through the tool surface ({shown(where)[:200]}): judged: false, no validator ran"
     if predicate.get("status") != "completed":
-        return "", f"attestation is not of a completed run (status {shown(str(predicate.get('status')))[:40]})"
+        return f"attestation is not of a completed run (status {shown(str(predicate.get('status')))[:40]})"
     if digest is None:
-        return "", f"the base has no {PROTOCOL_PATH}, so no run can be under its protocol"
+        return f"the base has no {PROTOCOL_PATH}, so no run can be under its protocol"
     protocol = predicate.get("protocol")
-    claimed = protocol.get("digest") if isinstance(protocol, dict) else None
-    if claimed != digest:
-        return "", "the run was governed by another protocol than the base's (protocol digest differs)"
-    return keys[fingerprint].name, ""
+    if (protocol.get("digest") if isinstance(protocol, dict) else None) != digest:
+        return "the run was governed by another protocol than the base's (protocol digest differs)"
+    return ""
 
 
-#: The scratch repository's whole configuration. Empty of merge settings on purpose: that is
-#: git's built-in merge (the `text` driver for every path, renames detected, nothing
-#: renormalised, no rerere, which merge-tree never uses anyway). `bare` keeps git from taking
-#: a directory for a work tree, so no `.gitattributes` file is read, and in a bare repository
-#: git 2.39 reads none from the merged trees either; its HEAD names no commit, so a later git
-#: that reads a bare repository's attributes from HEAD finds none. No commit-graph: the
-#: parents and merge bases come from the commit objects, not from a cache beside them.
+#: The scratch repository's whole configuration: git's built-in merge and nothing else (no
+#: merge settings, drivers or rerere). ``bare``: no work tree, so no ``.gitattributes`` is
+#: read (nor, in git 2.39, from the merged trees; HEAD names no commit for a later git that
+#: reads a bare repository's from HEAD). No commit-graph: parents and merge bases come from
+#: the commit objects.
 _STORE_CONFIG = "[core]\n\trepositoryformatversion = {version}\n\tbare = true\n\tcommitGraph = false\n"
 
 
 @contextmanager
 def _merges(repo: Path) -> Iterator[Callable[[CommitEntry], tuple[str, str]]]:
-    """A check of one merge commit (:func:`_check_merge`), computing each merge in one scratch
-    bare repository made (on the first merge) in a temporary directory and removed after.
+    """A check of one merge commit (:func:`_check_merge`) in one scratch bare repository,
+    made on the first merge and removed after.
 
-    The repository being verified has its own configuration (``merge.default``, drivers,
-    ``merge.renormalize``, ``merge.renames``, ``core.*``), ``info/attributes``, ``rr-cache``,
-    hooks, replace refs and grafts, and a work tree with ``.gitattributes`` at any depth: each
-    can make conflicting changes merge "cleanly". The scratch repository has none of them:
-    its configuration is :data:`_STORE_CONFIG`, it has no refs and no ``info/``, and it only
-    borrows the objects (``objects/info/alternates``), where the merge's new trees are
-    written too, never into the repository or a push's quarantine."""
+    The verified repository's configuration, ``info/attributes``, rr-cache, hooks, replace
+    refs, grafts and ``.gitattributes`` can each make conflicting changes merge "cleanly".
+    The scratch repository has none: its configuration is :data:`_STORE_CONFIG`, it has no
+    refs and no ``info/``, and it borrows the objects (``objects/info/alternates``), where the
+    merge's new trees are written too, never into the repository or a push's quarantine."""
     with tempfile.TemporaryDirectory(prefix="snodo-merge-") as scratch:
         store: list[tuple[Path, dict[str, str]]] = []
 
@@ -207,17 +204,23 @@ def _merges(repo: Path) -> Iterator[Callable[[CommitEntry], tuple[str, str]]]:
         yield check
 
 
-def _scratch_store(repo: Path, scratch: Path, sha_length: int) -> tuple[Path, dict[str, str]]:
-    """The scratch repository (see :func:`_merges`) and the environment to run git in it with."""
+def _object_sources(repo: Path) -> list[str]:
+    """The object directories of ``repo`` to borrow: its own, and in a pre-receive hook first
+    the quarantine git names, where the pushed objects wait."""
     result = run_git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir", env=PLAIN_GIT)
     if not result.ok or not result.stdout.strip():
         raise VerifyProblem(f"cannot find the object store of {repo}: {result.detail()}")
     sources = [os.path.join(result.stdout.strip(), "objects")]
     if os.environ.get("GIT_QUARANTINE_PATH") and os.environ.get("GIT_OBJECT_DIRECTORY"):
-        # In a pre-receive hook the pushed objects wait in the quarantine git names here.
         sources.insert(0, os.path.abspath(os.environ["GIT_OBJECT_DIRECTORY"]))
     if any("\n" in s or s.startswith('"') for s in sources):
         raise VerifyProblem(f"cannot borrow the objects of {repo}: its path cannot be written in an alternates file")
+    return sources
+
+
+def _scratch_store(repo: Path, scratch: Path, sha_length: int) -> tuple[Path, dict[str, str]]:
+    """The scratch repository (see :func:`_merges`) and the environment to run git in it with."""
+    sources = _object_sources(repo)
     git_dir = scratch / "objects-only.git"
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         (git_dir / sub).mkdir(parents=True)
@@ -290,23 +293,9 @@ def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None
     if walk.base.signers is None and not any(walk.texts.get(sha) for sha in walk.steps):
         _trust(repo, base, base_commit)  # no list at the base nor in the range: nobody to trust, exit 4
     judged = _Judges(repo, base_commit)
-    checked: dict[str, tuple[str, str]] = {}
-    with _merges(repo) as check_merge:
-        for e in entries:
-            before = walk.steps[e.sha].before
-            if len(e.parents) > 1:
-                checked[e.sha] = check_merge(e)
-            else:
-                keys, verifier = judged.keys(before.signers)
-                checked[e.sha] = _check_attestation(e, keys, verifier, judged.digest(before.commit))
-    governance = {e.sha for e in entries if walk.steps[e.sha].changed}
-    needs_person: dict[str | None, list[str]] = {}
-    for e in entries:
-        if e.sha not in governance and not checked[e.sha][0]:
-            needs_person.setdefault(walk.steps[e.sha].before.signers, []).append(e.sha)
-    signed: dict[str, tuple[str, str]] = {}
-    for text, shas in needs_person.items():
-        signed.update(_signatures(repo, judged.signers(text), shas) if text is not None else {})
+    checked = _attested(repo, walk, judged, entries)
+    unvouched = [e for e in entries if not walk.steps[e.sha].changed and not checked[e.sha][0]]
+    signed = _signed(repo, walk, judged, unvouched)
     adopted = _adopted(repo, walk, entries)
     verdicts = [_verdict(e, checked[e.sha], signed.get(e.sha), walk.steps[e.sha], adopted.get(e.sha)) for e in entries]
     return Report(
@@ -316,6 +305,33 @@ def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None
         protocol_digest=judged.digest(walk.base.commit),
         verdicts=tuple(verdicts),
     )
+
+
+def _attested(repo: Path, walk: Walk, judged: _Judges, entries: list[CommitEntry]) -> dict[str, tuple[str, str]]:
+    """Each commit's attestation checked under the list and protocol in force at its parent
+    (a merge's: its recomputation)."""
+    checked: dict[str, tuple[str, str]] = {}
+    with _merges(repo) as check_merge:
+        for e in entries:
+            before = walk.steps[e.sha].before
+            if len(e.parents) > 1:
+                checked[e.sha] = check_merge(e)
+            else:
+                keys, verifier = judged.keys(before.signers)
+                checked[e.sha] = _check_attestation(e, keys, verifier, judged.digest(before.commit))
+    return checked
+
+
+def _signed(repo: Path, walk: Walk, judged: _Judges, entries: list[CommitEntry]) -> dict[str, tuple[str, str]]:
+    """git's signature check of ``entries``, one run per list in force at their parents."""
+    by_list: dict[str | None, list[str]] = {}
+    for e in entries:
+        by_list.setdefault(walk.steps[e.sha].before.signers, []).append(e.sha)
+    signed: dict[str, tuple[str, str]] = {}
+    for text, shas in by_list.items():
+        if text is not None:
+            signed.update(_signatures(repo, judged.signers(text), shas))
+    return signed
 
 
 class _Judges:
@@ -350,21 +366,27 @@ def _adopted(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, st
     ``.snodo/`` a later commit of the range put in force with a listed principal's signature
     (``snodo protocol sign`` adopting it): that person vouched for exactly this change."""
     out: dict[str, str] = {}
-    order = {sha: at for at, sha in enumerate(walk.steps)}  # oldest first
-    signers = [s for s in walk.steps.values() if s.changed and s.signed_by and not s.refused]
     for e in entries:
-        step = walk.steps[e.sha]
-        if not step.refused or len(e.parents) != 1:
-            continue
-        later = (s for s in signers if order[s.sha] > order[e.sha])
-        by = next((s.signed_by for s in later if s.after.tree == walk.trees[e.sha]), "")
-        if not by:
-            continue
-        names = run_git(repo, "diff-tree", "-r", "--no-renames", "--name-only", e.parents[0], e.sha, env=PLAIN_GIT)
-        paths = names.stdout.split() if names.ok else ["?"]
-        if all(p.startswith(f"{GOVERNANCE_DIR}/") for p in paths):
+        by = _adopter(walk, e.sha) if walk.steps[e.sha].refused and len(e.parents) == 1 else ""
+        if by and _only_governance(repo, e):
             out[e.sha] = by
     return out
+
+
+def _adopter(walk: Walk, sha: str) -> str:
+    """Who signed the first later commit that put ``sha``'s ``.snodo/`` in force ("": nobody)."""
+    shas = list(walk.steps)  # oldest first
+    later = (walk.steps[s] for s in shas[shas.index(sha) + 1 :])
+    tree = walk.trees[sha]
+    return next(
+        (s.signed_by for s in later if s.changed and s.signed_by and not s.refused and s.after.tree == tree), ""
+    )
+
+
+def _only_governance(repo: Path, entry: CommitEntry) -> bool:
+    names = run_git(repo, "diff-tree", "-r", "--no-renames", "--name-only", entry.parents[0], entry.sha, env=PLAIN_GIT)
+    paths = names.stdout.split() if names.ok else ["?"]
+    return all(p.startswith(f"{GOVERNANCE_DIR}/") for p in paths)
 
 
 def _verdict(
@@ -376,14 +398,7 @@ def _verdict(
 ) -> Verdict:
     common = {"sha": entry.sha, "subject": shown(entry.subject)[:200]}
     if step.changed:
-        if step.signed_by and not step.refused:
-            return Verdict(**common, passed=True, how="signature", signer=step.signed_by)
-        if adopted_by:
-            return Verdict(**common, passed=True, how="adopted", signer=adopted_by)
-        why = step.why or (
-            f"changes {GOVERNANCE_DIR}/ while no {ALLOWED_SIGNERS} is in force, so no person's signature vouches for it"
-        )
-        return Verdict(**common, passed=False, reason=why, action=REMEDY)
+        return _governance_verdict(common, step, adopted_by)
     if signed is not None and signed[0]:
         return Verdict(**common, passed=True, how="signature", signer=signed[0])
     if attested[0] == _CLEAN_MERGE:  # its parents are in the range (judged there) or on the base
@@ -392,3 +407,16 @@ def _verdict(
         return Verdict(**common, passed=True, how="attestation", signer=attested[0])
     why = f"{attested[1]}; {signed[1] if signed else 'not signed'}"
     return Verdict(**common, passed=False, reason=why, action=_SIGN if len(entry.parents) > 1 else _RERUN)
+
+
+def _governance_verdict(common: dict[str, str], step: Step, adopted_by: str | None) -> Verdict:
+    """A commit changing ``.snodo/`` passes only by a listed person's signature, its own or
+    an adopting one's."""
+    if step.signed_by and not step.refused:
+        return Verdict(**common, passed=True, how="signature", signer=step.signed_by)
+    if adopted_by:
+        return Verdict(**common, passed=True, how="adopted", signer=adopted_by)
+    why = step.why or (
+        f"changes {GOVERNANCE_DIR}/ while no {ALLOWED_SIGNERS} is in force, so no person's signature vouches for it"
+    )
+    return Verdict(**common, passed=False, reason=why, action=REMEDY)

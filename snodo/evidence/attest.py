@@ -1,11 +1,6 @@
 """Writing attestations: on every commit of a completed run (judged) and on commits made
-through the tool surface (``commit``, ``merge_branch``: not judged).
-
-A completed run's branch may hold several commits (recovery attempts, a coder's own
-commits): each gets the run's statement, naming its own commit and tree, so a range check
-finds every commit of governed work accounted for. The signing key is the home's audit
-key: outside the confinement agents run in, and already the key of the audit log whose
-record of the run the statement points at.
+through the tool surface (``commit``, ``merge_branch``: not judged). Each commit of a run
+gets the run's statement naming its own commit and tree, signed with the home's audit key.
 """
 
 from __future__ import annotations
@@ -25,6 +20,7 @@ if TYPE_CHECKING:
     from snodo.governance.service import Project
 
 PROTOCOL_PATH = ".snodo/protocol.yml"
+_VALIDATOR_FIELDS = ("validator_id", "validator_type", "severity", "severity_original", "kind")
 
 
 def digest(data: bytes) -> str:
@@ -92,6 +88,16 @@ def _range(repo: Path, base: str, tip: str) -> list[tuple[str, str]]:
     return [(parts[0], parts[1]) for parts in found if len(parts) == 2]
 
 
+def _coder(project: Project, coder: str) -> dict[str, str | None]:
+    model = project.mode.coder_config.get("model") if coder == project.mode.coder else None
+    return {"name": coder, "model": str(model) if model is not None else None}
+
+
+def _commit_and_tree(repo: Path, rev: str) -> tuple[str, str]:
+    commit = git_out(repo, "rev-parse", "--verify", f"{rev}^{{commit}}")
+    return commit, git_out(repo, "rev-parse", f"{commit}^{{tree}}")
+
+
 def attest_run(
     project: Project,
     *,
@@ -107,26 +113,17 @@ def attest_run(
     made: Sequence[tuple[str, str]] | None = None,
     judged_tree: str = "",
 ) -> list[str]:
-    """Attest every commit of a completed run (``base..tip``; ``made``: those commits with
-    their trees, oldest first, when the caller made them all); returns the commits attested.
-
-    A failure is recorded in the audit log and reported, never raised: the work is on its
-    branch either way, and without a note ``snodo verify`` refuses it, which is the truth.
-    ``judged_tree`` is the tree the run's post_execute verdict judged: the tip's tree must be
-    exactly it, or nothing is attested (the bytes attested are the bytes judged).
-    """
+    """Attest every commit of a completed run (``base..tip``, or ``made``: those commits with
+    their trees, oldest first); returns the commits attested. Nothing is attested unless the
+    tip's tree is ``judged_tree``, the tree the post_execute verdict judged. A failure is
+    audited, never raised: without a note ``snodo verify`` refuses the work, the truth."""
     try:
         commits = list(made) if made else _range(project.root, base, tip)
-        if commits:
-            tip, tree = commits[-1]
-        else:
-            tip = git_out(project.root, "rev-parse", "--verify", f"{tip}^{{commit}}")
-            tree = git_out(project.root, "rev-parse", f"{tip}^{{tree}}")
+        tip, tree = commits[-1] if commits else _commit_and_tree(project.root, tip)
         if judged_tree and tree != judged_tree:
             raise SnodoError(
                 f"the tip {tip[:12]}'s tree {tree[:12]} is not the tree the validators judged ({judged_tree[:12]})"
             )
-        model = project.mode.coder_config.get("model") if coder == project.mode.coder else None
         predicate = {
             "judged": True,
             "status": "completed",
@@ -141,12 +138,9 @@ def attest_run(
             "judged_tree": judged_tree or tree,
             "outcome": "pass",
             "policy_reason": reason,
-            "validators": [
-                {k: r[k] for k in ("validator_id", "validator_type", "severity", "severity_original", "kind") if k in r}
-                for r in results
-            ],
+            "validators": [{k: r[k] for k in _VALIDATOR_FIELDS if k in r} for r in results],
             "decisions": _decisions(project, task_id, spec_sha, tree),
-            "coder": {"name": coder, "model": str(model) if model is not None else None},
+            "coder": _coder(project, coder),
             "confinement": confinement(project),
             "audit": {"log": _log_name(project), "seq": audit.get("seq"), "hash": audit.get("hash")},
         }

@@ -1,8 +1,6 @@
-"""Attestations as git notes under ``refs/notes/snodo``: written one commit at a time,
-read for a whole range in one ``git log`` (the merge gate must stay fast on long ranges).
-
-Everything read back came from whoever pushed the notes ref: hostile. Records are split on
-a random marker chosen per call, so no note can forge the boundary between two commits.
+"""Attestations as git notes under ``refs/notes/snodo``: written one commit at a time, read
+for a whole range in one ``git log``. What is read back came from whoever pushed the notes
+ref: records are split on a random marker per call, so no note can forge a boundary.
 """
 
 from __future__ import annotations

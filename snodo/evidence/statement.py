@@ -1,19 +1,11 @@
-"""The attestation itself: an in-toto Statement v1 in a DSSE envelope, Ed25519-signed.
+"""The attestation: an in-toto Statement v1 in a DSSE envelope, Ed25519-signed.
 
-The envelope is DSSE: a verifier anywhere checks it with any DSSE implementation and the
-public key alone. Reading and verifying use securesystemslib; signing builds the same bytes
-here (pre-authentication encoding, one Ed25519 signature, standard base64), because
-importing ``securesystemslib.dsse`` imports ``securesystemslib.signer`` and every cloud
-signer it knows, on the path of every governed commit: ~45% of a governed run's CPU where
-the model extra brings boto3, ~46 ms of CPU without it. A test checks
-the two produce identical envelopes. It cannot change a verdict: the note is written after
-the run's verdicts, and ``snodo verify`` accepts it only through securesystemslib's own
-check of an Ed25519 signature by a listed key over the PAE it computes itself, so a wrong
-envelope from here can only be refused.
-
-The statement is a plain mapping that follows the in-toto Statement v1 layout; its two
-subjects bind the signature to one commit *and* its tree, so neither an amended commit nor
-the same tree under another commit inherits it.
+Its two subjects bind the signature to one commit *and* its tree, so neither an amended
+commit nor the same tree under another commit inherits it. Reading and verifying use
+securesystemslib; signing builds the same bytes here (a test checks they are identical)
+because ``securesystemslib.dsse`` imports every cloud signer it knows, on the path of every
+governed commit. A wrong envelope from here could only be refused: ``snodo verify`` checks
+the signature with securesystemslib over the PAE it computes itself.
 """
 
 from __future__ import annotations

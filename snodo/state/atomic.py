@@ -1,9 +1,8 @@
 """Durable state files: atomic writes, strict reads, cross-process locks.
 
-Every state write goes to a temporary file in the same directory and is renamed over the
-target, so a reader (or a process killed mid-write) sees either the old or the new file,
-never a half-written one. A file that does not parse is reported with its path and left
-alone: silently replacing it would destroy the evidence of what went wrong.
+A write goes to a temporary file beside the target and is renamed over it, so a reader sees
+the old or the new file, never half of one. A file that does not parse is reported with its
+path and left alone: replacing it would destroy the evidence of what went wrong.
 """
 
 from __future__ import annotations

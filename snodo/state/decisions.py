@@ -1,19 +1,11 @@
-"""Signed human decisions: ``<project>/.snodo/decisions/<decision_id>.json``.
+"""Signed human decisions: ``<project>/.snodo/decisions/<decision_id>.json``, committed.
 
-A decision record is what lets a ``warn`` count as a pass, so it must be unforgeable by
-anything but ``snodo authorize``: it is signed with a person's Ed25519 decision key (see
-:mod:`snodo.cli.signing`) and only counts while its signature verifies, its key is
-trusted, and it is bound to exactly the task, spec and (after execution) git tree being
-validated. Records that fail are not errors for the run; they are ignored and handed back,
-with who signed them, so the caller can audit them.
-
-Whose keys are trusted: with an ``.snodo/allowed_signers`` in force (git's
-``gpg.ssh.allowedSignersFile`` format, parsed in :mod:`snodo.state.signers`), exactly the keys
-listed there for decisions (no ``namespaces=`` option, or one naming ``snodo-decision``), on any
-machine; without one, only this home's decision key. The list in force is the committed one
-the trust rule puts in force (:mod:`snodo.protocol.trust`, handed in by the caller), never the
-working-tree file: an agent that edits it lists nobody. Records are plain files meant to be
-committed, so a teammate's or CI's re-validation finds them.
+A decision lets a ``warn`` count as a pass, so it counts only while its Ed25519 signature
+(:mod:`snodo.cli.signing`) verifies, its key is trusted, and it binds exactly the task, spec
+and (after execution) git tree being validated; records that fail are handed back, with who
+signed them, for the audit. Trusted keys: those the ``.snodo/allowed_signers`` in force lists
+for decisions (the committed list the trust rule puts in force, handed in by the caller,
+never the working-tree file); without one, only this home's decision key.
 """
 
 from __future__ import annotations

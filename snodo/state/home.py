@@ -1,9 +1,5 @@
-"""Where snodo keeps its state: the user's home (``$SNODO_HOME``) and a project's ``.snodo/``.
-
-The user home holds what every project of the user shares (sessions, the token store,
-keys), so it is created private (0700): the token key and the decision private key live
-there.
-"""
+"""Where snodo keeps the user's state, ``$SNODO_HOME`` (sessions, tokens, keys: created
+0700), and a project's ``.snodo/``."""
 
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
-"""The validation token's signature: a compact JWS (RFC 7515) with HS256 and nothing else.
+"""The validation token's signature: a compact JWS (RFC 7515), HS256 and nothing else.
 
-Built on ``hmac`` rather than PyJWT because PyJWT imports cryptography's X.509 stack and
-``urllib.request`` when it loads, on the path of every governed run, while a token needs one
-algorithm: ~15% of a governed run's CPU (measured side by side, #42). The bytes are a
-standard JWT: PyJWT verifies ours and we verify its (``tests/state/test_jws.py``).
-
-Why it cannot change a verdict: verdicts are reached before a token is issued; a token only
-carries a pass. :func:`verify` returns claims only when the header's ``alg`` is exactly
-``HS256`` (``none`` and every other algorithm are refused before the key is used) and
-``hmac.compare_digest`` finds the signature equal to HMAC-SHA256 under the key of the exact
-bytes ``header.payload`` received, the condition PyJWT applies with ``algorithms=["HS256"]``.
-So a token it accepts was made by a holder of the key (anything else is an HMAC-SHA256
-forgery), and the claims it returns are the JSON object those bytes encode; the caller
-checks them.
+Built on ``hmac`` because PyJWT imports cryptography's X.509 stack and ``urllib.request``
+on the path of every governed run. The bytes are a standard JWT (``tests/state/test_jws.py``
+checks PyJWT reads ours and we read its). :func:`verify` returns claims only when ``alg`` is
+exactly ``HS256`` (``none`` and every other algorithm are refused before the key is used)
+and ``hmac.compare_digest`` matches the MAC of the exact bytes received, as PyJWT does with
+``algorithms=["HS256"]``; a token only carries a pass already reached.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Agents' proposals on pending decisions: ``proposals/<decision_id>-<n>.json``
-in the project's runtime state (:mod:`snodo.state.runtime`).
-
-An agent holding ``propose_adjudicate`` may suggest how a person should decide an
-escalation. A proposal is advice and authorises nothing; it is kept so that ``snodo
-authorize`` can show it beside the stored escalation. This module owns the file format: the
-MCP host writes through :meth:`ProposalStore.add`, the command reads through
-:meth:`ProposalStore.for_decision`. Everything in a proposal but its bookkeeping came from
-an agent, so it is shown through :func:`snodo.base.text.shown`.
+"""Agents' proposals on pending decisions: ``proposals/<decision_id>-<n>.json`` in the
+project's runtime state. Advice only, shown by ``snodo authorize`` beside the escalation;
+everything in one but its bookkeeping came from an agent (show it through ``shown``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Sessions (``$SNODO_HOME/sessions/<id>.json``) and project state (``state.json`` in the
-project's runtime directory, :mod:`snodo.state.runtime`).
+project's runtime directory).
 
-A session is where an escalation waits for a human: ``validate_task`` persists a
-:class:`PendingDecision` before it answers, and ``snodo authorize`` (another process,
-possibly much later) finds it by id. Every change is a locked read-modify-write of one
-file followed by an atomic replace, so concurrent validators never lose each other's
-pending decisions.
-
-A session is ``active`` while it is used. One idle for longer than :func:`idle_ttl`
-(24 hours unless ``SNODO_SESSION_IDLE_TTL`` gives seconds) with no decision waiting is
-``expired``: lists show it so and the next command starts a fresh one. ``snodo session
-close`` ends one on purpose (``closed``). A session holding a pending decision stays active
-however long it waits: a person still has to decide.
+A session is where an escalation waits for a person: ``validate_task`` persists a
+:class:`PendingDecision` before it answers, and ``snodo authorize`` finds it by id, maybe
+much later. Every change is a locked read-modify-write and an atomic replace, so concurrent
+validators never lose each other's decisions. A session idle longer than :func:`idle_ttl`
+with no decision waiting reads ``expired``; ``snodo session close`` makes it ``closed``.
 """
 
 from __future__ import annotations
@@ -39,7 +33,6 @@ ACTIVE = "active"
 CLOSED = "closed"
 EXPIRED = "expired"
 
-#: Idle time after which a session with no pending decision is expired (see :func:`idle_ttl`).
 DEFAULT_IDLE_TTL = timedelta(hours=24)
 #: Activity is written down at most this often, so busy sessions do not rewrite their file.
 _TOUCH_EVERY = timedelta(seconds=60)
@@ -69,9 +62,8 @@ def _when(stamp: str | None) -> datetime | None:
 
 @frozen(kw_only=True)
 class PendingDecision:
-    """An escalation awaiting a human: what was validated, what each validator said, and why
-    the policy could not approve. ``results`` and ``policy`` keep the payload shape of
-    ``validate_task`` (SPEC §3) so ``snodo authorize`` renders exactly what was decided on."""
+    """An escalation awaiting a person; ``results`` and ``policy`` keep ``validate_task``'s
+    payload shape (SPEC §3), so ``snodo authorize`` shows exactly what was decided on."""
 
     decision_id: str
     task_id: str
@@ -85,8 +77,7 @@ class PendingDecision:
     tree: str = ""  # the git tree a post_execute escalation judged; a decision binds to it
 
     def blocking_validators(self) -> tuple[str, ...]:
-        """What forbids authorising this decision (INV3), from the one rule in
-        ``snodo.rules.authorisation.authorisation_refusals``; empty means a human may decide."""
+        """What forbids authorising this decision (INV3); empty: a person may decide."""
         return authorisation_refusals(self.results, self.policy)
 
     def warned_validators(self) -> tuple[str, ...]:
@@ -106,8 +97,7 @@ class Session:
     pending_decisions: dict[str, PendingDecision] = Factory(dict)
     last_active_at: str | None = None
     ended_at: str | None = None
-    #: the project's ``HEAD`` when the session started: what a change in the checkout is
-    #: judged against when the branch has no upstream (commits made since are the change)
+    #: ``HEAD`` at the start: what the checkout's change is judged against without an upstream
     base_head: str | None = None
 
     def last_active(self) -> datetime | None:
@@ -134,7 +124,7 @@ class Session:
 
 @frozen(kw_only=True)
 class ProjectState:
-    """``state.json`` (runtime state): the project's current mode and the sessions it has open."""
+    """``state.json``: the project's current mode and open sessions."""
 
     current_mode: str | None = None
     active_sessions: tuple[str, ...] = ()
@@ -182,8 +172,7 @@ class SessionStore:
         return self.path(session_id).exists()
 
     def _update(self, session_id: str, change: Callable[[Session], Session]) -> Session:
-        """Apply ``change`` under the session's lock; written (one atomic, durable write)
-        only when it changed something: a touch within the minute writes nothing."""
+        """Apply ``change`` under the session's lock; written only if it changed something."""
         path = self.path(session_id)
         with file_lock(path):
             before = self.load(session_id)
@@ -204,7 +193,7 @@ class SessionStore:
         return self._update(session_id, change)
 
     def end(self, session_id: str, status: str = CLOSED) -> Session:
-        """Close (or expire) a session; it is dropped from its project's active sessions."""
+        """Close (or expire) a session and drop it from its project's active sessions."""
         session = self._update(
             session_id,
             lambda s: (
@@ -258,8 +247,7 @@ class SessionStore:
         )
 
     def list(self, project_root: Path | str | None = None) -> builtins.list[Session]:
-        """Sessions as they stand now (idle ones ``expired``), oldest first, optionally only
-        those of one project. A corrupt file raises."""
+        """Sessions as they stand now, oldest first, optionally of one project only."""
         root = _root(project_root) if project_root is not None else None
         now = _now()
         sessions = [load_record(path, Session).current(now) for path in sorted(self.directory.glob("*.json"))]
@@ -271,7 +259,7 @@ def project_state_path(project: Path) -> Path:
 
 
 def load_project_state(project: Path) -> ProjectState:
-    """The project's state; an absent file is a fresh project, a corrupt one raises."""
+    """The project's state (a fresh one when there is no file)."""
     try:
         return load_record(project_state_path(project), ProjectState)
     except FileNotFoundError:
@@ -279,13 +267,12 @@ def load_project_state(project: Path) -> ProjectState:
 
 
 def save_project_state(project: Path, state: ProjectState) -> None:
-    """Overwrite the project state; use :func:`update_project_state` to change a field."""
+    """Overwrite the project state (:func:`update_project_state` changes a field)."""
     save_record(project_state_path(project), state)
 
 
 def update_project_state(project: Path, change: Callable[[ProjectState], ProjectState]) -> ProjectState:
-    """Locked read-modify-write, so a mode change never drops a session another process
-    recorded meanwhile (and vice versa)."""
+    """Locked read-modify-write: a mode change never drops a session recorded meanwhile."""
     with file_lock(project_state_path(project)):
         state = change(load_project_state(project))
         save_project_state(project, state)
@@ -301,12 +288,9 @@ def _head(project_root: Path | str) -> str | None:
 
 
 def ensure_session(project: Path, mode: str, home: Path, *, base_head: str | None = None) -> tuple[Session, bool]:
-    """The project's active session for ``mode``, started (and recorded) if there is none.
-
-    Returns ``(session, created)`` so the caller can audit ``session_started``. Ids of
-    sessions whose files are gone, or that were closed or expired, are dropped from the
-    project state; an expired one is marked so on disk.
-    """
+    """``(session, created)``: the project's active session for ``mode``, started if there
+    is none. Sessions gone, closed or expired leave the project state (an expired one is
+    marked so on disk)."""
     store = SessionStore(home)
     path = project_state_path(project)
     with file_lock(path):

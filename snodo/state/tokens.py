@@ -1,10 +1,9 @@
-"""Single-use validation tokens (INV1): a signed JWT plus a row in ``$SNODO_HOME/tokens.db``.
+"""Single-use validation tokens (INV1): an HS256 JWT (:mod:`snodo.state.jws`) bound to one
+task and spec, plus a row in ``$SNODO_HOME/tokens.db`` that makes it single-use.
 
-The JWT (HS256, :mod:`snodo.state.jws`) proves that validation passed for one task and one exact spec; the database row
-makes it single-use. Consumption is one ``UPDATE ... WHERE consumed_at IS NULL`` inside a
-``BEGIN IMMEDIATE`` transaction, so of any number of concurrent consumers exactly one sees
-its row change. Every database failure raises: a token store that cannot answer never
-lets work through.
+Consumption is one ``UPDATE ... WHERE consumed_at IS NULL`` in a ``BEGIN IMMEDIATE``
+transaction, so of concurrent consumers exactly one changes the row. Every database failure
+raises: a token store that cannot answer never lets work through.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,34 +34,27 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_temp(directory: Path, name: str, data: bytes, mode: int) -> str:
-    """Write ``data`` to a fresh, fsynced temporary file in ``directory``; return its path."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+def _write_temp(path: Path, data: bytes, mode: int, place: Callable[[str], None]) -> None:
+    """Write ``data`` to a fresh, fsynced temporary file beside ``path`` and ``place`` it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
-    except BaseException:
-        with contextlib.suppress(OSError):
+        place(tmp)
+    finally:
+        with contextlib.suppress(OSError):  # renamed away, or linked into place
             os.unlink(tmp)
-        raise
-    return tmp
+    fsync_dir(path.parent)
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` in one step (temp file + fsync + ``os.replace``)."""
     path = Path(path)
     try:
-        tmp = _write_temp(path.parent, path.name, data, mode)
-        try:
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        fsync_dir(path.parent)
+        _write_temp(path, data, mode, lambda tmp: os.replace(tmp, path))
     except OSError as exc:
         raise StateError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
@@ -74,20 +67,14 @@ def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
 def atomic_create_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> bool:
     """Create ``path`` holding ``data`` unless it already exists; True if this call made it.
 
-    The complete file is hard-linked into place, and ``link`` fails if the name exists, so
-    concurrent creators agree on one winner and no reader ever sees the file empty (as it
-    would between an ``O_EXCL`` create and its write).
+    The complete file is hard-linked into place and ``link`` fails if the name exists, so
+    concurrent creators agree on one winner and no reader ever sees the file empty.
     """
     path = Path(path)
     try:
-        tmp = _write_temp(path.parent, path.name, data, mode)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(tmp)
-        fsync_dir(path.parent)
+        _write_temp(path, data, mode, lambda tmp: os.link(tmp, path))
+    except FileExistsError:
+        return False
     except OSError as exc:
         raise StateError(f"cannot create {path}: {exc.strerror or exc}") from exc
     return True
@@ -113,12 +100,8 @@ def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """Parse the JSON file at ``path``.
-
-    ``FileNotFoundError`` passes through untouched because callers treat an absent file as
-    "no state yet"; every other failure, parse errors included, is a ``StateError`` naming
-    the file.
-    """
+    """Parse the JSON file at ``path``; ``FileNotFoundError`` (no state yet) passes through,
+    every other failure is a ``StateError`` naming the file."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -137,13 +120,9 @@ def read_json(path: Path) -> Any:
 
 @contextlib.contextmanager
 def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
-    """Hold an exclusive (or shared) lock on ``<path>.lock`` across processes and threads.
-
-    ``flock`` locks belong to an open file description, so every call opens its own
-    descriptor and threads of one process exclude each other too. The lock dies with its
-    process, so a killed writer never leaves the state locked. The sidecar file is never
-    deleted: unlinking a lock file lets two processes lock two different inodes.
-    """
+    """Hold an exclusive (or shared) ``flock`` on ``<path>.lock`` across processes and
+    threads (each call opens its own descriptor); it dies with its process. The lock file
+    is never deleted: unlinking it would let two processes lock two different inodes."""
     lock_path = Path(path).with_name(Path(path).name + ".lock")
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -153,7 +132,7 @@ def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)  # closing the descriptor releases the lock
+        os.close(fd)  # releases the lock
 
 
 # ------------------------------------------------------------------ typed records

@@ -36,8 +36,7 @@ _SIGNING_CONTEXT = b"snodo decision record v1\n"
 
 @frozen(kw_only=True)
 class DecisionRecord:
-    """A human's verdict on one escalation. Unsigned until ``sign_decision`` fills the
-    last two fields."""
+    """A person's verdict on one escalation, unsigned until ``sign_decision`` signs it."""
 
     decision_id: str
     task_id: str
@@ -53,8 +52,8 @@ class DecisionRecord:
     tree: str = ""  # the git tree judged by a post_execute escalation; "" before execution
 
     def signing_bytes(self) -> bytes:
-        """What the signature covers: every field but the signature itself (an empty
-        ``tree`` is left out, so records signed before it existed still verify)."""
+        """What the signature covers: every field but itself (an empty ``tree`` left out, so
+        records signed before it existed still verify)."""
         fields = unstructure(self)
         del fields["signature"]
         if not fields["tree"]:
@@ -63,10 +62,8 @@ class DecisionRecord:
 
 
 def check_inv3(pending: PendingDecision) -> None:
-    """Refuse to decide on a proposal with a blocker or an error: nothing overrides those.
-
-    The rule itself lives in ``snodo.rules.authorisation.authorisation_refusals``; this only words the
-    refusal for the doors that decide (drafting, signing, ``snodo authorize``)."""
+    """Refuse to decide on an escalation with a blocker or an error (the rule is
+    ``snodo.rules.authorisation``'s; this words it for the doors that decide)."""
     refusals = pending.blocking_validators()
     if refusals:
         raise DecisionError(
@@ -116,11 +113,6 @@ class Trust:
     problem: str = ""  # why nothing is trusted, when nothing is
 
 
-def decision_signers(text: str, source: str) -> dict[str, Signer]:
-    """The keys an allowed_signers ``text`` allows to sign decisions (see :mod:`snodo.state.signers`)."""
-    return signers_for(parse_allowed_signers(text, source), DECISION_NAMESPACE)
-
-
 @frozen(kw_only=True)
 class Judgement:
     """Verified decisions for one task and spec; ``ignored`` records failed verification."""
@@ -160,7 +152,8 @@ class DecisionStore:
         """Whose decisions count here: the signers listed in force, else this home's key alone."""
         if self.signers is not None:
             source = f"the .snodo/{ALLOWED_SIGNERS} in force"
-            return Trust(signers=decision_signers(self.signers, source), source=source, listed=True)
+            listed = signers_for(parse_allowed_signers(self.signers, source), DECISION_NAMESPACE)
+            return Trust(signers=listed, source=source, listed=True)
         try:
             key = load_decision_public_key(self.home)
         except StateError as exc:
@@ -174,12 +167,9 @@ class DecisionStore:
     def verified_records(
         self, task_id: str, spec_sha256: str, *, tree: str = ""
     ) -> tuple[list[DecisionRecord], list[Rejected]]:
-        """Records that verify and bind to exactly this task, spec and tree, plus the rejected.
-
-        Records of other tasks are skipped silently; any record that is unreadable, badly
-        signed, signed by an untrusted key, or for this task but another spec or tree is
-        rejected with a reason.
-        """
+        """Records that verify and bind exactly this task, spec and tree, and the rejected
+        ones with why (unreadable, badly or untrusted signed, or for another spec or tree);
+        other tasks' records are skipped."""
         if not self.directory.is_dir():
             return [], []
         trust = self.trust()
@@ -205,12 +195,9 @@ class DecisionStore:
         return accepted, rejected
 
     def judgement(self, task_id: str, spec_sha256: str, *, tree: str = "") -> Judgement:
-        """What verified human decisions say about exactly this task, spec and tree.
-
-        A rejection is final for that task and spec (revise the spec to go on), whatever was
-        approved before or after it; approvals adjudicate the warns they name. Fails closed:
-        a validator named by any rejection is never counted as adjudicated.
-        """
+        """What verified decisions say about exactly this task, spec and tree: a rejection
+        is final for them (revise the spec to go on), approvals adjudicate the warns they
+        name, and a validator any rejection names is never adjudicated."""
         records, ignored = self.verified_records(task_id, spec_sha256, tree=tree)
         rejections = tuple(r for r in records if r.decision == "reject")
         refused = {v for r in rejections for v in r.adjudicated_validators}

@@ -38,9 +38,7 @@ CREATE TABLE IF NOT EXISTS tokens (
     consumer    TEXT
 )
 """
-#: Rows expired for a day are removed by an issue (at most once a minute per service): by
-#: this index, not a scan of every token ever issued (a database an older snodo made gets it
-#: on first open).
+#: Rows expired for a day are removed by an issue, at most once a minute, by this index.
 _PURGE_EVERY_S = 60
 _EXPIRY_INDEX = "CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at)"
 _STR_CLAIMS = ("jti", "task_id", "spec_sha256", "mode")
@@ -72,23 +70,12 @@ def _claims(raw: dict[str, Any]) -> TokenClaims:
         or not all(isinstance(v, str) for v in validators)
     ):
         raise _refuse("malformed", "claims have the wrong shape")
-    return TokenClaims(
-        jti=raw["jti"],
-        iat=raw["iat"],
-        exp=raw["exp"],
-        task_id=raw["task_id"],
-        spec_sha256=raw["spec_sha256"],
-        mode=raw["mode"],
-        validators=tuple(validators),
-    )
+    return TokenClaims(**{k: raw[k] for k in (*_STR_CLAIMS, *_INT_CLAIMS)}, validators=tuple(validators))
 
 
 class TokenService:
-    """Issues, verifies and consumes validation tokens for one ``$SNODO_HOME``.
-
-    ``clock`` is the time source for ``iat``/``exp`` and expiry checks, so expiry can be
-    exercised without sleeping.
-    """
+    """Issues, verifies and consumes validation tokens for one ``$SNODO_HOME``; ``clock``
+    is the time source for ``iat``/``exp`` and expiry (tests need not sleep)."""
 
     def __init__(self, home: Path, *, clock: Callable[[], float] = time.time) -> None:
         self.db_path = tokens_db_path(home)
@@ -103,19 +90,14 @@ class TokenService:
 
     @contextlib.contextmanager
     def _db(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """This thread's autocommit connection; an unfinished transaction is rolled back.
-
-        One connection per thread keeps the service usable from any thread without paying,
-        on every operation, for the checkpoint SQLite runs when a database's last
-        connection closes. ``timeout`` is SQLite's busy timeout, so contending writers wait
-        instead of failing. ``durable=False`` commits without an fsync: right for issuing (a
-        record lost in a crash only makes its token unknown, which is refused), never for
-        consuming (a lost claim would let a token be used twice).
-        """
+        """This thread's autocommit connection (one per thread: no WAL checkpoint per
+        operation, as when a last connection closes); an unfinished transaction is rolled
+        back. ``durable=False`` commits without an fsync: right for issuing (a lost record
+        only makes its token unknown, refused), never for consuming (a lost claim would let
+        a token be used twice)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         try:
-            # A database file replaced or deleted under a live connection must not go on
-            # being used: other processes would claim tokens in another file.
+            # a database replaced under a live connection: others claim tokens in another file
             identity = _file_identity(self.db_path)
             if conn is not None and (identity is None or identity != self._local.identity):
                 with contextlib.suppress(sqlite3.Error):

@@ -28,10 +28,8 @@ def digest(data: bytes) -> str:
 
 
 def protocol_digest(repo: Path, commit: str) -> str | None:
-    """The digest of ``.snodo/protocol.yml`` as committed in ``commit`` (``None``: absent).
-
-    git hands the blob over as text; a protocol is UTF-8 YAML (the loader refuses anything
-    else), so encoding it again gives back its bytes."""
+    """The digest of ``.snodo/protocol.yml`` in ``commit`` (``None``: absent); git hands it
+    over as text, and a protocol is UTF-8 (the loader refuses anything else)."""
     result = run_git(repo, "cat-file", "blob", f"{commit}:{PROTOCOL_PATH}", env=PLAIN_GIT)
     return digest(result.stdout.encode("utf-8")) if result.ok else None
 

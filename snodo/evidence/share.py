@@ -14,9 +14,8 @@ _FETCHED = "refs/notes/snodo-fetched"
 
 
 def show(repo: Path, rev: str) -> dict[str, Any]:
-    """The decoded statement on ``rev`` and the key ids that claim to have signed it.
-
-    Unverified: ``snodo verify`` judges it against a base's trust root."""
+    """The decoded statement on ``rev`` and the key ids that claim to have signed it
+    (unverified: ``snodo verify`` judges it against a base's trust root)."""
     sha = git_out(repo, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}", env=PLAIN_GIT)
     note = read_note(repo, sha)
     if note is None:
@@ -32,13 +31,10 @@ def show(repo: Path, rev: str) -> dict[str, Any]:
 
 
 def push(repo: Path, remote: str, branch: str) -> list[str]:
-    """Push the notes, then ``branch`` (a server hook judges the branch by the notes it
-    already holds). When the remote's notes moved on (a teammate pushed theirs), merge them
-    in (ours wins for the same commit) and push again. A repository with no notes yet (a
-    person's first push of signed commits) pushes the branch alone. Returns what ran.
-
-    The remote refusing the branch (a hook, a non-fast-forward) is a refusal (exit 1) in
-    git's own words; git failing to reach it is an :class:`EnvironmentProblem`."""
+    """Push the notes (merged with the remote's, ours first, if they moved on), then
+    ``branch``, which a server hook judges by the notes it already holds; returns what ran.
+    A refusal by the remote is exit 1 in git's words; git failing to reach it is an
+    :class:`EnvironmentProblem`."""
     done: list[str] = []
     has_notes = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", NOTES_REF).ok
     if not has_notes:

@@ -170,14 +170,10 @@ def linked_line(record: Mapping[str, Any], data_json: bytes | None = None) -> tu
 
 
 def fast_link(raw: bytes, lineno: int, prev: str) -> tuple[str, bool] | None:
-    """``(hash, is_checkpoint)`` of a canonical line that links to ``prev``, checked on its
-    bytes; None sends the line through the full check, which names the fault.
-
-    With sorted keys the record's own ``hash`` member is the last ``,"hash":"`` of the line
-    (quotes inside strings are escaped; only ``mode``, ``prev``, ``seq`` and ``ts`` follow
-    it), and cutting it out leaves exactly the JSON the hash covers: a line passing this is
-    byte for byte what its hash (and the checkpoint after it) commits to.
-    """
+    """``(hash, is_checkpoint)`` of a canonical line linking to ``prev``, checked on its bytes
+    (None: the full check, which names the fault). With sorted keys the record's ``hash`` is
+    the line's last ``,"hash":"`` (quotes in strings are escaped) and cutting it out leaves
+    exactly the JSON it covers: a line passing this is byte for byte what its hash commits to."""
     if not raw.endswith(b"}\n"):
         return None
     cut = raw.rfind(_HASH_MEMBER)

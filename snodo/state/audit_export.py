@@ -21,11 +21,8 @@ class Export:
 
 
 def export_log(log: AuditLog, dest: Path) -> Export:
-    """Copy ``log`` (taken under its lock, so no append is half in it) and the audit public
-    key into ``dest``; the copy is verified with that key alone before this returns.
-
-    A broken log is not exported: the error says where it breaks.
-    """
+    """Copy ``log`` (under its lock) and the audit public key into ``dest``, and verify the
+    copy with that key alone; a broken log is not exported (the error says where it breaks)."""
     key = audit_public_key(log.home)
     if key is None:
         raise StateError(f"nothing to export: this home ({log.home}) has no audit key, so it signed no log")

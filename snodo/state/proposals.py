@@ -86,33 +86,31 @@ class ProposalStore:
             f"decision {pending.decision_id} already has {MAX_PROPOSALS_PER_DECISION} proposals; no more are kept"
         )
 
-    def for_decision(self, decision_id: str) -> list[Proposal | Unreadable]:
-        """The proposals for one decision, in the order they were made."""
+    def _files(self, decision_id: str) -> list[tuple[int, Path]]:
+        """``(n, path)`` of each proposal file of ``decision_id``, in the order they were made."""
         if not _DECISION_ID.match(decision_id) or not self.directory.is_dir():
             return []
-        found: list[tuple[int, Proposal | Unreadable]] = []
-        for path in self.directory.glob(f"{decision_id}-*.json"):
-            suffix = path.stem[len(decision_id) + 1 :]
-            if not suffix.isdigit():
-                continue
+        found = ((path.stem[len(decision_id) + 1 :], path) for path in self.directory.glob(f"{decision_id}-*.json"))
+        return sorted((int(n), path) for n, path in found if n.isdigit())
+
+    def for_decision(self, decision_id: str) -> list[Proposal | Unreadable]:
+        """The proposals for one decision, in the order they were made."""
+        found: list[Proposal | Unreadable] = []
+        for n, path in self._files(decision_id):
             try:
                 proposal = load_record(path, Proposal)
             except (StateError, OSError) as exc:
-                found.append((int(suffix), Unreadable(path=path, reason=str(exc))))
+                found.append(Unreadable(path=path, reason=str(exc)))
                 continue
-            if proposal.decision_id != decision_id or proposal.n != int(suffix):
-                found.append((int(suffix), Unreadable(path=path, reason="its content does not match its file name")))
+            if proposal.decision_id != decision_id or proposal.n != n:
+                found.append(Unreadable(path=path, reason="its content does not match its file name"))
             else:
-                found.append((int(suffix), proposal))
-        return [item for _, item in sorted(found, key=lambda pair: pair[0])]
+                found.append(proposal)
+        return found
 
     def remove(self, decision_id: str) -> int:
         """Drop the proposals of a decision that no longer applies; how many were removed."""
-        if not _DECISION_ID.match(decision_id) or not self.directory.is_dir():
-            return 0
-        removed = 0
-        for path in self.directory.glob(f"{decision_id}-*.json"):
-            if path.stem[len(decision_id) + 1 :].isdigit():
-                path.unlink(missing_ok=True)
-                removed += 1
-        return removed
+        files = self._files(decision_id)
+        for _, path in files:
+            path.unlink(missing_ok=True)
+        return len(files)

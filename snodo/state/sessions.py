@@ -295,22 +295,19 @@ def ensure_session(project: Path, mode: str, home: Path, *, base_head: str | Non
     path = project_state_path(project)
     with file_lock(path):
         state = load_project_state(project)
-        live: builtins.list[str] = []
+        live: builtins.list[Session] = []
         for sid in state.active_sessions:
             if not store.exists(sid):
                 continue
             stored = store.load(sid)
             if stored.idle_expired():
                 store._update(sid, lambda s: s.current())
-                continue
-            if stored.status == ACTIVE:
-                live.append(sid)
-        for sid in live:
-            session = store.load(sid)
-            if session.mode == mode and session.project_root == _root(project):
-                return store.touch(sid), False
-        if tuple(live) != state.active_sessions:
-            state = evolve(state, active_sessions=tuple(live))
+            elif stored.status == ACTIVE:
+                live.append(stored)
+        for stored in live:
+            if stored.mode == mode and stored.project_root == _root(project):
+                return store.touch(stored.session_id), False
         session = store.create(project, mode, base_head=base_head)
-        save_project_state(project, evolve(state, active_sessions=(*live, session.session_id)))
+        active = (*(s.session_id for s in live), session.session_id)
+        save_project_state(project, evolve(state, active_sessions=active))
     return session, True

@@ -9,9 +9,9 @@ from pathlib import Path
 from snodo.base.errors import StateError
 
 
-def _private_dir(path: Path) -> Path:
+def _made(path: Path, mode: int = 0o700) -> Path:
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.mkdir(mode=mode, parents=True, exist_ok=True)
     except OSError as exc:
         raise StateError(f"cannot create {path}: {exc.strerror or exc}") from exc
     return path
@@ -21,26 +21,21 @@ def snodo_home() -> Path:
     """``$SNODO_HOME`` if set and non-empty, else ``~/.snodo``; created 0700 if absent."""
     configured = os.environ.get("SNODO_HOME", "")
     home = Path(configured).expanduser() if configured else Path.home() / ".snodo"
-    return _private_dir(home.absolute())
+    return _made(home.absolute())
 
 
 def sessions_dir(home: Path) -> Path:
-    return _private_dir(home / "sessions")
+    return _made(home / "sessions")
 
 
 def keys_dir(home: Path) -> Path:
-    return _private_dir(home / "keys")
+    return _made(home / "keys")
 
 
 def tokens_db_path(home: Path) -> Path:
-    return _private_dir(home) / "tokens.db"
+    return _made(home) / "tokens.db"
 
 
 def project_state_dir(project: Path) -> Path:
     """``<project>/.snodo``, created if absent (``snodo init`` normally made it already)."""
-    path = Path(project) / ".snodo"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StateError(f"cannot create {path}: {exc.strerror or exc}") from exc
-    return path
+    return _made(Path(project) / ".snodo", 0o777)

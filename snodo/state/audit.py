@@ -1,19 +1,11 @@
-"""The project's signed, hash-chained audit log, ``audit.log`` in its runtime state
-(:mod:`snodo.state.runtime`); the format is in :mod:`snodo.state.audit_chain`, the design in
-docs/architecture.md ("Evidence").
-
-Every append ends with a checkpoint line signed with the user's audit key, and the home
-keeps that checkpoint (:mod:`snodo.state.audit_checkpoint`): a log is accepted only up to a
-checkpoint whose signature verifies and that the home's record does not outrun. A crash can
-leave part of one append after the last checkpoint; the next writer moves it to
-``audit.log.unsigned-<time>``, truncates back and records ``audit_recovered``. Any other
-fault stops every append.
+"""The project's signed, hash-chained audit log (docs/architecture.md, "Evidence"); its line
+format is :mod:`snodo.state.audit_chain`, the home's record of its head
+:mod:`snodo.state.audit_checkpoint`.
 
 Appends hold an exclusive lock. A process checks the whole log on its first append unless
 the file is exactly the one the home recorded after the last append (device, inode, mtime,
 ctime); later appends compare only the last line, and read nothing while the log and the
-home's slots are as this process's last append left them: a governed call costs what it
-appends, not the length of the log.
+home's slots are as this process left them: a governed call costs what it appends.
 """
 
 from __future__ import annotations

@@ -77,25 +77,16 @@ async def _report_progress(ctx: Any, name: str) -> None:
 
 
 def _wire_tools(definitions: list[ToolDef]) -> list[types.Tool]:
-    tools = []
-    for d in definitions:
-        hints = d.annotations()
-        tools.append(
-            types.Tool(
-                name=d.name,
-                title=d.title,
-                description=d.description,
-                input_schema=d.input_schema(),
-                annotations=types.ToolAnnotations(
-                    title=d.title,
-                    read_only_hint=bool(hints["readOnlyHint"]),
-                    destructive_hint=hints.get("destructiveHint"),  # type: ignore[arg-type]
-                    idempotent_hint=hints.get("idempotentHint"),  # type: ignore[arg-type]
-                    open_world_hint=bool(hints["openWorldHint"]),
-                ),
-            )
+    return [
+        types.Tool(
+            name=d.name,
+            title=d.title,
+            description=d.description,
+            input_schema=d.input_schema(),
+            annotations=types.ToolAnnotations.model_validate(d.annotations()),
         )
-    return tools
+        for d in definitions
+    ]
 
 
 class _InFlight:

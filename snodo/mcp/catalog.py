@@ -1,10 +1,8 @@
 """What the MCP surface offers: one definition per tool, and the instructions for a mode.
 
-Pure data, no MCP SDK import: the server turns these into wire objects, and tests (or
-``snodo`` itself) can ask which tools a mode serves and what the instructions say without
-paying for the SDK. Which tools exist for a mode is never decided here: that is
-:data:`snodo.protocol.capabilities.CAPABILITY_TOOLS` (SPEC §4), read through
-:func:`tools_for_mode`.
+No MCP SDK import, so the tools and instructions of a mode are known without paying for it.
+Which tools a mode serves is decided by :data:`snodo.protocol.capabilities.CAPABILITY_TOOLS`
+(SPEC §4), read through :func:`tools_for_mode`.
 """
 
 from __future__ import annotations

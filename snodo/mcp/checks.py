@@ -1,8 +1,5 @@
 """Checks every tool call passes before its handler runs (schema fit, size, path shape, a
-non-empty spec), and the one shape a job is reported in.
-
-Kept apart from the handlers (:mod:`snodo.mcp.host`) because they are pure functions of
-the arguments: a call that fails one is refused, audited, and never reaches a file or git.
+non-empty spec), and the one shape a job is reported in: pure functions of the arguments.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """The tool handlers behind ``snodo serve``: thin callers of the shared code, and the audit.
 
-No MCP SDK here. :class:`ToolHost` takes a tool name and its arguments and answers with a
-:class:`ToolReply`; the server module only translates that to and from the wire, so every
-rule below holds whatever transport or protocol version a client speaks:
-
-* a name the served mode does not grant is refused as unknown (INV2), even when another
-  mode of the protocol has it;
-* every call is audited as ``tool_call`` with a hash of its arguments, never the arguments
-  (they may hold file contents); refusals are audited too (``tool_refused``,
-  ``path_refused``);
-* file and git mutations go through the one path guard (ADR 026), validation through the
-  one shared ``validate_task`` (ADR 015), jobs through the same engine as ``snodo run``;
-* the token a pass records stays in this process, keyed by task and spec hash. It is
-  never returned: it is evidence that ``dispatch_task`` consumes, not a credential the
-  caller holds (ADR 047).
+No MCP SDK here: :class:`ToolHost` takes a tool name and arguments and answers a
+:class:`ToolReply`, so every rule holds whatever a client speaks. A name the mode does not
+grant is refused as unknown (INV2); every call is audited with a hash of its arguments, never
+the arguments; mutations go through the one path guard (ADR 026), validation through the
+shared ``validate_task`` (ADR 015). The token a pass records stays in this process, keyed by
+task and spec hash: evidence ``dispatch_task`` consumes, never a credential the caller holds
+(ADR 047).
 """
 
 from __future__ import annotations

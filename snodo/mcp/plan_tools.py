@@ -1,8 +1,5 @@
-"""The plan tools of ``snodo serve`` (propose, decompose, generate a spec, show, run a plan).
-
-A mixin of :class:`snodo.mcp.host.ToolHost`, apart only to keep each module short: the
-same audit, the same locks, and ``run_plan`` dispatches through the host's one
-``_dispatch`` (a plan's task is a dispatched task like any other).
+"""The plan tools of ``snodo serve``: a mixin of :class:`snodo.mcp.host.ToolHost` (same audit,
+same locks; ``run_plan`` dispatches through the host's one ``_dispatch``).
 """
 
 from __future__ import annotations

@@ -81,6 +81,9 @@ def _opt(name: str, kind: Kind, description: str) -> Param:
     return Param(name=name, kind=kind, description=description, required=False)
 
 
+#: Seconds ``run_tests`` may take.
+TEST_TIMEOUT = 300.0
+
 _PATH = "Path relative to the project root (POSIX separators)."
 _TASK_SPEC = "The task spec: what to do, optionally with an 'Acceptance criteria:' section of bullets."
 

@@ -25,7 +25,7 @@ from snodo.engine.plans import Planner, PlanStore
 from snodo.evidence.attest import attest_tool_commit
 from snodo.git.runner import pin
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
-from snodo.mcp.catalog import TOOLS, build_instructions, tools_for_mode
+from snodo.mcp.catalog import TEST_TIMEOUT, TOOLS, tools_for_mode
 from snodo.mcp.checks import (
     argument_limit,
     arguments_sha256,
@@ -46,7 +46,6 @@ from snodo.workspace import Git, PathGuard, Workspace, run_tests
 from snodo.workspace.gitmeta import GitMetaWatch
 from snodo.workspace.testrun import python_settings
 
-TEST_TIMEOUT = 300.0
 #: Tools that run confined code in the project root: what git metadata it leaves is checked.
 RUNS_CONFINED = frozenset({"run_tests", "validate_task", "dispatch_task", "run_plan"})
 
@@ -104,10 +103,6 @@ class ToolHost(PlanTools):
             self.jobs.launch_ready(max(1, self.project.protocol.execution.max_parallel_jobs))
 
     # ----------------------------------------------------------------- surface
-
-    @property
-    def instructions(self) -> str:
-        return build_instructions(self.project.protocol, self.project.mode, self.tools)
 
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolReply:
         """Audit, check, run; every failure becomes a reply saying why, never an exception.

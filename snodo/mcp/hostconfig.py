@@ -14,10 +14,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from snodo.mcp.catalog import TEST_TIMEOUT
 from snodo.protocol.models import Protocol
 
-#: Seconds ``run_tests`` may take (the MCP tool's own limit).
-TEST_TIMEOUT = 300.0
 #: Added to the longest limit so the host never gives up just before snodo answers.
 MARGIN = 60.0
 

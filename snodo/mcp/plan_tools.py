@@ -95,11 +95,8 @@ class PlanTools:
                     task["job"] = {"job_id": task["job_id"], "error": str(exc)}
         return plan
 
-    def _plan_mode(self) -> str:
-        return plan_mode(self.project.mode)  # the rule the server instructions describe
-
     def _tool_run_plan(self, plan_id: str) -> dict[str, Any]:
-        mode = self._plan_mode()
+        mode = plan_mode(self.project.mode)  # the rule the server instructions describe
         with self._plan_lock:
             plan = self.plans.load(plan_id)
             started: list[dict[str, Any]] = []

@@ -186,12 +186,9 @@ class PluginHost:
     def _sync(self) -> None:
         """Bring the registries up to date with the plugins registered right now.
 
-        Each registration hook is called through pluggy once per plugin, with
-        ``pm.subset_hook_caller`` keeping that plugin and every wrapper of the hook: tracing,
-        ``add_hookcall_monitoring`` and ``wrapper=True`` impls see each call, each record is
-        attributed to the plugin that returned it, and one broken plugin is isolated. A plugin
-        registered after start-up (``pm.register``) is asked on the next lookup; one
-        unregistered takes its registrations with it.
+        Each registration hook is called once per plugin through :meth:`caller_for`, so
+        tracing and wrappers see each call, each record is attributed to its plugin, and a
+        broken plugin is isolated; a plugin that left takes its registrations with it.
         """
         current = [name for name, p in self.pm.list_name_plugin() if p is not None]
         if self._collected - set(current):  # a plugin left: start again from what is registered now

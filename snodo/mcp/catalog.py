@@ -19,7 +19,7 @@ from snodo.rules.outcomes import HALT_OUTCOMES, MEANING, OUTCOMES
 Kind = Literal["string", "boolean", "string_list"]
 
 
-@frozen(kw_only=True)
+@frozen
 class Param:
     name: str
     kind: Kind
@@ -73,12 +73,8 @@ class ToolDef:
         return hints
 
 
-def _p(name: str, kind: Kind, description: str) -> Param:
-    return Param(name=name, kind=kind, description=description)
-
-
 def _opt(name: str, kind: Kind, description: str) -> Param:
-    return Param(name=name, kind=kind, description=description, required=False)
+    return Param(name, kind, description, required=False)
 
 
 #: Seconds ``run_tests`` may take.
@@ -95,7 +91,7 @@ TOOLS: dict[str, ToolDef] = {
             title="Read a file",
             idempotent=True,
             description="Return the UTF-8 text of a file in the project. Reading `.snodo/` is allowed.",
-            params=(_p("path", "string", _PATH),),
+            params=(Param("path", "string", _PATH),),
         ),
         ToolDef(
             name="list_files",
@@ -113,7 +109,7 @@ TOOLS: dict[str, ToolDef] = {
             description="Create or replace a file with the given text, creating missing parent "
             "directories. Refused for `.snodo/`, `.git/`, the protocol's protected_paths and paths "
             "outside the project.",
-            params=(_p("path", "string", _PATH), _p("content", "string", "The complete new file content.")),
+            params=(Param("path", "string", _PATH), Param("content", "string", "The complete new file content.")),
         ),
         ToolDef(
             name="delete_file",
@@ -121,14 +117,14 @@ TOOLS: dict[str, ToolDef] = {
             destructive=True,
             idempotent=True,
             description="Delete one file (a symlink is removed itself). Refused for protected paths.",
-            params=(_p("path", "string", _PATH),),
+            params=(Param("path", "string", _PATH),),
         ),
         ToolDef(
             name="create_directory",
             title="Create a directory",
             idempotent=True,
             description="Create a directory and its missing parents. Refused for protected paths.",
-            params=(_p("path", "string", _PATH),),
+            params=(Param("path", "string", _PATH),),
         ),
         ToolDef(
             name="run_tests",
@@ -171,7 +167,7 @@ TOOLS: dict[str, ToolDef] = {
             "this mode's coder; the job validates the task again before anything executes. Returns "
             "{status: accepted, job_id, task_id} at once.",
             params=(
-                _p("task_spec", "string", _TASK_SPEC),
+                Param("task_spec", "string", _TASK_SPEC),
                 _opt("task_id", "string", "The task id used when validating; default: derived from the spec text."),
             ),
         ),
@@ -181,7 +177,7 @@ TOOLS: dict[str, ToolDef] = {
             idempotent=True,
             description="The status of a job: queued, running, completed, or halted (then `outcome` "
             f"says why: {', '.join(HALT_OUTCOMES)}).",
-            params=(_p("job_id", "string", "The job id returned when the job was dispatched."),),
+            params=(Param("job_id", "string", "The job id returned when the job was dispatched."),),
         ),
         ToolDef(
             name="list_jobs",
@@ -195,9 +191,9 @@ TOOLS: dict[str, ToolDef] = {
             description="Record a proposal for the human who decides a pending escalation. It "
             "authorises nothing: only a person running `snodo authorize <decision_id>` decides.",
             params=(
-                _p("decision_id", "string", "The decision_id of an escalate outcome."),
-                _p("decision", "string", "approve or reject."),
-                _p("justification", "string", "Why; shown to the human with the proposal."),
+                Param("decision_id", "string", "The decision_id of an escalate outcome."),
+                Param("decision", "string", "approve or reject."),
+                Param("justification", "string", "Why; shown to the human with the proposal."),
             ),
         ),
         ToolDef(
@@ -221,20 +217,20 @@ TOOLS: dict[str, ToolDef] = {
             title="Stage files",
             description="Stage additions, changes and deletions under the given paths; all or nothing, "
             "and refused when any change touches a protected path.",
-            params=(_p("paths", "string_list", "Paths relative to the project root."),),
+            params=(Param("paths", "string_list", "Paths relative to the project root."),),
         ),
         ToolDef(
             name="commit",
             title="Commit",
             description="Commit the staged changes on the current branch and return the commit sha.",
-            params=(_p("message", "string", "The commit message."),),
+            params=(Param("message", "string", "The commit message."),),
         ),
         ToolDef(
             name="create_branch",
             title="Create a branch",
             description="Create a branch without switching to it.",
             params=(
-                _p("name", "string", "The new branch name."),
+                Param("name", "string", "The new branch name."),
                 _opt("start", "string", "Where the branch starts; default HEAD."),
             ),
         ),
@@ -245,7 +241,7 @@ TOOLS: dict[str, ToolDef] = {
             description="Merge a branch into the current branch with a merge commit; refused when the "
             "branch changes a protected path, aborted (tree unchanged) when it conflicts.",
             params=(
-                _p("name", "string", "The branch to merge."),
+                Param("name", "string", "The branch to merge."),
                 _opt("message", "string", "The merge commit message."),
             ),
         ),
@@ -254,14 +250,14 @@ TOOLS: dict[str, ToolDef] = {
             title="Delete a branch",
             destructive=True,
             description="Delete a fully merged branch; unmerged work is never thrown away.",
-            params=(_p("name", "string", "The branch to delete."),),
+            params=(Param("name", "string", "The branch to delete."),),
         ),
         ToolDef(
             name="propose_plan",
             title="Propose a plan",
             description="Break a goal into tasks with specs and store them as a plan. Executes "
             "nothing and needs nothing.",
-            params=(_p("goal", "string", "What should be achieved; bullet lines become one task each."),),
+            params=(Param("goal", "string", "What should be achieved; bullet lines become one task each."),),
         ),
         ToolDef(
             name="decompose",
@@ -279,7 +275,7 @@ TOOLS: dict[str, ToolDef] = {
             title="Generate a task spec",
             description="Write a task spec for one task description, with its derived task id. "
             "Executes nothing and stores nothing.",
-            params=(_p("task", "string", "The task, in one line or a short paragraph."),),
+            params=(Param("task", "string", "The task, in one line or a short paragraph."),),
         ),
         ToolDef(
             name="get_plan",
@@ -287,7 +283,7 @@ TOOLS: dict[str, ToolDef] = {
             idempotent=True,
             description="A stored plan: goal, tasks with their specs and task ids, and the status of "
             "any job started for them.",
-            params=(_p("plan_id", "string", "The plan id returned by propose_plan."),),
+            params=(Param("plan_id", "string", "The plan id returned by propose_plan."),),
         ),
         ToolDef(
             name="run_plan",
@@ -295,7 +291,7 @@ TOOLS: dict[str, ToolDef] = {
             open_world=True,
             description="Start a background job for every task of the plan not yet dispatched; each "
             "job validates its task again before anything executes.",
-            params=(_p("plan_id", "string", "The plan to run."),),
+            params=(Param("plan_id", "string", "The plan to run."),),
         ),
     )
 }
@@ -328,11 +324,8 @@ def _plan_target(mode: Mode) -> str:
 
 
 def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
-    """The operating manual a connecting agent reads, naming only tools in ``tools``.
-
-    Every paragraph that mentions a tool is included only when that tool is served, so the
-    text can never invite a call the server would refuse as unknown.
-    """
+    """The operating manual a connecting agent reads: a paragraph naming a tool is included only
+    when that tool is served, so the text never invites a call refused as unknown."""
     paragraphs = (paragraph(protocol, mode, tools) for paragraph in _PARAGRAPHS)
     return "\n\n".join(p for p in paragraphs if p)
 

@@ -1,14 +1,13 @@
 """What the MCP surface offers: one definition per tool, and the instructions for a mode.
 
-Pure data, no MCP SDK import: the server turns these into wire objects, and tests (or
-``snodo`` itself) can ask which tools a mode serves and what the instructions say without
-paying for the SDK. Which tools exist for a mode is never decided here: that is
-:data:`snodo.protocol.capabilities.CAPABILITY_TOOLS` (SPEC §4), read through
-:func:`tools_for_mode`.
+No MCP SDK import, so the tools and instructions of a mode are known without paying for it.
+Which tools a mode serves is decided by :data:`snodo.protocol.capabilities.CAPABILITY_TOOLS`
+(SPEC §4), read through :func:`tools_for_mode`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from attrs import frozen
@@ -20,7 +19,7 @@ from snodo.rules.outcomes import HALT_OUTCOMES, MEANING, OUTCOMES
 Kind = Literal["string", "boolean", "string_list"]
 
 
-@frozen(kw_only=True)
+@frozen
 class Param:
     name: str
     kind: Kind
@@ -74,9 +73,12 @@ class ToolDef:
         return hints
 
 
-def _p(name: str, kind: Kind, description: str, required: bool = True) -> Param:
-    return Param(name=name, kind=kind, description=description, required=required)
+def _opt(name: str, kind: Kind, description: str) -> Param:
+    return Param(name, kind, description, required=False)
 
+
+#: Seconds ``run_tests`` may take.
+TEST_TIMEOUT = 300.0
 
 _PATH = "Path relative to the project root (POSIX separators)."
 _TASK_SPEC = "The task spec: what to do, optionally with an 'Acceptance criteria:' section of bullets."
@@ -89,7 +91,7 @@ TOOLS: dict[str, ToolDef] = {
             title="Read a file",
             idempotent=True,
             description="Return the UTF-8 text of a file in the project. Reading `.snodo/` is allowed.",
-            params=(_p("path", "string", _PATH),),
+            params=(Param("path", "string", _PATH),),
         ),
         ToolDef(
             name="list_files",
@@ -97,7 +99,7 @@ TOOLS: dict[str, ToolDef] = {
             idempotent=True,
             description="List the files under a directory of the project (default: the root), sorted; "
             "`.git/` is skipped.",
-            params=(_p("path", "string", _PATH + " Default: the project root.", required=False),),
+            params=(_opt("path", "string", _PATH + " Default: the project root."),),
         ),
         ToolDef(
             name="write_file",
@@ -107,7 +109,7 @@ TOOLS: dict[str, ToolDef] = {
             description="Create or replace a file with the given text, creating missing parent "
             "directories. Refused for `.snodo/`, `.git/`, the protocol's protected_paths and paths "
             "outside the project.",
-            params=(_p("path", "string", _PATH), _p("content", "string", "The complete new file content.")),
+            params=(Param("path", "string", _PATH), Param("content", "string", "The complete new file content.")),
         ),
         ToolDef(
             name="delete_file",
@@ -115,14 +117,14 @@ TOOLS: dict[str, ToolDef] = {
             destructive=True,
             idempotent=True,
             description="Delete one file (a symlink is removed itself). Refused for protected paths.",
-            params=(_p("path", "string", _PATH),),
+            params=(Param("path", "string", _PATH),),
         ),
         ToolDef(
             name="create_directory",
             title="Create a directory",
             idempotent=True,
             description="Create a directory and its missing parents. Refused for protected paths.",
-            params=(_p("path", "string", _PATH),),
+            params=(Param("path", "string", _PATH),),
         ),
         ToolDef(
             name="run_tests",
@@ -131,11 +133,8 @@ TOOLS: dict[str, ToolDef] = {
             description="Run the project's pytest suite (or one path of it) in a bounded child "
             "process and return the summary and the tail of the output.",
             params=(
-                _p(
-                    "path",
-                    "string",
-                    "Test file or directory relative to the project root. Default: the whole suite.",
-                    required=False,
+                _opt(
+                    "path", "string", "Test file or directory relative to the project root. Default: the whole suite."
                 ),
             ),
         ),
@@ -146,19 +145,17 @@ TOOLS: dict[str, ToolDef] = {
             f"outcomes: {', '.join(OUTCOMES[:-1])} or {OUTCOMES[-1]}, with every validator's result "
             "and an instruction saying what to do next.",
             params=(
-                _p(
+                _opt(
                     "task_spec",
                     "string",
                     _TASK_SPEC + " May be omitted when this server already "
                     "validated the task_id, to validate the same spec again.",
-                    required=False,
                 ),
-                _p(
+                _opt(
                     "task_id",
                     "string",
                     "Your id for the task; default: derived from the spec text (as dispatch_task does). "
                     "Validating the same id and spec again is the same task.",
-                    required=False,
                 ),
             ),
         ),
@@ -170,13 +167,8 @@ TOOLS: dict[str, ToolDef] = {
             "this mode's coder; the job validates the task again before anything executes. Returns "
             "{status: accepted, job_id, task_id} at once.",
             params=(
-                _p("task_spec", "string", _TASK_SPEC),
-                _p(
-                    "task_id",
-                    "string",
-                    "The task id used when validating; default: derived from the spec text.",
-                    required=False,
-                ),
+                Param("task_spec", "string", _TASK_SPEC),
+                _opt("task_id", "string", "The task id used when validating; default: derived from the spec text."),
             ),
         ),
         ToolDef(
@@ -185,7 +177,7 @@ TOOLS: dict[str, ToolDef] = {
             idempotent=True,
             description="The status of a job: queued, running, completed, or halted (then `outcome` "
             f"says why: {', '.join(HALT_OUTCOMES)}).",
-            params=(_p("job_id", "string", "The job id returned when the job was dispatched."),),
+            params=(Param("job_id", "string", "The job id returned when the job was dispatched."),),
         ),
         ToolDef(
             name="list_jobs",
@@ -199,9 +191,9 @@ TOOLS: dict[str, ToolDef] = {
             description="Record a proposal for the human who decides a pending escalation. It "
             "authorises nothing: only a person running `snodo authorize <decision_id>` decides.",
             params=(
-                _p("decision_id", "string", "The decision_id of an escalate outcome."),
-                _p("decision", "string", "approve or reject."),
-                _p("justification", "string", "Why; shown to the human with the proposal."),
+                Param("decision_id", "string", "The decision_id of an escalate outcome."),
+                Param("decision", "string", "approve or reject."),
+                Param("justification", "string", "Why; shown to the human with the proposal."),
             ),
         ),
         ToolDef(
@@ -210,8 +202,8 @@ TOOLS: dict[str, ToolDef] = {
             idempotent=True,
             description="The diff of the work tree (or of the staged changes) against a ref, the index or HEAD.",
             params=(
-                _p("ref", "string", "Commit, branch or tag to compare against.", required=False),
-                _p("staged", "boolean", "Show staged changes instead of unstaged ones.", required=False),
+                _opt("ref", "string", "Commit, branch or tag to compare against."),
+                _opt("staged", "boolean", "Show staged changes instead of unstaged ones."),
             ),
         ),
         ToolDef(
@@ -225,21 +217,21 @@ TOOLS: dict[str, ToolDef] = {
             title="Stage files",
             description="Stage additions, changes and deletions under the given paths; all or nothing, "
             "and refused when any change touches a protected path.",
-            params=(_p("paths", "string_list", "Paths relative to the project root."),),
+            params=(Param("paths", "string_list", "Paths relative to the project root."),),
         ),
         ToolDef(
             name="commit",
             title="Commit",
             description="Commit the staged changes on the current branch and return the commit sha.",
-            params=(_p("message", "string", "The commit message."),),
+            params=(Param("message", "string", "The commit message."),),
         ),
         ToolDef(
             name="create_branch",
             title="Create a branch",
             description="Create a branch without switching to it.",
             params=(
-                _p("name", "string", "The new branch name."),
-                _p("start", "string", "Where the branch starts; default HEAD.", required=False),
+                Param("name", "string", "The new branch name."),
+                _opt("start", "string", "Where the branch starts; default HEAD."),
             ),
         ),
         ToolDef(
@@ -249,8 +241,8 @@ TOOLS: dict[str, ToolDef] = {
             description="Merge a branch into the current branch with a merge commit; refused when the "
             "branch changes a protected path, aborted (tree unchanged) when it conflicts.",
             params=(
-                _p("name", "string", "The branch to merge."),
-                _p("message", "string", "The merge commit message.", required=False),
+                Param("name", "string", "The branch to merge."),
+                _opt("message", "string", "The merge commit message."),
             ),
         ),
         ToolDef(
@@ -258,14 +250,14 @@ TOOLS: dict[str, ToolDef] = {
             title="Delete a branch",
             destructive=True,
             description="Delete a fully merged branch; unmerged work is never thrown away.",
-            params=(_p("name", "string", "The branch to delete."),),
+            params=(Param("name", "string", "The branch to delete."),),
         ),
         ToolDef(
             name="propose_plan",
             title="Propose a plan",
             description="Break a goal into tasks with specs and store them as a plan. Executes "
             "nothing and needs nothing.",
-            params=(_p("goal", "string", "What should be achieved; bullet lines become one task each."),),
+            params=(Param("goal", "string", "What should be achieved; bullet lines become one task each."),),
         ),
         ToolDef(
             name="decompose",
@@ -274,8 +266,8 @@ TOOLS: dict[str, ToolDef] = {
             "split a spec into tasks without storing anything. Give exactly one of plan_id and spec. "
             "Executes nothing.",
             params=(
-                _p("plan_id", "string", "A plan to decompose again.", required=False),
-                _p("spec", "string", "Text to split into tasks.", required=False),
+                _opt("plan_id", "string", "A plan to decompose again."),
+                _opt("spec", "string", "Text to split into tasks."),
             ),
         ),
         ToolDef(
@@ -283,7 +275,7 @@ TOOLS: dict[str, ToolDef] = {
             title="Generate a task spec",
             description="Write a task spec for one task description, with its derived task id. "
             "Executes nothing and stores nothing.",
-            params=(_p("task", "string", "The task, in one line or a short paragraph."),),
+            params=(Param("task", "string", "The task, in one line or a short paragraph."),),
         ),
         ToolDef(
             name="get_plan",
@@ -291,7 +283,7 @@ TOOLS: dict[str, ToolDef] = {
             idempotent=True,
             description="A stored plan: goal, tasks with their specs and task ids, and the status of "
             "any job started for them.",
-            params=(_p("plan_id", "string", "The plan id returned by propose_plan."),),
+            params=(Param("plan_id", "string", "The plan id returned by propose_plan."),),
         ),
         ToolDef(
             name="run_plan",
@@ -299,7 +291,7 @@ TOOLS: dict[str, ToolDef] = {
             open_world=True,
             description="Start a background job for every task of the plan not yet dispatched; each "
             "job validates its task again before anything executes.",
-            params=(_p("plan_id", "string", "The plan to run."),),
+            params=(Param("plan_id", "string", "The plan to run."),),
         ),
     )
 }
@@ -312,7 +304,7 @@ def tools_for_mode(mode: Mode) -> frozenset[str]:
     return tools_for(mode.tools)
 
 
-def _join(names: list[str]) -> str:
+def _join(names: Sequence[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
@@ -332,88 +324,123 @@ def _plan_target(mode: Mode) -> str:
 
 
 def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
-    """The operating manual a connecting agent reads, naming only tools in ``tools``.
+    """The operating manual a connecting agent reads: a paragraph naming a tool is included only
+    when that tool is served, so the text never invites a call refused as unknown."""
+    paragraphs = (paragraph(protocol, mode, tools) for paragraph in _PARAGRAPHS)
+    return "\n\n".join(p for p in paragraphs if p)
 
-    Every paragraph that mentions a tool is included only when that tool is served, so the
-    text can never invite a call the server would refuse as unknown.
-    """
-    has = tools.__contains__
-    pre = [v.validator_id for v in protocol.validators_for(mode, "pre_execute")]
-    lines = [
+
+def _about(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
+    named = f" ({mode.name})" if mode.name else ""
+    described = f" The mode: {mode.description.strip().rstrip('.')}." if mode.description.strip() else ""
+    return (
         f"snodo governs this project with the protocol {protocol.name!r} ({protocol.protocol_id}, version "
-        f"{protocol.version}). This server is pinned to the mode {mode.mode_id!r}"
-        + (f" ({mode.name})" if mode.name else "")
-        + "."
-        + (f" The mode: {mode.description.strip().rstrip('.')}." if mode.description.strip() else "")
-        + f" It serves only this mode's tools: {_join(sorted(tools))} (your host may show them with a prefix, "
+        f"{protocol.version}). This server is pinned to the mode {mode.mode_id!r}{named}.{described}"
+        f" It serves only this mode's tools: {_join(sorted(tools))} (your host may show them with a prefix, "
         "such as snodo_validate_task or mcp__snodo__validate_task: they are the same tools). A call of a name "
         "this server does not serve is refused as unknown. No tool needs a token from you, and no tool can "
-        "authorise a decision.",
-        "",
-        "Four outcomes. Work is judged by the protocol's validators under the "
-        f"{protocol.disagreement_policy!r} policy; every judgement ends in exactly one of:",
-        f"- pass: {MEANING['pass']}"
-        + (" and the next dispatch of that task and spec uses it as evidence." if has("dispatch_task") else "."),
-        *(f"- {outcome}: {MEANING[outcome]}" for outcome in OUTCOMES if outcome != "pass"),
-    ]
-    if has("validate_task"):
-        lines += [
-            "",
-            "validate_task(task_spec, task_id?) runs this mode's pre_execute validators"
-            + (f" ({_join(pre)})" if pre else "")
-            + " and returns the outcome with every validator's "
-            "result, the policy tally and an `instruction`. Without task_id the id is derived from the spec; "
-            "omit task_spec to validate again a task_id this server has already seen.",
+        "authorise a decision."
+    )
+
+
+def _outcomes(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
+    evidence = " and the next dispatch of that task and spec uses it as evidence." if "dispatch_task" in tools else "."
+    return "\n".join(
+        [
+            "Four outcomes. Work is judged by the protocol's validators under the "
+            f"{protocol.disagreement_policy!r} policy; every judgement ends in exactly one of:",
+            f"- pass: {MEANING['pass']}{evidence}",
+            *(f"- {outcome}: {MEANING[outcome]}" for outcome in OUTCOMES if outcome != "pass"),
         ]
-    if has("dispatch_task"):
-        job_tools = [t for t in ("get_job_status", "list_jobs") if has(t)]
-        lines += [
-            "",
-            f"dispatch_task(task_spec, task_id) starts a background job running the governed engine with "
-            f"the {mode.coder!r} coder; it returns {{status: accepted, job_id, task_id}} at once. The job "
-            "validates the task again and consumes its own token before executing, and its changes land "
-            "on a task branch, never in your checkout."
-            + (
-                f" Follow it with {_join(job_tools)}: status is queued, running, completed, or halted "
-                "(then `outcome` says why)."
-                if job_tools
-                else ""
-            ),
-        ]
-    if has("propose_adjudicate"):
-        lines += [
-            "",
-            "propose_adjudicate(decision_id, decision, justification) records a suggestion in the "
-            "project's runtime state for the human deciding an escalation; it authorises nothing. Only "
-            "`snodo authorize <decision_id>`, run by a person, decides.",
-        ]
-    mutating = [t for t in ("write_file", "delete_file", "create_directory", "stage_files") if has(t)]
-    if mutating:
-        protected = ["`.snodo/`", "`.git/`", *(f"`{p}`" for p in protocol.protected_paths)]
-        lines += [
-            "",
-            f"{_join(mutating)} {'goes' if len(mutating) == 1 else 'go'} through one path guard: "
-            f"{', '.join(protected)} and paths outside the project are refused, however spelled (./, .., "
-            "absolute, case, symlinks), with an error naming the path. "
-            "The governance state in `.snodo/` can be read but never changed through tools.",
-        ]
-    authoring = [t for t in ("propose_plan", "decompose", "generate_spec") if has(t)]
-    if authoring:
-        lines += [
-            "",
-            f"{_join(authoring)} author plans and task specs (plans are kept in the project's runtime state"
-            + ("; get_plan(plan_id) reads one back" if has("get_plan") else "")
-            + "); they execute nothing and need nothing."
-            + (
-                f" run_plan(plan_id) starts a background job {_plan_target(mode)} for every task not yet "
-                "dispatched; each job validates its task again before anything executes."
-                if has("run_plan")
-                else ""
-            ),
-        ]
-    lines += [
-        "",
+    )
+
+
+def _validate(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str | None:
+    if "validate_task" not in tools:
+        return None
+    pre = [v.validator_id for v in protocol.validators_for(mode, "pre_execute")]
+    return (
+        "validate_task(task_spec, task_id?) runs this mode's pre_execute validators"
+        + (f" ({_join(pre)})" if pre else "")
+        + " and returns the outcome with every validator's result, the policy tally and an `instruction`. "
+        "Without task_id the id is derived from the spec; omit task_spec to validate again a task_id this "
+        "server has already seen."
+    )
+
+
+def _dispatch(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str | None:
+    if "dispatch_task" not in tools:
+        return None
+    job_tools = [t for t in ("get_job_status", "list_jobs") if t in tools]
+    follow = (
+        f" Follow it with {_join(job_tools)}: status is queued, running, completed, or halted "
+        "(then `outcome` says why)."
+        if job_tools
+        else ""
+    )
+    return (
+        f"dispatch_task(task_spec, task_id) starts a background job running the governed engine with "
+        f"the {mode.coder!r} coder; it returns {{status: accepted, job_id, task_id}} at once. The job "
+        "validates the task again and consumes its own token before executing, and its changes land "
+        f"on a task branch, never in your checkout.{follow}"
+    )
+
+
+def _adjudicate(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str | None:
+    if "propose_adjudicate" not in tools:
+        return None
+    return (
+        "propose_adjudicate(decision_id, decision, justification) records a suggestion in the "
+        "project's runtime state for the human deciding an escalation; it authorises nothing. Only "
+        "`snodo authorize <decision_id>`, run by a person, decides."
+    )
+
+
+def _guarded(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str | None:
+    mutating = [t for t in ("write_file", "delete_file", "create_directory", "stage_files") if t in tools]
+    if not mutating:
+        return None
+    protected = ["`.snodo/`", "`.git/`", *(f"`{p}`" for p in protocol.protected_paths)]
+    return (
+        f"{_join(mutating)} {'goes' if len(mutating) == 1 else 'go'} through one path guard: "
+        f"{', '.join(protected)} and paths outside the project are refused, however spelled (./, .., "
+        "absolute, case, symlinks), with an error naming the path. "
+        "The governance state in `.snodo/` can be read but never changed through tools."
+    )
+
+
+def _authoring(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str | None:
+    authoring = [t for t in ("propose_plan", "decompose", "generate_spec") if t in tools]
+    if not authoring:
+        return None
+    reads = "; get_plan(plan_id) reads one back" if "get_plan" in tools else ""
+    runs = (
+        f" run_plan(plan_id) starts a background job {_plan_target(mode)} for every task not yet "
+        "dispatched; each job validates its task again before anything executes."
+        if "run_plan" in tools
+        else ""
+    )
+    return (
+        f"{_join(authoring)} author plans and task specs (plans are kept in the project's runtime state{reads}); "
+        f"they execute nothing and need nothing.{runs}"
+    )
+
+
+def _audited(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
+    return (
         "Every call is recorded (tool name and a hash of its arguments, with this mode) in the project's "
-        "hash-chained audit log.",
-    ]
-    return "\n".join(lines)
+        "hash-chained audit log."
+    )
+
+
+#: The paragraphs of the instructions, in order; one returns ``None`` when its tools are not served.
+_PARAGRAPHS: tuple[Callable[[Protocol, Mode, frozenset[str]], str | None], ...] = (
+    _about,
+    _outcomes,
+    _validate,
+    _dispatch,
+    _adjudicate,
+    _guarded,
+    _authoring,
+    _audited,
+)

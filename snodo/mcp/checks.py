@@ -1,8 +1,5 @@
 """Checks every tool call passes before its handler runs (schema fit, size, path shape, a
-non-empty spec), and the one shape a job is reported in.
-
-Kept apart from the handlers (:mod:`snodo.mcp.host`) because they are pure functions of
-the arguments: a call that fails one is refused, audited, and never reaches a file or git.
+non-empty spec), and the one shape a job is reported in: pure functions of the arguments.
 """
 
 from __future__ import annotations
@@ -10,14 +7,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from snodo.base.errors import PathValidationError, ToolError
 from snodo.mcp.catalog import ToolDef
 from snodo.state.atomic import canonical_json
 
-_KIND_NAMES = {"string": "a string", "boolean": "true or false", "string_list": "a non-empty list of strings"}
+#: Each argument kind: how a message names it, and whether a value fits it.
+_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "string": ("a string", lambda v: isinstance(v, str)),
+    "boolean": ("true or false", lambda v: type(v) is bool),
+    "string_list": (
+        "a non-empty list of strings",
+        lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v),
+    ),
+}
 
 
 def arguments_sha256(arguments: Mapping[str, Any]) -> str:
@@ -39,19 +44,11 @@ def check_arguments(tool: ToolDef, arguments: Mapping[str, Any]) -> str | None:
         return f"unexpected argument(s) {', '.join(map(repr, unknown))}; {tool.name} takes: {takes}"
     for p in tool.params:
         value = arguments.get(p.name)
-        if value is None:
-            if p.required:
-                return f"missing required argument {p.name!r}"
-            continue
-        fits = (
-            isinstance(value, str)
-            if p.kind == "string"
-            else type(value) is bool
-            if p.kind == "boolean"
-            else isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
-        )
-        if not fits:
-            return f"argument {p.name!r} must be {_KIND_NAMES[p.kind]}, got {type(value).__name__}"
+        if value is None and p.required:
+            return f"missing required argument {p.name!r}"
+        what, fits = _KINDS[p.kind]
+        if value is not None and not fits(value):
+            return f"argument {p.name!r} must be {what}, got {type(value).__name__}"
     return None
 
 

@@ -1,18 +1,12 @@
 """A server that could not start still tells the person why, through the host.
 
-Hosts show little of a server that exits before the handshake ("Connection closed"), and
-opencode shows nothing of one whose initialize or tool listing fails: `opencode run` carries
-on without its tools and the message is only in its logs. What every host does show is a
-server's tools, their descriptions and their results. So when ``snodo serve`` cannot load
-its protocol or mode, it completes ``initialize`` with instructions naming the problem and
-the fix, lists one tool, ``unavailable``, that governs nothing (its description is the same
-message, and calling it — or any other name — returns the message as an error), and serves
-until the host leaves. No governed tool is ever listed or run.
-
-Codex is the exception: with the printed profile's ``required = true`` it stops on a failed
-listing before the model is asked anything and prints the server's error ("required MCP
-servers failed to initialize: snodo: …"), while a listed tool's result it shows only as
-"failed". So a client that says it is Codex gets the listing as that one error.
+Hosts show little of a server that exits before the handshake, and some (opencode) nothing
+of a failed listing; what every host shows is a server's tools and their results. So
+``snodo serve`` that cannot load its protocol or mode completes ``initialize`` with the
+problem and its fix as instructions, lists one tool, ``unavailable``, whose description and
+every call's result are that message, and serves until the host leaves. No governed tool is
+ever listed or run. Codex (``required = true``) shows a failed listing's error but not a
+tool's result, so to Codex the listing is that error.
 """
 
 from __future__ import annotations
@@ -46,12 +40,13 @@ def failure_text(exc: SnodoError) -> str:
 
 def serve_failure(exc: SnodoError) -> None:
     """Serve the failure on stdin/stdout until the host leaves, then return (the caller exits non-zero)."""
-    import anyio  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
-    from mcp import types  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
-    from mcp.server.context import ServerRequestContext  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
-    from mcp.server.lowlevel import Server  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
-    from mcp.server.stdio import stdio_server  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
-    from mcp.shared.exceptions import MCPError  # noqa: PLC0415 the MCP SDK only when there is a failure to serve
+    # the MCP SDK only when there is a failure to serve
+    import anyio  # noqa: PLC0415
+    from mcp import types  # noqa: PLC0415
+    from mcp.server.context import ServerRequestContext  # noqa: PLC0415
+    from mcp.server.lowlevel import Server  # noqa: PLC0415
+    from mcp.server.stdio import stdio_server  # noqa: PLC0415
+    from mcp.shared.exceptions import MCPError  # noqa: PLC0415
 
     text = failure_text(exc)
     tool = types.Tool(

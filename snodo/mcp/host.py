@@ -1,19 +1,12 @@
 """The tool handlers behind ``snodo serve``: thin callers of the shared code, and the audit.
 
-No MCP SDK here. :class:`ToolHost` takes a tool name and its arguments and answers with a
-:class:`ToolReply`; the server module only translates that to and from the wire, so every
-rule below holds whatever transport or protocol version a client speaks:
-
-* a name the served mode does not grant is refused as unknown (INV2), even when another
-  mode of the protocol has it;
-* every call is audited as ``tool_call`` with a hash of its arguments, never the arguments
-  (they may hold file contents); refusals are audited too (``tool_refused``,
-  ``path_refused``);
-* file and git mutations go through the one path guard (ADR 026), validation through the
-  one shared ``validate_task`` (ADR 015), jobs through the same engine as ``snodo run``;
-* the token a pass records stays in this process, keyed by task and spec hash. It is
-  never returned: it is evidence that ``dispatch_task`` consumes, not a credential the
-  caller holds (ADR 047).
+No MCP SDK here: :class:`ToolHost` takes a tool name and arguments and answers a
+:class:`ToolReply`, so every rule holds whatever a client speaks. A name the mode does not
+grant is refused as unknown (INV2); every call is audited with a hash of its arguments, never
+the arguments; mutations go through the one path guard (ADR 026), validation through the
+shared ``validate_task`` (ADR 015). The token a pass records stays in this process, keyed by
+task and spec hash: evidence ``dispatch_task`` consumes, never a credential the caller holds
+(ADR 047).
 """
 
 from __future__ import annotations
@@ -32,7 +25,7 @@ from snodo.engine.plans import Planner, PlanStore
 from snodo.evidence.attest import attest_tool_commit
 from snodo.git.runner import pin
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
-from snodo.mcp.catalog import TOOLS, build_instructions, tools_for_mode
+from snodo.mcp.catalog import TEST_TIMEOUT, TOOLS, tools_for_mode
 from snodo.mcp.checks import (
     argument_limit,
     arguments_sha256,
@@ -53,7 +46,6 @@ from snodo.workspace import Git, PathGuard, Workspace, run_tests
 from snodo.workspace.gitmeta import GitMetaWatch
 from snodo.workspace.testrun import python_settings
 
-TEST_TIMEOUT = 300.0
 #: Tools that run confined code in the project root: what git metadata it leaves is checked.
 RUNS_CONFINED = frozenset({"run_tests", "validate_task", "dispatch_task", "run_plan"})
 
@@ -111,10 +103,6 @@ class ToolHost(PlanTools):
             self.jobs.launch_ready(max(1, self.project.protocol.execution.max_parallel_jobs))
 
     # ----------------------------------------------------------------- surface
-
-    @property
-    def instructions(self) -> str:
-        return build_instructions(self.project.protocol, self.project.mode, self.tools)
 
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolReply:
         """Audit, check, run; every failure becomes a reply saying why, never an exception.

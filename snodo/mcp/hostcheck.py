@@ -1,15 +1,9 @@
-"""``snodo doctor --host HOST [CONFIG]``: read a host's config and say whether snodo is
-connected as configured and which of the host's own tools still write to the project.
+"""``snodo doctor --host HOST [CONFIG]``: is snodo connected as the host's config says, and
+which of the host's own tools still write to the project (docs/mcp-hosts.md).
 
-Nothing of the host is started. The entry named ``snodo`` must start an absolute,
-executable ``snodo serve`` pinned to a protocol, and the checks ``serve`` itself makes at
-start-up are made here too (:func:`serve_problems`): the protocol in force (committed,
-signed where ``allowed_signers`` requires it, the working tree not drifted from it), the
-protocol loading with this machine's plugins, the mode, a sandbox backend for confined
-runs, and the home's keys. The call timeout must cover the protocol's limits
-(:func:`snodo.mcp.hostconfig.call_timeout`). The host's own writers are read from every file
-the host reads them from — for Claude Code its user, project and local settings as well as
-the given file (which ``--settings`` may load).
+Nothing of the host is started: its entry named ``snodo`` is checked as ``serve`` would check
+itself at start-up (:func:`serve_problems`), and its own writers are read from every file the
+host reads them from.
 """
 
 from __future__ import annotations
@@ -21,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
+from attrs import asdict, frozen
 
 from snodo.base.errors import SnodoError
 from snodo.mcp.hostconfig import CLAUDE_CODE_WRITERS, HOSTS, OPEN_DOORS, call_timeout
@@ -49,20 +43,11 @@ class HostReport:
     open_writers: tuple[str, ...]
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "config": self.config,
-            "connected": self.connected,
-            "problems": list(self.problems),
-            "open_writers": list(self.open_writers),
-        }
+        return asdict(self)
 
 
 def check_host(host: str, config: Path | None) -> HostReport:
-    path = (config or Path(DEFAULT_PATHS[host])).expanduser()
-    if config is None and host == "claude-code" and not path.is_file():
-        path = Path(".mcp.json")
-    problems: list[str] = []
+    path = _config_path(host, config)
     try:
         text = path.read_text(encoding="utf-8")
         data: dict[str, Any] = tomllib.loads(text) if host == "codex" else json.loads(text)
@@ -70,54 +55,66 @@ def check_host(host: str, config: Path | None) -> HostReport:
         return HostReport(
             host=host, config=str(path), connected=False, problems=(f"cannot read {path}: {exc}",), open_writers=()
         )
-    key = HOSTS[host][1]
-    entry = data if not key else (data.get(key) or {}).get("snodo")
-    if host == "claude-code" and not isinstance(entry, dict):  # `claude mcp add` keeps it in ~/.claude.json
-        entry = _claude_user_entry(Path.cwd())
-    if not isinstance(entry, dict):
+    entry = _entry(host, data)
+    if entry is None:
         return HostReport(
             host=host,
             config=str(path),
             connected=False,
-            problems=(f"no server named 'snodo' under {key!r}; `snodo serve --print-config {host}` prints one",),
-            open_writers=_writers(host, data, path),
+            problems=(
+                f"no server named 'snodo' under {HOSTS[host][1]!r}; `snodo serve --print-config {host}` prints one",
+            ),
+            open_writers=_writers(host, data),
         )
-    argv = list(entry["command"]) if host == "opencode" else [entry.get("command", ""), *entry.get("args", [])]
-    problems += _command_problems([str(a) for a in argv])
+    argv, env = _command(host, entry)
+    problems = _command_problems(argv)
     if entry.get("enabled") is False:
         problems.append("the snodo server is disabled (enabled = false)")
-    env = entry.get("environment" if host == "opencode" else "env") or {}
-    protocol = _protocol(argv, env if isinstance(env, dict) else {}, problems)
+    needed = _needed_timeout(argv, env, problems)
     connected = not [p for p in problems if not p.startswith(NOTE)]  # notes: connected, not governed as printed
-    settings = _claude_settings(path, data) if host == "claude-code" else {}
-    problems += _setting_problems(host, entry, settings, call_timeout(protocol) if protocol is not None else None)
-    return HostReport(
-        host=host,
-        config=str(path),
-        connected=connected,
-        problems=tuple(problems),
-        open_writers=_claude_writers(settings) if host == "claude-code" else _writers(host, data, path),
-    )
+    if host == "claude-code":
+        settings = _claude_settings(path, data)
+        writers = tuple(t for t in CLAUDE_CODE_WRITERS if t not in settings["deny"])
+    else:
+        settings, writers = {"env": {}}, _writers(host, data)
+    problems += _setting_problems(host, entry, settings, needed)
+    return HostReport(host=host, config=str(path), connected=connected, problems=tuple(problems), open_writers=writers)
+
+
+def _config_path(host: str, config: Path | None) -> Path:
+    path = (config or Path(DEFAULT_PATHS[host])).expanduser()
+    if config is None and host == "claude-code" and not path.is_file():
+        return Path(".mcp.json")
+    return path
+
+
+def _entry(host: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    key = HOSTS[host][1]
+    entry = data if not key else (data.get(key) or {}).get("snodo")
+    if host == "claude-code" and not isinstance(entry, dict):  # `claude mcp add` keeps it in ~/.claude.json
+        entry = _claude_user_entry(Path.cwd())
+    return entry if isinstance(entry, dict) else None
+
+
+def _command(host: str, entry: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """The entry's command line and environment, in the host's spelling."""
+    if host == "opencode":
+        argv, env = list(entry["command"]), entry.get("environment")
+    else:
+        argv, env = [entry.get("command", ""), *entry.get("args", [])], entry.get("env")
+    return [str(a) for a in argv], env if isinstance(env, dict) else {}
 
 
 def _setting_problems(host: str, entry: dict[str, Any], settings: dict[str, Any], needed: float | None) -> list[str]:
-    """What the host's own settings for the snodo entry get wrong (the call timeout the
-    protocol needs, the start-up order, the approvals); none of it disconnects snodo."""
+    """What the host's own settings for the snodo entry get wrong; none of it disconnects snodo."""
     problems: list[str] = []
-    if host == "claude-code":
-        timeout = str((settings.get("env") or {}).get("MCP_TOOL_TIMEOUT") or "")
-        got = int(timeout) / 1000 if timeout.isdigit() else None
-        if str((settings.get("env") or {}).get("MCP_CONNECTION_NONBLOCKING", "")).lower() not in ("false", "0"):
-            problems.append(
-                "Claude Code starts its first turn before snodo is connected (`claude -p` does not wait for MCP "
-                'servers): set "env": {"MCP_CONNECTION_NONBLOCKING": "false"} in its settings'
-            )
-    else:
-        got = entry.get("timeout", 0) / 1000 if host == "opencode" else entry.get("tool_timeout_sec")
-    if host in ("opencode", "codex", "claude-code") and needed and (not got or got < needed):
+    waits = str(settings["env"].get("MCP_CONNECTION_NONBLOCKING", "")).lower() in ("false", "0")
+    if host == "claude-code" and not waits:
         problems.append(
-            f"the call timeout is {got or 'the host default'} s; run_tests and the validators need {needed} s"
+            "Claude Code starts its first turn before snodo is connected (`claude -p` does not wait for MCP "
+            'servers): set "env": {"MCP_CONNECTION_NONBLOCKING": "false"} in its settings'
         )
+    problems += _timeout_problems(host, entry, settings, needed)
     if host == "codex" and entry.get("default_tools_approval_mode") != "approve":
         problems.append(
             "Codex refuses unapproved write_file/delete_file/dispatch_task before snodo sees them: "
@@ -128,6 +125,18 @@ def _setting_problems(host: str, entry: dict[str, Any], settings: dict[str, Any]
             "Codex starts its first turn without snodo's tools and hides snodo's start-up error: set required = true"
         )
     return problems
+
+
+def _timeout_problems(host: str, entry: dict[str, Any], settings: dict[str, Any], needed: float | None) -> list[str]:
+    """Whether the host's call timeout covers what the protocol needs (hosts with a setting for it)."""
+    if host == "claude-code":
+        ms = str(settings["env"].get("MCP_TOOL_TIMEOUT") or "")
+        got = int(ms) / 1000 if ms.isdigit() else None
+    else:
+        got = entry.get("timeout", 0) / 1000 if host == "opencode" else entry.get("tool_timeout_sec")
+    if host not in ("opencode", "codex", "claude-code") or not needed or (got and got >= needed):
+        return []
+    return [f"the call timeout is {got or 'the host default'} s; run_tests and the validators need {needed} s"]
 
 
 def _command_problems(argv: list[str]) -> list[str]:
@@ -152,15 +161,16 @@ def _command_problems(argv: list[str]) -> list[str]:
 NOTE = "note: "
 
 
-def _protocol(argv: list[str], env: dict[str, Any], problems: list[str]) -> Protocol | None:
-    """The protocol the command pins, checked as ``serve`` checks it at start-up (:func:`serve_problems`)."""
+def _needed_timeout(argv: list[str], env: dict[str, Any], problems: list[str]) -> float | None:
+    """The call timeout the protocol the command pins needs; what ``serve`` would say of that
+    protocol at start-up is added to ``problems``."""
     if "--protocol" not in argv[:-1] or not Path(argv[argv.index("--protocol") + 1]).is_file():
         return None
     mode = argv[argv.index("--mode") + 1] if "--mode" in argv[:-1] else None
     home = Path(str(env.get("SNODO_HOME") or os.environ.get("SNODO_HOME") or "~/.snodo")).expanduser()
     protocol, found = serve_problems(Path(argv[argv.index("--protocol") + 1]), mode, home)
     problems += found
-    return protocol
+    return call_timeout(protocol) if protocol is not None else None
 
 
 def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol | None, list[str]]:
@@ -199,14 +209,8 @@ def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol |
 def _key_notes(home: Path) -> list[str]:
     """The home's keys: missing (serve makes new ones, a new identity) or not listed in the
     ``allowed_signers`` in force (decisions made with them do not count)."""
-    from snodo.state.audit_key import audit_public_key  # noqa: PLC0415 only `doctor --host` reads the keys
-    from snodo.state.home import keys_dir  # noqa: PLC0415 only `doctor --host` reads the keys
-    from snodo.state.keys import DECISION_PUBLIC_KEY_FILE, load_public_key_file  # noqa: PLC0415 only `doctor --host` reads the keys
-    from snodo.state.signers import parse_allowed_signers  # noqa: PLC0415 only `doctor --host` reads the keys
-
     try:
-        public = keys_dir(home) / DECISION_PUBLIC_KEY_FILE
-        mine = [k for k in (audit_public_key(home), load_public_key_file(public) if public.is_file() else None) if k]
+        mine = _home_keys(home)
     except (SnodoError, OSError) as exc:
         return [f"the keys of the snodo home {home} cannot be read: {exc}"]
     if not mine:
@@ -214,18 +218,35 @@ def _key_notes(home: Path) -> list[str]:
             f"the snodo home {home} has no keys yet: serve makes new ones, a new identity to every project "
             "(set SNODO_HOME in the entry to the home you use with `snodo authorize`)"
         ]
+    listed = _signers_in_force()
+    if listed and not listed & mine:
+        return [f"the keys of the snodo home {home} are not in the project's allowed_signers in force"]
+    return []
+
+
+def _home_keys(home: Path) -> set[bytes]:
+    from snodo.state.audit_key import audit_public_key  # noqa: PLC0415 only `doctor --host` reads the keys
+    from snodo.state.home import keys_dir  # noqa: PLC0415 only `doctor --host` reads the keys
+    from snodo.state.keys import DECISION_PUBLIC_KEY_FILE, load_public_key_file  # noqa: PLC0415 only `doctor --host` reads the keys
+
+    public = keys_dir(home) / DECISION_PUBLIC_KEY_FILE
+    keys = [audit_public_key(home), load_public_key_file(public) if public.is_file() else None]
+    return {k.public_bytes_raw() for k in keys if k}
+
+
+def _signers_in_force() -> set[bytes]:
+    """The keys of the ``allowed_signers`` lists resolving the protocol found in force."""
     from snodo.protocol.committed import lists_in_force  # noqa: PLC0415 what resolving the protocol above found
+    from snodo.state.signers import parse_allowed_signers  # noqa: PLC0415 only `doctor --host` reads the keys
 
     listed = set()
     for text in lists_in_force:
         with contextlib.suppress(SnodoError):
             listed |= {s.key.public_bytes_raw() for s in parse_allowed_signers(text, "allowed_signers") if s.key}
-    if listed and not listed & {k.public_bytes_raw() for k in mine}:
-        return [f"the keys of the snodo home {home} are not in the project's allowed_signers in force"]
-    return []
+    return listed
 
 
-def _writers(host: str, data: dict[str, Any], path: Path) -> tuple[str, ...]:
+def _writers(host: str, data: dict[str, Any]) -> tuple[str, ...]:
     """The host's own tools that still write to the project under this config."""
     if host == "opencode":
         tools, permission = data.get("tools") or {}, data.get("permission") or {}
@@ -241,40 +262,26 @@ def _writers(host: str, data: dict[str, Any], path: Path) -> tuple[str, ...]:
     return (OPEN_DOORS[host],)
 
 
-def claude_settings_files(config: Path, project: Path) -> list[Path]:
-    """Every settings file Claude Code reads, lowest precedence first: the user's, the
-    project's shared and local ones, then ``config`` (loaded with ``--settings``)."""
-    return [
-        Path("~/.claude/settings.json").expanduser(),
-        project / ".claude" / "settings.json",
-        project / ".claude" / "settings.local.json",
-        config,
-    ]
-
-
 def _claude_settings(config: Path, data: dict[str, Any]) -> dict[str, Any]:
     """Claude Code's settings merged as it merges them: ``env`` key by key (a later file
     wins), permission rules added up (a deny anywhere holds)."""
-    merged: dict[str, Any] = {"env": {}, "deny": set(), "files": []}
-    for file in claude_settings_files(config, Path.cwd()):
+    merged: dict[str, Any] = {"env": {}, "deny": set()}
+    project = Path.cwd()
+    # lowest precedence first; ``config`` is the file loaded with ``--settings``
+    user = Path("~/.claude/settings.json").expanduser()
+    for file in (user, project / ".claude" / "settings.json", project / ".claude" / "settings.local.json", config):
         try:
             found = data if file == config else json.loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if not isinstance(found, dict):
             continue
-        merged["files"].append(str(file))
         env, permissions = found.get("env"), found.get("permissions")
         if isinstance(env, dict):
             merged["env"].update(env)
         if isinstance(permissions, dict) and isinstance(permissions.get("deny"), list):
             merged["deny"] |= {str(rule) for rule in permissions["deny"]}
     return merged
-
-
-def _claude_writers(settings: dict[str, Any]) -> tuple[str, ...]:
-    denied = settings.get("deny") or set()
-    return tuple(t for t in CLAUDE_CODE_WRITERS if t not in denied)
 
 
 def _claude_user_entry(project: Path) -> dict[str, Any] | None:

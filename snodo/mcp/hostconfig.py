@@ -1,14 +1,10 @@
 """What ``snodo serve --print-config HOST`` prints: a server entry that works as printed, and
 settings that close the host's own doors where the host allows it.
 
-Governance over MCP means nothing if the host keeps its own editor and shell: they write the
-project (``.snodo/protocol.yml`` included) without passing snodo's path guard or audit. So
-each config, besides the server (absolute command, ``--protocol`` pinning the project,
-``SNODO_HOME``, a call timeout longer than ``run_tests`` and the protocol's validator
-limits, snodo's tools pre-approved where the host gates them), turns the host's own write,
-edit and shell tools off (opencode), denied (Claude Code) or its sandbox read-only (Codex),
-and makes a host that would start its first turn before snodo is connected wait. Hosts whose MCP
-config cannot say so get a note naming what stays open (:data:`OPEN_DOORS`).
+The host's own editor and shell would write the project (``.snodo/`` included) past snodo's
+path guard and audit, so each config turns them off (opencode), denies them (Claude Code) or
+makes the sandbox read-only (Codex), and makes a host wait for snodo before its first turn.
+What a host's config cannot close is named in :data:`OPEN_DOORS`.
 """
 
 from __future__ import annotations
@@ -18,10 +14,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from snodo.mcp.catalog import TEST_TIMEOUT
 from snodo.protocol.models import Protocol
 
-#: Seconds ``run_tests`` may take (the MCP tool's own limit).
-TEST_TIMEOUT = 300.0
 #: Added to the longest limit so the host never gives up just before snodo answers.
 MARGIN = 60.0
 

@@ -1,8 +1,5 @@
-"""The plan tools of ``snodo serve`` (propose, decompose, generate a spec, show, run a plan).
-
-A mixin of :class:`snodo.mcp.host.ToolHost`, apart only to keep each module short: the
-same audit, the same locks, and ``run_plan`` dispatches through the host's one
-``_dispatch`` (a plan's task is a dispatched task like any other).
+"""The plan tools of ``snodo serve``: a mixin of :class:`snodo.mcp.host.ToolHost` (same audit,
+same locks; ``run_plan`` dispatches through the host's one ``_dispatch``).
 """
 
 from __future__ import annotations
@@ -98,11 +95,8 @@ class PlanTools:
                     task["job"] = {"job_id": task["job_id"], "error": str(exc)}
         return plan
 
-    def _plan_mode(self) -> str:
-        return plan_mode(self.project.mode)  # the rule the server instructions describe
-
     def _tool_run_plan(self, plan_id: str) -> dict[str, Any]:
-        mode = self._plan_mode()
+        mode = plan_mode(self.project.mode)  # the rule the server instructions describe
         with self._plan_lock:
             plan = self.plans.load(plan_id)
             started: list[dict[str, Any]] = []

@@ -1,13 +1,8 @@
 """What one ``snodo serve`` process serves: the mode's surface at once, its tools' machinery later.
 
-``initialize`` needs only the protocol, the mode and the instructions, and ``tools/list``
-only the catalogue (:mod:`snodo.mcp.catalog`): both are answered from here without the
-governance stack (tokens and audit with their cryptography, the engine, job and plan
-stores). That stack — the :class:`~snodo.mcp.host.ToolHost` and its project — is built
-once, on first need, so the handshake is never waiting for it; :meth:`Served.warm` starts
-building it on a thread as soon as the client is past the handshake. The protocol and the
-mode were loaded and checked before (``snodo serve``), so a bad one is still refused
-before anything is served.
+``initialize`` and ``tools/list`` need only the protocol, the mode and the catalogue; the
+governance stack behind the tools (:class:`~snodo.mcp.host.ToolHost`) is built once, on first
+need or by :meth:`Served.warm` on a thread, so the handshake never waits for it.
 """
 
 from __future__ import annotations

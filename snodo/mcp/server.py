@@ -1,19 +1,14 @@
-"""``snodo serve``: one mode's tools over MCP on stdio, with the official SDK's low-level server.
+"""``snodo serve``: one mode's tools over MCP on stdio, with the SDK's low-level server.
 
-The low-level :class:`mcp.server.lowlevel.Server` rather than ``MCPServer``: the listing
-must be exactly the mode's tools and every other name must be refused the same way,
-audited, with our words — that is simplest when this module owns ``tools/list`` and
-``tools/call`` outright. The SDK still owns the wire: it negotiates the protocol era with
-each client (the ``initialize`` handshake of 2024-11-05 … 2025-11-25, or the 2026-07-28
-per-request envelope) and serialises results for the negotiated version.
+The low-level :class:`~mcp.server.lowlevel.Server`, not ``MCPServer``: the listing must be
+exactly the mode's tools and every other name must be refused the same way (audited, in our
+words), so this module owns ``tools/list`` and ``tools/call``; the SDK owns the wire
+(protocol version negotiation, serialisation).
 
-Tool work is synchronous (files, git, validators running test suites) and runs on worker
-threads, so one slow validation does not stop the server answering. A client that goes
-away is the normal end of a stdio server: end of input, or a broken pipe, ends the process
-quietly with exit status 0 and no traceback. SIGINT and SIGTERM stop it too: the child
-processes of tool calls in flight (a test run) are killed, the calls are given a moment to
-finish their bookkeeping, and the process exits 0 — without waiting for stdin, which a
-worker thread may be blocked reading.
+Tool work is synchronous and runs on worker threads. A client that goes away (end of input,
+a broken pipe) ends the server quietly with status 0. SIGINT and SIGTERM kill the children of
+the calls in flight, give those calls a moment to record, and exit 0 without waiting for
+stdin, which a worker thread may be blocked reading.
 """
 
 from __future__ import annotations
@@ -77,61 +72,46 @@ async def _report_progress(ctx: Any, name: str) -> None:
 
 
 def _wire_tools(definitions: list[ToolDef]) -> list[types.Tool]:
-    tools = []
-    for d in definitions:
-        hints = d.annotations()
-        tools.append(
-            types.Tool(
-                name=d.name,
-                title=d.title,
-                description=d.description,
-                input_schema=d.input_schema(),
-                annotations=types.ToolAnnotations(
-                    title=d.title,
-                    read_only_hint=bool(hints["readOnlyHint"]),
-                    destructive_hint=hints.get("destructiveHint"),  # type: ignore[arg-type]
-                    idempotent_hint=hints.get("idempotentHint"),  # type: ignore[arg-type]
-                    open_world_hint=bool(hints["openWorldHint"]),
-                ),
-            )
+    return [
+        types.Tool(
+            name=d.name,
+            title=d.title,
+            description=d.description,
+            input_schema=d.input_schema(),
+            annotations=types.ToolAnnotations.model_validate(d.annotations()),
         )
-    return tools
+        for d in definitions
+    ]
 
 
 class _InFlight:
     """The tool calls running on worker threads, so a stop can cancel them and wait for them."""
 
     def __init__(self) -> None:
-        self._count = 0
         self._idle = threading.Condition()
         self._scopes: set[CallScope] = set()
 
     @contextlib.contextmanager
-    def call(self, scope: CallScope | None = None) -> Iterator[None]:
+    def call(self, scope: CallScope) -> Iterator[None]:
         with self._idle:
-            self._count += 1
-            if scope is not None:
-                self._scopes.add(scope)
+            self._scopes.add(scope)
         try:
             yield
         finally:
             with self._idle:
-                self._count -= 1
-                if scope is not None:
-                    self._scopes.discard(scope)
+                self._scopes.discard(scope)
                 self._idle.notify_all()
 
-    def cancel_all(self, reason: str) -> int:
-        """Cancel every call in flight (their process trees are killed); how many."""
+    def cancel_all(self, reason: str) -> None:
+        """Cancel every call in flight (their process trees are killed)."""
         with self._idle:
             scopes = list(self._scopes)
         for each in scopes:
             each.cancel(reason)
-        return len(scopes)
 
     def wait_idle(self, timeout: float) -> bool:
         with self._idle:
-            return self._idle.wait_for(lambda: self._count == 0, timeout=timeout)
+            return self._idle.wait_for(lambda: not self._scopes, timeout=timeout)
 
 
 def build_server(served: Served, inflight: _InFlight | None = None) -> Server[Any]:

@@ -1,14 +1,7 @@
-"""The stdio transport of ``snodo serve``: the SDK's own (:func:`mcp.server.stdio.stdio_server`,
-which claims the wire while serving: descriptor 0 reads the null device and descriptor 1
-writes to stderr, so no handler and no child process can read a request or write into the
-protocol), with one property added.
-
-The end of input ends the session only once every request read has been answered: a script
-that pipes its requests in (``printf … | snodo serve``) gets every answer, where the SDK
-alone would answer those still running "Connection closed". Until then, or until the client
-stops reading (its end of stdout closed), or :data:`DRAIN_LIMIT` seconds: the server reads
-the SDK's messages through :class:`_Requests` and answers through :class:`_Answers`, which
-keep the ids of the requests read and not answered yet.
+"""The stdio transport of ``snodo serve``: the SDK's :func:`~mcp.server.stdio.stdio_server`, which
+claims descriptors 0 and 1 while serving, with one property added: the end of input ends the
+session only once every request read has been answered (``printf … | snodo serve`` gets every
+answer), the client stopped reading, or :data:`DRAIN_LIMIT` seconds passed.
 """
 
 from __future__ import annotations
@@ -19,7 +12,7 @@ import os
 import select
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Self
 
 import anyio
 
@@ -31,17 +24,17 @@ class _Pending:
     """The ids of the requests read from the client and not answered or cancelled yet."""
 
     def __init__(self, wire: int) -> None:
-        from mcp import types  # noqa: PLC0415 the SDK's types only once a message is answered
+        from mcp import types  # noqa: PLC0415 the SDK only once serving (the module imports without it)
 
+        self.types = types
         self.ids: set[object] = set()
         self.wire = wire  # a duplicate of the client's end of stdout, only polled
         self.changed = anyio.Event()
-        self._types = types
 
     def read(self, message: Any) -> None:
-        if isinstance(message, self._types.JSONRPCRequest):
+        if isinstance(message, self.types.JSONRPCRequest):
             self.ids.add(message.id)
-        elif isinstance(message, self._types.JSONRPCNotification) and message.method == "notifications/cancelled":
+        elif isinstance(message, self.types.JSONRPCNotification) and message.method == "notifications/cancelled":
             self.answered((message.params or {}).get("requestId"))  # answered or not, no longer waited for
 
     def answered(self, ident: object) -> None:
@@ -63,12 +56,28 @@ class _Pending:
                     await self.changed.wait()
 
 
-class _Requests:
-    """The SDK's stream of messages read from stdin, whose end waits for :meth:`_Pending.drained`."""
+class _Wrapped:
+    """One of the SDK's message streams, passed through with :class:`_Pending` told of each message."""
 
     def __init__(self, inner: Any, pending: _Pending) -> None:
         self._inner = inner
         self._pending = pending
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _Requests(_Wrapped):
+    """The messages read from stdin; their end waits for :meth:`_Pending.drained`."""
 
     @property
     def last_context(self) -> Any:
@@ -92,43 +101,15 @@ class _Requests:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
-    def close(self) -> None:
-        self._inner.close()
-
-    async def __aenter__(self) -> _Requests:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class _Answers:
-    """The SDK's stream of messages written to stdout, noting each answer sent."""
-
-    def __init__(self, inner: Any, pending: _Pending) -> None:
-        self._inner = inner
-        self._pending = pending
+class _Answers(_Wrapped):
+    """The messages written to stdout, each answer noted."""
 
     async def send(self, item: Any) -> None:
         await self._inner.send(item)
         message = getattr(item, "message", None)
-        if isinstance(message, (self._pending._types.JSONRPCResponse, self._pending._types.JSONRPCError)):
+        if isinstance(message, (self._pending.types.JSONRPCResponse, self._pending.types.JSONRPCError)):
             self._pending.answered(message.id)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def __aenter__(self) -> _Answers:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 #: The requests of the session being served (one per process).
@@ -148,9 +129,8 @@ def answered(timeout: float) -> bool:
 
 @contextlib.asynccontextmanager
 async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's read and write streams of MCP messages over stdin and stdout (see the
-    module's documentation)."""
-    from mcp.server.stdio import stdio_server  # noqa: PLC0415 imported by the server only, as the SDK itself
+    """The SDK's read and write streams of MCP messages over stdin and stdout."""
+    from mcp.server.stdio import stdio_server  # noqa: PLC0415 the SDK only once serving
 
     wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)  # taken before the SDK points 1 at stderr
     try:

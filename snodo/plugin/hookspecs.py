@@ -8,6 +8,9 @@ an entry point of the group ``snodo``::
     my-coder = "my_package.plugin"
 
 Built-in plugins are registered exactly this way, from snodo's own ``pyproject.toml``.
+Each kind (coders, validator types, predicates) has a registration hook yielding typed
+records and a ``firstresult`` dispatch hook that only the registering plugin answers
+(docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -38,14 +41,6 @@ if TYPE_CHECKING:
 PROJECT = "snodo"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
-
-
-# Every kind a plugin extends snodo with (coders, validator types, predicates) has the same
-# shape: a registration hook yielding typed records (name, description, what it declares
-# about itself) and a ``firstresult`` dispatch hook the core calls with the registered name.
-# A dispatch hook is called through ``pm.subset_hook_caller`` with only the registering
-# plugin's implementation left in (inside every ``wrapper=True`` impl any plugin declares),
-# so no plugin can answer for another's name, and ``None`` from the owner means "no answer".
 
 
 @hookspec

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
-from attrs import Factory, frozen
+from attrs import Factory, asdict, evolve, frozen
 
 from snodo import DISTRIBUTION
 from snodo.base.errors import CoderError, PluginError
@@ -72,21 +72,9 @@ class PluginInfo:
     predicates: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "distribution": self.distribution,
-            "version": self.version,
-            "module": self.module,
-            "file": self.file,
-            "status": self.status,
-            "error": self.error,
-            "hooks": list(self.hooks),
-            "registers": {
-                "coders": list(self.coders),
-                "validators": list(self.validators),
-                "predicates": list(self.predicates),
-            },
-        }
+        data = asdict(self)
+        registers = {kind: data.pop(kind) for kind in ("coders", "validators", "predicates")}
+        return {**data, "registers": registers}
 
 
 @frozen(kw_only=True)
@@ -99,16 +87,26 @@ class _Origin:
 
 
 @frozen(kw_only=True)
-class _Failure:
-    origin: _Origin
-    error: str
-    detail: str = ""
-
-
-@frozen(kw_only=True)
 class _Registry:
     by_name: dict[str, Any] = Factory(dict)
     owner: dict[str, str] = Factory(dict)
+
+
+@frozen
+class _Kind:
+    """One kind of plugin type: its registration hook and record, its dispatch hook."""
+
+    register: str
+    record: type
+    dispatch: str
+    what: str  # how a message names one
+
+
+_KINDS: dict[str, _Kind] = {
+    "coder": _Kind("snodo_coders", CoderSpec, "snodo_generate", "coder"),
+    "validator": _Kind("snodo_validators", ValidatorSpec, "snodo_validate", "validator type"),
+    "predicate": _Kind("snodo_predicates", PredicateSpec, "snodo_check_predicate", "predicate"),
+}
 
 
 def _strict() -> bool:
@@ -120,125 +118,118 @@ def _describe_origin(origin: _Origin) -> str:
     return f'plugin "{origin.name}"{dist}'
 
 
+def _plain_impls(pm: pluggy.PluginManager, hook_name: str) -> list[pluggy.HookImpl]:
+    return [i for i in getattr(pm.hook, hook_name).get_hookimpls() if not (i.wrapper or i.hookwrapper)]
+
+
+def _implements(pm: pluggy.PluginManager, hook_name: str, plugin_name: str) -> bool:
+    return any(i.plugin_name == plugin_name for i in _plain_impls(pm, hook_name))
+
+
 class PluginHost:
     """Typed façade over the pluggy manager; built by :func:`get_plugin_manager`."""
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self.pm = pm
         self._origins: dict[str, _Origin] = {}
-        self._failures: list[_Failure] = []
-        self._coders = _Registry()
-        self._validators = _Registry()
-        self._predicates = _Registry()
+        self._failures: list[tuple[_Origin, str]] = []
+        self._registries = {kind: _Registry() for kind in _KINDS}
         self._conflicts: dict[str, str] = {}
         self._collected: set[str] = set()
 
     # ------------------------------------------------------------------ loading
 
-    def _fail(self, origin: _Origin, error: str, *, trace: bool = False) -> None:
-        """Record a failure; ``trace``: with the exception being handled (``traceback`` is
-        imported only then, not by every start)."""
-        import traceback  # noqa: PLC0415 only when a plugin fails to load
-
-        detail = traceback.format_exc() if trace else ""
-        self._failures.append(_Failure(origin=origin, error=error, detail=detail))
+    def _fail(self, origin: _Origin, error: str) -> None:
+        self._failures.append((origin, error))
         if _strict():
             raise PluginError(
                 f"{_describe_origin(origin)} failed: {error}",
                 hint=f"unset {STRICT_ENV} to skip broken plugins, or fix/uninstall it",
             )
 
-    def register(self, plugin: object, origin: _Origin) -> bool:
+    def register(self, plugin: object, origin: _Origin) -> None:
         try:
             self.pm.register(plugin, name=origin.name)
         except Exception as exc:  # pluggy validation or a duplicate name; isolate this plugin
-            self._fail(origin, f"cannot register: {exc}", trace=True)
-            return False
+            self._fail(origin, f"cannot register: {exc}")
+            return
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             self.pm.unregister(plugin)
-            self._fail(origin, f"implements an unknown hook: {exc}", trace=True)
-            return False
+            self._fail(origin, f"implements an unknown hook: {exc}")
+            return
         self._origins[origin.name] = origin
-        return True
 
     def load_entrypoints(self, blocked: Sequence[str] = ()) -> None:
         from importlib.metadata import entry_points  # noqa: PLC0415 a host given its plugins reads no metadata
 
-        eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
         seen: set[str] = set()
-        for ep in eps:
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
             if ep.name in blocked or ep.name in seen:
                 continue
             seen.add(ep.name)
+            dist = ep.dist
             origin = _Origin(
                 name=ep.name,
-                distribution=ep.dist.name if ep.dist else None,
-                version=ep.dist.version if ep.dist else None,
+                distribution=dist.name if dist else None,
+                version=dist.version if dist else None,
                 module=ep.value,
             )
             try:
                 plugin = ep.load()
             except Exception as exc:  # any import failure must not take the others down
-                self._fail(origin, f'Error importing plugin "{ep.name}": {type(exc).__name__}: {exc}', trace=True)
+                self._fail(origin, f'Error importing plugin "{ep.name}": {type(exc).__name__}: {exc}')
                 continue
-            origin = _Origin(
-                name=origin.name,
-                distribution=origin.distribution,
-                version=origin.version,
-                module=origin.module,
-                file=getattr(plugin, "__file__", None),
-            )
-            self.register(plugin, origin)
-
-    def collect_registrations(self) -> None:
-        """Ask every plugin not asked yet for its registrations (see :meth:`_sync`)."""
-        self._sync()
+            self.register(plugin, evolve(origin, file=getattr(plugin, "__file__", None)))
 
     def _sync(self) -> None:
         """Bring the registries up to date with the plugins registered right now.
 
-        Each registration hook is called through pluggy once per plugin, with
-        ``pm.subset_hook_caller`` keeping that plugin and every wrapper of the hook: tracing,
-        ``add_hookcall_monitoring`` and ``wrapper=True`` impls see each call, each record is
-        attributed to the plugin that returned it, and one broken plugin is isolated. A plugin
-        registered after start-up (``pm.register``) is asked on the next lookup; one
-        unregistered takes its registrations with it.
+        Each registration hook is called once per plugin through :meth:`caller_for`, so
+        tracing and wrappers see each call, each record is attributed to its plugin, and a
+        broken plugin is isolated; a plugin that left takes its registrations with it.
         """
-        current = [(name, p) for name, p in self.pm.list_name_plugin() if p is not None]
-        names = {name for name, _ in current}
-        if self._collected - names:  # a plugin left: start again from what is registered now
-            self._coders, self._validators, self._predicates = _Registry(), _Registry(), _Registry()
+        current = [name for name, p in self.pm.list_name_plugin() if p is not None]
+        if self._collected - set(current):  # a plugin left: start again from what is registered now
+            self._registries = {kind: _Registry() for kind in _KINDS}
             self._conflicts.clear()
             self._collected = set()
-        for name, _plugin in current:
+        for name in current:
             if name not in self._collected:
                 self._collected.add(name)
-                self._collect_from(name)
+                self._collect_from(self._origins.get(name, _Origin(name=name)))
 
-    def _collect_from(self, plugin_name: str) -> None:
-        origin = self._origins.get(plugin_name, _Origin(name=plugin_name))
-        for (hook_name, kind), (registry, dispatch) in _KINDS.items():
-            if not any(i.plugin_name == plugin_name for i in _plain_impls(self.pm, hook_name)):
-                continue
-            self.pm.trace.root.get("registration")(hook_name, plugin_name)
-            try:
-                items = [item for batch in self.caller_for(hook_name, plugin_name)() for item in batch or ()]
-                for item in items:
-                    if not isinstance(item, kind):
-                        raise TypeError(f"{hook_name} must yield {kind.__name__} records, got {type(item).__name__}")
-            except Exception as exc:
-                self._fail(origin, f"{hook_name} failed: {type(exc).__name__}: {exc}", trace=True)
-                continue
-            if items and not any(i.plugin_name == plugin_name for i in _plain_impls(self.pm, dispatch)):
-                names = ", ".join(repr(i.name) for i in items)
-                self._fail(
-                    origin, f"registers {names} in {hook_name} but implements no {dispatch} hook to answer for them"
-                )
-                continue
-            for item in items:
-                self._add(getattr(self, registry), item, origin, kind.__name__)
+    def _collect_from(self, origin: _Origin) -> None:
+        for kind, k in _KINDS.items():
+            if _implements(self.pm, k.register, origin.name):
+                for item in self._registrations(origin, k):
+                    self._add(self._registries[kind], item, origin, k.record.__name__)
+
+    def _registrations(self, origin: _Origin, kind: _Kind) -> list[Any]:
+        """The records the plugin registers through ``kind.register``; none (and a failure
+        recorded) when the hook fails, yields anything else, or no dispatch hook answers."""
+        self.pm.trace.root.get("registration")(kind.register, origin.name)
+        try:
+            items = self._ask(kind, origin.name)
+        except Exception as exc:
+            self._fail(origin, f"{kind.register} failed: {type(exc).__name__}: {exc}")
+            return []
+        if items and not _implements(self.pm, kind.dispatch, origin.name):
+            names = ", ".join(repr(i.name) for i in items)
+            self._fail(
+                origin,
+                f"registers {names} in {kind.register} but implements no {kind.dispatch} hook to answer for them",
+            )
+            return []
+        return items
+
+    def _ask(self, kind: _Kind, plugin_name: str) -> list[Any]:
+        items = [item for batch in self.caller_for(kind.register, plugin_name)() for item in batch or ()]
+        for item in items:
+            if not isinstance(item, kind.record):
+                raise TypeError(f"{kind.register} must yield {kind.record.__name__} records, got {type(item).__name__}")
+        return items
 
     def caller_for(self, hook_name: str, plugin_name: str) -> Any:
         """A pluggy hook caller for ``hook_name`` that asks only ``plugin_name``, inside every
@@ -246,15 +237,15 @@ class PluginHost:
         others = [i.plugin for i in _plain_impls(self.pm, hook_name) if i.plugin_name != plugin_name]
         return self.pm.subset_hook_caller(hook_name, remove_plugins=others)
 
-    def _add(self, registry: _Registry, item: Any, origin: _Origin, kind: str) -> None:
+    def _add(self, registry: _Registry, item: Any, origin: _Origin, record: str) -> None:
         name = item.name
         if name in registry.by_name:
             first = self._origins.get(registry.owner[name], _Origin(name=registry.owner[name]))
             msg = (
-                f"{kind} {name!r} is registered by both {_describe_origin(first)} and "
+                f"{record} {name!r} is registered by both {_describe_origin(first)} and "
                 f"{_describe_origin(origin)}; uninstall or block one of them"
             )
-            self._conflicts[f"{kind}:{name}"] = msg
+            self._conflicts[f"{record}:{name}"] = msg
             self._fail(origin, msg)
             return
         registry.by_name[name] = item
@@ -264,11 +255,11 @@ class PluginHost:
 
     def _registry(self, kind: str) -> _Registry:
         self._sync()
-        return {"coder": self._coders, "validator": self._validators, "predicate": self._predicates}[kind]
+        return self._registries[kind]
 
-    def _get(self, which: str, name: str, kind: str, what: str) -> Any:
-        registry = self._registry(which)
-        conflict = self._conflicts.get(f"{kind}:{name}")
+    def _get(self, kind: str, name: str) -> Any:
+        registry = self._registry(kind)
+        conflict = self._conflicts.get(f"{_KINDS[kind].record.__name__}:{name}")
         if conflict:
             raise PluginError(conflict)
         try:
@@ -281,6 +272,7 @@ class PluginHost:
                 if provider
                 else "install the plugin that provides it, then check `snodo plugins`"
             )
+            what = _KINDS[kind].what
             raise PluginError(f"no {what} named {name!r} is installed (installed: {known})", hint=hint) from None
 
     def coders(self) -> dict[str, CoderSpec]:
@@ -293,28 +285,29 @@ class PluginHost:
         return dict(sorted(self._registry("predicate").by_name.items()))
 
     def coder(self, name: str) -> CoderSpec:
-        return cast("CoderSpec", self._get("coder", name, "CoderSpec", "coder"))
+        return cast("CoderSpec", self._get("coder", name))
 
     def validator(self, name: str) -> ValidatorSpec:
-        return cast("ValidatorSpec", self._get("validator", name, "ValidatorSpec", "validator type"))
+        return cast("ValidatorSpec", self._get("validator", name))
 
     def predicate(self, name: str) -> PredicateSpec:
-        return cast("PredicateSpec", self._get("predicate", name, "PredicateSpec", "predicate"))
+        return cast("PredicateSpec", self._get("predicate", name))
 
     def owner_of(self, kind: str, name: str) -> str | None:
         return self._registry(kind).owner.get(name)
 
     # -------------------------------------------------------------------- hooks
 
-    def _dispatch(self, hook_name: str, registry: _Registry, name: str, **inputs: Any) -> Any:
-        """Ask the plugin that registered ``name`` (and no other) through its dispatch hook,
-        inside every wrapper any plugin declares for it."""
-        return self.caller_for(hook_name, registry.owner[name])(name=name, **inputs)
+    def _dispatch(self, kind: str, name: str, **inputs: Any) -> Any:
+        """Ask the plugin that registered ``name`` (a registered ``kind``), and no other, through
+        the kind's dispatch hook, inside every wrapper any plugin declares for it."""
+        owner = self._registries[kind].owner[name]
+        return self.caller_for(_KINDS[kind].dispatch, owner)(name=name, **inputs)
 
     def generate(self, name: str, request: CoderRequest) -> CoderResult:
         """One attempt of the coder ``name`` (``snodo_generate``); no answer is a coder failure."""
         self.coder(name)  # raises a PluginError naming the missing coder
-        result = self._dispatch("snodo_generate", self._coders, name, request=request)
+        result = self._dispatch("coder", name, request=request)
         if result is None:
             raise CoderError(f"coder {name!r} gave no result (its plugin's snodo_generate returned None)")
         if not isinstance(result, CoderResult):
@@ -326,7 +319,7 @@ class PluginHost:
         means "no verdict" and the runner reports it as ``validator_error``."""
         vtype = request.validator.validator_type
         self.validator(vtype)  # raises a PluginError naming the missing type
-        result = self._dispatch("snodo_validate", self._validators, vtype, request=request)
+        result = self._dispatch("validator", vtype, request=request)
         if result is not None and not isinstance(result, Verdict):
             raise TypeError(f"validator {vtype!r} returned {type(result).__name__}, not a Verdict")
         return result
@@ -334,7 +327,7 @@ class PluginHost:
     def check_predicate(self, name: str, context: PredicateContext, params: Mapping[str, Any]) -> PredicateResult:
         """The result of the predicate ``name`` (``snodo_check_predicate``); no answer raises."""
         self.predicate(name)  # raises a PluginError naming the missing predicate
-        result = self._dispatch("snodo_check_predicate", self._predicates, name, context=context, params=params)
+        result = self._dispatch("predicate", name, context=context, params=params)
         if not isinstance(result, PredicateResult):
             raise TypeError(f"predicate {name!r} returned {type(result).__name__}, not a PredicateResult")
         return result
@@ -350,75 +343,50 @@ class PluginHost:
         self, operations: tuple[FileOperation, ...], context: ArtifactContext
     ) -> tuple[tuple[FileOperation, ...], tuple[DroppedOperation, ...]]:
         """Run every filter; return (kept operations, dropped ones with reasons)."""
-        dropped: list[DroppedOperation] = []
+        dropped: dict[FileOperation, DroppedOperation] = {}
         for batch in self.pm.hook.snodo_filter_artifacts(operations=operations, context=context):
             for d in batch or ():
                 if not isinstance(d, DroppedOperation):
                     raise PluginError(f"an artifact filter returned {type(d).__name__}, not DroppedOperation")
-                if d.operation in operations and all(x.operation != d.operation for x in dropped):
-                    dropped.append(d)
-        gone = [d.operation for d in dropped]
-        kept = tuple(op for op in operations if op not in gone)
-        return kept, tuple(dropped)
+                if d.operation in operations:
+                    dropped.setdefault(d.operation, d)
+        return tuple(op for op in operations if op not in dropped), tuple(dropped.values())
 
     # -------------------------------------------------------------- reporting
 
     def failures(self) -> list[tuple[str, str]]:
         self._sync()
-        return [(_describe_origin(f.origin), f.error) for f in self._failures]
+        return [(_describe_origin(origin), error) for origin, error in self._failures]
 
     def info(self) -> list[PluginInfo]:
         self._sync()
-        rows: list[PluginInfo] = []
-        failed = {f.origin.name: f for f in self._failures if f.origin.name not in self._origins}
+        errors: dict[str, list[str]] = {}
+        for origin, error in self._failures:
+            errors.setdefault(origin.name, []).append(error)
+        rows = []
         for name, origin in sorted(self._origins.items()):
-            plugin = self.pm.get_plugin(name)
-            hooks = tuple(sorted(hc.name for hc in self.pm.get_hookcallers(plugin) or ()))
-            problems = [f.error for f in self._failures if f.origin.name == name]
+            hooks = self.pm.get_hookcallers(self.pm.get_plugin(name)) or ()
             rows.append(
                 PluginInfo(
-                    name=name,
-                    distribution=origin.distribution,
-                    version=origin.version,
-                    module=origin.module,
-                    file=origin.file,
-                    status="failed" if problems else "ok",
-                    error="; ".join(problems) or None,
-                    hooks=hooks,
-                    coders=_owned(self._coders, name),
-                    validators=_owned(self._validators, name),
-                    predicates=_owned(self._predicates, name),
+                    **asdict(origin),
+                    status="failed" if name in errors else "ok",
+                    error="; ".join(errors.get(name, ())) or None,
+                    hooks=tuple(sorted(hc.name for hc in hooks)),
+                    coders=self._owned("coder", name),
+                    validators=self._owned("validator", name),
+                    predicates=self._owned("predicate", name),
                 )
             )
-        for name, f in sorted(failed.items()):
-            rows.append(
-                PluginInfo(
-                    name=name,
-                    distribution=f.origin.distribution,
-                    version=f.origin.version,
-                    module=f.origin.module,
-                    file=f.origin.file,
-                    status="failed",
-                    error=f.error,
-                )
-            )
+        # a plugin that never registered is listed with its last failure
+        unregistered = {
+            origin.name: (origin, error) for origin, error in self._failures if origin.name not in self._origins
+        }
+        for _, (origin, error) in sorted(unregistered.items()):
+            rows.append(PluginInfo(**asdict(origin), status="failed", error=error))
         return rows
 
-
-def _plain_impls(pm: pluggy.PluginManager, hook_name: str) -> list[pluggy.HookImpl]:
-    return [i for i in getattr(pm.hook, hook_name).get_hookimpls() if not (i.wrapper or i.hookwrapper)]
-
-
-#: Each kind: (registration hook, record type) → (registry attribute, dispatch hook).
-_KINDS: dict[tuple[str, type], tuple[str, str]] = {
-    ("snodo_coders", CoderSpec): ("_coders", "snodo_generate"),
-    ("snodo_validators", ValidatorSpec): ("_validators", "snodo_validate"),
-    ("snodo_predicates", PredicateSpec): ("_predicates", "snodo_check_predicate"),
-}
-
-
-def _owned(registry: _Registry, plugin_name: str) -> tuple[str, ...]:
-    return tuple(sorted(n for n, owner in registry.owner.items() if owner == plugin_name))
+    def _owned(self, kind: str, plugin_name: str) -> tuple[str, ...]:
+        return tuple(sorted(n for n, owner in self._registries[kind].owner.items() if owner == plugin_name))
 
 
 def get_plugin_manager(

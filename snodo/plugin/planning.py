@@ -48,24 +48,19 @@ def _split_and(sentence: str) -> list[str]:
 
 def split_goal(goal: str) -> list[str]:
     """The deterministic decomposition: bullet lines, else sentences, else "and" clauses."""
-    bullets = [m.group("text") for line in goal.splitlines() if (m := _BULLET.match(line))]
-    if bullets:
-        items = bullets
-    else:
-        flat = " ".join(goal.split())
-        items = [s for s in _SENTENCE_END.split(flat) if s.strip()]
+    items = [m.group("text") for line in goal.splitlines() if (m := _BULLET.match(line))]
+    if not items:
+        items = [s for s in _SENTENCE_END.split(" ".join(goal.split())) if s.strip()]
         if len(items) == 1:
             items = _split_and(items[0])
-    tasks: list[str] = []
-    for item in items:
-        text = _clean(item)
-        if text and text.casefold() not in {t.casefold() for t in tasks}:
-            tasks.append(text)
-    if not tasks:
+    unique: dict[str, str] = {}  # the first spelling of each task, compared without case
+    for text in filter(None, map(_clean, items)):
+        unique.setdefault(text.casefold(), text)
+    if not unique:
         raise ToolError("the goal is empty: there is nothing to decompose")
-    if len(tasks) > MAX_TASKS:
-        raise ToolError(f"the goal splits into {len(tasks)} tasks; at most {MAX_TASKS} fit in one plan")
-    return tasks
+    if len(unique) > MAX_TASKS:
+        raise ToolError(f"the goal splits into {len(unique)} tasks; at most {MAX_TASKS} fit in one plan")
+    return list(unique.values())
 
 
 def deterministic_spec(task: str) -> str:

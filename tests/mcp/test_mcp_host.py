@@ -143,4 +143,4 @@ def test_a_pass_in_a_mode_that_cannot_dispatch_does_not_point_at_dispatch_task(t
     assert reply.ok and reply.data is not None
     assert reply.data["status"] == "pass" and reply.data["token_issued"] is True
     assert "dispatch_task" not in reply.data["instruction"]
-    assert "dispatch_task" not in host.instructions
+    assert "dispatch_task" not in build_instructions(host.project.protocol, host.project.mode, host.tools)

@@ -1,35 +1,28 @@
-"""Which files of a change are harness, tests or source, and what each judged copy holds.
+"""Which files of a change are harness, tests or source, what each judged copy holds, and
+what of the change a person must see (docs/judging.md, "How a change is judged" 4 and 7).
 
-The base's own pytest session says where its tests live (the files it collected and the
-conftests it loaded) and how it looks for them (``python_files``, the configuration file
-names pytest's ``locate_config`` knows). From that:
-
-- **harness**: everything that decides how tests are collected and run — every
-  ``conftest.py``, every file named like a pytest configuration file, coverage's
-  configuration, ``sitecustomize``/``usercustomize``, ``*.pth``, package metadata and entry
-  points (``*.dist-info``/``*.egg-info``, ``setup.py``), and what selects the interpreter.
-  Judged copies hold the base's version of each (or none, where the base had none).
-- **test area**: the directories the base's tests live in (a ``tests/``-like directory and
-  everything below it) and, for tests that live beside the source, the test modules
-  themselves. Judged copies hold exactly the base's files there.
-- **added test modules**: new files named like test modules; they run in a session of
-  their own, never beside the base's tests.
-- **bytecode**: compiled files (``.pyc``, extension modules) the base did not have; never
-  in a judged copy.
-- everything else is the change's source.
+The base's own pytest session says where its tests live (the files it collected, the
+conftests it loaded) and how it looks for them (``python_files``, pytest's configuration
+file names). Judged copies hold the base's harness and test area; added test modules run
+in a session of their own; bytecode the base did not have is never in a judged copy.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import os
 import posixpath
+import re
 import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from attrs import Factory, frozen
 
+from . import scan
 from .record import Session
-from .tree import SYMLINK, Entry
+from .tree import SYMLINK, Blobs, Entry
 
 #: pytest's own list when the base's session could not say (it always can from pytest 7).
 FALLBACK_CONFIG_NAMES = (
@@ -58,6 +51,8 @@ HARNESS_NAMES = frozenset(
     }
 )
 BYTECODE_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dylib", ".dll")
+MAX_DIFF_LINES = 120
+MAX_SHOWN = 20
 _TEST_DIR_NAMES = frozenset({"test", "tests", "testing", "test_suite", "testsuite"})
 
 
@@ -89,6 +84,7 @@ class Rules:
     """The base's answers: what is harness, where the tests live."""
 
     def __init__(self, base: Mapping[str, Entry], session: Session) -> None:
+        self.session = session
         names = set(session.config_names or FALLBACK_CONFIG_NAMES) | set(FALLBACK_CONFIG_NAMES)
         self.config_names = frozenset(names)
         self.inifile = session.inifile
@@ -233,3 +229,90 @@ def _shadowing(
                 found.append(f"{path}: shadows the module {name!r} the interpreter would load from elsewhere")
                 had.add(name)
     return found
+
+
+def escalations(
+    layout: Layout, base: Mapping[str, Entry], change: Mapping[str, Entry], blobs: Blobs, base_tests: Iterable[str]
+) -> list[tuple[str, str]]:
+    """What a person must see of the change: ``(what, diff or the lines found)``."""
+
+    def blob(files: Mapping[str, Entry], path: str) -> bytes | None:
+        return blobs[files[path].sha] if path in files else None
+
+    def diff(path: str) -> str:
+        return show_diff(path, blob(base, path), blob(change, path))
+
+    def stem(path: str) -> str:
+        return posixpath.basename(path)[:-3]
+
+    out = [(f"test harness changed: {p}", diff(p)) for p in layout.harness_changed]
+    out += [(f"test {'changed' if p in change else 'deleted'}: {p}", diff(p)) for p in layout.tests_changed]
+    out += [(f"added to the tests' directories: {p}", diff(p)) for p in layout.tests_added_other]
+    out += [(f"compiled or binary file added: {p} (not judged: only source is)", "") for p in layout.bytecode]
+    out += [(f"new module {line}", "") for line in layout.shadowing]
+    out += [(f"{p} replaces a directory of the base", "") for p in layout.replaced_dirs]
+    base_stems = {stem(p) for p in set(base_tests) & set(base) if p.endswith(".py")}
+    out += [
+        (f"added test module {p} has the name of a test module of the base", "")
+        for p in layout.added_tests
+        if stem(p) in base_stems
+    ]
+    added = {stem(p) for p in layout.added_tests}
+    for path in layout.source_changed:
+        new = blob(change, path)
+        if not path.endswith(".py") or new is None:
+            continue
+        found = scan.added_findings(new, blob(base, path))
+        text = new.decode("utf-8", "replace")
+        for name in added:
+            if re.search(rf"^\s*(from|import)\s+([\w.]*\.)?{re.escape(name)}\b", text, re.MULTILINE):
+                found.append(f"imports the added test module {name}")
+        if found:
+            out.append((f"source reads or steers the test harness: {path}", "\n".join(found[:MAX_SHOWN])))
+    return out
+
+
+def rewritten(copy: Path, files: Mapping[str, Entry], rules: Rules, blobs: Blobs) -> list[str]:
+    """Test-area and harness files of ``copy`` that are not, after a run, exactly what was
+    laid out (changed, removed, or new: a ``conftest.py`` written during collection would
+    have steered the rest of it)."""
+    found: list[str] = []
+    for path, entry in files.items():
+        if entry.mode == SYMLINK or not (rules.harness(path) or rules.in_test_area(path)):
+            continue
+        try:
+            data = None if (copy / path).is_symlink() else (copy / path).read_bytes()
+        except OSError:
+            data = None
+        if data != blobs[entry.sha]:
+            found.append(path)
+    for dirpath, dirnames, filenames in os.walk(copy):
+        dirnames[:] = [d for d in dirnames if d not in ("__pycache__", ".pytest_cache")]
+        for name in filenames:
+            rel = Path(dirpath, name).relative_to(copy).as_posix()
+            if rel in files or name.endswith((".pyc", ".pyo")):
+                continue
+            if rules.harness(rel) or (rules.in_test_area(rel) and rules.test_module(rel)):
+                found.append(rel)
+    return sorted(found)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_control(text: str) -> str:
+    """Control characters shown as ``\\xNN``: nothing an agent wrote moves a person's cursor."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def show_diff(path: str, old: bytes | None, new: bytes | None) -> str:
+    """A bounded unified diff of one file, control characters escaped."""
+    if b"\0" in (old or b"") or b"\0" in (new or b""):
+        return f"(binary file {path})"
+    a = (old or b"").decode("utf-8", "replace").splitlines()
+    b = (new or b"").decode("utf-8", "replace").splitlines()
+    names = ("/dev/null" if old is None else f"a/{path}", "/dev/null" if new is None else f"b/{path}")
+    lines = list(difflib.unified_diff(a, b, *names, lineterm=""))
+    if len(lines) > MAX_DIFF_LINES:
+        lines = [*lines[:MAX_DIFF_LINES], f"[... {len(lines) - MAX_DIFF_LINES} more diff lines]"]
+    return escape_control("\n".join(line[:400] for line in lines))

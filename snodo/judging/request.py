@@ -9,8 +9,8 @@ same way, and every collected test must pass.
 
 from __future__ import annotations
 
-import os
 import shlex
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,29 +19,10 @@ from snodo.base.errors import ValidatorFault
 from snodo.plugin.records import ValidationRequest
 from snodo.workspace.pysetup import python_setup
 
-from .judge import DOCS, Judgement, Options, foreign_message, judge_change, options_from_command
+from .judge import Judgement, foreign_message, judge_change
 from .record import PASSED
 from .session import run_session
-from .tooling import command_argv
-
-
-def held_out_dir(value: Any, project_root: Path) -> Path | None:
-    """``tooling.held_out``: an existing directory outside the working tree (agents can read
-    the working tree, so tests kept there would not be held out)."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise ValidatorFault("tooling.held_out must be the path of a directory outside the working tree")
-    path = Path(os.path.realpath(os.path.expanduser(value.strip())))
-    root = Path(os.path.realpath(project_root))
-    if not path.is_absolute() or path == root or root in path.parents:
-        raise ValidatorFault(
-            f"tooling.held_out {value!r} lies inside the working tree {root}, where the agent can read it",
-            hint=f"keep held-out tests outside the repository, e.g. ~/held-out/<project>; see {DOCS}",
-        )
-    if not path.is_dir():
-        raise ValidatorFault(f"tooling.held_out {value!r} is not a directory")
-    return path
+from .tooling import DOCS, Options, command_argv, held_out_dir, options_from_command
 
 
 def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeout: float | None = None) -> Judgement:
@@ -113,9 +94,9 @@ def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Ju
     s = outcome.session
     if s.foreign:
         raise ValidatorFault(foreign_message(s.foreign, workspace))
-    bad = [f"{t} ({st})" for t, st in s.status.items() if st not in (PASSED,)]
+    bad = [f"{t} ({st})" for t, st in s.status.items() if st != PASSED]
     bad += [f"{t}: could not be collected" for t in s.collect_errors]
-    details["after"] = {st: sum(1 for v in s.status.values() if v == st) for st in set(s.status.values())}
+    details["after"] = dict(Counter(s.status.values()))
     details["summary"] = s.tally()
     details["broken"] = bad[:200]
     details["failed_tests"] = [t for t, st in s.status.items() if st in ("failed", "error")][:50]

@@ -10,7 +10,6 @@ link, or that leaves the copy, is never written.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -146,14 +145,3 @@ def write_copy(dest: Path, files: Entries, blobs: Blobs) -> None:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-
-
-def is_regular(mode: str) -> bool:
-    return mode in (REGULAR, EXECUTABLE)
-
-
-def file_mode(path: Path) -> str:
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode):
-        return SYMLINK
-    return EXECUTABLE if st.st_mode & 0o111 else REGULAR

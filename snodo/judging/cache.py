@@ -68,8 +68,10 @@ def base_key(base_tree: str, python: str, opts: Options) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def load_base(cache: Path, key: str) -> BaseResult | None:
+def load_base(cache: Path | None, key: str) -> BaseResult | None:
     """The base's results stored under ``key``; ``None`` (computed again) when missing or unreadable."""
+    if cache is None:
+        return None
     try:
         data = json.loads((cache / "base" / f"{key}.json").read_text(encoding="utf-8"))
         return CONVERTER.structure({**data, "cached": True}, BaseResult)
@@ -77,10 +79,12 @@ def load_base(cache: Path, key: str) -> BaseResult | None:
         return None
 
 
-def store_base(cache: Path, key: str, result: BaseResult) -> None:
+def store_base(cache: Path | None, key: str, result: BaseResult) -> None:
     """Written whole or not at all (a temporary file renamed into place). Not
     :mod:`snodo.state.atomic`: the plugin API reaches the judge, and it must not import state
     (an import-linter contract)."""
+    if cache is None:
+        return
     path = cache / "base" / f"{key}.json"
     data = CONVERTER.unstructure(result)
     del data["cached"]

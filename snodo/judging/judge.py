@@ -1,12 +1,6 @@
-"""Judging a change by its tests, against the base, in copies snodo lays out itself
-(docs/judging.md, "How a change is judged").
-
-The base's tests run against the change's source (:mod:`.layout` splits the change): every
-test that passed at the base must pass, and every test the task names. Added test modules
-run in a session of their own, held-out tests in a copy of their own. Once the base's run
-finished, a run that does not finish or does not prove itself is a blocker, unless the
-base, run again, fails the same way: then there is no verdict.
-"""
+"""Judging a change by its tests, against the base, in copies snodo lays out itself: every
+test that passed at the base must pass, and every test the task names (docs/judging.md,
+"How a change is judged")."""
 
 from __future__ import annotations
 
@@ -22,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import Factory, frozen
+from attrs import Factory, asdict, frozen
 
 from snodo.base.errors import ValidatorFault
 from snodo.workspace.pysetup import PythonSetup, python_setup
@@ -130,7 +124,7 @@ class Judge:
         """The base's per-test results, from the cache or run now (failures once more: a test
         that passes then is flaky and not required)."""
         key = base_key(self.base_tree, self._setup(self.project_root).python, self.opts)
-        cached = load_base(self.cache, key) if self.cache is not None else None
+        cached = load_base(self.cache, key)
         if cached is not None:
             return cached
         copy = self._copy(base)
@@ -145,9 +139,8 @@ class Judge:
             if again.session is not None:
                 flaky = [t for t in failing if again.session.status.get(t) == PASSED]
         result = BaseResult(session=session, roots=roots, flaky=tuple(flaky), duration=time.monotonic() - started)
-        if self.cache is not None:
-            with contextlib.suppress(OSError):
-                store_base(self.cache, key, result)
+        with contextlib.suppress(OSError):
+            store_base(self.cache, key, result)
         return result
 
     def _base_session(self, outcome: Outcome, copy: Path) -> Session:
@@ -198,18 +191,12 @@ class Judge:
         after = self._main(layout, rules, base, min(limit, self._left() * (0.6 if later else 1.0)), limit)
         broken, fixed = self._against_base(after, bs, required) if after is not None else ([], 0)
         self.details.update(broken=broken[:200], newly_passing=fixed)
-        summary = self._summary(after, required, broken, fixed)
+        summary = self._summary(after, required, broken, fixed, len(result.flaky))
         if layout.added_tests and not self.blockers:
             summary += self._added(layout, change, limit)
-        held = self.opts.held_out is not None and not self.blockers
-        if held:
+        if self.opts.held_out is not None and not self.blockers:
             summary += self._held_out(layout, bs, limit)
-        self.details["escalations"] = [{"what": w, "shown": s} for w, s in self.escalations]
-        if self.added_excerpt:
-            self.details["added_tests_output"] = self.added_excerpt
-        if result.flaky:
-            summary += f" ({len(result.flaky)} flaky at the base, not required)"
-        empty = after is not None and not after.status and not layout.added_tests and not held
+        empty = after is not None and not after.status and not later
         return self._verdict(summary, empty=empty)
 
     def _main(
@@ -251,13 +238,9 @@ class Judge:
             for t in sorted(required)
             if (status := after.status.get(t, "not collected")) != PASSED
         ]
-        fixed = sum(1 for t, s in after.status.items() if s == PASSED and t not in required)
-        failing = [f"{t} ({s})" for t, s in after.status.items() if s in ("failed", "error")]
-        failing += [f"{t}: could not be collected" for t in after.collect_errors]
-        if self.opts.require_all and failing:
-            self.blockers.append(
-                f"{len(failing)} test(s) fail before any work: " + "; ".join(sorted(failing)[:MAX_SHOWN])
-            )
+        fixed = len(after.passing() - required)
+        if self.opts.require_all:
+            self._before_work(after)
         self._named(bs, after)
         if broken:
             more = f"; and {len(broken) - MAX_SHOWN} more" if len(broken) > MAX_SHOWN else ""
@@ -275,8 +258,18 @@ class Judge:
         )
         return broken, fixed
 
-    def _summary(self, after: Session | None, required: frozenset[str], broken: list[str], fixed: int) -> str:
-        """One line: how the base-passing tests fared and what more passes."""
+    def _before_work(self, after: Session) -> None:
+        """Before the work (pre_execute) every test that fails or errors blocks."""
+        failing = [f"{t} ({s})" for t, s in after.status.items() if s in ("failed", "error")]
+        failing += [f"{t}: could not be collected" for t in after.collect_errors]
+        if failing:
+            shown = "; ".join(sorted(failing)[:MAX_SHOWN])
+            self.blockers.append(f"{len(failing)} test(s) fail before any work: {shown}")
+
+    def _summary(
+        self, after: Session | None, required: frozenset[str], broken: list[str], fixed: int, flaky: int
+    ) -> str:
+        """One line: how the base-passing tests fared, what more passes, what is flaky."""
         summary = f"against base {self.base_commit[:12]}: "
         if after is None:
             summary += "the base's tests could not be run against the change"
@@ -284,7 +277,9 @@ class Judge:
             summary += f"{len(required) - len(broken)} of {len(required)} base-passing test(s) pass"
         if fixed:
             summary += f", {fixed} more pass now"
-        return summary if after is None else summary + f" ({after.tally()})"
+        if after is not None:
+            summary += f" ({after.tally()})"
+        return summary + (f" ({flaky} flaky at the base, not required)" if flaky else "")
 
     def _named(self, base: Session, after: Session) -> None:
         """Every test the task names must pass; one the base lacks (and the held-out tests do
@@ -314,12 +309,7 @@ class Judge:
         if s is None:
             self.blockers.append(f"the added tests: {outcome.problem}")
             return ""
-        failed = [
-            f"{t} ({st}){_first_line(s.messages.get(t))}"
-            for t, st in s.status.items()
-            if st not in (PASSED, "skipped", "xfailed")
-        ]
-        failed += [f"{t}: could not be collected" for t in s.collect_errors]
+        failed = _failing(s, ok=(PASSED, "skipped", "xfailed"))
         if failed:
             self.blockers.append(f"added tests fail: {'; '.join(failed[:MAX_SHOWN])}")
         collected = {t.split("::", 1)[0] for t in s.status}
@@ -363,6 +353,9 @@ class Judge:
     def _verdict(self, summary: str, *, empty: bool) -> Judgement:
         """Blockers block (a person's items named too); else escalations ask a person; else a
         run that collected nothing anywhere verifies nothing; else the tests pass."""
+        self.details["escalations"] = [{"what": w, "shown": s} for w, s in self.escalations]
+        if self.added_excerpt:
+            self.details["added_tests_output"] = self.added_excerpt
         severity, escalate, text = "pass", False, "tests judged " + summary
         shown = [w for w, _ in self.escalations[:MAX_SHOWN]]
         if self.blockers:
@@ -380,6 +373,13 @@ class Judge:
         return Judgement(
             severity=severity, escalate=escalate, justification=text, details=self.details, private=self.private
         )
+
+
+def _failing(session: Session, ok: Sequence[str]) -> list[str]:
+    """Each test whose status is not ``ok`` (with the last line of what went wrong), and each
+    module that could not be collected."""
+    out = [f"{t} ({st}){_first_line(session.messages.get(t))}" for t, st in session.status.items() if st not in ok]
+    return out + [f"{t}: could not be collected" for t in session.collect_errors]
 
 
 def _matching(status: Mapping[str, str], name: str) -> list[str]:
@@ -424,28 +424,14 @@ def judge_change(
 ) -> Judgement:
     """Judge ``tree`` against ``base`` (see the module docstring). Raises
     :class:`ValidatorFault` only when there is no verdict (the base cannot be judged)."""
-    material = [
-        str(repo),
-        base,
-        tree,
-        options.key(),
-        str(options.python),
-        str(options.pythonpath),
-        str(options.execution_python),
-        options.timeout,
-        options.require_all,
-        held_out_digest(options.held_out),
-        named_tests(spec),
-        str(project_root),
-    ]
+    held = held_out_digest(options.held_out)
+    material = [str(repo), base, tree, asdict(options), held, named_tests(spec), str(project_root)]
     key = hashlib.sha256(json.dumps(material, default=str).encode()).hexdigest()
 
     def compute() -> Judgement:
         judge = Judge(repo, base=base, tree=tree, project_root=project_root, options=options, spec=spec, cache=cache)
-        try:
+        with contextlib.closing(judge):
             return judge.judge()
-        finally:
-            judge.close()
 
     return _SHARED.get(key, compute)
 

@@ -1,11 +1,6 @@
 """Which files of a change are harness, tests or source, what each judged copy holds, and
 what of the change a person must see (docs/judging.md, "How a change is judged" 4 and 7).
-
-The base's own pytest session says where its tests live (the files it collected, the
-conftests it loaded) and how it looks for them (``python_files``, pytest's configuration
-file names). Judged copies hold the base's harness and test area; added test modules run
-in a session of their own; bytecode the base did not have is never in a judged copy.
-"""
+The base's own session says where its tests live and how pytest looks for them."""
 
 from __future__ import annotations
 
@@ -15,6 +10,7 @@ import os
 import posixpath
 import re
 import sys
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -133,57 +129,51 @@ def split(
 ) -> Layout:
     """Split ``change`` (the judged tree's files) against the base the rules came from."""
     base = rules.base
-    harness_changed: list[str] = []
-    tests_changed: list[str] = []
-    added_other: list[str] = []
-    added_tests: list[str] = []
-    bytecode: list[str] = []
-    source: list[str] = []
+    kinds: dict[str, list[str]] = defaultdict(list)
     main: dict[str, Entry] = {}
     for path in sorted(set(base) | set(change)):
-        b, c = base.get(path), change.get(path)
-        if rules.harness(path) or rules.in_test_area(path):
-            if b is not None:
-                main[path] = b
-            if b == c:
-                continue
-            if rules.harness(path):
-                harness_changed.append(path)
-            elif b is not None:
-                tests_changed.append(path)
-            elif rules.test_module(path) and c is not None and c.mode != SYMLINK:
-                added_tests.append(path)
-            else:
-                added_other.append(path)
-            continue
-        if c is None:
-            if b is not None:
-                source.append(path)
-            continue
-        if is_bytecode(path) and b != c:
-            bytecode.append(path)
-            if b is not None:
-                main[path] = b
-            continue
-        if b is None and rules.test_module(path) and c.mode != SYMLINK:
-            added_tests.append(path)
-            continue
-        main[path] = c
-        if b != c:
-            source.append(path)
+        kind, held = _place(rules, path, base.get(path), change.get(path))
+        if kind:
+            kinds[kind].append(path)
+        if held is not None:
+            main[path] = held
     replaced = _drop_parents(main)
-    shadowing = _shadowing(base, change, import_roots, external)
     return Layout(
-        harness_changed=tuple(harness_changed),
-        tests_changed=tuple(tests_changed),
-        tests_added_other=tuple(added_other),
-        added_tests=tuple(added_tests),
-        bytecode=tuple(bytecode),
-        shadowing=tuple(shadowing),
+        harness_changed=tuple(kinds["harness"]),
+        tests_changed=tuple(kinds["test"]),
+        tests_added_other=tuple(kinds["added other"]),
+        added_tests=tuple(kinds["added test"]),
+        bytecode=tuple(kinds["bytecode"]),
+        shadowing=tuple(_shadowing(base, change, import_roots, external)),
         replaced_dirs=tuple(replaced),
         main=main,
-        source_changed=tuple(source),
+        source_changed=tuple(kinds["source"]),
     )
+
+
+def _place(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[str, Entry | None]:
+    """What ``path`` (``b`` at the base, ``c`` after the change) is in the change ("": not
+    changed), and what the judged copy holds there: the base's harness and test area, never
+    added bytecode or test modules, else the change's source."""
+    if rules.harness(path) or rules.in_test_area(path):
+        if b == c:
+            return "", b
+        if rules.harness(path):
+            return "harness", b
+        if b is not None:
+            return "test", b
+        return "added test" if _new_test(rules, path, c) else "added other", None
+    if c is None:
+        return "source", None
+    if is_bytecode(path) and b != c:
+        return "bytecode", b
+    if b is None and _new_test(rules, path, c):
+        return "added test", None
+    return "source" if b != c else "", c
+
+
+def _new_test(rules: Rules, path: str, c: Entry | None) -> bool:
+    return c is not None and c.mode != SYMLINK and rules.test_module(path)
 
 
 def _drop_parents(files: dict[str, Entry]) -> list[str]:
@@ -236,14 +226,8 @@ def escalations(
 ) -> list[tuple[str, str]]:
     """What a person must see of the change: ``(what, diff or the lines found)``."""
 
-    def blob(files: Mapping[str, Entry], path: str) -> bytes | None:
-        return blobs[files[path].sha] if path in files else None
-
     def diff(path: str) -> str:
-        return show_diff(path, blob(base, path), blob(change, path))
-
-    def stem(path: str) -> str:
-        return posixpath.basename(path)[:-3]
+        return show_diff(path, _blob(blobs, base, path), _blob(blobs, change, path))
 
     out = [(f"test harness changed: {p}", diff(p)) for p in layout.harness_changed]
     out += [(f"test {'changed' if p in change else 'deleted'}: {p}", diff(p)) for p in layout.tests_changed]
@@ -251,18 +235,30 @@ def escalations(
     out += [(f"compiled or binary file added: {p} (not judged: only source is)", "") for p in layout.bytecode]
     out += [(f"new module {line}", "") for line in layout.shadowing]
     out += [(f"{p} replaces a directory of the base", "") for p in layout.replaced_dirs]
-    base_stems = {stem(p) for p in set(base_tests) & set(base) if p.endswith(".py")}
     out += [
         (f"added test module {p} has the name of a test module of the base", "")
-        for p in layout.added_tests
-        if stem(p) in base_stems
+        for p in _homonyms(layout, base, base_tests)
     ]
-    added = {stem(p) for p in layout.added_tests}
+    return out + _steering(layout, base, change, blobs)
+
+
+def _homonyms(layout: Layout, base: Mapping[str, Entry], base_tests: Iterable[str]) -> list[str]:
+    """Added test modules named like a test module of the base."""
+    taken = {_stem(p) for p in set(base_tests) & set(base) if p.endswith(".py")}
+    return [p for p in layout.added_tests if _stem(p) in taken]
+
+
+def _steering(
+    layout: Layout, base: Mapping[str, Entry], change: Mapping[str, Entry], blobs: Blobs
+) -> list[tuple[str, str]]:
+    """Changed source that reads or steers the harness, or imports an added test module."""
+    out = []
+    added = {_stem(p) for p in layout.added_tests}
     for path in layout.source_changed:
-        new = blob(change, path)
+        new = _blob(blobs, change, path)
         if not path.endswith(".py") or new is None:
             continue
-        found = scan.added_findings(new, blob(base, path))
+        found = scan.added_findings(new, _blob(blobs, base, path))
         text = new.decode("utf-8", "replace")
         for name in added:
             if re.search(rf"^\s*(from|import)\s+([\w.]*\.)?{re.escape(name)}\b", text, re.MULTILINE):
@@ -270,6 +266,14 @@ def escalations(
         if found:
             out.append((f"source reads or steers the test harness: {path}", "\n".join(found[:MAX_SHOWN])))
     return out
+
+
+def _blob(blobs: Blobs, files: Mapping[str, Entry], path: str) -> bytes | None:
+    return blobs[files[path].sha] if path in files else None
+
+
+def _stem(path: str) -> str:
+    return posixpath.basename(path)[:-3]
 
 
 def rewritten(copy: Path, files: Mapping[str, Entry], rules: Rules, blobs: Blobs) -> list[str]:
@@ -307,10 +311,10 @@ def escape_control(text: str) -> str:
 
 def show_diff(path: str, old: bytes | None, new: bytes | None) -> str:
     """A bounded unified diff of one file, control characters escaped."""
-    if b"\0" in (old or b"") or b"\0" in (new or b""):
+    before, after = old or b"", new or b""
+    if b"\0" in before + after:
         return f"(binary file {path})"
-    a = (old or b"").decode("utf-8", "replace").splitlines()
-    b = (new or b"").decode("utf-8", "replace").splitlines()
+    a, b = before.decode("utf-8", "replace").splitlines(), after.decode("utf-8", "replace").splitlines()
     names = ("/dev/null" if old is None else f"a/{path}", "/dev/null" if new is None else f"b/{path}")
     lines = list(difflib.unified_diff(a, b, *names, lineterm=""))
     if len(lines) > MAX_DIFF_LINES:

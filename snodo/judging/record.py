@@ -1,14 +1,7 @@
-"""Reading the judge's record of one pytest session, trusting nothing it does not prove.
-
-The record is written by :mod:`snodo.judging.inproc.snodo_judged_pytest` inside the test
-process; each line is ``MAC JSON`` with the MAC chained over every earlier line. The
-reader accepts a session only when the chain holds from the first line to the last, the
-lines come in the order a session makes them (start, collection, phases, seal, end), no
-test reports a phase twice or a phase for a test that was not collected, the seal's counts
-match the lines, nothing follows the end line, and the process's exit status is the one
-the end line states. Anything else is a :class:`Dishonest` reading, which a judgement turns
-into a blocker once the base ran to its end.
-"""
+"""Reading the judge's record of one pytest session, trusting nothing it does not prove: the
+MAC chain whole, the lines in the order a session makes them, each test's phases once and
+in order, the seal's counts right, nothing after the end line and the exit status the one
+snodo saw. Anything else is :class:`Dishonest`."""
 
 from __future__ import annotations
 

@@ -50,13 +50,17 @@ def command_argv(command: Any) -> list[str]:
         raise ValidatorFault("tooling.command must be a string or a list of strings")
     if not argv:
         raise ValidatorFault("tooling.command is empty")
-    shell = [a for a in argv if a in SHELL_TOKENS or "$(" in a or "`" in a]
+    shell = list(filter(_shell_syntax, argv))
     if shell:
         raise ValidatorFault(
             f"tooling.command is run without a shell, so {', '.join(shell)} would be passed literally",
             hint="put the pipeline in a script and make the command run the script",
         )
     return argv
+
+
+def _shell_syntax(arg: str) -> bool:
+    return arg in SHELL_TOKENS or "$(" in arg or "`" in arg
 
 
 def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
@@ -107,9 +111,9 @@ def options_from_command(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[st
     """pytest's options and paths from a test command (``python -m pytest …``, ``pytest …``);
     ``None`` when the command does not run pytest. Options that only change what pytest
     prints are dropped: the judge reads its own record, never the output."""
-    if len(argv) >= 3 and argv[1] == "-m" and argv[2] in ("pytest", "py.test"):
+    if list(argv[1:3]) in (["-m", "pytest"], ["-m", "py.test"]):
         rest = iter(argv[3:])
-    elif argv and os.path.basename(argv[0]) in ("pytest", "py.test"):
+    elif os.path.basename(argv[0] if argv else "") in ("pytest", "py.test"):
         rest = iter(argv[1:])
     else:
         return None

@@ -1,8 +1,5 @@
-"""Validating a task end to end: runner → policy → outcome → token or pending decision → audit.
-
-``validate_task`` is what ``snodo validate``, the MCP ``validate_task`` tool and the engine
-all call, so the four outcomes mean the same thing on every path (ADR 015).
-"""
+"""Validating a task end to end (runner → policy → outcome → token or pending decision →
+audit), one path for ``snodo validate``, the MCP tool and the engine (ADR 015)."""
 
 from __future__ import annotations
 
@@ -284,14 +281,12 @@ def validate_task(
     refused: tuple[dict[str, str], ...] = (),
 ) -> ValidationOutcome:
     """Run one phase for one task and settle the outcome, persisting before returning, all
-    events in one signed append to the audit log.
-
-    ``refused``: the coder's writes the artifact filter or the guard refused (path, op,
-    reason); they make the outcome ``escalate`` unless something blocks it. ``tree``: the
-    git tree a post_execute validation judges (default: the workspace's content), the one a
-    human decision adjudicates. ``escalate=False`` leaves an escalation unpersisted for the
-    caller to settle with :func:`persist_escalation`.
-    """
+    events in one signed append to the audit log. ``refused``: the coder's writes the
+    artifact filter or the guard refused (path, op, reason); they make the outcome
+    ``escalate`` unless something blocks it. ``tree``: the git tree a post_execute validation
+    judges (default: the workspace's content), the one a human decision adjudicates.
+    ``escalate=False`` leaves an escalation for the caller to settle with
+    :func:`persist_escalation`."""
     workspace = workspace or project.root
     with project.audit.batch():
         task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
@@ -410,11 +405,8 @@ def _question(results: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> tup
 
 
 def persist_escalation(project: Project, outcome: ValidationOutcome, spec: str) -> ValidationOutcome:
-    """Store the pending decision for a human; done before any caller reports the escalation.
-
-    The same question asked again (same task, spec, tree, phase, mode and verdicts) gets the
-    decision already pending for it, so a re-validation never piles up duplicates.
-    """
+    """Store the pending decision for a human before any caller reports the escalation; the
+    same question asked again (task, spec, tree, phase, mode, verdicts) gets the one pending."""
     with project.audit.batch():
         session = project.session()
         results = tuple(r.as_json() for r in outcome.results)

@@ -156,13 +156,7 @@ def _place(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[s
     changed), and what the judged copy holds there: the base's harness and test area, never
     added bytecode or test modules, else the change's source."""
     if rules.harness(path) or rules.in_test_area(path):
-        if b == c:
-            return "", b
-        if rules.harness(path):
-            return "harness", b
-        if b is not None:
-            return "test", b
-        return "added test" if _new_test(rules, path, c) else "added other", None
+        return _place_guarded(rules, path, b, c)
     if c is None:
         return "source", None
     if is_bytecode(path) and b != c:
@@ -170,6 +164,17 @@ def _place(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[s
     if b is None and _new_test(rules, path, c):
         return "added test", None
     return "source" if b != c else "", c
+
+
+def _place_guarded(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[str, Entry | None]:
+    """A harness or test-area path: the judged copy holds the base's version, if any."""
+    if b == c:
+        return "", b
+    if rules.harness(path):
+        return "harness", b
+    if b is not None:
+        return "test", b
+    return "added test" if _new_test(rules, path, c) else "added other", None
 
 
 def _new_test(rules: Rules, path: str, c: Entry | None) -> bool:
@@ -280,25 +285,31 @@ def rewritten(copy: Path, files: Mapping[str, Entry], rules: Rules, blobs: Blobs
     """Test-area and harness files of ``copy`` that are not, after a run, exactly what was
     laid out (changed, removed, or new: a ``conftest.py`` written during collection would
     have steered the rest of it)."""
-    found: list[str] = []
-    for path, entry in files.items():
-        if entry.mode == SYMLINK or not (rules.harness(path) or rules.in_test_area(path)):
-            continue
-        try:
-            data = None if (copy / path).is_symlink() else (copy / path).read_bytes()
-        except OSError:
-            data = None
-        if data != blobs[entry.sha]:
-            found.append(path)
+    guarded = [p for p, e in files.items() if e.mode != SYMLINK and (rules.harness(p) or rules.in_test_area(p))]
+    changed = [p for p in guarded if _read(copy / p) != blobs[files[p].sha]]
+    return sorted(changed + [p for p in _new_files(copy, files) if _guarded_new(rules, p)])
+
+
+def _guarded_new(rules: Rules, path: str) -> bool:
+    return rules.harness(path) or (rules.in_test_area(path) and rules.test_module(path))
+
+
+def _read(path: Path) -> bytes | None:
+    """A regular file's bytes (``None``: a link, or gone)."""
+    try:
+        return None if path.is_symlink() else path.read_bytes()
+    except OSError:
+        return None
+
+
+def _new_files(copy: Path, files: Mapping[str, Entry]) -> list[str]:
+    """Files in ``copy`` that were not laid out (bytecode and pytest's caches left out)."""
+    found = []
     for dirpath, dirnames, filenames in os.walk(copy):
         dirnames[:] = [d for d in dirnames if d not in ("__pycache__", ".pytest_cache")]
-        for name in filenames:
-            rel = Path(dirpath, name).relative_to(copy).as_posix()
-            if rel in files or name.endswith((".pyc", ".pyo")):
-                continue
-            if rules.harness(rel) or (rules.in_test_area(rel) and rules.test_module(rel)):
-                found.append(rel)
-    return sorted(found)
+        rels = (Path(dirpath, name).relative_to(copy).as_posix() for name in filenames)
+        found += [rel for rel in rels if rel not in files and not rel.endswith((".pyc", ".pyo"))]
+    return found
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

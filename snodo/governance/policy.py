@@ -12,17 +12,17 @@ validator for this task and spec.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from attrs import Factory, frozen
+from attrs import Factory, asdict, frozen
 
 # INV3 lives below state and governance (both ask it); re-exported for the governance doors
 from snodo.rules.authorisation import authorisation_refusals as authorisation_refusals  # noqa: PLC0414
 from snodo.rules.outcomes import Outcome
 
 ResultSeverity = Literal["pass", "warn", "blocker", "error"]
-Status = Outcome  # the four outcomes, named once in snodo/rules/outcomes.py
 SEVERITY_ORDER: dict[str, int] = {"pass": 0, "warn": 1, "blocker": 2}
 
 
@@ -85,21 +85,12 @@ class PolicySummary:
     adjudicated: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "pass_count": self.pass_count,
-            "warn_count": self.warn_count,
-            "blocker_count": self.blocker_count,
-            "total": self.total,
-            "required": self.required,
-            "error_count": self.error_count,
-            "adjudicated": list(self.adjudicated),
-        }
+        return asdict(self)
 
 
 @frozen(kw_only=True)
 class Classification:
-    status: Status
+    status: Outcome
     policy: PolicySummary
     reason: str
 
@@ -127,6 +118,29 @@ def required_passes(policy: str, total: int, quorum_threshold: float) -> int:
     raise ValueError(f"unknown disagreement_policy {policy!r}")
 
 
+def _count(
+    results: Sequence[ValidatorResult], policy: str, quorum_threshold: float, decided: frozenset[str]
+) -> PolicySummary:
+    """The policy's tally of the ``validator`` results (an adjudicated warning counts as a pass)."""
+    votes = [r for r in results if r.kind == "validator"]
+    counts = Counter(r.severity for r in votes)
+    used = tuple(r.validator_id for r in votes if r.severity == "warn" and r.validator_id in decided)
+    return PolicySummary(
+        name=policy,
+        pass_count=counts["pass"] + len(used),
+        warn_count=counts["warn"] - len(used),
+        blocker_count=counts["blocker"],
+        total=len(votes),
+        required=required_passes(policy, len(votes), quorum_threshold) if votes else 0,
+        error_count=counts["error"],
+        adjudicated=used,
+    )
+
+
+def _who(results: Sequence[ValidatorResult], keep: Callable[[ValidatorResult], bool]) -> list[str]:
+    return [r.validator_id for r in results if keep(r)]
+
+
 def classify(
     results: Sequence[ValidatorResult],
     *,
@@ -135,76 +149,26 @@ def classify(
     adjudicated: Iterable[str] = (),
 ) -> Classification:
     """Turn results into exactly one outcome; the policy counts only ``validator`` results."""
-    adjudicated_set = frozenset(adjudicated)
-    votes = [r for r in results if r.kind == "validator"]
-    used: list[str] = []
-    passes = warns = blockers = errors = 0
-    for r in votes:
-        if r.severity == "error":
-            errors += 1
-        elif r.severity == "blocker":
-            blockers += 1
-        elif r.severity == "warn":
-            if r.validator_id in adjudicated_set:
-                passes += 1
-                used.append(r.validator_id)
-            else:
-                warns += 1
-        else:
-            passes += 1
-    total = len(votes)
-    required = required_passes(policy, total, quorum_threshold) if total else 0
-
-    def summary() -> PolicySummary:
-        return PolicySummary(
-            name=policy,
-            pass_count=passes,
-            warn_count=warns,
-            blocker_count=blockers,
-            total=total,
-            required=required,
-            error_count=errors,
-            adjudicated=tuple(used),
-        )
-
-    if not results:
-        return Classification(
-            status="validator_error",
-            policy=summary(),
-            reason="no validator produced a result for this phase; nothing proves the work",
-        )
-    if any(r.severity == "blocker" for r in results):
-        failed = ", ".join(r.validator_id for r in results if r.severity == "blocker")
-        return Classification(status="blocker", policy=summary(), reason=f"blocked by: {failed}")
-    if any(r.severity == "error" for r in results):
-        failed = ", ".join(r.validator_id for r in results if r.severity == "error")
-        return Classification(status="validator_error", policy=summary(), reason=f"could not judge: {failed}")
-    shown = [r.validator_id for r in results if r.escalate and r.validator_id not in adjudicated_set]
-    if shown:
-        return Classification(
-            status="escalate",
-            policy=summary(),
-            reason="a person must see what the change does to the tests or their harness: " + ", ".join(shown),
-        )
-    vetoes = [
-        r for r in results if r.kind == "constraint" and r.severity == "warn" and r.validator_id not in adjudicated_set
+    decided = frozenset(adjudicated)
+    summary = _count(results, policy, quorum_threshold, decided)
+    passes, total, required = summary.pass_count, summary.total, summary.required
+    blocked = _who(results, lambda r: r.severity == "blocker")
+    failed = _who(results, lambda r: r.severity == "error")
+    shown = _who(results, lambda r: r.escalate and r.validator_id not in decided)
+    vetoes = _who(results, lambda r: r.kind == "constraint" and r.severity == "warn" and r.validator_id not in decided)
+    ladder: list[tuple[object, Outcome, str]] = [
+        (not results, "validator_error", "no validator produced a result for this phase; nothing proves the work"),
+        (blocked, "blocker", f"blocked by: {', '.join(blocked)}"),
+        (failed, "validator_error", f"could not judge: {', '.join(failed)}"),
+        (
+            shown,
+            "escalate",
+            f"a person must see what the change does to the tests or their harness: {', '.join(shown)}",
+        ),
+        (vetoes, "escalate", f"constraint warning needs a human: {', '.join(vetoes)}"),
+        (total == 0, "validator_error", "only constraints ran; no validator judged this phase"),
+        (passes >= required, "pass", f"{passes} of {total} passed ({policy} needs {required})"),
+        (True, "escalate", f"{passes} of {total} passed, {policy} needs {required}; a human must decide"),
     ]
-    if vetoes:
-        return Classification(
-            status="escalate",
-            policy=summary(),
-            reason="constraint warning needs a human: " + ", ".join(r.validator_id for r in vetoes),
-        )
-    if total == 0:
-        return Classification(
-            status="validator_error", policy=summary(), reason="only constraints ran; no validator judged this phase"
-        )
-    if passes >= required:
-        return Classification(
-            status="pass", policy=summary(), reason=f"{passes} of {total} passed ({policy} needs {required})"
-        )
-    return Classification(
-        status="escalate",
-        policy=summary(),
-        reason=f"{passes} of {total} passed, {policy} needs {required}; a human must decide",
-    )
+    status, reason = next((status, reason) for holds, status, reason in ladder if holds)
+    return Classification(status=status, policy=summary, reason=reason)

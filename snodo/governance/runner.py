@@ -1,10 +1,7 @@
-"""The ONE validator runner (ADR 015), shared by the engine, the MCP server and ``snodo validate``.
-
-It resolves a mode's validators for a phase, dispatches each through the ``snodo_validate``
-hook concurrently (bounded, declared order kept), and fails closed: a crash, a timeout, a missing plugin or a non-answer
-becomes an ``error`` result, never a pass. ``severity_cap`` lowers verdicts, never errors.
-Constraints (predicates) are evaluated alongside as vetoes. Results keep declared order.
-"""
+"""The ONE validator runner (ADR 015), shared by the engine, the MCP server and ``snodo
+validate``: a phase's validators through the ``snodo_validate`` hook, concurrently, in
+declared order, failing closed (a crash, a timeout, a missing plugin or a non-answer is an
+``error`` result); constraints alongside as vetoes."""
 
 from __future__ import annotations
 
@@ -181,108 +178,137 @@ def _cpus() -> int:
 def run_phase(
     host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None = None, limit: int | None = None
 ) -> list[ValidatorResult]:
-    """Run the mode's validators for ``inp.phase`` concurrently; results in declared order.
-
-    At most ``limit`` (default :func:`concurrency_limit`) run at once, started in declared
-    order by this thread only, so an interrupt here starts nothing more. Each runs on a
-    (reused) daemon thread in a copy of the caller's context (its sandbox policy, its MCP call
-    scope, whose cancellation kills every running validator's process tree) and is bounded
-    by its ``tooling.timeout`` counted from its own start: one that overruns is reported as
-    an error and abandoned, and its slot goes to the next (subprocess-based validators kill
-    their own process groups on timeout). Results and progress follow declared order,
-    never completion order, so verdicts and audit events are deterministic.
-    """
+    """Run the mode's validators for ``inp.phase`` concurrently, at most ``limit`` at once
+    (default :func:`concurrency_limit`), started in declared order by this thread only (an
+    interrupt here starts nothing more), each in a copy of the caller's context (its sandbox
+    policy, its MCP call scope) and bounded by its ``tooling.timeout``; results in declared
+    order."""
     validators = inp.protocol.validators_for(inp.mode, inp.phase)
-    width = concurrency_limit(len(validators)) if limit is None else max(1, limit)
-    slots: list[ValidatorResult | None] = [None] * len(validators)
-    finished: queue.SimpleQueue[tuple[int, ValidatorResult]] = queue.SimpleQueue()
-    running: dict[int, float] = {}  # index -> deadline
-    waiting = deque(enumerate(validators))
-    reported = 0
-    known = inp.uncommitted
-    # read once, if a validator asks (none when the caller knows it)
-    if known is not None:
-        status = WorkspaceStatus(lambda: known)
-    else:
-        status = WorkspaceStatus(lambda: uncommitted(inp.workspace))
-
+    known = inp.uncommitted  # read once, if a validator asks (none when the caller knows it)
+    status = WorkspaceStatus(lambda: uncommitted(inp.workspace) if known is None else known)
     try:
         snapshot: Snapshot | str | None = _snapshot(host, inp, validators)
     except (OSError, EnvironmentProblem) as exc:  # fails closed: no copy, no verdict
         snapshot = f"could not take a snapshot of the judged tree: {exc}"
-
     planted: list[tuple[str, str]] = []  # (path, reason) from every validator's copy
 
-    def work(i: int, v: Validator) -> None:
+    def work(v: Validator) -> ValidatorResult:
         if snapshot is None or not _needs_copy(host, v):
             with confined(inp.sandbox):
-                finished.put((i, _run_one(host, v, inp, status)))
-            return
-        started = time.monotonic()
-        own = _runs_code(host, v)
-        try:
-            if isinstance(snapshot, str):
-                raise EnvironmentProblem(snapshot)
-            copy = snapshot.copy(v.validator_id) if own else snapshot.shared()
-            policy = _moved_to(inp.sandbox, copy if own else snapshot.empty(), snapshot)
-        except (OSError, EnvironmentProblem) as exc:
-            message = f"no copy of the judged tree to judge in: {exc}"
-            finished.put((i, _error(v.validator_id, v.validator_type, message, started)))
-            return
-        watch = GitMetaWatch(copy, index=False) if own else None  # removed after: no git runs there
-        try:
-            with confined(policy):
-                result = _run_one(host, v, inp, status, copy)
-            if watch is not None:  # git metadata the confined code planted in its copy: refused
-                planted.extend(watch.intruders())
-            finished.put((i, result))
-        finally:
-            if own:
-                snapshot.remove(copy)
+                return _run_one(host, v, inp, status)
+        return _run_in_copy(host, v, inp, status, snapshot, planted)
 
     try:
-        while waiting or running:
-            while waiting and len(running) < width:
-                i, v = waiting.popleft()
-                if progress:
-                    progress(f"{inp.phase}: running {v.validator_id} ({v.validator_type})", None)
-                ctx = contextvars.copy_context()
-                running[i] = time.monotonic() + v.timeout + _grace(v.timeout)
-                # a daemon: a validator abandoned at its timeout never keeps the process from exiting
-                job = threading.Thread(target=ctx.run, args=(work, i, v), name="snodo-validator", daemon=True)
-                job.start()
-            try:
-                # in slices: a signal the kernel delivered to a validator's thread is only acted on
-                # (KeyboardInterrupt, Interrupted) when this, the main, thread runs again
-                i, result = finished.get(timeout=min(_SLICE, max(0.0, min(running.values()) - time.monotonic())))
-            except queue.Empty:
-                now = time.monotonic()
-                for i in [i for i, deadline in running.items() if deadline <= now]:
-                    v = validators[i]
-                    message = f"timed out after {v.timeout:g}s without a verdict"
-                    started = running.pop(i) - v.timeout - _grace(v.timeout)
-                    slots[i] = _error(v.validator_id, v.validator_type, message, started)
-            else:
-                if running.pop(i, None) is not None:  # a verdict after its deadline stays a timeout
-                    slots[i] = result
-            while reported < len(slots) and (done := slots[reported]) is not None:
-                if progress:
-                    progress(f"{inp.phase}: {validators[reported].validator_id} → {done.severity}", done)
-                reported += 1
-
+        width = concurrency_limit(len(validators)) if limit is None else max(1, limit)
+        results = _in_declared_order(validators, work, width, inp.phase, progress)
         if planted:  # the phase earns nothing; the caller records and refuses each path
             raise GitMetadataRefused(sorted(planted))
-        results = [r for r in slots if r is not None]
         constraints = constraints_for(inp.protocol, inp.mode, validators)
         if isinstance(snapshot, Snapshot) and constraints:
             # predicates read files too: they see the same snapshot (one copy, run one by one)
             where = snapshot.copy("constraints")
             inp = evolve(inp, workspace=where, sandbox=_moved_to(inp.sandbox, where, snapshot))
-        results += run_constraints(host, constraints, inp, progress=progress)
-        return results
+        return results + run_constraints(host, constraints, inp, progress=progress)
     finally:
         if isinstance(snapshot, Snapshot):
             snapshot.close()
+
+
+def _run_in_copy(
+    host: PluginHost,
+    v: Validator,
+    inp: PhaseInput,
+    status: WorkspaceStatus,
+    snapshot: Snapshot | str,
+    planted: list[tuple[str, str]],
+) -> ValidatorResult:
+    """``v`` judging in a copy of the snapshot: its own when it runs code (git metadata it
+    plants there is collected into ``planted``), else the one copy readers share."""
+    started = time.monotonic()
+    own = _runs_code(host, v)
+    try:
+        if isinstance(snapshot, str):
+            raise EnvironmentProblem(snapshot)
+        copy = snapshot.copy(v.validator_id) if own else snapshot.shared()
+        policy = _moved_to(inp.sandbox, copy if own else snapshot.empty(), snapshot)
+    except (OSError, EnvironmentProblem) as exc:
+        return _error(v.validator_id, v.validator_type, f"no copy of the judged tree to judge in: {exc}", started)
+    watch = GitMetaWatch(copy, index=False) if own else None  # removed after: no git runs there
+    try:
+        with confined(policy):
+            result = _run_one(host, v, inp, status, copy)
+        if watch is not None:
+            planted.extend(watch.intruders())
+        return result
+    finally:
+        if own:
+            snapshot.remove(copy)
+
+
+def _in_declared_order(
+    validators: Sequence[Validator],
+    work: Callable[[Validator], ValidatorResult],
+    width: int,
+    phase: str,
+    progress: ProgressFn | None,
+) -> list[ValidatorResult]:
+    """``work`` for every validator, ``width`` at once, each on a daemon thread of its own
+    (an abandoned one never keeps the process from exiting) and bounded by its timeout."""
+    slots: dict[int, ValidatorResult] = {}
+    finished: queue.SimpleQueue[tuple[int, ValidatorResult]] = queue.SimpleQueue()
+    running: dict[int, float] = {}  # index -> deadline
+    waiting = deque(enumerate(validators))
+    reported = 0
+
+    def job(i: int, v: Validator) -> None:
+        finished.put((i, work(v)))
+
+    while waiting or running:
+        while waiting and len(running) < width:
+            i, v = waiting.popleft()
+            if progress:
+                progress(f"{phase}: running {v.validator_id} ({v.validator_type})", None)
+            running[i] = time.monotonic() + v.timeout + _grace(v.timeout)
+            ctx = contextvars.copy_context()
+            threading.Thread(target=ctx.run, args=(job, i, v), name="snodo-validator", daemon=True).start()
+        try:
+            # in slices: a signal the kernel delivered to a validator's thread is only acted on
+            # (KeyboardInterrupt, Interrupted) when this, the main, thread runs again
+            i, result = finished.get(timeout=min(_SLICE, max(0.0, min(running.values()) - time.monotonic())))
+        except queue.Empty:
+            slots.update(_expired(running, validators))
+        else:
+            if running.pop(i, None) is not None:  # a verdict after its deadline stays a timeout
+                slots[i] = result
+        reported = _report(slots, reported, validators, phase, progress)
+    return [slots[i] for i in range(len(validators))]
+
+
+def _report(
+    slots: dict[int, ValidatorResult],
+    reported: int,
+    validators: Sequence[Validator],
+    phase: str,
+    progress: ProgressFn | None,
+) -> int:
+    """Progress for the results from ``reported`` on that are in (declared order, never
+    completion order, so verdicts and audit events are deterministic); the next to report."""
+    while reported in slots:
+        if progress:
+            progress(f"{phase}: {validators[reported].validator_id} → {slots[reported].severity}", slots[reported])
+        reported += 1
+    return reported
+
+
+def _expired(running: dict[int, float], validators: Sequence[Validator]) -> dict[int, ValidatorResult]:
+    """The running validators past their deadline, taken off ``running`` as timeout errors."""
+    now = time.monotonic()
+    out = {}
+    for i in [i for i, deadline in running.items() if deadline <= now]:
+        v = validators[i]
+        started = running.pop(i) - v.timeout - _grace(v.timeout)
+        out[i] = _error(v.validator_id, v.validator_type, f"timed out after {v.timeout:g}s without a verdict", started)
+    return out
 
 
 def _moved_to(policy: SandboxPolicy | None, copy: Path, snapshot: Snapshot) -> SandboxPolicy | None:
@@ -296,17 +322,18 @@ def _moved_to(policy: SandboxPolicy | None, copy: Path, snapshot: Snapshot) -> S
 def _needs_copy(host: PluginHost, v: Validator) -> bool:
     """Whether ``v`` reads the work through its workspace (every validator but those that
     declare they judge git objects alone; an unknown type too: it fails on its own)."""
-    try:
-        return not host.validator(v.validator_type).judges_objects
-    except Exception:
-        return True
+    return not _declared(host, v, "judges_objects", unknown=False)
 
 
 def _runs_code(host: PluginHost, v: Validator) -> bool:
+    return _declared(host, v, "runs_code", unknown=True)
+
+
+def _declared(host: PluginHost, v: Validator, attribute: str, *, unknown: bool) -> bool:
     try:
-        return host.validator(v.validator_type).runs_code
+        return bool(getattr(host.validator(v.validator_type), attribute))
     except Exception:
-        return True
+        return unknown
 
 
 def _snapshot(host: PluginHost, inp: PhaseInput, validators: Sequence[Validator]) -> Snapshot | None:
@@ -321,8 +348,7 @@ def _snapshot(host: PluginHost, inp: PhaseInput, validators: Sequence[Validator]
         return None
     base = work.base
     head = base if base is None or _is_commit_id(base) else resolve(work.repo, base)
-    cache = work.cache / "git" if work.cache is not None else None
-    return Snapshot(work.repo, tree, base=head, project_root=inp.project_root or inp.workspace, cache_dir=cache)
+    return Snapshot(work.repo, tree, base=head, project_root=inp.project_root or inp.workspace)
 
 
 def _is_commit_id(text: str) -> bool:

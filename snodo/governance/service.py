@@ -1,8 +1,5 @@
-"""Validating a task end to end: runner → policy → outcome → token or pending decision → audit.
-
-``validate_task`` is what ``snodo validate``, the MCP ``validate_task`` tool and the engine
-all call, so the four outcomes mean the same thing on every path (ADR 015).
-"""
+"""Validating a task end to end (runner → policy → outcome → token or pending decision →
+audit), one path for ``snodo validate``, the MCP tool and the engine (ADR 015)."""
 
 from __future__ import annotations
 
@@ -208,15 +205,10 @@ def _decision_results(
 
 
 def judged_tree(workspace: Path) -> str:
-    """The git tree id of the workspace as validators judge it: a snapshot of the checkout.
-
-    That is the index with every file of the working tree added that git would add
-    (``git add --all``: new files too, ignored ones not): in the engine's working copy,
-    right after it commits, exactly the judged commit's tree. ``.snodo/`` counts as staged
-    (its working copy holds runtime state), and a Python environment at the top of the
-    checkout (a directory with a ``pyvenv.cfg``) is never part of the work. Built in a
-    throw-away copy of the index: the user's index is untouched. "" outside a git work tree.
-    """
+    """The git tree id of the workspace as validators judge it: the index with every file
+    ``git add --all`` would add, built in a throw-away copy of the index (the user's is
+    untouched); ``.snodo/`` counts as staged and a top-level Python environment is never
+    part of the work. "" outside a git work tree."""
     with tempfile.TemporaryDirectory(prefix="snodo-tree-") as scratch:
         index = os.path.join(scratch, "index")
         own = {"GIT_INDEX_FILE": index, "GIT_OPTIONAL_LOCKS": "0", "GIT_LITERAL_PATHSPECS": "0"}
@@ -288,35 +280,104 @@ def validate_task(
     base: str | None = None,
     refused: tuple[dict[str, str], ...] = (),
 ) -> ValidationOutcome:
-    """Run one phase for one task and settle the outcome, persisting before returning.
-
-    ``refused`` names the coder's writes the artifact filter or the guard refused (path, op,
-    reason): never dropped quietly, they make the outcome ``escalate`` (a person decides
-    whether the work stands without them) unless something blocks it.
-
-    Every event of the call goes into the audit log as one signed append. A post_execute
-    validation judges a git tree (``tree``, else the workspace's content): a human decision
-    adjudicates that exact tree only. ``escalate=False`` leaves an escalation unpersisted
-    (the engine's intermediate recovery attempts); the caller then settles it with
-    :func:`persist_escalation`.
-    """
+    """Run one phase for one task and settle the outcome, persisting before returning, all
+    events in one signed append to the audit log. ``refused``: the coder's writes the
+    artifact filter or the guard refused (path, op, reason); they make the outcome
+    ``escalate`` unless something blocks it. ``tree``: the git tree a post_execute validation
+    judges (default: the workspace's content), the one a human decision adjudicates.
+    ``escalate=False`` leaves an escalation for the caller to settle with
+    :func:`persist_escalation`."""
+    workspace = workspace or project.root
     with project.audit.batch():
-        return _validate_task(
-            project,
-            spec=spec,
-            task_id=task_id,
-            phase=phase,
-            changed_files=changed_files,
-            diff=diff,
-            issue_token=issue_token,
+        task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
+        sha = spec_sha256(spec)
+        if tree is None:
+            tree = judged_tree(workspace) if phase == "post_execute" else ""
+        session = project.session()
+        adjudicated, vetoes = _decision_results(project, task_id, sha, tree)
+        results = run_phase(
+            project.host,
+            PhaseInput(
+                protocol=project.protocol,
+                mode=project.mode,
+                phase=phase,
+                task_id=task_id,
+                task_spec=spec,
+                workspace=workspace,
+                changed_files=changed_files,
+                diff=diff,
+                sandbox=project.sandbox_policy(workspace),
+                project_root=project.root,
+                uncommitted=uncommitted,
+                work=_judged_work(project, workspace, tree, uncommitted, base),
+            ),
             progress=progress,
-            workspace=workspace or project.root,
-            escalate=escalate,
-            tree=tree,
-            uncommitted=uncommitted,
-            base=base,
-            refused=refused,
         )
+        results = [*results, *vetoes, *_refused_writes(refused)]
+        cls = classify(
+            results,
+            policy=project.protocol.disagreement_policy,
+            quorum_threshold=project.protocol.quorum_threshold,
+            adjudicated=adjudicated,
+        )
+        project.record(
+            "validate",
+            task_id=task_id,
+            spec_sha256=sha,
+            phase=phase,
+            status=cls.status,
+            results=[r.as_json() for r in results],
+            policy=cls.policy.as_json(),
+            session_id=session.session_id,
+            **({"tree": tree} if tree else {}),
+            **project.loaded.provenance(),
+        )
+        token = _token(project, cls, phase, results, task_id, sha) if issue_token else None
+        outcome = ValidationOutcome(
+            status=cls.status,
+            task_id=task_id,
+            spec_sha256=sha,
+            phase=phase,
+            results=tuple(results),
+            classification=cls,
+            token=token,
+            tree=tree,
+        )
+        if cls.status == "escalate" and escalate:
+            outcome = persist_escalation(project, outcome, spec)
+        return outcome
+
+
+def _token(
+    project: Project, cls: Classification, phase: str, results: list[ValidatorResult], task_id: str, sha: str
+) -> str | None:
+    """The single-use token a pass before the work (pre_execute) earns, recorded as issued."""
+    if cls.status != "pass" or phase != "pre_execute":
+        return None
+    validators = [r.validator_id for r in results if r.kind == "validator"]
+    token, claims = project.tokens.issued(task_id=task_id, spec_sha256=sha, mode=project.mode_id, validators=validators)
+    project.record("token_issued", task_id=task_id, spec_sha256=sha, jti=claims.jti, exp=claims.exp)
+    return token
+
+
+def _judged_work(
+    project: Project, workspace: Path, tree: str, uncommitted: tuple[str, ...] | None, base: str | None
+) -> JudgedWork:
+    """The judged tree (read only if a validator asks) and the base it is judged against."""
+
+    def read_tree() -> str:
+        if tree:
+            return tree
+        if uncommitted == ():  # the caller knows the checkout holds exactly its HEAD commit
+            return tree_of(workspace, "HEAD")
+        return judged_tree(workspace)
+
+    return JudgedWork(
+        workspace,
+        base if base is not None else (lambda: default_base(project)),
+        read_tree,
+        cache=project.home / "judging",
+    )
 
 
 def _refused_writes(refused: tuple[dict[str, str], ...]) -> list[ValidatorResult]:
@@ -337,103 +398,6 @@ def _refused_writes(refused: tuple[dict[str, str], ...]) -> list[ValidatorResult
     ]
 
 
-def _validate_task(
-    project: Project,
-    *,
-    spec: str,
-    task_id: str | None,
-    phase: str,
-    changed_files: tuple[str, ...],
-    diff: str,
-    issue_token: bool,
-    progress: ProgressFn | None,
-    workspace: Path,
-    escalate: bool,
-    tree: str | None,
-    uncommitted: tuple[str, ...] | None = None,
-    base: str | None = None,
-    refused: tuple[dict[str, str], ...] = (),
-) -> ValidationOutcome:
-    task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
-    sha = spec_sha256(spec)
-    if tree is None:
-        tree = judged_tree(workspace) if phase == "post_execute" else ""
-    session = project.session()
-    adjudicated, vetoes = _decision_results(project, task_id, sha, tree)
-    known_tree = tree
-
-    def read_tree() -> str:
-        if known_tree:
-            return known_tree
-        if uncommitted == ():  # the caller knows the checkout holds exactly its HEAD commit
-            return tree_of(workspace, "HEAD")
-        return judged_tree(workspace)
-
-    work = JudgedWork(
-        workspace,
-        base if base is not None else (lambda: default_base(project)),
-        read_tree,
-        cache=project.home / "judging",
-    )
-    results = run_phase(
-        project.host,
-        PhaseInput(
-            protocol=project.protocol,
-            mode=project.mode,
-            phase=phase,
-            task_id=task_id,
-            task_spec=spec,
-            workspace=workspace,
-            changed_files=changed_files,
-            diff=diff,
-            sandbox=project.sandbox_policy(workspace or project.root),
-            project_root=project.root,
-            uncommitted=uncommitted,
-            work=work,
-        ),
-        progress=progress,
-    )
-    results = [*results, *vetoes, *_refused_writes(refused)]
-    cls = classify(
-        results,
-        policy=project.protocol.disagreement_policy,
-        quorum_threshold=project.protocol.quorum_threshold,
-        adjudicated=adjudicated,
-    )
-    project.record(
-        "validate",
-        task_id=task_id,
-        spec_sha256=sha,
-        phase=phase,
-        status=cls.status,
-        results=[r.as_json() for r in results],
-        policy=cls.policy.as_json(),
-        session_id=session.session_id,
-        **({"tree": tree} if tree else {}),
-        **project.loaded.provenance(),
-    )
-    token = None
-    if cls.status == "pass" and phase == "pre_execute" and issue_token:
-        validators = [r.validator_id for r in results if r.kind == "validator"]
-        token, claims = project.tokens.issued(
-            task_id=task_id, spec_sha256=sha, mode=project.mode_id, validators=validators
-        )
-        project.record("token_issued", task_id=task_id, spec_sha256=sha, jti=claims.jti, exp=claims.exp)
-    outcome = ValidationOutcome(
-        status=cls.status,
-        task_id=task_id,
-        spec_sha256=sha,
-        phase=phase,
-        results=tuple(results),
-        classification=cls,
-        token=token,
-        tree=tree,
-    )
-    if cls.status == "escalate" and escalate:
-        outcome = persist_escalation(project, outcome, spec)
-    return outcome
-
-
 def _question(results: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> tuple[tuple[str, str, bool], ...]:
     """What a human is asked to decide, from the results: who said what (not their wording,
     which varies from run to run, e.g. test timings)."""
@@ -441,42 +405,36 @@ def _question(results: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> tup
 
 
 def persist_escalation(project: Project, outcome: ValidationOutcome, spec: str) -> ValidationOutcome:
-    """Store the pending decision for a human; done before any caller reports the escalation.
-
-    The same question asked again (same task, spec, tree, phase, mode and verdicts) gets the
-    decision already pending for it, so a re-validation never piles up duplicates.
-    """
+    """Store the pending decision for a human before any caller reports the escalation; the
+    same question asked again (task, spec, tree, phase, mode, verdicts) gets the one pending."""
     with project.audit.batch():
         session = project.session()
         results = tuple(r.as_json() for r in outcome.results)
         question = (outcome.task_id, outcome.spec_sha256, outcome.tree, outcome.phase, project.mode_id)
-        for _s, existing in project.sessions.pending(project.root):
-            same = (existing.task_id, existing.spec_sha256, existing.tree, existing.phase, existing.mode)
-            if same == question and _question(existing.results) == _question(results):
-                project.record(
-                    "escalated",
-                    task_id=outcome.task_id,
-                    decision_id=existing.decision_id,
-                    phase=outcome.phase,
-                    session_id=session.session_id,
-                    reason=outcome.classification.reason,
-                    repeated=True,
-                )
-                return evolve(outcome, decision_id=existing.decision_id)
-        decision_id = "dec-" + secrets.token_hex(6)
-        pending = PendingDecision(
-            decision_id=decision_id,
-            task_id=outcome.task_id,
-            spec_sha256=outcome.spec_sha256,
-            mode=project.mode_id,
-            phase=outcome.phase,
-            results=results,
-            policy=outcome.classification.policy.as_json(),
-            created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
-            spec_text=spec,
-            tree=outcome.tree,
+        repeated = next(
+            (
+                existing.decision_id
+                for _s, existing in project.sessions.pending(project.root)
+                if (existing.task_id, existing.spec_sha256, existing.tree, existing.phase, existing.mode) == question
+                and _question(existing.results) == _question(results)
+            ),
+            None,
         )
-        project.sessions.add_pending(session.session_id, pending)
+        decision_id = repeated if repeated is not None else "dec-" + secrets.token_hex(6)
+        if repeated is None:
+            pending = PendingDecision(
+                decision_id=decision_id,
+                task_id=outcome.task_id,
+                spec_sha256=outcome.spec_sha256,
+                mode=project.mode_id,
+                phase=outcome.phase,
+                results=results,
+                policy=outcome.classification.policy.as_json(),
+                created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+                spec_text=spec,
+                tree=outcome.tree,
+            )
+            project.sessions.add_pending(session.session_id, pending)
         project.record(
             "escalated",
             task_id=outcome.task_id,
@@ -484,6 +442,6 @@ def persist_escalation(project: Project, outcome: ValidationOutcome, spec: str) 
             phase=outcome.phase,
             session_id=session.session_id,
             reason=outcome.classification.reason,
-            **({"tree": outcome.tree} if outcome.tree else {}),
+            **({"repeated": True} if repeated is not None else {"tree": outcome.tree} if outcome.tree else {}),
         )
     return evolve(outcome, decision_id=decision_id)

@@ -5,17 +5,7 @@ criterion "tests pass" reach it through :func:`snodo.api.judge_tests`). docs/jud
 says what it defends against and what it cannot.
 """
 
-from snodo.judging.judge import Judgement, Options, judge_change, named_tests, options_from_command, show_diff
+from snodo.judging.judge import Judgement, judge_change
 from snodo.judging.request import judge_tests
-from snodo.judging.tooling import pytest_tooling
 
-__all__ = [
-    "Judgement",
-    "Options",
-    "judge_change",
-    "judge_tests",
-    "named_tests",
-    "options_from_command",
-    "pytest_tooling",
-    "show_diff",
-]
+__all__ = ["Judgement", "judge_change", "judge_tests"]

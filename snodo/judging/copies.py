@@ -1,24 +1,8 @@
-"""One snapshot per validation, one private copy of it per validator (SPEC §3 "One snapshot").
-
-Validators of a phase run at once, and some of them run agent code (a project check, a
-hook). Were they to share a work tree, that code could rewrite a file while another
-validator reads it and put it back before anyone looked again: the verdicts would be about
-bytes nobody attested. So every validator that reads the work through its workspace gets a
-copy of the judged tree of its own, written by snodo from git's object store
-(:mod:`snodo.judging.tree`), and thrown away when it is done.
-
-A copy is a git work tree, as the checkout it stands for: its ``.git`` is a directory
-snodo writes itself (no ``git init``, no template, no configuration but what is listed
-here), its objects are the project's (``objects/info/alternates``, read-only for confined
-code), its index holds the judged tree and its ``HEAD`` is the base, so ``git diff
---cached`` shows the change under judgement. The project's hooks come along (the
-``core.hooksPath`` setting, or the files of the repository's ``hooks/`` directory), for the
-``git-hooks`` validator; nothing else of the project's git configuration does.
-
-The copies live in one private directory (mode 0700) per snapshot, outside every work tree:
-no parent of a copy is writable by confined code (bubblewrap gives it a private ``/tmp``,
-Landlock grants no write outside its workspace).
-"""
+"""One snapshot per validation, one private copy of it per validator (docs/security.md,
+"One snapshot"): written from git's object store into a private directory (mode 0700) per
+snapshot, each copy a git work tree whose ``.git`` snodo writes itself (objects through
+``alternates``, the judged tree in its index, the base as ``HEAD``, the project's hooks and
+nothing else of its configuration)."""
 
 from __future__ import annotations
 
@@ -56,10 +40,8 @@ class Snapshot:
         *,
         base: str | None,
         project_root: Path | None = None,
-        cache_dir: Path | None = None,
     ) -> None:
         self.repo = repo
-        self.cache_dir = cache_dir
         self.tree = tree
         self.base = base
         self.project_root = project_root or repo

@@ -1,35 +1,24 @@
-"""Which files of a change are harness, tests or source, and what each judged copy holds.
-
-The base's own pytest session says where its tests live (the files it collected and the
-conftests it loaded) and how it looks for them (``python_files``, the configuration file
-names pytest's ``locate_config`` knows). From that:
-
-- **harness**: everything that decides how tests are collected and run — every
-  ``conftest.py``, every file named like a pytest configuration file, coverage's
-  configuration, ``sitecustomize``/``usercustomize``, ``*.pth``, package metadata and entry
-  points (``*.dist-info``/``*.egg-info``, ``setup.py``), and what selects the interpreter.
-  Judged copies hold the base's version of each (or none, where the base had none).
-- **test area**: the directories the base's tests live in (a ``tests/``-like directory and
-  everything below it) and, for tests that live beside the source, the test modules
-  themselves. Judged copies hold exactly the base's files there.
-- **added test modules**: new files named like test modules; they run in a session of
-  their own, never beside the base's tests.
-- **bytecode**: compiled files (``.pyc``, extension modules) the base did not have; never
-  in a judged copy.
-- everything else is the change's source.
-"""
+"""Which files of a change are harness, tests or source, what each judged copy holds, and
+what of the change a person must see (docs/judging.md, "How a change is judged" 4 and 7).
+The base's own session says where its tests live and how pytest looks for them."""
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import os
 import posixpath
+import re
 import sys
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from attrs import Factory, frozen
 
+from . import scan
 from .record import Session
-from .tree import SYMLINK, Entry
+from .tree import SYMLINK, Blobs, Entry
 
 #: pytest's own list when the base's session could not say (it always can from pytest 7).
 FALLBACK_CONFIG_NAMES = (
@@ -58,6 +47,8 @@ HARNESS_NAMES = frozenset(
     }
 )
 BYTECODE_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dylib", ".dll")
+MAX_DIFF_LINES = 120
+MAX_SHOWN = 20
 _TEST_DIR_NAMES = frozenset({"test", "tests", "testing", "test_suite", "testsuite"})
 
 
@@ -89,6 +80,7 @@ class Rules:
     """The base's answers: what is harness, where the tests live."""
 
     def __init__(self, base: Mapping[str, Entry], session: Session) -> None:
+        self.session = session
         names = set(session.config_names or FALLBACK_CONFIG_NAMES) | set(FALLBACK_CONFIG_NAMES)
         self.config_names = frozenset(names)
         self.inifile = session.inifile
@@ -137,57 +129,56 @@ def split(
 ) -> Layout:
     """Split ``change`` (the judged tree's files) against the base the rules came from."""
     base = rules.base
-    harness_changed: list[str] = []
-    tests_changed: list[str] = []
-    added_other: list[str] = []
-    added_tests: list[str] = []
-    bytecode: list[str] = []
-    source: list[str] = []
+    kinds: dict[str, list[str]] = defaultdict(list)
     main: dict[str, Entry] = {}
     for path in sorted(set(base) | set(change)):
-        b, c = base.get(path), change.get(path)
-        if rules.harness(path) or rules.in_test_area(path):
-            if b is not None:
-                main[path] = b
-            if b == c:
-                continue
-            if rules.harness(path):
-                harness_changed.append(path)
-            elif b is not None:
-                tests_changed.append(path)
-            elif rules.test_module(path) and c is not None and c.mode != SYMLINK:
-                added_tests.append(path)
-            else:
-                added_other.append(path)
-            continue
-        if c is None:
-            if b is not None:
-                source.append(path)
-            continue
-        if is_bytecode(path) and b != c:
-            bytecode.append(path)
-            if b is not None:
-                main[path] = b
-            continue
-        if b is None and rules.test_module(path) and c.mode != SYMLINK:
-            added_tests.append(path)
-            continue
-        main[path] = c
-        if b != c:
-            source.append(path)
+        kind, held = _place(rules, path, base.get(path), change.get(path))
+        if kind:
+            kinds[kind].append(path)
+        if held is not None:
+            main[path] = held
     replaced = _drop_parents(main)
-    shadowing = _shadowing(base, change, import_roots, external)
     return Layout(
-        harness_changed=tuple(harness_changed),
-        tests_changed=tuple(tests_changed),
-        tests_added_other=tuple(added_other),
-        added_tests=tuple(added_tests),
-        bytecode=tuple(bytecode),
-        shadowing=tuple(shadowing),
+        harness_changed=tuple(kinds["harness"]),
+        tests_changed=tuple(kinds["test"]),
+        tests_added_other=tuple(kinds["added other"]),
+        added_tests=tuple(kinds["added test"]),
+        bytecode=tuple(kinds["bytecode"]),
+        shadowing=tuple(_shadowing(base, change, import_roots, external)),
         replaced_dirs=tuple(replaced),
         main=main,
-        source_changed=tuple(source),
+        source_changed=tuple(kinds["source"]),
     )
+
+
+def _place(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[str, Entry | None]:
+    """What ``path`` (``b`` at the base, ``c`` after the change) is in the change ("": not
+    changed), and what the judged copy holds there: the base's harness and test area, never
+    added bytecode or test modules, else the change's source."""
+    if rules.harness(path) or rules.in_test_area(path):
+        return _place_guarded(rules, path, b, c)
+    if c is None:
+        return "source", None
+    if is_bytecode(path) and b != c:
+        return "bytecode", b
+    if b is None and _new_test(rules, path, c):
+        return "added test", None
+    return "source" if b != c else "", c
+
+
+def _place_guarded(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[str, Entry | None]:
+    """A harness or test-area path: the judged copy holds the base's version, if any."""
+    if b == c:
+        return "", b
+    if rules.harness(path):
+        return "harness", b
+    if b is not None:
+        return "test", b
+    return "added test" if _new_test(rules, path, c) else "added other", None
+
+
+def _new_test(rules: Rules, path: str, c: Entry | None) -> bool:
+    return c is not None and c.mode != SYMLINK and rules.test_module(path)
 
 
 def _drop_parents(files: dict[str, Entry]) -> list[str]:
@@ -233,3 +224,110 @@ def _shadowing(
                 found.append(f"{path}: shadows the module {name!r} the interpreter would load from elsewhere")
                 had.add(name)
     return found
+
+
+def escalations(
+    layout: Layout, base: Mapping[str, Entry], change: Mapping[str, Entry], blobs: Blobs, base_tests: Iterable[str]
+) -> list[tuple[str, str]]:
+    """What a person must see of the change: ``(what, diff or the lines found)``."""
+
+    def diff(path: str) -> str:
+        return show_diff(path, _blob(blobs, base, path), _blob(blobs, change, path))
+
+    out = [(f"test harness changed: {p}", diff(p)) for p in layout.harness_changed]
+    out += [(f"test {'changed' if p in change else 'deleted'}: {p}", diff(p)) for p in layout.tests_changed]
+    out += [(f"added to the tests' directories: {p}", diff(p)) for p in layout.tests_added_other]
+    out += [(f"compiled or binary file added: {p} (not judged: only source is)", "") for p in layout.bytecode]
+    out += [(f"new module {line}", "") for line in layout.shadowing]
+    out += [(f"{p} replaces a directory of the base", "") for p in layout.replaced_dirs]
+    out += [
+        (f"added test module {p} has the name of a test module of the base", "")
+        for p in _homonyms(layout, base, base_tests)
+    ]
+    return out + _steering(layout, base, change, blobs)
+
+
+def _homonyms(layout: Layout, base: Mapping[str, Entry], base_tests: Iterable[str]) -> list[str]:
+    """Added test modules named like a test module of the base."""
+    taken = {_stem(p) for p in set(base_tests) & set(base) if p.endswith(".py")}
+    return [p for p in layout.added_tests if _stem(p) in taken]
+
+
+def _steering(
+    layout: Layout, base: Mapping[str, Entry], change: Mapping[str, Entry], blobs: Blobs
+) -> list[tuple[str, str]]:
+    """Changed source that reads or steers the harness, or imports an added test module."""
+    out = []
+    added = {_stem(p) for p in layout.added_tests}
+    for path in layout.source_changed:
+        new = _blob(blobs, change, path)
+        if not path.endswith(".py") or new is None:
+            continue
+        found = scan.added_findings(new, _blob(blobs, base, path))
+        text = new.decode("utf-8", "replace")
+        for name in added:
+            if re.search(rf"^\s*(from|import)\s+([\w.]*\.)?{re.escape(name)}\b", text, re.MULTILINE):
+                found.append(f"imports the added test module {name}")
+        if found:
+            out.append((f"source reads or steers the test harness: {path}", "\n".join(found[:MAX_SHOWN])))
+    return out
+
+
+def _blob(blobs: Blobs, files: Mapping[str, Entry], path: str) -> bytes | None:
+    return blobs[files[path].sha] if path in files else None
+
+
+def _stem(path: str) -> str:
+    return posixpath.basename(path)[:-3]
+
+
+def rewritten(copy: Path, files: Mapping[str, Entry], rules: Rules, blobs: Blobs) -> list[str]:
+    """Test-area and harness files of ``copy`` that are not, after a run, exactly what was
+    laid out (changed, removed, or new: a ``conftest.py`` written during collection would
+    have steered the rest of it)."""
+    guarded = [p for p, e in files.items() if e.mode != SYMLINK and (rules.harness(p) or rules.in_test_area(p))]
+    changed = [p for p in guarded if _read(copy / p) != blobs[files[p].sha]]
+    return sorted(changed + [p for p in _new_files(copy, files) if _guarded_new(rules, p)])
+
+
+def _guarded_new(rules: Rules, path: str) -> bool:
+    return rules.harness(path) or (rules.in_test_area(path) and rules.test_module(path))
+
+
+def _read(path: Path) -> bytes | None:
+    """A regular file's bytes (``None``: a link, or gone)."""
+    try:
+        return None if path.is_symlink() else path.read_bytes()
+    except OSError:
+        return None
+
+
+def _new_files(copy: Path, files: Mapping[str, Entry]) -> list[str]:
+    """Files in ``copy`` that were not laid out (bytecode and pytest's caches left out)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(copy):
+        dirnames[:] = [d for d in dirnames if d not in ("__pycache__", ".pytest_cache")]
+        rels = (Path(dirpath, name).relative_to(copy).as_posix() for name in filenames)
+        found += [rel for rel in rels if rel not in files and not rel.endswith((".pyc", ".pyo"))]
+    return found
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_control(text: str) -> str:
+    """Control characters shown as ``\\xNN``: nothing an agent wrote moves a person's cursor."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def show_diff(path: str, old: bytes | None, new: bytes | None) -> str:
+    """A bounded unified diff of one file, control characters escaped."""
+    before, after = old or b"", new or b""
+    if b"\0" in before + after:
+        return f"(binary file {path})"
+    a, b = before.decode("utf-8", "replace").splitlines(), after.decode("utf-8", "replace").splitlines()
+    names = ("/dev/null" if old is None else f"a/{path}", "/dev/null" if new is None else f"b/{path}")
+    lines = list(difflib.unified_diff(a, b, *names, lineterm=""))
+    if len(lines) > MAX_DIFF_LINES:
+        lines = [*lines[:MAX_DIFF_LINES], f"[... {len(lines) - MAX_DIFF_LINES} more diff lines]"]
+    return escape_control("\n".join(line[:400] for line in lines))

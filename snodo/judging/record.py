@@ -1,21 +1,15 @@
-"""Reading the judge's record of one pytest session, trusting nothing it does not prove.
-
-The record is written by :mod:`snodo.judging.inproc.snodo_judged_pytest` inside the test
-process; each line is ``MAC JSON`` with the MAC chained over every earlier line. The
-reader accepts a session only when the chain holds from the first line to the last, the
-lines come in the order a session makes them (start, collection, phases, seal, end), no
-test reports a phase twice or a phase for a test that was not collected, the seal's counts
-match the lines, nothing follows the end line, and the process's exit status is the one
-the end line states. Anything else is a :class:`Dishonest` reading, which a judgement turns
-into a blocker once the base ran to its end.
-"""
+"""Reading the judge's record of one pytest session, trusting nothing it does not prove: the
+MAC chain whole, the lines in the order a session makes them, each test's phases once and
+in order, the seal's counts right, nothing after the end line and the exit status the one
+snodo saw. Anything else is :class:`Dishonest`."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from attrs import Factory, frozen
@@ -46,11 +40,8 @@ class Session:
 
     def tally(self) -> str:
         """pytest's own words for the counts: ``1 failed, 2 passed, 1 skipped``."""
-        counts: dict[str, int] = {}
-        for status in self.status.values():
-            counts[status] = counts.get(status, 0) + 1
-        if self.collect_errors:
-            counts["error"] = counts.get("error", 0) + len(self.collect_errors)
+        counts = Counter(self.status.values())
+        counts["error"] += len(self.collect_errors)
         words = {"error": "errors", "not run": "not run"}
         order = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "error", "not run")
         parts = [f"{counts[k]} {words.get(k, k)}" for k in order if counts.get(k)]
@@ -58,48 +49,15 @@ class Session:
             parts.append(f"{len(self.deselected)} deselected")
         return ", ".join(parts) or "no tests ran"
 
-    def failures(self, limit: int = 4000) -> str:
-        """What went wrong, test by test, bounded: what a fix attempt is shown."""
-        text = "\n\n".join(f"{t}:\n{m}" for t, m in [*self.collect_errors.items(), *self.messages.items()])
+    def failures(self, tests: Iterable[str] | None = None, limit: int = 4000) -> str:
+        """What went wrong (every collection error, and each of ``tests`` that has a message;
+        default: all), bounded: what a fix attempt is shown."""
+        shown = self.messages if tests is None else {t: self.messages[t] for t in tests if t in self.messages}
+        text = "\n\n".join(f"{t}:\n{m}" for t, m in [*self.collect_errors.items(), *shown.items()])
         return text if len(text) <= limit else text[: limit - 40] + "\n[... cut]"
 
     def passing(self) -> frozenset[str]:
         return frozenset(t for t, s in self.status.items() if s == PASSED)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "status": dict(self.status),
-            "messages": dict(self.messages),
-            "collect_errors": dict(self.collect_errors),
-            "deselected": list(self.deselected),
-            "files": list(self.files),
-            "conftests": list(self.conftests),
-            "rootdir": self.rootdir,
-            "inifile": self.inifile,
-            "python_files": list(self.python_files),
-            "config_names": list(self.config_names),
-            "foreign": dict(self.foreign),
-            "outside": list(self.outside),
-            "exit_status": self.exit_status,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Session:
-        return cls(
-            status=dict(data["status"]),
-            messages=dict(data.get("messages") or {}),
-            collect_errors=dict(data.get("collect_errors") or {}),
-            deselected=tuple(data.get("deselected") or ()),
-            files=tuple(data.get("files") or ()),
-            conftests=tuple(data.get("conftests") or ()),
-            rootdir=str(data.get("rootdir") or "."),
-            inifile=data.get("inifile"),
-            python_files=tuple(data.get("python_files") or ()),
-            config_names=tuple(data.get("config_names") or ()),
-            foreign=dict(data.get("foreign") or {}),
-            outside=tuple(data.get("outside") or ()),
-            exit_status=int(data.get("exit_status") or 0),
-        )
 
 
 class Dishonest(Exception):
@@ -150,8 +108,8 @@ def read(text: str, key: bytes, exit_code: int | None) -> Session:
     return _session(events, exit_code)
 
 
-def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None) -> tuple[int, int]:
-    """Where the seal and the end line are, once the record's frame is proven whole: one
+def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None) -> int:
+    """Where the seal is, once the record's frame is proven whole: one
     start, one seal right before one end, an exit status the process and pytest agree on."""
     if not kinds or kinds[0] != "start":
         raise Dishonest("the test process never started its record")
@@ -179,7 +137,7 @@ def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None
         raise Dishonest(
             f"the process's exit status ({exit_code}) disagrees with the session's ({seal.get('exitstatus')})"
         )
-    return seal_at, end
+    return seal_at
 
 
 class _Body:
@@ -222,8 +180,8 @@ class _Body:
 
 def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
     kinds = [e.get("k") for e in events]
-    seal_at, end = _frame(events, kinds, exit_code)
-    seal, last = events[seal_at], events[end]
+    seal_at = _frame(events, kinds, exit_code)
+    seal, last = events[seal_at], events[seal_at + 1]
     collected_at = kinds.index("collected") if "collected" in kinds else None
     ids: list[str] = list(events[collected_at]["ids"]) if collected_at is not None else []
     body = _Body(set(ids))
@@ -233,13 +191,12 @@ def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
         body.read(event, collected=collected_at is not None and i >= collected_at)
     if seal.get("collected") != len(ids) or seal.get("phases") != body.count:
         raise Dishonest("the seal's counts do not match the lines recorded")
-    phases, messages, collect_errors, deselected = body.phases, body.messages, body.collect_errors, body.deselected
     collected = events[collected_at] if collected_at is not None else {}
     return Session(
-        status={t: _status(phases.get(t, {})) for t in ids},
-        messages=messages,
-        collect_errors=collect_errors,
-        deselected=tuple(deselected),
+        status={t: _status(body.phases.get(t, {})) for t in ids},
+        messages=body.messages,
+        collect_errors=body.collect_errors,
+        deselected=tuple(body.deselected),
         files=tuple(collected.get("files") or ()),
         conftests=tuple(collected.get("conftests") or ()),
         rootdir=str(collected.get("rootdir") or "."),

@@ -1,47 +1,23 @@
-"""What a validator asks for: a judgement of the task's work by its tests.
-
-:func:`judge_tests` is :func:`snodo.api.judge_tests`. With the judged tree and a base known
-(every request snodo's runner builds inside a git repository with a commit) the change is
-judged against the base (:mod:`snodo.judging.judge`). Without a base (no git, no commit
-yet, a request built by hand) the workspace's tests are run once, isolated and recorded the
-same way, and every collected test must pass.
-"""
+"""What a validator asks for (:func:`snodo.api.judge_tests`): the change judged against its
+base, or, without a base (no git, no commit yet), the workspace's tests run once, isolated
+and recorded the same way, every collected test required to pass."""
 
 from __future__ import annotations
 
-import os
 import shlex
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from snodo.base.errors import ValidatorFault
 from snodo.plugin.records import ValidationRequest
-from snodo.workspace.pysetup import python_setup
+from snodo.workspace.pysetup import PythonSetup, python_setup
 
-from .judge import DOCS, Judgement, Options, foreign_message, judge_change, options_from_command
-from .record import PASSED
-from .session import run_session
-from .tooling import command_argv
-
-
-def held_out_dir(value: Any, project_root: Path) -> Path | None:
-    """``tooling.held_out``: an existing directory outside the working tree (agents can read
-    the working tree, so tests kept there would not be held out)."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise ValidatorFault("tooling.held_out must be the path of a directory outside the working tree")
-    path = Path(os.path.realpath(os.path.expanduser(value.strip())))
-    root = Path(os.path.realpath(project_root))
-    if not path.is_absolute() or path == root or root in path.parents:
-        raise ValidatorFault(
-            f"tooling.held_out {value!r} lies inside the working tree {root}, where the agent can read it",
-            hint=f"keep held-out tests outside the repository, e.g. ~/held-out/<project>; see {DOCS}",
-        )
-    if not path.is_dir():
-        raise ValidatorFault(f"tooling.held_out {value!r} is not a directory")
-    return path
+from .judge import Judgement, foreign_message, judge_change
+from .record import PASSED, Session
+from .session import Outcome, run_session
+from .tooling import DOCS, Options, command_argv, held_out_dir, options_from_command
 
 
 def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeout: float | None = None) -> Judgement:
@@ -87,6 +63,32 @@ def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeo
 
 def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Judgement:
     """No base to compare with: the workspace's tests, run once, must all pass."""
+    s, setup, outcome = _run_workspace(workspace, project_root, options)
+    bad = [f"{t} ({st})" for t, st in s.status.items() if st != PASSED]
+    bad += [f"{t}: could not be collected" for t in s.collect_errors]
+    details: dict[str, Any] = {
+        "base": None,
+        "python": f"{setup.python} ({setup.python_source})",
+        "exit_code": outcome.exit_code,
+        "output_tail": outcome.tail,
+        "pythonpath": list(setup.pythonpath),
+        "after": dict(Counter(s.status.values())),
+        "summary": s.tally(),
+        "broken": bad[:200],
+        "failed_tests": [t for t, st in s.status.items() if st in ("failed", "error")][:50],
+        "output_excerpt": s.failures(),
+    }
+    severity, text = "pass", f"tests judged without a base: {s.tally()}"
+    if not s.status and not s.collect_errors:
+        severity, text = "warn", "no tests collected; nothing was verified"
+    elif bad:
+        shown = "; ".join(bad[:20]) + (f"; and {len(bad) - 20} more" if len(bad) > 20 else "")
+        severity, text = "blocker", f"{text}; not passing: {shown}"
+    return Judgement(severity=severity, escalate=False, justification=text, details=details)
+
+
+def _run_workspace(workspace: Path, project_root: Path, options: Options) -> tuple[Session, PythonSetup, Outcome]:
+    """The workspace's tests run once, or the fault that leaves no verdict."""
     if options.held_out is not None:
         raise ValidatorFault("held-out tests need a base commit to judge against (a git repository with a commit)")
     setup = python_setup(
@@ -97,44 +99,12 @@ def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Ju
         execution_python=options.execution_python,
     )
     outcome = run_session(workspace, setup, options.pytest_args(None), timeout=options.timeout, checkout=project_root)
-    details: dict[str, Any] = {
-        "base": None,
-        "python": f"{setup.python} ({setup.python_source})",
-        "exit_code": outcome.exit_code,
-        "output_tail": outcome.tail,
-        "pythonpath": list(setup.pythonpath),
-    }
     if outcome.session is None:
         raise ValidatorFault(
             f"the tests could not be judged: {outcome.problem}:\n{outcome.tail}",
             hint=f"the tests ran with {setup.python} ({setup.python_source}); if that is the wrong one, set "
             f"execution.python in .snodo/protocol.yml (or tooling.python); see {DOCS}",
         )
-    s = outcome.session
-    if s.foreign:
-        raise ValidatorFault(foreign_message(s.foreign, workspace))
-    bad = [f"{t} ({st})" for t, st in s.status.items() if st not in (PASSED,)]
-    bad += [f"{t}: could not be collected" for t in s.collect_errors]
-    details["after"] = {st: sum(1 for v in s.status.values() if v == st) for st in set(s.status.values())}
-    details["summary"] = s.tally()
-    details["broken"] = bad[:200]
-    details["failed_tests"] = [t for t, st in s.status.items() if st in ("failed", "error")][:50]
-    details["output_excerpt"] = s.failures()
-    if not s.status and not s.collect_errors:
-        return Judgement(
-            severity="warn", escalate=False, justification="no tests collected; nothing was verified", details=details
-        )
-    if bad:
-        shown = "; ".join(bad[:20]) + (f"; and {len(bad) - 20} more" if len(bad) > 20 else "")
-        return Judgement(
-            severity="blocker",
-            escalate=False,
-            justification=f"tests judged without a base: {s.tally()}; not passing: {shown}",
-            details=details,
-        )
-    return Judgement(
-        severity="pass",
-        escalate=False,
-        justification=f"tests judged without a base: {s.tally()}",
-        details=details,
-    )
+    if outcome.session.foreign:
+        raise ValidatorFault(foreign_message(outcome.session.foreign, workspace))
+    return outcome.session, setup, outcome

@@ -1,12 +1,7 @@
-"""Source that reads or steers the test harness, found by reading it (never running it).
-
-A change to non-test source that imports pytest's machinery, reads the variables a test
-run sets, looks for test frameworks in ``sys.modules`` or on the stack, or replaces how the
-process ends (``sys.exit``, ``os._exit``, ``atexit``, signal handlers) or ``builtins``,
-escalates with the lines named. Only what the change added counts: a finding whose line
-the base already had is the base's, not the change's. A file that does not parse is
-reported too (the interpreter would reject it, or it targets another one).
-"""
+"""Source that reads or steers the test harness, found by parsing it (never running it):
+pytest's machinery, the variables a test run sets, test frameworks in ``sys.modules`` or on
+the stack, how the process ends, ``builtins``. Only findings on lines the change added
+count; a file that does not parse is reported too."""
 
 from __future__ import annotations
 
@@ -45,6 +40,19 @@ def _dotted(node: ast.AST) -> tuple[str, ...]:
     return ()
 
 
+def _text(node: ast.AST) -> str | None:
+    """The value of a string constant, else ``None``."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _harness(module: str | None) -> bool:
+    return module is not None and module.split(".")[0] in _HARNESS_MODULES
+
+
+def _watched(variable: str | None) -> bool:
+    return variable is not None and _WATCHED_VARIABLE.match(variable) is not None
+
+
 class _Finder(ast.NodeVisitor):
     def __init__(self) -> None:
         self.found: list[tuple[int, str]] = []
@@ -74,52 +82,34 @@ class _Finder(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         name = _dotted(node.func)
+        first = _text(node.args[0]) if node.args else None
         if name[-2:] in _PROCESS_CALLS:
             self.add(node, f"{'.'.join(name)}() {_PROCESS_CALLS[name[-2:]]}")  # type: ignore[index]
-        if (
-            name
-            and name[-1] in ("__import__", "import_module")
-            and any(
-                isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.split(".")[0] in _HARNESS_MODULES
-                for a in node.args
-            )
-        ):
-            self.add(node, "imports the test harness dynamically")
-        elif (
-            name
-            and name[-1] in ("__import__", "import_module")
-            and node.args
-            and not isinstance(node.args[0], ast.Constant)
-        ):
-            self.add(node, "imports a module whose name is computed at run time")
-        if name and name[-1] in ("getenv", "get") and node.args:
-            first = node.args[0]
-            if (
-                isinstance(first, ast.Constant)
-                and isinstance(first.value, str)
-                and _WATCHED_VARIABLE.match(first.value)
-            ):
-                self.add(node, f"reads the variable {first.value}")
+        if name[-1:] in (("__import__",), ("import_module",)):
+            if any(_harness(_text(a)) for a in node.args):
+                self.add(node, "imports the test harness dynamically")
+            elif node.args and not isinstance(node.args[0], ast.Constant):
+                self.add(node, "imports a module whose name is computed at run time")
+        if name[-1:] in (("getenv",), ("get",)) and _watched(first):
+            self.add(node, f"reads the variable {first}")
         self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        key = node.slice
-        if isinstance(key, ast.Constant) and isinstance(key.value, str):
-            target = _dotted(node.value)
-            if target[-1:] == ("environ",) and _WATCHED_VARIABLE.match(key.value):
-                self.add(node, f"reads the variable {key.value}")
-            if target[-1:] == ("modules",) and key.value.split(".")[0] in _HARNESS_MODULES:
-                self.add(node, f"looks for {key.value} in sys.modules")
+        key, target = _text(node.slice), _dotted(node.value)
+        if target[-1:] == ("environ",) and _watched(key):
+            self.add(node, f"reads the variable {key}")
+        if target[-1:] == ("modules",) and _harness(key):
+            self.add(node, f"looks for {key} in sys.modules")
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
+        value = _text(node.left)
         for op, right in zip(node.ops, node.comparators, strict=False):
-            if isinstance(op, ast.In | ast.NotIn) and isinstance(node.left, ast.Constant):
-                value, where = node.left.value, _dotted(right)
-                if isinstance(value, str) and where[-1:] == ("modules",) and value.split(".")[0] in _HARNESS_MODULES:
-                    self.add(node, f"looks for {value} in sys.modules")
-                if isinstance(value, str) and where[-1:] == ("environ",) and _WATCHED_VARIABLE.match(value):
-                    self.add(node, f"looks for the variable {value}")
+            where = _dotted(right) if isinstance(op, ast.In | ast.NotIn) else ()
+            if where[-1:] == ("modules",) and _harness(value):
+                self.add(node, f"looks for {value} in sys.modules")
+            if where[-1:] == ("environ",) and _watched(value):
+                self.add(node, f"looks for the variable {value}")
         self.generic_visit(node)
 
     def _assigned(self, node: ast.AST, target: ast.AST) -> None:

@@ -31,7 +31,6 @@ class Outcome:
     problem: str = ""
     exit_code: int | None = None
     timed_out: bool = False
-    duration: float = 0.0
     tail: str = ""
 
 
@@ -55,7 +54,7 @@ def run_session(
             "key": key.hex(),
             "record": str(record),
             "root": str(copy),
-            "path": [p for p in setup.pythonpath],
+            "path": list(setup.pythonpath),
             "modules": list(setup.modules),
             "args": list(args),
             "checkout": str(checkout) if checkout is not None and Path(checkout) != Path(copy) else "",
@@ -79,7 +78,6 @@ def run_session(
         session=None,
         exit_code=result.returncode,
         timed_out=result.timed_out,
-        duration=result.duration,
         tail=result.tail(40),
     )
     if result.timed_out:

@@ -1,16 +1,10 @@
-"""Trees read from git's object store and laid out as private copies.
-
-Nothing here reads a work tree: entries come from ``git ls-tree`` of a tree id and bytes
-from ``git cat-file``, so no ``.gitattributes`` (``export-ignore``, filters, ``eol``), no
-smudge driver and no file an agent left beside the tree changes what a copy holds. A copy
-is written by snodo itself into a fresh directory: a path whose parent would be a symbolic
-link, or that leaves the copy, is never written.
-"""
+"""Trees read from git's object store (``ls-tree``, ``cat-file``: no ``.gitattributes``,
+filter or file beside the tree applies) and laid out as private copies; a path below a
+symbolic link of the copy, or that leaves it, is never written."""
 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -146,14 +140,3 @@ def write_copy(dest: Path, files: Entries, blobs: Blobs) -> None:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-
-
-def is_regular(mode: str) -> bool:
-    return mode in (REGULAR, EXECUTABLE)
-
-
-def file_mode(path: Path) -> str:
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode):
-        return SYMLINK
-    return EXECUTABLE if st.st_mode & 0o111 else REGULAR

@@ -94,6 +94,7 @@ EXPECTED = {
     "snodo.governance.service",
     "snodo.plugin.hookspecs",
     "snodo.judging",
+    "snodo.judging.cache",
     "snodo.judging.copies",
     "snodo.judging.judge",
     "snodo.judging.layout",

@@ -1,25 +1,10 @@
-"""snodo's judge inside the test process: starts pytest isolated and records every test.
+"""snodo's judge inside the test process (docs/judging.md, "How a change is judged" 5–6).
 
-snodo runs this file as ``python -I -B snodo_judged_pytest.py`` in a judged copy, confined. It
-imports only the standard library before pytest and keeps to syntax older Pythons read.
-
-Start-up, before any code of the project runs:
-- the first line of standard input is a JSON object from snodo: the record file, a key for
-  the record's MACs, the import roots and pytest's arguments; standard input is then closed;
-- every ``PYTEST_*`` variable is dropped and plugin autoload is turned off (only the
-  plugins snodo names with ``-p`` load), so nothing in the environment or in package
-  metadata on the path (a ``*.dist-info`` with a ``pytest11`` entry point) joins the run;
-- pytest is imported from the interpreter's own environment *before* the copy's import
-  roots go on ``sys.path`` (``-I`` keeps the working directory off it), so a ``pytest/``
-  folder in the tree cannot stand in for pytest.
-
-The record: one JSON line per event, each carrying a MAC chained over every earlier line
-(HMAC-SHA256 with the key): the collection, each deselection, one line per phase of every
-test, a seal with the counts when the session finishes, and, once ``pytest.main`` returned,
-an end line with the exit status, after which the process ends at once through
-``os._exit`` (an ``atexit`` handler of the code under test never runs). Code under test runs
-in this process and can, with enough effort, find the key: docs/judging.md says what that
-leaves open.
+Run as ``python -I -B snodo_judged_pytest.py`` in a judged copy, confined; imports only the
+standard library before pytest and keeps to syntax older Pythons read. Reads its task from
+the first line of standard input, drops ``PYTEST_*``, turns plugin autoload off, imports
+pytest before the copy's import roots go on ``sys.path``, and records every event as a line
+whose MAC chains over every earlier one; ends through ``os._exit`` once pytest returned.
 """
 
 from __future__ import annotations

@@ -23,23 +23,48 @@ Landlock grants no write outside its workspace).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 from pathlib import Path
 
+from attrs import frozen
+
 from snodo.base.errors import EnvironmentProblem
 from snodo.git.runner import pin, run_git
 
-from .tree import Blobs, Entry, index_entries, write_copy
+from .tree import SYMLINK, Blobs, Entry, index_entries, safe_path, write_copy, write_file
 
 #: Python environments at the top of a checkout (never part of a judged tree): linked into
 #: each copy, so a check naming ``.venv/bin/tool`` finds it (read-only to confined code).
 ENVIRONMENTS = (".venv", "venv")
 
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+#: Judged trees kept per repository (``<git common dir>/snodo/trees/<n>``): one per run
+#: that judges at the same time; a run that finds every one in use writes a copy of its own.
+SLOTS = 2
+
+
+@frozen
+class Copy:
+    """Where one validator judges: ``path`` is its workspace; with ``upper`` (bubblewrap
+    only) ``path`` is the snapshot's kept tree, laid over itself in the validator's sandbox
+    so that its writes land in ``upper`` and nobody else sees them; ``own`` is what to
+    remove when it is done (``None``: nothing, the copy is shared)."""
+
+    path: Path
+    own: Path | None = None
+    upper: Path | None = None
+    work: Path | None = None
+
+    @property
+    def writes(self) -> Path:
+        """Where whatever the validator wrote is, once it is done."""
+        return self.upper or self.path
 
 
 class Snapshot:
@@ -75,7 +100,6 @@ class Snapshot:
             self._index = self._read_index()
             self.files: dict[str, Entry] = index_entries(self._index, len(tree) // 2)
             self.blobs = _blobs_for(repo, self._common)
-            self.blobs.load(e.sha for e in self.files.values())
             self._hooks_path = self._hooks_setting()
             self._hooks = self._project_hooks() if not self._hooks_path else {}
             #: the checkout's Python environments each copy links to (kept read-only by the sandbox)
@@ -84,6 +108,9 @@ class Snapshot:
                 for env in ENVIRONMENTS
                 if env not in self.files and (self.project_root / env / "pyvenv.cfg").is_file()
             }
+            self._slot = _Slot.lease(self._common / "snodo" / "trees", tree)
+            if self._slot is not None:
+                self._slot.hold(self)
         except BaseException:
             self.close()
             raise
@@ -123,19 +150,35 @@ class Snapshot:
                     out[entry.name] = (Path(entry.path).read_bytes(), mode)
         return out
 
-    def copy(self, name: str) -> Path:
-        """A fresh private copy of the tree, as a git work tree (see the module docstring)."""
+    def copy(self, name: str, *, overlay: bool = False) -> Copy:
+        """A private copy of the tree, as a git work tree (see the module docstring). With
+        ``overlay`` (the validator runs under bubblewrap, which lays the kept tree over
+        itself) nothing is written: the copy is the kept tree and a place for its writes."""
         with self._lock:
             self._count += 1
-            dest = self.root / f"{self._count}-{_NAME.sub('_', name)[:60]}" / "work"
-        dest.parent.mkdir(mode=0o700)
+            own = self.root / f"{self._count}-{_NAME.sub('_', name)[:60]}"
+        own.mkdir(mode=0o700)
+        if overlay and self._slot is not None:
+            (own / "upper").mkdir()
+            (own / "ovl").mkdir()
+            return Copy(self._slot.work, own=own, upper=own / "upper", work=own / "ovl")
+        dest = own / "work"
         dest.mkdir()
+        self._lay_out(dest)
+        return Copy(dest, own=own)
+
+    def _lay_out(self, dest: Path) -> None:
         write_copy(dest, self.files, self.blobs)
         self._git_dir(dest)
+        self._link_environments(dest)
+
+    def _link_environments(self, dest: Path) -> None:
+        for env in ENVIRONMENTS:
+            if env not in self.files and os.path.islink(dest / env):
+                os.unlink(dest / env)
         for env, real in self.environments.items():
             if not os.path.lexists(dest / env):
                 os.symlink(real, dest / env)
-        return dest
 
     def _git_dir(self, dest: Path) -> None:
         git = dest / ".git"
@@ -166,12 +209,15 @@ class Snapshot:
             target.write_bytes(data)
             target.chmod(mode)
 
-    def shared(self) -> Path:
-        """The one copy validators that only read share (made on the first ask)."""
+    def shared(self) -> Copy:
+        """The one copy validators that only read share: the kept tree, or one made on the
+        first ask when no kept tree was free."""
         with self._lock:
+            if self._slot is not None:
+                return Copy(self._slot.work)
             if self._shared is None:
-                self._shared = self.copy("shared")
-            return self._shared
+                self._shared = self.copy("shared").path
+            return Copy(self._shared)
 
     def empty(self) -> Path:
         """An empty private directory: the confined workspace of a validator that declared it
@@ -182,11 +228,15 @@ class Snapshot:
         path.mkdir(mode=0o700)
         return path
 
-    def remove(self, copy: Path) -> None:
+    def remove(self, copy: Copy) -> None:
         """Throw ``copy`` away (in the background: the verdict does not wait for the disk)."""
-        _discard(copy.parent)
+        if copy.own is not None:
+            _discard(copy.own)
 
     def close(self) -> None:
+        slot = getattr(self, "_slot", None)
+        if slot is not None:
+            slot.release()
         _discard(self.root)
         blobs = getattr(self, "blobs", None)
         if blobs is not None and blobs.size() > _KEEP_BYTES:
@@ -216,7 +266,175 @@ def _blobs_for(repo: Path, common: Path) -> Blobs:
 def _discard(path: Path) -> None:
     """Remove ``path`` on a thread of its own; the process waits for it before it exits
     (not a daemon), so nothing is left behind in the temporary directory."""
-    threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, name="snodo-discard").start()
+    threading.Thread(target=_remove_tree, args=(path,), name="snodo-discard").start()
+
+
+def _remove_tree(path: Path) -> None:
+    """``rmtree``, also of what an overlay left: its work directory without permissions."""
+
+    def retry(function: object, failed: str, *_: object) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(failed), 0o700)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, 0o700)
+                shutil.rmtree(failed, ignore_errors=True)
+            else:
+                os.unlink(failed)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=retry)
+    else:
+        shutil.rmtree(path, onerror=retry)
+
+
+class _Slot:
+    """A judged tree kept between runs in the repository's git directory: written by snodo
+    alone from git's objects, never writable by confined code (it lies in the git directory,
+    read-only to every sandbox, and code-running validators see it through an overlay of
+    their own), so the next snapshot of the same repository writes only what differs.
+
+    Its ``state`` file says which tree ``work`` holds, or ``dirty`` while snodo changes it:
+    a run that stopped half-way leaves ``dirty``, and the next one writes the tree afresh.
+    A lock (``flock``) keeps it to one snapshot at a time."""
+
+    def __init__(self, home: Path, fd: int, held: str) -> None:
+        self.home = home
+        self.work = home / "work"
+        self.fd = fd
+        self.held = held  # the tree `work` holds ("" if unknown)
+
+    @classmethod
+    def lease(cls, trees: Path, tree: str) -> _Slot | None:
+        """A free slot, the one holding ``tree`` (or any tree) first; ``None`` when all are
+        in use or the git directory cannot hold one."""
+        free: list[_Slot] = []
+        try:
+            trees.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for n in range(SLOTS):
+                home = trees / str(n)
+                home.mkdir(mode=0o700, exist_ok=True)
+                fd = os.open(home / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(fd)
+                    continue
+                free.append(cls(home, fd, _read_state(home)))
+        except OSError:
+            for slot in free:
+                slot.release()
+            return None
+        if not free:
+            return None
+        free.sort(key=lambda s: (s.held != tree, s.held in ("", "dirty")))
+        for extra in free[1:]:
+            extra.release()
+        return free[0]
+
+    def hold(self, snapshot: Snapshot) -> None:
+        """Make ``work`` hold ``snapshot``'s tree: the paths that differ from the tree it
+        holds, or everything when that is unknown or too different to patch."""
+        tree = snapshot.tree
+        changed = self._changed(snapshot) if self.held not in ("", "dirty") and self.work.is_dir() else None
+        _write_state(self.home, "dirty")
+        if changed is None:
+            if os.path.lexists(self.work):
+                _remove_tree(self.work)
+            self.work.mkdir(mode=0o700)
+            write_copy(self.work, snapshot.files, snapshot.blobs)
+        else:
+            _patch(self.work, changed, snapshot.files, snapshot.blobs)
+        snapshot._git_dir(self.work)
+        snapshot._link_environments(self.work)
+        (self.home / "index").write_bytes(snapshot._index)
+        _write_state(self.home, tree)
+        self.held = tree
+
+    def _changed(self, snapshot: Snapshot) -> list[str] | None:
+        """The paths whose entry differs between the tree held (its index, kept beside it)
+        and ``snapshot``'s; ``None`` when the difference cannot be patched (a ``.git`` or
+        environment entry changed) or the tree held is not known."""
+        if self.held == snapshot.tree:
+            return []
+        try:
+            held = index_entries((self.home / "index").read_bytes(), len(snapshot.tree) // 2)
+        except (OSError, EnvironmentProblem):
+            return None
+        new = snapshot.files
+        paths = [p for p in held.keys() | new.keys() if held.get(p) != new.get(p)]
+        tops = {p.split("/", 1)[0] for p in paths}
+        if any(top in ENVIRONMENTS or top.casefold().rstrip(". ") == ".git" for top in tops):
+            return None
+        return paths
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)  # the lock goes with it
+            self.fd = -1
+
+
+def _read_state(home: Path) -> str:
+    try:
+        return (home / "state").read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _write_state(home: Path, state: str) -> None:
+    part = home / "state.part"
+    part.write_text(state + "\n", encoding="ascii")
+    os.replace(part, home / "state")
+
+
+def _patch(work: Path, paths: list[str], files: dict[str, Entry], blobs: Blobs) -> None:
+    """Bring ``work`` from the tree it holds to ``files`` where ``paths`` differ: what is
+    gone or replaced first (then the directories left empty), then what is new, by the
+    rules :func:`write_copy` lays a tree out by (nothing below a symbolic link of the tree,
+    no path that is not plain and relative)."""
+    real = os.path.realpath(work)
+    links = {p for p, e in files.items() if e.mode == SYMLINK}
+    blobs.load(files[p].sha for p in paths if p in files)
+    emptied: set[str] = set()
+    for path in sorted(paths, reverse=True):
+        target = os.path.join(real, path)
+        if not safe_path(path) or not _plain(real, path):
+            continue
+        if os.path.lexists(target) and not (os.path.isdir(target) and not os.path.islink(target)):
+            os.unlink(target)
+            emptied.add(os.path.dirname(target))
+    for parent in sorted(emptied, key=len, reverse=True):
+        here = parent
+        while here != real and here.startswith(real + os.sep):
+            try:
+                os.rmdir(here)
+            except OSError:
+                break
+            here = os.path.dirname(here)
+    for path in sorted(p for p in paths if p in files):
+        parents = path.split("/")[:-1]
+        if not safe_path(path) or any("/".join(parents[: i + 1]) in links for i in range(len(parents))):
+            continue
+        target = os.path.join(real, path)
+        if not _plain(real, path, make=True):
+            continue
+        if os.path.isdir(target) and not os.path.islink(target):
+            _remove_tree(Path(target))
+        write_file(Path(target), files[path], blobs)
+
+
+def _plain(root: str, path: str, *, make: bool = False) -> bool:
+    """Whether every directory on the way to ``root/path`` is a real directory (no symbolic
+    link on the way, nothing followed out of ``root``); with ``make`` the missing ones are
+    made (each as a fresh directory, never through a link)."""
+    here = root
+    for part in path.split("/")[:-1]:
+        here = os.path.join(here, part)
+        if make and not os.path.lexists(here):
+            os.mkdir(here)
+        if os.path.islink(here) or not os.path.isdir(here):
+            return False
+    return True
 
 
 def _quoted(value: str) -> str:

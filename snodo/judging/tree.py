@@ -110,7 +110,8 @@ class Blobs:
         return self._data[sha]
 
 
-def _safe(path: str) -> bool:
+def safe_path(path: str) -> bool:
+    """Whether ``path`` is plain and relative (no ``..``, no empty or ``.`` part, no NUL)."""
     parts = path.split("/")
     return bool(path) and not path.startswith("/") and all(p not in ("", ".", "..") for p in parts) and "\0" not in path
 
@@ -123,7 +124,7 @@ def write_copy(dest: Path, files: Entries, blobs: Blobs) -> None:
     made: set[str] = {""}
     for path in sorted(files):
         entry = files[path]
-        if not _safe(path):
+        if not safe_path(path):
             continue
         parents = path.split("/")[:-1]
         if any("/".join(parents[: i + 1]) in links for i in range(len(parents))):
@@ -133,19 +134,23 @@ def write_copy(dest: Path, files: Entries, blobs: Blobs) -> None:
             if sub not in made:
                 os.mkdir(dest / sub)  # fresh: fails rather than follow anything already there
                 made.add(sub)
-        target = dest / path
-        data = blobs[entry.sha]
-        if entry.mode == SYMLINK:
-            os.symlink(os.fsdecode(data), target)
-            continue
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        fd = os.open(target, flags, 0o755 if entry.mode == EXECUTABLE else 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        write_file(dest / path, entry, blobs)
+
+
+def write_file(target: Path, entry: Entry, blobs: Blobs) -> None:
+    """Write one entry at ``target``, which must not exist (never followed if it does)."""
+    data = blobs[entry.sha]
+    if entry.mode == SYMLINK:
+        os.symlink(os.fsdecode(data), target)
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    fd = os.open(target, flags, 0o755 if entry.mode == EXECUTABLE else 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def is_regular(mode: str) -> bool:

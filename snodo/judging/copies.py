@@ -35,9 +35,9 @@ from pathlib import Path
 from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.git.runner import pin, run_git
+from snodo.git.runner import pin, read_objects, run_git
 
-from .tree import SYMLINK, Blobs, Entry, index_entries, safe_path, write_copy, write_file
+from .tree import FILE_MODES, Blobs, Entry, index_entries, safe_path, tree_names, write_copy, write_file
 
 #: Python environments at the top of a checkout (never part of a judged tree): linked into
 #: each copy, so a check naming ``.venv/bin/tool`` finds it (read-only to confined code).
@@ -70,9 +70,11 @@ class Copy:
 class Snapshot:
     """The judged ``tree`` of ``repo``, ready to be laid out once per validator.
 
-    One ``read-tree`` into a private index file (the checkout's own index is never touched)
-    gives both the copies' index and the tree's listing; the blobs are read once, in one
-    batch, and shared by every copy."""
+    The tree is kept between snapshots (:class:`_Slot`): one ``diff-tree`` from the tree
+    kept names what differs, one ``cat-file`` batch reads the root tree and the blobs that
+    differ, one ``read-tree`` writes the kept tree's index. Without a free slot, or for a
+    whole copy, the tree is read into a private index file (the checkout's own is never
+    touched) and its blobs in one batch, shared by every copy."""
 
     def __init__(
         self,
@@ -96,27 +98,60 @@ class Snapshot:
         self._lock = threading.RLock()  # `shared` makes its copy while holding it
         self._count = 0
         self._shared: Path | None = None
+        self._slot: _Slot | None = None
+        self._index_bytes: bytes | None = None
+        self._files: dict[str, Entry] | None = None
         try:
-            self._index = self._read_index()
-            self.files: dict[str, Entry] = index_entries(self._index, len(tree) // 2)
             self.blobs = _blobs_for(repo, self._common)
             self._hooks_path = self._hooks_setting()
             self._hooks = self._project_hooks() if not self._hooks_path else {}
+            self._slot = _Slot.lease(self._common / "snodo" / "trees", tree)
+            changes = self._slot.changes(self) if self._slot is not None else None
+            if self._slot is not None and changes is None:  # written whole: every blob, in the same batch
+                wanted = [entry.sha for entry in self.files.values()]
+            else:
+                wanted = [entry.sha for _, entry in changes or () if entry is not None]
+            top = self._read_top(wanted)
             #: the checkout's Python environments each copy links to (kept read-only by the sandbox)
             self.environments: dict[str, Path] = {
                 env: Path(os.path.realpath(self.project_root / env))
                 for env in ENVIRONMENTS
-                if env not in self.files and (self.project_root / env / "pyvenv.cfg").is_file()
+                if env not in top and (self.project_root / env / "pyvenv.cfg").is_file()
             }
-            self._slot = _Slot.lease(self._common / "snodo" / "trees", tree)
             if self._slot is not None:
-                self._slot.hold(self)
+                self._slot.hold(self, changes)
         except BaseException:
             self.close()
             raise
 
-    def _read_index(self) -> bytes:
-        index = self.root / "index"
+    def _read_top(self, blobs: list[str]) -> set[str]:
+        """The names at the top of the tree (read with ``blobs``, in one batch)."""
+        found = read_objects(self.repo, [self.tree, *blobs])
+        root = found.get(self.tree)
+        if root is None or root.kind != "tree":
+            raise EnvironmentProblem(f"tree {self.tree} is missing from {self.repo}")
+        self.blobs.put({sha: found[sha] for sha in blobs})
+        return set(tree_names(root.data, len(self.tree) // 2))
+
+    @property
+    def files(self) -> dict[str, Entry]:
+        """Every file of the tree, by path (read when a whole copy is written)."""
+        with self._lock:
+            if self._files is None:
+                self._files = index_entries(self._index(), len(self.tree) // 2)
+            return self._files
+
+    def _index(self) -> bytes:
+        with self._lock:
+            if self._index_bytes is None:
+                index = self.root / "index"
+                self.read_tree(index)
+                self._index_bytes = index.read_bytes()
+                index.unlink()
+            return self._index_bytes
+
+    def read_tree(self, index: Path) -> None:
+        """Write an index holding the tree at ``index``."""
         made = run_git(
             self.repo,
             *("-c", "index.version=2", "-c", "core.splitIndex=false", "-c", "index.sparse=false"),
@@ -126,9 +161,6 @@ class Snapshot:
         )
         if not made.ok:
             raise EnvironmentProblem(f"cannot read tree {self.tree} into an index in {self.repo}: {made.detail()}")
-        data = index.read_bytes()
-        index.unlink()
-        return data
 
     def _hooks_setting(self) -> str:
         """``core.hooksPath`` as the repository's own configuration sets it (the last value of
@@ -174,13 +206,13 @@ class Snapshot:
 
     def _link_environments(self, dest: Path) -> None:
         for env in ENVIRONMENTS:
-            if env not in self.files and os.path.islink(dest / env):
+            if env not in self.environments and os.path.islink(dest / env):
                 os.unlink(dest / env)
         for env, real in self.environments.items():
             if not os.path.lexists(dest / env):
                 os.symlink(real, dest / env)
 
-    def _git_dir(self, dest: Path) -> None:
+    def _git_dir(self, dest: Path, *, index: bool = True) -> None:
         git = dest / ".git"
         if os.path.lexists(git):  # the tree holds a `.git` entry of its own: never trusted, replaced
             if git.is_dir() and not git.is_symlink():
@@ -203,7 +235,8 @@ class Snapshot:
             config += ["[extensions]", "\tobjectformat = sha256"]
         (git / "config").write_text("\n".join(config) + "\n", encoding="utf-8")
         (git / "HEAD").write_text(f"{self.base}\n" if self.base else "ref: refs/heads/main\n", encoding="utf-8")
-        (git / "index").write_bytes(self._index)
+        if index:
+            (git / "index").write_bytes(self._index())
         for hook, (data, mode) in self._hooks.items():
             target = git / "hooks" / hook
             target.write_bytes(data)
@@ -302,6 +335,10 @@ class _Slot:
         self.work = home / "work"
         self.fd = fd
         self.held = held  # the tree `work` holds ("" if unknown)
+        try:
+            self.used = os.stat(home / "state").st_mtime_ns
+        except OSError:
+            self.used = 0
 
     @classmethod
     def lease(cls, trees: Path, tree: str) -> _Slot | None:
@@ -326,46 +363,60 @@ class _Slot:
             return None
         if not free:
             return None
-        free.sort(key=lambda s: (s.held != tree, s.held in ("", "dirty")))
+        # the one holding the tree; else the one used least recently, so that the base's tree,
+        # judged before every run's work, stays where the next run finds it
+        free.sort(key=lambda s: (s.held != tree, s.used))
         for extra in free[1:]:
             extra.release()
         return free[0]
 
-    def hold(self, snapshot: Snapshot) -> None:
-        """Make ``work`` hold ``snapshot``'s tree: the paths that differ from the tree it
-        holds, or everything when that is unknown or too different to patch."""
-        tree = snapshot.tree
-        changed = self._changed(snapshot) if self.held not in ("", "dirty") and self.work.is_dir() else None
+    def changes(self, snapshot: Snapshot) -> list[tuple[str, Entry | None]] | None:
+        """What differs between the tree held and ``snapshot``'s: each path with its new
+        entry (``None``: gone), from one ``git diff-tree``; ``None`` when the tree held is
+        not known or the difference is not patched (a ``.git`` or environment entry)."""
+        if self.held in ("", "dirty") or not self.work.is_dir():
+            return None
+        if self.held == snapshot.tree:
+            return []
+        found = run_git(snapshot.repo, "diff-tree", "-r", "-z", "--no-renames", self.held, snapshot.tree)
+        if not found.ok:
+            return None
+        fields = found.stdout.split("\0")
+        out: list[tuple[str, Entry | None]] = []
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+            parts = meta.split(" ")
+            if len(parts) != 5 or not path:
+                return None
+            top = path.split("/", 1)[0]
+            if top in ENVIRONMENTS or top.casefold().rstrip(". ") == ".git":
+                return None
+            mode, sha = parts[1], parts[3]
+            out.append((path, Entry(mode, sha) if mode in FILE_MODES else None))
+        return out
+
+    def hold(self, snapshot: Snapshot, changes: list[tuple[str, Entry | None]] | None) -> None:
+        """Make ``work`` hold ``snapshot``'s tree: ``changes`` patched in, or the whole tree
+        written afresh (``None``)."""
+        index = self.work / ".git" / "index"
+        kept = index.read_bytes() if changes == [] and index.is_file() else None  # it holds the tree
         _write_state(self.home, "dirty")
-        if changed is None:
+        if changes is None:
             if os.path.lexists(self.work):
                 _remove_tree(self.work)
             self.work.mkdir(mode=0o700)
             write_copy(self.work, snapshot.files, snapshot.blobs)
         else:
-            _patch(self.work, changed, snapshot.files, snapshot.blobs)
-        snapshot._git_dir(self.work)
+            _patch(self.work, changes, snapshot.blobs)
+        snapshot._git_dir(self.work, index=False)
+        if kept is not None:
+            index.write_bytes(kept)
+        elif changes is None:
+            index.write_bytes(snapshot._index())
+        else:
+            snapshot.read_tree(index)
         snapshot._link_environments(self.work)
-        (self.home / "index").write_bytes(snapshot._index)
-        _write_state(self.home, tree)
-        self.held = tree
-
-    def _changed(self, snapshot: Snapshot) -> list[str] | None:
-        """The paths whose entry differs between the tree held (its index, kept beside it)
-        and ``snapshot``'s; ``None`` when the difference cannot be patched (a ``.git`` or
-        environment entry changed) or the tree held is not known."""
-        if self.held == snapshot.tree:
-            return []
-        try:
-            held = index_entries((self.home / "index").read_bytes(), len(snapshot.tree) // 2)
-        except (OSError, EnvironmentProblem):
-            return None
-        new = snapshot.files
-        paths = [p for p in held.keys() | new.keys() if held.get(p) != new.get(p)]
-        tops = {p.split("/", 1)[0] for p in paths}
-        if any(top in ENVIRONMENTS or top.casefold().rstrip(". ") == ".git" for top in tops):
-            return None
-        return paths
+        _write_state(self.home, snapshot.tree)
+        self.held = snapshot.tree
 
     def release(self) -> None:
         if self.fd >= 0:
@@ -387,16 +438,13 @@ def _write_state(home: Path, state: str) -> None:
     os.replace(part, home / "state")
 
 
-def _patch(work: Path, paths: list[str], files: dict[str, Entry], blobs: Blobs) -> None:
-    """Bring ``work`` from the tree it holds to ``files`` where ``paths`` differ: what is
-    gone or replaced first (then the directories left empty), then what is new, by the
-    rules :func:`write_copy` lays a tree out by (nothing below a symbolic link of the tree,
-    no path that is not plain and relative)."""
+def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) -> None:
+    """Bring ``work`` from the tree it holds to the new one: what is gone or replaced first
+    (then the directories left empty), then what is new, by the rules :func:`write_copy`
+    lays a tree out by (no path that is not plain and relative, nothing through a link)."""
     real = os.path.realpath(work)
-    links = {p for p, e in files.items() if e.mode == SYMLINK}
-    blobs.load(files[p].sha for p in paths if p in files)
     emptied: set[str] = set()
-    for path in sorted(paths, reverse=True):
+    for path, _ in sorted(changes, reverse=True):
         target = os.path.join(real, path)
         if not safe_path(path) or not _plain(real, path):
             continue
@@ -411,16 +459,13 @@ def _patch(work: Path, paths: list[str], files: dict[str, Entry], blobs: Blobs) 
             except OSError:
                 break
             here = os.path.dirname(here)
-    for path in sorted(p for p in paths if p in files):
-        parents = path.split("/")[:-1]
-        if not safe_path(path) or any("/".join(parents[: i + 1]) in links for i in range(len(parents))):
-            continue
+    for path, entry in sorted((p, e) for p, e in changes if e is not None):
         target = os.path.join(real, path)
-        if not _plain(real, path, make=True):
+        if not safe_path(path) or not _plain(real, path, make=True):
             continue
         if os.path.isdir(target) and not os.path.islink(target):
             _remove_tree(Path(target))
-        write_file(Path(target), files[path], blobs)
+        write_file(Path(target), entry, blobs)
 
 
 def _plain(root: str, path: str, *, make: bool = False) -> bool:

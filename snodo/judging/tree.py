@@ -17,10 +17,11 @@ from pathlib import Path
 from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.git.runner import git_out, read_objects, run_git
+from snodo.git.runner import GitObject, git_out, read_objects, run_git
 
 #: A file's git mode: regular, executable, symbolic link (gitlinks are never exported).
 REGULAR, EXECUTABLE, SYMLINK = "100644", "100755", "120000"
+FILE_MODES = frozenset({REGULAR, EXECUTABLE, SYMLINK})
 
 
 @frozen
@@ -85,6 +86,16 @@ def index_entries(data: bytes, oid_len: int = 20) -> dict[str, Entry]:
     return out
 
 
+def tree_names(data: bytes, oid_len: int = 20) -> list[str]:
+    """The names of a tree object's entries (``<mode> <name>\\0<id>`` each)."""
+    names, at = [], 0
+    while at < len(data):
+        end = data.index(b"\0", at)
+        names.append(data[at:end].partition(b" ")[2].decode("utf-8", "surrogateescape"))
+        at = end + 1 + oid_len
+    return names
+
+
 class Blobs:
     """Blob contents by id, read from ``repo`` in batches and kept for the copies of one judgement."""
 
@@ -100,6 +111,13 @@ class Blobs:
                 if obj is None or obj.kind != "blob":
                     raise EnvironmentProblem(f"blob {sha} is missing from {self.repo}")
                 self._data[sha] = obj.data
+
+    def put(self, objects: Mapping[str, GitObject | None]) -> None:
+        """Keep blobs read elsewhere (an :class:`EnvironmentProblem` for one missing)."""
+        for sha, obj in objects.items():
+            if obj is None or obj.kind != "blob":
+                raise EnvironmentProblem(f"blob {sha} is missing from {self.repo}")
+            self._data[sha] = obj.data
 
     def size(self) -> int:
         return sum(len(d) for d in self._data.values())

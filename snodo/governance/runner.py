@@ -22,12 +22,12 @@ from snodo.base.errors import EnvironmentProblem
 from snodo.base.frozen import thaw
 from snodo.git.runner import run_git
 from snodo.governance.policy import ValidatorResult, cap
-from snodo.judging.copies import Snapshot
+from snodo.judging.copies import Copy, Snapshot
 from snodo.judging.tree import resolve
 from snodo.plugin.host import PluginHost
 from snodo.plugin.records import JudgedWork, PredicateContext, ValidationRequest, WorkspaceStatus
 from snodo.protocol.models import Constraint, Mode, Protocol, Validator
-from snodo.sandbox import SandboxPolicy, confined
+from snodo.sandbox import SandboxPolicy, choose_backend, confined
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
 ProgressFn = Callable[[str, ValidatorResult | None], None]
@@ -206,8 +206,8 @@ def run_phase(
         constraints = constraints_for(inp.protocol, inp.mode, validators)
         if isinstance(snapshot, Snapshot) and constraints:
             # predicates read files too: they see the same snapshot (one copy, run one by one)
-            where = snapshot.copy("constraints")
-            inp = evolve(inp, workspace=where, sandbox=_moved_to(inp.sandbox, where, snapshot))
+            where = snapshot.copy("constraints", overlay=_overlays(inp.sandbox))
+            inp = evolve(inp, workspace=where.path, sandbox=_moved_to(inp.sandbox, where, snapshot))
         return results + run_constraints(host, constraints, inp, progress=progress)
     finally:
         if isinstance(snapshot, Snapshot):
@@ -229,20 +229,19 @@ def _run_in_copy(
     try:
         if isinstance(snapshot, str):
             raise EnvironmentProblem(snapshot)
-        copy = snapshot.copy(v.validator_id) if own else snapshot.shared()
-        policy = _moved_to(inp.sandbox, copy if own else snapshot.empty(), snapshot)
+        copy = snapshot.copy(v.validator_id, overlay=_overlays(inp.sandbox)) if own else snapshot.shared()
+        policy = _moved_to(inp.sandbox, copy if own else Copy(snapshot.empty()), snapshot)
     except (OSError, EnvironmentProblem) as exc:
         return _error(v.validator_id, v.validator_type, f"no copy of the judged tree to judge in: {exc}", started)
-    watch = GitMetaWatch(copy, index=False) if own else None  # removed after: no git runs there
+    watch = GitMetaWatch(copy.writes, index=False) if own else None  # removed after: no git runs there
     try:
         with confined(policy):
-            result = _run_one(host, v, inp, status, copy)
+            result = _run_one(host, v, inp, status, copy.path)
         if watch is not None:
             planted.extend(watch.intruders())
         return result
     finally:
-        if own:
-            snapshot.remove(copy)
+        snapshot.remove(copy)
 
 
 def _in_declared_order(
@@ -311,12 +310,27 @@ def _expired(running: dict[int, float], validators: Sequence[Validator]) -> dict
     return out
 
 
-def _moved_to(policy: SandboxPolicy | None, copy: Path, snapshot: Snapshot) -> SandboxPolicy | None:
+def _moved_to(policy: SandboxPolicy | None, copy: Copy, snapshot: Snapshot) -> SandboxPolicy | None:
     """The phase's confinement with ``copy`` as the only writable tree (the checkout's
     Python environments it links to stay read-only)."""
     if policy is None:
         return None
-    return evolve(policy, workspace=copy, interpreters=(*policy.interpreters, *snapshot.environments.values()))
+    overlay = (copy.upper, copy.work) if copy.upper is not None and copy.work is not None else None
+    interpreters = (*policy.interpreters, *snapshot.environments.values())
+    return evolve(policy, workspace=copy.path, interpreters=interpreters, overlay=overlay)
+
+
+def _overlays(policy: SandboxPolicy | None) -> bool:
+    """Whether a code-running validator's copy can be an overlay of the kept tree: under
+    bubblewrap, when it can lay one, and when no protected path needs mounts of its own
+    inside the copy (their read-only binds come from the host's view of the tree)."""
+    if policy is None or policy.mode == "off" or policy.read_only:
+        return False
+    try:
+        backend = choose_backend()
+    except EnvironmentProblem:
+        return False
+    return backend.overlays()
 
 
 def _needs_copy(host: PluginHost, v: Validator) -> bool:

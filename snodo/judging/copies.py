@@ -7,31 +7,58 @@ nothing else of its configuration)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 from pathlib import Path
 
-from snodo.base.errors import EnvironmentProblem
-from snodo.git.runner import pin, run_git
+from attrs import frozen
 
-from .tree import Blobs, Entry, index_entries, write_copy
+from snodo.base.errors import EnvironmentProblem
+from snodo.git.runner import pin, read_objects, run_git
+
+from .tree import FILE_MODES, Blobs, Entry, index_entries, safe_path, tree_names, write_copy, write_file
 
 #: Python environments at the top of a checkout (never part of a judged tree): linked into
 #: each copy, so a check naming ``.venv/bin/tool`` finds it (read-only to confined code).
 ENVIRONMENTS = (".venv", "venv")
 
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+#: Judged trees kept per repository (``<git common dir>/snodo/trees/<n>``): one per run
+#: that judges at the same time; a run that finds every one in use writes a copy of its own.
+SLOTS = 2
+
+
+@frozen
+class Copy:
+    """Where one validator judges: ``path`` is its workspace; with ``upper`` (bubblewrap
+    only) ``path`` is the snapshot's kept tree, laid over itself in the validator's sandbox
+    so that its writes land in ``upper`` and nobody else sees them; ``own`` is what to
+    remove when it is done (``None``: nothing, the copy is shared)."""
+
+    path: Path
+    own: Path | None = None
+    upper: Path | None = None
+    work: Path | None = None
+
+    @property
+    def writes(self) -> Path:
+        """Where whatever the validator wrote is, once it is done."""
+        return self.upper or self.path
 
 
 class Snapshot:
     """The judged ``tree`` of ``repo``, ready to be laid out once per validator.
 
-    One ``read-tree`` into a private index file (the checkout's own index is never touched)
-    gives both the copies' index and the tree's listing; the blobs are read once, in one
-    batch, and shared by every copy."""
+    The tree is kept between snapshots (:class:`_Slot`): one ``diff-tree`` from the tree
+    kept names what differs, one ``cat-file`` batch reads the root tree and the blobs that
+    differ, one ``read-tree`` writes the kept tree's index. Without a free slot, or for a
+    whole copy, the tree is read into a private index file (the checkout's own is never
+    touched) and its blobs in one batch, shared by every copy."""
 
     def __init__(
         self,
@@ -53,25 +80,60 @@ class Snapshot:
         self._lock = threading.RLock()  # `shared` makes its copy while holding it
         self._count = 0
         self._shared: Path | None = None
+        self._slot: _Slot | None = None
+        self._index_bytes: bytes | None = None
+        self._files: dict[str, Entry] | None = None
         try:
-            self._index = self._read_index()
-            self.files: dict[str, Entry] = index_entries(self._index, len(tree) // 2)
             self.blobs = _blobs_for(repo, self._common)
-            self.blobs.load(e.sha for e in self.files.values())
             self._hooks_path = self._hooks_setting()
             self._hooks = self._project_hooks() if not self._hooks_path else {}
+            self._slot = _Slot.lease(self._common / "snodo" / "trees", tree)
+            changes = self._slot.changes(self) if self._slot is not None else None
+            if self._slot is not None and changes is None:  # written whole: every blob, in the same batch
+                wanted = [entry.sha for entry in self.files.values()]
+            else:
+                wanted = [entry.sha for _, entry in changes or () if entry is not None]
+            top = self._read_top(wanted)
             #: the checkout's Python environments each copy links to (kept read-only by the sandbox)
             self.environments: dict[str, Path] = {
                 env: Path(os.path.realpath(self.project_root / env))
                 for env in ENVIRONMENTS
-                if env not in self.files and (self.project_root / env / "pyvenv.cfg").is_file()
+                if env not in top and (self.project_root / env / "pyvenv.cfg").is_file()
             }
+            if self._slot is not None:
+                self._slot.hold(self, changes)
         except BaseException:
             self.close()
             raise
 
-    def _read_index(self) -> bytes:
-        index = self.root / "index"
+    def _read_top(self, blobs: list[str]) -> set[str]:
+        """The names at the top of the tree (read with ``blobs``, in one batch)."""
+        found = read_objects(self.repo, [self.tree, *blobs])
+        root = found.get(self.tree)
+        if root is None or root.kind != "tree":
+            raise EnvironmentProblem(f"tree {self.tree} is missing from {self.repo}")
+        self.blobs.put({sha: found[sha] for sha in blobs})
+        return set(tree_names(root.data, len(self.tree) // 2))
+
+    @property
+    def files(self) -> dict[str, Entry]:
+        """Every file of the tree, by path (read when a whole copy is written)."""
+        with self._lock:
+            if self._files is None:
+                self._files = index_entries(self._index(), len(self.tree) // 2)
+            return self._files
+
+    def _index(self) -> bytes:
+        with self._lock:
+            if self._index_bytes is None:
+                index = self.root / "index"
+                self.read_tree(index)
+                self._index_bytes = index.read_bytes()
+                index.unlink()
+            return self._index_bytes
+
+    def read_tree(self, index: Path) -> None:
+        """Write an index holding the tree at ``index``."""
         made = run_git(
             self.repo,
             *("-c", "index.version=2", "-c", "core.splitIndex=false", "-c", "index.sparse=false"),
@@ -81,9 +143,6 @@ class Snapshot:
         )
         if not made.ok:
             raise EnvironmentProblem(f"cannot read tree {self.tree} into an index in {self.repo}: {made.detail()}")
-        data = index.read_bytes()
-        index.unlink()
-        return data
 
     def _hooks_setting(self) -> str:
         """``core.hooksPath`` as the repository's own configuration sets it (the last value of
@@ -105,21 +164,37 @@ class Snapshot:
                     out[entry.name] = (Path(entry.path).read_bytes(), mode)
         return out
 
-    def copy(self, name: str) -> Path:
-        """A fresh private copy of the tree, as a git work tree (see the module docstring)."""
+    def copy(self, name: str, *, overlay: bool = False) -> Copy:
+        """A private copy of the tree, as a git work tree (see the module docstring). With
+        ``overlay`` (the validator runs under bubblewrap, which lays the kept tree over
+        itself) nothing is written: the copy is the kept tree and a place for its writes."""
         with self._lock:
             self._count += 1
-            dest = self.root / f"{self._count}-{_NAME.sub('_', name)[:60]}" / "work"
-        dest.parent.mkdir(mode=0o700)
+            own = self.root / f"{self._count}-{_NAME.sub('_', name)[:60]}"
+        own.mkdir(mode=0o700)
+        if overlay and self._slot is not None:
+            (own / "upper").mkdir()
+            (own / "ovl").mkdir()
+            return Copy(self._slot.work, own=own, upper=own / "upper", work=own / "ovl")
+        dest = own / "work"
         dest.mkdir()
+        self._lay_out(dest)
+        return Copy(dest, own=own)
+
+    def _lay_out(self, dest: Path) -> None:
         write_copy(dest, self.files, self.blobs)
         self._git_dir(dest)
+        self._link_environments(dest)
+
+    def _link_environments(self, dest: Path) -> None:
+        for env in ENVIRONMENTS:
+            if env not in self.environments and os.path.islink(dest / env):
+                os.unlink(dest / env)
         for env, real in self.environments.items():
             if not os.path.lexists(dest / env):
                 os.symlink(real, dest / env)
-        return dest
 
-    def _git_dir(self, dest: Path) -> None:
+    def _git_dir(self, dest: Path, *, index: bool = True) -> None:
         git = dest / ".git"
         if os.path.lexists(git):  # the tree holds a `.git` entry of its own: never trusted, replaced
             if git.is_dir() and not git.is_symlink():
@@ -142,18 +217,22 @@ class Snapshot:
             config += ["[extensions]", "\tobjectformat = sha256"]
         (git / "config").write_text("\n".join(config) + "\n", encoding="utf-8")
         (git / "HEAD").write_text(f"{self.base}\n" if self.base else "ref: refs/heads/main\n", encoding="utf-8")
-        (git / "index").write_bytes(self._index)
+        if index:
+            (git / "index").write_bytes(self._index())
         for hook, (data, mode) in self._hooks.items():
             target = git / "hooks" / hook
             target.write_bytes(data)
             target.chmod(mode)
 
-    def shared(self) -> Path:
-        """The one copy validators that only read share (made on the first ask)."""
+    def shared(self) -> Copy:
+        """The one copy validators that only read share: the kept tree, or one made on the
+        first ask when no kept tree was free."""
         with self._lock:
+            if self._slot is not None:
+                return Copy(self._slot.work)
             if self._shared is None:
-                self._shared = self.copy("shared")
-            return self._shared
+                self._shared = self.copy("shared").path
+            return Copy(self._shared)
 
     def empty(self) -> Path:
         """An empty private directory: the confined workspace of a validator that declared it
@@ -164,11 +243,15 @@ class Snapshot:
         path.mkdir(mode=0o700)
         return path
 
-    def remove(self, copy: Path) -> None:
+    def remove(self, copy: Copy) -> None:
         """Throw ``copy`` away (in the background: the verdict does not wait for the disk)."""
-        _discard(copy.parent)
+        if copy.own is not None:
+            _discard(copy.own)
 
     def close(self) -> None:
+        slot = getattr(self, "_slot", None)
+        if slot is not None:
+            slot.release()
         _discard(self.root)
         blobs = getattr(self, "blobs", None)
         if blobs is not None and blobs.size() > _KEEP_BYTES:
@@ -198,7 +281,187 @@ def _blobs_for(repo: Path, common: Path) -> Blobs:
 def _discard(path: Path) -> None:
     """Remove ``path`` on a thread of its own; the process waits for it before it exits
     (not a daemon), so nothing is left behind in the temporary directory."""
-    threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"ignore_errors": True}, name="snodo-discard").start()
+    threading.Thread(target=_remove_tree, args=(path,), name="snodo-discard").start()
+
+
+def _remove_tree(path: Path) -> None:
+    """``rmtree``, also of what an overlay left: its work directory without permissions."""
+
+    def retry(function: object, failed: str, *_: object) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(failed), 0o700)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, 0o700)
+                shutil.rmtree(failed, ignore_errors=True)
+            else:
+                os.unlink(failed)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=retry)
+    else:
+        shutil.rmtree(path, onerror=retry)
+
+
+class _Slot:
+    """A judged tree kept between runs in the repository's git directory: written by snodo
+    alone from git's objects, never writable by confined code (it lies in the git directory,
+    read-only to every sandbox, and code-running validators see it through an overlay of
+    their own), so the next snapshot of the same repository writes only what differs.
+
+    Its ``state`` file says which tree ``work`` holds, or ``dirty`` while snodo changes it:
+    a run that stopped half-way leaves ``dirty``, and the next one writes the tree afresh.
+    A lock (``flock``) keeps it to one snapshot at a time."""
+
+    def __init__(self, home: Path, fd: int, held: str) -> None:
+        self.home = home
+        self.work = home / "work"
+        self.fd = fd
+        self.held = held  # the tree `work` holds ("" if unknown)
+        try:
+            self.used = os.stat(home / "state").st_mtime_ns
+        except OSError:
+            self.used = 0
+
+    @classmethod
+    def lease(cls, trees: Path, tree: str) -> _Slot | None:
+        """A free slot, the one holding ``tree`` (or any tree) first; ``None`` when all are
+        in use or the git directory cannot hold one."""
+        free: list[_Slot] = []
+        try:
+            trees.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for n in range(SLOTS):
+                home = trees / str(n)
+                home.mkdir(mode=0o700, exist_ok=True)
+                fd = os.open(home / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(fd)
+                    continue
+                free.append(cls(home, fd, _read_state(home)))
+        except OSError:
+            for slot in free:
+                slot.release()
+            return None
+        if not free:
+            return None
+        # the one holding the tree; else the one used least recently, so that the base's tree,
+        # judged before every run's work, stays where the next run finds it
+        free.sort(key=lambda s: (s.held != tree, s.used))
+        for extra in free[1:]:
+            extra.release()
+        return free[0]
+
+    def changes(self, snapshot: Snapshot) -> list[tuple[str, Entry | None]] | None:
+        """What differs between the tree held and ``snapshot``'s: each path with its new
+        entry (``None``: gone), from one ``git diff-tree``; ``None`` when the tree held is
+        not known or the difference is not patched (a ``.git`` or environment entry)."""
+        if self.held in ("", "dirty") or not self.work.is_dir():
+            return None
+        if self.held == snapshot.tree:
+            return []
+        found = run_git(snapshot.repo, "diff-tree", "-r", "-z", "--no-renames", self.held, snapshot.tree)
+        if not found.ok:
+            return None
+        fields = found.stdout.split("\0")
+        out: list[tuple[str, Entry | None]] = []
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+            parts = meta.split(" ")
+            if len(parts) != 5 or not path:
+                return None
+            top = path.split("/", 1)[0]
+            if top in ENVIRONMENTS or top.casefold().rstrip(". ") == ".git":
+                return None
+            mode, sha = parts[1], parts[3]
+            out.append((path, Entry(mode, sha) if mode in FILE_MODES else None))
+        return out
+
+    def hold(self, snapshot: Snapshot, changes: list[tuple[str, Entry | None]] | None) -> None:
+        """Make ``work`` hold ``snapshot``'s tree: ``changes`` patched in, or the whole tree
+        written afresh (``None``)."""
+        index = self.work / ".git" / "index"
+        kept = index.read_bytes() if changes == [] and index.is_file() else None  # it holds the tree
+        _write_state(self.home, "dirty")
+        if changes is None:
+            if os.path.lexists(self.work):
+                _remove_tree(self.work)
+            self.work.mkdir(mode=0o700)
+            write_copy(self.work, snapshot.files, snapshot.blobs)
+        else:
+            _patch(self.work, changes, snapshot.blobs)
+        snapshot._git_dir(self.work, index=False)
+        if kept is not None:
+            index.write_bytes(kept)
+        elif changes is None:
+            index.write_bytes(snapshot._index())
+        else:
+            snapshot.read_tree(index)
+        snapshot._link_environments(self.work)
+        _write_state(self.home, snapshot.tree)
+        self.held = snapshot.tree
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)  # the lock goes with it
+            self.fd = -1
+
+
+def _read_state(home: Path) -> str:
+    try:
+        return (home / "state").read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _write_state(home: Path, state: str) -> None:
+    part = home / "state.part"
+    part.write_text(state + "\n", encoding="ascii")
+    os.replace(part, home / "state")
+
+
+def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) -> None:
+    """Bring ``work`` from the tree it holds to the new one: what is gone or replaced first
+    (then the directories left empty), then what is new, by the rules :func:`write_copy`
+    lays a tree out by (no path that is not plain and relative, nothing through a link)."""
+    real = os.path.realpath(work)
+    emptied: set[str] = set()
+    for path, _ in sorted(changes, reverse=True):
+        target = os.path.join(real, path)
+        if not safe_path(path) or not _plain(real, path):
+            continue
+        if os.path.lexists(target) and not (os.path.isdir(target) and not os.path.islink(target)):
+            os.unlink(target)
+            emptied.add(os.path.dirname(target))
+    for parent in sorted(emptied, key=len, reverse=True):
+        here = parent
+        while here != real and here.startswith(real + os.sep):
+            try:
+                os.rmdir(here)
+            except OSError:
+                break
+            here = os.path.dirname(here)
+    for path, entry in sorted((p, e) for p, e in changes if e is not None):
+        target = os.path.join(real, path)
+        if not safe_path(path) or not _plain(real, path, make=True):
+            continue
+        if os.path.isdir(target) and not os.path.islink(target):
+            _remove_tree(Path(target))
+        write_file(Path(target), entry, blobs)
+
+
+def _plain(root: str, path: str, *, make: bool = False) -> bool:
+    """Whether every directory on the way to ``root/path`` is a real directory (no symbolic
+    link on the way, nothing followed out of ``root``); with ``make`` the missing ones are
+    made (each as a fresh directory, never through a link)."""
+    here = root
+    for part in path.split("/")[:-1]:
+        here = os.path.join(here, part)
+        if make and not os.path.lexists(here):
+            os.mkdir(here)
+        if os.path.islink(here) or not os.path.isdir(here):
+            return False
+    return True
 
 
 def _quoted(value: str) -> str:

@@ -11,10 +11,11 @@ from pathlib import Path
 from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.git.runner import git_out, read_objects, run_git
+from snodo.git.runner import GitObject, git_out, read_objects, run_git
 
 #: A file's git mode: regular, executable, symbolic link (gitlinks are never exported).
 REGULAR, EXECUTABLE, SYMLINK = "100644", "100755", "120000"
+FILE_MODES = frozenset({REGULAR, EXECUTABLE, SYMLINK})
 
 
 @frozen
@@ -79,6 +80,16 @@ def index_entries(data: bytes, oid_len: int = 20) -> dict[str, Entry]:
     return out
 
 
+def tree_names(data: bytes, oid_len: int = 20) -> list[str]:
+    """The names of a tree object's entries (``<mode> <name>\\0<id>`` each)."""
+    names, at = [], 0
+    while at < len(data):
+        end = data.index(b"\0", at)
+        names.append(data[at:end].partition(b" ")[2].decode("utf-8", "surrogateescape"))
+        at = end + 1 + oid_len
+    return names
+
+
 class Blobs:
     """Blob contents by id, read from ``repo`` in batches and kept for the copies of one judgement."""
 
@@ -95,6 +106,13 @@ class Blobs:
                     raise EnvironmentProblem(f"blob {sha} is missing from {self.repo}")
                 self._data[sha] = obj.data
 
+    def put(self, objects: Mapping[str, GitObject | None]) -> None:
+        """Keep blobs read elsewhere (an :class:`EnvironmentProblem` for one missing)."""
+        for sha, obj in objects.items():
+            if obj is None or obj.kind != "blob":
+                raise EnvironmentProblem(f"blob {sha} is missing from {self.repo}")
+            self._data[sha] = obj.data
+
     def size(self) -> int:
         return sum(len(d) for d in self._data.values())
 
@@ -104,7 +122,8 @@ class Blobs:
         return self._data[sha]
 
 
-def _safe(path: str) -> bool:
+def safe_path(path: str) -> bool:
+    """Whether ``path`` is plain and relative (no ``..``, no empty or ``.`` part, no NUL)."""
     parts = path.split("/")
     return bool(path) and not path.startswith("/") and all(p not in ("", ".", "..") for p in parts) and "\0" not in path
 
@@ -117,7 +136,7 @@ def write_copy(dest: Path, files: Entries, blobs: Blobs) -> None:
     made: set[str] = {""}
     for path in sorted(files):
         entry = files[path]
-        if not _safe(path):
+        if not safe_path(path):
             continue
         parents = path.split("/")[:-1]
         if any("/".join(parents[: i + 1]) in links for i in range(len(parents))):
@@ -127,16 +146,20 @@ def write_copy(dest: Path, files: Entries, blobs: Blobs) -> None:
             if sub not in made:
                 os.mkdir(dest / sub)  # fresh: fails rather than follow anything already there
                 made.add(sub)
-        target = dest / path
-        data = blobs[entry.sha]
-        if entry.mode == SYMLINK:
-            os.symlink(os.fsdecode(data), target)
-            continue
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        fd = os.open(target, flags, 0o755 if entry.mode == EXECUTABLE else 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        write_file(dest / path, entry, blobs)
+
+
+def write_file(target: Path, entry: Entry, blobs: Blobs) -> None:
+    """Write one entry at ``target``, which must not exist (never followed if it does)."""
+    data = blobs[entry.sha]
+    if entry.mode == SYMLINK:
+        os.symlink(os.fsdecode(data), target)
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    fd = os.open(target, flags, 0o755 if entry.mode == EXECUTABLE else 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)

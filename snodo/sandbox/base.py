@@ -77,6 +77,11 @@ class Backend(abc.ABC):
     def probe(self) -> str | None:
         """Start a trivial confined process; ``None`` when that worked, else why not."""
 
+    def overlays(self) -> bool:
+        """Whether the backend can confine a workspace as a private overlay of itself
+        (:attr:`SandboxPolicy.overlay`)."""
+        return False
+
     @abc.abstractmethod
     def prepare(
         self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path

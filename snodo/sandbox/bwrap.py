@@ -24,6 +24,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -93,6 +94,11 @@ class BwrapBackend(Backend):
             return f"{self.program} cannot start a sandbox here: {said}"
         return None
 
+    def overlays(self) -> bool:
+        """Whether this bubblewrap can lay a workspace over itself (``--overlay``: bubblewrap
+        0.9 and a kernel that mounts overlayfs in a user namespace, 5.11), asked once."""
+        return bool(self.program) and _overlays(str(self.program))
+
     def prepare(
         self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
     ) -> Prepared:
@@ -114,6 +120,31 @@ class BwrapBackend(Backend):
         return Prepared(
             backend=self.name, argv=tuple(full), env=dict(env), pass_fds=(fd,), cleanup=functools.partial(_close, fd)
         )
+
+
+@functools.cache
+def _overlays(program: str) -> bool:
+    with tempfile.TemporaryDirectory(prefix="snodo-overlay-probe-") as scratch:
+        low, upper, work = (os.path.join(scratch, name) for name in ("low", "upper", "work"))
+        for path in (low, upper, work):
+            os.mkdir(path)
+        argv = [program, *_BASE, *_AS_ROOT, "--unshare-net", "--overlay-src", low, "--overlay", upper, work, low]
+        argv += ["--chdir", low, "--", _true_program()]
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT, start_new_session=True, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        finally:
+            _make_removable(work)
+        return done.returncode == 0
+
+
+def _make_removable(path: str) -> None:
+    """overlayfs leaves its work directory's ``work`` without permissions: give them back."""
+    for dirpath, dirnames, _ in os.walk(path):
+        for name in dirnames:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(dirpath, name), 0o700)
 
 
 def _close(fd: int) -> None:
@@ -216,6 +247,7 @@ def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
         read_only,
         interpreters,
         git_marker,
+        policy.overlay,
     )
     cached = _MOUNTS.get(key)
     if cached is None:
@@ -253,7 +285,12 @@ def _compute_mounts(
         ops.append((len(back.parts), 999, ("--ro-bind", str(back), str(back))))
     for extra in policy.writable:
         ops.append((len(extra.parts), 1000, ("--bind", str(extra), str(extra))))
-    ops.append((len(workspace.parts), 1001, ("--bind", str(workspace), str(workspace))))
+    if policy.overlay is not None:  # the workspace over itself: its writes go to `upper`
+        upper, work = (str(p) for p in policy.overlay)
+        mount: tuple[str, ...] = ("--overlay-src", str(workspace), "--overlay", upper, work, str(workspace))
+    else:
+        mount = ("--bind", str(workspace), str(workspace))
+    ops.append((len(workspace.parts), 1001, mount))
     # Each parent of a read-only path is a mount point of its own, so it cannot be
     # renamed away to put a writable path where the read-only one was (EBUSY).
     for parent in protected_parents(workspace, read_only):

@@ -365,6 +365,8 @@ class LandlockBackend(Backend):
     def prepare(
         self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
     ) -> Prepared:
+        if policy.overlay is not None:  # fails closed: the workspace would be written itself
+            raise EnvironmentProblem("cannot confine with Landlock: it has no overlay of a workspace (bubblewrap has)")
         ruleset = build_ruleset(policy, tmpdir, self.abi)
         marker = secrets.token_hex(8)
         since = max(0, _ticks_now() - 1)

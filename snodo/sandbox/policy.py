@@ -81,6 +81,10 @@ class SandboxPolicy:
     #: The project's interpreter environment(s) (``execution.python``), kept read-only.
     interpreters: tuple[Path, ...] = ()
     mode: Literal["auto", "off"] = "auto"
+    #: ``(upper, work)``: the workspace is a private overlay of itself (bubblewrap only):
+    #: confined code sees it writable, its writes land in ``upper`` and the workspace's own
+    #: files are never written. ``None``: the workspace itself is writable.
+    overlay: tuple[Path, Path] | None = None
     on_unconfined: UnconfinedCallback | None = field(default=None, eq=False, repr=False)
     on_confined: ConfinedCallback | None = field(default=None, eq=False, repr=False)
 

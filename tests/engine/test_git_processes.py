@@ -21,12 +21,13 @@ PROTOCOL = TRIVIAL_PROTOCOL
 #: What a governed mock run starts: the user's checkout (rev-parse, which also reads HEAD;
 #: status; the configuration, asked once per process; on a first run or after HEAD changed,
 #: the protocol's history, otherwise kept in ``$SNODO_HOME/cache/git``), the copy restored
-#: (``clean`` and ``reset --hard``, or ``worktree add``), per phase one snapshot of the judged
-#: tree (a ``read-tree`` into a private index, one ``cat-file --batch``, ``core.hooksPath``
-#: asked; the pre_execute phase names its tree with a ``rev-parse``), the engine's commit
-#: (update-index, write-tree, commit-tree), its diff, one ``status`` of the copy for the
-#: post_execute phase, the branch and the note. The budgets are the measured counts: the
-#: snapshots and git's own restore cost about ten more than the old in-place judging.
+#: (``clean`` and ``reset --hard``, or ``worktree add``), per phase the judged tree kept in
+#: the git directory brought to the phase's tree (``core.hooksPath`` asked; one ``cat-file
+#: --batch`` for the root tree and the blobs that differ; when it held another tree, one
+#: ``diff-tree`` and one ``read-tree`` of its index; the first time, one ``read-tree`` into a
+#: private index; the pre_execute phase names its tree with a ``rev-parse``), the engine's
+#: commit (update-index, write-tree, commit-tree), its diff, one ``status`` of the copy for
+#: the post_execute phase, the branch and the note. The budgets are the measured counts.
 STATUS_PER_PHASE = 1
 STEADY_BUDGET = 19
 FIRST_BUDGET = 20

@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -134,6 +135,19 @@ class JobStore:
             return []
         return [self.load(p.name) for p in sorted(self.directory.iterdir()) if (p / "status.json").exists()]
 
+    def remove_finished(self, *, before: datetime) -> builtins.list[str]:
+        """Delete the directories of the finished jobs last updated before ``before``."""
+        gone = []
+        for job in self.list():
+            try:
+                updated = datetime.fromisoformat(str(job.get("updated_at")))
+            except ValueError:
+                continue
+            if job["status"] in ("completed", "halted") and updated.replace(tzinfo=updated.tzinfo or UTC) < before:
+                shutil.rmtree(self.path(job["job_id"]))
+                gone.append(job["job_id"])
+        return gone
+
     def latest_for_task(self, task_id: str) -> dict[str, Any] | None:
         found = [j for j in self.list() if j["task_id"] == task_id]
         return found[-1] if found else None
@@ -241,9 +255,6 @@ def detach(store: JobStore, job_id: str) -> None:
         os.write(write_end, b"1")
     finally:
         os.close(write_end)
-
-
-WAITING = "waiting for a slot"
 
 
 class QueueFull(StateError):

@@ -146,6 +146,19 @@ def purge_unreachable(repo: Path, tip: str) -> dict[str, Any]:
     return found
 
 
+def refs_with(root: Path, field: str, namespace: str) -> dict[str, str]:
+    """Each ref under ``namespace`` with one of its ``for-each-ref`` fields."""
+    listing = run_git(root, "for-each-ref", f"--format=%(refname) %({field})", namespace)
+    return dict(line.rpartition(" ")[::2] for line in listing.stdout.splitlines()) if listing.ok else {}
+
+
+def prune_halted(root: Path, *, before: datetime) -> list[str]:
+    """Delete the halted refs whose commit is older than ``before``; their names."""
+    stamps = refs_with(root, "committerdate:unix", HALTED_NAMESPACE)
+    old = [ref for ref, stamp in stamps.items() if stamp.isdigit() and datetime.fromtimestamp(int(stamp), UTC) < before]
+    return [ref for ref in old if run_git(root, "update-ref", "-d", ref).ok]
+
+
 def require_repo(root: Path) -> None:
     if shutil.which("git") is None:
         raise EnvironmentProblem("git is not installed", hint="install git; snodo commits on task branches")

@@ -393,8 +393,7 @@ class Engine:
         event = "coder_usage" if "coder" in who else "judge_usage"
         self.project.record(event, task_id=task_id, run_id=self.run_id, **entry)
 
-    def _halted(self, task_id: str, stop: Halt, wt: Worktree | None) -> RunResult:
-        halt = stop.record
+    def _halted(self, task_id: str, halt: Halt, wt: Worktree | None) -> RunResult:
         kept_ref, discarded = dispose(
             self.project,
             wt,

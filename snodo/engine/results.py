@@ -1,4 +1,4 @@
-"""What a run ends with: its result (the payload every front door prints), and the halt
+"""What a run ends with: its result (the payload every front door prints), or the halt
 that stops it with one of the halt outcomes (snodo/rules/outcomes.py)."""
 
 from __future__ import annotations
@@ -65,21 +65,8 @@ class RunResult:
         }
 
 
-@frozen(kw_only=True)
-class HaltRecord:
-    """Why and where a run stopped, and what it leaves behind (results, files, commit)."""
-
-    outcome: HaltOutcome
-    phase: str
-    message: str
-    results: tuple[dict[str, Any], ...] = ()
-    decision_id: str | None = None
-    commit: str | None = None
-    files: tuple[str, ...] = ()
-
-
 class Halt(Exception):
-    """Stops a run; carries its :class:`HaltRecord`."""
+    """Stops a run: why and where (one of the halt outcomes), and what it leaves behind."""
 
     def __init__(
         self,
@@ -93,17 +80,15 @@ class Halt(Exception):
         files: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
+        self.outcome = outcome
+        self.phase = phase
+        self.message = message
         if validation is not None and not results:
             results = tuple(r.for_agent() for r in validation.results)
-        self.record = HaltRecord(
-            outcome=outcome,
-            phase=phase,
-            message=message,
-            results=results,
-            decision_id=validation.decision_id if validation is not None else None,
-            commit=commit,
-            files=files,
-        )
+        self.results = results
+        self.decision_id = validation.decision_id if validation is not None else None
+        self.commit = commit
+        self.files = files
 
 
 def plain_usage(usage: Any) -> dict[str, Any]:

@@ -1,15 +1,7 @@
 """The branch a completed run leaves: ``snodo/<task>-<run>``, or the name given with
-``snodo run --branch NAME``.
-
-A named branch is checked before anything exists (no job record, no working copy, no
-token, no audit event): a name git would refuse, one that ``git check-ref-format --branch``
-would rewrite (``@{-1}``), an existing branch, or one a live job is already waiting to make
-is a one-line error. Only completed work gets the name; a halted run's commits go under
-``refs/snodo/halted/`` as always, and the job record keeps the name for ``--resume``.
-
-``snodo jobs prune`` deletes a merged named branch only when a job record says snodo made
-it and it still points where snodo left it (:func:`made_branches`): a branch a person made
-or moved on is theirs.
+``snodo run --branch NAME``, checked before anything exists (no job record, no working copy,
+no token, no audit event). ``snodo jobs prune`` deletes a merged named branch only while a
+job record says snodo made it and it still points where snodo left it.
 """
 
 from __future__ import annotations

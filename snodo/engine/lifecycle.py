@@ -62,6 +62,18 @@ class PreparedRun:
     branch: str | None = None
 
 
+def _prepared(job: dict[str, Any], spec: str) -> PreparedRun:
+    return PreparedRun(
+        job_id=job["job_id"],
+        task_id=job["task_id"],
+        spec=spec,
+        mode=job["mode"],
+        coder=job["coder"],
+        background=bool(job.get("background")),
+        branch=job.get("branch"),
+    )
+
+
 class JobRunner:
     """Creates, starts and executes the runs of one project."""
 
@@ -69,8 +81,6 @@ class JobRunner:
         self.loaded = loaded
         self.host = host
         self.jobs = JobStore(loaded.root)
-
-    # ---------------------------------------------------------------- creating
 
     def new(
         self,
@@ -104,15 +114,7 @@ class JobRunner:
             protocol_path=self.loaded.path,
             branch=branch,
         )
-        return PreparedRun(
-            job_id=job["job_id"],
-            task_id=task,
-            spec=spec,
-            mode=project.mode_id,
-            coder=coder,
-            background=background,
-            branch=branch,
-        )
+        return _prepared(job, spec)
 
     def resume(
         self, task_id: str, *, mode: str | None, coder: str | None, background: bool, branch: str | None = None
@@ -141,15 +143,7 @@ class JobRunner:
         job = self.jobs.load(job_id)
         if job["status"] != "queued":
             raise SnodoError(f"job {job_id} is {job['status']}, not queued; it cannot be run again")
-        return PreparedRun(
-            job_id=job_id,
-            task_id=job["task_id"],
-            spec=self.jobs.spec(job_id),
-            mode=job["mode"],
-            coder=job["coder"],
-            background=bool(job.get("background")),
-            branch=job.get("branch"),
-        )
+        return _prepared(job, self.jobs.spec(job_id))
 
     def start_background(self, run: PreparedRun) -> list[str]:
         """Queue the job as a record and start what the free slots allow (oldest first)."""
@@ -157,8 +151,6 @@ class JobRunner:
 
     def parallel_limit(self) -> int:
         return max(1, int(self.loaded.protocol.execution.max_parallel_jobs))
-
-    # --------------------------------------------------------------- executing
 
     def execute(self, run: PreparedRun, *, echo: Echo | None = None) -> RunResult:
         """Run the job to its end and record the result; never leaves it ``running``.
@@ -262,9 +254,6 @@ class JobRunner:
         from snodo.governance.service import Project  # noqa: PLC0415 `jobs prune` loads no protocol or governance stack
 
         return Project(self.loaded, self.host, mode=mode)
-
-
-# ------------------------------------------------------------------ pruning
 
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw]?)\s*$")

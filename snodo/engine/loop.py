@@ -16,14 +16,14 @@ from typing import Any, NoReturn
 
 from attrs import evolve, frozen
 
-from snodo.base.errors import CoderError, EnvironmentProblem, PluginError, SnodoError, TokenError
+from snodo.base.errors import CoderError, TokenError
 from snodo.base.frozen import freeze
 from snodo.engine import change
 from snodo.engine.checks import check_programs, check_settings, preflight
 from snodo.engine.disposal import dispose, judge_unjudged
 from snodo.engine.execute import Executed, run_coder
 from snodo.engine.interrupt import Interrupted
-from snodo.engine.results import Halt, Progress, RunResult, finding, plain_usage
+from snodo.engine.results import Halt, Progress, RunResult, finding, halt_for, plain_usage
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned
 from snodo.evidence.attest import attest_run
 from snodo.git.runner import pin
@@ -55,7 +55,7 @@ class _Progress:
 
 @frozen(kw_only=True)
 class _Attempt:
-    """One coder attempt and the post_execute verdict on the whole change so far."""
+    """One attempt's post_execute verdict on the whole change so far."""
 
     post: ValidationOutcome
     results: tuple[dict[str, Any], ...]
@@ -137,7 +137,7 @@ class Engine:
                 message += f" ({self.activity})"
             return self._halted(task_id, Halt("interrupted", phase, message), worktree)
         except Exception as exc:  # fail closed: an unexpected fault halts and is audited
-            return self._halted(task_id, _as_halt(exc), worktree)
+            return self._halted(task_id, halt_for(exc), worktree)
         finally:
             if worktree is not None:
                 self._note_left_out(worktree.left_out)  # read by a status beside the run
@@ -215,20 +215,19 @@ class Engine:
         self._pre_validate_and_consume(task_id, wt)
         guard = PathGuard(wt.path, self.project.protocol.protected_paths)
         ex = self.project.protocol.execution
+        budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
         state = _Progress()
         while True:
             try:
                 state, attempt = self._attempt(spec, task_id, coder_spec, config, wt, guard, state)
             except CoderError as exc:  # the coder could not do it: another attempt, with why, while budgets last
-                if state.attempt >= min(ex.max_recovery_depth, ex.max_total_fix_attempts):
+                if state.attempt >= budget:
                     raise
                 findings = (f"your previous attempt failed: {exc}",)
-                self.attempt = state.attempt + 1
-                self.project.record("recovery", task_id=task_id, attempt=self.attempt, findings=list(findings))
-                self.progress(f"recovery attempt {self.attempt}: the coder failed: {str(exc)[:200]}")
-                state = evolve(state, attempt=self.attempt, findings=findings)
+                said = f": the coder failed: {str(exc)[:200]}"
+                state = self._recover(task_id, state, findings, said, state.last_signature)
                 continue
-            outcome = self._recovery_decision(spec, task_id, wt, state, attempt)
+            outcome = self._recovery_decision(spec, task_id, wt, state, attempt, budget)
             if isinstance(outcome, RunResult):
                 return outcome
             state = outcome
@@ -326,13 +325,12 @@ class Engine:
         return evolve(state, files=files, dropped=(*state.dropped, *done.dropped), commit=commit), made
 
     def _recovery_decision(
-        self, spec: str, task_id: str, wt: Worktree, state: _Progress, done: _Attempt
+        self, spec: str, task_id: str, wt: Worktree, state: _Progress, done: _Attempt, budget: int
     ) -> RunResult | _Progress:
         """What the post_execute verdict means: completed; a halt (blocker, validator_error,
         or an escalation once the fix budget is spent or the run stalls); or another attempt
         with the findings (the returned state)."""
         p = self.project
-        ex = p.protocol.execution
         post, attempt = done.post, state.attempt
         if post.status == "pass":
             return RunResult(
@@ -362,7 +360,6 @@ class Engine:
         # Stall: the same verdicts (severities, not wording: test timings vary) after the same change.
         verdicts = tuple((r.validator_id, r.severity, r.severity_original) for r in post.results)
         signature = (verdicts, done.signature_ops)
-        budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
         stalled = signature == state.last_signature
         if attempt >= budget or stalled:
             why = "the same verdict after the same change" if stalled else f"{attempt} fix attempt(s) used"
@@ -375,12 +372,17 @@ class Engine:
                 commit=state.commit,
                 files=done.changed,
             )
-        attempt += 1
-        self.attempt = attempt
         findings = tuple(finding(r) for r in post.results if r.severity != "pass")
-        p.record("recovery", task_id=task_id, attempt=attempt, findings=list(findings))
-        self.progress(f"recovery attempt {attempt}/{budget}: {'; '.join(findings)[:200]}")
-        return evolve(state, attempt=attempt, findings=findings, last_signature=signature)
+        return self._recover(task_id, state, findings, f"/{budget}: {'; '.join(findings)[:200]}", signature)
+
+    def _recover(
+        self, task_id: str, state: _Progress, findings: tuple[str, ...], said: str, signature: Any
+    ) -> _Progress:
+        """Another attempt, told ``findings``."""
+        self.attempt = state.attempt + 1
+        self.project.record("recovery", task_id=task_id, attempt=self.attempt, findings=list(findings))
+        self.progress(f"recovery attempt {self.attempt}{said}")
+        return evolve(state, attempt=self.attempt, findings=findings, last_signature=signature)
 
     def _spent(self, task_id: str, attempt: int, reported: Any, **who: str) -> None:
         """Record what a coder attempt (``coder=``) or a judge (``validator=``, ``phase=``)
@@ -442,14 +444,3 @@ def _change_so_far(wt: Worktree, state: _Progress, made: change.Commit | None) -
     if state.files and state.commit:
         return change.compare(wt.path, wt.base, state.commit)
     return (), ""
-
-
-def _as_halt(exc: Exception) -> Halt:
-    """The halt a fault ends the run with."""
-    if isinstance(exc, Halt):
-        return exc
-    if isinstance(exc, CoderError):  # the coder ran and said it could not do the work
-        return Halt("coder_failed", "execute", f"the coder failed: {exc}")
-    if isinstance(exc, EnvironmentProblem | PluginError):
-        return Halt("environment_error", "execute", str(exc))
-    return Halt("internal_error", "engine", str(exc) if isinstance(exc, SnodoError) else f"{type(exc).__name__}: {exc}")

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from attrs import Factory, frozen
 
+from snodo.base.errors import CoderError, EnvironmentProblem, PluginError, SnodoError
 from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import ValidationOutcome
 from snodo.rules.outcomes import RUN_NEXT_STEP, HaltOutcome
@@ -89,6 +90,17 @@ class Halt(Exception):
         self.decision_id = validation.decision_id if validation is not None else None
         self.commit = commit
         self.files = files
+
+
+def halt_for(exc: Exception) -> Halt:
+    """The halt a fault ends the run with."""
+    if isinstance(exc, Halt):
+        return exc
+    if isinstance(exc, CoderError):  # the coder ran and said it could not do the work
+        return Halt("coder_failed", "execute", f"the coder failed: {exc}")
+    if isinstance(exc, EnvironmentProblem | PluginError):
+        return Halt("environment_error", "execute", str(exc))
+    return Halt("internal_error", "engine", str(exc) if isinstance(exc, SnodoError) else f"{type(exc).__name__}: {exc}")
 
 
 def plain_usage(usage: Any) -> dict[str, Any]:

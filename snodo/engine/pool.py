@@ -128,15 +128,10 @@ def take_free_slot(base_dir: Path) -> Slot:
 
 
 def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
-    """Bring the slot's copy back to exactly ``base``: no change to a tracked file, no
+    """Bring the slot's copy back to exactly ``base`` (no change to a tracked file, no
     untracked or ignored file, no nested repository, every mode as a fresh checkout makes
-    it, no history of earlier runs; ``False`` when that cannot be done or checked (the
-    caller then makes a fresh copy). ``base`` may be a function, called when the reset
-    needs it, so the caller can read it alongside.
-
-    A walk of the directories (:func:`~snodo.engine.poolmodes.repair_dirs`, also the run's
-    first look for new ``.git`` entries), ``clean -ffdx`` and ``reset --hard`` against
-    :data:`REF_INDEX`, each silent on stderr; else the long path (:func:`_long_path`)."""
+    it, no history of earlier runs), or ``False`` (the caller then makes a fresh copy).
+    ``base`` may be a function, called when the reset needs it."""
     gitdir = slot.meta().get("gitdir")
     if not isinstance(gitdir, str) or not _trusted(slot, gitdir):
         return False

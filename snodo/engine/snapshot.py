@@ -187,9 +187,9 @@ def tree_of(root: Path, *, skip_git_dir: bool) -> dict[str, str]:
 
 
 def outside_of(root: Path) -> dict[str, Path]:
-    """The workspace's parent, where ``../x`` lands; other runs' working copies (named by
-    their run id, or any directory holding a ``.git``) come and go with them and are left out. A directory is
-    listed as ``../name/`` besides its files, so an empty new one counts too."""
+    """The workspace's parent, where ``../x`` lands, other runs' working copies (named by
+    their run id, or holding a ``.git``) left out; a directory is listed as ``../name/``
+    besides its files, so an empty new one counts too."""
     parent = root.parent
     found: dict[str, Path] = {}
     try:

@@ -62,8 +62,8 @@ class Worktree:
 
     @property
     def left_out(self) -> tuple[str, ...]:
-        """What the user's checkout had uncommitted when the run started (not part of the
-        run), from a ``status`` running beside the run: asking waits for it."""
+        """What the user's checkout had uncommitted when the run started (asking waits for
+        the ``status`` running beside the run)."""
         return self._looking() if self._looking is not None else ()
 
     def tip(self) -> str | None:

@@ -1,15 +1,7 @@
 """The branch a completed run leaves: ``snodo/<task>-<run>``, or the name given with
-``snodo run --branch NAME``.
-
-A named branch is checked before anything exists (no job record, no working copy, no
-token, no audit event): a name git would refuse, one that ``git check-ref-format --branch``
-would rewrite (``@{-1}``), an existing branch, or one a live job is already waiting to make
-is a one-line error. Only completed work gets the name; a halted run's commits go under
-``refs/snodo/halted/`` as always, and the job record keeps the name for ``--resume``.
-
-``snodo jobs prune`` deletes a merged named branch only when a job record says snodo made
-it and it still points where snodo left it (:func:`made_branches`): a branch a person made
-or moved on is theirs.
+``snodo run --branch NAME``, checked before anything exists (no job record, no working copy,
+no token, no audit event). ``snodo jobs prune`` deletes a merged named branch only while a
+job record says snodo made it and it still points where snodo left it.
 """
 
 from __future__ import annotations
@@ -19,6 +11,7 @@ from pathlib import Path
 from snodo.base.errors import SnodoError
 from snodo.base.text import shown
 from snodo.engine.jobs import JobStore
+from snodo.engine.worktree import refs_with
 from snodo.git.runner import run_git
 
 _LIVE = ("queued", "running")
@@ -49,3 +42,23 @@ def made_branches(jobs: JobStore) -> dict[str, str]:
         if job.get("status") == "completed" and name and result.get("branch") == name and isinstance(commit, str):
             made[f"refs/heads/{name}"] = commit
     return made
+
+
+def prune_merged(root: Path, made: dict[str, str]) -> list[dict[str, str]]:
+    """Delete the task branches whose tip is already in another local branch, except one
+    checked out anywhere: every ``snodo/*`` branch, and a ``run --branch`` one only while
+    ``made`` says snodo made it and it still points where snodo left it (a person's own
+    branch is never deleted). Returns ``{branch, merged_into, commit}`` for each."""
+    heads = refs_with(root, "objectname", "refs/heads")
+    ours = {ref for ref, commit in heads.items() if ref.startswith("refs/heads/snodo/") or made.get(ref) == commit}
+    bases = sorted(set(heads) - ours)
+    listing = run_git(root, "worktree", "list", "--porcelain")
+    checked_out = {line.removeprefix("branch ") for line in listing.stdout.splitlines() if line.startswith("branch ")}
+    pruned: list[dict[str, str]] = []
+    for ref in sorted(ours - checked_out):
+        commit = heads[ref]
+        base = next((b for b in bases if run_git(root, "merge-base", "--is-ancestor", commit, heads[b]).ok), None)
+        if base is not None and run_git(root, "update-ref", "-d", ref, commit).ok:
+            merged_into = base.removeprefix("refs/heads/")
+            pruned.append({"branch": ref.removeprefix("refs/heads/"), "merged_into": merged_into, "commit": commit})
+    return pruned

@@ -1,19 +1,10 @@
 """The engine's commits and the change a run made, at a cost that follows the change.
 
-The agent's git tools (:mod:`snodo.workspace.git`) work on the working tree: their ``status``,
-``diff`` and ``commit`` look at every tracked file. The engine needs less: it commits paths it
-already knows (the coder's operations, or what the in-place watch judged), and what
-post_execute judges is the committed change, base tree against tip tree. So here:
-
-- a commit is ``add`` of the named paths and ``commit --only`` of exactly them (no hook:
-  hooks point at /dev/null and ``--no-verify``; nothing staged behind the tools' back is
-  part of it); its id is read from the copy's own git directory and its tree from the new
-  loose object, so the verdict binds the committed tree without asking git again;
-- the changed files and the patch come from one tree-to-tree ``diff --patch-with-raw``,
-  which reads only the trees and blobs that differ.
-
-Every path is judged by the path guard before it is staged, and every path of the whole
-change again before the result is used (a refusal moves HEAD back).
+The engine commits paths it already knows (the coder's operations, or what the in-place
+watch judged), each judged by the path guard before it is staged and again as part of the
+whole change (a refusal moves HEAD back); post_execute judges the committed change, base tree
+against tip tree, from one ``diff --patch-with-raw``. How: docs/architecture.md, "The life
+cycle of a task's work".
 """
 
 from __future__ import annotations
@@ -27,7 +18,7 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.engine.pool import REF_BASE, REF_INDEX, STAT_TRUST, detached_head, install_index
-from snodo.git.runner import git_out, identity_env, pin, run_git
+from snodo.git.runner import GitContext, git_out, identity_env, pin, run_git
 from snodo.rules.guard import PathGuard
 
 #: Pathspecs are literal paths here: a file named ``*`` stages that file only.
@@ -57,21 +48,26 @@ def commit_paths(copy: Path, guard: PathGuard, paths: Sequence[str], message: st
     if seed is not None:
         made = _plumbed(copy, Path(gitdir), seed, relative, message, parent, base)
     else:
-        made = _porcelain(copy, relative, message, parent, gitdir, base)
+        made = _porcelain(copy, context, relative, message, parent, base)
     if made is None:
         return None
     commit, tree, (files, diff) = made
-    try:
-        for path in files:  # staged by the guarded paths above or judged by an earlier attempt
-            guard.check_mutation(os.path.join(copy, path), follow_symlinks=False)
-    except SnodoError:
-        git_out(copy, "update-ref", "-m", "snodo: refused", "HEAD", parent, commit)
-        raise
-    tree = tree or _tree_of(context.common_dir() if context is not None else None, commit) or ""
+    _recheck(copy, guard, files, parent, commit)
     _PARENTS[commit] = parent
     if tree:
         _TREES[commit] = tree
     return Commit(commit=commit, tree=tree or None, files=files, diff=diff)
+
+
+def _recheck(copy: Path, guard: PathGuard, files: tuple[str, ...], parent: str, commit: str) -> None:
+    """Judge every path of the whole change again (the ones just staged, and those an earlier
+    attempt committed); a refusal moves HEAD back to ``parent``."""
+    try:
+        for path in files:
+            guard.check_mutation(os.path.join(copy, path), follow_symlinks=False)
+    except SnodoError:
+        git_out(copy, "update-ref", "-m", "snodo: refused", "HEAD", parent, commit)
+        raise
 
 
 _Made = tuple[str, str, tuple[tuple[str, ...], str]]
@@ -102,10 +98,9 @@ def _seed_index(gitdir: str, parent: str) -> Path | None:
 def _plumbed(
     copy: Path, gitdir: Path, seed: Path, relative: list[str], message: str, parent: str, base: str
 ) -> _Made | None:
-    """The commit built with plumbing, writing one index of the whole tree: the named paths
-    added to a copy of ``seed`` (``update-index``), its tree (``write-tree``), a commit of it
-    (``commit-tree``, no hook) and HEAD moved there (only from ``parent``).
-    That index then becomes the copy's own, so ``status`` in the copy shows the commit."""
+    """The commit built with plumbing: the named paths added to a copy of ``seed``, its tree,
+    a commit of it (no hook) and HEAD moved there from ``parent``; that index then becomes
+    the copy's own, so ``status`` in the copy shows the commit."""
     work = gitdir / f"{COMMIT_INDEX}.work"
     install_index(seed, work)  # git replaces it when it writes: the seed stays as it is
     own = {"GIT_INDEX_FILE": str(work)}
@@ -129,9 +124,8 @@ def _plumbed(
 
 
 def _move_head(copy: Path, gitdir: Path, made: str, parent: str) -> None:
-    """Move the copy's HEAD from ``parent`` to ``made``. A pooled copy's HEAD is detached: a
-    commit id in a file of its own git directory, which only this run uses. It is replaced by
-    a rename, as git's own ref update does (no git process); anything else goes through git."""
+    """Move the copy's HEAD from ``parent`` to ``made``: a pooled copy's detached HEAD (a file
+    only this run uses) by a rename, as git's own ref update does; anything else through git."""
     if detached_head(str(gitdir)) == parent:
         tmp = gitdir / "HEAD.snodo-tmp"
         tmp.write_text(f"{made}\n", encoding="ascii")
@@ -140,9 +134,12 @@ def _move_head(copy: Path, gitdir: Path, made: str, parent: str) -> None:
         git_out(copy, "update-ref", "-m", "snodo: commit", "HEAD", made, parent)
 
 
-def _porcelain(copy: Path, relative: list[str], message: str, parent: str, gitdir: str, base: str) -> _Made | None:
+def _porcelain(
+    copy: Path, context: GitContext | None, relative: list[str], message: str, parent: str, base: str
+) -> _Made | None:
     """The commit with ``add`` and ``commit --only`` (no hook), when no index snodo wrote
     holds the parent's tree."""
+    gitdir = str(context.git_dir) if context is not None else ""
     git_out(copy, "add", "-A", "--", *relative, env=_LITERAL)
     made = run_git(copy, *_COMMIT, *relative, stdin=message, env={**identity_env(copy), **_LITERAL, "LC_ALL": "C"})
     commit = _head(copy, gitdir)
@@ -151,7 +148,8 @@ def _porcelain(copy: Path, relative: list[str], message: str, parent: str, gitdi
         if made.returncode == 1 and commit == parent and any(n in said for n in _NOTHING):
             return None
         raise EnvironmentProblem(f"git commit failed in {copy}: {made.detail()}")
-    return commit, "", compare(copy, base, commit)
+    tree = _tree_of(context.common_dir() if context is not None else None, commit) or ""
+    return commit, tree, compare(copy, base, commit)
 
 
 #: ``git commit`` as the engine makes one: no hook, the message as given, only the named paths.
@@ -184,8 +182,7 @@ def _head(copy: Path, gitdir: str) -> str:
 
 def _tree_of(common: Path | None, commit: str) -> str | None:
     """The tree a freshly made commit names, from its loose object (git writes a new commit
-    loose); ``None`` when it is not there to read (the verdict then binds the tree git
-    computes from the copy)."""
+    loose); ``None`` when it is not there to read."""
     if common is None or len(commit) not in (40, 64):
         return None
     try:
@@ -198,16 +195,6 @@ def _tree_of(common: Path | None, commit: str) -> str | None:
         return None
     tree = line[5:].decode("ascii", "replace")
     return tree if len(tree) == len(commit) and all(c in "0123456789abcdef" for c in tree) else None
-
-
-def changed_files(copy: Path, base: str, tip: str) -> list[str]:
-    """Files that differ between the commits ``base`` and ``tip``, sorted."""
-    return list(compare(copy, base, tip)[0])
-
-
-def read_diff(copy: Path, base: str, tip: str) -> str:
-    """The patch from ``base`` to ``tip`` (no external diff or text conversion)."""
-    return compare(copy, base, tip)[1]
 
 
 def compare(copy: Path, base: str, tip: str) -> tuple[tuple[str, ...], str]:

@@ -31,11 +31,9 @@ _AHEAD_LOCK = threading.Lock()
 
 
 def look_ahead(repo: Path) -> None:
-    """Start :func:`look_at_checkout` for ``repo`` now, beside the caller: ``snodo run`` calls
-    it once the repository is pinned, before the plugins, the protocol's parse and the engine
-    load, so on a large checkout the whole-tree ``status`` reads on the CPU that loading
-    leaves idle instead of competing with the run's own git at its end. Read-only, like every
-    look at the checkout; :func:`looking` takes it."""
+    """Start :func:`look_at_checkout` for ``repo`` now, beside the caller (``snodo run``, before
+    loading plugins, protocol and engine: the whole-tree ``status`` uses the CPU loading
+    leaves idle); :func:`looking` takes it."""
     with _AHEAD_LOCK:
         key = os.path.realpath(repo)
         if key not in _AHEAD:
@@ -58,8 +56,7 @@ def look_at_checkout(repo: Path) -> tuple[str | None, list[str]]:
     """HEAD's commit (``None``: no commit yet) and the paths with uncommitted changes in the
     user's checkout (governance state aside), from one ``status``: a run starts from the
     last commit, so those paths are not part of it and the user should know."""
-    # No preload threads (20 on a 30,000-file index): it runs beside the run, whose own
-    # processes need the CPUs more than it needs to finish early (~20% less CPU).
+    # No preload threads: it runs beside the run, whose own processes need the CPUs more.
     args = ("--no-optional-locks", "-c", "core.preloadIndex=false", "status", "--porcelain=v2", "--branch")
     found = run_git(repo, *args, "--no-ahead-behind", "-z", "--", ".", ":!.snodo")
     if not found.ok:  # the run can still start from HEAD; nothing to report
@@ -84,12 +81,10 @@ _FIELDS = {"1 ": 8, "2 ": 9, "u ": 10, "? ": 1}
 
 
 def read_head(repo: Path) -> str | None:
-    """HEAD's commit read from the files of the user's git directory, so the restore need
-    not wait for the whole-tree ``status`` that also reports it; ``None`` (wait for it) for
-    anything but a detached commit id or a branch with a loose ref: a packed ref, a chain
-    of symbolic refs, a reftable repository, anything unreadable. A loose ref is what git
-    itself reads first (it overrides a packed one); the ref name is the user's, not an
-    agent's, and one that climbs out of ``refs/`` is not followed."""
+    """HEAD's commit read from the user's git directory, so the restore need not wait for the
+    ``status`` that also reports it; ``None`` (wait for it) for anything but a detached commit
+    id or a branch with a loose ref (which git itself reads first). A ref name that climbs
+    out of ``refs/`` is not followed."""
     context = pin(repo)
     if context is None:
         return None

@@ -60,6 +60,15 @@ def dispose(
     return None, discarded
 
 
+def _discarding(p: Project, predicate: str) -> str | None:
+    """The predicate's name when its failure means the work must be discarded, else ``None``."""
+    try:
+        spec = p.host.predicate(predicate)
+    except SnodoError:
+        return None
+    return spec.name if spec.discard_work_on_failure else None
+
+
 def discard_reasons(p: Project, results: tuple[dict[str, Any], ...]) -> list[dict[str, str]]:
     """Failed constraints whose predicate declares ``discard_work_on_failure``. A predicate
     that could not judge (an error) counts as failed: fail closed."""
@@ -68,17 +77,9 @@ def discard_reasons(p: Project, results: tuple[dict[str, Any], ...]) -> list[dic
         vtype = str(r.get("validator_type", ""))
         if r.get("kind") != "constraint" or r.get("severity") == "pass" or not vtype.startswith("predicate:"):
             continue
-        try:
-            spec = p.host.predicate(vtype.removeprefix("predicate:"))
-        except SnodoError:
-            continue
-        if spec.discard_work_on_failure:
+        if name := _discarding(p, vtype.removeprefix("predicate:")):
             reasons.append(
-                {
-                    "constraint": str(r.get("validator_id")),
-                    "predicate": spec.name,
-                    "finding": str(r.get("justification")),
-                }
+                {"constraint": str(r.get("validator_id")), "predicate": name, "finding": str(r.get("justification"))}
             )
     return reasons
 
@@ -87,24 +88,20 @@ def judge_unjudged(
     p: Project, wt: Worktree, results: tuple[dict[str, Any], ...], spec_text: str
 ) -> list[dict[str, str]]:
     """Commits about to be kept that a discarding constraint never judged (the run was
-    interrupted, or halted before post_execute finished) are judged now, so no kept ref
-    holds what such a constraint forbids."""
+    interrupted, or halted before post_execute finished) are judged now, through the one
+    confined runner: a predicate that cannot judge fails closed and discards."""
     tip = wt.tip()
     if tip is None or tip == wt.base:
         return []
     judged = {str(r.get("validator_id")) for r in results}
     pending = {}
     for c in constraints_for(p.protocol, p.mode, p.protocol.validators_for(p.mode, "post_execute")):
-        if f"constraint:{c.constraint_id}" in judged:
-            continue
-        try:
-            spec = p.host.predicate(c.predicate)
-        except SnodoError:
-            continue
-        if spec.discard_work_on_failure:
-            pending[f"constraint:{c.constraint_id}"] = (c, spec.name)
+        name = _discarding(p, c.predicate) if f"constraint:{c.constraint_id}" not in judged else None
+        if name:
+            pending[f"constraint:{c.constraint_id}"] = (c, name)
     if not pending:
         return []
+    changed, diff = change.compare(wt.path, wt.base, tip)
     inp = PhaseInput(
         protocol=p.protocol,
         mode=p.mode,
@@ -112,12 +109,10 @@ def judge_unjudged(
         task_id=wt.task_id,
         task_spec=spec_text,
         workspace=wt.path,
-        changed_files=tuple(change.changed_files(wt.path, wt.base, tip)),
-        diff=change.read_diff(wt.path, wt.base, tip),
+        changed_files=changed,
+        diff=diff,
         sandbox=p.sandbox_policy(wt.path),
     )
-    # Through the one runner, confined like every other evaluation: a predicate that
-    # cannot judge (an error) fails closed and discards.
     verdicts = run_constraints(p.host, [c for c, _ in pending.values()], inp)
     return [
         {"constraint": v.validator_id, "predicate": pending[v.validator_id][1], "finding": v.justification}

@@ -1,11 +1,8 @@
 """One coder attempt's execution, and how its work reaches the working copy.
 
-The coder runs confined (its sandbox policy, network only when it declares the need). An
-in-place coder is watched (:class:`~snodo.engine.inplace.InPlaceWatch`): every path it
-changed is judged by the same path guard as the tools, and one refusal halts the run. A
-coder that returns operations has them filtered by the ``snodo_filter_artifacts`` hooks
-(the core's own implementation drops ``.snodo/``, ``.git/`` and protected paths), then
-written through the guard.
+The coder runs confined. An in-place coder is watched (:class:`~snodo.engine.inplace.InPlaceWatch`):
+every path it changed is judged by the tools' path guard, and one refusal halts the run. A
+coder's returned operations go through the ``snodo_filter_artifacts`` hooks, then guarded writes.
 """
 
 from __future__ import annotations
@@ -53,30 +50,15 @@ def run_coder(
     spent: Spent,
     progress: Progress,
 ) -> Executed:
-    """Run one coder attempt confined and bring its work into the working copy: an in-place
-    coder's changes are judged by the path guard (:class:`InPlaceWatch`); a coder's returned
-    operations go through the artifact filter hooks, then guarded writes. Every refusal is
-    audited as ``path_refused``; what the attempt spent is recorded even when it fails."""
+    """Run one coder attempt confined and bring its work into the working copy. Every
+    refusal is audited as ``path_refused``; what the attempt spent is recorded even when it fails."""
+    guard = PathGuard(wt.path, p.protocol.protected_paths)
     caps = spec.capabilities
-    watch = (
-        InPlaceWatch(
-            wt.path,
-            PathGuard(wt.path, p.protocol.protected_paths),
-            branch=wt.branch,
-            commits_own_changes=caps.commits_own_changes,
-        )
-        if caps.writes_in_place
-        else None
-    )
+    watch = None
+    if caps.writes_in_place:
+        watch = InPlaceWatch(wt.path, guard, branch=wt.branch, commits_own_changes=caps.commits_own_changes)
     try:
-        try:
-            with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
-                result = p.host.generate(spec.name, request)
-        except BaseException as exc:  # a failed, timed-out or interrupted attempt still spent
-            spent(task_id, request.attempt, getattr(exc, "usage", None), coder=spec.name)
-            if isinstance(exc, EnvironmentProblem | CoderError) or not isinstance(exc, Exception):
-                raise
-            raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
+        result = _generate(p, spec, request, wt, task_id, spent)
     except Exception:
         if watch is not None:  # what it did before failing is judged all the same
             refuse_in_place(p, watch.judge(), spec.name, task_id)
@@ -84,22 +66,35 @@ def run_coder(
     if not isinstance(result, CoderResult):
         raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
     spent(task_id, request.attempt, result.usage, coder=spec.name)
-    if watch is not None:
-        judged = watch.judge()
-        refuse_in_place(p, judged, spec.name, task_id)
-        if judged.commits:
-            p.record(
-                "commit",
-                task_id=task_id,
-                branch=wt.branch,
-                commit=judged.head,
-                commits=list(judged.commits),
-                files=list(judged.changed),
-                by=f"coder:{spec.name}",
-            )
-        head = judged.head if judged.commits else None
-        return Executed(changed=tuple(judged.changed), dropped=(), signature=judged.signature, coder_head=head)
-    return _write_artifacts(p, spec, tuple(result.operations), wt, task_id, progress)
+    if watch is None:
+        return _write_artifacts(p, spec, tuple(result.operations), wt, task_id, progress)
+    judged = watch.judge()
+    refuse_in_place(p, judged, spec.name, task_id)
+    if not judged.commits:
+        return Executed(changed=judged.changed, dropped=(), signature=judged.signature)
+    p.record(
+        "commit",
+        task_id=task_id,
+        branch=wt.branch,
+        commit=judged.head,
+        commits=list(judged.commits),
+        files=list(judged.changed),
+        by=f"coder:{spec.name}",
+    )
+    return Executed(changed=judged.changed, dropped=(), signature=judged.signature, coder_head=judged.head)
+
+
+def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, task_id: str, spent: Spent) -> Any:
+    """What the coder returned from its run in the sandbox (network only when it declares the need)."""
+    try:
+        with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
+            result = p.host.generate(spec.name, request)
+    except BaseException as exc:  # a failed, timed-out or interrupted attempt still spent
+        spent(task_id, request.attempt, getattr(exc, "usage", None), coder=spec.name)
+        if isinstance(exc, EnvironmentProblem | CoderError) or not isinstance(exc, Exception):
+            raise
+        raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
+    return result
 
 
 def _write_artifacts(
@@ -107,23 +102,18 @@ def _write_artifacts(
 ) -> Executed:
     """The artifact filter hooks drop what no coder may write (audited), then every kept
     operation goes through the path guard (a second line of defence behind the filter)."""
-    kept, dropped = p.host.filter_artifacts(
-        ops,
-        ArtifactContext(
-            workspace=wt.path, task_id=task_id, mode_id=p.mode_id, protected_paths=p.protocol.protected_paths
-        ),
+    context = ArtifactContext(
+        workspace=wt.path, task_id=task_id, mode_id=p.mode_id, protected_paths=p.protocol.protected_paths
     )
-    dropped_json = []
+    kept, dropped = p.host.filter_artifacts(ops, context)
+    refused: list[dict[str, str]] = []
+
+    def refuse(op: FileOperation, reason: str) -> None:
+        p.record("path_refused", task_id=task_id, path=op.path, op=op.op, source=f"coder:{spec.name}", reason=reason)
+        refused.append({"path": op.path, "op": op.op, "reason": reason})
+
     for d in dropped:
-        p.record(
-            "path_refused",
-            task_id=task_id,
-            path=d.operation.path,
-            op=d.operation.op,
-            source=f"coder:{spec.name}",
-            reason=d.reason,
-        )
-        dropped_json.append({"path": d.operation.path, "op": d.operation.op, "reason": d.reason})
+        refuse(d.operation, d.reason)
         progress(f"refused {d.operation.op} {d.operation.path}: {d.reason}")
     ws = Workspace(wt.path, PathGuard(wt.path, p.protocol.protected_paths), durable=False)  # committed next
     changed: list[str] = []
@@ -133,21 +123,13 @@ def _write_artifacts(
                 ws.write_file(op.path, op.content or "")
             else:
                 ws.delete_file(op.path)
-        except PathValidationError as exc:  # second line of defence behind the filter
-            p.record(
-                "path_refused",
-                task_id=task_id,
-                path=op.path,
-                op=op.op,
-                source=f"coder:{spec.name}",
-                reason=exc.reason,
-            )
-            dropped_json.append({"path": op.path, "op": op.op, "reason": exc.reason})
+        except PathValidationError as exc:
+            refuse(op, exc.reason)
             continue
-        changed.append(_normalise(wt.path, op))
+        changed.append(Path(os.path.relpath(os.path.normpath(wt.path / op.path), wt.path)).as_posix())
     return Executed(
         changed=tuple(changed),
-        dropped=tuple(dropped_json),
+        dropped=tuple(refused),
         signature=tuple((o.op, o.path, o.content) for o in kept),
     )
 
@@ -159,7 +141,3 @@ def refuse_in_place(p: Project, judged: Judgement, coder: str, task_id: str) -> 
         p.record("path_refused", task_id=task_id, path=path, source=f"coder:{coder}", reason=reason, **extra)
     if judged.refused:
         raise Halt("blocker", "execute", judged.message(coder))
-
-
-def _normalise(root: Path, op: FileOperation) -> str:
-    return Path(os.path.relpath(os.path.normpath(root / op.path), root)).as_posix()

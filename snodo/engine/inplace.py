@@ -1,24 +1,16 @@
 """Judging what an in-place coder did, by the one rule the tool surface uses.
 
 A coder that declares ``writes_in_place`` edits its working copy itself. Before it runs the
-engine takes a snapshot of everything it could reach and should not change; afterwards every
-difference goes through the same :class:`~snodo.rules.guard.PathGuard` as a tool-surface
-write, so ``.snodo/`` at any depth, the protocol's ``protected_paths``, ``.git`` and anything
-outside the workspace are refused alike. The snapshot covers:
+engine snapshots what it could reach and should not change: the workspace's files, the
+workspace's parent (``../x`` lands there; other runs' copies aside), and the repository state
+a coder could use against the user (the common git directory's configuration, hooks, refs and
+the rest, this worktree's own git directory and index entries). Afterwards every difference
+goes through the same :class:`~snodo.rules.guard.PathGuard` as a tool-surface write.
 
-* the workspace's files (content, executable bit, symlink target), the worktree's ``.git``
-  file and any nested ``.git`` included;
-* the workspace's parent directory (``../x`` lands there), sibling working copies of other
-  runs aside;
-* the repository state a coder could use against the user: the common git directory's
-  ``config``, ``hooks/``, ``info/``, ``HEAD``, submodule directories and every ref, and this
-  worktree's own git directory (its ``HEAD``, ``config.worktree``) and index entries.
-
-Moving ``HEAD`` or the task branch, or making commits, is allowed only to a coder that
-declares ``commits_own_changes``; its commits must extend the task branch, and the paths
-they change are judged like the rest. Branches of other runs (``snodo/…``) and git's own
-volatile files (objects, logs, the index's stat data, lock files) and snodo's own runtime
-state in the common git directory are left out: concurrent runs change them legitimately.
+Moving ``HEAD`` or the task branch, or committing, is allowed only to a coder that declares
+``commits_own_changes``; its commits must extend the task branch, and the paths they change
+are judged like the rest. Other runs' branches, git's own volatile files and snodo's runtime
+state are left out: concurrent runs change them legitimately.
 """
 
 from __future__ import annotations
@@ -39,6 +31,7 @@ from snodo.engine.snapshot import (
     git_dirs,
     git_label,
     outside_of,
+    packed_refs,
     put_back,
     read_text,
     save,
@@ -230,22 +223,20 @@ class InPlaceWatch:
         parent directory) as it was; the working copy itself is discarded with the run.
         Returns the paths put back."""
         before = self.before
-        outside = [p for p in refused if p in before.git or p in after.git or p in before.outside or p in after.outside]
+        snapshots = (before.git, after.git, before.outside, after.outside)
         current = {**self._git_entries(), **outside_of(self.root)}
         restored: list[str] = []
-        for label in sorted(outside, key=lambda p: (p.rstrip("/").count("/"), p), reverse=True):
+        for label in sorted(refused, key=lambda p: (p.rstrip("/").count("/"), p), reverse=True):
+            if not any(label in snapshot for snapshot in snapshots):
+                continue
             path, saved = self.saved.get(label, (current.get(label), None))
             if path is not None and put_back(path, saved):
                 restored.append(label)
-        config = ".git/config"
-        if config in refused and config not in restored:
+        if ".git/config" in refused and ".git/config" not in restored:
             return restored  # git is not run again on a configuration it could not put back
-        head_ref = self._head_name()
-        for ref in sorted(r for r in set(before.refs) | set(after.refs) if before.refs.get(r) != after.refs.get(r)):
-            label = head_ref if ref == head_ref else f".git/{ref}"
-            if label not in refused or ref.startswith("reftable/"):
-                continue
-            if self._put_back_ref(ref, before.refs.get(ref)):
+        for ref in differences(before.refs, after.refs):
+            label = self._ref_label(ref)
+            if label in refused and not ref.startswith("reftable/") and self._put_back_ref(ref, before.refs.get(ref)):
                 restored.append(label)
         return restored
 
@@ -346,18 +337,10 @@ class InPlaceWatch:
         """Every ref by name (``refs/…``), packed or loose, and this worktree's HEAD."""
         if self.common is None or self.gitdir is None:
             return {}
-        refs: dict[str, str] = {}
-        packed = self.common / "packed-refs"
-        if packed.is_file():
-            for line in packed.read_text(errors="replace").splitlines():
-                sha, _, name = line.partition(" ")
-                if name and not line.startswith(("#", "^")):
-                    refs[name] = sha
+        refs = packed_refs(self.common / "packed-refs")
         for base in {self.common, self.gitdir}:
-            for path, full in entries_below(base / "refs").items():
-                refs[f"refs/{path}"] = read_text(full)
-        for name, full in entries_below(self.common / "reftable").items():
-            refs[f"reftable/{name}"] = fingerprint(full)
+            refs.update({f"refs/{path}": read_text(full) for path, full in entries_below(base / "refs").items()})
+        refs.update({f"reftable/{n}": fingerprint(f) for n, f in entries_below(self.common / "reftable").items()})
         refs = {name: sha for name, sha in refs.items() if not name.startswith(_OTHER_RUNS) or name == self.branch_ref}
         refs[self._head_name()] = read_text(self.gitdir / "HEAD")
         return refs

@@ -1,10 +1,6 @@
-"""SIGINT and SIGTERM during a run: kill every child tree, then stop the run where it is.
-
-The first signal kills the process groups snodo started (:func:`snodo.process.runner.terminate_all`:
-a test suite, a coder's program) and raises :class:`Interrupted` in the main thread, so the
-engine halts the run as ``interrupted``, records what was running and removes its working
-copy. A second signal during that clean-up only kills children again: the clean-up is
-allowed to finish.
+"""SIGINT and SIGTERM during a run: the first signal kills every process group snodo started
+and raises :class:`Interrupted` in the main thread, so the engine halts the run as
+``interrupted``; a second one during that clean-up only kills children again.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Jobs: every run has a directory ``jobs/<job_id>/`` (spec, status, log) in the project's
-runtime state (:mod:`snodo.state.runtime`).
-
-A foreground ``snodo run`` records itself as a job too, so ``snodo jobs`` and
-``--resume`` see every run. A background job is ``snodo run --job ID`` started detached;
-its status is written atomically by the process doing the work. A job whose process
-died without finishing is reported halted (``internal_error``), never "running" forever.
-This module is the store; what a run does with its job (queueing, interrupts, recording
-the result, pruning) is :mod:`snodo.engine.lifecycle`.
+"""The job store: every run, foreground or background, has a directory ``jobs/<job_id>/``
+(spec, status, log) in the project's runtime state, so ``snodo jobs`` and ``--resume`` see
+it. A job whose process died without finishing is reported halted (``internal_error``),
+never "running" forever. What a run does with its job is :mod:`snodo.engine.lifecycle`.
 """
 
 from __future__ import annotations
@@ -14,6 +9,7 @@ from __future__ import annotations
 import builtins
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -134,6 +130,19 @@ class JobStore:
             return []
         return [self.load(p.name) for p in sorted(self.directory.iterdir()) if (p / "status.json").exists()]
 
+    def remove_finished(self, *, before: datetime) -> builtins.list[str]:
+        """Delete the directories of the finished jobs last updated before ``before``."""
+        gone = []
+        for job in self.list():
+            try:
+                updated = datetime.fromisoformat(str(job.get("updated_at")))
+            except ValueError:
+                continue
+            if job["status"] in ("completed", "halted") and updated.replace(tzinfo=updated.tzinfo or UTC) < before:
+                shutil.rmtree(self.path(job["job_id"]))
+                gone.append(job["job_id"])
+        return gone
+
     def latest_for_task(self, task_id: str) -> dict[str, Any] | None:
         found = [j for j in self.list() if j["task_id"] == task_id]
         return found[-1] if found else None
@@ -158,12 +167,9 @@ class JobStore:
             )
 
     def launch_ready(self, limit: int) -> builtins.list[str]:
-        """Start the oldest waiting jobs while fewer than ``limit`` background jobs are alive.
-
-        Called when a job is dispatched and when a job finishes, so a queued job is a
-        record, never a sleeping interpreter. Launches are serialised by a lock file, so two
-        finishing jobs never start the same waiting one.
-        """
+        """Start the oldest waiting jobs while fewer than ``limit`` background jobs are alive
+        (when a job is dispatched and when one finishes: a queued job is a record, never a
+        sleeping interpreter). A lock file keeps two launchers from starting the same job."""
         started: builtins.list[str] = []
         if not self.directory.is_dir():
             return started
@@ -187,17 +193,12 @@ class JobStore:
         return started
 
     def start_background(self, job_id: str, *, env: dict[str, str] | None = None) -> int:
-        """Start ``python -I -m snodo run --job ID`` detached from whoever asked; output to the job log.
-
-        ``-I`` and a working directory outside the workspace: nothing the agent wrote in the
-        project (a ``snodo/`` package, a ``.pth``) is on the job's ``sys.path``. The job runs
-        under the protocol it was created with (``--protocol``). The process started here
-        forks the job and exits once the job has recorded its own pid (:func:`detach`), so
-        the job is nobody's child: a host that kills the server's process tree on exit, or a
-        signal to the server's process group, does not reach it. That holds only while this
-        process is not the child subreaper (every orphan below one is adopted by it), so the
-        launch waits for the confined runs under way to end (:func:`not_adopting`).
-        """
+        """Start ``python -I -m snodo run --job ID`` (under the protocol the job was created
+        with), its output to the job log. ``-I`` and ``cwd="/"``: nothing the agent wrote in
+        the project is on its ``sys.path``. The process started here forks the job and exits
+        (:func:`detach`), so the job is nobody's child and a kill of the server's process tree
+        does not reach it; that holds only while this process is no child subreaper, so the
+        launch waits for the confined runs under way to end (:func:`not_adopting`)."""
         argv = [sys.executable, "-I", "-m", "snodo", "run", "--job", job_id]
         protocol = self.load(job_id).get("protocol")
         if protocol:
@@ -224,11 +225,8 @@ class JobStore:
 
 
 def detach(store: JobStore, job_id: str) -> None:
-    """In ``snodo run --job``: fork, let the child record its pid, and end the parent.
-
-    Called first thing, before any thread exists; the parent waits (through a pipe) until
-    the job's record names the child, so the record never points at a dead launcher.
-    """
+    """In ``snodo run --job``, before any thread exists: fork, and end the parent once the
+    child has recorded its pid (through a pipe), so the record never names a dead launcher."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid:  # the launcher: wait for the job to say it is recorded, then vanish
@@ -241,9 +239,6 @@ def detach(store: JobStore, job_id: str) -> None:
         os.write(write_end, b"1")
     finally:
         os.close(write_end)
-
-
-WAITING = "waiting for a slot"
 
 
 class QueueFull(StateError):

@@ -1,28 +1,19 @@
 """The life cycle of a run as a job: created, queued, running, then completed or halted.
 
-The command line only parses and prints; everything a run does to the job record lives
-here, so ``snodo run`` in the foreground, ``snodo run --background`` and the MCP host's
-``dispatch_task`` (which starts ``snodo run --job ID``) all follow one path:
-
-- a background job waits ``queued`` as a record (no process) until one of
-  ``execution.max_parallel_jobs`` slots is free (oldest first); the dispatch that queues it
-  and every job that finishes start what the free slots allow (:meth:`JobStore.launch_ready`),
-  and a full queue (``execution.max_queued_jobs``) refuses a new job before it is created.
-  A started job still takes a slot, an ``flock`` on ``jobs/.slots/slot-N.lock`` that
-  the kernel frees when the job's process ends, however it ends;
-- SIGINT/SIGTERM kill every child tree, halt the run as ``interrupted`` (recorded with what
-  was running), clean the working copy and make ``snodo run`` exit 130;
-- ``prune`` removes what a project no longer needs: halted refs, job directories and
-  leftover working copies past an age.
+``snodo run`` in the foreground, ``snodo run --background`` and the MCP host's
+``dispatch_task`` (which starts ``snodo run --job ID``) all follow this one path; the command
+line only parses and prints. A background job waits ``queued`` as a record until one of
+``execution.max_parallel_jobs`` slots (an ``flock`` on ``jobs/.slots/slot-N.lock``) is free,
+oldest first. SIGINT/SIGTERM halt the run as ``interrupted``; ``prune`` removes what a
+project no longer needs.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import itertools
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -35,10 +26,10 @@ from snodo.base.errors import SnodoError
 from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
 from snodo.engine.jobs import JobStore
 from snodo.engine.loop import Engine
+from snodo.engine.pool import try_lock
 from snodo.engine.refused import RefusalWatch
 from snodo.engine.results import RunResult
-from snodo.engine.worktree import HALTED_NAMESPACE, prune_copies
-from snodo.git.runner import run_git
+from snodo.engine.worktree import prune_copies, prune_halted
 from snodo.state.audit import AuditLog
 from snodo.state.runtime import audit_log_path
 from snodo.workspace.interpreter import project_python
@@ -56,8 +47,6 @@ QUEUE_POLL = 0.2
 #: ``snodo jobs prune`` removes what is older than this unless told otherwise.
 DEFAULT_PRUNE_AGE = timedelta(days=14)
 
-FINAL = ("completed", "halted")
-
 
 @frozen(kw_only=True)
 class PreparedRun:
@@ -73,6 +62,18 @@ class PreparedRun:
     branch: str | None = None
 
 
+def _prepared(job: dict[str, Any], spec: str) -> PreparedRun:
+    return PreparedRun(
+        job_id=job["job_id"],
+        task_id=job["task_id"],
+        spec=spec,
+        mode=job["mode"],
+        coder=job["coder"],
+        background=bool(job.get("background")),
+        branch=job.get("branch"),
+    )
+
+
 class JobRunner:
     """Creates, starts and executes the runs of one project."""
 
@@ -80,8 +81,6 @@ class JobRunner:
         self.loaded = loaded
         self.host = host
         self.jobs = JobStore(loaded.root)
-
-    # ---------------------------------------------------------------- creating
 
     def new(
         self,
@@ -115,15 +114,7 @@ class JobRunner:
             protocol_path=self.loaded.path,
             branch=branch,
         )
-        return PreparedRun(
-            job_id=job["job_id"],
-            task_id=task,
-            spec=spec,
-            mode=project.mode_id,
-            coder=coder,
-            background=background,
-            branch=branch,
-        )
+        return _prepared(job, spec)
 
     def resume(
         self, task_id: str, *, mode: str | None, coder: str | None, background: bool, branch: str | None = None
@@ -152,15 +143,7 @@ class JobRunner:
         job = self.jobs.load(job_id)
         if job["status"] != "queued":
             raise SnodoError(f"job {job_id} is {job['status']}, not queued; it cannot be run again")
-        return PreparedRun(
-            job_id=job_id,
-            task_id=job["task_id"],
-            spec=self.jobs.spec(job_id),
-            mode=job["mode"],
-            coder=job["coder"],
-            background=bool(job.get("background")),
-            branch=job.get("branch"),
-        )
+        return _prepared(job, self.jobs.spec(job_id))
 
     def start_background(self, run: PreparedRun) -> list[str]:
         """Queue the job as a record and start what the free slots allow (oldest first)."""
@@ -168,8 +151,6 @@ class JobRunner:
 
     def parallel_limit(self) -> int:
         return max(1, int(self.loaded.protocol.execution.max_parallel_jobs))
-
-    # --------------------------------------------------------------- executing
 
     def execute(self, run: PreparedRun, *, echo: Echo | None = None) -> RunResult:
         """Run the job to its end and record the result; never leaves it ``running``.
@@ -244,24 +225,18 @@ class JobRunner:
         directory = self.jobs.directory / ".slots"
         directory.mkdir(parents=True, exist_ok=True)
         self.jobs.update(run.job_id, status="queued", pid=os.getpid())
-        said = False
-        while True:
-            if self._first_in_line(run.job_id):
-                for n in range(limit):
-                    fd = os.open(directory / f"slot-{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        os.close(fd)
-                        continue
-                    try:
-                        yield n
-                    finally:
-                        os.close(fd)
-                    return
-            if not said:
+        for waited in itertools.count():
+            for n in range(limit if self._first_in_line(run.job_id) else 0):
+                fd = try_lock(directory / f"slot-{n}.lock")
+                if fd is None:
+                    continue
+                try:
+                    yield n
+                finally:
+                    os.close(fd)
+                return
+            if not waited:
                 progress(f"queued: at most {limit} job(s) run at once (max_parallel_jobs); waiting for a slot")
-                said = True
             time.sleep(QUEUE_POLL)
 
     def _first_in_line(self, job_id: str) -> bool:
@@ -279,9 +254,6 @@ class JobRunner:
         from snodo.governance.service import Project  # noqa: PLC0415 `jobs prune` loads no protocol or governance stack
 
         return Project(self.loaded, self.host, mode=mode)
-
-
-# ------------------------------------------------------------------ pruning
 
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw]?)\s*$")
@@ -303,46 +275,20 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _parse_time(value: Any) -> datetime | None:
-    try:
-        stamp = datetime.fromisoformat(str(value))
-    except ValueError:
-        return None
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
-
-
 def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) -> dict[str, Any]:
     """Remove what is past ``older_than``: halted refs (by their commit's date), finished
-    job directories (by their last update) and working copies: those whose run is gone
-    (reclaimed), and those no run has used for ``older_than`` (pooled or leftover). Live jobs and their working
-    copies are never touched. Returns what was removed."""
+    job directories (by their last update) and working copies whose run is gone or that no
+    run has used for ``older_than``; and the task branches already merged, at any age. Live
+    jobs and their working copies are never touched. Returns what was removed."""
+    from snodo.engine.branches import made_branches, prune_merged  # noqa: PLC0415 only prune asks which branches snodo made
+
     cutoff = datetime.now(UTC) - older_than
-    removed: dict[str, Any] = {"older_than_seconds": int(older_than.total_seconds())}
-
-    refs = []
-    listing = run_git(root, "for-each-ref", "--format=%(refname) %(committerdate:unix)", HALTED_NAMESPACE)
-    for line in listing.stdout.splitlines() if listing.ok else ():
-        ref, _, stamp = line.rpartition(" ")
-        old = stamp.isdigit() and datetime.fromtimestamp(int(stamp), UTC) < cutoff
-        if old and run_git(root, "update-ref", "-d", ref).ok:
-            refs.append(ref)
-    removed["halted_refs"] = refs
-
-    from snodo.engine.branches import made_branches  # noqa: PLC0415 only prune asks which branches snodo made
-
     jobs = JobStore(root)
     made = made_branches(jobs)  # read before old job records go: they say which branches snodo made
-    gone = []
-    for job in jobs.list():
-        updated = _parse_time(job.get("updated_at"))
-        if job["status"] in FINAL and updated is not None and updated < cutoff:
-            shutil.rmtree(jobs.path(job["job_id"]))
-            gone.append(job["job_id"])
-    removed["jobs"] = gone
-
+    refs = prune_halted(root, before=cutoff)
+    gone = jobs.remove_finished(before=cutoff)
     worktrees = prune_copies(root, home, older_than=older_than)
-    removed["worktrees"] = worktrees
-    branches = removed["branches"] = prune_merged_branches(root, made)
+    branches = prune_merged(root, made)
     if refs or gone or worktrees or branches:
         AuditLog(audit_log_path(root)).append(
             "pruned",
@@ -354,43 +300,10 @@ def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) 
                 "branches": [b["branch"] for b in branches],
             },
         )
-    return removed
-
-
-def prune_merged_branches(root: Path, made: dict[str, str] | None = None) -> list[dict[str, str]]:
-    """Delete the task branches whose tip is already in another local branch (merged into
-    their base), except one that is checked out anywhere: every ``snodo/*`` branch, and a
-    branch named with ``run --branch`` only while ``made`` (``refs/heads/NAME`` → commit, from
-    the job records) says snodo made it and it still points where snodo left it — a
-    person's own branch is never deleted. Their commits stay reachable from the branch they
-    were merged into; returns ``{branch, merged_into, commit}``."""
-    made = made or {}
-    listing = run_git(root, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
-    heads = dict(line.partition(" ")[::2] for line in listing.stdout.splitlines()) if listing.ok else {}
-
-    def ours(ref: str) -> bool:
-        return ref.startswith("refs/heads/snodo/") or made.get(ref) == heads[ref]
-
-    bases = {ref: commit for ref, commit in heads.items() if not ours(ref)}
-    worktrees = run_git(root, "worktree", "list", "--porcelain")
-    checked_out = (
-        {line.split(" ", 1)[1] for line in worktrees.stdout.splitlines() if line.startswith("branch ")}
-        if worktrees.ok
-        else set()
-    )
-    pruned: list[dict[str, str]] = []
-    for ref, commit in sorted(heads.items()):
-        if not ours(ref) or ref in checked_out:
-            continue
-        base = next(
-            (b for b in sorted(bases) if run_git(root, "merge-base", "--is-ancestor", commit, bases[b]).ok), None
-        )
-        if base is not None and run_git(root, "update-ref", "-d", ref, commit).ok:
-            pruned.append(
-                {
-                    "branch": ref.removeprefix("refs/heads/"),
-                    "merged_into": base.removeprefix("refs/heads/"),
-                    "commit": commit,
-                }
-            )
-    return pruned
+    return {
+        "older_than_seconds": int(older_than.total_seconds()),
+        "halted_refs": refs,
+        "jobs": gone,
+        "worktrees": worktrees,
+        "branches": branches,
+    }

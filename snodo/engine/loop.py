@@ -1,38 +1,29 @@
 """The governed run loop: governance → validate → execute → post-validate → complete or halt.
 
-One task, one run, one working copy (see :mod:`snodo.engine.worktree`). The token issued by pre-execute
-validation is verified and consumed at the execute boundary, immediately before the coder runs; nothing
-executes without it. After the coder, the artifact filter hooks drop governance and protected paths
-(audited), the rest is written through the path guard and committed on the task branch, and the post-execute
-validators judge the result.
-
-Recovery: a post-execute ``escalate`` whose warns came from validators (including blockers lowered by
-``severity_cap``) re-enters the coder with the findings, bounded by ``max_recovery_depth``,
-``max_total_fix_attempts``, ``max_iterations`` and a stall check (the same verdict after the same change).
-An uncapped blocker is terminal.
-
-This module is the life cycle itself (validate → attempt → judge → recover); the pieces live beside it: what
-is checked before any token (:mod:`snodo.engine.checks`), how one attempt's work reaches the working copy
-(:mod:`snodo.engine.execute`: in-place watching, the artifact filter, guarded writes), what a run ends with
-(:mod:`snodo.engine.results`) and what happens to a halted run's work (:mod:`snodo.engine.disposal`).
+One task, one run, one working copy (:mod:`snodo.engine.worktree`). The pre_execute token is
+verified and consumed at the execute boundary, right before the coder runs. A post_execute
+``escalate`` whose warns came from validators re-enters the coder with the findings, bounded
+by ``max_recovery_depth``, ``max_total_fix_attempts``, ``max_iterations`` and a stall check
+(the same verdict after the same change); an uncapped blocker is terminal.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from attrs import evolve, frozen
 
-from snodo.base.errors import CoderError, EnvironmentProblem, PluginError, SnodoError, TokenError
+from snodo.base.errors import CoderError, TokenError
 from snodo.base.frozen import freeze
 from snodo.engine import change
 from snodo.engine.checks import check_programs, check_settings, preflight
 from snodo.engine.disposal import dispose, judge_unjudged
-from snodo.engine.execute import run_coder
+from snodo.engine.execute import Executed, run_coder
 from snodo.engine.interrupt import Interrupted
-from snodo.engine.results import Halt, Progress, RunResult, finding, plain_usage
+from snodo.engine.results import Halt, Progress, RunResult, finding, halt_for, plain_usage
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned
 from snodo.evidence.attest import attest_run
 from snodo.git.runner import pin
@@ -46,7 +37,7 @@ from snodo.governance.service import (
     validate_task,
 )
 from snodo.plugin.records import CoderRequest, CoderSpec
-from snodo.workspace import Git, PathGuard
+from snodo.workspace import PathGuard
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
 
@@ -64,7 +55,7 @@ class _Progress:
 
 @frozen(kw_only=True)
 class _Attempt:
-    """One coder attempt and the post_execute verdict on the whole change so far."""
+    """One attempt's post_execute verdict on the whole change so far."""
 
     post: ValidationOutcome
     results: tuple[dict[str, Any], ...]
@@ -105,8 +96,6 @@ class Engine:
         self.spec_text = ""
         self.coder_head: str | None = None  # the working copy's tip after a coder's own commits
 
-    # ------------------------------------------------------------------ public
-
     def run(self, spec: str, *, task_id: str | None = None) -> RunResult:
         task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
         self.spec_text = spec
@@ -122,9 +111,8 @@ class Engine:
             **p.loaded.provenance(),
         )
         worktree: Worktree | None = None
-        attempts = 0
         try:
-            coder_spec = self._coder_spec()
+            coder_spec = self.project.host.coder(self.coder_name)
             check_programs(coder_spec)
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
             config = p.mode.coder_config if coder_spec.name == p.mode.coder else freeze({})
@@ -140,154 +128,128 @@ class Engine:
             worktree.branch = self.branch or worktree.branch
             self.progress(f"working copy {worktree.path} (run {self.run_id})")
             result = self._loop(spec, task_id, coder_spec, config, worktree)
-            attempts = result.attempts
-            worktree.keep_as_branch()  # only completed work gets a branch
-            completed = p.record(
-                "completed",
-                task_id=task_id,
-                run_id=self.run_id,
-                branch=result.branch,
-                commit=result.commit,
-                files=list(result.files),
-                attempts=attempts,
-            )
-            attest_run(
-                p,
-                base=worktree.base,
-                tip=worktree.branch,
-                made=change.made_since(worktree.base, worktree.tip()),
-                task_id=task_id,
-                spec_sha=spec_sha256(spec),
-                run_id=self.run_id,
-                coder=self.coder_name,
-                reason=result.message,
-                results=result.results,
-                audit=completed,
-                judged_tree=self.judged_tree,
-            )
+            self._complete(spec, task_id, result, worktree)
             return result
-        except Halt as halt:
-            return self._halted(task_id, halt, worktree)
         except Interrupted as stop:
             phase = "execute" if self.activity.startswith("coder") else self.phase
             message = f"interrupted by {stop.signal_name} during {phase}"
             if self.activity:
                 message += f" ({self.activity})"
             return self._halted(task_id, Halt("interrupted", phase, message), worktree)
-        except CoderError as exc:  # the coder ran and said it could not do the work
-            return self._halted(task_id, Halt("coder_failed", "execute", f"the coder failed: {exc}"), worktree)
-        except (EnvironmentProblem, PluginError) as exc:
-            return self._halted(task_id, Halt("environment_error", "execute", str(exc)), worktree)
-        except SnodoError as exc:
-            return self._halted(task_id, Halt("internal_error", "engine", str(exc)), worktree)
         except Exception as exc:  # fail closed: an unexpected fault halts and is audited
-            return self._halted(task_id, Halt("internal_error", "engine", f"{type(exc).__name__}: {exc}"), worktree)
+            return self._halted(task_id, halt_for(exc), worktree)
         finally:
             if worktree is not None:
-                if left_out := worktree.left_out:  # read by a status beside the run: said as it ends
-                    self.progress(
-                        f"note: the run started from your last commit; {len(left_out)} uncommitted path(s) were "
-                        f"not part of it ({', '.join(left_out[:5])}{', …' if len(left_out) > 5 else ''})"
-                    )
+                self._note_left_out(worktree.left_out)  # read by a status beside the run
                 worktree.remove()
 
-    # ----------------------------------------------------------------- stages
+    def _complete(self, spec: str, task_id: str, result: RunResult, worktree: Worktree) -> None:
+        """Only completed work gets a branch; the run is recorded and attested."""
+        worktree.keep_as_branch()
+        completed = self.project.record(
+            "completed",
+            task_id=task_id,
+            run_id=self.run_id,
+            branch=result.branch,
+            commit=result.commit,
+            files=list(result.files),
+            attempts=result.attempts,
+        )
+        attest_run(
+            self.project,
+            base=worktree.base,
+            tip=worktree.branch,
+            made=change.made_since(worktree.base, worktree.tip()),
+            task_id=task_id,
+            spec_sha=spec_sha256(spec),
+            run_id=self.run_id,
+            coder=self.coder_name,
+            reason=result.message,
+            results=result.results,
+            audit=completed,
+            judged_tree=self.judged_tree,
+        )
 
-    def _coder_spec(self) -> CoderSpec:
-        return self.project.host.coder(self.coder_name)
+    def _note_left_out(self, left_out: tuple[str, ...]) -> None:
+        if left_out:
+            shown = ", ".join(left_out[:5]) + (", …" if len(left_out) > 5 else "")
+            self.progress(
+                f"note: the run started from your last commit; {len(left_out)} uncommitted path(s) were "
+                f"not part of it ({shown})"
+            )
 
-    def _validate(
-        self,
-        spec: str,
-        task_id: str,
-        phase: str,
-        workspace: Path,
-        changed: tuple[str, ...] = (),
-        diff: str = "",
-        persist_escalation: bool = True,
-        tree: str | None = None,
-        uncommitted: tuple[str, ...] | None = None,
-        base: str | None = None,
-        refused: tuple[dict[str, str], ...] = (),
-    ) -> ValidationOutcome:
+    def _validate(self, task_id: str, phase: str, workspace: Path, **given: Any) -> ValidationOutcome:
+        """``validate_task`` for one phase; validators run confined code, so no new git
+        metadata may stay behind."""
         self.phase = phase
         self.progress(f"{phase} validation")
-        watch = GitMetaWatch(workspace)  # validators run confined code: no new git metadata may stay
+        watch = GitMetaWatch(workspace)
         try:
             outcome = validate_task(
                 self.project,
-                spec=spec,
+                spec=self.spec_text,
                 task_id=task_id,
                 phase=phase,
                 workspace=workspace,
-                changed_files=changed,
-                diff=diff,
                 issue_token=(phase == "pre_execute"),
                 progress=lambda msg, _r: self.progress(msg),
-                escalate=persist_escalation,
-                tree=tree,
-                uncommitted=uncommitted,
-                base=base,
-                refused=refused,
+                **given,
             )
         except GitMetadataRefused as exc:  # planted in a validator's own copy of the tree
-            for path, reason in exc.found:
-                self.project.record(
-                    "path_refused", task_id=task_id, path=path, source=f"{phase}:validators", reason=reason
-                )
-            raise Halt("blocker", phase, exc.message) from None
+            self._refuse_git_metadata(task_id, phase, exc.found)
         for r in outcome.results:
-            spent = (r.details or {}).get("usage")
-            self._spent(task_id, self.attempt, spent, validator=r.validator_id, phase=phase)
-        found = watch.intruders()
+            self._spent(task_id, self.attempt, (r.details or {}).get("usage"), validator=r.validator_id, phase=phase)
+        if found := watch.intruders():
+            self._refuse_git_metadata(task_id, phase, found, outcome)
+        return outcome
+
+    def _refuse_git_metadata(
+        self, task_id: str, phase: str, found: Sequence[tuple[str, str]], outcome: ValidationOutcome | None = None
+    ) -> NoReturn:
         for path, reason in found:
             self.project.record("path_refused", task_id=task_id, path=path, source=f"{phase}:validators", reason=reason)
-        if found:
-            raise Halt("blocker", phase, GitMetadataRefused(found).message, validation=outcome)
-        return outcome
+        raise Halt("blocker", phase, GitMetadataRefused(list(found)).message, validation=outcome)
 
     def _loop(self, spec: str, task_id: str, coder_spec: CoderSpec, config: dict[str, Any], wt: Worktree) -> RunResult:
         """Pre-validate and consume the token, then attempt and decide, until a verdict ends it."""
-        self._pre_validate_and_consume(spec, task_id, wt)
-        git = Git(wt.path, PathGuard(wt.path, self.project.protocol.protected_paths))
+        self._pre_validate_and_consume(task_id, wt)
+        guard = PathGuard(wt.path, self.project.protocol.protected_paths)
+        ex = self.project.protocol.execution
+        budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
         state = _Progress()
         while True:
             try:
-                state, attempt = self._attempt(spec, task_id, coder_spec, config, wt, git, state)
+                state, attempt = self._attempt(spec, task_id, coder_spec, config, wt, guard, state)
             except CoderError as exc:  # the coder could not do it: another attempt, with why, while budgets last
-                ex = self.project.protocol.execution
-                if state.attempt >= min(ex.max_recovery_depth, ex.max_total_fix_attempts):
+                if state.attempt >= budget:
                     raise
                 findings = (f"your previous attempt failed: {exc}",)
-                self.attempt = state.attempt + 1
-                self.project.record("recovery", task_id=task_id, attempt=self.attempt, findings=list(findings))
-                self.progress(f"recovery attempt {self.attempt}: the coder failed: {str(exc)[:200]}")
-                state = evolve(state, attempt=self.attempt, findings=findings)
+                said = f": the coder failed: {str(exc)[:200]}"
+                state = self._recover(task_id, state, findings, said, state.last_signature)
                 continue
-            outcome = self._recovery_decision(spec, task_id, wt, state, attempt)
+            outcome = self._recovery_decision(spec, task_id, wt, state, attempt, budget)
             if isinstance(outcome, RunResult):
                 return outcome
             state = outcome
 
-    def _pre_validate_and_consume(self, spec: str, task_id: str, wt: Worktree) -> None:
+    def _pre_validate_and_consume(self, task_id: str, wt: Worktree) -> None:
         """The pre_execute verdict, then the execute boundary: the token is verified and
         consumed exactly once, right here, or nothing runs."""
         p = self.project
         # A copy just restored (or made) and checked clean: no git needed to say so.
         pre = self._validate(
-            spec, task_id, "pre_execute", wt.path, uncommitted=() if wt.clean_at_start else None, base=wt.base
+            task_id, "pre_execute", wt.path, uncommitted=() if wt.clean_at_start else None, base=wt.base
         )
         if pre.status != "pass":
             raise Halt(pre.status, "pre_execute", pre.classification.reason, validation=pre)
         if pre.token is None:
             raise Halt("internal_error", "pre_execute", "validation passed but no token was issued", validation=pre)
+        consumer = f"engine:{self.run_id}"
         try:
-            claims = p.tokens.consume(
-                pre.token, task_id=task_id, spec_sha256=pre.spec_sha256, consumer=f"engine:{self.run_id}"
-            )
+            claims = p.tokens.consume(pre.token, task_id=task_id, spec_sha256=pre.spec_sha256, consumer=consumer)
         except TokenError as exc:
             raise Halt("internal_error", "execute", f"the validation token was refused at execute: {exc}") from None
-        p.record("token_consumed", task_id=task_id, jti=claims.jti, consumer=f"engine:{self.run_id}")
+        p.record("token_consumed", task_id=task_id, jti=claims.jti, consumer=consumer)
 
     def _attempt(
         self,
@@ -296,15 +258,13 @@ class Engine:
         coder_spec: CoderSpec,
         config: dict[str, Any],
         wt: Worktree,
-        git: Git,
+        guard: PathGuard,
         state: _Progress,
     ) -> tuple[_Progress, _Attempt]:
         """One coder attempt: run it, commit what it changed, judge the whole change."""
         p = self.project
-        ex = p.protocol.execution
-        attempt = state.attempt
-        if attempt + 1 > ex.max_iterations:
-            raise Halt("blocker", "post_execute", f"max_iterations ({ex.max_iterations}) reached")
+        if state.attempt + 1 > p.protocol.execution.max_iterations:
+            raise Halt("blocker", "post_execute", f"max_iterations ({p.protocol.execution.max_iterations}) reached")
         request = CoderRequest(
             task_id=task_id,
             spec=spec,
@@ -315,55 +275,62 @@ class Engine:
             protected_paths=(".snodo/", ".git/", *p.protocol.protected_paths),
             config=config,
             findings=state.findings,
-            attempt=attempt,
+            attempt=state.attempt,
             log=lambda line: self.progress(f"coder: {line}"),
         )
         p.record(
             "dispatch",
             task_id=task_id,
             coder=coder_spec.name,
-            attempt=attempt,
+            attempt=state.attempt,
             run_id=self.run_id,
             findings=list(state.findings),
         )
-        self.progress(f"coder {coder_spec.name} (attempt {attempt})")
+        self.progress(f"coder {coder_spec.name} (attempt {state.attempt})")
         done = run_coder(p, coder_spec, request, wt, task_id, spent=self._spent, progress=self.progress)
-        if done.coder_head is not None:
-            self.coder_head = done.coder_head
-        changed, dropped, signature_ops = done.changed, done.dropped, done.signature
-        files = state.files | set(changed)
-        message = f"snodo: {task_id} attempt {attempt}\n\n{spec.strip()[:500]}"
-        made = change.commit_paths(wt.path, git.guard, sorted(changed), message, base=wt.base) if changed else None
-        commit = (made.commit if made else None) or self.coder_head or state.commit
-        if made is not None:
-            p.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(changed))
-        state = evolve(state, files=files, dropped=(*state.dropped, *dropped), commit=commit)
-        # The change is the committed one, base tree against tip tree: it costs what changed.
-        if made is not None:
-            all_changed, diff = made.files, made.diff
-        else:
-            all_changed, diff = change.compare(wt.path, wt.base, commit) if files and commit else ((), "")
-        if not all_changed or commit is None:
+        self.coder_head = done.coder_head or self.coder_head
+        state, made = self._commit(spec, task_id, wt, guard, state, done)
+        all_changed, diff = _change_so_far(wt, state, made)
+        if not all_changed or state.commit is None:
             raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
-        # What is judged is the commit just made (the copy holds nothing else): its tree binds
-        # the verdict and any human decision.
-        tree = made.tree if made is not None else None
-        # What the copy holds beside that commit is read with git once, if a validator asks.
+        # The commit just made (the copy holds nothing else) is judged: its tree binds the
+        # verdict and any human decision.
         post = self._validate(
-            spec, task_id, "post_execute", wt.path, all_changed, diff, False, tree, None, wt.base, state.dropped
+            task_id,
+            "post_execute",
+            wt.path,
+            changed_files=all_changed,
+            diff=diff,
+            escalate=False,
+            tree=made.tree if made is not None else None,
+            base=wt.base,
+            refused=state.dropped,
         )
         self.judged_tree = post.tree
         results = tuple(r.for_agent() for r in post.results)
-        return state, _Attempt(post=post, results=results, changed=all_changed, signature_ops=signature_ops)
+        return state, _Attempt(post=post, results=results, changed=all_changed, signature_ops=done.signature)
+
+    def _commit(
+        self, spec: str, task_id: str, wt: Worktree, guard: PathGuard, state: _Progress, done: Executed
+    ) -> tuple[_Progress, change.Commit | None]:
+        """Commit what the attempt changed on the run's branch; the run's state with it."""
+        made = None
+        if done.changed:
+            message = f"snodo: {task_id} attempt {state.attempt}\n\n{spec.strip()[:500]}"
+            made = change.commit_paths(wt.path, guard, sorted(done.changed), message, base=wt.base)
+        commit = (made.commit if made else None) or self.coder_head or state.commit
+        if made is not None:
+            self.project.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(done.changed))
+        files = state.files | set(done.changed)
+        return evolve(state, files=files, dropped=(*state.dropped, *done.dropped), commit=commit), made
 
     def _recovery_decision(
-        self, spec: str, task_id: str, wt: Worktree, state: _Progress, done: _Attempt
+        self, spec: str, task_id: str, wt: Worktree, state: _Progress, done: _Attempt, budget: int
     ) -> RunResult | _Progress:
         """What the post_execute verdict means: completed; a halt (blocker, validator_error,
         or an escalation once the fix budget is spent or the run stalls); or another attempt
         with the findings (the returned state)."""
         p = self.project
-        ex = p.protocol.execution
         post, attempt = done.post, state.attempt
         if post.status == "pass":
             return RunResult(
@@ -393,7 +360,6 @@ class Engine:
         # Stall: the same verdicts (severities, not wording: test timings vary) after the same change.
         verdicts = tuple((r.validator_id, r.severity, r.severity_original) for r in post.results)
         signature = (verdicts, done.signature_ops)
-        budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
         stalled = signature == state.last_signature
         if attempt >= budget or stalled:
             why = "the same verdict after the same change" if stalled else f"{attempt} fix attempt(s) used"
@@ -406,12 +372,17 @@ class Engine:
                 commit=state.commit,
                 files=done.changed,
             )
-        attempt += 1
-        self.attempt = attempt
         findings = tuple(finding(r) for r in post.results if r.severity != "pass")
-        p.record("recovery", task_id=task_id, attempt=attempt, findings=list(findings))
-        self.progress(f"recovery attempt {attempt}/{budget}: {'; '.join(findings)[:200]}")
-        return evolve(state, attempt=attempt, findings=findings, last_signature=signature)
+        return self._recover(task_id, state, findings, f"/{budget}: {'; '.join(findings)[:200]}", signature)
+
+    def _recover(
+        self, task_id: str, state: _Progress, findings: tuple[str, ...], said: str, signature: Any
+    ) -> _Progress:
+        """Another attempt, told ``findings``."""
+        self.attempt = state.attempt + 1
+        self.project.record("recovery", task_id=task_id, attempt=self.attempt, findings=list(findings))
+        self.progress(f"recovery attempt {self.attempt}{said}")
+        return evolve(state, attempt=self.attempt, findings=findings, last_signature=signature)
 
     def _spent(self, task_id: str, attempt: int, reported: Any, **who: str) -> None:
         """Record what a coder attempt (``coder=``) or a judge (``validator=``, ``phase=``)
@@ -424,10 +395,7 @@ class Engine:
         event = "coder_usage" if "coder" in who else "judge_usage"
         self.project.record(event, task_id=task_id, run_id=self.run_id, **entry)
 
-    # ----------------------------------------------------------------- halting
-
-    def _halted(self, task_id: str, stop: Halt, wt: Worktree | None) -> RunResult:
-        halt = stop.record
+    def _halted(self, task_id: str, halt: Halt, wt: Worktree | None) -> RunResult:
         kept_ref, discarded = dispose(
             self.project,
             wt,
@@ -467,3 +435,12 @@ class Engine:
             discarded=bool(discarded),
         )
         return result
+
+
+def _change_so_far(wt: Worktree, state: _Progress, made: change.Commit | None) -> tuple[tuple[str, ...], str]:
+    """The run's change, base tree against tip tree (it costs what changed): the files and the patch."""
+    if made is not None:
+        return made.files, made.diff
+    if state.files and state.commit:
+        return change.compare(wt.path, wt.base, state.commit)
+    return (), ""

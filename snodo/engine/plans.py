@@ -1,16 +1,10 @@
-"""Plans: a goal broken into task specs, kept as ``plans/<plan_id>.json`` in the
-project's runtime state (:mod:`snodo.state.runtime`).
+"""Plans: a goal broken into task specs, kept as ``plans/<plan_id>.json`` in the project's
+runtime state (:mod:`snodo.state.runtime`).
 
-A plan is authoring, not execution: proposing, decomposing and writing specs run no coder,
-touch no working file and need no token (ADR 047). Only ``run_plan`` executes, and it does
-so by dispatching each task as an ordinary job, which validates the task again before
-anything runs. Plan files are governance state, so they are written here through the
-atomic state API, never through the agent's path-guarded tool surface.
-
-Who decomposes is a plugin concern (the ``snodo_planner`` hook, see docs/plugins.md): the
-built-in plugins ask the mode's model when its ``coder_config`` names one; otherwise the
-core plugin's deterministic split answers (bullet lines, else sentences, else clauses
-joined by "and"). The core never calls a model itself.
+A plan is authoring, not execution: proposing and decomposing run no coder and need no token.
+Only ``run_plan`` executes, by dispatching each task as an ordinary job, validated again
+before anything runs. Who decomposes is the ``snodo_planner`` hook's concern
+(docs/plugins.md); the core never calls a model itself.
 """
 
 from __future__ import annotations
@@ -40,13 +34,8 @@ def _now() -> str:
 
 
 class Planner:
-    """The planner a mode uses, as the plugins supply it through the ``snodo_planner`` hook.
-
-    Planning is a plugin concern: the built-in plugins answer with a model-backed planner
-    when the mode's ``coder_config`` names a model; the core plugin answers last with the
-    deterministic split. What any planner returns is checked here, because it is stored
-    as plan files and later dispatched: a list of 1..50 ``{title, spec}`` texts, or an error.
-    """
+    """The planner a mode uses (the ``snodo_planner`` hook). What it returns is stored and
+    later dispatched, so it is checked here: 1..50 ``{title, spec}`` texts, or an error."""
 
     def __init__(self, impl: PlannerImpl) -> None:
         self.impl = impl
@@ -78,13 +67,7 @@ class Planner:
         if len(items) > MAX_TASKS:
             raise ToolError(f"planner {self.name!r} returned {len(items)} tasks; at most {MAX_TASKS} fit in one plan")
         for item in items:
-            if not (
-                isinstance(item, dict)
-                and isinstance(item.get("title"), str)
-                and item["title"].strip()
-                and isinstance(item.get("spec"), str)
-                and item["spec"].strip()
-            ):
+            if not isinstance(item, dict) or not all(_text(item.get(key)) for key in ("title", "spec")):
                 raise ToolError(f"planner {self.name!r} returned a task that is not {{title, spec}}: {item!r:.200}")
         return [{"title": i["title"], "spec": i["spec"]} for i in items]
 
@@ -97,7 +80,8 @@ class Planner:
         return text if text.endswith("\n") else text + "\n"
 
 
-# ---------------------------------------------------------------------------- store
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
 def plan_tasks(items: list[dict[str, str]]) -> list[dict[str, Any]]:

@@ -1,32 +1,18 @@
 """Working copies reused across runs: one per concurrent run of a project, never shared.
 
-Creating a git worktree costs as much as checking out the whole repository (25 s of kernel
-time on a 30,000-file repository); resetting an existing one to another commit costs what
-differs between the two commits. So each project keeps a small pool under
-``$SNODO_HOME/worktrees/<project-key>/``:
-
-- ``pool/slot-<n>/`` — a detached working copy, used by one run at a time;
-- ``pool.locks/slot-<n>.lock`` — held (``flock``) by the run using the copy; it records the
-  run (task, run id, base) while the run lives and the copy's git directory always. The
-  kernel frees it when the run's process dies, however it dies, so a copy whose lock is free
-  but still names a run belonged to a run that was killed: its commits are judged and kept
-  (or discarded) by :func:`snodo.engine.worktree.reclaim_abandoned` before the copy is
-  reused. The locks live beside the pool, not in it, so a run never sees them change.
-
-A run takes the first free slot (as many slots exist as runs go at once, which
-``execution.max_parallel_jobs`` bounds for background jobs). Before the run the copy is
-*restored* (:func:`restore`) to the run's base commit and checked clean; a copy that cannot
-be restored exactly is thrown away and a fresh one made — a run never starts on a dirty copy.
-Nothing of a run stays visible to the next: its commits live under refs (a branch, or
-``refs/snodo/halted/…``), and the copy's own reflog and ``ORIG_HEAD`` are deleted.
-Copies unused for :data:`IDLE_TTL` are dropped by the next run, ``snodo jobs prune`` and
-``snodo session close``.
+Under ``$SNODO_HOME/worktrees/<project-key>/``: ``pool/slot-<n>/`` is a detached working copy
+used by one run at a time; ``pool.locks/slot-<n>.lock`` is ``flock``-ed by that run and records
+the run while it lives and the copy's git directory always (beside the pool, so a run never
+sees it change). A lock free but still naming a run belonged to a killed run, whose work
+:func:`snodo.engine.worktree.reclaim_abandoned` keeps or discards before the copy is reused.
+Why a restore is exact, and what it costs: docs/architecture.md, "The life cycle of a task's work".
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import secrets
@@ -38,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from snodo.engine.poolmodes import repair_dirs, repair_modes, repair_written
-from snodo.git.runner import run_git
+from snodo.git.runner import GitResult, run_git
 from snodo.workspace.gitmeta import remember_walk
 
 POOL = "pool"
@@ -49,6 +35,38 @@ TRASH = "trash"
 IDLE_TTL = timedelta(days=3)
 #: Files of a copy's private git directory that would show the previous run's commits.
 _HISTORY = ("logs/HEAD", "ORIG_HEAD", "AUTO_MERGE", "FETCH_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")
+#: The index the last restore left, under a name git does not know: no git command refreshes
+#: it, so its stat data is what the copy looked like then.
+REF_INDEX = "snodo-restore.index"
+#: The commit :data:`REF_INDEX` holds the tree of (what the engine's first commit builds on).
+REF_BASE = "snodo-restore.base"
+#: Stat data compared in full whatever the repository configures, and no untracked cache,
+#: fsmonitor or split index to trust.
+STAT_TRUST = tuple(
+    arg
+    for pair in (
+        "core.trustctime=true",
+        "core.checkStat=default",
+        "core.fileMode=true",
+        "core.ignoreStat=false",
+        "core.untrackedCache=false",
+        "core.splitIndex=false",
+    )
+    for arg in ("-c", pair)
+)
+_RESET = ("reset", "-q", "--hard", "--no-recurse-submodules")
+
+
+def try_lock(path: Path, flags: int = os.O_RDWR | os.O_CREAT) -> int | None:
+    """A descriptor of ``path`` holding its exclusive ``flock``, or ``None`` while another
+    process holds it (the kernel frees it when the holder dies, however it dies)."""
+    fd = os.open(path, flags, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 class Slot:
@@ -72,13 +90,13 @@ class Slot:
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, data, 0)
 
-    def release(self, *, keep: dict[str, Any] | None = None) -> None:
+    def release(self) -> None:
         """Forget the run (keeping the copy's git directory on record) and free the lock."""
         if self.fd < 0:
             return
         with contextlib.suppress(OSError):
             gitdir = self.meta().get("gitdir")
-            self.write_meta({**({"gitdir": gitdir} if gitdir else {}), **(keep or {})})
+            self.write_meta({"gitdir": gitdir} if gitdir else {})
         os.close(self.fd)
         self.fd = -1
 
@@ -86,23 +104,14 @@ class Slot:
 def lock_slot(base_dir: Path, n: int) -> Slot | None:
     """Slot ``n`` locked by this process, or ``None`` when another process holds it."""
     (base_dir / LOCKS).mkdir(parents=True, exist_ok=True)
-    fd = os.open(base_dir / LOCKS / f"slot-{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return Slot(base_dir, n, fd)
+    fd = try_lock(base_dir / LOCKS / f"slot-{n}.lock")
+    return None if fd is None else Slot(base_dir, n, fd)
 
 
 def slot_numbers(base_dir: Path) -> list[int]:
     """The slots the pool has a lock file for, in order."""
-    found = []
-    for lock in (base_dir / LOCKS).glob("slot-*.lock"):
-        number = lock.name.removeprefix("slot-").removesuffix(".lock")
-        if number.isdigit():
-            found.append(int(number))
-    return sorted(found)
+    numbers = (lock.name.removeprefix("slot-").removesuffix(".lock") for lock in (base_dir / LOCKS).glob("slot-*.lock"))
+    return sorted(int(n) for n in numbers if n.isdigit())
 
 
 def take_free_slot(base_dir: Path) -> Slot:
@@ -119,76 +128,57 @@ def take_free_slot(base_dir: Path) -> Slot:
 
 
 def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
-    """Bring the slot's copy back to exactly ``base``: no change to a tracked file, no
+    """Bring the slot's copy back to exactly ``base`` (no change to a tracked file, no
     untracked or ignored file, no nested repository, every mode as a fresh checkout makes
-    it, no history of earlier runs. ``False`` when that cannot be done or checked (the caller
-    then makes a fresh copy).
-
-    git does what it sees, against :data:`REF_INDEX` (the index the last restore left,
-    private to snodo: no later ``git add``, ``status`` or commit refreshed it):
-
-    1. what git never lists is undone first, by a walk of the directories
-       (:func:`~snodo.engine.poolmodes.repair_dirs`: an ``lstat`` per directory, a
-       ``scandir`` each): a directory's mode, sockets and fifos, ``.git`` entries below the
-       top (git skips every entry of that name), and the mode of the files in directories
-       changed since the record's second
-       (:func:`~snodo.engine.poolmodes.repair_written`: git compares ctimes to the second).
-       The walk is also the run's first look for new ``.git`` entries
-       (:func:`~snodo.workspace.gitmeta.remember_walk`);
-    2. ``clean -ffdx``: every file the record does not track, ignored or not, nested
-       repositories, a link put where a tracked directory was (before the reset, which
-       would follow it);
-    3. ``reset --hard`` to ``base``: every tracked file whose stat data differs from the
-       record (its content, its executable bit, its type; a ``chmod`` or a rewrite changes
-       its ctime) is written again from the object store, and an entry written in the
-       record's own second is compared by content (git's racy-clean rule).
-
-    Each must succeed without a word on stderr, or the long path runs: an ``lstat`` of every
-    path (:func:`~snodo.engine.poolmodes.repair_modes`), ``reset --hard``, ``clean`` and a
-    ``status`` that must list nothing. ``base`` may be a function: it is called when step 3
-    needs it, so the caller can read it alongside.
-    """
+    it, no history of earlier runs), or ``False`` (the caller then makes a fresh copy).
+    ``base`` may be a function, called when the reset needs it."""
     gitdir = slot.meta().get("gitdir")
-    if not isinstance(gitdir, str) or not os.path.isdir(gitdir) or not slot.path.is_dir():
+    if not isinstance(gitdir, str) or not _trusted(slot, gitdir):
         return False
-    resolved: list[str] = [base] if isinstance(base, str) else []
+    target: Callable[[], str] = functools.cache(base) if callable(base) else lambda: base
+    pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}", *STAT_TRUST)
+    return _quick(slot, gitdir, pinned, target) or _long_path(slot, gitdir, pinned, target())
 
-    def target() -> str:  # the base, asked for (from a status running alongside) when needed
-        if not resolved:
-            resolved.append(base() if callable(base) else base)
-        return resolved[0]
 
-    # The copy's `.git` is what snodo wrote, or the copy is not trusted (it names the git
-    # directory git works in; an agent could point it anywhere).
+def _trusted(slot: Slot, gitdir: str) -> bool:
+    """Whether the copy's ``.git`` is what snodo wrote: it names the git directory git works
+    in, and an agent could point it anywhere."""
+    if not os.path.isdir(gitdir) or not slot.path.is_dir():
+        return False
     try:
         with open(slot.path / ".git", encoding="utf-8") as fh:
-            if fh.read() != f"gitdir: {gitdir}\n" or not os.path.isfile(slot.path / ".git"):
-                return False
+            return fh.read() == f"gitdir: {gitdir}\n" and os.path.isfile(slot.path / ".git")
     except (OSError, UnicodeDecodeError):
         return False
-    pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}", *STAT_TRUST)
+
+
+def _silent(result: GitResult) -> bool:
+    return result.ok and not result.stderr.strip()
+
+
+def _quick(slot: Slot, gitdir: str, pinned: tuple[str, ...], target: Callable[[], str]) -> bool:
+    """The restore against the index the last restore recorded (``False``: take the long path)."""
     ref = Path(gitdir) / REF_INDEX
-    if not os.path.isfile(ref) or os.path.islink(ref):
-        return _long_path(slot, gitdir, pinned, target())
+    if not ref.is_file() or ref.is_symlink():
+        return False
     walked: dict[str, Any] = {}
     if repair_dirs(slot.path, walked=walked) is None or repair_written(walked, int(ref.stat().st_mtime)) is None:
-        return _long_path(slot, gitdir, pinned, target())
+        return False
     remember_walk(slot.path, walked)
     work = ref.with_name(f"{REF_INDEX}.work")
     os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
     record = {"GIT_INDEX_FILE": str(work)}
-    clean = run_git(slot.path, *pinned, "clean", "-ffdxq", env=record)
-    if clean.ok and not clean.stderr.strip():
-        reset = run_git(slot.path, *pinned, *_RESET, target(), env=record)
-        if reset.ok and not reset.stderr.strip():
-            install_index(work, Path(gitdir) / "index")
-            os.replace(work, ref)
-            _forget_history(gitdir)
-            _record_base(gitdir, target())
-            return True
+    if _silent(run_git(slot.path, *pinned, "clean", "-ffdxq", env=record)) and _silent(
+        run_git(slot.path, *pinned, *_RESET, target(), env=record)
+    ):
+        install_index(work, Path(gitdir) / "index")
+        os.replace(work, ref)
+        _forget_history(gitdir)
+        _record_base(gitdir, target())
+        return True
     with contextlib.suppress(FileNotFoundError):
         os.unlink(work)
-    return _long_path(slot, gitdir, pinned, target())
+    return False
 
 
 def _long_path(slot: Slot, gitdir: str, pinned: tuple[str, ...], base: str) -> bool:
@@ -201,32 +191,12 @@ def _long_path(slot: Slot, gitdir: str, pinned: tuple[str, ...], base: str) -> b
         return False
     run_git(slot.path, *pinned, "clean", "-ffdxq")
     _forget_history(gitdir)
-    if _leftovers(slot.path, pinned) != []:
+    status = ("--no-optional-locks", *pinned, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=normal")
+    left = run_git(slot.path, *status)
+    if not _silent(left) or left.stdout.strip("\0"):
         return False
     record_index(gitdir, base)
     return True
-
-
-#: The index the last restore left, kept in the copy's git directory under a name git does
-#: not know: no git command refreshes it, so its stat data is what the copy looked like then.
-REF_INDEX = "snodo-restore.index"
-#: The commit :data:`REF_INDEX` holds the tree of (what the engine's first commit builds on).
-REF_BASE = "snodo-restore.base"
-#: Stat data compared in full (ctime, inode, owner, size, executable bit) whatever the
-#: repository configures, and no untracked cache, fsmonitor or split index to trust.
-STAT_TRUST = tuple(
-    arg
-    for pair in (
-        "core.trustctime=true",
-        "core.checkStat=default",
-        "core.fileMode=true",
-        "core.ignoreStat=false",
-        "core.untrackedCache=false",
-        "core.splitIndex=false",
-    )
-    for arg in ("-c", pair)
-)
-_RESET = ("reset", "-q", "--hard", "--no-recurse-submodules")
 
 
 def record_index(gitdir: str, base: str) -> None:
@@ -245,11 +215,9 @@ def _record_base(gitdir: str, base: str) -> None:
 
 
 def install_index(source: Path, target: Path) -> None:
-    """Make ``target`` the same index as ``source``: a second name for the same file (its
-    mtime, which git's racy-entry check reads, included), renamed into place; a copy where
-    the file system has no hard links. Sharing is safe because git never writes an index in
-    place — it renames a new file over it — and no confined process can write a git
-    directory: what git does to one name leaves the other as it was."""
+    """Make ``target`` the same index as ``source``: a hard link (its mtime, which git's
+    racy-entry check reads, included) renamed into place, or a copy. Sharing is safe: git
+    never writes an index in place, and no confined process can write a git directory."""
     tmp = target.with_name(f"{target.name}.snodo-tmp")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)
@@ -271,30 +239,15 @@ def detached_head(gitdir: str) -> str | None:
     return text if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text) else None
 
 
-def _leftovers(copy: Path, pinned: tuple[str, ...]) -> list[tuple[str, bool]] | None:
-    """What ``status`` lists in the copy, as (path, untracked-or-ignored); ``None`` when git
-    could not look everywhere (an unreadable directory) or failed."""
-    check = run_git(
-        copy, "--no-optional-locks", *pinned, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=normal"
-    )
-    if not check.ok or check.stderr.strip():
-        return None
-    found = []
-    records = iter(check.stdout.split("\0"))
-    for record in records:
-        if not record:
-            continue
-        code, path = record[:2], record[3:]
-        if code[0] in "RC":
-            next(records, None)  # a rename's source path follows
-        found.append((path, code in ("??", "!!")))
-    return found
-
-
 def _forget_history(gitdir: str) -> None:
     for name in _HISTORY:
         with contextlib.suppress(FileNotFoundError, IsADirectoryError):
             os.unlink(os.path.join(gitdir, name))
+
+
+def _delete(path: Path) -> None:
+    repair_modes(path)  # a `chmod 000` directory would stop the removal
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def trash(base_dir: Path, path: Path) -> None:
@@ -308,8 +261,7 @@ def trash(base_dir: Path, path: Path) -> None:
         os.replace(path, target)
     except OSError:
         target = path
-    repair_modes(target)
-    shutil.rmtree(target, ignore_errors=True)
+    _delete(target)
 
 
 def drop_idle(repo: Path, base_dir: Path, *, older_than: timedelta = IDLE_TTL) -> list[str]:
@@ -333,8 +285,6 @@ def drop_idle(repo: Path, base_dir: Path, *, older_than: timedelta = IDLE_TTL) -
     if dropped:
         run_git(repo, "worktree", "prune")
     with contextlib.suppress(OSError):
-        leftovers = list((base_dir / TRASH).iterdir())
-        for left in leftovers:  # a deletion an earlier process did not finish
-            repair_modes(left)
-            shutil.rmtree(left, ignore_errors=True)
+        for left in list((base_dir / TRASH).iterdir()):  # a deletion an earlier process did not finish
+            _delete(left)
     return dropped

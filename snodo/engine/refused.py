@@ -1,17 +1,12 @@
 """Refusals are evidence on the engine path.
 
-A write the sandbox refused does not change a file, so no after-the-fact look at the
-working copy can see it; only the confined program's own report can. Two such reports reach
-the engine: the lines a coder streams while it works (opencode's JSON events, a tool's error
-text, all passed through ``CoderRequest.log``, which the loop prefixes with ``coder: ``)
-and, once the run is over, what the validators' confined test runs printed. Every refused
-path found is recorded as one ``sandbox_refusal`` audit event (bounded to
-:data:`~snodo.sandbox.refusals.MAX_REFUSALS` a run) and carried in the run's result, so the
-run's table, ``--json`` payload and ``jobs show`` name it, not only the job log.
-
-A coder's report counts whatever it names (the coder is the agent); a test run's output
-counts only paths no project permission explains (``.snodo/``, ``.git/``, protected paths),
-since a project's own tests may print a ``Permission denied`` of their own making.
+A write the sandbox refused changes no file, so only the confined program's own report can
+show it: the lines a coder streams while it works (through ``CoderRequest.log``, which the
+loop prefixes with ``coder: ``) and, once the run is over, what the validators' confined test
+runs printed. Each refused path becomes one ``sandbox_refusal`` audit event (at most
+:data:`~snodo.sandbox.refusals.MAX_REFUSALS` a run) and is carried in the run's result. A
+test run's output counts only paths no project permission explains (a project's own tests
+may print a ``Permission denied`` of their own making); a coder's report counts whatever it names.
 """
 
 from __future__ import annotations
@@ -43,28 +38,18 @@ class RefusalWatch:
 
     def see(self, line: str) -> None:
         """Take one progress line; only the coder's own lines are read."""
-        if not line.startswith(CODER_PREFIX) or len(self.reported) >= MAX_REFUSALS:
-            return
-        for refusal in find_refusals([line[len(CODER_PREFIX) : len(CODER_PREFIX) + LINE_LIMIT]]):
-            if refusal not in self.reported:
-                self.reported.append(refusal)
+        if line.startswith(CODER_PREFIX) and len(self.reported) < MAX_REFUSALS:
+            self._add(line[len(CODER_PREFIX) : len(CODER_PREFIX) + LINE_LIMIT])
+
+    def _add(self, text: str) -> None:
+        self.reported.extend(r for r in find_refusals([text]) if r not in self.reported)
 
     def settle(self, project: Project, result: RunResult) -> RunResult:
         """Record one ``sandbox_refusal`` per refused path (first report wins) and return
         ``result`` carrying them; ``result`` itself when there are none."""
         if result.outcome in _CODER_HALTS and result.phase == "execute":
-            self.reported.extend(r for r in find_refusals([result.message[:LINE_LIMIT]]) if r not in self.reported)
-        groups: list[tuple[str, tuple[Refusal, ...]]] = [("coder", tuple(self.reported))]
-        protected = project.protocol.protected_paths
-        for verdict in result.results:
-            details = verdict.get("details")
-            details = details if isinstance(details, dict) else {}
-            texts = [str(details.get(key) or "")[:LINE_LIMIT] for key in ("output_excerpt", "added_tests_output")] + [
-                str(verdict.get("justification") or "")
-            ]
-            found = reported_by_tests(texts, protected)
-            if found:
-                groups.append((f"validator:{verdict.get('validator_id')}", found))
+            self._add(result.message[:LINE_LIMIT])
+        groups = [("coder", tuple(self.reported)), *_by_validators(result, project.protocol.protected_paths)]
         entries: list[dict[str, Any]] = []
         for who, refusals in groups:
             for refusal in refusals:
@@ -73,3 +58,16 @@ class RefusalWatch:
                 record_refusals(project.record, (refusal,), who=who, task_id=result.task_id, job_id=result.job_id)
                 entries.append({"path": refusal.path, "error": refusal.error, "reported_by": who})
         return evolve(result, refusals=tuple(entries)) if entries else result
+
+
+def _by_validators(result: RunResult, protected: tuple[str, ...]) -> list[tuple[str, tuple[Refusal, ...]]]:
+    """The refusals each validator's test output names that no project permission explains."""
+    groups = []
+    for verdict in result.results:
+        details = verdict.get("details")
+        details = details if isinstance(details, dict) else {}
+        texts = [str(details.get(key) or "")[:LINE_LIMIT] for key in ("output_excerpt", "added_tests_output")]
+        found = reported_by_tests([*texts, str(verdict.get("justification") or "")], protected)
+        if found:
+            groups.append((f"validator:{verdict.get('validator_id')}", found))
+    return groups

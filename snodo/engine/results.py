@@ -1,4 +1,4 @@
-"""What a run ends with: its result (the payload every front door prints), and the halt
+"""What a run ends with: its result (the payload every front door prints), or the halt
 that stops it with one of the halt outcomes (snodo/rules/outcomes.py)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from attrs import Factory, frozen
 
+from snodo.base.errors import CoderError, EnvironmentProblem, PluginError, SnodoError
 from snodo.governance.policy import ValidatorResult
 from snodo.governance.service import ValidationOutcome
 from snodo.rules.outcomes import RUN_NEXT_STEP, HaltOutcome
@@ -65,21 +66,8 @@ class RunResult:
         }
 
 
-@frozen(kw_only=True)
-class HaltRecord:
-    """Why and where a run stopped, and what it leaves behind (results, files, commit)."""
-
-    outcome: HaltOutcome
-    phase: str
-    message: str
-    results: tuple[dict[str, Any], ...] = ()
-    decision_id: str | None = None
-    commit: str | None = None
-    files: tuple[str, ...] = ()
-
-
 class Halt(Exception):
-    """Stops a run; carries its :class:`HaltRecord`."""
+    """Stops a run: why and where (one of the halt outcomes), and what it leaves behind."""
 
     def __init__(
         self,
@@ -93,17 +81,26 @@ class Halt(Exception):
         files: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
+        self.outcome = outcome
+        self.phase = phase
+        self.message = message
         if validation is not None and not results:
             results = tuple(r.for_agent() for r in validation.results)
-        self.record = HaltRecord(
-            outcome=outcome,
-            phase=phase,
-            message=message,
-            results=results,
-            decision_id=validation.decision_id if validation is not None else None,
-            commit=commit,
-            files=files,
-        )
+        self.results = results
+        self.decision_id = validation.decision_id if validation is not None else None
+        self.commit = commit
+        self.files = files
+
+
+def halt_for(exc: Exception) -> Halt:
+    """The halt a fault ends the run with."""
+    if isinstance(exc, Halt):
+        return exc
+    if isinstance(exc, CoderError):  # the coder ran and said it could not do the work
+        return Halt("coder_failed", "execute", f"the coder failed: {exc}")
+    if isinstance(exc, EnvironmentProblem | PluginError):
+        return Halt("environment_error", "execute", str(exc))
+    return Halt("internal_error", "engine", str(exc) if isinstance(exc, SnodoError) else f"{type(exc).__name__}: {exc}")
 
 
 def plain_usage(usage: Any) -> dict[str, Any]:

@@ -1,12 +1,9 @@
-"""Snapshots of files and directories for judging in-place coders (:mod:`snodo.engine.inplace`).
-
-What an entry is (content hash and executable bit, link target, kind), every entry below
-a directory, the workspace's parent, and how to save an entry and put it back: kept apart
-from the judging rules so each module stays readable.
-"""
+"""Snapshots of files and directories, and putting an entry back, for judging in-place
+coders (:mod:`snodo.engine.inplace`)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -154,19 +151,29 @@ def entries_below(
     """Every non-directory entry under ``base`` by relative POSIX path; directories named in
     ``prune`` (or in ``prune_top`` at the top) and files named in ``skip`` (and ``*.lock``)
     left out. Symlinked directories are entries, never entered."""
-    pruned, pruned_top, skipped = set(prune), set(prune_top), set(skip)
     found: dict[str, Path] = {}
     if not base.is_dir() or base.is_symlink():
         return found
+    pruned, skipped = set(prune), set(skip)
     for directory, dirnames, filenames in os.walk(base):
         here = Path(directory)
-        dirnames[:] = [d for d in dirnames if d not in pruned and (here != base or d not in pruned_top)]
+        left_out = pruned | set(prune_top) if here == base else pruned
+        dirnames[:] = [d for d in dirnames if d not in left_out]
         for name in filenames + [d for d in dirnames if (here / d).is_symlink()]:
-            if name in skipped or name.endswith(".lock"):
-                continue
-            full = here / name
-            found[full.relative_to(base).as_posix()] = full
+            if name not in skipped and not name.endswith(".lock"):
+                found[(here / name).relative_to(base).as_posix()] = here / name
     return found
+
+
+def packed_refs(path: Path) -> dict[str, str]:
+    """The refs a ``packed-refs`` file names, by name."""
+    refs: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in path.read_text(errors="replace").splitlines():
+            sha, _, name = line.partition(" ")
+            if name and not line.startswith(("#", "^")):
+                refs[name] = sha
+    return refs
 
 
 def fingerprints(entries: Mapping[str, Path]) -> dict[str, str]:
@@ -180,9 +187,9 @@ def tree_of(root: Path, *, skip_git_dir: bool) -> dict[str, str]:
 
 
 def outside_of(root: Path) -> dict[str, Path]:
-    """The workspace's parent, where ``../x`` lands; other runs' working copies (named by
-    their run id, or any directory holding a ``.git``) come and go with them and are left out. A directory is
-    listed as ``../name/`` besides its files, so an empty new one counts too."""
+    """The workspace's parent, where ``../x`` lands, other runs' working copies (named by
+    their run id, or holding a ``.git``) left out; a directory is listed as ``../name/``
+    besides its files, so an empty new one counts too."""
     parent = root.parent
     found: dict[str, Path] = {}
     try:

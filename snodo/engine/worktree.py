@@ -1,30 +1,15 @@
-"""Per-run working copies, and what becomes of a run's work afterwards.
+"""Per-run working copies (taken from :mod:`snodo.engine.pool`), and what becomes of a run's work.
 
-A run never switches the user's checkout, never touches their uncommitted files and never
-sees a leftover of an earlier run: it takes a working copy of its own from the project's
-pool (:mod:`snodo.engine.pool`), restored to the run's base commit and checked clean.
-Nothing is put under ``refs/heads/`` while the run is going; when it ends its work goes to
-exactly one place:
-
-- ``completed`` → the branch ``snodo/<task_id>-<run_id>``, for review and merge;
-- halted with commits → ``refs/snodo/halted/<task_id>/<run_id>``, for inspection, out of
-  ``git branch`` listings and ``git push --all``;
-- halted by a constraint whose predicate says its failure means the work must be discarded
-  (a secret in the change) → nowhere: no ref or reflog reaches the commits, and the objects
-  the run added are deleted from the object store;
-- halted with no commit → nothing.
-
-While a run lives it holds an exclusive lock on its slot's lock file; the kernel drops it
-when the process dies, even by SIGKILL. The next run (or ``snodo jobs prune``) finds the
-lock free but still naming the run, and keeps any commit under the halted namespace before
-the copy is reused. Copies from before the pool (``<run_id>/`` beside ``<run_id>.lock``)
-are reclaimed the same way and removed.
+A run never switches the user's checkout nor sees a leftover of an earlier run, and puts
+nothing under ``refs/heads/`` while it goes. Its work then goes to exactly one place: a
+completed run's branch, a halted run's ``refs/snodo/halted/<task>/<run>``, or nowhere when a
+discarding constraint failed (see docs/architecture.md, "The life cycle of a task's work").
+Copies from before the pool (``<run_id>/`` beside ``<run_id>.lock``) are reclaimed and removed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -56,10 +41,6 @@ def worktrees_dir(home: Path, repo: Path) -> Path:
     return home / "worktrees" / project_key(repo)
 
 
-def halted_ref(task_id: str, run_id: str) -> str:
-    return f"{HALTED_NAMESPACE}/{task_id}/{run_id}"
-
-
 @define(kw_only=True)
 class Worktree:
     """One run's working copy. ``branch`` is the name the work gets if the run completes."""
@@ -81,8 +62,8 @@ class Worktree:
 
     @property
     def left_out(self) -> tuple[str, ...]:
-        """What the user's checkout had uncommitted when the run started (not part of the
-        run), from a ``status`` running beside the run: asking waits for it."""
+        """What the user's checkout had uncommitted when the run started (asking waits for
+        the ``status`` running beside the run)."""
         return self._looking() if self._looking is not None else ()
 
     def tip(self) -> str | None:
@@ -105,14 +86,13 @@ class Worktree:
         tip = self.tip()
         if tip is None or tip == self.base:
             return None
-        ref = halted_ref(self.task_id, self.run_id)
+        ref = f"{HALTED_NAMESPACE}/{self.task_id}/{self.run_id}"
         git_out(self.repo, "update-ref", ref, tip, "")
         return ref
 
     def discard(self) -> dict[str, Any]:
-        """Throw the run's work away: remove the working copy (and with it its HEAD reflog),
-        then delete from the object store every object the run added that nothing else
-        reaches. Returns what was done, for the job record and the audit log."""
+        """Throw the run's work away: the working copy restored or removed (its HEAD reflog
+        with it), then every object the run added that nothing else reaches deleted."""
         tip = self.tip()
         # A pooled copy stays in the pool, but nothing in it may still reach the work.
         if self.slot is not None and not pool.restore(self.slot, self.base):
@@ -124,8 +104,7 @@ class Worktree:
         return purge_unreachable(self.repo, tip)
 
     def remove(self) -> None:
-        """Give a pooled copy back to the pool, or drop a copy of its own; release the run's
-        lock. Idempotent."""
+        """Give a pooled copy back to the pool, or drop a copy of its own. Idempotent."""
         if self.slot is not None:
             self.slot.release()
             return
@@ -143,11 +122,8 @@ class Worktree:
 
 
 def purge_unreachable(repo: Path, tip: str) -> dict[str, Any]:
-    """Delete the loose objects reachable from ``tip`` that no ref, reflog or index reaches.
-
-    Only objects git itself reports as unreachable from everything else are touched; an
-    object already packed (rare for minutes-old work) is counted in ``objects_left``.
-    """
+    """Delete the loose objects reachable from ``tip`` that no ref, reflog or index reaches
+    (as git reports them); one already packed is counted in ``objects_left``."""
     listing = run_git(repo, "rev-list", "--objects", tip, "--not", "--all", "--reflog", "--indexed-objects")
     if not listing.ok:
         raise EnvironmentProblem(f"could not list the objects of the discarded work in {repo}: {listing.detail()}")
@@ -170,6 +146,19 @@ def purge_unreachable(repo: Path, tip: str) -> dict[str, Any]:
     return found
 
 
+def refs_with(root: Path, field: str, namespace: str) -> dict[str, str]:
+    """Each ref under ``namespace`` with one of its ``for-each-ref`` fields."""
+    listing = run_git(root, "for-each-ref", f"--format=%(refname) %({field})", namespace)
+    return dict(line.rpartition(" ")[::2] for line in listing.stdout.splitlines()) if listing.ok else {}
+
+
+def prune_halted(root: Path, *, before: datetime) -> list[str]:
+    """Delete the halted refs whose commit is older than ``before``; their names."""
+    stamps = refs_with(root, "committerdate:unix", HALTED_NAMESPACE)
+    old = [ref for ref, stamp in stamps.items() if stamp.isdigit() and datetime.fromtimestamp(int(stamp), UTC) < before]
+    return [ref for ref in old if run_git(root, "update-ref", "-d", ref).ok]
+
+
 def require_repo(root: Path) -> None:
     if shutil.which("git") is None:
         raise EnvironmentProblem("git is not installed", hint="install git; snodo commits on task branches")
@@ -177,27 +166,12 @@ def require_repo(root: Path) -> None:
         raise EnvironmentProblem(f"{root} is not a git repository", hint="run `git init` in the project first")
 
 
-def _owner_gone(lock: Path) -> int | None:
-    """A descriptor holding ``lock`` if its owner is dead (the lock was free), else ``None``."""
-    try:
-        fd = os.open(lock, os.O_RDWR)
-    except FileNotFoundError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
 def reclaim_abandoned(
     repo: Path, home: Path, *, judge: Callable[[Worktree], list[dict[str, str]]] | None = None
 ) -> list[dict[str, Any]]:
-    """Clean up after runs that died without cleaning up (SIGKILL, power loss): commits go
-    under the halted namespace — unless ``judge`` (the discarding constraints) finds a
-    reason to throw them away. A pooled copy goes back to the pool (the next run restores
-    it); a copy of its own and its lock are removed. Returns what was reclaimed."""
+    """Clean up after runs that died (SIGKILL, power loss): their commits go under the halted
+    namespace unless ``judge`` (the discarding constraints) finds a reason to throw them
+    away; a pooled copy goes back to the pool. Returns what was reclaimed."""
     directory = worktrees_dir(home, repo)
     if not directory.is_dir():
         return []
@@ -212,7 +186,9 @@ def reclaim_abandoned(
             continue
         found.append(_left_behind(repo, slot.path, meta, str(meta["run_id"]), slot=slot))
     for lock in sorted(directory.glob("*.lock")):
-        fd = _owner_gone(lock)
+        fd = None
+        with contextlib.suppress(FileNotFoundError):
+            fd = pool.try_lock(lock, os.O_RDWR)  # free: its owner is dead
         if fd is None:
             continue
         try:
@@ -225,9 +201,8 @@ def reclaim_abandoned(
 
 
 def prune_copies(repo: Path, home: Path, *, older_than: timedelta) -> list[dict[str, Any]]:
-    """Reclaim the copies of dead runs (kept unjudged: pruning loads no protocol), then drop
-    every copy no run holds that was last used longer than ``older_than`` ago: pooled ones,
-    and leftovers from before the pool. Returns what was removed."""
+    """Reclaim the copies of dead runs (unjudged: pruning loads no protocol), then drop every
+    copy no run holds that was last used longer than ``older_than`` ago. Returns them."""
     removed = [
         {"run_id": r["run_id"], "path": r["path"], "halted_ref": r["halted_ref"]} for r in reclaim_abandoned(repo, home)
     ]
@@ -250,8 +225,7 @@ def prune_copies(repo: Path, home: Path, *, older_than: timedelta) -> list[dict[
 
 
 def drop_pool(repo: Path, home: Path) -> list[str]:
-    """Drop every pooled copy of ``repo`` no run holds (``snodo session close``: the work of
-    the session is over; the next run makes a fresh copy)."""
+    """Drop every pooled copy of ``repo`` no run holds (``snodo session close``)."""
     directory = worktrees_dir(home, repo)
     return pool.drop_idle(repo, directory, older_than=timedelta(0)) if directory.is_dir() else []
 
@@ -313,9 +287,8 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
     checked clean, or made fresh when there is none to reuse or it cannot be restored.
 
     The base is the user's HEAD (:func:`read_head`); what their checkout has uncommitted is
-    read by one whole-tree ``status`` that runs alongside the restore and the run (from the
-    moment ``snodo run`` pinned the repository: :func:`~snodo.engine.checkout.look_ahead`),
-    and is waited for only when :attr:`Worktree.left_out` is asked (at the end of the run)."""
+    read by one ``status`` running alongside (:func:`~snodo.engine.checkout.looking`), waited
+    for only when :attr:`Worktree.left_out` is asked, at the end of the run."""
     directory = worktrees_dir(home, repo)
     look = looking(repo)
     slot = pool.take_free_slot(directory)
@@ -323,6 +296,19 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
         early = read_head(repo)
         restored = pool.restore(slot, early or (lambda: run_base(repo, look.result()[0])))
         head = early or run_base(repo, look.result()[0])
+        if not restored:
+            _fresh_copy(repo, directory, slot, head)
+        _pin_copy(repo, slot)  # its own git directory, named by every later command in it
+        meta = {
+            "task_id": task_id,
+            "run_id": run_id,
+            "base": head,
+            "pid": os.getpid(),
+            "repo": str(repo),
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        slot.write_meta({**slot.meta(), **meta})  # from here a death leaves the run to reclaim
+        pool.drop_idle(repo, directory)
     except BaseException:
         slot.release()
         wait([look])
@@ -334,28 +320,7 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
         except SnodoError:  # a status that timed out: nothing to report, as when it fails
             return ()
 
-    return _take(repo, directory, slot, restored, head, left_out, task_id, run_id)
-
-
-def _take(
-    repo: Path,
-    directory: Path,
-    slot: pool.Slot,
-    restored: bool,
-    head: str,
-    left_out: Callable[[], tuple[str, ...]],
-    task_id: str,
-    run_id: str,
-) -> Worktree:
-    meta = {
-        "task_id": task_id,
-        "run_id": run_id,
-        "base": head,
-        "pid": os.getpid(),
-        "repo": str(repo),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    wt = Worktree(
+    return Worktree(
         path=slot.path,
         branch=f"snodo/{task_id}-{run_id}",
         base=head,
@@ -367,29 +332,19 @@ def _take(
         looking=left_out,
         clean_at_start=True,
     )
-    try:
-        if not restored:
-            _fresh_copy(repo, directory, slot, head)
-        _pin_copy(repo, slot)  # its own git directory, named by every later command in it
-        slot.write_meta({**slot.meta(), **meta})  # from here a death leaves the run to reclaim
-        pool.drop_idle(repo, directory)
-    except BaseException:
-        slot.release()
-        raise
-    return wt
 
 
 def _pin_copy(repo: Path, slot: pool.Slot) -> None:
-    """Pin the copy to the git directory snodo recorded for it when it made it (its
-    configuration is the repository's), asking git only when that cannot be assumed."""
+    """Pin the copy to the git directory snodo recorded when it made it; ask git only when
+    that cannot be assumed."""
     gitdir, root = slot.meta().get("gitdir"), pin(repo)
     if not isinstance(gitdir, str) or root is None or adopt(slot.path, Path(gitdir), root) is None:
         pin(slot.path)
 
 
 def _fresh_copy(repo: Path, directory: Path, slot: pool.Slot, head: str) -> None:
-    """Replace the slot's copy with a new ``git worktree add`` (the slow path: a checkout of
-    the whole tree), recording the git directory it got before any agent runs in it."""
+    """Replace the slot's copy with a new ``git worktree add`` (a checkout of the whole tree),
+    recording the git directory it got before any agent runs in it."""
     if os.path.lexists(slot.path):
         pool.trash(directory, slot.path)
     slot.write_meta({})

@@ -322,14 +322,6 @@ def neutralise(keys: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def config_files(git_dir: Path, common_dir: Path) -> list[str]:
-    """The files git reads the configuration of ``git_dir`` from (absent ones included): no
-    system file and no ``GIT_CONFIG_*`` (see :func:`clean_env`), and no ``XDG_CONFIG_HOME``."""
-    home = os.environ.get("HOME", "")
-    files = [str(common_dir / "config"), str(git_dir / "config.worktree")]
-    return files + ([os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")] if home else [])
-
-
 def adopt(work_tree: Path, git_dir: Path, like: GitContext) -> GitContext | None:
     """Pin a linked working copy snodo made itself (a pool slot) without asking git: its top
     and git directory are known, and its configuration is its repository's (``like``), so

@@ -1,6 +1,5 @@
-"""How a child process of :mod:`snodo.process.runner` is prepared: its working directory checked,
-its environment made, and — with a sandbox policy — its confinement (the backend that
-works here, its own pids cgroup)."""
+"""How a child process of :mod:`snodo.process.runner` is prepared: its working directory
+checked, its environment made and, with a sandbox policy, its confinement."""
 
 from __future__ import annotations
 
@@ -98,32 +97,36 @@ def prepare_child(
     ``sandbox`` says so), the sandbox's preparation and its private directory."""
     if not argv:
         raise EnvironmentProblem("cannot run a process: the command is empty")
-    program = shown(argv[0])
+    _check_cwd(argv[0], cwd)
+    child_env = dict(env) if env is not None else dict(os.environ)
+    child_env["PWD"] = os.path.abspath(cwd)
+    if sandbox is None:
+        return argv, child_env, None, None
+    if sandbox.mode == "off":
+        if sandbox.on_unconfined is not None:
+            sandbox.on_unconfined(tuple(argv), Path(cwd))
+        return argv, child_env, None, None
+    # Inside the sandbox a missing program is only an exit status of bubblewrap: say so
+    # here, as an unconfined start would, so it is no verdict (validator_error).
+    if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
+        raise EnvironmentProblem(
+            f"cannot run {shown(argv[0])!r}: program not found", hint="install it or fix the command"
+        )
+    prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env)
+    return prepared.argv, prepared.env, prepared, tmpdir
+
+
+def _check_cwd(program: str, cwd: Path) -> None:
+    """Popen would blame the program for a missing working directory: say what is wrong."""
     try:
         is_dir = Path(cwd).is_dir()
     except (OSError, ValueError) as exc:
         raise EnvironmentProblem(
-            f"cannot run {program!r}: the working directory {shown(cwd)} is unusable: "
+            f"cannot run {shown(program)!r}: the working directory {shown(cwd)} is unusable: "
             f"{getattr(exc, 'strerror', None) or exc}"
         ) from None
-    if not is_dir:  # Popen would blame the program for a missing directory
-        raise EnvironmentProblem(f"cannot run {program!r}: the working directory {shown(cwd)} does not exist")
-    child_env = dict(env) if env is not None else dict(os.environ)
-    child_env["PWD"] = os.path.abspath(cwd)
-    prepared: Prepared | None = None
-    tmpdir: Path | None = None
-    popen_argv: Sequence[str] = argv
-    if sandbox is not None and sandbox.mode == "off":
-        if sandbox.on_unconfined is not None:
-            sandbox.on_unconfined(tuple(argv), Path(cwd))
-    elif sandbox is not None:
-        # Inside the sandbox a missing program is only an exit status of bubblewrap: say so
-        # here, as an unconfined start would, so it is no verdict (validator_error).
-        if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
-            raise EnvironmentProblem(f"cannot run {program!r}: program not found", hint="install it or fix the command")
-        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env)
-        popen_argv, child_env = prepared.argv, prepared.env
-    return popen_argv, child_env, prepared, tmpdir
+    if not is_dir:
+        raise EnvironmentProblem(f"cannot run {shown(program)!r}: the working directory {shown(cwd)} does not exist")
 
 
 def release_child(prepared: Prepared | None, tmpdir: Path | None) -> None:

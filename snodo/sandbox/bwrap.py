@@ -142,43 +142,6 @@ def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], private
     )
 
 
-#: Options that mount something at a path of the host (``--tmpfs`` covers one).
-_MOUNTS_AT = {"--bind": 1, "--ro-bind": 1, "--dev-bind": 1, "--tmpfs": 0}
-
-
-def mounted_identity(opts: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
-    """What every mount of ``opts`` was made on: the device and inode its path leads to now.
-
-    A mount holds the file or directory it was made on, not its path: once the host
-    replaces one (a ``git checkout`` renaming a new ``poetry.lock`` over the protected one),
-    a sandbox already running loses that mount and sees the new file *writable* through
-    the workspace's. Whatever keeps a sandbox for later commands (a test run started ahead)
-    records this before it starts and compares it before each use: a difference retires it.
-    ``(path, -1, -1)`` for a path that is not there."""
-    found: list[tuple[str, int, int]] = []
-    i = 0
-    while i < len(opts):
-        at = _MOUNTS_AT.get(opts[i])
-        if at is None:
-            i += 1
-            continue
-        path = opts[i + 1 + at]
-        try:
-            st = os.stat(path)
-            found.append((path, st.st_dev, st.st_ino))
-        except OSError:
-            found.append((path, -1, -1))
-        i += 2 + at
-    return tuple(found)
-
-
-def replaced_since(recorded: Sequence[tuple[str, int, int]], opts: Sequence[str]) -> bool:
-    """Whether a mount of ``opts`` now leads elsewhere than :func:`mounted_identity` recorded
-    (a mount ``recorded`` lacks counts as moved)."""
-    was = {path: (dev, ino) for path, dev, ino in recorded}
-    return any(was.get(path) != (dev, ino) for path, dev, ino in mounted_identity(opts))
-
-
 _Op = tuple[int, int, tuple[str, ...]]
 _MOUNTS: dict[tuple[object, ...], tuple[_Op, ...]] = {}
 

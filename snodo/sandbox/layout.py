@@ -99,7 +99,7 @@ def _git_dir(workspace: Path) -> Path:
     return workspace / text.removeprefix("gitdir: ").strip() if text.startswith("gitdir: ") else marker
 
 
-def _mtime(path: Path) -> int:
+def mtime(path: Path) -> int:
     try:
         return os.stat(path).st_mtime_ns
     except OSError:
@@ -128,7 +128,7 @@ def _depends_on(
             at = at / part
             dirs.add(at)
     dirs.update((workspace / rel).parent for rel in chosen)
-    stamp.extend(_mtime(d) for d in sorted(dirs))
+    stamp.extend(mtime(d) for d in sorted(dirs))
     return tuple(stamp)
 
 

@@ -52,11 +52,6 @@ def limit_prefix(limits: Limits) -> tuple[str, ...]:
     return (program, *(f"{flag}={value}" for flag, value in wanted), "--")
 
 
-def limit_values(limits: Limits) -> list[tuple[int, int]]:
-    """``(resource, value)`` of every limit to set (soft and hard alike)."""
-    return [(res, value) for res, _, value in _pairs(limits) if value > 0]
-
-
 def limit_setter(limits: Limits) -> Callable[[], None]:
     """For a ``preexec_fn``: sets ``limits`` with everything bound in advance (no imports)."""
     wanted = [(res, (value, value)) for res, _, value in _pairs(limits) if value > 0]

@@ -84,9 +84,6 @@ class SandboxPolicy:
     on_unconfined: UnconfinedCallback | None = field(default=None, eq=False, repr=False)
     on_confined: ConfinedCallback | None = field(default=None, eq=False, repr=False)
 
-    def with_network(self, network: bool) -> SandboxPolicy:
-        return evolve(self, network=network)
-
     def with_writable(self, paths: Sequence[Path]) -> SandboxPolicy:
         """This policy plus ``paths`` writable; refuses a path that is not an existing
         directory or that lies in (or holds) a hidden path such as ``$SNODO_HOME``."""

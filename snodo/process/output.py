@@ -1,14 +1,10 @@
-"""A child's output, kept bounded whatever it writes.
-
-Output is read in fixed-size chunks, never by line: one 150 MB line with no newline costs
-the reader a few megabytes. What is kept is the head and the tail (half of ``limit`` bytes
-each) with a visible marker saying how much was cut in between; lines handed to a
-callback are cut at :data:`LINE_LIMIT` bytes the same way.
+"""A child's output, kept bounded whatever it writes: read in fixed-size chunks, never by line
+(one 150 MB line costs a few megabytes), kept as head and tail with a marker saying how
+much was cut; lines handed to a callback are cut at :data:`LINE_LIMIT` bytes the same way.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import math
 import os
@@ -33,24 +29,30 @@ class BoundedOutput:
     def __init__(self, limit: int) -> None:
         self.half = max(1, limit // 2)
         self.head = bytearray()
-        self.tail: collections.deque[bytes] = collections.deque()
-        self.tail_size = 0
+        self.tail = bytearray()  # deleting from its front is cheap
         self.dropped = 0
         self.partial = bytearray()
         self.partial_dropped = 0
 
     def feed(self, chunk: bytes) -> list[str]:
         """Keep ``chunk``; the complete lines it ends (decoded, bounded)."""
-        self._keep(chunk)
+        self.keep(chunk)
         return self._lines(chunk)
 
     def keep(self, chunk: bytes) -> None:
-        """Keep ``chunk`` when nobody wants it as lines."""
-        self._keep(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        extra = len(self.tail) - self.half
+        if extra > 0:
+            del self.tail[:extra]
+            self.dropped += extra
 
     def note(self, message: str) -> None:
         """Keep a line of snodo's own (e.g. that a callback failed) in the output."""
-        self._keep(f"\n{message}\n".encode())
+        self.keep(f"\n{message}\n".encode())
 
     def finish(self) -> str | None:
         """The last line when the output did not end with a newline."""
@@ -59,29 +61,8 @@ class BoundedOutput:
         return self._line_done()
 
     def text(self) -> str:
-        head = self.head.decode("utf-8", "replace")
-        if not self.dropped:
-            return head + b"".join(self.tail).decode("utf-8", "replace")
-        tail = b"".join(self.tail).decode("utf-8", "replace")
-        return f"{head}\n{cut_marker(self.dropped)}\n{tail}"
-
-    def _keep(self, chunk: bytes) -> None:
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if not chunk:
-            return
-        self.tail.append(chunk)
-        self.tail_size += len(chunk)
-        while self.tail_size - len(self.tail[0]) >= self.half:
-            self.tail_size -= len(self.tail[0])
-            self.dropped += len(self.tail.popleft())
-        if self.tail_size > self.half:  # trim the oldest piece to the bound
-            extra = self.tail_size - self.half
-            self.tail[0] = self.tail[0][extra:]
-            self.tail_size -= extra
-            self.dropped += extra
+        head, tail = self.head.decode("utf-8", "replace"), self.tail.decode("utf-8", "replace")
+        return f"{head}\n{cut_marker(self.dropped)}\n{tail}" if self.dropped else head + tail
 
     def _lines(self, chunk: bytes) -> list[str]:
         lines = []

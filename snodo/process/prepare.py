@@ -46,44 +46,36 @@ def _confine(
     release = hold_adoption()
     try:
         env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
-        prepared = _released(backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir), release)
-        group = pid_group(policy.limits.processes)
-        return (_in_group(prepared, group) if group is not None else prepared), tmpdir
+        prepared = backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir)
+        return _wrapped(prepared, pid_group(policy.limits.processes), release), tmpdir
     except BaseException:
         release()
         discard_private_dir(tmpdir)
         raise
 
 
-def _released(prepared: Prepared, release: Callable[[], None]) -> Prepared:
-    """``prepared`` whose cleanup (always called last) also ends the run's hold on adoption."""
-    cleanup = prepared.cleanup
-
-    def cleanup_all() -> None:
-        try:
-            if cleanup is not None:
-                cleanup()
-        finally:
-            release()
-
-    return evolve(prepared, cleanup=cleanup_all)
-
-
-def _in_group(prepared: Prepared, group: PidGroup) -> Prepared:
-    """``prepared`` with the run in its own pids cgroup: limited, and killed as a whole."""
+def _wrapped(prepared: Prepared, group: PidGroup | None, release_adoption: Callable[[], None]) -> Prepared:
+    """``prepared`` whose cleanup (always called last) also ends the run's hold on adoption,
+    and with a pids cgroup of its own: limited, and killed as a whole."""
     reap, cleanup = prepared.reap, prepared.cleanup
 
     def reap_all(leader: int, others: Collection[int]) -> None:
-        group.kill()
+        if group is not None:
+            group.kill()
         if reap is not None:
             reap(leader, others)
 
     def cleanup_all() -> None:
-        release(group)
-        if cleanup is not None:
-            cleanup()
+        try:
+            if group is not None:
+                release(group)
+            if cleanup is not None:
+                cleanup()
+        finally:
+            release_adoption()
 
-    return evolve(prepared, reap=reap_all, cleanup=cleanup_all, spawning=group.spawning)
+    spawning = group.spawning if group is not None else prepared.spawning
+    return evolve(prepared, reap=reap_all, cleanup=cleanup_all, spawning=spawning)
 
 
 def prepare_child(

@@ -25,7 +25,7 @@ from pathlib import Path
 from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.base import Backend, Prepared, ProcStat, confined, libc, processes
 from snodo.sandbox.harden import Hardening
-from snodo.sandbox.layout import carve, mtime, read_only_paths
+from snodo.sandbox.layout import carve, mtime, read_only_paths, remembered
 from snodo.sandbox.limits import limit_setter
 from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved
 
@@ -178,15 +178,7 @@ def _carved(root: Path, excluded: Sequence[Path]) -> list[Path]:
     modification time changes whenever an entry is added, removed or renamed in it)."""
     key = (root, tuple(e for e in excluded if e != Path("/")))
     listed = sorted({p for e in key[1] for p in e.parents if p.is_relative_to(root)})
-    stamps = tuple(mtime(d) for d in listed)
-    cached = _CARVED.get(key)
-    if cached is not None and cached[0] == stamps:
-        return cached[1]
-    carved = carve(root, list(key[1]))
-    if len(_CARVED) > 64:
-        _CARVED.clear()
-    _CARVED[key] = (stamps, carved)
-    return carved
+    return remembered(_CARVED, key, tuple(mtime(d) for d in listed), lambda: carve(root, list(key[1])))
 
 
 def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:

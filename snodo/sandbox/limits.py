@@ -1,11 +1,6 @@
 """Resource limits of a confined process (``execution.limits``): file size, process count,
-address space.
-
-Applied without a Python ``preexec_fn`` (which forces the slow fork path on every spawn):
-under bubblewrap the confined command starts through util-linux ``prlimit`` inside the
-sandbox (one small exec); the Landlock backend sets them in the ``preexec_fn`` it needs
-anyway. The process count is the kernel's ``RLIMIT_NPROC``: per user, and not enforced
-for root (the kernel exempts uid 0) — docs/security.md says so.
+address space. Under bubblewrap through util-linux ``prlimit`` inside the sandbox (no
+``preexec_fn``, which forces the slow fork path); under Landlock in its ``preexec_fn``.
 """
 
 from __future__ import annotations

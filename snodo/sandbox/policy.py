@@ -1,9 +1,6 @@
-"""What a confined process may touch (SPEC "Confined execution"), and the context that carries it.
-
-The core builds one :class:`SandboxPolicy` per workspace and sets it with :func:`confined`
-around code that runs agent-written content (a validator call, a coder's ``generate``);
-``snodo.api.run_process`` then confines every child a plugin starts, without the plugin
-having to know.
+"""What a confined process may touch (SPEC "Confined execution"), and the context that
+carries it: the core sets a :class:`SandboxPolicy` with :func:`confined` around code that
+runs agent-written content, and ``run_process`` confines every child started there.
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ from typing import Literal
 from attrs import evolve, field, frozen
 
 from snodo.base.errors import EnvironmentProblem
+from snodo.sandbox.layout import mtime, remembered
 
 #: Called once per process run *unconfined* because the protocol says ``sandbox: off``:
 #: ``(argv, cwd)``. The core's callback writes an ``unconfined_execution`` audit event.
@@ -144,23 +142,10 @@ def interpreter_dirs(policy: SandboxPolicy) -> tuple[Path, ...]:
     """The interpreter environments inside the workspace, which stay read-only there (no
     ``.pth`` file, no replaced ``python`` for the next unconfined start): the one snodo runs
     from, the policy's ``interpreters``, ``$VIRTUAL_ENV``, and the workspace's ``.venv`` /
-    ``venv`` when they are virtual environments. Outside the workspace everything is
-    read-only already. Cached per workspace until its directory changes (an entry added or
-    removed at its top changes its modification time)."""
+    ``venv`` when they are virtual environments. Cached until the workspace's top changes."""
     workspace = resolved(policy.workspace)
     key = (workspace, policy.interpreters, os.environ.get("VIRTUAL_ENV", ""))
-    try:
-        stamp = os.stat(workspace).st_mtime_ns
-    except OSError:
-        stamp = -1
-    cached = _INTERPRETERS.get(key)
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    found = _find_interpreters(workspace, policy)
-    if len(_INTERPRETERS) > 64:
-        _INTERPRETERS.clear()
-    _INTERPRETERS[key] = (stamp, found)
-    return found
+    return remembered(_INTERPRETERS, key, mtime(workspace), lambda: _find_interpreters(workspace, policy))
 
 
 def _find_interpreters(workspace: Path, policy: SandboxPolicy) -> tuple[Path, ...]:

@@ -333,12 +333,9 @@ def run_git(
     env: Mapping[str, str] | None = None,
     timeout: float = GIT_TIMEOUT,
 ) -> GitResult:
-    """Run ``git -C repo args``, hardened and pinned (see the module docstring); never raises
-    for git's own failure (see ``returncode``), only when git cannot start
-    (:class:`EnvironmentProblem`) or overruns ``timeout`` (:class:`GitTimeout`).
-
-    A caller naming ``--git-dir`` itself (the in-place judge, which read it before the coder
-    ran) is not pinned again."""
+    """Run ``git -C repo args``, hardened and pinned; raises only when git cannot start
+    (:class:`EnvironmentProblem`) or overruns ``timeout`` (:class:`GitTimeout`). A caller
+    naming ``--git-dir`` itself (read before the coder ran) is not pinned again."""
     names_dir = any(a.startswith("--git-dir") for a in args)
     context = None if names_dir else pin(repo)
     return _result(args, _spawn(_hardened(repo, context, args), args, clean_env(env), stdin, timeout, repo))

@@ -105,17 +105,9 @@ def run_process(
     stop_if: Callable[[str], bool] | None = None,
     pass_env: Sequence[str] = (),
 ) -> ProcessResult:
-    """Run ``argv`` in ``cwd``; never raises for the child's own failure, only when it
-    cannot start at all (:class:`EnvironmentProblem` naming the program).
-
-    With ``sandbox`` the child runs confined by the backend that works here, or not at all
-    (``EnvironmentProblem`` naming what to install) — unless the policy's mode is ``off``:
-    then it runs unconfined and the policy's ``on_unconfined`` callback is told.
-    The child's ``PWD`` is always ``cwd``. A confined child sees an allowlisted environment
-    (:mod:`snodo.sandbox.environ`) plus the policy's ``env`` names and ``pass_env``. Output
-    is streamed line by line to ``on_line`` and kept bounded to ``max_output`` bytes (head
-    and tail, with a marker where it was cut); ``stop_if`` ends the run on a line.
-    """
+    """Run ``argv`` in ``cwd`` (what plugins call through :func:`snodo.api.run_process`, which
+    says the rest); raises :class:`EnvironmentProblem` only when the child cannot start. With
+    ``sandbox`` the child runs confined, or not at all, unless the policy's mode is ``off``."""
     start = time.monotonic()
     popen_argv, child_env, prepared, tmpdir = prepare_child(argv, cwd, env, sandbox, pass_env)
     try:

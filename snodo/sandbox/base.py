@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import functools
 import os
+import shutil
 import sys
 import threading
 import time
@@ -49,6 +50,10 @@ class Prepared:
     spawning: Callable[[], AbstractContextManager[None]] | None = field(default=None, eq=False)
     #: Descriptors the child inherits under the same numbers (bubblewrap's seccomp program).
     pass_fds: tuple[int, ...] = ()
+
+
+#: The trivial process a backend's probe starts confined.
+TRUE = shutil.which("true") or "/bin/true"
 
 
 class Backend(abc.ABC):

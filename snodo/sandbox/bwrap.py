@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared
+from snodo.sandbox.base import TRUE, Backend, Prepared
 from snodo.sandbox.harden import program_fd
 from snodo.sandbox.layout import protected_parents, read_only_paths, remembered
 from snodo.sandbox.limits import limit_prefix
@@ -52,10 +52,6 @@ def _bundled() -> str | None:
     return None
 
 
-def _true_program() -> str:
-    return shutil.which("true") or "/bin/true"
-
-
 class BwrapBackend(Backend):
     name = "bwrap"
 
@@ -69,7 +65,7 @@ class BwrapBackend(Backend):
             fd = program_fd()
         except EnvironmentProblem as exc:
             return exc.message
-        argv = [self.program, *_BASE, "--unshare-net", "--seccomp", str(fd), "--", _true_program()]
+        argv = [self.program, *_BASE, "--unshare-net", "--seccomp", str(fd), "--", TRUE]
         try:
             done = subprocess.run(
                 argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, start_new_session=True, pass_fds=(fd,)

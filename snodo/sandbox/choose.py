@@ -45,12 +45,6 @@ _LOCK = threading.Lock()
 _PROBED: dict[tuple[str, str], tuple[Backend, str | None]] = {}
 
 
-def _make(name: str) -> Backend:
-    if name == "bwrap":
-        return BwrapBackend()
-    return LandlockBackend()
-
-
 def _key(name: str) -> tuple[str, str]:
     return (name, (bwrap_program() or "") if name == "bwrap" else str(abi_version()))
 
@@ -64,7 +58,7 @@ def probe(name: str, *, remembered: bool = False) -> tuple[Backend, str | None]:
         cached = _PROBED.get(key)
     if cached is not None:
         return cached
-    backend = _make(name)
+    backend: Backend = BwrapBackend() if name == "bwrap" else LandlockBackend()
     program = getattr(backend, "program", None)
     if remembered and name == "bwrap" and program and _recorded() == _facts(program):
         found: tuple[Backend, str | None] = (backend, None)

@@ -42,12 +42,9 @@ def confined_environment(
     tmpdir: Path,
     inherited: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment a confined child gets from the one its caller built (``given``).
-
-    A variable of ``given`` passes when it is allowlisted, named in ``named``, or not
-    inherited (absent from, or different in, snodo's own environment ``inherited``).
-    ``HOME`` is the private ``tmpdir`` itself (one directory less to make and remove).
-    """
+    """The environment a confined child gets from the one its caller built (``given``): a
+    variable passes when it is allowlisted, named, or not inherited (absent from, or
+    different in, snodo's own environment ``inherited``). ``HOME`` is the private ``tmpdir``."""
     parent = os.environ.copy() if inherited is None else inherited  # one decode of each, not two per name
     names = set(named)
     out = {key: value for key, value in given.items() if key in names or _allowed(key) or parent.get(key) != value}

@@ -14,7 +14,6 @@ import functools
 import os
 import platform
 import secrets
-import shutil
 import signal
 import stat
 import subprocess
@@ -23,7 +22,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared, ProcStat, confined, libc, processes
+from snodo.sandbox.base import TRUE, Backend, Prepared, ProcStat, confined, libc, processes
 from snodo.sandbox.harden import Hardening
 from snodo.sandbox.layout import carve, mtime, read_only_paths, remembered
 from snodo.sandbox.limits import limit_setter
@@ -55,11 +54,8 @@ _FS_HANDLED = ((1, FS_ABI1_ALL), (2, FS_REFER), (3, FS_TRUNCATE), (5, FS_IOCTL_D
 READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE
 
-#: The only devices a confined process may open, like bubblewrap's fresh ``/dev``: the rest
-#: of ``/dev`` gets no grant at all — not the host's terminals (``/dev/pts``, ``/dev/tty``,
-#: ``/dev/ptmx``), shared memory (``/dev/shm``), nor a disk, which a process of uid 0 could
-#: otherwise read raw past every path rule. (``/dev/fd``, ``/dev/stdin`` … lead into
-#: ``/proc`` and keep working.) Granting a short list also keeps the ruleset small.
+#: The only devices a confined process may open, like bubblewrap's fresh ``/dev``: no host
+#: terminal, no ``/dev/shm``, no disk (which uid 0 could read raw past every path rule).
 READABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 #: Of those, the ones it may write (output sinks).
 WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
@@ -146,9 +142,7 @@ class Ruleset:
 
     def restrict_in_child(self, limits: Limits | None = None) -> Callable[[], None]:
         """The ``preexec_fn``: resource limits, ``no_new_privs``, no capabilities, the seccomp
-        filter (with the socket rules when the network is off, :mod:`snodo.sandbox.harden`),
-        then the ruleset.
-        Everything it needs is bound now, nothing is imported there."""
+        filter, then the ruleset; everything bound now, nothing imported between fork and exec."""
         libc, fd = _LIBC, self.fd
         assert libc is not None
         prctl, syscall = libc.prctl, libc.syscall
@@ -282,7 +276,7 @@ class LandlockBackend(Backend):
         try:
             ruleset.allow(Path("/"), READ)
             done = subprocess.run(
-                [shutil.which("true") or "/bin/true"],
+                [TRUE],
                 capture_output=True,
                 timeout=15,
                 preexec_fn=ruleset.restrict_in_child(),

@@ -37,12 +37,7 @@ def _physical_memory() -> int:
 @frozen(kw_only=True)
 class Limits:
     """Per confined process (``execution.limits``), in bytes and processes; 0 means none.
-
-    The defaults never bother a normal test suite: a 16 GiB file, 4096 processes, an
-    address space as large as the machine's memory (one process cannot take more than the
-    machine has; note that runtimes reserving huge address ranges, such as AddressSanitizer,
-    need ``memory_mb: 0``).
-    """
+    The defaults never bother a normal test suite (AddressSanitizer needs ``memory_mb: 0``)."""
 
     file_size: int = 16 << 30
     processes: int = 4096
@@ -111,10 +106,8 @@ _RESOLVED: dict[str, tuple[int, int, Path]] = {}
 
 
 def resolved(raw: str | os.PathLike[str]) -> Path:
-    """``os.path.realpath(raw)``, remembered for a directory while ``raw`` still leads to
-    the same directory (device and inode: a directory has one path, so a component swapped
-    for a link elsewhere shows as another inode); two ``stat`` calls instead of one
-    ``lstat`` per path component on every confined start."""
+    """``os.path.realpath(raw)``, remembered for a directory while ``raw`` still leads to the
+    same device and inode (a directory has one path, so a swapped component shows)."""
     key = os.fspath(raw)
     try:
         info = os.stat(key)
@@ -178,11 +171,8 @@ def current_policy() -> SandboxPolicy | None:
 
 @contextlib.contextmanager
 def confined(policy: SandboxPolicy | None) -> Iterator[SandboxPolicy | None]:
-    """Run the block with ``policy`` as the current policy (``None`` leaves it as is).
-
-    Threads do not inherit context variables: code that hands work to a thread copies the
-    context (``contextvars.copy_context().run``).
-    """
+    """Run the block with ``policy`` as the current policy (``None`` leaves it as is); a
+    thread sees it only when started with a copy of the context."""
     if policy is None:
         yield current_policy()
         return

@@ -55,22 +55,22 @@ def _strict(kind: type, check: Callable[[Any], bool], expected: str) -> Callable
     return hook
 
 
+def _noted(exc: Exception, note: str, index: Any, type_: Any) -> Exception:
+    exc.__notes__ = [IterableValidationNote(note, index, type_)]
+    return exc
+
+
 def _make() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
-    conv.register_structure_hook(str, _strict(str, lambda v: isinstance(v, str), "a string"))
-    conv.register_structure_hook(
-        int, _strict(int, lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
-    )
-    conv.register_structure_hook(
-        float,
-        _strict(float, lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number"),
-    )
-    conv.register_structure_hook(bool, _strict(bool, lambda v: isinstance(v, bool), "true or false"))
+    for kind, check, expected in (
+        (str, lambda v: isinstance(v, str), "a string"),
+        (int, lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+        (float, lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number"),
+        (bool, lambda v: isinstance(v, bool), "true or false"),
+    ):
+        conv.register_structure_hook(kind, _strict(kind, check, expected))
 
-    def structure_any(value: Any, _type: type) -> Any:
-        return value
-
-    conv.register_structure_hook(typing.Any, structure_any)
+    conv.register_structure_hook(typing.Any, lambda value, _type: value)
 
     def structure_literal(value: Any, type_: Any) -> Any:
         allowed = typing.get_args(type_)
@@ -78,11 +78,6 @@ def _make() -> cattrs.Converter:
             return value
         hint = did_you_mean(value, map(str, allowed)) if isinstance(value, str) else ""
         raise ValueError(f"expected one of: {', '.join(map(str, allowed))}; got {value!r}{hint}")
-
-    conv.register_structure_hook_func(
-        lambda t: typing.get_origin(t) is typing.Literal,  # type: ignore[comparison-overlap]
-        structure_literal,
-    )
 
     def structure_mapping(value: Any, type_: Any) -> dict[Any, Any]:
         if not isinstance(value, dict):
@@ -102,11 +97,10 @@ def _make() -> cattrs.Converter:
         for meta in metadata:
             key_problems = getattr(meta, "key_problems", None)
             if key_problems is not None:
-                errors: list[Exception] = []
-                for key, message in key_problems(out):
-                    exc = ValueError(message)
-                    exc.__notes__ = [IterableValidationNote(f"Structuring mapping value @ key {key!r}", key, Any)]
-                    errors.append(exc)
+                errors = [
+                    _noted(ValueError(message), f"Structuring mapping value @ key {key!r}", key, Any)
+                    for key, message in key_problems(out)
+                ]
                 if errors:
                     raise IterableValidationError("mapping values failed", errors, base)
             problem = getattr(meta, "problem", None)
@@ -114,14 +108,13 @@ def _make() -> cattrs.Converter:
                 raise ValueError(message)
         return out
 
+    by_origin: dict[Any, Callable[[Any, Any], Any]] = {
+        typing.Literal: structure_literal,
+        typing.Annotated: structure_annotated,
+        dict: structure_mapping,
+    }
     conv.register_structure_hook_func(
-        lambda t: typing.get_origin(t) is typing.Annotated,  # type: ignore[comparison-overlap]
-        structure_annotated,
-    )
-
-    conv.register_structure_hook_func(
-        lambda t: typing.get_origin(t) is dict,  # type: ignore[comparison-overlap]
-        structure_mapping,
+        lambda t: typing.get_origin(t) in by_origin, lambda value, t: by_origin[typing.get_origin(t)](value, t)
     )
 
     def structure_tuple(value: Any, type_: Any) -> tuple[Any, ...]:
@@ -134,8 +127,7 @@ def _make() -> cattrs.Converter:
             try:
                 out.append(conv.structure(item, item_type))
             except Exception as exc:  # collected and re-raised as a group below
-                exc.__notes__ = [IterableValidationNote(f"Structuring index {i}", i, item_type)]
-                errors.append(exc)
+                errors.append(_noted(exc, f"Structuring index {i}", i, item_type))
         if errors:
             raise IterableValidationError("list items failed", errors, type_)
         return tuple(out)

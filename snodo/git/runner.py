@@ -1,29 +1,12 @@
 """The one way snodo runs ``git``: hardened, pinned, no shell, no prompt, a time limit.
 
-Every module of the core that needs git (the agent's git tools in
-:mod:`snodo.workspace.git`, the engine's working copies in :mod:`snodo.engine.worktree`,
-the demo) calls :func:`run_git`; a test keeps it the only place that starts the program.
-
-Git runs programs named by its configuration and by files in the work tree (hooks, the
-fsmonitor, filter, merge and diff drivers, pagers, editors, ssh). The work tree is the
-agent's, so none of those may choose a program here, where nothing is confined:
-
-* the repository is **pinned**: :func:`pin` finds the work tree's top and git directory
-  once (at project load, or the first time snodo asks about a path) and every later
-  command names them with ``--git-dir``/``--work-tree``, so a ``.git`` an agent plants
-  below the root (``app/.git``, ``vendor/.git``) is never discovered;
-* the environment is scrubbed: no ``GIT_*`` variable of the caller passes (``GIT_DIR``,
-  ``GIT_CONFIG_*``, ``GIT_EXEC_PATH``…), only :data:`_KEPT_ENV` and what snodo sets itself;
-  ``GIT_CONFIG_NOSYSTEM=1`` and ``GIT_ATTR_NOSYSTEM=1``;
-* :data:`HARDENING` overrides on the command line every configuration key that names a
-  program or makes git start one, and per subcommand :data:`_SUBCOMMAND_FLAGS` add
-  ``--no-ext-diff``/``--no-textconv``/``--ignore-submodules=all``/``--no-verify``;
-* filter and merge drivers cannot be switched off by one key: a ``.gitattributes`` in the
-  tree picks a driver by name. :func:`pin` lists the drivers the configuration defines and
-  neutralises each by name (empty ``clean``/``smudge``/``process``, ``required=false``; a
-  merge driver becomes ``false``, so such a merge conflicts instead of running it). What
-  remains (docs/security.md): a driver defined only after the pin, in a configuration
-  file the agent cannot write, is not neutralised until the next process.
+git runs programs named by its configuration and by files in the work tree (hooks, the
+fsmonitor, filter, merge and diff drivers, pagers, editors, ssh); the work tree is the
+agent's and nothing here is confined, so none of those may choose a program: the repository
+is pinned (:func:`pin`: a ``.git`` planted below the root is never discovered), the
+environment scrubbed (:func:`clean_env`), every configuration key that names a program
+overridden (:data:`HARDENING`, :data:`_SUBCOMMAND_FLAGS`) and the drivers the configuration
+defines neutralised by name (:func:`neutralise`). docs/security.md says what remains.
 """
 
 from __future__ import annotations
@@ -34,6 +17,7 @@ import subprocess
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from attrs import frozen
 
@@ -202,16 +186,18 @@ def _with_flags(args: Sequence[str]) -> list[str]:
 
 
 def _spawn(
-    argv: list[str], args: Sequence[str], env: dict[str, str], stdin: str | None, timeout: float, where: Path
-) -> GitResult:
+    argv: list[str], args: Sequence[str], env: dict[str, str], stdin: str | bytes | None, timeout: float, where: Path
+) -> subprocess.CompletedProcess[Any]:
+    """Run git; text in and out unless ``stdin`` is bytes."""
+    text = not isinstance(stdin, bytes)
     try:
-        proc = subprocess.run(
+        return subprocess.run(
             argv,
             input=stdin,
             capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
+            text=text,
+            encoding="utf-8" if text else None,
+            errors="replace" if text else None,
             env=env,
             timeout=timeout,
             check=False,
@@ -224,6 +210,9 @@ def _spawn(
             f"git {' '.join(args[:2])} did not finish within {timeout:g} s in {where}",
             hint="check for a lock file, then run again",
         ) from None
+
+
+def _result(args: Sequence[str], proc: subprocess.CompletedProcess[str]) -> GitResult:
     return GitResult(args=tuple(args), returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
 
 
@@ -242,10 +231,8 @@ def pinned(path: Path) -> GitContext | None:
     """The pinned repository ``path`` lies in (the deepest one), or ``None``."""
     real = Path(os.path.realpath(path))
     with _PIN_LOCK:
-        best: GitContext | None = None
-        for top, context in _PINNED.items():
-            if (real == top or top in real.parents) and (best is None or len(top.parts) > len(best.work_tree.parts)):
-                best = context
+        holding = [context for top, context in _PINNED.items() if real.is_relative_to(top)]
+        best = max(holding, key=lambda context: len(context.work_tree.parts), default=None)
         if best is not None and not best.git_dir.is_dir():  # a removed worktree: forget it
             _PINNED.pop(best.work_tree, None)
             return None
@@ -281,7 +268,7 @@ def pin_at_head(path: Path) -> tuple[GitContext | None, str | None]:
         return known, None
     # `--revs-only HEAD`: the commit, or nothing at all when HEAD has none yet (no error)
     ask = ["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--revs-only", "HEAD"]
-    probe = _spawn(_hardened(path, None, ask), ask, clean_env(), None, GIT_TIMEOUT, path)
+    probe = _result(ask, _spawn(_hardened(path, None, ask), ask, clean_env(), None, GIT_TIMEOUT, path))
     lines = probe.stdout.splitlines()
     if not probe.ok or len(lines) not in (2, 3):
         return None, None
@@ -322,14 +309,6 @@ def neutralise(keys: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def config_files(git_dir: Path, common_dir: Path) -> list[str]:
-    """The files git reads the configuration of ``git_dir`` from (absent ones included): no
-    system file and no ``GIT_CONFIG_*`` (see :func:`clean_env`), and no ``XDG_CONFIG_HOME``."""
-    home = os.environ.get("HOME", "")
-    files = [str(common_dir / "config"), str(git_dir / "config.worktree")]
-    return files + ([os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")] if home else [])
-
-
 def adopt(work_tree: Path, git_dir: Path, like: GitContext) -> GitContext | None:
     """Pin a linked working copy snodo made itself (a pool slot) without asking git: its top
     and git directory are known, and its configuration is its repository's (``like``), so
@@ -354,15 +333,12 @@ def run_git(
     env: Mapping[str, str] | None = None,
     timeout: float = GIT_TIMEOUT,
 ) -> GitResult:
-    """Run ``git -C repo args``, hardened and pinned (see the module docstring); never raises
-    for git's own failure (see ``returncode``), only when git cannot start
-    (:class:`EnvironmentProblem`) or overruns ``timeout`` (:class:`GitTimeout`).
-
-    A caller naming ``--git-dir`` itself (the in-place judge, which read it before the coder
-    ran) is not pinned again."""
+    """Run ``git -C repo args``, hardened and pinned; raises only when git cannot start
+    (:class:`EnvironmentProblem`) or overruns ``timeout`` (:class:`GitTimeout`). A caller
+    naming ``--git-dir`` itself (read before the coder ran) is not pinned again."""
     names_dir = any(a.startswith("--git-dir") for a in args)
     context = None if names_dir else pin(repo)
-    return _spawn(_hardened(repo, context, args), args, clean_env(env), stdin, timeout, repo)
+    return _result(args, _spawn(_hardened(repo, context, args), args, clean_env(env), stdin, timeout, repo))
 
 
 def git_out(repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -430,28 +406,25 @@ def read_objects(
     wanted = list(dict.fromkeys(names))
     if not wanted or any("\n" in name for name in wanted):
         raise EnvironmentProblem(f"cannot read {len(wanted)} object name(s) in one batch in {repo}")
-    argv = _hardened(repo, pin(repo), ["cat-file", "--batch"])
-    try:
-        proc = subprocess.run(
-            argv,
-            input="".join(f"{name}\n" for name in wanted).encode("utf-8"),
-            capture_output=True,
-            env=clean_env(env),
-            timeout=GIT_TIMEOUT,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise EnvironmentProblem("cannot run 'git': program not found", hint="install git") from None
-    except subprocess.TimeoutExpired:
-        raise GitTimeout(f"git cat-file did not finish within {GIT_TIMEOUT:g} s in {repo}") from None
-    out, at = proc.stdout, 0
+    args = ["cat-file", "--batch"]
+    batch = "".join(f"{name}\n" for name in wanted).encode("utf-8")
+    proc = _spawn(_hardened(repo, pin(repo), args), args, clean_env(env), batch, GIT_TIMEOUT, repo)
+    found = _parse_batch(proc.stdout, wanted) if proc.returncode == 0 else None
+    if found is None:
+        raise EnvironmentProblem(f"git cat-file --batch failed in {repo}: {proc.stderr.decode(errors='replace')}")
+    return found
+
+
+def _parse_batch(out: bytes, wanted: Sequence[str]) -> dict[str, GitObject | None] | None:
+    """``cat-file --batch``'s answer to ``wanted``, in order; ``None`` when it is out of step."""
+    at = 0
     found: dict[str, GitObject | None] = {}
     for name in wanted:
         end = out.find(b"\n", at)
         header = out[at:end].decode("utf-8", "replace").split(" ") if end >= 0 else []
-        if proc.returncode != 0 or len(header) < 2:
-            raise EnvironmentProblem(f"git cat-file --batch failed in {repo}: {proc.stderr.decode(errors='replace')}")
-        if header[-1] in ("missing", "ambiguous") or len(header) != 3 or not header[2].isdigit():
+        if len(header) < 2:
+            return None
+        if len(header) != 3 or not header[2].isdigit():  # "<name> missing", "<name> ambiguous"
             found[name], at = None, end + 1
             continue
         size = int(header[2])

@@ -1,11 +1,8 @@
 """Which child processes belong to one MCP tool call, so a cancelled call can stop them.
 
-A host that gives up on a call sends ``notifications/cancelled``; the call's work runs on a
-worker thread (and its validators on threads of their own, started with the caller's
-context), so the call is tracked by a context variable, not by thread. :mod:`snodo.process.runner`
-registers every child it starts with the current scope; :meth:`CallScope.cancel` kills
-them all at once and makes any later start in the scope fail, so a validator that was
-about to begin never does.
+The call's work runs on threads started with its context, so the call is a context
+variable, not a thread. :meth:`CallScope.cancel` kills every child registered in the scope
+and makes any later start there fail.
 """
 
 from __future__ import annotations

@@ -1,21 +1,18 @@
-"""A child's output, kept bounded whatever it writes.
-
-Output is read in fixed-size chunks, never by line: one 150 MB line with no newline costs
-the reader a few megabytes. What is kept is the head and the tail (half of ``limit`` bytes
-each) with a visible marker saying how much was cut in between; lines handed to a
-callback are cut at :data:`LINE_LIMIT` bytes the same way.
+"""A child's output, kept bounded whatever it writes: read in fixed-size chunks, never by line
+(one 150 MB line costs a few megabytes), kept as head and tail with a marker saying how
+much was cut; lines handed to a callback are cut at :data:`LINE_LIMIT` bytes the same way.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import math
 import os
 import select
 import subprocess
 import time
-from typing import IO, Any, Literal, Protocol
+from collections.abc import Callable, Iterator
+from typing import Literal
 
 LINE_LIMIT = 64 * 1024
 #: Bytes read at a time (never a whole line: lines can be huge).
@@ -32,24 +29,30 @@ class BoundedOutput:
     def __init__(self, limit: int) -> None:
         self.half = max(1, limit // 2)
         self.head = bytearray()
-        self.tail: collections.deque[bytes] = collections.deque()
-        self.tail_size = 0
+        self.tail = bytearray()  # deleting from its front is cheap
         self.dropped = 0
         self.partial = bytearray()
         self.partial_dropped = 0
 
     def feed(self, chunk: bytes) -> list[str]:
         """Keep ``chunk``; the complete lines it ends (decoded, bounded)."""
-        self._keep(chunk)
+        self.keep(chunk)
         return self._lines(chunk)
 
     def keep(self, chunk: bytes) -> None:
-        """Keep ``chunk`` when nobody wants it as lines."""
-        self._keep(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        extra = len(self.tail) - self.half
+        if extra > 0:
+            del self.tail[:extra]
+            self.dropped += extra
 
     def note(self, message: str) -> None:
         """Keep a line of snodo's own (e.g. that a callback failed) in the output."""
-        self._keep(f"\n{message}\n".encode())
+        self.keep(f"\n{message}\n".encode())
 
     def finish(self) -> str | None:
         """The last line when the output did not end with a newline."""
@@ -58,29 +61,8 @@ class BoundedOutput:
         return self._line_done()
 
     def text(self) -> str:
-        head = self.head.decode("utf-8", "replace")
-        if not self.dropped:
-            return head + b"".join(self.tail).decode("utf-8", "replace")
-        tail = b"".join(self.tail).decode("utf-8", "replace")
-        return f"{head}\n{cut_marker(self.dropped)}\n{tail}"
-
-    def _keep(self, chunk: bytes) -> None:
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if not chunk:
-            return
-        self.tail.append(chunk)
-        self.tail_size += len(chunk)
-        while self.tail_size - len(self.tail[0]) >= self.half:
-            self.tail_size -= len(self.tail[0])
-            self.dropped += len(self.tail.popleft())
-        if self.tail_size > self.half:  # trim the oldest piece to the bound
-            extra = self.tail_size - self.half
-            self.tail[0] = self.tail[0][extra:]
-            self.tail_size -= extra
-            self.dropped += extra
+        head, tail = self.head.decode("utf-8", "replace"), self.tail.decode("utf-8", "replace")
+        return f"{head}\n{cut_marker(self.dropped)}\n{tail}" if self.dropped else head + tail
 
     def _lines(self, chunk: bytes) -> list[str]:
         lines = []
@@ -106,96 +88,91 @@ class BoundedOutput:
         return line
 
 
-class Child(Protocol):
-    """What snodo needs of a started child (a ``Popen``)."""
+class Lines:
+    """Keeps each chunk in ``out``; when someone wants lines, hands each complete one to
+    ``on_line`` (a failing callback is dropped, the output kept) and ``stop_if``."""
 
-    pid: int
-    returncode: int | Any
-    stdout: IO[bytes] | None
-    stdin: IO[bytes] | None
+    def __init__(
+        self, out: BoundedOutput, on_line: Callable[[str], None] | None, stop_if: Callable[[str], bool] | None
+    ) -> None:
+        self.out, self.on_line, self.stop_if = out, on_line, stop_if
+        self.stopped = False
 
-    def poll(self) -> int | None: ...
+    def __call__(self, chunk: bytes) -> None:
+        if self.on_line is None and self.stop_if is None:
+            self.out.keep(chunk)
+            return
+        for line in self.out.feed(chunk):
+            self._line(line)
 
-    def wait(self, timeout: float | None = None) -> int: ...
+    def finish(self) -> None:
+        last = self.out.finish()
+        if last is not None:
+            self._line(last)
 
-
-def exit_fd(proc: Child) -> tuple[int, bool]:
-    """A descriptor readable once ``proc`` ended, and whether the caller must close it:
-    a pidfd (Linux 5.3+), else ``-1``."""
-    with contextlib.suppress(AttributeError, OSError):
-        return os.pidfd_open(proc.pid), True
-    return -1, False
-
-
-class ExitWatch:
-    """Waits for ``proc`` to exit, woken by the kernel (its :func:`exit_fd`); where that
-    is missing, by ``Popen.wait``'s polling."""
-
-    def __init__(self, proc: Child) -> None:
-        self.proc = proc
-        self.poll: select.poll | None = None
-        self.fd, self.owned = exit_fd(proc)
-        if self.fd >= 0:
-            self.poll = select.poll()
-            self.poll.register(self.fd, select.POLLIN)
-
-    def __call__(self, seconds: float) -> bool:
-        """Whether the process exited (and was reaped) within ``seconds``."""
-        if self.poll is None:
+    def _line(self, line: str) -> None:
+        if self.on_line is not None:
             try:
-                self.proc.wait(timeout=seconds)
-                return True
-            except subprocess.TimeoutExpired:
-                return False
-        if self.proc.poll() is None and not self.poll.poll(int(seconds * 1000)):
-            return False
-        self.proc.wait()
-        return True
+                self.on_line(line)
+            except Exception as exc:  # a broken display must not stall the child: keep reading
+                self.on_line = None
+                self.out.note(
+                    f"[snodo: the output callback failed ({type(exc).__name__}: {exc}); "
+                    "the output is kept but no longer streamed]"
+                )
+        if self.stop_if is not None and not self.stopped and self.stop_if(line):
+            self.stopped = True
 
-    def close(self) -> None:
-        if self.fd >= 0 and self.owned:
-            os.close(self.fd)
-        self.fd = -1
+
+@contextlib.contextmanager
+def _exit_watched(proc: subprocess.Popen[bytes], poller: select.poll) -> Iterator[float]:
+    """``poller`` also wakes when ``proc`` exits (a pidfd, where the kernel has them); yields
+    how long to wait between checks of the time limits (shorter without a pidfd)."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        yield 0.005
+        return
+    try:
+        poller.register(pidfd, select.POLLIN)
+        yield 0.05
+    finally:
+        os.close(pidfd)
 
 
 def collect(
-    proc: Child, out: BoundedOutput, *, deadline: float, silence_timeout: float | None
-) -> Literal["exited", "timeout", "silent"]:
-    """Read ``proc``'s output into ``out`` on the calling thread until the process exits (it
-    is then reaped), its time runs out or it stays silent too long. One ``poll`` waits for
-    both output and exit (a pidfd): no reader thread to start, no second wake-up."""
+    proc: subprocess.Popen[bytes], take: Lines, *, deadline: float, silence_timeout: float | None
+) -> Literal["exited", "timeout", "silent", "stopped"]:
+    """Read ``proc``'s output into ``take`` on the calling thread until the process exits,
+    its time runs out, it stays silent too long or ``take`` saw the line to stop at. One
+    ``poll`` waits for both output and exit."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    pidfd, owned = exit_fd(proc)
-    if pidfd >= 0:
-        poller.register(pidfd, select.POLLIN)
+    silence = math.inf if silence_timeout is None else silence_timeout
     last = time.monotonic()
-    try:
+    with _exit_watched(proc, poller) as interval:
         while True:
             now = time.monotonic()
             if now >= deadline:
                 return "timeout"
-            if silence_timeout is not None and now - last >= silence_timeout:
+            if now - last >= silence:
                 return "silent"
-            wait = min(0.05 if pidfd >= 0 else 0.005, deadline - now)
-            for ready, _ in poller.poll(math.ceil(wait * 1000)):
-                if ready == fd:
-                    chunk = os.read(fd, CHUNK)
-                    if chunk:
-                        out.keep(chunk)
-                        last = time.monotonic()
-                    else:
-                        poller.unregister(fd)
+            if fd in dict(poller.poll(math.ceil(min(interval, deadline - now) * 1000))):
+                chunk = os.read(fd, CHUNK)
+                if chunk:
+                    take(chunk)
+                    last = time.monotonic()
+                else:
+                    poller.unregister(fd)
+            if take.stopped:
+                return "stopped"
             if proc.poll() is not None:
                 return "exited"
-    finally:
-        if pidfd >= 0 and owned:
-            os.close(pidfd)
 
 
-def drain(proc: Child, out: BoundedOutput, seconds: float) -> None:
+def drain(proc: subprocess.Popen[bytes], take: Lines, seconds: float) -> None:
     """Read what is left of the output once the process tree is dead (at most ``seconds``)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
@@ -205,5 +182,6 @@ def drain(proc: Child, out: BoundedOutput, seconds: float) -> None:
     while (left := end - time.monotonic()) > 0 and poller.poll(math.ceil(left * 1000)):
         chunk = os.read(fd, CHUNK)
         if not chunk:
-            return
-        out.keep(chunk)
+            break
+        take(chunk)
+    take.finish()

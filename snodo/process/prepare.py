@@ -1,6 +1,5 @@
-"""How a child process of :mod:`snodo.process.runner` is prepared: its working directory checked,
-its environment made, and — with a sandbox policy — its confinement (the backend that
-works here, its own pids cgroup)."""
+"""How a child process of :mod:`snodo.process.runner` is prepared: its working directory
+checked, its environment made and, with a sandbox policy, its confinement."""
 
 from __future__ import annotations
 
@@ -47,44 +46,36 @@ def _confine(
     release = hold_adoption()
     try:
         env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
-        prepared = _released(backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir), release)
-        group = pid_group(policy.limits.processes)
-        return (_in_group(prepared, group) if group is not None else prepared), tmpdir
+        prepared = backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir)
+        return _wrapped(prepared, pid_group(policy.limits.processes), release), tmpdir
     except BaseException:
         release()
         discard_private_dir(tmpdir)
         raise
 
 
-def _released(prepared: Prepared, release: Callable[[], None]) -> Prepared:
-    """``prepared`` whose cleanup (always called last) also ends the run's hold on adoption."""
-    cleanup = prepared.cleanup
-
-    def cleanup_all() -> None:
-        try:
-            if cleanup is not None:
-                cleanup()
-        finally:
-            release()
-
-    return evolve(prepared, cleanup=cleanup_all)
-
-
-def _in_group(prepared: Prepared, group: PidGroup) -> Prepared:
-    """``prepared`` with the run in its own pids cgroup: limited, and killed as a whole."""
+def _wrapped(prepared: Prepared, group: PidGroup | None, release_adoption: Callable[[], None]) -> Prepared:
+    """``prepared`` whose cleanup (always called last) also ends the run's hold on adoption,
+    and with a pids cgroup of its own: limited, and killed as a whole."""
     reap, cleanup = prepared.reap, prepared.cleanup
 
     def reap_all(leader: int, others: Collection[int]) -> None:
-        group.kill()
+        if group is not None:
+            group.kill()
         if reap is not None:
             reap(leader, others)
 
     def cleanup_all() -> None:
-        release(group)
-        if cleanup is not None:
-            cleanup()
+        try:
+            if group is not None:
+                release(group)
+            if cleanup is not None:
+                cleanup()
+        finally:
+            release_adoption()
 
-    return evolve(prepared, reap=reap_all, cleanup=cleanup_all, spawning=group.spawning)
+    spawning = group.spawning if group is not None else prepared.spawning
+    return evolve(prepared, reap=reap_all, cleanup=cleanup_all, spawning=spawning)
 
 
 def prepare_child(
@@ -98,32 +89,36 @@ def prepare_child(
     ``sandbox`` says so), the sandbox's preparation and its private directory."""
     if not argv:
         raise EnvironmentProblem("cannot run a process: the command is empty")
-    program = shown(argv[0])
+    _check_cwd(argv[0], cwd)
+    child_env = dict(env) if env is not None else dict(os.environ)
+    child_env["PWD"] = os.path.abspath(cwd)
+    if sandbox is None:
+        return argv, child_env, None, None
+    if sandbox.mode == "off":
+        if sandbox.on_unconfined is not None:
+            sandbox.on_unconfined(tuple(argv), Path(cwd))
+        return argv, child_env, None, None
+    # Inside the sandbox a missing program is only an exit status of bubblewrap: say so
+    # here, as an unconfined start would, so it is no verdict (validator_error).
+    if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
+        raise EnvironmentProblem(
+            f"cannot run {shown(argv[0])!r}: program not found", hint="install it or fix the command"
+        )
+    prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env)
+    return prepared.argv, prepared.env, prepared, tmpdir
+
+
+def _check_cwd(program: str, cwd: Path) -> None:
+    """Popen would blame the program for a missing working directory: say what is wrong."""
     try:
         is_dir = Path(cwd).is_dir()
     except (OSError, ValueError) as exc:
         raise EnvironmentProblem(
-            f"cannot run {program!r}: the working directory {shown(cwd)} is unusable: "
+            f"cannot run {shown(program)!r}: the working directory {shown(cwd)} is unusable: "
             f"{getattr(exc, 'strerror', None) or exc}"
         ) from None
-    if not is_dir:  # Popen would blame the program for a missing directory
-        raise EnvironmentProblem(f"cannot run {program!r}: the working directory {shown(cwd)} does not exist")
-    child_env = dict(env) if env is not None else dict(os.environ)
-    child_env["PWD"] = os.path.abspath(cwd)
-    prepared: Prepared | None = None
-    tmpdir: Path | None = None
-    popen_argv: Sequence[str] = argv
-    if sandbox is not None and sandbox.mode == "off":
-        if sandbox.on_unconfined is not None:
-            sandbox.on_unconfined(tuple(argv), Path(cwd))
-    elif sandbox is not None:
-        # Inside the sandbox a missing program is only an exit status of bubblewrap: say so
-        # here, as an unconfined start would, so it is no verdict (validator_error).
-        if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
-            raise EnvironmentProblem(f"cannot run {program!r}: program not found", hint="install it or fix the command")
-        prepared, tmpdir = _confine(argv, Path(cwd), child_env, sandbox, pass_env)
-        popen_argv, child_env = prepared.argv, prepared.env
-    return popen_argv, child_env, prepared, tmpdir
+    if not is_dir:
+        raise EnvironmentProblem(f"cannot run {shown(program)!r}: the working directory {shown(cwd)} does not exist")
 
 
 def release_child(prepared: Prepared | None, tmpdir: Path | None) -> None:

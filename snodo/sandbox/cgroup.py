@@ -1,18 +1,9 @@
-"""A pids cgroup per confined run, where the machine lets snodo make one (root, cgroup v1
-``pids`` hierarchy): the process-count limit root is otherwise exempt from (the kernel never
-applies ``RLIMIT_NPROC`` to uid 0), and a tree kill that nothing escapes.
+"""A pids cgroup per confined run where snodo can make one (root, cgroup v1 ``pids``): the
+process-count limit the kernel never applies to root, and a tree kill nothing escapes.
 
-The child must be in the group before it can fork. Rather than a ``preexec_fn`` (slow fork
-path) or a wrapper program, the spawning *thread* joins the group (cgroup v1 moves single
-threads), starts the child, which inherits it, and goes back: two small writes. Each write
-names the thread as ``0`` ("the caller"): the kernel then moves it without taking its global
-thread-group lock, whose RCU grace period makes each write wait on a busy machine.
-
-Groups are reused: a finished run's group (its processes killed) goes back to a per-process
-pool, and a later run takes it once it is empty (``pids.current`` is 0: every process gone,
-even the ones killed but not yet reaped), instead of removing it and making a new one.
-Every run still has a group of its own while it runs (its limit, its kill); the pool is
-emptied at exit, and groups a killed snodo left behind are removed by the next one.
+The spawning *thread* joins the group (as ``0``, the kernel's cheap path), starts the child,
+which inherits it, and goes back: no ``preexec_fn``, no wrapper. A finished run's group goes
+to a pool and is reused once empty; groups a killed snodo left behind are removed by the next.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""Which backend confines processes here: bubblewrap first, Landlock as the fallback.
+"""Which backend confines processes here: bubblewrap first, Landlock as the fallback, each
+probed once per process by starting a trivial confined process; ``SNODO_SANDBOX_BACKEND``
+forces one.
 
-Each backend is probed by really starting a trivial confined process, once per snodo
-process (per bwrap program). ``SNODO_SANDBOX_BACKEND=bwrap|landlock`` forces one.
-
-bubblewrap's success is remembered across processes in ``$SNODO_HOME/cache/sandbox-probe``
-(hidden from confined processes), so a ``snodo run`` or ``serve`` does not pay a bubblewrap
-start before its first command. The record holds everything the answer depends on that
-can change without snodo knowing: the program (path, inode, size, mtime), the kernel and
-boot, the user and user namespace, the process's seccomp and ``no_new_privs`` state, and
-the kernel's switches for unprivileged user namespaces; any difference means a real probe.
-Trusting a stale record fails closed: the command then cannot start (bubblewrap says why,
-:mod:`snodo.process.runner` raises ``EnvironmentProblem``, never a verdict) and the record is dropped
-(:func:`distrust`). ``snodo doctor`` always probes for real.
+That bubblewrap works is remembered in ``$SNODO_HOME/cache/sandbox-probe`` with everything
+the answer depends on that can change behind snodo's back (:func:`_facts`). A stale record
+fails closed: the command cannot start, and the record is dropped (:func:`distrust`).
 """
 
 from __future__ import annotations
@@ -52,12 +45,6 @@ _LOCK = threading.Lock()
 _PROBED: dict[tuple[str, str], tuple[Backend, str | None]] = {}
 
 
-def _make(name: str) -> Backend:
-    if name == "bwrap":
-        return BwrapBackend()
-    return LandlockBackend()
-
-
 def _key(name: str) -> tuple[str, str]:
     return (name, (bwrap_program() or "") if name == "bwrap" else str(abi_version()))
 
@@ -71,7 +58,7 @@ def probe(name: str, *, remembered: bool = False) -> tuple[Backend, str | None]:
         cached = _PROBED.get(key)
     if cached is not None:
         return cached
-    backend = _make(name)
+    backend: Backend = BwrapBackend() if name == "bwrap" else LandlockBackend()
     program = getattr(backend, "program", None)
     if remembered and name == "bwrap" and program and _recorded() == _facts(program):
         found: tuple[Backend, str | None] = (backend, None)

@@ -1,32 +1,21 @@
-"""The environment of a confined process is an allowlist (SPEC §9), like Codex's shell
-environment policy: an inherited variable reaches confined code only when it is one of the
-few every program needs, or a name the protocol (``execution.env``) or the plugin starting
-the process (``pass_env``) asked for.
-
-What is refused by default is exactly what an attacker wants: the user's ssh-agent
-(``SSH_AUTH_SOCK``), tmux server (``TMUX``), session bus (``DBUS_*``) and every API key
-or token. Those never pass unless named; naming one is the protocol author's or plugin's
-explicit decision. A variable the caller *sets* (a value not inherited from snodo's own
-environment, such as a coder's private ``XDG_CONFIG_HOME``) is the caller's choice and
-passes as given. ``HOME`` and ``TMPDIR`` are always private to the run: a directory made
-before it starts (:func:`make_private_dir`) and removed after it ended by a background
-thread (:func:`discard_private_dir`), so a run's result never waits for the file system (on
-a busy disk removing even an empty directory is slow); what is still queued at
-exit is removed then.
+"""The environment of a confined process is an allowlist (SPEC §9): an inherited variable
+reaches confined code only when every program needs it, or the protocol (``execution.env``)
+or the plugin starting the process (``pass_env``) names it. What is refused by default is
+what an attacker wants: the ssh-agent, tmux, the session bus and every key or token. A
+variable the caller *sets* is its own choice and passes. ``HOME`` and ``TMPDIR`` are a
+private directory per run, removed off the caller's way once the run is over.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
-import queue
 import re
 import shutil
 import stat
 import tempfile
-import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 #: Inherited names every program may see.
@@ -53,22 +42,14 @@ def confined_environment(
     tmpdir: Path,
     inherited: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment a confined child gets from the one its caller built (``given``).
-
-    A variable of ``given`` passes when it is allowlisted, named in ``named``, or not
-    inherited (absent from, or different in, snodo's own environment ``inherited``).
-    ``HOME`` is the private ``tmpdir`` itself (one directory less to make and remove).
-    """
+    """The environment a confined child gets from the one its caller built (``given``): a
+    variable passes when it is allowlisted, named, or not inherited (absent from, or
+    different in, snodo's own environment ``inherited``). ``HOME`` is the private ``tmpdir``."""
     parent = os.environ.copy() if inherited is None else inherited  # one decode of each, not two per name
     names = set(named)
     out = {key: value for key, value in given.items() if key in names or _allowed(key) or parent.get(key) != value}
     out.update(HOME=str(tmpdir), TMPDIR=str(tmpdir), TMP=str(tmpdir), TEMP=str(tmpdir))
     return out
-
-
-_QUEUE: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
-_LOCK = threading.Lock()
-_WORKER: list[threading.Thread] = []
 
 
 def _parent() -> Path | None:
@@ -104,33 +85,14 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _work() -> None:
-    while (path := _QUEUE.get()) is not None:
-        _remove(path)
+#: Removes the private directories of finished runs (on a busy disk even an empty one is
+#: slow to remove); what is queued at exit is removed before the interpreter ends.
+_REMOVER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snodo-tmpdirs")
 
 
 def discard_private_dir(path: Path) -> None:
     """Remove ``path`` soon, off the caller's way (the run that used it is over)."""
-    with _LOCK:
-        if not _WORKER or not _WORKER[0].is_alive():
-            worker = threading.Thread(target=_work, name="snodo-tmpdirs", daemon=True)
-            worker.start()
-            _WORKER[:] = [worker]
-    _QUEUE.put(path)
-
-
-@atexit.register
-def _drain() -> None:
-    """At exit: stop the worker, then remove whatever it had not reached."""
-    with _LOCK:
-        worker = _WORKER[0] if _WORKER else None
-    if worker is not None and worker.is_alive():
-        _QUEUE.put(None)
-        worker.join(timeout=10)
-    while True:
-        try:
-            path = _QUEUE.get_nowait()
-        except queue.Empty:
-            return
-        if path is not None:
-            _remove(path)
+    try:
+        _REMOVER.submit(_remove, path)
+    except RuntimeError:  # the interpreter is shutting down
+        _remove(path)

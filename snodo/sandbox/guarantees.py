@@ -1,9 +1,6 @@
-"""Which of SPEC §9's guarantees a backend cannot give here, said in words (``snodo doctor``,
-``protocol check``, and the ``confinement`` audit event of every run that confines).
-
-Each guarantee a backend *does* give is proved by a test in ``tests/sandbox/`` named in
-docs/security.md; this module lists only the gaps, so nobody has to guess.
-"""
+"""Which of SPEC §9's guarantees a backend cannot give here, in words (``snodo doctor``,
+``protocol check``, the ``confinement`` audit event). What a backend does give is proved
+by the tests docs/security.md names."""
 
 from __future__ import annotations
 

@@ -1,42 +1,15 @@
-"""What every confined process gets besides its backend's own confinement: the seccomp
-filter (both backends; bubblewrap takes it with ``--seccomp``) and, under Landlock, no
-capabilities (snodo may run as root; bubblewrap drops them itself).
+"""What every confined process gets besides its backend's own confinement: a seccomp filter
+(both backends; bubblewrap takes it with ``--seccomp``) and, under Landlock, no capabilities.
 
-The filter. Confined code must not reach the processes, descriptors or memory of the
-sandbox's own machinery (bubblewrap's init holds the descriptor its monitor reads the
-command's status from; under Landlock, snodo itself is the parent): whatever it could take
-from them, it could use to report a status of its own choosing. The filter refuses
-(``EPERM``) every system call that acts on another process through a pid or pidfd:
-
-- ``ptrace`` (attach, seize, and the ``PTRACE_TRACEME`` a child could use to be steered);
-- ``process_vm_readv``/``process_vm_writev`` (another process's memory);
-- ``pidfd_open``/``pidfd_getfd`` (another process's descriptors);
-- ``process_madvise`` (another process's memory management), ``kcmp`` (comparing another
-  process's descriptors and memory), ``perf_event_open`` (sampling another process).
-
-What needs no system call of its own, opening ``/proc/<pid>/mem`` or ``/proc/<pid>/fd/N``,
-is closed by the backends: under bubblewrap the init's ``/proc/1`` is covered by an empty
-read-only directory (:mod:`.bwrap`), under Landlock the kernel refuses such access from a
-domain to any process outside it, snodo included (:mod:`.landlock`).
-
-The architecture is checked first, as bubblewrap's own ``--seccomp`` users and Codex's
-Linux sandbox do: a system call made through another ABI (the 32-bit ``int 0x80`` entry,
-where every number means something else; on x86_64 also the x32 numbers, bit 30 set) kills
-the process, since none of the rules would match it.
-
-With the network off, the Landlock backend adds socket rules to the same program (one
-filter, so nothing a later filter allows can undo a refusal): ``socket()`` is allowed for
-``AF_NETLINK`` (interface queries) only, so UDP, MPTCP (``AF_INET`` with ``IPPROTO_MPTCP``),
-raw and packet sockets and — because Landlock does not govern ``connect()`` to a socket
-file — ``AF_UNIX`` sockets that could reach a host service (ssh-agent, tmux, Docker) are
-all refused with ``EACCES``. ``socketpair()`` is a different system call and keeps working
-(asyncio, multiprocessing pipes). ``io_uring_setup`` is refused because io_uring can open
-sockets without the ``socket()`` system call. (bubblewrap has a network namespace of its own.)
-
-The filter also marks the process: a Landlock child (and every descendant of it) has one
-seccomp filter more than snodo, which is how snodo tells it from its own children when snodo
-runs with ``no_new_privs`` itself (:func:`snodo.sandbox.base.confined`). Everything is built
-once in the parent; the Landlock child only makes a few ``prctl``/``capset`` calls.
+The filter keeps confined code away from the sandbox's own processes (whatever it could take
+from them, it could use to report a status of its own choosing): every system call that acts
+on another process through a pid or pidfd fails with ``EPERM``, and a system call made
+through another ABI (i386 ``int 0x80``, x32) kills the process, since no rule would match
+its numbers. With the network off the Landlock backend adds socket rules to the same program
+(one filter, so nothing later can undo a refusal): ``socket()`` only for ``AF_NETLINK``, no
+``io_uring_setup`` (which opens sockets without ``socket()``). A Landlock child thus carries
+one seccomp filter more than snodo, which tells it from snodo's own children when snodo has
+``no_new_privs`` itself. docs/security.md has the whole list and what it costs.
 """
 
 from __future__ import annotations
@@ -60,53 +33,22 @@ _RET_ERRNO = 0x00050000
 _X32_BIT = 0x40000000
 _OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0 = 0, 4, 16
 
-_PROCESS_CALLS = (
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "pidfd_open",
-    "pidfd_getfd",
-    "process_madvise",
-    "kcmp",
-    "perf_event_open",
-)
-
-#: Per machine: the audit architecture, whether it has the x32 numbers, and the numbers of
-#: the system calls the filter names.
-_ARCHES: dict[str, tuple[int, bool, dict[str, int]]] = {
-    "x86_64": (
-        0xC000003E,
-        True,
-        {
-            "ptrace": 101,
-            "process_vm_readv": 310,
-            "process_vm_writev": 311,
-            "pidfd_open": 434,
-            "pidfd_getfd": 438,
-            "process_madvise": 440,
-            "kcmp": 312,
-            "perf_event_open": 298,
-            "socket": 41,
-            "io_uring_setup": 425,
-        },
-    ),
-    "aarch64": (
-        0xC00000B7,
-        False,
-        {
-            "ptrace": 117,
-            "process_vm_readv": 270,
-            "process_vm_writev": 271,
-            "pidfd_open": 434,
-            "pidfd_getfd": 438,
-            "process_madvise": 440,
-            "kcmp": 272,
-            "perf_event_open": 241,
-            "socket": 198,
-            "io_uring_setup": 425,
-        },
-    ),
+#: Per machine: the audit architecture and whether it has the x32 numbers.
+_ARCHES: dict[str, tuple[int, bool]] = {"x86_64": (0xC000003E, True), "aarch64": (0xC00000B7, False)}
+#: The numbers of the system calls the filter names, on x86_64 and aarch64.
+_NUMBERS: dict[str, tuple[int, int]] = {
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "pidfd_open": (434, 434),
+    "pidfd_getfd": (438, 438),
+    "process_madvise": (440, 440),
+    "kcmp": (312, 272),
+    "perf_event_open": (298, 241),
+    "socket": (41, 198),
+    "io_uring_setup": (425, 425),
 }
+_PROCESS_CALLS = tuple(name for name in _NUMBERS if name not in ("socket", "io_uring_setup"))
 
 Instruction = tuple[int, int, int, int]
 #: An instruction whose jumps name a label (``None``: the next instruction).
@@ -119,14 +61,15 @@ def supported() -> bool:
 
 
 def _numbers() -> tuple[int, bool, dict[str, int]]:
-    found = _ARCHES.get(platform.machine())
-    if found is None:
+    machine = platform.machine()
+    if machine not in _ARCHES:
         raise EnvironmentProblem(
-            f"cannot run a process confined on {platform.machine()}: snodo's seccomp filter, which keeps "
+            f"cannot run a process confined on {machine}: snodo's seccomp filter, which keeps "
             "confined code away from the sandbox's own processes, knows x86_64 and aarch64 only",
             hint="run snodo on x86_64 or aarch64; see docs/security.md",
         )
-    return found
+    column = list(_ARCHES).index(machine)
+    return (*_ARCHES[machine], {name: numbers[column] for name, numbers in _NUMBERS.items()})
 
 
 def program(*, filter_sockets: bool = False) -> list[Instruction]:

@@ -1,11 +1,6 @@
 """Resource limits of a confined process (``execution.limits``): file size, process count,
-address space.
-
-Applied without a Python ``preexec_fn`` (which forces the slow fork path on every spawn):
-under bubblewrap the confined command starts through util-linux ``prlimit`` inside the
-sandbox (one small exec); the Landlock backend sets them in the ``preexec_fn`` it needs
-anyway. The process count is the kernel's ``RLIMIT_NPROC``: per user, and not enforced
-for root (the kernel exempts uid 0) — docs/security.md says so.
+address space. Under bubblewrap through util-linux ``prlimit`` inside the sandbox (no
+``preexec_fn``, which forces the slow fork path); under Landlock in its ``preexec_fn``.
 """
 
 from __future__ import annotations
@@ -50,11 +45,6 @@ def limit_prefix(limits: Limits) -> tuple[str, ...]:
             hint="install util-linux, or set every execution.limits entry to 0",
         )
     return (program, *(f"{flag}={value}" for flag, value in wanted), "--")
-
-
-def limit_values(limits: Limits) -> list[tuple[int, int]]:
-    """``(resource, value)`` of every limit to set (soft and hard alike)."""
-    return [(res, value) for res, _, value in _pairs(limits) if value > 0]
 
 
 def limit_setter(limits: Limits) -> Callable[[], None]:

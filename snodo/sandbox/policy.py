@@ -1,9 +1,6 @@
-"""What a confined process may touch (SPEC "Confined execution"), and the context that carries it.
-
-The core builds one :class:`SandboxPolicy` per workspace and sets it with :func:`confined`
-around code that runs agent-written content (a validator call, a coder's ``generate``);
-``snodo.api.run_process`` then confines every child a plugin starts, without the plugin
-having to know.
+"""What a confined process may touch (SPEC "Confined execution"), and the context that
+carries it: the core sets a :class:`SandboxPolicy` with :func:`confined` around code that
+runs agent-written content, and ``run_process`` confines every child started there.
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ from typing import Literal
 from attrs import evolve, field, frozen
 
 from snodo.base.errors import EnvironmentProblem
+from snodo.sandbox.layout import mtime, remembered
 
 #: Called once per process run *unconfined* because the protocol says ``sandbox: off``:
 #: ``(argv, cwd)``. The core's callback writes an ``unconfined_execution`` audit event.
@@ -39,12 +37,7 @@ def _physical_memory() -> int:
 @frozen(kw_only=True)
 class Limits:
     """Per confined process (``execution.limits``), in bytes and processes; 0 means none.
-
-    The defaults never bother a normal test suite: a 16 GiB file, 4096 processes, an
-    address space as large as the machine's memory (one process cannot take more than the
-    machine has; note that runtimes reserving huge address ranges, such as AddressSanitizer,
-    need ``memory_mb: 0``).
-    """
+    The defaults never bother a normal test suite (AddressSanitizer needs ``memory_mb: 0``)."""
 
     file_size: int = 16 << 30
     processes: int = 4096
@@ -88,9 +81,6 @@ class SandboxPolicy:
     on_unconfined: UnconfinedCallback | None = field(default=None, eq=False, repr=False)
     on_confined: ConfinedCallback | None = field(default=None, eq=False, repr=False)
 
-    def with_network(self, network: bool) -> SandboxPolicy:
-        return evolve(self, network=network)
-
     def with_writable(self, paths: Sequence[Path]) -> SandboxPolicy:
         """This policy plus ``paths`` writable; refuses a path that is not an existing
         directory or that lies in (or holds) a hidden path such as ``$SNODO_HOME``."""
@@ -120,10 +110,8 @@ _RESOLVED: dict[str, tuple[int, int, Path]] = {}
 
 
 def resolved(raw: str | os.PathLike[str]) -> Path:
-    """``os.path.realpath(raw)``, remembered for a directory while ``raw`` still leads to
-    the same directory (device and inode: a directory has one path, so a component swapped
-    for a link elsewhere shows as another inode); two ``stat`` calls instead of one
-    ``lstat`` per path component on every confined start."""
+    """``os.path.realpath(raw)``, remembered for a directory while ``raw`` still leads to the
+    same device and inode (a directory has one path, so a swapped component shows)."""
     key = os.fspath(raw)
     try:
         info = os.stat(key)
@@ -151,23 +139,10 @@ def interpreter_dirs(policy: SandboxPolicy) -> tuple[Path, ...]:
     """The interpreter environments inside the workspace, which stay read-only there (no
     ``.pth`` file, no replaced ``python`` for the next unconfined start): the one snodo runs
     from, the policy's ``interpreters``, ``$VIRTUAL_ENV``, and the workspace's ``.venv`` /
-    ``venv`` when they are virtual environments. Outside the workspace everything is
-    read-only already. Cached per workspace until its directory changes (an entry added or
-    removed at its top changes its modification time)."""
+    ``venv`` when they are virtual environments. Cached until the workspace's top changes."""
     workspace = resolved(policy.workspace)
     key = (workspace, policy.interpreters, os.environ.get("VIRTUAL_ENV", ""))
-    try:
-        stamp = os.stat(workspace).st_mtime_ns
-    except OSError:
-        stamp = -1
-    cached = _INTERPRETERS.get(key)
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    found = _find_interpreters(workspace, policy)
-    if len(_INTERPRETERS) > 64:
-        _INTERPRETERS.clear()
-    _INTERPRETERS[key] = (stamp, found)
-    return found
+    return remembered(_INTERPRETERS, key, mtime(workspace), lambda: _find_interpreters(workspace, policy))
 
 
 def _find_interpreters(workspace: Path, policy: SandboxPolicy) -> tuple[Path, ...]:
@@ -200,11 +175,8 @@ def current_policy() -> SandboxPolicy | None:
 
 @contextlib.contextmanager
 def confined(policy: SandboxPolicy | None) -> Iterator[SandboxPolicy | None]:
-    """Run the block with ``policy`` as the current policy (``None`` leaves it as is).
-
-    Threads do not inherit context variables: code that hands work to a thread copies the
-    context (``contextvars.copy_context().run``).
-    """
+    """Run the block with ``policy`` as the current policy (``None`` leaves it as is); a
+    thread sees it only when started with a copy of the context."""
     if policy is None:
         yield current_policy()
         return

@@ -1,16 +1,7 @@
-"""Refusals are evidence: a write the sandbox refused — ``EROFS`` or
-``EACCES`` on ``.snodo/``, ``.git/``, a protected path or outside the workspace — that a
-coder reports (opencode's JSON events, a tool's error text) is an attempt worth recording,
-not only a line in a job log.
-
-:func:`find_refusals` reads such reports out of text the confined program wrote (bounded:
-at most :data:`MAX_REFUSALS`, paths shortened); :func:`record_refusals` writes one
-``sandbox_refusal`` audit event per refused path through the caller's ``record``.
-:func:`governed` narrows what a test suite's output reports to the paths only the sandbox
-refuses (``.snodo/``, ``.git/``, protected paths): a project's own tests may well print a
-``Permission denied`` of their own making. The engine (:mod:`snodo.engine.refused`) calls
-them with what the coder said and what the validators' test runs printed; the MCP
-``run_tests`` tool with the confined test run's output.
+"""Refused writes are evidence: an ``EROFS``/``EACCES`` the sandbox caused, reported in what
+a confined program wrote, becomes a ``sandbox_refusal`` audit event. A test suite's output
+counts only for the paths only the sandbox refuses (:func:`governed`): a project's own tests
+may print a ``Permission denied`` of their own making.
 """
 
 from __future__ import annotations
@@ -62,14 +53,17 @@ def governed(refusal: Refusal, protected: Sequence[str] = ()) -> bool:
     """Whether ``refusal`` names a path the sandbox keeps read-only whatever the project's
     own permissions say: a ``.snodo`` or ``.git`` component, or a protected path (its
     components anywhere in the reported path, which may be absolute)."""
-    parts = [p for p in PurePosixPath(refusal.path).parts if p not in ("/", ".")]
-    if ".snodo" in parts or ".git" in parts:
-        return True
-    for entry in protected:
-        want = [p for p in PurePosixPath(entry).parts if p not in ("/", ".")]
-        if want and any(parts[i : i + len(want)] == want for i in range(len(parts) - len(want) + 1)):
-            return True
-    return False
+    parts = _parts(refusal.path)
+    return any(_holds(parts, want) for want in ([".snodo"], [".git"], *map(_parts, protected)))
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in PurePosixPath(path).parts if p not in ("/", ".")]
+
+
+def _holds(parts: list[str], want: list[str]) -> bool:
+    """Whether ``want`` is a run of consecutive entries of ``parts``."""
+    return bool(want) and any(parts[i : i + len(want)] == want for i in range(len(parts) - len(want) + 1))
 
 
 def reported_by_tests(texts: Iterable[str], protected: Sequence[str] = ()) -> tuple[Refusal, ...]:

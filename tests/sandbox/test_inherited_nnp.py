@@ -38,8 +38,8 @@ def test_an_own_childs_exit_status_is_not_reaped_away() -> None:
         """
         import subprocess, time
         from snodo.sandbox import base
-        assert base.inherited_no_new_privs()
-        base.become_subreaper()
+        assert b"NoNewPrivs:\t1" in open("/proc/self/status", "rb").read()
+        base.hold_adoption()  # a confined run under way: snodo is the subreaper
         child = subprocess.Popen(["sh", "-c", "exit 3"])
         time.sleep(0.3)  # a zombie by now, with no_new_privs like every child of this process
         print("reaped", base.reap_adopted(()), "status", child.wait())

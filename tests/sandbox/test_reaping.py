@@ -47,7 +47,7 @@ ORPHAN_BURN = 0.25
 EXITING = f"""
 import ctypes, os, subprocess, sys
 from snodo.sandbox import base
-base.become_subreaper()
+base.hold_adoption()  # a confined run under way: snodo is the subreaper
 subprocess.Popen(["true"]).pid  # never waited: a zombie, not confined
 burn = "import time\\nwhile time.process_time() < {ORPHAN_BURN}: pass"
 pid = os.fork()

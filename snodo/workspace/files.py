@@ -218,18 +218,9 @@ def _replace_at(dir_fd: int, name: str, data: bytes, mode: int, path: str, *, du
     """Write ``data`` to a fresh temporary file in the directory ``dir_fd`` and rename it
     over ``name`` there (the rename replaces the name itself, never what it points to)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
-            break
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise ToolError(f"cannot write {path!r}: {exc.strerror or exc}") from None
-    else:
-        raise ToolError(f"cannot write {path!r}: no free temporary name in its directory")
+    tmp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"  # O_EXCL: a name taken meanwhile fails, never follows
     try:
+        fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)

@@ -27,6 +27,8 @@ ERROR_CHARS = 1500
 
 
 _REAL_DIRS: dict[str, str] = {}
+#: The interpreter's own environment: trusted wherever it is (a project's .venv lies inside its checkout).
+_ENVIRONMENT = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
 
 
 def _real(path: str) -> str:
@@ -57,15 +59,13 @@ def _build() -> dict[str, Any]:
     checkout = os.environ.get("SNODO_IMPORT_PROJECT_ROOT") or ""
     checkout = os.path.realpath(checkout) if checkout else ""
     names = {n for n in os.environ.get("SNODO_PROJECT_MODULES", "").split(",") if n}
-    # The interpreter's own environment (a project's .venv lives inside its checkout).
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     checked = 0
     foreign: dict[str, str] = {}
     for name, module in sorted(sys.modules.items()):
-        paths = _module_paths(module) if module is not None else []
+        paths = _module_paths(module)
         own = name.split(".")[0] in names
         checked += bool(paths) and own
-        if paths and not any(_inside(p, root) for p in paths) and (own or _from_checkout(paths, checkout, prefixes)):
+        if paths and not any(_inside(p, root) for p in paths) and (own or _from_checkout(paths, checkout)):
             foreign[name] = _real(paths[0])
     return {
         "workspace": root,
@@ -78,9 +78,9 @@ def _build() -> dict[str, Any]:
     }
 
 
-def _from_checkout(paths: list[str], checkout: str, prefixes: set[str]) -> bool:
+def _from_checkout(paths: list[str], checkout: str) -> bool:
     inside = any(_inside(p, checkout) for p in paths) if checkout else False
-    return inside and not any(_inside(p, prefix) for p in paths for prefix in prefixes)
+    return inside and not any(_inside(p, prefix) for p in paths for prefix in _ENVIRONMENT)
 
 
 def _no_workspace_bytecode(root: str) -> None:
@@ -94,10 +94,9 @@ def _no_workspace_bytecode(root: str) -> None:
     except ImportError:  # not CPython's import system: nothing of this kind to distrust
         return
     cached = external.cache_from_source
-    environment = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
 
     def judged(path: str) -> bool:
-        return _inside(path, root) and not any(_inside(path, env) for env in environment)
+        return _inside(path, root) and not any(_inside(path, env) for env in _ENVIRONMENT)
 
     def cache_from_source(path: Any, debug_override: Any = None, *, optimization: Any = None) -> Any:
         if isinstance(path, (str, os.PathLike)) and judged(os.fspath(path)):

@@ -52,10 +52,8 @@ class LoadedProtocol:
 
 
 def load_protocol(path: Path, host: PluginHost | None = None, *, in_force: InForce | None = None) -> LoadedProtocol:
-    """Load strictly and check well-formedness; any error refuses the whole protocol.
-
-    With ``in_force``, its text is what is parsed (the committed version), not the file.
-    """
+    """Load strictly and check well-formedness; any error refuses the whole protocol. With
+    ``in_force``, its (committed) text is parsed, not the file."""
     protocol = parse_protocol(in_force.text, source=str(path)) if in_force else read_protocol_file(path)
     violations = check(protocol, host)
     if violations:  # only then is the YAML composed again, for the lines
@@ -85,9 +83,8 @@ def load_in_force(
     resolved: InForce | None = None,
 ) -> LoadedProtocol:
     """The protocol in force (:mod:`snodo.protocol.committed`); with ``refuse``, a working
-    tree that differs from it is refused (``serve``, ``run``), else only reported.
-    ``git_cache``: where :func:`~snodo.protocol.committed.resolve` keeps git's answers;
-    ``resolved``: what it already answered for ``path`` in this process."""
+    tree that differs from it is refused, else only reported. ``resolved``: what
+    :func:`~snodo.protocol.committed.resolve` already answered (``git_cache``: its cache)."""
     in_force = resolved if resolved is not None else resolve(path, cache_dir=git_cache)
     if refuse:
         refuse_drift(path, in_force)

@@ -35,10 +35,6 @@ READ_ONLY_TOOLS: frozenset[str] = frozenset(
 ALL_TOOLS: frozenset[str] = frozenset(t for tools in CAPABILITY_TOOLS.values() for t in tools)
 
 
-def known_capabilities() -> tuple[str, ...]:
-    return tuple(sorted(CAPABILITY_TOOLS))
-
-
 def tools_for(capabilities: Iterable[str]) -> frozenset[str]:
     """The union of tools the given capabilities grant; unknown capabilities grant nothing."""
     return frozenset(t for cap in capabilities for t in CAPABILITY_TOOLS.get(cap, ()))

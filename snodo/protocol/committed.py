@@ -1,27 +1,13 @@
-"""Which protocol is in force: ``.snodo/protocol.yml`` as committed, not whatever is on disk.
-
-Anything that can write the working tree — a host's own editor, a script, a careless edit —
-could otherwise change the rules for the next session, and nothing would record which
-version judged which task. So the rules come from history:
-
-* the version in force is the one committed at ``HEAD`` (the commit that put it in force
-  and the digest of its text are recorded with every validation and run);
-* with ``.snodo/allowed_signers`` in force, a commit changing ``.snodo/`` counts only when
-  signed by a listed principal, and a first list only when signed by a principal it lists:
-  the one rule of :mod:`snodo.protocol.trust`, which ``snodo verify`` walks too; otherwise
-  the last such version stays in force, :attr:`InForce.not_in_force` names the refused
-  commit, and ``serve`` and ``run`` refuse to start until it is signed
-  (``snodo protocol sign``) or undone;
-* a working-tree copy that differs from the version in force is *drift*: ``serve`` and
-  ``run`` refuse it (:func:`refuse_drift`), ``validate`` and ``protocol check`` report it;
-* a protocol never committed (right after ``snodo init``), or a project outside git, is
-  read from the working tree with a one-line warning, so the quick start keeps working.
-
-Every git process goes through :mod:`snodo.git.runner`.
+"""Which protocol is in force: ``.snodo/protocol.yml`` as committed at ``HEAD``, as the trust
+rule (:mod:`snodo.protocol.trust`) admits it, never whatever is on disk (docs/protocol.md,
+"The protocol in force"). A working-tree copy that differs is *drift*: ``serve`` and ``run``
+refuse it (:func:`refuse_drift`); a protocol never committed, or outside git, is read from
+the working tree with a warning.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import json
@@ -76,14 +62,13 @@ def summarize_drift(committed: str, working: str | None, rel: str) -> str:
     """A few lines a person can act on: how much changed and the first changed lines."""
     if working is None:
         return f"{rel} is missing from the working tree"
-    diff = list(difflib.unified_diff(committed.splitlines(), working.splitlines(), lineterm="", n=0))
-    added = sum(1 for d in diff if d.startswith("+") and not d.startswith("+++"))
-    removed = sum(1 for d in diff if d.startswith("-") and not d.startswith("---"))
-    shown = [d for d in diff if d[:1] in "+-" and not d.startswith(("+++", "---"))][:6]
-    lines = [f"{rel} differs from the version in force: {added} line(s) added, {removed} removed"]
-    lines += [f"  {d[:120]}" for d in shown]
-    if len(shown) < added + removed:
-        lines.append(f"  … ({added + removed - len(shown)} more)")
+    diff = difflib.unified_diff(committed.splitlines(), working.splitlines(), lineterm="", n=0)
+    changed = [d for d in diff if d[:1] in "+-" and not d.startswith(("+++", "---"))]
+    added = sum(d[0] == "+" for d in changed)
+    lines = [f"{rel} differs from the version in force: {added} line(s) added, {len(changed) - added} removed"]
+    lines += [f"  {d[:120]}" for d in changed[:6]]
+    if len(changed) > 6:
+        lines.append(f"  … ({len(changed) - 6} more)")
     return "\n".join(lines)
 
 
@@ -105,16 +90,18 @@ def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
     quick = _unchanged_copy(changes, rel, signers_rel, working)
     if quick is not None:
         return quick
+    never = f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
     if not changes:
-        return _from_worktree(
-            path, working, f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
-        )
+        return _from_worktree(path, working, never)
     at = head or _head(top)
     summary = _judged(found, at, Path(rel).parent.as_posix(), cache_dir)
-    if summary["head_tree"] is None or not _committed_at(top, at, rel):
-        return _from_worktree(
-            path, working, f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
-        )
+    if summary["head_tree"] is None or _text_at(top, at, rel) is None:
+        return _from_worktree(path, working, never)
+    return _from_history(top, rel, signers_rel, summary, working)
+
+
+def _from_history(top: Path, rel: str, signers_rel: str, summary: dict[str, Any], working: str | None) -> InForce:
+    """The version the trust rule put in force (``summary``: :func:`_judged`'s answer)."""
     from snodo.protocol.trust import REMEDY  # noqa: PLC0415 the trust rule loads only where a list may be in force
 
     commit, why, signers = summary["commit"], summary["why"], summary["signers"]
@@ -143,67 +130,56 @@ def _head(top: Path) -> str:
     return result.stdout.strip()
 
 
-def _committed_at(top: Path, commit: str, rel: str) -> bool:
-    obj = read_objects(top, [f"{commit}:{rel}"])[f"{commit}:{rel}"]
-    return obj is not None and obj.kind == "blob"
-
-
 def _text_at(top: Path, commit: str, rel: str) -> str | None:
-    name = f"{commit}:{rel}"
-    obj = read_objects(top, [name])[name]
-    if obj is None or obj.kind != "blob":
-        return None
-    return obj.data.decode("utf-8", "replace")
+    obj = read_objects(top, [f"{commit}:{rel}"])[f"{commit}:{rel}"]
+    return obj.data.decode("utf-8", "replace") if obj is not None and obj.kind == "blob" else None
 
 
 def _judged(found: GitContext, head: str, directory: str, cache_dir: Path | None) -> dict[str, Any]:
     """The trust rule's answer at ``head`` (:mod:`snodo.protocol.trust`): the commit whose
-    ``.snodo/`` is in force, its list, and why ``head``'s own is not (``None``: it is),
-    kept in ``cache_dir`` under ``head`` and what can cut or graft history: the answer
-    depends on nothing else."""
-    key = _history_key(found, head, directory, "", "trust-v1") if cache_dir is not None else None
-    kept = read_entry(cache_dir, key) if key else None
-    if kept is not None:
-        try:
+    ``.snodo/`` is in force, its list, and why ``head``'s own is not (``None``: it is)."""
+    key = _history_key(cache_dir, found, head, directory, "", "trust-v1")
+    kept = read_entry(cache_dir, key) if cache_dir is not None and key else None
+    with contextlib.suppress(ValueError):
+        if kept is not None:
             summary: dict[str, Any] = json.loads(kept)
             return summary
-        except ValueError:
-            pass
     from snodo.protocol.trust import Walk  # noqa: PLC0415 the trust rule loads only where a list may be in force
 
     walk = Walk(found.work_tree, [head], None, directory=directory)
-    state = walk.after(head)
     pending = walk.pending(head)
     summary = {
-        "commit": state.commit,
-        "signers": state.signers,
-        "why": f"{pending.why}" if pending is not None else None,
+        "commit": walk.after(head).commit,
+        "signers": walk.after(head).signers,
+        "why": pending.why if pending is not None else None,
         "head_tree": walk.trees.get(head),
     }
-    if key is not None:
+    if cache_dir is not None and key is not None:
         write_entry(cache_dir, key, json.dumps(summary))
     return summary
 
 
 def _history(found: GitContext, head: str | None, rel: str, signers_rel: str, cache_dir: Path | None) -> str:
     """``git log --raw -z`` of the commits from ``HEAD`` changing ``rel`` or ``signers_rel``
-    (empty when git cannot tell), kept in ``cache_dir`` (see :func:`_history_key`)."""
-    key = _history_key(found, head, rel, signers_rel, "history-v1") if cache_dir is not None else None
-    if key is not None:
-        kept = read_entry(cache_dir, key)
-        if kept is not None:
-            return kept
-    log = _ask_history(found.work_tree, rel, signers_rel, head)
-    if key is not None and log is not None:
-        write_entry(cache_dir, key, log)
-    return log or ""
+    (empty when git cannot tell, e.g. no commit yet)."""
+    key = _history_key(cache_dir, found, head, rel, signers_rel, "history-v1")
+    kept = read_entry(cache_dir, key) if cache_dir is not None and key else None
+    if kept is not None:
+        return kept
+    args = ("--reverse", "--format=%x01%H", "--raw", "--no-abbrev", "--no-renames", "-z")
+    log = run_git(found.work_tree, "log", *args, head or "HEAD", "--", rel, signers_rel)
+    if cache_dir is not None and key is not None and log.ok:
+        write_entry(cache_dir, key, log.stdout)
+    return log.stdout if log.ok else ""
 
 
-def _history_key(found: GitContext, head: str | None, first: str, second: str, kind: str) -> str | None:
-    """What fixes an answer about the history: ``HEAD``'s commit id, the paths asked about and
-    the files that can cut or graft history (``shallow``, ``info/grafts``; replacement refs
-    are off for every snodo git). ``None``: nothing to key on, ask git."""
-    if head is None:
+def _history_key(
+    cache_dir: Path | None, found: GitContext, head: str | None, first: str, second: str, kind: str
+) -> str | None:
+    """The :mod:`snodo.cachefiles` key of an answer about the history: ``HEAD``'s commit id,
+    the paths asked about and the files that can cut or graft history (``shallow``,
+    ``info/grafts``; replacement refs are off for every snodo git). ``None``: ask git."""
+    if head is None or cache_dir is None:
         return None
     hasher = hashlib.sha256("\0".join((kind, str(found.common_dir()), head, first, second)).encode())
     for name in ("shallow", "info/grafts"):
@@ -214,13 +190,6 @@ def _history_key(found: GitContext, head: str | None, first: str, second: str, k
         except OSError:
             return None
     return hasher.hexdigest()
-
-
-def _ask_history(top: Path, rel: str, signers_rel: str, head: str | None = None) -> str | None:
-    """The listing from git (``None``: git failed, e.g. no commit yet)."""
-    args = ("--reverse", "--format=%x01%H", "--raw", "--no-abbrev", "--no-renames", "-z")
-    log = run_git(top, "log", *args, head or "HEAD", "--", rel, signers_rel)
-    return log.stdout if log.ok else None
 
 
 def _changes(listing: str) -> dict[str, dict[str, tuple[str, str]]]:

@@ -1,20 +1,9 @@
 """Strict loading of ``protocol.yml``: YAML → attrs records, refusing anything unexpected.
 
-Two layers of strictness:
-
-* the YAML loader resolves only ``true``/``false`` as booleans (YAML 1.2 core schema), so
-  ``no``, ``on`` or ``yes`` stay strings instead of silently becoming booleans;
-* the strict converter (``snodo/base/convert.py``) forbids unknown keys and refuses coercions
-  (``"3"`` is not an int, ``3.9`` is not an int, ``"no"`` is not a boolean) and range
-  checks numbers.
-
-Before structuring, the composed YAML is walked once: a duplicate key (at any level), too
-deep a nesting, too many nodes (an alias bomb) or a recursive alias is refused, and so is a
-file larger than :data:`MAX_BYTES`.
-
-Every problem is reported as ``file:line: message @ path.to[0].field``.
-
-The YAML side lives in :mod:`snodo.protocol.yamldoc`.
+Only ``true``/``false`` are booleans (``no``, ``on``, ``yes`` stay strings), the strict
+converter (``snodo/base/convert.py``) refuses unknown keys, coercions and numbers out of
+range, and :mod:`snodo.protocol.yamldoc` refuses duplicate keys, deep nesting, alias bombs
+and oversized files. Every problem reads ``file:line: message @ path.to[0].field``.
 """
 
 from __future__ import annotations
@@ -56,11 +45,6 @@ _IDENT_KEY = re.compile(r"\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
 def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
     """Parse and structure a protocol document; raise ProtocolError listing every problem."""
-    return _parse(text, source)[0]
-
-
-def _parse(text: str, source: str) -> tuple[Protocol, Any]:
-    """The protocol and the document it was structured from, parsed from ``text``."""
     from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 YAML parsed only on a cache miss
 
     root, data, duplicates = compose(text, source, MAX_BYTES)
@@ -68,23 +52,8 @@ def _parse(text: str, source: str) -> tuple[Protocol, Any]:
         got = "an empty document" if data is None else f"a {type(data).__name__}"
         msg = f"{source}:1: the protocol must be a mapping of fields, got {got}"
         raise ProtocolError(msg, problems=(msg,))
-    problems: list[tuple[int, str]] = list(duplicates)
-    protocol: Protocol | None = None
-    try:
-        protocol = CONVERTER.structure(data, Protocol)
-    except (ClassValidationError, IterableValidationError) as exc:
-        for entry in transform_error(exc, path="", format_exception=_describe):
-            message, _, path = entry.rpartition(" @ ")
-            path = _IDENT_KEY.sub(r".\1", path).lstrip(".") or "(top level)"
-            lookup = "" if path == "(top level)" else ("." + path if not path.startswith("[") else path)
-            unknown = re.match(r"unknown key '([^']+)'", message)
-            if unknown:  # point at the offending key itself, not at its parent mapping
-                lookup += "." + unknown.group(1)
-            line = line_of(root, lookup)
-            where = f"{source}:{line}" if line else source
-            problems.append((line or 0, f"{where}: {message} @ {path}"))
-    except (ValueError, TypeError) as exc:
-        problems.append((0, f"{source}: {exc}"))
+    protocol, problems = _structure(data, root, source)
+    problems = [*duplicates, *problems]
     if problems or protocol is None:
         ordered = tuple(text for _line, text in sorted(problems, key=lambda p: p[0]))
         raise ProtocolError(
@@ -97,7 +66,32 @@ def _parse(text: str, source: str) -> tuple[Protocol, Any]:
             f"{source}: the protocol was refused",
             problems=tuple(f"{source}:{line_of(root, '.' + f)}: at least one entry is required @ {f}" for f in empty),
         )
-    return protocol, data
+    return protocol
+
+
+def _structure(data: dict[str, Any], root: Any, source: str) -> tuple[Protocol | None, list[tuple[int, str]]]:
+    try:
+        return CONVERTER.structure(data, Protocol), []
+    except (ClassValidationError, IterableValidationError) as exc:
+        return None, [
+            _locate(entry, root, source) for entry in transform_error(exc, path="", format_exception=_describe)
+        ]
+    except (ValueError, TypeError) as exc:
+        return None, [(0, f"{source}: {exc}")]
+
+
+def _locate(entry: str, root: Any, source: str) -> tuple[int, str]:
+    """A cattrs problem (``message @ $.modes[0]['tools']``) as ``(line, file:line: message @ modes[0].tools)``."""
+    from snodo.protocol.yamldoc import line_of  # noqa: PLC0415 YAML parsed only on a cache miss
+
+    message, _, path = entry.rpartition(" @ ")
+    path = _IDENT_KEY.sub(r".\1", path).lstrip(".") or "(top level)"
+    lookup = "" if path == "(top level)" else ("." + path if not path.startswith("[") else path)
+    unknown = re.match(r"unknown key '([^']+)'", message)
+    if unknown:  # point at the offending key itself, not at its parent mapping
+        lookup += "." + unknown.group(1)
+    line = line_of(root, lookup)
+    return line or 0, f"{source}:{line}: {message} @ {path}" if line else f"{source}: {message} @ {path}"
 
 
 def read_protocol_file(path: Path) -> Protocol:

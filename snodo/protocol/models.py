@@ -1,9 +1,6 @@
-"""The protocol document as frozen attrs records (SPEC §2).
-
-Collections are tuples so a loaded protocol cannot be mutated by anyone holding it;
-free-form settings handed to plugins (``tooling``, ``coder_config``, ``params``,
-``metadata``) are frozen mappings (:func:`snodo.base.frozen.freeze`): only the plugin knows their
-shape, but no plugin may change what the others, running concurrently, read.
+"""The protocol document as frozen attrs records (SPEC §2): tuples and frozen mappings
+(:func:`snodo.base.frozen.freeze`), so no plugin can change what the others, running
+concurrently, read.
 """
 
 from __future__ import annotations
@@ -25,19 +22,15 @@ Phase = Literal["pre_execute", "post_execute"]
 Policy = Literal["unanimous", "majority", "quorum", "any"]
 
 
-@frozen
+@frozen(kw_only=True)
 class Bound:
-    """``Annotated`` metadata: the range a number in the protocol must lie in.
+    """``Annotated`` metadata: the range a number in the protocol must lie in (checked by the
+    strict converter, ``snodo/base/convert.py``, after the base type)."""
 
-    The strict converter (``snodo/base/convert.py``) structures the base type first, then
-    refuses a value outside the range with the field's path, so a bad number is reported
-    like any other bad value: with its file, line and field.
-    """
-
+    what: str
     minimum: float | None = None
     above: float | None = None
     maximum: float | None = None
-    what: str = ""
 
     def problem(self, value: float) -> str | None:
         bad = (
@@ -46,17 +39,7 @@ class Bound:
             or (self.minimum is not None and value < self.minimum)
             or (self.maximum is not None and value > self.maximum)
         )
-        return f"expected {self.what or self._describe()}, got {value!r}" if bad else None
-
-    def _describe(self) -> str:
-        parts = []
-        if self.above is not None:
-            parts.append(f"greater than {self.above:g}")
-        if self.minimum is not None:
-            parts.append(f"at least {self.minimum:g}")
-        if self.maximum is not None:
-            parts.append(f"at most {self.maximum:g}")
-        return "a number " + " and ".join(parts)
+        return f"expected {self.what}, got {value!r}" if bad else None
 
 
 @frozen
@@ -72,15 +55,10 @@ class Pattern:
 
 @frozen
 class Settings:
-    """``Annotated`` metadata on ``tooling`` / ``coder_config``: the one key the core reads.
-
-    ``timeout``, when given, is a positive number of seconds (the runner bounds every
-    validator by it). Every other key belongs to the plugin, which declares the keys it
-    honours; the well-formedness check compares them (it needs the plugin host).
-    """
+    """``Annotated`` metadata on ``tooling`` / ``coder_config``: the runner's own keys
+    (``timeout``) are checked at load; the plugin's, by the well-formedness check."""
 
     def key_problems(self, mapping: dict[str, Any]) -> list[tuple[str, str]]:
-        """The runner's own keys, by the one settings rule (:mod:`snodo.rules.settings`)."""
         out: list[tuple[str, str]] = []
         for setting in RUNNER_SETTINGS:
             if setting in mapping:
@@ -150,10 +128,7 @@ class Validator:
 
     @property
     def timeout(self) -> float:
-        """Seconds the runner grants this validator (``tooling.timeout``, default 300).
-
-        Loading refuses a timeout that is not a positive number, so nothing falls back here.
-        """
+        """Seconds the runner grants this validator (``tooling.timeout``, checked at load)."""
         return float(self.tooling.get("timeout", 300))
 
 
@@ -170,8 +145,7 @@ EnvName = Annotated[str, Pattern(r"[A-Za-z_][A-Za-z0-9_]*", "an environment vari
 
 @frozen(kw_only=True)
 class Limits:
-    """``execution.limits``: per confined process; 0 means no limit (SPEC §9). Defaults
-    never bother a normal test suite; memory (address space) defaults to the machine's."""
+    """``execution.limits`` per confined process; 0 means no limit (SPEC §9)."""
 
     file_size_mb: Count = 16384
     processes: Count = 4096
@@ -183,17 +157,12 @@ class Execution:
     max_iterations: AtLeastOne = 50
     max_recovery_depth: Count = 3
     max_total_fix_attempts: Count = 10
-    # Confined execution of agent-written content: "auto" picks a working backend and fails
-    # closed without one; "off" runs unconfined (warned about, audited per execution).
+    # "auto" fails closed without a working backend; "off" is warned about and audited.
     sandbox: Literal["auto", "off"] = "auto"
     max_parallel_jobs: AtLeastOne = 2
-    # Confined processes see an allowlisted environment plus these inherited names (§9).
     env: tuple[EnvName, ...] = ()
     limits: Limits = Factory(Limits)
-    # Background jobs that may wait as records for a slot; one more is refused, nothing used.
     max_queued_jobs: AtLeastOne = 32
-    # The project's interpreter for every validator and run_tests (relative to the project
-    # root); unset: found from the project's environment (snodo.workspace.interpreter).
     python: str | None = None
 
 
@@ -227,11 +196,8 @@ class Protocol:
         raise ProtocolError(f"unknown mode {mode_id!r}; this protocol defines: {known}")
 
     def cannot_run_tasks(self, mode_id: str) -> str | None:
-        """Why mode ``mode_id`` may not run tasks (``snodo run``, ``dispatch_task``), or None.
-
-        Only a mode holding ``dispatch`` runs tasks; the well-formedness check makes sure such
-        a mode has validators in both phases. This is the one place that rule is decided.
-        """
+        """Why mode ``mode_id`` may not run tasks (it lacks ``dispatch``), or None; the one
+        place that rule is decided."""
         if "dispatch" in self.mode(mode_id).tools:
             return None
         able = [m.mode_id for m in self.modes if "dispatch" in m.tools]

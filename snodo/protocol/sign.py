@@ -1,18 +1,11 @@
 """``snodo protocol sign``: a person's signed commit of ``.snodo/``, without configuring git.
 
-The commit is built with git's plumbing in a temporary index (only ``.snodo/`` as in the
-working tree, on top of ``HEAD``'s tree: whatever else the user staged stays staged and out
-of it) and carries an SSH signature (namespace ``git``) in its ``gpgsig`` header, exactly
-what ``git commit -S`` with ``gpg.format=ssh`` writes, so plain ``git verify-commit`` checks
-it. The signature itself comes from a callable the command line hands in: the decision
-private key is read only by :mod:`snodo.cli.signing`, never by this module.
-
-When the working tree's ``.snodo/`` is already ``HEAD``'s but not in force (an unsigned
-change was committed), the commit changes no file: signed by a listed principal, it puts
-``HEAD``'s ``.snodo/`` in force (:mod:`snodo.protocol.trust` compares with what is in force,
-not with the parent).
-
-Every git process goes through :mod:`snodo.git.runner`.
+The commit is built with git's plumbing in a temporary index (only ``.snodo/`` on top of
+``HEAD``'s tree, so whatever else the user staged stays staged) and carries an SSH signature
+in its ``gpgsig`` header, as ``git commit -S`` with ``gpg.format=ssh`` writes it. The
+signature comes from a callable the command line hands in: the decision private key is read
+only by :mod:`snodo.cli.signing`. An empty such commit adopts an unsigned ``.snodo/`` change
+already committed (the trust rule compares with what is in force, not with the parent).
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem, StateError
 from snodo.git.runner import git_out, identity_env, read_objects, run_git
-from snodo.protocol.trust import GOVERNANCE_DIR, SIGNERS_NAME, Walk
+from snodo.protocol.trust import GOVERNANCE_DIR, SIGNERS_NAME, Walk, blob_text
 
 
 @frozen(kw_only=True)
@@ -54,13 +47,7 @@ def plan(top: Path, directory: str = GOVERNANCE_DIR, *, runtime: tuple[str, ...]
     never committed even when the project has no ``.gitignore`` saying so."""
     head_result = run_git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     parent = head_result.stdout.strip() if head_result.ok and head_result.stdout.strip() else None
-    with tempfile.TemporaryDirectory(prefix="snodo-sign-") as scratch:
-        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-        _git(top, env, "read-tree", *([parent] if parent else ["--empty"]))
-        names = [p.rstrip("/") for p in runtime]
-        excluded = [f":(exclude,glob){directory}/**/{n}{tail}" for n in names for tail in ("", "/**")]
-        _git(top, env, "add", "-A", "--", directory, *excluded)
-        tree = _git(top, env, "write-tree")
+    tree = _tree_of_worktree(top, parent, directory, runtime)
     head_tree = (
         _git(top, {}, "rev-parse", f"{parent}^{{tree}}")
         if parent
@@ -68,26 +55,37 @@ def plan(top: Path, directory: str = GOVERNANCE_DIR, *, runtime: tuple[str, ...]
     )
     listing = _git(top, {}, "diff-tree", "-r", "--no-renames", "--name-status", head_tree, tree, "--", directory)
     changes = tuple(line.replace("\t", " ") for line in listing.splitlines() if line.strip())
-    signers_rel = f"{directory}/{SIGNERS_NAME}"
-    walk = Walk(top, [parent], None, directory=directory) if parent else None
-    in_force = walk.after(parent) if walk is not None and parent else None
-    adopting = None
-    if not changes and walk is not None and parent is not None:
-        pending = walk.pending(parent)
-        adopting = pending.why if pending is not None else None
-    if in_force is not None and in_force.signers is not None:
-        return Plan(
-            top=top,
-            parent=parent,
-            tree=tree,
-            changes=changes,
-            signers=in_force.signers,
-            first_list=False,
-            adopting=adopting,
-        )
-    found = read_objects(top, [f"{tree}:{signers_rel}"])[f"{tree}:{signers_rel}"]
-    own = found.data.decode("utf-8", "replace") if found is not None and found.kind == "blob" else None
-    return Plan(top=top, parent=parent, tree=tree, changes=changes, signers=own, first_list=True, adopting=adopting)
+    signers, adopting = _in_force_at(top, parent, directory, changes)
+    first_list = signers is None
+    if first_list:
+        name = f"{tree}:{directory}/{SIGNERS_NAME}"
+        signers = blob_text(read_objects(top, [name])[name])
+    return Plan(
+        top=top, parent=parent, tree=tree, changes=changes, signers=signers, first_list=first_list, adopting=adopting
+    )
+
+
+def _in_force_at(
+    top: Path, parent: str | None, directory: str, changes: tuple[str, ...]
+) -> tuple[str | None, str | None]:
+    """The ``allowed_signers`` in force at ``parent`` and, when nothing changes, why its
+    ``.snodo/`` is not in force (what signing would adopt)."""
+    if parent is None:
+        return None, None
+    walk = Walk(top, [parent], None, directory=directory)
+    pending = None if changes else walk.pending(parent)
+    return walk.after(parent).signers, pending.why if pending is not None else None
+
+
+def _tree_of_worktree(top: Path, parent: str | None, directory: str, runtime: tuple[str, ...]) -> str:
+    """``parent``'s tree with ``directory`` as in the working tree, its runtime state left out."""
+    with tempfile.TemporaryDirectory(prefix="snodo-sign-") as scratch:
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        _git(top, env, "read-tree", *([parent] if parent else ["--empty"]))
+        names = [p.rstrip("/") for p in runtime]
+        excluded = [f":(exclude,glob){directory}/**/{n}{tail}" for n in names for tail in ("", "/**")]
+        _git(top, env, "add", "-A", "--", directory, *excluded)
+        return _git(top, env, "write-tree")
 
 
 def commit(plan: Plan, message: str, sign: Callable[[bytes], str]) -> str:

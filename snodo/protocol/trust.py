@@ -1,30 +1,13 @@
-"""Which ``.snodo/`` is in force at each commit: the one trust rule, walked once from a base.
+"""Which ``.snodo/`` is in force at each commit: the one trust rule (docs/protocol.md, "The
+protocol in force"), walked once from a base, asked by ``run``, ``serve``, ``validate`` and
+``snodo verify`` alike so they cannot disagree about a commit.
 
-``run``, ``serve`` and ``validate`` (through :mod:`snodo.protocol.committed`) and ``snodo
-verify`` (:mod:`snodo.evidence.verify`) all ask this module, so they cannot disagree about a
-commit. The rule, for each commit from the base (oldest first):
-
-* its ``.snodo/`` is the one in force at its parent (the same git tree): nothing changes;
-* otherwise it is put in force only when the commit carries a good git SSH signature
-  (namespace ``git``) by a principal listed in the ``allowed_signers`` in force at its
-  parent; where no list is in force, a ``.snodo/`` without a list is taken as is (nobody
-  asked for signatures yet), and one that brings the first list counts only when signed
-  by a principal that list names itself;
-* otherwise what was in force at its parent stays in force, and the commit is *refused*
-  (:attr:`Step.why` names it and the remedy).
-
-The comparison is with what is in force, not with the parent's tree: a commit that changes
-nothing under ``.snodo/`` but is signed by a listed principal puts its (inherited)
-``.snodo/`` in force. That is how ``snodo protocol sign`` adopts an unsigned change already
-committed (an empty signed commit on top of it), and why a return to an older signed
-``.snodo/`` needs a new signature: it differs from what is in force.
-
-A merge keeps what is in force at whichever parent has its ``.snodo/``; any other
-``.snodo/`` on a merge is judged like a change against its first parent.
-
-Work is proportional to the commits touching ``.snodo/``: trees are read in one
-``cat-file`` batch, and signatures are checked by git (one ``git log`` per list in force)
-only for commits whose ``.snodo/`` differs from what is in force.
+A commit's ``.snodo/`` is in force when it is the one in force at its parent, or when the
+commit carries a good git SSH signature by a principal listed in the ``allowed_signers`` in
+force at its parent (a first list: one it lists itself; no list: taken as is); otherwise the
+parent's stays in force and the commit is refused. A merge keeps what is in force at
+whichever parent has its ``.snodo/``. Trees are read in one ``cat-file`` batch and git checks
+signatures only for commits whose ``.snodo/`` differs from what is in force.
 """
 
 from __future__ import annotations
@@ -115,45 +98,48 @@ class Walk:
         order = self._commits(revisions)
         self.parents = dict(order)
         touching = self._touching(revisions)
-        outside = {p for _, parents in order for p in parents if p not in self.parents}
-        merges = {sha for sha, parents in order if len(parents) > 1}
-        read = sorted(touching | merges | outside | ({base} if base else set()))
-        names = [f"{c}:{directory}" for c in read] + [f"{c}:{self.signers_rel}" for c in read]
-        found = read_objects(top, names, env=OBJECTS_ONLY) if names else {}
         #: each commit's own ``.snodo/`` tree and list (in force or not)
-        self.trees: dict[str, str | None] = {}
-        self.texts: dict[str, str | None] = {}
-        for c in read:
-            obj = found.get(f"{c}:{directory}")
-            self.trees[c] = obj.sha if obj is not None and obj.kind == "tree" else None
-            self.texts[c] = _text(found.get(f"{c}:{self.signers_rel}"))
-        if base is None:
-            self.base = State(commit=None, tree=None, signers=None)
-        else:
-            tree = self.trees[base]
-            self.base = State(commit=base if tree else None, tree=tree, signers=self.texts[base])
+        self.trees, self.texts = self._read(_to_read(order, touching, base))
+        tree = self.trees[base] if base else None
+        self.base = State(commit=base if tree else None, tree=tree, signers=self.texts[base] if base else None)
         for at, (sha, parents) in enumerate(order):
             if sha not in self.trees:  # unchanged from its (only) parent
                 self.trees[sha] = self.trees[parents[0]] if parents else None
                 self.texts[sha] = self.texts[parents[0]] if parents else None
-            befores = [self.steps[p].after if p in self.steps else self.base for p in parents] or [self.base]
-            self.steps[sha] = self._judge(sha, befores, order, at, touching)
+            self.steps[sha] = self._judge(sha, parents, order, at, touching)
+
+    def _read(self, commits: list[str]) -> tuple[dict[str, str | None], dict[str, str | None]]:
+        names = [f"{c}:{self.directory}" for c in commits] + [f"{c}:{self.signers_rel}" for c in commits]
+        found = read_objects(self.top, names, env=OBJECTS_ONLY) if names else {}
+        trees = {c: _tree(found.get(f"{c}:{self.directory}")) for c in commits}
+        return trees, {c: blob_text(found.get(f"{c}:{self.signers_rel}")) for c in commits}
 
     def _judge(
-        self, sha: str, befores: list[State], order: list[tuple[str, tuple[str, ...]]], at: int, touching: set[str]
+        self, sha: str, parents: tuple[str, ...], order: list[tuple[str, tuple[str, ...]]], at: int, touching: set[str]
     ) -> Step:
+        befores = [self.after(p) for p in parents] or [self.base]
         before = befores[0]
         for state in befores:
             if state.tree == self.trees[sha]:
                 return Step(sha=sha, before=before, after=state, changed=False)
         mine = State(commit=sha, tree=self.trees[sha], signers=self.texts[sha])
-        first_list = before.signers is None
         judge_with = before.signers if before.signers is not None else mine.signers
         if judge_with is None:
             return Step(sha=sha, before=before, after=mine, changed=True)  # nobody asked for signatures yet
         status, principal = self._status(sha, judge_with, order, at, touching)
         if status == "G":
             return Step(sha=sha, before=before, after=mine, changed=True, signed_by=principal)
+        why = self._refusal(sha, status, principal, first_list=before.signers is None)
+        return Step(sha=sha, before=before, after=before, changed=True, why=why)
+
+    def _refusal(self, sha: str, status: str, principal: str, *, first_list: bool) -> str:
+        parents = self.parents.get(sha, ())
+        if parents and parents[0] in self.steps and self.trees[parents[0]] == self.trees[sha]:
+            # It only carries the .snodo/ of a change refused before it: that change is the
+            # one to sign (or undo), so the refusal names it.
+            earlier = self.pending(parents[0])
+            if earlier is not None:
+                return earlier.why
         what = (
             f"brings the first {self.signers_rel} without a good signature by a principal it lists"
             if first_list
@@ -161,14 +147,7 @@ class Walk:
             f"{self.signers_rel} in force"
         )
         detail = _STATUS.get(status, f"signature status {status}") + (f", signed as {principal}" if principal else "")
-        why = f"commit {sha[:12]} {what} ({detail}), so its {self.directory}/ is not in force"
-        parents = self.parents.get(sha, ())
-        if parents and parents[0] in self.steps and self.trees[parents[0]] == self.trees[sha]:
-            # It only carries the .snodo/ of a change refused before it: that change is the
-            # one to sign (or undo), so the refusal names it.
-            earlier = self.pending(parents[0])
-            why = earlier.why if earlier is not None else why
-        return Step(sha=sha, before=before, after=before, changed=True, why=why)
+        return f"commit {sha[:12]} {what} ({detail}), so its {self.directory}/ is not in force"
 
     def _status(
         self, sha: str, signers: str, order: list[tuple[str, tuple[str, ...]]], at: int, touching: set[str]
@@ -223,10 +202,19 @@ class Walk:
         return set(result.stdout.split())
 
 
-def _text(obj: GitObject | None) -> str | None:
-    if obj is None or obj.kind != "blob":
-        return None
-    return obj.data.decode("utf-8", "replace")
+def _to_read(order: list[tuple[str, tuple[str, ...]]], touching: set[str], base: str | None) -> list[str]:
+    """The commits whose ``.snodo/`` is read: those touching it, merges, parents outside the walk, the base."""
+    outside = {p for _, parents in order for p in parents} - {sha for sha, _ in order}
+    merges = {sha for sha, parents in order if len(parents) > 1}
+    return sorted(touching | merges | outside | ({base} if base else set()))
+
+
+def _tree(obj: GitObject | None) -> str | None:
+    return obj.sha if obj is not None and obj.kind == "tree" else None
+
+
+def blob_text(obj: GitObject | None) -> str | None:
+    return obj.data.decode("utf-8", "replace") if obj is not None and obj.kind == "blob" else None
 
 
 def signature_statuses(top: Path, signers: str, shas: Sequence[str], *, source: str) -> dict[str, tuple[str, str]]:

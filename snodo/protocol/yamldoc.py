@@ -1,9 +1,8 @@
 """The YAML side of loading a protocol: strict composition, the one walk that refuses
 pathological documents, and line numbers for problems.
 
-PyYAML's own (pure Python) parser composes the document: libyaml's (``CSafeLoader``) is
-~4 ms faster on the largest template but words syntax errors differently, and a protocol's
-error message should not depend on how PyYAML was built.
+PyYAML's pure Python parser, not libyaml's: that words syntax errors differently, and a
+protocol's error message should not depend on how PyYAML was built.
 """
 
 from __future__ import annotations
@@ -46,34 +45,26 @@ def line_of(root: yaml.Node | None, path: str) -> int | None:
     node = root
     line = node.start_mark.line + 1 if node is not None else None
     for m in _PATH_TOKEN.finditer(path):
-        if node is None:
-            break
         key, index, quoted = m.group(1), m.group(2), m.group(3)
-        if quoted is not None:
-            key = quoted.strip("'")
-        nxt: yaml.Node | None = None
-        at: int | None = None
-        if key is not None and isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if getattr(k, "value", None) == key:
-                    nxt, at = v, k.start_mark.line + 1
-                    break
-        elif index is not None and isinstance(node, yaml.SequenceNode):
-            i = int(index)
-            nxt = node.value[i] if i < len(node.value) else None
-        if nxt is None:
+        found = _child(node, key if quoted is None else quoted.strip("'"), index)
+        if found is None:
             break
-        node = nxt
-        line = at if at is not None else node.start_mark.line + 1
+        node, line = found
     return line
 
 
-class _Refused(Exception):
-    """Problems found while walking the composed YAML, before anything is structured."""
+def _child(node: yaml.Node | None, key: str | None, index: str | None) -> tuple[yaml.Node, int] | None:
+    """The value under ``key`` (with its key's line) or at ``index`` (with its own line)."""
+    if key is not None and isinstance(node, yaml.MappingNode):
+        return next(((v, k.start_mark.line + 1) for k, v in node.value if getattr(k, "value", None) == key), None)
+    if index is not None and isinstance(node, yaml.SequenceNode) and int(index) < len(node.value):
+        value = node.value[int(index)]
+        return value, value.start_mark.line + 1
+    return None
 
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__(problems)
-        self.problems = problems
+
+class _Refused(Exception):
+    """A problem found while walking the composed YAML, before anything is structured."""
 
 
 def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
@@ -89,45 +80,51 @@ def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
         line = node.start_mark.line + 1
         if count > MAX_NODES:
             raise _Refused(
-                [
-                    f"{source}:{line}: the document expands to more than {MAX_NODES} values "
-                    "(aliases counted each time they are used); a protocol is never that large"
-                ]
+                f"{source}:{line}: the document expands to more than {MAX_NODES} values "
+                "(aliases counted each time they are used); a protocol is never that large"
             )
         if depth > MAX_DEPTH:
             raise _Refused(
-                [f"{source}:{line}: nested more than {MAX_DEPTH} levels deep @ {path.lstrip('.') or '(top level)'}"]
+                f"{source}:{line}: nested more than {MAX_DEPTH} levels deep @ {path.lstrip('.') or '(top level)'}"
             )
         if id(node) in on_path:
-            raise _Refused([f"{source}:{line}: an alias refers to a value that contains it @ {path.lstrip('.')}"])
-        if isinstance(node, yaml.MappingNode):
-            on_path.add(id(node))
-            first: dict[str, int] = {}
-            for key, value in node.value:
-                name = key.value if isinstance(key, yaml.ScalarNode) else None
-                if name is not None and key.tag != "tag:yaml.org,2002:merge":
-                    here = key.start_mark.line + 1
-                    if name in first and (here, key.start_mark.column) not in seen_dupes:
-                        seen_dupes.add((here, key.start_mark.column))
-                        at = f"{path}.{name}".lstrip(".")
-                        problems.append(
-                            (
-                                here,
-                                f"{source}:{here}: duplicate key {name!r} (first at line {first[name]}); "
-                                f"a key may appear only once in a mapping @ {at}",
-                            )
-                        )
-                    first.setdefault(name, here)
-                visit(value, f"{path}.{name}" if name is not None else path, depth + 1)
-            on_path.discard(id(node))
-        elif isinstance(node, yaml.SequenceNode):
-            on_path.add(id(node))
-            for i, item in enumerate(node.value):
-                visit(item, f"{path}[{i}]", depth + 1)
-            on_path.discard(id(node))
+            raise _Refused(f"{source}:{line}: an alias refers to a value that contains it @ {path.lstrip('.')}")
+        on_path.add(id(node))
+        for child, child_path in _children(node, path, source, problems, seen_dupes):
+            visit(child, child_path, depth + 1)
+        on_path.discard(id(node))
 
     visit(root, "", 0)
     return problems
+
+
+def _children(
+    node: yaml.Node, path: str, source: str, problems: list[tuple[int, str]], seen_dupes: set[tuple[int, int]]
+) -> list[tuple[yaml.Node, str]]:
+    """The values below ``node`` with their paths; a mapping's duplicate keys go to ``problems``."""
+    if isinstance(node, yaml.SequenceNode):
+        return [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    first: dict[str, int] = {}
+    out: list[tuple[yaml.Node, str]] = []
+    for key, value in node.value:
+        name = key.value if isinstance(key, yaml.ScalarNode) else None
+        if name is not None and key.tag != "tag:yaml.org,2002:merge":
+            here = key.start_mark.line + 1
+            if name in first and (here, key.start_mark.column) not in seen_dupes:
+                seen_dupes.add((here, key.start_mark.column))
+                at = f"{path}.{name}".lstrip(".")
+                problems.append(
+                    (
+                        here,
+                        f"{source}:{here}: duplicate key {name!r} (first at line {first[name]}); "
+                        f"a key may appear only once in a mapping @ {at}",
+                    )
+                )
+            first.setdefault(name, here)
+        out.append((value, f"{path}.{name}" if name is not None else path))
+    return out
 
 
 def compose(text: str, source: str, max_bytes: int) -> tuple[yaml.Node | None, object, list[tuple[int, str]]]:
@@ -143,24 +140,25 @@ def compose(text: str, source: str, max_bytes: int) -> tuple[yaml.Node | None, o
             return None, None, []
         duplicates = _walk(root, source)
         return root, loader.construct_document(root), duplicates
-    except _Refused as exc:
-        raise ProtocolError(
-            f"{source}: the protocol was refused ({len(exc.problems)} problem{'s' * (len(exc.problems) != 1)})",
-            problems=tuple(exc.problems),
-        ) from None
-    except RecursionError:
-        msg = f"{source}: the document is nested too deeply to read (at most {MAX_DEPTH} levels)"
-        raise ProtocolError(msg, problems=(msg,)) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise ProtocolError(
-            f"{where}: YAML syntax error: {exc.problem or exc}",
-            problems=(f"{where}: YAML syntax error: {exc.problem or exc}",),
-            hint="fix the YAML syntax at that line (indentation, a missing ':' or quote)",
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ProtocolError(f"{source}: YAML error: {exc}", problems=(f"{source}: {exc}",)) from None
+    except (_Refused, RecursionError, yaml.YAMLError) as exc:
+        raise _refusal(exc, source) from None
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _refusal(exc: Exception, source: str) -> ProtocolError:
+    if isinstance(exc, _Refused):
+        return ProtocolError(f"{source}: the protocol was refused (1 problem)", problems=exc.args)
+    if isinstance(exc, RecursionError):
+        msg = f"{source}: the document is nested too deeply to read (at most {MAX_DEPTH} levels)"
+        return ProtocolError(msg, problems=(msg,))
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        return ProtocolError(
+            f"{where}: YAML syntax error: {exc.problem or exc}",
+            problems=(f"{where}: YAML syntax error: {exc.problem or exc}",),
+            hint="fix the YAML syntax at that line (indentation, a missing ':' or quote)",
+        )
+    return ProtocolError(f"{source}: YAML error: {exc}", problems=(f"{source}: {exc}",))

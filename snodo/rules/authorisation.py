@@ -1,8 +1,5 @@
-"""INV3's one home: when a set of validator results may be authorised by a human.
-
-It sits below ``state`` and ``governance`` because both ask it: the pending-decision record
-(``state.sessions``) and every door that turns a decision into an approval. It reads
-results as recorded (plain mappings), so it needs nothing from either layer.
+"""INV3's one home: when a set of validator results may be authorised by a human. Below
+``state`` and ``governance`` because both ask it, on results as recorded (plain mappings).
 """
 
 from __future__ import annotations
@@ -12,15 +9,10 @@ from typing import Any
 
 
 def authorisation_refusals(results: Iterable[Mapping[str, Any]], policy: Mapping[str, Any]) -> tuple[str, ...]:
-    """INV3's one home: why a set of results may not be authorised; empty means it may.
-
-    Every door that turns a human decision into an approval asks this (the MCP
-    ``propose_adjudicate`` tool, ``snodo authorize``, drafting and signing a decision), on
-    the results as recorded (dicts) and the policy summary beside them. It fails closed: a
-    result with an ``error``, or with any severity other than ``pass``/``warn``, blocks and is
-    named; a policy summary counting a blocker or an error blocks even when no result shows
-    it (the two disagreeing means the record cannot be trusted).
-    """
+    """Why a set of results may not be authorised; empty means it may. Fails closed: a result
+    with an ``error`` or a severity other than ``pass``/``warn`` is named, and a policy summary
+    counting a blocker or an error blocks even when no result shows it (the record disagrees
+    with itself)."""
     named = tuple(
         str(r.get("validator_id")) for r in results if r.get("error") or r.get("severity") not in ("pass", "warn")
     )

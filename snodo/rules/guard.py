@@ -1,27 +1,17 @@
 """The one path guard every tool-surface mutation goes through (INV2, ADR 026).
 
-An agent must not be able to change the rules it is judged by, so nothing it asks the
-tool surface to write, delete, create or stage may land in ``.snodo/`` (governance
-state), ``.git/`` (repository internals, hooks) or the protocol's ``protected_paths``, nor
-outside the project root. The guard decides on two views of a path and both must pass:
+An agent must not change the rules it is judged by: nothing it asks the tool surface to
+write, delete, create or stage may land in ``.snodo/``, ``.git/`` (at any depth), the
+protocol's ``protected_paths``, a Python environment (a ``.pth`` file or a replaced
+interpreter there runs outside any sandbox in the next ``python``: ``.venv``/``venv`` even
+before they exist, any directory holding ``pyvenv.cfg`` or ``conda-meta``, snodo's own), or
+outside the root. Two views of a path must both pass:
 
-* the *spelling*: every component is compared after NFKC normalisation and casefolding,
-  with the trailing dots, spaces and ``:stream`` suffixes Windows ignores removed, so
-  ``.SNODO``, fullwidth ``.snodo`` and ``.snodo.`` are all ``.snodo``. Case variants are refused
-  on every file system: it is cheap and a case-insensitive one would honour them.
-* the *resolution*: symlinks are followed by the operating system's rules (``realpath``;
-  a target that does not exist yet resolves through its deepest existing parent), both
-  for the entry itself and for what it points to.
-
-``.snodo`` and ``.git`` are refused at any depth: a nested one is another project's
-governance state or a submodule's internals, never legitimate agent output.
-
-Interpreter environments are refused too: a ``.pth`` file or a replaced ``python`` in a
-virtual environment runs in the user's next ``python`` — snodo's own included — outside any
-sandbox. So are the top-level ``.venv``/``venv`` (even before they exist: a later
-``python -m venv`` keeps what is already there), any directory holding ``pyvenv.cfg`` or
-``conda-meta`` (an environment at any depth, ``execution.python``'s included) and the
-environment snodo itself runs from when it lies inside the root.
+* the *spelling*: each component after NFKC normalisation and casefolding, without the
+  trailing dots, spaces and ``:stream`` suffixes Windows ignores (``.SNODO``, fullwidth
+  ``.snodo`` and ``.snodo.`` are all ``.snodo``), on every file system;
+* the *resolution*: symlinks followed by the operating system's rules (``realpath``), for
+  the entry itself and for what it points to.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Plugin settings: how a plugin declares them, and the one rule that checks them.
-
-A plugin declares the keys it honours in ``CoderCapabilities.settings`` or
-``ValidatorSpec.settings``: a plain name (any value accepted), or a :class:`Setting` with a
-type and a default. :func:`check_settings` is the rule's only home. The protocol loader
-(``protocol check``, WF3), the built-in plugins (``CoderConfig``, ``tooling``), the runner's
-own ``timeout`` and the conformance kit all call it, so a misspelt or mistyped setting is
-refused with the same words whichever door it comes through.
+"""Plugin settings: how a plugin declares them (``CoderCapabilities.settings``,
+``ValidatorSpec.settings``: plain names or :class:`Setting` records), and the one rule that
+checks them (:func:`check_settings`), so a misspelt or mistyped setting is refused with the
+same words whichever door (loader, plugin, runner, conformance kit) it comes through.
 """
 
 from __future__ import annotations
@@ -28,30 +24,29 @@ def _number(v: Any) -> bool:
 SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|&"})
 
 
-def _command_argv(value: Any) -> list[str] | None:
-    """The argv a ``command`` setting names (a string split like a shell would, or a list of
-    strings), or ``None`` when it names none."""
-    if isinstance(value, str):
-        try:
-            return shlex.split(value)
-        except ValueError:
-            return None
-    if isinstance(value, list | tuple) and all(isinstance(a, str) for a in value):
-        return list(value)
-    return None
-
-
-def _command(value: Any) -> bool:
-    argv = _command_argv(value)
-    return bool(argv) and not _shell_words(argv or [])
-
-
-def _shell_words(argv: list[str]) -> list[str]:
-    return [a for a in argv if a in SHELL_TOKENS or "$(" in a or "`" in a]
-
-
 def _strings(v: Any) -> bool:
     return isinstance(v, list | tuple) and all(isinstance(s, str) for s in v)
+
+
+def _command_problem(value: Any) -> str | None:
+    """What is wrong with a ``command`` (a string split like a shell would, or a list of
+    strings); ``None``: nothing, or it is neither."""
+    if isinstance(value, str):
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            return f"{value!r} cannot be parsed: {exc}"
+    elif _strings(value):
+        argv = list(value)
+    else:
+        return None
+    shell = [a for a in argv if a in SHELL_TOKENS or "$(" in a or "`" in a]
+    if shell:
+        return (
+            f"{value!r} is run without a shell, so {', '.join(shell)} would be passed literally; "
+            "put the pipeline in a script and make the command run the script"
+        )
+    return None if argv else "the command is empty"
 
 
 #: Each kind: the test a value must pass, and how the message names what was expected.
@@ -66,104 +61,24 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "boolean": (lambda v: isinstance(v, bool), "true or false"),
     "strings": (_strings, "a list of strings"),
     "paths": (lambda v: (isinstance(v, str) and bool(v.strip())) or _strings(v), "a path or a list of paths"),
-    "command": (_command, "a command: a string or a list of strings, run without a shell"),
+    "command": (
+        lambda v: (isinstance(v, str) or _strings(v)) and not _command_problem(v),
+        "a command: a string or a list of strings, run without a shell",
+    ),
     "mapping": (lambda v: isinstance(v, Mapping), "a mapping"),
 }
-
-
-class Setting(str):
-    """A declared setting: its name (it *is* that string, so existing tuples of names, ``in``
-    tests and JSON keep working), its type (``kind``, one of :data:`KINDS`) and the default
-    a plugin gets when the protocol leaves it out (``None``: no default)."""
-
-    kind: str
-    default: Any
-    help: str
-
-    @staticmethod
-    def with_defaults(declared: Iterable[str], values: Mapping[str, Any]) -> dict[str, Any]:
-        """``values`` with each declared default filled in (:func:`with_defaults`)."""
-        return with_defaults(declared, values)
-
-    @staticmethod
-    def tooling_problems(
-        validator_id: str, validator_type: str, declared: Iterable[str], tooling: object
-    ) -> list[tuple[str | None, str]]:
-        """The settings rule on one validator's ``tooling`` (:func:`tooling_problems`)."""
-        return tooling_problems(validator_id, validator_type, declared, tooling)
-
-    @staticmethod
-    def coder_config_problems(coder: str, declared: Iterable[str], config: object) -> list[tuple[str | None, str]]:
-        """The settings rule on a coder's ``coder_config`` (:func:`coder_config_problems`)."""
-        return coder_config_problems(coder, declared, config)
-
-    def __new__(cls, name: str, kind: str = "any", *, default: Any = None, help: str = "") -> Setting:
-        if kind not in KINDS:
-            raise ValueError(f"setting {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
-        self = super().__new__(cls, name)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "default", default)
-        object.__setattr__(self, "help", help)
-        return self
-
-    def __setattr__(self, _name: str, _value: object) -> None:
-        raise TypeError("a Setting is read-only")
-
-    def __repr__(self) -> str:
-        return f"Setting({str(self)!r}, {self.kind!r})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (str(self), self.kind, self.default, self.help))
-
-    @property
-    def expected(self) -> str:
-        return KINDS[self.kind][1]
-
-    def problem(self, value: Any) -> str | None:
-        """``expected <what>, got <type> <value>`` (the protocol loader's wording for every field),
-        or ``None`` when ``value`` has this setting's type."""
-        if value is None or KINDS[self.kind][0](value):
-            return None
-        if self.kind == "command" and isinstance(value, str):
-            try:
-                shlex.split(value)
-            except ValueError as exc:
-                return f"{value!r} cannot be parsed: {exc}"
-        if self.kind == "command" and (argv := _command_argv(value)) is not None:
-            shell = _shell_words(argv)
-            if shell:  # the value has the right type: say what is wrong with it
-                return (
-                    f"{value!r} is run without a shell, so {', '.join(shell)} would be passed literally; "
-                    "put the pipeline in a script and make the command run the script"
-                )
-            if not argv:
-                return "the command is empty"
-        return f"expected {self.expected}, got {type(value).__name__} {value!r}"
-
-
-def _rebuild(name: str, kind: str, default: Any, help_text: str) -> Setting:
-    return Setting(name, kind, default=default, help=help_text)
 
 
 def as_setting(declared: str) -> Setting:
     return declared if isinstance(declared, Setting) else Setting(str(declared))
 
 
-#: The keys the shared validator runner reads itself, honoured by every validator type.
-RUNNER_SETTINGS: tuple[Setting, ...] = (Setting("timeout", "seconds", default=300.0),)
-
-
 def check_settings(
     declared: Iterable[str], values: object, *, owner: str, field: str, reader: str
 ) -> list[tuple[str | None, str]]:
-    """Every problem with ``values`` against ``declared``, as ``(key, message)``.
-
-    ``owner`` names who reads the settings (``coder 'mock'``, ``validator 'tests' (type
-    pytest)``), ``field`` the mapping (``coder_config``, ``tooling``), ``reader`` the plugin
-    in the "honours" sentence (``the mock coder``). A key nobody declared
-    gets a did-you-mean; a value of the wrong type names the type and the value. ``key`` is
-    ``None`` when ``values`` is not a mapping at all.
-    """
+    """Every problem with ``values`` against ``declared``, as ``(key, message)`` (``key`` is
+    ``None`` when ``values`` is no mapping). ``owner``: who reads them (``coder 'mock'``),
+    ``field``: the mapping (``tooling``), ``reader``: the plugin that "honours" them."""
     if not isinstance(values, Mapping):
         return [(None, f"{owner}: {field} must be a mapping, got {type(values).__name__}")]
     by_name = {str(s): as_setting(s) for s in declared}
@@ -216,3 +131,56 @@ def tooling_problems(
 def coder_config_problems(coder: str, declared: Iterable[str], config: object) -> list[tuple[str | None, str]]:
     """:func:`check_settings` for a coder's ``coder_config``, worded the same for every door."""
     return check_settings(declared, config, owner=f"coder {coder!r}", field="coder_config", reader=f"the {coder} coder")
+
+
+class Setting(str):
+    """A declared setting: its name (it *is* that string, so existing tuples of names, ``in``
+    tests and JSON keep working), its type (``kind``, one of :data:`KINDS`) and the default
+    a plugin gets when the protocol leaves it out (``None``: no default)."""
+
+    kind: str
+    default: Any
+    help: str
+
+    with_defaults = staticmethod(with_defaults)
+    tooling_problems = staticmethod(tooling_problems)
+    coder_config_problems = staticmethod(coder_config_problems)
+
+    def __new__(cls, name: str, kind: str = "any", *, default: Any = None, help: str = "") -> Setting:
+        if kind not in KINDS:
+            raise ValueError(f"setting {name!r}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        self = super().__new__(cls, name)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "default", default)
+        object.__setattr__(self, "help", help)
+        return self
+
+    def __setattr__(self, _name: str, _value: object) -> None:
+        raise TypeError("a Setting is read-only")
+
+    def __repr__(self) -> str:
+        return f"Setting({str(self)!r}, {self.kind!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (str(self), self.kind, self.default, self.help))
+
+    @property
+    def expected(self) -> str:
+        return KINDS[self.kind][1]
+
+    def problem(self, value: Any) -> str | None:
+        """``expected <what>, got <type> <value>`` (the protocol loader's wording for every field),
+        or ``None`` when ``value`` has this setting's type."""
+        if value is None or KINDS[self.kind][0](value):
+            return None
+        if self.kind == "command" and (why := _command_problem(value)):
+            return why
+        return f"expected {self.expected}, got {type(value).__name__} {value!r}"
+
+
+def _rebuild(name: str, kind: str, default: Any, help_text: str) -> Setting:
+    return Setting(name, kind, default=default, help=help_text)
+
+
+#: The keys the shared validator runner reads itself, honoured by every validator type.
+RUNNER_SETTINGS: tuple[Setting, ...] = (Setting("timeout", "seconds", default=300.0),)

@@ -1,10 +1,6 @@
-"""The change set of a working tree: what post-execute validators judge outside the engine.
-
-``snodo validate --phase post_execute`` judges the user's (or an agent's) uncommitted work
-in place, so its change set is everything that differs from a base commit: staged and
-unstaged edits and untracked files, ignored files excluded. snodo's own state under
-``.snodo/`` (the audit log grows with every validation) is not the task's work and is left
-out. Untracked files have no git diff; their patch is written here as git would print it.
+"""The change set ``snodo validate --phase post_execute`` judges in place: everything that
+differs from a base commit (untracked files included, ignored ones and snodo's own
+``.snodo/`` state left out), untracked files' patches written as git would print them.
 """
 
 from __future__ import annotations
@@ -32,11 +28,8 @@ class ChangeSet:
 
 
 def working_tree_changes(root: Path, base: str = "HEAD") -> ChangeSet:
-    """Files and patch that differ from ``base`` in the work tree at ``root`` (untracked included).
-
-    Raises :class:`SnodoError` when ``root`` is not a git work tree or ``base`` is no commit.
-    """
-
+    """Files and patch that differ from ``base`` in the work tree at ``root``; a
+    :class:`SnodoError` when ``root`` is not a git work tree or ``base`` is no commit."""
     guard = PathGuard(root)
     git = Git(root, guard)
     if not git.is_repo():
@@ -44,9 +37,7 @@ def working_tree_changes(root: Path, base: str = "HEAD") -> ChangeSet:
             f"{root} is not a git work tree, so there is no change set to validate after the work",
             hint="run `git init` and commit a base, or validate before the work (--phase pre_execute)",
         )
-    ref = base
-    if git.head() is None and base == "HEAD":
-        ref = EMPTY_TREE  # nothing committed yet: every file is part of the change
+    ref = EMPTY_TREE if base == "HEAD" and git.head() is None else base  # no commit yet: every file is the change
     environments = tuple(f"{name}/" for name in python_environments(git.root))
     try:
         files = [f for f in git.changed_files(ref) if not f.startswith((_STATE_DIR, *environments))]
@@ -57,11 +48,8 @@ def working_tree_changes(root: Path, base: str = "HEAD") -> ChangeSet:
             hint="pass --base with a commit, branch or tag that exists (default HEAD)",
         ) from None
     tracked = _diff_paths(tracked_diff)
-    parts = [_strip_state(tracked_diff)]
-    for rel in files:
-        if rel not in tracked:
-            parts.append(_new_file_patch(git.root, rel))
-    return ChangeSet(base=base, changed_files=tuple(files), diff="".join(p for p in parts if p))
+    untracked = [_new_file_patch(git.root, rel) for rel in files if rel not in tracked]
+    return ChangeSet(base=base, changed_files=tuple(files), diff=_strip_state(tracked_diff) + "".join(untracked))
 
 
 def python_environments(root: Path) -> list[str]:

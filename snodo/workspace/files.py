@@ -1,12 +1,9 @@
 """File tools of the agent surface: read, list, write, delete, create directories.
 
-Every mutation asks the :class:`~snodo.rules.guard.PathGuard` first and touches
-nothing when it refuses, so a refused call leaves the tree exactly as it was. Writes are
-atomic (temp file + ``os.replace``): an interrupted write never leaves half a source file.
-
-Every mutation then acts through directory descriptors opened one component at a time from
-the root with ``O_NOFOLLOW`` along the path the guard resolved: a directory swapped for a
-symlink between the check and the write makes the write fail, never land elsewhere.
+Every mutation asks the :class:`~snodo.rules.guard.PathGuard` first (a refusal touches
+nothing), then acts through directory descriptors opened with ``O_NOFOLLOW`` along the path
+the guard resolved (a directory swapped for a symlink since makes it fail, never land
+elsewhere). Writes are atomic: temp file + ``os.replace``.
 """
 
 from __future__ import annotations
@@ -28,8 +25,7 @@ class Workspace:
     """The file tools over one project root, all paths root-relative POSIX strings."""
 
     def __init__(self, root: Path, guard: PathGuard, *, durable: bool = True) -> None:
-        """``durable=False``: writes are not flushed to disk one by one (a disposable working
-        copy, whose durable form is the commit made from it; a crash loses the run either way)."""
+        """``durable=False``: writes are not flushed one by one (a disposable working copy)."""
         if Path(os.path.realpath(root)) != guard.root:
             raise ValueError(f"the guard watches {guard.root}, not {root}")
         self.root = guard.root
@@ -70,11 +66,8 @@ class Workspace:
             raise binary from None
 
     def list_files(self, path: str = ".") -> list[str]:
-        """Every file under ``path`` (or ``path`` itself), sorted, root-relative.
-
-        ``.git/`` is skipped: its internals are noise to an agent. Symlinked directories are
-        listed but not entered, so a link cannot lead the listing out of the root or loop.
-        """
+        """Every file under ``path`` (or ``path`` itself), sorted, root-relative; ``.git/`` is
+        skipped, symlinked directories are listed but not entered."""
         base = self.guard.check_read(path)
         if not base.exists():
             raise ToolError(f"cannot list {path!r}: no such file or directory")
@@ -103,21 +96,9 @@ class Workspace:
         parts = self._parts(path, target)
         with _DirChain(self.root, path) as chain:
             parent = chain.walk(parts[:-1], create=True)
-            name = parts[-1]
-            try:
-                st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-            except FileNotFoundError:
-                st = None
-            except OSError as exc:
-                raise ToolError(f"cannot write {path!r}: {exc.strerror or exc}") from None
-            if st is not None and stat.S_ISDIR(st.st_mode):
-                raise ToolError(f"cannot write {path!r}: it names a directory")
-            if st is not None and stat.S_ISLNK(st.st_mode):
-                # The guard resolved every link; one here now was put there since.
-                raise ToolError(f"cannot write {path!r}: {_RACE}")
-            mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
-            _replace_at(parent, name, data, mode, path, durable=self.durable)
-        return {"path": self._relative(target), "bytes": len(data), "created": st is None}
+            mode = _existing_file_mode(parent, parts[-1], path)
+            _replace_at(parent, parts[-1], data, 0o644 if mode is None else mode, path, durable=self.durable)
+        return {"path": self._relative(target), "bytes": len(data), "created": mode is None}
 
     def delete_file(self, path: str) -> dict[str, object]:
         """Delete a file; a symlink is removed itself, never what it points to."""
@@ -178,9 +159,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEX
 
 class _DirChain:
     """Directory descriptors from the root down to a target's parent, each opened relative
-    to the one before with ``O_NOFOLLOW``: a component swapped for a symlink after the
-    guard's check makes the open fail instead of leading the write elsewhere, so the check
-    and the write are one decision."""
+    to the one before with ``O_NOFOLLOW``."""
 
     def __init__(self, root: Path, path: str) -> None:
         if not {os.open, os.rename, os.mkdir, os.unlink, os.stat} <= os.supports_dir_fd:
@@ -220,22 +199,28 @@ class _DirChain:
         return self.fds[-1]
 
 
+def _existing_file_mode(dir_fd: int, name: str, path: str) -> int | None:
+    """The permission bits of the regular file ``name`` in ``dir_fd``; ``None``: there is none."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ToolError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"cannot write {path!r}: it names a directory")
+    if stat.S_ISLNK(st.st_mode):  # the guard resolved every link: one here now was put there since
+        raise ToolError(f"cannot write {path!r}: {_RACE}")
+    return stat.S_IMODE(st.st_mode)
+
+
 def _replace_at(dir_fd: int, name: str, data: bytes, mode: int, path: str, *, durable: bool = True) -> None:
     """Write ``data`` to a fresh temporary file in the directory ``dir_fd`` and rename it
     over ``name`` there (the rename replaces the name itself, never what it points to)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
-            break
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise ToolError(f"cannot write {path!r}: {exc.strerror or exc}") from None
-    else:
-        raise ToolError(f"cannot write {path!r}: no free temporary name in its directory")
+    tmp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"  # O_EXCL: a name taken meanwhile fails, never follows
     try:
+        fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)

@@ -1,13 +1,7 @@
-"""Git tools of the agent surface, over a real repository through the ``git`` program.
-
-No shell is involved and pathspecs are literal (``GIT_LITERAL_PATHSPECS``), so a path like
-``*.py`` cannot widen into ``.snodo/x.py``. Whatever would enter a commit passes the same
-:class:`~snodo.rules.guard.PathGuard` as a file write: staging checks every change it
-would record, committing re-checks the index, merging checks what the branch brings in.
-
-Methods marked *engine-only* are not tools: the engine uses them to manage its own
-branches and bookkeeping, and apart from ``commit_paths`` (which goes through the guarded
-tools) they do not consult the guard.
+"""Git tools of the agent surface, through the ``git`` program with literal pathspecs (so
+``*.py`` cannot widen into ``.snodo/x.py``). Whatever would enter a commit passes the same
+:class:`~snodo.rules.guard.PathGuard` as a file write: what is staged, the index at commit,
+what a merged branch brings in. Methods marked *engine-only* are not tools.
 """
 
 from __future__ import annotations
@@ -19,8 +13,7 @@ from pathlib import Path
 from snodo.base.errors import PathValidationError, ToolError
 from snodo.git.runner import GIT_TIMEOUT, GitTimeout, identity_args, identity_env, run_git
 from snodo.rules.guard import REASON_GITLINK, PathGuard
-
-GITLINK_MODE = "160000"
+from snodo.workspace.gitmeta import GITLINK_MODE
 
 
 class Git:
@@ -32,14 +25,9 @@ class Git:
         self.root = guard.root
         self.guard = guard
 
-    # ------------------------------------------------------------------ tools
-
     def stage_files(self, paths: Sequence[str]) -> dict[str, object]:
-        """Stage additions, changes and deletions under ``paths``.
-
-        All or nothing: every path, and every changed file under a directory path, must pass
-        the guard before anything is staged.
-        """
+        """Stage additions, changes and deletions under ``paths``; all or nothing: every path,
+        and every changed file under a directory path, must pass the guard first."""
         if isinstance(paths, str) or not paths:
             raise ToolError("stage_files needs a non-empty list of paths")
         entries = [self.guard.check_mutation(p, follow_symlinks=False) for p in paths]
@@ -53,11 +41,8 @@ class Git:
         return {"staged": sorted(Path(r).as_posix() for r in relative)}
 
     def commit(self, message: str) -> str:
-        """Commit the index and return the new commit's sha.
-
-        The staged changes are re-checked: something staged behind the tool surface's back
-        (``.snodo/``, ``.git``, protected paths) is refused, not committed.
-        """
+        """Commit the index (re-checked: what was staged behind the tool surface's back is
+        refused) and return the new commit's sha."""
         if not isinstance(message, str) or not message.strip():
             raise ToolError("a commit needs a non-empty message")
         self._check_staged_gitlinks()  # first: diffs do not show gitlinks (submodules are ignored)
@@ -114,11 +99,8 @@ class Git:
         return {"branch": name, "head": self._run("rev-parse", "--verify", f"refs/heads/{name}").strip()}
 
     def merge_branch(self, name: str, message: str | None = None) -> dict[str, object]:
-        """Merge branch ``name`` into the current branch with a merge commit.
-
-        Refused when the branch changes a protected path: merging is a mutation too. A
-        failed merge is aborted, so the work tree is left as it was.
-        """
+        """Merge branch ``name`` with a merge commit, refused when it changes a protected path;
+        a failed merge is aborted."""
         self._check_branch(name)
         if self._run("rev-parse", "--quiet", "--verify", "MERGE_HEAD", check=False):
             raise ToolError("a merge is already in progress; conclude or abort it first")
@@ -142,8 +124,6 @@ class Git:
         self._run("branch", "--delete", "--", name)
         return {"deleted": name}
 
-    # ----------------------------------------------------- engine-only helpers
-
     def is_repo(self) -> bool:
         """Engine-only: whether the root is inside a git work tree."""
         return self._run("rev-parse", "--is-inside-work-tree", check=False).strip() == "true"
@@ -163,11 +143,8 @@ class Git:
         return sorted({p for p in (changed + untracked).split("\0") if p})
 
     def commit_paths(self, paths: Sequence[str], message: str) -> str | None:
-        """Engine-only: stage ``paths`` and commit them, through the same guarded tools.
-
-        Returns ``None`` when the paths hold no change (a coder rewrote a file with the same
-        content): there is nothing to commit, which is not an error.
-        """
+        """Engine-only: stage and commit ``paths`` through the guarded tools; ``None`` when
+        they hold no change."""
         self.stage_files(paths)
         if not self._run("diff", "--cached", "--name-only", "-z"):
             return None
@@ -176,8 +153,6 @@ class Git:
     def dirty(self) -> bool:
         """Engine-only: whether the work tree or index differs from HEAD (untracked counts)."""
         return bool(self._run("status", "--porcelain", "-z"))
-
-    # ----------------------------------------------------------------- private
 
     def _check_repo_paths(self, listing: str) -> None:
         """Guard each path of a ``-z`` listing git made relative to the repository's top."""
@@ -222,9 +197,8 @@ class Git:
         return self._run("rev-parse", "--verify", "HEAD").strip()
 
     def _run(self, *args: str, check: bool = True, stdin: str | None = None, identity: bool = False) -> str:
-        """Run ``git -C root args`` through the one runner and return its stdout; a failure
-        (with ``check``) or a time-out becomes a :class:`ToolError` carrying git's own
-        explanation. ``identity`` supplies a committer for commands that create commits."""
+        """git's stdout; a failure (with ``check``) or a time-out is a :class:`ToolError` with
+        git's own explanation. ``identity``: a committer for commands that create commits."""
         config = identity_args(self.root) if identity else []
         env = {"GIT_LITERAL_PATHSPECS": "1", **(identity_env(self.root) if identity else {})}
         try:

@@ -1,24 +1,14 @@
 """No new git metadata from agents: a ``.git`` or a gitlink that appears below a root is refused.
 
-A ``.git`` directory or file planted below the workspace (``vendor/.git`` with
-``core.fsmonitor`` set, ``app/.git`` in a project that lives in a repository's
-subdirectory) is a configuration git would read the next time anyone, the user included,
-runs git there; a gitlink in the index makes git look inside it. The tool surface refuses
-such paths by name (:class:`~snodo.rules.guard.PathGuard`), but confined code — a test
-suite, a validator, an in-place coder — writes where it likes inside its workspace. So the
-engine and the MCP host take a :class:`GitMetaWatch` before such code runs and call
-:meth:`GitMetaWatch.intruders` after: what is new is removed and reported, and the caller
-refuses the call or halts the run as ``blocker`` with a ``path_refused`` event per path.
+A ``.git`` planted below the workspace (``vendor/.git`` with ``core.fsmonitor`` set) is a
+configuration git would read the next time anyone runs git there, and a gitlink in the index
+makes git look inside it. The tool surface refuses such paths by name, but confined code
+writes where it likes inside its workspace: so a :class:`GitMetaWatch` is taken before it
+runs, and :meth:`GitMetaWatch.intruders` removes and reports what is new after.
 
-Cost: a walk of the workspace's directories (names only; the contents of ``.git``
-directories and of Python environments are never entered) that re-reads only a directory
-whose inode, mtime or ctime changed since the last walk of the same root: a new or removed
-entry changes them, and confined code cannot set a ctime (one within 2 s of the walk proves
-nothing, such a directory is read again). Then a look
-at the index file: an index that cannot hold a gitlink (no entry's mode can be 160000 when
-those four bytes occur nowhere in it) needs no process, and the same index file (inode,
-size, mtime and ctime: git replaces it to change it) is not read again; otherwise one ``git
-ls-files --stage`` per check. Paid only after confined code ran, never per file-tool call.
+Cost: a walk of the directories (``.git`` and Python environments not entered) that re-reads
+only a directory whose inode, mtime or ctime changed (confined code cannot set a ctime), and
+``git ls-files --stage`` only when the index file may hold a gitlink.
 """
 
 from __future__ import annotations
@@ -26,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 from attrs import frozen
@@ -129,39 +118,11 @@ def remember_walk(root: Path, walked: dict[str, tuple[tuple[int, int, int], list
     _SCANS[Path(os.path.realpath(root))] = scan
 
 
-def remember_dirs(
-    root: Path, seen: Mapping[str, tuple[tuple[int, int, int], tuple[str, ...], tuple[str, ...]]]
-) -> None:
-    """Take what another part of snodo knows of every directory below ``root`` as the last
-    scan: root-relative directory ("" for ``root``) → its key (inode, mtime, ctime), its
-    subdirectories and its ``.git`` entries, root-relative (the pool's record of a reused
-    copy: it reads only the directories that changed)."""
-    now = time.time_ns()
-    top = os.path.realpath(root)
-
-    def full(rel: str) -> str:
-        return os.path.join(top, rel) if rel else top
-
-    _SCANS[Path(top)] = {
-        full(rel): _Dir(
-            key=key,
-            children=tuple(full(c) for c in children),
-            gits=tuple(full(g) for g in gits),
-            racy=now - key[2] < _RACY_NS,
-        )
-        for rel, (key, children, gits) in seen.items()
-    }
-
-
 def git_entries(root: Path) -> set[str]:
     """Root-relative POSIX paths of every ``.git`` file, directory or link below ``root``
     (``root/.git`` included); symlinked directories, ``.git`` directories and Python
     environments are not entered. Reads only what changed since the last scan of ``root``."""
-    return _git_entries(Path(os.path.realpath(root)))
-
-
-def _git_entries(real: Path) -> set[str]:
-    """:func:`git_entries` of a root already resolved."""
+    real = Path(os.path.realpath(root))
     scan = _scan(real, _SCANS.get(real, {}))
     _SCANS[real] = scan
     top = len(str(real).rstrip("/")) + 1
@@ -209,11 +170,7 @@ _NO_GITLINK: dict[Path, tuple[int, int, int, int]] = {}
 
 def gitlinks(root: Path) -> set[str]:
     """Paths (as git names them, relative to ``root``) the index holds as gitlinks."""
-    return _gitlinks(Path(os.path.realpath(root)), root)
-
-
-def _gitlinks(real: Path, root: Path) -> set[str]:
-    if not _may_hold_gitlinks(real):
+    if not _may_hold_gitlinks(Path(os.path.realpath(root))):
         return set()
     result = run_git(root, "ls-files", "--stage", "-z", env={"GIT_OPTIONAL_LOCKS": "0"})
     if not result.ok:
@@ -247,18 +204,18 @@ class GitMetaWatch:
         in again: nothing reads its index, so only new ``.git`` entries are looked for."""
         self.root = Path(os.path.realpath(root))
         self.index = index
-        self.entries = _git_entries(self.root)
-        self.links = _gitlinks(self.root, self.root) if index else set()
+        self.entries = git_entries(self.root)
+        self.links = gitlinks(self.root) if index else set()
         self._found: list[tuple[str, str]] | None = None
 
     def intruders(self) -> list[tuple[str, str]]:
         """``(path, reason)`` for each ``.git`` entry or gitlink that is new since the
         snapshot; each is removed (the entry) or unstaged (the gitlink) before returning."""
         found: list[tuple[str, str]] = []
-        for rel in sorted(_git_entries(self.root) - self.entries):
+        for rel in sorted(git_entries(self.root) - self.entries):
             _remove(self.root / rel)
             found.append((rel, REASON_NEW_GIT))
-        new_links = _gitlinks(self.root, self.root) - self.links if self.index else set()
+        new_links = gitlinks(self.root) - self.links if self.index else set()
         for rel in sorted(new_links):
             run_git(self.root, "rm", "--cached", "-q", "--", rel, env={"GIT_LITERAL_PATHSPECS": "1"})
             found.append((rel, REASON_NEW_GITLINK))

@@ -1,8 +1,5 @@
-"""Which Python runs the project's tests: found once, from files only, and named.
-
-A project's tests need the project's environment (its dependencies live there, not in
-snodo's). ``execution.python`` in the protocol (or a validator's ``tooling.python``) names
-it; when neither does, the first of these wins (SPEC §9):
+"""Which Python runs the project's tests when no setting names one: found once, from
+files only; the first of these wins (SPEC §9):
 
 1. ``$VIRTUAL_ENV`` as it was when snodo started, when that environment lies inside the project;
 2. ``.venv/``, then ``venv/`` in the project root;
@@ -11,11 +8,9 @@ it; when neither does, the first of these wins (SPEC §9):
    ``.pdm-python``, Poetry's cache directory for this project);
 4. snodo's own interpreter.
 
-Discovery never executes anything: the project is hostile input, and asking ``poetry env
-info`` would run its configuration unconfined. A candidate counts only when it is a
-directory holding ``pyvenv.cfg`` and an executable ``bin/python`` (``Scripts/python.exe``
-on Windows); an environment the project's own files point at must resolve, through
-symlinks, to a place inside the project (its cache directory for Poetry).
+Nothing is executed (``poetry env info`` would run the hostile project's configuration
+unconfined). A candidate is a directory holding ``pyvenv.cfg`` and an executable
+``bin/python``; one the project's files point at must resolve inside the project.
 """
 
 from __future__ import annotations
@@ -71,7 +66,7 @@ def _contained(root: Path, rel: str) -> Path | None:
     return target if _inside(target, root) else None
 
 
-def _toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
     try:
         fh = open(path, "rb")  # noqa: SIM115  (closed below; tomllib only for a file that exists)
     except OSError:
@@ -85,7 +80,7 @@ def _toml(path: Path) -> dict[str, Any]:
             return {}
 
 
-def _get(doc: Any, *keys: str) -> Any:
+def dig(doc: Any, *keys: str) -> Any:
     for key in keys:
         if not isinstance(doc, dict):
             return None
@@ -96,40 +91,43 @@ def _get(doc: Any, *keys: str) -> Any:
 def _declared(root: Path) -> list[tuple[Path, str]]:
     """Environments the project's tool configuration declares, in order: uv, Poetry, Hatch, PDM."""
     found: list[tuple[Path, str]] = []
-    pyproject = _toml(root / "pyproject.toml")
-    if STARTUP_UV_ENV and ((root / "uv.lock").is_file() or _get(pyproject, "tool", "uv") is not None):
+    pyproject = read_toml(root / "pyproject.toml")
+    if STARTUP_UV_ENV and ((root / "uv.lock").is_file() or dig(pyproject, "tool", "uv") is not None):
         # Set by the person who started snodo, not by the project: it may point anywhere.
         env = Path(STARTUP_UV_ENV)
         found.append((env if env.is_absolute() else root / env, "uv (UV_PROJECT_ENVIRONMENT)"))
-    if _get(pyproject, "tool", "poetry") is not None:
+    if dig(pyproject, "tool", "poetry") is not None:
         found.extend(_poetry(root, pyproject))
     for doc, keys in (
-        (_toml(root / "hatch.toml"), ("envs", "default", "path")),
+        (read_toml(root / "hatch.toml"), ("envs", "default", "path")),
         (pyproject, ("tool", "hatch", "envs", "default", "path")),
     ):
-        rel = _get(doc, *keys)
+        rel = dig(doc, *keys)
         if isinstance(rel, str) and (target := _contained(root, rel)) is not None:
             found.append((target, "Hatch (envs.default.path)"))
+    return found + _pdm(root)
+
+
+def _pdm(root: Path) -> list[tuple[Path, str]]:
+    """``.pdm-python`` names the interpreter (a symlink out of the environment, as always):
+    the environment two levels up is what must lie inside the project."""
     pdm = root / ".pdm-python"
-    if pdm.is_file() and not pdm.is_symlink():
-        try:
-            text = pdm.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            text = ""
-        # It names the interpreter (a symlink out of the environment, as always): the
-        # environment two levels up is what must lie inside the project.
-        declared = _contained(root, str(Path(os.path.normpath(root / text)).parent.parent)) if text else None
-        if declared is not None:
-            found.append((declared, "PDM (.pdm-python)"))
-    return found
+    if not pdm.is_file() or pdm.is_symlink():
+        return []
+    try:
+        text = pdm.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return []
+    declared = _contained(root, str(Path(os.path.normpath(root / text)).parent.parent)) if text else None
+    return [(declared, "PDM (.pdm-python)")] if declared is not None else []
 
 
 def _poetry(root: Path, pyproject: dict[str, Any]) -> list[tuple[Path, str]]:
     """Poetry's environment for this project, from its files only (never ``poetry env info``)."""
-    local = _get(_toml(root / "poetry.toml"), "virtualenvs")
+    local = dig(read_toml(root / "poetry.toml"), "virtualenvs")
     if isinstance(local, dict) and local.get("in-project") is True:
         return [(root / ".venv", "Poetry (virtualenvs.in-project)")]
-    name = _get(pyproject, "tool", "poetry", "name") or _get(pyproject, "project", "name")
+    name = dig(pyproject, "tool", "poetry", "name") or dig(pyproject, "project", "name")
     if not isinstance(name, str) or not name:
         return []
     # Poetry names its cached environments <name>-<hash of the project path>-py<version>.

@@ -1,17 +1,9 @@
-"""How a Python test run is set up for one workspace: the interpreter and the import roots.
-
-The interpreter is a validator's ``tooling.python``, else the protocol's
-``execution.python`` (both relative to the project root, so ``.venv/bin/python`` works from
-an engine worktree), else the project's own environment as
-:mod:`snodo.workspace.interpreter` finds it, else snodo's own. A named interpreter is asked
-its version in a confined process before it is trusted with a run. The workspace's import
-roots (``src/`` layouts detected from ``pyproject.toml``/``setup.cfg`` or the directory
-shape, or ``tooling.pythonpath``) come first on ``PYTHONPATH``.
+"""How a Python test run is set up for one workspace: the interpreter (asked its version
+in a confined process before it is trusted) and the import roots, first on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -26,7 +18,7 @@ from attrs import frozen
 from snodo.base.errors import EnvironmentProblem, ValidatorFault
 from snodo.process.runner import run_process
 from snodo.sandbox import current_policy
-from snodo.workspace.interpreter import SNODO_OWN, project_python
+from snodo.workspace.interpreter import SNODO_OWN, dig, project_python, read_toml
 
 DOCS = "docs/validators.md"
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
@@ -52,11 +44,10 @@ def python_setup(
     pythonpath: Any = None,
     execution_python: Any = None,
 ) -> PythonSetup:
-    """Resolve the interpreter and the import roots; raises :class:`ValidatorFault` on bad settings.
-
-    The interpreter is ``python`` (a validator's ``tooling.python``), else ``execution_python``
-    (the protocol's ``execution.python``), else the one :mod:`snodo.workspace.interpreter` finds.
-    """
+    """Resolve the interpreter (``python``: a validator's ``tooling.python``, else the
+    protocol's ``execution_python``, else the one :mod:`snodo.workspace.interpreter` finds,
+    relative paths against the project root) and the import roots (``pythonpath``, else
+    detected); a :class:`ValidatorFault` on bad settings."""
     workspace = Path(os.path.realpath(workspace))
     if not workspace.is_dir():
         raise ValidatorFault(f"cannot run tests: the workspace {workspace} is not a directory")
@@ -107,9 +98,15 @@ def _interpreter(python: Any, project_root: Path, where: str) -> str:
             hint=f"create the environment (python -m venv .venv, then install pytest and the project) or fix "
             f"execution.python; see {DOCS}",
         )
+    _check_answers(value, python, project_root, where)
+    return value
+
+
+def _check_answers(value: str, python: str, project_root: Path, where: str) -> None:
+    """Ask the interpreter its version in a confined process, once per :func:`_identity`."""
     identity = _identity(value)
     if identity in _ANSWERED:
-        return value
+        return
     try:
         probe = run_process(
             [value, "-c", "import sys; print('snodo-python', sys.version_info[0], sys.version_info[1])"],
@@ -127,7 +124,6 @@ def _interpreter(python: Any, project_root: Path, where: str) -> str:
             hint=f"point execution.python at the project's Python, e.g. .venv/bin/python; see {DOCS}",
         )
     _ANSWERED.add(identity)
-    return value
 
 
 #: Interpreters that answered the version question, by :func:`_identity`: a serve session or
@@ -162,7 +158,7 @@ def _pythonpath_setting(workspace: Path, pythonpath: Any) -> list[Path]:
     roots: list[Path] = []
     for entry in entries:
         target = Path(os.path.realpath(workspace / entry.strip()))
-        if os.path.isabs(entry) or not (target == workspace or workspace in target.parents):
+        if os.path.isabs(entry) or not target.is_relative_to(workspace):
             raise ValidatorFault(
                 f"tooling.pythonpath entry {entry!r} is outside the project; the tests must import the "
                 "code under judgement, so only directories inside the project are allowed",
@@ -182,7 +178,7 @@ def detect_import_roots(workspace: Path) -> list[Path]:
     roots: list[Path] = []
     for rel in _declared_roots(workspace):
         target = Path(os.path.realpath(workspace / rel))
-        if (target == workspace or workspace in target.parents) and target.is_dir() and target not in roots:
+        if target.is_relative_to(workspace) and target.is_dir() and target not in roots:
             roots.append(target)
     src = workspace / "src"
     if not roots and src.is_dir() and project_modules([src]):
@@ -205,17 +201,7 @@ def _declared_roots(workspace: Path) -> tuple[str, ...]:
     if cached is not None and cached[0] == stamps:
         return cached[1]
     now = time.time_ns()
-    declared: list[str] = []
-    try:
-        fh = open(pyproject, "rb")  # noqa: SIM115  (closed below)
-    except OSError:
-        pass
-    else:
-        import tomllib  # noqa: PLC0415 only for a project that has the file
-
-        with fh, contextlib.suppress(OSError, tomllib.TOMLDecodeError):
-            declared += _pyproject_roots(tomllib.load(fh))
-    declared += _setup_cfg_roots(setup_cfg)
+    declared = _pyproject_roots(read_toml(pyproject)) + _setup_cfg_roots(setup_cfg)
     if len(_DECLARED) > 64:
         _DECLARED.clear()
     if all(stamp is None or now - stamp[4] >= _RACY_NS for stamp in stamps):  # [4]: the ctime
@@ -226,35 +212,20 @@ def _declared_roots(workspace: Path) -> tuple[str, ...]:
 
 
 def _pyproject_roots(doc: dict[str, Any]) -> list[str]:
-    tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
-    assert isinstance(tool, dict)
-    found: list[str] = []
+    tool = doc.get("tool")
+    found = [dig(tool, "setuptools", "package-dir", "")]
+    found += _strings(dig(tool, "setuptools", "packages", "find", "where"))
+    found += [
+        str(Path(p).parent) for p in _strings(dig(tool, "hatch", "build", "targets", "wheel", "packages")) if "/" in p
+    ]
+    poetry = dig(tool, "poetry", "packages")
+    found += [dig(p, "from") for p in poetry] if isinstance(poetry, list) else []
+    found += [dig(tool, "pdm", "build", "package-dir"), dig(tool, "maturin", "python-source")]
+    return [f for f in found if isinstance(f, str)]
 
-    def get(*keys: str) -> Any:
-        node: Any = tool
-        for key in keys:
-            if not isinstance(node, dict):
-                return None
-            node = node.get(key)
-        return node
 
-    package_dir = get("setuptools", "package-dir")
-    if isinstance(package_dir, dict) and isinstance(package_dir.get(""), str):
-        found.append(package_dir[""])
-    where = get("setuptools", "packages", "find", "where")
-    if isinstance(where, list):
-        found += [w for w in where if isinstance(w, str)]
-    hatch = get("hatch", "build", "targets", "wheel", "packages")
-    if isinstance(hatch, list):
-        found += [str(Path(p).parent) for p in hatch if isinstance(p, str) and "/" in p]
-    poetry = get("poetry", "packages")
-    if isinstance(poetry, list):
-        found += [p["from"] for p in poetry if isinstance(p, dict) and isinstance(p.get("from"), str)]
-    for keys in (("pdm", "build", "package-dir"), ("maturin", "python-source")):
-        value = get(*keys)
-        if isinstance(value, str):
-            found.append(value)
-    return found
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _setup_cfg_roots(path: Path) -> list[str]:

@@ -1,16 +1,10 @@
-"""The one home of running a project's Python tests and reading what they showed.
+"""The one home of running a project's Python tests and reading what they showed (the
+pytest validator through :mod:`snodo.api`, and the MCP ``run_tests`` tool).
 
-Every test run snodo judges goes through here: the pytest validator and the acceptance
-criterion "tests pass" (through :mod:`snodo.api`) and the MCP ``run_tests`` tool. A run
-
-- is set up by :mod:`snodo.workspace.pysetup` (the project's interpreter, its import roots
-  first on ``PYTHONPATH``, an inherited ``PYTHONPATH`` dropped);
-- loads snodo's probe (a tiny pytest plugin), which reports any of the project's own
-  modules imported from outside the workspace (such a run proves nothing and is refused)
-  and is the structured reading of the run: counts, failed ids, pytest's exit status and
-  each error's exception. Nothing reads pytest's terminal output;
-- writes no byte-code and no pytest cache, so judging never changes the tree;
-- runs without a shell in its own process group, killed as a group at the time limit.
+A run is set up by :mod:`snodo.workspace.pysetup`, loads snodo's import probe (a pytest
+plugin that refuses a run importing the project from outside the workspace and is the
+structured reading of the run: nothing parses pytest's terminal output), writes no
+byte-code and no pytest cache, and runs without a shell, killed as a group at its time limit.
 """
 
 from __future__ import annotations
@@ -19,7 +13,6 @@ import atexit
 import contextlib
 import json
 import os
-import re
 import secrets
 import shutil
 import tempfile
@@ -51,13 +44,8 @@ DEFAULT_COMMAND = ("python", "-m", "pytest", "-q")
 TAIL_LINES = 60
 EXCERPT_CHARS = 4000
 MAX_FAILED_IDS = 50
-# pytest's closing line ("== 3 passed in 0.12s =="): recognised only to refuse a run the probe missed.
-_PYTEST_TALLY = re.compile(r"^=*\s*(?:no tests ran|\d+ \w+(?:, \d+ \w+)*) in [\d.]+s(?: \([\d:]+\))?\s*=*$")
 # pytest's own order in its closing tally line.
 _TALLY_ORDER = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "errors")
-
-
-# ---------------------------------------------------------------------- reading
 
 
 @frozen(kw_only=True)
@@ -77,23 +65,25 @@ def read_test_output(report: Mapping[str, Any] | None, *, excerpt_chars: int = E
     """Read the probe's report of a pytest session (``None``: pytest never reported)."""
     if not report:
         return TestOutput(summary=None, failed_tests=(), excerpt="")
-    counts = report.get("counts") if isinstance(report.get("counts"), dict) else {}
-    assert isinstance(counts, dict)
-    parts = [f"{counts[k]} {k}" for k in _TALLY_ORDER if isinstance(counts.get(k), int) and counts[k]]
-    summary = ", ".join(parts) if parts else "no tests ran"
-    if isinstance(report.get("duration"), int | float):
-        summary += f" in {report['duration']:.2f}s"
     errors = tuple({**e, "headline": first_lines(e)} for e in report.get("errors") or () if isinstance(e, dict))
     failed = [str(t) for t in report.get("failed") or () if isinstance(t, str)]
-    text = "\n\n".join(f"{e.get('nodeid')}: {first_lines(e)}\n{e.get('text') or ''}".strip() for e in errors)
     name = report.get("exitstatus_name")
     return TestOutput(
-        summary=summary,
+        summary=_tally(report),
         failed_tests=tuple(dict.fromkeys(failed))[:MAX_FAILED_IDS],
-        excerpt=_cut(text, excerpt_chars),
+        excerpt=_excerpt(errors, excerpt_chars),
         exit_name=name if isinstance(name, str) else None,
         errors=errors,
     )
+
+
+def _tally(report: Mapping[str, Any]) -> str:
+    """pytest's closing tally, in its order: ``1 failed, 3 passed in 0.12s``."""
+    counts = report.get("counts") if isinstance(report.get("counts"), dict) else {}
+    assert isinstance(counts, dict)
+    summary = ", ".join(f"{counts[k]} {k}" for k in _TALLY_ORDER if isinstance(counts.get(k), int) and counts[k])
+    duration = report.get("duration")
+    return (summary or "no tests ran") + (f" in {duration:.2f}s" if isinstance(duration, int | float) else "")
 
 
 def first_lines(error: Mapping[str, Any]) -> str:
@@ -101,24 +91,20 @@ def first_lines(error: Mapping[str, Any]) -> str:
     return f"{error.get('type') or 'error'}: {error.get('message') or ''}".strip()
 
 
-def _cut(text: str, limit: int) -> str:
+def _excerpt(errors: Sequence[Mapping[str, Any]], limit: int) -> str:
+    """Each error's headline and pytest's report of it, cut in the middle to ``limit`` characters."""
+    text = "\n\n".join(f"{e.get('nodeid')}: {first_lines(e)}\n{e.get('text') or ''}".strip() for e in errors)
     if len(text) <= limit:
         return text
     head, tail = (limit * 3) // 4, limit // 4
     return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[-tail:]}"
 
 
-# ------------------------------------------------------------------- running
-
-
 @frozen(kw_only=True)
 class SuiteRun:
-    """One real test run: its output read, and what the import probe saw.
-
-    ``exit_code`` is ``None`` when the run was killed at the time limit. ``imports`` is
-    ``None`` when the probe did not report (the command did not run pytest in an
-    interpreter that got snodo's environment); else ``{"checked": n, "foreign": {module: path}}``.
-    """
+    """One real test run: its output read, and what the import probe saw (``imports``:
+    ``{"checked": n, "foreign": {module: path}}``, ``None`` when the probe did not report).
+    ``exit_code`` is ``None`` when the run was killed at the time limit."""
 
     argv: tuple[str, ...]
     exit_code: int | None
@@ -130,28 +116,12 @@ class SuiteRun:
     setup: PythonSetup
 
     @property
-    def missing_modules(self) -> tuple[str, ...]:
-        """Modules the tests could not import that are not the project's own: the environment lacks them."""
-        own = set(self.setup.modules)
-        found = [str(e["missing"]) for e in self.read.errors if isinstance(e.get("missing"), str)]
-        return tuple(dict.fromkeys(m for m in found if m.split(".")[0] not in own))
-
-    @property
     def foreign_imports(self) -> dict[str, str]:
         return dict((self.imports or {}).get("foreign") or {})
 
     @property
     def failed_tests(self) -> tuple[str, ...]:
         return self.read.failed_tests
-
-    @property
-    def pytest_without_probe(self) -> bool:
-        """Whether pytest printed its closing tally although the probe never reported: it ran
-        behind a wrapper that dropped snodo's environment. Only ever used to refuse a verdict
-        (the imports were not checked); results are read from the probe alone."""
-        if self.imports is not None:
-            return False
-        return any(_PYTEST_TALLY.match(line.strip()) for line in self.output.splitlines()[-20:])
 
     def tail(self, lines: int = 40) -> str:
         kept = [line for line in self.output.splitlines() if not line.startswith(PROBE_MARKER)]
@@ -178,13 +148,8 @@ def run_python_tests(
     pythonpath: Any = None,
     execution_python: Any = None,
 ) -> SuiteRun:
-    """Set up and run ``command`` in ``workspace`` (see the module docstring); the plugins' entry point.
-
-    A leading ``python``/``python3`` in ``command`` is the project's interpreter (``python``,
-    else ``execution_python``, else the one found; a relative path resolves against
-    ``project_root``), a leading ``pytest`` is ``python -m pytest``.
-    Raises :class:`ValidatorFault` for settings that cannot work.
-    """
+    """Set up (:func:`~snodo.workspace.pysetup.python_setup`) and run ``command`` in ``workspace``;
+    deprecated in :mod:`snodo.api` for ``judge_tests``."""
     setup = python_setup(
         workspace, project_root=project_root, python=python, pythonpath=pythonpath, execution_python=execution_python
     )
@@ -195,12 +160,10 @@ def run_suite(argv: Sequence[str], setup: PythonSetup, *, timeout: float) -> Sui
     """Run ``argv`` (already through :func:`python_argv`) in the workspace with the import probe."""
     if timeout <= 0:
         raise ToolError("the test timeout must be positive")
-    fields = setup_fields(setup)
     report_file = _report_path()
     try:
-        env = suite_env(fields, str(report_file))
-        policy = current_policy()
-        result = run_process(list(argv), cwd=setup.workspace, timeout=timeout, env=env, sandbox=policy)
+        env = suite_env(setup, str(report_file))
+        result = run_process(list(argv), cwd=setup.workspace, timeout=timeout, env=env, sandbox=current_policy())
         imports = _load_report(report_file, result.output)
     finally:
         with contextlib.suppress(OSError):  # none was written (no pytest, or confined away from it)
@@ -239,29 +202,16 @@ def _remove_scratch(pid: int, where: str) -> None:
         shutil.rmtree(where, ignore_errors=True)
 
 
-def setup_fields(setup: PythonSetup) -> dict[str, Any]:
-    """What :func:`suite_env` makes a test run's environment from."""
-    return {
-        "python": setup.python,
-        "pythonpath": list(setup.pythonpath),
-        "modules": list(setup.modules),
-        "workspace": str(setup.workspace),
-        "project_root": str(setup.project_root),
-    }
-
-
-def suite_env(fields: Mapping[str, Any], report: str) -> dict[str, str]:
+def suite_env(setup: PythonSetup, report: str) -> dict[str, str]:
     """A test run's environment: snodo's own, the import roots and the probe on the path
     (an inherited ``PYTHONPATH`` dropped), no byte-code, no pytest cache, the probe's settings."""
     env = os.environ.copy()
-    env.pop("PYTHONPATH", None)
-    env["PYTHONPATH"] = os.pathsep.join([*fields["pythonpath"], str(PROBE_DIR)])
+    env["PYTHONPATH"] = os.pathsep.join([*setup.pythonpath, str(PROBE_DIR)])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTEST_ADDOPTS"] = f"{env.get('PYTEST_ADDOPTS', '')} -p no:cacheprovider -p {PROBE_PLUGIN}".strip()
-    env["SNODO_PROJECT_MODULES"] = ",".join(fields["modules"])
-    env["SNODO_IMPORT_WORKSPACE"] = str(fields["workspace"])
-    same = fields["project_root"] == fields["workspace"]
-    env["SNODO_IMPORT_PROJECT_ROOT"] = "" if same else str(fields["project_root"])
+    env["SNODO_PROJECT_MODULES"] = ",".join(setup.modules)
+    env["SNODO_IMPORT_WORKSPACE"] = str(setup.workspace)
+    env["SNODO_IMPORT_PROJECT_ROOT"] = "" if setup.project_root == setup.workspace else str(setup.project_root)
     env[REPORT_ENV] = report
     return env
 
@@ -281,16 +231,9 @@ def _load_report(path: Path, output: str) -> dict[str, Any] | None:
     return None
 
 
-# ------------------------------------------------------------ the MCP tool
-
-
 def python_settings(validators: Sequence[Any], *, execution_python: str | None = None) -> dict[str, Any]:
     """``python``/``pythonpath`` from the first of ``validators`` whose tooling sets either,
-    and the protocol's ``execution.python``.
-
-    The MCP ``run_tests`` tool has no tooling of its own: it runs the tests the way the
-    mode's test-running validators are configured to.
-    """
+    and ``execution.python``: the MCP ``run_tests`` tool runs tests as the mode's validators do."""
     found: dict[str, Any] = {"execution_python": execution_python}
     for v in validators:
         tooling = getattr(v, "tooling", None) or {}
@@ -301,11 +244,8 @@ def python_settings(validators: Sequence[Any], *, execution_python: str | None =
 
 @frozen(kw_only=True)
 class TestRunResult:
-    """What a ``run_tests`` call showed: ``passed`` only for exit code 0 within the time limit,
-    with every one of the project's modules imported from the project.
-
-    ``exit_code`` is ``None`` when the run was killed at the time limit.
-    """
+    """What a ``run_tests`` call showed: ``passed`` only for exit code 0 within the time limit
+    (else ``exit_code`` is ``None``), with the project's modules all imported from the project."""
 
     __test__: ClassVar[bool] = False  # not a pytest test class, despite the name
 
@@ -335,14 +275,7 @@ def run_tests(
     ``execution_python`` are the protocol's settings (see :func:`python_settings`); ``path``
     comes from the agent and must be inside the root.
     """
-    if command is not None and (
-        isinstance(command, str) or not command or not all(isinstance(a, str) and a for a in command)
-    ):
-        raise ToolError("a test command must be a non-empty list of non-empty strings")
-    if timeout <= 0:
-        raise ToolError("the test timeout must be positive")
-    if not Path(root).is_dir():
-        raise ToolError(f"cannot run tests: {root} is not a directory")
+    _check_run(root, command, timeout)
     setup = python_setup(
         Path(root), project_root=Path(root), python=python, pythonpath=pythonpath, execution_python=execution_python
     )
@@ -354,24 +287,36 @@ def run_tests(
         argv.append(path)
     run = run_suite(argv, setup, timeout=timeout)
     code = run.exit_code
-    foreign = run.foreign_imports
-    if run.timed_out:
-        summary = f"timed out after {timeout:g} s; the test run was killed"
-    elif foreign:
-        summary = run.foreign_message()
-    elif code == NO_TESTS_COLLECTED:
-        summary = "no tests collected"
-    elif run.read.errors:
-        summary = f"{run.read.summary}; {first_lines(run.read.errors[0])}"
-    else:
-        summary = run.read.summary or f"exit code {code}"
     return TestRunResult(
         exit_code=code,
-        passed=code == 0 and not run.timed_out and not foreign,
-        summary=summary,
+        passed=code == 0 and not run.timed_out and not run.foreign_imports,
+        summary=_summary(run, timeout),
         output_tail=run.tail(TAIL_LINES),
         timed_out=run.timed_out,
         duration=run.duration,
         failed_tests=run.failed_tests,
         python=f"{setup.python} ({setup.python_source})",
     )
+
+
+def _check_run(root: Path, command: Sequence[str] | None, timeout: float) -> None:
+    if command is not None and (
+        isinstance(command, str) or not command or not all(isinstance(a, str) and a for a in command)
+    ):
+        raise ToolError("a test command must be a non-empty list of non-empty strings")
+    if timeout <= 0:
+        raise ToolError("the test timeout must be positive")
+    if not Path(root).is_dir():
+        raise ToolError(f"cannot run tests: {root} is not a directory")
+
+
+def _summary(run: SuiteRun, timeout: float) -> str:
+    if run.timed_out:
+        return f"timed out after {timeout:g} s; the test run was killed"
+    if run.foreign_imports:
+        return run.foreign_message()
+    if run.exit_code == NO_TESTS_COLLECTED:
+        return "no tests collected"
+    if run.read.errors:
+        return f"{run.read.summary}; {first_lines(run.read.errors[0])}"
+    return run.read.summary or f"exit code {run.exit_code}"

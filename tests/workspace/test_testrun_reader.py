@@ -85,6 +85,14 @@ def test_import_roots_are_detected(tmp_path: Path, files: dict[str, str], expect
     assert detect_import_roots(root) == [Path(os.path.realpath(root / e)) for e in expected]
 
 
+def test_a_pyproject_that_is_not_utf8_leaves_the_shape_to_decide(tmp_path: Path) -> None:
+    """The project's files are hostile input: bytes that are no UTF-8 are an unreadable
+    configuration, not a crash of the run."""
+    root = write(tmp_path / "ws", {"src/a.py": ""})
+    (root / "pyproject.toml").write_bytes(b'[tool.setuptools]\npackage-dir = {"" = "\xff"}\n')
+    assert detect_import_roots(root) == [Path(os.path.realpath(root / "src"))]
+
+
 def test_the_declared_roots_are_parsed_again_only_when_a_file_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

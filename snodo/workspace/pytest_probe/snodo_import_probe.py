@@ -1,19 +1,11 @@
-"""snodo's import probe: a pytest plugin snodo loads into every test run it judges.
+"""snodo's import probe: a pytest plugin loaded into every test run snodo judges, inside the
+project's interpreter (so: standard library only, syntax older Pythons read).
 
-snodo puts this file's directory on ``PYTHONPATH`` and adds ``-p snodo_import_probe`` to
-``PYTEST_ADDOPTS``; it runs inside the project's own interpreter, so it imports nothing but
-the standard library and keeps to syntax older Pythons read. At the end of the session it
-reports which of the project's own modules were imported from outside the workspace
-(``SNODO_IMPORT_WORKSPACE``): those with a top-level name the workspace defines
-(``SNODO_PROJECT_MODULES``), and any module loaded from the user's checkout
-(``SNODO_IMPORT_PROJECT_ROOT``, when the workspace is elsewhere) other than the
-interpreter's own environment. It is also snodo's structured reading of the run, so no
-terminal output is parsed: the counts per outcome, the ids of failed tests, pytest's own
-exit status with its ``pytest.ExitCode`` name, and each error's exception (type, the
-missing module of an ``ImportError``, the first lines of pytest's report), bounded. The
-report goes to the file ``SNODO_IMPORT_REPORT`` (under the temporary directory) and to one
-marked line of the output, so it reaches snodo whichever of the two survives. It writes
-nothing else.
+It reports the project's own modules imported from outside the workspace (a top-level name
+in ``SNODO_PROJECT_MODULES``, or anything from ``SNODO_IMPORT_PROJECT_ROOT`` but the
+interpreter's environment), and is snodo's structured reading of the run: counts, failed
+ids, pytest's exit status, each error's exception. The report goes to the file
+``SNODO_IMPORT_REPORT`` and to one marked output line, whichever survives.
 """
 
 from __future__ import annotations
@@ -35,6 +27,8 @@ ERROR_CHARS = 1500
 
 
 _REAL_DIRS: dict[str, str] = {}
+#: The interpreter's own environment: trusted wherever it is (a project's .venv lies inside its checkout).
+_ENVIRONMENT = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
 
 
 def _real(path: str) -> str:
@@ -65,26 +59,13 @@ def _build() -> dict[str, Any]:
     checkout = os.environ.get("SNODO_IMPORT_PROJECT_ROOT") or ""
     checkout = os.path.realpath(checkout) if checkout else ""
     names = {n for n in os.environ.get("SNODO_PROJECT_MODULES", "").split(",") if n}
-    # The interpreter's own environment (a project's .venv lives inside its checkout).
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     checked = 0
     foreign: dict[str, str] = {}
     for name, module in sorted(sys.modules.items()):
-        if module is None:
-            continue
         paths = _module_paths(module)
-        if not paths or any(_inside(p, root) for p in paths):
-            if paths and name.split(".")[0] in names:
-                checked += 1
-            continue
-        if name.split(".")[0] in names:
-            checked += 1
-            foreign[name] = _real(paths[0])
-        elif (
-            checkout
-            and any(_inside(p, checkout) for p in paths)
-            and not any(_inside(p, prefix) for p in paths for prefix in prefixes)
-        ):
+        own = name.split(".")[0] in names
+        checked += bool(paths) and own
+        if paths and not any(_inside(p, root) for p in paths) and (own or _from_checkout(paths, checkout)):
             foreign[name] = _real(paths[0])
     return {
         "workspace": root,
@@ -97,28 +78,25 @@ def _build() -> dict[str, Any]:
     }
 
 
+def _from_checkout(paths: list[str], checkout: str) -> bool:
+    inside = any(_inside(p, checkout) for p in paths) if checkout else False
+    return inside and not any(_inside(p, prefix) for p in paths for prefix in _ENVIRONMENT)
+
+
 def _no_workspace_bytecode(root: str) -> None:
-    """Python and pytest never read bytecode cached inside the workspace: its code is what
-    its source says. A timestamp ``.pyc`` is trusted when its recorded mtime and size match
-    the source's, and an agent writes both: a ``__pycache__`` file it planted beside a
-    module (or pytest's rewritten copy of a test) would run instead of the source the
-    verdict is about. So for a source inside the workspace the import system is told there
-    is no cache (``cache_from_source`` raises ``NotImplementedError``, what CPython itself
-    does when caching is off: the source is compiled and nothing is read or written), and
-    pytest's assertion rewriter reads no cached rewrite (pytest 9 checks a source hash
-    there; older versions compared mtime and size too). Everything outside the workspace,
-    and the interpreter's own environment wherever it is (a project's ``.venv`` inside its
-    checkout: trusted as the foreign-import check trusts it), keeps its cache. Loaded by
-    ``-p`` before any ``conftest.py`` or test module is imported."""
+    """Python and pytest never read bytecode cached inside the workspace (outside the
+    interpreter's environment): an agent can plant a ``.pyc`` whose recorded mtime and size
+    match its source, and it would run instead of the source the verdict is about. For such
+    a source ``cache_from_source`` raises ``NotImplementedError`` (what CPython does with
+    caching off) and pytest's assertion rewriter reads no cached rewrite."""
     try:
         import importlib._bootstrap_external as external  # noqa: PLC0415 runs inside the test process, once pytest configured itself
     except ImportError:  # not CPython's import system: nothing of this kind to distrust
         return
     cached = external.cache_from_source
-    environment = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
 
     def judged(path: str) -> bool:
-        return _inside(path, root) and not any(_inside(path, env) for env in environment)
+        return _inside(path, root) and not any(_inside(path, env) for env in _ENVIRONMENT)
 
     def cache_from_source(path: Any, debug_override: Any = None, *, optimization: Any = None) -> Any:
         if isinstance(path, (str, os.PathLike)) and judged(os.fspath(path)):

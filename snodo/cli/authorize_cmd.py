@@ -296,8 +296,6 @@ SHOWN_DIFF_LINES = 400
 def _render_escalations(results: Any) -> None:
     """What the change does to the tests or their harness, as the judge showed it: each
     escalation and its diff, bounded, every character an agent wrote escaped."""
-    from rich.syntax import Syntax
-
     from snodo.cli.output import console, printable
 
     budget = SHOWN_DIFF_LINES
@@ -309,18 +307,23 @@ def _render_escalations(results: Any) -> None:
         console().print(
             f"{printable(str(r.get('validator_id')))}: what the change does to the tests", markup=False, style="bold"
         )
-        for item in shown:
-            if not isinstance(item, dict):
-                continue
+        for item in filter(lambda item: isinstance(item, dict), shown):
             console().print(f"- {printable(str(item.get('what')))}", markup=False)
-            text = printable(str(item.get("shown") or ""))
-            lines = text.splitlines()
-            if not lines:
-                continue
-            if len(lines) > budget:
-                lines = [*lines[:budget], f"[... {len(lines) - budget} more lines not shown: snodo audit show]"]
-            budget = max(0, budget - len(lines))
-            console().print(Syntax("\n".join(lines), "diff", word_wrap=True, theme="ansi_dark"))
+            budget = _render_diff(printable(str(item.get("shown") or "")).splitlines(), budget)
+
+
+def _render_diff(lines: list[str], budget: int) -> int:
+    """``lines`` of a diff, at most ``budget`` of them; what is left of the budget."""
+    from rich.syntax import Syntax
+
+    from snodo.cli.output import console
+
+    if not lines:
+        return budget
+    if len(lines) > budget:
+        lines = [*lines[:budget], f"[... {len(lines) - budget} more lines not shown: snodo audit show]"]
+    console().print(Syntax("\n".join(lines), "diff", word_wrap=True, theme="ansi_dark"))
+    return max(0, budget - len(lines))
 
 
 def _prune(root: Path, home: Path, signers: str | None, as_json: bool) -> None:

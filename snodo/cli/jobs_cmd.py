@@ -91,27 +91,54 @@ def describe_job(job: dict[str, Any]) -> list[str]:
         f"status    {job['status']}" + (f" — {job['outcome']}" if job.get("outcome") else ""),
         f"created   {job['created_at']}   updated {job['updated_at']}",
     ]
-    if result.get("phase"):
-        lines.append(f"phase     {result['phase']}")
+    return lines + _why_lines(job, result) + _work_lines(job, result)
+
+
+def _why_lines(job: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """Where the job stopped and why: the phase, what halted it (each cause), an error, a signal."""
+    lines = [f"phase     {result['phase']}"] if result.get("phase") else []
     if result.get("message"):
         lines.append(f"why       {result['message']}")
     for v in result.get("validators") or ():
         if v.get("severity") != "pass":  # what halted the run, each with its cause
-            cause = str(v.get("justification") or v.get("error") or "").strip().splitlines() or [""]
-            lines.append(f"judged    {v.get('validator_id')} ({v.get('severity')}): {cause[0]}")
-            lines += [f"          {line}" for line in cause[1:8]]
+            lines += _judged(v)
     if job.get("error"):
         lines.append(f"error     {job['error']}")
     stop = job.get("interrupted")
     if stop:
         lines.append(f"stopped   by {stop.get('signal')} during {stop.get('during')}")
-        for argv in stop.get("processes") or ():
-            lines.append(f"          killed: {argv}")
+        lines += [f"          killed: {argv}" for argv in stop.get("processes") or ()]
+    return lines
+
+
+def _judged(v: dict[str, Any]) -> list[str]:
+    cause = str(v.get("justification") or v.get("error") or "").strip().splitlines() or [""]
+    return [f"judged    {v.get('validator_id')} ({v.get('severity')}): {cause[0]}"] + [
+        f"          {line}" for line in cause[1:8]
+    ]
+
+
+def _discarded(discarded: dict[str, Any]) -> list[str]:
+    lines = ["discarded the run's work: no commit of it was kept, because"]
+    for c in discarded.get("constraints") or ():
+        lines.append(f"          {c.get('constraint')} ({c.get('predicate')}): {c.get('finding')}")
+    if discarded.get("files"):
+        lines.append(f"  files:  {', '.join(discarded['files'])}")
+    return lines
+
+
+def _branch(job: dict[str, Any], result: dict[str, Any]) -> list[str]:
     if result.get("branch"):
-        lines.append(f"branch    {result['branch']}" + (f" @ {result['commit']}" if result.get("commit") else ""))
-    elif job.get("branch"):
+        return [f"branch    {result['branch']}" + (f" @ {result['commit']}" if result.get("commit") else "")]
+    if job.get("branch"):
         done = "not made: only completed work gets it" if job["status"] == "halted" else "if the run completes"
-        lines.append(f"branch    {job['branch']} ({done})")
+        return [f"branch    {job['branch']} ({done})"]
+    return []
+
+
+def _work_lines(job: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """What became of the job's work, and how to look at it."""
+    lines = _branch(job, result)
     for r in (result.get("sandbox_refusals") or ())[:20]:
         lines.append(f"sandbox   refused {r.get('path')} ({r.get('error')}; reported by {r.get('reported_by')})")
     ref = result.get("halted_ref")
@@ -122,19 +149,13 @@ def describe_job(job: dict[str, Any]) -> list[str]:
             f"  diff:   git diff HEAD...{ref}",
             f"  keep:   git branch NAME {ref}",
         ]
-    discarded = result.get("discarded")
-    if discarded:
-        lines.append("discarded the run's work: no commit of it was kept, because")
-        for c in discarded.get("constraints") or ():
-            lines.append(f"          {c.get('constraint')} ({c.get('predicate')}): {c.get('finding')}")
-        if discarded.get("files"):
-            lines.append(f"  files:  {', '.join(discarded['files'])}")
+    if result.get("discarded"):
+        lines += _discarded(result["discarded"])
     elif result.get("files"):
         lines.append(f"files     {', '.join(result['files'])}")
-    if result.get("decision_id"):
-        lines.append(f"decision  {result['decision_id']}")
-    if result.get("next"):
-        lines.append(f"next      {result['next']}")
+    lines += [
+        f"{key:<10}{result[name]}" for key, name in (("decision", "decision_id"), ("next", "next")) if result.get(name)
+    ]
     return lines
 
 

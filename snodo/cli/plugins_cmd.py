@@ -16,7 +16,7 @@ def plugins(as_json: bool) -> None:
 
     A plugin that failed to load is listed with its error; the others keep working.
     """
-    from snodo.cli.output import console, emit_json
+    from snodo.cli.output import emit_json
     from snodo.plugin.host import get_plugin_manager
 
     host = get_plugin_manager()
@@ -26,25 +26,28 @@ def plugins(as_json: bool) -> None:
     if as_json:
         emit_json({"plugins": [_plugin_json(info, coders, validators) for info in infos]})
         return
+    for info in infos:
+        _print_plugin(info, _registrations(info, coders, validators))
+
+
+def _print_plugin(info: Any, regs: list[str]) -> None:
     from rich.padding import Padding
     from rich.text import Text
 
-    from snodo.cli.output import key_values
+    from snodo.cli.output import console, key_values
 
-    for info in infos:
-        regs = _registrations(info, coders, validators)
-        dist = f"{info.distribution or '-'} {info.version or ''}".strip()
-        head = Text.assemble((info.name, "bold"), f"  ({dist})  ")
-        head.append("ok" if info.status == "ok" else "failed", style="green" if info.status == "ok" else "red")
-        console().print(head)
-        fields: list[tuple[str, Text]] = []
-        if info.status != "ok":
-            fields.append(("error", Text(str(info.error))))
-        if regs:
-            fields.append(("registers", Text("\n".join(regs))))
-        if info.hooks:
-            fields.append(("hooks", Text(", ".join(info.hooks))))
-        console().print(Padding(key_values(fields), (0, 0, 0, 2), expand=False))
+    dist = f"{info.distribution or '-'} {info.version or ''}".strip()
+    head = Text.assemble((info.name, "bold"), f"  ({dist})  ")
+    head.append("ok" if info.status == "ok" else "failed", style="green" if info.status == "ok" else "red")
+    console().print(head)
+    fields: list[tuple[str, Text]] = []
+    if info.status != "ok":
+        fields.append(("error", Text(str(info.error))))
+    if regs:
+        fields.append(("registers", Text("\n".join(regs))))
+    if info.hooks:
+        fields.append(("hooks", Text(", ".join(info.hooks))))
+    console().print(Padding(key_values(fields), (0, 0, 0, 2), expand=False))
 
 
 def _coder_caps(spec: object) -> dict[str, object]:

@@ -183,7 +183,7 @@ def _sign_and_record(
     root: Path, home: Path, pending_decision: Any, verdict: Literal["approve", "reject"], justification: str
 ) -> tuple[Any, Path]:
     """Sign the decision with the user's key (asking its passphrase if it has one) and store it."""
-    from snodo.cli.signing import decision_key_is_protected, sign_decision
+    from snodo.cli.signing import ask_passphrase, sign_decision
     from snodo.state.decisions import DecisionStore, draft_decision
 
     record = draft_decision(
@@ -192,10 +192,7 @@ def _sign_and_record(
         justification=justification or f"{verdict}d with snodo authorize",
         decided_by=f"{getpass.getuser()}@{socket.gethostname()}",
     )
-    passphrase = None
-    if decision_key_is_protected(home):
-        passphrase = click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
-    signed = sign_decision(home, record, pending_decision, passphrase=passphrase)
+    signed = sign_decision(home, record, pending_decision, passphrase=ask_passphrase(home))
     return signed, DecisionStore(root, home, signers=None).save(signed)  # storing: no trust asked
 
 

@@ -128,16 +128,13 @@ def _host_report(host: str, config: Path | None, as_json: bool) -> None:
 
         emit_json(report.as_json())
     else:
-        from snodo.cli.output import console
-
-        out = console()
         state = "connected as configured" if report.connected else "NOT connected"
-        out.print(f"{host} ({report.config}): snodo {state}", markup=False)
+        click.echo(f"{host} ({report.config}): snodo {state}")
         for problem in report.problems:
-            out.print(f"  problem: {problem}", markup=False)
+            click.echo(f"  problem: {problem}")
         for writer in report.open_writers:
-            out.print(f"  still writes to the project: {writer}", markup=False)
+            click.echo(f"  still writes to the project: {writer}")
         if not report.open_writers:
-            out.print("  the host's own write, edit and shell tools are closed", markup=False)
+            click.echo("  the host's own write, edit and shell tools are closed")
     if not report.connected:
         sys.exit(1)

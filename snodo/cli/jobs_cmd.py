@@ -59,7 +59,7 @@ def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: b
     """Show one job's status, outcome and result."""
     import sys
 
-    from snodo.cli.output import console, emit_json, printable
+    from snodo.cli.output import emit_json, printable
     from snodo.engine.jobs import JobStore
 
     store = JobStore(project_root(protocol_path))
@@ -75,11 +75,11 @@ def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: b
             sys.stdout.write(printable(log.read_text(encoding="utf-8", errors="replace")))
             sys.stdout.flush()
         else:
-            console().print(f"job {job_id} has no log yet", markup=False)
+            click.echo(f"job {job_id} has no log yet")
         return
-    console().print(printable("\n".join([*describe_job(job), f"log       {log}"])), markup=False, highlight=False)
+    click.echo(printable("\n".join([*describe_job(job), f"log       {log}"])))
     if job["status"] in ("queued", "running"):
-        console().print(f"still {job['status']}; follow it with `snodo jobs show {job_id} --log`", markup=False)
+        click.echo(f"still {job['status']}; follow it with `snodo jobs show {job_id} --log`")
 
 
 def describe_job(job: dict[str, Any]) -> list[str]:
@@ -180,7 +180,7 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
     with `run --branch` while its job record says snodo made it where it points) already merged
     into another local branch are deleted at any age. Running and queued jobs are never touched.
     """
-    from snodo.cli.output import console, emit_json
+    from snodo.cli.output import emit_json
     from snodo.engine.lifecycle import parse_duration, prune
     from snodo.state.home import snodo_home
 
@@ -190,16 +190,14 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
         return
     total = sum(len(removed[k]) for k in ("halted_refs", "jobs", "worktrees", "branches"))
     if not total:
-        console().print(f"nothing to prune (nothing older than {older_than})", markup=False)
+        click.echo(f"nothing to prune (nothing older than {older_than})")
         return
     for ref in removed["halted_refs"]:
-        console().print(f"removed halted ref   {ref}", markup=False, highlight=False)
+        click.echo(f"removed halted ref   {ref}")
     for job_id in removed["jobs"]:
-        console().print(f"removed job          {job_id}", markup=False, highlight=False)
+        click.echo(f"removed job          {job_id}")
     for wt in removed["worktrees"]:
         kept = f" (its commits kept at {wt['halted_ref']})" if wt.get("halted_ref") else ""
-        console().print(f"removed working copy {wt['path']}{kept}", markup=False, highlight=False)
+        click.echo(f"removed working copy {wt['path']}{kept}")
     for b in removed["branches"]:
-        console().print(
-            f"removed branch       {b['branch']} (merged into {b['merged_into']})", markup=False, highlight=False
-        )
+        click.echo(f"removed branch       {b['branch']} (merged into {b['merged_into']})")

@@ -288,13 +288,7 @@ def _confirm_signing(planned: Any, signer: str) -> None:
 
 def _signer(home: Path) -> Callable[[bytes], str]:
     """The decision key's SSH signature over a commit, asking its passphrase when it has one."""
-    from snodo.cli.signing import decision_key_is_protected, sign_ssh
+    from snodo.cli.signing import ask_passphrase, sign_ssh
 
-    passphrase = None
-    if decision_key_is_protected(home):
-        passphrase = click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
-
-    def sign(payload: bytes) -> str:
-        return sign_ssh(home, payload, "git", passphrase=passphrase)
-
-    return sign
+    passphrase = ask_passphrase(home)
+    return lambda payload: sign_ssh(home, payload, "git", passphrase=passphrase)

@@ -118,7 +118,7 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
     decisions may go: a person may still have to decide them with `snodo authorize`.
     Every close is recorded in the project's audit log.
     """
-    from snodo.cli.output import console, emit_json
+    from snodo.cli.output import emit_json
     from snodo.state.home import snodo_home
     from snodo.state.sessions import ACTIVE, SessionStore
 
@@ -133,10 +133,10 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
         emit_json({"closed": closed})
         return
     if not closed:
-        console().print("no active session to close", markup=False)
+        click.echo("no active session to close")
     for c in closed:
         extra = f" (dropped pending decisions: {', '.join(c['dropped_decisions'])})" if c["dropped_decisions"] else ""
-        console().print(f"closed {c['session_id']}  {c['mode']}{extra}", markup=False, highlight=False)
+        click.echo(f"closed {c['session_id']}  {c['mode']}{extra}")
 
 
 def _closable(store: Any, session_id: str | None, root: Path, drop_pending: bool) -> list[Any]:

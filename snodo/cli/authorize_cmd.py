@@ -1,13 +1,10 @@
 """``snodo authorize``: the out-of-band human route for escalations (docs/protocol.md).
 
-Without an id it lists pending decisions. With one it renders the STORED proposal (never
-text from the command line), asks for confirmation, signs a DecisionRecord with the user's
-Ed25519 key and removes the pending entry. A proposal with a blocker cannot be signed (INV3).
-This module is the only command that imports the private-key code.
-
-Everything shown here that an agent could have written (the spec, validators' and
-proposals' justifications, names) goes through :func:`snodo.base.text.shown`: an agent must not
-be able to repaint the screen a person reads right before the y/N prompt.
+It renders the STORED proposal (never text from the command line), asks, signs a
+DecisionRecord with the person's key and removes the pending entry; a proposal with a
+blocker cannot be signed (INV3). Everything shown that an agent could have written goes
+through :func:`~snodo.cli.output.printable`: an agent must not repaint the screen a person
+reads right before the y/N prompt.
 """
 
 from __future__ import annotations

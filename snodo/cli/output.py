@@ -1,19 +1,9 @@
-"""Printing at the command-line edge: rich for people, plain JSON for scripts.
+"""Printing at the command-line edge: the result on stdout (with ``--json`` exactly one
+object, errors included), progress, warnings and errors on stderr (``--quiet`` silences
+progress only). Nothing is cut at the terminal width: text wraps, identifiers stay whole.
 
-Three streams, three rules:
-
-* stdout carries the result: rich text for a person, or with ``--json`` exactly one JSON
-  object (:func:`emit_json`), errors included (:func:`emit_error_json`);
-* stderr carries progress (:class:`Progress`), warnings and errors for people;
-* ``snodo --quiet`` silences progress and nothing else.
-
-Nothing is ever cut at the terminal width: the consoles wrap (a long token folds onto
-the next line) instead of cropping, and tables give identifier columns their full width.
-
-rich is imported only for a stream rich would treat as a terminal
-(:func:`stream_is_terminal`). Piped or redirected, rich prints the same words without
-styles, so snodo writes those lines itself and a scripted command does not pay rich's
-import.
+rich is imported only for a terminal (:func:`stream_is_terminal`): piped, it would print
+the same words unstyled, so snodo writes them itself and a script does not pay its import.
 """
 
 from __future__ import annotations
@@ -171,16 +161,9 @@ _FINISHED = re.compile(r"^(?P<phase>\w+): (?:constraint )?(?P<name>\S+) → ")
 
 
 class Progress:
-    """Progress lines on stderr, with a spinner showing what runs and for how long.
-
-    The engine and the validator runner report a line when a step starts (a validator, a
-    coder attempt) and when a validator finishes. Every line is stamped with the time since
-    the command started; a finished validator's line says how long it took when the result
-    is at hand (``snodo validate``). On a terminal,
-    a spinner between lines names what is still running (validators run in parallel) and
-    its elapsed time, so a long test run or coder call visibly lives. Off a terminal the
-    lines are printed plainly; with ``--quiet`` nothing is printed.
-    """
+    """Progress lines on stderr, each stamped with the time since the command started (and
+    a finished validator's with how long it took, when its result is at hand). On a terminal
+    a spinner between lines names what still runs, so a long test run visibly lives."""
 
     def __init__(self) -> None:
         self._start = time.monotonic()

@@ -1,10 +1,6 @@
-"""``snodo run``: one task through the governed loop, in the foreground or as a job.
-
-Exit 0 when the run completed (validated evidence of completion), 1 when it halted (the
-halt names the outcome, the phase, the validators and what to do next), 4 when it could
-not start (bad arguments, protocol, state: nothing ran), 130 when it was interrupted. The
-job's life cycle lives in :mod:`snodo.engine.lifecycle`; this module parses and prints.
-"""
+"""``snodo run``: one task through the governed loop, in the foreground or as a job
+(:mod:`snodo.engine.lifecycle`); this module parses and prints. The engine turns every fault
+of a started run into a halt (exit 1): what escapes it could not start (exit 4)."""
 
 from __future__ import annotations
 

@@ -39,11 +39,6 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
     }
 
 
-def _with_proposals(root: Path, row: dict[str, Any]) -> dict[str, Any]:
-    row["agent_proposals"] = _proposals(root, row["decision_id"])
-    return row
-
-
 def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
     """Agents' proposals for a decision (``propose_adjudicate``); advice, never authority."""
     from snodo.state.atomic import unstructure
@@ -115,7 +110,10 @@ def _list_pending(root: Path, store: Any, as_json: bool) -> None:
         emit_json(
             {
                 "project": str(root),
-                "pending": [_with_proposals(root, _pending_json(s.session_id, p)) for s, p in pending],
+                "pending": [
+                    {**_pending_json(s.session_id, p), "agent_proposals": _proposals(root, p.decision_id)}
+                    for s, p in pending
+                ],
             }
         )
         return

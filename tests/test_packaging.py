@@ -70,7 +70,7 @@ def test_every_install_instruction_names_our_distribution() -> None:
         files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
         for path in files:
             if (
-                path.suffix not in (".md", ".py", ".yml", ".yaml", ".sh", ".toml", ".ini", "")
+                path.suffix not in (".md", ".py", ".yml", ".yaml", ".sh", ".toml", ".ini", ".tmpl", "")
                 or "__pycache__" in path.parts
             ):
                 continue

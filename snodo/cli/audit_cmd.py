@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from snodo.base.errors import SnodoError, StateError
-from snodo.cli.common import json_option, project_root, protocol_option
+from snodo.cli.common import could_not_run, json_option, project_root, protocol_option
 
 _VERIFY_HELP = "docs/architecture.md (audit log)"
 
@@ -30,35 +30,19 @@ def audit() -> None:
 )
 @protocol_option
 @json_option
+@could_not_run
 def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | None, as_json: bool) -> None:
     """Check every line's hash and link, the signed checkpoints, and the checkpoint recorded
     in your home (truncation, deletion, rollback). FILE defaults to the project's log.
 
     Exit 0 intact, 1 broken (names line and reason), 4 cannot run.
     """
-    from snodo.cli.output import console, emit_json
+    from snodo.cli.output import emit_json
     from snodo.state.audit import AuditLog
-    from snodo.state.keys import load_public_key_file
     from snodo.state.runtime import audit_log_path
 
-    try:
-        if file is None:
-            path = audit_log_path(project_root(protocol_path))
-        else:
-            path = file
-            if not path.is_file() and not AuditLog(path).anchor_path.exists():
-                # (a log this home has signed before is checked: its deletion is a fault)
-                raise StateError(f"no audit log at {path}", hint="pass the path of an audit.log file")
-        key = None
-        if key_path is not None:
-            try:
-                key = load_public_key_file(key_path)
-            except FileNotFoundError:
-                raise StateError(f"no public key file at {key_path}") from None
-        report = AuditLog(path).verify(key=key)
-    except SnodoError as exc:
-        exc.exit_code = 4
-        raise
+    path = audit_log_path(project_root(protocol_path)) if file is None else _named_log(file)
+    report = AuditLog(path).verify(key=_trusted_key(key_path) if key_path is not None else None)
     restarts = _restarts(AuditLog(path)) if report.ok else []
     if as_json:
         emit_json(
@@ -73,7 +57,34 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
                 "restarts": restarts,
             }
         )
-    elif report.ok:
+    else:
+        _print_verified(path, report, restarts)
+    raise SystemExit(0 if report.ok else 1)
+
+
+def _named_log(path: Path) -> Path:
+    """``path``, unless no log is there; a log this home has signed before is checked even
+    when the file is gone (its deletion is a fault)."""
+    from snodo.state.audit import AuditLog
+
+    if not path.is_file() and not AuditLog(path).anchor_path.exists():
+        raise StateError(f"no audit log at {path}", hint="pass the path of an audit.log file")
+    return path
+
+
+def _trusted_key(key_path: Path) -> Any:
+    from snodo.state.keys import load_public_key_file
+
+    try:
+        return load_public_key_file(key_path)
+    except FileNotFoundError:
+        raise StateError(f"no public key file at {key_path}") from None
+
+
+def _print_verified(path: Path, report: Any, restarts: list[dict[str, Any]]) -> None:
+    from snodo.cli.output import console
+
+    if report.ok:
         console().print(
             f"[green]intact[/] {path}: {report.count} events under {report.checkpoints} signed checkpoint(s)"
             + (f", key {report.key}" if report.key else "")
@@ -87,7 +98,6 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
 
         console().print(f"[red]broken[/] {escape(str(path))}: line {report.line}: {escape(shown(report.reason))}")
         console().print(f"see {_VERIFY_HELP} for what each fault means and what to do", style="dim")
-    raise SystemExit(0 if report.ok else 1)
 
 
 @audit.command("export")
@@ -199,6 +209,7 @@ def _print_restart(r: dict[str, Any]) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed when stdin is not a terminal).")
 @protocol_option
 @json_option
+@could_not_run
 def restart_cmd(reason: str, yes: bool, protocol_path: Path | None, as_json: bool) -> None:
     """Start a new audit log after the old one was lost (git clean, a fresh clone, a deletion).
 
@@ -218,20 +229,16 @@ def restart_cmd(reason: str, yes: bool, protocol_path: Path | None, as_json: boo
     from snodo.state.audit_restart import restart_log
     from snodo.state.runtime import audit_log_path
 
-    try:
-        if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
-            raise StateError("`snodo audit restart` is refused here: it is a person's act, not confined code's")
-        path = audit_log_path(project_root(protocol_path))
-        if not yes:
-            if not sys.stdin.isatty():
-                raise StateError(
-                    "`snodo audit restart` asks a person to confirm", hint="run it in a terminal, or pass --yes"
-                )
-            click.confirm(f"start a new audit log at {path}, recording that the old one was lost?", abort=True)
-        record = restart_log(AuditLog(path), reason)
-    except SnodoError as exc:
-        exc.exit_code = 4
-        raise
+    if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
+        raise StateError("`snodo audit restart` is refused here: it is a person's act, not confined code's")
+    path = audit_log_path(project_root(protocol_path))
+    if not yes:
+        if not sys.stdin.isatty():
+            raise StateError(
+                "`snodo audit restart` asks a person to confirm", hint="run it in a terminal, or pass --yes"
+            )
+        click.confirm(f"start a new audit log at {path}, recording that the old one was lost?", abort=True)
+    record = restart_log(AuditLog(path), reason)
     head = record["data"]["lost_head"]
     if as_json:
         emit_json({"path": str(path), "restarted": True, "lost_head": head, "reason": record["data"]["reason"]})

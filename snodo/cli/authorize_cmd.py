@@ -1,13 +1,10 @@
 """``snodo authorize``: the out-of-band human route for escalations (docs/protocol.md).
 
-Without an id it lists pending decisions. With one it renders the STORED proposal (never
-text from the command line), asks for confirmation, signs a DecisionRecord with the user's
-Ed25519 key and removes the pending entry. A proposal with a blocker cannot be signed (INV3).
-This module is the only command that imports the private-key code.
-
-Everything shown here that an agent could have written (the spec, validators' and
-proposals' justifications, names) goes through :func:`snodo.base.text.shown`: an agent must not
-be able to repaint the screen a person reads right before the y/N prompt.
+It renders the STORED proposal (never text from the command line), asks, signs a
+DecisionRecord with the person's key and removes the pending entry; a proposal with a
+blocker cannot be signed (INV3). Everything shown that an agent could have written goes
+through :func:`~snodo.cli.output.printable`: an agent must not repaint the screen a person
+reads right before the y/N prompt.
 """
 
 from __future__ import annotations
@@ -40,11 +37,6 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
         "warned_validators": list(p.warned_validators()),
         "authorizable": not p.blocking_validators(),
     }
-
-
-def _with_proposals(root: Path, row: dict[str, Any]) -> dict[str, Any]:
-    row["agent_proposals"] = _proposals(root, row["decision_id"])
-    return row
 
 
 def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
@@ -118,7 +110,10 @@ def _list_pending(root: Path, store: Any, as_json: bool) -> None:
         emit_json(
             {
                 "project": str(root),
-                "pending": [_with_proposals(root, _pending_json(s.session_id, p)) for s, p in pending],
+                "pending": [
+                    {**_pending_json(s.session_id, p), "agent_proposals": _proposals(root, p.decision_id)}
+                    for s, p in pending
+                ],
             }
         )
         return
@@ -183,7 +178,7 @@ def _sign_and_record(
     root: Path, home: Path, pending_decision: Any, verdict: Literal["approve", "reject"], justification: str
 ) -> tuple[Any, Path]:
     """Sign the decision with the user's key (asking its passphrase if it has one) and store it."""
-    from snodo.cli.signing import decision_key_is_protected, sign_decision
+    from snodo.cli.signing import ask_passphrase, sign_decision
     from snodo.state.decisions import DecisionStore, draft_decision
 
     record = draft_decision(
@@ -192,10 +187,7 @@ def _sign_and_record(
         justification=justification or f"{verdict}d with snodo authorize",
         decided_by=f"{getpass.getuser()}@{socket.gethostname()}",
     )
-    passphrase = None
-    if decision_key_is_protected(home):
-        passphrase = click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
-    signed = sign_decision(home, record, pending_decision, passphrase=passphrase)
+    signed = sign_decision(home, record, pending_decision, passphrase=ask_passphrase(home))
     return signed, DecisionStore(root, home, signers=None).save(signed)  # storing: no trust asked
 
 
@@ -296,8 +288,6 @@ SHOWN_DIFF_LINES = 400
 def _render_escalations(results: Any) -> None:
     """What the change does to the tests or their harness, as the judge showed it: each
     escalation and its diff, bounded, every character an agent wrote escaped."""
-    from rich.syntax import Syntax
-
     from snodo.cli.output import console, printable
 
     budget = SHOWN_DIFF_LINES
@@ -309,18 +299,23 @@ def _render_escalations(results: Any) -> None:
         console().print(
             f"{printable(str(r.get('validator_id')))}: what the change does to the tests", markup=False, style="bold"
         )
-        for item in shown:
-            if not isinstance(item, dict):
-                continue
+        for item in filter(lambda item: isinstance(item, dict), shown):
             console().print(f"- {printable(str(item.get('what')))}", markup=False)
-            text = printable(str(item.get("shown") or ""))
-            lines = text.splitlines()
-            if not lines:
-                continue
-            if len(lines) > budget:
-                lines = [*lines[:budget], f"[... {len(lines) - budget} more lines not shown: snodo audit show]"]
-            budget = max(0, budget - len(lines))
-            console().print(Syntax("\n".join(lines), "diff", word_wrap=True, theme="ansi_dark"))
+            budget = _render_diff(printable(str(item.get("shown") or "")).splitlines(), budget)
+
+
+def _render_diff(lines: list[str], budget: int) -> int:
+    """``lines`` of a diff, at most ``budget`` of them; what is left of the budget."""
+    from rich.syntax import Syntax
+
+    from snodo.cli.output import console
+
+    if not lines:
+        return budget
+    if len(lines) > budget:
+        lines = [*lines[:budget], f"[... {len(lines) - budget} more lines not shown: snodo audit show]"]
+    console().print(Syntax("\n".join(lines), "diff", word_wrap=True, theme="ansi_dark"))
+    return max(0, budget - len(lines))
 
 
 def _prune(root: Path, home: Path, signers: str | None, as_json: bool) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from snodo.base.errors import EnvironmentProblem, ProtocolError
+from snodo.base.errors import EnvironmentProblem, ProtocolError, SnodoError
 from snodo.cli.output import is_quiet, print_warning
 
 if TYPE_CHECKING:
@@ -34,6 +35,20 @@ def json_option(func: F) -> F:
     )(func)
 
 
+def could_not_run(func: F) -> F:
+    """A :class:`SnodoError` escaping ``func`` means the command could not run: exit 4."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SnodoError as exc:
+            exc.exit_code = 4
+            raise
+
+    return cast(F, wrapper)
+
+
 def load_project(
     protocol_path: Path | None, *, refuse_drift: bool = True, on_pinned: Callable[[Path], None] | None = None
 ) -> tuple[LoadedProtocol, PluginHost]:
@@ -56,18 +71,23 @@ def load_project(
     for who, error in host.failures():
         print_warning(f"{who} was not loaded: {error}")
     loaded = load_in_force(found, host, refuse=refuse_drift, resolved=in_force)
-    state = loaded.in_force
-    if state is not None and state.warning and not is_quiet():  # a note, like progress: --quiet silences it
-        print_warning(state.warning)
-    if state is not None and state.not_in_force:  # only `validate` gets here: run and serve refused it
-        from snodo.protocol.trust import REMEDY  # noqa: PLC0415 only the commands that load a project pay for it
-
-        print_warning(f"{state.not_in_force}: judging with the version in force (commit {state.commit}); {REMEDY}")
-    elif state is not None and state.drift:
-        print_warning(f"judging with the committed protocol, not the working tree: {state.drift.splitlines()[0]}")
+    if loaded.in_force is not None:
+        _report_in_force(loaded.in_force)
     for w in loaded.warnings:
         print_warning(str(w))
     return loaded, host
+
+
+def _report_in_force(state: Any) -> None:
+    """What the person should know about the protocol in force, on stderr."""
+    if state.warning and not is_quiet():  # a note, like progress: --quiet silences it
+        print_warning(state.warning)
+    if state.not_in_force:  # only `validate` gets here: run and serve refused it
+        from snodo.protocol.trust import REMEDY  # noqa: PLC0415 only the commands that load a project pay for it
+
+        print_warning(f"{state.not_in_force}: judging with the version in force (commit {state.commit}); {REMEDY}")
+    elif state.drift:
+        print_warning(f"judging with the committed protocol, not the working tree: {state.drift.splitlines()[0]}")
 
 
 def signers_in_force(protocol_path: Path | None) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -42,7 +42,7 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
         _host_report(host, config, as_json)
         return
     from snodo.base.errors import EnvironmentProblem
-    from snodo.sandbox import FORCE_ENV, choose_backend, statuses
+    from snodo.sandbox import choose_backend, statuses
     from snodo.sandbox.guarantees import missing
 
     rows = statuses()
@@ -75,25 +75,31 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
             }
         )
     else:
-        from rich.markup import escape
-
-        from snodo.cli.output import console
-
-        out = console()
-        for r in rows:
-            mark = "[green]works[/]" if r.works else "[red]unavailable[/]"
-            detail = f" ({escape(r.detail)})" if r.detail else ""
-            reason = "" if r.works else f": {escape(r.reason)}"
-            out.print(f"{r.name:<9} {mark}{detail}{reason}")
-            for gap in missing(r.name) if r.works else ():
-                out.print(f"          not guaranteed: {escape(gap)}")
-        if chosen:
-            out.print(f"confined execution uses [bold]{chosen}[/] (force one with {FORCE_ENV}=bwrap|landlock)")
-        else:
-            out.print(f"[bold red]no confinement here:[/] {escape(problem or '')}")
-        out.print(f"project interpreter: {escape(python.describe())} (set execution.python to choose another)")
+        _print_backends(rows, chosen, problem, python)
     if chosen is None:
         sys.exit(1)
+
+
+def _print_backends(rows: list[Any], chosen: str | None, problem: str | None, python: ProjectPython) -> None:
+    from rich.markup import escape
+
+    from snodo.cli.output import console
+    from snodo.sandbox import FORCE_ENV
+    from snodo.sandbox.guarantees import missing
+
+    out = console()
+    for r in rows:
+        mark = "[green]works[/]" if r.works else "[red]unavailable[/]"
+        detail = f" ({escape(r.detail)})" if r.detail else ""
+        reason = "" if r.works else f": {escape(r.reason)}"
+        out.print(f"{r.name:<9} {mark}{detail}{reason}")
+        for gap in missing(r.name) if r.works else ():
+            out.print(f"          not guaranteed: {escape(gap)}")
+    if chosen:
+        out.print(f"confined execution uses [bold]{chosen}[/] (force one with {FORCE_ENV}=bwrap|landlock)")
+    else:
+        out.print(f"[bold red]no confinement here:[/] {escape(problem or '')}")
+    out.print(f"project interpreter: {escape(python.describe())} (set execution.python to choose another)")
 
 
 def _project_python() -> ProjectPython:
@@ -122,16 +128,13 @@ def _host_report(host: str, config: Path | None, as_json: bool) -> None:
 
         emit_json(report.as_json())
     else:
-        from snodo.cli.output import console
-
-        out = console()
         state = "connected as configured" if report.connected else "NOT connected"
-        out.print(f"{host} ({report.config}): snodo {state}", markup=False)
+        click.echo(f"{host} ({report.config}): snodo {state}")
         for problem in report.problems:
-            out.print(f"  problem: {problem}", markup=False)
+            click.echo(f"  problem: {problem}")
         for writer in report.open_writers:
-            out.print(f"  still writes to the project: {writer}", markup=False)
+            click.echo(f"  still writes to the project: {writer}")
         if not report.open_writers:
-            out.print("  the host's own write, edit and shell tools are closed", markup=False)
+            click.echo("  the host's own write, edit and shell tools are closed")
     if not report.connected:
         sys.exit(1)

@@ -59,7 +59,7 @@ def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: b
     """Show one job's status, outcome and result."""
     import sys
 
-    from snodo.cli.output import console, emit_json, printable
+    from snodo.cli.output import emit_json, printable
     from snodo.engine.jobs import JobStore
 
     store = JobStore(project_root(protocol_path))
@@ -75,11 +75,11 @@ def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: b
             sys.stdout.write(printable(log.read_text(encoding="utf-8", errors="replace")))
             sys.stdout.flush()
         else:
-            console().print(f"job {job_id} has no log yet", markup=False)
+            click.echo(f"job {job_id} has no log yet")
         return
-    console().print(printable("\n".join([*describe_job(job), f"log       {log}"])), markup=False, highlight=False)
+    click.echo(printable("\n".join([*describe_job(job), f"log       {log}"])))
     if job["status"] in ("queued", "running"):
-        console().print(f"still {job['status']}; follow it with `snodo jobs show {job_id} --log`", markup=False)
+        click.echo(f"still {job['status']}; follow it with `snodo jobs show {job_id} --log`")
 
 
 def describe_job(job: dict[str, Any]) -> list[str]:
@@ -91,27 +91,54 @@ def describe_job(job: dict[str, Any]) -> list[str]:
         f"status    {job['status']}" + (f" — {job['outcome']}" if job.get("outcome") else ""),
         f"created   {job['created_at']}   updated {job['updated_at']}",
     ]
-    if result.get("phase"):
-        lines.append(f"phase     {result['phase']}")
+    return lines + _why_lines(job, result) + _work_lines(job, result)
+
+
+def _why_lines(job: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """Where the job stopped and why: the phase, what halted it (each cause), an error, a signal."""
+    lines = [f"phase     {result['phase']}"] if result.get("phase") else []
     if result.get("message"):
         lines.append(f"why       {result['message']}")
     for v in result.get("validators") or ():
         if v.get("severity") != "pass":  # what halted the run, each with its cause
-            cause = str(v.get("justification") or v.get("error") or "").strip().splitlines() or [""]
-            lines.append(f"judged    {v.get('validator_id')} ({v.get('severity')}): {cause[0]}")
-            lines += [f"          {line}" for line in cause[1:8]]
+            lines += _judged(v)
     if job.get("error"):
         lines.append(f"error     {job['error']}")
     stop = job.get("interrupted")
     if stop:
         lines.append(f"stopped   by {stop.get('signal')} during {stop.get('during')}")
-        for argv in stop.get("processes") or ():
-            lines.append(f"          killed: {argv}")
+        lines += [f"          killed: {argv}" for argv in stop.get("processes") or ()]
+    return lines
+
+
+def _judged(v: dict[str, Any]) -> list[str]:
+    cause = str(v.get("justification") or v.get("error") or "").strip().splitlines() or [""]
+    return [f"judged    {v.get('validator_id')} ({v.get('severity')}): {cause[0]}"] + [
+        f"          {line}" for line in cause[1:8]
+    ]
+
+
+def _discarded(discarded: dict[str, Any]) -> list[str]:
+    lines = ["discarded the run's work: no commit of it was kept, because"]
+    for c in discarded.get("constraints") or ():
+        lines.append(f"          {c.get('constraint')} ({c.get('predicate')}): {c.get('finding')}")
+    if discarded.get("files"):
+        lines.append(f"  files:  {', '.join(discarded['files'])}")
+    return lines
+
+
+def _branch(job: dict[str, Any], result: dict[str, Any]) -> list[str]:
     if result.get("branch"):
-        lines.append(f"branch    {result['branch']}" + (f" @ {result['commit']}" if result.get("commit") else ""))
-    elif job.get("branch"):
+        return [f"branch    {result['branch']}" + (f" @ {result['commit']}" if result.get("commit") else "")]
+    if job.get("branch"):
         done = "not made: only completed work gets it" if job["status"] == "halted" else "if the run completes"
-        lines.append(f"branch    {job['branch']} ({done})")
+        return [f"branch    {job['branch']} ({done})"]
+    return []
+
+
+def _work_lines(job: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    """What became of the job's work, and how to look at it."""
+    lines = _branch(job, result)
     for r in (result.get("sandbox_refusals") or ())[:20]:
         lines.append(f"sandbox   refused {r.get('path')} ({r.get('error')}; reported by {r.get('reported_by')})")
     ref = result.get("halted_ref")
@@ -122,19 +149,13 @@ def describe_job(job: dict[str, Any]) -> list[str]:
             f"  diff:   git diff HEAD...{ref}",
             f"  keep:   git branch NAME {ref}",
         ]
-    discarded = result.get("discarded")
-    if discarded:
-        lines.append("discarded the run's work: no commit of it was kept, because")
-        for c in discarded.get("constraints") or ():
-            lines.append(f"          {c.get('constraint')} ({c.get('predicate')}): {c.get('finding')}")
-        if discarded.get("files"):
-            lines.append(f"  files:  {', '.join(discarded['files'])}")
+    if result.get("discarded"):
+        lines += _discarded(result["discarded"])
     elif result.get("files"):
         lines.append(f"files     {', '.join(result['files'])}")
-    if result.get("decision_id"):
-        lines.append(f"decision  {result['decision_id']}")
-    if result.get("next"):
-        lines.append(f"next      {result['next']}")
+    lines += [
+        f"{key:<10}{result[name]}" for key, name in (("decision", "decision_id"), ("next", "next")) if result.get(name)
+    ]
     return lines
 
 
@@ -159,7 +180,7 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
     with `run --branch` while its job record says snodo made it where it points) already merged
     into another local branch are deleted at any age. Running and queued jobs are never touched.
     """
-    from snodo.cli.output import console, emit_json
+    from snodo.cli.output import emit_json
     from snodo.engine.lifecycle import parse_duration, prune
     from snodo.state.home import snodo_home
 
@@ -169,16 +190,14 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
         return
     total = sum(len(removed[k]) for k in ("halted_refs", "jobs", "worktrees", "branches"))
     if not total:
-        console().print(f"nothing to prune (nothing older than {older_than})", markup=False)
+        click.echo(f"nothing to prune (nothing older than {older_than})")
         return
     for ref in removed["halted_refs"]:
-        console().print(f"removed halted ref   {ref}", markup=False, highlight=False)
+        click.echo(f"removed halted ref   {ref}")
     for job_id in removed["jobs"]:
-        console().print(f"removed job          {job_id}", markup=False, highlight=False)
+        click.echo(f"removed job          {job_id}")
     for wt in removed["worktrees"]:
         kept = f" (its commits kept at {wt['halted_ref']})" if wt.get("halted_ref") else ""
-        console().print(f"removed working copy {wt['path']}{kept}", markup=False, highlight=False)
+        click.echo(f"removed working copy {wt['path']}{kept}")
     for b in removed["branches"]:
-        console().print(
-            f"removed branch       {b['branch']} (merged into {b['merged_into']})", markup=False, highlight=False
-        )
+        click.echo(f"removed branch       {b['branch']} (merged into {b['merged_into']})")

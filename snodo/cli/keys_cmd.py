@@ -112,8 +112,6 @@ def home_notice() -> str | None:
     identity) or when an ``allowed_signers`` in force that this process read lists neither
     of them; ``None`` otherwise. Reads only what the process already has: it never makes a
     key or asks git."""
-    import sys
-
     from snodo.base.errors import SnodoError
     from snodo.state.keys import created_here
 
@@ -130,10 +128,25 @@ def home_notice() -> str | None:
             f"had another home, restore it (its keys/ directory); otherwise let a project trust these keys: "
             f"{TRUST_MY_KEY} (`>` for a project's first list)"
         )
+    if not _unlisted(home):
+        return None
+    return (
+        f"the keys of the snodo home {home} are not in the project's .snodo/allowed_signers in force: your "
+        f"decisions, signed .snodo/ commits and runs' attestations do not count here. A listed person adds them "
+        f"({TRUST_MY_KEY}), or restore the home whose keys are listed"
+    )
+
+
+def _unlisted(home: Path) -> bool:
+    """Whether the ``allowed_signers`` in force this process read list none of the home's keys."""
+    import sys
+
+    from snodo.base.errors import SnodoError
+
     committed = sys.modules.get("snodo.protocol.committed")
     lists: list[str] = list(getattr(committed, "lists_in_force", ()) or ())
     if not lists:
-        return None
+        return False
     try:
         from snodo.state.audit_key import audit_public_key
         from snodo.state.signers import parse_allowed_signers
@@ -146,14 +159,8 @@ def home_notice() -> str | None:
             if s.key is not None
         }
     except (SnodoError, OSError):  # no key yet, or a list the command itself reported
-        return None
-    if not mine or mine & listed:
-        return None
-    return (
-        f"the keys of the snodo home {home} are not in the project's .snodo/allowed_signers in force: your "
-        f"decisions, signed .snodo/ commits and runs' attestations do not count here. A listed person adds them "
-        f"({TRUST_MY_KEY}), or restore the home whose keys are listed"
-    )
+        return False
+    return bool(mine) and not mine & listed
 
 
 def _decision_public(home: Path) -> Ed25519PublicKey | None:

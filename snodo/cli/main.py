@@ -191,13 +191,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
 def _leave(code: str | int | None) -> NoReturn:
     """Exit with ``code``, never hanging in the interpreter's finalisation.
 
-    A daemon thread can still be running here: a model call abandoned at its deadline, a
-    library's background worker. Finalisation freezes such threads wherever they are, possibly
-    inside an import (holding that module's lock), then collects garbage, and a finaliser that
-    imports (litellm's HTTP handlers do) waits for that lock for ever. So when one is alive, run
-    the exit handlers (snodo's reaping of confined processes is one), flush, and leave without
-    finalisation: every write of snodo's state is atomic and already done, none waits for a
-    finaliser.
+    Finalisation freezes a live daemon thread (a model call abandoned at its deadline) where it
+    is, possibly holding an import lock that a finaliser then waits for for ever (litellm's
+    do). So with one alive: run the exit handlers, flush, and leave without finalisation;
+    every write of snodo's state is atomic and already done.
     """
     if not any(t.daemon and t.is_alive() for t in threading.enumerate()):
         sys.exit(code)

@@ -1,19 +1,9 @@
-"""Printing at the command-line edge: rich for people, plain JSON for scripts.
+"""Printing at the command-line edge: the result on stdout (with ``--json`` exactly one
+object, errors included), progress, warnings and errors on stderr (``--quiet`` silences
+progress only). Nothing is cut at the terminal width: text wraps, identifiers stay whole.
 
-Three streams, three rules:
-
-* stdout carries the result: rich text for a person, or with ``--json`` exactly one JSON
-  object (:func:`emit_json`), errors included (:func:`emit_error_json`);
-* stderr carries progress (:class:`Progress`), warnings and errors for people;
-* ``snodo --quiet`` silences progress and nothing else.
-
-Nothing is ever cut at the terminal width: the consoles wrap (a long token folds onto
-the next line) instead of cropping, and tables give identifier columns their full width.
-
-rich is imported only for a stream rich would treat as a terminal
-(:func:`stream_is_terminal`). Piped or redirected, rich prints the same words without
-styles, so snodo writes those lines itself and a scripted command does not pay rich's
-import.
+rich is imported only for a terminal (:func:`stream_is_terminal`): piped, it would print
+the same words unstyled, so snodo writes them itself and a script does not pay its import.
 """
 
 from __future__ import annotations
@@ -104,10 +94,6 @@ def emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def json_emitted() -> bool:
-    return _json_emitted
-
-
 def emit_error_json(error: str, *, hint: str | None, exit_code: int, **extra: Any) -> None:
     """The one shape of a failed command's JSON: ``{error, hint, exit_code}`` (plus details).
 
@@ -120,53 +106,34 @@ def emit_error_json(error: str, *, hint: str | None, exit_code: int, **extra: An
     emit_json({"error": error, "hint": hint, "exit_code": exit_code, **extra})
 
 
-def print_error_text(message: str, hint: str | None = None, details: tuple[str, ...] = ()) -> None:
-    if not stream_is_terminal(sys.stderr):  # piped: each message stays one line for grep and logs
-        lines = [f"error: {printable(message)}", *(f"  - {printable(line)}" for line in details)]
-        _plain(sys.stderr, "\n".join(lines + ([f"  hint: {printable(hint)}"] if hint else [])))
-        return
-    from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
-
-    err = err_console()  # at a terminal messages wrap at its width
-    err.print(f"[bold red]error:[/] {escape(printable(message))}")
-    for line in details:
-        err.print(f"  - {escape(printable(line))}")
-    if hint:
-        err.print(f"  [dim]hint:[/] {escape(printable(hint))}")
-
-
-def print_error(exc: BaseException) -> None:
+def _to_stderr(*lines: tuple[str, str, str]) -> None:
+    """Lines on stderr, each ``(label, its style at a terminal, agent-suppliable text)``.
+    Piped, each message stays one line for grep and logs; at a terminal it wraps."""
     if not stream_is_terminal(sys.stderr):
-        _plain(sys.stderr, f"error: {printable(str(exc))}")
+        _plain(sys.stderr, "\n".join(f"{label} {printable(text)}" for label, _style, text in lines))
         return
     from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
-    err = err_console()
-    err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}")
+    for label, style, text in lines:
+        err_console().print(
+            f"[{style}]{label}[/] {escape(printable(text))}" if style else f"{label} {escape(printable(text))}"
+        )
+
+
+def print_error_text(message: str, hint: str | None = None, details: tuple[str, ...] = ()) -> None:
+    hint_line = [("  hint:", "dim", hint)] if hint else []
+    _to_stderr(("error:", "bold red", message), *(("  -", "", line) for line in details), *hint_line)
 
 
 def print_warning(text: str) -> None:
-    if not stream_is_terminal(sys.stderr):
-        _plain(sys.stderr, f"warning: {printable(text)}")
-        return
-    from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
-
-    err = err_console()
-    err.print(f"[yellow]warning:[/] {escape(printable(text))}")
+    _to_stderr(("warning:", "yellow", text))
 
 
 def print_note(text: str) -> None:
-    """A fact the person should know that is not a problem with their input (stderr); a
-    notice, like progress, so ``--quiet`` silences it."""
-    if _quiet:
-        return
-    if not stream_is_terminal(sys.stderr):
-        _plain(sys.stderr, f"note: {printable(text)}")
-        return
-    from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
-
-    err = err_console()
-    err.print(f"[dim]note:[/] {escape(printable(text))}")
+    """A fact the person should know that is not a problem with their input; a notice, like
+    progress, so ``--quiet`` silences it."""
+    if not _quiet:
+        _to_stderr(("note:", "dim", text))
 
 
 def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None = None) -> RenderableType:
@@ -194,16 +161,9 @@ _FINISHED = re.compile(r"^(?P<phase>\w+): (?:constraint )?(?P<name>\S+) → ")
 
 
 class Progress:
-    """Progress lines on stderr, with a spinner showing what runs and for how long.
-
-    The engine and the validator runner report a line when a step starts (a validator, a
-    coder attempt) and when a validator finishes. Every line is stamped with the time since
-    the command started; a finished validator's line says how long it took when the result
-    is at hand (``snodo validate``). On a terminal,
-    a spinner between lines names what is still running (validators run in parallel) and
-    its elapsed time, so a long test run or coder call visibly lives. Off a terminal the
-    lines are printed plainly; with ``--quiet`` nothing is printed.
-    """
+    """Progress lines on stderr, each stamped with the time since the command started (and
+    a finished validator's with how long it took, when its result is at hand). On a terminal
+    a spinner between lines names what still runs, so a long test run visibly lives."""
 
     def __init__(self) -> None:
         self._start = time.monotonic()
@@ -339,41 +299,54 @@ def listing(
     """Rows as a table when the terminal is wide enough to show the ``keep_whole`` columns
     (identifiers a person copies) unbroken, else as one block per row; never ellipsised.
     Off a terminal, plain aligned lines, one per row."""
-    from rich.console import Group  # noqa: PLC0415 rich only when a person reads the output
-    from rich.padding import Padding  # noqa: PLC0415 rich only when a person reads the output
+    from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
+
+    every = [columns, *rows]
+    widths = [max(len(r[i]) for r in every) for i in range(len(columns))]
+    if plain_stdout():
+        return Text(_aligned(every, widths, title))
+    whole = {columns.index(c): widths[columns.index(c)] for c in keep_whole}
+    # identifier columns at full width, the others at up to 12; then borders and padding
+    need = sum(whole.get(i, min(12, w)) for i, w in enumerate(widths)) + 3 * len(columns) + 1
+    if need <= console().width:
+        return _table(columns, rows, whole, title)
+    return _blocks(columns, rows, next(iter(whole), 0), title)
+
+
+def _aligned(rows: Sequence[tuple[str, ...]], widths: list[int], title: str | None) -> str:
+    """:func:`listing` off a terminal: aligned lines, the last column unpadded."""
+    lines = ("  ".join([*(f"{c:<{w}}" for c, w in zip(r[:-1], widths, strict=False)), r[-1]]) for r in rows)
+    return "\n".join([*([title] if title else []), *(line.rstrip() for line in lines)])
+
+
+def _table(
+    columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], whole: dict[int, int], title: str | None
+) -> RenderableType:
+    """:func:`listing` as a table: the columns in ``whole`` (index: width) never wrap."""
     from rich.table import Table  # noqa: PLC0415 rich only when a person reads the output
     from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
-    if plain_stdout():
-        every = [columns, *rows]
-        widths = [max(len(r[i]) for r in every) for i in range(len(columns) - 1)]
-        lines = [
-            "  ".join([*(f"{c:<{w}}" for c, w in zip(r[:-1], widths, strict=True)), r[-1]]).rstrip() for r in every
-        ]
-        return Text("\n".join(([title] if title else []) + lines))
+    table = Table(title=title, header_style="bold", title_justify="left")
+    for i, col in enumerate(columns):
+        if i in whole:
+            table.add_column(col, no_wrap=True, min_width=whole[i])
+        else:
+            table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(*(Text(c) for c in r))
+    return table
 
-    width = console().width
-    whole = [columns.index(c) for c in keep_whole]
-    need = sum(max([len(columns[i])] + [len(r[i]) for r in rows]) for i in whole)
-    need += sum(
-        min(12, max([len(columns[i])] + [len(r[i]) for r in rows])) for i in range(len(columns)) if i not in whole
-    )
-    need += 3 * len(columns) + 1  # borders and padding
-    if need <= width:
-        table = Table(title=title, header_style="bold", title_justify="left")
-        for i, col in enumerate(columns):
-            if i in whole:
-                table.add_column(col, no_wrap=True, min_width=max([len(col)] + [len(r[i]) for r in rows]))
-            else:
-                table.add_column(col, overflow="fold")
-        for r in rows:
-            table.add_row(*(Text(c) for c in r))
-        return table
+
+def _blocks(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], key: int, title: str | None) -> RenderableType:
+    """:func:`listing` on a narrow terminal: each row's ``key`` column, then its other values."""
+    from rich.console import Group  # noqa: PLC0415 rich only when a person reads the output
+    from rich.padding import Padding  # noqa: PLC0415 rich only when a person reads the output
+    from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
+
     blocks: list[RenderableType] = [Text(title, style="bold")] if title else []
     for r in rows:
-        blocks.append(Text(r[whole[0]] if whole else r[0], style="bold"))
-        rest = [(columns[i], Text(r[i])) for i in range(len(columns)) if i != (whole[0] if whole else 0) and r[i]]
-        blocks.append(Padding(key_values(rest), (0, 0, 0, 2), expand=False))
+        rest = [(columns[i], Text(r[i])) for i in range(len(columns)) if i != key and r[i]]
+        blocks += [Text(r[key], style="bold"), Padding(key_values(rest), (0, 0, 0, 2), expand=False)]
     return Group(*blocks)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from snodo.cli.common import json_option
@@ -14,7 +16,7 @@ def plugins(as_json: bool) -> None:
 
     A plugin that failed to load is listed with its error; the others keep working.
     """
-    from snodo.cli.output import console, emit_json
+    from snodo.cli.output import emit_json
     from snodo.plugin.host import get_plugin_manager
 
     host = get_plugin_manager()
@@ -22,57 +24,30 @@ def plugins(as_json: bool) -> None:
     coders = host.coders()
     validators = host.validators()
     if as_json:
-        rows = []
-        for info in infos:
-            row = info.as_json()
-            row["capabilities"] = {name: _coder_caps(coders[name]) for name in info.coders if name in coders}
-            row["validator_specs"] = {
-                name: {
-                    "needs_model": validators[name].needs_model,
-                    "deterministic": validators[name].deterministic,
-                    "settings": list(validators[name].settings),
-                    "description": validators[name].description,
-                }
-                for name in info.validators
-                if name in validators
-            }
-            rows.append(row)
-        emit_json({"plugins": rows})
+        emit_json({"plugins": [_plugin_json(info, coders, validators) for info in infos]})
         return
+    for info in infos:
+        _print_plugin(info, _registrations(info, coders, validators))
+
+
+def _print_plugin(info: Any, regs: list[str]) -> None:
     from rich.padding import Padding
     from rich.text import Text
 
-    from snodo.cli.output import key_values
+    from snodo.cli.output import console, key_values
 
-    for info in infos:
-        regs = []
-        for name in info.coders:
-            caps = coders[name].capabilities
-            flags = [
-                k
-                for k in ("writes_in_place", "commits_own_changes", "needs_network", "deterministic")
-                if getattr(caps, k)
-            ]
-            needs = [p.name for p in caps.required_programs]
-            regs.append(
-                f"coder {name}"
-                + (f" [{', '.join(flags)}]" if flags else "")
-                + (f" needs {', '.join(needs)}" if needs else "")
-            )
-        regs += [f"validator {n}" + (" [model]" if validators[n].needs_model else "") for n in info.validators]
-        regs += [f"predicate {n}" for n in info.predicates]
-        dist = f"{info.distribution or '-'} {info.version or ''}".strip()
-        head = Text.assemble((info.name, "bold"), f"  ({dist})  ")
-        head.append("ok" if info.status == "ok" else "failed", style="green" if info.status == "ok" else "red")
-        console().print(head)
-        fields: list[tuple[str, Text]] = []
-        if info.status != "ok":
-            fields.append(("error", Text(str(info.error))))
-        if regs:
-            fields.append(("registers", Text("\n".join(regs))))
-        if info.hooks:
-            fields.append(("hooks", Text(", ".join(info.hooks))))
-        console().print(Padding(key_values(fields), (0, 0, 0, 2), expand=False))
+    dist = f"{info.distribution or '-'} {info.version or ''}".strip()
+    head = Text.assemble((info.name, "bold"), f"  ({dist})  ")
+    head.append("ok" if info.status == "ok" else "failed", style="green" if info.status == "ok" else "red")
+    console().print(head)
+    fields: list[tuple[str, Text]] = []
+    if info.status != "ok":
+        fields.append(("error", Text(str(info.error))))
+    if regs:
+        fields.append(("registers", Text("\n".join(regs))))
+    if info.hooks:
+        fields.append(("hooks", Text(", ".join(info.hooks))))
+    console().print(Padding(key_values(fields), (0, 0, 0, 2), expand=False))
 
 
 def _coder_caps(spec: object) -> dict[str, object]:
@@ -85,3 +60,37 @@ def _coder_caps(spec: object) -> dict[str, object]:
         "required_programs": [{"name": p.name, "install_hint": p.install_hint} for p in caps.required_programs],
         "settings": list(caps.settings),
     }
+
+
+def _plugin_json(info: Any, coders: dict[str, Any], validators: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = info.as_json()
+    row["capabilities"] = {name: _coder_caps(coders[name]) for name in info.coders if name in coders}
+    row["validator_specs"] = {name: _validator_spec(validators[name]) for name in info.validators if name in validators}
+    return row
+
+
+def _validator_spec(spec: Any) -> dict[str, object]:
+    return {
+        "needs_model": spec.needs_model,
+        "deterministic": spec.deterministic,
+        "settings": list(spec.settings),
+        "description": spec.description,
+    }
+
+
+def _registrations(info: Any, coders: dict[str, Any], validators: dict[str, Any]) -> list[str]:
+    """What ``info``'s plugin registers, one line each, with the flags a person chooses by."""
+    regs = []
+    for name in info.coders:
+        caps = coders[name].capabilities
+        flags = [
+            k for k in ("writes_in_place", "commits_own_changes", "needs_network", "deterministic") if getattr(caps, k)
+        ]
+        needs = [p.name for p in caps.required_programs]
+        regs.append(
+            f"coder {name}"
+            + (f" [{', '.join(flags)}]" if flags else "")
+            + (f" needs {', '.join(needs)}" if needs else "")
+        )
+    regs += [f"validator {n}" + (" [model]" if validators[n].needs_model else "") for n in info.validators]
+    return regs + [f"predicate {n}" for n in info.predicates]

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 
 from snodo.base.errors import ProtocolError
-from snodo.cli.common import json_option
+from snodo.cli.common import could_not_run, json_option
 
 _HINT = "docs/protocol.md explains each rule (WF1–WF5) and every field"
 
@@ -28,14 +29,54 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     Exit 0 when well-formed (warnings go to stderr), 1 when refused, 4 when there is no
     protocol file to check. Nothing is written.
     """
-    from snodo.cli.output import console, emit_json, print_note, print_warning
+    from snodo.cli.output import emit_json
     from snodo.plugin.host import get_plugin_manager
-    from snodo.protocol import check, find_protocol, located, read_protocol_file
+    from snodo.protocol import check, find_protocol, located
 
     target = find_protocol(Path.cwd(), path)
     host = get_plugin_manager()
+    proto = _read(target, as_json)
+    violations = located(check(proto, host), target.read_text(encoding="utf-8"), str(target))
+    backend, gaps = _confinement(proto)
+    in_force = _in_force(target)
+    errors = [v for v in violations if v.level == "error"]
+    warnings = [v for v in violations if v.level == "warning"]
+    if not as_json:
+        _report_check(target, proto, host, errors, warnings, backend, gaps, in_force)
+        return
+    emit_json(
+        {
+            "path": str(target),
+            "ok": not errors,
+            "protocol_id": proto.protocol_id,
+            "errors": [v.as_json() for v in errors],
+            "warnings": [v.as_json() for v in warnings],
+            "confinement": {"backend": backend, "not_guaranteed": gaps},
+            "in_force": in_force,
+            **(
+                {"error": f"{target}: the protocol is not well-formed", "hint": _HINT, "exit_code": 1} if errors else {}
+            ),
+        }
+    )
+    if errors:
+        raise SystemExit(1)
+
+
+def _confinement(proto: Any) -> tuple[str | None, list[str]]:
+    """The sandbox backend an ``auto`` protocol gets here, and what it does not guarantee."""
+    from snodo.sandbox.guarantees import here
+
+    return here() if proto.execution.sandbox == "auto" else (None, [])
+
+
+def _read(target: Path, as_json: bool) -> Any:
+    """The protocol at ``target`` read strictly: refused (exit 1, with ``--json`` the check's
+    own shape) when it does not load, exit 4 when there is no file."""
+    from snodo.cli.output import emit_json
+    from snodo.protocol import read_protocol_file
+
     try:
-        proto = read_protocol_file(target)
+        return read_protocol_file(target)
     except ProtocolError as exc:
         exc.exit_code = 1 if target.is_file() else 4  # refused, or nothing to check
         if as_json and exc.exit_code == 1:
@@ -52,51 +93,39 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
             )
             raise SystemExit(1) from None
         raise
-    violations = located(check(proto, host), target.read_text(encoding="utf-8"), str(target))
-    from snodo.sandbox.guarantees import here
 
-    backend, gaps = here() if proto.execution.sandbox == "auto" else (None, [])
-    in_force = _in_force(target)
-    errors = [v for v in violations if v.level == "error"]
-    warnings = [v for v in violations if v.level == "warning"]
-    if as_json:
-        emit_json(
-            {
-                "path": str(target),
-                "ok": not errors,
-                "protocol_id": proto.protocol_id,
-                "errors": [v.as_json() for v in errors],
-                "warnings": [v.as_json() for v in warnings],
-                "confinement": {"backend": backend, "not_guaranteed": gaps},
-                "in_force": in_force,
-                **(
-                    {"error": f"{target}: the protocol is not well-formed", "hint": _HINT, "exit_code": 1}
-                    if errors
-                    else {}
-                ),
-            }
-        )
-    else:
-        for w in warnings:
-            print_warning(str(w))
-        for gap in gaps:
-            print_note(f"confinement ({backend or 'none'}) does not guarantee: {gap}")
-        for line in filter(None, (in_force.get("warning"), in_force.get("not_in_force"), in_force.get("drift"))):
-            (print_note if line == in_force.get("warning") else print_warning)(str(line))
-        for who, err in host.failures():
-            print_warning(f"{who} was not loaded: {err}")
-        if errors:
-            refused = ProtocolError(
-                f"{target}: the protocol is not well-formed ({len(errors)} violation{'s' * (len(errors) != 1)})",
-                problems=tuple(str(v) for v in errors),
-                hint=_HINT,
-            )
-            refused.exit_code = 1
-            raise refused
-        modes = ", ".join(m.mode_id for m in proto.modes)
-        console().print(f"[green]ok[/] {target}: protocol {proto.protocol_id!r} is well-formed (modes: {modes})")
+
+def _report_check(
+    target: Path,
+    proto: Any,
+    host: Any,
+    errors: list[Any],
+    warnings: list[Any],
+    backend: str | None,
+    gaps: list[str],
+    in_force: dict[str, str | None],
+) -> None:
+    """The check for a person: warnings and notes on stderr, refused (exit 1) or ok."""
+    from snodo.cli.output import console, print_note, print_warning
+
+    for w in warnings:
+        print_warning(str(w))
+    for gap in gaps:
+        print_note(f"confinement ({backend or 'none'}) does not guarantee: {gap}")
+    for line in filter(None, (in_force.get("warning"), in_force.get("not_in_force"), in_force.get("drift"))):
+        (print_note if line == in_force.get("warning") else print_warning)(str(line))
+    for who, err in host.failures():
+        print_warning(f"{who} was not loaded: {err}")
     if errors:
-        raise SystemExit(1)
+        refused = ProtocolError(
+            f"{target}: the protocol is not well-formed ({len(errors)} violation{'s' * (len(errors) != 1)})",
+            problems=tuple(str(v) for v in errors),
+            hint=_HINT,
+        )
+        refused.exit_code = 1
+        raise refused
+    modes = ", ".join(m.mode_id for m in proto.modes)
+    console().print(f"[green]ok[/] {target}: protocol {proto.protocol_id!r} is well-formed (modes: {modes})")
 
 
 def _in_force(target: Path) -> dict[str, str | None]:
@@ -122,6 +151,7 @@ def _in_force(target: Path) -> dict[str, str | None]:
 @click.option("-m", "--message", default=None, help="The commit message (default: says what is signed).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (for scripts that already reviewed it).")
 @json_option
+@could_not_run
 def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
     """Commit the working tree's .snodo/ signed with your decision key, putting it in force.
 
@@ -137,106 +167,128 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
     Exit 0 signed (or nothing to sign), 4 refused or could not run.
     """
     import os
-    import sys
 
-    from snodo.base.errors import SnodoError, StateError
-    from snodo.cli.output import emit_json, printable
+    from snodo.base.errors import StateError
+    from snodo.cli.output import emit_json
     from snodo.git.runner import pin
     from snodo.protocol import sign
-    from snodo.protocol.trust import GOVERNANCE_DIR, Walk
     from snodo.state.home import snodo_home
     from snodo.state.keys import ensure_decision_keys
     from snodo.state.runtime import LEGACY_RUNTIME
-    from snodo.state.signers import parse_allowed_signers
 
-    try:
-        if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
-            raise StateError("`snodo protocol sign` is refused here: it is a person's act, not confined code's")
-        found = pin(Path.cwd())
-        if found is None:
-            raise StateError(f"{Path.cwd()} is not in a git repository", hint="run it in your project's checkout")
-        top = found.work_tree
-        home = snodo_home()
-        raw = ensure_decision_keys(home).public_bytes_raw()
-        planned = sign.plan(top, runtime=LEGACY_RUNTIME)
-        if planned.nothing_to_do:
-            what = "no change under .snodo/ to sign, and the .snodo/ at HEAD is in force"
-            if as_json:
-                emit_json({"signed": False, "commit": None, "reason": what})
-            else:
-                click.echo(what, err=True)
-            return
-        entries = parse_allowed_signers(planned.signers or "", f"{GOVERNANCE_DIR}/allowed_signers")
-        mine = [s for s in entries if s.key is not None and s.key.public_bytes_raw() == raw]
-        listed = [s.name for s in mine if s.allows("git")]
-        if not listed:
-            where = "the first allowed_signers (the one being signed)" if planned.first_list else "the list in force"
-            if planned.signers is None:
-                why, hint = (
-                    "there is no .snodo/allowed_signers: nobody would be trusted",
-                    "`snodo keys show > .snodo/allowed_signers` lists your keys as the first one, then sign again",
-                )
-            elif mine:
-                why = f"your decision key is listed in {where}, but not for namespace git (signed commits)"
-                hint = 'put the line `snodo keys show` prints now (namespaces="snodo-decision,git") in its place' + (
-                    ", then sign again" if planned.first_list else ", in a change a listed principal signs"
-                )
-            else:
-                why = f"your decision key is not listed in {where}"
-                hint = (
-                    "`snodo keys show >> .snodo/allowed_signers` adds your lines, then sign again"
-                    if planned.first_list
-                    else "a principal listed in the allowed_signers in force must sign (or add your key in a "
-                    "change they sign); or restore the home whose keys are listed"
-                )
-            raise StateError(f"{why}, so a commit signed with it would not put .snodo/ in force", hint=hint)
-        adopt_note = f"adopting the .snodo/ committed at HEAD: {planned.adopting}" if planned.adopting else ""
-        summary = "\n".join(f"  {printable(c)}" for c in planned.changes) or f"  {adopt_note}"
-        if not yes:
-            if not sys.stdin.isatty():
-                raise StateError(
-                    "`snodo protocol sign` asks a person to confirm, and there is no terminal to ask on",
-                    hint="run it in a terminal, or pass --yes",
-                )
-            click.echo(f"sign as {listed[0]} and commit:\n{summary}", err=True)
-            click.confirm("sign this .snodo/ with your decision key and put it in force?", abort=True, err=True)
-        text = message or (
-            "snodo: sign .snodo/"
-            if planned.changes
-            else f"snodo: adopt .snodo/ of {str(planned.parent)[:12]}, signed by {listed[0]}"
-        )
-        new = sign.commit(planned, text, _signer(home))
-        walk = Walk(top, [new], None)
-        if walk.pending(new) is not None or walk.after(new).tree != walk.trees[new]:
-            refused = walk.pending(new)
-            raise StateError(
-                f"commit {new[:12]} is made, but git does not accept its signature, so .snodo/ is not in force"
-                + (f": {refused.why}" if refused is not None else ""),
-                hint="check that ssh-keygen is installed (git verifies SSH signatures with it)",
-            )
-    except SnodoError as exc:
-        exc.exit_code = 4
-        raise
+    if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
+        raise StateError("`snodo protocol sign` is refused here: it is a person's act, not confined code's")
+    found = pin(Path.cwd())
+    if found is None:
+        raise StateError(f"{Path.cwd()} is not in a git repository", hint="run it in your project's checkout")
+    top = found.work_tree
+    home = snodo_home()
+    raw = ensure_decision_keys(home).public_bytes_raw()
+    planned = sign.plan(top, runtime=LEGACY_RUNTIME)
+    if planned.nothing_to_do:
+        what = "no change under .snodo/ to sign, and the .snodo/ at HEAD is in force"
+        if as_json:
+            emit_json({"signed": False, "commit": None, "reason": what})
+        else:
+            click.echo(what, err=True)
+        return
+    signer = _listed_as(planned, raw)
+    if not yes:
+        _confirm_signing(planned, signer)
+    text = message or (
+        "snodo: sign .snodo/"
+        if planned.changes
+        else f"snodo: adopt .snodo/ of {str(planned.parent)[:12]}, signed by {signer}"
+    )
+    new = sign.commit(planned, text, _signer(home))
+    _check_in_force(top, new)
     if as_json:
-        emit_json({"signed": True, "commit": new, "signed_by": listed[0], "adopted": bool(planned.adopting)})
+        emit_json({"signed": True, "commit": new, "signed_by": signer, "adopted": bool(planned.adopting)})
         return
     click.echo(new)
     click.echo(
-        f"signed {new[:12]} as {listed[0]}: the .snodo/ at HEAD is in force (`git verify-commit HEAD` checks it "
+        f"signed {new[:12]} as {signer}: the .snodo/ at HEAD is in force (`git verify-commit HEAD` checks it "
         "with gpg.ssh.allowedSignersFile=.snodo/allowed_signers)",
         err=True,
     )
 
 
+def _check_in_force(top: Path, new: str) -> None:
+    """Refuse unless git accepts the signature of ``new``, putting its .snodo/ in force."""
+    from snodo.base.errors import StateError
+    from snodo.protocol.trust import Walk
+
+    walk = Walk(top, [new], None)
+    refused = walk.pending(new)
+    if refused is not None or walk.after(new).tree != walk.trees[new]:
+        raise StateError(
+            f"commit {new[:12]} is made, but git does not accept its signature, so .snodo/ is not in force"
+            + (f": {refused.why}" if refused is not None else ""),
+            hint="check that ssh-keygen is installed (git verifies SSH signatures with it)",
+        )
+
+
+def _listed_as(planned: Any, raw: bytes) -> str:
+    """The name the list that will decide lists the decision key under for namespace git;
+    refused, with what to do, when it does not."""
+    from snodo.protocol.trust import GOVERNANCE_DIR
+    from snodo.state.signers import parse_allowed_signers
+
+    entries = parse_allowed_signers(planned.signers or "", f"{GOVERNANCE_DIR}/allowed_signers")
+    mine = [s for s in entries if s.key is not None and s.key.public_bytes_raw() == raw]
+    listed = [s.name for s in mine if s.allows("git")]
+    if listed:
+        return listed[0]
+    _refuse_unlisted(planned, listed_for_another_namespace=bool(mine))
+
+
+def _refuse_unlisted(planned: Any, *, listed_for_another_namespace: bool) -> NoReturn:
+    """Why a commit signed with the decision key would not put .snodo/ in force, and what to do."""
+    from snodo.base.errors import StateError
+
+    where = "the first allowed_signers (the one being signed)" if planned.first_list else "the list in force"
+    if planned.signers is None:
+        why, hint = (
+            "there is no .snodo/allowed_signers: nobody would be trusted",
+            "`snodo keys show > .snodo/allowed_signers` lists your keys as the first one, then sign again",
+        )
+    elif listed_for_another_namespace:
+        why = f"your decision key is listed in {where}, but not for namespace git (signed commits)"
+        hint = 'put the line `snodo keys show` prints now (namespaces="snodo-decision,git") in its place' + (
+            ", then sign again" if planned.first_list else ", in a change a listed principal signs"
+        )
+    else:
+        why = f"your decision key is not listed in {where}"
+        hint = (
+            "`snodo keys show >> .snodo/allowed_signers` adds your lines, then sign again"
+            if planned.first_list
+            else "a principal listed in the allowed_signers in force must sign (or add your key in a "
+            "change they sign); or restore the home whose keys are listed"
+        )
+    raise StateError(f"{why}, so a commit signed with it would not put .snodo/ in force", hint=hint)
+
+
+def _confirm_signing(planned: Any, signer: str) -> None:
+    """Show what is signed and ask the person; with no terminal to ask on, refuse."""
+    import sys
+
+    from snodo.base.errors import StateError
+    from snodo.cli.output import printable
+
+    if not sys.stdin.isatty():
+        raise StateError(
+            "`snodo protocol sign` asks a person to confirm, and there is no terminal to ask on",
+            hint="run it in a terminal, or pass --yes",
+        )
+    adopt_note = f"adopting the .snodo/ committed at HEAD: {planned.adopting}" if planned.adopting else ""
+    summary = "\n".join(f"  {printable(c)}" for c in planned.changes) or f"  {adopt_note}"
+    click.echo(f"sign as {signer} and commit:\n{summary}", err=True)
+    click.confirm("sign this .snodo/ with your decision key and put it in force?", abort=True, err=True)
+
+
 def _signer(home: Path) -> Callable[[bytes], str]:
     """The decision key's SSH signature over a commit, asking its passphrase when it has one."""
-    from snodo.cli.signing import decision_key_is_protected, sign_ssh
+    from snodo.cli.signing import ask_passphrase, sign_ssh
 
-    passphrase = None
-    if decision_key_is_protected(home):
-        passphrase = click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
-
-    def sign(payload: bytes) -> str:
-        return sign_ssh(home, payload, "git", passphrase=passphrase)
-
-    return sign
+    passphrase = ask_passphrase(home)
+    return lambda payload: sign_ssh(home, payload, "git", passphrase=passphrase)

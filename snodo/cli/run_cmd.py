@@ -1,40 +1,16 @@
-"""``snodo run``: one task through the governed loop, in the foreground or as a job.
-
-Exit 0 when the run completed (validated evidence of completion), 1 when it halted (the
-halt names the outcome, the phase, the validators and what to do next), 4 when it could
-not start (bad arguments, protocol, state: nothing ran), 130 when it was interrupted. The
-job's life cycle lives in :mod:`snodo.engine.lifecycle`; this module parses and prints.
-"""
+"""``snodo run``: one task through the governed loop, in the foreground or as a job
+(:mod:`snodo.engine.lifecycle`); this module parses and prints. The engine turns every fault
+of a started run into a halt (exit 1): what escapes it could not start (exit 4)."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from snodo.base.errors import SnodoError
-from snodo.cli.common import json_option, load_project, protocol_option
-
-
-def _could_not_start(func: Callable[..., None]) -> Callable[..., None]:
-    """A SnodoError reaching the command line means the run never got going: exit 4.
-
-    The engine turns every fault of a started run into a halt (exit 1); what escapes it is
-    a failure to load the protocol, read the spec, open the state or start the job.
-    """
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        try:
-            func(*args, **kwargs)
-        except SnodoError as exc:
-            exc.exit_code = 4
-            raise
-
-    return wrapper
+from snodo.cli.common import could_not_run, json_option, load_project, protocol_option
 
 
 def _look_ahead(root: Path) -> None:
@@ -68,7 +44,7 @@ def _look_ahead(root: Path) -> None:
 @click.option("--job", "job_id", default=None, hidden=True, help="Execute a queued background job.")
 @protocol_option
 @json_option
-@_could_not_start
+@could_not_run
 def run(
     spec: str | None,
     mock: bool,
@@ -103,69 +79,92 @@ def run(
     Exit codes: 0 completed, 1 halted, 4 could not start, 130 interrupted.
     Progress goes to stderr (`snodo -q run …` silences it).
     """
-    if job_id is not None:  # started by a launcher that waits for this: fork away from it first
-        from snodo.engine.jobs import JobStore, detach
-        from snodo.protocol import find_protocol, project_root_for
-
-        store = JobStore(project_root_for(find_protocol(Path.cwd(), protocol_path)))
-        if branch is not None and store.load(job_id).get("branch") != branch:
-            raise SnodoError(f"job {job_id} was created with another branch name; a job keeps the name it was given")
-        detach(store, job_id)
+    store = _detached(job_id, branch, protocol_path) if job_id is not None else None
     # Reading the user's checkout starts as soon as its repository is pinned, while the rest
     # loads (a job forks first, and a thread would not follow it): engine.checkout.look_ahead.
     ahead = _look_ahead if job_id is None and not background else None
     try:
         loaded, host = load_project(protocol_path, on_pinned=ahead)
     except SnodoError as exc:  # a protocol that does not load: the run could not start
-        exc.exit_code = 4
-        if job_id is not None:  # the job says so itself, rather than leaving a dead pid behind
+        if store is not None:  # the job says so itself, rather than leaving a dead pid behind
             store.update(job_id, status="halted", outcome="environment_error", error=f"could not start: {exc}")
         raise
-    from snodo.cli.output import Progress, console, emit_json
-    from snodo.cli.validate_cmd import read_spec
     from snodo.engine.lifecycle import JobRunner
-    from snodo.engine.worktree import require_repo
-    from snodo.governance.service import Project
-    from snodo.workspace.interpreter import project_python
 
     runner = JobRunner(loaded, host)
-    if mock:
-        coder = "mock"
-    if job_id is None:  # a claimed job was gated where it was created
-        require_repo(loaded.root)  # outside a git repository nothing can run: exit 4, no job
-        refusal = loaded.protocol.cannot_run_tasks(Project(loaded, host, mode=mode_id).mode_id)
-        if refusal is not None:
-            error = SnodoError(refusal)
-            error.exit_code = 4
-            raise error
-    if job_id is not None:
+    if job_id is not None:  # a claimed job was gated where it was created
         prepared = runner.claim(job_id)
-    elif resume_task is not None:
-        prepared = runner.resume(resume_task, mode=mode_id, coder=coder, background=background, branch=branch)
     else:
-        prepared = runner.new(
-            read_spec(spec), task_id=task_id, mode=mode_id, coder=coder, background=background, branch=branch
-        )
+        prepared = _prepare(runner, spec, task_id, resume_task, mode_id, "mock" if mock else coder, background, branch)
     if background and job_id is None:
         runner.start_background(prepared)
-        if as_json:
-            emit_json(
-                {
-                    "status": "accepted",
-                    "job_id": prepared.job_id,
-                    "task_id": prepared.task_id,
-                    "branch_named": prepared.branch,
-                }
-            )
-        else:
-            named = f" (completed work goes to branch {prepared.branch})" if prepared.branch else ""
-            console().print(f"started job {prepared.job_id} for task {prepared.task_id}{named}", markup=False)
-            console().print(
-                f"follow it: `snodo jobs show {prepared.job_id}` (its log: `snodo jobs show {prepared.job_id} --log`)",
-                markup=False,
-            )
+        _report_started(prepared, as_json)
         return
+    _execute(runner, prepared, as_json)
 
+
+def _detached(job_id: str, branch: str | None, protocol_path: Path | None) -> Any:
+    """The store of queued job ``job_id``, this process forked away from the launcher that
+    waits for it to start."""
+    from snodo.engine.jobs import JobStore, detach
+    from snodo.protocol import find_protocol, project_root_for
+
+    store = JobStore(project_root_for(find_protocol(Path.cwd(), protocol_path)))
+    if branch is not None and store.load(job_id).get("branch") != branch:
+        raise SnodoError(f"job {job_id} was created with another branch name; a job keeps the name it was given")
+    detach(store, job_id)
+    return store
+
+
+def _prepare(
+    runner: Any,
+    spec: str | None,
+    task_id: str | None,
+    resume_task: str | None,
+    mode_id: str | None,
+    coder: str | None,
+    background: bool,
+    branch: str | None,
+) -> Any:
+    """A new or resumed run, once the repository and the mode are known to be able to run it."""
+    from snodo.cli.validate_cmd import read_spec
+    from snodo.engine.worktree import require_repo
+    from snodo.governance.service import Project
+
+    loaded = runner.loaded
+    require_repo(loaded.root)  # outside a git repository nothing can run: exit 4, no job
+    refusal = loaded.protocol.cannot_run_tasks(Project(loaded, runner.host, mode=mode_id).mode_id)
+    if refusal is not None:
+        raise SnodoError(refusal)
+    if resume_task is not None:
+        return runner.resume(resume_task, mode=mode_id, coder=coder, background=background, branch=branch)
+    return runner.new(read_spec(spec), task_id=task_id, mode=mode_id, coder=coder, background=background, branch=branch)
+
+
+def _report_started(prepared: Any, as_json: bool) -> None:
+    from snodo.cli.output import emit_json
+
+    if as_json:
+        emit_json(
+            {
+                "status": "accepted",
+                "job_id": prepared.job_id,
+                "task_id": prepared.task_id,
+                "branch_named": prepared.branch,
+            }
+        )
+        return
+    named = f" (completed work goes to branch {prepared.branch})" if prepared.branch else ""
+    click.echo(f"started job {prepared.job_id} for task {prepared.task_id}{named}")
+    click.echo(f"follow it: `snodo jobs show {prepared.job_id}` (its log: `snodo jobs show {prepared.job_id} --log`)")
+
+
+def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
+    """Run the prepared task in this process, report it, and exit with its code."""
+    from snodo.cli.output import Progress, emit_json
+    from snodo.workspace.interpreter import project_python
+
+    loaded = runner.loaded
     reporter = Progress()
     # A background job's stderr IS its log, which the engine writes already: never a line twice.
     echo = None if prepared.background else reporter

@@ -1,11 +1,8 @@
 """``snodo serve``: expose one mode's tools to an agent over MCP (stdio).
 
-The MCP SDK is imported inside the command only, so ``snodo --help`` and every other
-command stay fast and work without it. The protocol and the mode are checked before
-anything is served: a protocol that does not load, or a mode it does not define, serves no
-tool at all. Started by a host (stdin not a terminal), the server still completes the
-handshake and answers with the problem and its fix (:mod:`snodo.mcp.failed`), so the
-person sees it in the host; then the command exits non-zero with the same message.
+A protocol that does not load, or a mode it does not define, serves no tool at all; started
+by a host, the server still answers the handshake with the problem and its fix
+(:mod:`snodo.mcp.failed`), so the person sees it there.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ read ``expired`` (see :mod:`snodo.state.sessions`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -117,15 +118,33 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
     decisions may go: a person may still have to decide them with `snodo authorize`.
     Every close is recorded in the project's audit log.
     """
-    from snodo.base.errors import SnodoError
-    from snodo.cli.output import console, emit_json
-    from snodo.state.audit import AuditLog
+    from snodo.cli.output import emit_json
     from snodo.state.home import snodo_home
-    from snodo.state.runtime import audit_log_path
     from snodo.state.sessions import ACTIVE, SessionStore
 
     root = project_root(protocol_path)
     store = SessionStore(snodo_home())
+    closed = [_close(store, s) for s in _closable(store, session_id, root, drop_pending)]
+    if closed and not [s for s in store.list(root) if s.status == ACTIVE]:
+        from snodo.engine.worktree import drop_pool
+
+        drop_pool(root, snodo_home())  # no session left: the idle working copies go too
+    if as_json:
+        emit_json({"closed": closed})
+        return
+    if not closed:
+        click.echo("no active session to close")
+    for c in closed:
+        extra = f" (dropped pending decisions: {', '.join(c['dropped_decisions'])})" if c["dropped_decisions"] else ""
+        click.echo(f"closed {c['session_id']}  {c['mode']}{extra}")
+
+
+def _closable(store: Any, session_id: str | None, root: Path, drop_pending: bool) -> list[Any]:
+    """The session named, or every active one of the project; refused while a decision waits
+    in one of them, unless ``drop_pending``."""
+    from snodo.base.errors import SnodoError
+    from snodo.state.sessions import ACTIVE
+
     if session_id is not None:
         chosen = [store.load(session_id).current()]
         if chosen[0].status != ACTIVE:
@@ -139,27 +158,21 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
             f"not closed: decisions are still waiting in {names}",
             hint="decide them with `snodo authorize`, or close with --drop-pending to drop them",
         )
-    closed = []
-    for s in chosen:
-        dropped = sorted(s.pending_decisions)
-        for decision_id in dropped:
-            store.remove_pending(s.session_id, decision_id)
-        store.end(s.session_id)
-        audit_root = Path(s.project_root)
-        if (audit_root / ".snodo").is_dir():
-            AuditLog(audit_log_path(audit_root)).append(
-                "session_closed", mode=s.mode, data={"session_id": s.session_id, "dropped_decisions": dropped}
-            )
-        closed.append({"session_id": s.session_id, "mode": s.mode, "dropped_decisions": dropped})
-    if closed and not [s for s in store.list(root) if s.status == ACTIVE]:
-        from snodo.engine.worktree import drop_pool
+    return chosen
 
-        drop_pool(root, snodo_home())  # no session left: the idle working copies go too
-    if as_json:
-        emit_json({"closed": closed})
-        return
-    if not closed:
-        console().print("no active session to close", markup=False)
-    for c in closed:
-        extra = f" (dropped pending decisions: {', '.join(c['dropped_decisions'])})" if c["dropped_decisions"] else ""
-        console().print(f"closed {c['session_id']}  {c['mode']}{extra}", markup=False, highlight=False)
+
+def _close(store: Any, s: Any) -> dict[str, Any]:
+    """End session ``s`` and drop its pending decisions; audited in its project when there is one."""
+    from snodo.state.audit import AuditLog
+    from snodo.state.runtime import audit_log_path
+
+    dropped = sorted(s.pending_decisions)
+    for decision_id in dropped:
+        store.remove_pending(s.session_id, decision_id)
+    store.end(s.session_id)
+    audit_root = Path(s.project_root)
+    if (audit_root / ".snodo").is_dir():
+        AuditLog(audit_log_path(audit_root)).append(
+            "session_closed", mode=s.mode, data={"session_id": s.session_id, "dropped_decisions": dropped}
+        )
+    return {"session_id": s.session_id, "mode": s.mode, "dropped_decisions": dropped}

@@ -12,10 +12,11 @@ import base64
 import hashlib
 from pathlib import Path
 
+import click
 from attrs import evolve
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from snodo.base.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_write_bytes
@@ -108,17 +109,29 @@ def sign_decision(
     beyond = set(record.adjudicated_validators) - set(pending.warned_validators())
     if beyond:
         raise DecisionError(f"decision {record.decision_id} adjudicates validators that did not warn: {sorted(beyond)}")
+    public, key = _key_pair(home, passphrase)
+    unsigned = evolve(record, public_key_fingerprint=public_key_fingerprint(public), signature="")
+    signature = key.sign(unsigned.signing_bytes())
+    return evolve(unsigned, signature=base64.b64encode(signature).decode("ascii"))
+
+
+def _key_pair(home: Path, passphrase: bytes | None) -> tuple[Ed25519PublicKey, Ed25519PrivateKey]:
+    """The decision key pair (made on first use), refused when its halves do not match."""
     public = ensure_decision_keys(home)
     key = load_decision_private_key(home, passphrase)
-    fingerprint = public_key_fingerprint(public)
-    if public_key_fingerprint(key.public_key()) != fingerprint:
+    if key.public_key().public_bytes_raw() != public.public_bytes_raw():
         raise StateError(
             f"the decision key pair under {decision_key_paths(home)[0].parent} does not match: "
             "the public key is not the private key's",
         )
-    unsigned = evolve(record, public_key_fingerprint=fingerprint, signature="")
-    signature = key.sign(unsigned.signing_bytes())
-    return evolve(unsigned, signature=base64.b64encode(signature).decode("ascii"))
+    return public, key
+
+
+def ask_passphrase(home: Path) -> bytes | None:
+    """The decision key's passphrase, asked of the person when the key has one."""
+    if not decision_key_is_protected(home):
+        return None
+    return click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
 
 
 def _ssh_string(data: bytes) -> bytes:
@@ -130,13 +143,7 @@ def sign_ssh(home: Path, message: bytes, namespace: str, *, passphrase: bytes | 
     armored as ``ssh-keygen -Y sign`` writes it (PROTOCOL.sshsig): what git puts in a
     commit's ``gpgsig`` header and checks with ``ssh-keygen -Y verify``. Used by ``snodo
     protocol sign`` (namespace ``git``), a person's command like ``snodo authorize``."""
-    public = ensure_decision_keys(home)
-    key = load_decision_private_key(home, passphrase)
-    if key.public_key().public_bytes_raw() != public.public_bytes_raw():
-        raise StateError(
-            f"the decision key pair under {decision_key_paths(home)[0].parent} does not match: "
-            "the public key is not the private key's",
-        )
+    public, key = _key_pair(home, passphrase)
     algorithm = b"sha512"
     signed = (
         b"SSHSIG"

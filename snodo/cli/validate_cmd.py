@@ -6,13 +6,14 @@ Exit codes: 0 pass, 1 blocker, 2 escalate, 3 validator_error, 4 could not run.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from snodo.base.errors import SnodoError
-from snodo.cli.common import json_option, load_project, protocol_option
+from snodo.cli.common import could_not_run, json_option, load_project, protocol_option
 from snodo.rules.outcomes import EXIT_CODE, PERSON_SUMMARY
 
 EXIT = EXIT_CODE
@@ -24,12 +25,12 @@ SPEC_FORMS = "text, @FILE (the file's content), - (stdin), or @@text for text st
 def read_spec(spec: str | None) -> str:
     """A spec is literal text, ``@file``, ``-`` for stdin, or ``@@text`` for the literal
     ``@text`` (the escape for a spec that itself starts with ``@``)."""
-    if spec is not None and spec.startswith("@@"):
-        text = spec[1:]
-    elif spec is None or spec == "-":
-        if sys.stdin.isatty() and spec is None:
-            raise SnodoError("no task spec given", hint=f"pass it as {SPEC_FORMS}")
+    if spec is None and sys.stdin.isatty():
+        raise SnodoError("no task spec given", hint=f"pass it as {SPEC_FORMS}")
+    if spec is None or spec == "-":
         text = sys.stdin.read()
+    elif spec.startswith("@@"):
+        text = spec[1:]
     elif spec.startswith("@"):
         path = Path(spec[1:])
         try:
@@ -82,6 +83,7 @@ the `instruction` meant for an agent; the text output says what to do next here.
 )
 @protocol_option
 @json_option
+@could_not_run
 def validate(
     spec: str | None,
     phase: str,
@@ -93,46 +95,31 @@ def validate(
 ) -> None:
     """See ``_HELP`` (built from the outcome wording in snodo/rules/outcomes.py)."""
     from snodo.cli.output import Progress, emit_json
-    from snodo.governance.service import Project, default_base, validate_task
-    from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
+    from snodo.governance.service import Project, default_base
 
-    try:
-        text = read_spec(spec)
-        loaded, host = load_project(protocol_path, refuse_drift=False)
-        project = Project(loaded, host, mode=mode_id)
-        with Progress() as progress:
-            changed: tuple[str, ...] = ()
-            diff = ""
-            against = _resolved_base(project, base) if base is not None else default_base(project)
-            if phase == "post_execute" and against is not None:
-                from snodo.workspace.changes import working_tree_changes
+    text = read_spec(spec)
+    loaded, host = load_project(protocol_path, refuse_drift=False)
+    project = Project(loaded, host, mode=mode_id)
+    with Progress() as progress:
+        changed: tuple[str, ...] = ()
+        diff = ""
+        against = _resolved_base(project, base) if base is not None else default_base(project)
+        if phase == "post_execute" and against is not None:
+            from snodo.workspace.changes import working_tree_changes
 
-                changes = working_tree_changes(project.root, against)
-                changed, diff = changes.changed_files, changes.diff
-                progress(f"change set against {against[:12]}: {len(changed)} file(s)")
-            watch = GitMetaWatch(project.root)  # the validators ran agent-written code, confined
-            try:
-                outcome = validate_task(
-                    project,
-                    spec=text,
-                    task_id=task_id,
-                    phase=phase,
-                    changed_files=changed,
-                    diff=diff,
-                    progress=progress,
-                    base=against,
-                )
-            except GitMetadataRefused as exc:  # planted in a validator's own copy of the tree
-                for path, reason in exc.found:
-                    project.record("path_refused", path=path, reason=reason, source=f"{phase}:validators")
-                raise
-            if watch.found():
-                for path, reason in watch.found():
-                    project.record("path_refused", path=path, reason=reason, source=f"{phase}:validators")
-                watch.check()
-    except SnodoError as exc:
-        exc.exit_code = 4
-        raise
+            changes = working_tree_changes(project.root, against)
+            changed, diff = changes.changed_files, changes.diff
+            progress(f"change set against {against[:12]}: {len(changed)} file(s)")
+        outcome = _validate_watched(
+            project,
+            spec=text,
+            task_id=task_id,
+            phase=phase,
+            changed_files=changed,
+            diff=diff,
+            progress=progress,
+            base=against,
+        )
     payload = outcome.payload()
     if as_json:
         emit_json(payload)
@@ -141,6 +128,28 @@ def validate(
         options += [("--task-id", task_id), ("--base", base)]
         render_outcome(payload, spec=spec, options=tuple((k, v) for k, v in options if v))
     raise SystemExit(EXIT[outcome.status])
+
+
+def _validate_watched(project: Any, *, phase: str, **request: Any) -> Any:
+    """:func:`validate_task`; a ``.git`` entry the validators' confined code planted (in the
+    tree, or in a validator's own copy of it) is recorded as a refused path and refused."""
+    from snodo.governance.service import validate_task
+    from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
+
+    watch = GitMetaWatch(project.root)
+    try:
+        outcome = validate_task(project, phase=phase, **request)
+    except GitMetadataRefused as exc:
+        _record_refused(project, phase, exc.found)
+        raise
+    _record_refused(project, phase, watch.found())
+    watch.check()
+    return outcome
+
+
+def _record_refused(project: Any, phase: str, found: Iterable[tuple[str, str]]) -> None:
+    for path, reason in found:
+        project.record("path_refused", path=path, reason=reason, source=f"{phase}:validators")
 
 
 def _resolved_base(project: Any, base: str) -> str:

@@ -415,9 +415,10 @@ def _read_state(home: Path) -> str:
 
 
 def _write_state(home: Path, state: str) -> None:
-    part = home / "state.part"
-    part.write_text(state + "\n", encoding="ascii")
-    os.replace(part, home / "state")
+    """Written in place: a write cut short leaves nothing or a beginning of it, which names
+    no tree git knows (a tree id's first characters name that same tree), so the next
+    snapshot writes the tree afresh or patches the tree it really holds."""
+    (home / "state").write_text(state + "\n", encoding="ascii")
 
 
 def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) -> None:

@@ -63,6 +63,17 @@ validators:
 """
 
 
+def judge_prose_only_before(repo: Path) -> None:
+    """The solo protocol at ``repo`` without the acceptance validator after the work: with no
+    model, a prose criterion is then "not verified" before the work (a warn), its one chance to
+    reach a person — an escalation at ``pre_execute``, where a decision is bound to the task
+    and spec, not to a tree."""
+    path = repo / ".snodo" / "protocol.yml"
+    solo = "validators: [scope, criteria, tests, acceptance]"
+    assert solo in path.read_text(), "not the solo template's producer mode"
+    path.write_text(path.read_text().replace(solo, "validators: [scope, criteria, tests]"))
+
+
 #: A test that passes at the base and fails once the mock coder's ``hello`` module exists:
 #: judged against the base, only a test the work breaks can stop it.
 BROKEN_BY_HELLO = "import pathlib\n\n\ndef test_legacy():\n    assert not pathlib.Path('hello.py').exists(), 'legacy'\n"

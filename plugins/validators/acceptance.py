@@ -3,8 +3,13 @@
 Before the work (``pre_execute``) it asks whether each criterion can be checked at all;
 after it (``post_execute``) it checks them against the tree. Criteria in the fixed shapes
 of :mod:`._criteria` are checked mechanically and a failed one is a blocker. Prose is
-judged by ``validator.model`` when one is set, else reported "not verified", a warn:
-an unchecked promise must reach a human rather than pass silently.
+judged by ``validator.model`` when one is set. With no model, a person judges it, once a
+task and after the work, where there is something to look at: ``post_execute`` reports it
+"not verified", a warn (an unchecked promise must reach a human rather than pass silently);
+``pre_execute`` leaves it "not judged before the work" and says so, adding nothing to the
+verdict (a spec of prose alone passes there with nothing judged, as one with no criteria) —
+when an ``acceptance`` validator of the mode will judge it after the work; if none will,
+``pre_execute`` is the one chance and reports it "not verified" there.
 
 Tooling: ``command``, ``python`` and ``pythonpath`` (the test run behind "tests pass", as
 for the pytest validator), ``timeout``, and for the model judging the prose criteria the
@@ -32,7 +37,14 @@ SETTINGS = (
 )
 
 MET, FAILED, UNVERIFIED, CHECKABLE = "met", "failed", "not verified", "checkable"
-_SEVERITY: dict[str, Severity] = {MET: "pass", CHECKABLE: "pass", UNVERIFIED: "warn", FAILED: "blocker"}
+DEFERRED = "not judged before the work"
+_SEVERITY: dict[str, Severity] = {
+    MET: "pass",
+    CHECKABLE: "pass",
+    DEFERRED: "pass",
+    UNVERIFIED: "warn",
+    FAILED: "blocker",
+}
 _RANK = {"pass": 0, "warn": 1, "blocker": 2}
 
 _SYSTEM_PRE = (
@@ -86,6 +98,8 @@ def _judge_prose(
 ) -> tuple[str, str, dict[str, Any]]:
     """One model verdict over all prose criteria: a (status, reason) for each, and its usage."""
     if request.validator.model is None:
+        if not post and _judged_after(request, prose):  # one question a task, when the work can be seen
+            return DEFERRED, "prose criterion and no model configured: a person judges it after the work", {}
         return UNVERIFIED, "prose criterion and no model configured to judge it", {}
     lines = [f"Task:\n{request.task_spec.strip()}", "Criteria:\n" + "\n".join(f"- {c.text}" for c in prose)]
     if post:
@@ -94,6 +108,18 @@ def _judge_prose(
     verdict = _judging.judge(request, tooling, system=system, prompt="\n\n".join(lines))
     status = {"pass": MET if post else CHECKABLE, "warn": UNVERIFIED, "blocker": FAILED}[verdict.severity]
     return status, f"model {request.validator.model}: {verdict.justification}", dict(verdict.details)
+
+
+def _judged_after(request: ValidationRequest, prose: list[_criteria.Criterion]) -> bool:
+    """Whether an ``acceptance`` validator of this mode judges every one of ``prose`` after the
+    work: only then may the question wait for it (else this is the one chance a person sees it)."""
+    after = [
+        v
+        for v in (request.protocol.validator(vid) for vid in request.mode.validators)
+        if v is not None and v.validator_type == NAME and v.evaluation_phase == "post_execute"
+    ]
+    later = {c.strip() for v in after for c in v.criteria}
+    return bool(after) and all(c.source == "spec" or c.text in later for c in prose)
 
 
 @hookimpl
@@ -132,7 +158,7 @@ def snodo_preflight(validators: tuple[Validator, ...]) -> None:
 def _summary(rows: list[dict[str, str]], post: bool) -> str:
     good = MET if post else CHECKABLE
     parts = [f"{sum(r['status'] == good for r in rows)} of {len(rows)} criteria {good}"]
-    for status in (FAILED, UNVERIFIED):
+    for status in (FAILED, UNVERIFIED, DEFERRED):
         bad = [f"{r['criterion']} ({r['reason']})" for r in rows if r["status"] == status]
         if bad:
             parts.append(f"{status}: " + "; ".join(bad))

@@ -111,11 +111,11 @@ def demo(directory: Path | None, keep: bool, as_json: bool) -> None:
 
     say(
         "An escalation",
-        "This spec has an acceptance criterion no program can check ('sounds friendly'). The "
-        "acceptance validator will not pretend: it warns, the policy withholds approval, and the outcome "
-        "is `escalate` — no token, a pending decision for a human.",
+        "This spec has an acceptance criterion no program can check ('sounds friendly'). Judging the "
+        "work after it is done (`--phase post_execute`), the acceptance validator will not pretend: it "
+        "warns, the policy withholds approval, and the outcome is `escalate` — a pending decision for a human.",
     )
-    esc = json.loads(snodo("validate", "-", "--json", stdin=FRIENDLY, expect=2).stdout)
+    esc = json.loads(snodo("validate", "-", "--phase", "post_execute", "--json", stdin=FRIENDLY, expect=2).stdout)
     decision_id = esc["decision_id"]
     out.print(f"status [yellow]{esc['status']}[/], decision {decision_id}\n{escape(esc['instruction'])}")
 
@@ -127,7 +127,7 @@ def demo(directory: Path | None, keep: bool, as_json: bool) -> None:
     snodo("authorize", decision_id, "--yes", "-m", "friendly enough for a demo")
 
     say("Validate again", "The signed decision counts for exactly this task, this spec and the validator that warned.")
-    again = json.loads(snodo("validate", "-", "--json", stdin=FRIENDLY).stdout)
+    again = json.loads(snodo("validate", "-", "--phase", "post_execute", "--json", stdin=FRIENDLY).stdout)
     out.print(
         f"status [green]{again['status']}[/]; adjudicated by a human: {', '.join(again['policy']['adjudicated'])}"
     )

@@ -46,7 +46,9 @@ from snodo.workspace import Git, PathGuard, Workspace, run_tests
 from snodo.workspace.gitmeta import GitMetaWatch
 from snodo.workspace.testrun import python_settings
 
-#: Tools that run confined code in the project root: what git metadata it leaves is checked.
+NOTHING_RAN = "Nothing was run and no token was issued or used"
+#: Tools that run confined code in the project root or issue or use a token: each refuses a
+#: protocol not in force before it starts, and what git metadata it leaves is checked.
 RUNS_CONFINED = frozenset({"run_tests", "validate_task", "dispatch_task", "run_plan"})
 
 
@@ -133,6 +135,10 @@ class ToolHost(PlanTools):
         if problem:
             note = self._audit("tool_refused", tool=name, reason=problem)
             return ToolReply.error(f"{name} refused: {problem}.{note}")
+        drift = self._not_in_force() if name in RUNS_CONFINED else None
+        if drift is not None:
+            note = self._audit("tool_refused", tool=name, reason=drift)
+            return ToolReply.error(f"{name} refused: {drift}{note}")
         try:
             check_paths(args)
             data = self._handle(name, {k: v for k, v in args.items() if v is not None})
@@ -342,23 +348,29 @@ class ToolHost(PlanTools):
         return {"status": "accepted", "job_id": job_id, "task_id": task_id, "token_consumed": consumed}
 
     def _check_in_force(self) -> None:
-        """A job runs under the protocol in force when it starts, and refuses a drifted one:
-        refuse here, before a job or a token is touched, when the working tree no longer
-        matches the rules in force or those are no longer the rules this server serves."""
+        drift = self._not_in_force()
+        if drift is not None:
+            raise ToolError(drift)
+
+    def _not_in_force(self) -> str | None:
+        """Why a tool that issues or uses a token or runs code must not run now: the working
+        tree no longer matches the rules in force, or those are no longer the rules this
+        server serves (a job would refuse them, a token would vouch for them)."""
         p = self.project
         path = p.loaded.path
         try:
             in_force = resolve(path, cache_dir=p.home / "cache" / "git")
             refuse_drift(path, in_force)
         except SnodoError as exc:
-            raise ToolError(f"{exc}\nNothing was started and no token was used.") from None
+            return f"{exc}\n{NOTHING_RAN}."
         served = p.loaded.in_force
         if served is not None and served.digest != in_force.digest:
-            raise ToolError(
+            return (
                 f"{path}: the protocol in force changed since this server started (now commit "
-                f"{str(in_force.commit)[:12]}); the job would run under rules this server did not validate "
-                "with. Nothing was started and no token was used; restart the server (the host) to serve them"
+                f"{str(in_force.commit)[:12]}); this server validates, tests and dispatches under the rules it "
+                f"started with. {NOTHING_RAN}; restart the server (the host) to serve them"
             )
+        return None
 
     def _tool_get_job_status(self, job_id: str) -> dict[str, Any]:
         return job_view(self.jobs.load(job_id))

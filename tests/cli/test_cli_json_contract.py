@@ -94,7 +94,7 @@ def test_success_prints_one_object_for_every_command(project: Path, snodo_cli: C
     assert shown["job_id"] == job and isinstance(shown["log"], str) and shown["log"]
     session = snodo_cli("session", "list", "--json", cwd=project).json()["sessions"][0]["session_id"]
     assert one_object(snodo_cli("session", "show", session, "--json", cwd=project))["session_id"] == session
-    esc = snodo_cli("validate", "-", "--json", cwd=project, input=FRIENDLY)
+    esc = snodo_cli("validate", "-", "--phase", "post_execute", "--json", cwd=project, input=FRIENDLY)
     assert esc.returncode == 2 and "authorize" in one_object(esc)["instruction"]
     unattended = an_error(snodo_cli("authorize", esc.json()["decision_id"], "--json", cwd=project))
     assert "--yes" in unattended["hint"]  # no terminal to confirm on: refused, never assumed

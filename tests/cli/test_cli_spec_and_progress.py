@@ -74,7 +74,7 @@ def test_run_progress_and_a_background_log_without_doubled_lines(
 
 def test_control_sequences_in_a_spec_are_shown_not_obeyed(project: Path, snodo_cli: Callable[..., CliResult]) -> None:
     hostile = "Add a module.\x1b]0;owned\x07\x1b[2J\n\nAcceptance criteria:\n- it reads nicely\n"
-    esc = snodo_cli("validate", "-", "--json", cwd=project, input=hostile)
+    esc = snodo_cli("validate", "-", "--phase", "post_execute", "--json", cwd=project, input=hostile)
     assert esc.returncode == 2, esc
     decision = esc.json()["decision_id"]
     for args in (("authorize",), ("authorize", decision, "--reject", "--yes")):
@@ -84,5 +84,5 @@ def test_control_sequences_in_a_spec_are_shown_not_obeyed(project: Path, snodo_c
         assert "\\x1b]0;owned\\x07" in r.stdout, r  # visible, so the person sees the attempt
     shown = snodo_cli("authorize", decision, "--yes", cwd=project)  # already decided: refused
     assert "\x1b" not in shown.stdout + shown.stderr
-    listing = snodo_cli("validate", "-", cwd=project, input=hostile)
+    listing = snodo_cli("validate", "-", "--phase", "post_execute", cwd=project, input=hostile)
     assert "\x1b" not in listing.stdout

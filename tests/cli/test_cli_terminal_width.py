@@ -46,13 +46,14 @@ def deep_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def escalated(
     deep_project: Path, snodo_cli: Callable[..., CliResult], snodo_home: Path
 ) -> tuple[Path, dict[str, Any], dict[str, Any]]:
-    """A project with a halted run (escalated at pre_execute) and its pending decision."""
+    """A project with a halted run (escalated at post_execute: a prose criterion with no model
+    asks a person after the work) and its pending decision."""
     repo = make_repo(deep_project.parent / f"repo-{snodo_home.name}")
     assert snodo_cli("init", "--template", "solo", cwd=repo).returncode == 0
     run = snodo_cli("run", "-", "--mock", "--json", cwd=repo, input=FRIENDLY)
     assert run.returncode == 1, run
     payload = run.json()
-    assert payload["outcome"] == "escalate" and payload["decision_id"], payload
+    assert (payload["outcome"], payload["phase"]) == ("escalate", "post_execute") and payload["decision_id"], payload
     sessions = snodo_cli("session", "list", "--json", cwd=repo).json()["sessions"]
     return repo, payload, sessions[0]
 
@@ -65,7 +66,7 @@ def test_validate_and_authorize_show_the_decision_id_whole(
     repo, halted, _session = escalated
     decision = halted["decision_id"]
     before = pending(repo)
-    v = in_pty("validate", "-", cwd=repo, cols=cols, stdin=FRIENDLY)
+    v = in_pty("validate", "-", "--phase", "post_execute", cwd=repo, cols=cols, stdin=FRIENDLY)
     assert v.returncode == 2, v
     # re-validating an unchanged escalation answers with the decision already pending
     (validated,) = (pending(repo) - before) or {decision}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from snodo.state.audit import AuditLog
 from tests.conftest import TRIVIAL_PROTOCOL, CliResult, git, make_repo
 
 
@@ -362,3 +363,28 @@ def test_a_long_failing_verdict_keeps_its_tally_in_text_output(
     table = run.stdout[run.stdout.index("justification") :]
     assert "30 of 70 base-passing test(s) pass (40 failed, 30 passed)" in table, table
     assert "and 20 more" in table and "snodo jobs show" in table, table  # the tail, and where the rest is
+
+
+def test_a_prose_criterion_without_a_model_asks_a_person_once_after_the_work(
+    tmp_path: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    """The solo template judges criteria before and after the work; with no model, a prose
+    criterion is one question for a person, after the work — not a second one before it,
+    when there is nothing to look at yet."""
+    repo = make_repo(tmp_path / "repo")
+    assert snodo_cli("init", "--template", "solo", cwd=repo).returncode == 0
+    git(repo, "add", ".snodo")
+    git(repo, "commit", "-q", "-m", "protocol")
+    spec = "add a hello module\n\nAcceptance criteria:\n- the greeting is friendly and polite\n"
+    run = snodo_cli("run", spec, "--mock", "--json", cwd=repo)
+    payload = run.json()
+    assert (payload["outcome"], payload["phase"]) == ("escalate", "post_execute"), payload
+    (acceptance,) = [v for v in payload["validators"] if v["validator_id"] == "acceptance"]
+    assert "the greeting is friendly and polite (prose criterion and no model" in acceptance["justification"]
+    log = AuditLog(repo / ".git" / "snodo" / "audit.log")
+    escalated = [e["data"]["phase"] for e in log.records("escalated")]
+    assert escalated == ["post_execute"], escalated  # one question for a person, after the work
+    (before,) = [e["data"] for e in log.records("validate") if e["data"]["phase"] == "pre_execute"]
+    assert before["status"] == "pass", before
+    (criteria,) = [r for r in before["results"] if r["validator_id"] == "criteria"]
+    assert "not judged before the work: the greeting is friendly and polite" in criteria["justification"], criteria

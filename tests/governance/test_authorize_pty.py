@@ -80,7 +80,7 @@ class Terminal:
 def escalated(tmp_path: Path, snodo_cli: Callable[..., Any], snodo_home: Path) -> tuple[Path, str]:
     repo = make_repo(tmp_path / "proj")
     assert snodo_cli("init", "--template", "solo", cwd=repo).returncode == 0
-    r = snodo_cli("validate", "-", "--json", cwd=repo, input=ATTACK)
+    r = snodo_cli("validate", "-", "--phase", "post_execute", "--json", cwd=repo, input=ATTACK)
     assert r.returncode == 2, r
     decision_id: str = r.json()["decision_id"]
     session, pending = SessionStore(snodo_home).find_pending(decision_id, repo)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import git, make_repo
+from tests.conftest import git, judge_prose_only_before, make_repo
 
 FRIENDLY = """Add a greeting module.
 
@@ -26,6 +26,14 @@ Cli = Callable[..., Any]
 def events(repo: Path, name: str) -> list[dict[str, Any]]:
     lines = (repo / ".git" / "snodo" / "audit.log").read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["event"] == name]
+
+
+@pytest.fixture
+def project(project: Path) -> Path:
+    """The solo project, its prose criterion judged before the work only: these decisions
+    answer an escalation at pre_execute, bound to the task and spec (not to a tree)."""
+    judge_prose_only_before(project)
+    return project
 
 
 def escalate(cli: Cli, repo: Path, spec: str = FRIENDLY, **kw: Any) -> dict[str, Any]:

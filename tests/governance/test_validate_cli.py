@@ -8,12 +8,21 @@ from pathlib import Path
 import pytest
 
 from snodo.rules.outcomes import AGENT_INSTRUCTION
+from tests.conftest import judge_prose_only_before
 
 FRIENDLY = """Add a greeting module.
 
 Acceptance criteria:
 - the greeting sounds friendly
 """
+
+
+@pytest.fixture
+def project(project: Path) -> Path:
+    """The solo project, its prose criterion judged before the work only: an escalation at
+    pre_execute, answered by a decision bound to the task and spec."""
+    judge_prose_only_before(project)
+    return project
 
 
 def audit_events(repo: Path) -> list[dict]:  # type: ignore[type-arg]

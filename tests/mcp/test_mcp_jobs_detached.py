@@ -136,7 +136,8 @@ def test_a_dispatch_under_a_drifted_protocol_is_refused_before_its_token(tmp_pat
         assert served.ok("validate_task", {"task_spec": SPEC})["status"] == "pass"
         protocol.write_text(committed + "# edited by the host's own tool\n")
         refused = served.refused("dispatch_task", {"task_spec": SPEC})
-        assert "not the one in force" in refused and "no token was used" in refused, refused
+        assert "not the one in force" in refused and "no token was issued or used" in refused, refused
+        assert audit(root, "tool_refused")[-1]["data"]["tool"] == "dispatch_task"
         assert not audit(root, "dispatch_request") and not audit(root, "token_consumed")
         assert not (root / ".git" / "snodo" / "jobs").exists() or not list(
             (root / ".git" / "snodo" / "jobs").glob("job-*")

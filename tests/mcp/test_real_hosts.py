@@ -386,7 +386,7 @@ def test_a_dispatch_under_a_drifted_protocol_is_refused_in_opencode(tmp_path: Pa
         said = json.dumps([q["body"].get("messages") for q in server.requests])
     where = f"opencode exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
     assert r.returncode == 0, where
-    assert "not the one in force" in said and "no token was used" in said, where
+    assert "not the one in force" in said and "no token was issued or used" in said, where
     assert [e["data"]["tool"] for e in audit(root, "tool_call")] == ["validate_task", "dispatch_task"]
     assert not audit(root, "dispatch_request") and not audit(root, "token_consumed")
     assert not list(root.glob(".git/snodo/jobs/job-*")), "a job was left behind"

@@ -70,7 +70,8 @@ def snapshot() -> Callable[[Path], dict[str, str]]:
 
 @pytest.fixture
 def vrequest() -> Callable[..., ValidationRequest]:
-    """Build a ValidationRequest for one validator inside a one- or two-mode protocol."""
+    """Build a ValidationRequest for one validator inside a one- or two-mode protocol
+    (``others``: more validators of the same mode, e.g. the same type in the other phase)."""
 
     def make(
         workspace: Path,
@@ -85,6 +86,7 @@ def vrequest() -> Callable[..., ValidationRequest]:
         other_modes: tuple[Mode, ...] = (),
         changed_files: tuple[str, ...] = (),
         timeout: float = 60.0,
+        others: tuple[Validator, ...] = (),
     ) -> ValidationRequest:
         validator = Validator(
             validator_id=f"{vtype}-check",
@@ -94,8 +96,9 @@ def vrequest() -> Callable[..., ValidationRequest]:
             tooling=tooling or {},
             model=model,
         )
-        mode = Mode(mode_id="dev", name="Development", tools=tools, validators=(validator.validator_id,), coder="mock")
-        protocol = Protocol(protocol_id="p", name="P", modes=(mode, *other_modes), validators=(validator,))
+        ids = (validator.validator_id, *(v.validator_id for v in others))
+        mode = Mode(mode_id="dev", name="Development", tools=tools, validators=ids, coder="mock")
+        protocol = Protocol(protocol_id="p", name="P", modes=(mode, *other_modes), validators=(validator, *others))
         return ValidationRequest(
             validator=validator,
             task_id="task-1",

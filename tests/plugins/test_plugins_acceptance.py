@@ -1,16 +1,19 @@
 """The acceptance validator: criteria from the validator and the spec, mechanical shapes
-checked against a real tree, prose reported as not verified when no model judges it."""
+checked against a real tree, prose reported as not verified when no model judges it (once a
+task: after the work, when an acceptance validator judges it then)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import pytest
 from snodo_plugins.validators._criteria import classify, from_spec
 
 from snodo.api import ValidationRequest, Verdict
 from snodo.plugin.host import PluginHost
+from snodo.protocol.models import Validator
 
 Request = Callable[..., ValidationRequest]
 
@@ -123,8 +126,50 @@ def test_pre_execute_judges_checkability_only(
     verdict = judge(host, vrequest(root, "acceptance", spec=only_checkable, phase="pre_execute"))
     assert verdict.severity == "pass"
     assert set(statuses(verdict).values()) == {"checkable"}
+    # no acceptance validator judges the work after it: before the work is the one chance a person sees it
     verdict = judge(host, vrequest(root, "acceptance", spec=SPEC, phase="pre_execute"))
     assert verdict.severity == "warn"
+    assert statuses(verdict)["the greeting is friendly and polite"] == "not verified"
+
+
+AFTER = Validator(validator_id="after", validator_type="acceptance", evaluation_phase="post_execute")
+
+
+def test_pre_execute_leaves_prose_for_the_person_after_the_work(
+    host: PluginHost, project: Callable[..., Path], vrequest: Request
+) -> None:
+    """With no model, a prose criterion is one question for a person, after the work: before
+    it, the verdict says the criterion was not judged, and adds nothing to the severity."""
+    root = project({})
+    verdict = judge(host, vrequest(root, "acceptance", spec=SPEC, phase="pre_execute", others=(AFTER,)))
+    assert verdict.severity == "pass", verdict.justification
+    assert statuses(verdict)["the greeting is friendly and polite"] == "not judged before the work"
+    assert verdict.justification == (
+        "3 of 4 criteria checkable. not judged before the work: the greeting is friendly and polite "
+        "(prose criterion and no model configured: a person judges it after the work)"
+    )
+    prose_only = "add a hello module\n\nAcceptance criteria:\n- the greeting is friendly\n"
+    verdict = judge(host, vrequest(root, "acceptance", spec=prose_only, phase="pre_execute", others=(AFTER,)))
+    assert verdict.severity == "pass"
+    assert verdict.justification.startswith("0 of 1 criteria checkable. not judged before the work: ")
+    # after the work, the same criterion is the person's question
+    verdict = judge(host, vrequest(project(TREE, name="done"), "acceptance", spec=SPEC))
+    assert verdict.severity == "warn"
+    assert statuses(verdict)["the greeting is friendly and polite"] == "not verified"
+
+
+def test_pre_execute_asks_about_prose_no_later_validator_sees(
+    host: PluginHost, project: Callable[..., Path], vrequest: Request
+) -> None:
+    """A validator's own prose criterion that the acceptance validator after the work does not
+    carry would never reach a person after: before the work is its one chance."""
+    own = ("the names are clear",)
+    request = vrequest(project({}), "acceptance", phase="pre_execute", criteria=own, others=(AFTER,))
+    verdict = judge(host, request)
+    assert verdict.severity == "warn" and statuses(verdict) == {"the names are clear": "not verified"}
+    carried = attrs.evolve(AFTER, criteria=(" the names are clear",))
+    request = vrequest(project({}, name="again"), "acceptance", phase="pre_execute", criteria=own, others=(carried,))
+    assert statuses(judge(host, request)) == {"the names are clear": "not judged before the work"}
 
 
 def test_no_criteria_at_all(host: PluginHost, project: Callable[..., Path], vrequest: Request) -> None:

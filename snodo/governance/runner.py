@@ -206,7 +206,7 @@ def run_phase(
         constraints = constraints_for(inp.protocol, inp.mode, validators)
         if isinstance(snapshot, Snapshot) and constraints:
             # predicates read files too: they see the same snapshot (one copy, run one by one)
-            where = snapshot.copy("constraints", overlay=_overlays(inp.sandbox))
+            where = snapshot.copy("constraints", overlay=_overlays(inp.sandbox, snapshot))
             inp = evolve(inp, workspace=where.path, sandbox=_moved_to(inp.sandbox, where, snapshot))
         return results + run_constraints(host, constraints, inp, progress=progress)
     finally:
@@ -229,7 +229,7 @@ def _run_in_copy(
     try:
         if isinstance(snapshot, str):
             raise EnvironmentProblem(snapshot)
-        copy = snapshot.copy(v.validator_id, overlay=_overlays(inp.sandbox)) if own else snapshot.shared()
+        copy = snapshot.copy(v.validator_id, overlay=_overlays(inp.sandbox, snapshot)) if own else snapshot.shared()
         policy = _moved_to(inp.sandbox, copy if own else Copy(snapshot.empty()), snapshot)
     except (OSError, EnvironmentProblem) as exc:
         return _error(v.validator_id, v.validator_type, f"no copy of the judged tree to judge in: {exc}", started)
@@ -320,17 +320,18 @@ def _moved_to(policy: SandboxPolicy | None, copy: Copy, snapshot: Snapshot) -> S
     return evolve(policy, workspace=copy.path, interpreters=interpreters, overlay=overlay)
 
 
-def _overlays(policy: SandboxPolicy | None) -> bool:
-    """Whether a code-running validator's copy can be an overlay of the kept tree: under
-    bubblewrap, when it can lay one, and when no protected path needs mounts of its own
-    inside the copy (their read-only binds come from the host's view of the tree)."""
-    if policy is None or policy.mode == "off" or policy.read_only:
+def _overlays(policy: SandboxPolicy | None, snapshot: Snapshot) -> bool:
+    """Whether a code-running validator's copy can be an overlay of the kept tree: there is
+    one, under bubblewrap, when it can lay one there, and when no protected path needs
+    mounts of its own inside the copy (their read-only binds come from the host's view)."""
+    kept = snapshot.kept()
+    if kept is None or policy is None or policy.mode == "off" or policy.read_only:
         return False
     try:
         backend = choose_backend()
     except EnvironmentProblem:
         return False
-    return backend.overlays()
+    return backend.overlays(kept.parent)
 
 
 def _needs_copy(host: PluginHost, v: Validator) -> bool:

@@ -224,6 +224,10 @@ class Snapshot:
             target.write_bytes(data)
             target.chmod(mode)
 
+    def kept(self) -> Path | None:
+        """The kept tree this snapshot holds, if it got one."""
+        return self._slot.work if self._slot is not None else None
+
     def shared(self) -> Copy:
         """The one copy validators that only read share: the kept tree, or one made on the
         first ask when no kept tree was free."""

@@ -65,9 +65,9 @@ class Backend(abc.ABC):
     def probe(self) -> str | None:
         """Start a trivial confined process; ``None`` when that worked, else why not."""
 
-    def overlays(self) -> bool:
-        """Whether the backend can confine a workspace as a private overlay of itself
-        (:attr:`SandboxPolicy.overlay`)."""
+    def overlays(self, where: Path) -> bool:
+        """Whether the backend can confine a workspace below ``where`` as a private overlay
+        of itself (:attr:`SandboxPolicy.overlay`), its writes under the temporary directory."""
         return False
 
     @abc.abstractmethod

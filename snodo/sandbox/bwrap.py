@@ -84,10 +84,15 @@ class BwrapBackend(Backend):
             return f"{self.program} cannot start a sandbox here: {said}"
         return None
 
-    def overlays(self) -> bool:
-        """Whether this bubblewrap can lay a workspace over itself (``--overlay``: bubblewrap
-        0.9 and a kernel that mounts overlayfs in a user namespace, 5.11), asked once."""
-        return bool(self.program) and _overlays(str(self.program))
+    def overlays(self, where: Path) -> bool:
+        """Whether this bubblewrap can lay a workspace below ``where`` over itself
+        (``--overlay``: bubblewrap 0.9 and a kernel that mounts overlayfs in a user namespace,
+        5.11; a file system overlayfs takes as a lower layer), asked once per file system."""
+        try:
+            device = os.stat(where).st_dev
+        except OSError:
+            return False
+        return bool(self.program) and _overlays(str(self.program), str(where), device)
 
     def prepare(
         self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
@@ -113,20 +118,31 @@ class BwrapBackend(Backend):
 
 
 @functools.cache
-def _overlays(program: str) -> bool:
-    with tempfile.TemporaryDirectory(prefix="snodo-overlay-probe-") as scratch:
-        low, upper, work = (os.path.join(scratch, name) for name in ("low", "upper", "work"))
-        for path in (low, upper, work):
-            os.mkdir(path)
-        argv = [program, *_BASE, *_AS_ROOT, "--unshare-net", "--overlay-src", low, "--overlay", upper, work, low]
-        argv += ["--chdir", low, "--", TRUE]
-        try:
-            done = subprocess.run(argv, capture_output=True, timeout=PROBE_TIMEOUT, start_new_session=True, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        finally:
-            _make_removable(work)
-        return done.returncode == 0
+def _overlays(program: str, where: str, device: int) -> bool:
+    """``device``: the probe's answer holds for the file system ``where`` is on."""
+    try:
+        low = tempfile.mkdtemp(prefix="overlay-probe-", dir=where)
+    except OSError:
+        return False
+    try:
+        with tempfile.TemporaryDirectory(prefix="snodo-overlay-probe-") as scratch:
+            upper, work = (os.path.join(scratch, name) for name in ("upper", "work"))
+            for path in (upper, work):
+                os.mkdir(path)
+            argv = [program, *_BASE, *_AS_ROOT, "--unshare-net", "--overlay-src", low, "--overlay", upper, work, low]
+            argv += ["--chdir", low, "--", TRUE]
+            try:
+                done = subprocess.run(
+                    argv, capture_output=True, timeout=PROBE_TIMEOUT, start_new_session=True, check=False
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                return False
+            finally:
+                _make_removable(work)
+            return done.returncode == 0
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(low)
 
 
 def _make_removable(path: str) -> None:

@@ -64,6 +64,8 @@ def run_coder(
             refuse_in_place(p, watch.judge(), spec.name, task_id)
         raise
     if not isinstance(result, CoderResult):
+        if watch is not None:  # what it did is judged all the same
+            refuse_in_place(p, watch.judge(), spec.name, task_id)
         raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
     spent(task_id, request.attempt, result.usage, coder=spec.name)
     if watch is None:

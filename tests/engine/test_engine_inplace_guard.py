@@ -71,12 +71,14 @@ class Hostile:
         (ws / "test_ok.py").write_text("from ok import x\n\ndef test_ok():\n    assert x == 1\n")
         common = Path(run_git(ws, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
         attack = self.attack
-        if attack in ("hook", "hook-then-crash"):
+        if attack in ("hook", "hook-then-crash", "hook-then-nonsense"):
             hook = common / "hooks" / "pre-commit"
             hook.write_text('#!/bin/sh\ntouch "$HOME/pwned"\n')
             hook.chmod(0o755)
             if attack == "hook-then-crash":
                 raise RuntimeError("crashed after planting a hook")
+            if attack == "hook-then-nonsense":
+                return "done"  # type: ignore[return-value]  # not a CoderResult
         elif attack == "dotgit":  # a naive coder: the worktree's `.git` file becomes a directory
             (ws / ".git").unlink()
             (ws / ".git" / "hooks").mkdir(parents=True)
@@ -189,6 +191,7 @@ def events(repo: Path) -> list[str]:
 ATTACKS = [
     ("hook", [".git/hooks/pre-commit"]),
     ("hook-then-crash", [".git/hooks/pre-commit"]),
+    ("hook-then-nonsense", [".git/hooks/pre-commit"]),
     ("dotgit", [".git", ".git/hooks/pre-commit"]),
     ("config", [".git/config"]),
     ("outside", ["../x"]),

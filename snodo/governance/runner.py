@@ -233,7 +233,7 @@ def _run_in_copy(
         policy = _moved_to(inp.sandbox, copy if own else Copy(snapshot.empty()), snapshot)
     except (OSError, EnvironmentProblem) as exc:
         return _error(v.validator_id, v.validator_type, f"no copy of the judged tree to judge in: {exc}", started)
-    watch = GitMetaWatch(copy.writes, index=False) if own else None  # removed after: no git runs there
+    watch = GitMetaWatch(copy.writes, throwaway=True) if own else None
     try:
         with confined(policy):
             result = _run_one(host, v, inp, status, copy.path)

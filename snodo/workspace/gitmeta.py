@@ -199,13 +199,14 @@ class GitMetaWatch:
     """What git metadata a workspace holds now; :meth:`intruders` finds (and undoes) what
     appears later."""
 
-    def __init__(self, root: Path, *, index: bool = True) -> None:
-        """``index=False`` for a private copy snodo removes afterwards and never runs git
-        in again: nothing reads its index, so only new ``.git`` entries are looked for."""
+    def __init__(self, root: Path, *, throwaway: bool = False) -> None:
+        """``throwaway`` for a private copy snodo removes afterwards and never runs git in
+        again: nothing reads its index, so only new ``.git`` entries are looked for, and
+        its scan is not kept for a next look that never comes."""
         self.root = Path(os.path.realpath(root))
-        self.index = index
+        self.index = not throwaway
         self.entries = git_entries(self.root)
-        self.links = gitlinks(self.root) if index else set()
+        self.links = gitlinks(self.root) if self.index else set()
         self._found: list[tuple[str, str]] | None = None
 
     def intruders(self) -> list[tuple[str, str]]:
@@ -215,6 +216,8 @@ class GitMetaWatch:
         for rel in sorted(git_entries(self.root) - self.entries):
             _remove(self.root / rel)
             found.append((rel, REASON_NEW_GIT))
+        if not self.index:
+            _SCANS.pop(self.root, None)
         new_links = gitlinks(self.root) - self.links if self.index else set()
         for rel in sorted(new_links):
             run_git(self.root, "rm", "--cached", "-q", "--", rel, env={"GIT_LITERAL_PATHSPECS": "1"})

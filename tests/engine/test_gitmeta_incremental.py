@@ -104,3 +104,15 @@ def test_an_unchanged_index_is_not_read_again_and_a_gitlink_staged_since_is_foun
     assert watch.intruders() == [("vendor", gitmeta.REASON_NEW_GITLINK)]
     assert opened  # the index changed: read again
     assert "vendor" not in git(repo, "ls-files", "--stage")
+
+
+def test_a_throwaway_copy_s_scan_is_not_kept(tmp_path: Path) -> None:
+    """A validator's private copy is looked at once, then removed: a long `snodo serve`
+    keeps no scan of each one it ever judged."""
+    copy = tmp_path / "copy"
+    (copy / "pkg" / "sub").mkdir(parents=True)
+    watch = gitmeta.GitMetaWatch(copy, throwaway=True)
+    (copy / "pkg" / "sub" / ".git").mkdir()
+    assert watch.intruders() == [("pkg/sub/.git", gitmeta.REASON_NEW_GIT)]
+    assert not (copy / "pkg" / "sub" / ".git").exists()
+    assert Path(os.path.realpath(copy)) not in gitmeta._SCANS

@@ -8,15 +8,14 @@ own key, proves nothing about itself. One ``git log`` reads the range and its no
 ``cat-file`` batch the ``.snodo/`` trees; attestations are checked in-process, and only
 commits no attestation covers go to git's signature check. A merge passes when its tree is
 exactly the clean merge of its two parents, computed from the object store alone
-(:func:`_merges`).
+(:func:`_scratch_store`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range
 from snodo.evidence.statement import EnvelopeError, UnlistedKey, Verifier, decode_envelope, signer_ids, subjects
 from snodo.git.runner import run_git
-from snodo.protocol.trust import REMEDY, Step, Walk, signature_checks
+from snodo.protocol.trust import REMEDY, Walk, signature_checks
 from snodo.state.signers import ALLOWED_SIGNERS, ATTESTATION_NAMESPACE, Signer, parse_allowed_signers, signers_for
 
 GOVERNANCE_DIR = ".snodo"
@@ -183,27 +182,6 @@ def _not_a_governed_run(entry: CommitEntry, body: dict[str, Any], digest: str | 
 _STORE_CONFIG = "[core]\n\trepositoryformatversion = {version}\n\tbare = true\n\tcommitGraph = false\n"
 
 
-@contextmanager
-def _merges(repo: Path) -> Iterator[Callable[[CommitEntry], tuple[str, str]]]:
-    """A check of one merge commit (:func:`_check_merge`) in one scratch bare repository,
-    made on the first merge and removed after.
-
-    The verified repository's configuration, ``info/attributes``, rr-cache, hooks, replace
-    refs, grafts and ``.gitattributes`` can each make conflicting changes merge "cleanly".
-    The scratch repository has none: its configuration is :data:`_STORE_CONFIG`, it has no
-    refs and no ``info/``, and it borrows the objects (``objects/info/alternates``), where the
-    merge's new trees are written too, never into the repository or a push's quarantine."""
-    with tempfile.TemporaryDirectory(prefix="snodo-merge-") as scratch:
-        store: list[tuple[Path, dict[str, str]]] = []
-
-        def check(entry: CommitEntry) -> tuple[str, str]:
-            if not store:
-                store.append(_scratch_store(repo, Path(scratch), len(entry.sha)))
-            return _check_merge(*store[0], entry)
-
-        yield check
-
-
 def _object_sources(repo: Path) -> list[str]:
     """The object directories of ``repo`` to borrow: its own, and in a pre-receive hook first
     the quarantine git names, where the pushed objects wait."""
@@ -219,7 +197,13 @@ def _object_sources(repo: Path) -> list[str]:
 
 
 def _scratch_store(repo: Path, scratch: Path, sha_length: int) -> tuple[Path, dict[str, str]]:
-    """The scratch repository (see :func:`_merges`) and the environment to run git in it with."""
+    """A scratch bare repository to recompute merges in, and the environment to run git in it with.
+
+    The verified repository's configuration, ``info/attributes``, rr-cache, hooks, replace
+    refs, grafts and ``.gitattributes`` can each make conflicting changes merge "cleanly".
+    The scratch repository has none: its configuration is :data:`_STORE_CONFIG`, it has no
+    refs and no ``info/``, and it borrows the objects (``objects/info/alternates``), where the
+    merge's new trees are written too, never into the repository or a push's quarantine."""
     sources = _object_sources(repo)
     git_dir = scratch / "objects-only.git"
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
@@ -292,37 +276,55 @@ def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None
     entries = list_range(repo, revisions)
     if walk.base.signers is None and not any(walk.texts.get(sha) for sha in walk.steps):
         _trust(repo, base, base_commit)  # no list at the base nor in the range: nobody to trust, exit 4
-    judged = _Judges(repo, base_commit)
-    checked = _attested(repo, walk, judged, entries)
+    checked = _attested(repo, walk, entries)
     unvouched = [e for e in entries if not walk.steps[e.sha].changed and not checked[e.sha][0]]
-    signed = _signed(repo, walk, judged, unvouched)
-    adopted = _adopted(repo, walk, entries)
-    verdicts = [_verdict(e, checked[e.sha], signed.get(e.sha), walk.steps[e.sha], adopted.get(e.sha)) for e in entries]
+    signed = _signed(repo, walk, unvouched)
+    verdicts = [_verdict(repo, walk, e, checked[e.sha], signed.get(e.sha)) for e in entries]
     return Report(
         base=base,
         base_commit=base_commit,
         revisions=tuple(revisions),
-        protocol_digest=judged.digest(walk.base.commit),
+        protocol_digest=_digest(repo, walk.base.commit),
         verdicts=tuple(verdicts),
     )
 
 
-def _attested(repo: Path, walk: Walk, judged: _Judges, entries: list[CommitEntry]) -> dict[str, tuple[str, str]]:
-    """Each commit's attestation checked under the list and protocol in force at its parent
-    (a merge's: its recomputation)."""
+# The keys and protocol digest of each .snodo/ in force met on the walk, read once.
+@functools.lru_cache(maxsize=64)
+def _signers(text: str | None) -> list[Signer]:
+    return parse_allowed_signers(text or "", f"{GOVERNANCE_DIR}/{ALLOWED_SIGNERS} in force")
+
+
+@functools.lru_cache(maxsize=64)
+def _keys(text: str | None) -> tuple[dict[str, Signer], Verifier]:
+    keys = signers_for(_signers(text), ATTESTATION_NAMESPACE)
+    return keys, Verifier([s.key for s in keys.values() if s.key is not None])
+
+
+@functools.lru_cache(maxsize=64)
+def _digest(repo: Path, commit: str | None) -> str | None:
+    """The protocol's digest in the ``.snodo/`` put in force by ``commit`` (``None``: none)."""
+    return protocol_digest(repo, commit) if commit else None
+
+
+def _attested(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, tuple[str, str]]:
+    """Each commit's attestation checked under the list and protocol in force at its parent;
+    a merge's recomputation, in one scratch store made on the first merge."""
     checked: dict[str, tuple[str, str]] = {}
-    with _merges(repo) as check_merge:
+    with tempfile.TemporaryDirectory(prefix="snodo-merge-") as scratch:
+        store = None
         for e in entries:
-            before = walk.steps[e.sha].before
             if len(e.parents) > 1:
-                checked[e.sha] = check_merge(e)
+                store = store or _scratch_store(repo, Path(scratch), len(e.sha))
+                checked[e.sha] = _check_merge(*store, e)
             else:
-                keys, verifier = judged.keys(before.signers)
-                checked[e.sha] = _check_attestation(e, keys, verifier, judged.digest(before.commit))
+                before = walk.steps[e.sha].before
+                keys, verifier = _keys(before.signers)
+                checked[e.sha] = _check_attestation(e, keys, verifier, _digest(repo, before.commit))
     return checked
 
 
-def _signed(repo: Path, walk: Walk, judged: _Judges, entries: list[CommitEntry]) -> dict[str, tuple[str, str]]:
+def _signed(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, tuple[str, str]]:
     """git's signature check of ``entries``, one run per list in force at their parents."""
     by_list: dict[str | None, list[str]] = {}
     for e in entries:
@@ -330,47 +332,8 @@ def _signed(repo: Path, walk: Walk, judged: _Judges, entries: list[CommitEntry])
     signed: dict[str, tuple[str, str]] = {}
     for text, shas in by_list.items():
         if text is not None:
-            signed.update(_signatures(repo, judged.signers(text), shas))
+            signed.update(_signatures(repo, _signers(text), shas))
     return signed
-
-
-class _Judges:
-    """The keys and protocol digest of each ``.snodo/`` in force met on the walk, read once."""
-
-    def __init__(self, repo: Path, base_commit: str) -> None:
-        self.repo, self.base_commit = repo, base_commit
-        self._lists: dict[str | None, list[Signer]] = {None: []}
-        self._keys: dict[str | None, tuple[dict[str, Signer], Verifier]] = {}
-        self._digests: dict[str | None, str | None] = {}
-
-    def signers(self, text: str | None) -> list[Signer]:
-        if text not in self._lists:
-            self._lists[text] = parse_allowed_signers(text or "", f"{GOVERNANCE_DIR}/{ALLOWED_SIGNERS} in force")
-        return self._lists[text]
-
-    def keys(self, text: str | None) -> tuple[dict[str, Signer], Verifier]:
-        if text not in self._keys:
-            keys = signers_for(self.signers(text), ATTESTATION_NAMESPACE)
-            self._keys[text] = (keys, Verifier([s.key for s in keys.values() if s.key is not None]))
-        return self._keys[text]
-
-    def digest(self, commit: str | None) -> str | None:
-        """The protocol's digest in the ``.snodo/`` put in force by ``commit`` (``None``: none)."""
-        if commit not in self._digests:
-            self._digests[commit] = protocol_digest(self.repo, commit) if commit else None
-        return self._digests[commit]
-
-
-def _adopted(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, str]:
-    """``sha -> principal`` for refused commits that change nothing but ``.snodo/`` and whose
-    ``.snodo/`` a later commit of the range put in force with a listed principal's signature
-    (``snodo protocol sign`` adopting it): that person vouched for exactly this change."""
-    out: dict[str, str] = {}
-    for e in entries:
-        by = _adopter(walk, e.sha) if walk.steps[e.sha].refused and len(e.parents) == 1 else ""
-        if by and _only_governance(repo, e):
-            out[e.sha] = by
-    return out
 
 
 def _adopter(walk: Walk, sha: str) -> str:
@@ -390,15 +353,12 @@ def _only_governance(repo: Path, entry: CommitEntry) -> bool:
 
 
 def _verdict(
-    entry: CommitEntry,
-    attested: tuple[str, str],
-    signed: tuple[str, str] | None,
-    step: Step,
-    adopted_by: str | None = None,
+    repo: Path, walk: Walk, entry: CommitEntry, attested: tuple[str, str], signed: tuple[str, str] | None
 ) -> Verdict:
     common = {"sha": entry.sha, "subject": shown(entry.subject)[:200]}
+    step = walk.steps[entry.sha]
     if step.changed:
-        return _governance_verdict(common, step, adopted_by)
+        return _governance_verdict(repo, walk, entry, common)
     if signed is not None and signed[0]:
         return Verdict(**common, passed=True, how="signature", signer=signed[0])
     if attested[0] == _CLEAN_MERGE:  # its parents are in the range (judged there) or on the base
@@ -409,12 +369,16 @@ def _verdict(
     return Verdict(**common, passed=False, reason=why, action=_SIGN if len(entry.parents) > 1 else _RERUN)
 
 
-def _governance_verdict(common: dict[str, str], step: Step, adopted_by: str | None) -> Verdict:
-    """A commit changing ``.snodo/`` passes only by a listed person's signature, its own or
-    an adopting one's."""
+def _governance_verdict(repo: Path, walk: Walk, entry: CommitEntry, common: dict[str, str]) -> Verdict:
+    """A commit changing ``.snodo/`` passes only by a listed person's signature: its own, or,
+    when it is refused and changes nothing but ``.snodo/``, that of a later commit of the
+    range putting its ``.snodo/`` in force (``snodo protocol sign`` adopting it): that
+    person vouched for exactly this change."""
+    step = walk.steps[entry.sha]
     if step.signed_by and not step.refused:
         return Verdict(**common, passed=True, how="signature", signer=step.signed_by)
-    if adopted_by:
+    adopted_by = _adopter(walk, entry.sha) if step.refused and len(entry.parents) == 1 else ""
+    if adopted_by and _only_governance(repo, entry):
         return Verdict(**common, passed=True, how="adopted", signer=adopted_by)
     why = step.why or (
         f"changes {GOVERNANCE_DIR}/ while no {ALLOWED_SIGNERS} is in force, so no person's signature vouches for it"

@@ -185,10 +185,25 @@ def _with_flags(args: Sequence[str]) -> list[str]:
     return out
 
 
+#: The git program, found once on the PATH snodo started with (at import): a later change of
+#: ``PATH`` (a plugin narrowing it for its own program, the kit's declared-programs check)
+#: must not take snodo's own git away.
+GIT_PROGRAM = shutil.which("git") or "git"
+
+
 def _spawn(
-    argv: list[str], args: Sequence[str], env: dict[str, str], stdin: str | bytes | None, timeout: float, where: Path
+    repo: Path,
+    context: GitContext | None,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stdin: str | bytes | None = None,
+    timeout: float = GIT_TIMEOUT,
 ) -> subprocess.CompletedProcess[Any]:
-    """Run git; text in and out unless ``stdin`` is bytes."""
+    """Run ``git -C repo args`` hardened (pinned to ``context`` when given); text in and out
+    unless ``stdin`` is bytes."""
+    where = context.options() if context is not None else []
+    argv = [GIT_PROGRAM, "-C", str(repo), *_config(HARDENING), *where, *_with_flags(args)]
     text = not isinstance(stdin, bytes)
     try:
         return subprocess.run(
@@ -198,7 +213,7 @@ def _spawn(
             text=text,
             encoding="utf-8" if text else None,
             errors="replace" if text else None,
-            env=env,
+            env=clean_env(env),
             timeout=timeout,
             check=False,
             stdin=None if stdin is not None else subprocess.DEVNULL,
@@ -207,24 +222,9 @@ def _spawn(
         raise EnvironmentProblem("cannot run 'git': program not found", hint="install git") from None
     except subprocess.TimeoutExpired:
         raise GitTimeout(
-            f"git {' '.join(args[:2])} did not finish within {timeout:g} s in {where}",
+            f"git {' '.join(args[:2])} did not finish within {timeout:g} s in {repo}",
             hint="check for a lock file, then run again",
         ) from None
-
-
-def _result(args: Sequence[str], proc: subprocess.CompletedProcess[str]) -> GitResult:
-    return GitResult(args=tuple(args), returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
-
-
-#: The git program, found once on the PATH snodo started with (at import): a later change of
-#: ``PATH`` (a plugin narrowing it for its own program, the kit's declared-programs check)
-#: must not take snodo's own git away.
-GIT_PROGRAM = shutil.which("git") or "git"
-
-
-def _hardened(repo: Path, context: GitContext | None, args: Sequence[str]) -> list[str]:
-    where = context.options() if context is not None else []
-    return [GIT_PROGRAM, "-C", str(repo), *_config(HARDENING), *where, *_with_flags(args)]
 
 
 def pinned(path: Path) -> GitContext | None:
@@ -267,10 +267,11 @@ def pin_at_head(path: Path) -> tuple[GitContext | None, str | None]:
     if known is not None:
         return known, None
     # `--revs-only HEAD`: the commit, or nothing at all when HEAD has none yet (no error)
-    ask = ["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--revs-only", "HEAD"]
-    probe = _result(ask, _spawn(_hardened(path, None, ask), ask, clean_env(), None, GIT_TIMEOUT, path))
+    probe = _spawn(
+        path, None, ["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--revs-only", "HEAD"]
+    )
     lines = probe.stdout.splitlines()
-    if not probe.ok or len(lines) not in (2, 3):
+    if probe.returncode != 0 or len(lines) not in (2, 3):
         return None, None
     top, git_dir = (Path(os.path.realpath(line)) for line in lines[:2])
     head = lines[2].strip() if len(lines) == 3 else ""
@@ -287,8 +288,7 @@ CONFIG_KEYS = r"^(filter|merge)\.|^user\.(name|email)$"
 
 def _read_config(top: Path, git_dir: Path) -> GitContext:
     """The drivers and identity keys ``git_dir``'s configuration defines, as git answers."""
-    ask = [f"--git-dir={git_dir}", "config", "-z", "--get-regexp", CONFIG_KEYS]
-    listing = _spawn(_hardened(top, None, ask), ask, clean_env(), None, GIT_TIMEOUT, top).stdout
+    listing = _spawn(top, None, [f"--git-dir={git_dir}", "config", "-z", "--get-regexp", CONFIG_KEYS]).stdout
     values = dict(record.partition("\n")[::2] for record in listing.split("\0") if record)
     identity = frozenset(k for k, v in values.items() if k in FALLBACK_IDENTITY and v.strip())
     return GitContext(work_tree=top, git_dir=git_dir, neutral=neutralise(values), identity=identity)
@@ -338,7 +338,8 @@ def run_git(
     naming ``--git-dir`` itself (read before the coder ran) is not pinned again."""
     names_dir = any(a.startswith("--git-dir") for a in args)
     context = None if names_dir else pin(repo)
-    return _result(args, _spawn(_hardened(repo, context, args), args, clean_env(env), stdin, timeout, repo))
+    proc = _spawn(repo, context, args, env=env, stdin=stdin, timeout=timeout)
+    return GitResult(args=tuple(args), returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
 
 
 def git_out(repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -350,16 +351,14 @@ def git_out(repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, 
     return result.stdout.strip()
 
 
-def configured_identity(repo: Path) -> frozenset[str]:
-    """Which of ``user.name``/``user.email`` the repository's configuration sets, as read
-    when it was pinned."""
+def _configured_identity(repo: Path) -> frozenset[str]:
     context = pin(repo)
     return frozenset() if context is None else context.identity
 
 
 def identity_args(repo: Path) -> list[str]:
     """``-c`` options naming snodo as author only for what the repository leaves unset."""
-    configured = configured_identity(repo)
+    configured = _configured_identity(repo)
     unset = [f"{key}={value}" for key, value in FALLBACK_IDENTITY.items() if key not in configured]
     return _config(unset)
 
@@ -369,7 +368,7 @@ def identity_env(repo: Path) -> dict[str, str]:
     the user's ``GIT_AUTHOR_*``/``GIT_COMMITTER_*`` (which :func:`clean_env` keeps from every
     git process, so they are passed here explicitly), else the configuration (git reads it),
     else ``EMAIL`` for the email, else snodo's fallback for what nothing sets."""
-    configured = configured_identity(repo)
+    configured = _configured_identity(repo)
     env: dict[str, str] = {}
     for key, var in (("user.name", "NAME"), ("user.email", "EMAIL")):
         for role in ("AUTHOR", "COMMITTER"):
@@ -406,9 +405,8 @@ def read_objects(
     wanted = list(dict.fromkeys(names))
     if not wanted or any("\n" in name for name in wanted):
         raise EnvironmentProblem(f"cannot read {len(wanted)} object name(s) in one batch in {repo}")
-    args = ["cat-file", "--batch"]
     batch = "".join(f"{name}\n" for name in wanted).encode("utf-8")
-    proc = _spawn(_hardened(repo, pin(repo), args), args, clean_env(env), batch, GIT_TIMEOUT, repo)
+    proc = _spawn(repo, pin(repo), ["cat-file", "--batch"], env=env, stdin=batch)
     found = _parse_batch(proc.stdout, wanted) if proc.returncode == 0 else None
     if found is None:
         raise EnvironmentProblem(f"git cat-file --batch failed in {repo}: {proc.stderr.decode(errors='replace')}")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import IterableValidationError, IterableValidationNote
 
 __all__ = ["CONVERTER", "closest", "did_you_mean"]
@@ -117,27 +118,19 @@ def _make() -> cattrs.Converter:
         lambda t: typing.get_origin(t) in by_origin, lambda value, t: by_origin[typing.get_origin(t)](value, t)
     )
 
-    def structure_tuple(value: Any, type_: Any) -> tuple[Any, ...]:
-        if not isinstance(value, list | tuple):
-            raise ValueError(f"expected a list, got {type(value).__name__} {value!r}")
-        (item_type, _ellipsis) = typing.get_args(type_)
-        errors: list[Exception] = []
-        out = []
-        for i, item in enumerate(value):
-            try:
-                out.append(conv.structure(item, item_type))
-            except Exception as exc:  # collected and re-raised as a group below
-                errors.append(_noted(exc, f"Structuring index {i}", i, item_type))
-        if errors:
-            raise IterableValidationError("list items failed", errors, type_)
-        return tuple(out)
+    def tuple_factory(type_: Any) -> Callable[[Any, Any], Any]:
+        items = homogenous_tuple_structure_factory(type_, conv)
 
-    conv.register_structure_hook_func(
-        lambda t: (
-            typing.get_origin(t) is tuple  # type: ignore[comparison-overlap]
-            and typing.get_args(t)[1:] == (Ellipsis,)
-        ),
-        structure_tuple,
+        def structure_tuple(value: Any, t: Any) -> Any:
+            if not isinstance(value, list | tuple):
+                raise ValueError(f"expected a list, got {type(value).__name__} {value!r}")
+            return items(value, t)
+
+        return structure_tuple
+
+    conv.register_structure_hook_factory(
+        lambda t: typing.get_origin(t) is tuple and typing.get_args(t)[1:] == (Ellipsis,),  # type: ignore[comparison-overlap]
+        tuple_factory,
     )
     return conv
 

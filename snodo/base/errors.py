@@ -1,17 +1,11 @@
-"""The exceptions snodo raises, each carrying plain text a user can act on.
-
-Rich formatting happens only at the command-line edge; these messages must read well as
-plain text in a log, an MCP tool error or a JSON payload.
-"""
+"""The exceptions snodo raises: plain text a user can act on, in a log, an MCP tool error
+or a JSON payload alike (rich formatting happens only at the command-line edge)."""
 
 from __future__ import annotations
 
 
 class SnodoError(Exception):
-    """Base of every error snodo raises on purpose.
-
-    ``exit_code`` is what the command line exits with when this error reaches it.
-    """
+    """Base of every error snodo raises on purpose; the command line exits with ``exit_code``."""
 
     exit_code: int = 1
 
@@ -27,10 +21,8 @@ class SnodoError(Exception):
 
 
 class ProtocolError(SnodoError):
-    """The protocol file could not be read, parsed or validated.
-
-    ``problems`` holds one line per problem (``file: message @ path``).
-    """
+    """The protocol file could not be read, parsed or validated; ``problems``: one line each
+    (``file: message @ path``)."""
 
     def __init__(self, message: str, *, problems: tuple[str, ...] = (), hint: str | None = None):
         super().__init__(message, hint=hint)
@@ -50,11 +42,8 @@ class PluginError(SnodoError):
 
 
 class StateError(SnodoError):
-    """Governance state (sessions, tokens, audit, keys) is missing, corrupt or unwritable.
-
-    The path of the offending file is always part of the message; a corrupt file is never
-    silently replaced.
-    """
+    """Governance state (sessions, tokens, audit, keys) is missing, corrupt or unwritable; the
+    message names the file, and a corrupt file is never silently replaced."""
 
     exit_code = 4
 
@@ -69,12 +58,8 @@ class AuditChainError(StateError):
 
 
 class TokenError(SnodoError):
-    """A validation token failed verification or could not be consumed.
-
-    ``reason`` is the short machine-readable cause (``expired``, ``bad signature``,
-    ``bound to another task``, ``bound to another spec``, ``already consumed``,
-    ``unknown token``, ``malformed``) that callers audit.
-    """
+    """A validation token failed verification or could not be consumed; ``reason`` is the
+    short cause callers audit (``expired``, ``already consumed``, ``malformed``…)."""
 
     def __init__(self, message: str, *, reason: str = "", hint: str | None = None):
         super().__init__(message, hint=hint)

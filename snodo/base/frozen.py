@@ -8,45 +8,42 @@ they hold (a protocol's ``params``, ``tooling`` and ``coder_config``; a record's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 
 def _read_only(self: object, *_args: object, **_kwargs: object) -> None:
     raise TypeError(f"this {type(self).__name__} is read-only: snodo's records are frozen all the way down")
 
 
-class FrozenDict(dict[str, Any]):
+class _Frozen:
+    """Copies of a frozen value are the value itself; a pickled one comes back frozen."""
+
+    __slots__ = ()
+
+    def __copy__(self) -> Self:
+        return self
+
+    def __deepcopy__(self, _memo: object) -> Self:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (freeze, (thaw(self),))
+
+
+class FrozenDict(_Frozen, dict[str, Any]):
     """A ``dict`` that refuses every change. Still a ``dict`` (JSON, ``==`` and ``isinstance``
     work as before), so plugins read it as they always did but cannot alter it."""
 
     __slots__ = ()
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
 
-    def __copy__(self) -> FrozenDict:
-        return self
 
-    def __deepcopy__(self, _memo: object) -> FrozenDict:
-        return self
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenDict, (dict(self),))
-
-
-class FrozenList(list[Any]):
+class FrozenList(_Frozen, list[Any]):
     """A ``list`` that refuses every change (compares equal to the plain list it was)."""
 
     __slots__ = ()
     __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = sort = reverse = _read_only
     __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
-
-    def __copy__(self) -> FrozenList:
-        return self
-
-    def __deepcopy__(self, _memo: object) -> FrozenList:
-        return self
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (FrozenList, (list(self),))
 
 
 def freeze(value: Any) -> Any:

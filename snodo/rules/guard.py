@@ -54,7 +54,7 @@ _INVISIBLE = re.compile(
 )
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # NTFS 8.3 short names: `.snodo` is also reachable as `SNODO~1` there.
-_SHORT_NAMES = {re.compile(r"^snodo~\d+$"): REASON_SNODO, re.compile(r"^git~\d+$"): REASON_GIT}
+_SHORT_NAME = re.compile(r"^(snodo|git)~\d+$")
 _RESERVED = {".snodo": REASON_SNODO, ".git": REASON_GIT}
 _VENV_NAMES = frozenset({".venv", "venv"})
 _ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
@@ -66,16 +66,14 @@ def name_key(component: str) -> str:
     return key.split(":", 1)[0].rstrip(" .")
 
 
-def _reserved_reason(component: str) -> str | None:
+def _check_name(path: str, component: str) -> None:
     key = name_key(component)
-    if key in _RESERVED:
-        return _RESERVED[key]
-    for pattern, reason in _SHORT_NAMES.items():
-        if pattern.match(key):
-            return reason
-    if not key and component not in ("", ".", ".."):
-        return REASON_DOTS
-    return None
+    short = _SHORT_NAME.match(key)
+    reason = _RESERVED.get(f".{short[1]}" if short else key)
+    if reason is None and not key and component not in ("", ".", ".."):
+        reason = REASON_DOTS
+    if reason:
+        raise PathValidationError(path, reason)
 
 
 def _bad_character(path: str) -> bool:
@@ -140,7 +138,7 @@ class PathGuard:
         """
         self._check_characters(path)
         for component in self._spelled_components(path):
-            self._check_name(path, component)
+            _check_name(path, component)
         entry = self._resolve(path, follow_symlinks=False)
         target = self._resolve(path, follow_symlinks=True)
         # Resolving the spelled path and resolving the entry can disagree (a symlink loop
@@ -150,7 +148,7 @@ class PathGuard:
             if not parts:
                 raise PathValidationError(path, REASON_ROOT)
             for part in parts:
-                self._check_name(path, part)
+                _check_name(path, part)
             keys = tuple(name_key(part) for part in parts)
             self._check_interpreter(path, resolved, keys)
             for raw, pattern in self._patterns:
@@ -181,12 +179,6 @@ class PathGuard:
             raise PathValidationError(path, REASON_CHARACTER)
         if "\\" in path or _DRIVE.match(path):
             raise PathValidationError(path, REASON_WINDOWS)
-
-    @staticmethod
-    def _check_name(path: str, component: str) -> None:
-        reason = _reserved_reason(component)
-        if reason:
-            raise PathValidationError(path, reason)
 
     def _spelled_components(self, path: str) -> list[str]:
         for prefix in self._root_spellings:

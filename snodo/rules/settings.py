@@ -1,11 +1,10 @@
-"""Plugin settings: how a plugin declares them (``CoderCapabilities.settings``,
-``ValidatorSpec.settings``: plain names or :class:`Setting` records), and the one rule that
-checks them (:func:`check_settings`), so a misspelt or mistyped setting is refused with the
-same words whichever door (loader, plugin, runner, conformance kit) it comes through.
-"""
+"""Plugin settings as a plugin declares them (plain names or :class:`Setting` records), and
+the one rule that checks them (:func:`check_settings`): a misspelt or mistyped setting is
+refused in the same words by the loader, the plugin, the runner and the conformance kit."""
 
 from __future__ import annotations
 
+import functools
 import math
 import shlex
 from collections.abc import Callable, Iterable, Mapping
@@ -107,20 +106,14 @@ def with_defaults(declared: Iterable[str], values: Mapping[str, Any]) -> dict[st
     return frozen
 
 
-def validator_settings(declared: Iterable[str]) -> tuple[Setting, ...]:
-    """What a validator type honours: its own settings and the runner's (the runner's type wins)."""
-    merged = {str(s): as_setting(s) for s in declared}
-    merged.update({str(s): s for s in RUNNER_SETTINGS})
-    return tuple(merged.values())
-
-
 def tooling_problems(
     validator_id: str, validator_type: str, declared: Iterable[str], tooling: object
 ) -> list[tuple[str | None, str]]:
-    """:func:`check_settings` for one validator's ``tooling`` (the runner's ``timeout`` included),
-    worded the same for the loader, the validator itself and the conformance kit."""
+    """:func:`check_settings` for one validator's ``tooling``: its type's settings and the
+    runner's (whose type wins)."""
+    merged = {str(s): as_setting(s) for s in declared} | {str(s): s for s in RUNNER_SETTINGS}
     return check_settings(
-        validator_settings(declared),
+        merged.values(),
         tooling,
         owner=f"validator {validator_id!r} (type {validator_type})",
         field="tooling",
@@ -129,7 +122,7 @@ def tooling_problems(
 
 
 def coder_config_problems(coder: str, declared: Iterable[str], config: object) -> list[tuple[str | None, str]]:
-    """:func:`check_settings` for a coder's ``coder_config``, worded the same for every door."""
+    """:func:`check_settings` for a coder's ``coder_config``."""
     return check_settings(declared, config, owner=f"coder {coder!r}", field="coder_config", reader=f"the {coder} coder")
 
 
@@ -162,7 +155,7 @@ class Setting(str):
         return f"Setting({str(self)!r}, {self.kind!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (str(self), self.kind, self.default, self.help))
+        return (functools.partial(Setting, default=self.default, help=self.help), (str(self), self.kind))
 
     @property
     def expected(self) -> str:
@@ -176,10 +169,6 @@ class Setting(str):
         if self.kind == "command" and (why := _command_problem(value)):
             return why
         return f"expected {self.expected}, got {type(value).__name__} {value!r}"
-
-
-def _rebuild(name: str, kind: str, default: Any, help_text: str) -> Setting:
-    return Setting(name, kind, default=default, help=help_text)
 
 
 #: The keys the shared validator runner reads itself, honoured by every validator type.

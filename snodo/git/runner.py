@@ -109,15 +109,13 @@ class GitTimeout(EnvironmentProblem):
 
 @frozen(kw_only=True)
 class GitContext:
-    """A repository as snodo found it before any agent ran: the top of its work tree, its own
-    git directory (``<common>/worktrees/<name>`` for a linked worktree) and the ``-c``
-    options neutralising the filter and merge drivers its configuration defines."""
+    """A repository as snodo found it before any agent ran: its work tree, its own git
+    directory, the ``-c`` options neutralising its configuration's filter and merge drivers
+    (``neutral``) and which of ``user.name``/``user.email`` it sets (``identity``)."""
 
     work_tree: Path
     git_dir: Path
     neutral: tuple[str, ...] = ()
-    #: the identity keys (``user.name``/``user.email``) the configuration sets, read with the
-    #: drivers when the repository was pinned
     identity: frozenset[str] = frozenset()
 
     def options(self) -> list[str]:
@@ -185,9 +183,8 @@ def _with_flags(args: Sequence[str]) -> list[str]:
     return out
 
 
-#: The git program, found once on the PATH snodo started with (at import): a later change of
-#: ``PATH`` (a plugin narrowing it for its own program, the kit's declared-programs check)
-#: must not take snodo's own git away.
+#: The git program, found once at import: a later change of ``PATH`` (a plugin narrowing it
+#: for its own program) must not take snodo's own git away.
 GIT_PROGRAM = shutil.which("git") or "git"
 
 
@@ -253,16 +250,14 @@ def _own_worktree(path: Path, git_dir: Path) -> bool:
 
 
 def pin(path: Path) -> GitContext | None:
-    """Find (once) the repository whose work tree holds ``path`` and remember it for every
-    later command; ``None`` when ``path`` is in no work tree. Call it before an agent runs:
-    what it finds is what every later command is pinned to."""
+    """Find (once, before an agent runs) the repository whose work tree holds ``path``: every
+    later command is pinned to it. ``None`` when ``path`` is in no work tree."""
     return pin_at_head(path)[0]
 
 
 def pin_at_head(path: Path) -> tuple[GitContext | None, str | None]:
-    """:func:`pin`, and ``HEAD``'s commit as the ``rev-parse`` that pinned the repository
-    read it, in the same process; ``None`` for the commit when this call asked no git (the
-    repository was pinned before: its ``HEAD`` may have moved since) or ``HEAD`` has none."""
+    """:func:`pin`, and ``HEAD``'s commit as the pinning ``rev-parse`` read it; ``None`` for
+    the commit when ``HEAD`` has none or the repository was pinned before (it may have moved)."""
     known = pinned(path)
     if known is not None:
         return known, None
@@ -310,11 +305,9 @@ def neutralise(keys: Iterable[str]) -> tuple[str, ...]:
 
 
 def adopt(work_tree: Path, git_dir: Path, like: GitContext) -> GitContext | None:
-    """Pin a linked working copy snodo made itself (a pool slot) without asking git: its top
-    and git directory are known, and its configuration is its repository's (``like``), so
-    the drivers and identity found for ``like`` hold. ``None`` (the caller pins it the usual
-    way) when a per-worktree configuration could make them differ or ``git_dir`` is not a
-    worktree of ``like``'s repository."""
+    """Pin a linked working copy snodo made itself (a pool slot) without asking git, with the
+    drivers and identity found for its repository (``like``); ``None`` (pin it the usual
+    way) when a per-worktree configuration could differ or it is no worktree of ``like``'s."""
     top, own = Path(os.path.realpath(work_tree)), Path(os.path.realpath(git_dir))
     if any(os.path.lexists(d / "config.worktree") for d in (own, like.git_dir)):
         return None
@@ -343,8 +336,7 @@ def run_git(
 
 
 def git_out(repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """stdout of a git command that must succeed; a failure is an :class:`EnvironmentProblem`
-    naming the command, the repository and git's explanation."""
+    """stdout of a git command that must succeed, else an :class:`EnvironmentProblem`."""
     result = run_git(repo, *args, stdin=stdin, env=env)
     if not result.ok:
         raise EnvironmentProblem(f"git {' '.join(args[:3])} failed in {repo}: {result.detail()}")
@@ -364,23 +356,17 @@ def identity_args(repo: Path) -> list[str]:
 
 
 def identity_env(repo: Path) -> dict[str, str]:
-    """The author and committer of a commit snodo makes, as git itself would take them:
-    the user's ``GIT_AUTHOR_*``/``GIT_COMMITTER_*`` (which :func:`clean_env` keeps from every
-    git process, so they are passed here explicitly), else the configuration (git reads it),
-    else ``EMAIL`` for the email, else snodo's fallback for what nothing sets."""
+    """The author and committer of a commit snodo makes, as git itself would take them: the
+    user's ``GIT_AUTHOR_*``/``GIT_COMMITTER_*`` (which :func:`clean_env` drops), else the
+    configuration (git reads it), else ``EMAIL`` for the email, else snodo's fallback."""
     configured = _configured_identity(repo)
-    env: dict[str, str] = {}
+    names = [f"GIT_{role}_{var}" for role in ("AUTHOR", "COMMITTER") for var in ("NAME", "EMAIL", "DATE")]
+    env = {name: os.environ[name] for name in names if os.environ.get(name)}
     for key, var in (("user.name", "NAME"), ("user.email", "EMAIL")):
         for role in ("AUTHOR", "COMMITTER"):
-            name = f"GIT_{role}_{var}"
-            if os.environ.get(name):
-                env[name] = os.environ[name]
-            elif key not in configured:
+            if f"GIT_{role}_{var}" not in env and key not in configured:
                 given = os.environ.get("EMAIL") if var == "EMAIL" else None
-                env[name] = given or FALLBACK_IDENTITY[key]
-    for date in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
-        if os.environ.get(date):
-            env[date] = os.environ[date]
+                env[f"GIT_{role}_{var}"] = given or FALLBACK_IDENTITY[key]
     return env
 
 
@@ -399,9 +385,8 @@ OBJECTS_ONLY: Mapping[str, str] = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FIL
 def read_objects(
     repo: Path, names: Sequence[str], *, env: Mapping[str, str] | None = None
 ) -> dict[str, GitObject | None]:
-    """Each object ``names`` names (``rev:path``, a sha, ``HEAD``…), read in one
-    ``cat-file --batch`` process; ``None`` for one that does not exist. An
-    :class:`EnvironmentProblem` when git fails or answers out of step."""
+    """Each object ``names`` names (``rev:path``, a sha…) from one ``cat-file --batch``;
+    ``None`` for one that does not exist."""
     wanted = list(dict.fromkeys(names))
     if not wanted or any("\n" in name for name in wanted):
         raise EnvironmentProblem(f"cannot read {len(wanted)} object name(s) in one batch in {repo}")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snodo.base.errors import SnodoError
-from snodo.evidence.notes import NOTES_REF, PLAIN_GIT, write_note
+from snodo.evidence.notes import NOTES_REF, PLAIN_GIT, list_range, write_note
 from snodo.evidence.statement import sign_statement, statement
 from snodo.git.runner import git_out, pin, run_git
 from snodo.state.audit_key import audit_signing_key
@@ -71,8 +71,17 @@ def _decisions(project: Project, task_id: str, spec_sha: str, tree: str) -> list
     return out
 
 
-def _attest(project: Project, commits: Sequence[tuple[str, str]], predicate: Mapping[str, Any]) -> list[str]:
-    """Sign and attach the statement on each ``(commit, tree)``."""
+def _attest(
+    project: Project, commits: Sequence[tuple[str, str]], predicate: Mapping[str, Any], *, base: str | None
+) -> list[str]:
+    """Sign and attach the statement on each ``(commit, tree)``, with what every predicate
+    names: the protocol file loaded (``base``: the run's base), the mode, the confinement."""
+    predicate = {
+        **predicate,
+        "protocol": {"path": PROTOCOL_PATH, "digest": loaded_protocol_digest(project), "base": base},
+        "mode": project.mode_id,
+        "confinement": confinement(project),
+    }
     key = audit_signing_key(project.home)
     for commit, tree in commits:
         write_note(project.root, commit, sign_statement(statement(commit, tree, predicate), key))
@@ -80,10 +89,7 @@ def _attest(project: Project, commits: Sequence[tuple[str, str]], predicate: Map
 
 
 def _range(repo: Path, base: str, tip: str) -> list[tuple[str, str]]:
-    """The commits of ``base..tip``, oldest first, each with its tree: one ``rev-list``."""
-    listing = git_out(repo, "rev-list", "--reverse", "--format=%H %T", f"{base}..{tip}", "--", env=PLAIN_GIT)
-    found = [line.split() for line in listing.splitlines() if line and not line.startswith("commit ")]
-    return [(parts[0], parts[1]) for parts in found if len(parts) == 2]
+    return [(e.sha, e.tree) for e in reversed(list_range(repo, [tip, f"^{base}"]))]
 
 
 def _coder(project: Project, coder: str) -> dict[str, str | None]:
@@ -125,10 +131,6 @@ def attest_run(
         predicate = {
             "judged": True,
             "status": "completed",
-            # What governed the run: the file loaded, which is the base's unless the checkout
-            # changed it (then `snodo verify` finds the digests differ, as it should).
-            "protocol": {"path": PROTOCOL_PATH, "digest": loaded_protocol_digest(project), "base": base},
-            "mode": project.mode_id,
             "task_id": task_id,
             "spec_sha256": spec_sha,
             "run_id": run_id,
@@ -139,10 +141,11 @@ def attest_run(
             "validators": [{k: r[k] for k in _VALIDATOR_FIELDS if k in r} for r in results],
             "decisions": _decisions(project, task_id, spec_sha, tree),
             "coder": _coder(project, coder),
-            "confinement": confinement(project),
             "audit": {"log": _log_name(project), "seq": audit.get("seq"), "hash": audit.get("hash")},
         }
-        done = _attest(project, commits, predicate)
+        # the protocol loaded is the base's unless the checkout changed it (then `snodo verify`
+        # finds the digests differ, as it should)
+        done = _attest(project, commits, predicate, base=base)
         project.record("attested", task_id=task_id, run_id=run_id, commits=done, notes_ref=NOTES_REF, judged=True)
         return done
     except SnodoError as exc:
@@ -156,14 +159,11 @@ def attest_tool_commit(project: Project, commit: str, *, tool: str, session_id: 
         "judged": False,
         "status": "tool_commit",
         "tool": tool,
-        "protocol": {"path": PROTOCOL_PATH, "digest": loaded_protocol_digest(project), "base": None},
-        "mode": project.mode_id,
         "session_id": session_id,
-        "confinement": confinement(project),
         "audit": None,  # the tool call's own audit line records the commit
     }
     try:
-        _attest(project, [(commit, git_out(project.root, "rev-parse", f"{commit}^{{tree}}"))], predicate)
+        _attest(project, [(commit, git_out(project.root, "rev-parse", f"{commit}^{{tree}}"))], predicate, base=None)
     except SnodoError as exc:  # the commit is made; a missing note only makes verify refuse it
         project.record("attest_failed", commits=[commit], tool=tool, error=exc.message)
         return

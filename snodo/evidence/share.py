@@ -39,23 +39,18 @@ def push(repo: Path, remote: str, branch: str) -> list[str]:
     has_notes = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", NOTES_REF).ok
     if not has_notes:
         done.append(f"no attestations to push: this repository has no {NOTES_REF} yet")
-    else:
+    for again in (False, True) if has_notes else ():
         done.append(f"git push {remote} {NOTES_REF}")
         pushed = run_git(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, NOTES_REF)
-        if not pushed.ok:
-            if "rejected" not in pushed.detail():
-                raise _push_failed(remote, NOTES_REF, pushed.detail())
-            fetched = run_git(repo, *PUSH_TRANSPORTS, "fetch", "--end-of-options", remote, f"+{NOTES_REF}:{_FETCHED}")
-            if not fetched.ok:
-                raise EnvironmentProblem(
-                    f"the remote's notes moved on and cannot be fetched: {_said(fetched.detail())}"
-                )
-            git_out(repo, *identity_args(repo), "notes", f"--ref={NOTES_REF}", "merge", "--strategy=ours", _FETCHED)
-            done.append(f"git notes merge --strategy=ours (the remote's {NOTES_REF})")
-            again = run_git(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, NOTES_REF)
-            if not again.ok:
-                raise _push_failed(remote, NOTES_REF, again.detail())
-            done.append(f"git push {remote} {NOTES_REF}")
+        if pushed.ok:
+            break
+        if again or "rejected" not in pushed.detail():
+            raise _push_failed(remote, NOTES_REF, pushed.detail())
+        fetched = run_git(repo, *PUSH_TRANSPORTS, "fetch", "--end-of-options", remote, f"+{NOTES_REF}:{_FETCHED}")
+        if not fetched.ok:
+            raise EnvironmentProblem(f"the remote's notes moved on and cannot be fetched: {_said(fetched.detail())}")
+        git_out(repo, *identity_args(repo), "notes", f"--ref={NOTES_REF}", "merge", "--strategy=ours", _FETCHED)
+        done.append(f"git notes merge --strategy=ours (the remote's {NOTES_REF})")
     sent = run_git(repo, *PUSH_TRANSPORTS, "push", "--end-of-options", remote, f"refs/heads/{branch}")
     if not sent.ok:
         raise _push_failed(remote, f"refs/heads/{branch}", sent.detail())

@@ -1,11 +1,9 @@
-"""The attestation: an in-toto Statement v1 in a DSSE envelope, Ed25519-signed.
+"""The attestation: an in-toto Statement v1 in a DSSE envelope, Ed25519-signed, whose two
+subjects bind it to one commit *and* its tree (an amended commit inherits nothing).
 
-Its two subjects bind the signature to one commit *and* its tree, so neither an amended
-commit nor the same tree under another commit inherits it. Reading and verifying use
-securesystemslib; signing builds the same bytes here (a test checks they are identical)
-because ``securesystemslib.dsse`` imports every cloud signer it knows, on the path of every
-governed commit. A wrong envelope from here could only be refused: ``snodo verify`` checks
-the signature with securesystemslib over the PAE it computes itself.
+securesystemslib reads and verifies; signing builds the same bytes here (a test checks
+they are identical) because ``securesystemslib.dsse`` imports every cloud signer it knows,
+on the path of every governed commit. A wrong envelope could only be refused by verify.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ class EnvelopeError(ValueError):
 
 
 class UnlistedKey(EnvelopeError):
-    """No signature on the envelope claims a key of the trusted set."""
+    """No signature claims a key of the trusted set."""
 
 
 def statement(commit: str, tree: str, predicate: Mapping[str, Any]) -> dict[str, Any]:

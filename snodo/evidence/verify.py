@@ -1,14 +1,11 @@
 """``snodo verify``: was every commit of a range produced by a governed run, or signed by a
 person the team trusts?
 
-The trust root is the *base* commit's ``.snodo/`` read through git, never the working tree,
-and each commit is judged under the list and protocol in force at its parent (the one trust
-rule of :mod:`snodo.protocol.trust`): a range that changes ``.snodo/`` unsigned, or adds its
-own key, proves nothing about itself. One ``git log`` reads the range and its notes, one
-``cat-file`` batch the ``.snodo/`` trees; attestations are checked in-process, and only
-commits no attestation covers go to git's signature check. A merge passes when its tree is
-exactly the clean merge of its two parents, computed from the object store alone
-(:func:`_scratch_store`).
+The trust root is the *base* commit's ``.snodo/`` read through git, and each commit is
+judged under the list and protocol in force at its parent (:mod:`snodo.protocol.trust`):
+a range that changes ``.snodo/`` unsigned, or adds its own key, proves nothing about
+itself. Attestations are checked in-process; only commits none covers go to git's
+signature check. A merge passes when its tree is exactly the clean merge of its parents.
 """
 
 from __future__ import annotations
@@ -183,8 +180,6 @@ _STORE_CONFIG = "[core]\n\trepositoryformatversion = {version}\n\tbare = true\n\
 
 
 def _object_sources(repo: Path) -> list[str]:
-    """The object directories of ``repo`` to borrow: its own, and in a pre-receive hook first
-    the quarantine git names, where the pushed objects wait."""
     result = run_git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir", env=PLAIN_GIT)
     if not result.ok or not result.stdout.strip():
         raise VerifyProblem(f"cannot find the object store of {repo}: {result.detail()}")
@@ -202,8 +197,9 @@ def _scratch_store(repo: Path, scratch: Path, sha_length: int) -> tuple[Path, di
     The verified repository's configuration, ``info/attributes``, rr-cache, hooks, replace
     refs, grafts and ``.gitattributes`` can each make conflicting changes merge "cleanly".
     The scratch repository has none: its configuration is :data:`_STORE_CONFIG`, it has no
-    refs and no ``info/``, and it borrows the objects (``objects/info/alternates``), where the
-    merge's new trees are written too, never into the repository or a push's quarantine."""
+    refs and no ``info/``, and it borrows the objects (``objects/info/alternates``: the
+    repository's and, in a pre-receive hook first, the quarantine's), where the merge's new
+    trees are written too, never into the repository or a push's quarantine."""
     sources = _object_sources(repo)
     git_dir = scratch / "objects-only.git"
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):

@@ -355,18 +355,20 @@ def identity_args(repo: Path) -> list[str]:
     return _config(unset)
 
 
+_IDENTITY_VARS = tuple(f"GIT_{role}_{var}" for role in ("AUTHOR", "COMMITTER") for var in ("NAME", "EMAIL", "DATE"))
+
+
 def identity_env(repo: Path) -> dict[str, str]:
     """The author and committer of a commit snodo makes, as git itself would take them: the
     user's ``GIT_AUTHOR_*``/``GIT_COMMITTER_*`` (which :func:`clean_env` drops), else the
     configuration (git reads it), else ``EMAIL`` for the email, else snodo's fallback."""
     configured = _configured_identity(repo)
-    names = [f"GIT_{role}_{var}" for role in ("AUTHOR", "COMMITTER") for var in ("NAME", "EMAIL", "DATE")]
-    env = {name: os.environ[name] for name in names if os.environ.get(name)}
+    env = {name: os.environ[name] for name in _IDENTITY_VARS if os.environ.get(name)}
     for key, var in (("user.name", "NAME"), ("user.email", "EMAIL")):
+        fallback = (os.environ.get("EMAIL") if var == "EMAIL" else None) or FALLBACK_IDENTITY[key]
         for role in ("AUTHOR", "COMMITTER"):
-            if f"GIT_{role}_{var}" not in env and key not in configured:
-                given = os.environ.get("EMAIL") if var == "EMAIL" else None
-                env[f"GIT_{role}_{var}"] = given or FALLBACK_IDENTITY[key]
+            if key not in configured:
+                env.setdefault(f"GIT_{role}_{var}", fallback)
     return env
 
 

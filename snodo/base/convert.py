@@ -1,19 +1,12 @@
-"""The one strict cattrs converter, used for the protocol file and for every state record.
+"""The one strict cattrs converter, for the protocol file and every state record.
 
-cattrs on its own coerces: ``"3"`` becomes 3, ``3.9`` becomes 3, ``"no"`` becomes True, a
-string becomes a tuple of its characters. Files a person or an agent could have edited
-must never be read that way, so this converter
-
-* forbids keys the record does not declare;
-* accepts a value only when it already has the declared type (an int is accepted where a
-  float is declared, a bool never where a number is);
-* takes tuples only from lists and mappings only with string keys;
-* refuses a ``Literal`` value with the allowed values and the closest one suggested;
-* applies ``Annotated`` metadata that has a ``problem(value)`` method (a range, a pattern)
-  or a ``key_problems(mapping)`` method (checks of single keys of a mapping).
-
-Every file snodo structures goes through :data:`CONVERTER`; a grep-level test keeps it the
-only ``cattrs.Converter`` in the package.
+cattrs on its own coerces (``"3"`` becomes 3, ``"no"`` True, a string a tuple of its
+characters); files a person or an agent could have edited must never be read that way.
+This converter forbids undeclared keys, accepts a value only of the declared type (an int
+where a float is declared, never a bool for a number), tuples only from lists, mappings only
+with string keys, suggests the closest ``Literal`` value, and applies ``Annotated`` metadata
+with a ``problem(value)`` or ``key_problems(mapping)`` method. A grep-level test keeps it
+the only ``cattrs.Converter`` in the package.
 """
 
 from __future__ import annotations
@@ -25,8 +18,6 @@ from typing import Any
 import cattrs
 from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import IterableValidationError, IterableValidationNote
-
-__all__ = ["CONVERTER", "closest", "did_you_mean"]
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
@@ -87,10 +78,7 @@ def _make() -> cattrs.Converter:
         if bad:
             raise ValueError(f"keys must be strings, got {bad[0]!r}")
         args = typing.get_args(type_)
-        item_type = args[1] if len(args) == 2 else Any
-        if item_type is Any:
-            return dict(value)
-        return {k: conv.structure(v, item_type) for k, v in value.items()}
+        return {k: conv.structure(v, args[1] if len(args) == 2 else Any) for k, v in value.items()}
 
     def structure_annotated(value: Any, type_: Any) -> Any:
         base, *metadata = typing.get_args(type_)

@@ -15,9 +15,7 @@ class SnodoError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        if self.hint:
-            return f"{self.message}\n  hint: {self.hint}"
-        return self.message
+        return self.message + (f"\n  hint: {self.hint}" if self.hint else "")
 
 
 class ProtocolError(SnodoError):
@@ -32,9 +30,7 @@ class ProtocolError(SnodoError):
         text = self.message
         if self.problems and self.problems != (self.message,):
             text += "\n" + "\n".join(f"  - {p}" for p in self.problems)
-        if self.hint:
-            text += f"\n  hint: {self.hint}"
-        return text
+        return text + (f"\n  hint: {self.hint}" if self.hint else "")
 
 
 class PluginError(SnodoError):

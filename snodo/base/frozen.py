@@ -73,6 +73,3 @@ def thaw(value: Any) -> Any:
     if type(value) is tuple:
         return tuple(thaw(v) for v in value)
     return value
-
-
-__all__ = ["FrozenDict", "FrozenList", "freeze", "thaw"]

@@ -1,18 +1,14 @@
 """Showing agent-written text to a person: :func:`shown` is the one sanitiser.
 
-A spec, a proposal's justification, a file name or a validator's message may come from
-the agent being governed. Printed raw, its control characters and escape sequences are
-*interpreted* by the terminal: an agent could clear the screen and repaint what a person
-reads right before a y/N prompt. Every such piece of text goes through :func:`shown`, which
-makes each of those characters visible as an escape (``\\x1b``, ``\\u202e``) instead.
-It does not escape rich markup: callers printing through rich still escape that.
+Printed raw, the control characters and escape sequences of a spec, a justification or a
+file name the governed agent wrote are *interpreted* by the terminal (an agent could repaint
+what a person reads right before a y/N prompt); :func:`shown` makes each visible as an
+escape instead. Rich markup is the caller's to escape.
 """
 
 from __future__ import annotations
 
 import re
-
-__all__ = ["shown"]
 
 # C0 controls but tab and newline, DEL and C1 controls, unpaired surrogates, and the
 # characters that change how the text around them is displayed without being visible
@@ -29,12 +25,8 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def shown(text: object, *, multiline: bool = True) -> str:
-    """``text`` safe to print: control, invisible-format and unpaired-surrogate characters
-    are replaced by their visible escapes (``\x1b`` becomes the four characters ``\\x1b``).
-
-    Line breaks and tabs are kept when ``multiline`` (a spec stays readable); a
-    single-line field (a file name, an id) passes ``multiline=False`` so that a newline
-    cannot start a fake line of output either.
-    """
+    """``text`` with control, invisible-format and unpaired-surrogate characters replaced by
+    visible escapes (``\x1b`` becomes the four characters ``\\x1b``); line breaks and tabs
+    kept only when ``multiline``, so a single-line field cannot start a fake line."""
     value = text if isinstance(text, str) else str(text)
     return (_UNSAFE_MULTILINE if multiline else _UNSAFE_LINE).sub(_escape, value)

@@ -76,11 +76,3 @@ def list_range(repo: Path, revisions: list[str]) -> list[CommitEntry]:
         sha, tree, *parents = ids.split()
         entries.append(CommitEntry(sha=sha, tree=tree, parents=tuple(parents), subject=subject.strip(), note=note))
     return entries
-
-
-def touching(repo: Path, revisions: list[str], path: str) -> set[str]:
-    """The commits of ``revisions`` whose change (against their parents) touches ``path``."""
-    result = run_git(repo, "rev-list", "--full-history", *revisions, "--", path, env=PLAIN_GIT)
-    if not result.ok:
-        raise EnvironmentProblem(f"cannot list the commits changing {path} in {repo}: {result.detail()}")
-    return set(result.stdout.split())

@@ -46,13 +46,6 @@ def statement(commit: str, tree: str, predicate: Mapping[str, Any]) -> dict[str,
     }
 
 
-def _sslib_key(key: Ed25519PublicKey) -> Any:
-    from securesystemslib.signer import SSlibKey  # type: ignore[attr-defined]  # noqa: PLC0415 securesystemslib only when an attestation is signed or checked
-
-    # The key id is snodo's fingerprint, the name the audit log and decisions already use.
-    return SSlibKey.from_crypto(key, keyid=public_key_fingerprint(key))
-
-
 def sign_statement(body: Mapping[str, Any], key: Ed25519PrivateKey) -> str:
     """The DSSE envelope of ``body`` signed with ``key``, as one JSON line."""
     payload = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
@@ -104,7 +97,10 @@ class Verifier:
     gate checks thousands of envelopes with the same few keys)."""
 
     def __init__(self, keys: list[Ed25519PublicKey]) -> None:
-        self._keys = {public_key_fingerprint(k): _sslib_key(k) for k in keys}
+        from securesystemslib.signer import SSlibKey  # type: ignore[attr-defined]  # noqa: PLC0415 securesystemslib only when an attestation is signed or checked
+
+        # The key id is snodo's fingerprint, the name the audit log and decisions already use.
+        self._keys = {public_key_fingerprint(k): SSlibKey.from_crypto(k, keyid=public_key_fingerprint(k)) for k in keys}
 
     def verify(self, envelope: Any) -> str:
         """The fingerprint of the key whose signature on ``envelope`` verifies;

@@ -113,17 +113,6 @@ def _default_range(repo: Path) -> str:
     return f"{upstream.stdout.strip()}..HEAD"
 
 
-def _trust(repo: Path, base: str, commit: str) -> list[Signer]:
-    result = run_git(repo, "cat-file", "blob", f"{commit}:{GOVERNANCE_DIR}/{ALLOWED_SIGNERS}", env=PLAIN_GIT)
-    if not result.ok:
-        raise VerifyProblem(
-            f"the base {base} ({commit[:12]}) has no {GOVERNANCE_DIR}/{ALLOWED_SIGNERS}: "
-            "nobody is trusted, nothing can pass",
-            hint="commit one on the base branch: `snodo keys show` prints the lines to add",
-        )
-    return parse_allowed_signers(result.stdout, f"{base}:{GOVERNANCE_DIR}/{ALLOWED_SIGNERS}")
-
-
 def _check_attestation(
     entry: CommitEntry, keys: dict[str, Signer], verifier: Verifier, digest: str | None
 ) -> tuple[str, str]:
@@ -270,8 +259,12 @@ def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None
     # each commit's parent, and which commits changing it are refused.
     walk = Walk(repo, revisions, base_commit)
     entries = list_range(repo, revisions)
-    if walk.base.signers is None and not any(walk.texts.get(sha) for sha in walk.steps):
-        _trust(repo, base, base_commit)  # no list at the base nor in the range: nobody to trust, exit 4
+    if walk.base.signers is None and not any(walk.texts.get(sha) for sha in walk.steps):  # nobody to trust
+        raise VerifyProblem(
+            f"the base {base} ({base_commit[:12]}) has no {GOVERNANCE_DIR}/{ALLOWED_SIGNERS}: "
+            "nobody is trusted, nothing can pass",
+            hint="commit one on the base branch: `snodo keys show` prints the lines to add",
+        )
     checked = _attested(repo, walk, entries)
     unvouched = [e for e in entries if not walk.steps[e.sha].changed and not checked[e.sha][0]]
     signed = _signed(repo, walk, unvouched)

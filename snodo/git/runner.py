@@ -167,20 +167,12 @@ def _config(pairs: Sequence[str]) -> list[str]:
 def _with_flags(args: Sequence[str]) -> list[str]:
     """``args`` with :data:`_SUBCOMMAND_FLAGS` inserted after the subcommand (the first word
     that is not a global option or the value of ``-c``)."""
-    out = list(args)
-    i = 0
-    while i < len(out):
-        word = out[i]
-        if word == "-c":
-            i += 2
-            continue
-        if word.startswith("-"):
-            i += 1
-            continue
-        if _ENDING.intersection(out[i + 1 :]):  # `merge --abort` takes no other option
-            return out
-        return [*out[: i + 1], *_SUBCOMMAND_FLAGS.get(word, ()), *out[i + 1 :]]
-    return out
+    out, i = list(args), 0
+    while i < len(out) and out[i].startswith("-"):
+        i += 2 if out[i] == "-c" else 1
+    if i >= len(out) or _ENDING.intersection(out[i + 1 :]):  # `merge --abort` takes no other option
+        return out
+    return [*out[: i + 1], *_SUBCOMMAND_FLAGS.get(out[i], ()), *out[i + 1 :]]
 
 
 #: The git program, found once at import: a later change of ``PATH`` (a plugin narrowing it

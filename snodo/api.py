@@ -93,6 +93,7 @@ def run_process(
     what you set yourself); ``pass_env`` names inherited variables your program needs (its
     provider's API key variable): without it, ``*_KEY``/``*_TOKEN`` and the like never pass.
     """
+    policy = sandbox if sandbox is not None else current_policy()
     return _run_process(
         argv,
         cwd=cwd,
@@ -102,14 +103,10 @@ def run_process(
         on_line=on_line,
         stdin_text=stdin_text,
         max_output=max_output,
-        sandbox=_with_writable(sandbox if sandbox is not None else current_policy(), writable),
+        sandbox=policy.with_writable(writable) if policy is not None and writable else policy,
         pass_env=pass_env,
         stop_if=stop_if,
     )
-
-
-def _with_writable(policy: SandboxPolicy | None, writable: Sequence[Path]) -> SandboxPolicy | None:
-    return policy.with_writable(writable) if policy is not None and writable else policy
 
 
 #: Names that left the API, still importable for one release with a DeprecationWarning

@@ -1,12 +1,7 @@
-"""What a tool checking plugins imports: the conformance kit's surface, for plugin tests too.
-
-A plugin imports :mod:`snodo.api` alone; a tool that checks one the way the kit does needs
-the engine's own machinery, not a model of it: the shared validator runner and the outcome
-policy (:func:`run_validator`, :func:`run_status`), the strict protocol loader
-(:func:`parse_protocol_document`), a coder's confinement (:func:`confined_as_a_coder`) and
-the plugin host the engine builds (:func:`get_plugin_manager`). The kit imports snodo
-through this module and :mod:`snodo.api` only (an import-linter contract); nothing in
-snodo imports it.
+"""What a tool checking plugins imports (the conformance kit, plugin tests): the engine's own
+machinery, not a model of it. A plugin imports :mod:`snodo.api` alone; the kit imports
+snodo through these two modules only (an import-linter contract), and nothing in snodo
+imports this one.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """The one path guard every tool-surface mutation goes through (INV2, ADR 026).
 
-An agent must not change the rules it is judged by: nothing it asks the tool surface to
-write, delete, create or stage may land in ``.snodo/``, ``.git/`` (at any depth), the
-protocol's ``protected_paths``, a Python environment (a ``.pth`` file or a replaced
-interpreter there runs outside any sandbox in the next ``python``: ``.venv``/``venv`` even
-before they exist, any directory holding ``pyvenv.cfg`` or ``conda-meta``, snodo's own), or
-outside the root. Two views of a path must both pass:
-
-* the *spelling*: each component after NFKC normalisation and casefolding, without the
-  trailing dots, spaces and ``:stream`` suffixes Windows ignores (``.SNODO``, fullwidth
-  ``.snodo`` and ``.snodo.`` are all ``.snodo``), on every file system;
-* the *resolution*: symlinks followed by the operating system's rules (``realpath``), for
-  the entry itself and for what it points to.
+An agent must not change the rules it is judged by: nothing it writes, deletes, creates or
+stages through the tool surface may land in ``.snodo/``, ``.git/`` (at any depth), the
+protocol's ``protected_paths``, a Python environment (``.venv``/``venv``, any directory
+holding ``pyvenv.cfg`` or ``conda-meta``, snodo's own: a ``.pth`` file there runs outside
+any sandbox) or outside the root. Both the *spelling* (each component NFKC-normalised,
+casefolded, without the trailing dots, spaces and ``:stream`` Windows ignores) and the
+*resolution* (``realpath``, of the entry and of what it points to) must pass.
 """
 
 from __future__ import annotations
@@ -129,13 +124,9 @@ class PathGuard:
         return target
 
     def check_mutation(self, path: str, *, follow_symlinks: bool = True) -> Path:
-        """Return the absolute target a mutation of ``path`` may touch, or raise
-        :class:`PathValidationError` naming the path and the reason.
-
-        Both the entry (the name itself, its parents resolved) and what it points to are
-        checked; ``follow_symlinks=False`` returns the entry, which is what deleting or
-        staging a symlink acts on.
-        """
+        """The absolute target a mutation of ``path`` may touch, else :class:`PathValidationError`;
+        ``follow_symlinks=False`` returns the entry (its parents resolved), which deleting or
+        staging a symlink acts on. Both are checked."""
         self._check_characters(path)
         for component in self._spelled_components(path):
             _check_name(path, component)

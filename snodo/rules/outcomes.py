@@ -1,11 +1,7 @@
-"""The outcomes and their wording, in one place (docs/protocol.md, "Outcomes").
-
-Every judgement ends in exactly one of four outcomes; a run that stops early also names
-why (a halt outcome). Everything snodo *says* about an outcome is here, for the two
-audiences: the agent (the ``instruction`` of a ``validate_task`` reply and the MCP server
-instructions, built from :data:`MEANING`) and the person at a terminal (``snodo validate``
-and ``snodo run``'s "next" line). Callers format the ``{decision_id}``, ``{task_id}``,
-``{again}`` and ``{run}`` fields; they never write their own wording.
+"""The four outcomes (and the halt outcomes of a run that stops early) and everything snodo
+*says* about them, to the agent (a ``validate_task`` reply's ``instruction``, the MCP
+server instructions) and to the person at a terminal (the "next" line of ``snodo validate``
+and ``snodo run``); docs/protocol.md, "Outcomes". Callers only fill in the ``{fields}``.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ HaltOutcome = Literal[
 OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
 HALT_OUTCOMES: Final[tuple[HaltOutcome, ...]] = get_args(HaltOutcome)
 
-# What each outcome means, to an agent reading the server instructions (one line each).
+# To an agent reading the server instructions.
 MEANING: Final[dict[Outcome, str]] = {
     "pass": "the validators approve; a single-use token is recorded for exactly that task and spec",
     "escalate": "a human must decide. Nothing is issued. Ask the user to run `snodo authorize "
@@ -43,8 +39,7 @@ AGENT_INSTRUCTION: Final[dict[Outcome, str]] = {
     "Nothing is wrong with the task itself and there is nothing to decide: fix the validator setup or "
     "retry, and inspect the results' errors and the audit log.",
 }
-# A pass that issued no token must not claim one: after the work (post_execute) there is
-# nothing left to dispatch, and a pre_execute pass asked without a token has none.
+# A pass that issued no token must not claim one.
 AGENT_INSTRUCTION_PASSED_AFTER_THE_WORK: Final = (
     "Validation passed: the work passed its post_execute validators. No token is issued after the work "
     "(a token only lets work be dispatched, at pre_execute)."
@@ -81,8 +76,7 @@ RUN_NEXT_STEP: Final[dict[str, str]] = {
     "interrupted": "the run was stopped before it finished; run it again with `snodo run --resume {task_id}`",
 }
 
-# What the person does after ``snodo validate`` (``{again}``: the command to validate again;
-# ``{run}``: the command that runs the task).
+# What the person does after ``snodo validate`` (``{again}`` validates again, ``{run}`` runs the task).
 VALIDATE_NEXT_STEP: Final[dict[Outcome, str]] = {
     "pass": "next: `{run}` runs the task (add --mock to try it without a model).",
     "escalate": "next: a person reviews and decides with `snodo authorize {decision_id}` "
@@ -91,8 +85,7 @@ VALIDATE_NEXT_STEP: Final[dict[Outcome, str]] = {
     "validator_error": "next: a validator could not judge (see its justification above); fix its setup — "
     "`snodo plugins` and `snodo protocol check` help — then `{again}`.",
 }
-# One line per outcome for a person reading ``--help``, and the exit code ``snodo validate``
-# gives it (4 is "could not run").
+# For a person reading ``--help``, and ``snodo validate``'s exit codes (4 is "could not run").
 PERSON_SUMMARY: Final[dict[Outcome, str]] = {
     "pass": "a single-use token was recorded for this task and spec",
     "blocker": "fix the work; no human can override it",

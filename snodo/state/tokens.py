@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
+from attrs import asdict, frozen
 
 from snodo.base.errors import StateError, TokenError
 from snodo.state import jws
@@ -124,28 +124,24 @@ class TokenService:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
 
-    def issue(self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600) -> str:
-        """Mint a token for this task and spec and record it as unconsumed."""
-        return self.issued(task_id=task_id, spec_sha256=spec_sha256, mode=mode, validators=validators, ttl=ttl)[0]
-
     def issued(
         self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600
     ) -> tuple[str, TokenClaims]:
-        """:meth:`issue`, and the claims the token carries (no need to verify it again)."""
+        """Mint a token for this task and spec, record it as unconsumed, and return it with
+        the claims it carries."""
         if ttl <= 0:
             raise ValueError(f"token ttl must be positive, got {ttl}")
         now = int(self._clock())
-        jti = uuid.uuid4().hex
-        claims = {
-            "jti": jti,
-            "iat": now,
-            "exp": now + ttl,
-            "task_id": task_id,
-            "spec_sha256": spec_sha256,
-            "mode": mode,
-            "validators": list(validators),
-        }
-        token = jws.sign(claims, self._key)
+        claims = TokenClaims(
+            jti=uuid.uuid4().hex,
+            iat=now,
+            exp=now + ttl,
+            task_id=task_id,
+            spec_sha256=spec_sha256,
+            mode=mode,
+            validators=tuple(validators),
+        )
+        token = jws.sign(asdict(claims), self._key)
         purge = now >= self._purged + _PURGE_EVERY_S
         with self._db(durable=False) as conn:
             if purge:
@@ -153,22 +149,22 @@ class TokenService:
                 conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now - _KEEP_EXPIRED_S,))
             conn.execute(
                 "INSERT INTO tokens (jti, task_id, spec_sha256, mode, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (jti, task_id, spec_sha256, mode, now, now + ttl),
+                (claims.jti, task_id, spec_sha256, mode, now, now + ttl),
             )
             if purge:
                 conn.execute("COMMIT")
                 self._purged = now
-        return token, _claims(claims)
+        return token, claims
 
-    def _check(self, token: str, task_id: str, spec_sha256: str) -> TokenClaims:
-        """Signature, shape, expiry and binding: everything but the single-use store."""
+    def consume(self, token: str, *, task_id: str, spec_sha256: str, consumer: str) -> TokenClaims:
+        """Check signature, shape, expiry and binding, then claim the token; of concurrent
+        consumers exactly one succeeds."""
         try:
-            raw = jws.verify(token, self._key)
+            claims = _claims(jws.verify(token, self._key))
         except jws.BadSignature as exc:
             raise _refuse("bad signature", str(exc)) from None
         except jws.MalformedToken as exc:
             raise _refuse("malformed", str(exc)) from None
-        claims = _claims(raw)
         if int(self._clock()) >= claims.exp:
             raise _refuse("expired")
         if claims.task_id != task_id:
@@ -179,23 +175,11 @@ class TokenService:
                 "the spec changed since validation",
                 hint="validate the current spec again for a new token",
             )
-        return claims
-
-    def verify(self, token: str, *, task_id: str, spec_sha256: str) -> TokenClaims:
-        """Check a token without using it up."""
-        claims = self._check(token, task_id, spec_sha256)
-        with self._db() as conn:
-            row = conn.execute("SELECT consumed_at FROM tokens WHERE jti = ?", (claims.jti,)).fetchone()
-        _check_row(row)
-        return claims
-
-    def consume(self, token: str, *, task_id: str, spec_sha256: str, consumer: str) -> TokenClaims:
-        """Verify and claim a token; of concurrent consumers exactly one succeeds."""
-        claims = self._check(token, task_id, spec_sha256)
         with self._db() as conn:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute("SELECT consumed_at FROM tokens WHERE jti = ?", (claims.jti,)).fetchone()
-            _check_row(row)
+            if row is None:
+                raise _refuse("unknown token", "not in this user's token store")
             claimed = conn.execute(
                 "UPDATE tokens SET consumed_at = ?, consumer = ? WHERE jti = ? AND consumed_at IS NULL",
                 (int(self._clock()), consumer, claims.jti),
@@ -212,10 +196,3 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_dev, stat.st_ino
-
-
-def _check_row(row: tuple[Any, ...] | None) -> None:
-    if row is None:
-        raise _refuse("unknown token", "not in this user's token store")
-    if row[0] is not None:
-        raise _refuse("already consumed")

@@ -1,6 +1,5 @@
 """The project's signed, hash-chained audit log (docs/architecture.md, "Evidence"); its line
-format is :mod:`snodo.state.audit_chain`, the home's record of its head
-:mod:`snodo.state.audit_checkpoint`.
+format and the home's record of its head are :mod:`snodo.state.audit_chain`.
 
 Appends hold an exclusive lock. A process checks the whole log on its first append unless
 the file is exactly the one the home recorded after the last append (device, inode, mtime,
@@ -36,21 +35,21 @@ from snodo.state.audit_chain import (
     ChainBreak,
     Scan,
     bounded,
-    check_signature,
     checkpoint_payload,
+    file_identity,
     first_problem,
     last_line,
     linked_line,
     parse_line,
+    read_anchor,
     record_hash,
     scan_lines,
+    slot_identities,
+    write_anchor,
 )
-from snodo.state.audit_checkpoint import file_identity, read_anchor, slot_identities, write_anchor
 from snodo.state.audit_key import audit_public_key, audit_signing_key, signing_key_and_fingerprint
 from snodo.state.home import snodo_home
 from snodo.state.keys import public_key_fingerprint
-
-__all__ = ["AuditLog", "VerifyReport", "bounded", "check_signature", "record_hash"]
 
 
 @frozen(kw_only=True)
@@ -121,7 +120,7 @@ class AuditLog:
                 anchor = read_anchor(self.anchor_path) if anchored else None
             except ChainBreak as broken:
                 return VerifyReport(ok=False, count=0, line=broken.line, reason=broken.reason)
-            scan = self._scan(anchor)
+            scan = scan_lines(self.lines(), anchor)
             trusted = key
             if trusted is None and scan.checkpoint is not None:
                 trusted = audit_public_key(self.home)
@@ -130,7 +129,7 @@ class AuditLog:
                         f"cannot verify {self.path}: this home ({self.home}) has no audit key",
                         hint="verify the log with the key that signed it: `snodo audit verify --key PUBKEY FILE`",
                     )
-        problem = self._first_problem(scan, anchor, trusted)
+        problem = first_problem(scan, anchor, trusted, home=self.home)
         fingerprint = public_key_fingerprint(trusted) if trusted else ""
         if problem is None:
             return VerifyReport(ok=True, count=scan.events, checkpoints=scan.checkpoints, key=fingerprint)
@@ -309,7 +308,7 @@ class AuditLog:
         ):
             self._check_last_line(anchor)
             return anchor.seq + 1, anchor.hash, None
-        scan = self._scan(anchor)
+        scan = scan_lines(self.lines(), anchor)
         recovered = self._recover(scan, anchor)
         cp = scan.checkpoint
         return (cp["seq"] + 1, cp["hash"], recovered) if cp else (0, GENESIS, recovered)
@@ -320,7 +319,7 @@ class AuditLog:
         if scan.fault is not None and not scan.fault_is_torn_end:
             raise scan.fault
         signed = audit_public_key(self.home) if scan.checkpoint is not None else None
-        problem = self._first_problem(scan, anchor, signed, tail_ok=True)
+        problem = first_problem(scan, anchor, signed, home=self.home, tail_ok=True)
         if problem is not None:
             raise problem
         try:
@@ -352,11 +351,6 @@ class AuditLog:
                 "kept_in": name,
             },
         }
-
-    def _first_problem(
-        self, scan: Scan, anchor: Anchor | None, key: Ed25519PublicKey | None, *, tail_ok: bool = False
-    ) -> ChainBreak | None:
-        return first_problem(scan, anchor, key, home=self.home, tail_ok=tail_ok)
 
     def _check_last_line(self, anchor: Anchor) -> None:
         """The log's last line is intact and is the checkpoint the home names."""
@@ -398,9 +392,6 @@ class AuditLog:
             return
         except OSError as exc:
             raise StateError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
-
-    def _scan(self, anchor: Anchor | None) -> Scan:
-        return scan_lines(self.lines(), anchor)
 
     def _events_before(self, line: int) -> int:
         """Events on the lines before ``line`` (for a report that stops inside the signed part)."""

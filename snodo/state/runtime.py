@@ -223,7 +223,7 @@ def _move_anchor(old_log: Path, new_log: Path) -> None:
     before the log moves: a crash between leaves a log that is checked, never one that is
     not), so a truncation before the move is still seen after it."""
     from snodo.state.audit import AuditLog  # noqa: PLC0415 the audit modules import this one
-    from snodo.state.audit_checkpoint import slots  # noqa: PLC0415 the audit modules import this one
+    from snodo.state.audit_chain import slots  # noqa: PLC0415 the audit modules import this one
 
     for src, dst in zip(slots(AuditLog(old_log).anchor_path), slots(AuditLog(new_log).anchor_path), strict=True):
         if not src.is_file() or _same_bytes(src, dst):

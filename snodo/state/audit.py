@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -51,6 +52,9 @@ from snodo.state.audit_key import audit_public_key, audit_signing_key, signing_k
 from snodo.state.home import snodo_home
 from snodo.state.keys import public_key_fingerprint
 
+#: An event's record and the canonical JSON of its data when known (see ``AuditLog._draft``).
+Draft = tuple[dict[str, Any], bytes | None]
+
 
 @frozen(kw_only=True)
 class VerifyReport:
@@ -65,19 +69,17 @@ class VerifyReport:
     key: str = ""
 
 
-# Logs (device, inode) whose whole chain this process has checked: process-wide, so code
-# that builds a fresh AuditLog per event does not rescan. Only touched under the log's lock.
+# Both only touched under the log's lock, process-wide (code that builds a fresh AuditLog
+# per event does not rescan). _CHECKED: logs (device, inode) whose whole chain this process
+# has checked. _LEFT, by log (real path): what this process's last append left (the anchor
+# the home recorded, the identity of the home's two slot files, the slot written and its
+# write number); while the log and slots are still so (any write sets a ctime, which no
+# process can set back), the next append reads neither.
 _CHECKED: set[tuple[int, int]] = set()
-
-#: By log (real path), what this process's last append left: the anchor the home recorded,
-#: the identity of the home's two slot files, and the slot written with its write number.
-#: While the log and slots are still so (any write sets a ctime, which no process can set
-#: back), the next append reads neither. Only touched under the log's lock.
 _LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...], tuple[int, int]]] = {}
 
 
 def _datasync(fd: int) -> None:
-    """Data and the size that reaches it, without timestamps (one per append)."""
     getattr(os, "fdatasync", os.fsync)(fd)
 
 
@@ -164,14 +166,13 @@ class AuditLog:
     def append(self, event: str, *, mode: str | None, data: Mapping[str, Any]) -> dict[str, Any]:
         """Append one event and return its record; refuse if the log is broken. Inside
         :meth:`batch` the record is written (and completed) when the outermost batch ends."""
-        record, encoded = self._draft(event, mode, data)
-        buffer: list[dict[str, Any]] | None = getattr(self._local, "buffer", None)
+        draft = self._draft(event, mode, data)
+        buffer: list[Draft] | None = getattr(self._local, "buffer", None)
         if buffer is not None:
-            buffer.append(record)
-            self._local.encoded.append(encoded)
+            buffer.append(draft)
         else:
-            self._flush([record], [encoded])
-        return record
+            self._flush([draft])
+        return draft[0]
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -182,17 +183,16 @@ class AuditLog:
             yield
             return
         self._flush([])
-        self._local.buffer, self._local.encoded = [], []
+        self._local.buffer = []
         try:
             yield
         finally:
-            buffered: list[dict[str, Any]] = self._local.buffer
-            encoded: list[bytes | None] = self._local.encoded
-            self._local.buffer = self._local.encoded = None
+            buffered: list[Draft] = self._local.buffer
+            self._local.buffer = None
             if buffered:
-                self._flush(buffered, encoded)
+                self._flush(buffered)
 
-    def _draft(self, event: str, mode: str | None, data: Mapping[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+    def _draft(self, event: str, mode: str | None, data: Mapping[str, Any]) -> Draft:
         """The event's record (its data as JSON reads it back, over-long strings bounded)
         and the canonical JSON of that data when it is the same bytes (``None`` if bounding
         changed it)."""
@@ -211,38 +211,30 @@ class AuditLog:
         record["data"] = bounded(normalised)
         return record, None
 
-    def _flush(self, drafts: list[dict[str, Any]], encoded: list[bytes | None] | None = None) -> None:
-        """Under the lock: check (and if need be recover) the log, then append ``drafts``
-        (``encoded``: each one's data as canonical JSON, where known) and a checkpoint."""
+    def _flush(self, drafts: list[Draft]) -> None:
+        """Under the lock: check (and if need be recover) the log, then append ``drafts`` and
+        a checkpoint."""
         audit_signing_key(self.home)  # made (or refused) before the lock is taken
         with file_lock(self.path):
             real = os.path.realpath(self.path)  # once per append: what every step below is keyed by
             seq, prev, recovered, last = self._prepare(real)
-            encoded = list(encoded) if encoded is not None else [None] * len(drafts)
             if recovered is not None:
-                drafts, encoded = [recovered, *drafts], [None, *encoded]
+                drafts = [(recovered, None), *drafts]
             if drafts:
-                self._append_signed(drafts, seq, prev, real, last, encoded)
+                self._append_signed(drafts, seq, prev, real, last)
 
     def _append_signed(
-        self,
-        drafts: list[dict[str, Any]],
-        seq: int,
-        prev: str,
-        real: str | None = None,
-        last: tuple[int, int] | None = None,
-        encoded: list[bytes | None] | None = None,
+        self, drafts: list[Draft], seq: int, prev: str, real: str, last: tuple[int, int] | None = None
     ) -> None:
         """Under the lock: chain ``drafts`` from ``seq``/``prev``, sign a checkpoint after them,
         write all with one write and one fsync, then record the checkpoint in the home (``last``:
         see :func:`write_anchor`)."""
-        real = os.path.realpath(self.path) if real is None else real
         signer, fingerprint = signing_key_and_fingerprint(self.home)
         out = bytearray()
-        for i, draft in enumerate(drafts):
+        for draft, encoded in drafts:
             record = {"seq": seq, "ts": draft["ts"], "event": draft["event"], "mode": draft["mode"]}
             record["data"], record["prev"] = draft["data"], prev
-            record["hash"], line = linked_line(record, encoded[i] if encoded is not None else None)
+            record["hash"], line = linked_line(record, encoded)
             prev = record["hash"]
             draft.clear()
             draft.update(record)
@@ -268,7 +260,10 @@ class AuditLog:
 
     def _prepare(self, real: str) -> tuple[int, str, dict[str, Any] | None, tuple[int, int] | None]:
         """(next seq, prev hash, recovery event or None, the home slot last written and its
-        write number when known without reading) of a log known to be intact."""
+        write number when known without reading) of a log known to be intact. Checked: nothing
+        while the log and slots are as this process's last append left them; only the last
+        line of a log this process checked, or that is exactly as the last append (of any
+        process) left it; else the whole log, recovered if need be."""
         try:
             stat: os.stat_result | None = os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError):
@@ -284,7 +279,19 @@ class AuditLog:
         _LEFT.pop(real, None)
         key = (stat.st_dev, stat.st_ino) if stat else None
         try:
-            seq, prev, recovered = self._check(real, stat, key)
+            anchor = read_anchor(self._anchor_for(real))
+            if (
+                anchor is not None
+                and stat is not None
+                and stat.st_size == anchor.size
+                and (key in _CHECKED or anchor.file == file_identity(stat))
+            ):
+                self._check_last_line(anchor)
+                seq, prev, recovered = anchor.seq + 1, anchor.hash, None
+            else:
+                scan = scan_lines(self.lines(), anchor)
+                recovered = self._recover(scan, anchor)
+                seq, prev = (scan.checkpoint["seq"] + 1, scan.checkpoint["hash"]) if scan.checkpoint else (0, GENESIS)
         except ChainBreak as broken:
             if key is not None:
                 _CHECKED.discard(key)
@@ -292,26 +299,6 @@ class AuditLog:
         if key is not None:
             _CHECKED.add(key)
         return seq, prev, recovered, None
-
-    def _check(
-        self, real: str, stat: os.stat_result | None, key: tuple[int, int] | None
-    ) -> tuple[int, str, dict[str, Any] | None]:
-        """(next seq, prev hash, recovery event or None): only the last line of a log this
-        process checked, or that is exactly as the last append (of any process) left it;
-        else the whole log, recovered if need be."""
-        anchor = read_anchor(self._anchor_for(real))
-        if (
-            anchor is not None
-            and stat is not None
-            and stat.st_size == anchor.size
-            and (key in _CHECKED or anchor.file == file_identity(stat))
-        ):
-            self._check_last_line(anchor)
-            return anchor.seq + 1, anchor.hash, None
-        scan = scan_lines(self.lines(), anchor)
-        recovered = self._recover(scan, anchor)
-        cp = scan.checkpoint
-        return (cp["seq"] + 1, cp["hash"], recovered) if cp else (0, GENESIS, recovered)
 
     def _recover(self, scan: Scan, anchor: Anchor | None) -> dict[str, Any] | None:
         """Accept the log up to its last checkpoint and move aside what only an interrupted
@@ -394,14 +381,7 @@ class AuditLog:
             raise StateError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
 
     def _events_before(self, line: int) -> int:
-        """Events on the lines before ``line`` (for a report that stops inside the signed part)."""
-        count = 0
-        for lineno, raw in enumerate(self.lines(), start=1):
-            if lineno >= line:
-                break
-            if b'"event":"checkpoint"' not in raw:
-                count += 1
-        return count
+        return sum(b'"event":"checkpoint"' not in raw for raw in itertools.islice(self.lines(), line - 1))
 
     def _error(self, broken: ChainBreak) -> AuditChainError:
         where = f"line {broken.line}" if broken.line else "its checkpoint"

@@ -98,7 +98,7 @@ def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
                 "by": os.environ.get("USER") or os.environ.get("LOGNAME") or "",
             },
         }
-        log._append_signed([record], 0, GENESIS)
+        log._append_signed([(record, None)], 0, GENESIS, os.path.realpath(log.path))
     return record
 
 

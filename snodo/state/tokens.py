@@ -1,9 +1,7 @@
-"""Single-use validation tokens (INV1): an HS256 JWT (:mod:`snodo.state.jws`) bound to one
-task and spec, plus a row in ``$SNODO_HOME/tokens.db`` that makes it single-use.
-
-Consumption is one ``UPDATE ... WHERE consumed_at IS NULL`` in a ``BEGIN IMMEDIATE``
-transaction, so of concurrent consumers exactly one changes the row. Every database failure
-raises: a token store that cannot answer never lets work through.
+"""Single-use validation tokens (INV1): an HS256 JWT bound to one task and spec, plus a row
+in ``$SNODO_HOME/tokens.db``. Consumption is one ``UPDATE ... WHERE consumed_at IS NULL`` in
+a ``BEGIN IMMEDIATE`` transaction, so of concurrent consumers exactly one changes the row.
+Every database failure raises: a token store that cannot answer never lets work through.
 """
 
 from __future__ import annotations
@@ -25,7 +23,8 @@ from snodo.state.home import tokens_db_path
 from snodo.state.keys import token_key
 
 _BUSY_TIMEOUT_S = 10.0
-_KEEP_EXPIRED_S = 24 * 3600  # expired rows can never verify again; keep a day for inspection
+_KEEP_EXPIRED_S = 24 * 3600  # kept a day for inspection, removed by an issue at most once a minute
+_PURGE_EVERY_S = 60
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tokens (
     jti         TEXT PRIMARY KEY,
@@ -38,8 +37,6 @@ CREATE TABLE IF NOT EXISTS tokens (
     consumer    TEXT
 )
 """
-#: Rows expired for a day are removed by an issue, at most once a minute, by this index.
-_PURGE_EVERY_S = 60
 _EXPIRY_INDEX = "CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at)"
 _STR_CLAIMS = ("jti", "task_id", "spec_sha256", "mode")
 _INT_CLAIMS = ("iat", "exp")
@@ -74,8 +71,7 @@ def _claims(raw: dict[str, Any]) -> TokenClaims:
 
 
 class TokenService:
-    """Issues, verifies and consumes validation tokens for one ``$SNODO_HOME``; ``clock``
-    is the time source for ``iat``/``exp`` and expiry (tests need not sleep)."""
+    """Validation tokens of one ``$SNODO_HOME``; ``clock`` is the time source (tests need not sleep)."""
 
     def __init__(self, home: Path, *, clock: Callable[[], float] = time.time) -> None:
         self.db_path = tokens_db_path(home)
@@ -90,11 +86,10 @@ class TokenService:
 
     @contextlib.contextmanager
     def _db(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """This thread's autocommit connection (one per thread: no WAL checkpoint per
-        operation, as when a last connection closes); an unfinished transaction is rolled
-        back. ``durable=False`` commits without an fsync: right for issuing (a lost record
-        only makes its token unknown, refused), never for consuming (a lost claim would let
-        a token be used twice)."""
+        """This thread's autocommit connection (kept: closing the last one checkpoints the
+        WAL). ``durable=False`` commits without an fsync: right for issuing (a lost record
+        only makes its token unknown), never for consuming (a lost claim would let a token
+        be used twice)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         try:
             # a database replaced under a live connection: others claim tokens in another file

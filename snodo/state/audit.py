@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -91,7 +92,6 @@ class AuditLog:
         self.path = Path(path)
         self._home = home
         self._local = threading.local()
-        self._anchor: tuple[str, Path] | None = None
 
     @property
     def home(self) -> Path:
@@ -102,14 +102,7 @@ class AuditLog:
     @property
     def anchor_path(self) -> Path:
         """Where the home keeps this log's last checkpoint (keyed by the log's real path)."""
-        return self._anchor_for(os.path.realpath(self.path))
-
-    def _anchor_for(self, real: str) -> Path:
-        cached = self._anchor
-        if cached is None or cached[0] != real:
-            key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-            self._anchor = cached = real, self.home / "audit" / f"{key}.json"
-        return cached[1]
+        return _anchor_file(self.home, os.path.realpath(self.path))
 
     def verify(self, *, key: Ed25519PublicKey | None = None, anchored: bool = True) -> VerifyReport:
         """Check every line, the last checkpoint's signature and the home's checkpoint.
@@ -145,11 +138,9 @@ class AuditLog:
             key=fingerprint,
         )
 
-    def records(
-        self, event: str | None = None, last: int | None = None, *, checkpoints: bool = False
-    ) -> list[dict[str, Any]]:
-        """Events in order, optionally only one ``event`` and only the ``last`` N of them;
-        checkpoint lines only with ``checkpoints`` (or ``event="checkpoint"``)."""
+    def records(self, event: str | None = None, last: int | None = None) -> list[dict[str, Any]]:
+        """Events in order, optionally only one ``event`` (checkpoint lines only if asked for)
+        and only the ``last`` N of them."""
         found: deque[dict[str, Any]] = deque(maxlen=last)
         with file_lock(self.path, shared=True):
             for lineno, raw in enumerate(self.lines(), start=1):
@@ -157,9 +148,7 @@ class AuditLog:
                     record = parse_line(raw, lineno)
                 except ChainBreak as broken:
                     raise self._error(broken) from None
-                if record["event"] == CHECKPOINT and not checkpoints and event != CHECKPOINT:
-                    continue
-                if event is None or record["event"] == event:
+                if record["event"] == event or (event is None and record["event"] != CHECKPOINT):
                     found.append(record)
         return list(found)
 
@@ -253,7 +242,7 @@ class AuditLog:
         checkpoint["hash"], line = linked_line(checkpoint)
         out += line
         written = self._write(bytes(out))
-        where = self._anchor_for(real)
+        where = _anchor_file(self.home, real)
         wrote = write_anchor(where, real, checkpoint, written, last=last)
         anchor = Anchor(seq=seq, hash=checkpoint["hash"], size=written.st_size, file=file_identity(written))
         _LEFT[real] = (anchor, slot_identities(where), wrote)
@@ -273,13 +262,13 @@ class AuditLog:
             left is not None
             and stat is not None
             and left[0].file == file_identity(stat)
-            and left[1] == slot_identities(self._anchor_for(real))
+            and left[1] == slot_identities(_anchor_file(self.home, real))
         ):
             return left[0].seq + 1, left[0].hash, None, left[2]
         _LEFT.pop(real, None)
         key = (stat.st_dev, stat.st_ino) if stat else None
         try:
-            anchor = read_anchor(self._anchor_for(real))
+            anchor = read_anchor(_anchor_file(self.home, real))
             if (
                 anchor is not None
                 and stat is not None
@@ -404,6 +393,11 @@ class AuditLog:
                 "to .snodo/allowed_signers (`snodo keys show`, then `snodo protocol sign`)"
             )
         return AuditChainError(message, line=broken.line, reason=broken.reason, hint=hint)
+
+
+@functools.lru_cache(maxsize=64)
+def _anchor_file(home: Path, real: str) -> Path:
+    return home / "audit" / f"{hashlib.sha256(real.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}.json"
 
 
 def _now() -> str:

@@ -113,11 +113,8 @@ def _fault(log: AuditLog) -> str:
             f"nothing to restart: {log.home} recorded no signed checkpoint for {log.path}",
             hint="a log the home never signed starts by itself with the next event",
         )
-    try:
-        scan = scan_lines(log.lines(), anchor)
-        problem = first_problem(scan, anchor, audit_public_key(log.home), home=log.home)
-    except ChainBreak as broken:
-        return broken.reason
+    scan = scan_lines(log.lines(), anchor)
+    problem = first_problem(scan, anchor, audit_public_key(log.home), home=log.home)
     if problem is None:
         raise StateError(
             f"{log.path} is intact ({scan.events} events): there is nothing to restart",

@@ -42,28 +42,22 @@ def require_owner_only(path: Path, fd: int) -> None:
         )
 
 
-def _read_token_key(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        require_owner_only(path, handle.fileno())
-        data = handle.read()
+def token_key(home: Path) -> bytes:
+    path = keys_dir(home) / TOKEN_KEY_FILE
+    try:
+        if not path.exists():
+            atomic_create_bytes(path, secrets.token_bytes(_TOKEN_KEY_BYTES), mode=0o600)
+        with open(path, "rb") as handle:
+            require_owner_only(path, handle.fileno())
+            data = handle.read()
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if len(data) < _TOKEN_KEY_BYTES:
         raise StateError(
             f"{path} is empty or too short ({len(data)} bytes, need {_TOKEN_KEY_BYTES})",
             hint="delete it to generate a new key; tokens issued with the old key become invalid",
         )
     return data
-
-
-def token_key(home: Path) -> bytes:
-    path = keys_dir(home) / TOKEN_KEY_FILE
-    try:
-        try:
-            return _read_token_key(path)
-        except FileNotFoundError:
-            atomic_create_bytes(path, secrets.token_bytes(_TOKEN_KEY_BYTES), mode=0o600)
-            return _read_token_key(path)
-    except OSError as exc:
-        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def decision_key_paths(home: Path) -> tuple[Path, Path]:

@@ -101,10 +101,7 @@ class TokenService:
             if conn is None:
                 conn = sqlite3.connect(self.db_path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
                 self._local.conn, self._local.identity = conn, _file_identity(self.db_path)
-                self._local.durable = None
-            if self._local.durable is not durable:  # a connection's setting: set when it changes
-                conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
-                self._local.durable = durable
+            conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
             raise StateError(f"cannot open token store {self.db_path}: {exc}") from exc
         try:

@@ -85,8 +85,7 @@ def _datasync(fd: int) -> None:
 
 
 class AuditLog:
-    """Append-only, signed, hash-chained audit log shared by every process of a project;
-    ``home`` holds the audit key and the checkpoints (default: the current one)."""
+    """Shared by every process of a project; ``home`` holds the audit key and the checkpoints."""
 
     def __init__(self, path: Path, home: Path | None = None) -> None:
         self.path = Path(path)
@@ -101,15 +100,12 @@ class AuditLog:
 
     @property
     def anchor_path(self) -> Path:
-        """Where the home keeps this log's last checkpoint (keyed by the log's real path)."""
         return _anchor_file(self.home, os.path.realpath(self.path))
 
     def verify(self, *, key: Ed25519PublicKey | None = None, anchored: bool = True) -> VerifyReport:
-        """Check every line, the last checkpoint's signature and the home's checkpoint.
-
-        ``key``: the trusted audit public key (default: this home's, and :class:`StateError`
-        if there is none); ``anchored=False`` skips the home's checkpoint (another machine's log).
-        """
+        """Check every line, the last checkpoint's signature and the home's checkpoint
+        (``anchored=False``: not the home's, for another machine's log). ``key``: the trusted
+        audit public key (default: this home's; :class:`StateError` if there is none)."""
         with file_lock(self.path, shared=True):
             try:
                 anchor = read_anchor(self.anchor_path) if anchored else None
@@ -182,9 +178,8 @@ class AuditLog:
                 self._flush(buffered)
 
     def _draft(self, event: str, mode: str | None, data: Mapping[str, Any]) -> Draft:
-        """The event's record (its data as JSON reads it back, over-long strings bounded)
-        and the canonical JSON of that data when it is the same bytes (``None`` if bounding
-        changed it)."""
+        """The event's record (its data as JSON reads it back, over-long strings bounded) and
+        that data's canonical JSON (``None`` if bounding changed it)."""
         if not isinstance(event, str) or not event:
             raise StateError(f"cannot append to {self.path}: event must be a non-empty string")
         if event == CHECKPOINT:
@@ -268,19 +263,7 @@ class AuditLog:
         _LEFT.pop(real, None)
         key = (stat.st_dev, stat.st_ino) if stat else None
         try:
-            anchor = read_anchor(_anchor_file(self.home, real))
-            if (
-                anchor is not None
-                and stat is not None
-                and stat.st_size == anchor.size
-                and (key in _CHECKED or anchor.file == file_identity(stat))
-            ):
-                self._check_last_line(anchor)
-                seq, prev, recovered = anchor.seq + 1, anchor.hash, None
-            else:
-                scan = scan_lines(self.lines(), anchor)
-                recovered = self._recover(scan, anchor)
-                seq, prev = (scan.checkpoint["seq"] + 1, scan.checkpoint["hash"]) if scan.checkpoint else (0, GENESIS)
+            seq, prev, recovered = self._check(real, stat, key)
         except ChainBreak as broken:
             if key is not None:
                 _CHECKED.discard(key)
@@ -288,6 +271,23 @@ class AuditLog:
         if key is not None:
             _CHECKED.add(key)
         return seq, prev, recovered, None
+
+    def _check(
+        self, real: str, stat: os.stat_result | None, key: tuple[int, int] | None
+    ) -> tuple[int, str, dict[str, Any] | None]:
+        anchor = read_anchor(_anchor_file(self.home, real))
+        if (
+            anchor is not None
+            and stat is not None
+            and stat.st_size == anchor.size
+            and (key in _CHECKED or anchor.file == file_identity(stat))
+        ):
+            self._check_last_line(anchor)
+            return anchor.seq + 1, anchor.hash, None
+        scan = scan_lines(self.lines(), anchor)
+        recovered = self._recover(scan, anchor)
+        cp = scan.checkpoint
+        return (cp["seq"] + 1, cp["hash"], recovered) if cp else (0, GENESIS, recovered)
 
     def _recover(self, scan: Scan, anchor: Anchor | None) -> dict[str, Any] | None:
         """Accept the log up to its last checkpoint and move aside what only an interrupted
@@ -329,7 +329,6 @@ class AuditLog:
         }
 
     def _check_last_line(self, anchor: Anchor) -> None:
-        """The log's last line is intact and is the checkpoint the home names."""
         lineno = anchor.seq + 1
         with open(self.path, "rb") as log:
             raw = last_line(log, anchor.size)
@@ -360,7 +359,6 @@ class AuditLog:
         return stat
 
     def lines(self) -> Iterator[bytes]:
-        """The log's raw lines; none if it does not exist yet."""
         try:
             with open(self.path, "rb") as log:
                 yield from log

@@ -31,6 +31,7 @@ Decision = Literal["approve", "reject"]
 DECISION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 # Prefixed to the signed bytes: a decision's signature never passes for another document's.
 _SIGNING_CONTEXT = b"snodo decision record v1\n"
+_LISTED = f"the .snodo/{ALLOWED_SIGNERS} in force"
 
 
 @frozen(kw_only=True)
@@ -104,7 +105,6 @@ class Trust:
     """The keys whose decisions count, by fingerprint."""
 
     signers: dict[str, Signer]
-    source: str
     listed: bool  # True when .snodo/allowed_signers decides
     problem: str = ""  # why nothing is trusted, when nothing is
 
@@ -142,18 +142,13 @@ class DecisionStore:
 
     def trust(self) -> Trust:
         if self.signers is not None:
-            source = f"the .snodo/{ALLOWED_SIGNERS} in force"
-            listed = signers_for(parse_allowed_signers(self.signers, source), DECISION_NAMESPACE)
-            return Trust(signers=listed, source=source, listed=True)
+            listed = signers_for(parse_allowed_signers(self.signers, _LISTED), DECISION_NAMESPACE)
+            return Trust(signers=listed, listed=True)
         try:
             key = load_decision_public_key(self.home)
         except StateError as exc:
-            return Trust(signers={}, source="this home's decision key", listed=False, problem=exc.message)
-        return Trust(
-            signers={public_key_fingerprint(key): Signer(name="local", key=key)},
-            source="this home's decision key",
-            listed=False,
-        )
+            return Trust(signers={}, listed=False, problem=exc.message)
+        return Trust(signers={public_key_fingerprint(key): Signer(name="local", key=key)}, listed=False)
 
     def verified_records(
         self, task_id: str, spec_sha256: str, *, tree: str = ""
@@ -166,10 +161,11 @@ class DecisionStore:
         accepted: list[DecisionRecord] = []
         rejected: list[Rejected] = []
         for path in sorted(self.directory.glob("*.json")):
-            rejection, record = _verify_file(path, trust)
-            if record is None or record.task_id != task_id:
-                if rejection is not None:
-                    rejected.append(rejection)
+            record = _verify_file(path, trust)
+            if isinstance(record, Rejected):
+                rejected.append(record)
+            elif record.task_id != task_id:
+                continue
             elif record.spec_sha256 != spec_sha256:
                 rejected.append(_rejected(path, record, "bound to another spec of this task (the spec changed since)"))
             elif record.tree != tree:
@@ -203,26 +199,26 @@ def _rejected(path: Path, record: DecisionRecord, reason: str) -> Rejected:
     return Rejected(path, reason, record.decided_by, record.public_key_fingerprint)
 
 
-def _verify_file(path: Path, trust: Trust) -> tuple[Rejected | None, DecisionRecord | None]:
-    """``(None, record)`` if the file holds a record signed by a trusted key, else why not."""
+def _verify_file(path: Path, trust: Trust) -> DecisionRecord | Rejected:
+    """The record if the file holds one signed by a trusted key, else why not."""
     try:
         record = load_record(path, DecisionRecord)
     except (StateError, OSError) as exc:
-        return Rejected(path, f"unreadable: {exc}"), None
+        return Rejected(path, f"unreadable: {exc}")
     if path.stem != record.decision_id:
-        return _rejected(path, record, f"file name does not match its decision_id {record.decision_id!r}"), None
+        return _rejected(path, record, f"file name does not match its decision_id {record.decision_id!r}")
     signer = trust.signers.get(record.public_key_fingerprint)
     if signer is None or signer.key is None:
         who = f"signed by {record.decided_by!r} with key {record.public_key_fingerprint or '(none)'}"
         if trust.listed:
-            why = f"{who}, which is not listed in {trust.source}"
+            why = f"{who}, which is not listed in {_LISTED}"
         elif trust.problem:
             why = f"cannot verify: {trust.problem} ({who})"
         else:
             why = f"{who}, which is not this home's decision key (list it in .snodo/{ALLOWED_SIGNERS} to trust it)"
-        return _rejected(path, record, why), None
+        return _rejected(path, record, why)
     try:
         signer.key.verify(base64.b64decode(record.signature, validate=True), record.signing_bytes())
     except (InvalidSignature, binascii.Error, ValueError):
-        return _rejected(path, record, "signature does not verify (the record was altered or forged)"), None
-    return None, record
+        return _rejected(path, record, "signature does not verify (the record was altered or forged)")
+    return record

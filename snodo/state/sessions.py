@@ -190,12 +190,10 @@ class SessionStore:
         )
         project = Path(session.project_root)
         if project_state_path(project).exists():
-            update_project_state(
-                project,
-                lambda state: evolve(
-                    state, active_sessions=tuple(sid for sid in state.active_sessions if sid != session_id)
-                ),
-            )
+            with file_lock(project_state_path(project)):
+                state = load_project_state(project)
+                active = tuple(sid for sid in state.active_sessions if sid != session_id)
+                save_project_state(project, evolve(state, active_sessions=active))
         return session
 
     def add_pending(self, session_id: str, pending: PendingDecision) -> Session:
@@ -255,13 +253,6 @@ def load_project_state(project: Path) -> ProjectState:
 
 def save_project_state(project: Path, state: ProjectState) -> None:
     save_record(project_state_path(project), state)
-
-
-def update_project_state(project: Path, change: Callable[[ProjectState], ProjectState]) -> ProjectState:
-    with file_lock(project_state_path(project)):
-        state = change(load_project_state(project))
-        save_project_state(project, state)
-    return state
 
 
 def _head(project_root: Path | str) -> str | None:

@@ -160,9 +160,6 @@ class SessionStore:
                 f"no session {session_id!r} (looked for {path})", hint="`snodo session list` shows sessions"
             ) from None
 
-    def exists(self, session_id: str) -> bool:
-        return self.path(session_id).exists()
-
     def _update(self, session_id: str, change: Callable[[Session], Session]) -> Session:
         path = self.path(session_id)
         with file_lock(path):
@@ -272,7 +269,7 @@ def ensure_session(project: Path, mode: str, home: Path, *, base_head: str | Non
         state = load_project_state(project)
         live: builtins.list[Session] = []
         for sid in state.active_sessions:
-            if not store.exists(sid):
+            if not store.path(sid).exists():
                 continue
             stored = store.load(sid)
             if stored.idle_expired():

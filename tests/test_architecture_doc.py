@@ -114,7 +114,7 @@ PROOFS: dict[str, tuple[str, ...]] = {
         "tests/mcp/test_mcp_governance.py::test_blocker_issues_nothing",
         "tests/governance/test_validate_cli.py::test_failing_suite_is_a_blocker_and_missing_command_a_validator_error",
     ),
-    "TokenService.issue": ("tests/governance/test_validate_cli.py::test_pass_records_a_token_and_audits",),
+    "TokenService.issued": ("tests/governance/test_validate_cli.py::test_pass_records_a_token_and_audits",),
     "TokenService.consume": (
         "tests/mcp/test_mcp_governance.py::test_dispatch_never_consumes_a_token_of_another_task_or_spec",
     ),

@@ -112,7 +112,7 @@ def export_cmd(dest: Path, protocol_path: Path | None, as_json: bool) -> None:
     """
     from snodo.cli.output import console, emit_json
     from snodo.state.audit import AuditLog
-    from snodo.state.audit_export import export_log
+    from snodo.state.audit_ops import export_log
     from snodo.state.runtime import audit_log_path
 
     try:
@@ -226,7 +226,7 @@ def restart_cmd(reason: str, yes: bool, protocol_path: Path | None, as_json: boo
 
     from snodo.cli.output import console, emit_json
     from snodo.state.audit import AuditLog
-    from snodo.state.audit_restart import restart_log
+    from snodo.state.audit_ops import restart_log
     from snodo.state.runtime import audit_log_path
 
     if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children

@@ -26,7 +26,6 @@ T = TypeVar("T")
 
 
 def fsync_dir(directory: Path) -> None:
-    """Make a rename or a new name in ``directory`` survive a crash of the machine."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -35,7 +34,6 @@ def fsync_dir(directory: Path) -> None:
 
 
 def _write_temp(path: Path, data: bytes, mode: int, place: Callable[[str], None]) -> None:
-    """Write ``data`` to a fresh, fsynced temporary file beside ``path`` and ``place`` it."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -51,7 +49,6 @@ def _write_temp(path: Path, data: bytes, mode: int, place: Callable[[str], None]
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` in one step (temp file + fsync + ``os.replace``)."""
     path = Path(path)
     try:
         _write_temp(path, data, mode, lambda tmp: os.replace(tmp, path))
@@ -60,16 +57,13 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> None:
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) atomically."""
     atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
 
 
 def atomic_create_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> bool:
-    """Create ``path`` holding ``data`` unless it already exists; True if this call made it.
-
-    The complete file is hard-linked into place and ``link`` fails if the name exists, so
-    concurrent creators agree on one winner and no reader ever sees the file empty.
-    """
+    """Create ``path`` holding ``data`` unless it exists; True if this call made it. The
+    complete file is linked into place: concurrent creators agree on one winner, and no
+    reader sees the file empty."""
     path = Path(path)
     try:
         _write_temp(path, data, mode, lambda tmp: os.link(tmp, path))
@@ -91,7 +85,6 @@ def canonical_json(obj: Any) -> bytes:
 
 
 def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644) -> None:
-    """Serialise ``obj`` and replace ``path`` with it atomically."""
     try:
         text = dumps_json(obj)
     except (TypeError, ValueError) as exc:
@@ -100,8 +93,7 @@ def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """Parse the JSON file at ``path``; ``FileNotFoundError`` (no state yet) passes through,
-    every other failure is a ``StateError`` naming the file."""
+    """The parsed file; ``FileNotFoundError`` (no state yet) passes through."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -120,9 +112,9 @@ def read_json(path: Path) -> Any:
 
 @contextlib.contextmanager
 def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
-    """Hold an exclusive (or shared) ``flock`` on ``<path>.lock`` across processes and
-    threads (each call opens its own descriptor); it dies with its process. The lock file
-    is never deleted: unlinking it would let two processes lock two different inodes."""
+    """An exclusive (or shared) ``flock`` on ``<path>.lock``, across processes and threads
+    (each call opens its own descriptor). The lock file is never deleted: unlinking it would
+    let two processes lock two different inodes."""
     lock_path = Path(path).with_name(Path(path).name + ".lock")
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -135,16 +127,11 @@ def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-# ------------------------------------------------------------------ typed records
-
-
 def unstructure(record: Any) -> Any:
-    """The JSON-ready form of an attrs record."""
     return CONVERTER.unstructure(record)
 
 
 def structure(data: Any, cls: type[T], *, source: Path) -> T:
-    """Build ``cls`` from parsed JSON, or raise a ``StateError`` naming ``source`` and fields."""
     try:
         return CONVERTER.structure(data, cls)
     except (ClassValidationError, IterableValidationError) as exc:
@@ -155,10 +142,8 @@ def structure(data: Any, cls: type[T], *, source: Path) -> T:
 
 
 def load_record(path: Path, cls: type[T]) -> T:
-    """Read and structure a record file; ``FileNotFoundError`` passes through."""
     return structure(read_json(path), cls, source=Path(path))
 
 
 def save_record(path: Path, record: Any) -> None:
-    """Write an attrs record atomically as JSON."""
     atomic_write_json(path, unstructure(record))

@@ -1,6 +1,5 @@
 """The project's signed, hash-chained audit log (docs/architecture.md, "Evidence"); its line
-format is :mod:`snodo.state.audit_chain`, the home's record of its head
-:mod:`snodo.state.audit_checkpoint`.
+format and the home's record of its head are :mod:`snodo.state.audit_chain`.
 
 Appends hold an exclusive lock. A process checks the whole log on its first append unless
 the file is exactly the one the home recorded after the last append (device, inode, mtime,
@@ -12,7 +11,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -36,21 +37,24 @@ from snodo.state.audit_chain import (
     ChainBreak,
     Scan,
     bounded,
-    check_signature,
     checkpoint_payload,
+    file_identity,
     first_problem,
     last_line,
     linked_line,
     parse_line,
+    read_anchor,
     record_hash,
     scan_lines,
+    slot_identities,
+    write_anchor,
 )
-from snodo.state.audit_checkpoint import file_identity, read_anchor, slot_identities, write_anchor
 from snodo.state.audit_key import audit_public_key, audit_signing_key, signing_key_and_fingerprint
 from snodo.state.home import snodo_home
 from snodo.state.keys import public_key_fingerprint
 
-__all__ = ["AuditLog", "VerifyReport", "bounded", "check_signature", "record_hash"]
+#: An event's record and the canonical JSON of its data when known (see ``AuditLog._draft``).
+Draft = tuple[dict[str, Any], bytes | None]
 
 
 @frozen(kw_only=True)
@@ -66,31 +70,27 @@ class VerifyReport:
     key: str = ""
 
 
-# Logs (device, inode) whose whole chain this process has checked: process-wide, so code
-# that builds a fresh AuditLog per event does not rescan. Only touched under the log's lock.
+# Both only touched under the log's lock, process-wide (code that builds a fresh AuditLog
+# per event does not rescan). _CHECKED: logs (device, inode) whose whole chain this process
+# has checked. _LEFT, by log (real path): what this process's last append left (the anchor
+# the home recorded, the identity of the home's two slot files, the slot written and its
+# write number); while the log and slots are still so (any write sets a ctime, which no
+# process can set back), the next append reads neither.
 _CHECKED: set[tuple[int, int]] = set()
-
-#: By log (real path), what this process's last append left: the anchor the home recorded,
-#: the identity of the home's two slot files, and the slot written with its write number.
-#: While the log and slots are still so (any write sets a ctime, which no process can set
-#: back), the next append reads neither. Only touched under the log's lock.
 _LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...], tuple[int, int]]] = {}
 
 
 def _datasync(fd: int) -> None:
-    """Data and the size that reaches it, without timestamps (one per append)."""
     getattr(os, "fdatasync", os.fsync)(fd)
 
 
 class AuditLog:
-    """Append-only, signed, hash-chained audit log shared by every process of a project;
-    ``home`` holds the audit key and the checkpoints (default: the current one)."""
+    """Shared by every process of a project; ``home`` holds the audit key and the checkpoints."""
 
     def __init__(self, path: Path, home: Path | None = None) -> None:
         self.path = Path(path)
         self._home = home
         self._local = threading.local()
-        self._anchor: tuple[str, Path] | None = None
 
     @property
     def home(self) -> Path:
@@ -100,28 +100,18 @@ class AuditLog:
 
     @property
     def anchor_path(self) -> Path:
-        """Where the home keeps this log's last checkpoint (keyed by the log's real path)."""
-        return self._anchor_for(os.path.realpath(self.path))
-
-    def _anchor_for(self, real: str) -> Path:
-        cached = self._anchor
-        if cached is None or cached[0] != real:
-            key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-            self._anchor = cached = real, self.home / "audit" / f"{key}.json"
-        return cached[1]
+        return _anchor_file(self.home, os.path.realpath(self.path))
 
     def verify(self, *, key: Ed25519PublicKey | None = None, anchored: bool = True) -> VerifyReport:
-        """Check every line, the last checkpoint's signature and the home's checkpoint.
-
-        ``key``: the trusted audit public key (default: this home's, and :class:`StateError`
-        if there is none); ``anchored=False`` skips the home's checkpoint (another machine's log).
-        """
+        """Check every line, the last checkpoint's signature and the home's checkpoint
+        (``anchored=False``: not the home's, for another machine's log). ``key``: the trusted
+        audit public key (default: this home's; :class:`StateError` if there is none)."""
         with file_lock(self.path, shared=True):
             try:
                 anchor = read_anchor(self.anchor_path) if anchored else None
             except ChainBreak as broken:
                 return VerifyReport(ok=False, count=0, line=broken.line, reason=broken.reason)
-            scan = self._scan(anchor)
+            scan = scan_lines(self.lines(), anchor)
             trusted = key
             if trusted is None and scan.checkpoint is not None:
                 trusted = audit_public_key(self.home)
@@ -130,7 +120,7 @@ class AuditLog:
                         f"cannot verify {self.path}: this home ({self.home}) has no audit key",
                         hint="verify the log with the key that signed it: `snodo audit verify --key PUBKEY FILE`",
                     )
-        problem = self._first_problem(scan, anchor, trusted)
+        problem = first_problem(scan, anchor, trusted, home=self.home)
         fingerprint = public_key_fingerprint(trusted) if trusted else ""
         if problem is None:
             return VerifyReport(ok=True, count=scan.events, checkpoints=scan.checkpoints, key=fingerprint)
@@ -144,11 +134,9 @@ class AuditLog:
             key=fingerprint,
         )
 
-    def records(
-        self, event: str | None = None, last: int | None = None, *, checkpoints: bool = False
-    ) -> list[dict[str, Any]]:
-        """Events in order, optionally only one ``event`` and only the ``last`` N of them;
-        checkpoint lines only with ``checkpoints`` (or ``event="checkpoint"``)."""
+    def records(self, event: str | None = None, last: int | None = None) -> list[dict[str, Any]]:
+        """Events in order, optionally only one ``event`` (checkpoint lines only if asked for)
+        and only the ``last`` N of them."""
         found: deque[dict[str, Any]] = deque(maxlen=last)
         with file_lock(self.path, shared=True):
             for lineno, raw in enumerate(self.lines(), start=1):
@@ -156,23 +144,20 @@ class AuditLog:
                     record = parse_line(raw, lineno)
                 except ChainBreak as broken:
                     raise self._error(broken) from None
-                if record["event"] == CHECKPOINT and not checkpoints and event != CHECKPOINT:
-                    continue
-                if event is None or record["event"] == event:
+                if record["event"] == event or (event is None and record["event"] != CHECKPOINT):
                     found.append(record)
         return list(found)
 
     def append(self, event: str, *, mode: str | None, data: Mapping[str, Any]) -> dict[str, Any]:
         """Append one event and return its record; refuse if the log is broken. Inside
         :meth:`batch` the record is written (and completed) when the outermost batch ends."""
-        record, encoded = self._draft(event, mode, data)
-        buffer: list[dict[str, Any]] | None = getattr(self._local, "buffer", None)
+        draft = self._draft(event, mode, data)
+        buffer: list[Draft] | None = getattr(self._local, "buffer", None)
         if buffer is not None:
-            buffer.append(record)
-            self._local.encoded.append(encoded)
+            buffer.append(draft)
         else:
-            self._flush([record], [encoded])
-        return record
+            self._flush([draft])
+        return draft[0]
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -183,20 +168,18 @@ class AuditLog:
             yield
             return
         self._flush([])
-        self._local.buffer, self._local.encoded = [], []
+        self._local.buffer = []
         try:
             yield
         finally:
-            buffered: list[dict[str, Any]] = self._local.buffer
-            encoded: list[bytes | None] = self._local.encoded
-            self._local.buffer = self._local.encoded = None
+            buffered: list[Draft] = self._local.buffer
+            self._local.buffer = None
             if buffered:
-                self._flush(buffered, encoded)
+                self._flush(buffered)
 
-    def _draft(self, event: str, mode: str | None, data: Mapping[str, Any]) -> tuple[dict[str, Any], bytes | None]:
-        """The event's record (its data as JSON reads it back, over-long strings bounded)
-        and the canonical JSON of that data when it is the same bytes (``None`` if bounding
-        changed it)."""
+    def _draft(self, event: str, mode: str | None, data: Mapping[str, Any]) -> Draft:
+        """The event's record (its data as JSON reads it back, over-long strings bounded) and
+        that data's canonical JSON (``None`` if bounding changed it)."""
         if not isinstance(event, str) or not event:
             raise StateError(f"cannot append to {self.path}: event must be a non-empty string")
         if event == CHECKPOINT:
@@ -212,38 +195,30 @@ class AuditLog:
         record["data"] = bounded(normalised)
         return record, None
 
-    def _flush(self, drafts: list[dict[str, Any]], encoded: list[bytes | None] | None = None) -> None:
-        """Under the lock: check (and if need be recover) the log, then append ``drafts``
-        (``encoded``: each one's data as canonical JSON, where known) and a checkpoint."""
+    def _flush(self, drafts: list[Draft]) -> None:
+        """Under the lock: check (and if need be recover) the log, then append ``drafts`` and
+        a checkpoint."""
         audit_signing_key(self.home)  # made (or refused) before the lock is taken
         with file_lock(self.path):
             real = os.path.realpath(self.path)  # once per append: what every step below is keyed by
             seq, prev, recovered, last = self._prepare(real)
-            encoded = list(encoded) if encoded is not None else [None] * len(drafts)
             if recovered is not None:
-                drafts, encoded = [recovered, *drafts], [None, *encoded]
+                drafts = [(recovered, None), *drafts]
             if drafts:
-                self._append_signed(drafts, seq, prev, real, last, encoded)
+                self._append_signed(drafts, seq, prev, real, last)
 
     def _append_signed(
-        self,
-        drafts: list[dict[str, Any]],
-        seq: int,
-        prev: str,
-        real: str | None = None,
-        last: tuple[int, int] | None = None,
-        encoded: list[bytes | None] | None = None,
+        self, drafts: list[Draft], seq: int, prev: str, real: str, last: tuple[int, int] | None = None
     ) -> None:
         """Under the lock: chain ``drafts`` from ``seq``/``prev``, sign a checkpoint after them,
         write all with one write and one fsync, then record the checkpoint in the home (``last``:
         see :func:`write_anchor`)."""
-        real = os.path.realpath(self.path) if real is None else real
         signer, fingerprint = signing_key_and_fingerprint(self.home)
         out = bytearray()
-        for i, draft in enumerate(drafts):
+        for draft, encoded in drafts:
             record = {"seq": seq, "ts": draft["ts"], "event": draft["event"], "mode": draft["mode"]}
             record["data"], record["prev"] = draft["data"], prev
-            record["hash"], line = linked_line(record, encoded[i] if encoded is not None else None)
+            record["hash"], line = linked_line(record, encoded)
             prev = record["hash"]
             draft.clear()
             draft.update(record)
@@ -262,14 +237,17 @@ class AuditLog:
         checkpoint["hash"], line = linked_line(checkpoint)
         out += line
         written = self._write(bytes(out))
-        where = self._anchor_for(real)
+        where = _anchor_file(self.home, real)
         wrote = write_anchor(where, real, checkpoint, written, last=last)
         anchor = Anchor(seq=seq, hash=checkpoint["hash"], size=written.st_size, file=file_identity(written))
         _LEFT[real] = (anchor, slot_identities(where), wrote)
 
     def _prepare(self, real: str) -> tuple[int, str, dict[str, Any] | None, tuple[int, int] | None]:
         """(next seq, prev hash, recovery event or None, the home slot last written and its
-        write number when known without reading) of a log known to be intact."""
+        write number when known without reading) of a log known to be intact. Checked: nothing
+        while the log and slots are as this process's last append left them; only the last
+        line of a log this process checked, or that is exactly as the last append (of any
+        process) left it; else the whole log, recovered if need be."""
         try:
             stat: os.stat_result | None = os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError):
@@ -279,7 +257,7 @@ class AuditLog:
             left is not None
             and stat is not None
             and left[0].file == file_identity(stat)
-            and left[1] == slot_identities(self._anchor_for(real))
+            and left[1] == slot_identities(_anchor_file(self.home, real))
         ):
             return left[0].seq + 1, left[0].hash, None, left[2]
         _LEFT.pop(real, None)
@@ -297,10 +275,7 @@ class AuditLog:
     def _check(
         self, real: str, stat: os.stat_result | None, key: tuple[int, int] | None
     ) -> tuple[int, str, dict[str, Any] | None]:
-        """(next seq, prev hash, recovery event or None): only the last line of a log this
-        process checked, or that is exactly as the last append (of any process) left it;
-        else the whole log, recovered if need be."""
-        anchor = read_anchor(self._anchor_for(real))
+        anchor = read_anchor(_anchor_file(self.home, real))
         if (
             anchor is not None
             and stat is not None
@@ -309,7 +284,7 @@ class AuditLog:
         ):
             self._check_last_line(anchor)
             return anchor.seq + 1, anchor.hash, None
-        scan = self._scan(anchor)
+        scan = scan_lines(self.lines(), anchor)
         recovered = self._recover(scan, anchor)
         cp = scan.checkpoint
         return (cp["seq"] + 1, cp["hash"], recovered) if cp else (0, GENESIS, recovered)
@@ -320,7 +295,7 @@ class AuditLog:
         if scan.fault is not None and not scan.fault_is_torn_end:
             raise scan.fault
         signed = audit_public_key(self.home) if scan.checkpoint is not None else None
-        problem = self._first_problem(scan, anchor, signed, tail_ok=True)
+        problem = first_problem(scan, anchor, signed, home=self.home, tail_ok=True)
         if problem is not None:
             raise problem
         try:
@@ -353,13 +328,7 @@ class AuditLog:
             },
         }
 
-    def _first_problem(
-        self, scan: Scan, anchor: Anchor | None, key: Ed25519PublicKey | None, *, tail_ok: bool = False
-    ) -> ChainBreak | None:
-        return first_problem(scan, anchor, key, home=self.home, tail_ok=tail_ok)
-
     def _check_last_line(self, anchor: Anchor) -> None:
-        """The log's last line is intact and is the checkpoint the home names."""
         lineno = anchor.seq + 1
         with open(self.path, "rb") as log:
             raw = last_line(log, anchor.size)
@@ -390,7 +359,6 @@ class AuditLog:
         return stat
 
     def lines(self) -> Iterator[bytes]:
-        """The log's raw lines; none if it does not exist yet."""
         try:
             with open(self.path, "rb") as log:
                 yield from log
@@ -399,18 +367,8 @@ class AuditLog:
         except OSError as exc:
             raise StateError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
 
-    def _scan(self, anchor: Anchor | None) -> Scan:
-        return scan_lines(self.lines(), anchor)
-
     def _events_before(self, line: int) -> int:
-        """Events on the lines before ``line`` (for a report that stops inside the signed part)."""
-        count = 0
-        for lineno, raw in enumerate(self.lines(), start=1):
-            if lineno >= line:
-                break
-            if b'"event":"checkpoint"' not in raw:
-                count += 1
-        return count
+        return sum(b'"event":"checkpoint"' not in raw for raw in itertools.islice(self.lines(), line - 1))
 
     def _error(self, broken: ChainBreak) -> AuditChainError:
         where = f"line {broken.line}" if broken.line else "its checkpoint"
@@ -433,6 +391,11 @@ class AuditLog:
                 "to .snodo/allowed_signers (`snodo keys show`, then `snodo protocol sign`)"
             )
         return AuditChainError(message, line=broken.line, reason=broken.reason, hint=hint)
+
+
+@functools.lru_cache(maxsize=64)
+def _anchor_file(home: Path, real: str) -> Path:
+    return home / "audit" / f"{hashlib.sha256(real.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}.json"
 
 
 def _now() -> str:

@@ -1,10 +1,7 @@
-"""The user's audit key pair, ``$SNODO_HOME/keys/audit_ed25519{,.pub}``.
-
-Unlike the decision key (read only by ``snodo authorize``), the audit key signs the
-checkpoints every snodo process of the user appends, the MCP server included: it proves a
-line was written by snodo running as this user, outside the confinement that keeps agents
-away from the home. The private half is its 32 raw bytes (0600), the public half one
-OpenSSH line, the form an exported log is checked with.
+"""The user's audit key pair, ``$SNODO_HOME/keys/audit_ed25519{,.pub}``: unlike the decision
+key, it signs the checkpoints every snodo process of the user appends, the MCP server
+included, proving a line was written by snodo running as this user, outside the confinement
+that keeps agents away from the home. The private half is its 32 raw bytes (0600).
 """
 
 from __future__ import annotations
@@ -25,19 +22,17 @@ _RAW_KEY_BYTES = 32
 
 
 def audit_key_paths(home: Path) -> tuple[Path, Path]:
-    """``(private, public)`` paths of the audit key pair."""
     directory = keys_dir(home)
     return directory / AUDIT_PRIVATE_KEY_FILE, directory / AUDIT_PUBLIC_KEY_FILE
 
 
 def audit_signing_key(home: Path) -> Ed25519PrivateKey:
-    """The user's audit key, created on first use and read once per process."""
     return signing_key_and_fingerprint(home)[0]
 
 
 @functools.cache  # a failure is not cached: it is raised again, and retried, next time
 def signing_key_and_fingerprint(home: Path) -> tuple[Ed25519PrivateKey, str]:
-    """The user's audit key and its public fingerprint, read once per process and home."""
+    """The audit key (created on first use) and its public fingerprint."""
     private, public = audit_key_paths(home)
     if not (private.exists() and public.exists()):
         ensure_pair(
@@ -66,7 +61,7 @@ def signing_key_and_fingerprint(home: Path) -> tuple[Ed25519PrivateKey, str]:
 
 
 def audit_public_key(home: Path) -> Ed25519PublicKey | None:
-    """The user's audit public key, or None if this home has never signed an audit log."""
+    """None if this home has never signed an audit log."""
     _, public = audit_key_paths(home)
     try:
         return load_public_key_file(public)

@@ -3,9 +3,9 @@
 A decision lets a ``warn`` count as a pass, so it counts only while its Ed25519 signature
 (:mod:`snodo.cli.signing`) verifies, its key is trusted, and it binds exactly the task, spec
 and (after execution) git tree being validated; records that fail are handed back, with who
-signed them, for the audit. Trusted keys: those the ``.snodo/allowed_signers`` in force lists
-for decisions (the committed list the trust rule puts in force, handed in by the caller,
-never the working-tree file); without one, only this home's decision key.
+signed them, for the audit. Trusted keys: those the ``.snodo/allowed_signers`` in force (the
+committed list, never the working-tree file) lists for decisions; without one, only this
+home's decision key.
 """
 
 from __future__ import annotations
@@ -28,16 +28,14 @@ from snodo.state.sessions import PendingDecision
 from snodo.state.signers import ALLOWED_SIGNERS, DECISION_NAMESPACE, Signer, parse_allowed_signers, signers_for
 
 Decision = Literal["approve", "reject"]
-_DECISION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-# Prefixed to the signed bytes so a signature over a decision can never be replayed as a
-# signature over some other snodo document that happens to share the JSON shape.
+DECISION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+# Prefixed to the signed bytes: a decision's signature never passes for another document's.
 _SIGNING_CONTEXT = b"snodo decision record v1\n"
+_LISTED = f"the .snodo/{ALLOWED_SIGNERS} in force"
 
 
 @frozen(kw_only=True)
 class DecisionRecord:
-    """A person's verdict on one escalation, unsigned until ``sign_decision`` signs it."""
-
     decision_id: str
     task_id: str
     spec_sha256: str
@@ -52,8 +50,8 @@ class DecisionRecord:
     tree: str = ""  # the git tree judged by a post_execute escalation; "" before execution
 
     def signing_bytes(self) -> bytes:
-        """What the signature covers: every field but itself (an empty ``tree`` left out, so
-        records signed before it existed still verify)."""
+        """Every field but the signature (an empty ``tree`` left out: records signed before it
+        existed still verify)."""
         fields = unstructure(self)
         del fields["signature"]
         if not fields["tree"]:
@@ -63,7 +61,7 @@ class DecisionRecord:
 
 def check_inv3(pending: PendingDecision) -> None:
     """Refuse to decide on an escalation with a blocker or an error (the rule is
-    ``snodo.rules.authorisation``'s; this words it for the doors that decide)."""
+    ``snodo.rules.authorisation``'s)."""
     refusals = pending.blocking_validators()
     if refusals:
         raise DecisionError(
@@ -76,7 +74,6 @@ def check_inv3(pending: PendingDecision) -> None:
 def draft_decision(
     pending: PendingDecision, *, decision: Decision, justification: str, decided_by: str
 ) -> DecisionRecord:
-    """The unsigned record of a human's verdict on ``pending``; the warns are what it judges."""
     check_inv3(pending)
     if decision not in ("approve", "reject"):
         raise DecisionError(f"a decision is 'approve' or 'reject', not {decision!r}")
@@ -95,7 +92,7 @@ def draft_decision(
 
 
 class Rejected(NamedTuple):
-    """A record that does not count, why, and (when it could be read) who signed it."""
+    """A record that does not count, and who signed it when it could be read."""
 
     path: Path
     reason: str
@@ -105,26 +102,21 @@ class Rejected(NamedTuple):
 
 @frozen(kw_only=True)
 class Trust:
-    """The keys whose decisions count, by fingerprint; ``source`` says where they came from."""
+    """The keys whose decisions count, by fingerprint."""
 
     signers: dict[str, Signer]
-    source: str
     listed: bool  # True when .snodo/allowed_signers decides
     problem: str = ""  # why nothing is trusted, when nothing is
 
 
 @frozen(kw_only=True)
 class Judgement:
-    """Verified decisions for one task and spec; ``ignored`` records failed verification."""
-
     adjudicated: frozenset[str]
     rejections: tuple[DecisionRecord, ...]
     ignored: tuple[Rejected, ...]
 
 
 class DecisionStore:
-    """The project's decision records, verified against the user's decision public key."""
-
     def __init__(self, project: Path, home: Path, *, signers: str | None) -> None:
         """``signers``: the allowed_signers text in force (``None``: no list is in force)."""
         self.directory = Path(project) / ".snodo" / "decisions"
@@ -133,12 +125,12 @@ class DecisionStore:
         self.signers = signers
 
     def path(self, decision_id: str) -> Path:
-        if not _DECISION_ID.match(decision_id):
+        if not DECISION_ID.match(decision_id):
             raise DecisionError(f"{decision_id!r} is not a valid decision id")
         return self.directory / f"{decision_id}.json"
 
     def save(self, record: DecisionRecord) -> Path:
-        """Store a signed record; a decision is recorded once and never overwritten."""
+        """A decision is recorded once and never overwritten."""
         if not record.signature:
             raise DecisionError(f"decision {record.decision_id} is not signed")
         path = self.path(record.decision_id)
@@ -149,37 +141,31 @@ class DecisionStore:
         return path
 
     def trust(self) -> Trust:
-        """Whose decisions count here: the signers listed in force, else this home's key alone."""
         if self.signers is not None:
-            source = f"the .snodo/{ALLOWED_SIGNERS} in force"
-            listed = signers_for(parse_allowed_signers(self.signers, source), DECISION_NAMESPACE)
-            return Trust(signers=listed, source=source, listed=True)
+            listed = signers_for(parse_allowed_signers(self.signers, _LISTED), DECISION_NAMESPACE)
+            return Trust(signers=listed, listed=True)
         try:
             key = load_decision_public_key(self.home)
         except StateError as exc:
-            return Trust(signers={}, source="this home's decision key", listed=False, problem=exc.message)
-        return Trust(
-            signers={public_key_fingerprint(key): Signer(name="local", key=key)},
-            source="this home's decision key",
-            listed=False,
-        )
+            return Trust(signers={}, listed=False, problem=exc.message)
+        return Trust(signers={public_key_fingerprint(key): Signer(name="local", key=key)}, listed=False)
 
     def verified_records(
         self, task_id: str, spec_sha256: str, *, tree: str = ""
     ) -> tuple[list[DecisionRecord], list[Rejected]]:
-        """Records that verify and bind exactly this task, spec and tree, and the rejected
-        ones with why (unreadable, badly or untrusted signed, or for another spec or tree);
-        other tasks' records are skipped."""
+        """Records that verify and bind exactly this task, spec and tree, and the rejected ones
+        with why; other tasks' records are skipped."""
         if not self.directory.is_dir():
             return [], []
         trust = self.trust()
         accepted: list[DecisionRecord] = []
         rejected: list[Rejected] = []
         for path in sorted(self.directory.glob("*.json")):
-            rejection, record = _verify_file(path, trust)
-            if record is None or record.task_id != task_id:
-                if rejection is not None:
-                    rejected.append(rejection)
+            record = _verify_file(path, trust)
+            if isinstance(record, Rejected):
+                rejected.append(record)
+            elif record.task_id != task_id:
+                continue
             elif record.spec_sha256 != spec_sha256:
                 rejected.append(_rejected(path, record, "bound to another spec of this task (the spec changed since)"))
             elif record.tree != tree:
@@ -195,9 +181,8 @@ class DecisionStore:
         return accepted, rejected
 
     def judgement(self, task_id: str, spec_sha256: str, *, tree: str = "") -> Judgement:
-        """What verified decisions say about exactly this task, spec and tree: a rejection
-        is final for them (revise the spec to go on), approvals adjudicate the warns they
-        name, and a validator any rejection names is never adjudicated."""
+        """A rejection is final for this task, spec and tree (revise the spec to go on);
+        approvals adjudicate the warns they name, but never one a rejection names."""
         records, ignored = self.verified_records(task_id, spec_sha256, tree=tree)
         rejections = tuple(r for r in records if r.decision == "reject")
         refused = {v for r in rejections for v in r.adjudicated_validators}
@@ -205,7 +190,7 @@ class DecisionStore:
         return Judgement(adjudicated=frozenset(approved - refused), rejections=rejections, ignored=tuple(ignored))
 
     def decided(self, pending: PendingDecision) -> bool:
-        """Whether verified records already settle every warn of ``pending`` (or reject it)."""
+        """Whether verified records already settle (or reject) every warn of ``pending``."""
         judged = self.judgement(pending.task_id, pending.spec_sha256, tree=pending.tree)
         return bool(judged.rejections) or set(pending.warned_validators()) <= judged.adjudicated
 
@@ -214,26 +199,26 @@ def _rejected(path: Path, record: DecisionRecord, reason: str) -> Rejected:
     return Rejected(path, reason, record.decided_by, record.public_key_fingerprint)
 
 
-def _verify_file(path: Path, trust: Trust) -> tuple[Rejected | None, DecisionRecord | None]:
-    """``(None, record)`` if the file holds a record signed by a trusted key, else why not."""
+def _verify_file(path: Path, trust: Trust) -> DecisionRecord | Rejected:
+    """The record if the file holds one signed by a trusted key, else why not."""
     try:
         record = load_record(path, DecisionRecord)
     except (StateError, OSError) as exc:
-        return Rejected(path, f"unreadable: {exc}"), None
+        return Rejected(path, f"unreadable: {exc}")
     if path.stem != record.decision_id:
-        return _rejected(path, record, f"file name does not match its decision_id {record.decision_id!r}"), None
+        return _rejected(path, record, f"file name does not match its decision_id {record.decision_id!r}")
     signer = trust.signers.get(record.public_key_fingerprint)
     if signer is None or signer.key is None:
         who = f"signed by {record.decided_by!r} with key {record.public_key_fingerprint or '(none)'}"
         if trust.listed:
-            why = f"{who}, which is not listed in {trust.source}"
+            why = f"{who}, which is not listed in {_LISTED}"
         elif trust.problem:
             why = f"cannot verify: {trust.problem} ({who})"
         else:
             why = f"{who}, which is not this home's decision key (list it in .snodo/{ALLOWED_SIGNERS} to trust it)"
-        return _rejected(path, record, why), None
+        return _rejected(path, record, why)
     try:
         signer.key.verify(base64.b64decode(record.signature, validate=True), record.signing_bytes())
     except (InvalidSignature, binascii.Error, ValueError):
-        return _rejected(path, record, "signature does not verify (the record was altered or forged)"), None
-    return None, record
+        return _rejected(path, record, "signature does not verify (the record was altered or forged)")
+    return record

@@ -37,5 +37,4 @@ def tokens_db_path(home: Path) -> Path:
 
 
 def project_state_dir(project: Path) -> Path:
-    """``<project>/.snodo``, created if absent (``snodo init`` normally made it already)."""
     return _made(Path(project) / ".snodo", 0o777)

@@ -1,11 +1,9 @@
 """The validation token's signature: a compact JWS (RFC 7515), HS256 and nothing else.
 
-Built on ``hmac`` because PyJWT imports cryptography's X.509 stack and ``urllib.request``
-on the path of every governed run. The bytes are a standard JWT (``tests/state/test_jws.py``
-checks PyJWT reads ours and we read its). :func:`verify` returns claims only when ``alg`` is
-exactly ``HS256`` (``none`` and every other algorithm are refused before the key is used)
-and ``hmac.compare_digest`` matches the MAC of the exact bytes received, as PyJWT does with
-``algorithms=["HS256"]``; a token only carries a pass already reached.
+Built on ``hmac``: PyJWT imports cryptography's X.509 stack and ``urllib.request`` on the
+path of every governed run. The bytes are a standard JWT (tests/state/test_jws.py checks
+PyJWT reads ours and we read its); like PyJWT with ``algorithms=["HS256"]``, any other
+``alg`` (``none`` included) is refused before the key is used.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ _B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
 
 
 class MalformedToken(ValueError):
-    """Not a compact JWS whose header and payload are JSON objects."""
+    pass
 
 
 class BadSignature(ValueError):
@@ -59,13 +57,11 @@ def _mac(key: bytes, signing_input: str) -> bytes:
 
 
 def sign(claims: Mapping[str, Any], key: bytes) -> str:
-    """``claims`` as an HS256 JWT signed with ``key``."""
     signing_input = f"{_b64(_HEADER)}.{_b64(json.dumps(dict(claims), separators=(',', ':')).encode())}"
     return f"{signing_input}.{_b64(_mac(key, signing_input))}"
 
 
 def verify(token: str, key: bytes) -> dict[str, Any]:
-    """The claims of ``token`` once its HS256 signature by ``key`` checks out."""
     parts = token.split(".") if isinstance(token, str) else []
     if len(parts) != 3:
         raise MalformedToken("a token has three dot-separated segments")

@@ -1,12 +1,11 @@
 """Key files under ``$SNODO_HOME/keys/``: the token key and the decision key pair.
 
-Created on first use and shared by every process of the user: the complete file is linked
-into place, so the loser of a creation race reads the winner's key. A key file readable by
-others, or empty, is refused rather than repaired: something outside snodo touched it.
+Created on first use, linked into place complete: the loser of a creation race reads the
+winner's key. A key file readable by others, or empty, is refused rather than repaired.
 Only :mod:`snodo.cli.signing` (``snodo authorize``) reads the decision private key, so no
-agent-facing code path can sign a decision. Public keys travel as OpenSSH lines, the form
-git's allowed-signers file uses (PEM is read too); ``cryptography``'s serialization package
-is imported only where those forms are read or written, not by every process that signs.
+agent-facing code path can sign a decision. Public keys travel as OpenSSH lines (PEM is
+read too); ``cryptography``'s serialization package is imported only where those forms are
+read or written.
 """
 
 from __future__ import annotations
@@ -30,13 +29,11 @@ DECISION_PRIVATE_KEY_FILE = "decision_ed25519"
 DECISION_PUBLIC_KEY_FILE = "decision_ed25519.pub"
 _TOKEN_KEY_BYTES = 32
 
-#: The key pairs this process created: a new home is a new identity, which the command line
-#: says once (a home deleted by mistake must not be replaced without a word).
+#: The key pairs this process created: the command line says a new home is a new identity.
 created_here: list[Path] = []
 
 
 def require_owner_only(path: Path, fd: int) -> None:
-    """Refuse a secret whose open file ``fd`` grants any access to group or others."""
     mode = stat.S_IMODE(os.fstat(fd).st_mode)
     if mode & 0o077:
         raise StateError(
@@ -45,10 +42,16 @@ def require_owner_only(path: Path, fd: int) -> None:
         )
 
 
-def _read_token_key(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        require_owner_only(path, handle.fileno())
-        data = handle.read()
+def token_key(home: Path) -> bytes:
+    path = keys_dir(home) / TOKEN_KEY_FILE
+    try:
+        if not path.exists():
+            atomic_create_bytes(path, secrets.token_bytes(_TOKEN_KEY_BYTES), mode=0o600)
+        with open(path, "rb") as handle:
+            require_owner_only(path, handle.fileno())
+            data = handle.read()
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if len(data) < _TOKEN_KEY_BYTES:
         raise StateError(
             f"{path} is empty or too short ({len(data)} bytes, need {_TOKEN_KEY_BYTES})",
@@ -57,29 +60,14 @@ def _read_token_key(path: Path) -> bytes:
     return data
 
 
-def token_key(home: Path) -> bytes:
-    """The HS256 key for validation tokens, created on first use (mode 0600)."""
-    path = keys_dir(home) / TOKEN_KEY_FILE
-    try:
-        try:
-            return _read_token_key(path)
-        except FileNotFoundError:
-            atomic_create_bytes(path, secrets.token_bytes(_TOKEN_KEY_BYTES), mode=0o600)
-            return _read_token_key(path)
-    except OSError as exc:
-        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
-
-
 def decision_key_paths(home: Path) -> tuple[Path, Path]:
-    """``(private, public)`` paths of the decision key pair."""
     directory = keys_dir(home)
     return directory / DECISION_PRIVATE_KEY_FILE, directory / DECISION_PUBLIC_KEY_FILE
 
 
 def ensure_pair(private: Path, public: Path, what: str, *, raw: bool = False, lost: str = "") -> None:
-    """Create an Ed25519 pair if absent (the private half as PKCS8 PEM, or its 32 ``raw``
-    bytes). Half a pair is an error, not a reason to regenerate: a silently replaced key
-    would invalidate everything signed with it (``lost`` says what)."""
+    """Create an Ed25519 pair if absent (the private half as PKCS8 PEM, or ``raw`` bytes).
+    Half a pair is an error: a silently replaced key would invalidate what it signed."""
     with file_lock(private):
         if private.exists() != public.exists():
             missing, present = (public, private) if private.exists() else (private, public)
@@ -103,14 +91,12 @@ def ensure_pair(private: Path, public: Path, what: str, *, raw: bool = False, lo
 
 
 def ensure_decision_keys(home: Path) -> Ed25519PublicKey:
-    """Create the Ed25519 decision pair if absent; return the public key."""
     private, public = decision_key_paths(home)
     ensure_pair(private, public, "decision")
     return load_decision_public_key(home)
 
 
 def load_decision_public_key(home: Path) -> Ed25519PublicKey:
-    """The public half, used to verify decision records."""
     _, path = decision_key_paths(home)
     try:
         return load_public_key_file(path)
@@ -122,7 +108,7 @@ def load_decision_public_key(home: Path) -> Ed25519PublicKey:
 
 
 def parse_public_key(data: bytes, source: str) -> Ed25519PublicKey:
-    """An Ed25519 public key from an OpenSSH line (``ssh-ed25519 AAAA... [comment]``) or PEM."""
+    """From an OpenSSH line (``ssh-ed25519 AAAA... [comment]``) or PEM."""
     text = data.strip()
     if text.startswith(b"ssh-ed25519 "):  # the form snodo writes: read without the SSH module
         return _openssh_ed25519(text, source)
@@ -141,8 +127,7 @@ def parse_public_key(data: bytes, source: str) -> Ed25519PublicKey:
 
 
 def _openssh_ed25519(line: bytes, source: str) -> Ed25519PublicKey:
-    """``ssh-ed25519 <base64>``: the blob is the string ``ssh-ed25519`` then the 32-byte key,
-    each behind its 4-byte big-endian length (RFC 8709), and nothing else."""
+    """The blob is the string ``ssh-ed25519`` then the key, each behind its 4-byte length (RFC 8709)."""
     try:
         blob = binascii.a2b_base64(line.split()[1], strict_mode=True)
         fields = []
@@ -160,7 +145,7 @@ def _openssh_ed25519(line: bytes, source: str) -> Ed25519PublicKey:
 
 
 def load_public_key_file(path: Path) -> Ed25519PublicKey:
-    """Read a public key file; ``FileNotFoundError`` passes through for the caller to explain."""
+    """``FileNotFoundError`` passes through for the caller to explain."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -171,13 +156,12 @@ def load_public_key_file(path: Path) -> Ed25519PublicKey:
 
 
 def openssh_public(key: Ed25519PublicKey) -> str:
-    """``ssh-ed25519 AAAA...``: the one-line form of a public key, as allowed-signers lists it."""
+    """``ssh-ed25519 AAAA...``, as allowed-signers lists it."""
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 key serialisation only when a key file is read or written
 
     return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode("ascii")
 
 
 def public_key_fingerprint(key: Ed25519PublicKey) -> str:
-    """``sha256:<hex>`` of the raw public key; names which key signed a record."""
-    raw = key.public_bytes_raw()
-    return "sha256:" + hashlib.sha256(raw).hexdigest()
+    """``sha256:<hex>`` of the raw public key."""
+    return "sha256:" + hashlib.sha256(key.public_bytes_raw()).hexdigest()

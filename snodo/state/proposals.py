@@ -1,11 +1,10 @@
 """Agents' proposals on pending decisions: ``proposals/<decision_id>-<n>.json`` in the
 project's runtime state. Advice only, shown by ``snodo authorize`` beside the escalation;
-everything in one but its bookkeeping came from an agent (show it through ``shown``).
+everything in one but its bookkeeping came from an agent.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -14,10 +13,10 @@ from attrs import frozen
 
 from snodo.base.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, dumps_json, load_record, unstructure
+from snodo.state.decisions import DECISION_ID
 from snodo.state.runtime import runtime_dir
 from snodo.state.sessions import PendingDecision
 
-_DECISION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 MAX_PROPOSALS_PER_DECISION = 1000
 
 
@@ -39,7 +38,7 @@ class Proposal:
 
 @frozen(kw_only=True)
 class Unreadable:
-    """A proposal file that could not be read: reported, never silently skipped."""
+    """Reported, never silently skipped."""
 
     path: Path
     reason: str
@@ -58,8 +57,8 @@ class ProposalStore:
         justification: str,
         proposed_by: str,
     ) -> tuple[Path, Proposal]:
-        """Store a proposal as ``<decision_id>-<n>.json`` with the first free ``n``; never overwrites."""
-        if not _DECISION_ID.match(pending.decision_id):
+        """Stored with the first free ``n``; never overwrites."""
+        if not DECISION_ID.match(pending.decision_id):
             raise DecisionError(f"{pending.decision_id!r} is not a valid decision id")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -87,14 +86,13 @@ class ProposalStore:
         )
 
     def _files(self, decision_id: str) -> list[tuple[int, Path]]:
-        """``(n, path)`` of each proposal file of ``decision_id``, in the order they were made."""
-        if not _DECISION_ID.match(decision_id) or not self.directory.is_dir():
+        """``(n, path)`` of each proposal of ``decision_id``, in the order they were made."""
+        if not DECISION_ID.match(decision_id) or not self.directory.is_dir():
             return []
         found = ((path.stem[len(decision_id) + 1 :], path) for path in self.directory.glob(f"{decision_id}-*.json"))
         return sorted((int(n), path) for n, path in found if n.isdigit())
 
     def for_decision(self, decision_id: str) -> list[Proposal | Unreadable]:
-        """The proposals for one decision, in the order they were made."""
         found: list[Proposal | Unreadable] = []
         for n, path in self._files(decision_id):
             try:
@@ -109,7 +107,7 @@ class ProposalStore:
         return found
 
     def remove(self, decision_id: str) -> int:
-        """Drop the proposals of a decision that no longer applies; how many were removed."""
+        """How many proposals were removed."""
         files = self._files(decision_id)
         for _, path in files:
             path.unlink(missing_ok=True)

@@ -1,10 +1,9 @@
 """Where a project's runtime state lives: ``<common git dir>/snodo/``.
 
 The audit log, ``state.json``, jobs, plans, proposals and their lock files are never
-committed and must survive ``git clean -fdx``, so they are kept where git keeps its own
-(``git rev-parse --git-common-dir``): linked worktrees share the main checkout's state and a
-fresh clone starts fresh. ``.snodo/`` in the working tree keeps only what is committed. The
-git directory is read-only to confined processes (:data:`snodo.sandbox.layout.ALWAYS_READ_ONLY`).
+committed and must survive ``git clean -fdx``, so they are kept where git keeps its own:
+linked worktrees share the main checkout's state and a fresh clone starts fresh. The git
+directory is read-only to confined processes (:data:`snodo.sandbox.layout.ALWAYS_READ_ONLY`).
 What an older snodo kept in ``.snodo/`` is moved here once (:func:`migrate`).
 """
 
@@ -12,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import filecmp
 import os
 import shutil
 import sys
@@ -20,11 +20,10 @@ from pathlib import Path
 from snodo.base.errors import EnvironmentProblem, StateError
 from snodo.git.runner import pin, run_git
 
-#: The folder under the common git directory (a project below the work tree's top gets
-#: ``<common>/snodo/projects/<path from the top>``).
+#: Under the common git directory (a project below the work tree's top: ``snodo/projects/<path>``).
 DIRNAME = "snodo"
-#: What an older snodo kept in ``.snodo/`` (``.gitignore`` patterns): moved by :func:`migrate`,
-#: and never committed by ``snodo protocol sign`` while a leftover is there.
+#: What an older snodo kept in ``.snodo/`` (``.gitignore`` patterns), never committed by
+#: ``snodo protocol sign`` while a leftover is there.
 LEGACY_RUNTIME = ("state.json", "jobs/", "*.lock", "plans/", "proposals/", "audit.log", "audit.log.*")
 _LEGACY_DIRS = ("jobs", "plans", "proposals")
 
@@ -32,9 +31,8 @@ _FOUND: dict[Path, Path] = {}
 
 
 def runtime_dir(project: Path) -> Path:
-    """The directory holding ``project``'s runtime state, created if absent, with an older
-    snodo's state moved in from ``.snodo/`` the first time. Raises :class:`EnvironmentProblem`
-    outside a git repository: there is nowhere out of reach of cleanup to keep the audit log."""
+    """``project``'s runtime state directory, created if absent, with an older snodo's state
+    moved in the first time. Outside a git repository: :class:`EnvironmentProblem`."""
     real = Path(os.path.realpath(project))
     known = _FOUND.get(real)
     if known is not None and known.is_dir():
@@ -57,7 +55,6 @@ def runtime_dir(project: Path) -> Path:
 
 
 def _locate(real: Path) -> tuple[Path, Path]:
-    """``(runtime directory, top of the work tree)`` of the project at ``real``."""
     context = pin(real)
     if context is None:
         raise EnvironmentProblem(
@@ -78,7 +75,6 @@ def _locate(real: Path) -> tuple[Path, Path]:
 
 
 def audit_log_path(project: Path) -> Path:
-    """The project's audit log (:mod:`snodo.state.audit`)."""
     return runtime_dir(project) / "audit.log"
 
 
@@ -90,8 +86,7 @@ def _listdir(path: Path) -> list[str]:
 
 
 def _legacy_names(old: Path) -> list[str]:
-    """What an older snodo left in ``old``, but its lock files (a lock file is never moved
-    or deleted while a process may hold it)."""
+    """What an older snodo left in ``old`` but lock files (never moved: a process may hold one)."""
     if not old.is_dir():
         return []
     found = (n for n in _listdir(old) if n in ("state.json", "audit.log", *_LEGACY_DIRS) or n.startswith("audit.log."))
@@ -99,8 +94,7 @@ def _legacy_names(old: Path) -> list[str]:
 
 
 def _tracked(top: Path, old: Path) -> frozenset[Path]:
-    """The files git tracks under ``old`` (asked only when an older snodo's names are there):
-    a committed file is the project's, never moved."""
+    """The files git tracks under ``old``: a committed file is the project's, never moved."""
     if not _legacy_names(old):
         return frozenset()
     listing = run_git(top, "ls-files", "-z", "--", str(old))
@@ -110,11 +104,10 @@ def _tracked(top: Path, old: Path) -> frozenset[Path]:
 
 
 def migrate(old: Path, new: Path, *, tracked: frozenset[Path] = frozenset()) -> list[str]:
-    """Move what an older snodo kept in ``old`` (``<project>/.snodo``) into ``new`` but the
-    ``tracked`` (committed) files; the names moved. Each file is linked into place, then
-    unlinked, so a crash leaves it in one place or both, never lost; one already there with
-    the same bytes is the same file; both there and different: :class:`StateError`, that file
-    untouched. The audit log's checkpoint in the home is copied to the new path's first."""
+    """Move what an older snodo kept in ``old`` (``<project>/.snodo``) but the ``tracked``
+    files into ``new``; the names moved. Each file is linked into place, then unlinked: a
+    crash leaves it in one place or both, never lost. A file in both places with other bytes
+    is a :class:`StateError`, left untouched. The home's audit checkpoint is copied first."""
     moved: list[str] = []
     for name in _legacy_names(old):
         src, dst = old / name, new / name
@@ -129,15 +122,7 @@ def migrate(old: Path, new: Path, *, tracked: frozenset[Path] = frozenset()) -> 
 
 def _same_bytes(a: Path, b: Path) -> bool:
     try:
-        if a.stat().st_size != b.stat().st_size:
-            return False
-        with a.open("rb") as fa, b.open("rb") as fb:
-            while True:
-                x, y = fa.read(1 << 16), fb.read(1 << 16)
-                if x != y:
-                    return False
-                if not x:
-                    return True
+        return filecmp.cmp(a, b, shallow=False)
     except OSError:
         return False
 
@@ -150,8 +135,7 @@ def _conflict(src: Path, dst: Path) -> StateError:
 
 
 def _move(src: Path, dst: Path, tracked: frozenset[Path]) -> bool:
-    """Move ``src`` (a file or a directory tree) to ``dst`` without replacing anything that
-    differs, leaving ``tracked`` files where they are; whether anything moved."""
+    """Move ``src`` (a file or a tree) to ``dst`` but ``tracked`` files; whether anything moved."""
     if src.is_symlink() or not src.is_dir():
         return src not in tracked and _move_file(src, dst)
     try:
@@ -178,8 +162,8 @@ def _move_file(src: Path, dst: Path) -> bool:
 
 
 def _place(src: Path, dst: Path) -> bool:
-    """Link ``src`` to ``dst`` (a flushed copy on another file system or without hard links);
-    False if ``src`` is gone (another process moved it first)."""
+    """Link ``src`` to ``dst`` (a flushed copy where links fail); False if ``src`` is gone
+    (another process moved it first)."""
     try:
         os.link(src, dst, follow_symlinks=False)
         return True
@@ -199,7 +183,7 @@ def _place(src: Path, dst: Path) -> bool:
 
 
 def _copy_into_place(src: Path, dst: Path, failure: str, *, mode: int | None = None) -> bool:
-    """Copy ``src`` beside ``dst``, flushed, and link it into place; False if ``dst`` exists."""
+    """False if ``dst`` exists."""
     tmp = dst.with_name(f".{dst.name}.moving-{os.getpid()}")
     try:
         shutil.copy2(src, tmp, follow_symlinks=False)
@@ -219,11 +203,10 @@ def _copy_into_place(src: Path, dst: Path, failure: str, *, mode: int | None = N
 
 
 def _move_anchor(old_log: Path, new_log: Path) -> None:
-    """Give the moved log the checkpoint the home recorded for it at its old path (copied
-    before the log moves: a crash between leaves a log that is checked, never one that is
-    not), so a truncation before the move is still seen after it."""
+    """Give the moved log the home's checkpoint of its old path, so a truncation before the
+    move is still seen (copied first: a crash between leaves a log that is checked)."""
     from snodo.state.audit import AuditLog  # noqa: PLC0415 the audit modules import this one
-    from snodo.state.audit_checkpoint import slots  # noqa: PLC0415 the audit modules import this one
+    from snodo.state.audit_chain import slots  # noqa: PLC0415 the audit modules import this one
 
     for src, dst in zip(slots(AuditLog(old_log).anchor_path), slots(AuditLog(new_log).anchor_path), strict=True):
         if not src.is_file() or _same_bytes(src, dst):

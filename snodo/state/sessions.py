@@ -4,8 +4,7 @@ project's runtime directory).
 A session is where an escalation waits for a person: ``validate_task`` persists a
 :class:`PendingDecision` before it answers, and ``snodo authorize`` finds it by id, maybe
 much later. Every change is a locked read-modify-write and an atomic replace, so concurrent
-validators never lose each other's decisions. A session idle longer than :func:`idle_ttl`
-with no decision waiting reads ``expired``; ``snodo session close`` makes it ``closed``.
+validators never lose each other's decisions.
 """
 
 from __future__ import annotations
@@ -34,12 +33,11 @@ CLOSED = "closed"
 EXPIRED = "expired"
 
 DEFAULT_IDLE_TTL = timedelta(hours=24)
-#: Activity is written down at most this often, so busy sessions do not rewrite their file.
-_TOUCH_EVERY = timedelta(seconds=60)
+_TOUCH_EVERY = timedelta(seconds=60)  # so that busy sessions do not rewrite their file
 
 
 def idle_ttl() -> timedelta:
-    """``SNODO_SESSION_IDLE_TTL`` (seconds) if set to a positive number, else 24 hours."""
+    """``SNODO_SESSION_IDLE_TTL`` (seconds) if positive, else 24 hours."""
     raw = os.environ.get("SNODO_SESSION_IDLE_TTL", "").strip()
     if raw.isdigit() and int(raw) > 0:
         return timedelta(seconds=int(raw))
@@ -77,7 +75,7 @@ class PendingDecision:
     tree: str = ""  # the git tree a post_execute escalation judged; a decision binds to it
 
     def blocking_validators(self) -> tuple[str, ...]:
-        """What forbids authorising this decision (INV3); empty: a person may decide."""
+        """What forbids authorising this decision (INV3)."""
         return authorisation_refusals(self.results, self.policy)
 
     def warned_validators(self) -> tuple[str, ...]:
@@ -97,14 +95,13 @@ class Session:
     pending_decisions: dict[str, PendingDecision] = Factory(dict)
     last_active_at: str | None = None
     ended_at: str | None = None
-    #: ``HEAD`` at the start: what the checkout's change is judged against without an upstream
     base_head: str | None = None
 
     def last_active(self) -> datetime | None:
         return _when(self.last_active_at) or _when(self.started_at)
 
     def idle_expired(self, now: datetime | None = None) -> bool:
-        """Active, idle past :func:`idle_ttl`, and no decision waiting for a person."""
+        """Active, idle past :func:`idle_ttl`, no decision waiting: it reads ``expired``."""
         last = self.last_active()
         return (
             self.status == ACTIVE
@@ -114,7 +111,6 @@ class Session:
         )
 
     def current(self, now: datetime | None = None) -> Session:
-        """This session as it stands now: an idle one reads ``expired``."""
         if self.idle_expired(now):
             last = self.last_active()
             ended = (last + idle_ttl()).isoformat(timespec="seconds") if last else None
@@ -124,8 +120,6 @@ class Session:
 
 @frozen(kw_only=True)
 class ProjectState:
-    """``state.json``: the project's current mode and open sessions."""
-
     current_mode: str | None = None
     active_sessions: tuple[str, ...] = ()
 
@@ -135,8 +129,6 @@ def _root(project_root: Path | str) -> str:
 
 
 class SessionStore:
-    """Session files under ``$SNODO_HOME/sessions/``."""
-
     def __init__(self, home: Path) -> None:
         self.directory = sessions_dir(home)
 
@@ -168,11 +160,7 @@ class SessionStore:
                 f"no session {session_id!r} (looked for {path})", hint="`snodo session list` shows sessions"
             ) from None
 
-    def exists(self, session_id: str) -> bool:
-        return self.path(session_id).exists()
-
     def _update(self, session_id: str, change: Callable[[Session], Session]) -> Session:
-        """Apply ``change`` under the session's lock; written only if it changed something."""
         path = self.path(session_id)
         with file_lock(path):
             before = self.load(session_id)
@@ -182,8 +170,6 @@ class SessionStore:
         return session
 
     def touch(self, session_id: str) -> Session:
-        """Record that the session is in use (at most once a minute)."""
-
         def change(session: Session) -> Session:
             last = session.last_active()
             if last is not None and _now() - last < _TOUCH_EVERY:
@@ -193,7 +179,6 @@ class SessionStore:
         return self._update(session_id, change)
 
     def end(self, session_id: str, status: str = CLOSED) -> Session:
-        """Close (or expire) a session and drop it from its project's active sessions."""
         session = self._update(
             session_id,
             lambda s: (
@@ -202,16 +187,14 @@ class SessionStore:
         )
         project = Path(session.project_root)
         if project_state_path(project).exists():
-            update_project_state(
-                project,
-                lambda state: evolve(
-                    state, active_sessions=tuple(sid for sid in state.active_sessions if sid != session_id)
-                ),
-            )
+            with file_lock(project_state_path(project)):
+                state = load_project_state(project)
+                active = tuple(sid for sid in state.active_sessions if sid != session_id)
+                save_project_state(project, evolve(state, active_sessions=active))
         return session
 
     def add_pending(self, session_id: str, pending: PendingDecision) -> Session:
-        """Persist an escalation; must complete before the escalation is reported."""
+        """Must complete before the escalation is reported."""
         return self._update(
             session_id,
             lambda s: evolve(s, pending_decisions={**s.pending_decisions, pending.decision_id: pending}),
@@ -231,7 +214,7 @@ class SessionStore:
         return removed[0]
 
     def pending(self, project_root: Path | str) -> builtins.list[tuple[Session, PendingDecision]]:
-        """Every pending decision of the project's sessions, oldest first."""
+        """Oldest first."""
         found = [
             (session, pending) for session in self.list(project_root) for pending in session.pending_decisions.values()
         ]
@@ -247,7 +230,7 @@ class SessionStore:
         )
 
     def list(self, project_root: Path | str | None = None) -> builtins.list[Session]:
-        """Sessions as they stand now, oldest first, optionally of one project only."""
+        """Sessions as they stand now, oldest first."""
         root = _root(project_root) if project_root is not None else None
         now = _now()
         sessions = [load_record(path, Session).current(now) for path in sorted(self.directory.glob("*.json"))]
@@ -259,7 +242,6 @@ def project_state_path(project: Path) -> Path:
 
 
 def load_project_state(project: Path) -> ProjectState:
-    """The project's state (a fresh one when there is no file)."""
     try:
         return load_record(project_state_path(project), ProjectState)
     except FileNotFoundError:
@@ -267,16 +249,7 @@ def load_project_state(project: Path) -> ProjectState:
 
 
 def save_project_state(project: Path, state: ProjectState) -> None:
-    """Overwrite the project state (:func:`update_project_state` changes a field)."""
     save_record(project_state_path(project), state)
-
-
-def update_project_state(project: Path, change: Callable[[ProjectState], ProjectState]) -> ProjectState:
-    """Locked read-modify-write: a mode change never drops a session recorded meanwhile."""
-    with file_lock(project_state_path(project)):
-        state = change(load_project_state(project))
-        save_project_state(project, state)
-    return state
 
 
 def _head(project_root: Path | str) -> str | None:
@@ -289,15 +262,14 @@ def _head(project_root: Path | str) -> str | None:
 
 def ensure_session(project: Path, mode: str, home: Path, *, base_head: str | None = None) -> tuple[Session, bool]:
     """``(session, created)``: the project's active session for ``mode``, started if there
-    is none. Sessions gone, closed or expired leave the project state (an expired one is
-    marked so on disk)."""
+    is none. Sessions gone, closed or expired leave the project state."""
     store = SessionStore(home)
     path = project_state_path(project)
     with file_lock(path):
         state = load_project_state(project)
         live: builtins.list[Session] = []
         for sid in state.active_sessions:
-            if not store.exists(sid):
+            if not store.path(sid).exists():
                 continue
             stored = store.load(sid)
             if stored.idle_expired():

@@ -31,9 +31,8 @@ _KEY_TYPE = re.compile(r"^(ssh-|ecdsa-|sk-|rsa-)")
 
 @frozen(kw_only=True)
 class Signer:
-    """One listed key. ``key`` is the Ed25519 key snodo checks in-process (``None`` for the
-    other SSH key types, which only git's own signature check uses); ``namespaces`` is
-    ``None`` when the line allows every namespace."""
+    """``key``: ``None`` for SSH key types only git checks; ``namespaces``: ``None`` when the
+    line allows every namespace."""
 
     name: str
     key: Ed25519PublicKey | None
@@ -47,9 +46,8 @@ class Signer:
 
 
 def parse_allowed_signers(text: str, source: str) -> list[Signer]:
-    """Every key line of an allowed_signers file (``#`` comments and blank lines skipped).
-    A line that does not parse fails the whole file: a typo must not silently drop, or
-    half-read, the team's list."""
+    """Every key line; one that does not parse fails the whole file (a typo must not
+    silently drop, or half-read, the team's list)."""
     lines = ((n, line.strip()) for n, line in enumerate(text.splitlines(), start=1))
     return [_signer(line, f"{source}:{n}") for n, line in lines if line and not line.startswith("#")]
 

@@ -1,9 +1,7 @@
-"""Single-use validation tokens (INV1): an HS256 JWT (:mod:`snodo.state.jws`) bound to one
-task and spec, plus a row in ``$SNODO_HOME/tokens.db`` that makes it single-use.
-
-Consumption is one ``UPDATE ... WHERE consumed_at IS NULL`` in a ``BEGIN IMMEDIATE``
-transaction, so of concurrent consumers exactly one changes the row. Every database failure
-raises: a token store that cannot answer never lets work through.
+"""Single-use validation tokens (INV1): an HS256 JWT bound to one task and spec, plus a row
+in ``$SNODO_HOME/tokens.db``. Consumption is one ``UPDATE ... WHERE consumed_at IS NULL`` in
+a ``BEGIN IMMEDIATE`` transaction, so of concurrent consumers exactly one changes the row.
+Every database failure raises: a token store that cannot answer never lets work through.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
+from attrs import asdict, frozen
 
 from snodo.base.errors import StateError, TokenError
 from snodo.state import jws
@@ -25,7 +23,8 @@ from snodo.state.home import tokens_db_path
 from snodo.state.keys import token_key
 
 _BUSY_TIMEOUT_S = 10.0
-_KEEP_EXPIRED_S = 24 * 3600  # expired rows can never verify again; keep a day for inspection
+_KEEP_EXPIRED_S = 24 * 3600  # kept a day for inspection, removed by an issue at most once a minute
+_PURGE_EVERY_S = 60
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tokens (
     jti         TEXT PRIMARY KEY,
@@ -38,8 +37,6 @@ CREATE TABLE IF NOT EXISTS tokens (
     consumer    TEXT
 )
 """
-#: Rows expired for a day are removed by an issue, at most once a minute, by this index.
-_PURGE_EVERY_S = 60
 _EXPIRY_INDEX = "CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at)"
 _STR_CLAIMS = ("jti", "task_id", "spec_sha256", "mode")
 _INT_CLAIMS = ("iat", "exp")
@@ -74,8 +71,7 @@ def _claims(raw: dict[str, Any]) -> TokenClaims:
 
 
 class TokenService:
-    """Issues, verifies and consumes validation tokens for one ``$SNODO_HOME``; ``clock``
-    is the time source for ``iat``/``exp`` and expiry (tests need not sleep)."""
+    """Validation tokens of one ``$SNODO_HOME``; ``clock`` is the time source (tests need not sleep)."""
 
     def __init__(self, home: Path, *, clock: Callable[[], float] = time.time) -> None:
         self.db_path = tokens_db_path(home)
@@ -90,11 +86,10 @@ class TokenService:
 
     @contextlib.contextmanager
     def _db(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """This thread's autocommit connection (one per thread: no WAL checkpoint per
-        operation, as when a last connection closes); an unfinished transaction is rolled
-        back. ``durable=False`` commits without an fsync: right for issuing (a lost record
-        only makes its token unknown, refused), never for consuming (a lost claim would let
-        a token be used twice)."""
+        """This thread's autocommit connection (kept: closing the last one checkpoints the
+        WAL). ``durable=False`` commits without an fsync: right for issuing (a lost record
+        only makes its token unknown), never for consuming (a lost claim would let a token
+        be used twice)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         try:
             # a database replaced under a live connection: others claim tokens in another file
@@ -106,10 +101,7 @@ class TokenService:
             if conn is None:
                 conn = sqlite3.connect(self.db_path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
                 self._local.conn, self._local.identity = conn, _file_identity(self.db_path)
-                self._local.durable = None
-            if self._local.durable is not durable:  # a connection's setting: set when it changes
-                conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
-                self._local.durable = durable
+            conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
             raise StateError(f"cannot open token store {self.db_path}: {exc}") from exc
         try:
@@ -124,28 +116,24 @@ class TokenService:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
 
-    def issue(self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600) -> str:
-        """Mint a token for this task and spec and record it as unconsumed."""
-        return self.issued(task_id=task_id, spec_sha256=spec_sha256, mode=mode, validators=validators, ttl=ttl)[0]
-
     def issued(
         self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600
     ) -> tuple[str, TokenClaims]:
-        """:meth:`issue`, and the claims the token carries (no need to verify it again)."""
+        """Mint a token for this task and spec, record it as unconsumed, and return it with
+        the claims it carries."""
         if ttl <= 0:
             raise ValueError(f"token ttl must be positive, got {ttl}")
         now = int(self._clock())
-        jti = uuid.uuid4().hex
-        claims = {
-            "jti": jti,
-            "iat": now,
-            "exp": now + ttl,
-            "task_id": task_id,
-            "spec_sha256": spec_sha256,
-            "mode": mode,
-            "validators": list(validators),
-        }
-        token = jws.sign(claims, self._key)
+        claims = TokenClaims(
+            jti=uuid.uuid4().hex,
+            iat=now,
+            exp=now + ttl,
+            task_id=task_id,
+            spec_sha256=spec_sha256,
+            mode=mode,
+            validators=tuple(validators),
+        )
+        token = jws.sign(asdict(claims), self._key)
         purge = now >= self._purged + _PURGE_EVERY_S
         with self._db(durable=False) as conn:
             if purge:
@@ -153,22 +141,22 @@ class TokenService:
                 conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now - _KEEP_EXPIRED_S,))
             conn.execute(
                 "INSERT INTO tokens (jti, task_id, spec_sha256, mode, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (jti, task_id, spec_sha256, mode, now, now + ttl),
+                (claims.jti, task_id, spec_sha256, mode, now, now + ttl),
             )
             if purge:
                 conn.execute("COMMIT")
                 self._purged = now
-        return token, _claims(claims)
+        return token, claims
 
-    def _check(self, token: str, task_id: str, spec_sha256: str) -> TokenClaims:
-        """Signature, shape, expiry and binding: everything but the single-use store."""
+    def consume(self, token: str, *, task_id: str, spec_sha256: str, consumer: str) -> TokenClaims:
+        """Check signature, shape, expiry and binding, then claim the token; of concurrent
+        consumers exactly one succeeds."""
         try:
-            raw = jws.verify(token, self._key)
+            claims = _claims(jws.verify(token, self._key))
         except jws.BadSignature as exc:
             raise _refuse("bad signature", str(exc)) from None
         except jws.MalformedToken as exc:
             raise _refuse("malformed", str(exc)) from None
-        claims = _claims(raw)
         if int(self._clock()) >= claims.exp:
             raise _refuse("expired")
         if claims.task_id != task_id:
@@ -179,23 +167,11 @@ class TokenService:
                 "the spec changed since validation",
                 hint="validate the current spec again for a new token",
             )
-        return claims
-
-    def verify(self, token: str, *, task_id: str, spec_sha256: str) -> TokenClaims:
-        """Check a token without using it up."""
-        claims = self._check(token, task_id, spec_sha256)
-        with self._db() as conn:
-            row = conn.execute("SELECT consumed_at FROM tokens WHERE jti = ?", (claims.jti,)).fetchone()
-        _check_row(row)
-        return claims
-
-    def consume(self, token: str, *, task_id: str, spec_sha256: str, consumer: str) -> TokenClaims:
-        """Verify and claim a token; of concurrent consumers exactly one succeeds."""
-        claims = self._check(token, task_id, spec_sha256)
         with self._db() as conn:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute("SELECT consumed_at FROM tokens WHERE jti = ?", (claims.jti,)).fetchone()
-            _check_row(row)
+            if row is None:
+                raise _refuse("unknown token", "not in this user's token store")
             claimed = conn.execute(
                 "UPDATE tokens SET consumed_at = ?, consumer = ? WHERE jti = ? AND consumed_at IS NULL",
                 (int(self._clock()), consumer, claims.jti),
@@ -212,10 +188,3 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_dev, stat.st_ino
-
-
-def _check_row(row: tuple[Any, ...] | None) -> None:
-    if row is None:
-        raise _refuse("unknown token", "not in this user's token store")
-    if row[0] is not None:
-        raise _refuse("already consumed")

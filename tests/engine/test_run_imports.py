@@ -136,7 +136,6 @@ EXPECTED = {
     "snodo.state.atomic",
     "snodo.state.audit",
     "snodo.state.audit_chain",
-    "snodo.state.audit_checkpoint",
     "snodo.state.audit_key",
     "snodo.state.decisions",
     "snodo.state.home",

@@ -17,9 +17,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from snodo.base.errors import AuditChainError, StateError
-from snodo.state import audit_checkpoint
+from snodo.state import audit_chain
 from snodo.state.audit import AuditLog
-from snodo.state.audit_checkpoint import newest, slots
+from snodo.state.audit_chain import newest, slots
 
 
 def oracle_hash(record: dict[str, Any]) -> str:
@@ -161,13 +161,13 @@ def test_a_steady_append_reads_no_slot_and_a_slot_written_since_is_read(
     any other writer touched since (its identity changed) is read again first."""
     filled(log, 2)
     reads: list[Path] = []
-    real_read = audit_checkpoint._read_slot
+    real_read = audit_chain._read_slot
 
     def counted(path: Path) -> Any:
         reads.append(path)
         return real_read(path)
 
-    monkeypatch.setattr(audit_checkpoint, "_read_slot", counted)
+    monkeypatch.setattr(audit_chain, "_read_slot", counted)
     numbers = lambda: sorted(json.loads(p.read_text())["write"] for p in slots(log.anchor_path))  # noqa: E731
     before = numbers()
     log.append("validate", mode="dev", data={})
@@ -469,8 +469,8 @@ import sys
 from pathlib import Path
 from snodo.base.errors import AuditChainError
 from snodo.state.audit import AuditLog
-from snodo.state import audit_checkpoint
-from snodo.state.audit_checkpoint import newest, slots
+from snodo.state import audit_chain
+from snodo.state.audit_chain import newest, slots
 try:
     AuditLog(Path(sys.argv[1])).append("validate", mode="dev", data={})
 except AuditChainError as exc:

@@ -22,7 +22,6 @@ from snodo.state.sessions import (
     ensure_session,
     load_project_state,
     save_project_state,
-    update_project_state,
 )
 
 MakePending = Callable[..., PendingDecision]
@@ -163,10 +162,13 @@ def test_concurrent_commands_start_one_session(
     assert load_project_state(project).active_sessions == (answers[0][0],)
 
 
-def test_update_project_state_keeps_other_fields(project: Path, home: Path) -> None:
+def test_ending_a_session_keeps_the_other_fields_of_the_project_state(project: Path, home: Path) -> None:
     session, _ = ensure_session(project, "dev", home)
-    update_project_state(project, lambda s: evolve(s, current_mode="review"))
-    assert load_project_state(project) == ProjectState(current_mode="review", active_sessions=(session.session_id,))
+    state = load_project_state(project)
+    save_project_state(project, evolve(state, current_mode="review"))
+    assert load_project_state(project).active_sessions == (session.session_id,)
+    SessionStore(home).end(session.session_id)
+    assert load_project_state(project) == ProjectState(current_mode="review", active_sessions=())
 
 
 # ------------------------------------------------------------------ fault injection

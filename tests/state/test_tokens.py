@@ -26,16 +26,15 @@ def service(home: Path) -> TokenService:
 
 
 def issue(service: TokenService, task_id: str = "task-1") -> str:
-    return service.issue(task_id=task_id, spec_sha256=SPEC, mode="dev", validators=["lint", "review"])
+    return service.issued(task_id=task_id, spec_sha256=SPEC, mode="dev", validators=["lint", "review"])[0]
 
 
 def refused(reason: str) -> AbstractContextManager[pytest.ExceptionInfo[TokenError]]:
     return pytest.raises(TokenError, match=f"refused: {reason}")
 
 
-def test_issue_verify_consume(service: TokenService) -> None:
-    token = issue(service)
-    claims = service.verify(token, task_id="task-1", spec_sha256=SPEC)
+def test_issue_consume(service: TokenService) -> None:
+    token, claims = service.issued(task_id="task-1", spec_sha256=SPEC, mode="dev", validators=["lint", "review"])
     assert claims.validators == ("lint", "review") and claims.mode == "dev"
     assert claims.exp - claims.iat == 600 and len(claims.jti) == 32
     assert service.consume(token, task_id="task-1", spec_sha256=SPEC, consumer="engine") == claims
@@ -50,7 +49,7 @@ def test_issued_claims_are_the_tokens_and_expired_rows_go_by_index(home: Path, s
     an issue, at most once a minute per service, through an index (a long-lived home holds
     every token of its day), and an older database without the index gets it when opened."""
     token, claims = service.issued(task_id="task-1", spec_sha256=SPEC, mode="dev", validators=["lint"])
-    assert service.verify(token, task_id="task-1", spec_sha256=SPEC) == claims
+    assert service.consume(token, task_id="task-1", spec_sha256=SPEC, consumer="a") == claims
     old = TokenService(home, clock=lambda: time.time() - 3 * 86400)
     stale = issue(old, "old-task")
     issue(service, "kept")  # within a minute of this service's last purge: none now
@@ -64,7 +63,7 @@ def test_issued_claims_are_the_tokens_and_expired_rows_go_by_index(home: Path, s
         conn.execute("DROP INDEX tokens_by_expiry")
         conn.commit()
     with refused("expired"):
-        service.verify(stale, task_id="old-task", spec_sha256=SPEC)
+        service.consume(stale, task_id="old-task", spec_sha256=SPEC, consumer="a")
     TokenService(home)
     with closing(sqlite3.connect(service.db_path)) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")]
@@ -77,8 +76,6 @@ def test_reused_token_is_refused(service: TokenService) -> None:
     with refused("already consumed") as caught:
         service.consume(token, task_id="task-1", spec_sha256=SPEC, consumer="b")
     assert caught.value.reason == "already consumed"
-    with refused("already consumed"):
-        service.verify(token, task_id="task-1", spec_sha256=SPEC)
 
 
 def test_expired_token_is_refused(home: Path, service: TokenService) -> None:
@@ -91,7 +88,7 @@ def test_expired_token_is_refused(home: Path, service: TokenService) -> None:
 def test_binding_to_task_and_spec(service: TokenService) -> None:
     token = issue(service)
     with refused("bound to another task"):
-        service.verify(token, task_id="task-2", spec_sha256=SPEC)
+        service.consume(token, task_id="task-2", spec_sha256=SPEC, consumer="a")
     with refused("bound to another spec"):
         service.consume(token, task_id="task-1", spec_sha256="c" * 64, consumer="a")
     service.consume(token, task_id="task-1", spec_sha256=SPEC, consumer="a")
@@ -114,7 +111,7 @@ def test_tampered_tokens_are_refused(service: TokenService) -> None:
         with refused("bad signature"):
             service.consume(bad, task_id="task-1", spec_sha256=SPEC, consumer="a")
     with refused("malformed"):
-        service.verify("not-a-token", task_id="task-1", spec_sha256=SPEC)
+        service.consume("not-a-token", task_id="task-1", spec_sha256=SPEC, consumer="a")
     service.consume(token, task_id="task-1", spec_sha256=SPEC, consumer="a")
 
 

@@ -1,0 +1,139 @@
+"""A person's acts on a project's audit log: ``snodo audit export`` (the log and its public
+key, for checking on another machine) and ``snodo audit restart``.
+
+A restart starts a new log after the old one was lost, without hiding the loss. ``git clean
+-fdx``, a fresh clone or a deleted ``audit.log`` leave the home holding a checkpoint the log
+no longer reaches, and every append refuses: that cannot be told apart from a deletion meant
+to hide something. A person's explicit act starts a new log whose first signed line,
+``audit_restarted``, records the lost head as the home knew it, what was found wrong and the
+reason given; what is left of the old file is kept as ``audit.log.lost-<time>``. No MCP tool
+exposes it, and confined processes cannot reach the audit key to sign a new log
+(docs/security.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from snodo.base.errors import AuditChainError, StateError
+from snodo.state.atomic import atomic_create_bytes, file_lock
+from snodo.state.audit import AuditLog, VerifyReport
+from snodo.state.audit_chain import GENESIS, ChainBreak, first_problem, newest, read_anchor, scan_lines
+from snodo.state.audit_key import audit_public_key
+from snodo.state.keys import openssh_public
+
+
+@frozen(kw_only=True)
+class Export:
+    log_file: Path
+    key_file: Path
+    report: VerifyReport
+
+
+def export_log(log: AuditLog, dest: Path) -> Export:
+    """Copy ``log`` (under its lock) and the audit public key into ``dest``, and verify the
+    copy with that key alone; a broken log is not exported (the error says where it breaks)."""
+    key = audit_public_key(log.home)
+    if key is None:
+        raise StateError(f"nothing to export: this home ({log.home}) has no audit key, so it signed no log")
+    report = log.verify()
+    if not report.ok:
+        error = AuditChainError(
+            f"audit log {log.path} is broken at line {report.line}: {report.reason}; nothing was exported",
+            line=report.line,
+            reason=report.reason,
+            hint="`snodo audit verify` shows the fault",
+        )
+        error.exit_code = 1
+        raise error
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        with file_lock(log.path, shared=True):
+            data = log.path.read_bytes() if log.path.exists() else b""
+    except OSError as exc:
+        raise StateError(f"cannot export to {dest}: {exc.strerror or exc}") from exc
+    log_file, key_file = dest / "audit.log", dest / "audit-key.pub"
+    for path, content in ((log_file, data), (key_file, openssh_public(key).encode("ascii") + b"\n")):
+        if not atomic_create_bytes(path, content, mode=0o644):
+            raise StateError(f"{path} already exists; export into an empty directory")
+    copied = AuditLog(log_file, home=log.home).verify(key=key, anchored=False)
+    if not copied.ok:
+        raise StateError(f"the exported copy {log_file} does not verify: line {copied.line}: {copied.reason}")
+    return Export(log_file=log_file, key_file=key_file, report=copied)
+
+
+EVENT = "audit_restarted"
+MAX_REASON = 2000
+
+
+def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
+    """Start a new log recording the lost head and ``reason``; returns its first record.
+
+    Refused without a reason, when the home recorded no checkpoint for this log (nothing
+    was lost: the next event starts the log) and when the log is intact.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise StateError("`snodo audit restart` needs a reason", hint='say why: --reason "the checkout was re-cloned"')
+    audit_public_key(log.home)  # the home must be readable before anything moves
+    with file_lock(log.path):
+        found = _fault(log)
+        lost = newest(log.anchor_path) or {}
+        kept = _keep_aside(log)
+        record = {
+            "ts": datetime.now(UTC).isoformat(timespec="microseconds"),
+            "event": EVENT,
+            "mode": None,
+            "data": {
+                "reason": reason[:MAX_REASON],
+                "found": found,
+                "lost_head": {k: lost.get(k) for k in ("seq", "hash", "size", "ts", "key", "signature", "log")},
+                "previous_file": kept,
+                "by": os.environ.get("USER") or os.environ.get("LOGNAME") or "",
+            },
+        }
+        log._append_signed([(record, None)], 0, GENESIS, os.path.realpath(log.path))
+    return record
+
+
+def _fault(log: AuditLog) -> str:
+    """What is wrong with the log the home recorded a checkpoint for; refused if nothing is."""
+    try:
+        anchor = read_anchor(log.anchor_path)
+    except ChainBreak as broken:
+        raise StateError(f"cannot restart {log.path}: {broken.reason}") from None
+    if anchor is None:
+        raise StateError(
+            f"nothing to restart: {log.home} recorded no signed checkpoint for {log.path}",
+            hint="a log the home never signed starts by itself with the next event",
+        )
+    scan = scan_lines(log.lines(), anchor)
+    problem = first_problem(scan, anchor, audit_public_key(log.home), home=log.home)
+    if problem is None:
+        raise StateError(
+            f"{log.path} is intact ({scan.events} events): there is nothing to restart",
+            hint="`snodo audit verify` checks it",
+        )
+    return problem.reason
+
+
+def _keep_aside(log: AuditLog) -> dict[str, Any] | None:
+    """Move what is left of the old log (if anything) to ``audit.log.lost-<time>``."""
+    try:
+        data = log.path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read {log.path}: {exc.strerror or exc}") from exc
+    name = f"{log.path.name}.lost-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
+    try:
+        os.rename(log.path, log.path.with_name(name))
+    except OSError as exc:
+        raise StateError(f"cannot move {log.path} aside: {exc.strerror or exc}") from exc
+    return {"kept_in": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}

@@ -15,7 +15,8 @@ from snodo.rules.guard import PathGuard
 from snodo.workspace.pysetup import python_setup
 
 from .judge import first_line, foreign_message
-from .session import run_session
+from .record import Session
+from .session import Outcome, run_session
 from .tooling import options_from_command, pytest_tooling
 
 #: ``pytest.ExitCode.NO_TESTS_COLLECTED``, a stable part of pytest's interface: importing
@@ -79,36 +80,47 @@ def run_tests(
     setup = python_setup(
         Path(root), project_root=Path(root), python=python, pythonpath=pythonpath, execution_python=execution_python
     )
-    args = ["-p", "no:cacheprovider", "-q", *[a for p in plugins for a in ("-p", p)], *options]
-    if path is not None:
-        if not isinstance(path, str) or path.startswith("-"):
-            raise ToolError(f"run_tests path {path!r} is refused: it must be a path, not an option")
-        PathGuard(root).check_read(path)
-        args.append(path)
+    args = ["-p", "no:cacheprovider", "-q", *[a for p in plugins for a in ("-p", p)], *options, *_path(root, path)]
     outcome = run_session(Path(root), setup, args, timeout=timeout, tail=TAIL_LINES)
     s = outcome.session
-    if outcome.timed_out:
-        summary = f"timed out after {timeout:g} s; the test run was killed"
-    elif s is None:
-        summary = outcome.problem
-    elif s.foreign:
-        summary = foreign_message(s.foreign, Path(root))
-    elif outcome.exit_code == NO_TESTS_COLLECTED and not s.status:
-        summary = "no tests collected"
-    else:
-        first = next(iter([*s.collect_errors.values(), *s.messages.values()]), None)
-        summary = f"{s.tally()} in {outcome.duration:.2f}s{first_line(first, ';')}"
-    failed = [t for t, st in s.status.items() if st in ("failed", "error")] + list(s.collect_errors) if s else []
     return TestRunResult(
         exit_code=outcome.exit_code,
         passed=s is not None and not s.foreign and outcome.exit_code == 0 and not outcome.timed_out,
-        summary=summary,
+        summary=_summary(outcome, timeout, Path(root)),
         output_tail=outcome.tail,
         timed_out=outcome.timed_out,
         duration=outcome.duration,
-        failed_tests=tuple(failed[:MAX_FAILED_IDS]),
+        failed_tests=_failed(s)[:MAX_FAILED_IDS] if s else (),
         python=f"{setup.python} ({setup.python_source})",
     )
+
+
+def _path(root: Path, path: str | None) -> list[str]:
+    """The agent's ``path``: inside the root, never an option."""
+    if path is None:
+        return []
+    if not isinstance(path, str) or path.startswith("-"):
+        raise ToolError(f"run_tests path {path!r} is refused: it must be a path, not an option")
+    PathGuard(root).check_read(path)
+    return [path]
+
+
+def _failed(s: Session) -> tuple[str, ...]:
+    return (*[t for t, st in s.status.items() if st in ("failed", "error")], *s.collect_errors)
+
+
+def _summary(outcome: Outcome, timeout: float, root: Path) -> str:
+    s = outcome.session
+    if outcome.timed_out:
+        return f"timed out after {timeout:g} s; the test run was killed"
+    if s is None:
+        return outcome.problem
+    if s.foreign:
+        return foreign_message(s.foreign, root)
+    if outcome.exit_code == NO_TESTS_COLLECTED and not s.status:
+        return "no tests collected"
+    first = next(iter([*s.collect_errors.values(), *s.messages.values()]), None)
+    return f"{s.tally()} in {outcome.duration:.2f}s{first_line(first, ';')}"
 
 
 def run_python_tests(workspace: Path, command: Sequence[str], *, timeout: float, **settings: Any) -> TestRunResult:

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from typing import Any
 
 MAX_TEXT = 1200
@@ -240,6 +241,8 @@ def main() -> None:
     code = 4
     try:
         code = int(pytest.main(list(task["args"]), plugins=[recorder]))
+    except BaseException:  # pytest's own crash: shown to a person (the record's end says it)
+        traceback.print_exc()
     finally:
         record.write("end", exit=code, sealed=recorder.sealed)
         for stream in (sys.stdout, sys.stderr):

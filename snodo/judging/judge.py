@@ -19,7 +19,7 @@ from typing import Any
 from attrs import Factory, asdict, frozen
 
 from snodo.base.errors import ValidatorFault
-from snodo.workspace.pysetup import PythonSetup, python_setup
+from snodo.workspace.pysetup import PythonSetup
 
 from .cache import BaseResult, Shared, base_key, load_base, store_base
 from .layout import MAX_SHOWN, Layout, Rules, escalations, rewritten, split
@@ -94,17 +94,8 @@ class Judge:
             target.write_bytes(data)
         return dest
 
-    def _setup(self, copy: Path) -> PythonSetup:
-        return python_setup(
-            copy,
-            project_root=self.project_root,
-            python=self.opts.python,
-            pythonpath=self.opts.pythonpath,
-            execution_python=self.opts.execution_python,
-        )
-
     def _run(self, copy: Path, args: Sequence[str], limit: float) -> tuple[Outcome, PythonSetup]:
-        setup = self._setup(copy)
+        setup = self.opts.setup(copy, self.project_root)
         timeout = min(limit, self._left())
         if timeout < 1:
             raise ValidatorFault(
@@ -120,12 +111,12 @@ class Judge:
     def base_result(self, base: Mapping[str, Entry]) -> BaseResult:
         """The base's per-test results, from the cache or run now (failures once more: a test
         that passes then is flaky and not required)."""
-        key = base_key(self.base_tree, self._setup(self.project_root).python, self.opts)
+        key = base_key(self.base_tree, self.opts.setup(self.project_root, self.project_root).python, self.opts)
         cached = load_base(self.cache, key)
         if cached is not None:
             return cached
         copy = self._copy(base)
-        roots = tuple(_relative(p, copy) for p in self._setup(copy).pythonpath)
+        roots = tuple(_relative(p, copy) for p in self.opts.setup(copy, self.project_root).pythonpath)
         started = time.monotonic()
         outcome, _ = self._run(copy, self.opts.pytest_args(None), self._left() * 0.6)
         session = self._base_session(outcome, copy)

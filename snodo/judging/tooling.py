@@ -18,6 +18,7 @@ from attrs import frozen
 
 from snodo.base.errors import ValidatorFault
 from snodo.rules.settings import SHELL_TOKENS
+from snodo.workspace.pysetup import PythonSetup, python_setup
 
 from .record import Session
 
@@ -96,6 +97,15 @@ class Options:
         for plugin in self.plugins:
             args += ["-p", plugin]
         return [*args, *self.options, *(self.paths if paths is None else paths)]
+
+    def setup(self, workspace: Path, project_root: Path) -> PythonSetup:
+        return python_setup(
+            workspace,
+            project_root=project_root,
+            python=self.python,
+            pythonpath=self.pythonpath,
+            execution_python=self.execution_python,
+        )
 
     def key(self) -> dict[str, Any]:
         """What the base's results depend on (``require_all`` only changes how they are read)."""

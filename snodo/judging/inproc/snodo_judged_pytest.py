@@ -220,9 +220,8 @@ def main() -> None:
     key = bytes.fromhex(task["key"])
     record = Record(task["record"], key)
     del task["key"], line
-    for name in list(os.environ):
-        if name.startswith("PYTEST_") or name.startswith("PYTHON"):
-            del os.environ[name]
+    for name in [n for n in os.environ if n.startswith(("PYTEST_", "PYTHON"))]:
+        del os.environ[name]
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     sys.dont_write_bytecode = True
     record.write("start", python=sys.version.split()[0], pid=os.getpid(), at=time.time())
@@ -245,11 +244,15 @@ def main() -> None:
         traceback.print_exc()
     finally:
         record.write("end", exit=code, sealed=recorder.sealed)
-        for stream in (sys.stdout, sys.stderr):
-            flush = getattr(stream, "flush", None)
-            if flush is not None and not getattr(stream, "closed", False):
-                flush()
+        _flush()
         os._exit(code)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        flush = getattr(stream, "flush", None)
+        if flush is not None and not getattr(stream, "closed", False):
+            flush()
 
 
 if __name__ == "__main__":

@@ -139,11 +139,11 @@ _MOVED: dict[str, tuple[str, str, str]] = {
     "command_argv": ("snodo.judging.tooling", "command_argv", "TestJudgement.command_argv"),
     "pytest_tooling": ("snodo.judging.tooling", "pytest_tooling", "TestJudgement.pytest_tooling"),
     "run_python_tests": (
-        "snodo.workspace.testrun",
+        "snodo.judging.testrun",
         "run_python_tests",
         "judge_tests (a test run's exit status proves nothing: docs/judging.md)",
     ),
-    "SuiteRun": ("snodo.workspace.testrun", "SuiteRun", "TestJudgement, returned by judge_tests"),
+    "SuiteRun": ("snodo.judging.testrun", "TestRunResult", "TestJudgement, returned by judge_tests"),
 }
 
 

@@ -142,7 +142,7 @@ PROOFS: dict[str, tuple[str, ...]] = {
     "GitMetaWatch": (
         "tests/sandbox/test_attacks_git.py::test_a_nested_repository_made_by_confined_code_is_refused_and_removed",
     ),
-    "read_test_output": ("tests/workspace/test_testrun_reader.py::test_a_tests_own_output_cannot_fake_the_tally",),
+    "run_tests": ("tests/workspace/test_testrun_reader.py::test_a_tests_own_output_cannot_fake_the_tally",),
     "project_python": (
         "tests/realproj/test_interpreter_discovery.py::test_a_symlink_leading_out_of_the_project_is_refused",
     ),

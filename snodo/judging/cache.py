@@ -39,8 +39,8 @@ class BaseResult:
 
 
 def _interpreter_stamp(python: str) -> list[Any]:
-    """What the interpreter environment is: the executable, its environment's ``pyvenv.cfg``
-    and the names of what is installed in it (a ``*.dist-info`` name carries the version)."""
+    """The executable, its ``pyvenv.cfg`` and what is installed (a ``*.dist-info`` name
+    carries the version)."""
     real = os.path.realpath(python)
     prefix = os.path.dirname(os.path.dirname(python))
     stamp: list[Any] = [python, real]
@@ -55,8 +55,8 @@ def _interpreter_stamp(python: str) -> list[Any]:
 
 
 def base_key(base_tree: str, python: str, opts: Options) -> str:
-    """What the base's results depend on. The import roots are no part of it: the base's
-    tree and ``tooling.pythonpath`` decide them."""
+    """What the base's results depend on (the import roots follow from the tree and
+    ``tooling.pythonpath``)."""
     material = {
         "judge": JUDGE_VERSION,
         "boot": hashlib.sha256(BOOT.read_bytes()).hexdigest(),
@@ -69,7 +69,7 @@ def base_key(base_tree: str, python: str, opts: Options) -> str:
 
 
 def load_base(cache: Path | None, key: str) -> BaseResult | None:
-    """The base's results stored under ``key``; ``None`` (computed again) when missing or unreadable."""
+    """The base's results stored under ``key``; ``None`` when missing or unreadable."""
     if cache is None:
         return None
     try:
@@ -80,9 +80,8 @@ def load_base(cache: Path | None, key: str) -> BaseResult | None:
 
 
 def store_base(cache: Path | None, key: str, result: BaseResult) -> None:
-    """Written whole or not at all (a temporary file renamed into place). Not
-    :mod:`snodo.state.atomic`: the plugin API reaches the judge, and it must not import state
-    (an import-linter contract)."""
+    """Written whole or not at all; not :mod:`snodo.state.atomic` (the plugin API reaches the
+    judge, and must not import state)."""
     if cache is None:
         return
     path = cache / "base" / f"{key}.json"

@@ -21,7 +21,7 @@ from attrs import frozen
 from snodo.base.errors import EnvironmentProblem
 from snodo.git.runner import pin, read_objects, run_git
 
-from .tree import FILE_MODES, Blobs, Entry, index_entries, safe_path, tree_names, write_copy, write_file
+from .tree import FILE_MODES, Blobs, Entry, entries, safe_path, tree_names, write_copy, write_file
 
 #: Python environments at the top of a checkout (never part of a judged tree): linked into
 #: each copy, so a check naming ``.venv/bin/tool`` finds it (read-only to confined code).
@@ -52,13 +52,9 @@ class Copy:
 
 
 class Snapshot:
-    """The judged ``tree`` of ``repo``, ready to be laid out once per validator.
-
-    The tree is kept between snapshots (:class:`_Slot`): one ``diff-tree`` from the tree
-    kept names what differs, one ``cat-file`` batch reads the root tree and the blobs that
-    differ, one ``read-tree`` writes the kept tree's index. Without a free slot, or for a
-    whole copy, the tree is read into a private index file (the checkout's own is never
-    touched) and its blobs in one batch, shared by every copy."""
+    """The judged ``tree`` of ``repo``, ready to be laid out once per validator: kept between
+    snapshots (:class:`_Slot`, patched with what differs), else read into a private index
+    file (never the checkout's) and its blobs in one batch shared by every copy."""
 
     def __init__(
         self,
@@ -107,7 +103,7 @@ class Snapshot:
             raise
 
     def _read_top(self, blobs: list[str]) -> set[str]:
-        """The names at the top of the tree (read with ``blobs``, in one batch)."""
+        """The names at the top of the tree (read in one batch with ``blobs``)."""
         found = read_objects(self.repo, [self.tree, *blobs])
         root = found.get(self.tree)
         if root is None or root.kind != "tree":
@@ -120,7 +116,7 @@ class Snapshot:
         """Every file of the tree, by path (read when a whole copy is written)."""
         with self._lock:
             if self._files is None:
-                self._files = index_entries(self._index(), len(self.tree) // 2)
+                self._files = entries(self.repo, self.tree)
             return self._files
 
     def _index(self) -> bytes:
@@ -133,7 +129,6 @@ class Snapshot:
             return self._index_bytes
 
     def read_tree(self, index: Path) -> None:
-        """Write an index holding the tree at ``index``."""
         made = run_git(
             self.repo,
             *("-c", "index.version=2", "-c", "core.splitIndex=false", "-c", "index.sparse=false"),
@@ -165,9 +160,8 @@ class Snapshot:
         return out
 
     def copy(self, name: str, *, overlay: bool = False) -> Copy:
-        """A private copy of the tree, as a git work tree (see the module docstring). With
-        ``overlay`` (the validator runs under bubblewrap, which lays the kept tree over
-        itself) nothing is written: the copy is the kept tree and a place for its writes."""
+        """A private copy of the tree, as a git work tree; with ``overlay`` (bubblewrap) the
+        kept tree itself and a place for the validator's writes."""
         with self._lock:
             self._count += 1
             own = self.root / f"{self._count}-{_NAME.sub('_', name)[:60]}"
@@ -225,7 +219,6 @@ class Snapshot:
             target.chmod(mode)
 
     def kept(self) -> Path | None:
-        """The kept tree this snapshot holds, if it got one."""
         return self._slot.work if self._slot is not None else None
 
     def shared(self) -> Copy:
@@ -307,14 +300,11 @@ def _remove_tree(path: Path) -> None:
 
 
 class _Slot:
-    """A judged tree kept between runs in the repository's git directory: written by snodo
-    alone from git's objects, never writable by confined code (it lies in the git directory,
-    read-only to every sandbox, and code-running validators see it through an overlay of
-    their own), so the next snapshot of the same repository writes only what differs.
-
-    Its ``state`` file says which tree ``work`` holds, or ``dirty`` while snodo changes it:
-    a run that stopped half-way leaves ``dirty``, and the next one writes the tree afresh.
-    A lock (``flock``) keeps it to one snapshot at a time."""
+    """A judged tree kept between runs in the git directory (read-only to every sandbox;
+    code-running validators see it through an overlay of their own), so the next snapshot
+    writes only what differs. Its ``state`` file names the tree ``work`` holds, or ``dirty``
+    while snodo changes it (then the next one writes it afresh); ``flock`` keeps it to one
+    snapshot at a time."""
 
     def __init__(self, home: Path, fd: int, held: str) -> None:
         self.home = home
@@ -426,9 +416,8 @@ def _write_state(home: Path, state: str) -> None:
 
 
 def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) -> None:
-    """Bring ``work`` from the tree it holds to the new one: what is gone or replaced first
-    (then the directories left empty), then what is new, by the rules :func:`write_copy`
-    lays a tree out by (no path that is not plain and relative, nothing through a link)."""
+    """Bring ``work`` to the new tree: what is gone or replaced first (then the directories
+    left empty), then what is new, by :func:`write_copy`'s rules."""
     real = os.path.realpath(work)
     emptied: set[str] = set()
     for path, _ in sorted(changes, reverse=True):
@@ -456,9 +445,8 @@ def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) ->
 
 
 def _plain(root: str, path: str, *, make: bool = False) -> bool:
-    """Whether every directory on the way to ``root/path`` is a real directory (no symbolic
-    link on the way, nothing followed out of ``root``); with ``make`` the missing ones are
-    made (each as a fresh directory, never through a link)."""
+    """Whether every directory on the way to ``root/path`` is a real one (no link followed);
+    with ``make`` the missing ones are made."""
     here = root
     for part in path.split("/")[:-1]:
         here = os.path.join(here, part)

@@ -19,7 +19,7 @@ from typing import Any
 from attrs import Factory, asdict, frozen
 
 from snodo.base.errors import ValidatorFault
-from snodo.workspace.pysetup import PythonSetup, python_setup
+from snodo.workspace.pysetup import PythonSetup
 
 from .cache import BaseResult, Shared, base_key, load_base, store_base
 from .layout import MAX_SHOWN, Layout, Rules, escalations, rewritten, split
@@ -39,10 +39,7 @@ class Judgement:
     details: Mapping[str, Any] = Factory(dict)
     private: Mapping[str, Any] = Factory(dict)
 
-    #: a ``tooling.command`` (a string or a list) as argv, shell syntax refused
     command_argv = staticmethod(command_argv)
-    #: the tooling of the phase's pytest validator, so a validator needing test results
-    #: asks for the same judgement and shares its run
     pytest_tooling = staticmethod(pytest_tooling)
 
 
@@ -97,17 +94,8 @@ class Judge:
             target.write_bytes(data)
         return dest
 
-    def _setup(self, copy: Path) -> PythonSetup:
-        return python_setup(
-            copy,
-            project_root=self.project_root,
-            python=self.opts.python,
-            pythonpath=self.opts.pythonpath,
-            execution_python=self.opts.execution_python,
-        )
-
     def _run(self, copy: Path, args: Sequence[str], limit: float) -> tuple[Outcome, PythonSetup]:
-        setup = self._setup(copy)
+        setup = self.opts.setup(copy, self.project_root)
         timeout = min(limit, self._left())
         if timeout < 1:
             raise ValidatorFault(
@@ -123,12 +111,12 @@ class Judge:
     def base_result(self, base: Mapping[str, Entry]) -> BaseResult:
         """The base's per-test results, from the cache or run now (failures once more: a test
         that passes then is flaky and not required)."""
-        key = base_key(self.base_tree, self._setup(self.project_root).python, self.opts)
+        key = base_key(self.base_tree, self.opts.setup(self.project_root, self.project_root).python, self.opts)
         cached = load_base(self.cache, key)
         if cached is not None:
             return cached
         copy = self._copy(base)
-        roots = tuple(_relative(p, copy) for p in self._setup(copy).pythonpath)
+        roots = tuple(_relative(p, copy) for p in self.opts.setup(copy, self.project_root).pythonpath)
         started = time.monotonic()
         outcome, _ = self._run(copy, self.opts.pytest_args(None), self._left() * 0.6)
         session = self._base_session(outcome, copy)
@@ -155,7 +143,7 @@ class Judge:
         if session.foreign:
             raise ValidatorFault(foreign_message(session.foreign, copy))
         if session.collect_errors and not session.passing():
-            shown = "\n".join(f"{k}: {_first_line(v)[2:]}" for k, v in list(session.collect_errors.items())[:5])
+            shown = "\n".join(f"{k}: {first_line(v)[2:]}" for k, v in list(session.collect_errors.items())[:5])
             raise ValidatorFault(
                 f"the base's tests ({self.base_commit[:12]}) could not be collected, so there is no verdict on the "
                 f"change:\n{shown}",
@@ -165,8 +153,7 @@ class Judge:
         return session
 
     def _base_recurs(self, base: Mapping[str, Entry], limit: float) -> bool:
-        """Whether the base, run again now, fails to finish the same way (then the change's
-        failure to finish is the environment's, not the change's)."""
+        """Whether the base, run again now, fails to finish too (the environment's fault)."""
         outcome, _ = self._run(self._copy(base), self.opts.pytest_args(None), limit)
         return outcome.session is None
 
@@ -225,8 +212,7 @@ class Judge:
         return outcome.session
 
     def _against_base(self, after: Session, bs: Session, required: frozenset[str]) -> tuple[list[str], int]:
-        """The change's run compared with the base's: which base-passing tests broke and how
-        many more pass now."""
+        """Which base-passing tests broke, and how many more pass now."""
         if after.foreign:
             shown = "; ".join(f"{k} from {v}" for k, v in sorted(after.foreign.items())[:5])
             self.blockers.append(
@@ -234,7 +220,7 @@ class Judge:
                 "(tooling.pythonpath names the import roots)"
             )
         broken = [
-            f"{t} ({status}){_first_line(after.messages.get(t))}"
+            f"{t} ({status}){first_line(after.messages.get(t))}"
             for t in sorted(required)
             if (status := after.status.get(t, "not collected")) != PASSED
         ]
@@ -259,7 +245,7 @@ class Judge:
         return broken, fixed
 
     def _before_work(self, after: Session) -> None:
-        """Before the work (pre_execute) every test that fails or errors blocks."""
+        """Before the work (pre_execute) every failing test blocks."""
         failing = [f"{t} ({s})" for t, s in after.status.items() if s in ("failed", "error")]
         failing += [f"{t}: could not be collected" for t in after.collect_errors]
         if failing:
@@ -269,7 +255,6 @@ class Judge:
     def _summary(
         self, after: Session | None, required: frozenset[str], broken: list[str], fixed: int, flaky: int
     ) -> str:
-        """One line: how the base-passing tests fared, what more passes, what is flaky."""
         summary = f"against base {self.base_commit[:12]}: "
         if after is None:
             summary += "the base's tests could not be run against the change"
@@ -376,14 +361,12 @@ class Judge:
 
 
 def _failing(session: Session, ok: Sequence[str]) -> list[str]:
-    """Each test whose status is not ``ok`` (with the last line of what went wrong), and each
-    module that could not be collected."""
-    out = [f"{t} ({st}){_first_line(session.messages.get(t))}" for t, st in session.status.items() if st not in ok]
+    """Each test whose status is not ``ok``, and each module that could not be collected."""
+    out = [f"{t} ({st}){first_line(session.messages.get(t))}" for t, st in session.status.items() if st not in ok]
     return out + [f"{t}: could not be collected" for t in session.collect_errors]
 
 
 def _matching(status: Mapping[str, str], name: str) -> list[str]:
-    """The test ids ``name`` (a node id, or a test file) names."""
     return [t for t in status if t == name or t.startswith((name + "::", name + "["))]
 
 
@@ -392,9 +375,10 @@ def _relative(path: str, root: Path) -> str:
     return "" if rel == "." else rel
 
 
-def _first_line(message: str | None) -> str:
+def first_line(message: str | None, sep: str = ":") -> str:
+    """The line of a failure a person needs first (pytest's last), after ``sep``."""
     lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
-    return f": {lines[-1][:200]}" if lines else ""
+    return f"{sep} {lines[-1][:200]}" if lines else ""
 
 
 def foreign_message(foreign: Mapping[str, str], where: Path) -> str:
@@ -407,8 +391,7 @@ def foreign_message(foreign: Mapping[str, str], where: Path) -> str:
     )
 
 
-#: Judgements of this process by everything they depend on: the judged tree and base commit
-#: (immutable objects), the options, the interpreter settings and the held-out tests' digest.
+#: Judgements of this process by everything they depend on.
 _SHARED = Shared()
 
 
@@ -422,8 +405,7 @@ def judge_change(
     spec: str,
     cache: Path | None,
 ) -> Judgement:
-    """Judge ``tree`` against ``base`` (see the module docstring). Raises
-    :class:`ValidatorFault` only when there is no verdict (the base cannot be judged)."""
+    """Judge ``tree`` against ``base``; :class:`ValidatorFault` only when there is no verdict."""
     held = held_out_digest(options.held_out)
     material = [str(repo), base, tree, asdict(options), held, named_tests(spec), str(project_root)]
     key = hashlib.sha256(json.dumps(material, default=str).encode()).hexdigest()

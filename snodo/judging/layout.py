@@ -20,7 +20,7 @@ from . import scan
 from .record import Session
 from .tree import SYMLINK, Blobs, Entry
 
-#: pytest's own list when the base's session could not say (it always can from pytest 7).
+#: pytest's own list, with what the base's session says.
 FALLBACK_CONFIG_NAMES = (
     "pytest.ini",
     ".pytest.ini",
@@ -152,9 +152,9 @@ def split(
 
 
 def _place(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[str, Entry | None]:
-    """What ``path`` (``b`` at the base, ``c`` after the change) is in the change ("": not
-    changed), and what the judged copy holds there: the base's harness and test area, never
-    added bytecode or test modules, else the change's source."""
+    """What ``path`` (``b`` at the base, ``c`` after) is in the change ("": unchanged), and
+    what the judged copy holds: the base's harness and tests, never added bytecode or test
+    modules, else the change's source."""
     if rules.harness(path) or rules.in_test_area(path):
         return _place_guarded(rules, path, b, c)
     if c is None:
@@ -167,7 +167,6 @@ def _place(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[s
 
 
 def _place_guarded(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[str, Entry | None]:
-    """A harness or test-area path: the judged copy holds the base's version, if any."""
     if b == c:
         return "", b
     if rules.harness(path):
@@ -182,8 +181,8 @@ def _new_test(rules: Rules, path: str, c: Entry | None) -> bool:
 
 
 def _drop_parents(files: dict[str, Entry]) -> list[str]:
-    """Entries that stand where another entry needs a directory (a file or link named
-    ``tests`` beside ``tests/test_a.py``): dropped from the copy, named for a person."""
+    """Entries standing where another needs a directory (a file ``tests`` beside
+    ``tests/test_a.py``): dropped from the copy, named for a person."""
     dirs = {posixpath.dirname(p) for p in files}
     parents: set[str] = set()
     for found in dirs:
@@ -200,9 +199,8 @@ def _drop_parents(files: dict[str, Entry]) -> list[str]:
 def _shadowing(
     base: Mapping[str, Entry], change: Mapping[str, Entry], import_roots: Iterable[str], external: Iterable[str]
 ) -> list[str]:
-    """New top-level modules or packages, on an import root, named like a module the
-    interpreter would otherwise load from elsewhere (the standard library, pytest, any
-    installed package the base's tests used)."""
+    """New top-level modules on an import root named like one the interpreter would
+    otherwise load from elsewhere (the standard library, pytest, what the base's tests used)."""
     taken = frozenset(sys.stdlib_module_names) | frozenset(external) | {"pytest", "_pytest", "pluggy", "py"}
     found: list[str] = []
 
@@ -248,7 +246,6 @@ def escalations(
 
 
 def _homonyms(layout: Layout, base: Mapping[str, Entry], base_tests: Iterable[str]) -> list[str]:
-    """Added test modules named like a test module of the base."""
     taken = {_stem(p) for p in set(base_tests) & set(base) if p.endswith(".py")}
     return [p for p in layout.added_tests if _stem(p) in taken]
 
@@ -282,9 +279,8 @@ def _stem(path: str) -> str:
 
 
 def rewritten(copy: Path, files: Mapping[str, Entry], rules: Rules, blobs: Blobs) -> list[str]:
-    """Test-area and harness files of ``copy`` that are not, after a run, exactly what was
-    laid out (changed, removed, or new: a ``conftest.py`` written during collection would
-    have steered the rest of it)."""
+    """Test-area and harness files of ``copy`` changed, removed or new after a run (a
+    ``conftest.py`` written during collection steers the rest of it)."""
     guarded = [p for p, e in files.items() if e.mode != SYMLINK and (rules.harness(p) or rules.in_test_area(p))]
     changed = [p for p in guarded if _read(copy / p) != blobs[files[p].sha]]
     return sorted(changed + [p for p in _new_files(copy, files) if _guarded_new(rules, p)])
@@ -295,7 +291,6 @@ def _guarded_new(rules: Rules, path: str) -> bool:
 
 
 def _read(path: Path) -> bytes | None:
-    """A regular file's bytes (``None``: a link, or gone)."""
     try:
         return None if path.is_symlink() else path.read_bytes()
     except OSError:
@@ -303,7 +298,6 @@ def _read(path: Path) -> bytes | None:
 
 
 def _new_files(copy: Path, files: Mapping[str, Entry]) -> list[str]:
-    """Files in ``copy`` that were not laid out (bytecode and pytest's caches left out)."""
     found = []
     for dirpath, dirnames, filenames in os.walk(copy):
         dirnames[:] = [d for d in dirnames if d not in ("__pycache__", ".pytest_cache")]

@@ -39,7 +39,7 @@ class Session:
     exit_status: int = 0
 
     def tally(self) -> str:
-        """pytest's own words for the counts: ``1 failed, 2 passed, 1 skipped``."""
+        """``1 failed, 2 passed, 1 skipped``."""
         counts = Counter(self.status.values())
         counts["error"] += len(self.collect_errors)
         words = {"error": "errors", "not run": "not run"}
@@ -109,8 +109,8 @@ def read(text: str, key: bytes, exit_code: int | None) -> Session:
 
 
 def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None) -> int:
-    """Where the seal is, once the record's frame is proven whole: one
-    start, one seal right before one end, an exit status the process and pytest agree on."""
+    """Where the seal is, once the frame is proven whole: one start, one seal right before one
+    end, an exit status the process and pytest agree on."""
     if not kinds or kinds[0] != "start":
         raise Dishonest("the test process never started its record")
     if len(kinds) == 2 and kinds[1] == "no_pytest" and exit_code == 4:

@@ -12,7 +12,7 @@ from typing import Any
 
 from snodo.base.errors import ValidatorFault
 from snodo.plugin.records import ValidationRequest
-from snodo.workspace.pysetup import PythonSetup, python_setup
+from snodo.workspace.pysetup import PythonSetup
 
 from .judge import Judgement, foreign_message, judge_change
 from .record import PASSED, Session
@@ -21,9 +21,8 @@ from .tooling import DOCS, Options, command_argv, held_out_dir, options_from_com
 
 
 def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeout: float | None = None) -> Judgement:
-    """Judge the request's work by its tests, as ``tooling`` (``command``, ``plugins``,
-    ``held_out``, ``python``, ``pythonpath``) says; raises :class:`ValidatorFault` when no
-    verdict can be reached."""
+    """Judge the request's work by its tests, as ``tooling`` says; :class:`ValidatorFault`
+    when no verdict can be reached."""
     argv = command_argv(tooling.get("command"))
     parsed = options_from_command(argv)
     if parsed is None:
@@ -88,16 +87,9 @@ def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Ju
 
 
 def _run_workspace(workspace: Path, project_root: Path, options: Options) -> tuple[Session, PythonSetup, Outcome]:
-    """The workspace's tests run once, or the fault that leaves no verdict."""
     if options.held_out is not None:
         raise ValidatorFault("held-out tests need a base commit to judge against (a git repository with a commit)")
-    setup = python_setup(
-        workspace,
-        project_root=project_root,
-        python=options.python,
-        pythonpath=options.pythonpath,
-        execution_python=options.execution_python,
-    )
+    setup = options.setup(workspace, project_root)
     outcome = run_session(workspace, setup, options.pytest_args(None), timeout=options.timeout, checkout=project_root)
     if outcome.session is None:
         raise ValidatorFault(

@@ -25,12 +25,13 @@ MAX_OUTPUT = 400_000
 
 @frozen(kw_only=True)
 class Outcome:
-    """What one session showed: the session the record proves, or why there is none."""
+    """The session the record proves, or why there is none."""
 
     session: Session | None
     problem: str = ""
     exit_code: int | None = None
     timed_out: bool = False
+    duration: float = 0.0
     tail: str = ""
 
 
@@ -42,6 +43,7 @@ def run_session(
     timeout: float,
     hidden: Sequence[Path] = (),
     checkout: Path | None = None,
+    tail: int = 40,
 ) -> Outcome:
     """Run pytest with ``args`` in ``copy`` (already laid out), confined like every run on
     agent-written content, with the copy as its only writable tree."""
@@ -78,7 +80,8 @@ def run_session(
         session=None,
         exit_code=result.returncode,
         timed_out=result.timed_out,
-        tail=result.tail(40),
+        duration=result.duration,
+        tail=result.tail(tail),
     )
     if result.timed_out:
         return evolve(seen, problem=f"the tests did not finish within {timeout:g} s")
@@ -91,10 +94,12 @@ def run_session(
 
 
 def _policy(copy: Path, scratch: Path, hidden: Sequence[Path]) -> SandboxPolicy | None:
-    """The caller's confinement moved onto the copy: the copy writable (its ``.git``-free
-    tree), the record's directory writable, the held-out tests and snodo's home hidden."""
+    """The caller's confinement moved onto a copy (its ``.git``-free tree writable; kept as it
+    is for the workspace itself), the record's directory writable, the held-out tests and
+    snodo's home hidden."""
     base = current_policy()
     if base is None:
         return None
-    policy = evolve(base, workspace=copy, read_only=(), hidden=(*base.hidden, *hidden))
-    return policy.with_writable([scratch])
+    if os.path.realpath(copy) != os.path.realpath(base.workspace):
+        base = evolve(base, workspace=copy, read_only=())
+    return evolve(base, hidden=(*base.hidden, *hidden)).with_writable([scratch])

@@ -1,10 +1,6 @@
-"""What a test validator reads from its ``tooling``: the command and the pytest options it
-names, the held-out tests, and the settings of the phase's pytest validator a validator
-needing test results shares.
-
-Below the judge, whose :class:`~snodo.judging.judge.Judgement` offers ``command_argv`` and
-``pytest_tooling`` to plugins (``TestJudgement`` in :mod:`snodo.api`).
-"""
+"""What a test validator reads from its ``tooling``: the command and its pytest options,
+the held-out tests, the phase's pytest validator's settings (offered to plugins on
+``TestJudgement``)."""
 
 from __future__ import annotations
 
@@ -22,6 +18,7 @@ from attrs import frozen
 
 from snodo.base.errors import ValidatorFault
 from snodo.rules.settings import SHELL_TOKENS
+from snodo.workspace.pysetup import PythonSetup, python_setup
 
 from .record import Session
 
@@ -65,8 +62,7 @@ def _shell_syntax(arg: str) -> bool:
 
 def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
     """The tooling of the first pytest validator among ``validators``, so a validator that
-    needs test results (the acceptance criterion "tests pass") asks for the same judgement
-    and shares its run."""
+    needs test results asks for the same judgement and shares its run."""
     for v in validators:
         if getattr(v, "validator_type", None) == "pytest":
             return dict(getattr(v, "tooling", {}) or {})
@@ -75,8 +71,8 @@ def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
 
 @frozen(kw_only=True)
 class Options:
-    """How tests are run: the protocol's pytest options and positional paths, the plugins it
-    names (autoload is off), the time budget and the held-out directory."""
+    """How tests are run: the protocol's pytest options, paths and plugins (autoload is off),
+    the time budget, the held-out directory, the interpreter settings."""
 
     options: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
@@ -101,6 +97,15 @@ class Options:
         for plugin in self.plugins:
             args += ["-p", plugin]
         return [*args, *self.options, *(self.paths if paths is None else paths)]
+
+    def setup(self, workspace: Path, project_root: Path) -> PythonSetup:
+        return python_setup(
+            workspace,
+            project_root=project_root,
+            python=self.python,
+            pythonpath=self.pythonpath,
+            execution_python=self.execution_python,
+        )
 
     def key(self) -> dict[str, Any]:
         """What the base's results depend on (``require_all`` only changes how they are read)."""
@@ -161,7 +166,6 @@ def held_out_dir(value: Any, project_root: Path) -> Path | None:
 
 
 def _walk(root: Path) -> list[Path]:
-    """The regular files below ``root`` in a stable order, bytecode caches left out."""
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")

@@ -54,32 +54,6 @@ def entries(repo: Path, tree: str) -> dict[str, Entry]:
     return out
 
 
-def index_entries(data: bytes, oid_len: int = 20) -> dict[str, Entry]:
-    """Every file of an index git wrote in version 2 or 3 (``read-tree`` of a tree, split
-    index, sparse index and ``index.version=4`` off): its entries by path, gitlinks left
-    out; ``oid_len``: 20 for SHA-1 object ids, 32 for SHA-256. The index's own extensions
-    and checksum are not read: snodo made the file itself."""
-    if data[:4] != b"DIRC" or len(data) < 12:
-        raise EnvironmentProblem("not an index git wrote (no DIRC header)")
-    version, count = int.from_bytes(data[4:8], "big"), int.from_bytes(data[8:12], "big")
-    if version not in (2, 3):
-        raise EnvironmentProblem(f"index version {version} is not one snodo reads")
-    out: dict[str, Entry] = {}
-    at = 12
-    for _ in range(count):
-        mode = int.from_bytes(data[at + 24 : at + 28], "big")
-        sha = data[at + 40 : at + 40 + oid_len].hex()
-        flags = int.from_bytes(data[at + 40 + oid_len : at + 42 + oid_len], "big")
-        start = at + 42 + oid_len + (2 if flags & 0x4000 else 0)
-        end = data.index(b"\0", start)
-        path = data[start:end].decode("utf-8", "surrogateescape")
-        at += ((end - at) + 8) & ~7
-        text = format(mode, "o")
-        if text in (REGULAR, EXECUTABLE, SYMLINK):
-            out[path] = Entry(text, sha)
-    return out
-
-
 def tree_names(data: bytes, oid_len: int = 20) -> list[str]:
     """The names of a tree object's entries (``<mode> <name>\\0<id>`` each)."""
     names, at = [], 0
@@ -100,11 +74,7 @@ class Blobs:
     def load(self, shas: Iterable[str]) -> None:
         wanted = [s for s in dict.fromkeys(shas) if s not in self._data]
         for start in range(0, len(wanted), 2000):
-            batch = wanted[start : start + 2000]
-            for sha, obj in read_objects(self.repo, batch).items():
-                if obj is None or obj.kind != "blob":
-                    raise EnvironmentProblem(f"blob {sha} is missing from {self.repo}")
-                self._data[sha] = obj.data
+            self.put(read_objects(self.repo, wanted[start : start + 2000]))
 
     def put(self, objects: Mapping[str, GitObject | None]) -> None:
         """Keep blobs read elsewhere (an :class:`EnvironmentProblem` for one missing)."""

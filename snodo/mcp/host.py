@@ -25,6 +25,7 @@ from snodo.engine.plans import Planner, PlanStore
 from snodo.evidence.attest import attest_tool_commit
 from snodo.git.runner import pin
 from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
+from snodo.judging.testrun import python_settings, run_tests
 from snodo.mcp.catalog import TEST_TIMEOUT, TOOLS, tools_for_mode
 from snodo.mcp.checks import (
     argument_limit,
@@ -42,9 +43,8 @@ from snodo.sandbox import confined
 from snodo.sandbox.refusals import record_refusals, reported_by_tests
 from snodo.state.decisions import check_inv3
 from snodo.state.proposals import ProposalStore
-from snodo.workspace import Git, PathGuard, Workspace, run_tests
+from snodo.workspace import Git, PathGuard, Workspace
 from snodo.workspace.gitmeta import GitMetaWatch
-from snodo.workspace.testrun import python_settings
 
 NOTHING_RAN = "Nothing was run and no token was issued or used"
 #: Tools that run confined code in the project root or issue or use a token: each refuses a

@@ -132,27 +132,11 @@ class Git:
         """Engine-only: the sha HEAD points at, ``None`` before the first commit."""
         return self._run("rev-parse", "--verify", "--quiet", "HEAD", check=False).strip() or None
 
-    def checkout(self, name: str) -> None:
-        """Engine-only: switch the work tree to branch or commit ``name``."""
-        self._run("checkout", "--quiet", _argument(name, "name"), "--")
-
     def changed_files(self, since: str) -> list[str]:
         """Engine-only: root-relative files changed since ``since``, untracked ones included."""
         changed = self._run("diff", "--name-only", "--no-renames", "--relative", "-z", _argument(since, "since"), "--")
         untracked = self._run("ls-files", "-z", "--others", "--exclude-standard")
         return sorted({p for p in (changed + untracked).split("\0") if p})
-
-    def commit_paths(self, paths: Sequence[str], message: str) -> str | None:
-        """Engine-only: stage and commit ``paths`` through the guarded tools; ``None`` when
-        they hold no change."""
-        self.stage_files(paths)
-        if not self._run("diff", "--cached", "--name-only", "-z"):
-            return None
-        return self.commit(message)
-
-    def dirty(self) -> bool:
-        """Engine-only: whether the work tree or index differs from HEAD (untracked counts)."""
-        return bool(self._run("status", "--porcelain", "-z"))
 
     def _check_repo_paths(self, listing: str) -> None:
         """Guard each path of a ``-z`` listing git made relative to the repository's top."""

@@ -1,13 +1,10 @@
 """No new git metadata from agents: a ``.git`` or a gitlink that appears below a root is refused.
 
 A ``.git`` planted below the workspace (``vendor/.git`` with ``core.fsmonitor`` set) is a
-configuration git would read the next time anyone runs git there, and a gitlink in the index
-makes git look inside it. The tool surface refuses such paths by name, but confined code
-writes where it likes inside its workspace: so a :class:`GitMetaWatch` is taken before it
-runs, and :meth:`GitMetaWatch.intruders` removes and reports what is new after.
-
-Cost: a walk of the directories (``.git`` and Python environments not entered) that re-reads
-only a directory whose inode, mtime or ctime changed (confined code cannot set a ctime), and
+configuration git would read there, and a gitlink in the index makes git look inside it.
+Confined code writes where it likes in its workspace, so a :class:`GitMetaWatch` is taken
+before it runs and removes and reports what is new after: a walk that re-reads only a
+directory whose inode, mtime or ctime changed (confined code cannot set a ctime), and
 ``git ls-files --stage`` only when the index file may hold a gitlink.
 """
 
@@ -59,9 +56,8 @@ _SCANS: dict[Path, dict[str, _Dir]] = {}
 
 def _scan(root: Path, before: dict[str, _Dir]) -> dict[str, _Dir]:
     """Every directory below ``root`` (``.git`` directories, links and Python environments
-    not entered) with its ``.git`` entries. A directory whose inode, mtime and ctime are those
-    of ``before`` (and were not racy then) holds the same names, so it is not read again: the
-    cost is one ``stat`` per directory plus the directories that changed."""
+    not entered) with its ``.git`` entries; one whose key is that of ``before`` (not racy
+    then) holds the same names and is not read again."""
     now = time.time_ns()
     seen: dict[str, _Dir] = {}
     stack = [str(root)]
@@ -106,10 +102,8 @@ def _entries_dir(key: tuple[int, int, int], entries: list[os.DirEntry[str]]) -> 
 
 
 def remember_walk(root: Path, walked: dict[str, tuple[tuple[int, int, int], list[os.DirEntry[str]]]]) -> None:
-    """Take a walk another part of snodo made of every directory below ``root`` (its key and
-    entries, as ``os.lstat``/``os.scandir`` gave them) as the last scan, so the next
-    :func:`git_entries` reads only what changed since (the pool's mode repair walks a reused
-    copy anyway)."""
+    """Take a walk another part of snodo made below ``root`` (each directory's key and
+    entries) as the last scan, so the next :func:`git_entries` reads only what changed."""
     now = time.time_ns()
     scan: dict[str, _Dir] = {}
     for here, (key, entries) in walked.items():
@@ -119,9 +113,8 @@ def remember_walk(root: Path, walked: dict[str, tuple[tuple[int, int, int], list
 
 
 def git_entries(root: Path) -> set[str]:
-    """Root-relative POSIX paths of every ``.git`` file, directory or link below ``root``
-    (``root/.git`` included); symlinked directories, ``.git`` directories and Python
-    environments are not entered. Reads only what changed since the last scan of ``root``."""
+    """Root-relative POSIX paths of every ``.git`` entry below ``root`` (``root/.git``
+    included), reading only what changed since the last scan of ``root``."""
     real = Path(os.path.realpath(root))
     scan = _scan(real, _SCANS.get(real, {}))
     _SCANS[real] = scan
@@ -136,10 +129,9 @@ _SPARSE_DIR_BYTES = (0o040000).to_bytes(4, "big")
 
 
 def _may_hold_gitlinks(root: Path) -> bool:
-    """Whether the index of the pinned work tree ``root`` may hold a gitlink, decided from
-    the index file without a process: no entry can have the gitlink mode unless its four
-    bytes occur somewhere in the file. ``True`` (ask git) whenever that cannot be said: an
-    unpinned or nested root, a split or sparse index, an unreadable or unknown file."""
+    """Whether the index of the pinned work tree ``root`` may hold a gitlink, without a
+    process: no entry has the gitlink mode unless its four bytes occur in the file.
+    ``True`` (ask git) whenever that cannot be said."""
     context = pinned(root)
     if context is None or context.work_tree != root:
         return True
@@ -200,9 +192,8 @@ class GitMetaWatch:
     appears later."""
 
     def __init__(self, root: Path, *, throwaway: bool = False) -> None:
-        """``throwaway`` for a private copy snodo removes afterwards and never runs git in
-        again: nothing reads its index, so only new ``.git`` entries are looked for, and
-        its scan is not kept for a next look that never comes."""
+        """``throwaway``: a private copy nobody runs git in again; only new ``.git`` entries
+        are looked for, and its scan is not kept."""
         self.root = Path(os.path.realpath(root))
         self.index = not throwaway
         self.entries = git_entries(self.root)
@@ -210,8 +201,7 @@ class GitMetaWatch:
         self._found: list[tuple[str, str]] | None = None
 
     def intruders(self) -> list[tuple[str, str]]:
-        """``(path, reason)`` for each ``.git`` entry or gitlink that is new since the
-        snapshot; each is removed (the entry) or unstaged (the gitlink) before returning."""
+        """``(path, reason)`` for each new ``.git`` entry (removed) or gitlink (unstaged)."""
         found: list[tuple[str, str]] = []
         for rel in sorted(git_entries(self.root) - self.entries):
             _remove(self.root / rel)

@@ -1,16 +1,7 @@
-"""Which Python runs the project's tests when no setting names one: found once, from
-files only; the first of these wins (SPEC §9):
-
-1. ``$VIRTUAL_ENV`` as it was when snodo started, when that environment lies inside the project;
-2. ``.venv/``, then ``venv/`` in the project root;
-3. what the project's uv / Poetry / Hatch / PDM configuration declares (best effort, from
-   their files and ``UV_PROJECT_ENVIRONMENT``: ``[tool.hatch.envs.default] path``, PDM's
-   ``.pdm-python``, Poetry's cache directory for this project);
-4. snodo's own interpreter.
-
-Nothing is executed (``poetry env info`` would run the hostile project's configuration
-unconfined). A candidate is a directory holding ``pyvenv.cfg`` and an executable
-``bin/python``; one the project's files point at must resolve inside the project.
+"""Which Python runs the project's tests when no setting names one, found once, from files
+only, in the order docs/protocol.md gives ($VIRTUAL_ENV, .venv/, venv/, uv / Poetry / Hatch /
+PDM, snodo's own). Nothing is executed (``poetry env info`` would run the hostile project's
+configuration unconfined); an environment the project's files point at must lie inside it.
 """
 
 from __future__ import annotations
@@ -33,8 +24,6 @@ SNODO_OWN = "snodo's own interpreter"
 
 @frozen(kw_only=True)
 class ProjectPython:
-    """An interpreter and where it came from (``source`` is shown to the person)."""
-
     path: str
     source: str
 
@@ -43,7 +32,6 @@ class ProjectPython:
 
 
 def _venv_python(env: Path) -> Path | None:
-    """The environment's interpreter when ``env`` looks like a virtual environment."""
     if not (env.is_dir() and (env / "pyvenv.cfg").is_file()):
         return None
     for rel in ("bin/python", "bin/python3", "Scripts/python.exe"):
@@ -163,7 +151,7 @@ _found: dict[str, ProjectPython] = {}
 
 
 def project_python(project_root: Path, setting: str | None = None, *, where: str = "execution.python") -> ProjectPython:
-    """``setting`` when given (named by ``where``), else the discovered one, looked up once per root."""
+    """``setting`` when given, else the discovered one, looked up once per root."""
     if setting is not None:
         return ProjectPython(path=setting, source=where)
     key = os.path.realpath(project_root)

@@ -1,6 +1,5 @@
 """How a Python test run is set up for one workspace: the interpreter (asked its version
-in a confined process before it is trusted) and the import roots, first on ``PYTHONPATH``.
-"""
+in a confined process before it is trusted) and the import roots, first on the path."""
 
 from __future__ import annotations
 
@@ -26,8 +25,6 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 
 @frozen(kw_only=True)
 class PythonSetup:
-    """How a Python test run is set up for one workspace."""
-
     python: str
     python_source: str  # where the interpreter came from: a setting, or how it was found
     pythonpath: tuple[str, ...]  # absolute directories, the workspace's import roots first
@@ -142,8 +139,7 @@ def _identity(path: str) -> tuple[object, ...]:
 
 
 def _stamp(path: str | Path) -> tuple[int, int, int, int, int, int] | None:
-    """What a file's replacement or rewrite changes (device, inode, size, mtime, ctime,
-    mode), or ``None`` when it is not there."""
+    """What a file's replacement or rewrite changes, or ``None`` when it is not there."""
     try:
         st = os.stat(path)
     except OSError:
@@ -187,9 +183,8 @@ def detect_import_roots(workspace: Path) -> list[Path]:
 
 
 #: The package directories ``pyproject.toml`` and ``setup.cfg`` declare, by workspace, with
-#: the two files' stamps: a long-lived server parses them again only once either changed.
-#: Files changed less than this long before they were read are read again next time (a
-#: rewrite within the same clock tick, of the same size, keeps the stamp).
+#: their stamps; files changed less than ``_RACY_NS`` before they were read are read again
+#: (a same-size rewrite within the same clock tick keeps the stamp).
 _RACY_NS = 2_000_000_000
 _DECLARED: dict[Path, tuple[tuple[object, ...], tuple[str, ...]]] = {}
 
@@ -270,13 +265,3 @@ def _holds_python(path: str) -> bool:
             return any(e.name.endswith(".py") for e in listing if e.is_file())
     except OSError:
         return False
-
-
-def python_argv(argv: Sequence[str], setup: PythonSetup) -> list[str]:
-    """``argv`` with a leading ``python``/``python3`` (or ``pytest``) run by the set-up's interpreter."""
-    out = list(argv)
-    if out and out[0] in ("python", "python3"):
-        out[0] = setup.python
-    elif out and out[0] == "pytest":
-        out[:1] = [setup.python, "-m", "pytest"]
-    return out

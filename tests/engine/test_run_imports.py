@@ -155,7 +155,6 @@ EXPECTED = {
     "snodo.rules.guard",
     "snodo.workspace.interpreter",
     "snodo.workspace.pysetup",
-    "snodo.workspace.testrun",
 }
 
 #: Never on the run path of a mock run: model and MCP SDKs, the server, planning, the kit.
@@ -237,6 +236,6 @@ def test_the_exit_code_named_without_importing_pytest_is_pytests() -> None:
     """The run_tests tool names pytest's "no tests collected" itself rather than import pytest."""
     import pytest
 
-    from snodo.workspace.testrun import NO_TESTS_COLLECTED
+    from snodo.judging.testrun import NO_TESTS_COLLECTED
 
     assert NO_TESTS_COLLECTED == pytest.ExitCode.NO_TESTS_COLLECTED

@@ -1,4 +1,4 @@
-"""The one test-run reader: the probe's structured report, import roots, the interpreter setting."""
+"""The run_tests tool read from the judge's record; import roots; the interpreter setting."""
 
 from __future__ import annotations
 
@@ -10,37 +10,14 @@ from pathlib import Path
 import pytest
 
 from snodo.base.errors import ValidatorFault
+from snodo.judging.testrun import run_tests
 from snodo.workspace.pysetup import detect_import_roots, project_modules, python_setup
-from snodo.workspace.testrun import read_test_output, run_tests
 
 REPO = Path(__file__).resolve().parents[2]
 
-REPORT = {
-    "counts": {"passed": 1, "failed": 1, "errors": 1},
-    "failed": ["tests/test_calc.py::test_add", "tests/test_other.py", "tests/test_calc.py::test_add"],
-    "errors": [{"nodeid": "tests/test_other.py", "type": "ImportError", "message": "boom", "text": "E  boom"}],
-    "exitstatus": 1,
-    "exitstatus_name": "TESTS_FAILED",
-}
-
-
-def test_reads_the_probes_counts_failed_ids_and_errors() -> None:
-    read = read_test_output(REPORT)
-    assert read.summary == "1 failed, 1 passed, 1 errors"  # no duration reported: none shown
-    assert read.failed_tests == ("tests/test_calc.py::test_add", "tests/test_other.py")
-    assert read.exit_name == "TESTS_FAILED" and read.errors[0]["headline"] == "ImportError: boom"
-    assert "tests/test_other.py: ImportError: boom" in read.excerpt
-
-
-def test_no_report_is_no_summary_and_the_excerpt_is_bounded() -> None:
-    assert read_test_output(None).summary is None
-    long = {"errors": [{"nodeid": "t", "type": "E", "message": "m", "text": "x" * 9000}]}
-    excerpt = read_test_output(long, excerpt_chars=2000).excerpt
-    assert len(excerpt) < 2100 and "characters cut" in excerpt
-
 
 def test_a_tests_own_output_cannot_fake_the_tally(tmp_path: Path) -> None:
-    """The tally comes from pytest's own reports (the probe), never from what a test prints."""
+    """The tally comes from pytest's own reports (the judge's record), never from what a test prints."""
     root = write(
         tmp_path / "ws",
         {
@@ -48,7 +25,7 @@ def test_a_tests_own_output_cannot_fake_the_tally(tmp_path: Path) -> None:
             "tests/test_broken.py": "import realproj_nowhere_module\n",
         },
     )
-    run = run_tests(root, command=["python", "-m", "pytest", "-q", "-s", "tests/test_lies.py"], timeout=120)
+    run = run_tests(root, "tests/test_lies.py", timeout=120, options=["-s"])
     assert not run.passed and run.summary.startswith("1 failed in ") and "999" not in run.summary
     assert run.failed_tests == ("tests/test_lies.py::test_lies",)
     broken = run_tests(root, timeout=120)
@@ -190,8 +167,8 @@ def test_a_python_that_is_not_python_is_refused(tmp_path: Path, kind: str) -> No
 
 
 def test_run_tests_puts_src_first_names_failures_and_refuses_foreign_imports(tmp_path: Path) -> None:
+    from snodo.judging.testrun import python_settings, run_tests
     from snodo.protocol.models import Validator
-    from snodo.workspace.testrun import python_settings, run_tests
 
     root = write(
         tmp_path / "ws",
@@ -219,8 +196,8 @@ def test_run_tests_puts_src_first_names_failures_and_refuses_foreign_imports(tmp
 
 
 def test_a_module_file_symlinked_out_of_the_workspace_is_a_foreign_import(tmp_path: Path) -> None:
-    """The probe resolves each module's directory once and the module itself only when it is
-    a link: one module file leading out of the workspace is still seen."""
+    """The recorder resolves each module's directory once and the module itself only when it
+    is a link: one module file leading out of the workspace is still seen."""
     other = write(tmp_path / "checkout", {"calc/__init__.py": "def add(a, b):\n    return a + b\n"})
     root = write(
         tmp_path / "ws",
@@ -244,7 +221,7 @@ def _swap_keeping_stat(path: Path, text: str) -> None:
 
 def test_bytecode_planted_in_the_workspace_is_never_run(tmp_path: Path) -> None:
     """A ``__pycache__`` entry compiled from other source whose recorded mtime and size
-    match the module beside it is ignored: the run judges the source. Without the probe's
+    match the module beside it is ignored: the run judges the source. Without the recorder's
     guard this run passes (``return 2`` runs, the tree says ``return 3``)."""
     import py_compile
 

@@ -13,6 +13,10 @@ from snodo.workspace import Git, PathGuard, Workspace
 from .conftest import PROTECTED, git, snapshot
 
 
+def _dirty(root: Path) -> bool:
+    return bool(git(root, "status", "--porcelain"))
+
+
 def _staged(root: Path) -> list[str]:
     return git(root, "diff", "--cached", "--name-only").split()
 
@@ -72,11 +76,11 @@ def test_commit_refuses_empty_messages_and_empty_index(project: Path, workspace:
 
 
 def test_commit_branch_merge_round_trip(project: Path, workspace: Workspace, repo: Git) -> None:
-    assert repo.is_repo() and repo.get_status()["branch"] == "main" and not repo.dirty()
+    assert repo.is_repo() and repo.get_status()["branch"] == "main" and not _dirty(project)
     start = repo.head()
     created = repo.create_branch("feature/x")
     assert created == {"branch": "feature/x", "head": start}
-    repo.checkout("feature/x")
+    git(project, "checkout", "-q", "feature/x")
     workspace.write_file("src/feature.py", "feature = 1\n")
     workspace.write_file("src/app.py", "print('changed')\n")
     status = repo.get_status()
@@ -91,7 +95,7 @@ def test_commit_branch_merge_round_trip(project: Path, workspace: Workspace, rep
     assert repo.changed_files(str(start)) == ["src/app.py", "src/feature.py"]
     author_and_message = git(project, "log", "-1", "--format=%an <%ae>|%B")
     assert author_and_message.startswith("snodo <snodo@localhost>|add the feature")
-    repo.checkout("main")
+    git(project, "checkout", "-q", "main")
     assert not (project / "src/feature.py").exists()
     merged = repo.merge_branch("feature/x", "merge the feature")
     assert merged["merged"] == "feature/x" and merged["head"] == repo.head()
@@ -106,7 +110,8 @@ def test_an_identity_the_repository_has_is_kept(project: Path, workspace: Worksp
     git(project, "config", "user.name", "Ada")
     git(project, "config", "user.email", "ada@example.com")
     workspace.write_file("a.txt", "a\n")
-    repo.commit_paths(["a.txt"], "by ada")
+    repo.stage_files(["a.txt"])
+    repo.commit("by ada")
     assert git(project, "log", "-1", "--format=%an <%ae> %cn").strip() == "Ada <ada@example.com> Ada"
 
 
@@ -124,15 +129,17 @@ def test_merge_refuses_a_branch_that_changes_governance_state(project: Path, rep
 def test_a_conflicted_merge_is_aborted(project: Path, workspace: Workspace, repo: Git) -> None:
     repo.create_branch("other")
     workspace.write_file("src/app.py", "main side\n")
-    repo.commit_paths(["src/app.py"], "main side")
-    repo.checkout("other")
+    repo.stage_files(["src/app.py"])
+    repo.commit("main side")
+    git(project, "checkout", "-q", "other")
     workspace.write_file("src/app.py", "other side\n")
-    repo.commit_paths(["src/app.py"], "other side")
-    repo.checkout("main")
+    repo.stage_files(["src/app.py"])
+    repo.commit("other side")
+    git(project, "checkout", "-q", "main")
     head = repo.head()
     with pytest.raises(ToolError, match="CONFLICT"):
         repo.merge_branch("other")
-    assert repo.head() == head and not repo.dirty()
+    assert repo.head() == head and not _dirty(project)
     assert not (project / ".git/MERGE_HEAD").exists()
 
 
@@ -175,19 +182,22 @@ def test_helpers_on_a_fresh_and_a_plain_directory(tmp_path: Path) -> None:
         "conflicted": [],
     }
     (fresh / "first.txt").write_text("1\n")
-    assert repo.dirty()
-    sha = repo.commit_paths(["first.txt"], "first")
-    assert repo.head() == sha and not repo.dirty()
+    assert _dirty(fresh)
+    repo.stage_files(["first.txt"])
+    sha = repo.commit("first")
+    assert repo.head() == sha and not _dirty(fresh)
 
 
 def test_status_reports_conflicts_and_detached_heads(project: Path, workspace: Workspace, repo: Git) -> None:
     start = str(repo.head())
     repo.create_branch("other")
     workspace.write_file("src/app.py", "main side\n")
-    repo.commit_paths(["src/app.py"], "main side")
-    repo.checkout("other")
+    repo.stage_files(["src/app.py"])
+    repo.commit("main side")
+    git(project, "checkout", "-q", "other")
     workspace.write_file("src/app.py", "other side\n")
-    repo.commit_paths(["src/app.py"], "other side")
+    repo.stage_files(["src/app.py"])
+    repo.commit("other side")
     with pytest.raises(subprocess.CalledProcessError):
         git(project, "merge", "main")
     assert repo.get_status()["conflicted"] == ["src/app.py"]
@@ -195,5 +205,5 @@ def test_status_reports_conflicts_and_detached_heads(project: Path, workspace: W
         repo.merge_branch("main")
     assert (project / ".git/MERGE_HEAD").exists()  # the human's merge is not thrown away
     git(project, "merge", "--abort")
-    repo.checkout(start)
+    git(project, "checkout", "-q", start)
     assert repo.get_status()["branch"] is None

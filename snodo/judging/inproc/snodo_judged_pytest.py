@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from typing import Any
 
 MAX_TEXT = 1200
@@ -50,9 +51,57 @@ def _text(report: Any) -> str:
     return text
 
 
+_REAL_DIRS: dict[str, str] = {}
+#: The interpreter's own environment: trusted wherever it is (a project's .venv lies inside its checkout).
+_ENVIRONMENT = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
+
+
+def _real(path: str) -> str:
+    """``os.path.realpath(path)``, resolving each directory once (a session imports hundreds
+    of modules from a few dozen directories)."""
+    directory, name = os.path.split(path)
+    real_dir = _REAL_DIRS.get(directory)
+    if real_dir is None:
+        real_dir = _REAL_DIRS[directory] = os.path.realpath(directory)
+    joined = os.path.join(real_dir, name)
+    return os.path.realpath(joined) if os.path.islink(joined) else joined
+
+
 def _inside(path: str, root: str) -> bool:
-    real = os.path.realpath(path)
-    return real == root or real.startswith(root + os.sep)
+    real = _real(path)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _judged(path: str, root: str) -> bool:
+    return _inside(path, root) and not any(_inside(path, env) for env in _ENVIRONMENT)
+
+
+def _no_bytecode_read(root: str) -> None:
+    """Python and pytest never read bytecode cached in the judged tree (outside the
+    interpreter's environment): an agent can plant a ``.pyc`` whose recorded mtime and size
+    match its source, and it would run instead of the source the verdict is about."""
+    try:
+        import importlib._bootstrap_external as external  # noqa: PLC0415 CPython's import system, patched once
+
+        from _pytest.assertion import rewrite  # noqa: PLC0415 after pytest, never from the copy
+    except ImportError:
+        return
+    cached = external.cache_from_source
+    read_pyc: Any = getattr(rewrite, "_read_pyc", None)
+
+    def cache_from_source(path: Any, debug_override: Any = None, *, optimization: Any = None) -> Any:
+        if isinstance(path, (str, os.PathLike)) and _judged(os.fspath(path), root):
+            raise NotImplementedError("snodo: no bytecode cache is read for the tree under judgement")
+        return cached(path, debug_override, optimization=optimization)
+
+    def _read_pyc(source: Any, pyc: Any, trace: Any = None) -> Any:
+        if _judged(os.fspath(source), root):
+            return None  # rewritten again from the source
+        return read_pyc(source, pyc, trace) if trace is not None else read_pyc(source, pyc)
+
+    external.cache_from_source = cache_from_source  # the global SourceLoader.get_code calls
+    if read_pyc is not None:
+        rewrite._read_pyc = _read_pyc
 
 
 class Recorder:
@@ -107,13 +156,14 @@ class Recorder:
         self.lines += 1
 
     def pytest_sessionfinish(self, session: Any, exitstatus: Any) -> None:
+        foreign, outside = _imports(self.root, self.modules, self.checkout)
         self.record.write(
             "seal",
             collected=self.collected,
             phases=self.lines,
             exitstatus=int(exitstatus),
-            foreign=_foreign(self.root, self.modules, self.checkout),
-            outside=_outside_roots(self.root),
+            foreign=foreign,
+            outside=outside,
         )
         self.sealed = True
 
@@ -140,43 +190,25 @@ def _config_names() -> list[str]:
     return sorted(names)
 
 
-def _foreign(root: str, modules: set[str], checkout: str) -> dict[str, str]:
-    """The project's own modules imported from outside the judged copy: those named like the
-    copy's own top-level modules, and any module loaded from the user's checkout (outside
-    the interpreter's environment, which may live there)."""
-    prefixes = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
-    found = {}
+def _imports(root: str, modules: set[str], checkout: str) -> tuple[dict[str, str], list[str]]:
+    """The project's own modules imported from outside the judged copy (named like its
+    top-level modules, or loaded from the user's checkout outside the interpreter's
+    environment); and the top-level names loaded from outside it (stdlib, site-packages),
+    which a new module in the tree would shadow."""
+    foreign: dict[str, str] = {}
+    outside = set()
     for name, module in list(sys.modules.items()):
-        if module is None:
-            continue
         path = getattr(module, "__file__", None)
         paths = [path] if isinstance(path, str) and path else list(getattr(module, "__path__", None) or [])
         paths = [p for p in paths if isinstance(p, str)]
         if not paths or any(_inside(p, root) for p in paths):
             continue
+        if "." not in name and paths[0] == path:
+            outside.add(name)
         own = name.split(".")[0] in modules
-        from_checkout = bool(checkout) and any(
-            _inside(p, checkout) and not any(_inside(p, pre) for pre in prefixes) for p in paths
-        )
-        if not own and not from_checkout:
-            continue
-        found[name] = paths[0]
-        if len(found) >= 20:
-            break
-    return found
-
-
-def _outside_roots(root: str) -> list[str]:
-    """Top-level names of modules loaded from outside the copy (stdlib, site-packages):
-    a new module in the tree with one of these names would shadow it."""
-    names = set()
-    for name, module in list(sys.modules.items()):
-        if module is None or "." in name:
-            continue
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str) and path and not _inside(path, root):
-            names.add(name)
-    return sorted(names)[:2000]
+        if len(foreign) < 20 and (own or (checkout and any(_judged(p, checkout) for p in paths))):
+            foreign[name] = _real(paths[0])
+    return foreign, sorted(outside)[:2000]
 
 
 def main() -> None:
@@ -188,9 +220,8 @@ def main() -> None:
     key = bytes.fromhex(task["key"])
     record = Record(task["record"], key)
     del task["key"], line
-    for name in list(os.environ):
-        if name.startswith("PYTEST_") or name.startswith("PYTHON"):
-            del os.environ[name]
+    for name in [n for n in os.environ if n.startswith(("PYTEST_", "PYTHON"))]:
+        del os.environ[name]
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     sys.dont_write_bytecode = True
     record.write("start", python=sys.version.split()[0], pid=os.getpid(), at=time.time())
@@ -201,6 +232,7 @@ def main() -> None:
         os._exit(4)
 
     root = os.path.realpath(task["root"])
+    _no_bytecode_read(root)
     for entry in reversed(task["path"]):
         sys.path.insert(0, entry)
     checkout = os.path.realpath(task["checkout"]) if task.get("checkout") else ""
@@ -208,13 +240,19 @@ def main() -> None:
     code = 4
     try:
         code = int(pytest.main(list(task["args"]), plugins=[recorder]))
+    except BaseException:  # pytest's own crash: shown to a person (the record's end says it)
+        traceback.print_exc()
     finally:
         record.write("end", exit=code, sealed=recorder.sealed)
-        for stream in (sys.stdout, sys.stderr):
-            flush = getattr(stream, "flush", None)
-            if flush is not None and not getattr(stream, "closed", False):
-                flush()
+        _flush()
         os._exit(code)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        flush = getattr(stream, "flush", None)
+        if flush is not None and not getattr(stream, "closed", False):
+            flush()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,133 @@
+"""The MCP ``run_tests`` tool: the project's tests run in the workspace itself by the judge's
+own session (:mod:`.session`: isolated, confined, read from its record, never from what
+pytest prints), summarised for the agent."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from attrs import frozen
+
+from snodo.base.errors import ToolError
+from snodo.rules.guard import PathGuard
+from snodo.workspace.pysetup import python_setup
+
+from .judge import first_line, foreign_message
+from .record import Session
+from .session import Outcome, run_session
+from .tooling import options_from_command, pytest_tooling
+
+#: ``pytest.ExitCode.NO_TESTS_COLLECTED``, a stable part of pytest's interface: importing
+#: pytest to name it would load pytest on every governed run.
+NO_TESTS_COLLECTED = 5
+TAIL_LINES = 60
+MAX_FAILED_IDS = 50
+
+
+def python_settings(validators: Sequence[Any], *, execution_python: str | None = None) -> dict[str, Any]:
+    """``python``/``pythonpath`` from the first of ``validators`` whose tooling sets either,
+    ``execution.python``, and the pytest validator's ``plugins``: the MCP ``run_tests`` tool
+    runs tests as the mode's validators do."""
+    found: dict[str, Any] = {"execution_python": execution_python}
+    plugins = pytest_tooling(validators).get("plugins")
+    if plugins:
+        found["plugins"] = tuple(plugins)
+    for v in validators:
+        tooling = getattr(v, "tooling", None) or {}
+        if "python" in tooling or "pythonpath" in tooling:
+            return {**found, "python": tooling.get("python"), "pythonpath": tooling.get("pythonpath")}
+    return found
+
+
+@frozen(kw_only=True)
+class TestRunResult:
+    """What a ``run_tests`` call showed: ``passed`` only for exit code 0 within the time limit
+    (else ``exit_code`` is ``None``), honestly recorded, with the project's modules all
+    imported from the project."""
+
+    __test__: ClassVar[bool] = False  # not a pytest test class, despite the name
+
+    exit_code: int | None
+    passed: bool
+    summary: str
+    output_tail: str
+    timed_out: bool
+    duration: float
+    failed_tests: tuple[str, ...] = ()
+    python: str = ""  # the interpreter that ran them, and how it was found
+
+
+def run_tests(
+    root: Path,
+    path: str | None = None,
+    *,
+    timeout: float = 300,
+    python: Any = None,
+    pythonpath: Any = None,
+    execution_python: Any = None,
+    plugins: Sequence[str] = (),
+    options: Sequence[str] = (),
+) -> TestRunResult:
+    """Run the tests of the project at ``root`` (or only ``path``, which comes from the agent
+    and must be inside the root) and summarise them; the settings are the protocol's (see
+    :func:`python_settings`)."""
+    if timeout <= 0:
+        raise ToolError("the test timeout must be positive")
+    if not Path(root).is_dir():
+        raise ToolError(f"cannot run tests: {root} is not a directory")
+    setup = python_setup(
+        Path(root), project_root=Path(root), python=python, pythonpath=pythonpath, execution_python=execution_python
+    )
+    args = ["-p", "no:cacheprovider", "-q", *[a for p in plugins for a in ("-p", p)], *options, *_path(root, path)]
+    outcome = run_session(Path(root), setup, args, timeout=timeout, tail=TAIL_LINES)
+    s = outcome.session
+    return TestRunResult(
+        exit_code=outcome.exit_code,
+        passed=s is not None and not s.foreign and outcome.exit_code == 0 and not outcome.timed_out,
+        summary=_summary(outcome, timeout, Path(root)),
+        output_tail=outcome.tail,
+        timed_out=outcome.timed_out,
+        duration=outcome.duration,
+        failed_tests=_failed(s)[:MAX_FAILED_IDS] if s else (),
+        python=f"{setup.python} ({setup.python_source})",
+    )
+
+
+def _path(root: Path, path: str | None) -> list[str]:
+    """The agent's ``path``: inside the root, never an option."""
+    if path is None:
+        return []
+    if not isinstance(path, str) or path.startswith("-"):
+        raise ToolError(f"run_tests path {path!r} is refused: it must be a path, not an option")
+    PathGuard(root).check_read(path)
+    return [path]
+
+
+def _failed(s: Session) -> tuple[str, ...]:
+    return (*[t for t, st in s.status.items() if st in ("failed", "error")], *s.collect_errors)
+
+
+def _summary(outcome: Outcome, timeout: float, root: Path) -> str:
+    s = outcome.session
+    if outcome.timed_out:
+        return f"timed out after {timeout:g} s; the test run was killed"
+    if s is None:
+        return outcome.problem
+    if s.foreign:
+        return foreign_message(s.foreign, root)
+    if outcome.exit_code == NO_TESTS_COLLECTED and not s.status:
+        return "no tests collected"
+    first = next(iter([*s.collect_errors.values(), *s.messages.values()]), None)
+    return f"{s.tally()} in {outcome.duration:.2f}s{first_line(first, ';')}"
+
+
+def run_python_tests(workspace: Path, command: Sequence[str], *, timeout: float, **settings: Any) -> TestRunResult:
+    """Deprecated in :mod:`snodo.api` for ``judge_tests``: the pytest ``command`` run as
+    :func:`run_tests` runs the tests."""
+    parsed = options_from_command(command)
+    if parsed is None:
+        raise ToolError(f"{list(command)!r} does not run pytest")
+    settings.pop("project_root", None)
+    return run_tests(workspace, timeout=timeout, options=[*parsed[0], *parsed[1]], **settings)

@@ -22,8 +22,8 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
 from snodo.process import callscope
-from snodo.process.output import BoundedOutput, Lines, collect, drain
-from snodo.process.prepare import prepare_child, release_child, shown
+from snodo.process.output import BoundedOutput, collect, drain
+from snodo.process.prepare import prepare_child, shown
 from snodo.sandbox import Prepared, SandboxPolicy
 from snodo.sandbox.base import reap_adopted
 from snodo.sandbox.choose import distrust
@@ -53,8 +53,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 _LIVE_LOCK = threading.Lock()
-_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None]] = {}
-_LIVE_ARGV: dict[int, tuple[str, ...]] = {}
+#: Each live child: its process, its sandbox's preparation, its argv as asked (before confinement).
+_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None, tuple[str, ...]]] = {}
 #: Starts under way (a child that may already run, not yet in ``_LIVE``): :func:`terminate_all`
 #: waits for them, so a child started just before it is not missed.
 _STARTING = [0]
@@ -71,7 +71,7 @@ def _other_leaders(pid: int) -> frozenset[int]:
 def live_processes() -> list[tuple[str, ...]]:
     """The argv (as asked, before confinement) of every child tree running right now."""
     with _LIVE_LOCK:
-        return list(_LIVE_ARGV.values())
+        return [argv for _, _, argv in _LIVE.values()]
 
 
 def terminate_all() -> int:
@@ -80,7 +80,7 @@ def terminate_all() -> int:
     with _LIVE_LOCK:
         _STARTED.wait_for(lambda: not _STARTING[0], timeout=_START_WAIT)
         live = list(_LIVE.values())
-    for proc, prepared in live:
+    for proc, prepared, _ in live:
         _kill_group(proc)
         if prepared is not None and prepared.reap is not None:
             with contextlib.suppress(Exception):
@@ -109,8 +109,8 @@ def run_process(
     says the rest); raises :class:`EnvironmentProblem` only when the child cannot start. With
     ``sandbox`` the child runs confined, or not at all, unless the policy's mode is ``off``."""
     start = time.monotonic()
-    popen_argv, child_env, prepared, tmpdir = prepare_child(argv, cwd, env, sandbox, pass_env)
-    try:
+    with contextlib.ExitStack() as cleanups:
+        popen_argv, child_env, prepared = prepare_child(argv, cwd, env, sandbox, pass_env, cleanups)
         call = callscope.current()  # an MCP call that may be cancelled
         if call is not None:
             call.check()
@@ -118,7 +118,7 @@ def run_process(
         if call is not None:
             call.add(proc.pid, lambda: _kill_group(proc))
         try:
-            take = Lines(BoundedOutput(max_output), on_line, stop_if)
+            take = BoundedOutput(max_output, on_line, stop_if)
             result = _wait(argv, proc, prepared, take, start, timeout, silence_timeout, stdin_text)
         except BaseException:  # interrupted while waiting: nothing it spawned may keep running
             _sweep(proc, prepared)
@@ -127,8 +127,6 @@ def run_process(
             _finish(proc, prepared, call)
         _check_sandbox_started(argv, prepared, result)
         return result
-    finally:
-        release_child(prepared, tmpdir)
 
 
 def _spawn(
@@ -141,32 +139,14 @@ def _spawn(
     stdin: bool,
 ) -> subprocess.Popen[bytes]:
     """Start the child and count it live."""
+    what = f"{shown(argv[0])!r}{_how(prepared)}"
+    spawning = prepared.spawning if prepared is not None and prepared.spawning is not None else contextlib.nullcontext
     proc: subprocess.Popen[bytes] | None = None
     with _LIVE_LOCK:
         _STARTING[0] += 1
     try:
-        proc = _start(popen_argv, cwd, env, prepared, stdin, f"{shown(argv[0])!r}{_how(prepared)}")
-    finally:
-        with _LIVE_LOCK:
-            _STARTING[0] -= 1
-            if proc is not None:
-                _LIVE[proc.pid] = (proc, prepared)
-                _LIVE_ARGV[proc.pid] = tuple(argv)
-            _STARTED.notify_all()
-    return proc
-
-
-def _how(prepared: Prepared | None) -> str:
-    return f" confined by {prepared.backend}" if prepared is not None else ""
-
-
-def _start(
-    popen_argv: Sequence[str], cwd: Path, env: dict[str, str], prepared: Prepared | None, stdin: bool, what: str
-) -> subprocess.Popen[bytes]:
-    spawning = prepared.spawning if prepared is not None and prepared.spawning is not None else contextlib.nullcontext
-    try:
         with spawning():
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 list(popen_argv),
                 cwd=cwd,
                 env=env,
@@ -185,6 +165,17 @@ def _start(
         raise EnvironmentProblem(f"cannot run {what}: the sandbox did not start ({exc})") from None
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {what}: {exc.strerror or exc}") from None
+    finally:
+        with _LIVE_LOCK:
+            _STARTING[0] -= 1
+            if proc is not None:
+                _LIVE[proc.pid] = (proc, prepared, tuple(argv))
+            _STARTED.notify_all()
+    return proc
+
+
+def _how(prepared: Prepared | None) -> str:
+    return f" confined by {prepared.backend}" if prepared is not None else ""
 
 
 def _sweep(proc: subprocess.Popen[bytes], prepared: Prepared | None) -> None:
@@ -201,7 +192,6 @@ def _finish(proc: subprocess.Popen[bytes], prepared: Prepared | None, call: call
     proc.wait()
     with _LIVE_LOCK:
         _LIVE.pop(proc.pid, None)
-        _LIVE_ARGV.pop(proc.pid, None)
     if call is not None:
         call.discard(proc.pid)
     if prepared is not None:
@@ -235,7 +225,7 @@ def _wait(
     argv: Sequence[str],
     proc: subprocess.Popen[bytes],
     prepared: Prepared | None,
-    take: Lines,
+    take: BoundedOutput,
     start: float,
     timeout: float,
     silence_timeout: float | None,
@@ -254,7 +244,7 @@ def _wait(
     return ProcessResult(
         argv=tuple(argv),
         returncode=proc.returncode if why == "exited" and not take.stopped else None,
-        output=take.out.text(),
+        output=take.text(),
         timed_out=why == "timeout",
         silent_too_long=why == "silent",
         stopped=take.stopped,

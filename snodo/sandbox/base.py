@@ -44,8 +44,6 @@ class Prepared:
     #: After the child's process group is gone: kill whatever escaped it
     #: (``leader_pid``, the leaders of the other live runs, which it must spare).
     reap: Callable[[int, Collection[int]], object] | None = field(default=None, eq=False)
-    #: Always called last: closes descriptors, removes the private temporary directory.
-    cleanup: Callable[[], None] | None = field(default=None, eq=False)
     #: Entered around the spawn (the thread joins the run's pids cgroup, :mod:`.cgroup`).
     spawning: Callable[[], AbstractContextManager[None]] | None = field(default=None, eq=False)
     #: Descriptors the child inherits under the same numbers (bubblewrap's seccomp program).
@@ -72,9 +70,17 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def prepare(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        policy: SandboxPolicy,
+        tmpdir: Path,
+        cleanups: contextlib.ExitStack,
     ) -> Prepared:
-        """Turn ``argv`` into a confined start; raises ``EnvironmentProblem`` if it cannot."""
+        """Turn ``argv`` into a confined start; raises ``EnvironmentProblem`` if it cannot. What
+        is to be undone once the child ended (a descriptor to close) goes on ``cleanups``."""
 
 
 _PR_SET_CHILD_SUBREAPER = 36

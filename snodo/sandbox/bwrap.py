@@ -95,26 +95,23 @@ class BwrapBackend(Backend):
         return bool(self.program) and _overlays(str(self.program), str(where), device)
 
     def prepare(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        policy: SandboxPolicy,
+        tmpdir: Path,
+        cleanups: contextlib.ExitStack,
     ) -> Prepared:
         if not self.program:
             raise EnvironmentProblem("cannot confine the process: no bwrap program")
-        opts = options(policy, argv[0], env, ("--bind", str(tmpdir), str(tmpdir)))
+        opts = options(policy, argv[0], env, tmpdir)
+        command = (*limit_prefix(policy.limits), *argv)
         fd = program_fd()  # read by bubblewrap as it starts: one per start
-        full = [
-            self.program,
-            *opts,
-            "--seccomp",
-            str(fd),
-            "--chdir",
-            str(resolved(cwd)),
-            "--",
-            *limit_prefix(policy.limits),
-            *argv,
-        ]
-        return Prepared(
-            backend=self.name, argv=tuple(full), env=dict(env), pass_fds=(fd,), cleanup=functools.partial(_close, fd)
-        )
+        cleanups.callback(os.close, fd)
+        full = (self.program, *opts, "--seccomp", str(fd), "--chdir", str(resolved(cwd)), "--", *command)
+        return Prepared(backend=self.name, argv=full, env=dict(env), pass_fds=(fd,))
 
 
 @functools.cache
@@ -153,19 +150,14 @@ def _make_removable(path: str) -> None:
                 os.chmod(os.path.join(dirpath, name), 0o700)
 
 
-def _close(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(fd)
-
-
-def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], private: tuple[str, ...]) -> tuple[str, ...]:
+def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], tmpdir: Path) -> tuple[str, ...]:
     """Every bubblewrap option of a confined start but the working directory and the
-    command; ``private`` mounts the run's private temporary directory."""
+    command; ``tmpdir`` is the run's private temporary directory."""
     # Mount operations sorted by depth, so a bind below a hidden directory lands on top
     # of the empty directory that hides it, and read-only binds land on the writable one.
     ops = [
         *_policy_mounts(policy),
-        *(((len(Path(private[-1]).parts), 1000, private),) if private else ()),
+        (len(tmpdir.parts), 1000, ("--bind", str(tmpdir), str(tmpdir))),
         *((len(back.parts), 999, ("--ro-bind", str(back), str(back))) for back in _program_dirs(program, env)),
     ]
     ops.sort(key=lambda o: (o[0], o[1]))

@@ -175,29 +175,18 @@ def _carved(root: Path, excluded: Sequence[Path]) -> list[Path]:
     return remembered(_CARVED, key, tuple(mtime(d) for d in listed), lambda: carve(root, list(key[1])))
 
 
-def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:
-    if not policy.network and abi < 4:
-        raise EnvironmentProblem(
-            f"Landlock ABI {abi} on this kernel cannot refuse network access (ABI 4, Linux 6.7, can)",
-            hint="use the bubblewrap backend, or a newer kernel; see docs/security.md",
-        )
+def _grant(ruleset: Ruleset, policy: SandboxPolicy, tmpdir: Path) -> None:
     workspace = resolved(policy.workspace)
     hidden = policy.hidden_paths()
-    ruleset = Ruleset(abi, network=policy.network)
-    try:
-        kept = [*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy), *hidden]
-        grants = [
-            *((root, READ) for root in _carved(Path("/"), (*hidden, *UNREADABLE))),
-            *((root, READ) for root in _carved(workspace, hidden)),
-            *((root, ruleset.fs) for root in (*_carved(workspace, kept), tmpdir, *policy.writable)),
-            *_DEVICES,
-        ]
-        for path, access in grants:
-            ruleset.allow(path, access)
-    except BaseException:
-        ruleset.close()
-        raise
-    return ruleset
+    kept = [*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy), *hidden]
+    grants = [
+        *((root, READ) for root in _carved(Path("/"), (*hidden, *UNREADABLE))),
+        *((root, READ) for root in _carved(workspace, hidden)),
+        *((root, ruleset.fs) for root in (*_carved(workspace, kept), tmpdir, *policy.writable)),
+        *_DEVICES,
+    ]
+    for path, access in grants:
+        ruleset.allow(path, access)
 
 
 def _ticks_now() -> int:
@@ -290,23 +279,30 @@ class LandlockBackend(Backend):
         return None
 
     def prepare(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        policy: SandboxPolicy,
+        tmpdir: Path,
+        cleanups: contextlib.ExitStack,
     ) -> Prepared:
         if policy.overlay is not None:  # fails closed: the workspace would be written itself
             raise EnvironmentProblem("cannot confine with Landlock: it has no overlay of a workspace (bubblewrap has)")
-        ruleset = build_ruleset(policy, tmpdir, self.abi)
+        if not policy.network and self.abi < 4:
+            raise EnvironmentProblem(
+                f"Landlock ABI {self.abi} on this kernel cannot refuse network access (ABI 4, Linux 6.7, can)",
+                hint="use the bubblewrap backend, or a newer kernel; see docs/security.md",
+            )
+        ruleset = Ruleset(self.abi, network=policy.network)
+        cleanups.callback(ruleset.close)
+        _grant(ruleset, policy, tmpdir)
         marker = secrets.token_hex(8)
-        since = max(0, _ticks_now() - 1)
-        try:
-            restrict = ruleset.restrict_in_child(policy.limits)
-        except BaseException:
-            ruleset.close()
-            raise
         return Prepared(
             backend=self.name,
             argv=tuple(argv),
             env={**env, MARKER: marker},
-            preexec_fn=restrict,
-            reap=functools.partial(kill_marked, marker, since),
-            cleanup=ruleset.close,
+            preexec_fn=ruleset.restrict_in_child(policy.limits),
+            reap=functools.partial(kill_marked, marker, max(0, _ticks_now() - 1)),
         )

@@ -217,7 +217,7 @@ def _compute_mounts(
     interpreters: Sequence[Path],
 ) -> tuple[_Op, ...]:
     hide = [h for h in hidden if h != Path("/") and os.path.lexists(h)]
-    back = (*_name_resolution(), *_bound_back(workspace, policy.interpreters))
+    back = _bound_back(workspace, policy.interpreters)
     # (order among mounts at one depth, the mount); the host's socket directories are
     # replaced by private ones, what must stay reachable there bound back on top.
     # Each parent of a read-only path is a mount point of its own, so it cannot be
@@ -225,6 +225,7 @@ def _compute_mounts(
     ordered = [
         *((i, _covered(h)) for i, h in enumerate(hide)),
         *((-1, ("--tmpfs", str(shared))) for shared in _host_socket_dirs()),
+        *((999, op) for op in _name_resolution()),
         *_binds(999, "--ro-bind", back),
         *_binds(1000, "--bind", policy.writable),
         (1001, _workspace_mount(workspace, policy.overlay)),
@@ -331,13 +332,23 @@ def _linked_git_dir(marker: Path) -> Path | None:
 
 
 @functools.cache
-def _name_resolution() -> tuple[Path, ...]:
-    """``/etc/resolv.conf`` often points into ``/run`` (systemd-resolved): bound back."""
-    target = Path(os.path.realpath("/etc/resolv.conf"))
-    shared = _host_socket_dirs()
-    if target.exists() and any(d in target.parents for d in shared):
-        return (target.parent,)
-    return ()
+def _name_resolution(conf: str = "/etc/resolv.conf") -> tuple[tuple[str, ...], ...]:
+    """``/etc/resolv.conf`` often leads into ``/run`` (systemd-resolved): each link on the way
+    that lies in a hidden shared directory is made again, and the file bound back read-only
+    alone (its directory may hold sockets)."""
+    ops: list[tuple[str, ...]] = []
+    path = conf
+    for _ in range(40):  # as many links as the kernel follows
+        path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        if not os.path.islink(path):
+            break
+        target = os.readlink(path)
+        if _in_shared(path):
+            ops.append(("--symlink", target, path))
+        path = os.path.join(os.path.dirname(path), target)
+    if os.path.isfile(path) and _in_shared(path):
+        ops.append(("--ro-bind", path, path))
+    return tuple(ops)
 
 
 # The kernel's knobs stay read-only (uid 0 could write them even without capabilities),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.base import TRUE, Backend, Prepared, ProcStat, confined, libc, processes
-from snodo.sandbox.harden import Hardening
+from snodo.sandbox.harden import in_child
 from snodo.sandbox.layout import carve, mtime, read_only_paths, remembered
 from snodo.sandbox.limits import limit_setter
 from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved
@@ -149,7 +149,7 @@ class Ruleset:
         one, zero, sigkill = ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(signal.SIGKILL)
         c_fd, c_flags = ctypes.c_int(fd), ctypes.c_uint32(0)
         set_limits = limit_setter(limits) if limits is not None else None
-        harden = Hardening(libc, filter_sockets=not self.network).in_child()
+        harden = in_child(libc, filter_sockets=not self.network)
 
         def restrict() -> None:
             prctl(_PR_SET_PDEATHSIG, sigkill, zero, zero, zero)

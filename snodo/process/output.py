@@ -1,7 +1,6 @@
-"""A child's output, kept bounded whatever it writes: read in fixed-size chunks, never by line
-(one 150 MB line costs a few megabytes), kept as head and tail with a marker saying how
-much was cut; lines handed to a callback are cut at :data:`LINE_LIMIT` bytes the same way.
-"""
+"""A child's output, kept bounded whatever it writes: read in fixed-size chunks, never by line,
+kept as head and tail with a marker saying how much was cut; lines handed to a callback
+are cut at :data:`LINE_LIMIT` bytes the same way."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 LINE_LIMIT = 64 * 1024
-#: Bytes read at a time (never a whole line: lines can be huge).
 CHUNK = 64 * 1024
 
 
@@ -99,8 +97,8 @@ class BoundedOutput:
 
 @contextlib.contextmanager
 def _exit_watched(proc: subprocess.Popen[bytes], poller: select.poll) -> Iterator[float]:
-    """``poller`` also wakes when ``proc`` exits (a pidfd, where the kernel has them); yields
-    how long to wait between checks of the time limits (shorter without a pidfd)."""
+    """``poller`` also wakes when ``proc`` exits (a pidfd); yields how long to wait between
+    checks of the time limits (shorter without a pidfd)."""
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
@@ -116,9 +114,8 @@ def _exit_watched(proc: subprocess.Popen[bytes], poller: select.poll) -> Iterato
 def collect(
     proc: subprocess.Popen[bytes], take: BoundedOutput, *, deadline: float, silence_timeout: float | None
 ) -> Literal["exited", "timeout", "silent", "stopped"]:
-    """Read ``proc``'s output into ``take`` on the calling thread until the process exits,
-    its time runs out, it stays silent too long or ``take`` saw the line to stop at. One
-    ``poll`` waits for both output and exit."""
+    """Read ``proc``'s output into ``take`` until the process exits, its time runs out, it
+    stays silent too long or ``take`` saw the line to stop at."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     poller = select.poll()

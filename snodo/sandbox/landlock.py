@@ -1,10 +1,6 @@
-"""Landlock (Linux ≥ 5.13): the kernel's unprivileged access control, no extra program.
-
-The ruleset is built in snodo's process; the child only restricts itself in ``preexec_fn``.
-Landlock can only *grant* access below a path, so the grants are laid out around what must
-stay out of reach (``layout.carve``); what that costs, and how the run's processes are
-killed, is in docs/security.md ("Backends").
-"""
+"""Landlock (Linux ≥ 5.13): the ruleset is built in snodo's process, the child restricts
+itself in ``preexec_fn``; the grants are laid out around what must stay out of reach
+(``layout.carve``). docs/security.md ("Backends") says what that costs."""
 
 from __future__ import annotations
 
@@ -48,14 +44,13 @@ NET_CONNECT_TCP = 1 << 1
 SCOPE_ABSTRACT_UNIX = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1
 
-#: The filesystem rights a ruleset handles, by the ABI version that added them; ioctl on
-#: devices is handled and never granted.
+#: The filesystem rights a ruleset handles, by the ABI that added them (ioctl never granted).
 _FS_HANDLED = ((1, FS_ABI1_ALL), (2, FS_REFER), (3, FS_TRUNCATE), (5, FS_IOCTL_DEV))
 READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE
 
-#: The only devices a confined process may open, like bubblewrap's fresh ``/dev``: no host
-#: terminal, no ``/dev/shm``, no disk (which uid 0 could read raw past every path rule).
+#: The only devices a confined process may open, like bubblewrap's fresh ``/dev`` (no host
+#: terminal, no ``/dev/shm``, no disk uid 0 could read raw past every path rule).
 READABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 #: Of those, the ones it may write (output sinks).
 WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
@@ -168,8 +163,7 @@ _CARVED: dict[tuple[Path, tuple[Path, ...]], tuple[tuple[int, ...], list[Path]]]
 
 
 def _carved(root: Path, excluded: Sequence[Path]) -> list[Path]:
-    """:func:`carve`, cached until one of the directories it listed changes (a directory's
-    modification time changes whenever an entry is added, removed or renamed in it)."""
+    """:func:`carve`, cached until one of the directories it listed changes (its mtime)."""
     key = (root, tuple(e for e in excluded if e != Path("/")))
     listed = sorted({p for e in key[1] for p in e.parents if p.is_relative_to(root)})
     return remembered(_CARVED, key, tuple(mtime(d) for d in listed), lambda: carve(root, list(key[1])))
@@ -199,20 +193,14 @@ def _ticks_now() -> int:
     return int(uptime * os.sysconf("SC_CLK_TCK"))
 
 
-def kill_marked(marker: str, since: int, leader: int, others: Collection[int]) -> int:
-    """Kill every process of the run: same process group or session as ``leader``, carrying
-    ``marker`` in its environment, or a confined orphan adopted by snodo that is no leader of
-    another live run (``others``). Only processes started at or after ``since`` (clock ticks
-    since boot) can belong to the run. Killed orphans are reaped. Returns how many were
-    signalled."""
+def kill_marked(marker: str, since: int, leader: int, others: Collection[int]) -> None:
+    """Kill (and reap, if orphans) the processes of the run started since ``since`` (clock
+    ticks since boot): same process group or session as ``leader``, carrying ``marker`` in
+    their environment, or confined orphans adopted by snodo that lead no other live run."""
     needle, skip = f"{MARKER}={marker}".encode(), {os.getpid(), 1, *others}
-    killed = 0
     for _ in range(5):  # a forking process may add children while we sweep
-        found = _sweep(needle, since, leader, skip)
-        killed += found
-        if not found:
-            break
-    return killed
+        if not _sweep(needle, since, leader, skip):
+            return
 
 
 def _sweep(needle: bytes, since: int, leader: int, skip: Collection[int]) -> int:

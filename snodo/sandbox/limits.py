@@ -1,7 +1,5 @@
-"""Resource limits of a confined process (``execution.limits``): file size, process count,
-address space. Under bubblewrap through util-linux ``prlimit`` inside the sandbox (no
-``preexec_fn``, which forces the slow fork path); under Landlock in its ``preexec_fn``.
-"""
+"""Resource limits of a confined process (``execution.limits``): under bubblewrap through
+``prlimit`` inside the sandbox (no slow ``preexec_fn``), under Landlock in its ``preexec_fn``."""
 
 from __future__ import annotations
 
@@ -48,7 +46,7 @@ def limit_prefix(limits: Limits) -> tuple[str, ...]:
 
 
 def limit_setter(limits: Limits) -> Callable[[], None]:
-    """For a ``preexec_fn``: sets ``limits`` with everything bound in advance (no imports)."""
+    """For a ``preexec_fn``: sets ``limits``, everything bound in advance."""
     wanted = [(res, (value, value)) for res, _, value in _pairs(limits) if value > 0]
     setrlimit = resource.setrlimit
 

@@ -109,7 +109,6 @@ EXPECTED = {
     "snodo.plugin.host",
     "snodo.process.runner",
     "snodo.process.output",
-    "snodo.process.prepare",
     "snodo.protocol",
     "snodo.protocol.capabilities",
     "snodo.protocol.committed",

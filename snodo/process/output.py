@@ -4,13 +4,12 @@ are cut at :data:`LINE_LIMIT` bytes the same way."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import select
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Literal
 
 LINE_LIMIT = 64 * 1024
@@ -95,20 +94,11 @@ class BoundedOutput:
             self.stopped = True
 
 
-@contextlib.contextmanager
-def _exit_watched(proc: subprocess.Popen[bytes], poller: select.poll) -> Iterator[float]:
-    """``poller`` also wakes when ``proc`` exits (a pidfd); yields how long to wait between
-    checks of the time limits (shorter without a pidfd)."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        yield 0.005
-        return
-    try:
-        poller.register(pidfd, select.POLLIN)
-        yield 0.05
-    finally:
-        os.close(pidfd)
+def _poller(proc: subprocess.Popen[bytes]) -> tuple[int, select.poll]:
+    assert proc.stdout is not None
+    poller = select.poll()
+    poller.register(proc.stdout.fileno(), select.POLLIN)
+    return proc.stdout.fileno(), poller
 
 
 def collect(
@@ -116,13 +106,17 @@ def collect(
 ) -> Literal["exited", "timeout", "silent", "stopped"]:
     """Read ``proc``'s output into ``take`` until the process exits, its time runs out, it
     stays silent too long or ``take`` saw the line to stop at."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
+    fd, poller = _poller(proc)
     silence = math.inf if silence_timeout is None else silence_timeout
     last = time.monotonic()
-    with _exit_watched(proc, poller) as interval:
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = -1
+    else:
+        poller.register(pidfd, select.POLLIN)
+    interval = 0.05 if pidfd >= 0 else 0.005  # the poll wakes on the exit too, where a pidfd says it
+    try:
         while True:
             now = time.monotonic()
             if now >= deadline:
@@ -140,14 +134,14 @@ def collect(
                 return "stopped"
             if proc.poll() is not None:
                 return "exited"
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
 
 
 def drain(proc: subprocess.Popen[bytes], take: BoundedOutput, seconds: float) -> None:
     """Read what is left of the output once the process tree is dead (at most ``seconds``)."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
+    fd, poller = _poller(proc)
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0 and poller.poll(math.ceil(left * 1000)):
         chunk = os.read(fd, CHUNK)

@@ -55,8 +55,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 _LIVE_LOCK = threading.Lock()
 #: Each live child: its process, its sandbox's preparation, its argv as asked (before confinement).
 _LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None, tuple[str, ...]]] = {}
-#: Starts under way (a child that may already run, not yet in ``_LIVE``): :func:`terminate_all`
-#: waits for them, so a child started just before it is not missed.
+#: Starts under way (not yet in ``_LIVE``), which :func:`terminate_all` waits for.
 _STARTING = [0]
 _STARTED = threading.Condition(_LIVE_LOCK)
 #: Seconds :func:`terminate_all` waits, at most, for the starts under way.
@@ -183,8 +182,7 @@ def _confine(
         policy.on_confined(backend.name)
     tmpdir = make_private_dir()
     cleanups.callback(discard_private_dir, tmpdir)
-    # Until the run is over snodo is the child subreaper: bubblewrap's init outlives its
-    # monitor by a moment, and a confined orphan must be snodo's to sweep.
+    # Until the run is over snodo is the child subreaper: a confined orphan is snodo's to sweep.
     cleanups.callback(hold_adoption())
     env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
     prepared = backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir, cleanups=cleanups)
@@ -298,13 +296,8 @@ def _check_sandbox_started(argv: Sequence[str], prepared: Prepared | None, resul
 
 
 def _feed(stdin: IO[bytes], data: bytes) -> None:
-    try:
+    with contextlib.suppress(OSError), stdin:  # the child may end without reading it all
         stdin.write(data)
-    except BrokenPipeError:  # the child ended without reading it all
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            stdin.close()
 
 
 def _wait(

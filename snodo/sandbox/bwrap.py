@@ -10,7 +10,6 @@ import contextlib
 import functools
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -21,8 +20,7 @@ from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.base import TRUE, Backend, Prepared
 from snodo.sandbox.harden import program_fd
 from snodo.sandbox.layout import linked_git_dir, protected_parents, read_only_paths, remembered
-from snodo.sandbox.limits import limit_prefix
-from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, resolved
+from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, limit_prefix, resolved
 
 PROBE_TIMEOUT = 15.0
 
@@ -148,8 +146,8 @@ def _make_removable(path: str) -> None:
 def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], tmpdir: Path) -> tuple[str, ...]:
     """Every bubblewrap option of a confined start but the working directory and the
     command; ``tmpdir`` is the run's private temporary directory."""
-    # Mount operations sorted by depth, so a bind below a hidden directory lands on top
-    # of the empty directory that hides it, and read-only binds land on the writable one.
+    # Sorted by depth: a bind lands on top of the empty directory hiding its parent, and a
+    # read-only bind on the writable one.
     ops = [
         *_policy_mounts(policy),
         (len(tmpdir.parts), 1000, ("--bind", str(tmpdir), str(tmpdir))),
@@ -169,14 +167,6 @@ _Op = tuple[int, int, tuple[str, ...]]
 _MOUNTS: dict[tuple[object, ...], tuple[None, tuple[_Op, ...]]] = {}
 
 
-def _kind(path: Path) -> str:
-    """What is at ``path`` (following links): ``d``, ``f`` or nothing."""
-    try:
-        return "d" if stat.S_ISDIR(os.stat(path).st_mode) else "f"
-    except OSError:
-        return "f" if os.path.lexists(path) else ""
-
-
 def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
     """The mounts a policy needs whatever runs, reused while what they come from is unchanged."""
     workspace = resolved(policy.workspace)
@@ -192,9 +182,9 @@ def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
         workspace,
         policy.writable,
         policy.interpreters,
-        tuple(_kind(p) for p in policy.interpreters),
+        tuple((os.path.isdir(p), os.path.lexists(p)) for p in policy.interpreters),
         hidden,
-        tuple(_kind(h) for h in hidden),
+        tuple((os.path.isdir(h), os.path.lexists(h)) for h in hidden),
         read_only,
         interpreters,
         git_marker,
@@ -212,10 +202,8 @@ def _compute_mounts(
 ) -> tuple[_Op, ...]:
     hide = [h for h in hidden if h != Path("/") and os.path.lexists(h)]
     back = _bound_back(workspace, policy.interpreters)
-    # (order among mounts at one depth, the mount); the host's socket directories are
-    # replaced by private ones, what must stay reachable there bound back on top.
-    # Each parent of a read-only path is a mount point of its own, so it cannot be
-    # renamed away to put a writable path where the read-only one was (EBUSY).
+    # (order among mounts at one depth, the mount). Each parent of a read-only path is a
+    # mount point of its own: it cannot be renamed away (EBUSY) to put a writable one there.
     ordered = [
         *((i, _covered(h)) for i, h in enumerate(hide)),
         *((-1, ("--tmpfs", str(shared))) for shared in _host_socket_dirs()),
@@ -338,6 +326,5 @@ _BASE = (
     *["--tmpfs", "/proc/1", "--remount-ro", "/proc/1"],
     *["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent", "--new-session"],
 )
-#: Run as root, the sandbox also gets its own user namespace: the capabilities' bounding set
-#: is empty and no capability it could regain counts on the host.
+#: As root, a user namespace too: no capability it could regain counts on the host.
 _AS_ROOT = ("--unshare-user", "--uid", "0", "--gid", "0") if os.getuid() == 0 else ()

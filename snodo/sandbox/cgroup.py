@@ -19,14 +19,6 @@ PIDS = Path("/sys/fs/cgroup/pids")
 _PREFIX = "snodo-"
 
 
-def _write(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
 @functools.cache
 def available() -> bool:
     """Whether per-run pids groups can be made here (probed once)."""
@@ -61,19 +53,19 @@ class PidGroup:
     def limit(self, max_pids: int) -> None:
         """At most ``max_pids`` processes in the group (0: no limit)."""
         if max_pids != self.max_pids:
-            _write(self.path / "pids.max", str(max_pids) if max_pids > 0 else "max")
+            (self.path / "pids.max").write_text(str(max_pids) if max_pids > 0 else "max")
             self.max_pids = max_pids
 
     @contextlib.contextmanager
     def spawning(self) -> Iterator[None]:
         """The calling thread is in the group for the block (children it starts stay)."""
-        _write(self.path / "tasks", "0")
+        (self.path / "tasks").write_text("0")
         try:
             yield
         finally:
-            _write(PIDS / "tasks", "0")
+            (PIDS / "tasks").write_text("0")
 
-    def kill(self) -> int:
+    def kill(self) -> None:
         """SIGKILL every process in the group, again while new ones appear (a fork racing the sweep)."""
         signalled: set[int] = set()
         for _ in range(50):
@@ -88,7 +80,6 @@ class PidGroup:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             signalled |= fresh
-        return len(signalled)
 
     def empty(self) -> bool:
         """No process left, not even one killed but not yet reaped (it would still count)."""

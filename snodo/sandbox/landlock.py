@@ -14,6 +14,7 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
@@ -21,8 +22,7 @@ from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.base import TRUE, Backend, Prepared, ProcStat, confined, libc, processes
 from snodo.sandbox.harden import in_child
 from snodo.sandbox.layout import carve, mtime, read_only_paths, remembered
-from snodo.sandbox.limits import limit_setter
-from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved
+from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, limit_setter, resolved
 
 # System call numbers (the same on every architecture that has Landlock).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -115,18 +115,10 @@ class Ruleset:
             rights = access & self.fs
             if not stat.S_ISDIR(os.fstat(target).st_mode):
                 rights &= FILE_RIGHTS
-            rule = _PathBeneath(rights, target)
+            rule = ctypes.byref(_PathBeneath(rights, target))
             assert _LIBC is not None
-            if (
-                _LIBC.syscall(
-                    _SYS_ADD_RULE,
-                    ctypes.c_int(self.fd),
-                    ctypes.c_int(_RULE_PATH_BENEATH),
-                    ctypes.byref(rule),
-                    ctypes.c_uint32(0),
-                )
-                < 0
-            ):
+            fd, kind = ctypes.c_int(self.fd), ctypes.c_int(_RULE_PATH_BENEATH)
+            if _LIBC.syscall(_SYS_ADD_RULE, fd, kind, rule, ctypes.c_uint32(0)) < 0:
                 raise _error(f"granting access to {path}")
         finally:
             os.close(target)
@@ -185,12 +177,7 @@ def _grant(ruleset: Ruleset, policy: SandboxPolicy, tmpdir: Path) -> None:
 
 def _ticks_now() -> int:
     """Now, in the clock ticks since boot that ``/proc/<pid>/stat`` start times use."""
-    try:
-        with open("/proc/uptime") as fh:
-            uptime = float(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
-    return int(uptime * os.sysconf("SC_CLK_TCK"))
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
 
 
 def kill_marked(marker: str, since: int, leader: int, others: Collection[int]) -> None:

@@ -61,8 +61,7 @@ def _matches(workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]]) -> 
     stamp = _depends_on(workspace, parsed, chosen)
     if len(_MATCHES) > 64:
         _MATCHES.clear()
-    # Cached only when nothing it depends on changed just before or during the listing
-    # (sizes and inode numbers in the stamp are far below any time).
+    # Cached only when nothing it depends on changed just before or during the listing.
     if any(isinstance(t, int) and t >= listed_at - _TICK_NS for t in stamp):
         _MATCHES.pop(key, None)
     else:

@@ -1,11 +1,16 @@
 """What a confined process may touch (SPEC "Confined execution"), and the context that
-carries it: ``run_process`` confines every child started inside :func:`confined`."""
+carries it: ``run_process`` confines every child started inside :func:`confined`. Its
+resource limits (``execution.limits``) are applied by ``prlimit`` inside bubblewrap's sandbox
+(no slow ``preexec_fn``), and in Landlock's ``preexec_fn``."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
+import resource
+import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +48,51 @@ def limits_from_protocol(file_size_mb: int, processes: int, memory_mb: int | Non
     """The protocol's ``execution.limits`` (megabytes; memory unset: the machine's)."""
     memory = _physical_memory() if memory_mb is None else memory_mb << 20
     return Limits(file_size=file_size_mb << 20, processes=processes, memory=memory)
+
+
+@functools.cache
+def _prlimit() -> str | None:
+    return shutil.which("prlimit")
+
+
+def _clamped(res: int, value: int) -> int:
+    """``value``, or the current hard limit when that is lower (raising it is not allowed)."""
+    hard = resource.getrlimit(res)[1]
+    return value if hard == resource.RLIM_INFINITY or value <= 0 else min(value, hard)
+
+
+def _pairs(limits: Limits) -> list[tuple[int, str, int]]:
+    return [
+        (resource.RLIMIT_FSIZE, "--fsize", _clamped(resource.RLIMIT_FSIZE, limits.file_size)),
+        (resource.RLIMIT_NPROC, "--nproc", _clamped(resource.RLIMIT_NPROC, limits.processes)),
+        (resource.RLIMIT_AS, "--as", _clamped(resource.RLIMIT_AS, limits.memory)),
+    ]
+
+
+def limit_prefix(limits: Limits) -> tuple[str, ...]:
+    """The ``prlimit … --`` prefix that applies ``limits`` to the command after it."""
+    wanted = [(flag, value) for _, flag, value in _pairs(limits) if value > 0]
+    if not wanted:
+        return ()
+    program = _prlimit()
+    if program is None:
+        raise EnvironmentProblem(
+            "cannot apply execution.limits: the util-linux program prlimit is not installed",
+            hint="install util-linux, or set every execution.limits entry to 0",
+        )
+    return (program, *(f"{flag}={value}" for flag, value in wanted), "--")
+
+
+def limit_setter(limits: Limits) -> Callable[[], None]:
+    """For a ``preexec_fn``: sets ``limits``, everything bound in advance."""
+    wanted = [(res, (value, value)) for res, _, value in _pairs(limits) if value > 0]
+    setrlimit = resource.setrlimit
+
+    def apply() -> None:
+        for res, pair in wanted:
+            setrlimit(res, pair)
+
+    return apply
 
 
 @frozen(kw_only=True)

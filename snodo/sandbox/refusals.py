@@ -75,10 +75,7 @@ def record_refusals(
     who: str,
     task_id: str | None = None,
     **context: Any,
-) -> int:
-    """One ``sandbox_refusal`` audit event per refusal (``record(event, **data)``); how many."""
-    count = 0
+) -> None:
+    """One ``sandbox_refusal`` audit event per refusal (``record(event, **data)``)."""
     for refusal in refusals:
         record("sandbox_refusal", path=refusal.path, error=refusal.error, reported_by=who, task_id=task_id, **context)
-        count += 1
-    return count

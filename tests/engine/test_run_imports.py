@@ -127,7 +127,6 @@ EXPECTED = {
     "snodo.sandbox.harden",
     "snodo.sandbox.landlock",
     "snodo.sandbox.layout",
-    "snodo.sandbox.limits",
     "snodo.sandbox.policy",
     "snodo.sandbox.refusals",
     "snodo.rules.settings",

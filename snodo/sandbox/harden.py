@@ -1,5 +1,5 @@
-"""What every confined process gets besides its backend's own confinement: a seccomp filter
-(bubblewrap takes it with ``--seccomp``) and, under Landlock, no capabilities. The filter
+"""The seccomp filter every confined process gets besides its backend's own confinement
+(bubblewrap takes it with ``--seccomp``, Landlock's child installs it itself). The filter
 keeps confined code away from the sandbox's own processes (``EPERM`` on the calls that act on
 another process, another ABI killed); with the network off the Landlock backend adds its
 socket rules to the same program, so its child carries one filter more than snodo (see
@@ -8,12 +8,10 @@ docs/security.md, which has the list and its costs).
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import platform
 import struct
-from collections.abc import Callable
 
 from snodo.base.errors import EnvironmentProblem
 
@@ -116,52 +114,3 @@ def program_fd(*, filter_sockets: bool = False) -> int:
     finally:
         os.close(write_end)
     return read_end
-
-
-_PR_CAPBSET_DROP = 24
-_PR_SET_SECUREBITS = 28
-_PR_SET_SECCOMP = 22
-_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
-_SECCOMP_MODE_FILTER = 2
-# SECBIT_NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE and their locks.
-_SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
-_CAP_VERSION_3 = 0x20080522
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(ctypes.c_char)))
-
-
-def in_child(libc: ctypes.CDLL, *, filter_sockets: bool) -> Callable[[], None]:
-    """The child's part, to run after ``no_new_privs``: drop every capability (bounding set,
-    ambient, effective/permitted/inheritable, root's exec-time grant via securebits) and
-    install the filter. Everything is bound here: nothing is imported in the child."""
-    rows = program(filter_sockets=filter_sockets)  # EnvironmentProblem on an unknown machine
-    fprog = _SockFprog(len(rows), ctypes.create_string_buffer(encoded(rows)))  # kept by fprog
-    header = ctypes.create_string_buffer(struct.pack("=Ii", _CAP_VERSION_3, 0))
-    data = ctypes.create_string_buffer(24)  # two of {effective, permitted, inheritable}: all empty
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as fh:
-            last_cap = int(fh.read())
-    except (OSError, ValueError):
-        last_cap = 63
-    prctl, capset = libc.prctl, libc.capset
-    zero = ctypes.c_ulong(0)
-    caps = [ctypes.c_ulong(c) for c in range(last_cap + 1)]
-    c_drop, c_bits = ctypes.c_int(_PR_CAPBSET_DROP), ctypes.c_int(_PR_SET_SECUREBITS)
-    c_amb = ctypes.c_int(_PR_CAP_AMBIENT)
-    bits, clear = ctypes.c_ulong(_SECUREBITS), ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL)
-    c_seccomp, mode = ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER)
-    prog = ctypes.byref(fprog)
-
-    def harden() -> None:
-        for cap in caps:  # needs CAP_SETPCAP: fails harmlessly when snodo is not root
-            prctl(c_drop, cap, zero, zero, zero)
-        prctl(c_bits, bits, zero, zero, zero)
-        prctl(c_amb, clear, zero, zero, zero)
-        if capset(header, data) != 0:
-            raise OSError(ctypes.get_errno(), "capset failed")
-        if prctl(c_seccomp, mode, prog, zero, zero) != 0:
-            raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
-
-    return harden

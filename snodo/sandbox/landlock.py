@@ -9,9 +9,11 @@ import ctypes
 import functools
 import os
 import platform
+import resource
 import secrets
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -20,9 +22,9 @@ from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.base import TRUE, Backend, Prepared, ProcStat, confined, libc, processes
-from snodo.sandbox.harden import in_child
+from snodo.sandbox.harden import encoded, program
 from snodo.sandbox.layout import carve, mtime, read_only_paths, remembered
-from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, limit_setter, resolved
+from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved, rlimit_values
 
 # System call numbers (the same on every architecture that has Landlock).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -30,6 +32,13 @@ _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP = 24
+_PR_SET_SECUREBITS = 28
+_PR_SET_SECCOMP = 22  # SECCOMP_MODE_FILTER: 2
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+# SECBIT_NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE and their locks.
+_SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
+_CAP_VERSION_3 = 0x20080522
 
 FS_EXECUTE = 1 << 0
 FS_WRITE_FILE = 1 << 1
@@ -67,6 +76,10 @@ class _RulesetAttr(ctypes.Structure):
         ("handled_access_net", ctypes.c_uint64),
         ("scoped", ctypes.c_uint64),
     )
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(ctypes.c_char)))
 
 
 class _PathBeneath(ctypes.Structure):
@@ -128,23 +141,43 @@ class Ruleset:
             os.close(self.fd)
 
     def restrict_in_child(self, limits: Limits | None = None) -> Callable[[], None]:
-        """The ``preexec_fn``: resource limits, ``no_new_privs``, no capabilities, the seccomp
-        filter, then the ruleset; everything bound now, nothing imported between fork and exec."""
-        libc, fd = _LIBC, self.fd
+        """The ``preexec_fn``: resource limits, ``no_new_privs``, no capability (bounding set,
+        ambient, effective/permitted/inheritable, root's exec-time grant via securebits), the
+        seccomp filter, then the ruleset; everything bound now, nothing imported in the child."""
+        libc = _LIBC
         assert libc is not None
-        prctl, syscall = libc.prctl, libc.syscall
+        rows = program(filter_sockets=not self.network)  # EnvironmentProblem on an unknown machine
+        fprog = ctypes.byref(_SockFprog(len(rows), ctypes.create_string_buffer(encoded(rows))))
+        header = ctypes.create_string_buffer(struct.pack("=Ii", _CAP_VERSION_3, 0))
+        data = ctypes.create_string_buffer(24)  # two of {effective, permitted, inheritable}: all empty
+        try:
+            with open("/proc/sys/kernel/cap_last_cap") as fh:
+                last_cap = int(fh.read())
+        except (OSError, ValueError):
+            last_cap = 63
+        prctl, syscall, capset, setrlimit = libc.prctl, libc.syscall, libc.capset, resource.setrlimit
+        rlimits = [(res, (value, value)) for res, _, value in rlimit_values(limits)] if limits is not None else []
         one, zero, sigkill = ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(signal.SIGKILL)
-        c_fd, c_flags = ctypes.c_int(fd), ctypes.c_uint32(0)
-        set_limits = limit_setter(limits) if limits is not None else None
-        harden = in_child(libc, filter_sockets=not self.network)
+        c_fd, c_flags = ctypes.c_int(self.fd), ctypes.c_uint32(0)
+        caps = [ctypes.c_ulong(c) for c in range(last_cap + 1)]
+        c_drop, c_bits = ctypes.c_int(_PR_CAPBSET_DROP), ctypes.c_int(_PR_SET_SECUREBITS)
+        c_amb, clear = ctypes.c_int(_PR_CAP_AMBIENT), ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL)
+        bits, c_seccomp, mode = ctypes.c_ulong(_SECUREBITS), ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(2)
 
         def restrict() -> None:
             prctl(_PR_SET_PDEATHSIG, sigkill, zero, zero, zero)
-            if set_limits is not None:
-                set_limits()
+            for res, pair in rlimits:
+                setrlimit(res, pair)
             if prctl(_PR_SET_NO_NEW_PRIVS, one, zero, zero, zero) != 0:
                 raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-            harden()
+            for cap in caps:  # needs CAP_SETPCAP: fails harmlessly when snodo is not root
+                prctl(c_drop, cap, zero, zero, zero)
+            prctl(c_bits, bits, zero, zero, zero)
+            prctl(c_amb, clear, zero, zero, zero)
+            if capset(header, data) != 0:
+                raise OSError(ctypes.get_errno(), "capset failed")
+            if prctl(c_seccomp, mode, fprog, zero, zero) != 0:
+                raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
             if syscall(_SYS_RESTRICT_SELF, c_fd, c_flags) != 0:
                 raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
 

@@ -61,17 +61,19 @@ def _clamped(res: int, value: int) -> int:
     return value if hard == resource.RLIM_INFINITY or value <= 0 else min(value, hard)
 
 
-def _pairs(limits: Limits) -> list[tuple[int, str, int]]:
-    return [
+def rlimit_values(limits: Limits) -> list[tuple[int, str, int]]:
+    """``(resource, prlimit option, value)`` of each limit to set (those not 0)."""
+    values = [
         (resource.RLIMIT_FSIZE, "--fsize", _clamped(resource.RLIMIT_FSIZE, limits.file_size)),
         (resource.RLIMIT_NPROC, "--nproc", _clamped(resource.RLIMIT_NPROC, limits.processes)),
         (resource.RLIMIT_AS, "--as", _clamped(resource.RLIMIT_AS, limits.memory)),
     ]
+    return [value for value in values if value[2] > 0]
 
 
 def limit_prefix(limits: Limits) -> tuple[str, ...]:
     """The ``prlimit … --`` prefix that applies ``limits`` to the command after it."""
-    wanted = [(flag, value) for _, flag, value in _pairs(limits) if value > 0]
+    wanted = [(flag, value) for _, flag, value in rlimit_values(limits)]
     if not wanted:
         return ()
     program = _prlimit()
@@ -81,18 +83,6 @@ def limit_prefix(limits: Limits) -> tuple[str, ...]:
             hint="install util-linux, or set every execution.limits entry to 0",
         )
     return (program, *(f"{flag}={value}" for flag, value in wanted), "--")
-
-
-def limit_setter(limits: Limits) -> Callable[[], None]:
-    """For a ``preexec_fn``: sets ``limits``, everything bound in advance."""
-    wanted = [(res, (value, value)) for res, _, value in _pairs(limits) if value > 0]
-    setrlimit = resource.setrlimit
-
-    def apply() -> None:
-        for res, pair in wanted:
-            setrlimit(res, pair)
-
-    return apply
 
 
 @frozen(kw_only=True)

@@ -50,8 +50,7 @@ class CallScope:
 _CURRENT: ContextVar[CallScope | None] = ContextVar("snodo_call_scope", default=None)
 
 
-def current() -> CallScope | None:
-    return _CURRENT.get()
+current = _CURRENT.get
 
 
 @contextlib.contextmanager

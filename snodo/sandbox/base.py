@@ -11,13 +11,15 @@ import ctypes
 import functools
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from attrs import field, frozen
 
@@ -41,6 +43,15 @@ class Prepared:
 
 
 TRUE = shutil.which("true") or "/bin/true"
+PROBE_TIMEOUT = 15.0
+
+
+def run_true(prefix: Sequence[str], **popen: Any) -> subprocess.CompletedProcess[str]:
+    """A backend's probe: ``true`` started after ``prefix`` (the backend's own), output kept, a time limit."""
+    argv = [*prefix, TRUE]
+    return subprocess.run(
+        argv, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT, start_new_session=True, **popen
+    )
 
 
 class Backend(abc.ABC):
@@ -75,15 +86,9 @@ _PR_GET_CHILD_SUBREAPER = 37
 EXIT_WAIT = 3.0
 
 
-class _Adoption:
-    """Confined runs under way, whether snodo has been the subreaper (zombies may wait), and
-    whether the flag was set by the program embedding snodo (then never given up here)."""
-
-    runs = 0
-    adopted = False
-    kept = False
-
-
+#: Confined runs under way, whether snodo has been the subreaper (zombies may wait), and
+#: whether the program embedding snodo set the flag (then never given up here).
+_Adoption = types.SimpleNamespace(runs=0, adopted=False, kept=False)
 _ADOPTION = threading.Condition()
 
 

@@ -17,12 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import TRUE, Backend, Prepared
+from snodo.sandbox.base import PROBE_TIMEOUT, Backend, Prepared, run_true
 from snodo.sandbox.harden import program_fd
 from snodo.sandbox.layout import linked_git_dir, protected_parents, read_only_paths, remembered
 from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, limit_prefix, resolved
-
-PROBE_TIMEOUT = 15.0
 
 
 def bwrap_program() -> str | None:
@@ -59,11 +57,8 @@ class BwrapBackend(Backend):
             fd = program_fd()
         except EnvironmentProblem as exc:
             return exc.message
-        argv = [self.program, *_BASE, "--unshare-net", "--seccomp", str(fd), "--", TRUE]
         try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, start_new_session=True, pass_fds=(fd,)
-            )
+            done = run_true([self.program, *_BASE, "--unshare-net", "--seccomp", str(fd), "--"], pass_fds=(fd,))
         except FileNotFoundError:
             return f"{self.program} does not exist"
         except subprocess.TimeoutExpired:
@@ -120,11 +115,8 @@ def _overlays(program: str, where: str, device: int) -> bool:
             for path in (upper, work):
                 os.mkdir(path)
             argv = [program, *_BASE, *_AS_ROOT, "--unshare-net", "--overlay-src", low, "--overlay", upper, work, low]
-            argv += ["--chdir", low, "--", TRUE]
             try:
-                done = subprocess.run(
-                    argv, capture_output=True, timeout=PROBE_TIMEOUT, start_new_session=True, check=False
-                )
+                done = run_true([*argv, "--chdir", low, "--"])
             except (OSError, subprocess.TimeoutExpired):
                 return False
             finally:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import TRUE, Backend, Prepared, ProcStat, confined, libc, processes
+from snodo.sandbox.base import Backend, Prepared, ProcStat, confined, libc, processes, run_true
 from snodo.sandbox.harden import encoded, program
 from snodo.sandbox.layout import carve, mtime, read_only_paths, remembered
 from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved, rlimit_values
@@ -60,12 +60,8 @@ FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE
 
 #: The only devices a confined process may open, like bubblewrap's fresh ``/dev`` (no host
 #: terminal, no ``/dev/shm``, no disk uid 0 could read raw past every path rule).
-READABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
-#: Of those, the ones it may write (output sinks).
-WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
-_DEVICES = tuple(
-    (Path(d), READ | (FS_WRITE_FILE | FS_TRUNCATE if d in WRITABLE_DEVICES else 0)) for d in READABLE_DEVICES
-)
+_DEVICES = tuple((Path(f"/dev/{name}"), READ | FS_WRITE_FILE | FS_TRUNCATE) for name in ("null", "zero", "full"))
+_DEVICES += tuple((Path(f"/dev/{name}"), READ) for name in ("random", "urandom"))
 UNREADABLE = tuple(Path(p) for p in ("/dev", "/run/user"))
 MARKER = "SNODO_SANDBOX_RUN"
 
@@ -272,12 +268,7 @@ class LandlockBackend(Backend):
             return exc.message
         try:
             ruleset.allow(Path("/"), READ)
-            done = subprocess.run(
-                [TRUE],
-                capture_output=True,
-                timeout=15,
-                preexec_fn=ruleset.restrict_in_child(),
-            )
+            done = run_true([], preexec_fn=ruleset.restrict_in_child())
         except (subprocess.SubprocessError, OSError, EnvironmentProblem) as exc:
             return f"a Landlock-restricted process could not start: {exc}"
         finally:

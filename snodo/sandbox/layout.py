@@ -163,14 +163,6 @@ def protected_parents(workspace: Path, paths: Iterable[Path]) -> list[Path]:
     return list(parents)
 
 
-def _entries(directory: Path) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(directory) as it:
-            return list(it)
-    except OSError:
-        return []
-
-
 def carve(root: Path, excluded: Sequence[Path]) -> list[Path]:
     """Paths that together cover ``root`` minus every ``excluded`` subtree, for Landlock, which
     can only *grant* access below a path. Symlinks are skipped (a grant lands on the target)."""
@@ -180,7 +172,12 @@ def carve(root: Path, excluded: Sequence[Path]) -> list[Path]:
     if root in inside:
         return []
     out: list[Path] = []
-    for entry in _entries(root):
+    try:
+        with os.scandir(root) as it:
+            entries = list(it)
+    except OSError:
+        return out
+    for entry in entries:
         if not entry.is_symlink():
             out.extend(carve(Path(entry.path), inside))
     return out

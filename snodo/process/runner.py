@@ -141,8 +141,7 @@ def prepare_child(
     cleanups: contextlib.ExitStack,
 ) -> tuple[Sequence[str], dict[str, str], Prepared | None]:
     """The argv and environment to start ``argv`` with (confined when ``sandbox`` says so) and
-    the sandbox's preparation; what is to be undone once the run is over goes on ``cleanups``
-    as soon as it exists."""
+    the sandbox's preparation; what is to be undone goes on ``cleanups`` as soon as it exists."""
     if not argv:
         raise EnvironmentProblem("cannot run a process: the command is empty")
     _check_cwd(argv[0], cwd)

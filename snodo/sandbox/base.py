@@ -148,9 +148,8 @@ def _subreaper_already() -> bool:
 
 
 def hold_adoption() -> Callable[[], None]:
-    """One confined run starts: snodo is the subreaper until every run has called the
-    returned release; the last one reaps what is still dying, then gives the flag up, unless
-    the program embedding snodo had set it."""
+    """One confined run starts: snodo is the subreaper until every run has called the returned
+    release; the last one reaps what is still dying and gives the flag up (unless kept)."""
     with _ADOPTION:
         _Adoption.runs += 1
         if _Adoption.runs == 1 and not _Adoption.kept:

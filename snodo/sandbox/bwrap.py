@@ -73,9 +73,8 @@ class BwrapBackend(Backend):
         return None
 
     def overlays(self, where: Path) -> bool:
-        """Whether this bubblewrap can lay a workspace below ``where`` over itself
-        (``--overlay``: bubblewrap 0.9 and a kernel that mounts overlayfs in a user namespace,
-        5.11; a file system overlayfs takes as a lower layer), asked once per file system."""
+        """Whether ``--overlay`` works for a workspace below ``where`` (bubblewrap 0.9, Linux 5.11,
+        a file system overlayfs takes as a lower layer), asked once per file system."""
         try:
             device = os.stat(where).st_dev
         except OSError:

@@ -103,10 +103,8 @@ def encoded(rows: list[Instruction]) -> bytes:
 
 
 def program_fd(*, filter_sockets: bool = False) -> int:
-    """A descriptor to read the encoded program from, to end (for bubblewrap's ``--seccomp``;
-    bubblewrap reads it once, so each start needs its own). Close-on-exec, so no other child
-    of snodo inherits it: the one it is for gets it through ``pass_fds``. The caller closes
-    it once the child started."""
+    """A close-on-exec descriptor to read the encoded program from (bubblewrap's ``--seccomp``
+    reads it once: one per start, handed over with ``pass_fds``)."""
     data = encoded(program(filter_sockets=filter_sockets))
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:

@@ -4,12 +4,13 @@ are cut at :data:`LINE_LIMIT` bytes the same way."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 LINE_LIMIT = 64 * 1024
@@ -94,6 +95,22 @@ class BoundedOutput:
             self.stopped = True
 
 
+@contextlib.contextmanager
+def _exit_watched(proc: subprocess.Popen[bytes], poller: select.poll) -> Iterator[float]:
+    """``poller`` also wakes when ``proc`` exits (a pidfd); yields how long to wait between
+    checks of the time limits (shorter without a pidfd)."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        yield 0.005
+        return
+    try:
+        poller.register(pidfd, select.POLLIN)
+        yield 0.05
+    finally:
+        os.close(pidfd)
+
+
 def _poller(proc: subprocess.Popen[bytes]) -> tuple[int, select.poll]:
     assert proc.stdout is not None
     poller = select.poll()
@@ -109,14 +126,7 @@ def collect(
     fd, poller = _poller(proc)
     silence = math.inf if silence_timeout is None else silence_timeout
     last = time.monotonic()
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        pidfd = -1
-    else:
-        poller.register(pidfd, select.POLLIN)
-    interval = 0.05 if pidfd >= 0 else 0.005  # the poll wakes on the exit too, where a pidfd says it
-    try:
+    with _exit_watched(proc, poller) as interval:
         while True:
             now = time.monotonic()
             if now >= deadline:
@@ -134,9 +144,6 @@ def collect(
                 return "stopped"
             if proc.poll() is not None:
                 return "exited"
-    finally:
-        if pidfd >= 0:
-            os.close(pidfd)
 
 
 def drain(proc: subprocess.Popen[bytes], take: BoundedOutput, seconds: float) -> None:

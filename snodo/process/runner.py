@@ -223,7 +223,7 @@ def _spawn(
 ) -> subprocess.Popen[bytes]:
     """Start the child and count it live."""
     what = f"{shown(argv[0])!r}{_how(prepared)}"
-    spawning = prepared.spawning if prepared is not None and prepared.spawning is not None else contextlib.nullcontext
+    spawning = prepared.spawning if prepared is not None else contextlib.nullcontext
     proc: subprocess.Popen[bytes] | None = None
     with _LIVE_LOCK:
         _STARTING[0] += 1

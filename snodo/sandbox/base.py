@@ -38,7 +38,7 @@ class Prepared:
     #: ``(leader_pid, other_leaders)``: kill whatever of the run escaped its process group.
     reap: Callable[[int, Collection[int]], object] | None = field(default=None, eq=False)
     #: Entered around the spawn (the thread joins the run's pids cgroup, :mod:`.cgroup`).
-    spawning: Callable[[], AbstractContextManager[None]] | None = field(default=None, eq=False)
+    spawning: Callable[[], AbstractContextManager[None]] = field(default=contextlib.nullcontext, eq=False)
     pass_fds: tuple[int, ...] = ()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import shutil
 import subprocess
@@ -198,7 +199,7 @@ def _compute_mounts(
     ordered = [
         *((i, _covered(h)) for i, h in enumerate(hide)),
         *((-1, ("--tmpfs", str(shared))) for shared in _host_socket_dirs()),
-        *((999, op) for op in _name_resolution()),
+        *zip(itertools.repeat(999), _name_resolution()),
         *_binds(999, "--ro-bind", back),
         *_binds(1000, "--bind", policy.writable),
         (1001, _workspace_mount(workspace, policy.overlay)),

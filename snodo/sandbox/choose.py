@@ -52,15 +52,19 @@ def probe(name: str, *, remembered: bool = False) -> tuple[Backend, str | None]:
     if cached is not None:
         return cached
     backend: Backend = BwrapBackend() if name == "bwrap" else LandlockBackend()
-    if remembered and program and _recorded() == _facts(program):
-        found: tuple[Backend, str | None] = (backend, None)
-    else:
-        found = (backend, backend.probe())
-        if found[1] is None and program:
-            _record(program)
+    found = (backend, _answer(backend, program, remembered))
     with _LOCK:
         _PROBED[key] = found
     return found
+
+
+def _answer(backend: Backend, program: str, remembered: bool) -> str | None:
+    if remembered and program and _recorded() == _facts(program):
+        return None
+    reason = backend.probe()
+    if reason is None and program:
+        _record(program)
+    return reason
 
 
 def _record_path() -> Path:

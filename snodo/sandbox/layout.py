@@ -86,9 +86,10 @@ def _find(workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]]) -> tup
 
 def linked_git_dir(workspace: Path) -> Path | None:
     """The git directory the workspace's ``.git`` file names (a linked worktree's), resolved."""
-    try:
-        text = (workspace / ".git").read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:  # a directory (the usual case), or none
+    marker = workspace / ".git"
+    try:  # a directory is the usual case; never a FIFO a confined process left there
+        text = marker.read_text(encoding="utf-8", errors="replace").strip() if marker.is_file() else ""
+    except OSError:
         return None
     return (
         Path(os.path.realpath(workspace / text.removeprefix("gitdir: ").strip()))

@@ -27,6 +27,7 @@ not enforced: one iteration is noise).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -159,9 +160,10 @@ def main() -> int:
         env["PWD"] = str(root)
         bare_tmp = make_private_dir()
         bare_env = confined_environment(env, named=policy.env, tmpdir=bare_tmp)
-        prepared = BwrapBackend().prepare(["true"], cwd=root, env=bare_env, policy=policy, tmpdir=bare_tmp)
-        assert prepared.cleanup is not None
-        prepared.cleanup()  # its seccomp descriptor: bubblewrap reads one per start, made below
+        with contextlib.ExitStack() as cleanups:  # its seccomp descriptor: bubblewrap reads one per start, made below
+            prepared = BwrapBackend().prepare(
+                ["true"], cwd=root, env=bare_env, policy=policy, tmpdir=bare_tmp, cleanups=cleanups
+            )
         at = prepared.argv.index("--seccomp") + 1
 
         def bare() -> None:

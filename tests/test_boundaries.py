@@ -138,8 +138,7 @@ PROCESS_STARTERS = {
     "snodo/git/runner.py": "snodo's own hardened git, with a time limit",
     "snodo/engine/jobs.py": "snodo re-launching itself (python -I, working directory /)",
     "snodo/cli/demo_cmd.py": "snodo re-launching itself on the demo's throwaway repository",
-    "snodo/sandbox/bwrap.py": "the backend probe: `true`, with a time limit",
-    "snodo/sandbox/landlock.py": "the backend probe: `true`, with a time limit",
+    "snodo/sandbox/base.py": "the backends' probe: `true`, with a time limit",
     "conformance/harness.py": "the kit running `snodo` as a user would, with a time limit",
     "conformance/_support.py": "the kit's scratch repositories (git), with a time limit",
 }

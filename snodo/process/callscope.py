@@ -1,9 +1,5 @@
-"""Which child processes belong to one MCP tool call, so a cancelled call can stop them.
-
-The call's work runs on threads started with its context, so the call is a context
-variable, not a thread. :meth:`CallScope.cancel` kills every child registered in the scope
-and makes any later start there fail.
-"""
+"""Which child processes belong to one MCP tool call (a context variable: its work runs on
+threads started with its context), so a cancelled call can kill them and start no more."""
 
 from __future__ import annotations
 
@@ -16,8 +12,6 @@ from snodo.base.errors import EnvironmentProblem
 
 
 class CallScope:
-    """The live children of one call; ``cancel`` kills them and refuses new ones."""
-
     def __init__(self) -> None:
         self.cancelled = False
         #: Who cancelled: the client, or the server stopping (a signal, the client gone).
@@ -56,8 +50,7 @@ class CallScope:
 _CURRENT: ContextVar[CallScope | None] = ContextVar("snodo_call_scope", default=None)
 
 
-def current() -> CallScope | None:
-    return _CURRENT.get()
+current = _CURRENT.get
 
 
 @contextlib.contextmanager

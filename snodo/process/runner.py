@@ -1,32 +1,32 @@
-"""Run a child process the way governance needs: no shell, its own process group, bounded.
-
-Whatever ends the run (exit, a time limit, silence, ``stop_if``) kills the whole process
-group, so nothing the child spawned outlives the verdict. :func:`terminate_all` kills every
-live child tree (on SIGINT/SIGTERM and at exit).
-"""
+"""Run a child process the way governance needs: no shell, its own process group, bounded;
+whatever ends the run kills the whole group, so nothing the child spawned outlives the
+verdict. :func:`terminate_all` kills every live child tree (on SIGINT/SIGTERM and at exit)."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from snodo.base.errors import EnvironmentProblem
 from snodo.process import callscope
-from snodo.process.output import BoundedOutput, Lines, collect, drain
-from snodo.process.prepare import prepare_child, release_child, shown
-from snodo.sandbox import Prepared, SandboxPolicy
-from snodo.sandbox.base import reap_adopted
+from snodo.process.output import BoundedOutput, collect, drain
+from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
+from snodo.sandbox.base import hold_adoption, reap_adopted
+from snodo.sandbox.cgroup import pid_group, release
 from snodo.sandbox.choose import distrust
+from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
+from snodo.sandbox.policy import resolved
 
 
 @frozen(kw_only=True)
@@ -53,10 +53,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 _LIVE_LOCK = threading.Lock()
-_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None]] = {}
-_LIVE_ARGV: dict[int, tuple[str, ...]] = {}
-#: Starts under way (a child that may already run, not yet in ``_LIVE``): :func:`terminate_all`
-#: waits for them, so a child started just before it is not missed.
+#: Each live child: its process, its sandbox's preparation, its argv as asked (before confinement).
+_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None, tuple[str, ...]]] = {}
+#: Starts under way (not yet in ``_LIVE``), which :func:`terminate_all` waits for.
 _STARTING = [0]
 _STARTED = threading.Condition(_LIVE_LOCK)
 #: Seconds :func:`terminate_all` waits, at most, for the starts under way.
@@ -71,16 +70,15 @@ def _other_leaders(pid: int) -> frozenset[int]:
 def live_processes() -> list[tuple[str, ...]]:
     """The argv (as asked, before confinement) of every child tree running right now."""
     with _LIVE_LOCK:
-        return list(_LIVE_ARGV.values())
+        return [argv for _, _, argv in _LIVE.values()]
 
 
 def terminate_all() -> int:
-    """Kill every child tree :func:`run_process` started that is still running, those being
-    started right now included; how many."""
+    """Kill every live child tree of :func:`run_process`, those being started included; how many."""
     with _LIVE_LOCK:
         _STARTED.wait_for(lambda: not _STARTING[0], timeout=_START_WAIT)
         live = list(_LIVE.values())
-    for proc, prepared in live:
+    for proc, prepared, _ in live:
         _kill_group(proc)
         if prepared is not None and prepared.reap is not None:
             with contextlib.suppress(Exception):
@@ -105,12 +103,12 @@ def run_process(
     stop_if: Callable[[str], bool] | None = None,
     pass_env: Sequence[str] = (),
 ) -> ProcessResult:
-    """Run ``argv`` in ``cwd`` (what plugins call through :func:`snodo.api.run_process`, which
-    says the rest); raises :class:`EnvironmentProblem` only when the child cannot start. With
-    ``sandbox`` the child runs confined, or not at all, unless the policy's mode is ``off``."""
+    """Run ``argv`` in ``cwd`` (documented at :func:`snodo.api.run_process`); raises
+    :class:`EnvironmentProblem` only when the child cannot start. With ``sandbox`` the child
+    runs confined, or not at all, unless the policy's mode is ``off``."""
     start = time.monotonic()
-    popen_argv, child_env, prepared, tmpdir = prepare_child(argv, cwd, env, sandbox, pass_env)
-    try:
+    with contextlib.ExitStack() as cleanups:
+        popen_argv, child_env, prepared = prepare_child(argv, cwd, env, sandbox, pass_env, cleanups)
         call = callscope.current()  # an MCP call that may be cancelled
         if call is not None:
             call.check()
@@ -118,7 +116,7 @@ def run_process(
         if call is not None:
             call.add(proc.pid, lambda: _kill_group(proc))
         try:
-            take = Lines(BoundedOutput(max_output), on_line, stop_if)
+            take = BoundedOutput(max_output, on_line, stop_if)
             result = _wait(argv, proc, prepared, take, start, timeout, silence_timeout, stdin_text)
         except BaseException:  # interrupted while waiting: nothing it spawned may keep running
             _sweep(proc, prepared)
@@ -127,8 +125,91 @@ def run_process(
             _finish(proc, prepared, call)
         _check_sandbox_started(argv, prepared, result)
         return result
-    finally:
-        release_child(prepared, tmpdir)
+
+
+def shown(path: object, limit: int = 120) -> str:
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def prepare_child(
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    sandbox: SandboxPolicy | None,
+    pass_env: Sequence[str],
+    cleanups: contextlib.ExitStack,
+) -> tuple[Sequence[str], dict[str, str], Prepared | None]:
+    """The argv and environment to start ``argv`` with (confined when ``sandbox`` says so) and
+    the sandbox's preparation; what is to be undone goes on ``cleanups`` as soon as it exists."""
+    if not argv:
+        raise EnvironmentProblem("cannot run a process: the command is empty")
+    _check_cwd(argv[0], cwd)
+    child_env = dict(env) if env is not None else dict(os.environ)
+    child_env["PWD"] = os.path.abspath(cwd)
+    if sandbox is None or sandbox.mode == "off":
+        if sandbox is not None and sandbox.on_unconfined is not None:
+            sandbox.on_unconfined(tuple(argv), Path(cwd))
+        return argv, child_env, None
+    # Inside the sandbox a missing program is only an exit status of bubblewrap: say so
+    # here, as an unconfined start would, so it is no verdict (validator_error).
+    if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
+        raise EnvironmentProblem(
+            f"cannot run {shown(argv[0])!r}: program not found", hint="install it or fix the command"
+        )
+    prepared = _confine(argv, Path(cwd), child_env, sandbox, pass_env, cleanups)
+    return prepared.argv, prepared.env, prepared
+
+
+def _confine(
+    argv: Sequence[str],
+    cwd: Path,
+    env: dict[str, str],
+    policy: SandboxPolicy,
+    pass_env: Sequence[str],
+    cleanups: contextlib.ExitStack,
+) -> Prepared:
+    real, workspace = resolved(cwd), resolved(policy.workspace)
+    inside_workspace = real == workspace or str(real).startswith(f"{workspace}/")
+    if not inside_workspace and any(h == real or str(real).startswith(f"{h}/") for h in policy.hidden_paths()):
+        raise EnvironmentProblem(
+            f"cannot run {shown(argv[0])!r} confined: its working directory {shown(cwd)} is hidden from "
+            f"confined processes (it is in snodo's state directory, outside the workspace {shown(workspace)})"
+        )
+    backend = choose_backend()
+    if policy.on_confined is not None:
+        policy.on_confined(backend.name)
+    tmpdir = make_private_dir()
+    cleanups.callback(discard_private_dir, tmpdir)
+    # Until the run is over snodo is the child subreaper: a confined orphan is snodo's to sweep.
+    cleanups.callback(hold_adoption())
+    env = confined_environment(env, named=(*policy.env, *pass_env), tmpdir=tmpdir)
+    prepared = backend.prepare(argv, cwd=cwd, env=env, policy=policy, tmpdir=tmpdir, cleanups=cleanups)
+    group = pid_group(policy.limits.processes)  # limited, and killed as a whole
+    if group is None:
+        return prepared
+    cleanups.callback(release, group)
+    reap = prepared.reap
+
+    def reap_all(leader: int, others: Collection[int]) -> None:
+        group.kill()
+        if reap is not None:
+            reap(leader, others)
+
+    return evolve(prepared, reap=reap_all, spawning=group.spawning)
+
+
+def _check_cwd(program: str, cwd: Path) -> None:
+    """Popen would blame the program for a missing working directory: say what is wrong."""
+    try:
+        is_dir = Path(cwd).is_dir()
+    except (OSError, ValueError) as exc:
+        raise EnvironmentProblem(
+            f"cannot run {shown(program)!r}: the working directory {shown(cwd)} is unusable: "
+            f"{getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    if not is_dir:
+        raise EnvironmentProblem(f"cannot run {shown(program)!r}: the working directory {shown(cwd)} does not exist")
 
 
 def _spawn(
@@ -141,32 +222,14 @@ def _spawn(
     stdin: bool,
 ) -> subprocess.Popen[bytes]:
     """Start the child and count it live."""
+    what = f"{shown(argv[0])!r}{_how(prepared)}"
+    spawning = prepared.spawning if prepared is not None else contextlib.nullcontext
     proc: subprocess.Popen[bytes] | None = None
     with _LIVE_LOCK:
         _STARTING[0] += 1
     try:
-        proc = _start(popen_argv, cwd, env, prepared, stdin, f"{shown(argv[0])!r}{_how(prepared)}")
-    finally:
-        with _LIVE_LOCK:
-            _STARTING[0] -= 1
-            if proc is not None:
-                _LIVE[proc.pid] = (proc, prepared)
-                _LIVE_ARGV[proc.pid] = tuple(argv)
-            _STARTED.notify_all()
-    return proc
-
-
-def _how(prepared: Prepared | None) -> str:
-    return f" confined by {prepared.backend}" if prepared is not None else ""
-
-
-def _start(
-    popen_argv: Sequence[str], cwd: Path, env: dict[str, str], prepared: Prepared | None, stdin: bool, what: str
-) -> subprocess.Popen[bytes]:
-    spawning = prepared.spawning if prepared is not None and prepared.spawning is not None else contextlib.nullcontext
-    try:
         with spawning():
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 list(popen_argv),
                 cwd=cwd,
                 env=env,
@@ -185,6 +248,17 @@ def _start(
         raise EnvironmentProblem(f"cannot run {what}: the sandbox did not start ({exc})") from None
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {what}: {exc.strerror or exc}") from None
+    finally:
+        with _LIVE_LOCK:
+            _STARTING[0] -= 1
+            if proc is not None:
+                _LIVE[proc.pid] = (proc, prepared, tuple(argv))
+            _STARTED.notify_all()
+    return proc
+
+
+def _how(prepared: Prepared | None) -> str:
+    return f" confined by {prepared.backend}" if prepared is not None else ""
 
 
 def _sweep(proc: subprocess.Popen[bytes], prepared: Prepared | None) -> None:
@@ -201,7 +275,6 @@ def _finish(proc: subprocess.Popen[bytes], prepared: Prepared | None, call: call
     proc.wait()
     with _LIVE_LOCK:
         _LIVE.pop(proc.pid, None)
-        _LIVE_ARGV.pop(proc.pid, None)
     if call is not None:
         call.discard(proc.pid)
     if prepared is not None:
@@ -222,20 +295,15 @@ def _check_sandbox_started(argv: Sequence[str], prepared: Prepared | None, resul
 
 
 def _feed(stdin: IO[bytes], data: bytes) -> None:
-    try:
+    with contextlib.suppress(OSError), stdin:  # the child may end without reading it all
         stdin.write(data)
-    except BrokenPipeError:  # the child ended without reading it all
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            stdin.close()
 
 
 def _wait(
     argv: Sequence[str],
     proc: subprocess.Popen[bytes],
     prepared: Prepared | None,
-    take: Lines,
+    take: BoundedOutput,
     start: float,
     timeout: float,
     silence_timeout: float | None,
@@ -254,7 +322,7 @@ def _wait(
     return ProcessResult(
         argv=tuple(argv),
         returncode=proc.returncode if why == "exited" and not take.stopped else None,
-        output=take.out.text(),
+        output=take.text(),
         timed_out=why == "timeout",
         silent_too_long=why == "silent",
         stopped=take.stopped,

@@ -1,9 +1,5 @@
-"""Confined execution of agent-written content (see docs/security.md).
-
-``SandboxPolicy`` says what a child may touch, ``confined(policy)`` makes it the current
-policy, and ``snodo.process.runner.run_process(..., sandbox=policy)`` starts the child through the
-backend that works here (bubblewrap, else Landlock), failing closed without one.
-"""
+"""Confined execution of agent-written content (docs/security.md): ``run_process`` starts a
+child under the current :class:`SandboxPolicy` through bubblewrap, else Landlock, else not at all."""
 
 from snodo.sandbox.base import Backend, Prepared
 from snodo.sandbox.choose import BACKENDS, FORCE_ENV, BackendStatus, choose_backend, forget_probes, statuses

@@ -1,13 +1,6 @@
 """The interface every confinement backend implements, and what all share: snodo as the
-child subreaper while a confined run is under way (docs/security.md, "Backends").
-
-Orphans of confined processes (a double fork, ``setsid``, bubblewrap's init outliving its
-monitor) are then reparented to snodo, so a run's sweep finds them and snodo reaps them,
-their CPU time counted in snodo's tree. Only confined processes are reaped here, so no
-``Popen`` loses its child's exit status. The flag is held only during confined runs: every
-orphan below a subreaper goes to it, so a background job launched while it is set would
-become a child of ``snodo serve`` (:func:`not_adopting`).
-"""
+child subreaper while a confined run is under way, so confined orphans are snodo's to sweep
+and reap, and only confined ones (docs/security.md, "Backends")."""
 
 from __future__ import annotations
 
@@ -18,13 +11,15 @@ import ctypes
 import functools
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from attrs import field, frozen
 
@@ -34,108 +29,91 @@ from snodo.sandbox.policy import SandboxPolicy
 
 @frozen(kw_only=True)
 class Prepared:
-    """How to start one confined child: the argv and environment to hand to ``Popen``, a
-    ``preexec_fn`` (Landlock restricts the child there), and what to do once it ended."""
+    """How to start one confined child (``Popen``'s argv, env, ``preexec_fn``, ``pass_fds``)."""
 
     backend: str
     argv: tuple[str, ...]
     env: dict[str, str]
     preexec_fn: Callable[[], None] | None = None
-    #: After the child's process group is gone: kill whatever escaped it
-    #: (``leader_pid``, the leaders of the other live runs, which it must spare).
+    #: ``(leader_pid, other_leaders)``: kill whatever of the run escaped its process group.
     reap: Callable[[int, Collection[int]], object] | None = field(default=None, eq=False)
-    #: Always called last: closes descriptors, removes the private temporary directory.
-    cleanup: Callable[[], None] | None = field(default=None, eq=False)
     #: Entered around the spawn (the thread joins the run's pids cgroup, :mod:`.cgroup`).
-    spawning: Callable[[], AbstractContextManager[None]] | None = field(default=None, eq=False)
-    #: Descriptors the child inherits under the same numbers (bubblewrap's seccomp program).
+    spawning: Callable[[], AbstractContextManager[None]] = field(default=contextlib.nullcontext, eq=False)
     pass_fds: tuple[int, ...] = ()
 
 
-#: The trivial process a backend's probe starts confined.
 TRUE = shutil.which("true") or "/bin/true"
+PROBE_TIMEOUT = 15.0
+
+
+def run_true(prefix: Sequence[str], **popen: Any) -> subprocess.CompletedProcess[str]:
+    """A backend's probe: ``true`` started after ``prefix`` (the backend's own), output kept, a time limit."""
+    argv = [*prefix, TRUE]
+    return subprocess.run(
+        argv, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT, start_new_session=True, **popen
+    )
 
 
 class Backend(abc.ABC):
-    """One way to confine a child process on this platform."""
-
     name: str = ""
 
     @abc.abstractmethod
     def probe(self) -> str | None:
-        """Start a trivial confined process; ``None`` when that worked, else why not."""
+        """Start a trivial confined process: ``None`` when that worked, else why not."""
 
     def overlays(self, where: Path) -> bool:
-        """Whether the backend can confine a workspace below ``where`` as a private overlay
-        of itself (:attr:`SandboxPolicy.overlay`), its writes under the temporary directory."""
+        """Whether a workspace below ``where`` can be confined as :attr:`SandboxPolicy.overlay`."""
         return False
 
     @abc.abstractmethod
     def prepare(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        policy: SandboxPolicy,
+        tmpdir: Path,
+        cleanups: contextlib.ExitStack,
     ) -> Prepared:
-        """Turn ``argv`` into a confined start; raises ``EnvironmentProblem`` if it cannot."""
+        """``argv`` as a confined start (else ``EnvironmentProblem``); what is to be undone
+        once the child ended goes on ``cleanups``."""
 
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
-#: Seconds snodo waits at most, when it gives the flag up and at exit, for adopted confined
-#: processes that are being killed.
+#: Seconds snodo waits at most for adopted confined processes being killed.
 EXIT_WAIT = 3.0
 
 
-class _Adoption:
-    """Confined runs under way, whether snodo has been the subreaper (zombies may wait), and
-    whether the flag was set by the program embedding snodo (then never given up here)."""
-
-    runs = 0
-    adopted = False
-    kept = False
-
-
+#: Confined runs under way, whether snodo has been the subreaper (zombies may wait), and
+#: whether the program embedding snodo set the flag (then never given up here).
+_Adoption = types.SimpleNamespace(runs=0, adopted=False, kept=False)
 _ADOPTION = threading.Condition()
 
 
-def _status(pid: int | str) -> dict[bytes, bytes]:
+def _status(pid: int | str) -> tuple[bool, int, int]:
+    """Whether ``pid`` has ``no_new_privs``, its PID namespace depth and its number of seccomp
+    filters (``-1``: the kernel does not say, before 5.9); ``(False, 0, -1)`` once it is gone."""
     try:
         with open(f"/proc/{pid}/status", "rb") as fh:
-            lines = fh.read().splitlines()
+            status = dict(line.partition(b":")[::2] for line in fh.read().splitlines())
     except OSError:
-        return {}
-    return dict(line.partition(b":")[::2] for line in lines)
+        return False, 0, -1
+    nspids, filters = status.get(b"NSpid", b"").split(), int(status.get(b"Seccomp_filters", b"-1"))
+    return status.get(b"NoNewPrivs", b"").strip() == b"1", len(nspids), filters
 
 
-def _nspid_depth(status: dict[bytes, bytes]) -> int:
-    return len(status.get(b"NSpid", b"").split())
-
-
-def _filters(status: dict[bytes, bytes]) -> int:
-    try:
-        return int(status.get(b"Seccomp_filters", b"-1"))
-    except ValueError:
-        return -1
-
-
-@functools.cache
-def _own() -> tuple[bool, int, int]:
-    """Whether snodo has ``no_new_privs`` itself, its PID namespace depth and its number of
-    seccomp filters (``-1``: the kernel does not say, before 5.9)."""
-    status = _status("self")
-    return status.get(b"NoNewPrivs", b"").strip() == b"1", _nspid_depth(status), _filters(status)
+_own = functools.cache(functools.partial(_status, "self"))
 
 
 def confined(pid: int) -> bool:
     """Whether process ``pid`` runs confined by snodo, by what it cannot shed: ``no_new_privs``
     (snodo's own children never have it), or, when snodo has it itself, a PID namespace
-    below snodo's (bubblewrap) or more seccomp filters than snodo (Landlock, :mod:`.harden`).
-    ``False`` when it is gone, or when the kernel does not say."""
-    status = _status(pid)
-    if status.get(b"NoNewPrivs", b"").strip() != b"1":
-        return False
-    inherited, depth, filters = _own()
-    if not inherited:
-        return True
-    return _nspid_depth(status) > depth or (filters >= 0 and _filters(status) > filters)
+    below snodo's (bubblewrap) or more seccomp filters than snodo (Landlock, :mod:`.harden`)."""
+    no_new_privs, depth, filters = _status(pid)
+    inherited, own_depth, own_filters = _own()
+    return no_new_privs and (not inherited or depth > own_depth or (own_filters >= 0 and filters > own_filters))
 
 
 @functools.cache
@@ -170,22 +148,17 @@ def _subreaper_already() -> bool:
 
 
 def hold_adoption() -> Callable[[], None]:
-    """One confined run starts: snodo is the subreaper until every run has called the
-    returned release (idempotent). The last release reaps what is still dying, then gives
-    the flag up, unless the program embedding snodo had set it."""
+    """One confined run starts: snodo is the subreaper until every run has called the returned
+    release; the last one reaps what is still dying and gives the flag up (unless kept)."""
     with _ADOPTION:
         _Adoption.runs += 1
         if _Adoption.runs == 1 and not _Adoption.kept:
             _Adoption.kept = _subreaper_already()
             if _Adoption.kept or _set_subreaper(True):
                 _Adoption.adopted = True
-    released: list[bool] = []
 
     def release() -> None:
         with _ADOPTION:
-            if released:
-                return
-            released.append(True)
             _Adoption.runs -= 1
             if _Adoption.runs == 0 and not _Adoption.kept and _Adoption.adopted:
                 _reap_dying()
@@ -197,9 +170,8 @@ def hold_adoption() -> Callable[[], None]:
 
 @contextlib.contextmanager
 def not_adopting(timeout: float) -> Iterator[None]:
-    """While no confined run makes snodo the subreaper, and none may start: where a process
-    that must never become snodo's child (a background job) is launched. Waits up to
-    ``timeout`` seconds for the runs under way to end, else raises ``EnvironmentProblem``."""
+    """While no confined run makes snodo the subreaper, and none may start (to launch a
+    background job, which must never become snodo's child); waits up to ``timeout`` seconds."""
     with _ADOPTION:
         if not _ADOPTION.wait_for(lambda: _Adoption.runs == 0, timeout=timeout):
             raise EnvironmentProblem(
@@ -215,8 +187,6 @@ def not_adopting(timeout: float) -> Iterator[None]:
 
 
 class ProcStat(NamedTuple):
-    """A process as ``/proc/<pid>/stat`` describes it."""
-
     pid: int
     state: bytes  # ``Z``: a zombie
     ppid: int
@@ -226,7 +196,6 @@ class ProcStat(NamedTuple):
 
 
 def processes() -> Iterator[ProcStat]:
-    """Every process visible in ``/proc``."""
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -248,9 +217,8 @@ def _children() -> Iterator[ProcStat]:
 
 
 def reap_adopted(spare: Collection[int]) -> int:
-    """Reap the zombies of confined processes adopted by snodo, sparing the leaders some
-    ``Popen`` still waits for (``spare``). The kernel names the next zombie (``waitid``
-    without reaping); only when that one is not ours is ``/proc`` searched for the others."""
+    """Reap the zombies of adopted confined processes but the leaders some ``Popen`` waits for
+    (``spare``): the kernel names the next zombie; only when it is not ours is ``/proc`` searched."""
     if not _Adoption.adopted:
         return 0
     reaped = 0
@@ -279,8 +247,7 @@ def _reap_by_scan(spare: Collection[int]) -> int:
 
 
 def _reap_dying() -> None:
-    """Reap the adopted confined processes, waiting up to :data:`EXIT_WAIT` for those still
-    dying. A zombie that is not snodo's to reap does not end the wait."""
+    """Reap the adopted confined processes, waiting up to :data:`EXIT_WAIT` for those still dying."""
     deadline = time.monotonic() + EXIT_WAIT
     while True:
         try:

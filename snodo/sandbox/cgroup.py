@@ -1,10 +1,7 @@
 """A pids cgroup per confined run where snodo can make one (root, cgroup v1 ``pids``): the
-process-count limit the kernel never applies to root, and a tree kill nothing escapes.
-
-The spawning *thread* joins the group (as ``0``, the kernel's cheap path), starts the child,
-which inherits it, and goes back: no ``preexec_fn``, no wrapper. A finished run's group goes
-to a pool and is reused once empty; groups a killed snodo left behind are removed by the next.
-"""
+process-count limit the kernel never applies to root, and a tree kill nothing escapes. The
+spawning *thread* joins the group around the start (no ``preexec_fn``); a finished run's
+group is pooled and reused once empty."""
 
 from __future__ import annotations
 
@@ -22,17 +19,9 @@ PIDS = Path("/sys/fs/cgroup/pids")
 _PREFIX = "snodo-"
 
 
-def _write(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
 @functools.cache
 def available() -> bool:
-    """Whether per-run pids groups can be made here (probed once per process)."""
+    """Whether per-run pids groups can be made here (probed once)."""
     if os.getuid() != 0 or not (PIDS / "tasks").is_file():
         return False
     _remove_stale()
@@ -45,7 +34,7 @@ def available() -> bool:
 
 
 def _remove_stale() -> None:
-    """Remove the empty groups of snodo processes that no longer exist (killed before exit)."""
+    """Remove the groups of snodo processes that no longer exist (killed before exit)."""
     with contextlib.suppress(OSError), os.scandir(PIDS) as entries:
         for entry in entries:
             owner = entry.name.removeprefix(_PREFIX).split("-")[0]
@@ -64,21 +53,20 @@ class PidGroup:
     def limit(self, max_pids: int) -> None:
         """At most ``max_pids`` processes in the group (0: no limit)."""
         if max_pids != self.max_pids:
-            _write(self.path / "pids.max", str(max_pids) if max_pids > 0 else "max")
+            (self.path / "pids.max").write_text(str(max_pids) if max_pids > 0 else "max")
             self.max_pids = max_pids
 
     @contextlib.contextmanager
     def spawning(self) -> Iterator[None]:
         """The calling thread is in the group for the block (children it starts stay)."""
-        _write(self.path / "tasks", "0")
+        (self.path / "tasks").write_text("0")
         try:
             yield
         finally:
-            _write(PIDS / "tasks", "0")
+            (PIDS / "tasks").write_text("0")
 
-    def kill(self) -> int:
-        """SIGKILL every process in the group; repeated while new ones appear (a fork racing
-        the sweep), never waiting for the signalled ones to finish dying."""
+    def kill(self) -> None:
+        """SIGKILL every process in the group, again while new ones appear (a fork racing the sweep)."""
         signalled: set[int] = set()
         for _ in range(50):
             try:
@@ -92,7 +80,6 @@ class PidGroup:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
             signalled |= fresh
-        return len(signalled)
 
     def empty(self) -> bool:
         """No process left, not even one killed but not yet reaped (it would still count)."""
@@ -102,8 +89,7 @@ class PidGroup:
             return False
 
     def remove(self) -> None:
-        """Remove the group; while killed processes are still leaving it, a background
-        thread retries (nothing waits for it)."""
+        """Remove the group; while killed processes are still leaving it, a thread retries."""
         try:
             self.path.rmdir()
         except FileNotFoundError:
@@ -124,8 +110,7 @@ class PidGroup:
 
 
 _POOL_LOCK = threading.Lock()
-#: Groups of finished runs whose last processes may still be dying (bubblewrap's init
-#: outlives the run's result by a moment): reused once ``pids.current`` is 0.
+#: Groups of finished runs whose last processes may still be dying: reused once empty.
 _POOL: list[PidGroup] = []
 _POOL_SIZE = 8
 
@@ -139,8 +124,7 @@ def _reusable() -> PidGroup | None:
 
 
 def pid_group(max_pids: int) -> PidGroup | None:
-    """A group of its own for one run (empty, limited to ``max_pids``), or ``None`` where
-    none can be made. Hand it back with :func:`release`."""
+    """An empty group for one run, limited to ``max_pids`` (``None`` where none can be made)."""
     if not available():
         return None
     group = _reusable()
@@ -156,9 +140,8 @@ def pid_group(max_pids: int) -> PidGroup | None:
 
 
 def release(group: PidGroup) -> None:
-    """The run is over: kill what is left in ``group`` and keep it for a later run, which
-    takes it only once it is empty; a full pool lets go of its oldest group (removed once
-    its processes are gone), so one that never empties cannot block reuse for good."""
+    """The run is over: kill what is left in ``group`` and pool it; a full pool lets go of its
+    oldest group, so one that never empties cannot block reuse for good."""
     group.kill()
     with _POOL_LOCK:
         _POOL.append(group)

@@ -1,14 +1,11 @@
-"""Which backend confines processes here: bubblewrap first, Landlock as the fallback, each
-probed once per process by starting a trivial confined process; ``SNODO_SANDBOX_BACKEND``
-forces one.
-
-That bubblewrap works is remembered in ``$SNODO_HOME/cache/sandbox-probe`` with everything
-the answer depends on that can change behind snodo's back (:func:`_facts`). A stale record
-fails closed: the command cannot start, and the record is dropped (:func:`distrust`).
-"""
+"""Which backend confines processes here: bubblewrap first, else Landlock, each probed once
+per process; ``SNODO_SANDBOX_BACKEND`` forces one. That bubblewrap works is remembered in
+``$SNODO_HOME/cache/sandbox-probe`` with what the answer depends on (:func:`_facts`); a
+stale record fails closed and is dropped (:func:`distrust`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -45,30 +42,29 @@ _LOCK = threading.Lock()
 _PROBED: dict[tuple[str, str], tuple[Backend, str | None]] = {}
 
 
-def _key(name: str) -> tuple[str, str]:
-    return (name, (bwrap_program() or "") if name == "bwrap" else str(abi_version()))
-
-
 def probe(name: str, *, remembered: bool = False) -> tuple[Backend, str | None]:
     """The backend and why it does not work (``None``: it works); probed once per process,
-    and with ``remembered``, not at all when an earlier process recorded that bubblewrap
-    works here (see the module docstring)."""
-    key = _key(name)
+    and with ``remembered``, not at all while bubblewrap's record holds."""
+    program = (bwrap_program() or "") if name == "bwrap" else ""
+    key = (name, program or str(abi_version()))
     with _LOCK:
         cached = _PROBED.get(key)
     if cached is not None:
         return cached
     backend: Backend = BwrapBackend() if name == "bwrap" else LandlockBackend()
-    program = getattr(backend, "program", None)
-    if remembered and name == "bwrap" and program and _recorded() == _facts(program):
-        found: tuple[Backend, str | None] = (backend, None)
-    else:
-        found = (backend, backend.probe())
-        if found[1] is None and name == "bwrap" and program:
-            _record(program)
+    found = (backend, _answer(backend, program, remembered))
     with _LOCK:
         _PROBED[key] = found
     return found
+
+
+def _answer(backend: Backend, program: str, remembered: bool) -> str | None:
+    if remembered and program and _recorded() == _facts(program):
+        return None
+    reason = backend.probe()
+    if reason is None and program:
+        _record(program)
+    return reason
 
 
 def _record_path() -> Path:
@@ -104,43 +100,38 @@ def _facts(program: str) -> dict[str, object] | None:
     }
 
 
-def _recorded() -> dict[str, object] | None:
+def _recorded() -> object:
     try:
-        data = json.loads(_record_path().read_text(encoding="utf-8"))
+        return json.loads(_record_path().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _record(program: str) -> None:
-    """Remember that ``program`` works here (best effort: a home that cannot be written is no error)."""
+    """Remember that ``program`` works here (best effort)."""
     facts, path = _facts(program), _record_path()
     if facts is None or not path.parent.parent.is_dir():
         return
-    try:
+    with contextlib.suppress(OSError):
         path.parent.mkdir(mode=0o700, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         temporary.write_text(json.dumps(facts), encoding="utf-8")
         os.replace(temporary, path)
-    except OSError:
-        return
 
 
 def distrust(backend: str) -> None:
-    """bubblewrap failed to start a sandbox: forget that it works (here and on disk)."""
+    """``backend`` failed to start a sandbox: forget that it works (here and on disk)."""
     if backend != "bwrap":
         return
     with _LOCK:
         for key in [k for k in _PROBED if k[0] == "bwrap"]:
             del _PROBED[key]
-    try:
+    with contextlib.suppress(OSError):
         _record_path().unlink()
-    except OSError:
-        return
 
 
 def forget_probes() -> None:
-    """Probe again next time (tests that swap the bwrap program or the environment)."""
+    """Probe again next time."""
     with _LOCK:
         _PROBED.clear()
 
@@ -148,10 +139,9 @@ def forget_probes() -> None:
 def _unsupported_platform() -> str | None:
     if sys.platform.startswith("linux"):
         return None
-    system = platform.system() or sys.platform
     if sys.platform == "darwin":
         return "confined execution is not available on macOS yet (a Seatbelt backend is planned)"
-    return f"confined execution is not available on {system}"
+    return f"confined execution is not available on {platform.system() or sys.platform}"
 
 
 def choose_backend() -> Backend:

@@ -1,10 +1,7 @@
 """The environment of a confined process is an allowlist (SPEC §9): an inherited variable
-reaches confined code only when every program needs it, or the protocol (``execution.env``)
-or the plugin starting the process (``pass_env``) names it. What is refused by default is
-what an attacker wants: the ssh-agent, tmux, the session bus and every key or token. A
-variable the caller *sets* is its own choice and passes. ``HOME`` and ``TMPDIR`` are a
-private directory per run, removed off the caller's way once the run is over.
-"""
+passes only when every program needs it, or the protocol (``execution.env``) or the plugin
+(``pass_env``) names it; a variable the caller *sets* passes. ``HOME`` and ``TMPDIR`` are a
+private directory per run."""
 
 from __future__ import annotations
 
@@ -27,7 +24,7 @@ _SECRET = re.compile(r"^(SSH_AUTH_SOCK|SSH_AGENT_PID|TMUX|TMUX_PANE|DBUS_.*|.*_K
 
 
 def refused_by_default(name: str) -> bool:
-    """Whether ``name`` names a socket or secret that is never inherited unless named."""
+    """Whether ``name`` is a socket or secret, never inherited unless named."""
     return bool(_SECRET.match(name.upper()))
 
 
@@ -42,9 +39,8 @@ def confined_environment(
     tmpdir: Path,
     inherited: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment a confined child gets from the one its caller built (``given``): a
-    variable passes when it is allowlisted, named, or not inherited (absent from, or
-    different in, snodo's own environment ``inherited``). ``HOME`` is the private ``tmpdir``."""
+    """The confined child's environment from the one its caller built (``given``): a variable
+    passes when allowlisted, named, or not inherited (not so in ``inherited``, snodo's own)."""
     parent = os.environ.copy() if inherited is None else inherited  # one decode of each, not two per name
     names = set(named)
     out = {key: value for key, value in given.items() if key in names or _allowed(key) or parent.get(key) != value}
@@ -53,19 +49,13 @@ def confined_environment(
 
 
 def _parent() -> Path | None:
-    """One directory of ours below the system temporary directory for every run's private
-    ``TMPDIR``: the system directory itself then changes less often (the Landlock backend
-    caches its layout until it does). ``None`` (use the system one) if it is not safely ours."""
+    """Our directory below the system temporary one for the runs' ``TMPDIR`` (so that one
+    changes less often: Landlock caches its layout until it does); ``None`` if not safely ours."""
     parent = Path(tempfile.gettempdir()) / f"snodo-sandbox-{os.getuid()}"
     try:
-        info = os.lstat(parent)
-    except FileNotFoundError:
         with contextlib.suppress(FileExistsError):
             parent.mkdir(mode=0o700)
-        try:
-            info = os.lstat(parent)
-        except OSError:
-            return None
+        info = os.lstat(parent)
     except OSError:
         return None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
@@ -74,7 +64,6 @@ def _parent() -> Path | None:
 
 
 def make_private_dir() -> Path:
-    """A fresh private directory for one run."""
     return Path(tempfile.mkdtemp(prefix="run-", dir=_parent()))
 
 
@@ -85,13 +74,12 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-#: Removes the private directories of finished runs (on a busy disk even an empty one is
-#: slow to remove); what is queued at exit is removed before the interpreter ends.
+#: Removes the private directories of finished runs off the caller's way (slow on a busy disk).
 _REMOVER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snodo-tmpdirs")
 
 
 def discard_private_dir(path: Path) -> None:
-    """Remove ``path`` soon, off the caller's way (the run that used it is over)."""
+    """Remove ``path`` soon (the run that used it is over)."""
     try:
         _REMOVER.submit(_remove, path)
     except RuntimeError:  # the interpreter is shutting down

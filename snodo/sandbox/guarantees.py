@@ -1,6 +1,5 @@
 """Which of SPEC §9's guarantees a backend cannot give here, in words (``snodo doctor``,
-``protocol check``, the ``confinement`` audit event). What a backend does give is proved
-by the tests docs/security.md names."""
+``protocol check``, the ``confinement`` audit event)."""
 
 from __future__ import annotations
 

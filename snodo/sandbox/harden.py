@@ -1,25 +1,17 @@
-"""What every confined process gets besides its backend's own confinement: a seccomp filter
-(both backends; bubblewrap takes it with ``--seccomp``) and, under Landlock, no capabilities.
-
-The filter keeps confined code away from the sandbox's own processes (whatever it could take
-from them, it could use to report a status of its own choosing): every system call that acts
-on another process through a pid or pidfd fails with ``EPERM``, and a system call made
-through another ABI (i386 ``int 0x80``, x32) kills the process, since no rule would match
-its numbers. With the network off the Landlock backend adds socket rules to the same program
-(one filter, so nothing later can undo a refusal): ``socket()`` only for ``AF_NETLINK``, no
-``io_uring_setup`` (which opens sockets without ``socket()``). A Landlock child thus carries
-one seccomp filter more than snodo, which tells it from snodo's own children when snodo has
-``no_new_privs`` itself. docs/security.md has the whole list and what it costs.
+"""The seccomp filter every confined process gets besides its backend's own confinement
+(bubblewrap takes it with ``--seccomp``, Landlock's child installs it itself). The filter
+keeps confined code away from the sandbox's own processes (``EPERM`` on the calls that act on
+another process, another ABI killed); with the network off the Landlock backend adds its
+socket rules to the same program, so its child carries one filter more than snodo (see
+docs/security.md, which has the list and its costs).
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import platform
 import struct
-from collections.abc import Callable
 
 from snodo.base.errors import EnvironmentProblem
 
@@ -27,9 +19,14 @@ from snodo.base.errors import EnvironmentProblem
 AF_NETLINK = 16
 
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
-_RET_ALLOW = 0x7FFF0000
-_RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
+#: What the program's labels return: allow, fail with an errno, or kill the process.
+_RETURNS = {
+    "allow": 0x7FFF0000,
+    "eperm": _RET_ERRNO | errno.EPERM,
+    "eacces": _RET_ERRNO | errno.EACCES,
+    "kill": 0x80000000,
+}
 _X32_BIT = 0x40000000
 _OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0 = 0, 4, 16
 
@@ -51,7 +48,7 @@ _NUMBERS: dict[str, tuple[int, int]] = {
 _PROCESS_CALLS = tuple(name for name in _NUMBERS if name not in ("socket", "io_uring_setup"))
 
 Instruction = tuple[int, int, int, int]
-#: An instruction whose jumps name a label (``None``: the next instruction).
+#: An instruction whose jumps name a label of :data:`_RETURNS` (``None``: the next instruction).
 _Op = tuple[int, str | None, str | None, int]
 
 
@@ -76,7 +73,7 @@ def program(*, filter_sockets: bool = False) -> list[Instruction]:
     """The classic BPF program: ``(code, jt, jf, k)`` per instruction. ``filter_sockets``:
     ``socket()`` only for ``AF_NETLINK`` and no ``io_uring_setup`` (``EACCES``)."""
     arch, x32, numbers = _numbers()
-    ops: list[_Op | str] = [
+    ops: list[_Op] = [
         (_LD_W_ABS, None, None, _OFFSET_ARCH),
         (_JEQ_K, None, "kill", arch),
         (_LD_W_ABS, None, None, _OFFSET_NR),
@@ -91,33 +88,13 @@ def program(*, filter_sockets: bool = False) -> list[Instruction]:
             (_LD_W_ABS, None, None, _OFFSET_ARG0),  # the family: the first argument's low word
             (_JEQ_K, "allow", "eacces", AF_NETLINK),
         ]
-    ops += [
-        "allow",
-        (_RET_K, None, None, _RET_ALLOW),
-        "eperm",
-        (_RET_K, None, None, _RET_ERRNO | errno.EPERM),
-        "eacces",
-        (_RET_K, None, None, _RET_ERRNO | errno.EACCES),
-        "kill",
-        (_RET_K, None, None, _RET_KILL_PROCESS),
-    ]
-    return _assemble(ops)
-
-
-def _assemble(ops: list[_Op | str]) -> list[Instruction]:
-    """Labels (the strings) resolved to the forward jump offsets BPF takes."""
-    at: dict[str, int] = {}
-    rows: list[_Op] = []
-    for op in ops:
-        if isinstance(op, str):
-            at[op] = len(rows)
-        else:
-            rows.append(op)
+    at = {label: len(ops) + i for i, label in enumerate(_RETURNS)}  # the returns end the program
 
     def offset(label: str | None, index: int) -> int:
         return 0 if label is None else at[label] - index - 1
 
-    return [(code, offset(jt, i), offset(jf, i), k) for i, (code, jt, jf, k) in enumerate(rows)]
+    rows = [(code, offset(jt, i), offset(jf, i), k) for i, (code, jt, jf, k) in enumerate(ops)]
+    return rows + [(_RET_K, 0, 0, k) for k in _RETURNS.values()]
 
 
 def encoded(rows: list[Instruction]) -> bytes:
@@ -126,10 +103,8 @@ def encoded(rows: list[Instruction]) -> bytes:
 
 
 def program_fd(*, filter_sockets: bool = False) -> int:
-    """A descriptor to read the encoded program from, to end (for bubblewrap's ``--seccomp``;
-    bubblewrap reads it once, so each start needs its own). Close-on-exec, so no other child
-    of snodo inherits it: the one it is for gets it through ``pass_fds``. The caller closes
-    it once the child started."""
+    """A close-on-exec descriptor to read the encoded program from (bubblewrap's ``--seccomp``
+    reads it once: one per start, handed over with ``pass_fds``)."""
     data = encoded(program(filter_sockets=filter_sockets))
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
@@ -137,73 +112,3 @@ def program_fd(*, filter_sockets: bool = False) -> int:
     finally:
         os.close(write_end)
     return read_end
-
-
-_PR_CAPBSET_DROP = 24
-_PR_SET_SECUREBITS = 28
-_PR_SET_SECCOMP = 22
-_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
-_SECCOMP_MODE_FILTER = 2
-# SECBIT_NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE and their locks.
-_SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
-_CAP_VERSION_3 = 0x20080522
-
-
-class _SockFilter(ctypes.Structure):
-    _fields_ = (("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32))
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter)))
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32))
-
-
-class Hardening:
-    """Everything the child needs, bound in the parent (nothing is imported or allocated in
-    the child between fork and exec)."""
-
-    def __init__(self, libc: ctypes.CDLL, *, filter_sockets: bool) -> None:
-        self.libc = libc
-        rows = program(filter_sockets=filter_sockets)  # EnvironmentProblem on an unknown machine
-        self._filters = (_SockFilter * len(rows))(*(_SockFilter(*row) for row in rows))
-        self.fprog = _SockFprog(len(rows), self._filters)
-        self.header = _CapHeader(_CAP_VERSION_3, 0)
-        self.data = (_CapData * 2)()
-        try:
-            with open("/proc/sys/kernel/cap_last_cap") as fh:
-                self.last_cap = int(fh.read())
-        except (OSError, ValueError):
-            self.last_cap = 63
-
-    def in_child(self) -> Callable[[], None]:
-        """Drop every capability (bounding set, ambient, effective/permitted/inheritable,
-        root's exec-time grant via securebits) and install the filter. Must run after
-        ``no_new_privs``."""
-        prctl, capset = self.libc.prctl, self.libc.capset
-        zero = ctypes.c_ulong(0)
-        caps = [ctypes.c_ulong(c) for c in range(self.last_cap + 1)]
-        header, data, fprog = ctypes.byref(self.header), ctypes.byref(self.data), self.fprog
-        c_drop, c_bits = ctypes.c_int(_PR_CAPBSET_DROP), ctypes.c_int(_PR_SET_SECUREBITS)
-        c_amb = ctypes.c_int(_PR_CAP_AMBIENT)
-        bits, clear = ctypes.c_ulong(_SECUREBITS), ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL)
-        c_seccomp, mode = ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER)
-        prog = ctypes.byref(fprog)
-
-        def harden() -> None:
-            for cap in caps:  # needs CAP_SETPCAP: fails harmlessly when snodo is not root
-                prctl(c_drop, cap, zero, zero, zero)
-            prctl(c_bits, bits, zero, zero, zero)
-            prctl(c_amb, clear, zero, zero, zero)
-            if capset(header, data) != 0:
-                raise OSError(ctypes.get_errno(), "capset failed")
-            if prctl(c_seccomp, mode, prog, zero, zero) != 0:
-                raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
-
-        return harden

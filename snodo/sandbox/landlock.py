@@ -1,10 +1,6 @@
-"""Landlock (Linux ≥ 5.13): the kernel's unprivileged access control, no extra program.
-
-The ruleset is built in snodo's process; the child only restricts itself in ``preexec_fn``.
-Landlock can only *grant* access below a path, so the grants are laid out around what must
-stay out of reach (``layout.carve``); what that costs, and how the run's processes are
-killed, is in docs/security.md ("Backends").
-"""
+"""Landlock (Linux ≥ 5.13): the ruleset is built in snodo's process, the child restricts
+itself in ``preexec_fn``; the grants are laid out around what must stay out of reach
+(``layout.carve``). docs/security.md ("Backends") says what that costs."""
 
 from __future__ import annotations
 
@@ -13,20 +9,22 @@ import ctypes
 import functools
 import os
 import platform
+import resource
 import secrets
 import signal
 import stat
+import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import TRUE, Backend, Prepared, ProcStat, confined, libc, processes
-from snodo.sandbox.harden import Hardening
+from snodo.sandbox.base import Backend, Prepared, ProcStat, confined, libc, processes, run_true
+from snodo.sandbox.harden import encoded, program
 from snodo.sandbox.layout import carve, mtime, read_only_paths, remembered
-from snodo.sandbox.limits import limit_setter
-from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved
+from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved, rlimit_values
 
 # System call numbers (the same on every architecture that has Landlock).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -34,6 +32,13 @@ _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP = 24
+_PR_SET_SECUREBITS = 28
+_PR_SET_SECCOMP = 22  # SECCOMP_MODE_FILTER: 2
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+# SECBIT_NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE and their locks.
+_SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
+_CAP_VERSION_3 = 0x20080522
 
 FS_EXECUTE = 1 << 0
 FS_WRITE_FILE = 1 << 1
@@ -48,20 +53,15 @@ NET_CONNECT_TCP = 1 << 1
 SCOPE_ABSTRACT_UNIX = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1
 
-#: The filesystem rights a ruleset handles, by the ABI version that added them; ioctl on
-#: devices is handled and never granted.
+#: The filesystem rights a ruleset handles, by the ABI that added them (ioctl never granted).
 _FS_HANDLED = ((1, FS_ABI1_ALL), (2, FS_REFER), (3, FS_TRUNCATE), (5, FS_IOCTL_DEV))
 READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE
 
-#: The only devices a confined process may open, like bubblewrap's fresh ``/dev``: no host
-#: terminal, no ``/dev/shm``, no disk (which uid 0 could read raw past every path rule).
-READABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
-#: Of those, the ones it may write (output sinks).
-WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
-_DEVICES = tuple(
-    (Path(d), READ | (FS_WRITE_FILE | FS_TRUNCATE if d in WRITABLE_DEVICES else 0)) for d in READABLE_DEVICES
-)
+#: The only devices a confined process may open, like bubblewrap's fresh ``/dev`` (no host
+#: terminal, no ``/dev/shm``, no disk uid 0 could read raw past every path rule).
+_DEVICES = tuple((Path(f"/dev/{name}"), READ | FS_WRITE_FILE | FS_TRUNCATE) for name in ("null", "zero", "full"))
+_DEVICES += tuple((Path(f"/dev/{name}"), READ) for name in ("random", "urandom"))
 UNREADABLE = tuple(Path(p) for p in ("/dev", "/run/user"))
 MARKER = "SNODO_SANDBOX_RUN"
 
@@ -72,6 +72,10 @@ class _RulesetAttr(ctypes.Structure):
         ("handled_access_net", ctypes.c_uint64),
         ("scoped", ctypes.c_uint64),
     )
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(ctypes.c_char)))
 
 
 class _PathBeneath(ctypes.Structure):
@@ -120,18 +124,10 @@ class Ruleset:
             rights = access & self.fs
             if not stat.S_ISDIR(os.fstat(target).st_mode):
                 rights &= FILE_RIGHTS
-            rule = _PathBeneath(rights, target)
+            rule = ctypes.byref(_PathBeneath(rights, target))
             assert _LIBC is not None
-            if (
-                _LIBC.syscall(
-                    _SYS_ADD_RULE,
-                    ctypes.c_int(self.fd),
-                    ctypes.c_int(_RULE_PATH_BENEATH),
-                    ctypes.byref(rule),
-                    ctypes.c_uint32(0),
-                )
-                < 0
-            ):
+            fd, kind = ctypes.c_int(self.fd), ctypes.c_int(_RULE_PATH_BENEATH)
+            if _LIBC.syscall(_SYS_ADD_RULE, fd, kind, rule, ctypes.c_uint32(0)) < 0:
                 raise _error(f"granting access to {path}")
         finally:
             os.close(target)
@@ -141,23 +137,43 @@ class Ruleset:
             os.close(self.fd)
 
     def restrict_in_child(self, limits: Limits | None = None) -> Callable[[], None]:
-        """The ``preexec_fn``: resource limits, ``no_new_privs``, no capabilities, the seccomp
-        filter, then the ruleset; everything bound now, nothing imported between fork and exec."""
-        libc, fd = _LIBC, self.fd
+        """The ``preexec_fn``: resource limits, ``no_new_privs``, no capability (bounding set,
+        ambient, effective/permitted/inheritable, root's exec-time grant via securebits), the
+        seccomp filter, then the ruleset; everything bound now, nothing imported in the child."""
+        libc = _LIBC
         assert libc is not None
-        prctl, syscall = libc.prctl, libc.syscall
+        rows = program(filter_sockets=not self.network)  # EnvironmentProblem on an unknown machine
+        fprog = ctypes.byref(_SockFprog(len(rows), ctypes.create_string_buffer(encoded(rows))))
+        header = ctypes.create_string_buffer(struct.pack("=Ii", _CAP_VERSION_3, 0))
+        data = ctypes.create_string_buffer(24)  # two of {effective, permitted, inheritable}: all empty
+        try:
+            with open("/proc/sys/kernel/cap_last_cap") as fh:
+                last_cap = int(fh.read())
+        except (OSError, ValueError):
+            last_cap = 63
+        prctl, syscall, capset, setrlimit = libc.prctl, libc.syscall, libc.capset, resource.setrlimit
+        rlimits = [(res, (value, value)) for res, _, value in rlimit_values(limits)] if limits is not None else []
         one, zero, sigkill = ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(signal.SIGKILL)
-        c_fd, c_flags = ctypes.c_int(fd), ctypes.c_uint32(0)
-        set_limits = limit_setter(limits) if limits is not None else None
-        harden = Hardening(libc, filter_sockets=not self.network).in_child()
+        c_fd, c_flags = ctypes.c_int(self.fd), ctypes.c_uint32(0)
+        caps = [ctypes.c_ulong(c) for c in range(last_cap + 1)]
+        c_drop, c_bits = ctypes.c_int(_PR_CAPBSET_DROP), ctypes.c_int(_PR_SET_SECUREBITS)
+        c_amb, clear = ctypes.c_int(_PR_CAP_AMBIENT), ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL)
+        bits, c_seccomp, mode = ctypes.c_ulong(_SECUREBITS), ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(2)
 
         def restrict() -> None:
             prctl(_PR_SET_PDEATHSIG, sigkill, zero, zero, zero)
-            if set_limits is not None:
-                set_limits()
+            for res, pair in rlimits:
+                setrlimit(res, pair)
             if prctl(_PR_SET_NO_NEW_PRIVS, one, zero, zero, zero) != 0:
                 raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-            harden()
+            for cap in caps:  # needs CAP_SETPCAP: fails harmlessly when snodo is not root
+                prctl(c_drop, cap, zero, zero, zero)
+            prctl(c_bits, bits, zero, zero, zero)
+            prctl(c_amb, clear, zero, zero, zero)
+            if capset(header, data) != 0:
+                raise OSError(ctypes.get_errno(), "capset failed")
+            if prctl(c_seccomp, mode, fprog, zero, zero) != 0:
+                raise OSError(ctypes.get_errno(), "installing the seccomp filter failed")
             if syscall(_SYS_RESTRICT_SELF, c_fd, c_flags) != 0:
                 raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
 
@@ -168,62 +184,39 @@ _CARVED: dict[tuple[Path, tuple[Path, ...]], tuple[tuple[int, ...], list[Path]]]
 
 
 def _carved(root: Path, excluded: Sequence[Path]) -> list[Path]:
-    """:func:`carve`, cached until one of the directories it listed changes (a directory's
-    modification time changes whenever an entry is added, removed or renamed in it)."""
+    """:func:`carve`, cached until one of the directories it listed changes (its mtime)."""
     key = (root, tuple(e for e in excluded if e != Path("/")))
     listed = sorted({p for e in key[1] for p in e.parents if p.is_relative_to(root)})
     return remembered(_CARVED, key, tuple(mtime(d) for d in listed), lambda: carve(root, list(key[1])))
 
 
-def build_ruleset(policy: SandboxPolicy, tmpdir: Path, abi: int) -> Ruleset:
-    if not policy.network and abi < 4:
-        raise EnvironmentProblem(
-            f"Landlock ABI {abi} on this kernel cannot refuse network access (ABI 4, Linux 6.7, can)",
-            hint="use the bubblewrap backend, or a newer kernel; see docs/security.md",
-        )
+def _grant(ruleset: Ruleset, policy: SandboxPolicy, tmpdir: Path) -> None:
     workspace = resolved(policy.workspace)
     hidden = policy.hidden_paths()
-    ruleset = Ruleset(abi, network=policy.network)
-    try:
-        kept = [*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy), *hidden]
-        grants = [
-            *((root, READ) for root in _carved(Path("/"), (*hidden, *UNREADABLE))),
-            *((root, READ) for root in _carved(workspace, hidden)),
-            *((root, ruleset.fs) for root in (*_carved(workspace, kept), tmpdir, *policy.writable)),
-            *_DEVICES,
-        ]
-        for path, access in grants:
-            ruleset.allow(path, access)
-    except BaseException:
-        ruleset.close()
-        raise
-    return ruleset
+    kept = [*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy), *hidden]
+    grants = [
+        *((root, READ) for root in _carved(Path("/"), (*hidden, *UNREADABLE))),
+        *((root, READ) for root in _carved(workspace, hidden)),
+        *((root, ruleset.fs) for root in (*_carved(workspace, kept), tmpdir, *policy.writable)),
+        *_DEVICES,
+    ]
+    for path, access in grants:
+        ruleset.allow(path, access)
 
 
 def _ticks_now() -> int:
     """Now, in the clock ticks since boot that ``/proc/<pid>/stat`` start times use."""
-    try:
-        with open("/proc/uptime") as fh:
-            uptime = float(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
-    return int(uptime * os.sysconf("SC_CLK_TCK"))
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
 
 
-def kill_marked(marker: str, since: int, leader: int, others: Collection[int]) -> int:
-    """Kill every process of the run: same process group or session as ``leader``, carrying
-    ``marker`` in its environment, or a confined orphan adopted by snodo that is no leader of
-    another live run (``others``). Only processes started at or after ``since`` (clock ticks
-    since boot) can belong to the run. Killed orphans are reaped. Returns how many were
-    signalled."""
+def kill_marked(marker: str, since: int, leader: int, others: Collection[int]) -> None:
+    """Kill (and reap, if orphans) the processes of the run started since ``since`` (clock
+    ticks since boot): same process group or session as ``leader``, carrying ``marker`` in
+    their environment, or confined orphans adopted by snodo that lead no other live run."""
     needle, skip = f"{MARKER}={marker}".encode(), {os.getpid(), 1, *others}
-    killed = 0
     for _ in range(5):  # a forking process may add children while we sweep
-        found = _sweep(needle, since, leader, skip)
-        killed += found
-        if not found:
-            break
-    return killed
+        if not _sweep(needle, since, leader, skip):
+            return
 
 
 def _sweep(needle: bytes, since: int, leader: int, skip: Collection[int]) -> int:
@@ -275,12 +268,7 @@ class LandlockBackend(Backend):
             return exc.message
         try:
             ruleset.allow(Path("/"), READ)
-            done = subprocess.run(
-                [TRUE],
-                capture_output=True,
-                timeout=15,
-                preexec_fn=ruleset.restrict_in_child(),
-            )
+            done = run_true([], preexec_fn=ruleset.restrict_in_child())
         except (subprocess.SubprocessError, OSError, EnvironmentProblem) as exc:
             return f"a Landlock-restricted process could not start: {exc}"
         finally:
@@ -290,23 +278,30 @@ class LandlockBackend(Backend):
         return None
 
     def prepare(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], policy: SandboxPolicy, tmpdir: Path
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        policy: SandboxPolicy,
+        tmpdir: Path,
+        cleanups: contextlib.ExitStack,
     ) -> Prepared:
         if policy.overlay is not None:  # fails closed: the workspace would be written itself
             raise EnvironmentProblem("cannot confine with Landlock: it has no overlay of a workspace (bubblewrap has)")
-        ruleset = build_ruleset(policy, tmpdir, self.abi)
+        if not policy.network and self.abi < 4:
+            raise EnvironmentProblem(
+                f"Landlock ABI {self.abi} on this kernel cannot refuse network access (ABI 4, Linux 6.7, can)",
+                hint="use the bubblewrap backend, or a newer kernel; see docs/security.md",
+            )
+        ruleset = Ruleset(self.abi, network=policy.network)
+        cleanups.callback(ruleset.close)
+        _grant(ruleset, policy, tmpdir)
         marker = secrets.token_hex(8)
-        since = max(0, _ticks_now() - 1)
-        try:
-            restrict = ruleset.restrict_in_child(policy.limits)
-        except BaseException:
-            ruleset.close()
-            raise
         return Prepared(
             backend=self.name,
             argv=tuple(argv),
             env={**env, MARKER: marker},
-            preexec_fn=restrict,
-            reap=functools.partial(kill_marked, marker, since),
-            cleanup=ruleset.close,
+            preexec_fn=ruleset.restrict_in_child(policy.limits),
+            reap=functools.partial(kill_marked, marker, max(0, _ticks_now() - 1)),
         )

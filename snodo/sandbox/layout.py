@@ -1,5 +1,5 @@
-"""Which concrete paths a policy makes read-only or hidden, shared by every backend
-(docs/security.md, "Finding the protected paths")."""
+"""Which concrete paths a policy makes read-only, for every backend (docs/security.md,
+"Finding the protected paths")."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from snodo.rules.guard import protecting_prefix
 #: Always read-only inside the workspace, whatever the protocol says.
 ALWAYS_READ_ONLY = (".snodo", ".git")
 #: The most read-only mounts one sandbox takes (each protected path and each directory on
-#: the way to it): bubblewrap sets them up at a cost that grows faster than their number.
+#: the way to it): their cost in bubblewrap grows faster than their number.
 MAX_PROTECTED = 256
 V = TypeVar("V")
 
@@ -33,10 +33,9 @@ def _outermost(paths: Iterable[str]) -> list[str]:
 
 
 def read_only_paths(workspace: Path, patterns: Iterable[str]) -> tuple[Path, ...]:
-    """Existing paths under ``workspace`` that stay read-only: ``.snodo``, ``.git`` and every
-    match of the protected patterns, found through git's index (never a directory walk) and
-    compared case-insensitively with the path guard's own matcher. Where a directory itself
-    matches, the directory is returned, not each file in it."""
+    """Existing paths under ``workspace`` that stay read-only: ``.snodo``, ``.git`` and the
+    outermost matches of the protected patterns, found through git (never a directory walk)
+    and compared case-insensitively with the path guard's own matcher."""
     found = [workspace / name for name in ALWAYS_READ_ONLY]
     parsed = [(raw, parts) for raw in patterns if (parts := _pattern_parts(raw)) is not None]
     if parsed:
@@ -51,9 +50,8 @@ _TICK_NS = 20_000_000
 
 
 def _matches(workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]]) -> tuple[str, ...]:
-    """The workspace-relative protected paths (outermost matches), listed through git once
-    and reused while nothing they depend on changed (:func:`_depends_on`). Refusals are
-    never cached."""
+    """The workspace-relative protected paths, listed through git once and reused while
+    nothing they depend on changed (:func:`_depends_on`)."""
     key = (workspace, tuple(raw for raw, _ in parsed))
     cached = _MATCHES.get(key)
     if cached is not None and cached[0] == _depends_on(workspace, parsed, cached[1]):
@@ -63,8 +61,7 @@ def _matches(workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]]) -> 
     stamp = _depends_on(workspace, parsed, chosen)
     if len(_MATCHES) > 64:
         _MATCHES.clear()
-    # Cached only when nothing it depends on changed just before or during the listing
-    # (sizes and inode numbers in the stamp are far below any time).
+    # Cached only when nothing it depends on changed just before or during the listing.
     if any(isinstance(t, int) and t >= listed_at - _TICK_NS for t in stamp):
         _MATCHES.pop(key, None)
     else:
@@ -87,18 +84,22 @@ def _find(workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]]) -> tup
     return chosen
 
 
-def _git_dir(workspace: Path) -> Path:
+def linked_git_dir(workspace: Path) -> Path | None:
+    """The git directory the workspace's ``.git`` file names (a linked worktree's), resolved."""
     marker = workspace / ".git"
-    try:
-        text = marker.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:  # a directory (the usual case), or none
-        return marker
-    return workspace / text.removeprefix("gitdir: ").strip() if text.startswith("gitdir: ") else marker
+    try:  # a directory is the usual case; never a FIFO a confined process left there
+        text = marker.read_text(encoding="utf-8", errors="replace").strip() if marker.is_file() else ""
+    except OSError:
+        return None
+    return (
+        Path(os.path.realpath(workspace / text.removeprefix("gitdir: ").strip()))
+        if text.startswith("gitdir: ")
+        else None
+    )
 
 
 def remembered(cache: dict[Any, tuple[Any, V]], key: Hashable, stamp: object, make: Callable[[], V]) -> V:
-    """``make()``, remembered under ``key`` while ``stamp`` (what it was made from) is
-    unchanged; a cache of more than 64 entries starts over."""
+    """``make()``, remembered under ``key`` while ``stamp`` (what it was made from) is unchanged."""
     hit = cache.get(key)
     if hit is not None and hit[0] == stamp:
         return hit[1]
@@ -120,10 +121,9 @@ def _depends_on(
     workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]], chosen: Sequence[str]
 ) -> tuple[object, ...]:
     """What the protected paths were found from: git's index, and the modification times of
-    the directories where a new untracked match would appear (the workspace, the literal
-    directories each pattern names before its first wildcard, the directory of each match)."""
+    the directories where a new untracked match would appear."""
     try:
-        index = os.stat(_git_dir(workspace) / "index")
+        index = os.stat((linked_git_dir(workspace) or workspace / ".git") / "index")
         stamp: list[object] = [index.st_ino, index.st_size, index.st_mtime_ns]
     except OSError:
         stamp = [-1]
@@ -142,7 +142,7 @@ def _depends_on(
 
 def _candidates(workspace: Path, patterns: Sequence[str]) -> list[str]:
     """Tracked and untracked paths git's pathspec engine says may match (a superset: the
-    guard's matcher decides). A workspace git cannot list is refused: fail closed."""
+    guard's matcher decides); a workspace git cannot list is refused."""
     specs = [f":(glob,icase){p.strip('/')}{suffix}" for p in patterns for suffix in ("", "/**")]
     listing = run_git(workspace, "ls-files", "-z", "--cached", "--others", "--", *specs)
     if not listing.ok:
@@ -154,10 +154,8 @@ def _candidates(workspace: Path, patterns: Sequence[str]) -> list[str]:
 
 
 def protected_parents(workspace: Path, paths: Iterable[Path]) -> list[Path]:
-    """The directories between ``workspace`` and each read-only path, outermost first. Each
-    must stay where it is (a renamed ``config/`` and a new ``config/prod.yml`` would leave
-    the binding behind): bubblewrap makes each its own mount point, which ``rename`` refuses
-    to move."""
+    """The directories between ``workspace`` and each read-only path, outermost first: each
+    must stay where it is (a renamed ``config/`` would leave the binding behind)."""
     parents: dict[Path, None] = {}
     for path in paths:
         for parent in reversed(path.parents):
@@ -166,25 +164,21 @@ def protected_parents(workspace: Path, paths: Iterable[Path]) -> list[Path]:
     return list(parents)
 
 
-def _entries(directory: Path) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(directory) as it:
-            return list(it)
-    except OSError:
-        return []
-
-
 def carve(root: Path, excluded: Sequence[Path]) -> list[Path]:
-    """Paths that together cover ``root`` minus every ``excluded`` subtree, for a backend
-    that can only *grant* access below a path (Landlock). Symlinks are skipped (a grant on
-    one would land on its target)."""
+    """Paths that together cover ``root`` minus every ``excluded`` subtree, for Landlock, which
+    can only *grant* access below a path. Symlinks are skipped (a grant lands on the target)."""
     inside = [e for e in excluded if e.is_relative_to(root)]
     if not inside:
         return [root]
     if root in inside:
         return []
     out: list[Path] = []
-    for entry in _entries(root):
+    try:
+        with os.scandir(root) as it:
+            entries = list(it)
+    except OSError:
+        return out
+    for entry in entries:
         if not entry.is_symlink():
             out.extend(carve(Path(entry.path), inside))
     return out

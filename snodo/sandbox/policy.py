@@ -1,13 +1,16 @@
 """What a confined process may touch (SPEC "Confined execution"), and the context that
-carries it: the core sets a :class:`SandboxPolicy` with :func:`confined` around code that
-runs agent-written content, and ``run_process`` confines every child started there.
-"""
+carries it: ``run_process`` confines every child started inside :func:`confined`. Its
+resource limits (``execution.limits``) are applied by ``prlimit`` inside bubblewrap's sandbox
+(no slow ``preexec_fn``), and in Landlock's ``preexec_fn``."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
+import resource
+import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -19,11 +22,9 @@ from attrs import evolve, field, frozen
 from snodo.base.errors import EnvironmentProblem
 from snodo.sandbox.layout import mtime, remembered
 
-#: Called once per process run *unconfined* because the protocol says ``sandbox: off``:
-#: ``(argv, cwd)``. The core's callback writes an ``unconfined_execution`` audit event.
+#: Called with ``(argv, cwd)`` for each process run unconfined (``sandbox: off``), to audit it.
 UnconfinedCallback = Callable[[Sequence[str], Path], None]
-#: Called before each confined start with the backend's name (the core records, once per
-#: backend, which one confined the run and the guarantees it cannot give).
+#: Called with the backend's name before each confined start.
 ConfinedCallback = Callable[[str], None]
 
 
@@ -36,8 +37,7 @@ def _physical_memory() -> int:
 
 @frozen(kw_only=True)
 class Limits:
-    """Per confined process (``execution.limits``), in bytes and processes; 0 means none.
-    The defaults never bother a normal test suite (AddressSanitizer needs ``memory_mb: 0``)."""
+    """Per confined process (``execution.limits``), in bytes and processes; 0 means none."""
 
     file_size: int = 16 << 30
     processes: int = 4096
@@ -50,41 +50,66 @@ def limits_from_protocol(file_size_mb: int, processes: int, memory_mb: int | Non
     return Limits(file_size=file_size_mb << 20, processes=processes, memory=memory)
 
 
+@functools.cache
+def _prlimit() -> str | None:
+    return shutil.which("prlimit")
+
+
+def _clamped(res: int, value: int) -> int:
+    """``value``, or the current hard limit when that is lower (raising it is not allowed)."""
+    hard = resource.getrlimit(res)[1]
+    return value if hard == resource.RLIM_INFINITY or value <= 0 else min(value, hard)
+
+
+def rlimit_values(limits: Limits) -> list[tuple[int, str, int]]:
+    """``(resource, prlimit option, value)`` of each limit to set (those not 0)."""
+    values = [
+        (resource.RLIMIT_FSIZE, "--fsize", _clamped(resource.RLIMIT_FSIZE, limits.file_size)),
+        (resource.RLIMIT_NPROC, "--nproc", _clamped(resource.RLIMIT_NPROC, limits.processes)),
+        (resource.RLIMIT_AS, "--as", _clamped(resource.RLIMIT_AS, limits.memory)),
+    ]
+    return [value for value in values if value[2] > 0]
+
+
+def limit_prefix(limits: Limits) -> tuple[str, ...]:
+    """The ``prlimit … --`` prefix that applies ``limits`` to the command after it."""
+    wanted = [(flag, value) for _, flag, value in rlimit_values(limits)]
+    if not wanted:
+        return ()
+    program = _prlimit()
+    if program is None:
+        raise EnvironmentProblem(
+            "cannot apply execution.limits: the util-linux program prlimit is not installed",
+            hint="install util-linux, or set every execution.limits entry to 0",
+        )
+    return (program, *(f"{flag}={value}" for flag, value in wanted), "--")
+
+
 @frozen(kw_only=True)
 class SandboxPolicy:
-    """The confinement of one workspace.
-
-    ``workspace`` is writable except ``.snodo``, ``.git`` and the ``read_only`` entries
-    (workspace-relative paths or globs: the protocol's ``protected_paths``); ``hidden`` paths
-    are not visible at all (``$SNODO_HOME`` is always added); everything else is read-only.
-    ``mode="off"`` runs unconfined and reports every such run to ``on_unconfined``.
-    ``writable`` names extra existing directories the confined program may write (a coder's
-    private state directory, made for one run); none may lie in a hidden path.
-    """
+    """The confinement of one workspace: writable except ``.snodo``, ``.git`` and ``read_only``
+    (the protocol's ``protected_paths``); ``hidden`` paths (and ``$SNODO_HOME``) invisible;
+    ``writable`` extra directories; everything else read-only. ``mode="off"``: unconfined."""
 
     workspace: Path
     read_only: tuple[str, ...] = ()
     network: bool = False
     hidden: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
-    #: Inherited environment variables confined processes may see besides the allowlist
-    #: (the protocol's ``execution.env``; see :mod:`snodo.sandbox.environ`).
+    #: Inherited variables passed besides the allowlist (``execution.env``, :mod:`.environ`).
     env: tuple[str, ...] = ()
     limits: Limits = field(factory=Limits)
     #: The project's interpreter environment(s) (``execution.python``), kept read-only.
     interpreters: tuple[Path, ...] = ()
     mode: Literal["auto", "off"] = "auto"
-    #: ``(upper, work)``: the workspace is a private overlay of itself (bubblewrap only):
-    #: confined code sees it writable, its writes land in ``upper`` and the workspace's own
-    #: files are never written. ``None``: the workspace itself is writable.
+    #: ``(upper, work)``: the workspace is a private overlay of itself, its writes in ``upper``
+    #: (bubblewrap only). ``None``: the workspace itself is writable.
     overlay: tuple[Path, Path] | None = None
     on_unconfined: UnconfinedCallback | None = field(default=None, eq=False, repr=False)
     on_confined: ConfinedCallback | None = field(default=None, eq=False, repr=False)
 
     def with_writable(self, paths: Sequence[Path]) -> SandboxPolicy:
-        """This policy plus ``paths`` writable; refuses a path that is not an existing
-        directory or that lies in (or holds) a hidden path such as ``$SNODO_HOME``."""
-
+        """This policy plus ``paths`` writable: existing directories, none in or above a hidden path."""
         extra: list[Path] = []
         hidden = self.hidden_paths()
         for raw in paths:
@@ -98,48 +123,30 @@ class SandboxPolicy:
 
     def hidden_paths(self) -> tuple[Path, ...]:
         """The hidden paths, ``$SNODO_HOME`` included, resolved and de-duplicated."""
-        found: list[Path] = []
-        for raw in (*self.hidden, configured_home()):
-            path = resolved(raw)
-            if path not in found:
-                found.append(path)
-        return tuple(found)
+        return tuple(dict.fromkeys(resolved(raw) for raw in (*self.hidden, configured_home())))
 
 
-_RESOLVED: dict[str, tuple[int, int, Path]] = {}
+_RESOLVED: dict[str, tuple[tuple[int, int], Path]] = {}
 
 
 def resolved(raw: str | os.PathLike[str]) -> Path:
     """``os.path.realpath(raw)``, remembered for a directory while ``raw`` still leads to the
     same device and inode (a directory has one path, so a swapped component shows)."""
     key = os.fspath(raw)
-    try:
+    with contextlib.suppress(OSError):
         info = os.stat(key)
-    except OSError:
-        return Path(os.path.realpath(key))
-    cached = _RESOLVED.get(key)
-    if cached is not None and cached[:2] == (info.st_dev, info.st_ino):
-        return cached[2]
-    path = Path(os.path.realpath(key))
-    if stat.S_ISDIR(info.st_mode):
-        if len(_RESOLVED) > 256:
-            _RESOLVED.clear()
-        _RESOLVED[key] = (info.st_dev, info.st_ino, path)
-    return path
-
-
-def _is_venv(path: Path) -> bool:
-    return (path / "pyvenv.cfg").is_file()
+        if stat.S_ISDIR(info.st_mode):
+            return remembered(_RESOLVED, key, (info.st_dev, info.st_ino), lambda: Path(os.path.realpath(key)))
+    return Path(os.path.realpath(key))
 
 
 _INTERPRETERS: dict[tuple[Path, tuple[Path, ...], str], tuple[int, tuple[Path, ...]]] = {}
 
 
 def interpreter_dirs(policy: SandboxPolicy) -> tuple[Path, ...]:
-    """The interpreter environments inside the workspace, which stay read-only there (no
-    ``.pth`` file, no replaced ``python`` for the next unconfined start): the one snodo runs
-    from, the policy's ``interpreters``, ``$VIRTUAL_ENV``, and the workspace's ``.venv`` /
-    ``venv`` when they are virtual environments. Cached until the workspace's top changes."""
+    """The interpreter environments inside the workspace, kept read-only (no ``.pth`` for the
+    next unconfined start): snodo's, the policy's ``interpreters``, ``$VIRTUAL_ENV``, and the
+    workspace's ``.venv`` / ``venv`` when virtual environments. Cached until its top changes."""
     workspace = resolved(policy.workspace)
     key = (workspace, policy.interpreters, os.environ.get("VIRTUAL_ENV", ""))
     return remembered(_INTERPRETERS, key, mtime(workspace), lambda: _find_interpreters(workspace, policy))
@@ -153,7 +160,9 @@ def _find_interpreters(workspace: Path, policy: SandboxPolicy) -> tuple[Path, ..
     for raw in candidates:
         path = Path(os.path.realpath(raw))
         inside = path != workspace and workspace in path.parents and path not in found and path.is_dir()
-        if inside and (path in (Path(os.path.realpath(p)) for p in policy.interpreters) or _is_venv(path)):
+        if inside and (
+            path in (Path(os.path.realpath(p)) for p in policy.interpreters) or (path / "pyvenv.cfg").is_file()
+        ):
             found.append(path)
     return tuple(found)
 

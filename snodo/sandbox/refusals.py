@@ -1,8 +1,6 @@
-"""Refused writes are evidence: an ``EROFS``/``EACCES`` the sandbox caused, reported in what
-a confined program wrote, becomes a ``sandbox_refusal`` audit event. A test suite's output
-counts only for the paths only the sandbox refuses (:func:`governed`): a project's own tests
-may print a ``Permission denied`` of their own making.
-"""
+"""Refused writes are evidence: an ``EROFS``/``EACCES`` reported in what a confined program
+wrote becomes a ``sandbox_refusal`` audit event; from a test suite, only for the paths only
+the sandbox refuses (:func:`governed`)."""
 
 from __future__ import annotations
 
@@ -50,9 +48,8 @@ def find_refusals(texts: Iterable[str]) -> tuple[Refusal, ...]:
 
 
 def governed(refusal: Refusal, protected: Sequence[str] = ()) -> bool:
-    """Whether ``refusal`` names a path the sandbox keeps read-only whatever the project's
-    own permissions say: a ``.snodo`` or ``.git`` component, or a protected path (its
-    components anywhere in the reported path, which may be absolute)."""
+    """Whether ``refusal`` names a path the sandbox keeps read-only: a ``.snodo`` or ``.git``
+    component, or a protected path's components anywhere in it."""
     parts = _parts(refusal.path)
     return any(_holds(parts, want) for want in ([".snodo"], [".git"], *map(_parts, protected)))
 
@@ -67,7 +64,7 @@ def _holds(parts: list[str], want: list[str]) -> bool:
 
 
 def reported_by_tests(texts: Iterable[str], protected: Sequence[str] = ()) -> tuple[Refusal, ...]:
-    """The refusals a test run's output reports that only the sandbox explains (:func:`governed`)."""
+    """The refusals a test run's output reports that only the sandbox explains."""
     return tuple(r for r in find_refusals(texts) if governed(r, protected))
 
 
@@ -78,11 +75,7 @@ def record_refusals(
     who: str,
     task_id: str | None = None,
     **context: Any,
-) -> int:
-    """One ``sandbox_refusal`` audit event per refusal (``record(event, **data)``); how many.
-    ``context`` adds what identifies the run or the call (``job_id``, ``session_id``)."""
-    count = 0
+) -> None:
+    """One ``sandbox_refusal`` audit event per refusal (``record(event, **data)``)."""
     for refusal in refusals:
         record("sandbox_refusal", path=refusal.path, error=refusal.error, reported_by=who, task_id=task_id, **context)
-        count += 1
-    return count

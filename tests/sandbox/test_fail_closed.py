@@ -16,6 +16,7 @@ import pytest
 from snodo.base.errors import EnvironmentProblem
 from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy, forget_probes
+from snodo.sandbox.choose import probe
 from tests.conftest import git, make_repo
 
 
@@ -179,3 +180,44 @@ def test_protocol_check_warns_about_sandbox_off(tmp_path: Path, snodo_cli) -> No
     warned = snodo_cli("protocol", "check", cwd=repo)
     assert warned.returncode == 0, warned
     assert "execution.sandbox is 'off'" in warned.stderr and "docs/security.md" in warned.stderr
+
+
+# Run where no prlimit can be found, so the confined start fails after bubblewrap's seccomp
+# descriptor was made: every failed start must give it back.
+NO_PRLIMIT = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from snodo.base.errors import EnvironmentProblem
+    from snodo.process.runner import run_process
+    from snodo.sandbox import SandboxPolicy
+    ws = Path(sys.argv[1])
+    def fds():
+        return len(os.listdir("/proc/self/fd"))
+    for attempt in range(4):
+        if attempt == 1:
+            before = fds()
+        try:
+            run_process([sys.executable, "-c", "pass"], cwd=ws, timeout=30, sandbox=SandboxPolicy(workspace=ws))
+        except EnvironmentProblem as exc:
+            assert "prlimit" in str(exc), exc
+        else:
+            raise AssertionError("started without prlimit")
+    print("leaked", fds() - before)
+    """
+)
+
+
+def test_a_start_that_fails_after_the_seccomp_descriptor_was_made_closes_it(tmp_path: Path) -> None:
+    if probe("bwrap")[1] is not None:
+        pytest.skip("bubblewrap does not work here")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "bin").mkdir()
+    env = {**os.environ, "PATH": str(tmp_path / "bin"), "SNODO_HOME": str(tmp_path / "home")}
+    env["SNODO_SANDBOX_BACKEND"] = "bwrap"
+    done = subprocess.run(
+        [sys.executable, "-c", NO_PRLIMIT, str(ws)], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["leaked", "0"], done.stdout

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,14 @@ def test_carve_covers_everything_but_the_excluded_subtrees(tmp_path: Path) -> No
     assert got == {"src/secret2", "src/app.py", "README.md"}
     assert carve(ws, [tmp_path.parent / "elsewhere"]) == [ws]
     assert carve(ws, [ws]) == []
+
+
+def test_a_fifo_named_git_is_never_read(tmp_path: Path) -> None:
+    """A confined process may leave a FIFO named ``.git`` in a workspace that has none:
+    finding the workspace's git directory must not block on it."""
+    os.mkfifo(tmp_path / ".git")
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.append(layout.linked_git_dir(tmp_path)), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert found == [None]

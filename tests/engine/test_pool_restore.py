@@ -159,6 +159,30 @@ def test_the_engine_commit_holds_exactly_the_named_paths(tmp_path: Path, snodo_h
         wt.remove()
 
 
+def test_the_engine_commits_on_top_of_a_coders_own_commit(tmp_path: Path, snodo_home: Path) -> None:
+    """No index snodo wrote holds a coder's commit: the engine's index is read from its tree,
+    and what the coder staged besides is not part of the engine's commit."""
+    repo = _project(tmp_path)
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    try:
+        guard = PathGuard(wt.path, ())
+        (wt.path / "own.py").write_text("own\n")
+        git(wt.path, "add", "own.py")
+        git(wt.path, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "coder's own")
+        own = git(wt.path, "rev-parse", "HEAD").strip()
+        assert change.commit_paths(wt.path, guard, ["own.py"], "nothing new", base=wt.base) is None
+        (wt.path / "staged.txt").write_text("staged behind the tools' back\n")
+        git(wt.path, "add", "staged.txt")
+        (wt.path / "README.md").write_text("# changed\n")
+        made = change.commit_paths(wt.path, guard, ["README.md"], "on top", base=wt.base)
+        assert made is not None and made.files == ("README.md", "own.py")
+        assert git(wt.path, "rev-parse", "HEAD~1").strip() == own
+        assert git(wt.path, "rev-parse", "HEAD^{tree}").strip() == made.tree
+        assert git(wt.path, "ls-tree", "--name-only", "HEAD").split().count("staged.txt") == 0
+    finally:
+        wt.remove()
+
+
 def test_what_a_run_committed_or_staged_is_gone_and_the_record_stays_private(tmp_path: Path, snodo_home: Path) -> None:
     """A run that added, staged and committed files (its HEAD and index moved) is undone:
     the copy is back at the base with nothing else in it, and a refresh of the copy's own

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import json
 import os
 import secrets
@@ -23,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from snodo.engine.poolmodes import repair_dirs, repair_modes, repair_written
+from snodo.engine.poolmodes import remove_tree, repair_dirs, repair_written
 from snodo.git.runner import GitResult, run_git
 from snodo.workspace.gitmeta import remember_walk
 
@@ -54,7 +53,6 @@ STAT_TRUST = tuple(
     )
     for arg in ("-c", pair)
 )
-_RESET = ("reset", "-q", "--hard", "--no-recurse-submodules")
 
 
 def try_lock(path: Path, flags: int = os.O_RDWR | os.O_CREAT) -> int | None:
@@ -130,14 +128,36 @@ def take_free_slot(base_dir: Path) -> Slot:
 def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     """Bring the slot's copy back to exactly ``base`` (no change to a tracked file, no
     untracked or ignored file, no nested repository, every mode as a fresh checkout makes
-    it, no history of earlier runs), or ``False`` (the caller then makes a fresh copy).
+    it, no history of earlier runs) with ``clean -ffdx`` and ``reset --hard`` against the
+    index the last restore recorded, or ``False`` (the caller then makes a fresh copy).
     ``base`` may be a function, called when the reset needs it."""
     gitdir = slot.meta().get("gitdir")
     if not isinstance(gitdir, str) or not _trusted(slot, gitdir):
         return False
-    target: Callable[[], str] = functools.cache(base) if callable(base) else lambda: base
+    ref = Path(gitdir) / REF_INDEX
+    if not ref.is_file() or ref.is_symlink():
+        return False
+    walked: dict[str, Any] = {}
+    if repair_dirs(slot.path, walked=walked) is None or repair_written(walked, int(ref.stat().st_mtime)) is None:
+        return False
+    remember_walk(slot.path, walked)
+    work = ref.with_name(f"{REF_INDEX}.work")
+    os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
     pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}", *STAT_TRUST)
-    return _quick(slot, gitdir, pinned, target) or _long_path(slot, gitdir, pinned, target())
+    record = {"GIT_INDEX_FILE": str(work)}
+    target = ""
+    if _silent(run_git(slot.path, *pinned, "clean", "-ffdxq", env=record)):
+        target = base() if callable(base) else base
+    reset = ("reset", "-q", "--hard", "--no-recurse-submodules", target)
+    if target and _silent(run_git(slot.path, *pinned, *reset, env=record)):
+        install_index(work, Path(gitdir) / "index")
+        os.replace(work, ref)
+        _forget_history(gitdir)
+        _record_base(gitdir, target)
+        return True
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(work)
+    return False
 
 
 def _trusted(slot: Slot, gitdir: str) -> bool:
@@ -154,49 +174,6 @@ def _trusted(slot: Slot, gitdir: str) -> bool:
 
 def _silent(result: GitResult) -> bool:
     return result.ok and not result.stderr.strip()
-
-
-def _quick(slot: Slot, gitdir: str, pinned: tuple[str, ...], target: Callable[[], str]) -> bool:
-    """The restore against the index the last restore recorded (``False``: take the long path)."""
-    ref = Path(gitdir) / REF_INDEX
-    if not ref.is_file() or ref.is_symlink():
-        return False
-    walked: dict[str, Any] = {}
-    if repair_dirs(slot.path, walked=walked) is None or repair_written(walked, int(ref.stat().st_mtime)) is None:
-        return False
-    remember_walk(slot.path, walked)
-    work = ref.with_name(f"{REF_INDEX}.work")
-    os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
-    record = {"GIT_INDEX_FILE": str(work)}
-    if _silent(run_git(slot.path, *pinned, "clean", "-ffdxq", env=record)) and _silent(
-        run_git(slot.path, *pinned, *_RESET, target(), env=record)
-    ):
-        install_index(work, Path(gitdir) / "index")
-        os.replace(work, ref)
-        _forget_history(gitdir)
-        _record_base(gitdir, target())
-        return True
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(work)
-    return False
-
-
-def _long_path(slot: Slot, gitdir: str, pinned: tuple[str, ...], base: str) -> bool:
-    """Restore with no recorded stat data to rely on: every path's mode repaired, then
-    ``reset --hard``, ``clean -ffdx`` and a ``status`` that must list nothing; the index it
-    leaves becomes the record for the next restore."""
-    if repair_modes(slot.path) is None:
-        return False
-    if not run_git(slot.path, *pinned, *_RESET, base).ok:
-        return False
-    run_git(slot.path, *pinned, "clean", "-ffdxq")
-    _forget_history(gitdir)
-    status = ("--no-optional-locks", *pinned, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=normal")
-    left = run_git(slot.path, *status)
-    if not _silent(left) or left.stdout.strip("\0"):
-        return False
-    record_index(gitdir, base)
-    return True
 
 
 def record_index(gitdir: str, base: str) -> None:
@@ -245,11 +222,6 @@ def _forget_history(gitdir: str) -> None:
             os.unlink(os.path.join(gitdir, name))
 
 
-def _delete(path: Path) -> None:
-    repair_modes(path)  # a `chmod 000` directory would stop the removal
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def trash(base_dir: Path, path: Path) -> None:
     """Delete a copy: renamed out of the pool in one step, then removed whatever its modes."""
     if not os.path.lexists(path):
@@ -261,7 +233,8 @@ def trash(base_dir: Path, path: Path) -> None:
         os.replace(path, target)
     except OSError:
         target = path
-    _delete(target)
+    with contextlib.suppress(OSError):
+        remove_tree(target)
 
 
 def drop_idle(repo: Path, base_dir: Path, *, older_than: timedelta = IDLE_TTL) -> list[str]:
@@ -286,5 +259,6 @@ def drop_idle(repo: Path, base_dir: Path, *, older_than: timedelta = IDLE_TTL) -
         run_git(repo, "worktree", "prune")
     with contextlib.suppress(OSError):
         for left in list((base_dir / TRASH).iterdir()):  # a deletion an earlier process did not finish
-            _delete(left)
+            with contextlib.suppress(OSError):
+                remove_tree(left)
     return dropped

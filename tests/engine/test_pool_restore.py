@@ -114,7 +114,7 @@ def test_a_git_entry_planted_in_a_tracked_directory_is_gone(tmp_path: Path, snod
         again.remove()
 
 
-def test_a_copy_without_a_recorded_index_takes_the_long_path(tmp_path: Path, snodo_home: Path) -> None:
+def test_a_copy_without_a_recorded_index_is_made_afresh(tmp_path: Path, snodo_home: Path) -> None:
     repo = _project(tmp_path)
     wt = create_worktree(repo, snodo_home, "t1", "run00001")
     gitdir = wt.slot.meta()["gitdir"] if wt.slot is not None else ""

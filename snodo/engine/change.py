@@ -1,10 +1,7 @@
 """The engine's commits and the change a run made, at a cost that follows the change.
 
-The engine commits paths it already knows (the coder's operations, or what the in-place
-watch judged), each judged by the path guard before it is staged and again as part of the
-whole change (a refusal moves HEAD back); post_execute judges the committed change, base tree
-against tip tree, from one ``diff --patch-with-raw``. How: docs/architecture.md, "The life
-cycle of a task's work".
+Each path is judged by the path guard before it is staged and again as part of the whole
+change (a refusal moves HEAD back). How: docs/architecture.md, "The life cycle of a task's work".
 """
 
 from __future__ import annotations
@@ -51,8 +48,7 @@ def commit_paths(copy: Path, guard: PathGuard, paths: Sequence[str], message: st
 
 
 def _recheck(copy: Path, guard: PathGuard, files: tuple[str, ...], parent: str, commit: str) -> None:
-    """Judge every path of the whole change again (the ones just staged, and those an earlier
-    attempt committed); a refusal moves HEAD back to ``parent``."""
+    """Judge every path of the whole change again; a refusal moves HEAD back to ``parent``."""
     try:
         for path in files:
             guard.check_mutation(os.path.join(copy, path), follow_symlinks=False)
@@ -68,9 +64,8 @@ COMMIT_BASE = "snodo-commit.base"
 
 
 def _seed_index(gitdir: str, parent: str) -> Path | None:
-    """An index snodo wrote that holds exactly ``parent``'s tree: the last restore's (when
-    ``parent`` is the base it restored) or the engine's last commit's. ``None`` otherwise
-    (a coder's own commit, a copy that is not pooled)."""
+    """An index snodo wrote that holds exactly ``parent``'s tree (the last restore's or the
+    engine's last commit's), or ``None``."""
     for index, recorded in ((COMMIT_INDEX, COMMIT_BASE), (REF_INDEX, REF_BASE)):
         try:
             with open(os.path.join(gitdir, recorded), encoding="ascii") as fh:
@@ -119,8 +114,8 @@ def _plumbed(
 
 
 def _move_head(copy: Path, gitdir: Path, made: str, parent: str) -> None:
-    """Move the copy's HEAD from ``parent`` to ``made``: a pooled copy's detached HEAD (a file
-    only this run uses) by a rename, as git's own ref update does; anything else through git."""
+    """Move the copy's HEAD from ``parent`` to ``made``: a detached HEAD (a file only this run
+    uses) by a rename, as git's own ref update does, else through git."""
     if detached_head(str(gitdir)) == parent:
         tmp = gitdir / "HEAD.snodo-tmp"
         tmp.write_text(f"{made}\n", encoding="ascii")
@@ -136,7 +131,7 @@ _PARENTS: dict[str, str] = {}
 
 def made_since(base: str, tip: str | None) -> list[tuple[str, str]] | None:
     """The commits of ``base..tip`` with their trees, oldest first, when this process made
-    every one of them (``None`` otherwise: a coder's own commit, a run of another process)."""
+    every one of them, else ``None``."""
     chain: list[tuple[str, str]] = []
     while tip is not None and tip != base:
         if tip not in _PARENTS or tip not in _TREES:
@@ -147,14 +142,13 @@ def made_since(base: str, tip: str | None) -> list[tuple[str, str]] | None:
 
 
 def _head(copy: Path, gitdir: str) -> str:
-    """The commit the copy's HEAD names: read from the git directory snodo made for it,
-    else asked."""
+    """The commit the copy's HEAD names."""
     return (detached_head(gitdir) if gitdir else None) or git_out(copy, "rev-parse", "--verify", "HEAD^{commit}")
 
 
 def compare(copy: Path, base: str, tip: str) -> tuple[tuple[str, ...], str]:
-    """The files that differ between the commits ``base`` and ``tip`` (sorted; a rename
-    names both paths) and the patch between them, from one ``git diff``."""
+    """The files that differ between ``base`` and ``tip`` (sorted; a rename names both
+    paths) and the patch, from one ``git diff``."""
     args = ("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--patch-with-raw", "-z", base, tip, "--")
     result = run_git(copy, *args)
     if not result.ok:

@@ -1,8 +1,6 @@
-"""One coder attempt's execution, and how its work reaches the working copy.
-
-The coder runs confined. An in-place coder is watched (:class:`~snodo.engine.inplace.InPlaceWatch`):
-every path it changed is judged by the tools' path guard, and one refusal halts the run. A
-coder's returned operations go through the ``snodo_filter_artifacts`` hooks, then guarded writes.
+"""One coder attempt, confined, and how its work reaches the working copy: an in-place
+coder's changes are judged (:class:`~snodo.engine.inplace.InPlaceWatch`; one refusal halts),
+returned operations go through ``snodo_filter_artifacts``, then guarded writes.
 """
 
 from __future__ import annotations
@@ -31,8 +29,8 @@ class Spent(Protocol):
 
 @frozen(kw_only=True)
 class Executed:
-    """What one attempt changed (paths relative to the working copy), what was refused, a
-    signature of the change (for the stall check) and the tip of a coder's own commits."""
+    """What one attempt changed and what was refused, a signature of the change (for the
+    stall check) and the tip of a coder's own commits."""
 
     changed: tuple[str, ...]
     dropped: tuple[dict[str, str], ...]
@@ -50,8 +48,8 @@ def run_coder(
     spent: Spent,
     progress: Progress,
 ) -> Executed:
-    """Run one coder attempt confined and bring its work into the working copy. Every
-    refusal is audited as ``path_refused``; what the attempt spent is recorded even when it fails."""
+    """Run one coder attempt and bring its work into the working copy; every refusal is
+    audited, and what it spent recorded even when it fails."""
     guard = PathGuard(wt.path, p.protocol.protected_paths)
     caps = spec.capabilities
     watch = None
@@ -87,7 +85,7 @@ def run_coder(
 
 
 def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, task_id: str, spent: Spent) -> Any:
-    """What the coder returned from its run in the sandbox (network only when it declares the need)."""
+    """What the coder returned from its run in the sandbox."""
     try:
         with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
             result = p.host.generate(spec.name, request)
@@ -102,8 +100,8 @@ def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, 
 def _write_artifacts(
     p: Project, spec: CoderSpec, ops: tuple[FileOperation, ...], wt: Worktree, task_id: str, progress: Progress
 ) -> Executed:
-    """The artifact filter hooks drop what no coder may write (audited), then every kept
-    operation goes through the path guard (a second line of defence behind the filter)."""
+    """The artifact filter hooks drop what no coder may write, then every kept operation
+    goes through the path guard (a second line of defence)."""
     context = ArtifactContext(
         workspace=wt.path, task_id=task_id, mode_id=p.mode_id, protected_paths=p.protocol.protected_paths
     )

@@ -1,10 +1,9 @@
 """The governed run loop: governance → validate → execute → post-validate → complete or halt.
 
-One task, one run, one working copy (:mod:`snodo.engine.worktree`). The pre_execute token is
-verified and consumed at the execute boundary, right before the coder runs. A post_execute
-``escalate`` whose warns came from validators re-enters the coder with the findings, bounded
-by ``max_recovery_depth``, ``max_total_fix_attempts``, ``max_iterations`` and a stall check
-(the same verdict after the same change); an uncapped blocker is terminal.
+The pre_execute token is consumed right before the coder runs. A post_execute ``escalate``
+re-enters the coder with the findings, bounded by ``max_recovery_depth``,
+``max_total_fix_attempts``, ``max_iterations`` and a stall check (the same verdict after the
+same change); a blocker is terminal.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
 @frozen(kw_only=True)
 class _Progress:
-    """What the attempts of one run have built up so far (the loop's only state)."""
+    """What the attempts of one run have built up so far."""
 
     attempt: int = 0
     findings: tuple[str, ...] = ()
@@ -144,7 +143,6 @@ class Engine:
                 worktree.remove()
 
     def _complete(self, spec: str, task_id: str, result: RunResult, worktree: Worktree) -> None:
-        """Only completed work gets a branch; the run is recorded and attested."""
         worktree.keep_as_branch()
         completed = self.project.record(
             "completed",
@@ -179,8 +177,7 @@ class Engine:
             )
 
     def _validate(self, task_id: str, phase: str, workspace: Path, **given: Any) -> ValidationOutcome:
-        """``validate_task`` for one phase; validators run confined code, so no new git
-        metadata may stay behind."""
+        """``validate_task`` for one phase; no git metadata the validators' code made may stay."""
         self.phase = phase
         self.progress(f"{phase} validation")
         watch = GitMetaWatch(workspace)
@@ -233,10 +230,9 @@ class Engine:
             state = outcome
 
     def _pre_validate_and_consume(self, task_id: str, wt: Worktree) -> None:
-        """The pre_execute verdict, then the execute boundary: the token is verified and
-        consumed exactly once, right here, or nothing runs."""
+        """The pre_execute verdict, then the token consumed exactly once, or nothing runs."""
         p = self.project
-        # A copy just restored (or made) and checked clean: no git needed to say so.
+        # A copy just restored (or made) is clean: no git needed to say so.
         pre = self._validate(
             task_id, "pre_execute", wt.path, uncommitted=() if wt.clean_at_start else None, base=wt.base
         )
@@ -261,7 +257,6 @@ class Engine:
         guard: PathGuard,
         state: _Progress,
     ) -> tuple[_Progress, _Attempt]:
-        """One coder attempt: run it, commit what it changed, judge the whole change."""
         p = self.project
         if state.attempt + 1 > p.protocol.execution.max_iterations:
             raise Halt("blocker", "post_execute", f"max_iterations ({p.protocol.execution.max_iterations}) reached")
@@ -293,8 +288,7 @@ class Engine:
         all_changed, diff = _change_so_far(wt, state, made)
         if not all_changed or state.commit is None:
             raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
-        # The commit just made (the copy holds nothing else) is judged: its tree binds the
-        # verdict and any human decision.
+        # The commit just made is judged: its tree binds the verdict and any human decision.
         post = self._validate(
             task_id,
             "post_execute",
@@ -313,7 +307,6 @@ class Engine:
     def _commit(
         self, spec: str, task_id: str, wt: Worktree, guard: PathGuard, state: _Progress, done: Executed
     ) -> tuple[_Progress, change.Commit | None]:
-        """Commit what the attempt changed on the run's branch; the run's state with it."""
         made = None
         if done.changed:
             message = f"snodo: {task_id} attempt {state.attempt}\n\n{spec.strip()[:500]}"
@@ -327,9 +320,8 @@ class Engine:
     def _recovery_decision(
         self, spec: str, task_id: str, wt: Worktree, state: _Progress, done: _Attempt, budget: int
     ) -> RunResult | _Progress:
-        """What the post_execute verdict means: completed; a halt (blocker, validator_error,
-        or an escalation once the fix budget is spent or the run stalls); or another attempt
-        with the findings (the returned state)."""
+        """Completed; a halt (blocker, validator_error, or an escalation once the budget is
+        spent or the run stalls); or the state of another attempt with the findings."""
         p = self.project
         post, attempt = done.post, state.attempt
         if post.status == "pass":
@@ -378,15 +370,13 @@ class Engine:
     def _recover(
         self, task_id: str, state: _Progress, findings: tuple[str, ...], said: str, signature: Any
     ) -> _Progress:
-        """Another attempt, told ``findings``."""
         self.attempt = state.attempt + 1
         self.project.record("recovery", task_id=task_id, attempt=self.attempt, findings=list(findings))
         self.progress(f"recovery attempt {self.attempt}{said}")
         return evolve(state, attempt=self.attempt, findings=findings, last_signature=signature)
 
     def _spent(self, task_id: str, attempt: int, reported: Any, **who: str) -> None:
-        """Record what a coder attempt (``coder=``) or a judge (``validator=``, ``phase=``)
-        spent: in the run's ``usage`` and as a ``coder_usage``/``judge_usage`` audit event."""
+        """Record what a coder (``coder=``) or a judge (``validator=``, ``phase=``) spent."""
         usage = plain_usage(reported)
         if not usage:
             return
@@ -438,7 +428,7 @@ class Engine:
 
 
 def _change_so_far(wt: Worktree, state: _Progress, made: change.Commit | None) -> tuple[tuple[str, ...], str]:
-    """The run's change, base tree against tip tree (it costs what changed): the files and the patch."""
+    """The run's change, base tree against tip tree: the files and the patch."""
     if made is not None:
         return made.files, made.diff
     if state.files and state.commit:

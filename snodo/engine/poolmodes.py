@@ -1,11 +1,6 @@
-"""Modes a reused working copy must get back, and what git cannot see in it.
-
-git records no mode but the executable bit, lists no socket, fifo or device and skips every
-entry named ``.git``, so before a pooled copy is cleaned and reset
-(:func:`snodo.engine.pool.restore`) these walks undo what an agent can leave there that way:
-a ``chmod 000`` directory (it stops ``git clean`` and ``reset``), a fifo, a ``.git`` planted
-below the top. A tracked file's changed mode is the reset's to undo (a ``chmod`` changes its
-ctime); untracked files are ``clean``'s to delete.
+"""What git cannot see in a reused working copy, undone before it is cleaned and reset
+(:func:`snodo.engine.pool.restore`): git records no mode but the executable bit, lists no
+socket, fifo or device and skips every entry named ``.git``.
 """
 
 from __future__ import annotations
@@ -29,12 +24,11 @@ def _umask() -> int:
 
 
 def repair_dirs(root: Path, *, walked: dict[str, Any]) -> int | None:
-    """Give every directory below ``root`` (``root`` included) the mode a fresh checkout gives
-    it, delete what is neither a directory, a regular file nor a link, and every ``.git``
-    entry below ``root`` (``clean`` would leave it). Returns how many paths were repaired or
-    deleted; ``None`` when that cannot be done. An ``lstat`` per directory, no file's; what
-    it saw of each directory (its ``lstat`` key and entries) goes into ``walked``, for the
-    run's first look for new ``.git`` entries (:func:`~snodo.workspace.gitmeta.remember_walk`)."""
+    """Give every directory from ``root`` down a fresh checkout's mode (a ``chmod 000`` one
+    stops ``clean``), delete what is neither a directory, a regular file nor a link, and
+    every ``.git`` entry below ``root``. Returns how many paths were repaired or deleted;
+    ``None`` when that cannot be done. An ``lstat`` per directory, no file's; each directory's
+    key and entries go into ``walked`` (:func:`~snodo.workspace.gitmeta.remember_walk`)."""
     want = 0o777 & ~_umask()
     repaired = 0
     try:
@@ -92,12 +86,10 @@ def remove_tree(path: Path) -> None:
 
 def repair_written(walked: dict[str, Any], since: int) -> int | None:
     """Give the regular files of every directory :func:`repair_dirs` saw changed in second
-    ``since`` or later the mode a checkout gives them (their executable bit kept). Returns
-    how many were repaired, ``None`` for a mode that will not change.
-
-    git compares ctimes to the second: a file written in the second its index was written,
-    then ``chmod``-ed within it, looks unchanged to the next reset. Writing it changed its
-    directory's mtime in that second or later, so only those directories are looked at."""
+    ``since`` or later a checkout's mode (executable bit kept); how many, ``None`` for a mode
+    that will not change. git compares ctimes to the second: a file written and then
+    ``chmod``-ed in its index's second looks unchanged to the reset (a ``chmod`` otherwise
+    changes the ctime, and the reset undoes it); writing it changed its directory's mtime."""
     mask = _umask()
     file_mode, exec_mode = 0o666 & ~mask, 0o777 & ~mask
     threshold = since * 1_000_000_000

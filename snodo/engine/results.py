@@ -1,5 +1,5 @@
 """What a run ends with: its result (the payload every front door prints), or the halt
-that stops it with one of the halt outcomes (snodo/rules/outcomes.py)."""
+that stops it (snodo/rules/outcomes.py)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ class RunResult:
 
 
 class Halt(Exception):
-    """Stops a run: why and where (one of the halt outcomes), and what it leaves behind."""
+    """Stops a run: why, where, and what it leaves behind."""
 
     def __init__(
         self,
@@ -93,7 +93,6 @@ class Halt(Exception):
 
 
 def halt_for(exc: Exception) -> Halt:
-    """The halt a fault ends the run with."""
     if isinstance(exc, Halt):
         return exc
     if isinstance(exc, CoderError):  # the coder ran and said it could not do the work
@@ -121,7 +120,7 @@ def plain_usage(usage: Any) -> dict[str, Any]:
 
 
 def finding(result: ValidatorResult) -> str:
-    """What a fix attempt is told about one verdict: its reason, failed tests and their output."""
+    """What a fix attempt is told about one verdict."""
     text = f"{result.validator_id}: {result.justification}"
     details = result.details or {}
     failed = details.get("failed_tests")

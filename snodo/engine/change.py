@@ -86,7 +86,7 @@ def _plumbed(
     (a copy of one snodo wrote, with its stat data, or else read from the tree), its tree, a
     commit of it (no hook) and HEAD moved there from the parent; that index then becomes the
     copy's own, so ``status`` in the copy shows the commit. ``None``: no change."""
-    parent = _head(copy, str(gitdir))
+    parent = detached_head(str(gitdir)) or git_out(copy, "rev-parse", "--verify", "HEAD^{commit}")
     work = gitdir / f"{COMMIT_INDEX}.work"
     own = {"GIT_INDEX_FILE": str(work)}
     seed = _seed_index(str(gitdir), parent)
@@ -139,11 +139,6 @@ def made_since(base: str, tip: str | None) -> list[tuple[str, str]] | None:
         chain.append((tip, _TREES[tip]))
         tip = _PARENTS[tip]
     return chain[::-1] if tip == base and chain else None
-
-
-def _head(copy: Path, gitdir: str) -> str:
-    """The commit the copy's HEAD names."""
-    return (detached_head(gitdir) if gitdir else None) or git_out(copy, "rev-parse", "--verify", "HEAD^{commit}")
 
 
 def compare(copy: Path, base: str, tip: str) -> tuple[tuple[str, ...], str]:

@@ -57,30 +57,27 @@ def run_coder(
         watch = InPlaceWatch(wt.path, guard, branch=wt.branch, commits_own_changes=caps.commits_own_changes)
     try:
         result = _generate(p, spec, request, wt, task_id, spent)
+        if not isinstance(result, CoderResult):
+            raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
     except Exception:
         if watch is not None:  # what it did before failing is judged all the same
             refuse_in_place(p, watch.judge(), spec.name, task_id)
         raise
-    if not isinstance(result, CoderResult):
-        if watch is not None:  # what it did is judged all the same
-            refuse_in_place(p, watch.judge(), spec.name, task_id)
-        raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
     spent(task_id, request.attempt, result.usage, coder=spec.name)
     if watch is None:
         return _write_artifacts(p, spec, tuple(result.operations), wt, task_id, progress)
     judged = watch.judge()
     refuse_in_place(p, judged, spec.name, task_id)
-    if not judged.commits:
-        return Executed(changed=judged.changed, dropped=(), signature=judged.signature)
-    p.record(
-        "commit",
-        task_id=task_id,
-        branch=wt.branch,
-        commit=judged.head,
-        commits=list(judged.commits),
-        files=list(judged.changed),
-        by=f"coder:{spec.name}",
-    )
+    if judged.commits:
+        p.record(
+            "commit",
+            task_id=task_id,
+            branch=wt.branch,
+            commit=judged.head,
+            commits=list(judged.commits),
+            files=list(judged.changed),
+            by=f"coder:{spec.name}",
+        )
     return Executed(changed=judged.changed, dropped=(), signature=judged.signature, coder_head=judged.head)
 
 

@@ -59,15 +59,8 @@ class PreparedRun:
 
 
 def _prepared(job: dict[str, Any], spec: str) -> PreparedRun:
-    return PreparedRun(
-        job_id=job["job_id"],
-        task_id=job["task_id"],
-        spec=spec,
-        mode=job["mode"],
-        coder=job["coder"],
-        background=bool(job.get("background")),
-        branch=job.get("branch"),
-    )
+    given = {name: job[name] for name in ("job_id", "task_id", "mode", "coder")}
+    return PreparedRun(**given, spec=spec, background=bool(job.get("background")), branch=job.get("branch"))
 
 
 class JobRunner:

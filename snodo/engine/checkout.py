@@ -23,8 +23,7 @@ def _beside(func: Callable[[Path], _Look], repo: Path) -> Future[_Look]:
         executor.shutdown(wait=False)  # the thread ends with its one call
 
 
-#: What each checkout had uncommitted, read from the moment a run was asked for
-#: (:func:`look_ahead`) until its working copy is made (:func:`looking`).
+#: The looks started ahead (:func:`look_ahead`), by checkout.
 _AHEAD: dict[str, Future[_Look]] = {}
 _AHEAD_LOCK = threading.Lock()
 

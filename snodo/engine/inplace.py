@@ -117,8 +117,6 @@ class InPlaceWatch:
             label: (path, save(path)) for label, path in {**self._git_entries(), **outside_of(self.root)}.items()
         }
 
-    # ------------------------------------------------------------------ judging
-
     def judge(self) -> Judgement:
         after = self._snapshot(read_index=False)
         before = self.before
@@ -162,7 +160,6 @@ class InPlaceWatch:
     def _ref_refusals(self, moved_refs: Iterable[str]) -> list[tuple[str, str]]:
         """Refs the coder moved: HEAD never, the task branch only by a committing coder."""
         head_ref = self._head_name()
-        own = {self.branch_ref}
         refused: list[tuple[str, str]] = []
         for ref in moved_refs:
             if ref == self.branch_ref and self.commits_own_changes:
@@ -170,7 +167,7 @@ class InPlaceWatch:
             if ref == head_ref:  # detached or switched: never, not even by a committing coder
                 refused.append((head_ref, REASON_REWRITE if self.commits_own_changes else REASON_UNDECLARED_COMMIT))
             else:
-                refused.append((f".git/{ref}", REASON_UNDECLARED_COMMIT if ref in own else REASON_GIT))
+                refused.append((f".git/{ref}", REASON_UNDECLARED_COMMIT if ref == self.branch_ref else REASON_GIT))
         return refused
 
     def _through_git(
@@ -207,8 +204,6 @@ class InPlaceWatch:
         if moved and self._put_back_ref(self.branch_ref, old_tip):
             restored.append(branch)
         return Judgement(changed=(), refused=tuple(refused), restored=tuple(sorted(restored)))
-
-    # ------------------------------------------------------------------ restoring
 
     def _restore(self, refused: set[str], after: _Snapshot) -> list[str]:
         """Put back what the coder changed outside its working copy (the working copy is
@@ -287,8 +282,6 @@ class InPlaceWatch:
         sep = "\0" if "-z" in args else "\n"
         return [line for line in out.split(sep) if line]
 
-    # ------------------------------------------------------------------ snapshot
-
     def _snapshot(self, *, read_index: bool) -> _Snapshot:
         return _Snapshot(
             # A plain repository's .git is judged by the git snapshot; a worktree's is a file here.
@@ -307,8 +300,7 @@ class InPlaceWatch:
         found: dict[str, Path] = {}
         # A plain repository's HEAD is this working copy's HEAD, judged with the refs.
         skip = _VOLATILE_NAMES | ({"HEAD"} if self.gitdir == self.common else set())
-        # snodo's own runtime state (snodo.state.runtime) changes while the coder runs: the
-        # engine appends to the audit log; confined code cannot write it.
+        # snodo's runtime state changes while the coder runs; confined code cannot write it.
         runtime = {RUNTIME_DIRNAME}
         for path, full in entries_below(self.common, prune=_VOLATILE_DIRS, prune_top=runtime, skip=skip).items():
             found[f".git/{path}"] = full

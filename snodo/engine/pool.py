@@ -130,12 +130,8 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     if not isinstance(gitdir, str) or not _trusted(slot, gitdir):
         return False
     ref = Path(gitdir) / REF_INDEX
-    if not ref.is_file() or ref.is_symlink():
+    if not ref.is_file() or ref.is_symlink() or not _repaired(slot.path, int(ref.stat().st_mtime)):
         return False
-    walked: dict[str, Any] = {}
-    if repair_dirs(slot.path, walked=walked) is None or repair_written(walked, int(ref.stat().st_mtime)) is None:
-        return False
-    remember_walk(slot.path, walked)
     work = ref.with_name(f"{REF_INDEX}.work")
     os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
     pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}", *STAT_TRUST)
@@ -153,6 +149,15 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(work)
     return False
+
+
+def _repaired(path: Path, since: int) -> bool:
+    """Whether what git cannot see in the copy is undone (:mod:`snodo.engine.poolmodes`)."""
+    walked: dict[str, Any] = {}
+    if repair_dirs(path, walked=walked) is None or repair_written(walked, since) is None:
+        return False
+    remember_walk(path, walked)
+    return True
 
 
 def _trusted(slot: Slot, gitdir: str) -> bool:

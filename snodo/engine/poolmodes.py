@@ -29,8 +29,7 @@ def repair_dirs(root: Path, *, walked: dict[str, Any]) -> int | None:
     every ``.git`` entry below ``root``. Returns how many paths were repaired or deleted;
     ``None`` when that cannot be done. An ``lstat`` per directory, no file's; each directory's
     key and entries go into ``walked`` (:func:`~snodo.workspace.gitmeta.remember_walk`)."""
-    want = 0o777 & ~_umask()
-    repaired = 0
+    want, repaired = 0o777 & ~_umask(), 0
     try:
         top = os.lstat(root)
         if stat.S_IMODE(top.st_mode) != want:
@@ -47,27 +46,36 @@ def repair_dirs(root: Path, *, walked: dict[str, Any]) -> int | None:
             for entry in entries:
                 if directory == str(root) and entry.name == ".git":
                     continue  # the copy's own, checked by the pool
-                if entry.name[:1] == "." and is_git_name(entry.name):
-                    if entry.is_dir(follow_symlinks=False):
-                        remove_tree(Path(entry.path))
-                    else:
-                        os.unlink(entry.path)
-                    repaired += 1
-                elif entry.is_dir(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    if st.st_dev != top.st_dev:
-                        raise OSError(f"{entry.path} is a mount point")
-                    if stat.S_IMODE(st.st_mode) != want:
-                        os.chmod(entry.path, want)
-                        repaired += 1
-                        st = os.lstat(entry.path)
+                st, fixed = _repair(entry, want, top.st_dev)
+                repaired += fixed
+                if st is not None:
                     pending.append((entry.path, st))
-                elif not entry.is_file(follow_symlinks=False) and not entry.is_symlink():
-                    os.unlink(entry.path)
-                    repaired += 1
     except OSError:
         return None
     return repaired
+
+
+def _repair(entry: os.DirEntry[str], want: int, dev: int) -> tuple[os.stat_result | None, bool]:
+    """One entry of :func:`repair_dirs`' walk: the ``lstat`` to walk it with when it is a
+    directory, and whether it was repaired or deleted."""
+    if entry.name[:1] == "." and is_git_name(entry.name):
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(Path(entry.path))
+        else:
+            os.unlink(entry.path)
+        return None, True
+    if entry.is_dir(follow_symlinks=False):
+        st = entry.stat(follow_symlinks=False)
+        if st.st_dev != dev:
+            raise OSError(f"{entry.path} is a mount point")
+        if stat.S_IMODE(st.st_mode) == want:
+            return st, False
+        os.chmod(entry.path, want)
+        return os.lstat(entry.path), True
+    if entry.is_file(follow_symlinks=False) or entry.is_symlink():
+        return None, False
+    os.unlink(entry.path)
+    return None, True
 
 
 def remove_tree(path: Path) -> None:

@@ -1,7 +1,5 @@
-"""The branch a completed run leaves: ``snodo/<task>-<run>``, or the name given with
-``snodo run --branch NAME``, checked before anything exists (no job record, no working copy,
-no token, no audit event). ``snodo jobs prune`` deletes a merged named branch only while a
-job record says snodo made it and it still points where snodo left it.
+"""The branch a completed run leaves: ``snodo/<task>-<run>``, or ``snodo run --branch NAME``,
+checked before anything exists.
 """
 
 from __future__ import annotations
@@ -31,8 +29,7 @@ def check_branch(root: Path, name: str, jobs: JobStore) -> None:
 
 
 def made_branches(jobs: JobStore) -> dict[str, str]:
-    """``refs/heads/NAME`` → commit for each branch a completed job was asked to name and
-    made (``run --branch``), from the job records."""
+    """``refs/heads/NAME`` → commit for each ``run --branch`` branch a completed job made."""
     made: dict[str, str] = {}
     for job in jobs.list():
         result = job.get("result")
@@ -45,10 +42,9 @@ def made_branches(jobs: JobStore) -> dict[str, str]:
 
 
 def prune_merged(root: Path, made: dict[str, str]) -> list[dict[str, str]]:
-    """Delete the task branches whose tip is already in another local branch, except one
-    checked out anywhere: every ``snodo/*`` branch, and a ``run --branch`` one only while
-    ``made`` says snodo made it and it still points where snodo left it (a person's own
-    branch is never deleted). Returns ``{branch, merged_into, commit}`` for each."""
+    """Delete the task branches merged into another local branch and checked out nowhere:
+    every ``snodo/*`` one, and a ``run --branch`` one only while it points where snodo left
+    it (``made``); a person's own branch never. ``{branch, merged_into, commit}`` for each."""
     heads = refs_with(root, "objectname", "refs/heads")
     ours = {ref for ref, commit in heads.items() if ref.startswith("refs/heads/snodo/") or made.get(ref) == commit}
     bases = sorted(set(heads) - ours)

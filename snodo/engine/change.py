@@ -1,16 +1,12 @@
 """The engine's commits and the change a run made, at a cost that follows the change.
 
-The engine commits paths it already knows (the coder's operations, or what the in-place
-watch judged), each judged by the path guard before it is staged and again as part of the
-whole change (a refusal moves HEAD back); post_execute judges the committed change, base tree
-against tip tree, from one ``diff --patch-with-raw``. How: docs/architecture.md, "The life
-cycle of a task's work".
+Each path is judged by the path guard before it is staged and again as part of the whole
+change (a refusal moves HEAD back). How: docs/architecture.md, "The life cycle of a task's work".
 """
 
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,11 +14,8 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.engine.pool import REF_BASE, REF_INDEX, STAT_TRUST, detached_head, install_index
-from snodo.git.runner import GitContext, git_out, identity_env, pin, run_git
+from snodo.git.runner import git_out, identity_env, pin, run_git
 from snodo.rules.guard import PathGuard
-
-#: Pathspecs are literal paths here: a file named ``*`` stages that file only.
-_LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 
 
 @frozen(kw_only=True)
@@ -42,26 +35,20 @@ def commit_paths(copy: Path, guard: PathGuard, paths: Sequence[str], message: st
     entries = [guard.check_mutation(p, follow_symlinks=False) for p in paths]
     relative = [os.path.relpath(entry, copy) for entry in entries]
     context = pin(copy)
-    gitdir = str(context.git_dir) if context is not None else ""
-    parent = _head(copy, gitdir)
-    seed = _seed_index(gitdir, parent) if gitdir else None
-    if seed is not None:
-        made = _plumbed(copy, Path(gitdir), seed, relative, message, parent, base)
-    else:
-        made = _porcelain(copy, context, relative, message, parent, base)
+    if context is None:
+        raise EnvironmentProblem(f"{copy} is not a git working copy")
+    made = _plumbed(copy, context.git_dir, relative, message, base)
     if made is None:
         return None
-    commit, tree, (files, diff) = made
+    commit, parent, tree, (files, diff) = made
     _recheck(copy, guard, files, parent, commit)
     _PARENTS[commit] = parent
-    if tree:
-        _TREES[commit] = tree
-    return Commit(commit=commit, tree=tree or None, files=files, diff=diff)
+    _TREES[commit] = tree
+    return Commit(commit=commit, tree=tree, files=files, diff=diff)
 
 
 def _recheck(copy: Path, guard: PathGuard, files: tuple[str, ...], parent: str, commit: str) -> None:
-    """Judge every path of the whole change again (the ones just staged, and those an earlier
-    attempt committed); a refusal moves HEAD back to ``parent``."""
+    """Judge every path of the whole change again; a refusal moves HEAD back to ``parent``."""
     try:
         for path in files:
             guard.check_mutation(os.path.join(copy, path), follow_symlinks=False)
@@ -70,8 +57,6 @@ def _recheck(copy: Path, guard: PathGuard, files: tuple[str, ...], parent: str, 
         raise
 
 
-_Made = tuple[str, str, tuple[tuple[str, ...], str]]
-
 #: The index of the engine's last commit in a copy (its tree, the restore's stat data for
 #: every other file), kept under a name git does not know, and the commit it holds.
 COMMIT_INDEX = "snodo-commit.index"
@@ -79,9 +64,8 @@ COMMIT_BASE = "snodo-commit.base"
 
 
 def _seed_index(gitdir: str, parent: str) -> Path | None:
-    """An index snodo wrote that holds exactly ``parent``'s tree: the last restore's (when
-    ``parent`` is the base it restored) or the engine's last commit's. ``None`` otherwise
-    (a coder's own commit, a copy that is not pooled)."""
+    """An index snodo wrote that holds exactly ``parent``'s tree (the last restore's or the
+    engine's last commit's), or ``None``."""
     for index, recorded in ((COMMIT_INDEX, COMMIT_BASE), (REF_INDEX, REF_BASE)):
         try:
             with open(os.path.join(gitdir, recorded), encoding="ascii") as fh:
@@ -96,18 +80,24 @@ def _seed_index(gitdir: str, parent: str) -> Path | None:
 
 
 def _plumbed(
-    copy: Path, gitdir: Path, seed: Path, relative: list[str], message: str, parent: str, base: str
-) -> _Made | None:
-    """The commit built with plumbing: the named paths added to a copy of ``seed``, its tree,
-    a commit of it (no hook) and HEAD moved there from ``parent``; that index then becomes
-    the copy's own, so ``status`` in the copy shows the commit."""
+    copy: Path, gitdir: Path, relative: list[str], message: str, base: str
+) -> tuple[str, str, str, tuple[tuple[str, ...], str]] | None:
+    """The commit built with plumbing: the named paths added to an index of the parent's tree
+    (a copy of one snodo wrote, with its stat data, or else read from the tree), its tree, a
+    commit of it (no hook) and HEAD moved there from the parent; that index then becomes the
+    copy's own, so ``status`` in the copy shows the commit. ``None``: no change."""
+    parent = detached_head(str(gitdir)) or git_out(copy, "rev-parse", "--verify", "HEAD^{commit}")
     work = gitdir / f"{COMMIT_INDEX}.work"
-    install_index(seed, work)  # git replaces it when it writes: the seed stays as it is
     own = {"GIT_INDEX_FILE": str(work)}
+    seed = _seed_index(str(gitdir), parent)
+    if seed is not None:
+        install_index(seed, work)  # git replaces it when it writes: the seed stays as it is
+    else:  # a coder's own commit: nothing it wrote in the index is trusted
+        git_out(copy, "read-tree", parent, env=own)
     stdin = "".join(f"{path}\0" for path in relative)
     git_out(copy, *STAT_TRUST, "update-index", "--add", "--remove", "-z", "--stdin", stdin=stdin, env=own)
     tree = git_out(copy, *STAT_TRUST, "write-tree", env=own)
-    if _TREES.get(parent) == tree:
+    if tree == (_TREES.get(parent) if seed is not None else git_out(copy, "rev-parse", f"{parent}^{{tree}}")):
         os.unlink(work)
         return None
     made = git_out(copy, "commit-tree", tree, "-p", parent, "-F", "-", stdin=message, env=identity_env(copy))
@@ -120,12 +110,12 @@ def _plumbed(
     os.replace(work, gitdir / COMMIT_INDEX)
     with open(gitdir / COMMIT_BASE, "w", encoding="ascii") as fh:
         fh.write(made)
-    return made, tree, compared
+    return made, parent, tree, compared
 
 
 def _move_head(copy: Path, gitdir: Path, made: str, parent: str) -> None:
-    """Move the copy's HEAD from ``parent`` to ``made``: a pooled copy's detached HEAD (a file
-    only this run uses) by a rename, as git's own ref update does; anything else through git."""
+    """Move the copy's HEAD from ``parent`` to ``made``: a detached HEAD (a file only this run
+    uses) by a rename, as git's own ref update does, else through git."""
     if detached_head(str(gitdir)) == parent:
         tmp = gitdir / "HEAD.snodo-tmp"
         tmp.write_text(f"{made}\n", encoding="ascii")
@@ -134,29 +124,6 @@ def _move_head(copy: Path, gitdir: Path, made: str, parent: str) -> None:
         git_out(copy, "update-ref", "-m", "snodo: commit", "HEAD", made, parent)
 
 
-def _porcelain(
-    copy: Path, context: GitContext | None, relative: list[str], message: str, parent: str, base: str
-) -> _Made | None:
-    """The commit with ``add`` and ``commit --only`` (no hook), when no index snodo wrote
-    holds the parent's tree."""
-    gitdir = str(context.git_dir) if context is not None else ""
-    git_out(copy, "add", "-A", "--", *relative, env=_LITERAL)
-    made = run_git(copy, *_COMMIT, *relative, stdin=message, env={**identity_env(copy), **_LITERAL, "LC_ALL": "C"})
-    commit = _head(copy, gitdir)
-    if not made.ok:
-        said = made.stdout + made.stderr
-        if made.returncode == 1 and commit == parent and any(n in said for n in _NOTHING):
-            return None
-        raise EnvironmentProblem(f"git commit failed in {copy}: {made.detail()}")
-    tree = _tree_of(context.common_dir() if context is not None else None, commit) or ""
-    return commit, tree, compare(copy, base, commit)
-
-
-#: ``git commit`` as the engine makes one: no hook, the message as given, only the named paths.
-_COMMIT = ("commit", "-q", "--cleanup=verbatim", "--no-edit", "-F", "-", "--only", "--")
-#: What ``git commit`` says (LC_ALL=C) when the named paths hold no change.
-_NOTHING = ("nothing to commit", "nothing added to commit", "no changes added to commit")
-
 #: The tree and parent of each commit the engine made: a commit never changes.
 _TREES: dict[str, str] = {}
 _PARENTS: dict[str, str] = {}
@@ -164,7 +131,7 @@ _PARENTS: dict[str, str] = {}
 
 def made_since(base: str, tip: str | None) -> list[tuple[str, str]] | None:
     """The commits of ``base..tip`` with their trees, oldest first, when this process made
-    every one of them (``None`` otherwise: a coder's own commit, a run of another process)."""
+    every one of them, else ``None``."""
     chain: list[tuple[str, str]] = []
     while tip is not None and tip != base:
         if tip not in _PARENTS or tip not in _TREES:
@@ -174,32 +141,9 @@ def made_since(base: str, tip: str | None) -> list[tuple[str, str]] | None:
     return chain[::-1] if tip == base and chain else None
 
 
-def _head(copy: Path, gitdir: str) -> str:
-    """The commit the copy's HEAD names: read from the git directory snodo made for it,
-    else asked."""
-    return (detached_head(gitdir) if gitdir else None) or git_out(copy, "rev-parse", "--verify", "HEAD^{commit}")
-
-
-def _tree_of(common: Path | None, commit: str) -> str | None:
-    """The tree a freshly made commit names, from its loose object (git writes a new commit
-    loose); ``None`` when it is not there to read."""
-    if common is None or len(commit) not in (40, 64):
-        return None
-    try:
-        raw = zlib.decompress((common / "objects" / commit[:2] / commit[2:]).read_bytes())
-    except (OSError, zlib.error):
-        return None
-    header, _, body = raw.partition(b"\0")
-    line = body.split(b"\n", 1)[0]
-    if not header.startswith(b"commit ") or not line.startswith(b"tree "):
-        return None
-    tree = line[5:].decode("ascii", "replace")
-    return tree if len(tree) == len(commit) and all(c in "0123456789abcdef" for c in tree) else None
-
-
 def compare(copy: Path, base: str, tip: str) -> tuple[tuple[str, ...], str]:
-    """The files that differ between the commits ``base`` and ``tip`` (sorted; a rename
-    names both paths) and the patch between them, from one ``git diff``."""
+    """The files that differ between ``base`` and ``tip`` (sorted; a rename names both
+    paths) and the patch, from one ``git diff``."""
     args = ("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--patch-with-raw", "-z", base, tip, "--")
     result = run_git(copy, *args)
     if not result.ok:

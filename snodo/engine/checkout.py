@@ -1,5 +1,5 @@
 """The user's checkout, read without touching it: the commit a run starts from and what is
-left uncommitted there (not part of the run, and the user should know)."""
+left uncommitted there."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ _Look = tuple[str | None, list[str]]
 
 
 def _beside(func: Callable[[Path], _Look], repo: Path) -> Future[_Look]:
-    """``func(repo)`` in a thread of its own beside the caller's work."""
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snodo-beside")
     try:
         return executor.submit(func, repo)
@@ -24,16 +23,14 @@ def _beside(func: Callable[[Path], _Look], repo: Path) -> Future[_Look]:
         executor.shutdown(wait=False)  # the thread ends with its one call
 
 
-#: What each checkout had uncommitted, read from the moment a run was asked for
-#: (:func:`look_ahead`) until its working copy is made (:func:`looking`).
+#: The looks started ahead (:func:`look_ahead`), by checkout.
 _AHEAD: dict[str, Future[_Look]] = {}
 _AHEAD_LOCK = threading.Lock()
 
 
 def look_ahead(repo: Path) -> None:
-    """Start :func:`look_at_checkout` for ``repo`` now, beside the caller (``snodo run``, before
-    loading plugins, protocol and engine: the whole-tree ``status`` uses the CPU loading
-    leaves idle); :func:`looking` takes it."""
+    """Start :func:`look_at_checkout` for ``repo`` now (``snodo run``, before loading plugins,
+    protocol and engine, which leave the CPU idle); :func:`looking` takes it."""
     with _AHEAD_LOCK:
         key = os.path.realpath(repo)
         if key not in _AHEAD:
@@ -54,8 +51,7 @@ def rev(repo: Path, name: str) -> str | None:
 
 def look_at_checkout(repo: Path) -> tuple[str | None, list[str]]:
     """HEAD's commit (``None``: no commit yet) and the paths with uncommitted changes in the
-    user's checkout (governance state aside), from one ``status``: a run starts from the
-    last commit, so those paths are not part of it and the user should know."""
+    user's checkout (governance state aside), from one ``status``."""
     # No preload threads: it runs beside the run, whose own processes need the CPUs more.
     args = ("--no-optional-locks", "-c", "core.preloadIndex=false", "status", "--porcelain=v2", "--branch")
     found = run_git(repo, *args, "--no-ahead-behind", "-z", "--", ".", ":!.snodo")
@@ -81,10 +77,8 @@ _FIELDS = {"1 ": 8, "2 ": 9, "u ": 10, "? ": 1}
 
 
 def read_head(repo: Path) -> str | None:
-    """HEAD's commit read from the user's git directory, so the restore need not wait for the
-    ``status`` that also reports it; ``None`` (wait for it) for anything but a detached commit
-    id or a branch with a loose ref (which git itself reads first). A ref name that climbs
-    out of ``refs/`` is not followed."""
+    """HEAD's commit read from the user's git directory (no wait for the ``status``); ``None``
+    for anything but a detached commit id or a loose branch ref inside ``refs/``."""
     context = pin(repo)
     if context is None:
         return None

@@ -1,6 +1,6 @@
-"""What a run checks before any token is issued or consumed: the coder's declared programs
-and settings, and every model-backed plugin's credentials and endpoint (``snodo_preflight``).
-A failure halts as ``environment_error`` in the ``governance`` phase, having cost nothing."""
+"""What a run checks before any token is issued: the coder's programs and settings, and the
+plugins' credentials and endpoints (``snodo_preflight``); a failure halts as
+``environment_error`` in the ``governance`` phase, having cost nothing."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from snodo.rules.settings import coder_config_problems
 
 
 def check_programs(spec: CoderSpec) -> None:
-    """Declared programs are checked before any token is issued or consumed."""
     for prog in spec.capabilities.required_programs:
         if shutil.which(prog.name) is None:
             raise Halt(
@@ -27,8 +26,7 @@ def check_programs(spec: CoderSpec) -> None:
 
 
 def check_settings(p: Project, spec: CoderSpec, config: Mapping[str, Any]) -> None:
-    """``coder_config`` keys the coder does not declare are refused before any token is
-    issued or consumed: a typo must not silently run the coder on its defaults."""
+    """Undeclared ``coder_config`` keys are refused: a typo must not run the coder on its defaults."""
     problems = coder_config_problems(spec.name, spec.capabilities.settings, config)
     if problems:
         raise Halt(
@@ -40,8 +38,6 @@ def check_settings(p: Project, spec: CoderSpec, config: Mapping[str, Any]) -> No
 
 
 def preflight(p: Project, coder: str, config: Mapping[str, Any]) -> None:
-    """Every model-backed plugin the run will use checks its credentials and endpoint
-    (``snodo_preflight``) before any token is issued: a missing key halts here, free."""
     phases = ("pre_execute", "post_execute")
     validators = tuple(v for phase in phases for v in p.protocol.validators_for(p.mode, phase))
     try:

@@ -1,7 +1,6 @@
-"""What happens to a halted run's work: kept under ``refs/snodo/halted/…``, or thrown away
-when a failed constraint's predicate declares ``discard_work_on_failure`` (the built-in
-``no_secrets_in_diff``). Commits such a constraint never judged are judged first, through
-the one confined runner, so no kept ref holds what it forbids."""
+"""A halted run's work: kept under ``refs/snodo/halted/…``, or thrown away when a failed
+constraint's predicate declares ``discard_work_on_failure`` (``no_secrets_in_diff``). Commits
+such a constraint never judged are judged first, so no kept ref holds what it forbids."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ def dispose(
     spec_text: str,
     progress: Progress,
 ) -> tuple[str | None, dict[str, Any] | None]:
-    """Keep a halted run's commits under the halted namespace, or throw them away when a
-    failed constraint's predicate says the work must not be kept. Returns (ref, discarded)."""
+    """Keep a halted run's commits, or throw them away; (ref, discarded)."""
     if wt is None:
         return None, None
     reasons = discard_reasons(p, results)
@@ -61,7 +59,6 @@ def dispose(
 
 
 def _discarding(p: Project, predicate: str) -> str | None:
-    """The predicate's name when its failure means the work must be discarded, else ``None``."""
     try:
         spec = p.host.predicate(predicate)
     except SnodoError:
@@ -70,8 +67,7 @@ def _discarding(p: Project, predicate: str) -> str | None:
 
 
 def discard_reasons(p: Project, results: tuple[dict[str, Any], ...]) -> list[dict[str, str]]:
-    """Failed constraints whose predicate declares ``discard_work_on_failure``. A predicate
-    that could not judge (an error) counts as failed: fail closed."""
+    """Failed constraints (an error counts as failed) whose predicate declares ``discard_work_on_failure``."""
     reasons = []
     for r in results:
         vtype = str(r.get("validator_type", ""))
@@ -87,9 +83,9 @@ def discard_reasons(p: Project, results: tuple[dict[str, Any], ...]) -> list[dic
 def judge_unjudged(
     p: Project, wt: Worktree, results: tuple[dict[str, Any], ...], spec_text: str
 ) -> list[dict[str, str]]:
-    """Commits about to be kept that a discarding constraint never judged (the run was
-    interrupted, or halted before post_execute finished) are judged now, through the one
-    confined runner: a predicate that cannot judge fails closed and discards."""
+    """Judge now the commits about to be kept that a discarding constraint never judged (an
+    interrupted run, a halt before post_execute finished); a predicate that cannot judge
+    fails closed."""
     tip = wt.tip()
     if tip is None or tip == wt.base:
         return []

@@ -1,8 +1,6 @@
-"""One coder attempt's execution, and how its work reaches the working copy.
-
-The coder runs confined. An in-place coder is watched (:class:`~snodo.engine.inplace.InPlaceWatch`):
-every path it changed is judged by the tools' path guard, and one refusal halts the run. A
-coder's returned operations go through the ``snodo_filter_artifacts`` hooks, then guarded writes.
+"""One coder attempt, confined, and how its work reaches the working copy: an in-place
+coder's changes are judged (:class:`~snodo.engine.inplace.InPlaceWatch`; one refusal halts),
+returned operations go through ``snodo_filter_artifacts``, then guarded writes.
 """
 
 from __future__ import annotations
@@ -31,8 +29,8 @@ class Spent(Protocol):
 
 @frozen(kw_only=True)
 class Executed:
-    """What one attempt changed (paths relative to the working copy), what was refused, a
-    signature of the change (for the stall check) and the tip of a coder's own commits."""
+    """What one attempt changed and what was refused, a signature of the change (for the
+    stall check) and the tip of a coder's own commits."""
 
     changed: tuple[str, ...]
     dropped: tuple[dict[str, str], ...]
@@ -50,8 +48,8 @@ def run_coder(
     spent: Spent,
     progress: Progress,
 ) -> Executed:
-    """Run one coder attempt confined and bring its work into the working copy. Every
-    refusal is audited as ``path_refused``; what the attempt spent is recorded even when it fails."""
+    """Run one coder attempt and bring its work into the working copy; every refusal is
+    audited, and what it spent recorded even when it fails."""
     guard = PathGuard(wt.path, p.protocol.protected_paths)
     caps = spec.capabilities
     watch = None
@@ -59,35 +57,32 @@ def run_coder(
         watch = InPlaceWatch(wt.path, guard, branch=wt.branch, commits_own_changes=caps.commits_own_changes)
     try:
         result = _generate(p, spec, request, wt, task_id, spent)
+        if not isinstance(result, CoderResult):
+            raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
     except Exception:
         if watch is not None:  # what it did before failing is judged all the same
             refuse_in_place(p, watch.judge(), spec.name, task_id)
         raise
-    if not isinstance(result, CoderResult):
-        if watch is not None:  # what it did is judged all the same
-            refuse_in_place(p, watch.judge(), spec.name, task_id)
-        raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
     spent(task_id, request.attempt, result.usage, coder=spec.name)
     if watch is None:
         return _write_artifacts(p, spec, tuple(result.operations), wt, task_id, progress)
     judged = watch.judge()
     refuse_in_place(p, judged, spec.name, task_id)
-    if not judged.commits:
-        return Executed(changed=judged.changed, dropped=(), signature=judged.signature)
-    p.record(
-        "commit",
-        task_id=task_id,
-        branch=wt.branch,
-        commit=judged.head,
-        commits=list(judged.commits),
-        files=list(judged.changed),
-        by=f"coder:{spec.name}",
-    )
+    if judged.commits:
+        p.record(
+            "commit",
+            task_id=task_id,
+            branch=wt.branch,
+            commit=judged.head,
+            commits=list(judged.commits),
+            files=list(judged.changed),
+            by=f"coder:{spec.name}",
+        )
     return Executed(changed=judged.changed, dropped=(), signature=judged.signature, coder_head=judged.head)
 
 
 def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, task_id: str, spent: Spent) -> Any:
-    """What the coder returned from its run in the sandbox (network only when it declares the need)."""
+    """What the coder returned from its run in the sandbox."""
     try:
         with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
             result = p.host.generate(spec.name, request)
@@ -102,8 +97,8 @@ def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, 
 def _write_artifacts(
     p: Project, spec: CoderSpec, ops: tuple[FileOperation, ...], wt: Worktree, task_id: str, progress: Progress
 ) -> Executed:
-    """The artifact filter hooks drop what no coder may write (audited), then every kept
-    operation goes through the path guard (a second line of defence behind the filter)."""
+    """The artifact filter hooks drop what no coder may write, then every kept operation
+    goes through the path guard (a second line of defence)."""
     context = ArtifactContext(
         workspace=wt.path, task_id=task_id, mode_id=p.mode_id, protected_paths=p.protocol.protected_paths
     )

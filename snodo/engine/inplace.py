@@ -1,16 +1,13 @@
-"""Judging what an in-place coder did, by the one rule the tool surface uses.
+"""Judging what an in-place coder (``writes_in_place``) did, by the tool surface's one rule.
 
-A coder that declares ``writes_in_place`` edits its working copy itself. Before it runs the
-engine snapshots what it could reach and should not change: the workspace's files, the
-workspace's parent (``../x`` lands there; other runs' copies aside), and the repository state
-a coder could use against the user (the common git directory's configuration, hooks, refs and
-the rest, this worktree's own git directory and index entries). Afterwards every difference
-goes through the same :class:`~snodo.rules.guard.PathGuard` as a tool-surface write.
-
-Moving ``HEAD`` or the task branch, or committing, is allowed only to a coder that declares
-``commits_own_changes``; its commits must extend the task branch, and the paths they change
-are judged like the rest. Other runs' branches, git's own volatile files and snodo's runtime
-state are left out: concurrent runs change them legitimately.
+Before it runs, the engine snapshots what it could reach and should not change: the
+workspace's files, its parent (``../x``; other runs' copies aside) and the repository state
+(the common git directory's configuration, hooks, refs and the rest, this worktree's own git
+directory and index entries). Afterwards every difference goes through the same
+:class:`~snodo.rules.guard.PathGuard` as a tool-surface write. Only a coder declaring
+``commits_own_changes`` may commit; its commits must extend the task branch, and the paths
+they change are judged like the rest. Other runs' branches, git's volatile files and snodo's
+runtime state are left out: concurrent runs change them legitimately.
 """
 
 from __future__ import annotations
@@ -35,14 +32,12 @@ from snodo.engine.snapshot import (
     put_back,
     read_text,
     save,
-    tree_of,
 )
 from snodo.rules.guard import REASON_GIT, REASON_OUTSIDE
 from snodo.state.runtime import DIRNAME as RUNTIME_DIRNAME
 from snodo.workspace import Git, PathGuard
 
-# Files of a git directory that git rewrites on its own (or that only record history) and
-# that cannot make git run anything: left out of the snapshot.
+# Files of a git directory that git rewrites on its own and that cannot make it run anything.
 _VOLATILE_NAMES = frozenset(
     {
         "index",
@@ -73,8 +68,8 @@ REASON_REWRITE = "the coder's commits do not extend the task branch (history rew
 
 @frozen(kw_only=True)
 class Judgement:
-    """What an in-place coder changed: the paths kept as its change, the paths refused
-    (each with the guard's reason) and the commits it made on the task branch."""
+    """What an in-place coder changed: the paths kept, the paths refused (with the guard's
+    reason) and its commits on the task branch."""
 
     changed: tuple[str, ...]
     refused: tuple[tuple[str, str], ...]
@@ -122,8 +117,6 @@ class InPlaceWatch:
             label: (path, save(path)) for label, path in {**self._git_entries(), **outside_of(self.root)}.items()
         }
 
-    # ------------------------------------------------------------------ judging
-
     def judge(self) -> Judgement:
         after = self._snapshot(read_index=False)
         before = self.before
@@ -154,7 +147,6 @@ class InPlaceWatch:
         refused: list[tuple[str, str]],
         changed: set[str],
     ) -> None:
-        """Each path into ``refused`` (with the guard's reason) or ``changed``."""
         for path in paths:
             reason = self._refusal(path, exists=exists(path))
             if reason:
@@ -168,7 +160,6 @@ class InPlaceWatch:
     def _ref_refusals(self, moved_refs: Iterable[str]) -> list[tuple[str, str]]:
         """Refs the coder moved: HEAD never, the task branch only by a committing coder."""
         head_ref = self._head_name()
-        own = {self.branch_ref}
         refused: list[tuple[str, str]] = []
         for ref in moved_refs:
             if ref == self.branch_ref and self.commits_own_changes:
@@ -176,14 +167,13 @@ class InPlaceWatch:
             if ref == head_ref:  # detached or switched: never, not even by a committing coder
                 refused.append((head_ref, REASON_REWRITE if self.commits_own_changes else REASON_UNDECLARED_COMMIT))
             else:
-                refused.append((f".git/{ref}", REASON_UNDECLARED_COMMIT if ref in own else REASON_GIT))
+                refused.append((f".git/{ref}", REASON_UNDECLARED_COMMIT if ref == self.branch_ref else REASON_GIT))
         return refused
 
     def _through_git(
         self, after: _Snapshot, moved_refs: Collection[str], refused: list[tuple[str, str]], changed: set[str]
     ) -> tuple[tuple[str, ...], str | None]:
-        """What git says changed (the index, a committing coder's commits), once git's own
-        configuration and hooks are known unchanged; the commits and the new tip."""
+        """What git says changed (the index, a committing coder's commits); its commits and tip."""
         before = self.before
         try:
             index = self._index()
@@ -204,8 +194,7 @@ class InPlaceWatch:
         return commits, new
 
     def _undo(self, refused: list[tuple[str, str]], after: _Snapshot, moved_refs: Collection[str]) -> Judgement:
-        """Put back what the refused writes touched, the task branch included: no refused work
-        stays on it."""
+        """Put back what the refused writes touched, the task branch included."""
         restored = self._restore({path for path, _ in refused}, after)
         old_tip = self.before.refs.get(self.branch_ref)
         branch = self._ref_label(self.branch_ref)
@@ -216,12 +205,9 @@ class InPlaceWatch:
             restored.append(branch)
         return Judgement(changed=(), refused=tuple(refused), restored=tuple(sorted(restored)))
 
-    # ------------------------------------------------------------------ restoring
-
     def _restore(self, refused: set[str], after: _Snapshot) -> list[str]:
-        """Put back what the coder changed outside its working copy (repository state, the
-        parent directory) as it was; the working copy itself is discarded with the run.
-        Returns the paths put back."""
+        """Put back what the coder changed outside its working copy (the working copy is
+        discarded with the run); the paths put back."""
         before = self.before
         snapshots = (before.git, after.git, before.outside, after.outside)
         current = {**self._git_entries(), **outside_of(self.root)}
@@ -257,8 +243,8 @@ class InPlaceWatch:
         return True
 
     def _refusal(self, path: str, *, exists: bool) -> str | None:
-        """The guard's reason for refusing a change of ``path``, or ``None``; a path that
-        exists now is judged by what it leads to too (a new symlink out of the root)."""
+        """The guard's reason for refusing a change of ``path`` (if it exists, of what it leads
+        to too), or ``None``."""
         try:
             self.guard.check_mutation(path, follow_symlinks=exists)
         except PathValidationError as exc:
@@ -266,8 +252,7 @@ class InPlaceWatch:
         return None
 
     def _committable(self, paths: list[str]) -> tuple[str, ...]:
-        """The changed paths git can stage: ignored files (caches a coder's tools left) and
-        untracked files the coder deleted are not part of the change."""
+        """The changed paths git can stage: not ignored files, nor untracked ones deleted."""
         if not paths:
             return ()
         # Ignored untracked entries, a wholly ignored directory as one `dir/` entry.
@@ -297,11 +282,12 @@ class InPlaceWatch:
         sep = "\0" if "-z" in args else "\n"
         return [line for line in out.split(sep) if line]
 
-    # ------------------------------------------------------------------ snapshot
-
     def _snapshot(self, *, read_index: bool) -> _Snapshot:
         return _Snapshot(
-            tree=tree_of(self.root, skip_git_dir=self.gitdir is not None and self.gitdir == self.root / ".git"),
+            # A plain repository's .git is judged by the git snapshot; a worktree's is a file here.
+            tree=fingerprints(
+                entries_below(self.root, prune_top={".git"} if self.gitdir == self.root / ".git" else ())
+            ),
             outside=fingerprints(outside_of(self.root)),
             git=fingerprints(self._git_entries()),
             refs=self._refs(),
@@ -314,8 +300,7 @@ class InPlaceWatch:
         found: dict[str, Path] = {}
         # A plain repository's HEAD is this working copy's HEAD, judged with the refs.
         skip = _VOLATILE_NAMES | ({"HEAD"} if self.gitdir == self.common else set())
-        # snodo's own runtime state (snodo.state.runtime) changes while the coder runs: the
-        # engine appends to the audit log; confined code cannot write it.
+        # snodo's runtime state changes while the coder runs; confined code cannot write it.
         runtime = {RUNTIME_DIRNAME}
         for path, full in entries_below(self.common, prune=_VOLATILE_DIRS, prune_top=runtime, skip=skip).items():
             found[f".git/{path}"] = full
@@ -346,8 +331,8 @@ class InPlaceWatch:
         return refs
 
     def _index(self) -> dict[str, str]:
-        """Staged entries (mode, object, stage) by path: stat data left out, so a coder's
-        ``git status`` refreshing the index is not a change."""
+        """Staged entries (mode, object, stage) by path, without stat data (a ``git status``
+        refreshing the index is no change)."""
         if self.gitdir is None:
             return {}
         entries: dict[str, str] = {}

@@ -19,8 +19,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Interrupted(BaseException):
-    """The run was asked to stop by a signal. A ``BaseException``, like KeyboardInterrupt,
-    so no ``except Exception`` on the way up mistakes it for a fault."""
+    """A signal stops the run; a ``BaseException``, so no ``except Exception`` takes it for a fault."""
 
     def __init__(self, signum: int) -> None:
         self.signal_name = signal.Signals(signum).name

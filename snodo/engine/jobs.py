@@ -1,7 +1,6 @@
-"""The job store: every run, foreground or background, has a directory ``jobs/<job_id>/``
-(spec, status, log) in the project's runtime state, so ``snodo jobs`` and ``--resume`` see
-it. A job whose process died without finishing is reported halted (``internal_error``),
-never "running" forever. What a run does with its job is :mod:`snodo.engine.lifecycle`.
+"""The job store: every run has a directory ``jobs/<job_id>/`` (spec, status, log) in the
+project's runtime state. A job whose process died without finishing is reported halted
+(``internal_error``), never "running" forever.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ JobStatus = Literal["queued", "running", "completed", "halted"]
 JOB_STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -84,9 +83,9 @@ class JobStore:
             "status": "queued",
             "outcome": None,
             "pid": None,
-            "created_at": _now(),
+            "created_at": now(),
             "created_ns": time.time_ns(),  # orders the queue: oldest waiting job first
-            "updated_at": _now(),
+            "updated_at": now(),
             "result": None,
         }
         atomic_write_json(d / "status.json", status)
@@ -100,7 +99,7 @@ class JobStore:
         return self.path(job_id) / "log.txt"
 
     def update(self, job_id: str, **changes: Any) -> dict[str, Any]:
-        """Change a job's record; a ``status`` or ``outcome`` outside the known ones is a bug, refused."""
+        """Change a job's record (an unknown ``status`` or ``outcome`` is refused)."""
         if "status" in changes and changes["status"] not in JOB_STATUSES:
             raise StateError(f"job {job_id}: {changes['status']!r} is not a job status ({', '.join(JOB_STATUSES)})")
         if changes.get("outcome") is not None and changes["outcome"] not in HALT_OUTCOMES:
@@ -108,7 +107,7 @@ class JobStore:
         path = self.path(job_id) / "status.json"
         with file_lock(path):
             status = dict(read_json(path))
-            status.update(changes, updated_at=_now())
+            status.update(changes, updated_at=now())
             atomic_write_json(path, status)
         return status
 
@@ -153,11 +152,11 @@ class JobStore:
         return sorted(found, key=lambda j: (j.get("created_ns") or 0, j["job_id"]))
 
     def active(self) -> builtins.list[dict[str, Any]]:
-        """Background jobs with a live process: running, or started and about to take a slot."""
+        """Background jobs with a live process."""
         return [j for j in self.list() if j.get("background") and j["status"] in ("queued", "running") and j.get("pid")]
 
     def check_room(self, max_queued: int) -> None:
-        """Refuse a new background job when ``max_queued`` already wait (nothing is created)."""
+        """Refuse a new background job when ``max_queued`` already wait."""
         waiting = len(self.waiting())
         if waiting >= max_queued:
             raise QueueFull(
@@ -168,8 +167,7 @@ class JobStore:
 
     def launch_ready(self, limit: int) -> builtins.list[str]:
         """Start the oldest waiting jobs while fewer than ``limit`` background jobs are alive
-        (when a job is dispatched and when one finishes: a queued job is a record, never a
-        sleeping interpreter). A lock file keeps two launchers from starting the same job."""
+        (a queued job is a record, never a sleeping interpreter)."""
         started: builtins.list[str] = []
         if not self.directory.is_dir():
             return started
@@ -193,12 +191,10 @@ class JobStore:
         return started
 
     def start_background(self, job_id: str, *, env: dict[str, str] | None = None) -> int:
-        """Start ``python -I -m snodo run --job ID`` (under the protocol the job was created
-        with), its output to the job log. ``-I`` and ``cwd="/"``: nothing the agent wrote in
-        the project is on its ``sys.path``. The process started here forks the job and exits
-        (:func:`detach`), so the job is nobody's child and a kill of the server's process tree
-        does not reach it; that holds only while this process is no child subreaper, so the
-        launch waits for the confined runs under way to end (:func:`not_adopting`)."""
+        """Start ``python -I -m snodo run --job ID`` from ``/`` (nothing the agent wrote is on
+        its ``sys.path``), its output to the job log. It forks the job and exits
+        (:func:`detach`), so no kill of the server's process tree reaches the job; that holds
+        only while this process is no child subreaper (:func:`not_adopting`)."""
         argv = [sys.executable, "-I", "-m", "snodo", "run", "--job", job_id]
         protocol = self.load(job_id).get("protocol")
         if protocol:
@@ -217,8 +213,7 @@ class JobStore:
                 )
             finally:
                 log.close()
-            # No pid is written here: the job writes its own before the launcher exits, and the
-            # caller's launch lock keeps anyone else from starting this job meanwhile.
+            # The job writes its own pid before the launcher exits.
             if proc.wait(timeout=LAUNCH_TIMEOUT) != 0:
                 raise StateError(f"the job process exited with status {proc.returncode} before it started; see its log")
         return int(self.load(job_id).get("pid") or 0)
@@ -226,7 +221,7 @@ class JobStore:
 
 def detach(store: JobStore, job_id: str) -> None:
     """In ``snodo run --job``, before any thread exists: fork, and end the parent once the
-    child has recorded its pid (through a pipe), so the record never names a dead launcher."""
+    child has recorded its pid, so the record never names a dead launcher."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid:  # the launcher: wait for the job to say it is recorded, then vanish
@@ -247,6 +242,5 @@ class QueueFull(StateError):
 
 #: Seconds the launcher may take to fork the job and record it (python start-up plus a write).
 LAUNCH_TIMEOUT = 30.0
-#: Seconds a launch waits, at most, for the confined runs of this process to end (a
-#: ``run_tests`` takes up to 300 s; validators have their own limits).
+#: Seconds a launch waits, at most, for the confined runs of this process to end.
 ADOPTION_WAIT = 600.0

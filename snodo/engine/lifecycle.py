@@ -1,11 +1,9 @@
-"""The life cycle of a run as a job: created, queued, running, then completed or halted.
+"""A run as a job: created, queued, running, then completed or halted.
 
-``snodo run`` in the foreground, ``snodo run --background`` and the MCP host's
-``dispatch_task`` (which starts ``snodo run --job ID``) all follow this one path; the command
-line only parses and prints. A background job waits ``queued`` as a record until one of
+``snodo run``, ``snodo run --background`` and ``dispatch_task`` (``snodo run --job ID``) all
+follow this one path. A background job waits ``queued`` until one of
 ``execution.max_parallel_jobs`` slots (an ``flock`` on ``jobs/.slots/slot-N.lock``) is free,
-oldest first. SIGINT/SIGTERM halt the run as ``interrupted``; ``prune`` removes what a
-project no longer needs.
+oldest first. SIGINT/SIGTERM halt the run as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from attrs import frozen
 
 from snodo.base.errors import SnodoError
 from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
-from snodo.engine.jobs import JobStore
+from snodo.engine.jobs import JobStore, now
 from snodo.engine.loop import Engine
 from snodo.engine.pool import try_lock
 from snodo.engine.refused import RefusalWatch
@@ -50,8 +48,6 @@ DEFAULT_PRUNE_AGE = timedelta(days=14)
 
 @frozen(kw_only=True)
 class PreparedRun:
-    """A job record ready to run: what, under which task id, mode and coder."""
-
     job_id: str
     task_id: str
     spec: str
@@ -63,15 +59,8 @@ class PreparedRun:
 
 
 def _prepared(job: dict[str, Any], spec: str) -> PreparedRun:
-    return PreparedRun(
-        job_id=job["job_id"],
-        task_id=job["task_id"],
-        spec=spec,
-        mode=job["mode"],
-        coder=job["coder"],
-        background=bool(job.get("background")),
-        branch=job.get("branch"),
-    )
+    given = {name: job[name] for name in ("job_id", "task_id", "mode", "coder")}
+    return PreparedRun(**given, spec=spec, background=bool(job.get("background")), branch=job.get("branch"))
 
 
 class JobRunner:
@@ -92,9 +81,7 @@ class JobRunner:
         background: bool,
         branch: str | None = None,
     ) -> PreparedRun:
-        """A new job for ``spec`` (the task id is derived from the spec unless given). A
-        named ``branch`` is checked before the job exists (a valid name, no such branch,
-        no live job waiting to make it): a refused name leaves nothing behind."""
+        """A new job for ``spec``; a named ``branch`` is checked before the job exists."""
         from snodo.governance.service import check_task_id, derive_task_id  # noqa: PLC0415 `jobs prune` loads no protocol or governance stack
 
         project = self._project(mode)
@@ -119,8 +106,8 @@ class JobRunner:
     def resume(
         self, task_id: str, *, mode: str | None, coder: str | None, background: bool, branch: str | None = None
     ) -> PreparedRun:
-        """A new job running a halted task's spec again (it is validated again from scratch);
-        the branch name the halted run was given is kept unless another is named."""
+        """A new job running a halted task's spec again, validated from scratch (its branch
+        name kept unless another is named)."""
         previous = self.jobs.latest_for_task(task_id)
         if previous is None:
             raise SnodoError(
@@ -153,11 +140,8 @@ class JobRunner:
         return max(1, int(self.loaded.protocol.execution.max_parallel_jobs))
 
     def execute(self, run: PreparedRun, *, echo: Echo | None = None) -> RunResult:
-        """Run the job to its end and record the result; never leaves it ``running``.
-
-        Returns the engine's result (``outcome == "interrupted"`` after SIGINT/SIGTERM).
-        A fault outside the engine is recorded as ``internal_error`` and raised.
-        """
+        """Run the job to its end and record the result, never leaving it ``running``; a
+        fault outside the engine is recorded as ``internal_error`` and raised."""
         log_path = self.jobs.log_path(run.job_id)
         refusals = RefusalWatch()  # what the coder reports the sandbox refused
 
@@ -174,7 +158,7 @@ class JobRunner:
             try:
                 slot = self._slot(run, project, progress) if run.background else contextlib.nullcontext()
                 with slot:
-                    self.jobs.update(run.job_id, status="running", pid=os.getpid(), started_at=_now())
+                    self.jobs.update(run.job_id, status="running", pid=os.getpid(), started_at=now())
                     try:
                         engine = Engine(
                             project, coder=run.coder, progress=progress, job_id=run.job_id, branch=run.branch
@@ -204,7 +188,7 @@ class JobRunner:
                 "during": result.message,
                 "processes": [" ".join(argv)[:500] for argv in stop.processes],
             }
-        self.jobs.update(run.job_id, finished_at=_now(), **changes)
+        self.jobs.update(run.job_id, finished_at=now(), **changes)
 
     def _interrupted_outside(self, run: PreparedRun, project: Project, exc: Interrupted) -> RunResult:
         """An interrupt that came while queued (or between the engine's steps)."""
@@ -220,7 +204,7 @@ class JobRunner:
 
     @contextlib.contextmanager
     def _slot(self, run: PreparedRun, project: Project, progress: Echo) -> Iterator[int]:
-        """Wait ``queued`` for one of ``max_parallel_jobs`` slots, oldest job first; hold it."""
+        """Wait ``queued`` for a free slot, oldest job first; hold it."""
         limit = self.parallel_limit()
         directory = self.jobs.directory / ".slots"
         directory.mkdir(parents=True, exist_ok=True)
@@ -271,15 +255,9 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) -> dict[str, Any]:
-    """Remove what is past ``older_than``: halted refs (by their commit's date), finished
-    job directories (by their last update) and working copies whose run is gone or that no
-    run has used for ``older_than``; and the task branches already merged, at any age. Live
-    jobs and their working copies are never touched. Returns what was removed."""
+    """Remove what is past ``older_than`` (halted refs, finished jobs, unused working copies)
+    and the task branches already merged; never what a live job uses. Returns it."""
     from snodo.engine.branches import made_branches, prune_merged  # noqa: PLC0415 only prune asks which branches snodo made
 
     cutoff = datetime.now(UTC) - older_than

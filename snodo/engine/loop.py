@@ -1,10 +1,9 @@
 """The governed run loop: governance → validate → execute → post-validate → complete or halt.
 
-One task, one run, one working copy (:mod:`snodo.engine.worktree`). The pre_execute token is
-verified and consumed at the execute boundary, right before the coder runs. A post_execute
-``escalate`` whose warns came from validators re-enters the coder with the findings, bounded
-by ``max_recovery_depth``, ``max_total_fix_attempts``, ``max_iterations`` and a stall check
-(the same verdict after the same change); an uncapped blocker is terminal.
+The pre_execute token is consumed right before the coder runs. A post_execute ``escalate``
+re-enters the coder with the findings, bounded by ``max_recovery_depth``,
+``max_total_fix_attempts``, ``max_iterations`` and a stall check (the same verdict after the
+same change); a blocker is terminal.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 
 @frozen(kw_only=True)
 class _Progress:
-    """What the attempts of one run have built up so far (the loop's only state)."""
+    """What the attempts of one run have built up so far."""
 
     attempt: int = 0
     findings: tuple[str, ...] = ()
@@ -93,12 +92,12 @@ class Engine:
         self.attempt = 0
         self.usage: list[dict[str, Any]] = []
         self.phase = "governance"
-        self.spec_text = ""
+        self.spec_text = self.task_id = ""
         self.coder_head: str | None = None  # the working copy's tip after a coder's own commits
 
     def run(self, spec: str, *, task_id: str | None = None) -> RunResult:
         task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
-        self.spec_text = spec
+        self.spec_text, self.task_id = spec, task_id
         p = self.project
         p.session()
         p.record(
@@ -127,28 +126,27 @@ class Engine:
             worktree = create_worktree(p.root, p.home, task_id, self.run_id)
             worktree.branch = self.branch or worktree.branch
             self.progress(f"working copy {worktree.path} (run {self.run_id})")
-            result = self._loop(spec, task_id, coder_spec, config, worktree)
-            self._complete(spec, task_id, result, worktree)
+            result = self._loop(coder_spec, config, worktree)
+            self._complete(result, worktree)
             return result
         except Interrupted as stop:
             phase = "execute" if self.activity.startswith("coder") else self.phase
             message = f"interrupted by {stop.signal_name} during {phase}"
             if self.activity:
                 message += f" ({self.activity})"
-            return self._halted(task_id, Halt("interrupted", phase, message), worktree)
+            return self._halted(Halt("interrupted", phase, message), worktree)
         except Exception as exc:  # fail closed: an unexpected fault halts and is audited
-            return self._halted(task_id, halt_for(exc), worktree)
+            return self._halted(halt_for(exc), worktree)
         finally:
             if worktree is not None:
                 self._note_left_out(worktree.left_out)  # read by a status beside the run
                 worktree.remove()
 
-    def _complete(self, spec: str, task_id: str, result: RunResult, worktree: Worktree) -> None:
-        """Only completed work gets a branch; the run is recorded and attested."""
+    def _complete(self, result: RunResult, worktree: Worktree) -> None:
         worktree.keep_as_branch()
         completed = self.project.record(
             "completed",
-            task_id=task_id,
+            task_id=self.task_id,
             run_id=self.run_id,
             branch=result.branch,
             commit=result.commit,
@@ -160,8 +158,8 @@ class Engine:
             base=worktree.base,
             tip=worktree.branch,
             made=change.made_since(worktree.base, worktree.tip()),
-            task_id=task_id,
-            spec_sha=spec_sha256(spec),
+            task_id=self.task_id,
+            spec_sha=spec_sha256(self.spec_text),
             run_id=self.run_id,
             coder=self.coder_name,
             reason=result.message,
@@ -178,9 +176,8 @@ class Engine:
                 f"not part of it ({shown})"
             )
 
-    def _validate(self, task_id: str, phase: str, workspace: Path, **given: Any) -> ValidationOutcome:
-        """``validate_task`` for one phase; validators run confined code, so no new git
-        metadata may stay behind."""
+    def _validate(self, phase: str, workspace: Path, **given: Any) -> ValidationOutcome:
+        """``validate_task`` for one phase; no git metadata the validators' code made may stay."""
         self.phase = phase
         self.progress(f"{phase} validation")
         watch = GitMetaWatch(workspace)
@@ -188,7 +185,7 @@ class Engine:
             outcome = validate_task(
                 self.project,
                 spec=self.spec_text,
-                task_id=task_id,
+                task_id=self.task_id,
                 phase=phase,
                 workspace=workspace,
                 issue_token=(phase == "pre_execute"),
@@ -196,78 +193,76 @@ class Engine:
                 **given,
             )
         except GitMetadataRefused as exc:  # planted in a validator's own copy of the tree
-            self._refuse_git_metadata(task_id, phase, exc.found)
+            self._refuse_git_metadata(phase, exc.found)
         for r in outcome.results:
-            self._spent(task_id, self.attempt, (r.details or {}).get("usage"), validator=r.validator_id, phase=phase)
+            self._spent(
+                self.task_id, self.attempt, (r.details or {}).get("usage"), validator=r.validator_id, phase=phase
+            )
         if found := watch.intruders():
-            self._refuse_git_metadata(task_id, phase, found, outcome)
+            self._refuse_git_metadata(phase, found, outcome)
         return outcome
 
     def _refuse_git_metadata(
-        self, task_id: str, phase: str, found: Sequence[tuple[str, str]], outcome: ValidationOutcome | None = None
+        self, phase: str, found: Sequence[tuple[str, str]], outcome: ValidationOutcome | None = None
     ) -> NoReturn:
         for path, reason in found:
-            self.project.record("path_refused", task_id=task_id, path=path, source=f"{phase}:validators", reason=reason)
+            self.project.record(
+                "path_refused", task_id=self.task_id, path=path, source=f"{phase}:validators", reason=reason
+            )
         raise Halt("blocker", phase, GitMetadataRefused(list(found)).message, validation=outcome)
 
-    def _loop(self, spec: str, task_id: str, coder_spec: CoderSpec, config: dict[str, Any], wt: Worktree) -> RunResult:
+    def _loop(self, coder_spec: CoderSpec, config: dict[str, Any], wt: Worktree) -> RunResult:
         """Pre-validate and consume the token, then attempt and decide, until a verdict ends it."""
-        self._pre_validate_and_consume(task_id, wt)
+        self._pre_validate_and_consume(wt)
         guard = PathGuard(wt.path, self.project.protocol.protected_paths)
         ex = self.project.protocol.execution
         budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
         state = _Progress()
         while True:
             try:
-                state, attempt = self._attempt(spec, task_id, coder_spec, config, wt, guard, state)
+                state, attempt = self._attempt(coder_spec, config, wt, guard, state)
             except CoderError as exc:  # the coder could not do it: another attempt, with why, while budgets last
                 if state.attempt >= budget:
                     raise
                 findings = (f"your previous attempt failed: {exc}",)
                 said = f": the coder failed: {str(exc)[:200]}"
-                state = self._recover(task_id, state, findings, said, state.last_signature)
+                state = self._recover(state, findings, said, state.last_signature)
                 continue
-            outcome = self._recovery_decision(spec, task_id, wt, state, attempt, budget)
+            outcome = self._recovery_decision(wt, state, attempt, budget)
             if isinstance(outcome, RunResult):
                 return outcome
             state = outcome
 
-    def _pre_validate_and_consume(self, task_id: str, wt: Worktree) -> None:
-        """The pre_execute verdict, then the execute boundary: the token is verified and
-        consumed exactly once, right here, or nothing runs."""
+    def _pre_validate_and_consume(self, wt: Worktree) -> None:
+        """The pre_execute verdict, then the token consumed exactly once, or nothing runs."""
         p = self.project
-        # A copy just restored (or made) and checked clean: no git needed to say so.
-        pre = self._validate(
-            task_id, "pre_execute", wt.path, uncommitted=() if wt.clean_at_start else None, base=wt.base
-        )
+        # A copy just restored (or made) is clean: no git needed to say so.
+        pre = self._validate("pre_execute", wt.path, uncommitted=() if wt.clean_at_start else None, base=wt.base)
         if pre.status != "pass":
             raise Halt(pre.status, "pre_execute", pre.classification.reason, validation=pre)
         if pre.token is None:
             raise Halt("internal_error", "pre_execute", "validation passed but no token was issued", validation=pre)
         consumer = f"engine:{self.run_id}"
         try:
-            claims = p.tokens.consume(pre.token, task_id=task_id, spec_sha256=pre.spec_sha256, consumer=consumer)
+            claims = p.tokens.consume(pre.token, task_id=self.task_id, spec_sha256=pre.spec_sha256, consumer=consumer)
         except TokenError as exc:
             raise Halt("internal_error", "execute", f"the validation token was refused at execute: {exc}") from None
-        p.record("token_consumed", task_id=task_id, jti=claims.jti, consumer=consumer)
+        p.record("token_consumed", task_id=self.task_id, jti=claims.jti, consumer=consumer)
 
     def _attempt(
         self,
-        spec: str,
-        task_id: str,
         coder_spec: CoderSpec,
         config: dict[str, Any],
         wt: Worktree,
         guard: PathGuard,
         state: _Progress,
     ) -> tuple[_Progress, _Attempt]:
-        """One coder attempt: run it, commit what it changed, judge the whole change."""
         p = self.project
         if state.attempt + 1 > p.protocol.execution.max_iterations:
             raise Halt("blocker", "post_execute", f"max_iterations ({p.protocol.execution.max_iterations}) reached")
         request = CoderRequest(
-            task_id=task_id,
-            spec=spec,
+            task_id=self.task_id,
+            spec=self.spec_text,
             workspace=wt.path,
             mode_id=p.mode_id,
             criteria=tuple(c for v in p.protocol.validators_for(p.mode, "post_execute") for c in v.criteria),
@@ -280,23 +275,21 @@ class Engine:
         )
         p.record(
             "dispatch",
-            task_id=task_id,
+            task_id=self.task_id,
             coder=coder_spec.name,
             attempt=state.attempt,
             run_id=self.run_id,
             findings=list(state.findings),
         )
         self.progress(f"coder {coder_spec.name} (attempt {state.attempt})")
-        done = run_coder(p, coder_spec, request, wt, task_id, spent=self._spent, progress=self.progress)
+        done = run_coder(p, coder_spec, request, wt, self.task_id, spent=self._spent, progress=self.progress)
         self.coder_head = done.coder_head or self.coder_head
-        state, made = self._commit(spec, task_id, wt, guard, state, done)
+        state, made = self._commit(wt, guard, state, done)
         all_changed, diff = _change_so_far(wt, state, made)
         if not all_changed or state.commit is None:
             raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
-        # The commit just made (the copy holds nothing else) is judged: its tree binds the
-        # verdict and any human decision.
+        # The commit just made is judged: its tree binds the verdict and any human decision.
         post = self._validate(
-            task_id,
             "post_execute",
             wt.path,
             changed_files=all_changed,
@@ -311,31 +304,29 @@ class Engine:
         return state, _Attempt(post=post, results=results, changed=all_changed, signature_ops=done.signature)
 
     def _commit(
-        self, spec: str, task_id: str, wt: Worktree, guard: PathGuard, state: _Progress, done: Executed
+        self, wt: Worktree, guard: PathGuard, state: _Progress, done: Executed
     ) -> tuple[_Progress, change.Commit | None]:
-        """Commit what the attempt changed on the run's branch; the run's state with it."""
         made = None
         if done.changed:
-            message = f"snodo: {task_id} attempt {state.attempt}\n\n{spec.strip()[:500]}"
+            message = f"snodo: {self.task_id} attempt {state.attempt}\n\n{self.spec_text.strip()[:500]}"
             made = change.commit_paths(wt.path, guard, sorted(done.changed), message, base=wt.base)
         commit = (made.commit if made else None) or self.coder_head or state.commit
         if made is not None:
-            self.project.record("commit", task_id=task_id, branch=wt.branch, commit=commit, files=sorted(done.changed))
+            self.project.record(
+                "commit", task_id=self.task_id, branch=wt.branch, commit=commit, files=sorted(done.changed)
+            )
         files = state.files | set(done.changed)
         return evolve(state, files=files, dropped=(*state.dropped, *done.dropped), commit=commit), made
 
-    def _recovery_decision(
-        self, spec: str, task_id: str, wt: Worktree, state: _Progress, done: _Attempt, budget: int
-    ) -> RunResult | _Progress:
-        """What the post_execute verdict means: completed; a halt (blocker, validator_error,
-        or an escalation once the fix budget is spent or the run stalls); or another attempt
-        with the findings (the returned state)."""
+    def _recovery_decision(self, wt: Worktree, state: _Progress, done: _Attempt, budget: int) -> RunResult | _Progress:
+        """Completed; a halt (blocker, validator_error, or an escalation once the budget is
+        spent or the run stalls); or the state of another attempt with the findings."""
         p = self.project
         post, attempt = done.post, state.attempt
         if post.status == "pass":
             return RunResult(
                 status="completed",
-                task_id=task_id,
+                task_id=self.task_id,
                 phase="post_execute",
                 branch=wt.branch,
                 commit=state.commit,
@@ -363,7 +354,7 @@ class Engine:
         stalled = signature == state.last_signature
         if attempt >= budget or stalled:
             why = "the same verdict after the same change" if stalled else f"{attempt} fix attempt(s) used"
-            final = persist_escalation(p, post, spec)
+            final = persist_escalation(p, post, self.spec_text)
             raise Halt(
                 "escalate",
                 "post_execute",
@@ -373,20 +364,16 @@ class Engine:
                 files=done.changed,
             )
         findings = tuple(finding(r) for r in post.results if r.severity != "pass")
-        return self._recover(task_id, state, findings, f"/{budget}: {'; '.join(findings)[:200]}", signature)
+        return self._recover(state, findings, f"/{budget}: {'; '.join(findings)[:200]}", signature)
 
-    def _recover(
-        self, task_id: str, state: _Progress, findings: tuple[str, ...], said: str, signature: Any
-    ) -> _Progress:
-        """Another attempt, told ``findings``."""
+    def _recover(self, state: _Progress, findings: tuple[str, ...], said: str, signature: Any) -> _Progress:
         self.attempt = state.attempt + 1
-        self.project.record("recovery", task_id=task_id, attempt=self.attempt, findings=list(findings))
+        self.project.record("recovery", task_id=self.task_id, attempt=self.attempt, findings=list(findings))
         self.progress(f"recovery attempt {self.attempt}{said}")
         return evolve(state, attempt=self.attempt, findings=findings, last_signature=signature)
 
     def _spent(self, task_id: str, attempt: int, reported: Any, **who: str) -> None:
-        """Record what a coder attempt (``coder=``) or a judge (``validator=``, ``phase=``)
-        spent: in the run's ``usage`` and as a ``coder_usage``/``judge_usage`` audit event."""
+        """Record what a coder (``coder=``) or a judge (``validator=``, ``phase=``) spent."""
         usage = plain_usage(reported)
         if not usage:
             return
@@ -395,20 +382,20 @@ class Engine:
         event = "coder_usage" if "coder" in who else "judge_usage"
         self.project.record(event, task_id=task_id, run_id=self.run_id, **entry)
 
-    def _halted(self, task_id: str, halt: Halt, wt: Worktree | None) -> RunResult:
+    def _halted(self, halt: Halt, wt: Worktree | None) -> RunResult:
         kept_ref, discarded = dispose(
             self.project,
             wt,
             halt.results,
             halt.files,
-            task_id=task_id,
+            task_id=self.task_id,
             run_id=self.run_id,
             spec_text=self.spec_text,
             progress=self.progress,
         )
         result = RunResult(
             status="halted",
-            task_id=task_id,
+            task_id=self.task_id,
             outcome=halt.outcome,
             phase=halt.phase,
             message=halt.message,
@@ -425,7 +412,7 @@ class Engine:
         )
         self.project.record(
             "halt",
-            task_id=task_id,
+            task_id=self.task_id,
             run_id=self.run_id,
             outcome=halt.outcome,
             phase=halt.phase,
@@ -438,7 +425,7 @@ class Engine:
 
 
 def _change_so_far(wt: Worktree, state: _Progress, made: change.Commit | None) -> tuple[tuple[str, ...], str]:
-    """The run's change, base tree against tip tree (it costs what changed): the files and the patch."""
+    """The run's change, base tree against tip tree: the files and the patch."""
     if made is not None:
         return made.files, made.diff
     if state.files and state.commit:

@@ -1,10 +1,6 @@
 """Plans: a goal broken into task specs, kept as ``plans/<plan_id>.json`` in the project's
-runtime state (:mod:`snodo.state.runtime`).
-
-A plan is authoring, not execution: proposing and decomposing run no coder and need no token.
-Only ``run_plan`` executes, by dispatching each task as an ordinary job, validated again
-before anything runs. Who decomposes is the ``snodo_planner`` hook's concern
-(docs/plugins.md); the core never calls a model itself.
+runtime state. Proposing runs no coder and needs no token; ``run_plan`` dispatches each task
+as an ordinary job. The ``snodo_planner`` hook decomposes (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -12,11 +8,11 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snodo.base.errors import StateError, ToolError
+from snodo.engine.jobs import now
 from snodo.plugin.planning import MAX_TASKS, PlannerImpl
 from snodo.protocol.models import Mode
 from snodo.rules.taskids import derive_task_id
@@ -29,13 +25,8 @@ if TYPE_CHECKING:
 PLAN_ID = re.compile(r"^plan-[0-9a-f]{12}$")
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 class Planner:
-    """The planner a mode uses (the ``snodo_planner`` hook). What it returns is stored and
-    later dispatched, so it is checked here: 1..50 ``{title, spec}`` texts, or an error."""
+    """The planner a mode uses; what it returns is checked: 1..50 ``{title, spec}`` texts."""
 
     def __init__(self, impl: PlannerImpl) -> None:
         self.impl = impl
@@ -58,7 +49,6 @@ class Planner:
         return model if isinstance(model, str) else None
 
     def tasks(self, goal: str) -> list[dict[str, str]]:
-        """``[{title, spec}]`` for ``goal``."""
         if not goal.strip():
             raise ToolError("the goal is empty: there is nothing to decompose")
         items = self.impl.tasks(goal)
@@ -93,7 +83,7 @@ def plan_tasks(items: list[dict[str, str]]) -> list[dict[str, Any]]:
 
 
 class PlanStore:
-    """Plan files of one project; every write is atomic, every update locked."""
+    """Plan files of one project."""
 
     def __init__(self, project: Path) -> None:
         self.root = Path(project)
@@ -115,8 +105,8 @@ class PlanStore:
                 "planner": planner,
                 "status": "proposed",
                 "revision": 1,
-                "created_at": _now(),
-                "updated_at": _now(),
+                "created_at": now(),
+                "updated_at": now(),
                 "tasks": plan_tasks(tasks),
             }
             if atomic_create_bytes(self.path(plan_id), dumps_json(plan).encode("utf-8"), mode=0o644):
@@ -136,11 +126,11 @@ class PlanStore:
         return plan
 
     def update(self, plan_id: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
-        """Locked read-modify-write, so two dispatchers never lose each other's job ids."""
+        """Locked read-modify-write: two dispatchers never lose each other's job ids."""
         path = self.path(plan_id)
         with file_lock(path):
             plan = change(self.load(plan_id))
-            plan["updated_at"] = _now()
+            plan["updated_at"] = now()
             atomic_write_json(path, plan)
         return plan
 

@@ -1,18 +1,16 @@
-"""Working copies reused across runs: one per concurrent run of a project, never shared.
+"""Working copies reused across runs, one per concurrent run of a project.
 
-Under ``$SNODO_HOME/worktrees/<project-key>/``: ``pool/slot-<n>/`` is a detached working copy
-used by one run at a time; ``pool.locks/slot-<n>.lock`` is ``flock``-ed by that run and records
-the run while it lives and the copy's git directory always (beside the pool, so a run never
-sees it change). A lock free but still naming a run belonged to a killed run, whose work
-:func:`snodo.engine.worktree.reclaim_abandoned` keeps or discards before the copy is reused.
-Why a restore is exact, and what it costs: docs/architecture.md, "The life cycle of a task's work".
+Under ``$SNODO_HOME/worktrees/<project-key>/``: ``pool/slot-<n>/`` is a detached working copy;
+``pool.locks/slot-<n>.lock`` is ``flock``-ed by the run using it and records the run and the
+copy's git directory. A free lock still naming a run belonged to a killed run
+(:func:`snodo.engine.worktree.reclaim_abandoned`). Why a restore is exact, and what it
+costs: docs/architecture.md, "The life cycle of a task's work".
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import json
 import os
 import secrets
@@ -23,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from snodo.engine.poolmodes import repair_dirs, repair_modes, repair_written
+from snodo.engine.poolmodes import remove_tree, repair_dirs, repair_written
 from snodo.git.runner import GitResult, run_git
 from snodo.workspace.gitmeta import remember_walk
 
@@ -35,13 +33,11 @@ TRASH = "trash"
 IDLE_TTL = timedelta(days=3)
 #: Files of a copy's private git directory that would show the previous run's commits.
 _HISTORY = ("logs/HEAD", "ORIG_HEAD", "AUTO_MERGE", "FETCH_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")
-#: The index the last restore left, under a name git does not know: no git command refreshes
-#: it, so its stat data is what the copy looked like then.
+#: The index the last restore left, under a name no git command refreshes.
 REF_INDEX = "snodo-restore.index"
 #: The commit :data:`REF_INDEX` holds the tree of (what the engine's first commit builds on).
 REF_BASE = "snodo-restore.base"
-#: Stat data compared in full whatever the repository configures, and no untracked cache,
-#: fsmonitor or split index to trust.
+#: Stat data compared in full, and no untracked cache, fsmonitor or split index to trust.
 STAT_TRUST = tuple(
     arg
     for pair in (
@@ -54,12 +50,11 @@ STAT_TRUST = tuple(
     )
     for arg in ("-c", pair)
 )
-_RESET = ("reset", "-q", "--hard", "--no-recurse-submodules")
 
 
 def try_lock(path: Path, flags: int = os.O_RDWR | os.O_CREAT) -> int | None:
-    """A descriptor of ``path`` holding its exclusive ``flock``, or ``None`` while another
-    process holds it (the kernel frees it when the holder dies, however it dies)."""
+    """A descriptor of ``path`` holding its exclusive ``flock`` (freed when the holder dies),
+    or ``None`` while another process holds it."""
     fd = os.open(path, flags, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -70,7 +65,7 @@ def try_lock(path: Path, flags: int = os.O_RDWR | os.O_CREAT) -> int | None:
 
 
 class Slot:
-    """One locked slot of the pool: its copy, its lock and what the lock file records."""
+    """One locked slot of the pool."""
 
     def __init__(self, base_dir: Path, n: int, fd: int) -> None:
         self.n = n
@@ -115,8 +110,7 @@ def slot_numbers(base_dir: Path) -> list[int]:
 
 
 def take_free_slot(base_dir: Path) -> Slot:
-    """The first slot no live process holds whose last run ended cleanly (a slot still
-    naming a dead run waits for :func:`~snodo.engine.worktree.reclaim_abandoned`)."""
+    """The first slot no live process holds and no dead run names."""
     n = 0
     while True:
         slot = lock_slot(base_dir, n)
@@ -128,21 +122,46 @@ def take_free_slot(base_dir: Path) -> Slot:
 
 
 def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
-    """Bring the slot's copy back to exactly ``base`` (no change to a tracked file, no
-    untracked or ignored file, no nested repository, every mode as a fresh checkout makes
-    it, no history of earlier runs), or ``False`` (the caller then makes a fresh copy).
-    ``base`` may be a function, called when the reset needs it."""
+    """Bring the slot's copy back to exactly ``base`` (no changed, untracked or ignored file,
+    no nested repository, every mode as a fresh checkout makes it, no earlier run's history)
+    with ``clean -ffdx`` and ``reset --hard`` against the index the last restore recorded;
+    ``False``: make a fresh copy. ``base`` may be a function, called when the reset needs it."""
     gitdir = slot.meta().get("gitdir")
     if not isinstance(gitdir, str) or not _trusted(slot, gitdir):
         return False
-    target: Callable[[], str] = functools.cache(base) if callable(base) else lambda: base
+    ref = Path(gitdir) / REF_INDEX
+    if not ref.is_file() or ref.is_symlink() or not _repaired(slot.path, int(ref.stat().st_mtime)):
+        return False
+    work = ref.with_name(f"{REF_INDEX}.work")
+    os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
     pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}", *STAT_TRUST)
-    return _quick(slot, gitdir, pinned, target) or _long_path(slot, gitdir, pinned, target())
+    record = {"GIT_INDEX_FILE": str(work)}
+    target = ""
+    if _silent(run_git(slot.path, *pinned, "clean", "-ffdxq", env=record)):
+        target = base() if callable(base) else base
+    reset = ("reset", "-q", "--hard", "--no-recurse-submodules", target)
+    if target and _silent(run_git(slot.path, *pinned, *reset, env=record)):
+        install_index(work, Path(gitdir) / "index")
+        os.replace(work, ref)
+        _forget_history(gitdir)
+        _record_base(gitdir, target)
+        return True
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(work)
+    return False
+
+
+def _repaired(path: Path, since: int) -> bool:
+    """Whether what git cannot see in the copy is undone (:mod:`snodo.engine.poolmodes`)."""
+    walked: dict[str, Any] = {}
+    if repair_dirs(path, walked=walked) is None or repair_written(walked, since) is None:
+        return False
+    remember_walk(path, walked)
+    return True
 
 
 def _trusted(slot: Slot, gitdir: str) -> bool:
-    """Whether the copy's ``.git`` is what snodo wrote: it names the git directory git works
-    in, and an agent could point it anywhere."""
+    """Whether the copy's ``.git`` (which an agent could point anywhere) is what snodo wrote."""
     if not os.path.isdir(gitdir) or not slot.path.is_dir():
         return False
     try:
@@ -156,52 +175,8 @@ def _silent(result: GitResult) -> bool:
     return result.ok and not result.stderr.strip()
 
 
-def _quick(slot: Slot, gitdir: str, pinned: tuple[str, ...], target: Callable[[], str]) -> bool:
-    """The restore against the index the last restore recorded (``False``: take the long path)."""
-    ref = Path(gitdir) / REF_INDEX
-    if not ref.is_file() or ref.is_symlink():
-        return False
-    walked: dict[str, Any] = {}
-    if repair_dirs(slot.path, walked=walked) is None or repair_written(walked, int(ref.stat().st_mtime)) is None:
-        return False
-    remember_walk(slot.path, walked)
-    work = ref.with_name(f"{REF_INDEX}.work")
-    os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
-    record = {"GIT_INDEX_FILE": str(work)}
-    if _silent(run_git(slot.path, *pinned, "clean", "-ffdxq", env=record)) and _silent(
-        run_git(slot.path, *pinned, *_RESET, target(), env=record)
-    ):
-        install_index(work, Path(gitdir) / "index")
-        os.replace(work, ref)
-        _forget_history(gitdir)
-        _record_base(gitdir, target())
-        return True
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(work)
-    return False
-
-
-def _long_path(slot: Slot, gitdir: str, pinned: tuple[str, ...], base: str) -> bool:
-    """Restore with no recorded stat data to rely on: every path's mode repaired, then
-    ``reset --hard``, ``clean -ffdx`` and a ``status`` that must list nothing; the index it
-    leaves becomes the record for the next restore."""
-    if repair_modes(slot.path) is None:
-        return False
-    if not run_git(slot.path, *pinned, *_RESET, base).ok:
-        return False
-    run_git(slot.path, *pinned, "clean", "-ffdxq")
-    _forget_history(gitdir)
-    status = ("--no-optional-locks", *pinned, "status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=normal")
-    left = run_git(slot.path, *status)
-    if not _silent(left) or left.stdout.strip("\0"):
-        return False
-    record_index(gitdir, base)
-    return True
-
-
 def record_index(gitdir: str, base: str) -> None:
-    """Keep the copy's index (just written by a checkout or a restore) as the record the
-    next restore compares the copy with."""
+    """Keep the copy's index, just written, as the record the next restore compares with."""
     ref = Path(gitdir) / REF_INDEX
     tmp = ref.with_name(f"{REF_INDEX}.tmp")
     shutil.copy2(Path(gitdir) / "index", tmp)  # with its mtime: git's racy-entry check reads it
@@ -215,9 +190,9 @@ def _record_base(gitdir: str, base: str) -> None:
 
 
 def install_index(source: Path, target: Path) -> None:
-    """Make ``target`` the same index as ``source``: a hard link (its mtime, which git's
-    racy-entry check reads, included) renamed into place, or a copy. Sharing is safe: git
-    never writes an index in place, and no confined process can write a git directory."""
+    """Make ``target`` the same index as ``source`` (mtime included: git's racy-entry check
+    reads it): a hard link renamed into place, or a copy. Sharing is safe: git never writes
+    an index in place, and no confined process can write a git directory."""
     tmp = target.with_name(f"{target.name}.snodo-tmp")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)
@@ -229,8 +204,7 @@ def install_index(source: Path, target: Path) -> None:
 
 
 def detached_head(gitdir: str) -> str | None:
-    """The commit a copy's HEAD names, read from the git directory snodo made for it
-    (``None`` when HEAD is not a detached commit id, or cannot be read)."""
+    """The commit id a copy's detached HEAD names, read from its git directory, or ``None``."""
     try:
         with open(os.path.join(gitdir, "HEAD"), encoding="ascii") as fh:
             text = fh.read(100).strip()
@@ -245,13 +219,8 @@ def _forget_history(gitdir: str) -> None:
             os.unlink(os.path.join(gitdir, name))
 
 
-def _delete(path: Path) -> None:
-    repair_modes(path)  # a `chmod 000` directory would stop the removal
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def trash(base_dir: Path, path: Path) -> None:
-    """Delete a copy: renamed out of the pool in one step, then removed whatever its modes."""
+    """Delete a copy: renamed out of the pool in one step, then removed."""
     if not os.path.lexists(path):
         return
     bin_dir = base_dir / TRASH
@@ -261,12 +230,13 @@ def trash(base_dir: Path, path: Path) -> None:
         os.replace(path, target)
     except OSError:
         target = path
-    _delete(target)
+    with contextlib.suppress(OSError):
+        remove_tree(target)
 
 
 def drop_idle(repo: Path, base_dir: Path, *, older_than: timedelta = IDLE_TTL) -> list[str]:
-    """Remove the copies no run holds that were last used longer than ``older_than`` ago
-    (by the lock file's change time). Returns the slots dropped."""
+    """Remove the copies no run used (by the lock file's change time) for ``older_than``;
+    the slots dropped."""
     dropped = []
     cutoff = time.time() - older_than.total_seconds()
     for n in slot_numbers(base_dir):
@@ -286,5 +256,6 @@ def drop_idle(repo: Path, base_dir: Path, *, older_than: timedelta = IDLE_TTL) -
         run_git(repo, "worktree", "prune")
     with contextlib.suppress(OSError):
         for left in list((base_dir / TRASH).iterdir()):  # a deletion an earlier process did not finish
-            _delete(left)
+            with contextlib.suppress(OSError):
+                remove_tree(left)
     return dropped

@@ -1,11 +1,6 @@
-"""Modes a reused working copy must get back, and what git cannot see in it.
-
-git records no mode but the executable bit, lists no socket, fifo or device and skips every
-entry named ``.git``, so before a pooled copy is cleaned and reset
-(:func:`snodo.engine.pool.restore`) these walks undo what an agent can leave there that way:
-a ``chmod 000`` directory (it stops ``git clean`` and ``reset``), a fifo, a ``.git`` planted
-below the top. A tracked file's changed mode is the reset's to undo (a ``chmod`` changes its
-ctime); untracked files are ``clean``'s to delete.
+"""What git cannot see in a reused working copy, undone before it is cleaned and reset
+(:func:`snodo.engine.pool.restore`): git records no mode but the executable bit, lists no
+socket, fifo or device and skips every entry named ``.git``.
 """
 
 from __future__ import annotations
@@ -14,15 +9,10 @@ import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from snodo.workspace.gitmeta import is_git_name
-
-#: What a walk asks of each entry: the ``lstat`` to enter it with when it is a directory to
-#: walk, else ``None``; an ``OSError`` ends the walk as unrepairable.
-_Visit = Callable[[os.DirEntry[str]], os.stat_result | None]
 
 
 def _umask() -> int:
@@ -33,117 +23,81 @@ def _umask() -> int:
     return 0o022
 
 
-def _walk(root: Path, top: os.stat_result, walked: dict[str, Any] | None, visit: _Visit) -> int | None:
-    """``visit`` every entry below ``root`` but its own ``.git``, one ``scandir`` a directory;
-    ``None`` for an unreadable directory or a failed repair. What it saw of each
-    directory (its ``lstat`` key and entries) goes into ``walked``, for the run's first look
-    for new ``.git`` entries (:func:`~snodo.workspace.gitmeta.remember_walk`)."""
-    pending = [(str(root), top)]
-    try:
-        while pending:
-            directory, dir_st = pending.pop()
-            with os.scandir(directory) as it:
-                entries = list(it)
-            if walked is not None:
-                walked[directory] = ((dir_st.st_ino, dir_st.st_mtime_ns, dir_st.st_ctime_ns), entries)
-            for entry in entries:
-                if directory == str(root) and entry.name == ".git":
-                    continue  # the copy's own, checked by the pool
-                st = visit(entry)
-                if st is not None:
-                    pending.append((entry.path, st))
-    except OSError:
-        return None
-    return 0
-
-
-def repair_dirs(root: Path, *, walked: dict[str, Any] | None = None) -> int | None:
-    """Give every directory below ``root`` (``root`` included) the mode a fresh checkout gives
-    it, delete what is neither a directory, a regular file nor a link, and every ``.git``
-    entry below ``root`` (``clean`` would leave it). Returns how many paths were repaired or
-    deleted; ``None`` when that cannot be done. An ``lstat`` per directory, no file's."""
-    want = 0o777 & ~_umask()
-    repaired = 0
-
-    def visit(entry: os.DirEntry[str]) -> os.stat_result | None:
-        nonlocal repaired
-        if entry.name[:1] == "." and is_git_name(entry.name):
-            if entry.is_dir(follow_symlinks=False):
-                if repair_modes(Path(entry.path)) is None:
-                    raise OSError(f"cannot repair {entry.path}")
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
-            repaired += 1
-        elif entry.is_dir(follow_symlinks=False):
-            st = entry.stat(follow_symlinks=False)
-            if st.st_dev != top.st_dev:
-                raise OSError(f"{entry.path} is a mount point")
-            if stat.S_IMODE(st.st_mode) == want:
-                return st
-            os.chmod(entry.path, want)
-            repaired += 1
-            return os.lstat(entry.path)
-        elif not entry.is_file(follow_symlinks=False) and not entry.is_symlink():
-            os.unlink(entry.path)
-            repaired += 1
-        return None
-
+def repair_dirs(root: Path, *, walked: dict[str, Any]) -> int | None:
+    """Give every directory from ``root`` down a fresh checkout's mode (a ``chmod 000`` one
+    stops ``clean``), delete what is neither a directory, a regular file nor a link, and
+    every ``.git`` entry below ``root``. Returns how many paths were repaired or deleted;
+    ``None`` when that cannot be done. An ``lstat`` per directory, no file's; each directory's
+    key and entries go into ``walked`` (:func:`~snodo.workspace.gitmeta.remember_walk`)."""
+    want, repaired = 0o777 & ~_umask(), 0
     try:
         top = os.lstat(root)
         if stat.S_IMODE(top.st_mode) != want:
             os.chmod(root, want)
             top = os.lstat(root)
+        if not stat.S_ISDIR(top.st_mode):
+            return None
+        pending = [(str(root), top)]
+        while pending:
+            directory, dir_st = pending.pop()
+            with os.scandir(directory) as it:
+                entries = list(it)
+            walked[directory] = ((dir_st.st_ino, dir_st.st_mtime_ns, dir_st.st_ctime_ns), entries)
+            for entry in entries:
+                if directory == str(root) and entry.name == ".git":
+                    continue  # the copy's own, checked by the pool
+                st, fixed = _repair(entry, want, top.st_dev)
+                repaired += fixed
+                if st is not None:
+                    pending.append((entry.path, st))
     except OSError:
-        return None
-    if not stat.S_ISDIR(top.st_mode) or _walk(root, top, walked, visit) is None:
         return None
     return repaired
 
 
-def repair_modes(root: Path, *, walked: dict[str, Any] | None = None) -> int | None:
-    """Give every directory and file below ``root`` the mode a fresh checkout gives it and
-    delete what git cannot see (sockets, fifos, devices). Returns how many paths were
-    repaired, ``None`` for one that cannot be. An ``lstat`` of every path: the pool's
-    fallback when no recorded stat data says which files changed, and the step before a
-    copy is deleted."""
-    mask = _umask()
-    dir_mode, file_mode = 0o777 & ~mask, 0o666 & ~mask
-    repaired = 0
-
-    def visit(entry: os.DirEntry[str]) -> os.stat_result | None:
-        nonlocal repaired
-        st = entry.stat(follow_symlinks=False)
-        if st.st_dev != top.st_dev:
-            raise OSError(f"{entry.path} is a mount point")
-        mode, is_dir = stat.S_IMODE(st.st_mode), stat.S_ISDIR(st.st_mode)
-        if stat.S_ISLNK(st.st_mode):
-            return None  # a link carries no mode of its own
-        if not is_dir and not stat.S_ISREG(st.st_mode):
+def _repair(entry: os.DirEntry[str], want: int, dev: int) -> tuple[os.stat_result | None, bool]:
+    """One entry of :func:`repair_dirs`' walk: the ``lstat`` to walk it with when it is a
+    directory, and whether it was repaired or deleted."""
+    if entry.name[:1] == "." and is_git_name(entry.name):
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(Path(entry.path))
+        else:
             os.unlink(entry.path)
-            repaired += 1
-            return None
-        want = dir_mode if is_dir or mode & 0o100 else file_mode
-        if mode != want:
-            os.chmod(entry.path, want)
-            repaired += 1
-        return st if is_dir else None
+        return None, True
+    if entry.is_dir(follow_symlinks=False):
+        st = entry.stat(follow_symlinks=False)
+        if st.st_dev != dev:
+            raise OSError(f"{entry.path} is a mount point")
+        if stat.S_IMODE(st.st_mode) == want:
+            return st, False
+        os.chmod(entry.path, want)
+        return os.lstat(entry.path), True
+    if entry.is_file(follow_symlinks=False) or entry.is_symlink():
+        return None, False
+    os.unlink(entry.path)
+    return None, True
 
-    try:
-        top = os.lstat(root)
-    except OSError:
-        return None
-    return None if _walk(root, top, walked, visit) is None else repaired
+
+def remove_tree(path: Path) -> None:
+    """Delete ``path`` whatever the modes below it (a ``chmod 000`` directory stops a plain
+    removal); a link is removed, never followed. ``OSError`` when something is left."""
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        os.unlink(path)
+        return
+    os.chmod(path, 0o700)
+    for top, dirs, _files in os.walk(path):  # never enters a link
+        for name in dirs:
+            if not os.path.islink(full := os.path.join(top, name)):
+                os.chmod(full, 0o700)
+    shutil.rmtree(path)
 
 
 def repair_written(walked: dict[str, Any], since: int) -> int | None:
     """Give the regular files of every directory :func:`repair_dirs` saw changed in second
-    ``since`` or later the mode a checkout gives them (their executable bit kept). Returns
-    how many were repaired, ``None`` for a mode that will not change.
-
-    git compares ctimes to the second: a file written in the second its index was written,
-    then ``chmod``-ed within it, looks unchanged to the next reset. Writing it changed its
-    directory's mtime in that second or later, so only those directories are looked at."""
+    ``since`` or later a checkout's mode (executable bit kept); how many, ``None`` for a mode
+    that will not change. git compares ctimes to the second: a file written and then
+    ``chmod``-ed in its index's second looks unchanged to the reset (a ``chmod`` otherwise
+    changes the ctime, and the reset undoes it); writing it changed its directory's mtime."""
     mask = _umask()
     file_mode, exec_mode = 0o666 & ~mask, 0o777 & ~mask
     threshold = since * 1_000_000_000

@@ -1,12 +1,11 @@
 """Refusals are evidence on the engine path.
 
-A write the sandbox refused changes no file, so only the confined program's own report can
-show it: the lines a coder streams while it works (through ``CoderRequest.log``, which the
-loop prefixes with ``coder: ``) and, once the run is over, what the validators' confined test
-runs printed. Each refused path becomes one ``sandbox_refusal`` audit event (at most
+A write the sandbox refused changes no file, so only the confined program's report shows it:
+the lines a coder streams (``coder: `` in the progress) and what the validators' test runs
+printed. Each refused path becomes one ``sandbox_refusal`` audit event (at most
 :data:`~snodo.sandbox.refusals.MAX_REFUSALS` a run) and is carried in the run's result. A
 test run's output counts only paths no project permission explains (a project's own tests
-may print a ``Permission denied`` of their own making); a coder's report counts whatever it names.
+may print a ``Permission denied`` of their own making).
 """
 
 from __future__ import annotations
@@ -30,14 +29,13 @@ _CODER_HALTS = ("coder_failed", "environment_error")
 
 
 class RefusalWatch:
-    """Collects the refusals a run's coder reports as its lines stream by, then settles
-    them (and those the validators' test output names) into audit events and the result."""
+    """Collects the refusals a run's coder reports, then settles them (and the validators')
+    into audit events and the result."""
 
     def __init__(self) -> None:
         self.reported: list[Refusal] = []
 
     def see(self, line: str) -> None:
-        """Take one progress line; only the coder's own lines are read."""
         if line.startswith(CODER_PREFIX) and len(self.reported) < MAX_REFUSALS:
             self._add(line[len(CODER_PREFIX) : len(CODER_PREFIX) + LINE_LIMIT])
 
@@ -45,8 +43,7 @@ class RefusalWatch:
         self.reported.extend(r for r in find_refusals([text]) if r not in self.reported)
 
     def settle(self, project: Project, result: RunResult) -> RunResult:
-        """Record one ``sandbox_refusal`` per refused path (first report wins) and return
-        ``result`` carrying them; ``result`` itself when there are none."""
+        """Record one ``sandbox_refusal`` per refused path (first report wins); ``result`` with them."""
         if result.outcome in _CODER_HALTS and result.phase == "execute":
             self._add(result.message[:LINE_LIMIT])
         groups = [("coder", tuple(self.reported)), *_by_validators(result, project.protocol.protected_paths)]
@@ -61,7 +58,6 @@ class RefusalWatch:
 
 
 def _by_validators(result: RunResult, protected: tuple[str, ...]) -> list[tuple[str, tuple[Refusal, ...]]]:
-    """The refusals each validator's test output names that no project permission explains."""
     groups = []
     for verdict in result.results:
         details = verdict.get("details")

@@ -1,12 +1,12 @@
 """What a run ends with: its result (the payload every front door prints), or the halt
-that stops it with one of the halt outcomes (snodo/rules/outcomes.py)."""
+that stops it (snodo/rules/outcomes.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from attrs import Factory, frozen
+from attrs import asdict, frozen
 
 from snodo.base.errors import CoderError, EnvironmentProblem, PluginError, SnodoError
 from snodo.governance.policy import ValidatorResult
@@ -21,20 +21,22 @@ RunStatus = Literal["completed", "halted"]
 
 @frozen(kw_only=True)
 class RunResult:
+    """What a run ended with; the fields in the order its payload shows them."""
+
     status: RunStatus
-    task_id: str
     outcome: HaltOutcome | None = None
+    task_id: str
+    job_id: str | None = None
     phase: str | None = None
     message: str = ""
     branch: str | None = None
     commit: str | None = None
     decision_id: str | None = None
-    results: tuple[dict[str, Any], ...] = ()
     files: tuple[str, ...] = ()
     attempts: int = 0
-    job_id: str | None = None
-    dropped: tuple[dict[str, str], ...] = Factory(tuple)
-    usage: tuple[dict[str, Any], ...] = Factory(tuple)  # what each coder attempt spent, as it reported
+    results: tuple[dict[str, Any], ...] = ()
+    dropped: tuple[dict[str, str], ...] = ()
+    usage: tuple[dict[str, Any], ...] = ()  # what each coder attempt spent, as it reported
     #: where a halted run's commits are kept (``refs/snodo/halted/<task>/<run>``), if any
     halted_ref: str | None = None
     #: what was thrown away, and why, when a constraint said the work must not be kept
@@ -44,30 +46,13 @@ class RunResult:
 
     def payload(self) -> dict[str, Any]:
         key = "completed" if self.status == "completed" else (self.outcome or "internal_error")
-        return {
-            "status": self.status,
-            "outcome": self.outcome,
-            "task_id": self.task_id,
-            "job_id": self.job_id,
-            "phase": self.phase,
-            "message": self.message,
-            "branch": self.branch,
-            "commit": self.commit,
-            "decision_id": self.decision_id,
-            "files": list(self.files),
-            "attempts": self.attempts,
-            "validators": list(self.results),
-            "dropped": list(self.dropped),
-            "usage": list(self.usage),
-            "halted_ref": self.halted_ref,
-            "discarded": self.discarded,
-            "sandbox_refusals": list(self.refusals),
-            "next": RUN_NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id),
-        }
+        shown = {"results": "validators", "refusals": "sandbox_refusals"}
+        data = {shown.get(name, name): value for name, value in asdict(self).items()}
+        return {**data, "next": RUN_NEXT_STEP[key].format(decision_id=self.decision_id, task_id=self.task_id)}
 
 
 class Halt(Exception):
-    """Stops a run: why and where (one of the halt outcomes), and what it leaves behind."""
+    """Stops a run: why, where, and what it leaves behind."""
 
     def __init__(
         self,
@@ -93,7 +78,6 @@ class Halt(Exception):
 
 
 def halt_for(exc: Exception) -> Halt:
-    """The halt a fault ends the run with."""
     if isinstance(exc, Halt):
         return exc
     if isinstance(exc, CoderError):  # the coder ran and said it could not do the work
@@ -121,7 +105,7 @@ def plain_usage(usage: Any) -> dict[str, Any]:
 
 
 def finding(result: ValidatorResult) -> str:
-    """What a fix attempt is told about one verdict: its reason, failed tests and their output."""
+    """What a fix attempt is told about one verdict."""
     text = f"{result.validator_id}: {result.justification}"
     details = result.details or {}
     failed = details.get("failed_tests")

@@ -1,5 +1,4 @@
-"""Snapshots of files and directories, and putting an entry back, for judging in-place
-coders (:mod:`snodo.engine.inplace`)."""
+"""Snapshots of files and directories, and putting an entry back (:mod:`snodo.engine.inplace`)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,8 @@ MAX_SAVED_BYTES = 4 * 1024 * 1024
 
 @frozen(kw_only=True)
 class Saved:
-    """An entry as it was, enough to put it back: a file's bytes and mode, a link's target,
-    a directory; ``other`` (too large, special, unreadable) cannot be put back."""
+    """An entry as it was: a file's bytes and mode, a link's target, a directory; ``other``
+    (too large, special, unreadable) cannot be put back."""
 
     kind: str
     data: bytes = b""
@@ -82,8 +81,8 @@ def differences(before: Mapping[str, str], after: Mapping[str, str]) -> list[str
 
 
 def git_dirs(root: Path) -> tuple[Path | None, Path | None]:
-    """This working copy's git directory and the common one (the user's ``.git`` for a
-    worktree), read from the files themselves: no git command before the snapshot."""
+    """This working copy's git directory and the common one, read from the files (no git
+    command before the snapshot)."""
     dot_git = root / ".git"
     if dot_git.is_dir() and not dot_git.is_symlink():
         return dot_git, dot_git
@@ -118,8 +117,8 @@ def read_text(path: Path) -> str:
 
 
 def fingerprint(path: Path) -> str:
-    """What a file is: content hash and executable bit, link target, or its kind. Only
-    regular files are read (a FIFO would block)."""
+    """A file's content hash and executable bit, a link's target, or the entry's kind (only
+    regular files are read: a FIFO would block)."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -148,9 +147,9 @@ def entries_below(
     prune_top: Iterable[str] = (),
     skip: Iterable[str] = (),
 ) -> dict[str, Path]:
-    """Every non-directory entry under ``base`` by relative POSIX path; directories named in
-    ``prune`` (or in ``prune_top`` at the top) and files named in ``skip`` (and ``*.lock``)
-    left out. Symlinked directories are entries, never entered."""
+    """Every non-directory entry under ``base`` by relative POSIX path, but directories in
+    ``prune`` (``prune_top`` at the top) and files in ``skip`` or named ``*.lock``. A link to
+    a directory is an entry, never entered."""
     found: dict[str, Path] = {}
     if not base.is_dir() or base.is_symlink():
         return found
@@ -180,16 +179,10 @@ def fingerprints(entries: Mapping[str, Path]) -> dict[str, str]:
     return {label: fingerprint(full) for label, full in entries.items()}
 
 
-def tree_of(root: Path, *, skip_git_dir: bool) -> dict[str, str]:
-    """The workspace's files; the root ``.git`` directory (a plain repository) is judged by
-    the git snapshot instead, a worktree's ``.git`` file and nested ``.git`` are files here."""
-    return fingerprints(entries_below(root, prune_top={".git"} if skip_git_dir else ()))
-
-
 def outside_of(root: Path) -> dict[str, Path]:
-    """The workspace's parent, where ``../x`` lands, other runs' working copies (named by
-    their run id, or holding a ``.git``) left out; a directory is listed as ``../name/``
-    besides its files, so an empty new one counts too."""
+    """The workspace's parent, where ``../x`` lands, but other runs' working copies (named
+    by their run id, or holding a ``.git``); a directory is listed as ``../name/`` too, so
+    an empty new one counts."""
     parent = root.parent
     found: dict[str, Path] = {}
     try:

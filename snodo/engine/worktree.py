@@ -1,9 +1,6 @@
-"""Per-run working copies (taken from :mod:`snodo.engine.pool`), and what becomes of a run's work.
-
-A run never switches the user's checkout nor sees a leftover of an earlier run, and puts
-nothing under ``refs/heads/`` while it goes. Its work then goes to exactly one place: a
+"""Per-run working copies (from :mod:`snodo.engine.pool`), and where a run's work goes: a
 completed run's branch, a halted run's ``refs/snodo/halted/<task>/<run>``, or nowhere when a
-discarding constraint failed (see docs/architecture.md, "The life cycle of a task's work").
+discarding constraint failed (docs/architecture.md, "The life cycle of a task's work").
 Copies from before the pool (``<run_id>/`` beside ``<run_id>.lock``) are reclaimed and removed.
 """
 
@@ -28,8 +25,7 @@ from snodo.engine.checkout import looking, read_head, rev
 from snodo.git.runner import FALLBACK_IDENTITY, adopt, git_out, pin, run_git
 
 HALTED_NAMESPACE = "refs/snodo/halted"
-#: A fresh copy checks out the whole tree: on a very large repository that takes minutes,
-#: not the seconds any other git command gets.
+#: A fresh copy checks out the whole tree: minutes on a very large repository.
 CHECKOUT_TIMEOUT = 1800.0
 
 
@@ -55,15 +51,14 @@ class Worktree:
     _lock_fd: int | None = field(default=None, alias="lock_fd")
     #: the pool slot the copy belongs to (``None``: a copy of its own, removed at the end)
     slot: pool.Slot | None = None
-    #: what the user's checkout had uncommitted when the run started (see :attr:`left_out`)
     _looking: Callable[[], tuple[str, ...]] | None = field(default=None, alias="looking")
     #: restored to its base and checked clean (or made fresh), nothing run in it yet
     clean_at_start: bool = False
 
     @property
     def left_out(self) -> tuple[str, ...]:
-        """What the user's checkout had uncommitted when the run started (asking waits for
-        the ``status`` running beside the run)."""
+        """What the user's checkout had uncommitted when the run started (waits for the
+        ``status`` running beside the run)."""
         return self._looking() if self._looking is not None else ()
 
     def tip(self) -> str | None:
@@ -73,13 +68,12 @@ class Worktree:
         gitdir = self.slot.meta().get("gitdir") if self.slot is not None else None
         return (pool.detached_head(gitdir) if isinstance(gitdir, str) else None) or rev(self.path, "HEAD")
 
-    def keep_as_branch(self) -> str:
+    def keep_as_branch(self) -> None:
         """Put the completed work on ``branch`` (create-only: never moves an existing ref)."""
         tip = self.tip() or self.base
         git_out(
             self.repo, "update-ref", "-m", f"snodo: run {self.run_id} completed", f"refs/heads/{self.branch}", tip, ""
         )
-        return self.branch
 
     def keep_halted(self) -> str | None:
         """Keep the halted run's commits under the snodo namespace; ``None`` when it made none."""
@@ -94,7 +88,6 @@ class Worktree:
         """Throw the run's work away: the working copy restored or removed (its HEAD reflog
         with it), then every object the run added that nothing else reaches deleted."""
         tip = self.tip()
-        # A pooled copy stays in the pool, but nothing in it may still reach the work.
         if self.slot is not None and not pool.restore(self.slot, self.base):
             pool.trash(self.path.parent.parent, self.path)
             run_git(self.repo, "worktree", "prune")
@@ -122,8 +115,8 @@ class Worktree:
 
 
 def purge_unreachable(repo: Path, tip: str) -> dict[str, Any]:
-    """Delete the loose objects reachable from ``tip`` that no ref, reflog or index reaches
-    (as git reports them); one already packed is counted in ``objects_left``."""
+    """Delete the loose objects only ``tip`` reaches (no ref, reflog or index); one already
+    packed is counted in ``objects_left``."""
     listing = run_git(repo, "rev-list", "--objects", tip, "--not", "--all", "--reflog", "--indexed-objects")
     if not listing.ok:
         raise EnvironmentProblem(f"could not list the objects of the discarded work in {repo}: {listing.detail()}")
@@ -201,8 +194,8 @@ def reclaim_abandoned(
 
 
 def prune_copies(repo: Path, home: Path, *, older_than: timedelta) -> list[dict[str, Any]]:
-    """Reclaim the copies of dead runs (unjudged: pruning loads no protocol), then drop every
-    copy no run holds that was last used longer than ``older_than`` ago. Returns them."""
+    """Reclaim the copies of dead runs (unjudged: pruning loads no protocol), then drop the
+    copies no run used for ``older_than``. Returns them."""
     removed = [
         {"run_id": r["run_id"], "path": r["path"], "halted_ref": r["halted_ref"]} for r in reclaim_abandoned(repo, home)
     ]
@@ -271,10 +264,9 @@ def run_base(repo: Path, head: str | None = None) -> str:
         return head
     require_repo(repo)  # no HEAD: say why if this is no repository at all
     identity = {
-        "GIT_AUTHOR_NAME": FALLBACK_IDENTITY["user.name"],
-        "GIT_AUTHOR_EMAIL": FALLBACK_IDENTITY["user.email"],
-        "GIT_COMMITTER_NAME": FALLBACK_IDENTITY["user.name"],
-        "GIT_COMMITTER_EMAIL": FALLBACK_IDENTITY["user.email"],
+        f"GIT_{who}_{key.upper()}": FALLBACK_IDENTITY[f"user.{key}"]
+        for who in ("AUTHOR", "COMMITTER")
+        for key in ("name", "email")
     }
     empty_tree = git_out(repo, "hash-object", "-t", "tree", "/dev/null")
     return git_out(
@@ -283,12 +275,9 @@ def run_base(repo: Path, head: str | None = None) -> str:
 
 
 def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktree:
-    """The run's working copy: a free slot of the project's pool, restored to the base and
-    checked clean, or made fresh when there is none to reuse or it cannot be restored.
-
-    The base is the user's HEAD (:func:`read_head`); what their checkout has uncommitted is
-    read by one ``status`` running alongside (:func:`~snodo.engine.checkout.looking`), waited
-    for only when :attr:`Worktree.left_out` is asked, at the end of the run."""
+    """The run's working copy: a free slot of the project's pool, restored to the base (the
+    user's HEAD) or made fresh. What their checkout has uncommitted is read by a ``status``
+    running alongside (:func:`~snodo.engine.checkout.looking`), waited for at the end."""
     directory = worktrees_dir(home, repo)
     look = looking(repo)
     slot = pool.take_free_slot(directory)
@@ -335,16 +324,15 @@ def create_worktree(repo: Path, home: Path, task_id: str, run_id: str) -> Worktr
 
 
 def _pin_copy(repo: Path, slot: pool.Slot) -> None:
-    """Pin the copy to the git directory snodo recorded when it made it; ask git only when
-    that cannot be assumed."""
+    """Pin the copy to the git directory snodo recorded when it made it, else ask git."""
     gitdir, root = slot.meta().get("gitdir"), pin(repo)
     if not isinstance(gitdir, str) or root is None or adopt(slot.path, Path(gitdir), root) is None:
         pin(slot.path)
 
 
 def _fresh_copy(repo: Path, directory: Path, slot: pool.Slot, head: str) -> None:
-    """Replace the slot's copy with a new ``git worktree add`` (a checkout of the whole tree),
-    recording the git directory it got before any agent runs in it."""
+    """Replace the slot's copy with a new ``git worktree add``, recording its git directory
+    before any agent runs in it."""
     if os.path.lexists(slot.path):
         pool.trash(directory, slot.path)
     slot.write_meta({})

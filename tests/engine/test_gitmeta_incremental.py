@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.engine.pool import repair_modes
+from snodo.engine.poolmodes import repair_dirs
 from snodo.git.runner import pin
 from snodo.workspace import gitmeta
 from snodo.workspace.gitmeta import GitMetaWatch, git_entries
@@ -71,7 +71,7 @@ def test_a_directory_moved_in_with_a_git_inside_is_found(tree: Path, tmp_path: P
 
 def test_the_pool_walk_serves_as_the_first_scan(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     walked: dict[str, object] = {}
-    assert repair_modes(tree, walked=walked) == 0  # type: ignore[arg-type]
+    assert repair_dirs(tree, walked=walked) == 0  # type: ignore[arg-type]
     gitmeta.remember_walk(tree, walked)  # type: ignore[arg-type]
     read = _reads(monkeypatch)
     watch = GitMetaWatch(tree)

@@ -114,7 +114,7 @@ def test_a_git_entry_planted_in_a_tracked_directory_is_gone(tmp_path: Path, snod
         again.remove()
 
 
-def test_a_copy_without_a_recorded_index_takes_the_long_path(tmp_path: Path, snodo_home: Path) -> None:
+def test_a_copy_without_a_recorded_index_is_made_afresh(tmp_path: Path, snodo_home: Path) -> None:
     repo = _project(tmp_path)
     wt = create_worktree(repo, snodo_home, "t1", "run00001")
     gitdir = wt.slot.meta()["gitdir"] if wt.slot is not None else ""
@@ -155,6 +155,30 @@ def test_the_engine_commit_holds_exactly_the_named_paths(tmp_path: Path, snodo_h
         (wt.path / "hello.py").unlink()
         third = change.commit_paths(wt.path, guard, ["hello.py"], "removed", base=wt.base)
         assert third is not None and third.files == ("README.md",)
+    finally:
+        wt.remove()
+
+
+def test_the_engine_commits_on_top_of_a_coders_own_commit(tmp_path: Path, snodo_home: Path) -> None:
+    """No index snodo wrote holds a coder's commit: the engine's index is read from its tree,
+    and what the coder staged besides is not part of the engine's commit."""
+    repo = _project(tmp_path)
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    try:
+        guard = PathGuard(wt.path, ())
+        (wt.path / "own.py").write_text("own\n")
+        git(wt.path, "add", "own.py")
+        git(wt.path, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "coder's own")
+        own = git(wt.path, "rev-parse", "HEAD").strip()
+        assert change.commit_paths(wt.path, guard, ["own.py"], "nothing new", base=wt.base) is None
+        (wt.path / "staged.txt").write_text("staged behind the tools' back\n")
+        git(wt.path, "add", "staged.txt")
+        (wt.path / "README.md").write_text("# changed\n")
+        made = change.commit_paths(wt.path, guard, ["README.md"], "on top", base=wt.base)
+        assert made is not None and made.files == ("README.md", "own.py")
+        assert git(wt.path, "rev-parse", "HEAD~1").strip() == own
+        assert git(wt.path, "rev-parse", "HEAD^{tree}").strip() == made.tree
+        assert git(wt.path, "ls-tree", "--name-only", "HEAD").split().count("staged.txt") == 0
     finally:
         wt.remove()
 

@@ -3,13 +3,18 @@ and restart a lost log (a person's act, recorded in the new log's first signed l
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from snodo.base.errors import SnodoError, StateError
+from snodo.base.text import shown
 from snodo.cli.common import could_not_run, json_option, project_root, protocol_option
+from snodo.cli.output import console, emit_json
 
 _VERIFY_HELP = "docs/architecture.md (audit log)"
 
@@ -37,9 +42,8 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
 
     Exit 0 intact, 1 broken (names line and reason), 4 cannot run.
     """
-    from snodo.cli.output import emit_json
-    from snodo.state.audit import AuditLog
-    from snodo.state.runtime import audit_log_path
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `audit --help` stays light
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `audit --help` stays light
 
     path = audit_log_path(project_root(protocol_path)) if file is None else _named_log(file)
     report = AuditLog(path).verify(key=_trusted_key(key_path) if key_path is not None else None)
@@ -65,7 +69,7 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
 def _named_log(path: Path) -> Path:
     """``path``, unless no log is there; a log this home has signed before is checked even
     when the file is gone (its deletion is a fault)."""
-    from snodo.state.audit import AuditLog
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `audit --help` stays light
 
     if not path.is_file() and not AuditLog(path).anchor_path.exists():
         raise StateError(f"no audit log at {path}", hint="pass the path of an audit.log file")
@@ -73,7 +77,7 @@ def _named_log(path: Path) -> Path:
 
 
 def _trusted_key(key_path: Path) -> Any:
-    from snodo.state.keys import load_public_key_file
+    from snodo.state.keys import load_public_key_file  # noqa: PLC0415 `audit --help` stays light
 
     try:
         return load_public_key_file(key_path)
@@ -82,8 +86,6 @@ def _trusted_key(key_path: Path) -> Any:
 
 
 def _print_verified(path: Path, report: Any, restarts: list[dict[str, Any]]) -> None:
-    from snodo.cli.output import console
-
     if report.ok:
         console().print(
             f"[green]intact[/] {path}: {report.count} events under {report.checkpoints} signed checkpoint(s)"
@@ -92,9 +94,7 @@ def _print_verified(path: Path, report: Any, restarts: list[dict[str, Any]]) -> 
         for r in restarts:
             _print_restart(r)
     else:
-        from rich.markup import escape
-
-        from snodo.base.text import shown
+        from rich.markup import escape  # noqa: PLC0415 rich only for a person
 
         console().print(f"[red]broken[/] {escape(str(path))}: line {report.line}: {escape(shown(report.reason))}")
         console().print(f"see {_VERIFY_HELP} for what each fault means and what to do", style="dim")
@@ -110,10 +110,9 @@ def export_cmd(dest: Path, protocol_path: Path | None, as_json: bool) -> None:
 
     Exit 0 written, 1 the log is broken (nothing written), 4 cannot run.
     """
-    from snodo.cli.output import console, emit_json
-    from snodo.state.audit import AuditLog
-    from snodo.state.audit_export import export_log
-    from snodo.state.runtime import audit_log_path
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `audit --help` stays light
+    from snodo.state.audit_export import export_log  # noqa: PLC0415 `audit --help` stays light
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `audit --help` stays light
 
     try:
         path = audit_log_path(project_root(protocol_path))
@@ -147,19 +146,15 @@ def export_cmd(dest: Path, protocol_path: Path | None, as_json: bool) -> None:
 def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as_json: bool) -> None:
     """Print audit events (oldest first; signed checkpoints only with --event checkpoint),
     each whole: long lines wrap, nothing is cut."""
-    import json
-
-    from snodo.base.text import shown
-    from snodo.cli.output import console, emit_json
-    from snodo.state.audit import AuditLog
-    from snodo.state.runtime import audit_log_path
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `audit --help` stays light
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `audit --help` stays light
 
     path = audit_log_path(project_root(protocol_path))
     records = AuditLog(path).records(event=event, last=last)
     if as_json:
         emit_json({"path": str(path), "events": records})
         return
-    from rich.text import Text
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     if not records:
         console().print(f"no matching events in {path}")
@@ -188,10 +183,7 @@ def _restarts(log: Any) -> list[dict[str, Any]]:
 
 
 def _print_restart(r: dict[str, Any]) -> None:
-    from rich.text import Text
-
-    from snodo.base.text import shown
-    from snodo.cli.output import console
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     head = r.get("lost_head") or {}
     console().print(
@@ -221,13 +213,9 @@ def restart_cmd(reason: str, yes: bool, protocol_path: Path | None, as_json: boo
 
     Exit 0 restarted, 4 cannot run (refused, nothing lost, no reason).
     """
-    import os
-    import sys
-
-    from snodo.cli.output import console, emit_json
-    from snodo.state.audit import AuditLog
-    from snodo.state.audit_restart import restart_log
-    from snodo.state.runtime import audit_log_path
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `audit --help` stays light
+    from snodo.state.audit_restart import restart_log  # noqa: PLC0415 `audit --help` stays light
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `audit --help` stays light
 
     if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
         raise StateError("`snodo audit restart` is refused here: it is a person's act, not confined code's")

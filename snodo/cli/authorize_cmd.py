@@ -18,7 +18,10 @@ from typing import Any, Literal
 import click
 
 from snodo.base.errors import DecisionError
+from snodo.base.text import shown
 from snodo.cli.common import json_option, project_root, protocol_option, signers_in_force
+from snodo.cli.output import console, emit_json, listing, printable, results_table
+from snodo.state.home import snodo_home
 
 
 def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
@@ -41,8 +44,8 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
 
 def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
     """Agents' proposals for a decision (``propose_adjudicate``); advice, never authority."""
-    from snodo.state.atomic import unstructure
-    from snodo.state.proposals import ProposalStore, Unreadable
+    from snodo.state.atomic import unstructure  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.proposals import ProposalStore, Unreadable  # noqa: PLC0415 `authorize --help` stays light
 
     return [
         {"unreadable": str(p.path), "reason": p.reason} if isinstance(p, Unreadable) else unstructure(p)
@@ -73,8 +76,7 @@ def authorize(
     (and, after execution, exactly the reviewed git tree); validate (or `snodo run
     --resume`) again afterwards. Blockers can never be authorised.
     """
-    from snodo.state.home import snodo_home
-    from snodo.state.sessions import SessionStore
+    from snodo.state.sessions import SessionStore  # noqa: PLC0415 `authorize --help` stays light
 
     root = project_root(protocol_path)
     home = snodo_home()
@@ -103,8 +105,6 @@ def authorize(
 
 def _list_pending(root: Path, store: Any, as_json: bool) -> None:
     """The project's pending decisions, as JSON or as a table with how to review one."""
-    from snodo.cli.output import console, emit_json, listing, printable
-
     pending = store.pending(root)
     if as_json:
         emit_json(
@@ -144,9 +144,9 @@ def _list_pending(root: Path, store: Any, as_json: bool) -> None:
 
 def _refuse_unless_inv3(root: Path, decision_id: str, pending_decision: Any) -> None:
     """INV3: a proposal holding a blocker or a validator error is refused, and the refusal audited."""
-    from snodo.state.audit import AuditLog
-    from snodo.state.decisions import check_inv3
-    from snodo.state.runtime import audit_log_path
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.decisions import check_inv3  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `authorize --help` stays light
 
     try:
         check_inv3(pending_decision)
@@ -178,8 +178,8 @@ def _sign_and_record(
     root: Path, home: Path, pending_decision: Any, verdict: Literal["approve", "reject"], justification: str
 ) -> tuple[Any, Path]:
     """Sign the decision with the user's key (asking its passphrase if it has one) and store it."""
-    from snodo.cli.signing import ask_passphrase, sign_decision
-    from snodo.state.decisions import DecisionStore, draft_decision
+    from snodo.cli.signing import ask_passphrase, sign_decision  # noqa: PLC0415 the signing code only when a decision is signed
+    from snodo.state.decisions import DecisionStore, draft_decision  # noqa: PLC0415 `authorize --help` stays light
 
     record = draft_decision(
         pending_decision,
@@ -192,8 +192,8 @@ def _sign_and_record(
 
 
 def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed: Any, verdict: str, path: Path) -> None:
-    from snodo.state.audit import AuditLog
-    from snodo.state.runtime import audit_log_path
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `authorize --help` stays light
 
     AuditLog(audit_log_path(root)).append(
         "decision_recorded",
@@ -213,8 +213,6 @@ def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed:
 
 
 def _report_recorded(decision_id: str, verdict: str, signed: Any, path: Path, as_json: bool) -> None:
-    from snodo.cli.output import console, emit_json
-
     if as_json:
         emit_json(
             {
@@ -233,10 +231,9 @@ def _report_recorded(decision_id: str, verdict: str, signed: Any, path: Path, as
 
 
 def _render_proposals(root: Path, decision_id: str) -> None:
-    from rich.text import Text
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
-    from snodo.cli.output import console, printable
-    from snodo.state.proposals import ProposalStore, Unreadable
+    from snodo.state.proposals import ProposalStore, Unreadable  # noqa: PLC0415 `authorize --help` stays light
 
     for prop in ProposalStore(root).for_decision(decision_id):
         if isinstance(prop, Unreadable):
@@ -255,10 +252,8 @@ def _render_proposals(root: Path, decision_id: str) -> None:
 
 
 def _render(p: Any) -> None:
-    from rich.panel import Panel
-    from rich.text import Text
-
-    from snodo.cli.output import console, printable, results_table
+    from rich.panel import Panel  # noqa: PLC0415 rich only for a person
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     console().print(f"task {printable(p.task_id)} — the spec as validated:", markup=False)
     console().print(Panel(Text(printable(p.spec_text.strip()))))
@@ -288,8 +283,6 @@ SHOWN_DIFF_LINES = 400
 def _render_escalations(results: Any) -> None:
     """What the change does to the tests or their harness, as the judge showed it: each
     escalation and its diff, bounded, every character an agent wrote escaped."""
-    from snodo.cli.output import console, printable
-
     budget = SHOWN_DIFF_LINES
     for r in results:
         details = r.get("details") if isinstance(r, dict) else None
@@ -306,9 +299,7 @@ def _render_escalations(results: Any) -> None:
 
 def _render_diff(lines: list[str], budget: int) -> int:
     """``lines`` of a diff, at most ``budget`` of them; what is left of the budget."""
-    from rich.syntax import Syntax
-
-    from snodo.cli.output import console
+    from rich.syntax import Syntax  # noqa: PLC0415 rich only for a person
 
     if not lines:
         return budget
@@ -321,12 +312,11 @@ def _render_diff(lines: list[str], budget: int) -> int:
 def _prune(root: Path, home: Path, signers: str | None, as_json: bool) -> None:
     """Drop pending decisions already settled by a verified record, or superseded by a newer
     escalation of the same task, phase and mode; each drop is audited."""
-    from snodo.cli.output import console, emit_json
-    from snodo.state.audit import AuditLog
-    from snodo.state.decisions import DecisionStore
-    from snodo.state.proposals import ProposalStore
-    from snodo.state.runtime import audit_log_path
-    from snodo.state.sessions import SessionStore
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.decisions import DecisionStore  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.proposals import ProposalStore  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.sessions import SessionStore  # noqa: PLC0415 `authorize --help` stays light
 
     store = SessionStore(home)
     decisions = DecisionStore(root, home, signers=signers)  # the list in force decides what settled a decision
@@ -353,9 +343,7 @@ def _prune(root: Path, home: Path, signers: str | None, as_json: bool) -> None:
     if as_json:
         emit_json({"project": str(root), "pruned": dropped, "remaining": len(pending) - len(dropped)})
         return
-    from rich.markup import escape
-
-    from snodo.base.text import shown
+    from rich.markup import escape  # noqa: PLC0415 rich only for a person
 
     for row in dropped:
         console().print(f"pruned {row['decision_id']} (task {escape(shown(row['task_id']))}): {row['reason']}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -131,3 +132,31 @@ def git_work_tree(where: Path) -> Path:
         )
     top = run_git(where, "rev-parse", "--show-toplevel")
     return Path(top.stdout.strip()) if top.ok and top.stdout.strip() else where
+
+
+SPEC_FORMS = "text, @FILE (the file's content), - (stdin), or @@text for text starting with @"
+
+
+def read_spec(spec: str | None) -> str:
+    """A spec is literal text, ``@file``, ``-`` for stdin, or ``@@text`` for the literal
+    ``@text`` (the escape for a spec that itself starts with ``@``)."""
+    if spec is None and sys.stdin.isatty():
+        raise SnodoError("no task spec given", hint=f"pass it as {SPEC_FORMS}")
+    if spec is None or spec == "-":
+        text = sys.stdin.read()
+    elif spec.startswith("@@"):
+        text = spec[1:]
+    elif spec.startswith("@"):
+        path = Path(spec[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SnodoError(
+                f"cannot read the spec file {path}: {exc.strerror or exc}",
+                hint="a spec starting with @ names a file; write @@ to pass text that starts with @",
+            ) from None
+    else:
+        text = spec
+    if not text.strip():
+        raise SnodoError("the task spec is empty")
+    return text

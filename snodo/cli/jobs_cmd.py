@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from snodo.cli.common import json_option, project_root, protocol_option
+from snodo.cli.output import console, emit_json, listing, printable
+from snodo.state.home import snodo_home
 
 
 @click.group(invoke_without_command=True)
@@ -26,8 +29,7 @@ def jobs(ctx: click.Context, protocol_path: Path | None, as_json: bool) -> None:
 @json_option
 def list_cmd(protocol_path: Path | None, as_json: bool) -> None:
     """List jobs, oldest first."""
-    from snodo.cli.output import console, emit_json, listing
-    from snodo.engine.jobs import JobStore
+    from snodo.engine.jobs import JobStore  # noqa: PLC0415 `jobs --help` stays light
 
     rows = JobStore(project_root(protocol_path)).list()
     if as_json:
@@ -57,10 +59,7 @@ def list_cmd(protocol_path: Path | None, as_json: bool) -> None:
 @json_option
 def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: bool) -> None:
     """Show one job's status, outcome and result."""
-    import sys
-
-    from snodo.cli.output import emit_json, printable
-    from snodo.engine.jobs import JobStore
+    from snodo.engine.jobs import JobStore  # noqa: PLC0415 `jobs --help` stays light
 
     store = JobStore(project_root(protocol_path))
     job = store.load(job_id)
@@ -180,9 +179,7 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
     with `run --branch` while its job record says snodo made it where it points) already merged
     into another local branch are deleted at any age. Running and queued jobs are never touched.
     """
-    from snodo.cli.output import emit_json
-    from snodo.engine.lifecycle import parse_duration, prune
-    from snodo.state.home import snodo_home
+    from snodo.engine.lifecycle import parse_duration, prune  # noqa: PLC0415 `jobs --help` stays light
 
     removed = prune(project_root(protocol_path), snodo_home(), older_than=parse_duration(older_than))
     if as_json:

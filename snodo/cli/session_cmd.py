@@ -11,7 +11,10 @@ from typing import Any
 
 import click
 
+from snodo.base.errors import SnodoError
 from snodo.cli.common import json_option, project_root, protocol_option
+from snodo.cli.output import console, emit_json, key_values, listing
+from snodo.state.home import snodo_home
 
 
 @click.group()
@@ -25,9 +28,7 @@ def session() -> None:
 @json_option
 def list_cmd(all_projects: bool, protocol_path: Path | None, as_json: bool) -> None:
     """List sessions (oldest first)."""
-    from snodo.cli.output import console, emit_json, listing
-    from snodo.state.home import snodo_home
-    from snodo.state.sessions import SessionStore
+    from snodo.state.sessions import SessionStore  # noqa: PLC0415 `session --help` stays light
 
     root = None if all_projects else project_root(protocol_path)
     sessions = SessionStore(snodo_home()).list(root)
@@ -66,17 +67,15 @@ def list_cmd(all_projects: bool, protocol_path: Path | None, as_json: bool) -> N
 @json_option
 def show_cmd(session_id: str, as_json: bool) -> None:
     """Show one session and its pending decisions."""
-    from snodo.cli.output import console, emit_json, key_values, listing
-    from snodo.state.atomic import unstructure
-    from snodo.state.home import snodo_home
-    from snodo.state.sessions import SessionStore
+    from snodo.state.atomic import unstructure  # noqa: PLC0415 `session --help` stays light
+    from snodo.state.sessions import SessionStore  # noqa: PLC0415 `session --help` stays light
 
     s = SessionStore(snodo_home()).load(session_id)
     data = unstructure(s)
     if as_json:
         emit_json(data)
         return
-    from rich.text import Text
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     console().print(
         key_values(
@@ -118,15 +117,13 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
     decisions may go: a person may still have to decide them with `snodo authorize`.
     Every close is recorded in the project's audit log.
     """
-    from snodo.cli.output import emit_json
-    from snodo.state.home import snodo_home
-    from snodo.state.sessions import ACTIVE, SessionStore
+    from snodo.state.sessions import ACTIVE, SessionStore  # noqa: PLC0415 `session --help` stays light
 
     root = project_root(protocol_path)
     store = SessionStore(snodo_home())
     closed = [_close(store, s) for s in _closable(store, session_id, root, drop_pending)]
     if closed and not [s for s in store.list(root) if s.status == ACTIVE]:
-        from snodo.engine.worktree import drop_pool
+        from snodo.engine.worktree import drop_pool  # noqa: PLC0415 the engine's working-copy pool only when the last session closes
 
         drop_pool(root, snodo_home())  # no session left: the idle working copies go too
     if as_json:
@@ -142,8 +139,7 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
 def _closable(store: Any, session_id: str | None, root: Path, drop_pending: bool) -> list[Any]:
     """The session named, or every active one of the project; refused while a decision waits
     in one of them, unless ``drop_pending``."""
-    from snodo.base.errors import SnodoError
-    from snodo.state.sessions import ACTIVE
+    from snodo.state.sessions import ACTIVE  # noqa: PLC0415 `session --help` stays light
 
     if session_id is not None:
         chosen = [store.load(session_id).current()]
@@ -163,8 +159,8 @@ def _closable(store: Any, session_id: str | None, root: Path, drop_pending: bool
 
 def _close(store: Any, s: Any) -> dict[str, Any]:
     """End session ``s`` and drop its pending decisions; audited in its project when there is one."""
-    from snodo.state.audit import AuditLog
-    from snodo.state.runtime import audit_log_path
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `session --help` stays light
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `session --help` stays light
 
     dropped = sorted(s.pending_decisions)
     for decision_id in dropped:

@@ -1,17 +1,12 @@
 """``snodo authorize``: the out-of-band human route for escalations (docs/protocol.md).
-
-It renders the STORED proposal (never text from the command line), asks, signs a
-DecisionRecord with the person's key and removes the pending entry; a proposal with a
-blocker cannot be signed (INV3). Everything shown that an agent could have written goes
-through :func:`~snodo.cli.output.printable`: an agent must not repaint the screen a person
-reads right before the y/N prompt.
-"""
+Everything shown that an agent could have written goes through
+:func:`~snodo.cli.output.printable`: an agent must not repaint the screen a person reads
+right before the y/N prompt."""
 
 from __future__ import annotations
 
 import getpass
 import socket
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +14,7 @@ import click
 
 from snodo.base.errors import DecisionError
 from snodo.base.text import shown
-from snodo.cli.common import json_option, project_root, protocol_option, signers_in_force
+from snodo.cli.common import audit_event, confirm, project_options, project_root, signers_in_force
 from snodo.cli.output import console, emit_json, listing, printable, results_table
 from snodo.state.home import snodo_home
 
@@ -59,8 +54,7 @@ def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
 @click.option("--reject", is_flag=True, help="Record a rejection instead of an approval.")
 @click.option("--justification", "-m", default="", help="Why you decided so (recorded and signed).")
 @click.option("--prune", is_flag=True, help="Drop pending decisions that no longer apply (decided or superseded).")
-@protocol_option
-@json_option
+@project_options
 def authorize(
     decision_id: str | None,
     yes: bool,
@@ -96,7 +90,13 @@ def authorize(
     _refuse_unless_inv3(root, decision_id, pending_decision)
     verdict: Literal["approve", "reject"] = "reject" if reject else "approve"
     if not yes:
-        _confirm(decision_id, verdict)
+        confirm(
+            f"{verdict.upper()} decision {decision_id}?",
+            DecisionError(
+                f"decision {decision_id} needs a confirmation, and there is no terminal to ask on",
+                hint="review it with `snodo authorize DECISION_ID` in a terminal, or pass --yes",
+            ),
+        )
     signed, path = _sign_and_record(root, home, pending_decision, verdict, justification)
     store.remove_pending(session.session_id, decision_id)
     _audit_recorded(root, decision_id, pending_decision, signed, verdict, path)
@@ -144,15 +144,14 @@ def _list_pending(root: Path, store: Any, as_json: bool) -> None:
 
 def _refuse_unless_inv3(root: Path, decision_id: str, pending_decision: Any) -> None:
     """INV3: a proposal holding a blocker or a validator error is refused, and the refusal audited."""
-    from snodo.state.audit import AuditLog  # noqa: PLC0415 `authorize --help` stays light
     from snodo.state.decisions import check_inv3  # noqa: PLC0415 `authorize --help` stays light
-    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `authorize --help` stays light
 
     try:
         check_inv3(pending_decision)
     except DecisionError as refused:
         refused.exit_code = 1  # refused by governance (INV3), not a failure to run
-        AuditLog(audit_log_path(root)).append(
+        audit_event(
+            root,
             "decision_refused",
             mode=pending_decision.mode,
             data={
@@ -162,16 +161,6 @@ def _refuse_unless_inv3(root: Path, decision_id: str, pending_decision: Any) -> 
             },
         )
         raise
-
-
-def _confirm(decision_id: str, verdict: str) -> None:
-    """Ask the human on a terminal; with none to ask on, refuse rather than assume."""
-    if not sys.stdin.isatty():
-        raise DecisionError(
-            f"decision {decision_id} needs a confirmation, and there is no terminal to ask on",
-            hint="review it with `snodo authorize DECISION_ID` in a terminal, or pass --yes",
-        )
-    click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True, err=True)
 
 
 def _sign_and_record(
@@ -192,10 +181,8 @@ def _sign_and_record(
 
 
 def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed: Any, verdict: str, path: Path) -> None:
-    from snodo.state.audit import AuditLog  # noqa: PLC0415 `authorize --help` stays light
-    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `authorize --help` stays light
-
-    AuditLog(audit_log_path(root)).append(
+    audit_event(
+        root,
         "decision_recorded",
         mode=pending_decision.mode,
         data={

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from snodo.base.errors import EnvironmentProblem, ProtocolError, SnodoError
+from snodo.base.errors import EnvironmentProblem, ProtocolError, SnodoError, StateError
 from snodo.cli.output import is_quiet, print_warning
 
 if TYPE_CHECKING:
@@ -34,6 +35,11 @@ def json_option(func: F) -> F:
     return click.option(
         "--json", "as_json", is_flag=True, help="Print one JSON object on stdout (errors too: error, hint, exit_code)."
     )(func)
+
+
+def project_options(func: F) -> F:
+    """``--protocol`` and ``--json``, the options of every command that reads a project."""
+    return protocol_option(json_option(func))
 
 
 def could_not_run(func: F) -> F:
@@ -102,11 +108,8 @@ def signers_in_force(protocol_path: Path | None) -> str | None:
 
 
 def project_root(protocol_path: Path | None) -> Path:
-    """The project directory, without loading plugins or the protocol (read-only commands).
-
-    Outside a project this fails with the same message as loading the protocol would,
-    instead of looking for state next to a file that does not exist.
-    """
+    """The project directory, without loading plugins or the protocol; outside a project,
+    the same failure as loading the protocol."""
     from snodo.protocol import find_protocol, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
 
     path = find_protocol(Path.cwd(), protocol_path)
@@ -160,3 +163,24 @@ def read_spec(spec: str | None) -> str:
     if not text.strip():
         raise SnodoError("the task spec is empty")
     return text
+
+
+def audit_event(root: Path, event: str, *, mode: str | None, data: dict[str, Any]) -> None:
+    """Append ``event`` to the project's audit log."""
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 only the commands that write the log pay for it
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 only the commands that write the log pay for it
+
+    AuditLog(audit_log_path(root)).append(event, mode=mode, data=data)
+
+
+def refuse_when_confined(command: str) -> None:
+    """A person's act (``command``) is refused inside snodo's confinement."""
+    if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
+        raise StateError(f"`{command}` is refused here: it is a person's act, not confined code's")
+
+
+def confirm(question: str, refusal: SnodoError, *, err: bool = True) -> None:
+    """Ask the person on a terminal; with none to ask on, raise ``refusal`` rather than assume."""
+    if not sys.stdin.isatty():
+        raise refusal
+    click.confirm(question, abort=True, err=err)

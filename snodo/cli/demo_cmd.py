@@ -1,8 +1,5 @@
-"""``snodo demo``: the whole life cycle in a throwaway repository, no API key needed.
-
-Each step runs the real command as a subprocess (the same binary a user types), so the
-demo proves the installation as much as it explains the tool.
-"""
+"""``snodo demo``: the whole life cycle in a throwaway repository; each step runs the real
+command as a subprocess, so the demo proves the installation too."""
 
 from __future__ import annotations
 

@@ -50,13 +50,8 @@ def names(kind: str, name: str) -> tuple[str, str, str]:
 
 
 def snodo_source(package_dir: Path | None = None) -> str | None:
-    """Where the running snodo can be installed from again (told to the author as ``SNODO_SOURCE``).
-
-    In order: the checkout it runs from (an editable install); the source pip recorded
-    when it was installed (``direct_url.json``: a local directory or wheel that still
-    exists, or a VCS URL at its commit); else a wheel re-packed from the installed files
-    themselves, written into ``package_dir/.snodo-wheel/``. ``None`` when none of these works.
-    """
+    """Where the running snodo can be installed from again (``SNODO_SOURCE``): its checkout,
+    else the source pip recorded, else a wheel re-packed into ``package_dir/.snodo-wheel/``."""
     root = Path(snodo.__file__).resolve().parent.parent
     try:
         text = (root / "pyproject.toml").read_text(encoding="utf-8")

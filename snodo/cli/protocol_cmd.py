@@ -3,8 +3,6 @@ protocol sign``: a person's signed commit of ``.snodo/``, which puts it in force
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -12,7 +10,7 @@ from typing import Any, NoReturn
 import click
 
 from snodo.base.errors import ProtocolError, SnodoError, StateError
-from snodo.cli.common import could_not_run, json_option
+from snodo.cli.common import confirm, could_not_run, json_option, refuse_when_confined
 from snodo.cli.output import console, emit_json, print_note, print_warning, printable
 from snodo.git.runner import pin
 
@@ -170,8 +168,7 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
     from snodo.state.keys import ensure_decision_keys  # noqa: PLC0415 the key code only for `protocol sign`
     from snodo.state.runtime import LEGACY_RUNTIME  # noqa: PLC0415 the key code only for `protocol sign`
 
-    if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
-        raise StateError("`snodo protocol sign` is refused here: it is a person's act, not confined code's")
+    refuse_when_confined("snodo protocol sign")
     found = pin(Path.cwd())
     if found is None:
         raise StateError(f"{Path.cwd()} is not in a git repository", hint="run it in your project's checkout")
@@ -260,16 +257,16 @@ def _refuse_unlisted(planned: Any, *, listed_for_another_namespace: bool) -> NoR
 
 
 def _confirm_signing(planned: Any, signer: str) -> None:
-    """Show what is signed and ask the person; with no terminal to ask on, refuse."""
-    if not sys.stdin.isatty():
-        raise StateError(
-            "`snodo protocol sign` asks a person to confirm, and there is no terminal to ask on",
-            hint="run it in a terminal, or pass --yes",
-        )
+    """Show what is signed and ask the person."""
     adopt_note = f"adopting the .snodo/ committed at HEAD: {planned.adopting}" if planned.adopting else ""
     summary = "\n".join(f"  {printable(c)}" for c in planned.changes) or f"  {adopt_note}"
-    click.echo(f"sign as {signer} and commit:\n{summary}", err=True)
-    click.confirm("sign this .snodo/ with your decision key and put it in force?", abort=True, err=True)
+    confirm(
+        f"sign as {signer} and commit:\n{summary}\nsign this .snodo/ with your decision key and put it in force?",
+        StateError(
+            "`snodo protocol sign` asks a person to confirm, and there is no terminal to ask on",
+            hint="run it in a terminal, or pass --yes",
+        ),
+    )
 
 
 def _signer(home: Path) -> Callable[[bytes], str]:

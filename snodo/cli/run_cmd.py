@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import click
 
 from snodo.base.errors import SnodoError
-from snodo.cli.common import could_not_run, json_option, load_project, protocol_option, read_spec
+from snodo.cli.common import could_not_run, load_project, project_options, read_spec
 from snodo.cli.output import (
     Progress,
     console,
@@ -54,8 +54,7 @@ def _look_ahead(root: Path) -> None:
     "branch (its commits are kept under refs/snodo/halted/); --resume keeps the name.",
 )
 @click.option("--job", "job_id", default=None, hidden=True, help="Execute a queued background job.")
-@protocol_option
-@json_option
+@project_options
 @could_not_run
 def run(
     spec: str | None,

@@ -1,9 +1,5 @@
-"""``snodo serve``: expose one mode's tools to an agent over MCP (stdio).
-
-A protocol that does not load, or a mode it does not define, serves no tool at all; started
-by a host, the server still answers the handshake with the problem and its fix
-(:mod:`snodo.mcp.failed`), so the person sees it there.
-"""
+"""``snodo serve``: one mode's tools to an agent over MCP (stdio); a protocol or mode that
+does not load serves no tool, only the problem (:mod:`snodo.mcp.failed`)."""
 
 from __future__ import annotations
 

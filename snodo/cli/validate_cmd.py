@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from snodo.base.errors import SnodoError
-from snodo.cli.common import could_not_run, json_option, load_project, protocol_option, read_spec
+from snodo.cli.common import could_not_run, load_project, project_options, read_spec
 from snodo.cli.output import Progress, console, emit_json, results_table
 from snodo.git.runner import run_git
 from snodo.rules.outcomes import EXIT_CODE, PERSON_SUMMARY, VALIDATE_NEXT_STEP, VALIDATE_POST_NEXT_STEP
@@ -52,8 +52,7 @@ the `instruction` meant for an agent; the text output says what to do next here.
     "the HEAD at which the session started). Commits made since, staged, unstaged and untracked files "
     "are all part of the judged change.",
 )
-@protocol_option
-@json_option
+@project_options
 @could_not_run
 def validate(
     spec: str | None,

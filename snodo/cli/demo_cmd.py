@@ -75,15 +75,12 @@ def demo(directory: Path | None, keep: bool, as_json: bool) -> None:
             raise click.ClickException(f"demo step `snodo {shown}` exited {proc.returncode}, expected {expect}")
         return proc
 
-    def gitc(*args: str) -> None:
-        git_out(repo, *args)
-
-    gitc("init", "-q", "-b", "main")
-    gitc("config", "user.email", "demo@example.com")
-    gitc("config", "user.name", "Demo")
+    git_out(repo, "init", "-q", "-b", "main")
+    git_out(repo, "config", "user.email", "demo@example.com")
+    git_out(repo, "config", "user.name", "Demo")
     (repo / "README.md").write_text("# demo project\n")
-    gitc("add", "README.md")
-    gitc("commit", "-q", "-m", "initial commit")
+    git_out(repo, "add", "README.md")
+    git_out(repo, "commit", "-q", "-m", "initial commit")
 
     say(
         "A repository under governance",

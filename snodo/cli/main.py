@@ -6,7 +6,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
-import importlib.util
 import os
 import signal
 import sys
@@ -42,27 +41,18 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(n for n, (mod, _a, _h) in COMMANDS.items() if importlib.util.find_spec(mod) is not None)
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = COMMANDS.get(cmd_name)
-        if entry is None:
+        if cmd_name not in COMMANDS:
             return None
-        module_name, attr, _help = entry
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                return None
-            raise
-        command: click.Command = getattr(module, attr)
+        module, attr, _help = COMMANDS[cmd_name]
+        command: click.Command = getattr(importlib.import_module(module), attr)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][2]) for name in self.list_commands(ctx)])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

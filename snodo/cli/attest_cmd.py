@@ -9,6 +9,8 @@ from pathlib import Path
 import click
 
 from snodo.cli.common import git_work_tree, json_option
+from snodo.cli.output import emit_json, printable
+from snodo.git.runner import git_out
 
 
 @click.group()
@@ -23,8 +25,7 @@ def show_cmd(rev: str, as_json: bool) -> None:
     """Print the in-toto statement attached to commit REV (refs/notes/snodo), decoded.
 
     It is shown as stored, not judged: `snodo verify` checks it against a base's keys."""
-    from snodo.cli.output import emit_json, printable
-    from snodo.evidence.share import show
+    from snodo.evidence.share import show  # noqa: PLC0415 `attest/push --help` stay light
 
     found = show(git_work_tree(Path.cwd()), rev)
     if as_json:
@@ -43,9 +44,7 @@ def show_cmd(rev: str, as_json: bool) -> None:
 @json_option
 def push(remote: str, branch: str | None, as_json: bool) -> None:
     """Push BRANCH (default: the current one) and refs/notes/snodo to REMOTE (default: origin)."""
-    from snodo.cli.output import emit_json
-    from snodo.evidence.share import push as run_push
-    from snodo.git.runner import git_out
+    from snodo.evidence.share import push as run_push  # noqa: PLC0415 `attest/push --help` stay light
 
     repo = git_work_tree(Path.cwd())
     name = branch or git_out(repo, "symbolic-ref", "--short", "HEAD")

@@ -3,13 +3,16 @@ and restart a lost log (a person's act, recorded in the new log's first signed l
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import click
 
 from snodo.base.errors import SnodoError, StateError
-from snodo.cli.common import could_not_run, json_option, project_root, protocol_option
+from snodo.base.text import shown
+from snodo.cli.common import confirm, could_not_run, project_options, project_root, refuse_when_confined
+from snodo.cli.output import console, emit_json
 
 _VERIFY_HELP = "docs/architecture.md (audit log)"
 
@@ -28,8 +31,7 @@ def audit() -> None:
     default=None,
     help="Trust this audit public key (OpenSSH or PEM file) instead of your own; for an exported log.",
 )
-@protocol_option
-@json_option
+@project_options
 @could_not_run
 def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | None, as_json: bool) -> None:
     """Check every line's hash and link, the signed checkpoints, and the checkpoint recorded
@@ -37,13 +39,10 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
 
     Exit 0 intact, 1 broken (names line and reason), 4 cannot run.
     """
-    from snodo.cli.output import emit_json
-    from snodo.state.audit import AuditLog
-    from snodo.state.runtime import audit_log_path
-
-    path = audit_log_path(project_root(protocol_path)) if file is None else _named_log(file)
-    report = AuditLog(path).verify(key=_trusted_key(key_path) if key_path is not None else None)
-    restarts = _restarts(AuditLog(path)) if report.ok else []
+    log = _log(protocol_path, file)
+    path = log.path
+    report = log.verify(key=_trusted_key(key_path) if key_path is not None else None)
+    restarts = _restarts(log) if report.ok else []
     if as_json:
         emit_json(
             {
@@ -62,18 +61,20 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
     raise SystemExit(0 if report.ok else 1)
 
 
-def _named_log(path: Path) -> Path:
-    """``path``, unless no log is there; a log this home has signed before is checked even
-    when the file is gone (its deletion is a fault)."""
-    from snodo.state.audit import AuditLog
+def _log(protocol_path: Path | None, file: Path | None = None) -> Any:
+    """The project's audit log, or the one at ``file`` unless no log is there (a log this home
+    has signed before is checked even when the file is gone: its deletion is a fault)."""
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `audit --help` stays light
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `audit --help` stays light
 
-    if not path.is_file() and not AuditLog(path).anchor_path.exists():
-        raise StateError(f"no audit log at {path}", hint="pass the path of an audit.log file")
-    return path
+    log = AuditLog(audit_log_path(project_root(protocol_path)) if file is None else file)
+    if file is not None and not file.is_file() and not log.anchor_path.exists():
+        raise StateError(f"no audit log at {file}", hint="pass the path of an audit.log file")
+    return log
 
 
 def _trusted_key(key_path: Path) -> Any:
-    from snodo.state.keys import load_public_key_file
+    from snodo.state.keys import load_public_key_file  # noqa: PLC0415 `audit --help` stays light
 
     try:
         return load_public_key_file(key_path)
@@ -82,8 +83,6 @@ def _trusted_key(key_path: Path) -> Any:
 
 
 def _print_verified(path: Path, report: Any, restarts: list[dict[str, Any]]) -> None:
-    from snodo.cli.output import console
-
     if report.ok:
         console().print(
             f"[green]intact[/] {path}: {report.count} events under {report.checkpoints} signed checkpoint(s)"
@@ -92,9 +91,7 @@ def _print_verified(path: Path, report: Any, restarts: list[dict[str, Any]]) -> 
         for r in restarts:
             _print_restart(r)
     else:
-        from rich.markup import escape
-
-        from snodo.base.text import shown
+        from rich.markup import escape  # noqa: PLC0415 rich only for a person
 
         console().print(f"[red]broken[/] {escape(str(path))}: line {report.line}: {escape(shown(report.reason))}")
         console().print(f"see {_VERIFY_HELP} for what each fault means and what to do", style="dim")
@@ -102,22 +99,18 @@ def _print_verified(path: Path, report: Any, restarts: list[dict[str, Any]]) -> 
 
 @audit.command("export")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@protocol_option
-@json_option
+@project_options
 def export_cmd(dest: Path, protocol_path: Path | None, as_json: bool) -> None:
     """Write the log and the public key that signed it into DEST, for an offline check with
     `snodo audit verify --key DEST/audit-key.pub DEST/audit.log`.
 
     Exit 0 written, 1 the log is broken (nothing written), 4 cannot run.
     """
-    from snodo.cli.output import console, emit_json
-    from snodo.state.audit import AuditLog
-    from snodo.state.audit_ops import export_log
-    from snodo.state.runtime import audit_log_path
+    from snodo.state.audit_ops import export_log  # noqa: PLC0415 `audit --help` stays light
 
     try:
-        path = audit_log_path(project_root(protocol_path))
-        result = export_log(AuditLog(path), dest)
+        log = _log(protocol_path)
+        result = export_log(log, dest)
     except SnodoError as exc:
         if exc.exit_code != 1:
             exc.exit_code = 4
@@ -126,7 +119,7 @@ def export_cmd(dest: Path, protocol_path: Path | None, as_json: bool) -> None:
     if as_json:
         emit_json(
             {
-                "path": str(path),
+                "path": str(log.path),
                 "log": str(result.log_file),
                 "key": str(result.key_file),
                 "count": result.report.count,
@@ -142,24 +135,17 @@ def export_cmd(dest: Path, protocol_path: Path | None, as_json: bool) -> None:
 @audit.command("show")
 @click.option("--event", "event", default=None, help="Only events of this name.")
 @click.option("--last", "last", type=click.IntRange(min=1), default=None, help="Only the last N events.")
-@protocol_option
-@json_option
+@project_options
 def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as_json: bool) -> None:
     """Print audit events (oldest first; signed checkpoints only with --event checkpoint),
     each whole: long lines wrap, nothing is cut."""
-    import json
-
-    from snodo.base.text import shown
-    from snodo.cli.output import console, emit_json
-    from snodo.state.audit import AuditLog
-    from snodo.state.runtime import audit_log_path
-
-    path = audit_log_path(project_root(protocol_path))
-    records = AuditLog(path).records(event=event, last=last)
+    log = _log(protocol_path)
+    path = log.path
+    records = log.records(event=event, last=last)
     if as_json:
         emit_json({"path": str(path), "events": records})
         return
-    from rich.text import Text
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     if not records:
         console().print(f"no matching events in {path}")
@@ -188,10 +174,7 @@ def _restarts(log: Any) -> list[dict[str, Any]]:
 
 
 def _print_restart(r: dict[str, Any]) -> None:
-    from rich.text import Text
-
-    from snodo.base.text import shown
-    from snodo.cli.output import console
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     head = r.get("lost_head") or {}
     console().print(
@@ -207,8 +190,7 @@ def _print_restart(r: dict[str, Any]) -> None:
 @audit.command("restart")
 @click.option("--reason", required=True, help="Why the old log is gone (recorded in the new log's first line).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed when stdin is not a terminal).")
-@protocol_option
-@json_option
+@project_options
 @could_not_run
 def restart_cmd(reason: str, yes: bool, protocol_path: Path | None, as_json: bool) -> None:
     """Start a new audit log after the old one was lost (git clean, a fresh clone, a deletion).
@@ -221,24 +203,18 @@ def restart_cmd(reason: str, yes: bool, protocol_path: Path | None, as_json: boo
 
     Exit 0 restarted, 4 cannot run (refused, nothing lost, no reason).
     """
-    import os
-    import sys
+    from snodo.state.audit_ops import restart_log  # noqa: PLC0415 `audit --help` stays light
 
-    from snodo.cli.output import console, emit_json
-    from snodo.state.audit import AuditLog
-    from snodo.state.audit_ops import restart_log
-    from snodo.state.runtime import audit_log_path
-
-    if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
-        raise StateError("`snodo audit restart` is refused here: it is a person's act, not confined code's")
-    path = audit_log_path(project_root(protocol_path))
+    refuse_when_confined("snodo audit restart")
+    log = _log(protocol_path)
+    path = log.path
     if not yes:
-        if not sys.stdin.isatty():
-            raise StateError(
-                "`snodo audit restart` asks a person to confirm", hint="run it in a terminal, or pass --yes"
-            )
-        click.confirm(f"start a new audit log at {path}, recording that the old one was lost?", abort=True)
-    record = restart_log(AuditLog(path), reason)
+        confirm(
+            f"start a new audit log at {path}, recording that the old one was lost?",
+            StateError("`snodo audit restart` asks a person to confirm", hint="run it in a terminal, or pass --yes"),
+            err=False,
+        )
+    record = restart_log(log, reason)
     head = record["data"]["lost_head"]
     if as_json:
         emit_json({"path": str(path), "restarted": True, "lost_head": head, "reason": record["data"]["reason"]})

@@ -1,24 +1,22 @@
 """``snodo authorize``: the out-of-band human route for escalations (docs/protocol.md).
-
-It renders the STORED proposal (never text from the command line), asks, signs a
-DecisionRecord with the person's key and removes the pending entry; a proposal with a
-blocker cannot be signed (INV3). Everything shown that an agent could have written goes
-through :func:`~snodo.cli.output.printable`: an agent must not repaint the screen a person
-reads right before the y/N prompt.
-"""
+Everything shown that an agent could have written goes through
+:func:`~snodo.cli.output.printable`: an agent must not repaint the screen a person reads
+right before the y/N prompt."""
 
 from __future__ import annotations
 
 import getpass
 import socket
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
 import click
 
 from snodo.base.errors import DecisionError
-from snodo.cli.common import json_option, project_root, protocol_option, signers_in_force
+from snodo.base.text import shown
+from snodo.cli.common import audit_event, confirm, project_options, project_root, signers_in_force
+from snodo.cli.output import console, emit_json, listing, printable, results_table
+from snodo.state.home import snodo_home
 
 
 def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
@@ -41,8 +39,8 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
 
 def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
     """Agents' proposals for a decision (``propose_adjudicate``); advice, never authority."""
-    from snodo.state.atomic import unstructure
-    from snodo.state.proposals import ProposalStore, Unreadable
+    from snodo.state.atomic import unstructure  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.proposals import ProposalStore, Unreadable  # noqa: PLC0415 `authorize --help` stays light
 
     return [
         {"unreadable": str(p.path), "reason": p.reason} if isinstance(p, Unreadable) else unstructure(p)
@@ -56,8 +54,7 @@ def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
 @click.option("--reject", is_flag=True, help="Record a rejection instead of an approval.")
 @click.option("--justification", "-m", default="", help="Why you decided so (recorded and signed).")
 @click.option("--prune", is_flag=True, help="Drop pending decisions that no longer apply (decided or superseded).")
-@protocol_option
-@json_option
+@project_options
 def authorize(
     decision_id: str | None,
     yes: bool,
@@ -73,8 +70,7 @@ def authorize(
     (and, after execution, exactly the reviewed git tree); validate (or `snodo run
     --resume`) again afterwards. Blockers can never be authorised.
     """
-    from snodo.state.home import snodo_home
-    from snodo.state.sessions import SessionStore
+    from snodo.state.sessions import SessionStore  # noqa: PLC0415 `authorize --help` stays light
 
     root = project_root(protocol_path)
     home = snodo_home()
@@ -94,7 +90,13 @@ def authorize(
     _refuse_unless_inv3(root, decision_id, pending_decision)
     verdict: Literal["approve", "reject"] = "reject" if reject else "approve"
     if not yes:
-        _confirm(decision_id, verdict)
+        confirm(
+            f"{verdict.upper()} decision {decision_id}?",
+            DecisionError(
+                f"decision {decision_id} needs a confirmation, and there is no terminal to ask on",
+                hint="review it with `snodo authorize DECISION_ID` in a terminal, or pass --yes",
+            ),
+        )
     signed, path = _sign_and_record(root, home, pending_decision, verdict, justification)
     store.remove_pending(session.session_id, decision_id)
     _audit_recorded(root, decision_id, pending_decision, signed, verdict, path)
@@ -103,8 +105,6 @@ def authorize(
 
 def _list_pending(root: Path, store: Any, as_json: bool) -> None:
     """The project's pending decisions, as JSON or as a table with how to review one."""
-    from snodo.cli.output import console, emit_json, listing, printable
-
     pending = store.pending(root)
     if as_json:
         emit_json(
@@ -144,15 +144,14 @@ def _list_pending(root: Path, store: Any, as_json: bool) -> None:
 
 def _refuse_unless_inv3(root: Path, decision_id: str, pending_decision: Any) -> None:
     """INV3: a proposal holding a blocker or a validator error is refused, and the refusal audited."""
-    from snodo.state.audit import AuditLog
-    from snodo.state.decisions import check_inv3
-    from snodo.state.runtime import audit_log_path
+    from snodo.state.decisions import check_inv3  # noqa: PLC0415 `authorize --help` stays light
 
     try:
         check_inv3(pending_decision)
     except DecisionError as refused:
         refused.exit_code = 1  # refused by governance (INV3), not a failure to run
-        AuditLog(audit_log_path(root)).append(
+        audit_event(
+            root,
             "decision_refused",
             mode=pending_decision.mode,
             data={
@@ -164,22 +163,12 @@ def _refuse_unless_inv3(root: Path, decision_id: str, pending_decision: Any) -> 
         raise
 
 
-def _confirm(decision_id: str, verdict: str) -> None:
-    """Ask the human on a terminal; with none to ask on, refuse rather than assume."""
-    if not sys.stdin.isatty():
-        raise DecisionError(
-            f"decision {decision_id} needs a confirmation, and there is no terminal to ask on",
-            hint="review it with `snodo authorize DECISION_ID` in a terminal, or pass --yes",
-        )
-    click.confirm(f"{verdict.upper()} decision {decision_id}?", abort=True, err=True)
-
-
 def _sign_and_record(
     root: Path, home: Path, pending_decision: Any, verdict: Literal["approve", "reject"], justification: str
 ) -> tuple[Any, Path]:
     """Sign the decision with the user's key (asking its passphrase if it has one) and store it."""
-    from snodo.cli.signing import ask_passphrase, sign_decision
-    from snodo.state.decisions import DecisionStore, draft_decision
+    from snodo.cli.signing import ask_passphrase, sign_decision  # noqa: PLC0415 the signing code only when a decision is signed
+    from snodo.state.decisions import DecisionStore, draft_decision  # noqa: PLC0415 `authorize --help` stays light
 
     record = draft_decision(
         pending_decision,
@@ -192,10 +181,8 @@ def _sign_and_record(
 
 
 def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed: Any, verdict: str, path: Path) -> None:
-    from snodo.state.audit import AuditLog
-    from snodo.state.runtime import audit_log_path
-
-    AuditLog(audit_log_path(root)).append(
+    audit_event(
+        root,
         "decision_recorded",
         mode=pending_decision.mode,
         data={
@@ -213,8 +200,6 @@ def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed:
 
 
 def _report_recorded(decision_id: str, verdict: str, signed: Any, path: Path, as_json: bool) -> None:
-    from snodo.cli.output import console, emit_json
-
     if as_json:
         emit_json(
             {
@@ -233,10 +218,9 @@ def _report_recorded(decision_id: str, verdict: str, signed: Any, path: Path, as
 
 
 def _render_proposals(root: Path, decision_id: str) -> None:
-    from rich.text import Text
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
-    from snodo.cli.output import console, printable
-    from snodo.state.proposals import ProposalStore, Unreadable
+    from snodo.state.proposals import ProposalStore, Unreadable  # noqa: PLC0415 `authorize --help` stays light
 
     for prop in ProposalStore(root).for_decision(decision_id):
         if isinstance(prop, Unreadable):
@@ -255,10 +239,8 @@ def _render_proposals(root: Path, decision_id: str) -> None:
 
 
 def _render(p: Any) -> None:
-    from rich.panel import Panel
-    from rich.text import Text
-
-    from snodo.cli.output import console, printable, results_table
+    from rich.panel import Panel  # noqa: PLC0415 rich only for a person
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     console().print(f"task {printable(p.task_id)} — the spec as validated:", markup=False)
     console().print(Panel(Text(printable(p.spec_text.strip()))))
@@ -288,8 +270,6 @@ SHOWN_DIFF_LINES = 400
 def _render_escalations(results: Any) -> None:
     """What the change does to the tests or their harness, as the judge showed it: each
     escalation and its diff, bounded, every character an agent wrote escaped."""
-    from snodo.cli.output import console, printable
-
     budget = SHOWN_DIFF_LINES
     for r in results:
         details = r.get("details") if isinstance(r, dict) else None
@@ -306,9 +286,7 @@ def _render_escalations(results: Any) -> None:
 
 def _render_diff(lines: list[str], budget: int) -> int:
     """``lines`` of a diff, at most ``budget`` of them; what is left of the budget."""
-    from rich.syntax import Syntax
-
-    from snodo.cli.output import console
+    from rich.syntax import Syntax  # noqa: PLC0415 rich only for a person
 
     if not lines:
         return budget
@@ -321,12 +299,11 @@ def _render_diff(lines: list[str], budget: int) -> int:
 def _prune(root: Path, home: Path, signers: str | None, as_json: bool) -> None:
     """Drop pending decisions already settled by a verified record, or superseded by a newer
     escalation of the same task, phase and mode; each drop is audited."""
-    from snodo.cli.output import console, emit_json
-    from snodo.state.audit import AuditLog
-    from snodo.state.decisions import DecisionStore
-    from snodo.state.proposals import ProposalStore
-    from snodo.state.runtime import audit_log_path
-    from snodo.state.sessions import SessionStore
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.decisions import DecisionStore  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.proposals import ProposalStore  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.sessions import SessionStore  # noqa: PLC0415 `authorize --help` stays light
 
     store = SessionStore(home)
     decisions = DecisionStore(root, home, signers=signers)  # the list in force decides what settled a decision
@@ -353,9 +330,7 @@ def _prune(root: Path, home: Path, signers: str | None, as_json: bool) -> None:
     if as_json:
         emit_json({"project": str(root), "pruned": dropped, "remaining": len(pending) - len(dropped)})
         return
-    from rich.markup import escape
-
-    from snodo.base.text import shown
+    from rich.markup import escape  # noqa: PLC0415 rich only for a person
 
     for row in dropped:
         console().print(f"pruned {row['decision_id']} (task {escape(shown(row['task_id']))}): {row['reason']}")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from snodo.base.errors import EnvironmentProblem, ProtocolError, SnodoError
+from snodo.base.errors import EnvironmentProblem, ProtocolError, SnodoError, StateError
 from snodo.cli.output import is_quiet, print_warning
 
 if TYPE_CHECKING:
@@ -33,6 +35,11 @@ def json_option(func: F) -> F:
     return click.option(
         "--json", "as_json", is_flag=True, help="Print one JSON object on stdout (errors too: error, hint, exit_code)."
     )(func)
+
+
+def project_options(func: F) -> F:
+    """``--protocol`` and ``--json``, the options of every command that reads a project."""
+    return protocol_option(json_option(func))
 
 
 def could_not_run(func: F) -> F:
@@ -101,11 +108,8 @@ def signers_in_force(protocol_path: Path | None) -> str | None:
 
 
 def project_root(protocol_path: Path | None) -> Path:
-    """The project directory, without loading plugins or the protocol (read-only commands).
-
-    Outside a project this fails with the same message as loading the protocol would,
-    instead of looking for state next to a file that does not exist.
-    """
+    """The project directory, without loading plugins or the protocol; outside a project,
+    the same failure as loading the protocol."""
     from snodo.protocol import find_protocol, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
 
     path = find_protocol(Path.cwd(), protocol_path)
@@ -131,3 +135,52 @@ def git_work_tree(where: Path) -> Path:
         )
     top = run_git(where, "rev-parse", "--show-toplevel")
     return Path(top.stdout.strip()) if top.ok and top.stdout.strip() else where
+
+
+SPEC_FORMS = "text, @FILE (the file's content), - (stdin), or @@text for text starting with @"
+
+
+def read_spec(spec: str | None) -> str:
+    """A spec is literal text, ``@file``, ``-`` for stdin, or ``@@text`` for the literal
+    ``@text`` (the escape for a spec that itself starts with ``@``)."""
+    if spec is None and sys.stdin.isatty():
+        raise SnodoError("no task spec given", hint=f"pass it as {SPEC_FORMS}")
+    if spec is None or spec == "-":
+        text = sys.stdin.read()
+    elif spec.startswith("@@"):
+        text = spec[1:]
+    elif spec.startswith("@"):
+        path = Path(spec[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SnodoError(
+                f"cannot read the spec file {path}: {exc.strerror or exc}",
+                hint="a spec starting with @ names a file; write @@ to pass text that starts with @",
+            ) from None
+    else:
+        text = spec
+    if not text.strip():
+        raise SnodoError("the task spec is empty")
+    return text
+
+
+def audit_event(root: Path, event: str, *, mode: str | None, data: dict[str, Any]) -> None:
+    """Append ``event`` to the project's audit log."""
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 only the commands that write the log pay for it
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 only the commands that write the log pay for it
+
+    AuditLog(audit_log_path(root)).append(event, mode=mode, data=data)
+
+
+def refuse_when_confined(command: str) -> None:
+    """A person's act (``command``) is refused inside snodo's confinement."""
+    if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
+        raise StateError(f"`{command}` is refused here: it is a person's act, not confined code's")
+
+
+def confirm(question: str, refusal: SnodoError, *, err: bool = True) -> None:
+    """Ask the person on a terminal; with none to ask on, raise ``refusal`` rather than assume."""
+    if not sys.stdin.isatty():
+        raise refusal
+    click.confirm(question, abort=True, err=err)

@@ -1,8 +1,5 @@
-"""``snodo demo``: the whole life cycle in a throwaway repository, no API key needed.
-
-Each step runs the real command as a subprocess (the same binary a user types), so the
-demo proves the installation as much as it explains the tool.
-"""
+"""``snodo demo``: the whole life cycle in a throwaway repository; each step runs the real
+command as a subprocess, so the demo proves the installation too."""
 
 from __future__ import annotations
 
@@ -16,8 +13,12 @@ import time
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
+from snodo.base.errors import PathValidationError
 from snodo.cli.common import json_option
+from snodo.cli.output import console, emit_json, err_console
+from snodo.git.runner import git_out
 
 FRIENDLY = """Add a greeting module.
 
@@ -39,10 +40,6 @@ Acceptance criteria:
 def demo(directory: Path | None, keep: bool, as_json: bool) -> None:
     """Walk init → governed run → escalation → authorize → re-validation → refused
     .snodo/ write → audit verify, in a throwaway git repository, explaining each step."""
-    from rich.markup import escape
-
-    from snodo.cli.output import console, emit_json, err_console
-
     out = err_console() if as_json else console()  # with --json the walk-through is progress
     base = Path(tempfile.mkdtemp(prefix="snodo-demo-")) if directory is None else directory.resolve()
     repo = base / "project"
@@ -78,17 +75,12 @@ def demo(directory: Path | None, keep: bool, as_json: bool) -> None:
             raise click.ClickException(f"demo step `snodo {shown}` exited {proc.returncode}, expected {expect}")
         return proc
 
-    def gitc(*args: str) -> None:
-        from snodo.git.runner import git_out
-
-        git_out(repo, *args)
-
-    gitc("init", "-q", "-b", "main")
-    gitc("config", "user.email", "demo@example.com")
-    gitc("config", "user.name", "Demo")
+    git_out(repo, "init", "-q", "-b", "main")
+    git_out(repo, "config", "user.email", "demo@example.com")
+    git_out(repo, "config", "user.name", "Demo")
     (repo / "README.md").write_text("# demo project\n")
-    gitc("add", "README.md")
-    gitc("commit", "-q", "-m", "initial commit")
+    git_out(repo, "add", "README.md")
+    git_out(repo, "commit", "-q", "-m", "initial commit")
 
     say(
         "A repository under governance",
@@ -167,13 +159,10 @@ def demo(directory: Path | None, keep: bool, as_json: bool) -> None:
 
 
 def _refused_write(repo: Path, home: Path, out: object) -> None:
-    from rich.markup import escape
-
-    from snodo.base.errors import PathValidationError
-    from snodo.protocol import find_protocol, read_protocol_file
-    from snodo.state.audit import AuditLog
-    from snodo.state.runtime import audit_log_path
-    from snodo.workspace import PathGuard, Workspace
+    from snodo.protocol import find_protocol, read_protocol_file  # noqa: PLC0415 only the refused-write step loads the guard
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 only the refused-write step loads the guard
+    from snodo.state.runtime import audit_log_path  # noqa: PLC0415 only the refused-write step loads the guard
+    from snodo.workspace import PathGuard, Workspace  # noqa: PLC0415 only the refused-write step loads the guard
 
     protocol = read_protocol_file(find_protocol(repo))
     ws = Workspace(repo, PathGuard(repo, protocol.protected_paths))

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.cli.common import json_option
+from snodo.cli.output import console, emit_json
 
 if TYPE_CHECKING:
     from snodo.workspace.interpreter import ProjectPython
@@ -41,9 +43,8 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
     if host is not None:
         _host_report(host, config, as_json)
         return
-    from snodo.base.errors import EnvironmentProblem
-    from snodo.sandbox import choose_backend, statuses
-    from snodo.sandbox.guarantees import missing
+    from snodo.sandbox import choose_backend, statuses  # noqa: PLC0415 `doctor --help` stays light
+    from snodo.sandbox.guarantees import missing  # noqa: PLC0415 `doctor --help` stays light
 
     rows = statuses()
     python = _project_python()
@@ -54,8 +55,6 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
     except EnvironmentProblem as exc:
         problem = str(exc)
     if as_json:
-        from snodo.cli.output import emit_json
-
         emit_json(
             {
                 "backend": chosen,
@@ -81,11 +80,10 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
 
 
 def _print_backends(rows: list[Any], chosen: str | None, problem: str | None, python: ProjectPython) -> None:
-    from rich.markup import escape
+    from rich.markup import escape  # noqa: PLC0415 rich only for a person
 
-    from snodo.cli.output import console
-    from snodo.sandbox import FORCE_ENV
-    from snodo.sandbox.guarantees import missing
+    from snodo.sandbox import FORCE_ENV  # noqa: PLC0415 `doctor --help` stays light
+    from snodo.sandbox.guarantees import missing  # noqa: PLC0415 `doctor --help` stays light
 
     out = console()
     for r in rows:
@@ -104,9 +102,8 @@ def _print_backends(rows: list[Any], chosen: str | None, problem: str | None, py
 
 def _project_python() -> ProjectPython:
     """The interpreter the project's tests run with: ``execution.python``, else the one found."""
-    from snodo.base.errors import SnodoError
-    from snodo.protocol import find_protocol, project_root_for, read_protocol_file
-    from snodo.workspace.interpreter import project_python
+    from snodo.protocol import find_protocol, project_root_for, read_protocol_file  # noqa: PLC0415 `doctor --help` stays light
+    from snodo.workspace.interpreter import project_python  # noqa: PLC0415 `doctor --help` stays light
 
     path = find_protocol(Path.cwd(), None)
     if not path.is_file():
@@ -120,12 +117,10 @@ def _project_python() -> ProjectPython:
 
 
 def _host_report(host: str, config: Path | None, as_json: bool) -> None:
-    from snodo.mcp.hostcheck import check_host
+    from snodo.mcp.hostcheck import check_host  # noqa: PLC0415 the MCP host check only with --host
 
     report = check_host(host, config)
     if as_json:
-        from snodo.cli.output import emit_json
-
         emit_json(report.as_json())
     else:
         state = "connected as configured" if report.connected else "NOT connected"

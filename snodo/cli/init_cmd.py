@@ -9,7 +9,12 @@ import click
 
 from snodo.base.errors import SnodoError
 from snodo.cli.common import json_option
-from snodo.protocol.templates import TEMPLATES
+from snodo.cli.output import console, emit_json
+from snodo.git.runner import pin
+from snodo.protocol import parse_protocol
+from snodo.protocol.templates import TEMPLATES, template_text
+from snodo.state.atomic import atomic_write_text
+from snodo.state.sessions import ProjectState, save_project_state
 
 
 @click.command()
@@ -35,13 +40,6 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
     Nothing is committed and no branch is touched: review the protocol, then commit it
     yourself. Refuses to overwrite an existing protocol without --force.
     """
-    from snodo.cli.output import console, emit_json
-    from snodo.git.runner import pin
-    from snodo.protocol import parse_protocol
-    from snodo.protocol.templates import template_text
-    from snodo.state.atomic import atomic_write_text
-    from snodo.state.sessions import ProjectState, save_project_state
-
     root = directory.resolve()
     if not root.is_dir():
         raise SnodoError(f"{root}: no such directory")
@@ -100,7 +98,7 @@ def _with_python_comment(text: str) -> str:
 
 
 def _found_python(root: Path) -> dict[str, str]:
-    from snodo.workspace.interpreter import project_python
+    from snodo.workspace.interpreter import project_python  # noqa: PLC0415 the interpreter search only once the protocol is written
 
     found = project_python(root)
     return {"path": found.path, "source": found.source}

@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from snodo.cli.common import json_option, project_root, protocol_option
+from snodo.cli.common import project_options, project_root
+from snodo.cli.output import console, emit_json, listing, printable
+from snodo.state.home import snodo_home
 
 
 @click.group(invoke_without_command=True)
-@protocol_option
-@json_option
+@project_options
 @click.pass_context
 def jobs(ctx: click.Context, protocol_path: Path | None, as_json: bool) -> None:
     """Runs and background jobs of this project (without a command: `snodo jobs list`)."""
@@ -22,12 +24,10 @@ def jobs(ctx: click.Context, protocol_path: Path | None, as_json: bool) -> None:
 
 
 @jobs.command("list")
-@protocol_option
-@json_option
+@project_options
 def list_cmd(protocol_path: Path | None, as_json: bool) -> None:
     """List jobs, oldest first."""
-    from snodo.cli.output import console, emit_json, listing
-    from snodo.engine.jobs import JobStore
+    from snodo.engine.jobs import JobStore  # noqa: PLC0415 `jobs --help` stays light
 
     rows = JobStore(project_root(protocol_path)).list()
     if as_json:
@@ -53,14 +53,10 @@ def list_cmd(protocol_path: Path | None, as_json: bool) -> None:
 @jobs.command("show")
 @click.argument("job_id")
 @click.option("--log", "show_log", is_flag=True, help="Print the job's log as plain text (with --json: add it).")
-@protocol_option
-@json_option
+@project_options
 def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: bool) -> None:
     """Show one job's status, outcome and result."""
-    import sys
-
-    from snodo.cli.output import emit_json, printable
-    from snodo.engine.jobs import JobStore
+    from snodo.engine.jobs import JobStore  # noqa: PLC0415 `jobs --help` stays light
 
     store = JobStore(project_root(protocol_path))
     job = store.load(job_id)
@@ -168,8 +164,7 @@ def _work_lines(job: dict[str, Any], result: dict[str, Any]) -> list[str]:
     metavar="DURATION",
     help="Remove what is older than this: 90s, 30m, 12h, 14d, 2w.",
 )
-@protocol_option
-@json_option
+@project_options
 def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> None:
     """Remove halted refs, finished job directories and leftover working copies past their age.
 
@@ -180,9 +175,7 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
     with `run --branch` while its job record says snodo made it where it points) already merged
     into another local branch are deleted at any age. Running and queued jobs are never touched.
     """
-    from snodo.cli.output import emit_json
-    from snodo.engine.lifecycle import parse_duration, prune
-    from snodo.state.home import snodo_home
+    from snodo.engine.lifecycle import parse_duration, prune  # noqa: PLC0415 `jobs --help` stays light
 
     removed = prune(project_root(protocol_path), snodo_home(), older_than=parse_duration(older_than))
     if as_json:

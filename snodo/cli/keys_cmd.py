@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import getpass
 import socket
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from snodo.base.errors import StateError
+from snodo.base.errors import SnodoError, StateError
+from snodo.cli.output import emit_json, print_note
+from snodo.state.home import snodo_home
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -37,11 +40,9 @@ def show_cmd(name: str | None, as_json: bool) -> None:
     attestations your governed runs put on their commits count for `snodo verify` (namespace
     snodo-attestation). Both key pairs are created on first use.
     """
-    from snodo.cli.output import emit_json
-    from snodo.state.audit_key import audit_key_paths, audit_signing_key
-    from snodo.state.home import snodo_home
-    from snodo.state.keys import decision_key_paths, ensure_decision_keys, openssh_public, public_key_fingerprint
-    from snodo.state.signers import ATTESTATION_NAMESPACE, DECISION_NAMESPACE
+    from snodo.state.audit_key import audit_key_paths, audit_signing_key  # noqa: PLC0415 `keys --help` stays light
+    from snodo.state.keys import decision_key_paths, ensure_decision_keys, openssh_public, public_key_fingerprint  # noqa: PLC0415 `keys --help` stays light
+    from snodo.state.signers import ATTESTATION_NAMESPACE, DECISION_NAMESPACE  # noqa: PLC0415 `keys --help` stays light
 
     home = snodo_home()
     key = ensure_decision_keys(home)
@@ -69,7 +70,6 @@ def show_cmd(name: str | None, as_json: bool) -> None:
         return
     click.echo(line)
     click.echo(audit_line)
-    from snodo.cli.output import print_note
 
     print_note(
         "add these lines to .snodo/allowed_signers and sign it (`snodo protocol sign -m 'trust my key'`): "
@@ -86,8 +86,7 @@ def protect_cmd(as_json: bool) -> None:
     `snodo authorize` then asks for it before signing, so a process running as you (an
     agent's shell included) cannot sign a decision without you typing it.
     """
-    from snodo.cli.signing import protect_decision_key
-    from snodo.state.home import snodo_home
+    from snodo.cli.signing import protect_decision_key  # noqa: PLC0415 the private-key code only for a signing command (tests/test_boundaries.py)
 
     passphrase = click.prompt(
         "new passphrase for the decision key", hide_input=True, confirmation_prompt=True, err=as_json
@@ -96,8 +95,6 @@ def protect_cmd(as_json: bool) -> None:
         raise click.BadParameter("use at least 8 characters")
     path = protect_decision_key(snodo_home(), passphrase.encode("utf-8"))
     if as_json:
-        from snodo.cli.output import emit_json
-
         emit_json({"private_key_file": str(path), "encrypted": True})
         return
     click.echo(f"{path} is now encrypted; `snodo authorize` will ask for the passphrase")
@@ -112,12 +109,9 @@ def home_notice() -> str | None:
     identity) or when an ``allowed_signers`` in force that this process read lists neither
     of them; ``None`` otherwise. Reads only what the process already has: it never makes a
     key or asks git."""
-    from snodo.base.errors import SnodoError
-    from snodo.state.keys import created_here
+    from snodo.state.keys import created_here  # noqa: PLC0415 `keys --help` stays light
 
     try:
-        from snodo.state.home import snodo_home
-
         home = snodo_home()
     except (SnodoError, OSError):  # a notice never turns a command into a failure
         return None
@@ -139,17 +133,13 @@ def home_notice() -> str | None:
 
 def _unlisted(home: Path) -> bool:
     """Whether the ``allowed_signers`` in force this process read list none of the home's keys."""
-    import sys
-
-    from snodo.base.errors import SnodoError
-
     committed = sys.modules.get("snodo.protocol.committed")
     lists: list[str] = list(getattr(committed, "lists_in_force", ()) or ())
     if not lists:
         return False
     try:
-        from snodo.state.audit_key import audit_public_key
-        from snodo.state.signers import parse_allowed_signers
+        from snodo.state.audit_key import audit_public_key  # noqa: PLC0415 `keys --help` stays light
+        from snodo.state.signers import parse_allowed_signers  # noqa: PLC0415 `keys --help` stays light
 
         mine = {k.public_bytes_raw() for k in (_decision_public(home), audit_public_key(home)) if k}
         listed = {
@@ -164,7 +154,7 @@ def _unlisted(home: Path) -> bool:
 
 
 def _decision_public(home: Path) -> Ed25519PublicKey | None:
-    from snodo.state.keys import load_decision_public_key
+    from snodo.state.keys import load_decision_public_key  # noqa: PLC0415 `keys --help` stays light
 
     try:
         return load_decision_public_key(home)

@@ -1,16 +1,11 @@
-"""The ``snodo`` command: a lazy click group, so ``snodo --help`` imports almost nothing.
-
-Each subcommand lives in its own module and is imported only when invoked. Errors raised
-as :class:`~snodo.base.errors.SnodoError` print one clear message (no traceback unless ``-v``)
-and exit with the error's code.
-"""
+"""The ``snodo`` command: a lazy click group (each subcommand's module is imported only
+when invoked), and the one place errors leave the program."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import importlib
-import importlib.util
 import os
 import signal
 import sys
@@ -46,27 +41,18 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(n for n, (mod, _a, _h) in COMMANDS.items() if importlib.util.find_spec(mod) is not None)
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = COMMANDS.get(cmd_name)
-        if entry is None:
+        if cmd_name not in COMMANDS:
             return None
-        module_name, attr, _help = entry
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                return None
-            raise
-        command: click.Command = getattr(module, attr)
+        module, attr, _help = COMMANDS[cmd_name]
+        command: click.Command = getattr(importlib.import_module(module), attr)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][2]) for name in self.list_commands(ctx)])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -189,13 +175,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
 
 def _leave(code: str | int | None) -> NoReturn:
-    """Exit with ``code``, never hanging in the interpreter's finalisation.
-
-    Finalisation freezes a live daemon thread (a model call abandoned at its deadline) where it
-    is, possibly holding an import lock that a finaliser then waits for for ever (litellm's
-    do). So with one alive: run the exit handlers, flush, and leave without finalisation;
-    every write of snodo's state is atomic and already done.
-    """
+    """Exit with ``code``. With a daemon thread alive (a model call abandoned at its deadline),
+    finalisation could wait for ever on an import lock it holds: then run the exit handlers,
+    flush and leave without it (every write of snodo's state is atomic and already done)."""
     if not any(t.daemon and t.is_alive() for t in threading.enumerate()):
         sys.exit(code)
     atexit._run_exitfuncs()  # what sys.exit would have run, before daemon threads are frozen
@@ -208,13 +190,8 @@ def _leave(code: str | int | None) -> NoReturn:
 
 
 def _main(argv: list[str] | None) -> None:
-    """The one error edge of the command line: every failure leaves through here.
-
-    A person gets one message on stderr (with a hint, no traceback unless ``-v``); a
-    script that passed ``--json`` gets exactly one ``{error, hint, exit_code}`` object on
-    stdout. Bad arguments exit 4 ("could not run"), like every other setup failure.
-    """
-
+    """The one error edge of the command line (docs/architecture.md): every failure leaves
+    through here, as one message on stderr or, with ``--json``, one object on stdout."""
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     verbose = "-v" in args or "--verbose" in args
     as_json = _wants_json(args)

@@ -1,13 +1,10 @@
-"""Printing at the command-line edge: the result on stdout (with ``--json`` exactly one
-object, errors included), progress, warnings and errors on stderr (``--quiet`` silences
-progress only). Nothing is cut at the terminal width: text wraps, identifiers stay whole.
-
-rich is imported only for a terminal (:func:`stream_is_terminal`): piped, it would print
-the same words unstyled, so snodo writes them itself and a script does not pay its import.
-"""
+"""Printing at the command-line edge (docs/architecture.md). rich is imported only for a
+terminal (:func:`stream_is_terminal`): piped, it would print the same words unstyled, so
+snodo writes them itself and a script does not pay its import."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -24,8 +21,6 @@ if TYPE_CHECKING:
     from rich.live import Live
     from rich.spinner import Spinner
 
-_console: Console | None = None
-_err_console: Console | None = None
 _quiet = False
 _json_emitted = False
 
@@ -67,23 +62,19 @@ def plain_stdout() -> bool:
     return not stream_is_terminal(sys.stdout)
 
 
+@functools.cache
 def console() -> Console:
-    global _console
-    if _console is None:
-        from rich.console import Console  # noqa: PLC0415 rich only when a person reads the output
+    from rich.console import Console  # noqa: PLC0415 rich only when a person reads the output
 
-        # off a terminal nothing is wrapped: a long line stays one line
-        _console = Console(highlight=False, soft_wrap=plain_stdout())
-    return _console
+    # off a terminal nothing is wrapped: a long line stays one line
+    return Console(highlight=False, soft_wrap=plain_stdout())
 
 
+@functools.cache
 def err_console() -> Console:
-    global _err_console
-    if _err_console is None:
-        from rich.console import Console  # noqa: PLC0415 rich only when a person reads the output
+    from rich.console import Console  # noqa: PLC0415 rich only when a person reads the output
 
-        _err_console = Console(stderr=True, highlight=False)
-    return _err_console
+    return Console(stderr=True, highlight=False)
 
 
 def emit_json(obj: Any) -> None:
@@ -95,11 +86,8 @@ def emit_json(obj: Any) -> None:
 
 
 def emit_error_json(error: str, *, hint: str | None, exit_code: int, **extra: Any) -> None:
-    """The one shape of a failed command's JSON: ``{error, hint, exit_code}`` (plus details).
-
-    If the command already printed its object, stdout stays one object: the error then
-    goes to stderr only.
-    """
+    """A failed command's ``{error, hint, exit_code}``; on stderr if the command already
+    printed its one object."""
     if _json_emitted:
         print_error_text(error, hint)
         return

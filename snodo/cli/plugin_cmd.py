@@ -8,15 +8,23 @@ required by its name on the package index (:data:`SNODO_PIN`), and ``tox`` takes
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import re
+import zipfile
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import click
 
+import snodo
 from snodo import DISTRIBUTION
 from snodo.base.errors import SnodoError
 from snodo.cli.common import json_option
+from snodo.cli.output import emit_json
 
 #: The requirement a plugin puts on snodo: the plugin API it is generated against.
 SNODO_PIN = f"{DISTRIBUTION}>=0.3"
@@ -42,15 +50,8 @@ def names(kind: str, name: str) -> tuple[str, str, str]:
 
 
 def snodo_source(package_dir: Path | None = None) -> str | None:
-    """Where the running snodo can be installed from again (told to the author as ``SNODO_SOURCE``).
-
-    In order: the checkout it runs from (an editable install); the source pip recorded
-    when it was installed (``direct_url.json``: a local directory or wheel that still
-    exists, or a VCS URL at its commit); else a wheel re-packed from the installed files
-    themselves, written into ``package_dir/.snodo-wheel/``. ``None`` when none of these works.
-    """
-    import snodo
-
+    """Where the running snodo can be installed from again (``SNODO_SOURCE``): its checkout,
+    else the source pip recorded, else a wheel re-packed into ``package_dir/.snodo-wheel/``."""
     root = Path(snodo.__file__).resolve().parent.parent
     try:
         text = (root / "pyproject.toml").read_text(encoding="utf-8")
@@ -66,10 +67,6 @@ def snodo_source(package_dir: Path | None = None) -> str | None:
 
 def _recorded_source() -> str | None:
     """The install source in ``direct_url.json`` (PEP 610), when it can be used again."""
-    import json
-    from importlib import metadata
-    from urllib.parse import unquote, urlparse
-
     try:
         raw = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
         info = json.loads(raw) if raw else None
@@ -88,8 +85,6 @@ def _recorded_source() -> str | None:
 
 def _repacked_wheel(directory: Path) -> str | None:
     """A wheel of the installed snodo, from the files its RECORD lists (nothing is built)."""
-    from importlib import metadata
-
     try:
         dist = metadata.distribution(DISTRIBUTION)
     except metadata.PackageNotFoundError:
@@ -109,10 +104,6 @@ def _repacked_wheel(directory: Path) -> str | None:
 
 def _write_wheel(wheel: Path, info: str, files: list[Any]) -> None:
     """Write ``files`` (installed package paths) into ``wheel`` with the RECORD that lists them."""
-    import base64
-    import hashlib
-    import zipfile
-
     record = []
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as out:
         for f in files:
@@ -136,8 +127,6 @@ USAGE = {
 
 def package_files(kind: str, name: str) -> dict[str, str]:
     """Every file of the new package, by path relative to its directory (none names a path of this machine)."""
-    from importlib import resources
-
     dist, plugin, module = names(kind, name)
     fields = {
         "dist": dist,
@@ -190,8 +179,6 @@ def new(kind: str, name: str, parent: Path, as_json: bool) -> None:
       cd snodo-NAME && pip install -e '.[test]' && pytest
       pytest -p snodo_conformance.plugin --snodo-coder NAME   (or --snodo-validator NAME)
     """
-    from snodo.cli.output import emit_json
-
     dist, plugin_name, _module = names(kind, name)
     target = parent / dist
     if target.exists():

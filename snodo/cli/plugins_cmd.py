@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from snodo.cli.common import json_option
+from snodo.cli.output import console, emit_json, key_values
 
 
 @click.command()
@@ -16,8 +17,7 @@ def plugins(as_json: bool) -> None:
 
     A plugin that failed to load is listed with its error; the others keep working.
     """
-    from snodo.cli.output import emit_json
-    from snodo.plugin.host import get_plugin_manager
+    from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 `plugins --help` stays light
 
     host = get_plugin_manager()
     infos = host.info()
@@ -31,10 +31,8 @@ def plugins(as_json: bool) -> None:
 
 
 def _print_plugin(info: Any, regs: list[str]) -> None:
-    from rich.padding import Padding
-    from rich.text import Text
-
-    from snodo.cli.output import console, key_values
+    from rich.padding import Padding  # noqa: PLC0415 rich only for a person
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     dist = f"{info.distribution or '-'} {info.version or ''}".strip()
     head = Text.assemble((info.name, "bold"), f"  ({dist})  ")

@@ -9,8 +9,10 @@ from typing import Any, NoReturn
 
 import click
 
-from snodo.base.errors import ProtocolError
-from snodo.cli.common import could_not_run, json_option
+from snodo.base.errors import ProtocolError, SnodoError, StateError
+from snodo.cli.common import confirm, could_not_run, json_option, refuse_when_confined
+from snodo.cli.output import console, emit_json, print_note, print_warning, printable
+from snodo.git.runner import pin
 
 _HINT = "docs/protocol.md explains each rule (WF1–WF5) and every field"
 
@@ -29,9 +31,8 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     Exit 0 when well-formed (warnings go to stderr), 1 when refused, 4 when there is no
     protocol file to check. Nothing is written.
     """
-    from snodo.cli.output import emit_json
-    from snodo.plugin.host import get_plugin_manager
-    from snodo.protocol import check, find_protocol, located
+    from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 the plugin host only for `protocol check`
+    from snodo.protocol import check, find_protocol, located  # noqa: PLC0415 `protocol --help` stays light
 
     target = find_protocol(Path.cwd(), path)
     host = get_plugin_manager()
@@ -64,7 +65,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
 
 def _confinement(proto: Any) -> tuple[str | None, list[str]]:
     """The sandbox backend an ``auto`` protocol gets here, and what it does not guarantee."""
-    from snodo.sandbox.guarantees import here
+    from snodo.sandbox.guarantees import here  # noqa: PLC0415 the sandbox probes only for `protocol check`
 
     return here() if proto.execution.sandbox == "auto" else (None, [])
 
@@ -72,8 +73,7 @@ def _confinement(proto: Any) -> tuple[str | None, list[str]]:
 def _read(target: Path, as_json: bool) -> Any:
     """The protocol at ``target`` read strictly: refused (exit 1, with ``--json`` the check's
     own shape) when it does not load, exit 4 when there is no file."""
-    from snodo.cli.output import emit_json
-    from snodo.protocol import read_protocol_file
+    from snodo.protocol import read_protocol_file  # noqa: PLC0415 `protocol --help` stays light
 
     try:
         return read_protocol_file(target)
@@ -106,8 +106,6 @@ def _report_check(
     in_force: dict[str, str | None],
 ) -> None:
     """The check for a person: warnings and notes on stderr, refused (exit 1) or ok."""
-    from snodo.cli.output import console, print_note, print_warning
-
     for w in warnings:
         print_warning(str(w))
     for gap in gaps:
@@ -131,8 +129,7 @@ def _report_check(
 def _in_force(target: Path) -> dict[str, str | None]:
     """How the checked file relates to the protocol in force (the committed one): the drift
     that ``serve`` and ``run`` would refuse, shown here so it is fixed before."""
-    from snodo.base.errors import SnodoError
-    from snodo.protocol.committed import resolve
+    from snodo.protocol.committed import resolve  # noqa: PLC0415 `protocol --help` stays light
 
     try:
         state = resolve(target)
@@ -166,18 +163,12 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
 
     Exit 0 signed (or nothing to sign), 4 refused or could not run.
     """
-    import os
+    from snodo.protocol import sign  # noqa: PLC0415 `protocol --help` stays light
+    from snodo.state.home import snodo_home  # noqa: PLC0415 the key code only for `protocol sign`
+    from snodo.state.keys import ensure_decision_keys  # noqa: PLC0415 the key code only for `protocol sign`
+    from snodo.state.runtime import LEGACY_RUNTIME  # noqa: PLC0415 the key code only for `protocol sign`
 
-    from snodo.base.errors import StateError
-    from snodo.cli.output import emit_json
-    from snodo.git.runner import pin
-    from snodo.protocol import sign
-    from snodo.state.home import snodo_home
-    from snodo.state.keys import ensure_decision_keys
-    from snodo.state.runtime import LEGACY_RUNTIME
-
-    if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
-        raise StateError("`snodo protocol sign` is refused here: it is a person's act, not confined code's")
+    refuse_when_confined("snodo protocol sign")
     found = pin(Path.cwd())
     if found is None:
         raise StateError(f"{Path.cwd()} is not in a git repository", hint="run it in your project's checkout")
@@ -215,8 +206,7 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
 
 def _check_in_force(top: Path, new: str) -> None:
     """Refuse unless git accepts the signature of ``new``, putting its .snodo/ in force."""
-    from snodo.base.errors import StateError
-    from snodo.protocol.trust import Walk
+    from snodo.protocol.trust import Walk  # noqa: PLC0415 `protocol --help` stays light
 
     walk = Walk(top, [new], None)
     refused = walk.pending(new)
@@ -231,8 +221,8 @@ def _check_in_force(top: Path, new: str) -> None:
 def _listed_as(planned: Any, raw: bytes) -> str:
     """The name the list that will decide lists the decision key under for namespace git;
     refused, with what to do, when it does not."""
-    from snodo.protocol.trust import GOVERNANCE_DIR
-    from snodo.state.signers import parse_allowed_signers
+    from snodo.protocol.trust import GOVERNANCE_DIR  # noqa: PLC0415 `protocol --help` stays light
+    from snodo.state.signers import parse_allowed_signers  # noqa: PLC0415 the key code only for `protocol sign`
 
     entries = parse_allowed_signers(planned.signers or "", f"{GOVERNANCE_DIR}/allowed_signers")
     mine = [s for s in entries if s.key is not None and s.key.public_bytes_raw() == raw]
@@ -244,8 +234,6 @@ def _listed_as(planned: Any, raw: bytes) -> str:
 
 def _refuse_unlisted(planned: Any, *, listed_for_another_namespace: bool) -> NoReturn:
     """Why a commit signed with the decision key would not put .snodo/ in force, and what to do."""
-    from snodo.base.errors import StateError
-
     where = "the first allowed_signers (the one being signed)" if planned.first_list else "the list in force"
     if planned.signers is None:
         why, hint = (
@@ -269,26 +257,21 @@ def _refuse_unlisted(planned: Any, *, listed_for_another_namespace: bool) -> NoR
 
 
 def _confirm_signing(planned: Any, signer: str) -> None:
-    """Show what is signed and ask the person; with no terminal to ask on, refuse."""
-    import sys
-
-    from snodo.base.errors import StateError
-    from snodo.cli.output import printable
-
-    if not sys.stdin.isatty():
-        raise StateError(
-            "`snodo protocol sign` asks a person to confirm, and there is no terminal to ask on",
-            hint="run it in a terminal, or pass --yes",
-        )
+    """Show what is signed and ask the person."""
     adopt_note = f"adopting the .snodo/ committed at HEAD: {planned.adopting}" if planned.adopting else ""
     summary = "\n".join(f"  {printable(c)}" for c in planned.changes) or f"  {adopt_note}"
-    click.echo(f"sign as {signer} and commit:\n{summary}", err=True)
-    click.confirm("sign this .snodo/ with your decision key and put it in force?", abort=True, err=True)
+    confirm(
+        f"sign as {signer} and commit:\n{summary}\nsign this .snodo/ with your decision key and put it in force?",
+        StateError(
+            "`snodo protocol sign` asks a person to confirm, and there is no terminal to ask on",
+            hint="run it in a terminal, or pass --yes",
+        ),
+    )
 
 
 def _signer(home: Path) -> Callable[[bytes], str]:
     """The decision key's SSH signature over a commit, asking its passphrase when it has one."""
-    from snodo.cli.signing import ask_passphrase, sign_ssh
+    from snodo.cli.signing import ask_passphrase, sign_ssh  # noqa: PLC0415 the private-key code only for a signing command (tests/test_boundaries.py)
 
     passphrase = ask_passphrase(home)
     return lambda payload: sign_ssh(home, payload, "git", passphrase=passphrase)

@@ -4,17 +4,29 @@ of a started run into a halt (exit 1): what escapes it could not start (exit 4).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from snodo.base.errors import SnodoError
-from snodo.cli.common import could_not_run, json_option, load_project, protocol_option
+from snodo.cli.common import could_not_run, load_project, project_options, read_spec
+from snodo.cli.output import (
+    Progress,
+    console,
+    emit_json,
+    key_values,
+    plain_key_values,
+    plain_results,
+    printable,
+    results_table,
+    stream_is_terminal,
+)
 
 
 def _look_ahead(root: Path) -> None:
-    from snodo.engine.checkout import look_ahead
+    from snodo.engine.checkout import look_ahead  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
 
     look_ahead(root)
 
@@ -42,8 +54,7 @@ def _look_ahead(root: Path) -> None:
     "branch (its commits are kept under refs/snodo/halted/); --resume keeps the name.",
 )
 @click.option("--job", "job_id", default=None, hidden=True, help="Execute a queued background job.")
-@protocol_option
-@json_option
+@project_options
 @could_not_run
 def run(
     spec: str | None,
@@ -89,7 +100,7 @@ def run(
         if store is not None:  # the job says so itself, rather than leaving a dead pid behind
             store.update(job_id, status="halted", outcome="environment_error", error=f"could not start: {exc}")
         raise
-    from snodo.engine.lifecycle import JobRunner
+    from snodo.engine.lifecycle import JobRunner  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
 
     runner = JobRunner(loaded, host)
     if job_id is not None:  # a claimed job was gated where it was created
@@ -106,8 +117,8 @@ def run(
 def _detached(job_id: str, branch: str | None, protocol_path: Path | None) -> Any:
     """The store of queued job ``job_id``, this process forked away from the launcher that
     waits for it to start."""
-    from snodo.engine.jobs import JobStore, detach
-    from snodo.protocol import find_protocol, project_root_for
+    from snodo.engine.jobs import JobStore, detach  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
+    from snodo.protocol import find_protocol, project_root_for  # noqa: PLC0415 only a detached job reads its project this way
 
     store = JobStore(project_root_for(find_protocol(Path.cwd(), protocol_path)))
     if branch is not None and store.load(job_id).get("branch") != branch:
@@ -127,9 +138,8 @@ def _prepare(
     branch: str | None,
 ) -> Any:
     """A new or resumed run, once the repository and the mode are known to be able to run it."""
-    from snodo.cli.validate_cmd import read_spec
-    from snodo.engine.worktree import require_repo
-    from snodo.governance.service import Project
+    from snodo.engine.worktree import require_repo  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
+    from snodo.governance.service import Project  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
 
     loaded = runner.loaded
     require_repo(loaded.root)  # outside a git repository nothing can run: exit 4, no job
@@ -142,8 +152,6 @@ def _prepare(
 
 
 def _report_started(prepared: Any, as_json: bool) -> None:
-    from snodo.cli.output import emit_json
-
     if as_json:
         emit_json(
             {
@@ -161,8 +169,7 @@ def _report_started(prepared: Any, as_json: bool) -> None:
 
 def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
     """Run the prepared task in this process, report it, and exit with its code."""
-    from snodo.cli.output import Progress, emit_json
-    from snodo.workspace.interpreter import project_python
+    from snodo.workspace.interpreter import project_python  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
 
     loaded = runner.loaded
     reporter = Progress()
@@ -188,10 +195,6 @@ def render_result(payload: dict[str, Any]) -> None:
 
     Piped or redirected, the same rows are written as plain text (rich is not imported).
     """
-    import sys
-
-    from snodo.cli.output import printable, stream_is_terminal
-
     ok = payload["status"] == "completed"
     # (key, value as plain text, shown in bold): the value is already safe to print
     rows: list[tuple[str, str, bool]] = [("task", printable(f"{payload['task_id']} (job {payload['job_id']})"), False)]
@@ -219,18 +222,14 @@ def render_result(payload: dict[str, Any]) -> None:
     rows.append(("next", printable(str(payload["next"])), False))
     more = f"full results: `snodo jobs show {payload['job_id']} --json`"
     if not stream_is_terminal(sys.stdout):
-        from snodo.cli.output import plain_key_values, plain_results
-
         blocks = ["completed" if ok else "halted", plain_key_values(rows)]
         if payload["validators"]:
             blocks += ["", plain_results(payload["validators"], more=more)]
         sys.stdout.write("\n".join(blocks) + "\n")
         sys.stdout.flush()
         return
-    from rich.panel import Panel
-    from rich.text import Text
-
-    from snodo.cli.output import console, key_values, results_table
+    from rich.panel import Panel  # noqa: PLC0415 rich only for a person
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     grid = key_values([(key, Text(value, style="bold" if bold else "")) for key, value, bold in rows])
     console().print(Panel(grid, title="completed" if ok else "halted", border_style="green" if ok else "red"))

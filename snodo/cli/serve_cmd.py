@@ -1,9 +1,5 @@
-"""``snodo serve``: expose one mode's tools to an agent over MCP (stdio).
-
-A protocol that does not load, or a mode it does not define, serves no tool at all; started
-by a host, the server still answers the handshake with the problem and its fix
-(:mod:`snodo.mcp.failed`), so the person sees it there.
-"""
+"""``snodo serve``: one mode's tools to an agent over MCP (stdio); a protocol or mode that
+does not load serves no tool, only the problem (:mod:`snodo.mcp.failed`)."""
 
 from __future__ import annotations
 
@@ -14,8 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from snodo.base.errors import SnodoError
 from snodo.cli.common import load_project, protocol_option
+from snodo.cli.output import emit_json, print_note
 from snodo.mcp.hostconfig import HOSTS, OPEN_DOORS
+from snodo.state.sessions import load_project_state
 
 if TYPE_CHECKING:
     from snodo.governance.service import Project
@@ -50,9 +49,6 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
       snodo serve --print-config claude-desktop|cursor|vscode|generic
     The server finds the project from --protocol, else from its working directory.
     """
-    from snodo.base.errors import SnodoError
-    from snodo.state.sessions import load_project_state
-
     try:
         loaded, host = load_project(protocol_path, refuse_drift=print_config is None)
         # as Project chooses it; an unknown mode names the available ones
@@ -60,13 +56,12 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
         mode = loaded.protocol.mode(chosen)
     except SnodoError as exc:
         if print_config is None and not sys.stdin.isatty():  # a host started us: tell it, through MCP
-            from snodo.mcp.failed import serve_failure
+            from snodo.mcp.failed import serve_failure  # noqa: PLC0415 the MCP SDK and server only when serving
 
             serve_failure(exc)
         raise
     if print_config is not None:
-        from snodo.cli.output import emit_json, print_note
-        from snodo.governance.service import Project
+        from snodo.governance.service import Project  # noqa: PLC0415 the governance stack only for --print-config
 
         project = Project(loaded, host, mode=mode.mode_id)
         config = host_config(print_config, loaded.path.resolve(), loaded.root.resolve(), mode_id, project)
@@ -79,8 +74,8 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
         print_note(f"still open in this host: {OPEN_DOORS[print_config]}")
         return
 
-    from snodo.mcp.served import Served
-    from snodo.mcp.server import serve_stdio
+    from snodo.mcp.served import Served  # noqa: PLC0415 the MCP SDK and server only when serving
+    from snodo.mcp.server import serve_stdio  # noqa: PLC0415 the MCP SDK and server only when serving
 
     serve_stdio(Served(loaded, host, mode))  # the governance stack is built after the handshake
 
@@ -100,7 +95,7 @@ def host_config(host: str, protocol: Path, root: Path, mode_id: str | None, proj
     differ in the working directory they start servers in), ``SNODO_HOME``, a call timeout
     for the protocol's limits and, where the host can, its own doors closed
     (:mod:`snodo.mcp.hostconfig`). Codex's is TOML text, every other host's a JSON object."""
-    from snodo.mcp import hostconfig
+    from snodo.mcp import hostconfig  # noqa: PLC0415 the MCP SDK and server only when serving
 
     command = [*snodo_command(), "serve", "--protocol", str(protocol)] + (["--mode", mode_id] if mode_id else [])
     env = {k: os.environ[k] for k in ("SNODO_HOME",) if os.environ.get(k)}

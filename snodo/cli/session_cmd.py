@@ -1,8 +1,4 @@
-"""``snodo session``: the governance sessions of this project; ``close`` ends them.
-
-Sessions idle for 24 hours (``SNODO_SESSION_IDLE_TTL`` seconds) with no decision waiting
-read ``expired`` (see :mod:`snodo.state.sessions`).
-"""
+"""``snodo session``: the governance sessions of this project; ``close`` ends them."""
 
 from __future__ import annotations
 
@@ -11,7 +7,10 @@ from typing import Any
 
 import click
 
-from snodo.cli.common import json_option, project_root, protocol_option
+from snodo.base.errors import SnodoError
+from snodo.cli.common import audit_event, json_option, project_options, project_root
+from snodo.cli.output import console, emit_json, key_values, listing
+from snodo.state.home import snodo_home
 
 
 @click.group()
@@ -19,18 +18,19 @@ def session() -> None:
     """Sessions hold the pending decisions of a project and mode."""
 
 
+def _store() -> Any:
+    from snodo.state.sessions import SessionStore  # noqa: PLC0415 `session --help` stays light
+
+    return SessionStore(snodo_home())
+
+
 @session.command("list")
 @click.option("--all", "all_projects", is_flag=True, help="Sessions of every project, not just this one.")
-@protocol_option
-@json_option
+@project_options
 def list_cmd(all_projects: bool, protocol_path: Path | None, as_json: bool) -> None:
     """List sessions (oldest first)."""
-    from snodo.cli.output import console, emit_json, listing
-    from snodo.state.home import snodo_home
-    from snodo.state.sessions import SessionStore
-
     root = None if all_projects else project_root(protocol_path)
-    sessions = SessionStore(snodo_home()).list(root)
+    sessions = _store().list(root)
     if as_json:
         emit_json(
             {
@@ -66,17 +66,14 @@ def list_cmd(all_projects: bool, protocol_path: Path | None, as_json: bool) -> N
 @json_option
 def show_cmd(session_id: str, as_json: bool) -> None:
     """Show one session and its pending decisions."""
-    from snodo.cli.output import console, emit_json, key_values, listing
-    from snodo.state.atomic import unstructure
-    from snodo.state.home import snodo_home
-    from snodo.state.sessions import SessionStore
+    from snodo.state.atomic import unstructure  # noqa: PLC0415 `session --help` stays light
 
-    s = SessionStore(snodo_home()).load(session_id)
+    s = _store().load(session_id)
     data = unstructure(s)
     if as_json:
         emit_json(data)
         return
-    from rich.text import Text
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     console().print(
         key_values(
@@ -108,8 +105,7 @@ def show_cmd(session_id: str, as_json: bool) -> None:
     is_flag=True,
     help="Also drop the decisions still waiting in the session (they can no longer be authorised).",
 )
-@protocol_option
-@json_option
+@project_options
 def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | None, as_json: bool) -> None:
     """Close SESSION_ID, or every active session of this project.
 
@@ -118,15 +114,13 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
     decisions may go: a person may still have to decide them with `snodo authorize`.
     Every close is recorded in the project's audit log.
     """
-    from snodo.cli.output import emit_json
-    from snodo.state.home import snodo_home
-    from snodo.state.sessions import ACTIVE, SessionStore
+    from snodo.state.sessions import ACTIVE  # noqa: PLC0415 `session --help` stays light
 
     root = project_root(protocol_path)
-    store = SessionStore(snodo_home())
+    store = _store()
     closed = [_close(store, s) for s in _closable(store, session_id, root, drop_pending)]
     if closed and not [s for s in store.list(root) if s.status == ACTIVE]:
-        from snodo.engine.worktree import drop_pool
+        from snodo.engine.worktree import drop_pool  # noqa: PLC0415 the engine's working-copy pool only when the last session closes
 
         drop_pool(root, snodo_home())  # no session left: the idle working copies go too
     if as_json:
@@ -142,8 +136,7 @@ def close_cmd(session_id: str | None, drop_pending: bool, protocol_path: Path | 
 def _closable(store: Any, session_id: str | None, root: Path, drop_pending: bool) -> list[Any]:
     """The session named, or every active one of the project; refused while a decision waits
     in one of them, unless ``drop_pending``."""
-    from snodo.base.errors import SnodoError
-    from snodo.state.sessions import ACTIVE
+    from snodo.state.sessions import ACTIVE  # noqa: PLC0415 `session --help` stays light
 
     if session_id is not None:
         chosen = [store.load(session_id).current()]
@@ -163,16 +156,15 @@ def _closable(store: Any, session_id: str | None, root: Path, drop_pending: bool
 
 def _close(store: Any, s: Any) -> dict[str, Any]:
     """End session ``s`` and drop its pending decisions; audited in its project when there is one."""
-    from snodo.state.audit import AuditLog
-    from snodo.state.runtime import audit_log_path
-
     dropped = sorted(s.pending_decisions)
     for decision_id in dropped:
         store.remove_pending(s.session_id, decision_id)
     store.end(s.session_id)
-    audit_root = Path(s.project_root)
-    if (audit_root / ".snodo").is_dir():
-        AuditLog(audit_log_path(audit_root)).append(
-            "session_closed", mode=s.mode, data={"session_id": s.session_id, "dropped_decisions": dropped}
+    if (Path(s.project_root) / ".snodo").is_dir():
+        audit_event(
+            Path(s.project_root),
+            "session_closed",
+            mode=s.mode,
+            data={"session_id": s.session_id, "dropped_decisions": dropped},
         )
     return {"session_id": s.session_id, "mode": s.mode, "dropped_decisions": dropped}

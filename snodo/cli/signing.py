@@ -1,10 +1,5 @@
-"""The only code that reads the decision private key; imported by ``snodo authorize`` alone.
-
-Keeping the private key behind this one module (and out of everything the MCP server or
-the engine imports) is what makes a decision record proof that a human ran ``snodo
-authorize``: an agent driving the tool surface has no code path that can sign. A test
-checks that no other state module imports this one.
-"""
+"""The only code that reads the decision private key, imported by a person's commands alone:
+an agent driving the tool surface has no code path that can sign (docs/security.md)."""
 
 from __future__ import annotations
 

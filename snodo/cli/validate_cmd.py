@@ -5,7 +5,7 @@ Exit codes: 0 pass, 1 blocker, 2 escalate, 3 validator_error, 4 could not run.
 
 from __future__ import annotations
 
-import sys
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -13,39 +13,10 @@ from typing import Any
 import click
 
 from snodo.base.errors import SnodoError
-from snodo.cli.common import could_not_run, json_option, load_project, protocol_option
-from snodo.rules.outcomes import EXIT_CODE, PERSON_SUMMARY
-
-EXIT = EXIT_CODE
-
-
-SPEC_FORMS = "text, @FILE (the file's content), - (stdin), or @@text for text starting with @"
-
-
-def read_spec(spec: str | None) -> str:
-    """A spec is literal text, ``@file``, ``-`` for stdin, or ``@@text`` for the literal
-    ``@text`` (the escape for a spec that itself starts with ``@``)."""
-    if spec is None and sys.stdin.isatty():
-        raise SnodoError("no task spec given", hint=f"pass it as {SPEC_FORMS}")
-    if spec is None or spec == "-":
-        text = sys.stdin.read()
-    elif spec.startswith("@@"):
-        text = spec[1:]
-    elif spec.startswith("@"):
-        path = Path(spec[1:])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SnodoError(
-                f"cannot read the spec file {path}: {exc.strerror or exc}",
-                hint="a spec starting with @ names a file; write @@ to pass text that starts with @",
-            ) from None
-    else:
-        text = spec
-    if not text.strip():
-        raise SnodoError("the task spec is empty")
-    return text
-
+from snodo.cli.common import could_not_run, load_project, project_options, read_spec
+from snodo.cli.output import Progress, console, emit_json, results_table
+from snodo.git.runner import run_git
+from snodo.rules.outcomes import EXIT_CODE, PERSON_SUMMARY, VALIDATE_NEXT_STEP, VALIDATE_POST_NEXT_STEP
 
 _HELP = """Validate SPEC with the mode's validators for one phase. SPEC is text, @FILE, -
 (stdin), or @@text for text that itself starts with @.
@@ -64,7 +35,7 @@ the `instruction` meant for an agent; the text output says what to do next here.
 """.format(
     codes="\n".join(
         f"  {code} {outcome:<16} {PERSON_SUMMARY[outcome]}"
-        for outcome, code in sorted(EXIT.items(), key=lambda i: i[1])
+        for outcome, code in sorted(EXIT_CODE.items(), key=lambda i: i[1])
     )
 )
 
@@ -81,8 +52,7 @@ the `instruction` meant for an agent; the text output says what to do next here.
     "the HEAD at which the session started). Commits made since, staged, unstaged and untracked files "
     "are all part of the judged change.",
 )
-@protocol_option
-@json_option
+@project_options
 @could_not_run
 def validate(
     spec: str | None,
@@ -94,8 +64,7 @@ def validate(
     as_json: bool,
 ) -> None:
     """See ``_HELP`` (built from the outcome wording in snodo/rules/outcomes.py)."""
-    from snodo.cli.output import Progress, emit_json
-    from snodo.governance.service import Project, default_base
+    from snodo.governance.service import Project, default_base  # noqa: PLC0415 `validate --help` stays light
 
     text = read_spec(spec)
     loaded, host = load_project(protocol_path, refuse_drift=False)
@@ -105,7 +74,7 @@ def validate(
         diff = ""
         against = _resolved_base(project, base) if base is not None else default_base(project)
         if phase == "post_execute" and against is not None:
-            from snodo.workspace.changes import working_tree_changes
+            from snodo.workspace.changes import working_tree_changes  # noqa: PLC0415 `validate --help` stays light
 
             changes = working_tree_changes(project.root, against)
             changed, diff = changes.changed_files, changes.diff
@@ -127,14 +96,14 @@ def validate(
         options = [("--phase", phase if phase != "pre_execute" else None), ("--mode", mode_id)]
         options += [("--task-id", task_id), ("--base", base)]
         render_outcome(payload, spec=spec, options=tuple((k, v) for k, v in options if v))
-    raise SystemExit(EXIT[outcome.status])
+    raise SystemExit(EXIT_CODE[outcome.status])
 
 
 def _validate_watched(project: Any, *, phase: str, **request: Any) -> Any:
     """:func:`validate_task`; a ``.git`` entry the validators' confined code planted (in the
     tree, or in a validator's own copy of it) is recorded as a refused path and refused."""
-    from snodo.governance.service import validate_task
-    from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
+    from snodo.governance.service import validate_task  # noqa: PLC0415 `validate --help` stays light
+    from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch  # noqa: PLC0415 `validate --help` stays light
 
     watch = GitMetaWatch(project.root)
     try:
@@ -154,8 +123,6 @@ def _record_refused(project: Any, phase: str, found: Iterable[tuple[str, str]]) 
 
 def _resolved_base(project: Any, base: str) -> str:
     """The commit ``--base`` names, or a clear refusal (exit 4)."""
-    from snodo.git.runner import run_git
-
     if base.startswith("-"):
         raise SnodoError(f"--base {base!r} is not a revision")
     found = run_git(project.root, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
@@ -167,9 +134,7 @@ def _resolved_base(project: Any, base: str) -> str:
 def render_outcome(
     payload: dict[str, Any], *, spec: str | None = None, options: tuple[tuple[str, str], ...] = ()
 ) -> None:
-    from rich.markup import escape
-
-    from snodo.cli.output import console, results_table
+    from rich.markup import escape  # noqa: PLC0415 rich only for a person
 
     colour = {"pass": "green", "escalate": "yellow", "blocker": "red", "validator_error": "magenta"}
     status = str(payload["status"])
@@ -185,13 +150,10 @@ def render_outcome(
 def next_steps(payload: dict[str, Any], spec: str | None, options: tuple[tuple[str, str], ...] = ()) -> str:
     """What the person at the terminal does next (the JSON keeps the agent's instruction):
     exact commands, with the options (``--phase post_execute``, ``--mode``…) that were given."""
-    import shlex
-
     status = payload["status"]
     same = "".join(f" {name} {shlex.quote(value)}" for name, value in options)
     again = (f"snodo validate {_shell_spec(spec)}" if spec is not None else "snodo validate SPEC") + same
     run = f"snodo run {_shell_spec(spec)}" if spec is not None else "snodo run SPEC"
-    from snodo.rules.outcomes import VALIDATE_NEXT_STEP, VALIDATE_POST_NEXT_STEP
 
     steps = VALIDATE_POST_NEXT_STEP if payload.get("phase") == "post_execute" else VALIDATE_NEXT_STEP
     text = steps.get(status, VALIDATE_NEXT_STEP["validator_error"])
@@ -200,8 +162,6 @@ def next_steps(payload: dict[str, Any], spec: str | None, options: tuple[tuple[s
 
 def _shell_spec(spec: str) -> str:
     """How the person passes the same spec again: the form they used when it was short."""
-    import shlex
-
     if spec.startswith("@") or spec == "-":
         return spec
     return shlex.quote(spec) if len(spec) <= 60 and "\n" not in spec else '"<the same spec>"'

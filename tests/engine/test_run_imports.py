@@ -60,7 +60,6 @@ EXPECTED = {
     "snodo.cli.main",
     "snodo.cli.output",
     "snodo.cli.run_cmd",
-    "snodo.cli.validate_cmd",
     "snodo.base.convert",
     "snodo.base.frozen",
     "snodo.plugin.core",

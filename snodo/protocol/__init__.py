@@ -79,13 +79,12 @@ def load_in_force(
     host: PluginHost | None = None,
     *,
     refuse: bool,
-    git_cache: Path | None = None,
     resolved: InForce | None = None,
 ) -> LoadedProtocol:
     """The protocol in force (:mod:`snodo.protocol.committed`); with ``refuse``, a working
     tree that differs from it is refused, else only reported. ``resolved``: what
-    :func:`~snodo.protocol.committed.resolve` already answered (``git_cache``: its cache)."""
-    in_force = resolved if resolved is not None else resolve(path, cache_dir=git_cache)
+    :func:`~snodo.protocol.committed.resolve` already answered."""
+    in_force = resolved if resolved is not None else resolve(path)
     if refuse:
         refuse_drift(path, in_force)
     return load_protocol(path, host, in_force=in_force)

@@ -1,8 +1,7 @@
-"""Which protocol is in force: ``.snodo/protocol.yml`` as committed at ``HEAD``, as the trust
-rule (:mod:`snodo.protocol.trust`) admits it, never whatever is on disk (docs/protocol.md,
-"The protocol in force"). A working-tree copy that differs is *drift*: ``serve`` and ``run``
-refuse it (:func:`refuse_drift`); a protocol never committed, or outside git, is read from
-the working tree with a warning.
+"""Which protocol is in force: ``.snodo/protocol.yml`` as committed at ``HEAD`` and admitted
+by the trust rule (:mod:`snodo.protocol.trust`), never whatever is on disk (docs/protocol.md).
+A working-tree copy that differs is *drift*, refused by ``serve`` and ``run``; a protocol
+never committed, or outside git, is read from the working tree with a warning.
 """
 
 from __future__ import annotations
@@ -34,9 +33,7 @@ class InForce:
     drift: str | None = None  # summary of how the working-tree copy differs, None when identical
     not_in_force: str | None = None  # why a committed change does not count (unsigned, unlisted)
     warning: str | None = None  # one line when the working tree is used (never committed, no git)
-    #: the ``allowed_signers`` text in force (``None``: no list is in force — never committed,
-    #: or the protocol read from the working tree): whose decisions count, never the file on disk
-    signers: str | None = None
+    signers: str | None = None  # the ``allowed_signers`` in force (whose decisions count), never the file on disk
 
     def provenance(self) -> dict[str, str | None]:
         """What every validation and run records about the rules that judged it."""
@@ -155,8 +152,7 @@ def _unchanged_copy(
     changes: dict[str, dict[str, tuple[str, str]]], rel: str, signers_rel: str, working: str | None
 ) -> InForce | None:
     """The usual case without reading a blob: no signers list was ever committed (so the last
-    change is in force) and the working-tree copy is byte for byte that version (its git
-    blob id is the one the last change wrote). ``None``: take the long way."""
+    change is in force) and the working-tree copy has the blob id the last change wrote."""
     if not changes or working is None or any(signers_rel in files for files in changes.values()):
         return None
     last = list(changes)[-1]
@@ -179,8 +175,8 @@ def _from_worktree(path: Path, working: str | None, warning: str) -> InForce:
 
 
 def refuse_drift(path: Path, in_force: InForce) -> None:
-    """``serve`` and ``run``: a working tree that differs from the rules in force, or a
-    ``.snodo/`` committed at ``HEAD`` that the trust rule does not put in force, is refused."""
+    """Refuse a working tree that differs from the rules in force, or a ``.snodo/`` committed
+    at ``HEAD`` that the trust rule does not put in force."""
     if in_force.drift is None and in_force.not_in_force is None:
         return
     rel = f"{path.parent.name}/{path.name}"

@@ -95,7 +95,7 @@ class JobRunner:
         """A new job for ``spec`` (the task id is derived from the spec unless given). A
         named ``branch`` is checked before the job exists (a valid name, no such branch,
         no live job waiting to make it): a refused name leaves nothing behind."""
-        from snodo.governance.service import check_task_id, derive_task_id  # noqa: PLC0415 `jobs prune` loads no protocol or governance stack
+        from snodo.rules.taskids import check_task_id, derive_task_id  # noqa: PLC0415 `jobs prune` loads no protocol or governance stack
 
         project = self._project(mode)
         task = check_task_id(task_id) if task_id else derive_task_id(spec)

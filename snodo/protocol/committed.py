@@ -15,7 +15,7 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem, ProtocolError
 from snodo.git.runner import pin_at_head, read_objects, run_git
-from snodo.protocol.loader import MAX_BYTES, read_protocol_file
+from snodo.protocol.loader import no_protocol, read_protocol_text
 
 if TYPE_CHECKING:
     from snodo.protocol.trust import Walk
@@ -44,17 +44,6 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _read_worktree(path: Path) -> str | None:
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            read_protocol_file(path)  # refuses it with the loader's own words, before reading it
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"{path}: cannot read the protocol: {exc}") from None
-
-
 def summarize_drift(committed: str, working: str | None, rel: str) -> str:
     """A few lines a person can act on: how much changed and the first changed lines."""
     if working is None:
@@ -72,7 +61,7 @@ def summarize_drift(committed: str, working: str | None, rel: str) -> str:
 def resolve(path: Path) -> InForce:
     """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``)."""
     path = path.absolute()
-    working = _read_worktree(path)
+    working = read_protocol_text(path)
     found, head = pin_at_head(path.parent) if path.parent.is_dir() else (None, None)
     if found is None:
         return _from_worktree(path, working, f"{path} is not in a git repository; the working-tree copy is in force")
@@ -168,9 +157,7 @@ def _unchanged_copy(
 
 def _from_worktree(path: Path, working: str | None, warning: str) -> InForce:
     if working is None:
-        raise ProtocolError(
-            f"{path}: no protocol file here", hint="run `snodo init` in the project, or pass --protocol PATH"
-        )
+        raise no_protocol(path)
     return InForce(text=working, commit=None, digest=digest(working), warning=warning)
 
 

@@ -91,20 +91,30 @@ def _locate(entry: str, root: Any, source: str) -> tuple[int, str]:
     return line or 0, f"{source}:{line}: {message} @ {path}" if line else f"{source}: {message} @ {path}"
 
 
-def read_protocol_file(path: Path) -> Protocol:
+def read_protocol_text(path: Path) -> str | None:
+    """The text of the protocol file at ``path`` (``None``: there is none), refused unread when oversized."""
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
             msg = f"{path}: the file is {size} bytes long; a protocol may be at most {MAX_BYTES}"
             raise ProtocolError(msg, problems=(msg,), hint="a protocol is a page of settings; is this the right file?")
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ProtocolError(
-            f"{path}: no protocol file here",
-            hint="run `snodo init` in the project, or pass --protocol PATH",
-        ) from None
+        return None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"{path}: cannot read the protocol: {exc}") from None
+
+
+def no_protocol(path: Path) -> ProtocolError:
+    return ProtocolError(
+        f"{path}: no protocol file here", hint="run `snodo init` in the project, or pass --protocol PATH"
+    )
+
+
+def read_protocol_file(path: Path) -> Protocol:
+    text = read_protocol_text(path)
+    if text is None:
+        raise no_protocol(path)
     return parse_protocol(text, source=str(path))
 
 

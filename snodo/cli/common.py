@@ -65,19 +65,20 @@ def load_project(
     reported. ``on_pinned`` is called with the project's root once its repository is pinned
     (what git the protocol's history needs was asked), before the plugins load."""
     from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 only the commands that load a project pay for it
-    from snodo.protocol import find_protocol, load_in_force, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
+    from snodo.protocol import find_protocol, load_protocol, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
+    from snodo.protocol.committed import refuse_drift as refuse  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol.committed import resolve  # noqa: PLC0415 only the commands that load a project pay for it
-    from snodo.state.home import snodo_home  # noqa: PLC0415 only the commands that load a project pay for it
 
-    # git's answers are kept where agents cannot write (docs/protocol.md, loading)
     found = find_protocol(Path.cwd(), protocol_path)
-    in_force = resolve(found, cache_dir=snodo_home() / "cache" / "git")
+    in_force = resolve(found)
     if on_pinned is not None:
         on_pinned(project_root_for(found))
     host = get_plugin_manager()
     for who, error in host.failures():
         print_warning(f"{who} was not loaded: {error}")
-    loaded = load_in_force(found, host, refuse=refuse_drift, resolved=in_force)
+    if refuse_drift:
+        refuse(found, in_force)
+    loaded = load_protocol(found, host, in_force=in_force)
     if loaded.in_force is not None:
         _report_in_force(loaded.in_force)
     for w in loaded.warnings:
@@ -102,9 +103,8 @@ def signers_in_force(protocol_path: Path | None) -> str | None:
     rule puts in force, never the working-tree file); ``None`` when no list is in force."""
     from snodo.protocol import find_protocol  # noqa: PLC0415 only the commands that read decisions pay for it
     from snodo.protocol.committed import resolve  # noqa: PLC0415 only the commands that load a project pay for it
-    from snodo.state.home import snodo_home  # noqa: PLC0415 only the commands that load a project pay for it
 
-    return resolve(find_protocol(Path.cwd(), protocol_path), cache_dir=snodo_home() / "cache" / "git").signers
+    return resolve(find_protocol(Path.cwd(), protocol_path)).signers
 
 
 def project_root(protocol_path: Path | None) -> Path:

@@ -28,6 +28,7 @@ from snodo.engine.pool import try_lock
 from snodo.engine.refused import RefusalWatch
 from snodo.engine.results import RunResult
 from snodo.engine.worktree import prune_copies, prune_halted
+from snodo.rules.taskids import check_task_id, derive_task_id
 from snodo.state.audit import AuditLog
 from snodo.state.runtime import audit_log_path
 from snodo.workspace.interpreter import project_python
@@ -82,7 +83,6 @@ class JobRunner:
         branch: str | None = None,
     ) -> PreparedRun:
         """A new job for ``spec``; a named ``branch`` is checked before the job exists."""
-        from snodo.governance.service import check_task_id, derive_task_id  # noqa: PLC0415 `jobs prune` loads no protocol or governance stack
 
         project = self._project(mode)
         task = check_task_id(task_id) if task_id else derive_task_id(spec)

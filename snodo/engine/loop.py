@@ -26,16 +26,9 @@ from snodo.engine.results import Halt, Progress, RunResult, finding, halt_for, p
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned
 from snodo.evidence.attest import attest_run
 from snodo.git.runner import pin
-from snodo.governance.service import (
-    Project,
-    ValidationOutcome,
-    check_task_id,
-    derive_task_id,
-    persist_escalation,
-    spec_sha256,
-    validate_task,
-)
+from snodo.governance.service import Project, ValidationOutcome, persist_escalation, validate_task
 from snodo.plugin.records import CoderRequest, CoderSpec
+from snodo.rules.taskids import check_task_id, derive_task_id, spec_sha256
 from snodo.workspace import PathGuard
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
 

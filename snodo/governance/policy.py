@@ -1,12 +1,7 @@
-"""Policy and outcome classification (SPEC §3, ADR 015): verdicts in, exactly one outcome out.
-
-Order matters and is the whole point: no results halt; any blocker is ``blocker`` (INV3:
-nothing overrides it — no policy, no human decision, no other validator's error); any error
-is ``validator_error``; a result a person must see (``escalate``: a change to the tests or
-their harness) is ``escalate`` whatever the policy; only then does the policy threshold on
-``pass`` decide between ``pass`` and ``escalate``.
-A ``warn`` withholds approval unless a verified human decision adjudicated that very
-validator for this task and spec.
+"""Policy and outcome classification (SPEC §3, ADR 015): verdicts in, exactly one outcome
+out, by the ladder in :func:`classify`, whose order is the point: a blocker is never
+overridden (INV3: no policy, no human decision, no other validator's error). A ``warn``
+withholds approval unless a verified human decision adjudicated that very validator.
 """
 
 from __future__ import annotations
@@ -18,8 +13,6 @@ from typing import Any, Literal
 
 from attrs import Factory, asdict, frozen
 
-# INV3 lives below state and governance (both ask it); re-exported for the governance doors
-from snodo.rules.authorisation import authorisation_refusals as authorisation_refusals  # noqa: PLC0414
 from snodo.rules.outcomes import Outcome
 
 ResultSeverity = Literal["pass", "warn", "blocker", "error"]
@@ -28,11 +21,9 @@ SEVERITY_ORDER: dict[str, int] = {"pass": 0, "warn": 1, "blocker": 2}
 
 @frozen(kw_only=True)
 class ValidatorResult:
-    """One validator's (or constraint's) result as the runner reports it.
-
-    ``severity_original`` is set when ``severity_cap`` lowered the verdict.
-    ``kind`` is ``validator`` (votes under the policy) or ``constraint`` (a veto only).
-    """
+    """One validator's (or constraint's) result. ``severity_original``: set when
+    ``severity_cap`` lowered the verdict; ``kind``: a ``validator`` votes under the policy, a
+    ``constraint`` only vetoes."""
 
     validator_id: str
     validator_type: str
@@ -43,8 +34,7 @@ class ValidatorResult:
     kind: Literal["validator", "constraint"] = "validator"
     details: Mapping[str, Any] = Factory(dict)
     duration: float = 0.0
-    #: a person must look whatever the policy says (see :attr:`snodo.plugin.records.Verdict.escalate`)
-    escalate: bool = False
+    escalate: bool = False  # a person must look whatever the policy says (as Verdict.escalate)
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -65,8 +55,7 @@ class ValidatorResult:
         return out
 
     def for_agent(self) -> dict[str, Any]:
-        """:meth:`as_json` without what only a person and the audit log may see (the
-        ``private`` details: held-out test ids and messages)."""
+        """:meth:`as_json` without the ``private`` details (held-out test ids and messages)."""
         out = self.as_json()
         if "details" in out and "private" in out["details"]:
             out["details"] = {k: v for k, v in out["details"].items() if k != "private"}

@@ -1,7 +1,6 @@
-"""The ONE validator runner (ADR 015), shared by the engine, the MCP server and ``snodo
-validate``: a phase's validators through the ``snodo_validate`` hook, concurrently, in
-declared order, failing closed (a crash, a timeout, a missing plugin or a non-answer is an
-``error`` result); constraints alongside as vetoes."""
+"""The ONE validator runner (ADR 015): a phase's validators through the ``snodo_validate``
+hook, concurrently, failing closed (a crash, a timeout, a missing plugin or a non-answer is
+an ``error`` result); constraints alongside as vetoes."""
 
 from __future__ import annotations
 
@@ -40,7 +39,7 @@ MIN_CONCURRENCY = 4
 
 
 def _grace(timeout: float) -> float:
-    """Extra time before the runner gives up, so a validator can report its own timeout."""
+    """Extra time before the runner gives up: a validator may report its own timeout."""
     return min(2.0, 0.25 + 0.05 * timeout)
 
 
@@ -54,13 +53,10 @@ class PhaseInput:
     workspace: Path
     changed_files: tuple[str, ...] = ()
     diff: str = ""
-    # Every process a validator or predicate starts through snodo.api.run_process is confined by it.
-    sandbox: SandboxPolicy | None = None
+    sandbox: SandboxPolicy | None = None  # confines every process a validator or predicate starts
     project_root: Path | None = None
-    #: The tree's uncommitted state when the caller already knows it exactly (the engine's
-    #: copy, just restored and checked clean: ``()``); ``None``: one git status if asked.
+    #: The tree's uncommitted state when the caller knows it (``()``: a clean copy); ``None``: asked of git
     uncommitted: tuple[str, ...] | None = None
-    #: The judged tree and its base, for validators that judge against the base.
     work: JudgedWork | None = None
 
 
@@ -80,9 +76,8 @@ def _error(
 
 
 def uncommitted(workspace: Path) -> tuple[str, ...]:
-    """``git status --porcelain`` of ``workspace`` by snodo's own hardened git; none outside
-    git. Unconfined, like every git snodo runs itself: :mod:`snodo.git.runner` lets no file of
-    the work tree choose a program."""
+    """``git status --porcelain`` of ``workspace`` by snodo's own hardened git (unconfined, like
+    every git snodo runs itself); none outside git."""
     try:
         found = run_git(workspace, "--no-optional-locks", "status", "--porcelain")
     except EnvironmentProblem:
@@ -156,33 +151,27 @@ def _run_constraint(host: PluginHost, c: Constraint, inp: PhaseInput) -> Validat
 
 
 def constraints_for(protocol: Protocol, mode: Mode, validators: Sequence[Validator]) -> tuple[Constraint, ...]:
-    found = [*protocol.global_constraints, *mode.constraints]
-    for v in validators:
-        found.extend(v.constraints)
-    return tuple(found)
+    return (*protocol.global_constraints, *mode.constraints, *(c for v in validators for c in v.constraints))
 
 
 def concurrency_limit(count: int) -> int:
     """How many validators of one phase run at once by default: all of them up to the
-    number of CPUs, but never fewer than :data:`MIN_CONCURRENCY` — a validator mostly waits
-    on its confined process, so a small machine still overlaps a few."""
+    number of CPUs, but never fewer than :data:`MIN_CONCURRENCY`."""
     return max(1, min(count, max(MIN_CONCURRENCY, _cpus())))
 
 
 @functools.cache
 def _cpus() -> int:
-    """``os.cpu_count()``, looked up once (it reads a file under /sys)."""
-    return os.cpu_count() or 1
+    return os.cpu_count() or 1  # it reads a file under /sys: once
 
 
 def run_phase(
     host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None = None, limit: int | None = None
 ) -> list[ValidatorResult]:
     """Run the mode's validators for ``inp.phase`` concurrently, at most ``limit`` at once
-    (default :func:`concurrency_limit`), started in declared order by this thread only (an
-    interrupt here starts nothing more), each in a copy of the caller's context (its sandbox
-    policy, its MCP call scope) and bounded by its ``tooling.timeout``; results in declared
-    order."""
+    (default :func:`concurrency_limit`), each in a copy of the caller's context (its sandbox
+    policy, its MCP call scope) and bounded by its ``tooling.timeout``, then its constraints;
+    results in declared order."""
     validators = inp.protocol.validators_for(inp.mode, inp.phase)
     known = inp.uncommitted  # read once, if a validator asks (none when the caller knows it)
     status = WorkspaceStatus(lambda: uncommitted(inp.workspace) if known is None else known)
@@ -223,9 +212,9 @@ def _run_in_copy(
     planted: list[tuple[str, str]],
 ) -> ValidatorResult:
     """``v`` judging in a copy of the snapshot: its own when it runs code (git metadata it
-    plants there is collected into ``planted``), else the one copy readers share."""
+    plants there goes to ``planted``), else the one copy readers share."""
     started = time.monotonic()
-    own = _runs_code(host, v)
+    own = _declared(host, v, "runs_code", unknown=True)
     try:
         if isinstance(snapshot, str):
             raise EnvironmentProblem(snapshot)
@@ -251,8 +240,9 @@ def _in_declared_order(
     phase: str,
     progress: ProgressFn | None,
 ) -> list[ValidatorResult]:
-    """``work`` for every validator, ``width`` at once, each on a daemon thread of its own
-    (an abandoned one never keeps the process from exiting) and bounded by its timeout."""
+    """``work`` for every validator, ``width`` at once, started in declared order by this
+    thread only, each on a daemon thread of its own (an abandoned one never keeps the process
+    from exiting) and bounded by its timeout."""
     slots: dict[int, ValidatorResult] = {}
     finished: queue.SimpleQueue[tuple[int, ValidatorResult]] = queue.SimpleQueue()
     running: dict[int, float] = {}  # index -> deadline
@@ -284,19 +274,15 @@ def _in_declared_order(
 
 
 def _report(
-    slots: dict[int, ValidatorResult],
-    reported: int,
-    validators: Sequence[Validator],
-    phase: str,
-    progress: ProgressFn | None,
+    slots: dict[int, ValidatorResult], at: int, validators: Sequence[Validator], phase: str, progress: ProgressFn | None
 ) -> int:
-    """Progress for the results from ``reported`` on that are in (declared order, never
-    completion order, so verdicts and audit events are deterministic); the next to report."""
-    while reported in slots:
+    """Progress for the results in from ``at`` on, in declared order (never completion
+    order: verdicts and audit events are deterministic); the next to report."""
+    while at in slots:
         if progress:
-            progress(f"{phase}: {validators[reported].validator_id} → {slots[reported].severity}", slots[reported])
-        reported += 1
-    return reported
+            progress(f"{phase}: {validators[at].validator_id} → {slots[at].severity}", slots[at])
+        at += 1
+    return at
 
 
 def _expired(running: dict[int, float], validators: Sequence[Validator]) -> dict[int, ValidatorResult]:
@@ -311,8 +297,7 @@ def _expired(running: dict[int, float], validators: Sequence[Validator]) -> dict
 
 
 def _moved_to(policy: SandboxPolicy | None, copy: Copy, snapshot: Snapshot) -> SandboxPolicy | None:
-    """The phase's confinement with ``copy`` as the only writable tree (the checkout's
-    Python environments it links to stay read-only)."""
+    """The phase's confinement with ``copy`` as the only writable tree."""
     if policy is None:
         return None
     overlay = (copy.upper, copy.work) if copy.upper is not None and copy.work is not None else None
@@ -321,9 +306,8 @@ def _moved_to(policy: SandboxPolicy | None, copy: Copy, snapshot: Snapshot) -> S
 
 
 def _overlays(policy: SandboxPolicy | None, snapshot: Snapshot) -> bool:
-    """Whether a code-running validator's copy can be an overlay of the kept tree: there is
-    one, under bubblewrap, when it can lay one there, and when no protected path needs
-    mounts of its own inside the copy (their read-only binds come from the host's view)."""
+    """Whether a code-running validator's copy can be an overlay of the kept tree: under
+    bubblewrap, when it can lay one there and no protected path needs mounts of its own."""
     kept = snapshot.kept()
     if kept is None or policy is None or policy.mode == "off" or policy.read_only:
         return False
@@ -340,11 +324,8 @@ def _needs_copy(host: PluginHost, v: Validator) -> bool:
     return not _declared(host, v, "judges_objects", unknown=False)
 
 
-def _runs_code(host: PluginHost, v: Validator) -> bool:
-    return _declared(host, v, "runs_code", unknown=True)
-
-
 def _declared(host: PluginHost, v: Validator, attribute: str, *, unknown: bool) -> bool:
+    """What ``v``'s type declares (:class:`~snodo.plugin.records.ValidatorSpec`); ``unknown`` for an unknown type."""
     try:
         return bool(getattr(host.validator(v.validator_type), attribute))
     except Exception:
@@ -352,9 +333,8 @@ def _declared(host: PluginHost, v: Validator, attribute: str, *, unknown: bool) 
 
 
 def _snapshot(host: PluginHost, inp: PhaseInput, validators: Sequence[Validator]) -> Snapshot | None:
-    """The judged tree, read once when the phase starts, when a validator of it will read
-    the work through its workspace (SPEC §3 "One snapshot"); ``None`` when none will, or
-    when there is no judged tree (outside git)."""
+    """The judged tree, read once when the phase starts (SPEC §3 "One snapshot"); ``None``
+    when no validator reads the work through its workspace, or outside git."""
     work = inp.work
     if work is None or not any(_needs_copy(host, v) for v in validators):
         return None
@@ -373,8 +353,7 @@ def _is_commit_id(text: str) -> bool:
 def run_constraints(
     host: PluginHost, constraints: Sequence[Constraint], inp: PhaseInput, *, progress: ProgressFn | None = None
 ) -> list[ValidatorResult]:
-    """Evaluate ``constraints`` one by one, each confined by ``inp.sandbox``: the one place a
-    predicate runs (the engine's re-judging of kept work comes here too)."""
+    """Evaluate ``constraints`` one by one, each confined by ``inp.sandbox``: the one place a predicate runs."""
     results = []
     for c in constraints:
         with confined(inp.sandbox):

@@ -1,5 +1,5 @@
 """Validating a task end to end (runner → policy → outcome → token or pending decision →
-audit), one path for ``snodo validate``, the MCP tool and the engine (ADR 015)."""
+audit): one path for ``snodo validate``, the MCP tool and the engine (ADR 015)."""
 
 from __future__ import annotations
 
@@ -25,11 +25,7 @@ from snodo.plugin.records import JudgedWork
 from snodo.protocol import LoadedProtocol
 from snodo.protocol.models import Mode, Protocol
 from snodo.rules.outcomes import Outcome, agent_instruction
-
-# re-exported: the engine and the MCP host name them from here
-from snodo.rules.taskids import check_task_id as check_task_id  # noqa: PLC0414
-from snodo.rules.taskids import derive_task_id as derive_task_id  # noqa: PLC0414
-from snodo.rules.taskids import spec_sha256 as spec_sha256  # noqa: PLC0414
+from snodo.rules.taskids import check_task_id, derive_task_id, spec_sha256
 from snodo.sandbox import SandboxPolicy
 from snodo.sandbox.policy import limits_from_protocol
 from snodo.state.audit import AuditLog
@@ -62,8 +58,7 @@ class Project:
         self.mode: Mode = self.protocol.mode(chosen)
         self._session: Session | None = None
         self._confinements: set[tuple[str, bool]] = set()
-        #: a server's session starts with the server: the HEAD then is the base a change in the
-        #: checkout is judged against (commits made through the tools since are the change)
+        #: a server's HEAD at its start is the base a change in the checkout is judged against
         self._start_head = _current_head(self.root) if served else None
 
     @property
@@ -92,7 +87,7 @@ class Project:
 
     def sandbox_policy(self, workspace: Path | None = None, *, network: bool = False) -> SandboxPolicy:
         """How processes on agent-written content in ``workspace`` (default: the project root)
-        run: confined per the protocol's ``execution.sandbox``; unconfined runs are audited."""
+        run, per ``execution.sandbox``; unconfined runs and each backend used are audited."""
         where = Path(workspace or self.root)
 
         def unconfined(argv: Sequence[str], cwd: Path) -> None:
@@ -103,7 +98,7 @@ class Project:
                 workspace=str(where),
             )
 
-        def confining(backend: str) -> None:  # once per backend and network setting
+        def confining(backend: str) -> None:
             if (backend, network) not in self._confinements:
                 self._confinements.add((backend, network))
                 from snodo.sandbox.guarantees import missing  # noqa: PLC0415 once per backend, on the first confined call
@@ -124,16 +119,12 @@ class Project:
         )
 
     def _held_out(self) -> tuple[Path, ...]:
-        """Held-out test directories the protocol names (``tooling.held_out``): hidden from
-        confined code like the home, never reachable through the tool surface."""
-        found = []
-        for v in self.protocol.validators:
-            value = (v.tooling or {}).get("held_out")
-            if isinstance(value, str) and value.strip():
-                path = Path(os.path.realpath(os.path.expanduser(value.strip())))
-                if path.is_dir():
-                    found.append(path)
-        return tuple(found)
+        """Held-out test directories the protocol names (``tooling.held_out``), hidden from confined code."""
+        named = (v.tooling.get("held_out") for v in self.protocol.validators)
+        paths = (
+            Path(os.path.realpath(os.path.expanduser(n.strip()))) for n in named if isinstance(n, str) and n.strip()
+        )
+        return tuple(p for p in paths if p.is_dir())
 
     def session(self) -> Session:
         """The active session for this project and mode; the first caller starts it."""
@@ -179,8 +170,7 @@ class ValidationOutcome:
 def _decision_results(
     project: Project, task_id: str, sha: str, tree: str
 ) -> tuple[frozenset[str], list[ValidatorResult]]:
-    """Verified human decisions for exactly this task, spec and tree; bad records are audited
-    with who signed them."""
+    """Verified human decisions for exactly this task, spec and tree; bad ones are audited."""
     judged = project.decisions.judgement(task_id, sha, tree=tree)
     for ignored in judged.ignored:
         project.record(
@@ -205,10 +195,9 @@ def _decision_results(
 
 
 def judged_tree(workspace: Path) -> str:
-    """The git tree id of the workspace as validators judge it: the index with every file
-    ``git add --all`` would add, built in a throw-away copy of the index (the user's is
-    untouched); ``.snodo/`` counts as staged and a top-level Python environment is never
-    part of the work. "" outside a git work tree."""
+    """The git tree id of the workspace as validators judge it: what ``git add --all`` would
+    stage, in a throw-away copy of the index; ``.snodo/`` as staged, a top-level Python
+    environment never. "" outside a git work tree."""
     with tempfile.TemporaryDirectory(prefix="snodo-tree-") as scratch:
         index = os.path.join(scratch, "index")
         own = {"GIT_INDEX_FILE": index, "GIT_OPTIONAL_LOCKS": "0", "GIT_LITERAL_PATHSPECS": "0"}
@@ -233,9 +222,9 @@ def judged_tree(workspace: Path) -> str:
         return tree.stdout.strip()
 
 
-def _current_head(root: Path) -> str | None:
+def _current_head(root: Path, revision: str = "HEAD") -> str | None:
     try:
-        found = run_git(root, "rev-parse", "--verify", "--quiet", "HEAD")
+        found = run_git(root, "rev-parse", "--verify", "--quiet", revision)
     except EnvironmentProblem:
         return None
     return (found.stdout.strip() or None) if found.ok else None
@@ -246,21 +235,17 @@ def default_base(project: Project) -> str | None:
     with its upstream, else the ``HEAD`` at which the session started, else ``HEAD``
     (``None`` outside git or before the first commit). Commits made since are part of the
     judged change, never of the base."""
+    upstream = _current_head(project.root, "@{upstream}")
     try:
-        upstream = run_git(project.root, "rev-parse", "--verify", "--quiet", "@{upstream}")
-        if upstream.ok and upstream.stdout.strip():
-            found = run_git(project.root, "merge-base", "HEAD", upstream.stdout.strip())
-            if found.ok and found.stdout.strip():
-                return found.stdout.strip()
+        found = run_git(project.root, "merge-base", "HEAD", upstream) if upstream else None
+        if found is not None and found.ok and found.stdout.strip():
+            return found.stdout.strip()
         started = project.session().base_head
-        if started:
-            known = run_git(project.root, "cat-file", "-e", f"{started}^{{commit}}")
-            if known.ok:
-                return started
-        head = run_git(project.root, "rev-parse", "--verify", "--quiet", "HEAD")
+        if started and run_git(project.root, "cat-file", "-e", f"{started}^{{commit}}").ok:
+            return started
     except EnvironmentProblem:
         return None
-    return head.stdout.strip() if head.ok and head.stdout.strip() else None
+    return _current_head(project.root)
 
 
 def validate_task(
@@ -281,12 +266,11 @@ def validate_task(
     refused: tuple[dict[str, str], ...] = (),
 ) -> ValidationOutcome:
     """Run one phase for one task and settle the outcome, persisting before returning, all
-    events in one signed append to the audit log. ``refused``: the coder's writes the
-    artifact filter or the guard refused (path, op, reason); they make the outcome
-    ``escalate`` unless something blocks it. ``tree``: the git tree a post_execute validation
-    judges (default: the workspace's content), the one a human decision adjudicates.
-    ``escalate=False`` leaves an escalation for the caller to settle with
-    :func:`persist_escalation`."""
+    events in one append to the audit log. ``refused``: the coder's writes the filter or the
+    guard refused (path, op, reason), which make the outcome ``escalate`` unless something
+    blocks it. ``tree``: the git tree a post_execute validation judges (default: the
+    workspace's), the one a human decision adjudicates. ``escalate=False`` leaves an
+    escalation to the caller (:func:`persist_escalation`)."""
     workspace = workspace or project.root
     with project.audit.batch():
         task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
@@ -399,8 +383,7 @@ def _refused_writes(refused: tuple[dict[str, str], ...]) -> list[ValidatorResult
 
 
 def _question(results: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> tuple[tuple[str, str, bool], ...]:
-    """What a human is asked to decide, from the results: who said what (not their wording,
-    which varies from run to run, e.g. test timings)."""
+    """What a human is asked to decide: who said what (not their wording, which varies, e.g. test timings)."""
     return tuple(sorted((str(r.get("validator_id")), str(r.get("severity")), bool(r.get("error"))) for r in results))
 
 

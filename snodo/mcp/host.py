@@ -24,7 +24,7 @@ from snodo.engine.jobs import JobStore, QueueFull
 from snodo.engine.plans import Planner, PlanStore
 from snodo.evidence.attest import attest_tool_commit
 from snodo.git.runner import pin
-from snodo.governance.service import Project, check_task_id, derive_task_id, spec_sha256, validate_task
+from snodo.governance.service import Project, validate_task
 from snodo.judging.testrun import python_settings, run_tests
 from snodo.mcp.catalog import TEST_TIMEOUT, TOOLS, tools_for_mode
 from snodo.mcp.checks import (
@@ -39,6 +39,7 @@ from snodo.mcp.checks import (
 from snodo.mcp.plan_tools import PlanTools
 from snodo.protocol.committed import refuse_drift, resolve
 from snodo.rules.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
+from snodo.rules.taskids import check_task_id, derive_task_id, spec_sha256
 from snodo.sandbox import confined
 from snodo.sandbox.refusals import record_refusals, reported_by_tests
 from snodo.state.decisions import check_inv3
@@ -359,7 +360,7 @@ class ToolHost(PlanTools):
         p = self.project
         path = p.loaded.path
         try:
-            in_force = resolve(path, cache_dir=p.home / "cache" / "git")
+            in_force = resolve(path)
             refuse_drift(path, in_force)
         except SnodoError as exc:
             return f"{exc}\n{NOTHING_RAN}."

@@ -11,9 +11,10 @@ from typing import Any
 from snodo.base.errors import SnodoError, ToolError
 from snodo.engine.jobs import JobStore
 from snodo.engine.plans import Planner, PlanStore, plan_tasks
-from snodo.governance.service import Project, check_task_id, derive_task_id
+from snodo.governance.service import Project
 from snodo.mcp.catalog import plan_mode
 from snodo.mcp.checks import job_view, require_spec
+from snodo.rules.taskids import check_task_id, derive_task_id
 
 
 def _record_job(index: Any, job_id: str) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -1,9 +1,6 @@
-"""The core's own plugin: the artifact filter that keeps coders out of governance state,
-and the deterministic planner every other planner falls back to.
-
-Registered by :func:`snodo.plugin.host.get_plugin_manager` before any entry point and not
-blockable: the filter is the ADR 026 guarantee on the coder path, using the same path guard
-as every tool-surface mutation.
+"""The core's own plugin, registered before any entry point and not blockable: the artifact
+filter (ADR 026: the tool surface's path guard on the coder path) and the deterministic
+planner every other planner falls back to.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
-"""The hooks a snodo plugin may implement.
+"""The hooks a snodo plugin may implement (docs/plugins.md), called with keyword arguments.
 
-Every hook is prefixed ``snodo_`` and is called with keyword arguments. A plugin is a
-module (or object) exposing functions decorated with :data:`snodo.api.hookimpl`, listed as
-an entry point of the group ``snodo``::
+A plugin is a module (or object) exposing functions decorated with :data:`snodo.api.hookimpl`,
+listed as an entry point of the group ``snodo``::
 
     [project.entry-points.snodo]
     my-coder = "my_package.plugin"
 
-Built-in plugins are registered exactly this way, from snodo's own ``pyproject.toml``.
 Each kind (coders, validator types, predicates) has a registration hook yielding typed
-records and a ``firstresult`` dispatch hook that only the registering plugin answers
-(docs/plugins.md).
+records and a ``firstresult`` dispatch hook that only the registering plugin answers.
 """
 
 from __future__ import annotations
@@ -47,10 +44,8 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 def snodo_coders() -> Iterable[CoderSpec]:
     """Register coders: code generators a mode can name in its ``coder`` field.
 
-    Called through pluggy once per plugin, the first time the host is asked for a coder
-    (and again for a plugin registered later), so wrappers and tracing see it and each record
-    is attributed to its plugin. Each record carries the coder's name, a description and its
-    capability declaration (ADR 035); the work is done by :func:`snodo_generate`.
+    Called once per plugin, the first time the host is asked for a coder (and again for a
+    plugin registered later); the work is done by :func:`snodo_generate`.
 
     :return: the coders this plugin provides.
 
@@ -70,8 +65,8 @@ def snodo_coders() -> Iterable[CoderSpec]:
 def snodo_generate(name: str, request: CoderRequest) -> CoderResult | None:
     """Do one coder attempt: the dispatch hook of every coder.
 
-    Called by the engine once per attempt, confined (docs/security.md), and only on the
-    plugin that registered the coder ``name``. ``request.config`` is the mode's
+    Called once per attempt, confined (docs/security.md), only on the plugin that registered
+    the coder ``name``. ``request.config`` is the mode's
     ``coder_config``, already checked against the declared ``settings`` (defaults are not
     filled in: :func:`snodo.api.with_defaults`). Raise :class:`~snodo.api.CoderError` when
     the work cannot be done (the run retries with the reason while its budget lasts),
@@ -113,11 +108,10 @@ def snodo_validators() -> Iterable[ValidatorSpec]:
 def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
     """Judge one task for one validator: the dispatch hook of every validator type.
 
-    Called by the shared validator runner, possibly from a worker thread, once per
-    configured validator and phase, only on the plugin that registered the type ``name``
-    (``request.validator.validator_type``). Returning ``None`` is "no verdict": the runner
-    records a ``validator_error``. Raise (any exception) when no verdict can be reached: the
-    runner turns it into an ``error`` result, which fails closed. Never modify the workspace.
+    Called possibly from a worker thread, once per configured validator and phase, only on
+    the plugin that registered the type ``name``. ``None`` ("no verdict") and any exception
+    (no verdict can be reached) are an ``error`` result, which fails closed. Never modify
+    the workspace.
 
     :param name: the registered validator type asked.
     :param request: the validator's configuration, the task, the phase, the mode, the
@@ -157,8 +151,8 @@ def snodo_predicates() -> Iterable[PredicateSpec]:
 def snodo_check_predicate(name: str, context: PredicateContext, params: Mapping[str, Any]) -> PredicateResult | None:
     """Decide one constraint: the dispatch hook of every predicate.
 
-    Called by the shared runner once per constraint and phase, only on the plugin that
-    registered the predicate ``name``. ``None`` or an exception fails the constraint closed.
+    Called once per constraint and phase, only on the plugin that registered the predicate
+    ``name``. ``None`` or an exception fails the constraint closed.
 
     :param name: the registered predicate asked.
     :param context: the workspace, task, phase and the change under judgement.
@@ -182,11 +176,9 @@ def snodo_filter_artifacts(
 ) -> Iterable[DroppedOperation]:
     """Drop file operations a coder proposed before anything is written.
 
-    Called by the engine after every coder run, with all the operations it proposed. Every
-    implementation is called; the union of what they drop is removed and each drop is
-    audited (``path_refused``). A filter can only remove operations, never add or change
-    them. The core's own implementation drops anything under ``.snodo/``, ``.git/``,
-    outside the project root, or matching the protocol's ``protected_paths``.
+    Called after every coder run with all the operations it proposed. Every implementation
+    is called; the union of what they drop is removed and each drop is audited
+    (``path_refused``). A filter can only remove operations, never add or change them.
 
     :param operations: every operation the coder proposed, in order.
     :param context: the workspace root, task, mode and protected paths.
@@ -206,10 +198,9 @@ def snodo_filter_artifacts(
 def snodo_planner(mode: Mode) -> PlannerImpl | None:
     """Supply the planner that breaks goals into task specs for ``mode`` (MCP plan tools).
 
-    Called when ``snodo serve`` starts, with the served mode. The first non-``None`` answer
-    wins; plugins are asked in reverse registration order and the core plugin, which
-    returns the deterministic planner, is asked last. Return ``None`` to let others decide.
-    Construct cheaply: check settings and call models in ``tasks``/``spec``, not here.
+    Called when ``snodo serve`` starts. The first non-``None`` answer wins; the core plugin's
+    deterministic planner is asked last. Construct cheaply: check settings and call models
+    in ``tasks``/``spec``, not here.
 
     :param mode: the served mode (its ``coder`` and ``coder_config``).
     :return: an object with ``name`` (a string recorded in each plan), ``tasks(goal)``
@@ -232,11 +223,10 @@ def snodo_planner(mode: Mode) -> PlannerImpl | None:
 def snodo_preflight(mode: Mode, coder: str, coder_config: Mapping[str, Any], validators: tuple[Validator, ...]) -> None:
     """Check, before the first token of a run, that what this plugin will call can be reached.
 
-    Called by the engine once per run, after the coder's declared settings were checked and
-    before the pre_execute validation issues a token, so nothing has been spent yet. Every
-    implementation is called. Check only what is yours (your coder, validators of your
-    types) and only cheaply: settings beyond their declared types, credentials present,
-    endpoints well-formed and reachable. Raise :class:`~snodo.api.EnvironmentProblem` (or
+    Called once per run, after the coder's declared settings were checked and before any
+    token is issued. Every implementation is called. Check only what is yours (your coder,
+    validators of your types) and only cheaply: settings beyond their declared types,
+    credentials present, endpoints well-formed and reachable. Raise :class:`~snodo.api.EnvironmentProblem` (or
     :class:`~snodo.api.CoderError` for a bad setting) naming what is wrong; the run halts as
     ``environment_error`` before the coder or any judge makes a request.
 

@@ -1,19 +1,14 @@
-"""The plugin host: one pluggy project, entry-point group ``snodo``.
-
-:func:`get_plugin_manager` builds a fresh host per call (no module-level global, so tests
-build their own). Each entry point is loaded in its own try/except: a broken plugin is
-reported by name and distribution and the others keep working, unless
-``SNODO_STRICT_PLUGINS=1`` makes any failure fatal. ``SNODO_TRACE_PLUGINS=1`` traces every
-hook call on stderr.
-
-Core code never calls ``pm.hook`` untyped: :class:`PluginHost` is the typed façade.
+"""The plugin host: one pluggy project, entry-point group ``snodo``; :class:`PluginHost` is
+its typed façade. A broken plugin is reported by name and distribution and the others keep
+working, unless ``SNODO_STRICT_PLUGINS=1`` makes any failure fatal; ``SNODO_TRACE_PLUGINS=1``
+traces every hook call on stderr.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import pluggy
@@ -23,7 +18,7 @@ from snodo import DISTRIBUTION
 from snodo.base.errors import CoderError, PluginError
 from snodo.plugin import core as core_plugin
 from snodo.plugin import hookspecs
-from snodo.plugin.planning import DeterministicPlanner, PlannerImpl
+from snodo.plugin.planning import PlannerImpl
 from snodo.plugin.records import (
     ArtifactContext,
     CoderRequest,
@@ -48,22 +43,32 @@ TRACE_ENV = "SNODO_TRACE_PLUGINS"
 CORE_PLUGIN_NAME = "snodo.core"
 
 
-#: Distributions known to provide plugin types, for "which distribution would provide it".
-_BUILT_IN = "mock litellm opencode pytest acceptance protocol llm"
-KNOWN_PROVIDERS: dict[str, str] = dict.fromkeys(
-    [*_BUILT_IN.split(), "files_in_scope", "tests_exist_for_modified", "no_secrets_in_diff"], DISTRIBUTION
+#: The plugin types snodo's own distribution provides, for "which distribution would provide it".
+_BUILT_IN = (
+    "mock litellm opencode pytest acceptance protocol llm files_in_scope tests_exist_for_modified no_secrets_in_diff"
 )
 
 
+def install_hint(name: str) -> str:
+    """How a user gets the plugin type ``name`` that is not installed."""
+    if name in _BUILT_IN.split():
+        return f"it is provided by the distribution {DISTRIBUTION!r}; reinstall it"
+    return "install the plugin that provides it, then check `snodo plugins`"
+
+
 @frozen(kw_only=True)
-class PluginInfo:
+class _Origin:
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+    module: str | None = None
+    file: str | None = None
+
+
+@frozen(kw_only=True)
+class PluginInfo(_Origin):
     """What ``snodo plugins`` shows for one plugin."""
 
-    name: str
-    distribution: str | None
-    version: str | None
-    module: str | None
-    file: str | None
     status: str  # "ok" | "failed"
     error: str | None = None
     hooks: tuple[str, ...] = ()
@@ -78,18 +83,9 @@ class PluginInfo:
 
 
 @frozen(kw_only=True)
-class _Origin:
-    name: str
-    distribution: str | None = None
-    version: str | None = None
-    module: str | None = None
-    file: str | None = None
-
-
-@frozen(kw_only=True)
 class _Registry:
     by_name: dict[str, Any] = Factory(dict)
-    owner: dict[str, str] = Factory(dict)
+    owner: dict[str, str] = Factory(dict)  # name -> the plugin that registered it
 
 
 @frozen
@@ -161,12 +157,12 @@ class PluginHost:
             return
         self._origins[origin.name] = origin
 
-    def load_entrypoints(self, blocked: Sequence[str] = ()) -> None:
+    def load_entrypoints(self) -> None:
         from importlib.metadata import entry_points  # noqa: PLC0415 a host given its plugins reads no metadata
 
         seen: set[str] = set()
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            if ep.name in blocked or ep.name in seen:
+            if ep.name in seen:
                 continue
             seen.add(ep.name)
             dist = ep.dist
@@ -184,12 +180,9 @@ class PluginHost:
             self.register(plugin, evolve(origin, file=getattr(plugin, "__file__", None)))
 
     def _sync(self) -> None:
-        """Bring the registries up to date with the plugins registered right now.
-
-        Each registration hook is called once per plugin through :meth:`caller_for`, so
-        tracing and wrappers see each call, each record is attributed to its plugin, and a
-        broken plugin is isolated; a plugin that left takes its registrations with it.
-        """
+        """Bring the registries up to date with the plugins registered right now: each
+        registration hook is asked once per plugin (through :meth:`caller_for`, so wrappers
+        and tracing see it); a plugin that left takes its registrations with it."""
         current = [name for name, p in self.pm.list_name_plugin() if p is not None]
         if self._collected - set(current):  # a plugin left: start again from what is registered now
             self._registries = {kind: _Registry() for kind in _KINDS}
@@ -211,7 +204,12 @@ class PluginHost:
         recorded) when the hook fails, yields anything else, or no dispatch hook answers."""
         self.pm.trace.root.get("registration")(kind.register, origin.name)
         try:
-            items = self._ask(kind, origin.name)
+            items = [item for batch in self.caller_for(kind.register, origin.name)() for item in batch or ()]
+            for item in items:
+                if not isinstance(item, kind.record):
+                    raise TypeError(
+                        f"{kind.register} must yield {kind.record.__name__} records, got {type(item).__name__}"
+                    )
         except Exception as exc:
             self._fail(origin, f"{kind.register} failed: {type(exc).__name__}: {exc}")
             return []
@@ -222,13 +220,6 @@ class PluginHost:
                 f"registers {names} in {kind.register} but implements no {kind.dispatch} hook to answer for them",
             )
             return []
-        return items
-
-    def _ask(self, kind: _Kind, plugin_name: str) -> list[Any]:
-        items = [item for batch in self.caller_for(kind.register, plugin_name)() for item in batch or ()]
-        for item in items:
-            if not isinstance(item, kind.record):
-                raise TypeError(f"{kind.register} must yield {kind.record.__name__} records, got {type(item).__name__}")
         return items
 
     def caller_for(self, hook_name: str, plugin_name: str) -> Any:
@@ -262,18 +253,11 @@ class PluginHost:
         conflict = self._conflicts.get(f"{_KINDS[kind].record.__name__}:{name}")
         if conflict:
             raise PluginError(conflict)
-        try:
-            return registry.by_name[name]
-        except KeyError:
+        if name not in registry.by_name:
             known = ", ".join(sorted(registry.by_name)) or "none"
-            provider = KNOWN_PROVIDERS.get(name)
-            hint = (
-                f"it is provided by the distribution {provider!r}; reinstall it"
-                if provider
-                else "install the plugin that provides it, then check `snodo plugins`"
-            )
             what = _KINDS[kind].what
-            raise PluginError(f"no {what} named {name!r} is installed (installed: {known})", hint=hint) from None
+            raise PluginError(f"no {what} named {name!r} is installed (installed: {known})", hint=install_hint(name))
+        return registry.by_name[name]
 
     def coders(self) -> dict[str, CoderSpec]:
         return dict(sorted(self._registry("coder").by_name.items()))
@@ -299,14 +283,14 @@ class PluginHost:
     # -------------------------------------------------------------------- hooks
 
     def _dispatch(self, kind: str, name: str, **inputs: Any) -> Any:
-        """Ask the plugin that registered ``name`` (a registered ``kind``), and no other, through
-        the kind's dispatch hook, inside every wrapper any plugin declares for it."""
+        """Ask the plugin that registered ``name`` (a PluginError when none did), and no other,
+        through the kind's dispatch hook, inside every wrapper any plugin declares for it."""
+        self._get(kind, name)
         owner = self._registries[kind].owner[name]
         return self.caller_for(_KINDS[kind].dispatch, owner)(name=name, **inputs)
 
     def generate(self, name: str, request: CoderRequest) -> CoderResult:
         """One attempt of the coder ``name`` (``snodo_generate``); no answer is a coder failure."""
-        self.coder(name)  # raises a PluginError naming the missing coder
         result = self._dispatch("coder", name, request=request)
         if result is None:
             raise CoderError(f"coder {name!r} gave no result (its plugin's snodo_generate returned None)")
@@ -318,7 +302,6 @@ class PluginHost:
         """The verdict of the validator type ``request`` names (``snodo_validate``); ``None``
         means "no verdict" and the runner reports it as ``validator_error``."""
         vtype = request.validator.validator_type
-        self.validator(vtype)  # raises a PluginError naming the missing type
         result = self._dispatch("validator", vtype, request=request)
         if result is not None and not isinstance(result, Verdict):
             raise TypeError(f"validator {vtype!r} returned {type(result).__name__}, not a Verdict")
@@ -326,18 +309,14 @@ class PluginHost:
 
     def check_predicate(self, name: str, context: PredicateContext, params: Mapping[str, Any]) -> PredicateResult:
         """The result of the predicate ``name`` (``snodo_check_predicate``); no answer raises."""
-        self.predicate(name)  # raises a PluginError naming the missing predicate
         result = self._dispatch("predicate", name, context=context, params=params)
         if not isinstance(result, PredicateResult):
             raise TypeError(f"predicate {name!r} returned {type(result).__name__}, not a PredicateResult")
         return result
 
     def planner(self, mode: Mode) -> PlannerImpl:
-        """The planner for ``mode``: the first plugin's answer, else the core's deterministic one."""
-        found = self.pm.hook.snodo_planner(mode=mode)
-        if found is None:  # only when the core plugin was not registered (embedded hosts)
-            return DeterministicPlanner()
-        return cast("PlannerImpl", found)
+        """The planner for ``mode``: the first plugin's answer (the core's deterministic one last)."""
+        return cast("PlannerImpl", self.pm.hook.snodo_planner(mode=mode))
 
     def filter_artifacts(
         self, operations: tuple[FileOperation, ...], context: ArtifactContext
@@ -389,15 +368,9 @@ class PluginHost:
         return tuple(sorted(n for n, owner in self._registries[kind].owner.items() if owner == plugin_name))
 
 
-def get_plugin_manager(
-    *, entrypoints: bool = True, plugins: Iterable[object] = (), blocked: Sequence[str] = ()
-) -> PluginHost:
-    """Build a fresh plugin host.
-
-    :param entrypoints: load every entry point of the group ``snodo``.
-    :param plugins: extra plugin objects to register (tests, embedding applications).
-    :param blocked: entry-point names not to load.
-    """
+def get_plugin_manager(*, entrypoints: bool = True, plugins: Iterable[object] = ()) -> PluginHost:
+    """A fresh plugin host: the core plugin, every entry point of the group ``snodo`` (with
+    ``entrypoints``), then ``plugins`` (tests, embedding applications)."""
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     if os.environ.get(TRACE_ENV):
@@ -411,7 +384,7 @@ def get_plugin_manager(
         ),
     )
     if entrypoints:
-        host.load_entrypoints(blocked=blocked)
+        host.load_entrypoints()
     for i, plugin in enumerate(plugins):
         name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{i}"
         host.register(

@@ -1,10 +1,5 @@
 """The planner contract (the ``snodo_planner`` hook's return type) and the core's
-deterministic planner, at the plugin-interface layer.
-
-They live beside :mod:`snodo.plugin.records`, not in the engine, because the hookspecs, the core
-plugin and plugin authors name them: the plugin host must not import the engine to know
-what a planner is.
-"""
+deterministic planner, here because the hookspecs, the core plugin and plugin authors name them."""
 
 from __future__ import annotations
 
@@ -24,21 +19,14 @@ _CONNECTIVE = re.compile(r"^(?:and\s+|then\s+|also\s+|finally\s+|next\s+|first\s
 _ARTICLE = re.compile(r"^(?:a|an|the|some|another)\b", re.IGNORECASE)
 
 
-# ------------------------------------------------------------------ deterministic split
-
-
 def _clean(item: str) -> str:
     text = _CONNECTIVE.sub("", " ".join(item.split())).strip().rstrip(".;:!?,").strip()
     return text[:1].upper() + text[1:]
 
 
 def _split_and(sentence: str) -> list[str]:
-    """Clauses joined by "and"/"then", when each clause stands on its own.
-
-    "add a greet function and a farewell function" gives two tasks, the second borrowing
-    the first's verb; "read and write files" stays one task (a one-word clause is not a
-    task, it is part of a compound verb).
-    """
+    """Clauses joined by "and"/"then", when each stands on its own: "add a greet function and
+    a farewell function" gives two (the second borrowing the verb); "read and write files" one."""
     parts = [p.strip() for p in _AND.split(sentence) if p.strip()]
     if len(parts) < 2 or any(len(p.split()) < 2 for p in parts):
         return [sentence]
@@ -64,18 +52,12 @@ def split_goal(goal: str) -> list[str]:
 
 
 def deterministic_spec(task: str) -> str:
-    """A task spec that says exactly what the task line says and promises nothing more.
-
-    Acceptance criteria are not invented here: a criterion nobody asked for would be judged
-    by the validators as if the author had meant it.
-    """
+    """A task spec that says exactly what the task line says: a criterion nobody asked for
+    would be judged by the validators as if the author had meant it."""
     text = _clean(task)
     if not text:
         raise ToolError("the task is empty: there is nothing to write a spec for")
     return f"{text}.\n"
-
-
-# ---------------------------------------------------------------------- the planner
 
 
 class PlannerImpl(Protocol):
@@ -95,7 +77,6 @@ class DeterministicPlanner:
     """The core's planner (registered by :mod:`snodo.plugin.core`, asked last): no model."""
 
     name: str = "deterministic"
-    model: str | None = None
 
     def tasks(self, goal: str) -> list[dict[str, str]]:
         return [{"title": t, "spec": deterministic_spec(t)} for t in split_goal(goal)]

@@ -1,9 +1,5 @@
-"""Typed records exchanged between the core and plugins.
-
-Registration hooks return these (as conda's hooks return ``CondaSolver``) so the core can
-check names, detect conflicts and say which distribution registered what. All are frozen:
-a plugin cannot alter what the core handed it, nor what it handed back.
-"""
+"""Typed records exchanged between the core and plugins, all frozen: a plugin cannot alter
+what the core handed it, nor what it handed back."""
 
 from __future__ import annotations
 
@@ -55,25 +51,20 @@ class RequiredProgram:
 
 @frozen(kw_only=True)
 class CoderCapabilities:
-    """What a coder declares about itself (ADR 035). The engine acts on this, never on probing;
-    each field is acted on in one place, named here.
+    """What a coder declares about itself (ADR 035); the engine acts on this, never on probing.
 
-    :param writes_in_place: edits the workspace itself instead of returning operations. The
-        engine snapshots the working copy, its git state and its parent directory around the
-        coder and judges every changed path with the tool surface's path guard
-        (:mod:`snodo.engine.inplace`): ``.snodo/``, ``.git/``, protected paths and anything
-        outside the workspace halt the run as ``blocker``.
-    :param commits_own_changes: (in-place coders) makes its own commits on the task branch;
-        the engine takes them as the change instead of committing. Without it, a moved HEAD,
-        branch or any new commit halts the run as ``blocker``.
+    :param writes_in_place: edits the workspace itself instead of returning operations; every
+        changed path is judged by the path guard (:mod:`snodo.engine.inplace`): ``.snodo/``,
+        ``.git/``, protected paths and anything outside the workspace halt the run as ``blocker``.
+    :param commits_own_changes: (in-place coders) its commits on the task branch are the
+        change; without it, a moved HEAD, branch or any new commit halts the run as ``blocker``.
     :param required_programs: programs checked on PATH before any token is consumed.
     :param settings: the ``coder_config`` keys it honours, as names or typed
-        :class:`~snodo.rules.settings.Setting` records; any other key, or a value of the wrong type,
-        is refused by :func:`snodo.rules.settings.check_settings` before any token is consumed.
-    :param needs_network: reaches a model provider or another service; confined execution
-        leaves the network on only for such a coder.
-    :param deterministic: the same request gives the same operations. The engine does not act
-        on it; the conformance kit checks it.
+        :class:`~snodo.rules.settings.Setting` records; any other key, or a value of the wrong
+        type, is refused before any token is consumed.
+    :param needs_network: reaches a model provider or another service (confined execution
+        leaves the network on only for such a coder).
+    :param deterministic: the same request gives the same operations (checked by the conformance kit).
     """
 
     writes_in_place: bool
@@ -135,8 +126,7 @@ class CoderResult:
 
 
 def _moved(field_name: str, hook: str) -> Callable[[Any, Any, Any], None]:
-    """Refuse a callable on a registration record: the old shape, before every kind was
-    answered by its own dispatch hook. The message names the shape to use instead."""
+    """Refuse the retired shape (a callable on a registration record), naming the hook to use."""
 
     def refuse(inst: Any, _attr: Any, value: Any) -> None:
         if value is not None:
@@ -151,11 +141,8 @@ def _moved(field_name: str, hook: str) -> Callable[[Any, Any, Any], None]:
 
 @frozen(kw_only=True)
 class CoderSpec:
-    """A coder registration: ``yield CoderSpec(name="mock", description=..., capabilities=...)``.
-
-    Its work is done by the registering plugin's :func:`~snodo.plugin.hookspecs.snodo_generate`
-    hook, called with this ``name``. ``factory`` is the retired shape and is refused.
-    """
+    """A coder registration; its work is done by the registering plugin's
+    :func:`~snodo.plugin.hookspecs.snodo_generate` hook, called with this ``name``."""
 
     name: str = field(validator=_valid_name)
     description: str
@@ -169,29 +156,19 @@ class CoderSpec:
 @frozen(kw_only=True)
 class ValidatorSpec:
     """A validator type registration; verdicts come from the registering plugin's
-    :func:`~snodo.plugin.hookspecs.snodo_validate` hook, called with this ``name``.
-
-    What it declares, each field acted on in one place:
+    :func:`~snodo.plugin.hookspecs.snodo_validate` hook, called with this ``name``. A
+    validator never modifies the workspace (checked by the conformance kit).
 
     :param needs_model: judged by a model: a protocol using it without a ``model`` is refused
-        (WF3, :func:`snodo.protocol.wellformed.check`); with none it must raise, never pass.
-    :param deterministic: the same request and tree give the same verdict. The engine does
-        not act on it; the conformance kit checks it.
+        (WF3); with none it must raise, never pass.
+    :param deterministic: the same request and tree give the same verdict (checked by the conformance kit).
     :param settings: the ``tooling`` keys it honours, as names or typed
-        :class:`~snodo.rules.settings.Setting` records (``timeout`` is the runner's, always honoured),
-        checked by :func:`snodo.rules.settings.check_settings`.
-
+        :class:`~snodo.rules.settings.Setting` records (``timeout`` is the runner's, always honoured).
     :param judges_objects: reads the work only as git objects (``request.work``: the judged
-        tree and its base), never through ``request.workspace``: it gets no copy. Every other
-        validator's workspace is a copy of the judged tree snodo writes from git's objects
-        (:class:`snodo.judging.copies.Snapshot`).
-    :param runs_code: starts processes on the work (a check, a hook, a script): its copy is
-        its own, so what one validator's processes do never changes what another reads.
-        ``False`` (it only reads files, as a model judge does): it shares one copy with the
-        phase's other such validators, and any process it starts anyway sees that copy
-        read-only.
-
-    A validator never modifies the workspace; the conformance kit checks it.
+        tree and its base), never through ``request.workspace``: it gets no copy.
+    :param runs_code: starts processes on the work: it gets a copy of its own. ``False`` (it
+        only reads files, as a model judge does): it shares one copy with the phase's other
+        such validators, and any process it starts anyway sees that copy read-only.
     """
 
     name: str = field(validator=_valid_name)
@@ -205,14 +182,13 @@ class ValidatorSpec:
 
 @frozen(kw_only=True)
 class Verdict:
-    """A validator's judgement. Raise instead of returning when no verdict can be reached."""
+    """A validator's judgement. Raise instead of returning when no verdict can be reached.
+    ``escalate``: a person must look whatever the policy or ``severity_cap`` say (the outcome
+    is ``escalate`` unless a blocker stands; a decision on this very tree answers it)."""
 
     severity: Severity
     justification: str
     details: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping)
-    #: A person must look, whatever the policy or ``severity_cap`` say (a change to the
-    #: tests or their harness, shown with its diff): the outcome is ``escalate`` unless a
-    #: blocker stands, and a decision on this very tree answers it.
     escalate: bool = False
 
     def __attrs_post_init__(self) -> None:
@@ -223,13 +199,9 @@ class Verdict:
 
 
 class WorkspaceStatus:
-    """The workspace's uncommitted changes, read by snodo's own git on the first ask and then
-    shared by every validator of the phase, so none of them starts a git of its own.
-
-    :meth:`uncommitted` is ``git status --porcelain``'s lines (at most 50; none outside a git
-    work tree). The core makes one per phase from the workspace it judges, never from
-    anything an agent sent; a phase whose validators never ask starts no git at all.
-    """
+    """The workspace's uncommitted changes (:meth:`uncommitted`: ``git status --porcelain``'s
+    lines, at most 50; none outside git), read by snodo's own git on the first ask and shared
+    by every validator of the phase."""
 
     LIMIT = 50
 
@@ -247,12 +219,8 @@ class WorkspaceStatus:
 
 class JudgedWork:
     """The work under judgement as git objects: the repository, the judged tree and the base
-    commit it is compared with (``None``: no base is known, e.g. outside git).
-
-    The tree is read on the first ask and shared by every validator of the phase: on the
-    engine path it is the commit's tree, on the validate/MCP path a snapshot of the checkout
-    taken by snodo's own git. Nothing an agent sent chooses either.
-    """
+    commit it is compared with (``None``: none known, e.g. outside git); each read by snodo's
+    own git on the first ask and shared by every validator of the phase."""
 
     def __init__(
         self,
@@ -271,7 +239,6 @@ class JudgedWork:
 
     @property
     def base(self) -> str | None:
-        """The base commit, found on the first ask (a phase whose validators never ask runs no git)."""
         with self._lock:
             if callable(self._base):
                 self._base = self._base()
@@ -288,14 +255,12 @@ class JudgedWork:
 class ValidationRequest:
     """What a validator judges: one task, one phase, one validator's configuration.
 
-    ``workspace`` is the tree under judgement: a private copy of the judged tree written for
-    this validator alone (a git work tree whose index holds that tree and whose ``HEAD`` is
-    the base), or for a request not built by snodo's runner the directory it names;
-    ``project_root`` is the user's checkout, where relative settings such as
-    ``tooling.python: .venv/bin/python`` are resolved (``None``: the workspace).
-    After the work, ``changed_files`` and ``diff`` are the task's whole change set.
-    ``status`` tells the workspace's uncommitted changes when asked (``None``: the request
-    was not built by snodo's runner, and nothing is known about them).
+    ``workspace`` is the tree under judgement: a copy of the judged tree (a git work tree
+    whose index holds that tree and whose ``HEAD`` is the base), or for a request not built
+    by snodo's runner the directory it names; ``project_root`` is the user's checkout, where
+    relative settings such as ``tooling.python: .venv/bin/python`` are resolved. After the
+    work, ``changed_files`` and ``diff`` are the task's whole change set. ``status`` and
+    ``work`` are ``None`` when the request was not built by snodo's runner.
     """
 
     validator: Validator
@@ -310,7 +275,6 @@ class ValidationRequest:
     project_root: Path | None = None
     timeout: float = 300.0
     status: WorkspaceStatus | None = field(default=None, eq=False, repr=False)
-    #: The judged tree and its base (``None``: not built by snodo's runner, or no git).
     work: JudgedWork | None = field(default=None, eq=False, repr=False)
 
 
@@ -339,12 +303,10 @@ class PredicateResult:
 class PredicateSpec:
     """A constraint predicate registration; results come from the registering plugin's
     :func:`~snodo.plugin.hookspecs.snodo_check_predicate` hook, called with this ``name``.
-    ``check`` is the retired shape and is refused.
 
     :param discard_work_on_failure: a failure means the work itself must not be kept (it
-        holds a secret, say): a run halted by it keeps no commit of its work at all, where
-        other halts keep theirs for inspection (:mod:`snodo.engine.disposal`). Its message must then name what was found
-        without quoting it.
+        holds a secret, say): a run halted by it keeps no commit of its work at all
+        (:mod:`snodo.engine.disposal`). Its message must name what was found without quoting it.
     """
 
     name: str = field(validator=_valid_name)

@@ -1,4 +1,4 @@
-"""Protocol models, strict loading, well-formedness and templates."""
+"""Loading a protocol: strict parsing (:mod:`.loader`) and well-formedness (:mod:`.wellformed`)."""
 
 from __future__ import annotations
 
@@ -8,28 +8,18 @@ from typing import TYPE_CHECKING
 from attrs import frozen
 
 from snodo.base.errors import ProtocolError
-from snodo.protocol.committed import InForce, refuse_drift, resolve
+from snodo.protocol.committed import InForce
 from snodo.protocol.loader import find_protocol, parse_protocol, project_root_for, read_protocol_file
-from snodo.protocol.models import Constraint, Execution, Mode, Protocol, Role, Transition, Validator
+from snodo.protocol.models import Protocol
 from snodo.protocol.wellformed import Violation, check, located
 
 if TYPE_CHECKING:
     from snodo.plugin.host import PluginHost
 
 __all__ = [
-    "Constraint",
-    "Execution",
-    "InForce",
     "LoadedProtocol",
-    "Mode",
-    "Protocol",
-    "Role",
-    "Transition",
-    "Validator",
-    "Violation",
     "check",
     "find_protocol",
-    "load_in_force",
     "load_protocol",
     "located",
     "parse_protocol",
@@ -53,7 +43,7 @@ class LoadedProtocol:
 
 def load_protocol(path: Path, host: PluginHost | None = None, *, in_force: InForce | None = None) -> LoadedProtocol:
     """Load strictly and check well-formedness; any error refuses the whole protocol. With
-    ``in_force``, its (committed) text is parsed, not the file."""
+    ``in_force``, its text is parsed, not the file."""
     protocol = parse_protocol(in_force.text, source=str(path)) if in_force else read_protocol_file(path)
     violations = check(protocol, host)
     if violations:  # only then is the YAML composed again, for the lines
@@ -72,20 +62,3 @@ def load_protocol(path: Path, host: PluginHost | None = None, *, in_force: InFor
         warnings=tuple(v for v in violations if v.level == "warning"),
         in_force=in_force,
     )
-
-
-def load_in_force(
-    path: Path,
-    host: PluginHost | None = None,
-    *,
-    refuse: bool,
-    git_cache: Path | None = None,
-    resolved: InForce | None = None,
-) -> LoadedProtocol:
-    """The protocol in force (:mod:`snodo.protocol.committed`); with ``refuse``, a working
-    tree that differs from it is refused, else only reported. ``resolved``: what
-    :func:`~snodo.protocol.committed.resolve` already answered (``git_cache``: its cache)."""
-    in_force = resolved if resolved is not None else resolve(path, cache_dir=git_cache)
-    if refuse:
-        refuse_drift(path, in_force)
-    return load_protocol(path, host, in_force=in_force)

@@ -1,25 +1,24 @@
-"""Which protocol is in force: ``.snodo/protocol.yml`` as committed at ``HEAD``, as the trust
-rule (:mod:`snodo.protocol.trust`) admits it, never whatever is on disk (docs/protocol.md,
-"The protocol in force"). A working-tree copy that differs is *drift*: ``serve`` and ``run``
-refuse it (:func:`refuse_drift`); a protocol never committed, or outside git, is read from
-the working tree with a warning.
+"""Which protocol is in force: ``.snodo/protocol.yml`` as committed at ``HEAD`` and admitted
+by the trust rule (:mod:`snodo.protocol.trust`), never whatever is on disk (docs/protocol.md).
+A working-tree copy that differs is *drift*, refused by ``serve`` and ``run``; a protocol
+never committed, or outside git, is read from the working tree with a warning.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import hashlib
-import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem, ProtocolError
-from snodo.cachefiles import read_entry, write_entry
-from snodo.git.runner import GitContext, pin_at_head, read_objects, run_git
-from snodo.protocol.loader import MAX_BYTES, read_protocol_file
+from snodo.git.runner import pin_at_head, read_objects, run_git
+from snodo.protocol.loader import no_protocol, read_protocol_text
+
+if TYPE_CHECKING:
+    from snodo.protocol.trust import Walk
 
 SIGNERS_NAME = "allowed_signers"
 
@@ -34,9 +33,7 @@ class InForce:
     drift: str | None = None  # summary of how the working-tree copy differs, None when identical
     not_in_force: str | None = None  # why a committed change does not count (unsigned, unlisted)
     warning: str | None = None  # one line when the working tree is used (never committed, no git)
-    #: the ``allowed_signers`` text in force (``None``: no list is in force — never committed,
-    #: or the protocol read from the working tree): whose decisions count, never the file on disk
-    signers: str | None = None
+    signers: str | None = None  # the ``allowed_signers`` in force (whose decisions count), never the file on disk
 
     def provenance(self) -> dict[str, str | None]:
         """What every validation and run records about the rules that judged it."""
@@ -45,17 +42,6 @@ class InForce:
 
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _read_worktree(path: Path) -> str | None:
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            read_protocol_file(path)  # refuses it with the loader's own words, before reading it
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"{path}: cannot read the protocol: {exc}") from None
 
 
 def summarize_drift(committed: str, working: str | None, rel: str) -> str:
@@ -72,39 +58,41 @@ def summarize_drift(committed: str, working: str | None, rel: str) -> str:
     return "\n".join(lines)
 
 
-def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
-    """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``).
-
-    ``cache_dir`` (:mod:`snodo.cachefiles`) keeps the protocol's history per ``HEAD`` commit:
-    a repeat at the same ``HEAD`` asks git only where the repository is and its configuration
-    (:func:`snodo.git.runner.pin_at_head`)."""
+def resolve(path: Path) -> InForce:
+    """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``)."""
     path = path.absolute()
-    working = _read_worktree(path)
+    working = read_protocol_text(path)
     found, head = pin_at_head(path.parent) if path.parent.is_dir() else (None, None)
     if found is None:
         return _from_worktree(path, working, f"{path} is not in a git repository; the working-tree copy is in force")
     top = found.work_tree
     rel = path.resolve().relative_to(top.resolve()).as_posix()
     signers_rel = (Path(rel).parent / SIGNERS_NAME).as_posix()
-    changes = _changes(_history(found, head, rel, signers_rel, cache_dir))
+    args = ("--reverse", "--format=%x01%H", "--raw", "--no-abbrev", "--no-renames", "-z")
+    log = run_git(top, "log", *args, head or "HEAD", "--", rel, signers_rel)
+    changes = _changes(log.stdout if log.ok else "")  # empty when git cannot tell, e.g. no commit yet
     quick = _unchanged_copy(changes, rel, signers_rel, working)
     if quick is not None:
         return quick
     never = f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
     if not changes:
         return _from_worktree(path, working, never)
+    from snodo.protocol.trust import Walk  # noqa: PLC0415 the trust rule loads only where a list may be in force
+
     at = head or _head(top)
-    summary = _judged(found, at, Path(rel).parent.as_posix(), cache_dir)
-    if summary["head_tree"] is None or _text_at(top, at, rel) is None:
+    walk = Walk(top, [at], None, directory=Path(rel).parent.as_posix())
+    if walk.trees.get(at) is None or _text_at(top, at, rel) is None:
         return _from_worktree(path, working, never)
-    return _from_history(top, rel, signers_rel, summary, working)
+    return _from_history(top, rel, signers_rel, walk, at, working)
 
 
-def _from_history(top: Path, rel: str, signers_rel: str, summary: dict[str, Any], working: str | None) -> InForce:
-    """The version the trust rule put in force (``summary``: :func:`_judged`'s answer)."""
+def _from_history(top: Path, rel: str, signers_rel: str, walk: Walk, head: str, working: str | None) -> InForce:
+    """The version the trust rule (:mod:`snodo.protocol.trust`) put in force at ``head``."""
     from snodo.protocol.trust import REMEDY  # noqa: PLC0415 the trust rule loads only where a list may be in force
 
-    commit, why, signers = summary["commit"], summary["why"], summary["signers"]
+    commit, signers = walk.after(head).commit, walk.after(head).signers
+    pending = walk.pending(head)
+    why = pending.why if pending is not None else None
     if signers is not None and signers not in lists_in_force:  # a long `serve` resolves again and again
         lists_in_force.append(signers)
     text = _text_at(top, commit, rel) if commit else None
@@ -135,63 +123,6 @@ def _text_at(top: Path, commit: str, rel: str) -> str | None:
     return obj.data.decode("utf-8", "replace") if obj is not None and obj.kind == "blob" else None
 
 
-def _judged(found: GitContext, head: str, directory: str, cache_dir: Path | None) -> dict[str, Any]:
-    """The trust rule's answer at ``head`` (:mod:`snodo.protocol.trust`): the commit whose
-    ``.snodo/`` is in force, its list, and why ``head``'s own is not (``None``: it is)."""
-    key = _history_key(cache_dir, found, head, directory, "", "trust-v1")
-    kept = read_entry(cache_dir, key) if cache_dir is not None and key else None
-    with contextlib.suppress(ValueError):
-        if kept is not None:
-            summary: dict[str, Any] = json.loads(kept)
-            return summary
-    from snodo.protocol.trust import Walk  # noqa: PLC0415 the trust rule loads only where a list may be in force
-
-    walk = Walk(found.work_tree, [head], None, directory=directory)
-    pending = walk.pending(head)
-    summary = {
-        "commit": walk.after(head).commit,
-        "signers": walk.after(head).signers,
-        "why": pending.why if pending is not None else None,
-        "head_tree": walk.trees.get(head),
-    }
-    if cache_dir is not None and key is not None:
-        write_entry(cache_dir, key, json.dumps(summary))
-    return summary
-
-
-def _history(found: GitContext, head: str | None, rel: str, signers_rel: str, cache_dir: Path | None) -> str:
-    """``git log --raw -z`` of the commits from ``HEAD`` changing ``rel`` or ``signers_rel``
-    (empty when git cannot tell, e.g. no commit yet)."""
-    key = _history_key(cache_dir, found, head, rel, signers_rel, "history-v1")
-    kept = read_entry(cache_dir, key) if cache_dir is not None and key else None
-    if kept is not None:
-        return kept
-    args = ("--reverse", "--format=%x01%H", "--raw", "--no-abbrev", "--no-renames", "-z")
-    log = run_git(found.work_tree, "log", *args, head or "HEAD", "--", rel, signers_rel)
-    if cache_dir is not None and key is not None and log.ok:
-        write_entry(cache_dir, key, log.stdout)
-    return log.stdout if log.ok else ""
-
-
-def _history_key(
-    cache_dir: Path | None, found: GitContext, head: str | None, first: str, second: str, kind: str
-) -> str | None:
-    """The :mod:`snodo.cachefiles` key of an answer about the history: ``HEAD``'s commit id,
-    the paths asked about and the files that can cut or graft history (``shallow``,
-    ``info/grafts``; replacement refs are off for every snodo git). ``None``: ask git."""
-    if head is None or cache_dir is None:
-        return None
-    hasher = hashlib.sha256("\0".join((kind, str(found.common_dir()), head, first, second)).encode())
-    for name in ("shallow", "info/grafts"):
-        try:
-            hasher.update(b"\0" + (found.common_dir() / name).read_bytes())
-        except FileNotFoundError:
-            hasher.update(b"\0-")
-        except OSError:
-            return None
-    return hasher.hexdigest()
-
-
 def _changes(listing: str) -> dict[str, dict[str, tuple[str, str]]]:
     """``git log --raw -z`` as {commit: {path: (new blob id, status letter)}}, oldest first."""
     out: dict[str, dict[str, tuple[str, str]]] = {}
@@ -210,8 +141,7 @@ def _unchanged_copy(
     changes: dict[str, dict[str, tuple[str, str]]], rel: str, signers_rel: str, working: str | None
 ) -> InForce | None:
     """The usual case without reading a blob: no signers list was ever committed (so the last
-    change is in force) and the working-tree copy is byte for byte that version (its git
-    blob id is the one the last change wrote). ``None``: take the long way."""
+    change is in force) and the working-tree copy has the blob id the last change wrote."""
     if not changes or working is None or any(signers_rel in files for files in changes.values()):
         return None
     last = list(changes)[-1]
@@ -227,15 +157,13 @@ def _unchanged_copy(
 
 def _from_worktree(path: Path, working: str | None, warning: str) -> InForce:
     if working is None:
-        raise ProtocolError(
-            f"{path}: no protocol file here", hint="run `snodo init` in the project, or pass --protocol PATH"
-        )
+        raise no_protocol(path)
     return InForce(text=working, commit=None, digest=digest(working), warning=warning)
 
 
 def refuse_drift(path: Path, in_force: InForce) -> None:
-    """``serve`` and ``run``: a working tree that differs from the rules in force, or a
-    ``.snodo/`` committed at ``HEAD`` that the trust rule does not put in force, is refused."""
+    """Refuse a working tree that differs from the rules in force, or a ``.snodo/`` committed
+    at ``HEAD`` that the trust rule does not put in force."""
     if in_force.drift is None and in_force.not_in_force is None:
         return
     rel = f"{path.parent.name}/{path.name}"

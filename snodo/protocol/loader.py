@@ -1,9 +1,6 @@
-"""Strict loading of ``protocol.yml``: YAML → attrs records, refusing anything unexpected.
-
-Only ``true``/``false`` are booleans (``no``, ``on``, ``yes`` stay strings), the strict
-converter (``snodo/base/convert.py``) refuses unknown keys, coercions and numbers out of
-range, and :mod:`snodo.protocol.yamldoc` refuses duplicate keys, deep nesting, alias bombs
-and oversized files. Every problem reads ``file:line: message @ path.to[0].field``.
+"""Strict loading of ``protocol.yml``: YAML (:mod:`snodo.protocol.yamldoc`) → attrs records
+(the strict converter, ``snodo/base/convert.py``). Every problem reads
+``file:line: message @ path.to[0].field``.
 """
 
 from __future__ import annotations
@@ -45,7 +42,7 @@ _IDENT_KEY = re.compile(r"\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
 def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
     """Parse and structure a protocol document; raise ProtocolError listing every problem."""
-    from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 YAML parsed only on a cache miss
+    from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 PyYAML loads only when a protocol is parsed
 
     root, data, duplicates = compose(text, source, MAX_BYTES)
     if not isinstance(data, dict):
@@ -82,7 +79,7 @@ def _structure(data: dict[str, Any], root: Any, source: str) -> tuple[Protocol |
 
 def _locate(entry: str, root: Any, source: str) -> tuple[int, str]:
     """A cattrs problem (``message @ $.modes[0]['tools']``) as ``(line, file:line: message @ modes[0].tools)``."""
-    from snodo.protocol.yamldoc import line_of  # noqa: PLC0415 YAML parsed only on a cache miss
+    from snodo.protocol.yamldoc import line_of  # noqa: PLC0415 PyYAML loads only when a protocol is parsed
 
     message, _, path = entry.rpartition(" @ ")
     path = _IDENT_KEY.sub(r".\1", path).lstrip(".") or "(top level)"
@@ -94,20 +91,30 @@ def _locate(entry: str, root: Any, source: str) -> tuple[int, str]:
     return line or 0, f"{source}:{line}: {message} @ {path}" if line else f"{source}: {message} @ {path}"
 
 
-def read_protocol_file(path: Path) -> Protocol:
+def read_protocol_text(path: Path) -> str | None:
+    """The text of the protocol file at ``path`` (``None``: there is none), refused unread when oversized."""
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
             msg = f"{path}: the file is {size} bytes long; a protocol may be at most {MAX_BYTES}"
             raise ProtocolError(msg, problems=(msg,), hint="a protocol is a page of settings; is this the right file?")
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ProtocolError(
-            f"{path}: no protocol file here",
-            hint="run `snodo init` in the project, or pass --protocol PATH",
-        ) from None
+        return None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"{path}: cannot read the protocol: {exc}") from None
+
+
+def no_protocol(path: Path) -> ProtocolError:
+    return ProtocolError(
+        f"{path}: no protocol file here", hint="run `snodo init` in the project, or pass --protocol PATH"
+    )
+
+
+def read_protocol_file(path: Path) -> Protocol:
+    text = read_protocol_text(path)
+    if text is None:
+        raise no_protocol(path)
     return parse_protocol(text, source=str(path))
 
 

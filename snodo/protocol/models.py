@@ -5,9 +5,8 @@ concurrently, read.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from attrs import Factory, field, frozen
@@ -22,35 +21,16 @@ Phase = Literal["pre_execute", "post_execute"]
 Policy = Literal["unanimous", "majority", "quorum", "any"]
 
 
-@frozen(kw_only=True)
-class Bound:
-    """``Annotated`` metadata: the range a number in the protocol must lie in (checked by the
-    strict converter, ``snodo/base/convert.py``, after the base type)."""
-
-    what: str
-    minimum: float | None = None
-    above: float | None = None
-    maximum: float | None = None
-
-    def problem(self, value: float) -> str | None:
-        bad = (
-            (isinstance(value, float) and not math.isfinite(value))
-            or (self.above is not None and not value > self.above)
-            or (self.minimum is not None and value < self.minimum)
-            or (self.maximum is not None and value > self.maximum)
-        )
-        return f"expected {self.what}, got {value!r}" if bad else None
-
-
 @frozen
-class Pattern:
-    """``Annotated`` metadata: a string field must match ``regex`` (described by ``expected``)."""
+class Check:
+    """``Annotated`` metadata: what a value must also be, checked by the strict converter
+    (``snodo/base/convert.py``) after its base type."""
 
-    regex: str
     expected: str
+    holds: Callable[[Any], bool]
 
-    def problem(self, value: str) -> str | None:
-        return None if re.fullmatch(self.regex, value) else f"expected {self.expected}, got {value!r}"
+    def problem(self, value: Any) -> str | None:
+        return None if self.holds(value) else f"expected {self.expected}, got {value!r}"
 
 
 @frozen
@@ -71,10 +51,12 @@ class Settings:
         return out
 
 
-AtLeastOne = Annotated[int, Bound(minimum=1, what="an integer of at least 1")]
-Count = Annotated[int, Bound(minimum=0, what="an integer of at least 0")]
-Fraction = Annotated[float, Bound(above=0, maximum=1, what="a fraction in (0, 1]")]
-Version = Annotated[str, Pattern(r"[0-9]+\.[0-9]+\.[0-9]+", "a version MAJOR.MINOR.PATCH such as '1.0.0'")]
+AtLeastOne = Annotated[int, Check("an integer of at least 1", lambda v: v >= 1)]
+Count = Annotated[int, Check("an integer of at least 0", lambda v: v >= 0)]
+Fraction = Annotated[float, Check("a fraction in (0, 1]", lambda v: 0 < v <= 1)]  # NaN fails too
+Version = Annotated[
+    str, Check("a version MAJOR.MINOR.PATCH such as '1.0.0'", lambda v: re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", v))
+]
 PluginSettings = Annotated[dict[str, Any], Settings()]
 
 PHASES: tuple[str, ...] = ("pre_execute", "post_execute")
@@ -140,7 +122,10 @@ class Role:
     modes: tuple[str, ...] = ()
 
 
-EnvName = Annotated[str, Pattern(r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name such as 'DATABASE_URL'")]
+EnvName = Annotated[
+    str,
+    Check("an environment variable name such as 'DATABASE_URL'", lambda v: re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v)),
+]
 
 
 @frozen(kw_only=True)

@@ -1,10 +1,9 @@
 """``snodo protocol sign``: a person's signed commit of ``.snodo/``, without configuring git.
 
-The commit is built with git's plumbing in a temporary index (only ``.snodo/`` on top of
-``HEAD``'s tree, so whatever else the user staged stays staged) and carries an SSH signature
-in its ``gpgsig`` header, as ``git commit -S`` with ``gpg.format=ssh`` writes it. The
-signature comes from a callable the command line hands in: the decision private key is read
-only by :mod:`snodo.cli.signing`. An empty such commit adopts an unsigned ``.snodo/`` change
+Built with git's plumbing in a temporary index (only ``.snodo/`` on top of ``HEAD``'s tree:
+whatever else the user staged stays staged), with an SSH signature in its ``gpgsig`` header
+as ``git commit -S`` writes it; the signature comes from a callable (the decision key is read
+only by :mod:`snodo.cli.signing`). An empty such commit adopts an unsigned ``.snodo/`` change
 already committed (the trust rule compares with what is in force, not with the parent).
 """
 
@@ -24,9 +23,9 @@ from snodo.protocol.trust import GOVERNANCE_DIR, SIGNERS_NAME, Walk, blob_text
 @frozen(kw_only=True)
 class Plan:
     """What signing would commit: ``tree`` on ``parent`` (``None``: no commit yet), the
-    ``.snodo/`` paths it changes against ``HEAD`` (empty when adopting ``HEAD``'s), the list
-    that must name the signer (``signers``: in force at ``HEAD``, or the first list itself)
-    and why ``HEAD``'s ``.snodo/`` is not in force when adopting."""
+    ``.snodo/`` paths it changes against ``HEAD``, the list that must name the signer (in
+    force at ``HEAD``, or the first list itself) and, when adopting ``HEAD``'s ``.snodo/``,
+    why it is not in force."""
 
     top: Path
     parent: str | None
@@ -43,8 +42,7 @@ class Plan:
 
 def plan(top: Path, directory: str = GOVERNANCE_DIR, *, runtime: tuple[str, ...] = ()) -> Plan:
     """What ``snodo protocol sign`` would commit in the repository at ``top``; ``runtime``:
-    patterns (``.gitignore`` style, relative to ``directory``) of snodo's runtime state there,
-    never committed even when the project has no ``.gitignore`` saying so."""
+    patterns (``.gitignore`` style) of snodo's runtime state in ``directory``, never committed."""
     head_result = run_git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     parent = head_result.stdout.strip() if head_result.ok and head_result.stdout.strip() else None
     tree = _tree_of_worktree(top, parent, directory, runtime)
@@ -69,7 +67,7 @@ def _in_force_at(
     top: Path, parent: str | None, directory: str, changes: tuple[str, ...]
 ) -> tuple[str | None, str | None]:
     """The ``allowed_signers`` in force at ``parent`` and, when nothing changes, why its
-    ``.snodo/`` is not in force (what signing would adopt)."""
+    ``.snodo/`` is not in force."""
     if parent is None:
         return None, None
     walk = Walk(top, [parent], None, directory=directory)
@@ -90,8 +88,7 @@ def _tree_of_worktree(top: Path, parent: str | None, directory: str, runtime: tu
 
 def commit(plan: Plan, message: str, sign: Callable[[bytes], str]) -> str:
     """Write the signed commit of ``plan`` and move ``HEAD`` (the branch) to it, only if
-    ``HEAD`` is still ``plan.parent``; the index's ``.snodo/`` entries follow (nothing else
-    the user staged is touched). Returns the new commit id."""
+    ``HEAD`` is still ``plan.parent``; the index's ``.snodo/`` entries follow. Returns its id."""
     top = plan.top
     ident = identity_env(top)
     author = _git(top, ident, "var", "GIT_AUTHOR_IDENT")

@@ -1,13 +1,12 @@
 """Which ``.snodo/`` is in force at each commit: the one trust rule (docs/protocol.md, "The
-protocol in force"), walked once from a base, asked by ``run``, ``serve``, ``validate`` and
-``snodo verify`` alike so they cannot disagree about a commit.
+protocol in force"), asked by ``run``, ``serve``, ``validate`` and ``snodo verify`` alike.
 
 A commit's ``.snodo/`` is in force when it is the one in force at its parent, or when the
 commit carries a good git SSH signature by a principal listed in the ``allowed_signers`` in
 force at its parent (a first list: one it lists itself; no list: taken as is); otherwise the
 parent's stays in force and the commit is refused. A merge keeps what is in force at
-whichever parent has its ``.snodo/``. Trees are read in one ``cat-file`` batch and git checks
-signatures only for commits whose ``.snodo/`` differs from what is in force.
+whichever parent has its ``.snodo/``. git checks signatures only for commits whose
+``.snodo/`` differs from what is in force.
 """
 
 from __future__ import annotations
@@ -58,7 +57,7 @@ _STATUS = {
 @frozen(kw_only=True)
 class State:
     """A ``.snodo/`` in force: the commit that put it in force (``None``: the base's, or none
-    at all), its git tree (``None``: no ``.snodo/``) and its ``allowed_signers`` text."""
+    at all), its tree (``None``: no ``.snodo/``) and its ``allowed_signers`` text."""
 
     commit: str | None
     tree: str | None
@@ -135,8 +134,7 @@ class Walk:
     def _refusal(self, sha: str, status: str, principal: str, *, first_list: bool) -> str:
         parents = self.parents.get(sha, ())
         if parents and parents[0] in self.steps and self.trees[parents[0]] == self.trees[sha]:
-            # It only carries the .snodo/ of a change refused before it: that change is the
-            # one to sign (or undo), so the refusal names it.
+            # it only carries the .snodo/ of a change refused before it: the refusal names that one
             earlier = self.pending(parents[0])
             if earlier is not None:
                 return earlier.why
@@ -153,12 +151,14 @@ class Walk:
         self, sha: str, signers: str, order: list[tuple[str, tuple[str, ...]]], at: int, touching: set[str]
     ) -> tuple[str, str]:
         known = self._statuses.setdefault(signers, {})
-        if sha not in known:
-            # Ask once for every later commit that may need this list: the commits touching
-            # .snodo/, or, while a change waits to be adopted, every commit after it.
+        if sha not in known:  # ask once for the later commits that may need this list (see `batch`)
             later = [s for s, _ in order[at:] if s not in known]
-            batch = later if sha not in touching else [s for s in later if s in touching]
-            known.update(signature_statuses(self.top, signers, batch, source=self.signers_rel))
+            batch = later if sha not in touching else [s for s in later if s in touching]  # all, while one waits
+            for commit, (status, key, principal) in signature_checks(
+                self.top, signers, batch, source=self.signers_rel
+            ).items():
+                gpg = status == "G" and not key.startswith("SHA256:")  # only SSH signatures by listed keys count
+                known[commit] = ("E" if gpg else status, principal)
         return known.get(sha, ("N", ""))
 
     def after(self, sha: str) -> State:
@@ -217,21 +217,10 @@ def blob_text(obj: GitObject | None) -> str | None:
     return obj.data.decode("utf-8", "replace") if obj is not None and obj.kind == "blob" else None
 
 
-def signature_statuses(top: Path, signers: str, shas: Sequence[str], *, source: str) -> dict[str, tuple[str, str]]:
-    """``sha -> (git's %G?, principal)`` for each commit, checked by git against ``signers``
-    (an allowed_signers text; a list that does not parse fails closed). Only an SSH
-    signature by a listed key reads ``G``: a good GPG signature reads ``E``."""
-    out: dict[str, tuple[str, str]] = {}
-    for sha, (status, key, principal) in signature_checks(top, signers, shas, source=source).items():
-        gpg = status == "G" and not key.startswith("SHA256:")  # only SSH signatures by listed keys count
-        out[sha] = ("E" if gpg else status, principal)
-    return out
-
-
 def signature_checks(top: Path, signers: str, shas: Sequence[str], *, source: str) -> dict[str, tuple[str, str, str]]:
     """``sha -> (git's %G?, the signing key's fingerprint, principal)``: git's own check of
-    each commit's signature against ``signers`` only, with no signing program the
-    repository's configuration names (the one place snodo asks git about signatures)."""
+    each commit's signature against ``signers`` only (a list that does not parse fails
+    closed), with no signing program the repository's configuration names."""
     parse_allowed_signers(signers, source)
     if not shas:
         return {}

@@ -1,8 +1,6 @@
-"""Well-formedness rules WF1–WF5 (docs/protocol.md), checked at every load.
-
-Every rule runs and all violations are reported together, so an author fixes a protocol in
-one pass; with the plugin host, plugin names and settings are checked too, so an accepted
-protocol never fails a run for a reason this check could have seen.
+"""Well-formedness rules WF1–WF5 (docs/protocol.md), checked at every load; every rule runs
+and all violations are reported together. With the plugin host, plugin names and settings
+are checked too.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from attrs import frozen
 
 from snodo.base.convert import did_you_mean
 from snodo.base.errors import PluginError, ProtocolError
-from snodo.plugin.host import KNOWN_PROVIDERS, PluginHost
+from snodo.plugin.host import PluginHost, install_hint
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
 from snodo.protocol.models import PHASES, Constraint, Mode, Protocol
 from snodo.rules.settings import coder_config_problems, tooling_problems
@@ -40,8 +38,7 @@ _FIELD = re.compile(r" @ ([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\[\d+\])*)")
 
 def located(violations: Iterable[Violation], text: str, source: str) -> list[Violation]:
     """``violations`` with the file and line of the field each names (``@ validators[2].tooling``)
-    in front, the way the strict loader words its problems: ``file:line: message @ field``;
-    a violation about the protocol as a whole names no field and stays as it is."""
+    in front, as the strict loader words its problems: ``file:line: message @ field``."""
     from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 YAML parsed only for a located violation
 
     try:
@@ -73,22 +70,15 @@ def _plugin_missing(exc: PluginError, kind: str, name: str, installed: list[str]
     """The plugin's own error when it is installed but broken, else ``no coder named 'x' is installed …``."""
     if name in installed:
         return f"{exc.message} ({exc.hint})" if exc.hint else exc.message
-    provider = KNOWN_PROVIDERS.get(name)
-    how = (
-        f"it is provided by the distribution {provider!r}; reinstall it"
-        if provider
-        else "install the plugin that provides it, then check `snodo plugins`"
-    )
     return (
         f"no {kind} named {name!r} is installed{did_you_mean(name, installed)}; "
-        f"installed: {', '.join(sorted(installed)) or 'none'} ({how})"
+        f"installed: {', '.join(sorted(installed)) or 'none'} ({install_hint(name)})"
     )
 
 
 def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]:
-    """Run every rule; ``host`` enables the plugin checks of WF3 and WF5.
-
-    Violations come in rule order (CAP, ID, WF1 to WF5, EXEC), each rule's in document order."""
+    """Run every rule (``host`` enables the plugin checks of WF3 and WF5), in rule order, each
+    rule's violations in document order."""
     p = protocol
     out = [*_known_capabilities(p), *_unique_ids(p), *_wf1_exclusive(p), *_wf2_roles(p), *_wf3_references(p)]
     if host is not None:
@@ -149,8 +139,7 @@ def _wf2_roles(p: Protocol) -> Iterator[Violation]:
 
 
 def _wf3_references(p: Protocol) -> Iterator[Violation]:
-    """WF3 without the plugin host: a mode's validators and transitions resolve, a dispatching
-    mode is gated in both phases, and ``initial_mode`` is a declared mode."""
+    """WF3 without the plugin host: references resolve, a dispatching mode is gated in both phases."""
     mode_ids = {m.mode_id for m in p.modes}
     for m in p.modes:
         yield from _wf3_mode(p, m, mode_ids)
@@ -178,7 +167,6 @@ def _wf3_mode(p: Protocol, m: Mode, mode_ids: set[str]) -> Iterator[Violation]:
 
 
 def _wf3_ungated_phases(p: Protocol, m: Mode) -> Iterator[Violation]:
-    """A dispatching mode with no validator in a phase would halt every run at that phase."""
     for phase in PHASES:
         if not p.validators_for(m, phase):
             role = "gate the work before it starts" if phase == "pre_execute" else "judge the work once done"
@@ -217,7 +205,6 @@ def _wf5_constraints(p: Protocol, host: PluginHost | None) -> Iterator[Violation
 
 
 def _sandbox_off(p: Protocol) -> Iterator[Violation]:
-    """EXEC: confinement switched off is allowed, but never quietly."""
     if p.execution.sandbox == "off":
         yield Violation(
             rule="EXEC",
@@ -229,7 +216,7 @@ def _sandbox_off(p: Protocol) -> Iterator[Violation]:
 
 
 def _validator_plugins(p: Protocol, host: PluginHost) -> Iterator[Violation]:
-    """WF3 with the plugin host: each validator type is installed, and given only the settings it declares."""
+    """WF3 with the plugin host: each plugin is installed, and given only the settings it declares."""
     installed = list(host.validators())
     for vi, v in enumerate(p.validators):
         try:
@@ -253,7 +240,6 @@ def _validator_plugins(p: Protocol, host: PluginHost) -> Iterator[Violation]:
 
 
 def _coder_plugins(p: Protocol, host: PluginHost) -> Iterator[Violation]:
-    """WF3 with the plugin host: each mode's coder is installed, and given only the settings it declares."""
     installed = list(host.coders())
     for mi, m in enumerate(p.modes):
         try:

@@ -1,8 +1,7 @@
-"""The YAML side of loading a protocol: strict composition, the one walk that refuses
-pathological documents, and line numbers for problems.
-
-PyYAML's pure Python parser, not libyaml's: that words syntax errors differently, and a
-protocol's error message should not depend on how PyYAML was built.
+"""The YAML side of loading a protocol: only ``true``/``false`` are booleans (``no``, ``on``,
+``yes`` stay strings); duplicate keys, deep nesting, alias bombs and oversized files are
+refused; line numbers for problems. PyYAML's pure Python parser, not libyaml's, which words
+syntax errors differently.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ MAX_NODES = 100_000
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader whose booleans are only true/false, whatever the case."""
+    pass
 
 
 _StrictLoader.yaml_implicit_resolvers = {
@@ -38,10 +37,8 @@ _PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[('[^']*')\]")
 
 
 def line_of(root: yaml.Node | None, path: str) -> int | None:
-    """Follow ``modes[1].tools[0]`` through the composed YAML nodes to a 1-based line.
-
-    A path ending at a mapping key gives the key's line (``tools:``), not its value's.
-    """
+    """The 1-based line of ``modes[1].tools[0]`` in the composed YAML; of the key (``tools:``)
+    when the path ends at one."""
     node = root
     line = node.start_mark.line + 1 if node is not None else None
     for m in _PATH_TOKEN.finditer(path):
@@ -64,7 +61,7 @@ def _child(node: yaml.Node | None, key: str | None, index: str | None) -> tuple[
 
 
 class _Refused(Exception):
-    """A problem found while walking the composed YAML, before anything is structured."""
+    pass
 
 
 def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
@@ -101,7 +98,7 @@ def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
 def _children(
     node: yaml.Node, path: str, source: str, problems: list[tuple[int, str]], seen_dupes: set[tuple[int, int]]
 ) -> list[tuple[yaml.Node, str]]:
-    """The values below ``node`` with their paths; a mapping's duplicate keys go to ``problems``."""
+    """The values below ``node`` with their paths; duplicate keys go to ``problems``."""
     if isinstance(node, yaml.SequenceNode):
         return [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
     if not isinstance(node, yaml.MappingNode):

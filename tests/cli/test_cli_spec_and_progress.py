@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from snodo.governance.service import derive_task_id
+from snodo.rules.taskids import derive_task_id
 from tests.conftest import CliResult
 
 

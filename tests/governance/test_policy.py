@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from snodo.governance.policy import ValidatorResult, authorisation_refusals, cap, classify, required_passes
+from snodo.governance.policy import ValidatorResult, cap, classify, required_passes
+from snodo.rules.authorisation import authorisation_refusals
 
 
 def results(*severities: str, kind: str = "validator") -> list[ValidatorResult]:

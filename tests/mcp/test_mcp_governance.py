@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from mcp_harness import Served, audit, git, make_project, serve, snodo
 
-from snodo.governance.service import spec_sha256
 from snodo.rules.outcomes import AGENT_INSTRUCTION
+from snodo.rules.taskids import spec_sha256
 from snodo.state.sessions import PendingDecision, SessionStore
 
 PROTOCOL = """\

@@ -16,13 +16,14 @@ import pytest
 from mcp_harness import audit, make_project
 
 from snodo.engine.jobs import JobStore
-from snodo.governance.service import Project, spec_sha256
+from snodo.governance.service import Project
 from snodo.mcp.catalog import TOOLS, build_instructions, tools_for_mode
 from snodo.mcp.host import ToolHost, arguments_sha256, check_arguments
 from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
 from snodo.protocol.capabilities import ALL_TOOLS, CAPABILITY_TOOLS, tools_for
 from snodo.protocol.models import Mode, Protocol, Validator
+from snodo.rules.taskids import spec_sha256
 from snodo.state.atomic import canonical_json
 
 PROTOCOL = """\

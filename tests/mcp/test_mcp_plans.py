@@ -17,9 +17,9 @@ from mcp_harness import Served, audit, git, make_project, serve
 
 from snodo.base.errors import ToolError
 from snodo.engine.plans import Planner, PlanStore
-from snodo.governance.service import derive_task_id
 from snodo.plugin.planning import deterministic_spec, split_goal
 from snodo.protocol.models import Mode
+from snodo.rules.taskids import derive_task_id
 
 MODEL_TASKS = json.dumps(
     [

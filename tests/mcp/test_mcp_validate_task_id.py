@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mcp_harness import make_project, serve
 
-from snodo.governance.service import derive_task_id
+from snodo.rules.taskids import derive_task_id
 
 SPEC = "Add a greeting module named `greeting.py` with a function `greeting()`.\n"
 

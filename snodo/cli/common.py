@@ -68,9 +68,11 @@ def load_project(
     from snodo.protocol import find_protocol, load_protocol, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol.committed import refuse_drift as refuse  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol.committed import resolve  # noqa: PLC0415 only the commands that load a project pay for it
+    from snodo.state.home import snodo_home  # noqa: PLC0415 only the commands that load a project pay for it
 
+    # git's answers are kept where agents cannot write (docs/protocol.md, loading)
     found = find_protocol(Path.cwd(), protocol_path)
-    in_force = resolve(found)
+    in_force = resolve(found, cache_dir=snodo_home() / "cache" / "git")
     if on_pinned is not None:
         on_pinned(project_root_for(found))
     host = get_plugin_manager()
@@ -103,8 +105,9 @@ def signers_in_force(protocol_path: Path | None) -> str | None:
     rule puts in force, never the working-tree file); ``None`` when no list is in force."""
     from snodo.protocol import find_protocol  # noqa: PLC0415 only the commands that read decisions pay for it
     from snodo.protocol.committed import resolve  # noqa: PLC0415 only the commands that load a project pay for it
+    from snodo.state.home import snodo_home  # noqa: PLC0415 only the commands that load a project pay for it
 
-    return resolve(find_protocol(Path.cwd(), protocol_path)).signers
+    return resolve(find_protocol(Path.cwd(), protocol_path), cache_dir=snodo_home() / "cache" / "git").signers
 
 
 def project_root(protocol_path: Path | None) -> Path:

@@ -360,7 +360,7 @@ class ToolHost(PlanTools):
         p = self.project
         path = p.loaded.path
         try:
-            in_force = resolve(path)
+            in_force = resolve(path, cache_dir=p.home / "cache" / "git")
             refuse_drift(path, in_force)
         except SnodoError as exc:
             return f"{exc}\n{NOTHING_RAN}."

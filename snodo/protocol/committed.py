@@ -6,19 +6,19 @@ never committed, or outside git, is read from the working tree with a warning.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
+import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem, ProtocolError
-from snodo.git.runner import pin_at_head, read_objects, run_git
+from snodo.cachefiles import read_entry, write_entry
+from snodo.git.runner import GitContext, pin_at_head, read_objects, run_git
 from snodo.protocol.loader import no_protocol, read_protocol_text
-
-if TYPE_CHECKING:
-    from snodo.protocol.trust import Walk
 
 SIGNERS_NAME = "allowed_signers"
 
@@ -58,8 +58,12 @@ def summarize_drift(committed: str, working: str | None, rel: str) -> str:
     return "\n".join(lines)
 
 
-def resolve(path: Path) -> InForce:
-    """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``)."""
+def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
+    """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``).
+
+    ``cache_dir`` (:mod:`snodo.cachefiles`) keeps the protocol's history per ``HEAD`` commit:
+    a repeat at the same ``HEAD`` asks git only where the repository is and its configuration
+    (:func:`snodo.git.runner.pin_at_head`)."""
     path = path.absolute()
     working = read_protocol_text(path)
     found, head = pin_at_head(path.parent) if path.parent.is_dir() else (None, None)
@@ -68,31 +72,25 @@ def resolve(path: Path) -> InForce:
     top = found.work_tree
     rel = path.resolve().relative_to(top.resolve()).as_posix()
     signers_rel = (Path(rel).parent / SIGNERS_NAME).as_posix()
-    args = ("--reverse", "--format=%x01%H", "--raw", "--no-abbrev", "--no-renames", "-z")
-    log = run_git(top, "log", *args, head or "HEAD", "--", rel, signers_rel)
-    changes = _changes(log.stdout if log.ok else "")  # empty when git cannot tell, e.g. no commit yet
+    changes = _changes(_history(found, head, rel, signers_rel, cache_dir))
     quick = _unchanged_copy(changes, rel, signers_rel, working)
     if quick is not None:
         return quick
     never = f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
     if not changes:
         return _from_worktree(path, working, never)
-    from snodo.protocol.trust import Walk  # noqa: PLC0415 the trust rule loads only where a list may be in force
-
     at = head or _head(top)
-    walk = Walk(top, [at], None, directory=Path(rel).parent.as_posix())
-    if walk.trees.get(at) is None or _text_at(top, at, rel) is None:
+    summary = _judged(found, at, Path(rel).parent.as_posix(), cache_dir)
+    if summary["head_tree"] is None or _text_at(top, at, rel) is None:
         return _from_worktree(path, working, never)
-    return _from_history(top, rel, signers_rel, walk, at, working)
+    return _from_history(top, rel, signers_rel, summary, working)
 
 
-def _from_history(top: Path, rel: str, signers_rel: str, walk: Walk, head: str, working: str | None) -> InForce:
-    """The version the trust rule (:mod:`snodo.protocol.trust`) put in force at ``head``."""
+def _from_history(top: Path, rel: str, signers_rel: str, summary: dict[str, Any], working: str | None) -> InForce:
+    """The version the trust rule put in force (``summary``: :func:`_judged`'s answer)."""
     from snodo.protocol.trust import REMEDY  # noqa: PLC0415 the trust rule loads only where a list may be in force
 
-    commit, signers = walk.after(head).commit, walk.after(head).signers
-    pending = walk.pending(head)
-    why = pending.why if pending is not None else None
+    commit, why, signers = summary["commit"], summary["why"], summary["signers"]
     if signers is not None and signers not in lists_in_force:  # a long `serve` resolves again and again
         lists_in_force.append(signers)
     text = _text_at(top, commit, rel) if commit else None
@@ -121,6 +119,63 @@ def _head(top: Path) -> str:
 def _text_at(top: Path, commit: str, rel: str) -> str | None:
     obj = read_objects(top, [f"{commit}:{rel}"])[f"{commit}:{rel}"]
     return obj.data.decode("utf-8", "replace") if obj is not None and obj.kind == "blob" else None
+
+
+def _judged(found: GitContext, head: str, directory: str, cache_dir: Path | None) -> dict[str, Any]:
+    """The trust rule's answer at ``head`` (:mod:`snodo.protocol.trust`): the commit whose
+    ``.snodo/`` is in force, its list, and why ``head``'s own is not (``None``: it is)."""
+    key = _history_key(cache_dir, found, head, directory, "", "trust-v1")
+    kept = read_entry(cache_dir, key) if cache_dir is not None and key else None
+    with contextlib.suppress(ValueError):
+        if kept is not None:
+            summary: dict[str, Any] = json.loads(kept)
+            return summary
+    from snodo.protocol.trust import Walk  # noqa: PLC0415 the trust rule loads only where a list may be in force
+
+    walk = Walk(found.work_tree, [head], None, directory=directory)
+    pending = walk.pending(head)
+    summary = {
+        "commit": walk.after(head).commit,
+        "signers": walk.after(head).signers,
+        "why": pending.why if pending is not None else None,
+        "head_tree": walk.trees.get(head),
+    }
+    if cache_dir is not None and key is not None:
+        write_entry(cache_dir, key, json.dumps(summary))
+    return summary
+
+
+def _history(found: GitContext, head: str | None, rel: str, signers_rel: str, cache_dir: Path | None) -> str:
+    """``git log --raw -z`` of the commits from ``HEAD`` changing ``rel`` or ``signers_rel``
+    (empty when git cannot tell, e.g. no commit yet)."""
+    key = _history_key(cache_dir, found, head, rel, signers_rel, "history-v1")
+    kept = read_entry(cache_dir, key) if cache_dir is not None and key else None
+    if kept is not None:
+        return kept
+    args = ("--reverse", "--format=%x01%H", "--raw", "--no-abbrev", "--no-renames", "-z")
+    log = run_git(found.work_tree, "log", *args, head or "HEAD", "--", rel, signers_rel)
+    if cache_dir is not None and key is not None and log.ok:
+        write_entry(cache_dir, key, log.stdout)
+    return log.stdout if log.ok else ""
+
+
+def _history_key(
+    cache_dir: Path | None, found: GitContext, head: str | None, first: str, second: str, kind: str
+) -> str | None:
+    """The :mod:`snodo.cachefiles` key of an answer about the history: ``HEAD``'s commit id,
+    the paths asked about and the files that can cut or graft history (``shallow``,
+    ``info/grafts``; replacement refs are off for every snodo git). ``None``: ask git."""
+    if head is None or cache_dir is None:
+        return None
+    hasher = hashlib.sha256("\0".join((kind, str(found.common_dir()), head, first, second)).encode())
+    for name in ("shallow", "info/grafts"):
+        try:
+            hasher.update(b"\0" + (found.common_dir() / name).read_bytes())
+        except FileNotFoundError:
+            hasher.update(b"\0-")
+        except OSError:
+            return None
+    return hasher.hexdigest()
 
 
 def _changes(listing: str) -> dict[str, dict[str, tuple[str, str]]]:

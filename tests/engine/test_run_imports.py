@@ -85,6 +85,7 @@ EXPECTED = {
     "snodo.evidence.attest",
     "snodo.evidence.notes",
     "snodo.evidence.statement",
+    "snodo.cachefiles",
     "snodo.git.runner",
     "snodo.governance",
     "snodo.governance.policy",

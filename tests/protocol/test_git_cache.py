@@ -1,5 +1,6 @@
-"""What resolving the protocol in force asks git (#26: fewer git processes): the
-configuration is asked once per process. Each call runs in a fresh interpreter (as every `snodo` command does),
+"""What git answered about the user's repository, kept under ``$SNODO_HOME/cache/git`` (#26:
+fewer git processes): the protocol's history per ``HEAD`` commit; the configuration is asked
+once per process. Each call runs in a fresh interpreter (as every `snodo` command does),
 behind a ``git`` wrapper that logs every git process started, on a real repository."""
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import json, sys
 from pathlib import Path
 from snodo.git.runner import pin
 from snodo.protocol.committed import resolve
-found = resolve(Path(sys.argv[1]))
+found = resolve(Path(sys.argv[1]), cache_dir=Path(sys.argv[2]))
 context = pin(Path(sys.argv[1]).parent)
 print(json.dumps({"commit": found.commit, "why": found.not_in_force, "neutral": list(context.neutral)}))
 """
@@ -36,6 +37,7 @@ class Resolver:
         real = shutil.which("git")
         assert real is not None
         self.bin, self.log, self.repo = tmp_path / "bin", tmp_path / "git.log", repo
+        self.cache = tmp_path / "home" / "cache" / "git"
         self.bin.mkdir()
         (self.bin / "git").write_text(WRAPPER.format(log=self.log, git=real))
         (self.bin / "git").chmod(0o755)
@@ -46,7 +48,7 @@ class Resolver:
         env = {**os.environ, "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}"}
         protocol = self.repo / ".snodo" / "protocol.yml"
         done = subprocess.run(
-            [sys.executable, "-c", RESOLVE, str(protocol)],
+            [sys.executable, "-c", RESOLVE, str(protocol), str(self.cache)],
             env=env,
             capture_output=True,
             text=True,
@@ -78,11 +80,41 @@ def resolver(git_repo: Path, tmp_path: Path) -> Resolver:
     return Resolver(tmp_path, git_repo)
 
 
-def test_resolving_asks_git_where_the_repository_is_its_configuration_and_the_history(resolver: Resolver) -> None:
+def test_a_repeat_at_the_same_head_asks_git_only_where_the_repository_is_and_its_configuration(
+    resolver: Resolver,
+) -> None:
     head = git(resolver.repo, "rev-parse", "HEAD").strip()
     first, asked = resolver()
     assert first["commit"] == head
     assert asked == ["rev-parse", "config", "log"]
+    again, asked = resolver()
+    assert again == first
+    assert asked == ["rev-parse", "config"]
+
+
+def test_a_new_commit_is_a_new_key_never_the_old_answer(resolver: Resolver) -> None:
+    resolver()
+    path = resolver.repo / ".snodo" / "protocol.yml"
+    path.write_text(path.read_text().replace("name: t", "name: changed", 1))
+    git(resolver.repo, "commit", "-qam", "protocol changed")
+    found, asked = resolver()
+    assert found["commit"] == git(resolver.repo, "rev-parse", "HEAD").strip()
+    assert asked == ["rev-parse", "config", "log"]
+
+
+def test_a_corrupt_or_foreign_entry_counts_as_absent(resolver: Resolver) -> None:
+    first, _ = resolver()
+    (entry,) = resolver.cache.glob("*.json")
+    entry.write_text("{not json")
+    again, asked = resolver()
+    assert again == first
+    assert asked == ["rev-parse", "config", "log"]
+    # the entry now claims to be something else: its key no longer matches its name
+    entry.write_text(json.dumps({"key": "0" * 64, "text": ""}))
+    assert resolver() == (first, ["rev-parse", "config", "log"])
+    huge = {"key": entry.stem, "text": "x" * (2 << 20)}
+    entry.write_text(json.dumps(huge))  # bounded: read as absent, never trusted
+    assert resolver() == (first, ["rev-parse", "config", "log"])
 
 
 def test_a_configuration_change_is_read_again_and_its_drivers_neutralised(resolver: Resolver) -> None:
@@ -105,6 +137,26 @@ def test_a_configuration_that_includes_another_file_is_never_kept(resolver: Reso
     assert "filter.later.smudge=" in found["neutral"]
 
 
+def test_the_trust_rules_answer_is_kept_per_head(resolver: Resolver, tmp_path: Path) -> None:
+    key = tmp_path / "alice_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice", "-f", str(key)], check=True)
+    kind, blob = Path(f"{key}.pub").read_text().split()[:2]
+    (resolver.repo / ".snodo" / "allowed_signers").write_text(f"alice {kind} {blob}\n")
+    git(resolver.repo, "add", ".snodo")
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={key}", "commit", "-S"]
+    git(resolver.repo, *sign, "-qm", "signers")  # the first list counts signed by a principal it lists
+    listed = git(resolver.repo, "rev-parse", "HEAD").strip()
+    path = resolver.repo / ".snodo" / "protocol.yml"
+    path.write_text(path.read_text().replace("name: t", "name: unsigned", 1))
+    git(resolver.repo, "commit", "-qam", "unsigned change")
+    first, _ = resolver()
+    again, asked = resolver()
+    assert first["commit"] == again["commit"] == listed
+    assert again["why"] and "not signed" in str(again["why"])
+    # the rule's answer is kept per HEAD: nothing in history below HEAD can change it
+    assert "log" not in asked and "rev-list" not in asked, asked
+
+
 def test_pinning_reads_head_in_the_same_process_and_an_unborn_head_as_none(tmp_path: Path) -> None:
     from snodo.git.runner import pin_at_head
 
@@ -122,3 +174,13 @@ def test_pinning_reads_head_in_the_same_process_and_an_unborn_head_as_none(tmp_p
     context, head = pin_at_head(born / ".")
     assert context is not None and head == git(born, "rev-parse", "HEAD").strip()
     assert pin_at_head(born)[1] is None  # pinned before: HEAD may have moved, so it is not told
+
+
+def test_history_cut_or_grafted_since_is_a_new_key(resolver: Resolver) -> None:
+    """A fetch that deepens a shallow clone changes what `git log` sees at the same HEAD."""
+    resolver()
+    head = git(resolver.repo, "rev-parse", "HEAD").strip()
+    (resolver.repo / ".git" / "shallow").write_text(head + "\n")
+    found, asked = resolver()
+    assert found["commit"] == head
+    assert asked == ["rev-parse", "config", "log"]

@@ -24,13 +24,13 @@ PROTOCOL = TRIVIAL_PROTOCOL
 #: (``clean`` and ``reset --hard``, or ``worktree add``), per phase the judged tree kept in
 #: the git directory brought to the phase's tree (``core.hooksPath`` asked; one ``cat-file
 #: --batch`` for the root tree and the blobs that differ; when it held another tree, one
-#: ``diff-tree`` and one ``read-tree`` of its index; the first time, one ``read-tree`` into a
-#: private index; the pre_execute phase names its tree with a ``rev-parse``), the engine's
+#: ``diff-tree`` and one ``read-tree`` of its index; the first time, one ``ls-tree`` listing it and one
+#: ``read-tree`` into a private index; the pre_execute phase names its tree with a ``rev-parse``), the engine's
 #: commit (update-index, write-tree, commit-tree), its diff, one ``status`` of the copy for
 #: the post_execute phase, the branch and the note. The budgets are the measured counts.
 STATUS_PER_PHASE = 1
 STEADY_BUDGET = 19
-FIRST_BUDGET = 20
+FIRST_BUDGET = 22
 
 
 def _governed_run(repo: Path, env: dict[str, str], log: Path, n: int) -> list[str]:

@@ -260,28 +260,26 @@ class ToolHost(PlanTools):
     def _tool_validate_task(self, task_spec: str | None = None, task_id: str | None = None) -> dict[str, Any]:
         """Without ``task_id`` the id is derived from the spec, as ``dispatch_task`` and the
         CLI do; with only ``task_id``, the spec this server last validated for it is used."""
-        if task_spec is None and task_id is None:
-            raise ToolError("give task_spec (and optionally task_id), or the task_id of a task validated before")
         if task_id is not None:
             check_task_id(task_id)
-        with self._lock:
-            if task_spec is not None:
-                spec = require_spec(task_spec)
-                task_id = task_id if task_id is not None else derive_task_id(spec)
-            else:
-                assert task_id is not None
-                previous = self._specs.get(task_id)
-                if previous is None:
-                    raise ToolError(
-                        f"task_spec is required: this server has not validated task {task_id!r} before, so there "
-                        "is no spec to validate again"
-                    )
-                spec = previous
-            self._specs[task_id] = spec
-            self.project.session()  # the first call that needs a session starts it
+        if task_spec is not None:
+            spec = require_spec(task_spec)
+            task_id = task_id if task_id is not None else derive_task_id(spec)
+        elif task_id is None:
+            raise ToolError("give task_spec (and optionally task_id), or the task_id of a task validated before")
+        else:
+            previous = self._specs.get(task_id)
+            if previous is None:
+                raise ToolError(
+                    f"task_spec is required: this server has not validated task {task_id!r} before, so there "
+                    "is no spec to validate again"
+                )
+            spec = previous
+        self._session_id()  # the first call that needs a session starts it
         outcome = validate_task(self.project, spec=spec, task_id=task_id, phase="pre_execute")
-        if outcome.token is not None:
-            with self._lock:
+        with self._lock:  # only a spec that was validated is one to validate again
+            self._specs[task_id] = spec
+            if outcome.token is not None:
                 self._tokens[(outcome.task_id, outcome.spec_sha256)] = outcome.token
         payload = outcome.payload()
         if outcome.status == "pass" and "dispatch_task" not in self.tools:

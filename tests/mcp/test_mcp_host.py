@@ -80,6 +80,13 @@ def test_the_token_never_leaves_the_host(host: ToolHost) -> None:
     assert token not in reply.text()
 
 
+def test_a_spec_whose_validation_failed_is_not_kept_to_validate_again(host: ToolHost) -> None:
+    # An unpaired surrogate cannot be hashed: the validation fails before any outcome.
+    assert not host.call("validate_task", {"task_id": "t3", "task_spec": "Add \ud800 here.\n"}).ok
+    again = host.call("validate_task", {"task_id": "t3"})
+    assert not again.ok and "has not validated task 't3'" in again.message, again.message
+
+
 def test_arguments_are_hashed_canonically() -> None:
     args = {"path": "a", "content": "secret"}
     assert arguments_sha256(args) == hashlib.sha256(canonical_json(args)).hexdigest()

@@ -94,9 +94,16 @@ class ToolHost(PlanTools):
         self._specs: dict[str, str] = {}
         # Open the stores now, on one thread, rather than lazily from concurrent tool calls.
         _ = (project.audit, project.sessions, project.tokens)
-        self._handlers: dict[str, Callable[..., dict[str, Any]]] = {
-            name: getattr(self, f"_tool_{name}") for name in self.tools
+        guarded: dict[str, Callable[..., dict[str, Any]]] = {  # a tool that is one guarded operation
+            "write_file": self.workspace.write_file,
+            "delete_file": self.workspace.delete_file,
+            "create_directory": self.workspace.create_directory,
+            "get_status": self.git.get_status,
+            "stage_files": self.git.stage_files,
+            "create_branch": self.git.create_branch,
+            "delete_branch": self.git.delete_branch,
         }
+        self._handlers = {name: guarded.get(name) or getattr(self, f"_tool_{name}") for name in self.tools}
         self.argument_limit = argument_limit()
 
     def start_waiting_jobs(self) -> None:
@@ -126,19 +133,20 @@ class ToolHost(PlanTools):
     def _call(self, name: str, args: dict[str, Any]) -> ToolReply:
         self.project.record("tool_call", tool=name, args_sha256=arguments_sha256(args))
         if name not in self.tools:
-            note = self._audit("tool_refused", tool=name, reason="unknown tool")
-            return ToolReply.error(
+            reason = "unknown tool"
+            refusal = (
                 f"Unknown tool: {name!r}. This server is pinned to the mode {self.project.mode_id!r}, which "
-                f"serves only: {', '.join(sorted(self.tools))}.{note}"
+                f"serves only: {', '.join(sorted(self.tools))}."
             )
-        problem = check_sizes(args, self.argument_limit) or check_arguments(TOOLS[name], args)
-        if problem:
-            note = self._audit("tool_refused", tool=name, reason=problem)
-            return ToolReply.error(f"{name} refused: {problem}.{note}")
-        drift = self._not_in_force() if name in RUNS_CONFINED else None
-        if drift is not None:
-            note = self._audit("tool_refused", tool=name, reason=drift)
-            return ToolReply.error(f"{name} refused: {drift}{note}")
+        elif problem := check_sizes(args, self.argument_limit) or check_arguments(TOOLS[name], args):
+            reason, refusal = problem, f"{name} refused: {problem}."
+        elif name in RUNS_CONFINED and (drift := self._not_in_force()):
+            reason, refusal = drift, f"{name} refused: {drift}"
+        else:
+            return self._run(name, args)
+        return ToolReply.error(refusal + self._audit("tool_refused", tool=name, reason=reason))
+
+    def _run(self, name: str, args: dict[str, Any]) -> ToolReply:
         try:
             check_paths(args)
             data = self._handle(name, {k: v for k, v in args.items() if v is not None})
@@ -195,15 +203,6 @@ class ToolHost(PlanTools):
         files = self.workspace.list_files(path)
         return {"path": path, "files": files, "count": len(files)}
 
-    def _tool_write_file(self, path: str, content: str) -> dict[str, Any]:
-        return self.workspace.write_file(path, content)
-
-    def _tool_delete_file(self, path: str) -> dict[str, Any]:
-        return self.workspace.delete_file(path)
-
-    def _tool_create_directory(self, path: str) -> dict[str, Any]:
-        return self.workspace.create_directory(path)
-
     def _tool_run_tests(self, path: str | None = None) -> dict[str, Any]:
         judges = self.project.protocol.validators_for(self.project.mode, "post_execute")
         with confined(self.project.sandbox_policy(self.project.root)):
@@ -233,27 +232,15 @@ class ToolHost(PlanTools):
     def _tool_read_diff(self, ref: str | None = None, staged: bool = False) -> dict[str, Any]:
         return {"ref": ref, "staged": staged, "diff": self.git.read_diff(ref, staged=staged)}
 
-    def _tool_get_status(self) -> dict[str, Any]:
-        return self.git.get_status()
-
-    def _tool_stage_files(self, paths: list[str]) -> dict[str, Any]:
-        return self.git.stage_files(paths)
-
     def _tool_commit(self, message: str) -> dict[str, Any]:
         sha = self.git.commit(message)
         attest_tool_commit(self.project, sha, tool="commit", session_id=self._session_id())
         return {"commit": sha}
 
-    def _tool_create_branch(self, name: str, start: str | None = None) -> dict[str, Any]:
-        return self.git.create_branch(name, start)
-
     def _tool_merge_branch(self, name: str, message: str | None = None) -> dict[str, Any]:
         merged = self.git.merge_branch(name, message)
         attest_tool_commit(self.project, str(merged["head"]), tool="merge_branch", session_id=self._session_id())
         return merged
-
-    def _tool_delete_branch(self, name: str) -> dict[str, Any]:
-        return self.git.delete_branch(name)
 
     # ------------------------------------------------------ validate, dispatch
 
@@ -297,7 +284,6 @@ class ToolHost(PlanTools):
         another spec can never be consumed here; a failed start consumes nothing.
         """
         p = self.project
-        self._check_in_force()
         refusal = p.protocol.cannot_run_tasks(mode or p.mode_id)
         if refusal is not None:
             raise ToolError(refusal)
@@ -344,11 +330,6 @@ class ToolHost(PlanTools):
                 p.record("token_consumed", task_id=task_id, jti=claims.jti, consumer=consumer, job_id=job_id)
                 consumed = True
         return {"status": "accepted", "job_id": job_id, "task_id": task_id, "token_consumed": consumed}
-
-    def _check_in_force(self) -> None:
-        drift = self._not_in_force()
-        if drift is not None:
-            raise ToolError(drift)
 
     def _not_in_force(self) -> str | None:
         """Why a tool that issues or uses a token or runs code must not run now: the working

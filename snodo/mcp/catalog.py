@@ -1,8 +1,7 @@
 """What the MCP surface offers: one definition per tool, and the instructions for a mode.
 
-No MCP SDK import, so the tools and instructions of a mode are known without paying for it.
-Which tools a mode serves is decided by :data:`snodo.protocol.capabilities.CAPABILITY_TOOLS`
-(SPEC §4), read through :func:`tools_for_mode`.
+No MCP SDK import, so a mode's surface is known without paying for it; which tools a mode
+serves is :func:`snodo.protocol.capabilities.tools_for` of its capabilities (SPEC §4).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Literal
 
 from attrs import frozen
 
-from snodo.protocol.capabilities import ALL_TOOLS, READ_ONLY_TOOLS, tools_for
+from snodo.protocol.capabilities import ALL_TOOLS, READ_ONLY_TOOLS
 from snodo.protocol.models import Mode, Protocol
 from snodo.rules.outcomes import HALT_OUTCOMES, MEANING, OUTCOMES
 
@@ -34,11 +33,8 @@ class Param:
 
 @frozen(kw_only=True)
 class ToolDef:
-    """One tool: its arguments and the hints a client shows or acts on.
-
-    ``read_only`` is not chosen per tool: it is membership of ``READ_ONLY_TOOLS``, so the
-    hint can never disagree with the capability table.
-    """
+    """One tool: its arguments and the hints a client shows or acts on; ``read_only`` is
+    membership of ``READ_ONLY_TOOLS``, so it cannot disagree with the capability table."""
 
     name: str
     title: str
@@ -297,11 +293,6 @@ TOOLS: dict[str, ToolDef] = {
 }
 
 assert set(TOOLS) == set(ALL_TOOLS), "every tool of the capability table needs a definition"
-
-
-def tools_for_mode(mode: Mode) -> frozenset[str]:
-    """Exactly the union of the tools the mode's capabilities grant (SPEC §4, INV2)."""
-    return tools_for(mode.tools)
 
 
 def _join(names: Sequence[str]) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
+from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions
+from snodo.protocol.capabilities import tools_for
 
 if TYPE_CHECKING:
     from snodo.mcp.host import ToolHost
@@ -27,7 +28,7 @@ class Served:
         self.plugins = plugins
         self.mode = mode
         self.protocol = loaded.protocol
-        self.tools: frozenset[str] = tools_for_mode(mode)
+        self.tools: frozenset[str] = tools_for(mode.tools)
         self._lock = threading.Lock()
         self._host: ToolHost | None = None
         self._warming = False

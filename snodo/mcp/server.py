@@ -154,13 +154,11 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
         try:
             # a cancelled call stops waiting and answers nothing (the SDK drops it); its
             # thread ends on its own once call.cancel() has killed what it was waiting for
-            if params.name in LONG_CALLS and _wants_progress(ctx):
-                async with anyio.create_task_group() as group:
+            async with anyio.create_task_group() as group:
+                if params.name in LONG_CALLS and _wants_progress(ctx):
                     group.start_soon(_report_progress, ctx, params.name)
-                    ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-                    group.cancel_scope.cancel()
-            else:  # no task group to make and cancel: most calls
                 ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             # notifications/cancelled (or the client gone): kill the call's process tree now
             call.cancel("the client cancelled the call (notifications/cancelled) or went away")

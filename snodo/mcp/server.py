@@ -1,14 +1,10 @@
 """``snodo serve``: one mode's tools over MCP on stdio, with the SDK's low-level server.
 
-The low-level :class:`~mcp.server.lowlevel.Server`, not ``MCPServer``: the listing must be
-exactly the mode's tools and every other name must be refused the same way (audited, in our
-words), so this module owns ``tools/list`` and ``tools/call``; the SDK owns the wire
-(protocol version negotiation, serialisation).
-
-Tool work is synchronous and runs on worker threads. A client that goes away (end of input,
-a broken pipe) ends the server quietly with status 0. SIGINT and SIGTERM kill the children of
-the calls in flight, give those calls a moment to record, and exit 0 without waiting for
-stdin, which a worker thread may be blocked reading.
+Not ``MCPServer``: the listing must be exactly the mode's tools and every other name refused
+the same way (audited, in our words), so this module owns ``tools/list`` and ``tools/call``;
+the SDK owns the wire. Tool work runs on worker threads. A client that goes away ends the
+server quietly with status 0; SIGINT and SIGTERM kill the children of the calls in flight,
+let those calls record, and exit 0 without waiting for stdin.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 
 from snodo import __version__
-from snodo.mcp.catalog import ToolDef
+from snodo.mcp.catalog import TOOLS
 from snodo.mcp.served import Served
 from snodo.mcp.stdio import answered, serve_stdio_streams
 from snodo.process.callscope import CallScope, scope
@@ -71,19 +67,6 @@ async def _report_progress(ctx: Any, name: str) -> None:
             await ctx.session.report_progress(ticks, None, f"{name}: still running ({ticks * PROGRESS_EVERY:g} s)")
 
 
-def _wire_tools(definitions: list[ToolDef]) -> list[types.Tool]:
-    return [
-        types.Tool(
-            name=d.name,
-            title=d.title,
-            description=d.description,
-            input_schema=d.input_schema(),
-            annotations=types.ToolAnnotations.model_validate(d.annotations()),
-        )
-        for d in definitions
-    ]
-
-
 class _InFlight:
     """The tool calls running on worker threads, so a stop can cancel them and wait for them."""
 
@@ -115,12 +98,18 @@ class _InFlight:
 
 
 def build_server(served: Served, inflight: _InFlight | None = None) -> Server[Any]:
-    """The MCP server for one :class:`Served` mode; listing and calls both go through it.
-
-    ``initialize`` and ``tools/list`` are answered from the catalogue; a call waits for the
-    tool host (:meth:`Served.host`), built off the handshake's path.
-    """
-    tools = _wire_tools(served.definitions())
+    """The MCP server for one :class:`Served` mode: ``initialize`` and ``tools/list`` are
+    answered from the catalogue; a call waits for the tool host, built off the handshake's path."""
+    tools = [
+        types.Tool(
+            name=d.name,
+            title=d.title,
+            description=d.description,
+            input_schema=d.input_schema(),
+            annotations=types.ToolAnnotations.model_validate(d.annotations()),
+        )
+        for d in (TOOLS[name] for name in sorted(served.tools))
+    ]
     calls = inflight or _InFlight()
 
     async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:

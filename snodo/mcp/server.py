@@ -216,24 +216,22 @@ def serve_stdio(served: Served) -> None:
         flush=True,
     )
 
-    async def warm_later() -> None:
-        # Jobs left waiting by an earlier server whose jobs all ended while nobody was serving
-        # start once the host is built, even for a client that never lists the tools.
-        await anyio.sleep(WARM_AFTER)
-        served.warm()
-
     async def main() -> None:
-        async with serve_stdio_streams() as (read_stream, write_stream), anyio.create_task_group() as group:
-            group.start_soon(warm_later)
+        async with serve_stdio_streams() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
-            group.cancel_scope.cancel()
 
+    # Jobs an earlier server left waiting start once the host is built, even for a client
+    # that never lists the tools.
+    warm_later = threading.Timer(WARM_AFTER, served.warm)
+    warm_later.daemon = True
+    warm_later.start()
     try:
         anyio.run(main)
     except BaseException as exc:
         if not _is_disconnect(exc):
             raise
     finally:
+        warm_later.cancel()
         _detach_stdout()
     # The client closed our input: the normal end of a stdio server, recorded like a signal.
     inflight.wait_idle(STOP_GRACE)

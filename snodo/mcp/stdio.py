@@ -20,29 +20,24 @@ import anyio
 DRAIN_LIMIT = 600.0
 
 
-class _Pending:
-    """The ids of the requests read from the client and not answered or cancelled yet."""
-
-    def __init__(self, wire: int) -> None:
-        self.ids: set[object] = set()
-        self.wire = wire  # a duplicate of the client's end of stdout, only polled
-
-    def client_reads(self) -> bool:
-        """Whether the client still reads stdout (its end not closed)."""
-        poller = select.poll()
-        poller.register(self.wire, select.POLLOUT)
-        return not any(event & (select.POLLERR | select.POLLHUP) for _fd, event in poller.poll(0))
+#: The ids of the requests read from the client and not answered or cancelled yet (one session
+#: per process), and a duplicate of the client's end of stdout, only polled.
+_PENDING: set[object] = set()
+_WIRE = [-1]
 
 
-#: The requests of the session being served (one per process).
-_SERVING: list[_Pending] = []
+def _client_reads() -> bool:
+    """Whether the client still reads stdout (its end not closed)."""
+    poller = select.poll()
+    poller.register(_WIRE[0], select.POLLOUT)
+    return not any(event & (select.POLLERR | select.POLLHUP) for _fd, event in poller.poll(0))
 
 
 def answered(timeout: float) -> bool:
     """From any thread: wait up to ``timeout`` seconds until every request read is answered
     (or the client stopped reading); whether that happened."""
     deadline = time.monotonic() + timeout
-    while _SERVING and _SERVING[0].ids and _SERVING[0].client_reads():
+    while _PENDING and _client_reads():
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.01)
@@ -61,9 +56,9 @@ async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
             async for item in source:
                 message = getattr(item, "message", None)
                 if isinstance(message, types.JSONRPCRequest):
-                    pending.ids.add(message.id)
+                    _PENDING.add(message.id)
                 elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-                    pending.ids.discard((message.params or {}).get("requestId"))  # answered or not, not waited for
+                    _PENDING.discard((message.params or {}).get("requestId"))  # answered or not, not waited for
                 await sink.send(item)
             await anyio.to_thread.run_sync(answered, DRAIN_LIMIT, abandon_on_cancel=True)
 
@@ -73,12 +68,10 @@ async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
                 await sink.send(item)
                 message = getattr(item, "message", None)
                 if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
-                    pending.ids.discard(message.id)
+                    _PENDING.discard(message.id)
 
-    wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)  # taken before the SDK points 1 at stderr
+    _WIRE[0] = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)  # taken before the SDK points 1 at stderr
     try:
-        pending = _Pending(wire)
-        _SERVING[:] = [pending]
         requests_in, requests = anyio.create_memory_object_stream[Any](0)
         answers, answers_out = anyio.create_memory_object_stream[Any](0)
         async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
@@ -86,4 +79,4 @@ async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
             group.start_soon(relay_answers, answers_out, write_stream)
             yield requests, answers
     finally:
-        os.close(wire)
+        os.close(_WIRE[0])

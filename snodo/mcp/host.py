@@ -30,7 +30,7 @@ from snodo.mcp.checks import (
     check_paths,
     check_sizes,
     job_view,
-    require_spec,  # re-exported: tests and docs name them here
+    require_spec,
 )
 from snodo.protocol.capabilities import tools_for
 from snodo.protocol.committed import refuse_drift, resolve
@@ -177,8 +177,7 @@ class ToolHost:
         return ToolReply(ok=True, data=data)
 
     def record_cancelled(self, name: str, reason: str) -> None:
-        """``tool_cancelled``: the call was cancelled (by the client, or by the server
-        stopping) and its processes were killed."""
+        """``tool_cancelled``: the client or a stopping server cancelled the call (its processes were killed)."""
         self._audit("tool_cancelled", tool=name, reason=reason)
 
     def _audit(self, event: str, **data: Any) -> str:
@@ -278,11 +277,8 @@ class ToolHost:
         return self._dispatch(spec, task_id, self.project.mode_id)
 
     def _dispatch(self, spec: str, task_id: str, mode: str) -> dict[str, Any]:
-        """Create and start the job; only then use up the token recorded for this task and spec.
-
-        The token is looked up by (task, spec hash), so a token minted for another task or
-        another spec can never be consumed here; a failed start consumes nothing.
-        """
+        """Create and start the job; only then use up the token recorded for this task and spec
+        (keyed by both, so another's token is never consumed; a failed start consumes nothing)."""
         p = self.project
         refusal = p.protocol.cannot_run_tasks(mode)
         if refusal is not None:

@@ -247,12 +247,11 @@ def _writers(host: str, data: dict[str, Any]) -> tuple[str, ...]:
     """The host's own tools that still write to the project under this config."""
     if host == "opencode":
         tools, permission = data.get("tools") or {}, data.get("permission") or {}
-        open_ = []
-        for tool in _OPENCODE_WRITERS:
-            rule = permission.get("bash" if tool == "bash" else "edit")
-            if tools.get(tool) is not False and rule != "deny":
-                open_.append(tool)
-        return tuple(open_)
+        return tuple(
+            tool
+            for tool in _OPENCODE_WRITERS
+            if tools.get(tool) is not False and permission.get("bash" if tool == "bash" else "edit") != "deny"
+        )
     if host == "codex":
         mode = data.get("sandbox_mode", "workspace-write (the default for trusted projects)")
         return () if mode == "read-only" else (f"shell and apply_patch (sandbox_mode = {mode})",)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import snodo
-from snodo.mcp.catalog import TOOLS, build_instructions, plan_mode, tools_for_mode
+from snodo.mcp.catalog import TOOLS, build_instructions, plan_mode
+from snodo.protocol.capabilities import tools_for
 from snodo.protocol.models import Mode, Protocol, Transition, Validator
 from snodo.rules.outcomes import AGENT_INSTRUCTION, HALT_OUTCOMES, MEANING, OUTCOMES, RUN_NEXT_STEP, VALIDATE_NEXT_STEP
 
@@ -68,7 +69,7 @@ def test_run_plan_instructions_name_the_mode_the_jobs_run_in(
     """The server instructions describe what the host does: jobs go to the ``on: run_plan``
     transition's mode (the one rule, ``plan_mode``, which the host's run_plan calls)."""
     protocol, planner = _planner(transitions)
-    tools = tools_for_mode(planner)
+    tools = tools_for(planner.tools)
     assert "run_plan" in tools
     text = build_instructions(protocol, planner, tools)
     assert plan_mode(planner) == target

@@ -1,18 +1,17 @@
 """What the MCP surface offers: one definition per tool, and the instructions for a mode.
 
-No MCP SDK import, so the tools and instructions of a mode are known without paying for it.
-Which tools a mode serves is decided by :data:`snodo.protocol.capabilities.CAPABILITY_TOOLS`
-(SPEC §4), read through :func:`tools_for_mode`.
+No MCP SDK import, so a mode's surface is known without paying for it; which tools a mode
+serves is :func:`snodo.protocol.capabilities.tools_for` of its capabilities (SPEC §4).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from attrs import frozen
 
-from snodo.protocol.capabilities import ALL_TOOLS, READ_ONLY_TOOLS, tools_for
+from snodo.protocol.capabilities import ALL_TOOLS, READ_ONLY_TOOLS
 from snodo.protocol.models import Mode, Protocol
 from snodo.rules.outcomes import HALT_OUTCOMES, MEANING, OUTCOMES
 
@@ -34,11 +33,8 @@ class Param:
 
 @frozen(kw_only=True)
 class ToolDef:
-    """One tool: its arguments and the hints a client shows or acts on.
-
-    ``read_only`` is not chosen per tool: it is membership of ``READ_ONLY_TOOLS``, so the
-    hint can never disagree with the capability table.
-    """
+    """One tool: its arguments and the hints a client shows or acts on; ``read_only`` is
+    membership of ``READ_ONLY_TOOLS``, so it cannot disagree with the capability table."""
 
     name: str
     title: str
@@ -299,14 +295,13 @@ TOOLS: dict[str, ToolDef] = {
 assert set(TOOLS) == set(ALL_TOOLS), "every tool of the capability table needs a definition"
 
 
-def tools_for_mode(mode: Mode) -> frozenset[str]:
-    """Exactly the union of the tools the mode's capabilities grant (SPEC §4, INV2)."""
-    return tools_for(mode.tools)
-
-
 def _join(names: Sequence[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _served(tools: frozenset[str], *names: str) -> list[str]:
+    return [name for name in names if name in tools]
 
 
 def plan_mode(mode: Mode) -> str:
@@ -326,14 +321,9 @@ def _plan_target(mode: Mode) -> str:
 def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
     """The operating manual a connecting agent reads: a paragraph naming a tool is included only
     when that tool is served, so the text never invites a call refused as unknown."""
-    paragraphs = (paragraph(protocol, mode, tools) for paragraph in _PARAGRAPHS)
-    return "\n\n".join(p for p in paragraphs if p)
-
-
-def _about(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
     named = f" ({mode.name})" if mode.name else ""
     described = f" The mode: {mode.description.strip().rstrip('.')}." if mode.description.strip() else ""
-    return (
+    about = (
         f"snodo governs this project with the protocol {protocol.name!r} ({protocol.protocol_id}, version "
         f"{protocol.version}). This server is pinned to the mode {mode.mode_id!r}{named}.{described}"
         f" It serves only this mode's tools: {_join(sorted(tools))} (your host may show them with a prefix, "
@@ -341,11 +331,8 @@ def _about(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
         "this server does not serve is refused as unknown. No tool needs a token from you, and no tool can "
         "authorise a decision."
     )
-
-
-def _outcomes(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
     evidence = " and the next dispatch of that task and spec uses it as evidence." if "dispatch_task" in tools else "."
-    return "\n".join(
+    outcomes = "\n".join(
         [
             "Four outcomes. Work is judged by the protocol's validators under the "
             f"{protocol.disagreement_policy!r} policy; every judgement ends in exactly one of:",
@@ -353,94 +340,69 @@ def _outcomes(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
             *(f"- {outcome}: {MEANING[outcome]}" for outcome in OUTCOMES if outcome != "pass"),
         ]
     )
-
-
-def _validate(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str | None:
-    if "validate_task" not in tools:
-        return None
-    pre = [v.validator_id for v in protocol.validators_for(mode, "pre_execute")]
-    return (
-        "validate_task(task_spec, task_id?) runs this mode's pre_execute validators"
-        + (f" ({_join(pre)})" if pre else "")
-        + " and returns the outcome with every validator's result, the policy tally and an `instruction`. "
-        "Without task_id the id is derived from the spec; omit task_spec to validate again a task_id this "
-        "server has already seen."
-    )
-
-
-def _dispatch(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str | None:
-    if "dispatch_task" not in tools:
-        return None
-    job_tools = [t for t in ("get_job_status", "list_jobs") if t in tools]
-    follow = (
-        f" Follow it with {_join(job_tools)}: status is queued, running, completed, or halted "
-        "(then `outcome` says why)."
-        if job_tools
-        else ""
-    )
-    return (
-        f"dispatch_task(task_spec, task_id) starts a background job running the governed engine with "
-        f"the {mode.coder!r} coder; it returns {{status: accepted, job_id, task_id}} at once. The job "
-        "validates the task again and consumes its own token before executing, and its changes land "
-        f"on a task branch, never in your checkout.{follow}"
-    )
-
-
-def _adjudicate(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str | None:
-    if "propose_adjudicate" not in tools:
-        return None
-    return (
-        "propose_adjudicate(decision_id, decision, justification) records a suggestion in the "
-        "project's runtime state for the human deciding an escalation; it authorises nothing. Only "
-        "`snodo authorize <decision_id>`, run by a person, decides."
-    )
-
-
-def _guarded(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str | None:
-    mutating = [t for t in ("write_file", "delete_file", "create_directory", "stage_files") if t in tools]
-    if not mutating:
-        return None
-    protected = ["`.snodo/`", "`.git/`", *(f"`{p}`" for p in protocol.protected_paths)]
-    return (
-        f"{_join(mutating)} {'goes' if len(mutating) == 1 else 'go'} through one path guard: "
-        f"{', '.join(protected)} and paths outside the project are refused, however spelled (./, .., "
-        "absolute, case, symlinks), with an error naming the path. "
-        "The governance state in `.snodo/` can be read but never changed through tools."
-    )
-
-
-def _authoring(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str | None:
-    authoring = [t for t in ("propose_plan", "decompose", "generate_spec") if t in tools]
-    if not authoring:
-        return None
-    reads = "; get_plan(plan_id) reads one back" if "get_plan" in tools else ""
-    runs = (
-        f" run_plan(plan_id) starts a background job {_plan_target(mode)} for every task not yet "
-        "dispatched; each job validates its task again before anything executes."
-        if "run_plan" in tools
-        else ""
-    )
-    return (
-        f"{_join(authoring)} author plans and task specs (plans are kept in the project's runtime state{reads}); "
-        f"they execute nothing and need nothing.{runs}"
-    )
-
-
-def _audited(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
-    return (
+    audited = (
         "Every call is recorded (tool name and a hash of its arguments, with this mode) in the project's "
         "hash-chained audit log."
     )
+    return "\n\n".join(
+        [about, outcomes, *_task_paragraphs(protocol, mode, tools), *_work_paragraphs(protocol, mode, tools), audited]
+    )
 
 
-#: The paragraphs of the instructions, in order; one returns ``None`` when its tools are not served.
-_PARAGRAPHS: tuple[Callable[[Protocol, Mode, frozenset[str]], str | None], ...] = (
-    _about,
-    _outcomes,
-    _validate,
-    _dispatch,
-    _adjudicate,
-    _guarded,
-    _authoring,
-    _audited,
-)
+def _task_paragraphs(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> Iterator[str]:
+    """validate_task, dispatch_task and propose_adjudicate, each if served."""
+    if "validate_task" in tools:
+        pre = [v.validator_id for v in protocol.validators_for(mode, "pre_execute")]
+        yield (
+            "validate_task(task_spec, task_id?) runs this mode's pre_execute validators"
+            + (f" ({_join(pre)})" if pre else "")
+            + " and returns the outcome with every validator's result, the policy tally and an `instruction`. "
+            "Without task_id the id is derived from the spec; omit task_spec to validate again a task_id this "
+            "server has already seen."
+        )
+    if "dispatch_task" in tools:
+        job_tools = _served(tools, "get_job_status", "list_jobs")
+        follow = (
+            f" Follow it with {_join(job_tools)}: status is queued, running, completed, or halted "
+            "(then `outcome` says why)."
+            if job_tools
+            else ""
+        )
+        yield (
+            f"dispatch_task(task_spec, task_id) starts a background job running the governed engine with "
+            f"the {mode.coder!r} coder; it returns {{status: accepted, job_id, task_id}} at once. The job "
+            "validates the task again and consumes its own token before executing, and its changes land "
+            f"on a task branch, never in your checkout.{follow}"
+        )
+    if "propose_adjudicate" in tools:
+        yield (
+            "propose_adjudicate(decision_id, decision, justification) records a suggestion in the "
+            "project's runtime state for the human deciding an escalation; it authorises nothing. Only "
+            "`snodo authorize <decision_id>`, run by a person, decides."
+        )
+
+
+def _work_paragraphs(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> Iterator[str]:
+    """The path guard of the tools that change files, then the plan tools, if served."""
+    mutating = _served(tools, "write_file", "delete_file", "create_directory", "stage_files")
+    if mutating:
+        protected = ["`.snodo/`", "`.git/`", *(f"`{p}`" for p in protocol.protected_paths)]
+        yield (
+            f"{_join(mutating)} {'goes' if len(mutating) == 1 else 'go'} through one path guard: "
+            f"{', '.join(protected)} and paths outside the project are refused, however spelled (./, .., "
+            "absolute, case, symlinks), with an error naming the path. "
+            "The governance state in `.snodo/` can be read but never changed through tools."
+        )
+    authoring = _served(tools, "propose_plan", "decompose", "generate_spec")
+    if authoring:
+        reads = "; get_plan(plan_id) reads one back" if "get_plan" in tools else ""
+        runs = (
+            f" run_plan(plan_id) starts a background job {_plan_target(mode)} for every task not yet "
+            "dispatched; each job validates its task again before anything executes."
+            if "run_plan" in tools
+            else ""
+        )
+        yield (
+            f"{_join(authoring)} author plans and task specs (plans are kept in the project's runtime state"
+            f"{reads}); they execute nothing and need nothing.{runs}"
+        )

@@ -1,12 +1,10 @@
 """A server that could not start still tells the person why, through the host.
 
-Hosts show little of a server that exits before the handshake, and some (opencode) nothing
-of a failed listing; what every host shows is a server's tools and their results. So
-``snodo serve`` that cannot load its protocol or mode completes ``initialize`` with the
-problem and its fix as instructions, lists one tool, ``unavailable``, whose description and
-every call's result are that message, and serves until the host leaves. No governed tool is
-ever listed or run. Codex (``required = true``) shows a failed listing's error but not a
-tool's result, so to Codex the listing is that error.
+Hosts show little of a server that exits before the handshake, but every host shows a
+server's tools and their results. So ``snodo serve`` that cannot load its protocol or mode
+answers ``initialize`` with the problem and its fix as instructions and lists one tool,
+``unavailable``, whose description and every result are that message; to Codex, which shows
+a failed listing's error but not a tool's result, the listing is that error.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The tool handlers behind ``snodo serve``: thin callers of the shared code, and the audit.
 
-No MCP SDK here: :class:`ToolHost` takes a tool name and arguments and answers a
-:class:`ToolReply`, so every rule holds whatever a client speaks. A name the mode does not
-grant is refused as unknown (INV2); every call is audited with a hash of its arguments, never
-the arguments; mutations go through the one path guard (ADR 026), validation through the
-shared ``validate_task`` (ADR 015). The token a pass records stays in this process, keyed by
-task and spec hash: evidence ``dispatch_task`` consumes, never a credential the caller holds
-(ADR 047).
+No MCP SDK here, so every rule holds whatever a client speaks. A name the mode does not grant
+is refused as unknown (INV2); a call is audited with a hash of its arguments, never the
+arguments. The token a pass records stays in this process, keyed by task and spec hash:
+evidence ``dispatch_task`` consumes, never a credential the caller holds (ADR 047).
 """
 
 from __future__ import annotations
@@ -21,12 +18,12 @@ from attrs import frozen
 
 from snodo.base.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError
 from snodo.engine.jobs import JobStore, QueueFull
-from snodo.engine.plans import Planner, PlanStore
+from snodo.engine.plans import Planner, PlanStore, plan_tasks
 from snodo.evidence.attest import attest_tool_commit
 from snodo.git.runner import pin
 from snodo.governance.service import Project, validate_task
 from snodo.judging.testrun import python_settings, run_tests
-from snodo.mcp.catalog import TEST_TIMEOUT, TOOLS, tools_for_mode
+from snodo.mcp.catalog import TEST_TIMEOUT, TOOLS, plan_mode
 from snodo.mcp.checks import (
     argument_limit,
     arguments_sha256,
@@ -34,9 +31,9 @@ from snodo.mcp.checks import (
     check_paths,
     check_sizes,
     job_view,
-    require_spec,  # re-exported: tests and docs name them here
+    require_spec,
 )
-from snodo.mcp.plan_tools import PlanTools
+from snodo.protocol.capabilities import tools_for
 from snodo.protocol.committed import refuse_drift, resolve
 from snodo.rules.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
 from snodo.rules.taskids import check_task_id, derive_task_id, spec_sha256
@@ -51,6 +48,18 @@ NOTHING_RAN = "Nothing was run and no token was issued or used"
 #: Tools that run confined code in the project root or issue or use a token: each refuses a
 #: protocol not in force before it starts, and what git metadata it leaves is checked.
 RUNS_CONFINED = frozenset({"run_tests", "validate_task", "dispatch_task", "run_plan"})
+
+
+def _record_job(index: Any, job_id: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A plan update that notes the job started for task ``index``."""
+
+    def change(plan: dict[str, Any]) -> dict[str, Any]:
+        for t in plan["tasks"]:
+            if t["index"] == index:
+                t["job_id"] = job_id
+        return {**plan, "status": "running"}
+
+    return change
 
 
 @frozen(kw_only=True)
@@ -71,17 +80,13 @@ class ToolReply:
         return json.dumps(self.data, indent=2, ensure_ascii=False, default=str)
 
 
-class ToolHost(PlanTools):
-    """The tools of one mode of one project, for one server process.
-
-    Calls may run concurrently on worker threads; the in-memory token and spec maps and
-    session start are guarded by one lock, everything else is already safe across
-    processes (audit, token store, job and plan files).
-    """
+class ToolHost:
+    """The tools of one mode of one project, for one server process. Calls run concurrently
+    on worker threads: one lock guards the token and spec maps and the session start."""
 
     def __init__(self, project: Project) -> None:
         self.project = project
-        self.tools: frozenset[str] = tools_for_mode(project.mode)
+        self.tools: frozenset[str] = tools_for(project.mode.tools)
         self.guard = PathGuard(project.root, project.protocol.protected_paths)
         self.workspace = Workspace(project.root, self.guard)
         self.git = Git(project.root, self.guard)
@@ -95,9 +100,16 @@ class ToolHost(PlanTools):
         self._specs: dict[str, str] = {}
         # Open the stores now, on one thread, rather than lazily from concurrent tool calls.
         _ = (project.audit, project.sessions, project.tokens)
-        self._handlers: dict[str, Callable[..., dict[str, Any]]] = {
-            name: getattr(self, f"_tool_{name}") for name in self.tools
+        guarded: dict[str, Callable[..., dict[str, Any]]] = {  # a tool that is one guarded operation
+            "write_file": self.workspace.write_file,
+            "delete_file": self.workspace.delete_file,
+            "create_directory": self.workspace.create_directory,
+            "get_status": self.git.get_status,
+            "stage_files": self.git.stage_files,
+            "create_branch": self.git.create_branch,
+            "delete_branch": self.git.delete_branch,
         }
+        self._handlers = {name: guarded.get(name) or getattr(self, f"_tool_{name}") for name in self.tools}
         self.argument_limit = argument_limit()
 
     def start_waiting_jobs(self) -> None:
@@ -108,11 +120,8 @@ class ToolHost(PlanTools):
     # ----------------------------------------------------------------- surface
 
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolReply:
-        """Audit, check, run; every failure becomes a reply saying why, never an exception.
-
-        The call's events are written to the audit log as one signed append when it ends;
-        a broken log refuses the call before it runs.
-        """
+        """Audit, check, run; every failure becomes a reply saying why, never an exception. The
+        call's events are one signed append to the audit log; a broken log refuses the call."""
         args = dict(arguments or {})
         started = False
         try:
@@ -127,22 +136,32 @@ class ToolHost(PlanTools):
     def _call(self, name: str, args: dict[str, Any]) -> ToolReply:
         self.project.record("tool_call", tool=name, args_sha256=arguments_sha256(args))
         if name not in self.tools:
-            note = self._audit("tool_refused", tool=name, reason="unknown tool")
-            return ToolReply.error(
+            reason = "unknown tool"
+            refusal = (
                 f"Unknown tool: {name!r}. This server is pinned to the mode {self.project.mode_id!r}, which "
-                f"serves only: {', '.join(sorted(self.tools))}.{note}"
+                f"serves only: {', '.join(sorted(self.tools))}."
             )
-        problem = check_sizes(args, self.argument_limit) or check_arguments(TOOLS[name], args)
-        if problem:
-            note = self._audit("tool_refused", tool=name, reason=problem)
-            return ToolReply.error(f"{name} refused: {problem}.{note}")
-        drift = self._not_in_force() if name in RUNS_CONFINED else None
-        if drift is not None:
-            note = self._audit("tool_refused", tool=name, reason=drift)
-            return ToolReply.error(f"{name} refused: {drift}{note}")
+        elif problem := check_sizes(args, self.argument_limit) or check_arguments(TOOLS[name], args):
+            reason, refusal = problem, f"{name} refused: {problem}."
+        elif name in RUNS_CONFINED and (drift := self._not_in_force()):
+            reason, refusal = drift, f"{name} refused: {drift}"
+        else:
+            return self._run(name, args)
+        return ToolReply.error(refusal + self._audit("tool_refused", tool=name, reason=reason))
+
+    def _run(self, name: str, args: dict[str, Any]) -> ToolReply:
+        """Run the handler; after one that runs confined code, new git metadata (removed
+        there and then) refuses the call, whatever the handler answered."""
         try:
             check_paths(args)
-            data = self._handle(name, {k: v for k, v in args.items() if v is not None})
+            watch = GitMetaWatch(self.project.root) if name in RUNS_CONFINED else None
+            try:
+                data = self._handlers[name](**{k: v for k, v in args.items() if v is not None})
+            finally:
+                if watch is not None and watch.found():
+                    with self._lock:  # a pass earned by such code is no evidence: it must be earned again
+                        self._tokens.clear()
+                    watch.check()
         except PathValidationError as exc:
             found = getattr(exc, "found", ((exc.path, exc.reason),))
             notes = [self._audit("path_refused", tool=name, path=p, reason=r, source="mcp") for p, r in found]
@@ -158,21 +177,8 @@ class ToolHost(PlanTools):
             )
         return ToolReply(ok=True, data=data)
 
-    def _handle(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        """Run the handler; after one that runs confined code, new git metadata (removed
-        there and then) refuses the call, whatever the handler answered."""
-        watch = GitMetaWatch(self.project.root) if name in RUNS_CONFINED else None
-        try:
-            return self._handlers[name](**args)
-        finally:
-            if watch is not None and watch.found():
-                with self._lock:  # a pass earned by such code is no evidence: it must be earned again
-                    self._tokens.clear()
-                watch.check()
-
     def record_cancelled(self, name: str, reason: str) -> None:
-        """``tool_cancelled``: the call was cancelled (by the client, or by the server
-        stopping) and its processes were killed."""
+        """``tool_cancelled``: the client or a stopping server cancelled the call (its processes were killed)."""
         self._audit("tool_cancelled", tool=name, reason=reason)
 
     def _audit(self, event: str, **data: Any) -> str:
@@ -195,15 +201,6 @@ class ToolHost(PlanTools):
     def _tool_list_files(self, path: str = ".") -> dict[str, Any]:
         files = self.workspace.list_files(path)
         return {"path": path, "files": files, "count": len(files)}
-
-    def _tool_write_file(self, path: str, content: str) -> dict[str, Any]:
-        return self.workspace.write_file(path, content)
-
-    def _tool_delete_file(self, path: str) -> dict[str, Any]:
-        return self.workspace.delete_file(path)
-
-    def _tool_create_directory(self, path: str) -> dict[str, Any]:
-        return self.workspace.create_directory(path)
 
     def _tool_run_tests(self, path: str | None = None) -> dict[str, Any]:
         judges = self.project.protocol.validators_for(self.project.mode, "post_execute")
@@ -234,55 +231,41 @@ class ToolHost(PlanTools):
     def _tool_read_diff(self, ref: str | None = None, staged: bool = False) -> dict[str, Any]:
         return {"ref": ref, "staged": staged, "diff": self.git.read_diff(ref, staged=staged)}
 
-    def _tool_get_status(self) -> dict[str, Any]:
-        return self.git.get_status()
-
-    def _tool_stage_files(self, paths: list[str]) -> dict[str, Any]:
-        return self.git.stage_files(paths)
-
     def _tool_commit(self, message: str) -> dict[str, Any]:
         sha = self.git.commit(message)
         attest_tool_commit(self.project, sha, tool="commit", session_id=self._session_id())
         return {"commit": sha}
-
-    def _tool_create_branch(self, name: str, start: str | None = None) -> dict[str, Any]:
-        return self.git.create_branch(name, start)
 
     def _tool_merge_branch(self, name: str, message: str | None = None) -> dict[str, Any]:
         merged = self.git.merge_branch(name, message)
         attest_tool_commit(self.project, str(merged["head"]), tool="merge_branch", session_id=self._session_id())
         return merged
 
-    def _tool_delete_branch(self, name: str) -> dict[str, Any]:
-        return self.git.delete_branch(name)
-
     # ------------------------------------------------------ validate, dispatch
 
     def _tool_validate_task(self, task_spec: str | None = None, task_id: str | None = None) -> dict[str, Any]:
         """Without ``task_id`` the id is derived from the spec, as ``dispatch_task`` and the
         CLI do; with only ``task_id``, the spec this server last validated for it is used."""
-        if task_spec is None and task_id is None:
-            raise ToolError("give task_spec (and optionally task_id), or the task_id of a task validated before")
         if task_id is not None:
             check_task_id(task_id)
-        with self._lock:
-            if task_spec is not None:
-                spec = require_spec(task_spec)
-                task_id = task_id if task_id is not None else derive_task_id(spec)
-            else:
-                assert task_id is not None
-                previous = self._specs.get(task_id)
-                if previous is None:
-                    raise ToolError(
-                        f"task_spec is required: this server has not validated task {task_id!r} before, so there "
-                        "is no spec to validate again"
-                    )
-                spec = previous
-            self._specs[task_id] = spec
-            self.project.session()  # the first call that needs a session starts it
+        if task_spec is not None:
+            spec = require_spec(task_spec)
+            task_id = task_id if task_id is not None else derive_task_id(spec)
+        elif task_id is None:
+            raise ToolError("give task_spec (and optionally task_id), or the task_id of a task validated before")
+        else:
+            previous = self._specs.get(task_id)
+            if previous is None:
+                raise ToolError(
+                    f"task_spec is required: this server has not validated task {task_id!r} before, so there "
+                    "is no spec to validate again"
+                )
+            spec = previous
+        self._session_id()  # the first call that needs a session starts it
         outcome = validate_task(self.project, spec=spec, task_id=task_id, phase="pre_execute")
-        if outcome.token is not None:
-            with self._lock:
+        with self._lock:  # only a spec that was validated is one to validate again
+            self._specs[task_id] = spec
+            if outcome.token is not None:
                 self._tokens[(outcome.task_id, outcome.spec_sha256)] = outcome.token
         payload = outcome.payload()
         if outcome.status == "pass" and "dispatch_task" not in self.tools:
@@ -291,17 +274,14 @@ class ToolHost(PlanTools):
 
     def _tool_dispatch_task(self, task_spec: str, task_id: str | None = None) -> dict[str, Any]:
         spec = require_spec(task_spec)
-        return self._dispatch(spec, check_task_id(task_id) if task_id is not None else derive_task_id(spec))
+        task_id = check_task_id(task_id) if task_id is not None else derive_task_id(spec)
+        return self._dispatch(spec, task_id, self.project.mode_id)
 
-    def _dispatch(self, spec: str, task_id: str, mode: str | None = None) -> dict[str, Any]:
-        """Create and start the job; only then use up the token recorded for this task and spec.
-
-        The token is looked up by (task, spec hash), so a token minted for another task or
-        another spec can never be consumed here; a failed start consumes nothing.
-        """
+    def _dispatch(self, spec: str, task_id: str, mode: str) -> dict[str, Any]:
+        """Create and start the job; only then use up the token recorded for this task and spec
+        (keyed by both, so another's token is never consumed; a failed start consumes nothing)."""
         p = self.project
-        self._check_in_force()
-        refusal = p.protocol.cannot_run_tasks(mode or p.mode_id)
+        refusal = p.protocol.cannot_run_tasks(mode)
         if refusal is not None:
             raise ToolError(refusal)
         sha = spec_sha256(spec)
@@ -314,7 +294,7 @@ class ToolHost(PlanTools):
         job = self.jobs.create(
             spec=spec,
             task_id=task_id,
-            mode=mode or p.mode_id,
+            mode=mode,
             coder=None,
             background=True,
             protocol_path=p.loaded.path.resolve(),
@@ -322,9 +302,9 @@ class ToolHost(PlanTools):
         job_id = str(job["job_id"])
         try:
             self.jobs.launch_ready(max(1, execution.max_parallel_jobs))
-            error = self.jobs.load(job_id).get("error") if self.jobs.load(job_id)["status"] == "halted" else None
-            if error:
-                raise StateError(str(error))
+            started = self.jobs.load(job_id)
+            if started["status"] == "halted" and started.get("error"):
+                raise StateError(str(started["error"]))
         except (OSError, SnodoError) as exc:
             self.jobs.update(
                 job_id, status="halted", outcome="internal_error", error=f"the job could not be started: {exc}"
@@ -347,11 +327,6 @@ class ToolHost(PlanTools):
                 p.record("token_consumed", task_id=task_id, jti=claims.jti, consumer=consumer, job_id=job_id)
                 consumed = True
         return {"status": "accepted", "job_id": job_id, "task_id": task_id, "token_consumed": consumed}
-
-    def _check_in_force(self) -> None:
-        drift = self._not_in_force()
-        if drift is not None:
-            raise ToolError(drift)
 
     def _not_in_force(self) -> str | None:
         """Why a tool that issues or uses a token or runs code must not run now: the working
@@ -417,3 +392,85 @@ class ToolHost(PlanTools):
             "instruction": f"Nothing is decided yet: a person reviews the escalation and runs `snodo "
             f"authorize {decision_id}` (add --reject to reject), then the task is validated again.",
         }
+
+    # ------------------------------------------------------------------- plans
+
+    def _tool_propose_plan(self, goal: str) -> dict[str, Any]:
+        tasks = self.planner.tasks(goal)
+        plan = self.plans.create(goal=goal, tasks=tasks, mode=self.project.mode_id, planner=self.planner.name)
+        self.project.record(
+            "plan_proposed", plan_id=plan["plan_id"], tasks=len(plan["tasks"]), planner=self.planner.name
+        )
+        return plan
+
+    def _tool_decompose(self, plan_id: str | None = None, spec: str | None = None) -> dict[str, Any]:
+        if (plan_id is None) == (spec is None):
+            raise ToolError("give exactly one of plan_id (decompose a stored plan again) and spec (split a text)")
+        if spec is not None:
+            tasks = plan_tasks(self.planner.tasks(spec))
+            for t in tasks:
+                del t["job_id"]
+            return {"tasks": tasks, "planner": self.planner.name, "stored": False}
+        assert plan_id is not None
+        with self._plan_lock:
+            plan = self.plans.load(plan_id)
+            if any(t.get("job_id") for t in plan["tasks"]):
+                raise ToolError(
+                    f"plan {plan_id} already has dispatched tasks; decomposing it again would "
+                    "orphan their jobs. Propose a new plan instead."
+                )
+            tasks = plan_tasks(self.planner.tasks(str(plan["goal"])))
+
+            def change(current: dict[str, Any]) -> dict[str, Any]:
+                return {
+                    **current,
+                    "tasks": tasks,
+                    "revision": int(current.get("revision", 1)) + 1,
+                    "planner": self.planner.name,
+                    "status": "proposed",
+                }
+
+            plan = self.plans.update(plan_id, change)
+        self.project.record(
+            "plan_decomposed", plan_id=plan_id, tasks=len(tasks), planner=self.planner.name, revision=plan["revision"]
+        )
+        return {**plan, "stored": True}
+
+    def _tool_generate_spec(self, task: str) -> dict[str, Any]:
+        spec = self.planner.spec(task)
+        return {"task": task, "task_id": derive_task_id(spec), "spec": spec, "planner": self.planner.name}
+
+    def _tool_get_plan(self, plan_id: str) -> dict[str, Any]:
+        plan = self.plans.load(plan_id)
+        for task in plan["tasks"]:
+            if task.get("job_id"):
+                try:
+                    task["job"] = job_view(self.jobs.load(task["job_id"]))
+                except SnodoError as exc:
+                    task["job"] = {"job_id": task["job_id"], "error": str(exc)}
+        return plan
+
+    def _tool_run_plan(self, plan_id: str) -> dict[str, Any]:
+        mode = plan_mode(self.project.mode)  # the rule the server instructions describe
+        with self._plan_lock:
+            plan = self.plans.load(plan_id)
+            started: list[dict[str, Any]] = []
+            earlier = [{"task_id": t["task_id"], "job_id": t["job_id"]} for t in plan["tasks"] if t.get("job_id")]
+            for task in plan["tasks"]:
+                if task.get("job_id"):
+                    continue
+                reply = self._dispatch(
+                    require_spec(str(task["spec"]), "the plan task's spec"), check_task_id(task["task_id"]), mode
+                )
+                index = task["index"]
+                self.plans.update(plan_id, _record_job(index, reply["job_id"]))
+                started.append(
+                    {
+                        "index": index,
+                        "task_id": reply["task_id"],
+                        "job_id": reply["job_id"],
+                        "token_consumed": reply["token_consumed"],
+                    }
+                )
+        self.project.record("plan_run", plan_id=plan_id, mode=mode, jobs=[s["job_id"] for s in started])
+        return {"status": "accepted", "plan_id": plan_id, "mode": mode, "jobs": started, "already_dispatched": earlier}

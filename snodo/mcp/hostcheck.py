@@ -1,9 +1,6 @@
 """``snodo doctor --host HOST [CONFIG]``: is snodo connected as the host's config says, and
-which of the host's own tools still write to the project (docs/mcp-hosts.md).
-
-Nothing of the host is started: its entry named ``snodo`` is checked as ``serve`` would check
-itself at start-up (:func:`serve_problems`), and its own writers are read from every file the
-host reads them from.
+which of the host's own tools still write to the project (docs/mcp-hosts.md). Nothing of the
+host is started: its ``snodo`` entry is checked as ``serve`` checks itself at start-up.
 """
 
 from __future__ import annotations
@@ -19,7 +16,15 @@ from attrs import asdict, frozen
 
 from snodo.base.errors import SnodoError
 from snodo.mcp.hostconfig import CLAUDE_CODE_WRITERS, HOSTS, OPEN_DOORS, call_timeout
+from snodo.plugin.host import get_plugin_manager
+from snodo.protocol import load_protocol
+from snodo.protocol.committed import lists_in_force, refuse_drift, resolve
 from snodo.protocol.models import Protocol
+from snodo.sandbox import choose_backend
+from snodo.state.audit_key import audit_public_key
+from snodo.state.home import keys_dir
+from snodo.state.keys import DECISION_PUBLIC_KEY_FILE, load_public_key_file
+from snodo.state.signers import parse_allowed_signers
 
 #: Where each host's config is looked for when none is given (relative to the working directory).
 DEFAULT_PATHS: dict[str, str] = {
@@ -67,10 +72,11 @@ def check_host(host: str, config: Path | None) -> HostReport:
             open_writers=_writers(host, data),
         )
     argv, env = _command(host, entry)
-    problems = _command_problems(argv)
+    protocol = _option(argv, "--protocol")
+    problems = _command_problems(argv, protocol)
     if entry.get("enabled") is False:
         problems.append("the snodo server is disabled (enabled = false)")
-    needed = _needed_timeout(argv, env, problems)
+    needed = _needed_timeout(protocol, _option(argv, "--mode"), env, problems)
     connected = not [p for p in problems if not p.startswith(NOTE)]  # notes: connected, not governed as printed
     if host == "claude-code":
         settings = _claude_settings(path, data)
@@ -79,6 +85,10 @@ def check_host(host: str, config: Path | None) -> HostReport:
         settings, writers = {"env": {}}, _writers(host, data)
     problems += _setting_problems(host, entry, settings, needed)
     return HostReport(host=host, config=str(path), connected=connected, problems=tuple(problems), open_writers=writers)
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
 
 
 def _config_path(host: str, config: Path | None) -> Path:
@@ -139,7 +149,7 @@ def _timeout_problems(host: str, entry: dict[str, Any], settings: dict[str, Any]
     return [f"the call timeout is {got or 'the host default'} s; run_tests and the validators need {needed} s"]
 
 
-def _command_problems(argv: list[str]) -> list[str]:
+def _command_problems(argv: list[str], protocol: str | None) -> list[str]:
     problems = []
     program = Path(argv[0]) if argv and argv[0] else None
     if program is None or not program.is_absolute():
@@ -148,12 +158,10 @@ def _command_problems(argv: list[str]) -> list[str]:
         problems.append(f"{program} is not an executable file")
     if "serve" not in argv:
         problems.append("the command does not run `snodo serve`")
-    if "--protocol" in argv[:-1]:
-        protocol = Path(argv[argv.index("--protocol") + 1])
-        if not protocol.is_file():
-            problems.append(f"--protocol {protocol} does not exist")
-    else:
+    if protocol is None:
         problems.append("no --protocol: the project then depends on the host's working directory")
+    elif not Path(protocol).is_file():
+        problems.append(f"--protocol {Path(protocol)} does not exist")
     return problems
 
 
@@ -161,25 +169,21 @@ def _command_problems(argv: list[str]) -> list[str]:
 NOTE = "note: "
 
 
-def _needed_timeout(argv: list[str], env: dict[str, Any], problems: list[str]) -> float | None:
+def _needed_timeout(protocol: str | None, mode: str | None, env: dict[str, Any], problems: list[str]) -> float | None:
     """The call timeout the protocol the command pins needs; what ``serve`` would say of that
     protocol at start-up is added to ``problems``."""
-    if "--protocol" not in argv[:-1] or not Path(argv[argv.index("--protocol") + 1]).is_file():
+    if protocol is None or not Path(protocol).is_file():
         return None
-    mode = argv[argv.index("--mode") + 1] if "--mode" in argv[:-1] else None
     home = Path(str(env.get("SNODO_HOME") or os.environ.get("SNODO_HOME") or "~/.snodo")).expanduser()
-    protocol, found = serve_problems(Path(argv[argv.index("--protocol") + 1]), mode, home)
+    loaded, found = serve_problems(Path(protocol), mode, home)
     problems += found
-    return call_timeout(protocol) if protocol is not None else None
+    return call_timeout(loaded) if loaded is not None else None
 
 
 def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol | None, list[str]]:
     """What ``snodo serve --protocol PATH [--mode MODE]`` with ``SNODO_HOME=home`` would refuse
     at start-up (then a host shows only a server with one ``unavailable`` tool), and notes on
     what it would serve with a warning; the protocol when it loads."""
-    from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 only `doctor --host` loads what serve would
-    from snodo.protocol import load_protocol  # noqa: PLC0415 only `doctor --host` loads what serve would
-    from snodo.protocol.committed import refuse_drift, resolve  # noqa: PLC0415 only `doctor --host` loads what serve would
 
     problems: list[str] = []
     try:
@@ -193,8 +197,6 @@ def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol |
     if mode is not None and mode not in (known := [m.mode_id for m in protocol.modes]):
         problems.append(f"--mode {mode!r} is not a mode of this protocol (it defines: {', '.join(known)})")
     if protocol.execution.sandbox != "off":
-        from snodo.sandbox import choose_backend  # noqa: PLC0415 only when the protocol confines
-
         try:
             choose_backend()
         except SnodoError as exc:
@@ -225,9 +227,6 @@ def _key_notes(home: Path) -> list[str]:
 
 
 def _home_keys(home: Path) -> set[bytes]:
-    from snodo.state.audit_key import audit_public_key  # noqa: PLC0415 only `doctor --host` reads the keys
-    from snodo.state.home import keys_dir  # noqa: PLC0415 only `doctor --host` reads the keys
-    from snodo.state.keys import DECISION_PUBLIC_KEY_FILE, load_public_key_file  # noqa: PLC0415 only `doctor --host` reads the keys
 
     public = keys_dir(home) / DECISION_PUBLIC_KEY_FILE
     keys = [audit_public_key(home), load_public_key_file(public) if public.is_file() else None]
@@ -236,8 +235,6 @@ def _home_keys(home: Path) -> set[bytes]:
 
 def _signers_in_force() -> set[bytes]:
     """The keys of the ``allowed_signers`` lists resolving the protocol found in force."""
-    from snodo.protocol.committed import lists_in_force  # noqa: PLC0415 what resolving the protocol above found
-    from snodo.state.signers import parse_allowed_signers  # noqa: PLC0415 only `doctor --host` reads the keys
 
     listed = set()
     for text in lists_in_force:
@@ -250,12 +247,11 @@ def _writers(host: str, data: dict[str, Any]) -> tuple[str, ...]:
     """The host's own tools that still write to the project under this config."""
     if host == "opencode":
         tools, permission = data.get("tools") or {}, data.get("permission") or {}
-        open_ = []
-        for tool in _OPENCODE_WRITERS:
-            rule = permission.get("bash" if tool == "bash" else "edit")
-            if tools.get(tool) is not False and rule != "deny":
-                open_.append(tool)
-        return tuple(open_)
+        return tuple(
+            tool
+            for tool in _OPENCODE_WRITERS
+            if tools.get(tool) is not False and permission.get("bash" if tool == "bash" else "edit") != "deny"
+        )
     if host == "codex":
         mode = data.get("sandbox_mode", "workspace-write (the default for trusted projects)")
         return () if mode == "read-only" else (f"shell and apply_patch (sandbox_mode = {mode})",)

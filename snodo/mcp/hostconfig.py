@@ -1,10 +1,6 @@
 """What ``snodo serve --print-config HOST`` prints: a server entry that works as printed, and
-settings that close the host's own doors where the host allows it.
-
-The host's own editor and shell would write the project (``.snodo/`` included) past snodo's
-path guard and audit, so each config turns them off (opencode), denies them (Claude Code) or
-makes the sandbox read-only (Codex), and makes a host wait for snodo before its first turn.
-What a host's config cannot close is named in :data:`OPEN_DOORS`.
+settings that close the host's own editor and shell (they would write the project past
+snodo's guard and audit) where the host allows it; :data:`OPEN_DOORS` names what stays open.
 """
 
 from __future__ import annotations

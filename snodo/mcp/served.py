@@ -1,8 +1,6 @@
-"""What one ``snodo serve`` process serves: the mode's surface at once, its tools' machinery later.
-
-``initialize`` and ``tools/list`` need only the protocol, the mode and the catalogue; the
-governance stack behind the tools (:class:`~snodo.mcp.host.ToolHost`) is built once, on first
-need or by :meth:`Served.warm` on a thread, so the handshake never waits for it.
+"""What one ``snodo serve`` process serves: the mode's surface at once, and the governance
+stack behind its tools (:class:`~snodo.mcp.host.ToolHost`) built once, on first need or by
+:meth:`Served.warm` on a thread, so the handshake never waits for it.
 """
 
 from __future__ import annotations
@@ -10,7 +8,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from snodo.mcp.catalog import TOOLS, ToolDef, build_instructions, tools_for_mode
+from snodo.mcp.catalog import build_instructions
+from snodo.protocol.capabilities import tools_for
 
 if TYPE_CHECKING:
     from snodo.mcp.host import ToolHost
@@ -27,7 +26,7 @@ class Served:
         self.plugins = plugins
         self.mode = mode
         self.protocol = loaded.protocol
-        self.tools: frozenset[str] = tools_for_mode(mode)
+        self.tools: frozenset[str] = tools_for(mode.tools)
         self._lock = threading.Lock()
         self._host: ToolHost | None = None
         self._warming = False
@@ -36,15 +35,9 @@ class Served:
     def instructions(self) -> str:
         return build_instructions(self.protocol, self.mode, self.tools)
 
-    def definitions(self) -> list[ToolDef]:
-        return [TOOLS[name] for name in sorted(self.tools)]
-
     def host(self) -> ToolHost:
-        """The tool host, built by the first caller; every later caller gets the same one.
-
-        A failure to build it (the git repository cannot be pinned, a state store cannot be
-        opened) is raised to each caller in turn: nothing is served half-built.
-        """
+        """The tool host, built by the first caller; a failure to build it is raised to each
+        caller in turn: nothing is served half-built."""
         with self._lock:
             if self._host is None:
                 from snodo.governance.service import Project  # noqa: PLC0415 the governance stack is built after the handshake, on a thread

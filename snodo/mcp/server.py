@@ -1,14 +1,10 @@
 """``snodo serve``: one mode's tools over MCP on stdio, with the SDK's low-level server.
 
-The low-level :class:`~mcp.server.lowlevel.Server`, not ``MCPServer``: the listing must be
-exactly the mode's tools and every other name must be refused the same way (audited, in our
-words), so this module owns ``tools/list`` and ``tools/call``; the SDK owns the wire
-(protocol version negotiation, serialisation).
-
-Tool work is synchronous and runs on worker threads. A client that goes away (end of input,
-a broken pipe) ends the server quietly with status 0. SIGINT and SIGTERM kill the children of
-the calls in flight, give those calls a moment to record, and exit 0 without waiting for
-stdin, which a worker thread may be blocked reading.
+Not ``MCPServer``: the listing must be exactly the mode's tools and every other name refused
+the same way (audited, in our words), so this module owns ``tools/list`` and ``tools/call``;
+the SDK owns the wire. Tool work runs on worker threads. A client that goes away ends the
+server quietly with status 0; SIGINT and SIGTERM kill the children of the calls in flight,
+let those calls record, and exit 0 without waiting for stdin.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 
 from snodo import __version__
-from snodo.mcp.catalog import ToolDef
+from snodo.mcp.catalog import TOOLS
 from snodo.mcp.served import Served
 from snodo.mcp.stdio import answered, serve_stdio_streams
 from snodo.process.callscope import CallScope, scope
@@ -71,19 +67,6 @@ async def _report_progress(ctx: Any, name: str) -> None:
             await ctx.session.report_progress(ticks, None, f"{name}: still running ({ticks * PROGRESS_EVERY:g} s)")
 
 
-def _wire_tools(definitions: list[ToolDef]) -> list[types.Tool]:
-    return [
-        types.Tool(
-            name=d.name,
-            title=d.title,
-            description=d.description,
-            input_schema=d.input_schema(),
-            annotations=types.ToolAnnotations.model_validate(d.annotations()),
-        )
-        for d in definitions
-    ]
-
-
 class _InFlight:
     """The tool calls running on worker threads, so a stop can cancel them and wait for them."""
 
@@ -115,12 +98,18 @@ class _InFlight:
 
 
 def build_server(served: Served, inflight: _InFlight | None = None) -> Server[Any]:
-    """The MCP server for one :class:`Served` mode; listing and calls both go through it.
-
-    ``initialize`` and ``tools/list`` are answered from the catalogue; a call waits for the
-    tool host (:meth:`Served.host`), built off the handshake's path.
-    """
-    tools = _wire_tools(served.definitions())
+    """The MCP server for one :class:`Served` mode: ``initialize`` and ``tools/list`` are
+    answered from the catalogue; a call waits for the tool host, built off the handshake's path."""
+    tools = [
+        types.Tool(
+            name=d.name,
+            title=d.title,
+            description=d.description,
+            input_schema=d.input_schema(),
+            annotations=types.ToolAnnotations.model_validate(d.annotations()),
+        )
+        for d in (TOOLS[name] for name in sorted(served.tools))
+    ]
     calls = inflight or _InFlight()
 
     async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -154,13 +143,11 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
         try:
             # a cancelled call stops waiting and answers nothing (the SDK drops it); its
             # thread ends on its own once call.cancel() has killed what it was waiting for
-            if params.name in LONG_CALLS and _wants_progress(ctx):
-                async with anyio.create_task_group() as group:
+            async with anyio.create_task_group() as group:
+                if params.name in LONG_CALLS and _wants_progress(ctx):
                     group.start_soon(_report_progress, ctx, params.name)
-                    ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-                    group.cancel_scope.cancel()
-            else:  # no task group to make and cancel: most calls
                 ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             # notifications/cancelled (or the client gone): kill the call's process tree now
             call.cancel("the client cancelled the call (notifications/cancelled) or went away")
@@ -229,24 +216,22 @@ def serve_stdio(served: Served) -> None:
         flush=True,
     )
 
-    async def warm_later() -> None:
-        # Jobs left waiting by an earlier server whose jobs all ended while nobody was serving
-        # start once the host is built, even for a client that never lists the tools.
-        await anyio.sleep(WARM_AFTER)
-        served.warm()
-
     async def main() -> None:
-        async with serve_stdio_streams() as (read_stream, write_stream), anyio.create_task_group() as group:
-            group.start_soon(warm_later)
+        async with serve_stdio_streams() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
-            group.cancel_scope.cancel()
 
+    # Jobs an earlier server left waiting start once the host is built, even for a client
+    # that never lists the tools.
+    warm_later = threading.Timer(WARM_AFTER, served.warm)
+    warm_later.daemon = True
+    warm_later.start()
     try:
         anyio.run(main)
     except BaseException as exc:
         if not _is_disconnect(exc):
             raise
     finally:
+        warm_later.cancel()
         _detach_stdout()
     # The client closed our input: the normal end of a stdio server, recorded like a signal.
     inflight.wait_idle(STOP_GRACE)

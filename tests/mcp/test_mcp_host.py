@@ -17,7 +17,7 @@ from mcp_harness import audit, make_project
 
 from snodo.engine.jobs import JobStore
 from snodo.governance.service import Project
-from snodo.mcp.catalog import TOOLS, build_instructions, tools_for_mode
+from snodo.mcp.catalog import TOOLS, build_instructions
 from snodo.mcp.host import ToolHost, arguments_sha256, check_arguments
 from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
@@ -81,6 +81,13 @@ def test_the_token_never_leaves_the_host(host: ToolHost) -> None:
     assert token not in reply.text()
 
 
+def test_a_spec_whose_validation_failed_is_not_kept_to_validate_again(host: ToolHost) -> None:
+    # An unpaired surrogate cannot be hashed: the validation fails before any outcome.
+    assert not host.call("validate_task", {"task_id": "t3", "task_spec": "Add \ud800 here.\n"}).ok
+    again = host.call("validate_task", {"task_id": "t3"})
+    assert not again.ok and "has not validated task 't3'" in again.message, again.message
+
+
 def test_arguments_are_hashed_canonically() -> None:
     args = {"path": "a", "content": "secret"}
     assert arguments_sha256(args) == hashlib.sha256(canonical_json(args)).hexdigest()
@@ -125,8 +132,7 @@ def test_instructions_never_name_a_tool_the_mode_lacks(size: int) -> None:
     protocol author's words and out of scope, so the modes here have none)."""
     for caps in itertools.combinations(sorted(CAPABILITY_TOOLS), size):
         mode = Mode(mode_id="m", tools=caps, validators=("v",), coder="mock")
-        tools = tools_for_mode(mode)
-        assert tools == tools_for(caps)
+        tools = tools_for(mode.tools)
         text = build_instructions(_protocol(mode), mode, tools)
         named = set(re.findall(r"[A-Za-z_]+", text)) & ALL_TOOLS
         assert named <= tools, (caps, named - tools)

@@ -130,3 +130,15 @@ def test_a_name_leaving_the_api_warns_for_a_release_first() -> None:
         with pytest.warns(DeprecationWarning, match=replacement):
             assert callable(getattr(snodo.api, name)) or isinstance(getattr(snodo.api, name), type)
         assert name not in snodo.api.__all__
+
+
+def test_the_deprecated_test_runner_still_runs_pytest_and_reads_as_before(tmp_path: Path) -> None:
+    """A 0.2.0 plugin calling ``run_python_tests`` keeps working for this release: a real
+    pytest run, its exit code, failed tests and the tail of its output."""
+    (tmp_path / "test_it.py").write_text("def test_ok():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n")
+    with pytest.warns(DeprecationWarning):
+        run_python_tests = snodo.api.run_python_tests
+    run = run_python_tests(tmp_path, ["python", "-m", "pytest", "-q"], timeout=120)
+    assert run.exit_code == 1 and not run.passed and not run.timed_out
+    assert [t.rsplit("::", 1)[-1] for t in run.failed_tests] == ["test_bad"]
+    assert run.output == run.output_tail and run.tail(1) == run.output_tail.splitlines()[-1]

@@ -58,6 +58,14 @@ class TestRunResult:
     failed_tests: tuple[str, ...] = ()
     python: str = ""  # the interpreter that ran them, and how it was found
 
+    # What the deprecated ``snodo.api.SuiteRun`` offered and a 0.2.0 plugin may still read.
+    @property
+    def output(self) -> str:
+        return self.output_tail
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.output_tail.splitlines()[-lines:])
+
 
 def run_tests(
     root: Path,

@@ -61,13 +61,16 @@ def ensure(home: str, project: str, mode: str) -> None:
 
 
 def write_forever(home: str, session_id: str, log: str) -> None:
-    """Rewrite a session file and append to the audit log until killed."""
+    """Rewrite a session file and append to the audit log until killed; says ``started``
+    once the first record is in the log (so a kill, however late the worker ran, comes
+    after it)."""
     store, audit = SessionStore(Path(home)), AuditLog(Path(log))
-    print("started", flush=True)
     i = 0
     while True:
         store.add_pending(session_id, pending(f"d{i}"))
         audit.append("validate", mode="dev", data={"i": i, "pad": "x" * (i % 300)})
+        if i == 0:
+            print("started", flush=True)
         if i % 3:
             store.remove_pending(session_id, f"d{i}")
         i += 1

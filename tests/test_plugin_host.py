@@ -148,6 +148,7 @@ def test_name_conflicts_name_both_plugins() -> None:
     with pytest.raises(PluginError) as info:
         host.validator("always-pass")
     assert "registered by both" in str(info.value)
+    assert str(info.value).endswith("uninstall one of them")  # the one remedy there is
     assert len(host.failures()) == 1
 
 

@@ -234,7 +234,7 @@ class PluginHost:
             first = self._origins.get(registry.owner[name], _Origin(name=registry.owner[name]))
             msg = (
                 f"{record} {name!r} is registered by both {_describe_origin(first)} and "
-                f"{_describe_origin(origin)}; uninstall or block one of them"
+                f"{_describe_origin(origin)}; uninstall one of them"
             )
             self._conflicts[f"{record}:{name}"] = msg
             self._fail(origin, msg)

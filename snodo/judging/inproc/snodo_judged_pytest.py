@@ -79,13 +79,13 @@ def _judged(path: str, root: str) -> bool:
 def _no_bytecode_read(root: str) -> None:
     """Python and pytest never read bytecode cached in the judged tree (outside the
     interpreter's environment): an agent can plant a ``.pyc`` whose recorded mtime and size
-    match its source, and it would run instead of the source the verdict is about."""
-    try:
-        import importlib._bootstrap_external as external  # noqa: PLC0415 CPython's import system, patched once
+    match its source, and it would run instead of the source the verdict is about. Should
+    either import fail, the session ends before its record does: no verdict, never a pass
+    without this defence."""
+    import importlib._bootstrap_external as external  # noqa: PLC0415 CPython's import system, patched once
 
-        from _pytest.assertion import rewrite  # noqa: PLC0415 after pytest, never from the copy
-    except ImportError:
-        return
+    from _pytest.assertion import rewrite  # noqa: PLC0415 after pytest, never from the copy
+
     cached = external.cache_from_source
     read_pyc: Any = getattr(rewrite, "_read_pyc", None)
 

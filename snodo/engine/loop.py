@@ -282,6 +282,7 @@ class Engine:
         if not all_changed or state.commit is None:
             raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
         # The commit just made is judged: its tree binds the verdict and any human decision.
+        # Validators see a snapshot of that tree, HEAD's: nothing beyond the commit, no git needed to say so.
         post = self._validate(
             "post_execute",
             wt.path,
@@ -289,6 +290,7 @@ class Engine:
             diff=diff,
             escalate=False,
             tree=made.tree if made is not None else None,
+            uncommitted=() if made is not None else None,
             base=wt.base,
             refused=state.dropped,
         )

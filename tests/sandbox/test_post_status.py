@@ -2,14 +2,16 @@
 judge (``details.dirty_tree``, issues 27 and 42).
 
 The copy is restored and checked clean before the run, so pre_execute is told so without
-git; post_execute asks git once (``git status`` of the copy, for all its validators), so
-anything a confined pre_execute validator changed, under each backend, is listed, and a
-copy nothing touched is reported clean. Real CLI, real git, real sandbox.
+git; post_execute judges a snapshot of the commit the engine just made, HEAD's tree, so
+nothing beyond it is seen and no ``git status`` of the copy is needed. Whatever a confined
+pre_execute validator changed, under each backend, stays in its own copy. Real CLI, real
+git, real sandbox.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,7 +74,7 @@ def test_a_copy_nothing_touched_is_judged_clean(tmp_path: Path, backend: str) ->
     for n in range(2):  # a copy made fresh, then one restored
         payload, lines = _run(repo, env, log, f"add a hello module {n}")
         assert "dirty_tree" not in _post(payload)["details"]
-        assert len(_copy_statuses(lines)) == 1, "\n".join(lines)  # post_execute's, none for pre_execute
+        assert _copy_statuses(lines) == [], "\n".join(lines)  # none for either phase
 
 
 @pytest.mark.parametrize(
@@ -92,11 +94,15 @@ def test_what_a_confined_pre_execute_validator_changes_stays_in_its_own_copy(
 ) -> None:
     """A validator judges a private copy of the judged tree (SPEC §3 "One snapshot"): what
     its process writes never reaches the run's working copy, so the commit holds the coder's
-    work alone: the post_execute phase's one status of the copy finds it clean."""
+    work alone and the copy is clean after it."""
     repo, env, log = _project(tmp_path, pre)
     for n in range(2):  # a copy made fresh, then one restored (the pre_execute script ran again)
         payload, lines = _run(repo, env, log, f"add a hello module {n}")
         assert "dirty_tree" not in _post(payload)["details"], payload
-        assert len(_copy_statuses(lines)) <= 1, "\n".join(lines)  # the post_execute phase's own
+        assert _copy_statuses(lines) == [], "\n".join(lines)
+        copies = {m.group(1) for line in lines if (m := re.search(r"(/\S+/pool/slot-\d+)", line))}
+        assert copies, "\n".join(lines)
+        for copy in copies:  # what the validators were told: nothing beyond the commit
+            assert git(Path(copy), "status", "--porcelain", "--ignored") == "", copy
         changed = git(repo, "diff", "--name-only", "HEAD", payload["commit"]).split()
         assert changed and not [p for p in changed if p.startswith(("pkg/", "README", "tool.sh"))], changed

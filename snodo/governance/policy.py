@@ -17,6 +17,7 @@ from snodo.rules.outcomes import Outcome
 
 ResultSeverity = Literal["pass", "warn", "blocker", "error"]
 SEVERITY_ORDER: dict[str, int] = {"pass": 0, "warn": 1, "blocker": 2}
+_ALWAYS = frozenset({"validator_id", "validator_type", "severity", "justification", "error"})
 
 
 @frozen(kw_only=True)
@@ -32,27 +33,13 @@ class ValidatorResult:
     error: str | None = None
     severity_original: str | None = None
     kind: Literal["validator", "constraint"] = "validator"
+    escalate: bool = False  # a person must look whatever the policy says (as Verdict.escalate)
     details: Mapping[str, Any] = Factory(dict)
     duration: float = 0.0
-    escalate: bool = False  # a person must look whatever the policy says (as Verdict.escalate)
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "validator_id": self.validator_id,
-            "validator_type": self.validator_type,
-            "severity": self.severity,
-            "justification": self.justification,
-            "error": self.error,
-        }
-        if self.severity_original is not None:
-            out["severity_original"] = self.severity_original
-        if self.kind != "validator":
-            out["kind"] = self.kind
-        if self.escalate:
-            out["escalate"] = True
-        if self.details:
-            out["details"] = dict(self.details)
-        return out
+        """Every field but the duration; the optional ones only when set."""
+        return asdict(self, filter=lambda a, v: a.name in _ALWAYS or (a.name != "duration" and v != a.default and v))
 
     def for_agent(self) -> dict[str, Any]:
         """:meth:`as_json` without the ``private`` details (held-out test ids and messages)."""

@@ -19,7 +19,7 @@ from attrs import evolve, frozen
 
 from snodo.base.errors import EnvironmentProblem
 from snodo.base.frozen import thaw
-from snodo.git.runner import run_git
+from snodo.git.runner import is_commit_id, run_git
 from snodo.governance.policy import ValidatorResult, cap
 from snodo.judging.copies import Copy, Snapshot
 from snodo.judging.tree import resolve
@@ -76,8 +76,7 @@ def _error(
 
 
 def uncommitted(workspace: Path) -> tuple[str, ...]:
-    """``git status --porcelain`` of ``workspace`` by snodo's own hardened git (unconfined, like
-    every git snodo runs itself); none outside git."""
+    """``git status --porcelain`` of ``workspace`` by snodo's own git; none outside git."""
     try:
         found = run_git(workspace, "--no-optional-locks", "status", "--porcelain")
     except EnvironmentProblem:
@@ -155,8 +154,7 @@ def constraints_for(protocol: Protocol, mode: Mode, validators: Sequence[Validat
 
 
 def concurrency_limit(count: int) -> int:
-    """How many validators of one phase run at once by default: all of them up to the
-    number of CPUs, but never fewer than :data:`MIN_CONCURRENCY`."""
+    """How many validators of a phase run at once by default: all, up to the CPUs, at least :data:`MIN_CONCURRENCY`."""
     return max(1, min(count, max(MIN_CONCURRENCY, _cpus())))
 
 
@@ -168,10 +166,9 @@ def _cpus() -> int:
 def run_phase(
     host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None = None, limit: int | None = None
 ) -> list[ValidatorResult]:
-    """Run the mode's validators for ``inp.phase`` concurrently, at most ``limit`` at once
-    (default :func:`concurrency_limit`), each in a copy of the caller's context (its sandbox
-    policy, its MCP call scope) and bounded by its ``tooling.timeout``, then its constraints;
-    results in declared order."""
+    """Run the mode's validators for ``inp.phase``, ``limit`` at once, each in a copy of the
+    caller's context (sandbox policy, MCP call scope) and bounded by its ``tooling.timeout``,
+    then its constraints; results in declared order."""
     validators = inp.protocol.validators_for(inp.mode, inp.phase)
     known = inp.uncommitted  # read once, if a validator asks (none when the caller knows it)
     status = WorkspaceStatus(lambda: uncommitted(inp.workspace) if known is None else known)
@@ -212,7 +209,7 @@ def _run_in_copy(
     planted: list[tuple[str, str]],
 ) -> ValidatorResult:
     """``v`` judging in a copy of the snapshot: its own when it runs code (git metadata it
-    plants there goes to ``planted``), else the one copy readers share."""
+    plants goes to ``planted``), else the one readers share."""
     started = time.monotonic()
     own = _declared(host, v, "runs_code", unknown=True)
     try:
@@ -240,9 +237,8 @@ def _in_declared_order(
     phase: str,
     progress: ProgressFn | None,
 ) -> list[ValidatorResult]:
-    """``work`` for every validator, ``width`` at once, started in declared order by this
-    thread only, each on a daemon thread of its own (an abandoned one never keeps the process
-    from exiting) and bounded by its timeout."""
+    """``work`` for every validator, ``width`` at once, started in declared order, each on a
+    daemon thread (an abandoned one never keeps the process from exiting), bounded by its timeout."""
     slots: dict[int, ValidatorResult] = {}
     finished: queue.SimpleQueue[tuple[int, ValidatorResult]] = queue.SimpleQueue()
     running: dict[int, float] = {}  # index -> deadline
@@ -276,8 +272,8 @@ def _in_declared_order(
 def _report(
     slots: dict[int, ValidatorResult], at: int, validators: Sequence[Validator], phase: str, progress: ProgressFn | None
 ) -> int:
-    """Progress for the results in from ``at`` on, in declared order (never completion
-    order: verdicts and audit events are deterministic); the next to report."""
+    """Progress for the results in from ``at`` on, in declared order (audit events are
+    deterministic); the next to report."""
     while at in slots:
         if progress:
             progress(f"{phase}: {validators[at].validator_id} → {slots[at].severity}", slots[at])
@@ -319,13 +315,12 @@ def _overlays(policy: SandboxPolicy | None, snapshot: Snapshot) -> bool:
 
 
 def _needs_copy(host: PluginHost, v: Validator) -> bool:
-    """Whether ``v`` reads the work through its workspace (every validator but those that
-    declare they judge git objects alone; an unknown type too: it fails on its own)."""
+    """Whether ``v`` reads the work through its workspace (all but those judging git objects alone)."""
     return not _declared(host, v, "judges_objects", unknown=False)
 
 
 def _declared(host: PluginHost, v: Validator, attribute: str, *, unknown: bool) -> bool:
-    """What ``v``'s type declares (:class:`~snodo.plugin.records.ValidatorSpec`); ``unknown`` for an unknown type."""
+    """What ``v``'s type's :class:`~snodo.plugin.records.ValidatorSpec` declares; ``unknown`` for an unknown type."""
     try:
         return bool(getattr(host.validator(v.validator_type), attribute))
     except Exception:
@@ -342,12 +337,8 @@ def _snapshot(host: PluginHost, inp: PhaseInput, validators: Sequence[Validator]
     if not tree:
         return None
     base = work.base
-    head = base if base is None or _is_commit_id(base) else resolve(work.repo, base)
+    head = base if base is None or is_commit_id(base) else resolve(work.repo, base)
     return Snapshot(work.repo, tree, base=head, project_root=inp.project_root or inp.workspace)
-
-
-def _is_commit_id(text: str) -> bool:
-    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def run_constraints(

@@ -42,8 +42,7 @@ def _venv_python(env: Path) -> Path | None:
 
 
 def _inside(path: Path, root: Path) -> bool:
-    real = Path(os.path.realpath(path))
-    return real == root or root in real.parents
+    return Path(os.path.realpath(path)).is_relative_to(root)
 
 
 def _contained(root: Path, rel: str) -> Path | None:
@@ -77,7 +76,7 @@ def dig(doc: Any, *keys: str) -> Any:
 
 
 def _declared(root: Path) -> list[tuple[Path, str]]:
-    """Environments the project's tool configuration declares, in order: uv, Poetry, Hatch, PDM."""
+    """Environments uv, Poetry, Hatch and PDM declare, in that order."""
     found: list[tuple[Path, str]] = []
     pyproject = read_toml(root / "pyproject.toml")
     if STARTUP_UV_ENV and ((root / "uv.lock").is_file() or dig(pyproject, "tool", "uv") is not None):
@@ -97,8 +96,8 @@ def _declared(root: Path) -> list[tuple[Path, str]]:
 
 
 def _pdm(root: Path) -> list[tuple[Path, str]]:
-    """``.pdm-python`` names the interpreter (a symlink out of the environment, as always):
-    the environment two levels up is what must lie inside the project."""
+    """``.pdm-python`` names the interpreter (a symlink out of the environment): the environment
+    two levels up must lie inside the project."""
     pdm = root / ".pdm-python"
     if not pdm.is_file() or pdm.is_symlink():
         return []
@@ -150,10 +149,10 @@ def discover(project_root: Path) -> ProjectPython:
 _found: dict[str, ProjectPython] = {}
 
 
-def project_python(project_root: Path, setting: str | None = None, *, where: str = "execution.python") -> ProjectPython:
-    """``setting`` when given, else the discovered one, looked up once per root."""
+def project_python(project_root: Path, setting: str | None = None) -> ProjectPython:
+    """``setting`` (``execution.python``) when given, else the discovered one, looked up once per root."""
     if setting is not None:
-        return ProjectPython(path=setting, source=where)
+        return ProjectPython(path=setting, source="execution.python")
     key = os.path.realpath(project_root)
     if key not in _found:
         _found[key] = discover(Path(key))

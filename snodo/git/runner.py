@@ -1,12 +1,9 @@
 """The one way snodo runs ``git``: hardened, pinned, no shell, no prompt, a time limit.
 
-git runs programs named by its configuration and by files in the work tree (hooks, the
-fsmonitor, filter, merge and diff drivers, pagers, editors, ssh); the work tree is the
-agent's and nothing here is confined, so none of those may choose a program: the repository
-is pinned (:func:`pin`: a ``.git`` planted below the root is never discovered), the
-environment scrubbed (:func:`clean_env`), every configuration key that names a program
-overridden (:data:`HARDENING`, :data:`_SUBCOMMAND_FLAGS`) and the drivers the configuration
-defines neutralised by name (:func:`neutralise`). docs/security.md says what remains.
+The work tree is the agent's and nothing here is confined, so no program git would start may
+be chosen by it: the repository is pinned (:func:`pin`), the environment scrubbed
+(:func:`clean_env`), every key naming a program overridden (:data:`HARDENING`) and the
+configured drivers neutralised (:func:`neutralise`). docs/security.md says what remains.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
 
-#: Seconds any one git command may take before it is killed and reported.
 GIT_TIMEOUT = 120.0
 
 #: Who commits when the repository names nobody (engine commits, the empty base commit).
@@ -49,8 +45,7 @@ HARDENING: tuple[str, ...] = (
     "commit.gpgSign=false",
     "tag.gpgSign=false",
     "log.showSignature=false",
-    # a signature shown or checked (``%G?``, ``verify-commit``) starts the program of its
-    # format: each is pinned, so git signs nothing and picks among these alone
+    # a signature shown or checked (``%G?``) starts its format's program: each is pinned
     "gpg.program=false",
     "gpg.openpgp.program=false",
     "gpg.x509.program=false",
@@ -64,8 +59,7 @@ HARDENING: tuple[str, ...] = (
     "fetch.recurseSubmodules=false",
 )
 
-#: For the one command a person runs to publish work (``snodo push``): the transports a
-#: remote named in the repository's own config may use (never ``ext::``, which runs a program).
+#: For ``snodo push``: the transports a remote in the repository's config may use (never ``ext::``).
 PUSH_TRANSPORTS: tuple[str, ...] = tuple(
     arg for proto in ("file", "git", "ssh", "http", "https") for arg in ("-c", f"protocol.{proto}.allow=always")
 )
@@ -170,8 +164,7 @@ def _with_flags(args: Sequence[str]) -> list[str]:
     return [*out[: i + 1], *_SUBCOMMAND_FLAGS.get(out[i], ()), *out[i + 1 :]]
 
 
-#: The git program, found once at import: a later change of ``PATH`` (a plugin narrowing it
-#: for its own program) must not take snodo's own git away.
+#: Found once at import: a plugin narrowing ``PATH`` later must not take snodo's own git away.
 GIT_PROGRAM = shutil.which("git") or "git"
 
 
@@ -236,8 +229,8 @@ def _own_worktree(path: Path, git_dir: Path) -> bool:
 
 
 def pin(path: Path) -> GitContext | None:
-    """Find (once, before an agent runs) the repository whose work tree holds ``path``: every
-    later command is pinned to it. ``None`` when ``path`` is in no work tree."""
+    """Find (once, before an agent runs) the repository whose work tree holds ``path``, to pin
+    every later command to; ``None`` outside a work tree."""
     return pin_at_head(path)[0]
 
 
@@ -362,8 +355,7 @@ class GitObject:
     data: bytes
 
 
-#: The history as the object store holds it: no replace ref and no graft rewrites a commit's
-#: parents or content (for judging what was committed, never a local view of it).
+#: The history as the object store holds it, no replace ref or graft rewriting a commit.
 OBJECTS_ONLY: Mapping[str, str] = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": os.devnull}
 
 

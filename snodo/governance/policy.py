@@ -22,9 +22,8 @@ _ALWAYS = frozenset({"validator_id", "validator_type", "severity", "justificatio
 
 @frozen(kw_only=True)
 class ValidatorResult:
-    """One validator's (or constraint's) result. ``severity_original``: set when
-    ``severity_cap`` lowered the verdict; ``kind``: a ``validator`` votes under the policy, a
-    ``constraint`` only vetoes."""
+    """One validator's (or constraint's: it only vetoes) result; ``severity_original``: the
+    verdict ``severity_cap`` lowered."""
 
     validator_id: str
     validator_type: str
@@ -86,9 +85,7 @@ def required_passes(policy: str, total: int, quorum_threshold: float) -> int:
     if policy == "majority":
         return total // 2 + 1
     if policy == "quorum":
-        # A product within 1e-9 of an integer is that integer (float noise, not intent).
-        raw = quorum_threshold * total
-        return max(1, math.ceil(raw - 1e-9))
+        return max(1, math.ceil(quorum_threshold * total - 1e-9))  # within 1e-9 of an integer: float noise
     if policy == "any":
         return 1 if total else 0
     raise ValueError(f"unknown disagreement_policy {policy!r}")

@@ -39,7 +39,7 @@ MIN_CONCURRENCY = 4
 
 
 def _grace(timeout: float) -> float:
-    """Extra time before the runner gives up: a validator may report its own timeout."""
+    """Extra time before the runner gives up, for a validator to report its own timeout."""
     return min(2.0, 0.25 + 0.05 * timeout)
 
 
@@ -282,7 +282,7 @@ def _report(
 
 
 def _expired(running: dict[int, float], validators: Sequence[Validator]) -> dict[int, ValidatorResult]:
-    """The running validators past their deadline, taken off ``running`` as timeout errors."""
+    """Timeout errors for the running validators past their deadline (taken off ``running``)."""
     now = time.monotonic()
     out = {}
     for i in [i for i, deadline in running.items() if deadline <= now]:
@@ -302,8 +302,7 @@ def _moved_to(policy: SandboxPolicy | None, copy: Copy, snapshot: Snapshot) -> S
 
 
 def _overlays(policy: SandboxPolicy | None, snapshot: Snapshot) -> bool:
-    """Whether a code-running validator's copy can be an overlay of the kept tree: under
-    bubblewrap, when it can lay one there and no protected path needs mounts of its own."""
+    """Whether a code-running validator's copy can be an overlay of the kept tree (bubblewrap can lay one there)."""
     kept = snapshot.kept()
     if kept is None or policy is None or policy.mode == "off" or policy.read_only:
         return False
@@ -328,8 +327,8 @@ def _declared(host: PluginHost, v: Validator, attribute: str, *, unknown: bool) 
 
 
 def _snapshot(host: PluginHost, inp: PhaseInput, validators: Sequence[Validator]) -> Snapshot | None:
-    """The judged tree, read once when the phase starts (SPEC §3 "One snapshot"); ``None``
-    when no validator reads the work through its workspace, or outside git."""
+    """The judged tree, read once when the phase starts (SPEC §3 "One snapshot"); ``None`` when
+    no validator reads its workspace, or outside git."""
     work = inp.work
     if work is None or not any(_needs_copy(host, v) for v in validators):
         return None
@@ -344,7 +343,7 @@ def _snapshot(host: PluginHost, inp: PhaseInput, validators: Sequence[Validator]
 def run_constraints(
     host: PluginHost, constraints: Sequence[Constraint], inp: PhaseInput, *, progress: ProgressFn | None = None
 ) -> list[ValidatorResult]:
-    """Evaluate ``constraints`` one by one, each confined by ``inp.sandbox``: the one place a predicate runs."""
+    """Evaluate ``constraints`` one by one, each confined: the one place a predicate runs."""
     results = []
     for c in constraints:
         with confined(inp.sandbox):

@@ -53,8 +53,7 @@ class Workspace:
                 if not stat.S_ISREG(st.st_mode):
                     raise ToolError(f"cannot read {path!r}: not a regular file")
                 if st.st_size > MAX_READ_BYTES:
-                    limit = MAX_READ_BYTES
-                    raise ToolError(f"cannot read {path!r}: {st.st_size} bytes is over the {limit}-byte limit")
+                    raise ToolError(f"cannot read {path!r}: {st.st_size} bytes is over the {MAX_READ_BYTES}-byte limit")
                 data = handle.read(MAX_READ_BYTES + 1)
         binary = ToolError(f"cannot read {path!r}: it is a binary file, not UTF-8 text")
         if b"\0" in data:

@@ -330,8 +330,7 @@ def _verdict(
     repo: Path, walk: Walk, entry: CommitEntry, attested: tuple[str, str], signed: tuple[str, str] | None
 ) -> Verdict:
     common = {"sha": entry.sha, "subject": shown(entry.subject)[:200]}
-    step = walk.steps[entry.sha]
-    if step.changed:
+    if walk.steps[entry.sha].changed:
         return _governance_verdict(repo, walk, entry, common)
     if signed is not None and signed[0]:
         return Verdict(**common, passed=True, how="signature", signer=signed[0])

@@ -220,8 +220,8 @@ def pinned(path: Path) -> GitContext | None:
 def _own_worktree(path: Path, git_dir: Path) -> bool:
     """Whether ``path``'s ``.git`` file points into ``<git_dir>/worktrees/`` (where agents cannot write)."""
     try:
-        text = (path / ".git").read_text(errors="replace").strip()
-    except OSError:  # none, or a directory
+        text = (path / ".git").read_text(errors="replace").strip() if (path / ".git").is_file() else ""
+    except OSError:
         return False
     if not text.startswith("gitdir:"):
         return False

@@ -82,7 +82,6 @@ _KEPT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAM
 
 @frozen(kw_only=True)
 class GitResult:
-    args: tuple[str, ...]
     returncode: int
     stdout: str
     stderr: str
@@ -309,7 +308,7 @@ def run_git(
     names_dir = any(a.startswith("--git-dir") for a in args)
     context = None if names_dir else pin(repo)
     proc = _spawn(repo, context, args, env=env, stdin=stdin, timeout=timeout)
-    return GitResult(args=tuple(args), returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
+    return GitResult(returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
 
 
 def git_out(repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, str] | None = None) -> str:

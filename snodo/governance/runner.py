@@ -1,6 +1,5 @@
 """The ONE validator runner (ADR 015): a phase's validators through the ``snodo_validate``
-hook, concurrently, failing closed (a crash, a timeout, a missing plugin or a non-answer is
-an ``error`` result); constraints alongside as vetoes."""
+hook, concurrently, failing closed (whatever is no verdict is an ``error``); constraints veto."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The change set ``snodo validate --phase post_execute`` judges in place: everything that
-differs from a base commit (untracked files included, ignored ones and snodo's own
-``.snodo/`` state left out), untracked files' patches written as git would print them.
+differs from a base commit, untracked files included (as git would print them), ignored ones
+and ``.snodo/`` left out.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""File tools of the agent surface: read, list, write, delete, create directories.
-
-Every mutation asks the :class:`~snodo.rules.guard.PathGuard` first (a refusal touches
-nothing), then acts through directory descriptors opened with ``O_NOFOLLOW`` along the path
-the guard resolved (a directory swapped for a symlink since makes it fail, never land
-elsewhere). Writes are atomic: temp file + ``os.replace``.
+"""File tools of the agent surface. Every mutation asks the
+:class:`~snodo.rules.guard.PathGuard` first (a refusal touches nothing), then acts through
+directory descriptors opened with ``O_NOFOLLOW`` along the path the guard resolved (a directory
+swapped for a symlink since makes it fail, never land elsewhere); writes are atomic.
 """
 
 from __future__ import annotations

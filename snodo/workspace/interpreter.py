@@ -1,7 +1,6 @@
 """Which Python runs the project's tests when no setting names one, found once, from files
-only, in the order docs/protocol.md gives ($VIRTUAL_ENV, .venv/, venv/, uv / Poetry / Hatch /
-PDM, snodo's own). Nothing is executed (``poetry env info`` would run the hostile project's
-configuration unconfined); an environment the project's files point at must lie inside it.
+only (nothing is executed), in the order docs/protocol.md gives; an environment the project's
+files point at must lie inside it.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from typing import Any
 
 from attrs import frozen
 
-# Captured when snodo starts: a later change to the environment must not change the answer.
 STARTUP_VIRTUAL_ENV = os.environ.get("VIRTUAL_ENV")
 STARTUP_UV_ENV = os.environ.get("UV_PROJECT_ENVIRONMENT")
 SNODO_OWN = "snodo's own interpreter"
@@ -129,7 +127,6 @@ def _poetry(root: Path, pyproject: dict[str, Any]) -> list[tuple[Path, str]]:
 
 
 def discover(project_root: Path) -> ProjectPython:
-    """The project's interpreter when no setting names one (see the module docstring)."""
     root = Path(os.path.realpath(project_root))
     candidates: list[tuple[Path, str]] = []
     if STARTUP_VIRTUAL_ENV:

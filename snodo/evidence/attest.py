@@ -87,6 +87,15 @@ def _loaded_digest(project: Project) -> str | None:
         return None
 
 
+def _range(repo: Path, base: str, tip: str) -> list[tuple[str, str]]:
+    return [(e.sha, e.tree) for e in reversed(list_range(repo, [tip, f"^{base}"]))]
+
+
+def _commit_and_tree(repo: Path, rev: str) -> tuple[str, str]:
+    commit = git_out(repo, "rev-parse", "--verify", f"{rev}^{{commit}}")
+    return commit, git_out(repo, "rev-parse", f"{commit}^{{tree}}")
+
+
 def _coder(project: Project, coder: str) -> dict[str, str | None]:
     model = project.mode.coder_config.get("model") if coder == project.mode.coder else None
     return {"name": coder, "model": str(model) if model is not None else None}
@@ -111,13 +120,8 @@ def attest_run(
     oldest first) if the tip's tree is ``judged_tree``; returns the commits attested. A failure is
     audited, never raised: without a note ``snodo verify`` refuses the work, the truth."""
     try:
-        entries = () if made else reversed(list_range(project.root, [tip, f"^{base}"]))
-        commits = list(made) if made else [(e.sha, e.tree) for e in entries]
-        if commits:
-            tip, tree = commits[-1]
-        else:
-            tip = git_out(project.root, "rev-parse", "--verify", f"{tip}^{{commit}}")
-            tree = git_out(project.root, "rev-parse", f"{tip}^{{tree}}")
+        commits = list(made) if made else _range(project.root, base, tip)
+        tip, tree = commits[-1] if commits else _commit_and_tree(project.root, tip)
         if judged_tree and tree != judged_tree:
             raise SnodoError(
                 f"the tip {tip[:12]}'s tree {tree[:12]} is not the tree the validators judged ({judged_tree[:12]})"

@@ -29,8 +29,7 @@ class ChangeSet:
 
 def working_tree_changes(root: Path, base: str = "HEAD") -> ChangeSet:
     """Files and patch that differ from ``base`` in the work tree at ``root``."""
-    guard = PathGuard(root)
-    git = Git(root, guard)
+    git = Git(root, PathGuard(root))
     if not git.is_repo():
         raise SnodoError(
             f"{root} is not a git work tree, so there is no change set to validate after the work",

@@ -7,6 +7,7 @@ ctime); ``git ls-files --stage`` runs only when the index file may hold a gitlin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -210,10 +211,8 @@ class GitMetaWatch:
 
 
 def _remove(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-    except OSError:
-        pass

@@ -1,6 +1,6 @@
-"""Writing attestations: on every commit of a completed run (judged) and on commits made
-through the tool surface (``commit``, ``merge_branch``: not judged). Each commit of a run
-gets the run's statement naming its own commit and tree, signed with the home's audit key.
+"""Writing attestations, signed with the home's audit key: on every commit of a completed run
+(judged; each names its own commit and tree) and on commits made through the tool surface
+(``commit``, ``merge_branch``: not judged).
 """
 
 from __future__ import annotations
@@ -28,18 +28,9 @@ def digest(data: bytes) -> str:
 
 
 def protocol_digest(repo: Path, commit: str) -> str | None:
-    """The digest of ``.snodo/protocol.yml`` in ``commit`` (``None``: absent); git hands it
-    over as text, and a protocol is UTF-8 (the loader refuses anything else)."""
+    """The digest of ``.snodo/protocol.yml`` in ``commit`` (``None``: absent); a protocol is UTF-8 text."""
     result = run_git(repo, "cat-file", "blob", f"{commit}:{PROTOCOL_PATH}", env=PLAIN_GIT)
     return digest(result.stdout.encode("utf-8")) if result.ok else None
-
-
-def loaded_protocol_digest(project: Project) -> str | None:
-    """The digest of the protocol file the run was governed by, as it is on disk."""
-    try:
-        return digest(project.loaded.path.read_bytes())
-    except OSError:
-        return None
 
 
 def confinement(project: Project) -> str:
@@ -78,7 +69,7 @@ def _attest(
     names: the protocol file loaded (``base``: the run's base), the mode, the confinement."""
     predicate = {
         **predicate,
-        "protocol": {"path": PROTOCOL_PATH, "digest": loaded_protocol_digest(project), "base": base},
+        "protocol": {"path": PROTOCOL_PATH, "digest": _loaded_digest(project), "base": base},
         "mode": project.mode_id,
         "confinement": confinement(project),
     }
@@ -88,18 +79,26 @@ def _attest(
     return [commit for commit, _ in commits]
 
 
+def _loaded_digest(project: Project) -> str | None:
+    """The digest of the protocol file the run was governed by, as it is on disk."""
+    try:
+        return digest(project.loaded.path.read_bytes())
+    except OSError:
+        return None
+
+
 def _range(repo: Path, base: str, tip: str) -> list[tuple[str, str]]:
     return [(e.sha, e.tree) for e in reversed(list_range(repo, [tip, f"^{base}"]))]
-
-
-def _coder(project: Project, coder: str) -> dict[str, str | None]:
-    model = project.mode.coder_config.get("model") if coder == project.mode.coder else None
-    return {"name": coder, "model": str(model) if model is not None else None}
 
 
 def _commit_and_tree(repo: Path, rev: str) -> tuple[str, str]:
     commit = git_out(repo, "rev-parse", "--verify", f"{rev}^{{commit}}")
     return commit, git_out(repo, "rev-parse", f"{commit}^{{tree}}")
+
+
+def _coder(project: Project, coder: str) -> dict[str, str | None]:
+    model = project.mode.coder_config.get("model") if coder == project.mode.coder else None
+    return {"name": coder, "model": str(model) if model is not None else None}
 
 
 def attest_run(
@@ -117,9 +116,8 @@ def attest_run(
     made: Sequence[tuple[str, str]] | None = None,
     judged_tree: str = "",
 ) -> list[str]:
-    """Attest every commit of a completed run (``base..tip``, or ``made``: those commits with
-    their trees, oldest first); returns the commits attested. Nothing is attested unless the
-    tip's tree is ``judged_tree``, the tree the post_execute verdict judged. A failure is
+    """Attest every commit of a completed run (``base..tip``, or ``made``: ``(commit, tree)``,
+    oldest first) if the tip's tree is ``judged_tree``; returns the commits attested. A failure is
     audited, never raised: without a note ``snodo verify`` refuses the work, the truth."""
     try:
         commits = list(made) if made else _range(project.root, base, tip)
@@ -171,8 +169,7 @@ def attest_tool_commit(project: Project, commit: str, *, tool: str, session_id: 
 
 
 def _log_name(project: Project) -> str:
-    """Which log the attested head is in: its path in the repository's common git directory
-    (``$GIT_COMMON_DIR/snodo/audit.log``), the same on every machine."""
+    """Which log the attested head is in, the same on every machine (``$GIT_COMMON_DIR/snodo/audit.log``)."""
     path = Path(project.audit.path)
     context = pin(project.root)
     if context is not None and context.common_dir() in path.parents:

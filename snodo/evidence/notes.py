@@ -1,6 +1,5 @@
 """Attestations as git notes under ``refs/notes/snodo``: written one commit at a time, read
-for a whole range in one ``git log``. What is read back came from whoever pushed the notes
-ref: records are split on a random marker per call, so no note can forge a boundary.
+for a range in one ``git log`` split on a random marker per call (no note can forge a boundary).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ _LOCK_RETRIES = 5
 
 
 def write_note(repo: Path, commit: str, text: str) -> None:
-    """Attach ``text`` to ``commit`` (replacing any note snodo put there before)."""
+    """Attach ``text`` to ``commit``, replacing any note there."""
     args = [*identity_args(repo), "notes", f"--ref={NOTES_REF}", "add", "--force", "--file=-", commit]
     for attempt in range(_LOCK_RETRIES):
         result = run_git(repo, *args, stdin=text + "\n", env=PLAIN_GIT)
@@ -41,18 +40,15 @@ def read_note(repo: Path, commit: str) -> str | None:
 
 @frozen(kw_only=True)
 class CommitEntry:
-    """One commit of a range as git lists it, with its note (``""`` for none)."""
-
     sha: str
     tree: str
     parents: tuple[str, ...]
     subject: str
-    note: str
+    note: str  # "" for none
 
 
 def list_range(repo: Path, revisions: list[str]) -> list[CommitEntry]:
-    """Every commit of ``revisions`` (``git rev-list`` syntax) with its tree, parents and note,
-    newest first, from one ``git log``."""
+    """Every commit of ``revisions`` (``git rev-list`` syntax), newest first."""
     marker = secrets.token_hex(16)
     fmt = f"{marker}C%H %T %P%n%s%n{marker}N%N{marker}E"
     result = run_git(

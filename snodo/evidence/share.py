@@ -14,8 +14,7 @@ _FETCHED = "refs/notes/snodo-fetched"
 
 
 def show(repo: Path, rev: str) -> dict[str, Any]:
-    """The decoded statement on ``rev`` and the key ids that claim to have signed it
-    (unverified: ``snodo verify`` judges it against a base's trust root)."""
+    """The decoded statement on ``rev`` and the key ids that claim to have signed it (unverified)."""
     sha = git_out(repo, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}", env=PLAIN_GIT)
     note = read_note(repo, sha)
     if note is None:
@@ -31,10 +30,8 @@ def show(repo: Path, rev: str) -> dict[str, Any]:
 
 
 def push(repo: Path, remote: str, branch: str) -> list[str]:
-    """Push the notes (merged with the remote's, ours first, if they moved on), then
-    ``branch``, which a server hook judges by the notes it already holds; returns what ran.
-    A refusal by the remote is exit 1 in git's words; git failing to reach it is an
-    :class:`EnvironmentProblem`."""
+    """Push the notes (merged with the remote's, ours first, if they moved on), then ``branch``
+    (a server hook judges it by the notes it holds); returns what ran."""
     done: list[str] = []
     has_notes = run_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", NOTES_REF).ok
     if not has_notes:
@@ -72,8 +69,7 @@ def _said(detail: str) -> str:
 
 
 def _push_failed(remote: str, ref: str, detail: str) -> SnodoError:
-    """What a failed ``git push`` of ``ref`` means: the remote refused it (exit 1), or git
-    could not push at all (exit 4)."""
+    """The remote refused ``ref`` (exit 1), or git could not push at all (exit 4)."""
     said = _said(detail)
     if "rejected" in detail or "declined" in detail or "hook" in detail:
         refused = SnodoError(

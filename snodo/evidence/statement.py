@@ -1,9 +1,7 @@
 """The attestation: an in-toto Statement v1 in a DSSE envelope, Ed25519-signed, whose two
 subjects bind it to one commit *and* its tree (an amended commit inherits nothing).
-
-securesystemslib reads and verifies; signing builds the same bytes here (a test checks
-they are identical) because ``securesystemslib.dsse`` imports every cloud signer it knows,
-on the path of every governed commit. A wrong envelope could only be refused by verify.
+securesystemslib reads and verifies; signing builds the same bytes here (a test checks they
+are identical): ``securesystemslib.dsse`` imports every cloud signer it knows.
 """
 
 from __future__ import annotations
@@ -19,14 +17,12 @@ from snodo.state.keys import public_key_fingerprint
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
-#: What snodo's predicate says; bump the version when its meaning changes.
 PREDICATE_TYPE = "https://snodo.dev/attestation/governed-commit/v1"
-#: A note larger than this is not an attestation snodo wrote; it is refused unread.
-MAX_ENVELOPE_BYTES = 256 * 1024
+MAX_ENVELOPE_BYTES = 256 * 1024  # a larger note is not one snodo wrote: refused unread
 
 
 class EnvelopeError(ValueError):
-    """The note is not a well-formed, correctly signed attestation; the message says why."""
+    """The note is not a well-formed, correctly signed attestation."""
 
 
 class UnlistedKey(EnvelopeError):
@@ -34,7 +30,6 @@ class UnlistedKey(EnvelopeError):
 
 
 def statement(commit: str, tree: str, predicate: Mapping[str, Any]) -> dict[str, Any]:
-    """The in-toto Statement v1 naming ``commit`` and ``tree`` as its subjects."""
     return {
         "_type": STATEMENT_TYPE,
         "subject": [
@@ -47,7 +42,7 @@ def statement(commit: str, tree: str, predicate: Mapping[str, Any]) -> dict[str,
 
 
 def sign_statement(body: Mapping[str, Any], key: Ed25519PrivateKey) -> str:
-    """The DSSE envelope of ``body`` signed with ``key``, as one JSON line."""
+    """The DSSE envelope of ``body`` signed with ``key``, one JSON line."""
     payload = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
     kind = PAYLOAD_TYPE.encode("utf-8")
     pae = b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
@@ -88,23 +83,20 @@ def decode_envelope(text: str) -> tuple[Any, dict[str, Any]]:
 
 
 def signer_ids(envelope: Any) -> list[str]:
-    """The key ids the envelope's signatures claim (not yet checked)."""
+    """The key ids the envelope's signatures claim (unchecked)."""
     return [str(k) for k in envelope.signatures]
 
 
 class Verifier:
-    """Checks envelopes against a fixed set of public keys (built once per range: a merge
-    gate checks thousands of envelopes with the same few keys)."""
+    """Checks envelopes against a fixed set of public keys (built once per range, used for thousands)."""
 
     def __init__(self, keys: list[Ed25519PublicKey]) -> None:
         from securesystemslib.signer import SSlibKey  # type: ignore[attr-defined]  # noqa: PLC0415 securesystemslib only when an attestation is signed or checked
 
-        # The key id is snodo's fingerprint, the name the audit log and decisions already use.
         self._keys = {public_key_fingerprint(k): SSlibKey.from_crypto(k, keyid=public_key_fingerprint(k)) for k in keys}
 
     def verify(self, envelope: Any) -> str:
-        """The fingerprint of the key whose signature on ``envelope`` verifies;
-        :class:`EnvelopeError` when none does."""
+        """The fingerprint of the key whose signature on ``envelope`` verifies."""
         from securesystemslib.exceptions import VerificationError  # noqa: PLC0415 securesystemslib only when an attestation is signed or checked
 
         candidates = [self._keys[k] for k in signer_ids(envelope) if k in self._keys]

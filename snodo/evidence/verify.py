@@ -1,11 +1,8 @@
 """``snodo verify``: was every commit of a range produced by a governed run, or signed by a
-person the team trusts?
-
-The trust root is the *base* commit's ``.snodo/`` read through git, and each commit is
-judged under the list and protocol in force at its parent (:mod:`snodo.protocol.trust`):
-a range that changes ``.snodo/`` unsigned, or adds its own key, proves nothing about
-itself. Attestations are checked in-process; only commits none covers go to git's
-signature check. A merge passes when its tree is exactly the clean merge of its parents.
+person the team trusts? The trust root is the *base* commit's ``.snodo/``; each commit is
+judged under the list and protocol in force at its parent (:mod:`snodo.protocol.trust`).
+Attestations are checked in-process; only commits none covers go to git's signature check.
+A merge passes when its tree is exactly the clean merge of its parents.
 """
 
 from __future__ import annotations
@@ -116,8 +113,7 @@ def _default_range(repo: Path) -> str:
 def _check_attestation(
     entry: CommitEntry, keys: dict[str, Signer], verifier: Verifier, digest: str | None
 ) -> tuple[str, str]:
-    """``(signer, "")`` when the note is a valid judged attestation of this commit, else
-    ``("", why not)``."""
+    """``(signer, "")`` for a valid judged attestation of this commit, else ``("", why not)``."""
     if not entry.note.strip():
         return "", "no attestation (no note under refs/notes/snodo)"
     try:
@@ -161,10 +157,9 @@ def _not_a_governed_run(entry: CommitEntry, body: dict[str, Any], digest: str | 
 
 
 #: The scratch repository's whole configuration: git's built-in merge and nothing else (no
-#: merge settings, drivers or rerere). ``bare``: no work tree, so no ``.gitattributes`` is
-#: read (nor, in git 2.39, from the merged trees; HEAD names no commit for a later git that
-#: reads a bare repository's from HEAD). No commit-graph: parents and merge bases come from
-#: the commit objects.
+#: merge settings, drivers or rerere). ``bare``: no ``.gitattributes`` is read (HEAD names no
+#: commit for a git reading a bare repository's from HEAD). No commit-graph: parents and merge
+#: bases come from the commit objects.
 _STORE_CONFIG = "[core]\n\trepositoryformatversion = {version}\n\tbare = true\n\tcommitGraph = false\n"
 
 
@@ -181,14 +176,11 @@ def _object_sources(repo: Path) -> list[str]:
 
 
 def _scratch_store(repo: Path, scratch: Path, sha_length: int) -> tuple[Path, dict[str, str]]:
-    """A scratch bare repository to recompute merges in, and the environment to run git in it with.
-
-    The verified repository's configuration, ``info/attributes``, rr-cache, hooks, replace
-    refs, grafts and ``.gitattributes`` can each make conflicting changes merge "cleanly".
-    The scratch repository has none: its configuration is :data:`_STORE_CONFIG`, it has no
-    refs and no ``info/``, and it borrows the objects (``objects/info/alternates``: the
-    repository's and, in a pre-receive hook first, the quarantine's), where the merge's new
-    trees are written too, never into the repository or a push's quarantine."""
+    """A scratch bare repository to recompute merges in, and the environment for git there.
+    The repository's configuration, ``info/attributes``, rr-cache, hooks, replace refs, grafts
+    and ``.gitattributes`` could each make conflicting changes merge "cleanly"; the scratch one
+    has none and borrows the objects (``objects/info/alternates``: a push's quarantine first),
+    writing the merge's new trees to its own store."""
     sources = _object_sources(repo)
     git_dir = scratch / "objects-only.git"
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
@@ -200,7 +192,6 @@ def _scratch_store(repo: Path, scratch: Path, sha_length: int) -> tuple[Path, di
     (git_dir / "objects" / "info" / "alternates").write_text("".join(s + "\n" for s in sources), encoding="utf-8")
     env = {
         **PLAIN_GIT,
-        # No configuration of the user's either (git reads no system file: see gitrun.clean_env).
         "GIT_CONFIG_GLOBAL": os.devnull,
         "HOME": str(scratch),
         # Inside a quarantine git would otherwise read and write the objects there.
@@ -211,9 +202,8 @@ def _scratch_store(repo: Path, scratch: Path, sha_length: int) -> tuple[Path, di
 
 
 def _check_merge(git_dir: Path, env: dict[str, str], entry: CommitEntry) -> tuple[str, str]:
-    """``(_CLEAN_MERGE, "")`` when the merge's tree is exactly what merging its two parents gives
-    (everything in it comes from commits checked on their own), else ``("", why not)``: a
-    merge that resolved conflicts, or added changes of its own, needs a person's signature."""
+    """``(_CLEAN_MERGE, "")`` when the merge's tree is exactly what merging its two parents gives,
+    else ``("", why not)``: a merge that resolved conflicts or adds changes needs a person's signature."""
     if len(entry.parents) != 2:
         return "", f"a merge of {len(entry.parents)} parents (only two-parent merges are recomputed)"
     result = run_git(
@@ -230,8 +220,7 @@ def _check_merge(git_dir: Path, env: dict[str, str], entry: CommitEntry) -> tupl
 
 
 def _signatures(repo: Path, signers: list[Signer], shas: list[str]) -> dict[str, tuple[str, str]]:
-    """``sha -> (principal, "")`` for a good SSH signature by a listed principal, else
-    ``("", why not)``; git (through ``ssh-keygen``) checks against the base's lines only."""
+    """``sha -> (principal, "")`` for a good SSH signature by a listed principal, else ``("", why not)``."""
     try:
         checked = signature_checks(repo, "".join(s.line + "\n" for s in signers), shas, source="allowed_signers")
     except EnvironmentProblem as exc:
@@ -255,8 +244,6 @@ def _signatures(repo: Path, signers: list[Signer], shas: list[str]) -> dict[str,
 def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None) -> Report:
     revisions, base = resolve(repo, range_arg, base_arg)
     base_commit = _rev(repo, base)
-    # §5's one rule, walked from the base: which .snodo/ (list and protocol) is in force at
-    # each commit's parent, and which commits changing it are refused.
     walk = Walk(repo, revisions, base_commit)
     entries = list_range(repo, revisions)
     if walk.base.signers is None and not any(walk.texts.get(sha) for sha in walk.steps):  # nobody to trust
@@ -278,7 +265,6 @@ def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None
     )
 
 
-# The keys and protocol digest of each .snodo/ in force met on the walk, read once.
 @functools.lru_cache(maxsize=64)
 def _signers(text: str | None) -> list[Signer]:
     return parse_allowed_signers(text or "", f"{GOVERNANCE_DIR}/{ALLOWED_SIGNERS} in force")
@@ -297,8 +283,7 @@ def _digest(repo: Path, commit: str | None) -> str | None:
 
 
 def _attested(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, tuple[str, str]]:
-    """Each commit's attestation checked under the list and protocol in force at its parent;
-    a merge's recomputation, in one scratch store made on the first merge."""
+    """Each commit's attestation checked under the list and protocol in force at its parent; a merge recomputed."""
     checked: dict[str, tuple[str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="snodo-merge-") as scratch:
         store = None
@@ -345,8 +330,7 @@ def _verdict(
     repo: Path, walk: Walk, entry: CommitEntry, attested: tuple[str, str], signed: tuple[str, str] | None
 ) -> Verdict:
     common = {"sha": entry.sha, "subject": shown(entry.subject)[:200]}
-    step = walk.steps[entry.sha]
-    if step.changed:
+    if walk.steps[entry.sha].changed:
         return _governance_verdict(repo, walk, entry, common)
     if signed is not None and signed[0]:
         return Verdict(**common, passed=True, how="signature", signer=signed[0])
@@ -359,10 +343,9 @@ def _verdict(
 
 
 def _governance_verdict(repo: Path, walk: Walk, entry: CommitEntry, common: dict[str, str]) -> Verdict:
-    """A commit changing ``.snodo/`` passes only by a listed person's signature: its own, or,
-    when it is refused and changes nothing but ``.snodo/``, that of a later commit of the
-    range putting its ``.snodo/`` in force (``snodo protocol sign`` adopting it): that
-    person vouched for exactly this change."""
+    """A commit changing ``.snodo/`` passes only by a listed person's signature: its own, or, when
+    it is refused and changes nothing else, that of a later commit putting its ``.snodo/`` in force
+    (``snodo protocol sign`` adopting it)."""
     step = walk.steps[entry.sha]
     if step.signed_by and not step.refused:
         return Verdict(**common, passed=True, how="signature", signer=step.signed_by)

@@ -1,12 +1,9 @@
 """The one way snodo runs ``git``: hardened, pinned, no shell, no prompt, a time limit.
 
-git runs programs named by its configuration and by files in the work tree (hooks, the
-fsmonitor, filter, merge and diff drivers, pagers, editors, ssh); the work tree is the
-agent's and nothing here is confined, so none of those may choose a program: the repository
-is pinned (:func:`pin`: a ``.git`` planted below the root is never discovered), the
-environment scrubbed (:func:`clean_env`), every configuration key that names a program
-overridden (:data:`HARDENING`, :data:`_SUBCOMMAND_FLAGS`) and the drivers the configuration
-defines neutralised by name (:func:`neutralise`). docs/security.md says what remains.
+The work tree is the agent's and nothing here is confined, so no program git would start may
+be chosen by it: the repository is pinned (:func:`pin`), the environment scrubbed
+(:func:`clean_env`), every key naming a program overridden (:data:`HARDENING`) and the
+configured drivers neutralised (:func:`neutralise`). docs/security.md says what remains.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
 
-#: Seconds any one git command may take before it is killed and reported.
 GIT_TIMEOUT = 120.0
 
 #: Who commits when the repository names nobody (engine commits, the empty base commit).
@@ -49,8 +45,7 @@ HARDENING: tuple[str, ...] = (
     "commit.gpgSign=false",
     "tag.gpgSign=false",
     "log.showSignature=false",
-    # a signature shown or checked (``%G?``, ``verify-commit``) starts the program of its
-    # format: each is pinned, so git signs nothing and picks among these alone
+    # a signature shown or checked (``%G?``) starts its format's program: each is pinned
     "gpg.program=false",
     "gpg.openpgp.program=false",
     "gpg.x509.program=false",
@@ -64,8 +59,7 @@ HARDENING: tuple[str, ...] = (
     "fetch.recurseSubmodules=false",
 )
 
-#: For the one command a person runs to publish work (``snodo push``): the transports a
-#: remote named in the repository's own config may use (never ``ext::``, which runs a program).
+#: For ``snodo push``: the transports a remote in the repository's config may use (never ``ext::``).
 PUSH_TRANSPORTS: tuple[str, ...] = tuple(
     arg for proto in ("file", "git", "ssh", "http", "https") for arg in ("-c", f"protocol.{proto}.allow=always")
 )
@@ -88,7 +82,6 @@ _KEPT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAM
 
 @frozen(kw_only=True)
 class GitResult:
-    args: tuple[str, ...]
     returncode: int
     stdout: str
     stderr: str
@@ -109,9 +102,8 @@ class GitTimeout(EnvironmentProblem):
 
 @frozen(kw_only=True)
 class GitContext:
-    """A repository as snodo found it before any agent ran: its work tree, its own git
-    directory, the ``-c`` options neutralising its configuration's filter and merge drivers
-    (``neutral``) and which of ``user.name``/``user.email`` it sets (``identity``)."""
+    """A repository as snodo found it before any agent ran: ``neutral`` switches off its
+    configuration's filter and merge drivers, ``identity`` is which of ``user.name``/``user.email`` it sets."""
 
     work_tree: Path
     git_dir: Path
@@ -122,7 +114,6 @@ class GitContext:
         return [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}", *_config(self.neutral)]
 
     def common_dir(self) -> Path:
-        """The repository's shared git directory (the git directory itself unless linked)."""
         try:
             text = (self.git_dir / "commondir").read_text(encoding="utf-8").strip()
         except OSError:
@@ -138,13 +129,11 @@ _QUARANTINE_ENV = ("GIT_QUARANTINE_PATH", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of every git process: :data:`_KEPT_ENV`, ``LC_*``, the fixed settings
-    and ``extra`` (what snodo itself sets); nothing else of the caller's."""
+    """The environment of every git process: :data:`_KEPT_ENV`, ``LC_*``, the fixed settings and ``extra``."""
     env = {k: v for k, v in os.environ.items() if k in _KEPT_ENV or k.startswith("LC_")}
     if os.environ.get("GIT_QUARANTINE_PATH"):
-        # Inside a server's pre-receive hook (`snodo verify` as the merge gate) the pushed
-        # objects wait in a quarantine directory git names in these variables; they only
-        # add where objects are read from and name no program.
+        # in a pre-receive hook (`snodo verify` as the merge gate) the pushed objects wait in
+        # a quarantine these name; they only add where objects are read from
         env.update({k: os.environ[k] for k in _QUARANTINE_ENV if k in os.environ})
     env.update(
         {
@@ -165,8 +154,7 @@ def _config(pairs: Sequence[str]) -> list[str]:
 
 
 def _with_flags(args: Sequence[str]) -> list[str]:
-    """``args`` with :data:`_SUBCOMMAND_FLAGS` inserted after the subcommand (the first word
-    that is not a global option or the value of ``-c``)."""
+    """``args`` with :data:`_SUBCOMMAND_FLAGS` after the subcommand (the first word not an option or ``-c``'s value)."""
     out, i = list(args), 0
     while i < len(out) and out[i].startswith("-"):
         i += 2 if out[i] == "-c" else 1
@@ -175,8 +163,7 @@ def _with_flags(args: Sequence[str]) -> list[str]:
     return [*out[: i + 1], *_SUBCOMMAND_FLAGS.get(out[i], ()), *out[i + 1 :]]
 
 
-#: The git program, found once at import: a later change of ``PATH`` (a plugin narrowing it
-#: for its own program) must not take snodo's own git away.
+#: Found once at import: a plugin narrowing ``PATH`` later must not take snodo's own git away.
 GIT_PROGRAM = shutil.which("git") or "git"
 
 
@@ -189,8 +176,7 @@ def _spawn(
     stdin: str | bytes | None = None,
     timeout: float = GIT_TIMEOUT,
 ) -> subprocess.CompletedProcess[Any]:
-    """Run ``git -C repo args`` hardened (pinned to ``context`` when given); text in and out
-    unless ``stdin`` is bytes."""
+    """``git -C repo args``, hardened, pinned to ``context``; text unless ``stdin`` is bytes."""
     where = context.options() if context is not None else []
     argv = [GIT_PROGRAM, "-C", str(repo), *_config(HARDENING), *where, *_with_flags(args)]
     text = not isinstance(stdin, bytes)
@@ -231,25 +217,24 @@ def pinned(path: Path) -> GitContext | None:
 
 
 def _own_worktree(path: Path, git_dir: Path) -> bool:
-    """Whether ``path`` is the top of a linked worktree registered in ``git_dir`` (its
-    ``.git`` file points into ``<git_dir>/worktrees/``, where agents cannot write)."""
+    """Whether ``path``'s ``.git`` file points into ``<git_dir>/worktrees/`` (where agents cannot write)."""
     try:
         text = (path / ".git").read_text(errors="replace").strip() if (path / ".git").is_file() else ""
     except OSError:
         return False
-    target = Path(os.path.realpath(path / text.removeprefix("gitdir:").strip())) if text.startswith("gitdir:") else None
-    return target is not None and target.parent == git_dir / "worktrees"
+    if not text.startswith("gitdir:"):
+        return False
+    return Path(os.path.realpath(path / text.removeprefix("gitdir:").strip())).parent == git_dir / "worktrees"
 
 
 def pin(path: Path) -> GitContext | None:
-    """Find (once, before an agent runs) the repository whose work tree holds ``path``: every
-    later command is pinned to it. ``None`` when ``path`` is in no work tree."""
+    """Find (once, before an agent runs) the repository whose work tree holds ``path``, to pin
+    every later command to; ``None`` outside a work tree."""
     return pin_at_head(path)[0]
 
 
 def pin_at_head(path: Path) -> tuple[GitContext | None, str | None]:
-    """:func:`pin`, and ``HEAD``'s commit as the pinning ``rev-parse`` read it; ``None`` for
-    the commit when ``HEAD`` has none or the repository was pinned before (it may have moved)."""
+    """:func:`pin`, and ``HEAD``'s commit as pinning read it (``None``: no commit, or pinned before)."""
     known = pinned(path)
     if known is not None:
         return known, None
@@ -265,17 +250,18 @@ def pin_at_head(path: Path) -> tuple[GitContext | None, str | None]:
     context = _read_config(top, git_dir)
     with _PIN_LOCK:
         _PINNED[top] = context
-    return context, head if len(head) in (40, 64) and all(c in "0123456789abcdef" for c in head) else None
+    return context, head if is_commit_id(head) else None
 
 
-#: What :func:`pin` reads of the configuration: the filter and merge drivers to neutralise
-#: and whether the repository names its committer.
-CONFIG_KEYS = r"^(filter|merge)\.|^user\.(name|email)$"
+def is_commit_id(text: str) -> bool:
+    """Whether ``text`` is a full object id (SHA-1 or SHA-256), as git prints one."""
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def _read_config(top: Path, git_dir: Path) -> GitContext:
     """The drivers and identity keys ``git_dir``'s configuration defines, as git answers."""
-    listing = _spawn(top, None, [f"--git-dir={git_dir}", "config", "-z", "--get-regexp", CONFIG_KEYS]).stdout
+    keys = r"^(filter|merge)\.|^user\.(name|email)$"
+    listing = _spawn(top, None, [f"--git-dir={git_dir}", "config", "-z", "--get-regexp", keys]).stdout
     values = dict(record.partition("\n")[::2] for record in listing.split("\0") if record)
     identity = frozenset(k for k, v in values.items() if k in FALLBACK_IDENTITY and v.strip())
     return GitContext(work_tree=top, git_dir=git_dir, neutral=neutralise(values), identity=identity)
@@ -297,9 +283,8 @@ def neutralise(keys: Iterable[str]) -> tuple[str, ...]:
 
 
 def adopt(work_tree: Path, git_dir: Path, like: GitContext) -> GitContext | None:
-    """Pin a linked working copy snodo made itself (a pool slot) without asking git, with the
-    drivers and identity found for its repository (``like``); ``None`` (pin it the usual
-    way) when a per-worktree configuration could differ or it is no worktree of ``like``'s."""
+    """Pin a working copy snodo linked itself (a pool slot) without asking git, as ``like``; ``None``
+    (pin it the usual way) when a per-worktree configuration could differ or it is no worktree of ``like``'s."""
     top, own = Path(os.path.realpath(work_tree)), Path(os.path.realpath(git_dir))
     if any(os.path.lexists(d / "config.worktree") for d in (own, like.git_dir)):
         return None
@@ -318,13 +303,12 @@ def run_git(
     env: Mapping[str, str] | None = None,
     timeout: float = GIT_TIMEOUT,
 ) -> GitResult:
-    """Run ``git -C repo args``, hardened and pinned; raises only when git cannot start
-    (:class:`EnvironmentProblem`) or overruns ``timeout`` (:class:`GitTimeout`). A caller
-    naming ``--git-dir`` itself (read before the coder ran) is not pinned again."""
+    """Run ``git -C repo args``, hardened and pinned (unless the caller names ``--git-dir``);
+    raises only when git cannot start or overruns ``timeout`` (:class:`GitTimeout`)."""
     names_dir = any(a.startswith("--git-dir") for a in args)
     context = None if names_dir else pin(repo)
     proc = _spawn(repo, context, args, env=env, stdin=stdin, timeout=timeout)
-    return GitResult(args=tuple(args), returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
+    return GitResult(returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
 
 
 def git_out(repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -351,9 +335,8 @@ _IDENTITY_VARS = tuple(f"GIT_{role}_{var}" for role in ("AUTHOR", "COMMITTER") f
 
 
 def identity_env(repo: Path) -> dict[str, str]:
-    """The author and committer of a commit snodo makes, as git itself would take them: the
-    user's ``GIT_AUTHOR_*``/``GIT_COMMITTER_*`` (which :func:`clean_env` drops), else the
-    configuration (git reads it), else ``EMAIL`` for the email, else snodo's fallback."""
+    """The author and committer of a commit snodo makes, as git would take them: the user's
+    ``GIT_AUTHOR_*``/``GIT_COMMITTER_*``, else the configuration, else ``EMAIL``, else snodo's fallback."""
     configured = _configured_identity(repo)
     env = {name: os.environ[name] for name in _IDENTITY_VARS if os.environ.get(name)}
     for key, var in (("user.name", "NAME"), ("user.email", "EMAIL")):
@@ -371,16 +354,14 @@ class GitObject:
     data: bytes
 
 
-#: The history as the object store holds it: no replace ref and no graft rewrites a commit's
-#: parents or content (for judging what was committed, never a local view of it).
+#: The history as the object store holds it, no replace ref or graft rewriting a commit.
 OBJECTS_ONLY: Mapping[str, str] = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": os.devnull}
 
 
 def read_objects(
     repo: Path, names: Sequence[str], *, env: Mapping[str, str] | None = None
 ) -> dict[str, GitObject | None]:
-    """Each object ``names`` names (``rev:path``, a sha…) from one ``cat-file --batch``;
-    ``None`` for one that does not exist."""
+    """Each object ``names`` names (``rev:path``, a sha…) from one ``cat-file --batch``; ``None``: no such object."""
     wanted = list(dict.fromkeys(names))
     if not wanted or any("\n" in name for name in wanted):
         raise EnvironmentProblem(f"cannot read {len(wanted)} object name(s) in one batch in {repo}")

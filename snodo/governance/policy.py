@@ -17,13 +17,13 @@ from snodo.rules.outcomes import Outcome
 
 ResultSeverity = Literal["pass", "warn", "blocker", "error"]
 SEVERITY_ORDER: dict[str, int] = {"pass": 0, "warn": 1, "blocker": 2}
+_ALWAYS = frozenset({"validator_id", "validator_type", "severity", "justification", "error"})
 
 
 @frozen(kw_only=True)
 class ValidatorResult:
-    """One validator's (or constraint's) result. ``severity_original``: set when
-    ``severity_cap`` lowered the verdict; ``kind``: a ``validator`` votes under the policy, a
-    ``constraint`` only vetoes."""
+    """One validator's (or constraint's: it only vetoes) result; ``severity_original``: the
+    verdict ``severity_cap`` lowered."""
 
     validator_id: str
     validator_type: str
@@ -32,27 +32,13 @@ class ValidatorResult:
     error: str | None = None
     severity_original: str | None = None
     kind: Literal["validator", "constraint"] = "validator"
+    escalate: bool = False  # a person must look whatever the policy says (as Verdict.escalate)
     details: Mapping[str, Any] = Factory(dict)
     duration: float = 0.0
-    escalate: bool = False  # a person must look whatever the policy says (as Verdict.escalate)
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "validator_id": self.validator_id,
-            "validator_type": self.validator_type,
-            "severity": self.severity,
-            "justification": self.justification,
-            "error": self.error,
-        }
-        if self.severity_original is not None:
-            out["severity_original"] = self.severity_original
-        if self.kind != "validator":
-            out["kind"] = self.kind
-        if self.escalate:
-            out["escalate"] = True
-        if self.details:
-            out["details"] = dict(self.details)
-        return out
+        """Every field but the duration; the optional ones only when set."""
+        return asdict(self, filter=lambda a, v: a.name in _ALWAYS or (a.name != "duration" and v != a.default and v))
 
     def for_agent(self) -> dict[str, Any]:
         """:meth:`as_json` without the ``private`` details (held-out test ids and messages)."""
@@ -99,9 +85,7 @@ def required_passes(policy: str, total: int, quorum_threshold: float) -> int:
     if policy == "majority":
         return total // 2 + 1
     if policy == "quorum":
-        # A product within 1e-9 of an integer is that integer (float noise, not intent).
-        raw = quorum_threshold * total
-        return max(1, math.ceil(raw - 1e-9))
+        return max(1, math.ceil(quorum_threshold * total - 1e-9))  # within 1e-9 of an integer: float noise
     if policy == "any":
         return 1 if total else 0
     raise ValueError(f"unknown disagreement_policy {policy!r}")

@@ -1,6 +1,5 @@
 """The ONE validator runner (ADR 015): a phase's validators through the ``snodo_validate``
-hook, concurrently, failing closed (a crash, a timeout, a missing plugin or a non-answer is
-an ``error`` result); constraints alongside as vetoes."""
+hook, concurrently, failing closed (whatever is no verdict is an ``error``); constraints veto."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from attrs import evolve, frozen
 
 from snodo.base.errors import EnvironmentProblem
 from snodo.base.frozen import thaw
-from snodo.git.runner import run_git
+from snodo.git.runner import is_commit_id, run_git
 from snodo.governance.policy import ValidatorResult, cap
 from snodo.judging.copies import Copy, Snapshot
 from snodo.judging.tree import resolve
@@ -39,7 +38,7 @@ MIN_CONCURRENCY = 4
 
 
 def _grace(timeout: float) -> float:
-    """Extra time before the runner gives up: a validator may report its own timeout."""
+    """Extra time before the runner gives up, for a validator to report its own timeout."""
     return min(2.0, 0.25 + 0.05 * timeout)
 
 
@@ -76,8 +75,7 @@ def _error(
 
 
 def uncommitted(workspace: Path) -> tuple[str, ...]:
-    """``git status --porcelain`` of ``workspace`` by snodo's own hardened git (unconfined, like
-    every git snodo runs itself); none outside git."""
+    """``git status --porcelain`` of ``workspace`` by snodo's own git; none outside git."""
     try:
         found = run_git(workspace, "--no-optional-locks", "status", "--porcelain")
     except EnvironmentProblem:
@@ -155,8 +153,7 @@ def constraints_for(protocol: Protocol, mode: Mode, validators: Sequence[Validat
 
 
 def concurrency_limit(count: int) -> int:
-    """How many validators of one phase run at once by default: all of them up to the
-    number of CPUs, but never fewer than :data:`MIN_CONCURRENCY`."""
+    """How many validators of a phase run at once by default: all, up to the CPUs, at least :data:`MIN_CONCURRENCY`."""
     return max(1, min(count, max(MIN_CONCURRENCY, _cpus())))
 
 
@@ -168,10 +165,9 @@ def _cpus() -> int:
 def run_phase(
     host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None = None, limit: int | None = None
 ) -> list[ValidatorResult]:
-    """Run the mode's validators for ``inp.phase`` concurrently, at most ``limit`` at once
-    (default :func:`concurrency_limit`), each in a copy of the caller's context (its sandbox
-    policy, its MCP call scope) and bounded by its ``tooling.timeout``, then its constraints;
-    results in declared order."""
+    """Run the mode's validators for ``inp.phase``, ``limit`` at once, each in a copy of the
+    caller's context (sandbox policy, MCP call scope) and bounded by its ``tooling.timeout``,
+    then its constraints; results in declared order."""
     validators = inp.protocol.validators_for(inp.mode, inp.phase)
     known = inp.uncommitted  # read once, if a validator asks (none when the caller knows it)
     status = WorkspaceStatus(lambda: uncommitted(inp.workspace) if known is None else known)
@@ -212,7 +208,7 @@ def _run_in_copy(
     planted: list[tuple[str, str]],
 ) -> ValidatorResult:
     """``v`` judging in a copy of the snapshot: its own when it runs code (git metadata it
-    plants there goes to ``planted``), else the one copy readers share."""
+    plants goes to ``planted``), else the one readers share."""
     started = time.monotonic()
     own = _declared(host, v, "runs_code", unknown=True)
     try:
@@ -240,9 +236,8 @@ def _in_declared_order(
     phase: str,
     progress: ProgressFn | None,
 ) -> list[ValidatorResult]:
-    """``work`` for every validator, ``width`` at once, started in declared order by this
-    thread only, each on a daemon thread of its own (an abandoned one never keeps the process
-    from exiting) and bounded by its timeout."""
+    """``work`` for every validator, ``width`` at once, started in declared order, each on a
+    daemon thread (an abandoned one never keeps the process from exiting), bounded by its timeout."""
     slots: dict[int, ValidatorResult] = {}
     finished: queue.SimpleQueue[tuple[int, ValidatorResult]] = queue.SimpleQueue()
     running: dict[int, float] = {}  # index -> deadline
@@ -276,8 +271,8 @@ def _in_declared_order(
 def _report(
     slots: dict[int, ValidatorResult], at: int, validators: Sequence[Validator], phase: str, progress: ProgressFn | None
 ) -> int:
-    """Progress for the results in from ``at`` on, in declared order (never completion
-    order: verdicts and audit events are deterministic); the next to report."""
+    """Progress for the results in from ``at`` on, in declared order (audit events are
+    deterministic); the next to report."""
     while at in slots:
         if progress:
             progress(f"{phase}: {validators[at].validator_id} → {slots[at].severity}", slots[at])
@@ -286,7 +281,7 @@ def _report(
 
 
 def _expired(running: dict[int, float], validators: Sequence[Validator]) -> dict[int, ValidatorResult]:
-    """The running validators past their deadline, taken off ``running`` as timeout errors."""
+    """Timeout errors for the running validators past their deadline (taken off ``running``)."""
     now = time.monotonic()
     out = {}
     for i in [i for i, deadline in running.items() if deadline <= now]:
@@ -306,8 +301,7 @@ def _moved_to(policy: SandboxPolicy | None, copy: Copy, snapshot: Snapshot) -> S
 
 
 def _overlays(policy: SandboxPolicy | None, snapshot: Snapshot) -> bool:
-    """Whether a code-running validator's copy can be an overlay of the kept tree: under
-    bubblewrap, when it can lay one there and no protected path needs mounts of its own."""
+    """Whether a code-running validator's copy can be an overlay of the kept tree (bubblewrap can lay one there)."""
     kept = snapshot.kept()
     if kept is None or policy is None or policy.mode == "off" or policy.read_only:
         return False
@@ -319,13 +313,12 @@ def _overlays(policy: SandboxPolicy | None, snapshot: Snapshot) -> bool:
 
 
 def _needs_copy(host: PluginHost, v: Validator) -> bool:
-    """Whether ``v`` reads the work through its workspace (every validator but those that
-    declare they judge git objects alone; an unknown type too: it fails on its own)."""
+    """Whether ``v`` reads the work through its workspace (all but those judging git objects alone)."""
     return not _declared(host, v, "judges_objects", unknown=False)
 
 
 def _declared(host: PluginHost, v: Validator, attribute: str, *, unknown: bool) -> bool:
-    """What ``v``'s type declares (:class:`~snodo.plugin.records.ValidatorSpec`); ``unknown`` for an unknown type."""
+    """What ``v``'s type's :class:`~snodo.plugin.records.ValidatorSpec` declares; ``unknown`` for an unknown type."""
     try:
         return bool(getattr(host.validator(v.validator_type), attribute))
     except Exception:
@@ -333,8 +326,8 @@ def _declared(host: PluginHost, v: Validator, attribute: str, *, unknown: bool) 
 
 
 def _snapshot(host: PluginHost, inp: PhaseInput, validators: Sequence[Validator]) -> Snapshot | None:
-    """The judged tree, read once when the phase starts (SPEC §3 "One snapshot"); ``None``
-    when no validator reads the work through its workspace, or outside git."""
+    """The judged tree, read once when the phase starts (SPEC §3 "One snapshot"); ``None`` when
+    no validator reads its workspace, or outside git."""
     work = inp.work
     if work is None or not any(_needs_copy(host, v) for v in validators):
         return None
@@ -342,18 +335,14 @@ def _snapshot(host: PluginHost, inp: PhaseInput, validators: Sequence[Validator]
     if not tree:
         return None
     base = work.base
-    head = base if base is None or _is_commit_id(base) else resolve(work.repo, base)
+    head = base if base is None or is_commit_id(base) else resolve(work.repo, base)
     return Snapshot(work.repo, tree, base=head, project_root=inp.project_root or inp.workspace)
-
-
-def _is_commit_id(text: str) -> bool:
-    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def run_constraints(
     host: PluginHost, constraints: Sequence[Constraint], inp: PhaseInput, *, progress: ProgressFn | None = None
 ) -> list[ValidatorResult]:
-    """Evaluate ``constraints`` one by one, each confined by ``inp.sandbox``: the one place a predicate runs."""
+    """Evaluate ``constraints`` one by one, each confined: the one place a predicate runs."""
     results = []
     for c in constraints:
         with confined(inp.sandbox):

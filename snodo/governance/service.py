@@ -86,8 +86,8 @@ class Project:
         return self.audit.append(event, mode=self.mode_id, data=data)
 
     def sandbox_policy(self, workspace: Path | None = None, *, network: bool = False) -> SandboxPolicy:
-        """How processes on agent-written content in ``workspace`` (default: the project root)
-        run, per ``execution.sandbox``; unconfined runs and each backend used are audited."""
+        """How processes on agent-written content in ``workspace`` (default: the root) run;
+        unconfined runs and each backend used are audited."""
         where = Path(workspace or self.root)
 
         def unconfined(argv: Sequence[str], cwd: Path) -> None:
@@ -119,7 +119,6 @@ class Project:
         )
 
     def _held_out(self) -> tuple[Path, ...]:
-        """Held-out test directories the protocol names (``tooling.held_out``), hidden from confined code."""
         named = (v.tooling.get("held_out") for v in self.protocol.validators)
         paths = (
             Path(os.path.realpath(os.path.expanduser(n.strip()))) for n in named if isinstance(n, str) and n.strip()
@@ -127,7 +126,6 @@ class Project:
         return tuple(p for p in paths if p.is_dir())
 
     def session(self) -> Session:
-        """The active session for this project and mode; the first caller starts it."""
         if self._session is None:
             session, created = ensure_session(self.root, self.mode_id, self.home, base_head=self._start_head)
             if created:
@@ -149,7 +147,7 @@ class ValidationOutcome:
     tree: str = ""
 
     def payload(self) -> dict[str, Any]:
-        """The SPEC §3 payload. The token itself is never part of it."""
+        """The SPEC §3 payload (never the token itself)."""
         out: dict[str, Any] = {
             "status": self.status,
             "task_id": self.task_id,
@@ -195,9 +193,8 @@ def _decision_results(
 
 
 def judged_tree(workspace: Path) -> str:
-    """The git tree id of the workspace as validators judge it: what ``git add --all`` would
-    stage, in a throw-away copy of the index; ``.snodo/`` as staged, a top-level Python
-    environment never. "" outside a git work tree."""
+    """The git tree id of the workspace as validators judge it: what ``git add --all`` would stage
+    (in a throw-away index; ``.snodo/`` as staged, a top-level Python environment never); "" outside git."""
     with tempfile.TemporaryDirectory(prefix="snodo-tree-") as scratch:
         index = os.path.join(scratch, "index")
         own = {"GIT_INDEX_FILE": index, "GIT_OPTIONAL_LOCKS": "0", "GIT_LITERAL_PATHSPECS": "0"}
@@ -231,10 +228,8 @@ def _current_head(root: Path, revision: str = "HEAD") -> str | None:
 
 
 def default_base(project: Project) -> str | None:
-    """The commit a change in the checkout is judged against: the merge base of ``HEAD``
-    with its upstream, else the ``HEAD`` at which the session started, else ``HEAD``
-    (``None`` outside git or before the first commit). Commits made since are part of the
-    judged change, never of the base."""
+    """The commit a change in the checkout is judged against: the merge base of ``HEAD`` with its
+    upstream, else the session's starting ``HEAD``, else ``HEAD`` (``None``: no commit)."""
     upstream = _current_head(project.root, "@{upstream}")
     try:
         found = run_git(project.root, "merge-base", "HEAD", upstream) if upstream else None
@@ -265,12 +260,10 @@ def validate_task(
     base: str | None = None,
     refused: tuple[dict[str, str], ...] = (),
 ) -> ValidationOutcome:
-    """Run one phase for one task and settle the outcome, persisting before returning, all
-    events in one append to the audit log. ``refused``: the coder's writes the filter or the
-    guard refused (path, op, reason), which make the outcome ``escalate`` unless something
-    blocks it. ``tree``: the git tree a post_execute validation judges (default: the
-    workspace's), the one a human decision adjudicates. ``escalate=False`` leaves an
-    escalation to the caller (:func:`persist_escalation`)."""
+    """Run one phase for one task and settle the outcome, persisted (one audit append) before
+    returning. ``refused``: the coder's writes refused (path, op, reason), an escalation unless
+    something blocks. ``tree``: the git tree a post_execute validation judges and a human
+    decision adjudicates (default: the workspace's). ``escalate=False``: the caller persists one."""
     workspace = workspace or project.root
     with project.audit.batch():
         task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
@@ -335,7 +328,7 @@ def validate_task(
 def _token(
     project: Project, cls: Classification, phase: str, results: list[ValidatorResult], task_id: str, sha: str
 ) -> str | None:
-    """The single-use token a pass before the work (pre_execute) earns, recorded as issued."""
+    """The single-use token a pre_execute pass earns, recorded as issued."""
     if cls.status != "pass" or phase != "pre_execute":
         return None
     validators = [r.validator_id for r in results if r.kind == "validator"]
@@ -383,13 +376,13 @@ def _refused_writes(refused: tuple[dict[str, str], ...]) -> list[ValidatorResult
 
 
 def _question(results: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> tuple[tuple[str, str, bool], ...]:
-    """What a human is asked to decide: who said what (not their wording, which varies, e.g. test timings)."""
+    """What a human is asked to decide: who said what (not the wording, which varies)."""
     return tuple(sorted((str(r.get("validator_id")), str(r.get("severity")), bool(r.get("error"))) for r in results))
 
 
 def persist_escalation(project: Project, outcome: ValidationOutcome, spec: str) -> ValidationOutcome:
-    """Store the pending decision for a human before any caller reports the escalation; the
-    same question asked again (task, spec, tree, phase, mode, verdicts) gets the one pending."""
+    """Store the pending decision before any caller reports the escalation; the same question
+    again (task, spec, tree, phase, mode, verdicts) gets the one pending."""
     with project.audit.batch():
         session = project.session()
         results = tuple(r.as_json() for r in outcome.results)

@@ -1,8 +1,5 @@
-"""The agent's tool surface over a project: files and git, all behind one guard (its tests
-run through :mod:`snodo.judging.testrun`).
-
-Every mutation an agent can request goes through :class:`PathGuard` (INV2, ADR 026); the
-engine's own state writes do not use this package at all.
+"""The agent's tool surface over a project: files and git, every mutation behind one
+:class:`PathGuard` (INV2, ADR 026); the engine's own state writes never use it.
 """
 
 from snodo.rules.guard import PathGuard

@@ -1,6 +1,6 @@
 """The change set ``snodo validate --phase post_execute`` judges in place: everything that
-differs from a base commit (untracked files included, ignored ones and snodo's own
-``.snodo/`` state left out), untracked files' patches written as git would print them.
+differs from a base commit, untracked files included (as git would print them), ignored ones
+and ``.snodo/`` left out.
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ class ChangeSet:
 
 
 def working_tree_changes(root: Path, base: str = "HEAD") -> ChangeSet:
-    """Files and patch that differ from ``base`` in the work tree at ``root``; a
-    :class:`SnodoError` when ``root`` is not a git work tree or ``base`` is no commit."""
-    guard = PathGuard(root)
-    git = Git(root, guard)
+    """Files and patch that differ from ``base`` in the work tree at ``root``."""
+    git = Git(root, PathGuard(root))
     if not git.is_repo():
         raise SnodoError(
             f"{root} is not a git work tree, so there is no change set to validate after the work",
@@ -47,14 +45,13 @@ def working_tree_changes(root: Path, base: str = "HEAD") -> ChangeSet:
             f"cannot compute the change set against {base!r}: {exc}",
             hint="pass --base with a commit, branch or tag that exists (default HEAD)",
         ) from None
-    tracked = _diff_paths(tracked_diff)
+    shown, tracked = _split_diff(tracked_diff)
     untracked = [_new_file_patch(git.root, rel) for rel in files if rel not in tracked]
-    return ChangeSet(base=base, changed_files=tuple(files), diff=_strip_state(tracked_diff) + "".join(untracked))
+    return ChangeSet(base=base, changed_files=tuple(files), diff=shown + "".join(untracked))
 
 
 def python_environments(root: Path) -> list[str]:
-    """Top-level directories of ``root`` that are Python environments (hold ``pyvenv.cfg``):
-    never part of the work, tracked or not."""
+    """Top-level directories of ``root`` holding a ``pyvenv.cfg``: never part of the work, tracked or not."""
     try:
         with os.scandir(root) as listing:
             return sorted(
@@ -66,25 +63,19 @@ def python_environments(root: Path) -> list[str]:
         return []
 
 
-def _diff_paths(diff: str) -> set[str]:
-    found: set[str] = set()
-    for line in diff.splitlines():
-        if line.startswith("diff --git a/"):
-            rest = line.removeprefix("diff --git a/")
-            found.add(rest.split(" b/", 1)[0])
-    return found
-
-
-def _strip_state(diff: str) -> str:
-    """The diff without the sections of files under ``.snodo/``."""
+def _split_diff(diff: str) -> tuple[str, set[str]]:
+    """The diff without the sections of files under ``.snodo/``, and the paths it has a section for."""
     kept: list[str] = []
+    paths: set[str] = set()
     keep = True
     for line in diff.splitlines(keepends=True):
         if line.startswith("diff --git "):
             keep = not line.startswith(f"diff --git a/{_STATE_DIR}")
+        if line.startswith("diff --git a/"):
+            paths.add(line.splitlines()[0].removeprefix("diff --git a/").split(" b/", 1)[0])
         if keep:
             kept.append(line)
-    return "".join(kept)
+    return "".join(kept), paths
 
 
 def _new_file_patch(root: Path, rel: str) -> str:

@@ -1,9 +1,7 @@
-"""File tools of the agent surface: read, list, write, delete, create directories.
-
-Every mutation asks the :class:`~snodo.rules.guard.PathGuard` first (a refusal touches
-nothing), then acts through directory descriptors opened with ``O_NOFOLLOW`` along the path
-the guard resolved (a directory swapped for a symlink since makes it fail, never land
-elsewhere). Writes are atomic: temp file + ``os.replace``.
+"""File tools of the agent surface. Every mutation asks the
+:class:`~snodo.rules.guard.PathGuard` first (a refusal touches nothing), then acts through
+directory descriptors opened with ``O_NOFOLLOW`` along the path the guard resolved (a directory
+swapped for a symlink since makes it fail, never land elsewhere); writes are atomic.
 """
 
 from __future__ import annotations
@@ -25,12 +23,11 @@ class Workspace:
     """The file tools over one project root, all paths root-relative POSIX strings."""
 
     def __init__(self, root: Path, guard: PathGuard, *, durable: bool = True) -> None:
-        """``durable=False``: writes are not flushed one by one (a disposable working copy)."""
         if Path(os.path.realpath(root)) != guard.root:
             raise ValueError(f"the guard watches {guard.root}, not {root}")
         self.root = guard.root
         self.guard = guard
-        self.durable = durable
+        self.durable = durable  # False: writes are not flushed one by one (a disposable working copy)
 
     def read_file(self, path: str) -> str:
         """The UTF-8 text of a file; binary and oversized files are refused, not mangled."""
@@ -54,8 +51,7 @@ class Workspace:
                 if not stat.S_ISREG(st.st_mode):
                     raise ToolError(f"cannot read {path!r}: not a regular file")
                 if st.st_size > MAX_READ_BYTES:
-                    limit = MAX_READ_BYTES
-                    raise ToolError(f"cannot read {path!r}: {st.st_size} bytes is over the {limit}-byte limit")
+                    raise ToolError(f"cannot read {path!r}: {st.st_size} bytes is over the {MAX_READ_BYTES}-byte limit")
                 data = handle.read(MAX_READ_BYTES + 1)
         binary = ToolError(f"cannot read {path!r}: it is a binary file, not UTF-8 text")
         if b"\0" in data:
@@ -134,8 +130,7 @@ class Workspace:
         return {"path": self._relative(target), "created": True}
 
     def _check_new_parents(self, directory: Path) -> None:
-        """Ask the guard about every directory a mutation would create, before any is
-        created, so a refusal leaves no stray directory behind."""
+        """Ask the guard about every directory a mutation would create before creating any."""
         missing: list[Path] = []
         while not directory.exists():
             missing.append(directory)
@@ -158,8 +153,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEX
 
 
 class _DirChain:
-    """Directory descriptors from the root down to a target's parent, each opened relative
-    to the one before with ``O_NOFOLLOW``."""
+    """Directory descriptors from the root down, each opened relative to the one before with ``O_NOFOLLOW``."""
 
     def __init__(self, root: Path, path: str) -> None:
         if not {os.open, os.rename, os.mkdir, os.unlink, os.stat} <= os.supports_dir_fd:
@@ -175,8 +169,7 @@ class _DirChain:
             os.close(fd)
 
     def walk(self, components: tuple[str, ...], *, create: bool) -> int:
-        """The descriptor of the directory ``components`` name below the root, creating
-        missing ones when ``create``; never through a symlink."""
+        """The descriptor of the directory ``components`` name below the root (made if ``create``)."""
         for name in components:
             fd = self.fds[-1]
             try:
@@ -215,8 +208,8 @@ def _existing_file_mode(dir_fd: int, name: str, path: str) -> int | None:
 
 
 def _replace_at(dir_fd: int, name: str, data: bytes, mode: int, path: str, *, durable: bool = True) -> None:
-    """Write ``data`` to a fresh temporary file in the directory ``dir_fd`` and rename it
-    over ``name`` there (the rename replaces the name itself, never what it points to)."""
+    """Write ``data`` to a fresh temporary file in ``dir_fd`` and rename it over ``name`` (the
+    name itself, never what it points to)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     tmp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"  # O_EXCL: a name taken meanwhile fails, never follows
     try:

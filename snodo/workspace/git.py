@@ -13,7 +13,7 @@ from pathlib import Path
 from snodo.base.errors import PathValidationError, ToolError
 from snodo.git.runner import GIT_TIMEOUT, GitTimeout, identity_args, identity_env, run_git
 from snodo.rules.guard import REASON_GITLINK, PathGuard
-from snodo.workspace.gitmeta import GITLINK_MODE
+from snodo.workspace.gitmeta import gitlink_entries
 
 
 class Git:
@@ -26,8 +26,8 @@ class Git:
         self.guard = guard
 
     def stage_files(self, paths: Sequence[str]) -> dict[str, object]:
-        """Stage additions, changes and deletions under ``paths``; all or nothing: every path,
-        and every changed file under a directory path, must pass the guard first."""
+        """Stage additions, changes and deletions under ``paths``, all or nothing: every changed
+        file under them must pass the guard first."""
         if isinstance(paths, str) or not paths:
             raise ToolError("stage_files needs a non-empty list of paths")
         entries = [self.guard.check_mutation(p, follow_symlinks=False) for p in paths]
@@ -35,14 +35,12 @@ class Git:
         pending = self._run(
             "ls-files", "-z", "--full-name", "--modified", "--others", "--exclude-standard", "--", *relative
         )
-        self._check_repo_paths(pending)
-        self._check_no_gitlink(pending)
+        self._check_repo_paths(pending, staging=True)
         self._run("add", "-A", "--", *relative)
         return {"staged": sorted(Path(r).as_posix() for r in relative)}
 
     def commit(self, message: str) -> str:
-        """Commit the index (re-checked: what was staged behind the tool surface's back is
-        refused) and return the new commit's sha."""
+        """Commit the index (re-checked: what was staged behind the tools' back is refused); the new sha."""
         if not isinstance(message, str) or not message.strip():
             raise ToolError("a commit needs a non-empty message")
         self._check_staged_gitlinks()  # first: diffs do not show gitlinks (submodules are ignored)
@@ -54,7 +52,6 @@ class Git:
         return self._head_sha()
 
     def read_diff(self, ref: str | None = None, staged: bool = False) -> str:
-        """The diff of the work tree (or the index, ``staged``) against ``ref`` or the index/HEAD."""
         args = ["diff", "--no-color", "--no-ext-diff"]
         if staged:
             args.append("--cached")
@@ -63,8 +60,7 @@ class Git:
         return self._run(*args, "--")
 
     def get_status(self) -> dict[str, object]:
-        """The current branch and the staged, unstaged, untracked and conflicted paths
-        (relative to the top of the repository, as git reports them)."""
+        """The branch and the staged, unstaged, untracked and conflicted paths (relative to the top)."""
         out = self._run("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
         status: dict[str, list[str]] = {"staged": [], "unstaged": [], "untracked": [], "conflicted": []}
         branch: str | None = None
@@ -99,8 +95,7 @@ class Git:
         return {"branch": name, "head": self._run("rev-parse", "--verify", f"refs/heads/{name}").strip()}
 
     def merge_branch(self, name: str, message: str | None = None) -> dict[str, object]:
-        """Merge branch ``name`` with a merge commit, refused when it changes a protected path;
-        a failed merge is aborted."""
+        """Merge branch ``name`` (a merge commit), refused if it changes a protected path; aborted if it fails."""
         self._check_branch(name)
         if self._run("rev-parse", "--quiet", "--verify", "MERGE_HEAD", check=False):
             raise ToolError("a merge is already in progress; conclude or abort it first")
@@ -138,36 +133,23 @@ class Git:
         untracked = self._run("ls-files", "-z", "--others", "--exclude-standard")
         return sorted({p for p in (changed + untracked).split("\0") if p})
 
-    def _check_repo_paths(self, listing: str) -> None:
-        """Guard each path of a ``-z`` listing git made relative to the repository's top."""
+    def _check_repo_paths(self, listing: str, *, staging: bool = False) -> None:
+        """Guard each path of a ``-z`` listing git made relative to the repository's top; ``staging``:
+        refuse a nested repository too (listed as ``dir/`` if untracked, a directory holding a ``.git``)."""
         top = self._run("rev-parse", "--show-toplevel").strip()
-        for path in filter(None, listing.split("\0")):
+        paths = [path for path in listing.split("\0") if path]
+        for path in paths:
             self.guard.check_mutation(os.path.join(top, path), follow_symlinks=False)
-
-    def _check_no_gitlink(self, listing: str) -> None:
-        """Refuse staging a nested repository: git lists one as ``dir/`` among untracked
-        paths, and a submodule's checkout is a directory holding a ``.git``."""
-        top = Path(self._run("rev-parse", "--show-toplevel").strip())
-        for path in filter(None, listing.split("\0")):
-            full = top / path
+        for path in paths if staging else ():
+            full = Path(top, path)
             if path.endswith("/") or (full.is_dir() and not full.is_symlink() and os.path.lexists(full / ".git")):
                 raise PathValidationError(path.rstrip("/"), REASON_GITLINK)
 
     def _check_staged_gitlinks(self) -> None:
-        """Refuse a commit whose index adds or moves a gitlink (however it was staged). The
-        index and HEAD are compared directly: diffs hide submodules (``--ignore-submodules``)."""
-
-        def gitlinks(listing: str, sha_field: int) -> set[tuple[str, str]]:
-            found = set()
-            for record in filter(None, listing.split("\0")):
-                meta, _, path = record.partition("\t")
-                fields = meta.split()
-                if fields and fields[0] == GITLINK_MODE:
-                    found.add((path, fields[sha_field]))
-            return found
-
+        """Refuse a commit whose index adds or moves a gitlink (however it was staged), comparing
+        the index and HEAD directly: diffs hide submodules (``--ignore-submodules``)."""
         head = self._run("ls-tree", "-r", "-z", "--full-tree", "HEAD", check=False) if self.head() else ""
-        new = gitlinks(self._run("ls-files", "-s", "-z", "--full-name"), 1) - gitlinks(head, 2)
+        new = gitlink_entries(self._run("ls-files", "-s", "-z", "--full-name")) - gitlink_entries(head, 2)
         if new:
             raise PathValidationError(sorted(new)[0][0], REASON_GITLINK)
 
@@ -181,8 +163,8 @@ class Git:
         return self._run("rev-parse", "--verify", "HEAD").strip()
 
     def _run(self, *args: str, check: bool = True, stdin: str | None = None, identity: bool = False) -> str:
-        """git's stdout; a failure (with ``check``) or a time-out is a :class:`ToolError` with
-        git's own explanation. ``identity``: a committer for commands that create commits."""
+        """git's stdout; a failure (with ``check``) or a time-out is a :class:`ToolError`.
+        ``identity``: a committer for commands that create commits."""
         config = identity_args(self.root) if identity else []
         env = {"GIT_LITERAL_PATHSPECS": "1", **(identity_env(self.root) if identity else {})}
         try:

@@ -1,15 +1,13 @@
-"""No new git metadata from agents: a ``.git`` or a gitlink that appears below a root is refused.
-
-A ``.git`` planted below the workspace (``vendor/.git`` with ``core.fsmonitor`` set) is a
-configuration git would read there, and a gitlink in the index makes git look inside it.
-Confined code writes where it likes in its workspace, so a :class:`GitMetaWatch` is taken
-before it runs and removes and reports what is new after: a walk that re-reads only a
-directory whose inode, mtime or ctime changed (confined code cannot set a ctime), and
-``git ls-files --stage`` only when the index file may hold a gitlink.
+"""No new git metadata from agents: a ``.git`` (a configuration git would read, e.g.
+``vendor/.git`` with ``core.fsmonitor``) or a gitlink (git looks inside it) that confined code
+left below a root is removed and reported by a :class:`GitMetaWatch` taken before it ran. The
+walk re-reads only directories whose inode, mtime or ctime changed (confined code cannot set a
+ctime); ``git ls-files --stage`` runs only when the index file may hold a gitlink.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -26,8 +24,7 @@ REASON_NEW_GIT = (
 )
 REASON_NEW_GITLINK = "a new gitlink (a nested repository in the index) appeared; it was unstaged"
 GITLINK_MODE = "160000"
-# A Python environment is not entered: it holds thousands of directories, the sandbox keeps
-# it read-only and the path guard refuses writes into it.
+# A Python environment is not entered: it is large, read-only in the sandbox and guarded.
 _ENV_MARKERS = frozenset({"pyvenv.cfg", "conda-meta"})
 
 
@@ -38,16 +35,14 @@ def is_git_name(name: str) -> bool:
 
 @frozen
 class _Dir:
-    """One directory as the last scan saw it: its identity and times, and what it held."""
+    """One directory as the last scan saw it."""
 
     key: tuple[int, int, int]  # inode, mtime, ctime (ns): a new or removed entry changes them
     children: tuple[str, ...]  # subdirectories entered (not links, not Python environments)
     gits: tuple[str, ...]  # its `.git` entries
-    racy: bool  # changed too recently for its times to prove it unchanged next time
+    racy: bool  # changed too recently (within a clock tick) for its times to prove it unchanged next time
 
 
-#: Directories whose ctime is this close to the scan may change again within the same
-#: clock tick without their times showing it: they are read again on the next scan.
 _RACY_NS = 2_000_000_000
 
 #: The last scan of each root: the next scan reads only the directories that changed.
@@ -55,9 +50,8 @@ _SCANS: dict[Path, dict[str, _Dir]] = {}
 
 
 def _scan(root: Path, before: dict[str, _Dir]) -> dict[str, _Dir]:
-    """Every directory below ``root`` (``.git`` directories, links and Python environments
-    not entered) with its ``.git`` entries; one whose key is that of ``before`` (not racy
-    then) holds the same names and is not read again."""
+    """Every directory below ``root`` with its ``.git`` entries; one whose key is that of
+    ``before`` (not racy then) is not read again."""
     now = time.time_ns()
     seen: dict[str, _Dir] = {}
     stack = [str(root)]
@@ -68,25 +62,23 @@ def _scan(root: Path, before: dict[str, _Dir]) -> dict[str, _Dir]:
         except OSError:
             continue
         key = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-        old = before.get(here)
-        if old is None or old.key != key or old.racy:
-            old = _read_dir(here, key)
-        entry = _Dir(key=key, children=old.children, gits=old.gits, racy=now - st.st_ctime_ns < _RACY_NS)
+        entry = before.get(here)
+        if entry is None or entry.key != key or entry.racy:
+            entry = _read_dir(here, key, now)
         seen[here] = entry
         stack.extend(entry.children)
     return seen
 
 
-def _read_dir(here: str, key: tuple[int, int, int]) -> _Dir:
+def _read_dir(here: str, key: tuple[int, int, int], now: int) -> _Dir:
     try:
         with os.scandir(here) as listing:
-            entries = list(listing)
+            return _entries_dir(key, list(listing), now)
     except OSError:
-        return _Dir(key=key, children=(), gits=(), racy=True)
-    return _entries_dir(key, entries)
+        return _entries_dir(key, [], now)
 
 
-def _entries_dir(key: tuple[int, int, int], entries: list[os.DirEntry[str]]) -> _Dir:
+def _entries_dir(key: tuple[int, int, int], entries: list[os.DirEntry[str]], now: int) -> _Dir:
     # One pass per question, the cheap test first: this runs once per entry of the tree.
     names = [entry.name for entry in entries]
     environment = not _ENV_MARKERS.isdisjoint(names)
@@ -98,23 +90,20 @@ def _entries_dir(key: tuple[int, int, int], entries: list[os.DirEntry[str]]) -> 
             for entry in entries
             if entry.is_dir(follow_symlinks=False) and not (entry.name[:1] == "." and is_git_name(entry.name))
         )
-    return _Dir(key=key, children=children, gits=gits, racy=True)
+    return _Dir(key=key, children=children, gits=gits, racy=now - key[2] < _RACY_NS)
 
 
 def remember_walk(root: Path, walked: dict[str, tuple[tuple[int, int, int], list[os.DirEntry[str]]]]) -> None:
     """Take a walk another part of snodo made below ``root`` (each directory's key and
     entries) as the last scan, so the next :func:`git_entries` reads only what changed."""
     now = time.time_ns()
-    scan: dict[str, _Dir] = {}
-    for here, (key, entries) in walked.items():
-        entry = _entries_dir(key, entries)
-        scan[here] = _Dir(key=key, children=entry.children, gits=entry.gits, racy=now - key[2] < _RACY_NS)
-    _SCANS[Path(os.path.realpath(root))] = scan
+    _SCANS[Path(os.path.realpath(root))] = {
+        here: _entries_dir(key, entries, now) for here, (key, entries) in walked.items()
+    }
 
 
 def git_entries(root: Path) -> set[str]:
-    """Root-relative POSIX paths of every ``.git`` entry below ``root`` (``root/.git``
-    included), reading only what changed since the last scan of ``root``."""
+    """Root-relative paths of every ``.git`` entry below ``root`` (``root/.git`` included)."""
     real = Path(os.path.realpath(root))
     scan = _scan(real, _SCANS.get(real, {}))
     _SCANS[real] = scan
@@ -129,9 +118,8 @@ _SPARSE_DIR_BYTES = (0o040000).to_bytes(4, "big")
 
 
 def _may_hold_gitlinks(root: Path) -> bool:
-    """Whether the index of the pinned work tree ``root`` may hold a gitlink, without a
-    process: no entry has the gitlink mode unless its four bytes occur in the file.
-    ``True`` (ask git) whenever that cannot be said."""
+    """Whether the index of the pinned work tree ``root`` may hold a gitlink, without a process
+    (no entry has the gitlink mode unless its four bytes occur in the file); ``True``: ask git."""
     context = pinned(root)
     if context is None or context.work_tree != root:
         return True
@@ -165,14 +153,13 @@ def gitlinks(root: Path) -> set[str]:
     if not _may_hold_gitlinks(Path(os.path.realpath(root))):
         return set()
     result = run_git(root, "ls-files", "--stage", "-z", env={"GIT_OPTIONAL_LOCKS": "0"})
-    if not result.ok:
-        return set()
-    found = set()
-    for record in filter(None, result.stdout.split("\0")):
-        meta, _, path = record.partition("\t")
-        if meta.split(" ", 1)[0] == GITLINK_MODE:
-            found.add(path)
-    return found
+    return {path for path, _ in gitlink_entries(result.stdout)} if result.ok else set()
+
+
+def gitlink_entries(listing: str, sha_field: int = 1) -> set[tuple[str, str]]:
+    """``(path, sha)`` of each gitlink in a ``-z`` listing of ``ls-files -s`` (``ls-tree``: ``sha_field`` 2)."""
+    records = (record.partition("\t") for record in listing.split("\0") if record)
+    return {(path, meta.split()[sha_field]) for meta, _, path in records if meta.split(" ", 1)[0] == GITLINK_MODE}
 
 
 class GitMetadataRefused(PathValidationError):
@@ -188,12 +175,10 @@ class GitMetadataRefused(PathValidationError):
 
 
 class GitMetaWatch:
-    """What git metadata a workspace holds now; :meth:`intruders` finds (and undoes) what
-    appears later."""
+    """What git metadata a workspace holds now; :meth:`intruders` finds (and undoes) what appears later.
+    ``throwaway``: a private copy nobody runs git in again (new ``.git`` entries only, its scan not kept)."""
 
     def __init__(self, root: Path, *, throwaway: bool = False) -> None:
-        """``throwaway``: a private copy nobody runs git in again; only new ``.git`` entries
-        are looked for, and its scan is not kept."""
         self.root = Path(os.path.realpath(root))
         self.index = not throwaway
         self.entries = git_entries(self.root)
@@ -215,22 +200,19 @@ class GitMetaWatch:
         return found
 
     def found(self) -> list[tuple[str, str]]:
-        """What :meth:`intruders` found, run once and remembered."""
+        """:meth:`intruders`, run once."""
         if self._found is None:
             self._found = self.intruders()
         return self._found
 
     def check(self) -> None:
-        """Raise :class:`GitMetadataRefused` if :meth:`found` holds anything."""
         if self.found():
             raise GitMetadataRefused(self.found())
 
 
 def _remove(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-    except OSError:
-        pass

@@ -1,7 +1,6 @@
 """Which Python runs the project's tests when no setting names one, found once, from files
-only, in the order docs/protocol.md gives ($VIRTUAL_ENV, .venv/, venv/, uv / Poetry / Hatch /
-PDM, snodo's own). Nothing is executed (``poetry env info`` would run the hostile project's
-configuration unconfined); an environment the project's files point at must lie inside it.
+only (nothing is executed), in the order docs/protocol.md gives; an environment the project's
+files point at must lie inside it.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from typing import Any
 
 from attrs import frozen
 
-# Captured when snodo starts: a later change to the environment must not change the answer.
 STARTUP_VIRTUAL_ENV = os.environ.get("VIRTUAL_ENV")
 STARTUP_UV_ENV = os.environ.get("UV_PROJECT_ENVIRONMENT")
 SNODO_OWN = "snodo's own interpreter"
@@ -42,8 +40,7 @@ def _venv_python(env: Path) -> Path | None:
 
 
 def _inside(path: Path, root: Path) -> bool:
-    real = Path(os.path.realpath(path))
-    return real == root or root in real.parents
+    return Path(os.path.realpath(path)).is_relative_to(root)
 
 
 def _contained(root: Path, rel: str) -> Path | None:
@@ -77,7 +74,7 @@ def dig(doc: Any, *keys: str) -> Any:
 
 
 def _declared(root: Path) -> list[tuple[Path, str]]:
-    """Environments the project's tool configuration declares, in order: uv, Poetry, Hatch, PDM."""
+    """Environments uv, Poetry, Hatch and PDM declare, in that order."""
     found: list[tuple[Path, str]] = []
     pyproject = read_toml(root / "pyproject.toml")
     if STARTUP_UV_ENV and ((root / "uv.lock").is_file() or dig(pyproject, "tool", "uv") is not None):
@@ -97,8 +94,8 @@ def _declared(root: Path) -> list[tuple[Path, str]]:
 
 
 def _pdm(root: Path) -> list[tuple[Path, str]]:
-    """``.pdm-python`` names the interpreter (a symlink out of the environment, as always):
-    the environment two levels up is what must lie inside the project."""
+    """``.pdm-python`` names the interpreter (a symlink out of the environment): the environment
+    two levels up must lie inside the project."""
     pdm = root / ".pdm-python"
     if not pdm.is_file() or pdm.is_symlink():
         return []
@@ -130,7 +127,6 @@ def _poetry(root: Path, pyproject: dict[str, Any]) -> list[tuple[Path, str]]:
 
 
 def discover(project_root: Path) -> ProjectPython:
-    """The project's interpreter when no setting names one (see the module docstring)."""
     root = Path(os.path.realpath(project_root))
     candidates: list[tuple[Path, str]] = []
     if STARTUP_VIRTUAL_ENV:
@@ -150,10 +146,10 @@ def discover(project_root: Path) -> ProjectPython:
 _found: dict[str, ProjectPython] = {}
 
 
-def project_python(project_root: Path, setting: str | None = None, *, where: str = "execution.python") -> ProjectPython:
-    """``setting`` when given, else the discovered one, looked up once per root."""
+def project_python(project_root: Path, setting: str | None = None) -> ProjectPython:
+    """``setting`` (``execution.python``) when given, else the discovered one, looked up once per root."""
     if setting is not None:
-        return ProjectPython(path=setting, source=where)
+        return ProjectPython(path=setting, source="execution.python")
     key = os.path.realpath(project_root)
     if key not in _found:
         _found[key] = discover(Path(key))

@@ -30,7 +30,6 @@ class PythonSetup:
     pythonpath: tuple[str, ...]  # absolute directories, the workspace's import roots first
     modules: tuple[str, ...]  # top-level names of the project's own modules and packages
     workspace: Path
-    project_root: Path  # the user's checkout (the workspace itself outside the engine)
 
 
 def python_setup(
@@ -41,10 +40,9 @@ def python_setup(
     pythonpath: Any = None,
     execution_python: Any = None,
 ) -> PythonSetup:
-    """Resolve the interpreter (``python``: a validator's ``tooling.python``, else the
-    protocol's ``execution_python``, else the one :mod:`snodo.workspace.interpreter` finds,
-    relative paths against the project root) and the import roots (``pythonpath``, else
-    detected); a :class:`ValidatorFault` on bad settings."""
+    """The interpreter (``tooling.python``, else ``execution.python``, else the one
+    :mod:`snodo.workspace.interpreter` finds; relative to the project root) and the import
+    roots (``pythonpath``, else detected); a :class:`ValidatorFault` on bad settings."""
     workspace = Path(os.path.realpath(workspace))
     if not workspace.is_dir():
         raise ValidatorFault(f"cannot run tests: the workspace {workspace} is not a directory")
@@ -58,17 +56,13 @@ def python_setup(
         source = found.source
         interpreter = found.path if source == SNODO_OWN else _interpreter(found.path, root, f"the {source} interpreter")
     roots = _pythonpath_setting(workspace, pythonpath) if pythonpath is not None else detect_import_roots(workspace)
-    ordered: list[Path] = []
-    for entry in (*roots, workspace):
-        if entry not in ordered:
-            ordered.append(entry)
+    ordered = list(dict.fromkeys((*roots, workspace)))
     return PythonSetup(
         python=interpreter,
         python_source=source,
         pythonpath=tuple(str(p) for p in ordered),
         modules=project_modules(ordered),
         workspace=workspace,
-        project_root=Path(os.path.realpath(root)),
     )
 
 
@@ -100,7 +94,8 @@ def _interpreter(python: Any, project_root: Path, where: str) -> str:
 
 
 def _check_answers(value: str, python: str, project_root: Path, where: str) -> None:
-    """Ask the interpreter its version in a confined process, once per :func:`_identity`."""
+    """Ask the interpreter its version in a confined process, once per :func:`_identity` (a serve
+    session or a run asks each once, not on every validator call)."""
     identity = _identity(value)
     if identity in _ANSWERED:
         return
@@ -123,23 +118,18 @@ def _check_answers(value: str, python: str, project_root: Path, where: str) -> N
     _ANSWERED.add(identity)
 
 
-#: Interpreters that answered the version question, by :func:`_identity`: a serve session or
-#: a run asks each once, not on every validator call (each ask is a confined interpreter start).
 _ANSWERED: set[tuple[object, ...]] = set()
 
 
 def _identity(path: str) -> tuple[object, ...]:
     """What the answer depends on: the path, what it resolves to, that file's and the
-    environment's ``pyvenv.cfg``'s stat. Replacing or re-pointing any of them (an agent can
-    write a ``.venv`` inside the workspace) makes it a new interpreter, asked again."""
-
+    environment's ``pyvenv.cfg``'s stat (an agent can write a ``.venv`` in the workspace)."""
     real = os.path.realpath(path)
     cfg = os.path.join(os.path.dirname(os.path.dirname(path)), "pyvenv.cfg")
     return (path, real, _stamp(real), cfg, _stamp(cfg))
 
 
 def _stamp(path: str | Path) -> tuple[int, int, int, int, int, int] | None:
-    """What a file's replacement or rewrite changes, or ``None`` when it is not there."""
     try:
         st = os.stat(path)
     except OSError:
@@ -170,7 +160,7 @@ def _pythonpath_setting(workspace: Path, pythonpath: Any) -> list[Path]:
 
 
 def detect_import_roots(workspace: Path) -> list[Path]:
-    """Where the project's importable code lives: declared package directories, else ``src/``."""
+    """The declared package directories, else ``src/``."""
     roots: list[Path] = []
     for rel in _declared_roots(workspace):
         target = Path(os.path.realpath(workspace / rel))
@@ -183,8 +173,7 @@ def detect_import_roots(workspace: Path) -> list[Path]:
 
 
 #: The package directories ``pyproject.toml`` and ``setup.cfg`` declare, by workspace, with
-#: their stamps; files changed less than ``_RACY_NS`` before they were read are read again
-#: (a same-size rewrite within the same clock tick keeps the stamp).
+#: their stamps; a file changed within ``_RACY_NS`` (a clock tick) before it was read is read again.
 _RACY_NS = 2_000_000_000
 _DECLARED: dict[Path, tuple[tuple[object, ...], tuple[str, ...]]] = {}
 
@@ -243,7 +232,6 @@ def _setup_cfg_roots(path: Path) -> list[str]:
 
 
 def project_modules(roots: Sequence[Path]) -> tuple[str, ...]:
-    """Top-level module and package names found directly in ``roots``."""
     names: set[str] = set()
     for root in roots:
         try:

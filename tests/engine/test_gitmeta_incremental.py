@@ -34,9 +34,9 @@ def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     read: list[str] = []
     original = gitmeta._read_dir
 
-    def counting(here: str, key: tuple[int, int, int]) -> gitmeta._Dir:
+    def counting(here: str, key: tuple[int, int, int], now: int) -> gitmeta._Dir:
         read.append(here)
-        return original(here, key)
+        return original(here, key, now)
 
     monkeypatch.setattr(gitmeta, "_read_dir", counting)
     return read

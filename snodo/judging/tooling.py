@@ -9,7 +9,6 @@ import fnmatch
 import hashlib
 import os
 import re
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 from attrs import frozen
 
 from snodo.base.errors import ValidatorFault
-from snodo.rules.settings import SHELL_TOKENS
+from snodo.rules.settings import split_command
 from snodo.workspace.pysetup import PythonSetup, python_setup
 
 from .record import Session
@@ -36,28 +35,10 @@ def command_argv(command: Any) -> list[str]:
     """The argv ``tooling.command`` (a string split like a shell would, or a list) names."""
     if command is None:
         return list(DEFAULT_COMMAND)
-    if isinstance(command, str):
-        try:
-            argv = shlex.split(command)
-        except ValueError as exc:
-            raise ValidatorFault(f"tooling.command {command!r} cannot be parsed: {exc}") from None
-    elif isinstance(command, list | tuple) and all(isinstance(a, str) for a in command):
-        argv = list(command)
-    else:
-        raise ValidatorFault("tooling.command must be a string or a list of strings")
-    if not argv:
-        raise ValidatorFault("tooling.command is empty")
-    shell = list(filter(_shell_syntax, argv))
-    if shell:
-        raise ValidatorFault(
-            f"tooling.command is run without a shell, so {', '.join(shell)} would be passed literally",
-            hint="put the pipeline in a script and make the command run the script",
-        )
-    return argv
-
-
-def _shell_syntax(arg: str) -> bool:
-    return arg in SHELL_TOKENS or "$(" in arg or "`" in arg
+    try:
+        return split_command(command)
+    except ValueError as exc:
+        raise ValidatorFault(f"tooling.command: {exc}") from None
 
 
 def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:

@@ -18,34 +18,44 @@ def _number(v: Any) -> bool:
     return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
 
 
-#: Shell syntax a command run without a shell would pass to the program literally (the
-#: judge's :func:`snodo.api.command_argv` refuses the same at run time).
+#: Shell syntax a command run without a shell would pass to the program literally.
 SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|&"})
+_COMMAND = "a command: a string or a list of strings, run without a shell"
 
 
 def _strings(v: Any) -> bool:
     return isinstance(v, list | tuple) and all(isinstance(s, str) for s in v)
 
 
-def _command_problem(value: Any) -> str | None:
-    """What is wrong with a ``command`` (a string split like a shell would, or a list of
-    strings); ``None``: nothing, or it is neither."""
+def split_command(value: Any) -> list[str]:
+    """The argv of a ``command`` (a string split like a shell would, or a list of strings);
+    :class:`ValueError` saying what is wrong. The one check of the loader and the judge."""
     if isinstance(value, str):
         try:
             argv = shlex.split(value)
         except ValueError as exc:
-            return f"{value!r} cannot be parsed: {exc}"
+            raise ValueError(f"{value!r} cannot be parsed: {exc}") from None
     elif _strings(value):
         argv = list(value)
     else:
-        return None
+        raise ValueError(f"expected {_COMMAND}, got {type(value).__name__} {value!r}")
     shell = [a for a in argv if a in SHELL_TOKENS or "$(" in a or "`" in a]
     if shell:
-        return (
+        raise ValueError(
             f"{value!r} is run without a shell, so {', '.join(shell)} would be passed literally; "
             "put the pipeline in a script and make the command run the script"
         )
-    return None if argv else "the command is empty"
+    if not argv:
+        raise ValueError("the command is empty")
+    return argv
+
+
+def _command_problem(value: Any) -> str | None:
+    try:
+        split_command(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 #: Each kind: the test a value must pass, and how the message names what was expected.
@@ -60,10 +70,7 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "boolean": (lambda v: isinstance(v, bool), "true or false"),
     "strings": (_strings, "a list of strings"),
     "paths": (lambda v: (isinstance(v, str) and bool(v.strip())) or _strings(v), "a path or a list of paths"),
-    "command": (
-        lambda v: (isinstance(v, str) or _strings(v)) and not _command_problem(v),
-        "a command: a string or a list of strings, run without a shell",
-    ),
+    "command": (lambda v: _command_problem(v) is None, _COMMAND),
     "mapping": (lambda v: isinstance(v, Mapping), "a mapping"),
 }
 
@@ -166,8 +173,8 @@ class Setting(str):
         or ``None`` when ``value`` has this setting's type."""
         if value is None or KINDS[self.kind][0](value):
             return None
-        if self.kind == "command" and (why := _command_problem(value)):
-            return why
+        if self.kind == "command":
+            return _command_problem(value)
         return f"expected {self.expected}, got {type(value).__name__} {value!r}"
 
 

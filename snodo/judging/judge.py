@@ -109,8 +109,7 @@ class Judge:
     # -- the base
 
     def base_result(self, base: Mapping[str, Entry]) -> BaseResult:
-        """The base's per-test results, from the cache or run now (failures once more: a test
-        that passes then is flaky and not required)."""
+        """The base's per-test results, cached or run now (failures twice: flaky ones are not required)."""
         key = base_key(self.base_tree, self.opts.setup(self.project_root, self.project_root).python, self.opts)
         cached = load_base(self.cache, key)
         if cached is not None:
@@ -132,7 +131,6 @@ class Judge:
         return result
 
     def _base_session(self, outcome: Outcome, copy: Path) -> Session:
-        """The base's session, or the fault that leaves no verdict on the change."""
         session = outcome.session
         if session is None:
             raise ValidatorFault(
@@ -151,11 +149,6 @@ class Judge:
                 f"import the code under judgement (tooling.pythonpath); see {DOCS}",
             )
         return session
-
-    def _base_recurs(self, base: Mapping[str, Entry], limit: float) -> bool:
-        """Whether the base, run again now, fails to finish too (the environment's fault)."""
-        outcome, _ = self._run(self._copy(base), self.opts.pytest_args(None), limit)
-        return outcome.session is None
 
     # -- the whole judgement
 
@@ -197,12 +190,14 @@ class Judge:
         self.details["pythonpath"] = [os.path.relpath(p, setup.workspace) for p in setup.pythonpath]
         self.details.update(exit_code=outcome.exit_code, output_tail=outcome.tail)
         what = "the base's tests against the change"
-        if outcome.session is None and not outcome.timed_out and self._left() > 5 and self._base_recurs(base, limit):
-            raise ValidatorFault(
-                f"{what} did not finish ({outcome.problem}), and neither did the base's when run again, so there "
-                f"is no verdict:\n{outcome.tail}",
-                hint=f"run the tests by hand at the base; see {DOCS}",
-            )
+        if outcome.session is None and not outcome.timed_out and self._left() > 5:
+            again, _ = self._run(self._copy(base), self.opts.pytest_args(None), limit)
+            if again.session is None:  # the environment's fault, not the change's
+                raise ValidatorFault(
+                    f"{what} did not finish ({outcome.problem}), and neither did the base's when run again, so "
+                    f"there is no verdict:\n{outcome.tail}",
+                    hint=f"run the tests by hand at the base; see {DOCS}",
+                )
         changed = rewritten(copy, layout.main, rules, self.blobs)
         if changed:
             shown = ", ".join(changed[:MAX_SHOWN])

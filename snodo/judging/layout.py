@@ -1,6 +1,6 @@
-"""Which files of a change are harness, tests or source, what each judged copy holds, and
-what of the change a person must see (docs/judging.md, "How a change is judged" 4 and 7).
-The base's own session says where its tests live and how pytest looks for them."""
+"""Which files of a change are harness, tests or source (as the base's own session says),
+what each judged copy holds, and what a person must see (docs/judging.md, "How a change is
+judged" 4 and 7)."""
 
 from __future__ import annotations
 

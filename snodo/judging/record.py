@@ -1,7 +1,7 @@
 """Reading the judge's record of one pytest session, trusting nothing it does not prove: the
-MAC chain whole, the lines in the order a session makes them, each test's phases once and
-in order, the seal's counts right, nothing after the end line and the exit status the one
-snodo saw. Anything else is :class:`Dishonest`."""
+MAC chain whole, the lines in a session's order, each test's phases once and in order, the
+seal's counts right, nothing after the end line, the exit status the one snodo saw. Anything
+else is :class:`Dishonest`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from typing import Any
 
 from attrs import Factory, frozen
 
-#: What a test's phases make of it. Only ``passed`` counts as passing.
 PASSED = "passed"
 _PHASES = ("setup", "call", "teardown")
 MAX_LINES = 1_000_000
@@ -39,7 +38,6 @@ class Session:
     exit_status: int = 0
 
     def tally(self) -> str:
-        """``1 failed, 2 passed, 1 skipped``."""
         counts = Counter(self.status.values())
         counts["error"] += len(self.collect_errors)
         words = {"error": "errors", "not run": "not run"}
@@ -50,8 +48,7 @@ class Session:
         return ", ".join(parts) or "no tests ran"
 
     def failures(self, tests: Iterable[str] | None = None, limit: int = 4000) -> str:
-        """What went wrong (every collection error, and each of ``tests`` that has a message;
-        default: all), bounded: what a fix attempt is shown."""
+        """What went wrong (collection errors, and each of ``tests``' messages; default: all), bounded."""
         shown = self.messages if tests is None else {t: self.messages[t] for t in tests if t in self.messages}
         text = "\n\n".join(f"{t}:\n{m}" for t, m in [*self.collect_errors.items(), *shown.items()])
         return text if len(text) <= limit else text[: limit - 40] + "\n[... cut]"
@@ -61,7 +58,7 @@ class Session:
 
 
 class Dishonest(Exception):
-    """The session did not report honestly, or did not finish: why, in one sentence."""
+    """The session did not report honestly, or did not finish."""
 
 
 def _status(phases: Mapping[str, Mapping[str, Any]]) -> str:
@@ -83,8 +80,8 @@ def _status(phases: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def read(text: str, key: bytes, exit_code: int | None) -> Session:
-    """The session the record ``text`` proves, or :class:`Dishonest` saying what is wrong.
-    ``exit_code`` is the status snodo observed for the process (``None``: killed)."""
+    """The session the record ``text`` proves, or :class:`Dishonest`; ``exit_code``: the
+    process's status as snodo saw it (``None``: killed)."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -109,8 +106,8 @@ def read(text: str, key: bytes, exit_code: int | None) -> Session:
 
 
 def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None) -> int:
-    """Where the seal is, once the frame is proven whole: one start, one seal right before one
-    end, an exit status the process and pytest agree on."""
+    """Where the seal is, once the frame is proven: one start, one seal right before one end,
+    an exit status the process and pytest agree on."""
     if not kinds or kinds[0] != "start":
         raise Dishonest("the test process never started its record")
     if len(kinds) == 2 and kinds[1] == "no_pytest" and exit_code == 4:
@@ -141,8 +138,8 @@ def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None
 
 
 class _Body:
-    """The lines between the start and the seal, read one by one: each phase of a collected
-    test at most once and in order, after the collection."""
+    """The lines between the start and the seal: each phase of a collected test at most once,
+    in order, after the collection."""
 
     def __init__(self, known: set[str]) -> None:
         self.known = known

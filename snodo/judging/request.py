@@ -21,8 +21,7 @@ from .tooling import DOCS, Options, command_argv, held_out_dir, options_from_com
 
 
 def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeout: float | None = None) -> Judgement:
-    """Judge the request's work by its tests, as ``tooling`` says; :class:`ValidatorFault`
-    when no verdict can be reached."""
+    """Judge the request's work by its tests; :class:`ValidatorFault` when there is no verdict."""
     argv = command_argv(tooling.get("command"))
     parsed = options_from_command(argv)
     if parsed is None:

@@ -41,7 +41,6 @@ def _dotted(node: ast.AST) -> tuple[str, ...]:
 
 
 def _text(node: ast.AST) -> str | None:
-    """The value of a string constant, else ``None``."""
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
@@ -150,8 +149,7 @@ def findings(source: bytes) -> list[tuple[int, str]]:
 
 
 def added_findings(new: bytes, old: bytes | None) -> list[str]:
-    """The findings of ``new`` whose source line ``old`` did not already hold, as
-    ``"line N: why: the line"``."""
+    """The findings of ``new`` whose line ``old`` did not hold, as ``"line N: why: the line"``."""
     new_lines = new.decode("utf-8", "replace").splitlines()
     before: set[tuple[str, str]] = set()
     if old is not None:

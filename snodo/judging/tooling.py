@@ -1,6 +1,5 @@
-"""What a test validator reads from its ``tooling``: the command and its pytest options,
-the held-out tests, the phase's pytest validator's settings (offered to plugins on
-``TestJudgement``)."""
+"""What a test validator reads from its ``tooling``: the command and its pytest options, the
+held-out tests, the phase's pytest validator's settings (offered on ``TestJudgement``)."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ def command_argv(command: Any) -> list[str]:
 
 
 def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
-    """The tooling of the first pytest validator among ``validators``, so a validator that
-    needs test results asks for the same judgement and shares its run."""
+    """The first pytest validator's tooling: a validator that needs test results shares its run."""
     for v in validators:
         if getattr(v, "validator_type", None) == "pytest":
             return dict(getattr(v, "tooling", {}) or {})
@@ -52,8 +50,8 @@ def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
 
 @frozen(kw_only=True)
 class Options:
-    """How tests are run: the protocol's pytest options, paths and plugins (autoload is off),
-    the time budget, the held-out directory, the interpreter settings."""
+    """How tests are run: pytest options, paths and plugins (autoload is off), the time
+    budget, the held-out directory, the interpreter settings."""
 
     options: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
@@ -63,13 +61,11 @@ class Options:
     python: Any = None
     pythonpath: Any = None
     execution_python: Any = None
-    #: before the work (pre_execute): the starting point itself is judged, so every test that
-    #: fails or errors now blocks, not only those that passed at the base
+    #: before the work (pre_execute) every failing test blocks, not only those passing at the base
     require_all: bool = False
 
     def pytest_args(self, session: Session | None, paths: Sequence[str] | None = None) -> list[str]:
-        # a test module that cannot be imported (a name the task has yet to add) must not
-        # keep the other modules from running: its tests are simply not collected
+        # a test module that cannot be imported yet (the task adds the name) stops no other
         args = ["-p", "no:cacheprovider", "-q", "--continue-on-collection-errors"]
         if session is not None:
             if session.inifile:
@@ -94,9 +90,8 @@ class Options:
 
 
 def options_from_command(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """pytest's options and paths from a test command (``python -m pytest …``, ``pytest …``);
-    ``None`` when the command does not run pytest. Options that only change what pytest
-    prints are dropped: the judge reads its own record, never the output."""
+    """pytest's options and paths from a test command; ``None`` when it does not run pytest.
+    Options that only change what pytest prints are dropped: the judge reads its own record."""
     if list(argv[1:3]) in (["-m", "pytest"], ["-m", "py.test"]):
         rest = iter(argv[3:])
     elif os.path.basename(argv[0] if argv else "") in ("pytest", "py.test"):
@@ -128,8 +123,7 @@ def named_tests(spec: str) -> tuple[str, ...]:
 
 
 def held_out_dir(value: Any, project_root: Path) -> Path | None:
-    """``tooling.held_out``: an existing directory outside the working tree (agents can read
-    the working tree, so tests kept there would not be held out)."""
+    """``tooling.held_out``: an existing directory outside the working tree (which agents read)."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
@@ -172,7 +166,7 @@ def held_out_files(root: Path | None) -> dict[str, bytes]:
 
 
 def held_out_digest(root: Path | None) -> str:
-    """What the held-out tests are, cheaply: every file's path, size and modification time."""
+    """Every held-out file's path, size and modification time, hashed."""
     if root is None:
         return ""
     digest = hashlib.sha256()

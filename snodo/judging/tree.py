@@ -24,9 +24,6 @@ class Entry:
     sha: str
 
 
-Entries = Mapping[str, Entry]
-
-
 def resolve(repo: Path, rev: str) -> str:
     """The commit id ``rev`` names in ``repo`` (an :class:`EnvironmentProblem` if none)."""
     if not rev or rev.startswith("-") or "\n" in rev:
@@ -98,7 +95,7 @@ def safe_path(path: str) -> bool:
     return bool(path) and not path.startswith("/") and all(p not in ("", ".", "..") for p in parts) and "\0" not in path
 
 
-def write_copy(dest: Path, files: Entries, blobs: Blobs) -> None:
+def write_copy(dest: Path, files: Mapping[str, Entry], blobs: Blobs) -> None:
     """Lay ``files`` out under the empty directory ``dest``. A path below a symbolic link
     of the same copy, or one that is not a plain relative path, is left out."""
     blobs.load(e.sha for e in files.values())

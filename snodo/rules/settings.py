@@ -1,6 +1,6 @@
-"""Plugin settings as a plugin declares them (plain names or :class:`Setting` records), and
-the one rule that checks them (:func:`check_settings`): a misspelt or mistyped setting is
-refused in the same words by the loader, the plugin, the runner and the conformance kit."""
+"""Plugin settings as a plugin declares them (names or :class:`Setting` records), and the one
+rule that checks them (:func:`check_settings`), in the same words for the loader, the plugin,
+the runner and the conformance kit."""
 
 from __future__ import annotations
 
@@ -82,9 +82,8 @@ def as_setting(declared: str) -> Setting:
 def check_settings(
     declared: Iterable[str], values: object, *, owner: str, field: str, reader: str
 ) -> list[tuple[str | None, str]]:
-    """Every problem with ``values`` against ``declared``, as ``(key, message)`` (``key`` is
-    ``None`` when ``values`` is no mapping). ``owner``: who reads them (``coder 'mock'``),
-    ``field``: the mapping (``tooling``), ``reader``: the plugin that "honours" them."""
+    """Every problem with ``values`` against ``declared``, as ``(key, message)`` (``key``: ``None``
+    when ``values`` is no mapping), e.g. owner ``coder 'mock'``, field ``tooling``, reader ``the mock coder``."""
     if not isinstance(values, Mapping):
         return [(None, f"{owner}: {field} must be a mapping, got {type(values).__name__}")]
     by_name = {str(s): as_setting(s) for s in declared}
@@ -106,8 +105,7 @@ def check_settings(
 
 
 def with_defaults(declared: Iterable[str], values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with each declared default filled in where the protocol left the key out
-    (read-only, like every mapping snodo hands a plugin)."""
+    """``values`` (read-only) with each declared default filled in where the protocol left the key out."""
     filled = {str(s): s.default for s in map(as_setting, declared) if s.default is not None}
     frozen: dict[str, Any] = freeze({**filled, **values})
     return frozen
@@ -116,8 +114,7 @@ def with_defaults(declared: Iterable[str], values: Mapping[str, Any]) -> dict[st
 def tooling_problems(
     validator_id: str, validator_type: str, declared: Iterable[str], tooling: object
 ) -> list[tuple[str | None, str]]:
-    """:func:`check_settings` for one validator's ``tooling``: its type's settings and the
-    runner's (whose type wins)."""
+    """:func:`check_settings` for a validator's ``tooling``: its type's settings and the runner's."""
     merged = {str(s): as_setting(s) for s in declared} | {str(s): s for s in RUNNER_SETTINGS}
     return check_settings(
         merged.values(),
@@ -134,9 +131,8 @@ def coder_config_problems(coder: str, declared: Iterable[str], config: object) -
 
 
 class Setting(str):
-    """A declared setting: its name (it *is* that string, so existing tuples of names, ``in``
-    tests and JSON keep working), its type (``kind``, one of :data:`KINDS`) and the default
-    a plugin gets when the protocol leaves it out (``None``: no default)."""
+    """A declared setting: its name (it *is* that string, so tuples of names and JSON keep
+    working), its ``kind`` (one of :data:`KINDS`) and its ``default`` (``None``: none)."""
 
     kind: str
     default: Any
@@ -169,8 +165,7 @@ class Setting(str):
         return KINDS[self.kind][1]
 
     def problem(self, value: Any) -> str | None:
-        """``expected <what>, got <type> <value>`` (the protocol loader's wording for every field),
-        or ``None`` when ``value`` has this setting's type."""
+        """``expected <what>, got <type> <value>`` (the loader's wording), or ``None`` when it fits."""
         if value is None or KINDS[self.kind][0](value):
             return None
         if self.kind == "command":

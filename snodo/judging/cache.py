@@ -25,7 +25,7 @@ from .session import BOOT
 from .tooling import Options
 
 #: Bumped when what the judge records changes: older cached base results are not used.
-JUDGE_VERSION = "3"
+JUDGE_VERSION = "4"
 T = TypeVar("T")
 
 

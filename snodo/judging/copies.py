@@ -1,7 +1,5 @@
-"""One snapshot per validation, one private copy of it per validator (docs/security.md,
-"One snapshot"): each copy a git work tree whose ``.git`` snodo writes itself (objects through
-``alternates``, the judged tree in its index, the base as ``HEAD``, the project's hooks and
-nothing else of its configuration)."""
+"""One snapshot per validation, one private copy of it per validator, each a git work tree
+whose ``.git`` snodo writes itself (docs/security.md, "One snapshot")."""
 
 from __future__ import annotations
 
@@ -283,19 +281,18 @@ def _remove_tree(path: Path) -> None:
 
 
 class _Slot:
-    """A judged tree kept between runs in the git directory (read-only to every sandbox), so
-    the next snapshot writes only what differs. ``state`` names the tree ``work`` holds, or
-    ``dirty`` while snodo changes it; ``flock`` keeps it to one snapshot at a time."""
+    """A judged tree kept between runs in the git directory, patched by the next snapshot
+    (docs/security.md, "One snapshot")."""
 
-    def __init__(self, home: Path, fd: int, held: str) -> None:
+    def __init__(self, home: Path, fd: int) -> None:
         self.home = home
         self.work = home / "work"
         self.fd = fd
-        self.held = held  # the tree `work` holds ("" if unknown)
-        try:
+        try:  # `state` names the tree `work` holds, or `dirty` while snodo changes it
+            self.held = (home / "state").read_text(encoding="ascii").strip()
             self.used = os.stat(home / "state").st_mtime_ns
-        except OSError:
-            self.used = 0
+        except (OSError, UnicodeDecodeError):
+            self.held, self.used = "", 0
 
     @classmethod
     def lease(cls, trees: Path, tree: str) -> _Slot | None:
@@ -312,7 +309,7 @@ class _Slot:
                 except OSError:
                     os.close(fd)
                     continue
-                free.append(cls(home, fd, _read_state(home)))
+                free.append(cls(home, fd))
         except OSError:
             for slot in free:
                 slot.release()
@@ -377,13 +374,6 @@ class _Slot:
             with contextlib.suppress(OSError):
                 os.close(self.fd)  # the lock goes with it
             self.fd = -1
-
-
-def _read_state(home: Path) -> str:
-    try:
-        return (home / "state").read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
 
 
 def _write_state(home: Path, state: str) -> None:

@@ -250,16 +250,13 @@ class Judge:
     def _summary(
         self, after: Session | None, required: frozenset[str], broken: list[str], fixed: int, flaky: int
     ) -> str:
-        summary = f"against base {self.base_commit[:12]}: "
-        if after is None:
-            summary += "the base's tests could not be run against the change"
+        if after is None:  # then nothing is fixed either
+            summary = "the base's tests could not be run against the change"
         else:
-            summary += f"{len(required) - len(broken)} of {len(required)} base-passing test(s) pass"
-        if fixed:
-            summary += f", {fixed} more pass now"
-        if after is not None:
-            summary += f" ({after.tally()})"
-        return summary + (f" ({flaky} flaky at the base, not required)" if flaky else "")
+            summary = f"{len(required) - len(broken)} of {len(required)} base-passing test(s) pass"
+            summary += (f", {fixed} more pass now" if fixed else "") + f" ({after.tally()})"
+        flaky_note = f" ({flaky} flaky at the base, not required)" if flaky else ""
+        return f"against base {self.base_commit[:12]}: {summary}{flaky_note}"
 
     def _named(self, base: Session, after: Session) -> None:
         """Every test the task names must pass; one the base lacks (and the held-out tests do

@@ -1,7 +1,5 @@
-"""Reading the judge's record of one pytest session, trusting nothing it does not prove: the
-MAC chain whole, the lines in a session's order, each test's phases once and in order, the
-seal's counts right, nothing after the end line, the exit status the one snodo saw. Anything
-else is :class:`Dishonest`."""
+"""Reading the judge's record of one pytest session, trusting nothing it does not prove
+(docs/judging.md, "How a change is judged" 6): anything else is :class:`Dishonest`."""
 
 from __future__ import annotations
 
@@ -35,7 +33,6 @@ class Session:
     config_names: tuple[str, ...] = ()
     foreign: Mapping[str, str] = Factory(dict)
     outside: tuple[str, ...] = ()
-    exit_status: int = 0
 
     def tally(self) -> str:
         counts = Counter(self.status.values())
@@ -178,7 +175,7 @@ class _Body:
 def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
     kinds = [e.get("k") for e in events]
     seal_at = _frame(events, kinds, exit_code)
-    seal, last = events[seal_at], events[seal_at + 1]
+    seal = events[seal_at]
     collected_at = kinds.index("collected") if "collected" in kinds else None
     ids: list[str] = list(events[collected_at]["ids"]) if collected_at is not None else []
     body = _Body(set(ids))
@@ -202,5 +199,4 @@ def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
         config_names=tuple(collected.get("config_names") or ()),
         foreign=dict(seal.get("foreign") or {}),
         outside=tuple(seal.get("outside") or ()),
-        exit_status=int(last["exit"]),
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
 
 _HARNESS_MODULES = frozenset({"pytest", "_pytest", "pluggy"})
 _PROCESS_CALLS = {
@@ -164,6 +163,5 @@ def added_findings(new: bytes, old: bytes | None) -> list[str]:
     return out
 
 
-def _line(lines: Iterable[str] | list[str], number: int) -> str:
-    seq = list(lines)
-    return seq[number - 1].strip() if 0 < number <= len(seq) else ""
+def _line(lines: list[str], number: int) -> str:
+    return lines[number - 1].strip() if 0 < number <= len(lines) else ""

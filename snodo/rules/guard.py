@@ -71,12 +71,6 @@ def _check_name(path: str, component: str) -> None:
         raise PathValidationError(path, reason)
 
 
-def _bad_character(path: str) -> bool:
-    return bool(_INVISIBLE.search(path)) or any(
-        unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in path
-    )
-
-
 def _matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
     """Whether a leading run of ``parts`` matches ``pattern`` (``**``: any number of components)."""
     if not pattern:
@@ -159,7 +153,7 @@ class PathGuard:
             raise PathValidationError(repr(path), REASON_NOT_TEXT)
         if not path.strip():
             raise PathValidationError(path, REASON_EMPTY)
-        if _bad_character(path):
+        if _INVISIBLE.search(path) or any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in path):
             raise PathValidationError(path, REASON_CHARACTER)
         if "\\" in path or _DRIVE.match(path):
             raise PathValidationError(path, REASON_WINDOWS)

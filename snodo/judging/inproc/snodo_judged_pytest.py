@@ -1,12 +1,9 @@
-"""snodo's judge inside the confined test process (docs/judging.md, "How a change is judged"
-5–6): ``python -I -B snodo_judged_pytest.py`` in a judged copy, only the standard library
-before pytest, syntax older Pythons read. Reads its task from stdin's first line, drops
-``PYTEST_*``, turns plugin autoload off, imports pytest before the copy's import roots go on
-``sys.path``, records each event as a line whose MAC chains over every earlier one, and ends
-through ``os._exit`` once pytest returned."""
+"""snodo's judge inside the confined test process, as docs/judging.md ("How a change is
+judged" 5–6) says; only the standard library before pytest, syntax older Pythons read."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -49,18 +46,17 @@ def _text(report: Any) -> str:
     return text
 
 
-_REAL_DIRS: dict[str, str] = {}
 #: The interpreter's own environment: trusted wherever it is (a project's .venv lies inside its checkout).
 _ENVIRONMENT = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
+
+
+_real_dir = functools.lru_cache(maxsize=None)(os.path.realpath)
 
 
 def _real(path: str) -> str:
     """``os.path.realpath(path)``, resolving each directory once (a session imports hundreds of modules)."""
     directory, name = os.path.split(path)
-    real_dir = _REAL_DIRS.get(directory)
-    if real_dir is None:
-        real_dir = _REAL_DIRS[directory] = os.path.realpath(directory)
-    joined = os.path.join(real_dir, name)
+    joined = os.path.join(_real_dir(directory), name)
     return os.path.realpath(joined) if os.path.islink(joined) else joined
 
 

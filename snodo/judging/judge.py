@@ -1,6 +1,5 @@
-"""Judging a change by its tests, against the base, in copies snodo lays out itself: every
-test that passed at the base must pass, and every test the task names (docs/judging.md,
-"How a change is judged")."""
+"""Judging a change by its tests against the base, in copies snodo lays out itself
+(docs/judging.md, "How a change is judged")."""
 
 from __future__ import annotations
 
@@ -328,8 +327,8 @@ class Judge:
         return f"; held-out: {passed} of {total} passed"
 
     def _verdict(self, summary: str, *, empty: bool) -> Judgement:
-        """Blockers block (a person's items named too); else escalations ask a person; else a
-        run that collected nothing anywhere verifies nothing; else the tests pass."""
+        """Blockers block; else escalations ask a person; else a run that collected nothing
+        verifies nothing; else the tests pass."""
         self.details["escalations"] = [{"what": w, "shown": s} for w, s in self.escalations]
         if self.added_excerpt:
             self.details["added_tests_output"] = self.added_excerpt

@@ -1,6 +1,5 @@
 """What a validator asks for (:func:`snodo.api.judge_tests`): the change judged against its
-base, or, without a base (no git, no commit yet), the workspace's tests run once, isolated
-and recorded the same way, every collected test required to pass."""
+base, or without one (no commit yet) the workspace's tests run once, each required to pass."""
 
 from __future__ import annotations
 

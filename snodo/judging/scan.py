@@ -1,7 +1,6 @@
-"""Source that reads or steers the test harness, found by parsing it (never running it):
-pytest's machinery, the variables a test run sets, test frameworks in ``sys.modules`` or on
-the stack, how the process ends, ``builtins``. Only findings on lines the change added
-count; a file that does not parse is reported too."""
+"""Source that reads or steers the test harness (pytest's machinery, the variables a test run
+sets, the stack, how the process ends, ``builtins``), found by parsing it: only findings on
+lines the change added count; a file that does not parse is reported too."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Trees read from git's object store (``ls-tree``, ``cat-file``: no ``.gitattributes``,
-filter or file beside the tree applies) and laid out as private copies; a path below a
-symbolic link of the copy, or that leaves it, is never written."""
+"""Trees read from git's object store (no ``.gitattributes`` or filter applies) and laid out
+as private copies; a path below a symbolic link of the copy, or that leaves it, is never written."""
 
 from __future__ import annotations
 
@@ -96,8 +95,7 @@ def safe_path(path: str) -> bool:
 
 
 def write_copy(dest: Path, files: Mapping[str, Entry], blobs: Blobs) -> None:
-    """Lay ``files`` out under the empty directory ``dest``. A path below a symbolic link
-    of the same copy, or one that is not a plain relative path, is left out."""
+    """Lay ``files`` out under the empty directory ``dest`` (by the module's rules)."""
     blobs.load(e.sha for e in files.values())
     links = {p for p, e in files.items() if e.mode == SYMLINK}
     made: set[str] = {""}

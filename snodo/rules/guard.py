@@ -1,13 +1,7 @@
-"""The one path guard every tool-surface mutation goes through (INV2, ADR 026).
-
-An agent must not change the rules it is judged by: nothing it writes, deletes, creates or
-stages through the tool surface may land in ``.snodo/``, ``.git/`` (at any depth), the
-protocol's ``protected_paths``, a Python environment (``.venv``/``venv``, any directory
-holding ``pyvenv.cfg`` or ``conda-meta``, snodo's own: a ``.pth`` file there runs outside
-any sandbox) or outside the root. Both the *spelling* (each component NFKC-normalised,
-casefolded, without the trailing dots, spaces and ``:stream`` Windows ignores) and the
-*resolution* (``realpath``, of the entry and of what it points to) must pass.
-"""
+"""The one path guard every tool-surface mutation goes through (INV2, ADR 026; what it refuses:
+docs/security.md). Both a path's *spelling* (each component NFKC-normalised, casefolded,
+without the trailing dots, spaces and ``:stream`` Windows ignores) and its *resolution*
+(``realpath``, of the entry and of what it points to) must pass."""
 
 from __future__ import annotations
 

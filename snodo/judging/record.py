@@ -144,7 +144,6 @@ class _Body:
         self.messages: dict[str, str] = {}
         self.collect_errors: dict[str, str] = {}
         self.deselected: list[str] = []
-        self.count = 0
 
     def read(self, event: dict[str, Any], *, collected: bool) -> None:
         kind = event.get("k")
@@ -167,7 +166,6 @@ class _Body:
         if when not in _PHASES or when in seen or any(_PHASES.index(w) > _PHASES.index(when) for w in seen):
             raise Dishonest(f"{nodeid} reported its {when} phase twice or out of order")
         seen[str(when)] = event
-        self.count += 1
         if event.get("text") and nodeid not in self.messages:
             self.messages[str(nodeid)] = str(event["text"])
 
@@ -176,16 +174,16 @@ def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
     kinds = [e.get("k") for e in events]
     seal_at = _frame(events, kinds, exit_code)
     seal = events[seal_at]
-    collected_at = kinds.index("collected") if "collected" in kinds else None
-    ids: list[str] = list(events[collected_at]["ids"]) if collected_at is not None else []
+    collected_at = kinds.index("collected") if "collected" in kinds else seal_at  # never after the seal
+    collected = events[collected_at] if collected_at < seal_at else {}
+    ids: list[str] = list(collected["ids"]) if collected else []
     body = _Body(set(ids))
     if len(body.known) != len(ids):
         raise Dishonest("the collection names a test twice")
     for i, event in enumerate(events[1:seal_at], start=1):
-        body.read(event, collected=collected_at is not None and i >= collected_at)
-    if seal.get("collected") != len(ids) or seal.get("phases") != body.count:
+        body.read(event, collected=i >= collected_at)
+    if seal.get("collected") != len(ids) or seal.get("phases") != sum(map(len, body.phases.values())):
         raise Dishonest("the seal's counts do not match the lines recorded")
-    collected = events[collected_at] if collected_at is not None else {}
     return Session(
         status={t: _status(body.phases.get(t, {})) for t in ids},
         messages=body.messages,

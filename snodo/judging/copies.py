@@ -68,7 +68,6 @@ class Snapshot:
         self._count = 0
         self._shared: Path | None = None
         self._slot: _Slot | None = None
-        self._index_bytes: bytes | None = None
         self._files: dict[str, Entry] | None = None
         try:
             self.blobs = _blobs_for(repo, self._common)
@@ -106,15 +105,6 @@ class Snapshot:
             if self._files is None:
                 self._files = entries(self.repo, self.tree)
             return self._files
-
-    def _index(self) -> bytes:
-        with self._lock:
-            if self._index_bytes is None:
-                index = self.root / "index"
-                self.read_tree(index)
-                self._index_bytes = index.read_bytes()
-                index.unlink()
-            return self._index_bytes
 
     def read_tree(self, index: Path) -> None:
         made = run_git(
@@ -161,6 +151,7 @@ class Snapshot:
     def _lay_out(self, dest: Path) -> None:
         write_copy(dest, self.files, self.blobs)
         self._git_dir(dest)
+        self.read_tree(dest / ".git" / "index")
         self._link_environments(dest)
 
     def _link_environments(self, dest: Path) -> None:
@@ -171,7 +162,7 @@ class Snapshot:
             if not os.path.lexists(dest / env):
                 os.symlink(real, dest / env)
 
-    def _git_dir(self, dest: Path, *, index: bool = True) -> None:
+    def _git_dir(self, dest: Path) -> None:
         git = dest / ".git"
         if os.path.lexists(git):  # the tree holds a `.git` entry of its own: never trusted, replaced
             if git.is_dir() and not git.is_symlink():
@@ -194,8 +185,6 @@ class Snapshot:
             config += ["[extensions]", "\tobjectformat = sha256"]
         (git / "config").write_text("\n".join(config) + "\n", encoding="utf-8")
         (git / "HEAD").write_text(f"{self.base}\n" if self.base else "ref: refs/heads/main\n", encoding="utf-8")
-        if index:
-            (git / "index").write_bytes(self._index())
         for hook, (data, mode) in self._hooks.items():
             target = git / "hooks" / hook
             target.write_bytes(data)
@@ -358,11 +347,9 @@ class _Slot:
             write_copy(self.work, snapshot.files, snapshot.blobs)
         else:
             _patch(self.work, changes, snapshot.blobs)
-        snapshot._git_dir(self.work, index=False)
+        snapshot._git_dir(self.work)
         if kept is not None:
             index.write_bytes(kept)
-        elif changes is None:
-            index.write_bytes(snapshot._index())
         else:
             snapshot.read_tree(index)
         snapshot._link_environments(self.work)

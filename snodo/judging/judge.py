@@ -105,8 +105,6 @@ class Judge:
         outcome = run_session(copy, setup, args, timeout=timeout, hidden=hidden, checkout=self.project_root)
         return outcome, setup
 
-    # -- the base
-
     def base_result(self, base: Mapping[str, Entry]) -> BaseResult:
         """The base's per-test results, cached or run now (failures twice: flaky ones are not required)."""
         key = base_key(self.base_tree, self.opts.setup(self.project_root, self.project_root).python, self.opts)
@@ -148,8 +146,6 @@ class Judge:
                 f"import the code under judgement (tooling.pythonpath); see {DOCS}",
             )
         return session
-
-    # -- the whole judgement
 
     def judge(self) -> Judgement:
         base, change = entries(self.repo, self.base_tree), entries(self.repo, self.tree)
@@ -265,8 +261,7 @@ class Judge:
             path = name.split("::", 1)[0]
             at_base = _matching(base.status, name)
             if not at_base and path in base.collect_errors:
-                # the base has the module but could not import it: the named tests must be
-                # collected and pass now
+                # the base could not import the module: the named tests must be collected and pass now
                 at_base = _matching(after.status, name)
                 if not at_base:
                     self.blockers.append(f"test(s) the task names are not collected after the change: {name}")

@@ -30,11 +30,10 @@ def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeo
             hint=f"run pytest (python -m pytest …) or judge the command with a `command` hook validator; see {DOCS}",
         )
     project_root = Path(request.project_root or request.workspace)
-    plugins = tuple(tooling.get("plugins") or ())
     options = Options(
         options=parsed[0],
         paths=parsed[1],
-        plugins=plugins,
+        plugins=tuple(tooling.get("plugins") or ()),
         timeout=float(timeout if timeout is not None else tooling.get("timeout") or request.timeout),
         held_out=held_out_dir(tooling.get("held_out"), project_root),
         python=tooling.get("python"),

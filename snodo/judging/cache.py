@@ -61,7 +61,8 @@ def base_key(base_tree: str, python: str, opts: Options) -> str:
         "tree": base_tree,
         "interpreter": _interpreter_stamp(python),
         "pythonpath": opts.pythonpath,
-        "options": opts.key(),
+        # not require_all: it only changes how the results are read
+        "options": {"options": opts.options, "paths": opts.paths, "plugins": opts.plugins},
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 

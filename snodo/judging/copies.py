@@ -65,7 +65,6 @@ class Snapshot:
         self._common = context.common_dir()
         self.root = Path(tempfile.mkdtemp(prefix="snodo-snapshot-"))
         self._lock = threading.RLock()  # `shared` makes its copy while holding it
-        self._count = 0
         self._shared: Path | None = None
         self._slot: _Slot | None = None
         self._files: dict[str, Entry] | None = None
@@ -208,11 +207,7 @@ class Snapshot:
         return self._private("empty")
 
     def _private(self, name: str) -> Path:
-        with self._lock:
-            self._count += 1
-            path = self.root / f"{self._count}-{_NAME.sub('_', name)[:60]}"
-        path.mkdir(mode=0o700)
-        return path
+        return Path(tempfile.mkdtemp(prefix=f"{_NAME.sub('_', name)[:60]}-", dir=self.root))  # mode 0700
 
     def remove(self, copy: Copy) -> None:
         if copy.own is not None:

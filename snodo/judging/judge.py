@@ -67,7 +67,6 @@ class Judge:
         self.blobs = Blobs(repo)
         self.deadline = time.monotonic() + max(options.timeout - 1.0, 1.0)
         self.scratch = Path(tempfile.mkdtemp(prefix="snodo-judge-"))
-        self._copies = 0
         self.blockers: list[str] = []
         self.escalations: list[tuple[str, str]] = []
         self.details: dict[str, Any] = {}
@@ -81,9 +80,7 @@ class Judge:
         return self.deadline - time.monotonic()
 
     def _copy(self, files: Mapping[str, Entry], extra: Mapping[str, bytes] = {}) -> Path:
-        self._copies += 1
-        dest = self.scratch / f"copy-{self._copies}"
-        dest.mkdir()
+        dest = Path(tempfile.mkdtemp(prefix="copy-", dir=self.scratch))
         write_copy(dest, files, self.blobs)
         for rel, data in extra.items():
             target = dest / rel

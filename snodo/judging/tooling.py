@@ -84,10 +84,6 @@ class Options:
             execution_python=self.execution_python,
         )
 
-    def key(self) -> dict[str, Any]:
-        """What the base's results depend on (``require_all`` only changes how they are read)."""
-        return {"options": self.options, "paths": self.paths, "plugins": self.plugins}
-
 
 def options_from_command(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """pytest's options and paths from a test command; ``None`` when it does not run pytest.

@@ -25,7 +25,7 @@ from .session import BOOT
 from .tooling import Options
 
 #: Bumped when what the judge records changes: older cached base results are not used.
-JUDGE_VERSION = "3"
+JUDGE_VERSION = "4"
 T = TypeVar("T")
 
 
@@ -39,8 +39,7 @@ class BaseResult:
 
 
 def _interpreter_stamp(python: str) -> list[Any]:
-    """The executable, its ``pyvenv.cfg`` and what is installed (a ``*.dist-info`` name
-    carries the version)."""
+    """The executable, its ``pyvenv.cfg`` and what is installed (``*.dist-info`` names the version)."""
     real = os.path.realpath(python)
     prefix = os.path.dirname(os.path.dirname(python))
     stamp: list[Any] = [python, real]
@@ -55,21 +54,20 @@ def _interpreter_stamp(python: str) -> list[Any]:
 
 
 def base_key(base_tree: str, python: str, opts: Options) -> str:
-    """What the base's results depend on (the import roots follow from the tree and
-    ``tooling.pythonpath``)."""
+    """What the base's results depend on."""
     material = {
         "judge": JUDGE_VERSION,
         "boot": hashlib.sha256(BOOT.read_bytes()).hexdigest(),
         "tree": base_tree,
         "interpreter": _interpreter_stamp(python),
         "pythonpath": opts.pythonpath,
-        "options": opts.key(),
+        # not require_all: it only changes how the results are read
+        "options": {"options": opts.options, "paths": opts.paths, "plugins": opts.plugins},
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def load_base(cache: Path | None, key: str) -> BaseResult | None:
-    """The base's results stored under ``key``; ``None`` when missing or unreadable."""
     if cache is None:
         return None
     try:
@@ -80,8 +78,7 @@ def load_base(cache: Path | None, key: str) -> BaseResult | None:
 
 
 def store_base(cache: Path | None, key: str, result: BaseResult) -> None:
-    """Written whole or not at all; not :mod:`snodo.state.atomic` (the plugin API reaches the
-    judge, and must not import state)."""
+    """Written whole or not at all (not :mod:`snodo.state.atomic`: the plugin API must not import state)."""
     if cache is None:
         return
     path = cache / "base" / f"{key}.json"
@@ -102,9 +99,8 @@ def store_base(cache: Path | None, key: str, result: BaseResult) -> None:
 
 
 class Shared:
-    """Results of this process by everything they depend on: the first asker computes,
-    later askers of the same key wait for it; a finished entry lives ten minutes, a failed
-    one is forgotten."""
+    """Results by what they depend on: the first asker computes, later ones wait for it; a
+    finished entry lives :attr:`TTL` seconds, a failed one is forgotten."""
 
     TTL = 600.0
     MAX_ENTRIES = 16

@@ -1,8 +1,5 @@
-"""One snapshot per validation, one private copy of it per validator (docs/security.md,
-"One snapshot"): written from git's object store into a private directory (mode 0700) per
-snapshot, each copy a git work tree whose ``.git`` snodo writes itself (objects through
-``alternates``, the judged tree in its index, the base as ``HEAD``, the project's hooks and
-nothing else of its configuration)."""
+"""One snapshot per validation, one private copy of it per validator, each a git work tree
+whose ``.git`` snodo writes itself (docs/security.md, "One snapshot")."""
 
 from __future__ import annotations
 
@@ -23,22 +20,18 @@ from snodo.git.runner import pin, read_objects, run_git
 
 from .tree import FILE_MODES, Blobs, Entry, entries, safe_path, tree_names, write_copy, write_file
 
-#: Python environments at the top of a checkout (never part of a judged tree): linked into
-#: each copy, so a check naming ``.venv/bin/tool`` finds it (read-only to confined code).
+#: Python environments at the top of a checkout, linked into each copy (``.venv/bin/tool`` works).
 ENVIRONMENTS = (".venv", "venv")
 
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
-#: Judged trees kept per repository (``<git common dir>/snodo/trees/<n>``): one per run
-#: that judges at the same time; a run that finds every one in use writes a copy of its own.
+#: Judged trees kept per repository (``<git common dir>/snodo/trees/<n>``), one per concurrent run.
 SLOTS = 2
 
 
 @frozen
 class Copy:
-    """Where one validator judges: ``path`` is its workspace; with ``upper`` (bubblewrap
-    only) ``path`` is the snapshot's kept tree, laid over itself in the validator's sandbox
-    so that its writes land in ``upper`` and nobody else sees them; ``own`` is what to
-    remove when it is done (``None``: nothing, the copy is shared)."""
+    """Where one validator judges: ``path``; with ``upper`` (bubblewrap) the kept tree,
+    overlaid so its writes land in ``upper``; ``own``: what to remove after (``None``: shared)."""
 
     path: Path
     own: Path | None = None
@@ -47,14 +40,12 @@ class Copy:
 
     @property
     def writes(self) -> Path:
-        """Where whatever the validator wrote is, once it is done."""
         return self.upper or self.path
 
 
 class Snapshot:
-    """The judged ``tree`` of ``repo``, ready to be laid out once per validator: kept between
-    snapshots (:class:`_Slot`, patched with what differs), else read into a private index
-    file (never the checkout's) and its blobs in one batch shared by every copy."""
+    """The judged ``tree`` of ``repo``, laid out once per validator: kept between snapshots
+    (:class:`_Slot`, patched with what differs), its blobs read in one batch for every copy."""
 
     def __init__(
         self,
@@ -74,10 +65,8 @@ class Snapshot:
         self._common = context.common_dir()
         self.root = Path(tempfile.mkdtemp(prefix="snodo-snapshot-"))
         self._lock = threading.RLock()  # `shared` makes its copy while holding it
-        self._count = 0
         self._shared: Path | None = None
         self._slot: _Slot | None = None
-        self._index_bytes: bytes | None = None
         self._files: dict[str, Entry] | None = None
         try:
             self.blobs = _blobs_for(repo, self._common)
@@ -90,7 +79,6 @@ class Snapshot:
             else:
                 wanted = [entry.sha for _, entry in changes or () if entry is not None]
             top = self._read_top(wanted)
-            #: the checkout's Python environments each copy links to (kept read-only by the sandbox)
             self.environments: dict[str, Path] = {
                 env: Path(os.path.realpath(self.project_root / env))
                 for env in ENVIRONMENTS
@@ -103,7 +91,6 @@ class Snapshot:
             raise
 
     def _read_top(self, blobs: list[str]) -> set[str]:
-        """The names at the top of the tree (read in one batch with ``blobs``)."""
         found = read_objects(self.repo, [self.tree, *blobs])
         root = found.get(self.tree)
         if root is None or root.kind != "tree":
@@ -113,20 +100,10 @@ class Snapshot:
 
     @property
     def files(self) -> dict[str, Entry]:
-        """Every file of the tree, by path (read when a whole copy is written)."""
         with self._lock:
             if self._files is None:
                 self._files = entries(self.repo, self.tree)
             return self._files
-
-    def _index(self) -> bytes:
-        with self._lock:
-            if self._index_bytes is None:
-                index = self.root / "index"
-                self.read_tree(index)
-                self._index_bytes = index.read_bytes()
-                index.unlink()
-            return self._index_bytes
 
     def read_tree(self, index: Path) -> None:
         made = run_git(
@@ -140,14 +117,12 @@ class Snapshot:
             raise EnvironmentProblem(f"cannot read tree {self.tree} into an index in {self.repo}: {made.detail()}")
 
     def _hooks_setting(self) -> str:
-        """``core.hooksPath`` as the repository's own configuration sets it (the last value of
-        any scope but snodo's command-line overrides, which pin it for snodo's own git)."""
+        """``core.hooksPath`` as the repository sets it (not snodo's command-line override)."""
         found = run_git(self.repo, "config", "--show-scope", "--get-all", "core.hooksPath")
         values = [line.partition("\t")[2] for line in found.stdout.splitlines() if not line.startswith("command\t")]
         return values[-1].strip() if found.ok and values else ""
 
     def _project_hooks(self) -> dict[str, tuple[bytes, int]]:
-        """The repository's own hook scripts (``<git dir>/hooks``, samples left out)."""
         out: dict[str, tuple[bytes, int]] = {}
         hooks = self._common / "hooks"
         with contextlib.suppress(OSError):
@@ -160,12 +135,9 @@ class Snapshot:
         return out
 
     def copy(self, name: str, *, overlay: bool = False) -> Copy:
-        """A private copy of the tree, as a git work tree; with ``overlay`` (bubblewrap) the
-        kept tree itself and a place for the validator's writes."""
-        with self._lock:
-            self._count += 1
-            own = self.root / f"{self._count}-{_NAME.sub('_', name)[:60]}"
-        own.mkdir(mode=0o700)
+        """A private copy of the tree; with ``overlay`` (bubblewrap) the kept tree and a place
+        for the validator's writes."""
+        own = self._private(name)
         if overlay and self._slot is not None:
             (own / "upper").mkdir()
             (own / "ovl").mkdir()
@@ -178,6 +150,7 @@ class Snapshot:
     def _lay_out(self, dest: Path) -> None:
         write_copy(dest, self.files, self.blobs)
         self._git_dir(dest)
+        self.read_tree(dest / ".git" / "index")
         self._link_environments(dest)
 
     def _link_environments(self, dest: Path) -> None:
@@ -188,7 +161,7 @@ class Snapshot:
             if not os.path.lexists(dest / env):
                 os.symlink(real, dest / env)
 
-    def _git_dir(self, dest: Path, *, index: bool = True) -> None:
+    def _git_dir(self, dest: Path) -> None:
         git = dest / ".git"
         if os.path.lexists(git):  # the tree holds a `.git` entry of its own: never trusted, replaced
             if git.is_dir() and not git.is_symlink():
@@ -211,8 +184,6 @@ class Snapshot:
             config += ["[extensions]", "\tobjectformat = sha256"]
         (git / "config").write_text("\n".join(config) + "\n", encoding="utf-8")
         (git / "HEAD").write_text(f"{self.base}\n" if self.base else "ref: refs/heads/main\n", encoding="utf-8")
-        if index:
-            (git / "index").write_bytes(self._index())
         for hook, (data, mode) in self._hooks.items():
             target = git / "hooks" / hook
             target.write_bytes(data)
@@ -222,8 +193,7 @@ class Snapshot:
         return self._slot.work if self._slot is not None else None
 
     def shared(self) -> Copy:
-        """The one copy validators that only read share: the kept tree, or one made on the
-        first ask when no kept tree was free."""
+        """The copy read-only validators share: the kept tree, else one made on the first ask."""
         with self._lock:
             if self._slot is not None:
                 return Copy(self._slot.work)
@@ -232,16 +202,14 @@ class Snapshot:
             return Copy(self._shared)
 
     def empty(self) -> Path:
-        """An empty private directory: the confined workspace of a validator that declared it
-        runs no code, so a process it starts anyway cannot write the copy it shares."""
-        with self._lock:
-            self._count += 1
-            path = self.root / f"{self._count}-empty"
-        path.mkdir(mode=0o700)
-        return path
+        """The confined workspace of a validator that runs no code: a process it starts anyway
+        cannot write the copy it shares."""
+        return self._private("empty")
+
+    def _private(self, name: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=f"{_NAME.sub('_', name)[:60]}-", dir=self.root))  # mode 0700
 
     def remove(self, copy: Copy) -> None:
-        """Throw ``copy`` away (in the background: the verdict does not wait for the disk)."""
         if copy.own is not None:
             _discard(copy.own)
 
@@ -258,9 +226,7 @@ class Snapshot:
 
 
 _CACHE_LOCK = threading.Lock()
-#: The blobs the last snapshot read, by repository: blobs are named by their content, so the
-#: next snapshot of the same repository (the post_execute phase after the pre_execute one)
-#: reads only the ones it lacks. Kept while they hold at most :data:`_KEEP_BYTES`.
+#: The blobs the last snapshot of a repository read, kept (up to :data:`_KEEP_BYTES`) for the next.
 _LAST_BLOBS: dict[Path, Blobs] = {}
 _KEEP_BYTES = 64 << 20
 
@@ -276,8 +242,7 @@ def _blobs_for(repo: Path, common: Path) -> Blobs:
 
 
 def _discard(path: Path) -> None:
-    """Remove ``path`` on a thread of its own; the process waits for it before it exits
-    (not a daemon), so nothing is left behind in the temporary directory."""
+    """Remove ``path`` in the background (not a daemon: the process waits for it at exit)."""
     threading.Thread(target=_remove_tree, args=(path,), name="snodo-discard").start()
 
 
@@ -300,26 +265,22 @@ def _remove_tree(path: Path) -> None:
 
 
 class _Slot:
-    """A judged tree kept between runs in the git directory (read-only to every sandbox;
-    code-running validators see it through an overlay of their own), so the next snapshot
-    writes only what differs. Its ``state`` file names the tree ``work`` holds, or ``dirty``
-    while snodo changes it (then the next one writes it afresh); ``flock`` keeps it to one
-    snapshot at a time."""
+    """A judged tree kept between runs in the git directory, patched by the next snapshot
+    (docs/security.md, "One snapshot")."""
 
-    def __init__(self, home: Path, fd: int, held: str) -> None:
+    def __init__(self, home: Path, fd: int) -> None:
         self.home = home
         self.work = home / "work"
         self.fd = fd
-        self.held = held  # the tree `work` holds ("" if unknown)
-        try:
+        try:  # `state` names the tree `work` holds, or `dirty` while snodo changes it
+            self.held = (home / "state").read_text(encoding="ascii").strip()
             self.used = os.stat(home / "state").st_mtime_ns
-        except OSError:
-            self.used = 0
+        except (OSError, UnicodeDecodeError):
+            self.held, self.used = "", 0
 
     @classmethod
     def lease(cls, trees: Path, tree: str) -> _Slot | None:
-        """A free slot, the one holding ``tree`` (or any tree) first; ``None`` when all are
-        in use or the git directory cannot hold one."""
+        """A free slot, the one holding ``tree`` first; ``None`` when none is free or can be made."""
         free: list[_Slot] = []
         try:
             trees.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -332,7 +293,7 @@ class _Slot:
                 except OSError:
                     os.close(fd)
                     continue
-                free.append(cls(home, fd, _read_state(home)))
+                free.append(cls(home, fd))
         except OSError:
             for slot in free:
                 slot.release()
@@ -347,9 +308,8 @@ class _Slot:
         return free[0]
 
     def changes(self, snapshot: Snapshot) -> list[tuple[str, Entry | None]] | None:
-        """What differs between the tree held and ``snapshot``'s: each path with its new
-        entry (``None``: gone), from one ``git diff-tree``; ``None`` when the tree held is
-        not known or the difference is not patched (a ``.git`` or environment entry)."""
+        """Each path that differs from the tree held, with its new entry (``None``: gone);
+        ``None`` when the tree held is unknown or touches a ``.git`` or environment entry."""
         if self.held in ("", "dirty") or not self.work.is_dir():
             return None
         if self.held == snapshot.tree:
@@ -371,8 +331,7 @@ class _Slot:
         return out
 
     def hold(self, snapshot: Snapshot, changes: list[tuple[str, Entry | None]] | None) -> None:
-        """Make ``work`` hold ``snapshot``'s tree: ``changes`` patched in, or the whole tree
-        written afresh (``None``)."""
+        """Make ``work`` hold ``snapshot``'s tree: ``changes`` patched in, or written afresh (``None``)."""
         index = self.work / ".git" / "index"
         kept = index.read_bytes() if changes == [] and index.is_file() else None  # it holds the tree
         _write_state(self.home, "dirty")
@@ -383,11 +342,9 @@ class _Slot:
             write_copy(self.work, snapshot.files, snapshot.blobs)
         else:
             _patch(self.work, changes, snapshot.blobs)
-        snapshot._git_dir(self.work, index=False)
+        snapshot._git_dir(self.work)
         if kept is not None:
             index.write_bytes(kept)
-        elif changes is None:
-            index.write_bytes(snapshot._index())
         else:
             snapshot.read_tree(index)
         snapshot._link_environments(self.work)
@@ -401,23 +358,14 @@ class _Slot:
             self.fd = -1
 
 
-def _read_state(home: Path) -> str:
-    try:
-        return (home / "state").read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
 def _write_state(home: Path, state: str) -> None:
-    """Written in place: a write cut short leaves nothing or a beginning of it, which names
-    no tree git knows (a tree id's first characters name that same tree), so the next
-    snapshot writes the tree afresh or patches the tree it really holds."""
+    """Written in place: a write cut short names no tree git knows, or (a prefix) the same tree."""
     (home / "state").write_text(state + "\n", encoding="ascii")
 
 
 def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) -> None:
-    """Bring ``work`` to the new tree: what is gone or replaced first (then the directories
-    left empty), then what is new, by :func:`write_copy`'s rules."""
+    """Bring ``work`` to the new tree: remove what is gone or replaced (and directories left
+    empty), then write what is new, by :func:`write_copy`'s rules."""
     real = os.path.realpath(work)
     emptied: set[str] = set()
     for path, _ in sorted(changes, reverse=True):
@@ -445,8 +393,7 @@ def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) ->
 
 
 def _plain(root: str, path: str, *, make: bool = False) -> bool:
-    """Whether every directory on the way to ``root/path`` is a real one (no link followed);
-    with ``make`` the missing ones are made."""
+    """Whether every directory on the way to ``root/path`` is real (``make``: made if missing)."""
     here = root
     for part in path.split("/")[:-1]:
         here = os.path.join(here, part)
@@ -458,6 +405,5 @@ def _plain(root: str, path: str, *, make: bool = False) -> bool:
 
 
 def _quoted(value: str) -> str:
-    """A value as git's configuration format reads it back unchanged."""
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
     return f'"{escaped}"'

@@ -1,6 +1,5 @@
-"""Judging a change by its tests, against the base, in copies snodo lays out itself: every
-test that passed at the base must pass, and every test the task names (docs/judging.md,
-"How a change is judged")."""
+"""Judging a change by its tests against the base, in copies snodo lays out itself
+(docs/judging.md, "How a change is judged")."""
 
 from __future__ import annotations
 
@@ -68,7 +67,6 @@ class Judge:
         self.blobs = Blobs(repo)
         self.deadline = time.monotonic() + max(options.timeout - 1.0, 1.0)
         self.scratch = Path(tempfile.mkdtemp(prefix="snodo-judge-"))
-        self._copies = 0
         self.blockers: list[str] = []
         self.escalations: list[tuple[str, str]] = []
         self.details: dict[str, Any] = {}
@@ -82,9 +80,7 @@ class Judge:
         return self.deadline - time.monotonic()
 
     def _copy(self, files: Mapping[str, Entry], extra: Mapping[str, bytes] = {}) -> Path:
-        self._copies += 1
-        dest = self.scratch / f"copy-{self._copies}"
-        dest.mkdir()
+        dest = Path(tempfile.mkdtemp(prefix="copy-", dir=self.scratch))
         write_copy(dest, files, self.blobs)
         for rel, data in extra.items():
             target = dest / rel
@@ -106,11 +102,8 @@ class Judge:
         outcome = run_session(copy, setup, args, timeout=timeout, hidden=hidden, checkout=self.project_root)
         return outcome, setup
 
-    # -- the base
-
     def base_result(self, base: Mapping[str, Entry]) -> BaseResult:
-        """The base's per-test results, from the cache or run now (failures once more: a test
-        that passes then is flaky and not required)."""
+        """The base's per-test results, cached or run now (failures twice: flaky ones are not required)."""
         key = base_key(self.base_tree, self.opts.setup(self.project_root, self.project_root).python, self.opts)
         cached = load_base(self.cache, key)
         if cached is not None:
@@ -132,7 +125,6 @@ class Judge:
         return result
 
     def _base_session(self, outcome: Outcome, copy: Path) -> Session:
-        """The base's session, or the fault that leaves no verdict on the change."""
         session = outcome.session
         if session is None:
             raise ValidatorFault(
@@ -151,13 +143,6 @@ class Judge:
                 f"import the code under judgement (tooling.pythonpath); see {DOCS}",
             )
         return session
-
-    def _base_recurs(self, base: Mapping[str, Entry], limit: float) -> bool:
-        """Whether the base, run again now, fails to finish too (the environment's fault)."""
-        outcome, _ = self._run(self._copy(base), self.opts.pytest_args(None), limit)
-        return outcome.session is None
-
-    # -- the whole judgement
 
     def judge(self) -> Judgement:
         base, change = entries(self.repo, self.base_tree), entries(self.repo, self.tree)
@@ -197,12 +182,14 @@ class Judge:
         self.details["pythonpath"] = [os.path.relpath(p, setup.workspace) for p in setup.pythonpath]
         self.details.update(exit_code=outcome.exit_code, output_tail=outcome.tail)
         what = "the base's tests against the change"
-        if outcome.session is None and not outcome.timed_out and self._left() > 5 and self._base_recurs(base, limit):
-            raise ValidatorFault(
-                f"{what} did not finish ({outcome.problem}), and neither did the base's when run again, so there "
-                f"is no verdict:\n{outcome.tail}",
-                hint=f"run the tests by hand at the base; see {DOCS}",
-            )
+        if outcome.session is None and not outcome.timed_out and self._left() > 5:
+            again, _ = self._run(self._copy(base), self.opts.pytest_args(None), limit)
+            if again.session is None:  # the environment's fault, not the change's
+                raise ValidatorFault(
+                    f"{what} did not finish ({outcome.problem}), and neither did the base's when run again, so "
+                    f"there is no verdict:\n{outcome.tail}",
+                    hint=f"run the tests by hand at the base; see {DOCS}",
+                )
         changed = rewritten(copy, layout.main, rules, self.blobs)
         if changed:
             shown = ", ".join(changed[:MAX_SHOWN])
@@ -255,16 +242,13 @@ class Judge:
     def _summary(
         self, after: Session | None, required: frozenset[str], broken: list[str], fixed: int, flaky: int
     ) -> str:
-        summary = f"against base {self.base_commit[:12]}: "
-        if after is None:
-            summary += "the base's tests could not be run against the change"
+        if after is None:  # then nothing is fixed either
+            summary = "the base's tests could not be run against the change"
         else:
-            summary += f"{len(required) - len(broken)} of {len(required)} base-passing test(s) pass"
-        if fixed:
-            summary += f", {fixed} more pass now"
-        if after is not None:
-            summary += f" ({after.tally()})"
-        return summary + (f" ({flaky} flaky at the base, not required)" if flaky else "")
+            summary = f"{len(required) - len(broken)} of {len(required)} base-passing test(s) pass"
+            summary += (f", {fixed} more pass now" if fixed else "") + f" ({after.tally()})"
+        flaky_note = f" ({flaky} flaky at the base, not required)" if flaky else ""
+        return f"against base {self.base_commit[:12]}: {summary}{flaky_note}"
 
     def _named(self, base: Session, after: Session) -> None:
         """Every test the task names must pass; one the base lacks (and the held-out tests do
@@ -274,8 +258,7 @@ class Judge:
             path = name.split("::", 1)[0]
             at_base = _matching(base.status, name)
             if not at_base and path in base.collect_errors:
-                # the base has the module but could not import it: the named tests must be
-                # collected and pass now
+                # the base could not import the module: the named tests must be collected and pass now
                 at_base = _matching(after.status, name)
                 if not at_base:
                     self.blockers.append(f"test(s) the task names are not collected after the change: {name}")
@@ -336,8 +319,8 @@ class Judge:
         return f"; held-out: {passed} of {total} passed"
 
     def _verdict(self, summary: str, *, empty: bool) -> Judgement:
-        """Blockers block (a person's items named too); else escalations ask a person; else a
-        run that collected nothing anywhere verifies nothing; else the tests pass."""
+        """Blockers block; else escalations ask a person; else a run that collected nothing
+        verifies nothing; else the tests pass."""
         self.details["escalations"] = [{"what": w, "shown": s} for w, s in self.escalations]
         if self.added_excerpt:
             self.details["added_tests_output"] = self.added_excerpt

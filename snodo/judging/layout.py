@@ -1,6 +1,6 @@
-"""Which files of a change are harness, tests or source, what each judged copy holds, and
-what of the change a person must see (docs/judging.md, "How a change is judged" 4 and 7).
-The base's own session says where its tests live and how pytest looks for them."""
+"""Which files of a change are harness, tests or source (as the base's own session says),
+what each judged copy holds, and what a person must see (docs/judging.md, "How a change is
+judged" 4 and 7)."""
 
 from __future__ import annotations
 
@@ -81,8 +81,7 @@ class Rules:
 
     def __init__(self, base: Mapping[str, Entry], session: Session) -> None:
         self.session = session
-        names = set(session.config_names or FALLBACK_CONFIG_NAMES) | set(FALLBACK_CONFIG_NAMES)
-        self.config_names = frozenset(names)
+        self.config_names = frozenset(session.config_names) | frozenset(FALLBACK_CONFIG_NAMES)
         self.inifile = session.inifile
         self.python_files = tuple(session.python_files) or ("test_*.py", "*_test.py")
         self.roots: set[str] = set()
@@ -120,13 +119,7 @@ class Rules:
         return name.endswith(".py") and any(fnmatch.fnmatchcase(name, pat) for pat in self.python_files)
 
 
-def split(
-    rules: Rules,
-    change: Mapping[str, Entry],
-    *,
-    import_roots: Iterable[str] = ("",),
-    external: Iterable[str] = (),
-) -> Layout:
+def split(rules: Rules, change: Mapping[str, Entry], *, import_roots: Iterable[str], external: Iterable[str]) -> Layout:
     """Split ``change`` (the judged tree's files) against the base the rules came from."""
     base = rules.base
     kinds: dict[str, list[str]] = defaultdict(list)

@@ -1,7 +1,5 @@
-"""Reading the judge's record of one pytest session, trusting nothing it does not prove: the
-MAC chain whole, the lines in the order a session makes them, each test's phases once and
-in order, the seal's counts right, nothing after the end line and the exit status the one
-snodo saw. Anything else is :class:`Dishonest`."""
+"""Reading the judge's record of one pytest session, trusting nothing it does not prove
+(docs/judging.md, "How a change is judged" 6): anything else is :class:`Dishonest`."""
 
 from __future__ import annotations
 
@@ -14,7 +12,6 @@ from typing import Any
 
 from attrs import Factory, frozen
 
-#: What a test's phases make of it. Only ``passed`` counts as passing.
 PASSED = "passed"
 _PHASES = ("setup", "call", "teardown")
 MAX_LINES = 1_000_000
@@ -36,10 +33,8 @@ class Session:
     config_names: tuple[str, ...] = ()
     foreign: Mapping[str, str] = Factory(dict)
     outside: tuple[str, ...] = ()
-    exit_status: int = 0
 
     def tally(self) -> str:
-        """``1 failed, 2 passed, 1 skipped``."""
         counts = Counter(self.status.values())
         counts["error"] += len(self.collect_errors)
         words = {"error": "errors", "not run": "not run"}
@@ -50,8 +45,7 @@ class Session:
         return ", ".join(parts) or "no tests ran"
 
     def failures(self, tests: Iterable[str] | None = None, limit: int = 4000) -> str:
-        """What went wrong (every collection error, and each of ``tests`` that has a message;
-        default: all), bounded: what a fix attempt is shown."""
+        """What went wrong (collection errors, and each of ``tests``' messages; default: all), bounded."""
         shown = self.messages if tests is None else {t: self.messages[t] for t in tests if t in self.messages}
         text = "\n\n".join(f"{t}:\n{m}" for t, m in [*self.collect_errors.items(), *shown.items()])
         return text if len(text) <= limit else text[: limit - 40] + "\n[... cut]"
@@ -61,7 +55,7 @@ class Session:
 
 
 class Dishonest(Exception):
-    """The session did not report honestly, or did not finish: why, in one sentence."""
+    """The session did not report honestly, or did not finish."""
 
 
 def _status(phases: Mapping[str, Mapping[str, Any]]) -> str:
@@ -83,8 +77,8 @@ def _status(phases: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def read(text: str, key: bytes, exit_code: int | None) -> Session:
-    """The session the record ``text`` proves, or :class:`Dishonest` saying what is wrong.
-    ``exit_code`` is the status snodo observed for the process (``None``: killed)."""
+    """The session the record ``text`` proves, or :class:`Dishonest`; ``exit_code``: the
+    process's status as snodo saw it (``None``: killed)."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -109,8 +103,8 @@ def read(text: str, key: bytes, exit_code: int | None) -> Session:
 
 
 def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None) -> int:
-    """Where the seal is, once the frame is proven whole: one start, one seal right before one
-    end, an exit status the process and pytest agree on."""
+    """Where the seal is, once the frame is proven: one start, one seal right before one end,
+    an exit status the process and pytest agree on."""
     if not kinds or kinds[0] != "start":
         raise Dishonest("the test process never started its record")
     if len(kinds) == 2 and kinds[1] == "no_pytest" and exit_code == 4:
@@ -141,8 +135,8 @@ def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None
 
 
 class _Body:
-    """The lines between the start and the seal, read one by one: each phase of a collected
-    test at most once and in order, after the collection."""
+    """The lines between the start and the seal: each phase of a collected test at most once,
+    in order, after the collection."""
 
     def __init__(self, known: set[str]) -> None:
         self.known = known
@@ -150,7 +144,6 @@ class _Body:
         self.messages: dict[str, str] = {}
         self.collect_errors: dict[str, str] = {}
         self.deselected: list[str] = []
-        self.count = 0
 
     def read(self, event: dict[str, Any], *, collected: bool) -> None:
         kind = event.get("k")
@@ -173,7 +166,6 @@ class _Body:
         if when not in _PHASES or when in seen or any(_PHASES.index(w) > _PHASES.index(when) for w in seen):
             raise Dishonest(f"{nodeid} reported its {when} phase twice or out of order")
         seen[str(when)] = event
-        self.count += 1
         if event.get("text") and nodeid not in self.messages:
             self.messages[str(nodeid)] = str(event["text"])
 
@@ -181,17 +173,17 @@ class _Body:
 def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
     kinds = [e.get("k") for e in events]
     seal_at = _frame(events, kinds, exit_code)
-    seal, last = events[seal_at], events[seal_at + 1]
-    collected_at = kinds.index("collected") if "collected" in kinds else None
-    ids: list[str] = list(events[collected_at]["ids"]) if collected_at is not None else []
+    seal = events[seal_at]
+    collected_at = kinds.index("collected") if "collected" in kinds else seal_at  # never after the seal
+    collected = events[collected_at] if collected_at < seal_at else {}
+    ids: list[str] = list(collected["ids"]) if collected else []
     body = _Body(set(ids))
     if len(body.known) != len(ids):
         raise Dishonest("the collection names a test twice")
     for i, event in enumerate(events[1:seal_at], start=1):
-        body.read(event, collected=collected_at is not None and i >= collected_at)
-    if seal.get("collected") != len(ids) or seal.get("phases") != body.count:
+        body.read(event, collected=i >= collected_at)
+    if seal.get("collected") != len(ids) or seal.get("phases") != sum(map(len, body.phases.values())):
         raise Dishonest("the seal's counts do not match the lines recorded")
-    collected = events[collected_at] if collected_at is not None else {}
     return Session(
         status={t: _status(body.phases.get(t, {})) for t in ids},
         messages=body.messages,
@@ -205,5 +197,4 @@ def _session(events: list[dict[str, Any]], exit_code: int | None) -> Session:
         config_names=tuple(collected.get("config_names") or ()),
         foreign=dict(seal.get("foreign") or {}),
         outside=tuple(seal.get("outside") or ()),
-        exit_status=int(last["exit"]),
     )

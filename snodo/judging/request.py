@@ -1,6 +1,5 @@
 """What a validator asks for (:func:`snodo.api.judge_tests`): the change judged against its
-base, or, without a base (no git, no commit yet), the workspace's tests run once, isolated
-and recorded the same way, every collected test required to pass."""
+base, or without one (no commit yet) the workspace's tests run once, each required to pass."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ from .tooling import DOCS, Options, command_argv, held_out_dir, options_from_com
 
 
 def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeout: float | None = None) -> Judgement:
-    """Judge the request's work by its tests, as ``tooling`` says; :class:`ValidatorFault`
-    when no verdict can be reached."""
+    """Judge the request's work by its tests; :class:`ValidatorFault` when there is no verdict."""
     argv = command_argv(tooling.get("command"))
     parsed = options_from_command(argv)
     if parsed is None:
@@ -32,11 +30,10 @@ def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeo
             hint=f"run pytest (python -m pytest …) or judge the command with a `command` hook validator; see {DOCS}",
         )
     project_root = Path(request.project_root or request.workspace)
-    plugins = tuple(tooling.get("plugins") or ())
     options = Options(
         options=parsed[0],
         paths=parsed[1],
-        plugins=plugins,
+        plugins=tuple(tooling.get("plugins") or ()),
         timeout=float(timeout if timeout is not None else tooling.get("timeout") or request.timeout),
         held_out=held_out_dir(tooling.get("held_out"), project_root),
         python=tooling.get("python"),

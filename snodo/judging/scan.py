@@ -1,13 +1,11 @@
-"""Source that reads or steers the test harness, found by parsing it (never running it):
-pytest's machinery, the variables a test run sets, test frameworks in ``sys.modules`` or on
-the stack, how the process ends, ``builtins``. Only findings on lines the change added
-count; a file that does not parse is reported too."""
+"""Source that reads or steers the test harness (pytest's machinery, the variables a test run
+sets, the stack, how the process ends, ``builtins``), found by parsing it: only findings on
+lines the change added count; a file that does not parse is reported too."""
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
 
 _HARNESS_MODULES = frozenset({"pytest", "_pytest", "pluggy"})
 _PROCESS_CALLS = {
@@ -41,7 +39,6 @@ def _dotted(node: ast.AST) -> tuple[str, ...]:
 
 
 def _text(node: ast.AST) -> str | None:
-    """The value of a string constant, else ``None``."""
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
@@ -150,8 +147,7 @@ def findings(source: bytes) -> list[tuple[int, str]]:
 
 
 def added_findings(new: bytes, old: bytes | None) -> list[str]:
-    """The findings of ``new`` whose source line ``old`` did not already hold, as
-    ``"line N: why: the line"``."""
+    """The findings of ``new`` whose line ``old`` did not hold, as ``"line N: why: the line"``."""
     new_lines = new.decode("utf-8", "replace").splitlines()
     before: set[tuple[str, str]] = set()
     if old is not None:
@@ -166,6 +162,5 @@ def added_findings(new: bytes, old: bytes | None) -> list[str]:
     return out
 
 
-def _line(lines: Iterable[str] | list[str], number: int) -> str:
-    seq = list(lines)
-    return seq[number - 1].strip() if 0 < number <= len(seq) else ""
+def _line(lines: list[str], number: int) -> str:
+    return lines[number - 1].strip() if 0 < number <= len(lines) else ""

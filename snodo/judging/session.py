@@ -45,8 +45,7 @@ def run_session(
     checkout: Path | None = None,
     tail: int = 40,
 ) -> Outcome:
-    """Run pytest with ``args`` in ``copy`` (already laid out), confined like every run on
-    agent-written content, with the copy as its only writable tree."""
+    """Run pytest with ``args`` in ``copy``, confined, the copy its only writable tree."""
     key = secrets.token_bytes(32)
     text: str | None = None
     with tempfile.TemporaryDirectory(prefix="snodo-record-") as scratch:
@@ -94,9 +93,8 @@ def run_session(
 
 
 def _policy(copy: Path, scratch: Path, hidden: Sequence[Path]) -> SandboxPolicy | None:
-    """The caller's confinement moved onto a copy (its ``.git``-free tree writable; kept as it
-    is for the workspace itself), the record's directory writable, the held-out tests and
-    snodo's home hidden."""
+    """The caller's confinement moved onto ``copy`` (unless it is the workspace), the record's
+    directory writable, the held-out tests hidden."""
     base = current_policy()
     if base is None:
         return None

@@ -1,6 +1,5 @@
-"""The MCP ``run_tests`` tool: the project's tests run in the workspace itself by the judge's
-own session (:mod:`.session`: isolated, confined, read from its record, never from what
-pytest prints), summarised for the agent."""
+"""The MCP ``run_tests`` tool: the project's tests run in the workspace by the judge's own
+session (:mod:`.session`: confined, read from its record), summarised for the agent."""
 
 from __future__ import annotations
 
@@ -19,17 +18,15 @@ from .record import Session
 from .session import Outcome, run_session
 from .tooling import options_from_command, pytest_tooling
 
-#: ``pytest.ExitCode.NO_TESTS_COLLECTED``, a stable part of pytest's interface: importing
-#: pytest to name it would load pytest on every governed run.
+#: ``pytest.ExitCode.NO_TESTS_COLLECTED`` (importing pytest would load it on every governed run).
 NO_TESTS_COLLECTED = 5
 TAIL_LINES = 60
 MAX_FAILED_IDS = 50
 
 
 def python_settings(validators: Sequence[Any], *, execution_python: str | None = None) -> dict[str, Any]:
-    """``python``/``pythonpath`` from the first of ``validators`` whose tooling sets either,
-    ``execution.python``, and the pytest validator's ``plugins``: the MCP ``run_tests`` tool
-    runs tests as the mode's validators do."""
+    """``python``/``pythonpath`` from the first validator that sets either, ``execution.python``
+    and the pytest validator's ``plugins``: ``run_tests`` runs tests as the validators do."""
     found: dict[str, Any] = {"execution_python": execution_python}
     plugins = pytest_tooling(validators).get("plugins")
     if plugins:
@@ -43,9 +40,8 @@ def python_settings(validators: Sequence[Any], *, execution_python: str | None =
 
 @frozen(kw_only=True)
 class TestRunResult:
-    """What a ``run_tests`` call showed: ``passed`` only for exit code 0 within the time limit
-    (else ``exit_code`` is ``None``), honestly recorded, with the project's modules all
-    imported from the project."""
+    """What a ``run_tests`` call showed: ``passed`` only for exit code 0 in time, honestly
+    recorded, the project's modules all imported from the project."""
 
     __test__: ClassVar[bool] = False  # not a pytest test class, despite the name
 
@@ -78,9 +74,8 @@ def run_tests(
     plugins: Sequence[str] = (),
     options: Sequence[str] = (),
 ) -> TestRunResult:
-    """Run the tests of the project at ``root`` (or only ``path``, which comes from the agent
-    and must be inside the root) and summarise them; the settings are the protocol's (see
-    :func:`python_settings`)."""
+    """Run the tests of the project at ``root`` (or only the agent's ``path``, inside it) with
+    the protocol's settings (:func:`python_settings`) and summarise them."""
     if timeout <= 0:
         raise ToolError("the test timeout must be positive")
     if not Path(root).is_dir():
@@ -104,7 +99,6 @@ def run_tests(
 
 
 def _path(root: Path, path: str | None) -> list[str]:
-    """The agent's ``path``: inside the root, never an option."""
     if path is None:
         return []
     if not isinstance(path, str) or path.startswith("-"):
@@ -132,8 +126,7 @@ def _summary(outcome: Outcome, timeout: float, root: Path) -> str:
 
 
 def run_python_tests(workspace: Path, command: Sequence[str], *, timeout: float, **settings: Any) -> TestRunResult:
-    """Deprecated in :mod:`snodo.api` for ``judge_tests``: the pytest ``command`` run as
-    :func:`run_tests` runs the tests."""
+    """Deprecated in :mod:`snodo.api` for ``judge_tests``: the pytest ``command`` run by :func:`run_tests`."""
     parsed = options_from_command(command)
     if parsed is None:
         raise ToolError(f"{list(command)!r} does not run pytest")

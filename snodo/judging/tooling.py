@@ -1,6 +1,5 @@
-"""What a test validator reads from its ``tooling``: the command and its pytest options,
-the held-out tests, the phase's pytest validator's settings (offered to plugins on
-``TestJudgement``)."""
+"""What a test validator reads from its ``tooling``: the command and its pytest options, the
+held-out tests, the phase's pytest validator's settings (offered on ``TestJudgement``)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import fnmatch
 import hashlib
 import os
 import re
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ from typing import Any
 from attrs import frozen
 
 from snodo.base.errors import ValidatorFault
-from snodo.rules.settings import SHELL_TOKENS
+from snodo.rules.settings import split_command
 from snodo.workspace.pysetup import PythonSetup, python_setup
 
 from .record import Session
@@ -36,33 +34,14 @@ def command_argv(command: Any) -> list[str]:
     """The argv ``tooling.command`` (a string split like a shell would, or a list) names."""
     if command is None:
         return list(DEFAULT_COMMAND)
-    if isinstance(command, str):
-        try:
-            argv = shlex.split(command)
-        except ValueError as exc:
-            raise ValidatorFault(f"tooling.command {command!r} cannot be parsed: {exc}") from None
-    elif isinstance(command, list | tuple) and all(isinstance(a, str) for a in command):
-        argv = list(command)
-    else:
-        raise ValidatorFault("tooling.command must be a string or a list of strings")
-    if not argv:
-        raise ValidatorFault("tooling.command is empty")
-    shell = list(filter(_shell_syntax, argv))
-    if shell:
-        raise ValidatorFault(
-            f"tooling.command is run without a shell, so {', '.join(shell)} would be passed literally",
-            hint="put the pipeline in a script and make the command run the script",
-        )
-    return argv
-
-
-def _shell_syntax(arg: str) -> bool:
-    return arg in SHELL_TOKENS or "$(" in arg or "`" in arg
+    try:
+        return split_command(command)
+    except ValueError as exc:
+        raise ValidatorFault(f"tooling.command: {exc}") from None
 
 
 def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
-    """The tooling of the first pytest validator among ``validators``, so a validator that
-    needs test results asks for the same judgement and shares its run."""
+    """The first pytest validator's tooling: a validator that needs test results shares its run."""
     for v in validators:
         if getattr(v, "validator_type", None) == "pytest":
             return dict(getattr(v, "tooling", {}) or {})
@@ -71,8 +50,8 @@ def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
 
 @frozen(kw_only=True)
 class Options:
-    """How tests are run: the protocol's pytest options, paths and plugins (autoload is off),
-    the time budget, the held-out directory, the interpreter settings."""
+    """How tests are run: pytest options, paths and plugins (autoload is off), the time
+    budget, the held-out directory, the interpreter settings."""
 
     options: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
@@ -82,13 +61,11 @@ class Options:
     python: Any = None
     pythonpath: Any = None
     execution_python: Any = None
-    #: before the work (pre_execute): the starting point itself is judged, so every test that
-    #: fails or errors now blocks, not only those that passed at the base
+    #: before the work (pre_execute) every failing test blocks, not only those passing at the base
     require_all: bool = False
 
     def pytest_args(self, session: Session | None, paths: Sequence[str] | None = None) -> list[str]:
-        # a test module that cannot be imported (a name the task has yet to add) must not
-        # keep the other modules from running: its tests are simply not collected
+        # a test module that cannot be imported yet (the task adds the name) stops no other
         args = ["-p", "no:cacheprovider", "-q", "--continue-on-collection-errors"]
         if session is not None:
             if session.inifile:
@@ -107,15 +84,10 @@ class Options:
             execution_python=self.execution_python,
         )
 
-    def key(self) -> dict[str, Any]:
-        """What the base's results depend on (``require_all`` only changes how they are read)."""
-        return {"options": self.options, "paths": self.paths, "plugins": self.plugins}
-
 
 def options_from_command(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """pytest's options and paths from a test command (``python -m pytest …``, ``pytest …``);
-    ``None`` when the command does not run pytest. Options that only change what pytest
-    prints are dropped: the judge reads its own record, never the output."""
+    """pytest's options and paths from a test command; ``None`` when it does not run pytest.
+    Options that only change what pytest prints are dropped: the judge reads its own record."""
     if list(argv[1:3]) in (["-m", "pytest"], ["-m", "py.test"]):
         rest = iter(argv[3:])
     elif os.path.basename(argv[0] if argv else "") in ("pytest", "py.test"):
@@ -147,8 +119,7 @@ def named_tests(spec: str) -> tuple[str, ...]:
 
 
 def held_out_dir(value: Any, project_root: Path) -> Path | None:
-    """``tooling.held_out``: an existing directory outside the working tree (agents can read
-    the working tree, so tests kept there would not be held out)."""
+    """``tooling.held_out``: an existing directory outside the working tree (which agents read)."""
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
@@ -191,7 +162,7 @@ def held_out_files(root: Path | None) -> dict[str, bytes]:
 
 
 def held_out_digest(root: Path | None) -> str:
-    """What the held-out tests are, cheaply: every file's path, size and modification time."""
+    """Every held-out file's path, size and modification time, hashed."""
     if root is None:
         return ""
     digest = hashlib.sha256()

@@ -1,6 +1,5 @@
-"""Trees read from git's object store (``ls-tree``, ``cat-file``: no ``.gitattributes``,
-filter or file beside the tree applies) and laid out as private copies; a path below a
-symbolic link of the copy, or that leaves it, is never written."""
+"""Trees read from git's object store (no ``.gitattributes`` or filter applies) and laid out
+as private copies; a path below a symbolic link of the copy, or that leaves it, is never written."""
 
 from __future__ import annotations
 
@@ -22,9 +21,6 @@ FILE_MODES = frozenset({REGULAR, EXECUTABLE, SYMLINK})
 class Entry:
     mode: str
     sha: str
-
-
-Entries = Mapping[str, Entry]
 
 
 def resolve(repo: Path, rev: str) -> str:
@@ -98,9 +94,8 @@ def safe_path(path: str) -> bool:
     return bool(path) and not path.startswith("/") and all(p not in ("", ".", "..") for p in parts) and "\0" not in path
 
 
-def write_copy(dest: Path, files: Entries, blobs: Blobs) -> None:
-    """Lay ``files`` out under the empty directory ``dest``. A path below a symbolic link
-    of the same copy, or one that is not a plain relative path, is left out."""
+def write_copy(dest: Path, files: Mapping[str, Entry], blobs: Blobs) -> None:
+    """Lay ``files`` out under the empty directory ``dest`` (by the module's rules)."""
     blobs.load(e.sha for e in files.values())
     links = {p for p, e in files.items() if e.mode == SYMLINK}
     made: set[str] = {""}

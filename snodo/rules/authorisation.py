@@ -1,6 +1,4 @@
-"""INV3's one home: when a set of validator results may be authorised by a human. Below
-``state`` and ``governance`` because both ask it, on results as recorded (plain mappings).
-"""
+"""INV3's one home: when a set of validator results (as recorded) may be authorised by a human."""
 
 from __future__ import annotations
 
@@ -9,10 +7,9 @@ from typing import Any
 
 
 def authorisation_refusals(results: Iterable[Mapping[str, Any]], policy: Mapping[str, Any]) -> tuple[str, ...]:
-    """Why a set of results may not be authorised; empty means it may. Fails closed: a result
-    with an ``error`` or a severity other than ``pass``/``warn`` is named, and a policy summary
-    counting a blocker or an error blocks even when no result shows it (the record disagrees
-    with itself)."""
+    """Why a set of results may not be authorised (empty: it may). Fails closed: a result with an
+    ``error`` or a severity other than ``pass``/``warn`` is named, and a policy summary counting
+    a blocker or an error blocks even when no result shows it."""
     named = tuple(
         str(r.get("validator_id")) for r in results if r.get("error") or r.get("severity") not in ("pass", "warn")
     )

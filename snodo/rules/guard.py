@@ -1,13 +1,7 @@
-"""The one path guard every tool-surface mutation goes through (INV2, ADR 026).
-
-An agent must not change the rules it is judged by: nothing it writes, deletes, creates or
-stages through the tool surface may land in ``.snodo/``, ``.git/`` (at any depth), the
-protocol's ``protected_paths``, a Python environment (``.venv``/``venv``, any directory
-holding ``pyvenv.cfg`` or ``conda-meta``, snodo's own: a ``.pth`` file there runs outside
-any sandbox) or outside the root. Both the *spelling* (each component NFKC-normalised,
-casefolded, without the trailing dots, spaces and ``:stream`` Windows ignores) and the
-*resolution* (``realpath``, of the entry and of what it points to) must pass.
-"""
+"""The one path guard every tool-surface mutation goes through (INV2, ADR 026; what it refuses:
+docs/security.md). Both a path's *spelling* (each component NFKC-normalised, casefolded,
+without the trailing dots, spaces and ``:stream`` Windows ignores) and its *resolution*
+(``realpath``, of the entry and of what it points to) must pass."""
 
 from __future__ import annotations
 
@@ -71,15 +65,8 @@ def _check_name(path: str, component: str) -> None:
         raise PathValidationError(path, reason)
 
 
-def _bad_character(path: str) -> bool:
-    return bool(_INVISIBLE.search(path)) or any(
-        unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in path
-    )
-
-
 def _matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
-    """Whether a leading run of ``parts`` matches ``pattern``: a matched directory protects
-    everything under it. ``**`` stands for any number of components."""
+    """Whether a leading run of ``parts`` matches ``pattern`` (``**``: any number of components)."""
     if not pattern:
         return True
     head, rest = pattern[0], pattern[1:]
@@ -89,8 +76,8 @@ def _matches(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
 
 
 def protecting_prefix(patterns: Sequence[tuple[str, ...]], parts: tuple[str, ...]) -> tuple[str, ...] | None:
-    """The shortest leading run of ``parts`` one of ``patterns`` protects (compared as the
-    guard compares), or ``None``: what the sandbox makes read-only as one piece."""
+    """The shortest leading run of ``parts`` one of ``patterns`` protects, or ``None``: what the
+    sandbox makes read-only as one piece."""
     keys = tuple(name_key(part) for part in parts)
     keyed = [tuple(name_key(seg) for seg in pattern) for pattern in patterns]
     for i in range(1, len(parts) + 1):
@@ -100,24 +87,19 @@ def protecting_prefix(patterns: Sequence[tuple[str, ...]], parts: tuple[str, ...
 
 
 class PathGuard:
-    """Decides whether a path may be read or mutated through the tool surface.
-
-    ``protected_paths`` are root-relative paths or globs (``secrets``, ``*.lock``,
-    ``config/**/prod.yml``); they are compared case-insensitively like the reserved names.
-    """
+    """Whether a path may be read or mutated through the tool surface; ``protected_paths``:
+    root-relative paths or globs (``config/**/prod.yml``), compared like the reserved names."""
 
     def __init__(self, root: Path, protected_paths: Sequence[str] = ()) -> None:
         self.root = Path(os.path.realpath(root))
-        # Absolute spellings are spell-checked only below the root: whatever the root's
-        # own ancestors are called is not the agent's doing.
+        # absolute spellings are spell-checked only below the root (its ancestors are not the agent's doing)
         self._root_spellings = {os.path.abspath(root), str(self.root)}
         self._patterns = tuple(
             (raw, tuple(name_key(seg) for seg in raw.split("/") if seg not in ("", "."))) for raw in protected_paths
         )
 
     def check_read(self, path: str) -> Path:
-        """Resolve ``path`` for reading; it may be anywhere inside the root, ``.snodo/``
-        included (ADR 026 keeps reads of governance state legitimate)."""
+        """Resolve ``path`` for reading: anywhere inside the root, ``.snodo/`` included (ADR 026)."""
         self._check_characters(path)
         target = self._resolve(path, follow_symlinks=True)
         self._inside(path, target)
@@ -148,7 +130,6 @@ class PathGuard:
         return target if follow_symlinks else entry
 
     def _check_interpreter(self, path: str, resolved: Path, keys: tuple[str, ...]) -> None:
-        """Refuse a target in a Python environment (see the module docstring)."""
         if keys[0] in _VENV_NAMES:
             raise PathValidationError(path, REASON_INTERPRETER)
         own = Path(os.path.realpath(sys.prefix))
@@ -166,7 +147,7 @@ class PathGuard:
             raise PathValidationError(repr(path), REASON_NOT_TEXT)
         if not path.strip():
             raise PathValidationError(path, REASON_EMPTY)
-        if _bad_character(path):
+        if _INVISIBLE.search(path) or any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in path):
             raise PathValidationError(path, REASON_CHARACTER)
         if "\\" in path or _DRIVE.match(path):
             raise PathValidationError(path, REASON_WINDOWS)
@@ -187,7 +168,6 @@ class PathGuard:
             raise PathValidationError(path, f"the path cannot be resolved: {exc}") from None
 
     def _inside(self, path: str, resolved: Path) -> tuple[str, ...]:
-        """The components of ``resolved`` below the root; empty for the root itself."""
         try:
             return resolved.relative_to(self.root).parts
         except ValueError:

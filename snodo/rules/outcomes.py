@@ -1,8 +1,6 @@
 """The four outcomes (and the halt outcomes of a run that stops early) and everything snodo
-*says* about them, to the agent (a ``validate_task`` reply's ``instruction``, the MCP
-server instructions) and to the person at a terminal (the "next" line of ``snodo validate``
-and ``snodo run``); docs/protocol.md, "Outcomes". Callers only fill in the ``{fields}``.
-"""
+*says* about them to the agent and to the person at a terminal (docs/protocol.md,
+"Outcomes"); callers only fill in the ``{fields}``."""
 
 from __future__ import annotations
 

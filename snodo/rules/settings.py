@@ -1,6 +1,6 @@
-"""Plugin settings as a plugin declares them (plain names or :class:`Setting` records), and
-the one rule that checks them (:func:`check_settings`): a misspelt or mistyped setting is
-refused in the same words by the loader, the plugin, the runner and the conformance kit."""
+"""Plugin settings as a plugin declares them (names or :class:`Setting` records), and the one
+rule that checks them (:func:`check_settings`), in the same words for the loader, the plugin,
+the runner and the conformance kit."""
 
 from __future__ import annotations
 
@@ -18,34 +18,44 @@ def _number(v: Any) -> bool:
     return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
 
 
-#: Shell syntax a command run without a shell would pass to the program literally (the
-#: judge's :func:`snodo.api.command_argv` refuses the same at run time).
+#: Shell syntax a command run without a shell would pass to the program literally.
 SHELL_TOKENS = frozenset({"&&", "||", "|", ";", ">", ">>", "<", "&", "2>&1", "|&"})
+_COMMAND = "a command: a string or a list of strings, run without a shell"
 
 
 def _strings(v: Any) -> bool:
     return isinstance(v, list | tuple) and all(isinstance(s, str) for s in v)
 
 
-def _command_problem(value: Any) -> str | None:
-    """What is wrong with a ``command`` (a string split like a shell would, or a list of
-    strings); ``None``: nothing, or it is neither."""
+def split_command(value: Any) -> list[str]:
+    """The argv of a ``command`` (a string split like a shell would, or a list of strings);
+    :class:`ValueError` saying what is wrong. The one check of the loader and the judge."""
     if isinstance(value, str):
         try:
             argv = shlex.split(value)
         except ValueError as exc:
-            return f"{value!r} cannot be parsed: {exc}"
+            raise ValueError(f"{value!r} cannot be parsed: {exc}") from None
     elif _strings(value):
         argv = list(value)
     else:
-        return None
+        raise ValueError(f"expected {_COMMAND}, got {type(value).__name__} {value!r}")
     shell = [a for a in argv if a in SHELL_TOKENS or "$(" in a or "`" in a]
     if shell:
-        return (
+        raise ValueError(
             f"{value!r} is run without a shell, so {', '.join(shell)} would be passed literally; "
             "put the pipeline in a script and make the command run the script"
         )
-    return None if argv else "the command is empty"
+    if not argv:
+        raise ValueError("the command is empty")
+    return argv
+
+
+def _command_problem(value: Any) -> str | None:
+    try:
+        split_command(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 #: Each kind: the test a value must pass, and how the message names what was expected.
@@ -60,10 +70,7 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "boolean": (lambda v: isinstance(v, bool), "true or false"),
     "strings": (_strings, "a list of strings"),
     "paths": (lambda v: (isinstance(v, str) and bool(v.strip())) or _strings(v), "a path or a list of paths"),
-    "command": (
-        lambda v: (isinstance(v, str) or _strings(v)) and not _command_problem(v),
-        "a command: a string or a list of strings, run without a shell",
-    ),
+    "command": (lambda v: _command_problem(v) is None, _COMMAND),
     "mapping": (lambda v: isinstance(v, Mapping), "a mapping"),
 }
 
@@ -75,9 +82,8 @@ def as_setting(declared: str) -> Setting:
 def check_settings(
     declared: Iterable[str], values: object, *, owner: str, field: str, reader: str
 ) -> list[tuple[str | None, str]]:
-    """Every problem with ``values`` against ``declared``, as ``(key, message)`` (``key`` is
-    ``None`` when ``values`` is no mapping). ``owner``: who reads them (``coder 'mock'``),
-    ``field``: the mapping (``tooling``), ``reader``: the plugin that "honours" them."""
+    """Every problem with ``values`` against ``declared``, as ``(key, message)`` (``key``: ``None``
+    when ``values`` is no mapping), e.g. owner ``coder 'mock'``, field ``tooling``, reader ``the mock coder``."""
     if not isinstance(values, Mapping):
         return [(None, f"{owner}: {field} must be a mapping, got {type(values).__name__}")]
     by_name = {str(s): as_setting(s) for s in declared}
@@ -99,8 +105,7 @@ def check_settings(
 
 
 def with_defaults(declared: Iterable[str], values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with each declared default filled in where the protocol left the key out
-    (read-only, like every mapping snodo hands a plugin)."""
+    """``values`` (read-only) with each declared default filled in where the protocol left the key out."""
     filled = {str(s): s.default for s in map(as_setting, declared) if s.default is not None}
     frozen: dict[str, Any] = freeze({**filled, **values})
     return frozen
@@ -109,8 +114,7 @@ def with_defaults(declared: Iterable[str], values: Mapping[str, Any]) -> dict[st
 def tooling_problems(
     validator_id: str, validator_type: str, declared: Iterable[str], tooling: object
 ) -> list[tuple[str | None, str]]:
-    """:func:`check_settings` for one validator's ``tooling``: its type's settings and the
-    runner's (whose type wins)."""
+    """:func:`check_settings` for a validator's ``tooling``: its type's settings and the runner's."""
     merged = {str(s): as_setting(s) for s in declared} | {str(s): s for s in RUNNER_SETTINGS}
     return check_settings(
         merged.values(),
@@ -127,9 +131,8 @@ def coder_config_problems(coder: str, declared: Iterable[str], config: object) -
 
 
 class Setting(str):
-    """A declared setting: its name (it *is* that string, so existing tuples of names, ``in``
-    tests and JSON keep working), its type (``kind``, one of :data:`KINDS`) and the default
-    a plugin gets when the protocol leaves it out (``None``: no default)."""
+    """A declared setting: its name (it *is* that string, so tuples of names and JSON keep
+    working), its ``kind`` (one of :data:`KINDS`) and its ``default`` (``None``: none)."""
 
     kind: str
     default: Any
@@ -162,12 +165,11 @@ class Setting(str):
         return KINDS[self.kind][1]
 
     def problem(self, value: Any) -> str | None:
-        """``expected <what>, got <type> <value>`` (the protocol loader's wording for every field),
-        or ``None`` when ``value`` has this setting's type."""
+        """``expected <what>, got <type> <value>`` (the loader's wording), or ``None`` when it fits."""
         if value is None or KINDS[self.kind][0](value):
             return None
-        if self.kind == "command" and (why := _command_problem(value)):
-            return why
+        if self.kind == "command":
+            return _command_problem(value)
         return f"expected {self.expected}, got {type(value).__name__} {value!r}"
 
 

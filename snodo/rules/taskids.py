@@ -1,8 +1,5 @@
-"""Task identity: the id a spec text gets, and which ids a caller may choose.
-
-Below governance and the engine because both name tasks (validation, runs, plans) and a
-plan must derive the same id the validator will, without importing the validation stack.
-"""
+"""Task identity: the id a spec text gets, and which ids a caller may choose (below governance
+and the engine: a plan derives the id the validator will, without the validation stack)."""
 
 from __future__ import annotations
 

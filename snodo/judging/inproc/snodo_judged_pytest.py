@@ -1,14 +1,9 @@
-"""snodo's judge inside the test process (docs/judging.md, "How a change is judged" 5–6).
-
-Run as ``python -I -B snodo_judged_pytest.py`` in a judged copy, confined; imports only the
-standard library before pytest and keeps to syntax older Pythons read. Reads its task from
-the first line of standard input, drops ``PYTEST_*``, turns plugin autoload off, imports
-pytest before the copy's import roots go on ``sys.path``, and records every event as a line
-whose MAC chains over every earlier one; ends through ``os._exit`` once pytest returned.
-"""
+"""snodo's judge inside the confined test process, as docs/judging.md ("How a change is
+judged" 5–6) says; only the standard library before pytest, syntax older Pythons read."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -51,19 +46,17 @@ def _text(report: Any) -> str:
     return text
 
 
-_REAL_DIRS: dict[str, str] = {}
 #: The interpreter's own environment: trusted wherever it is (a project's .venv lies inside its checkout).
 _ENVIRONMENT = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
 
 
+_real_dir = functools.lru_cache(maxsize=None)(os.path.realpath)
+
+
 def _real(path: str) -> str:
-    """``os.path.realpath(path)``, resolving each directory once (a session imports hundreds
-    of modules from a few dozen directories)."""
+    """``os.path.realpath(path)``, resolving each directory once (a session imports hundreds of modules)."""
     directory, name = os.path.split(path)
-    real_dir = _REAL_DIRS.get(directory)
-    if real_dir is None:
-        real_dir = _REAL_DIRS[directory] = os.path.realpath(directory)
-    joined = os.path.join(real_dir, name)
+    joined = os.path.join(_real_dir(directory), name)
     return os.path.realpath(joined) if os.path.islink(joined) else joined
 
 
@@ -77,10 +70,9 @@ def _judged(path: str, root: str) -> bool:
 
 
 def _no_bytecode_read(root: str) -> None:
-    """Python and pytest never read bytecode cached in the judged tree (outside the
-    interpreter's environment): an agent can plant a ``.pyc`` whose recorded mtime and size
-    match its source, and it would run instead of the source the verdict is about. Should
-    either import fail, the session ends before its record does: no verdict, never a pass
+    """Python and pytest never read bytecode cached in the judged tree (outside the interpreter's
+    environment): a planted ``.pyc`` matching its source's mtime and size would run instead of
+    the source. Should either import fail, the record ends early: no verdict, never a pass
     without this defence."""
     import importlib._bootstrap_external as external  # noqa: PLC0415 CPython's import system, patched once
 
@@ -191,10 +183,9 @@ def _config_names() -> list[str]:
 
 
 def _imports(root: str, modules: set[str], checkout: str) -> tuple[dict[str, str], list[str]]:
-    """The project's own modules imported from outside the judged copy (named like its
-    top-level modules, or loaded from the user's checkout outside the interpreter's
-    environment); and the top-level names loaded from outside it (stdlib, site-packages),
-    which a new module in the tree would shadow."""
+    """The project's modules imported from outside the judged copy (named like its top-level
+    modules, or from the user's checkout outside the interpreter's environment); and the
+    top-level names loaded from outside it, which a new module in the tree would shadow."""
     foreign: dict[str, str] = {}
     outside = set()
     for name, module in list(sys.modules.items()):

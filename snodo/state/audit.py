@@ -368,7 +368,7 @@ class AuditLog:
             raise StateError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
 
     def _events_before(self, line: int) -> int:
-        return sum(b'"event":"checkpoint"' not in raw for raw in itertools.islice(self.lines(), line - 1))
+        return scan_lines(itertools.islice(self.lines(), line - 1), None).events
 
     def _error(self, broken: ChainBreak) -> AuditChainError:
         where = f"line {broken.line}" if broken.line else "its checkpoint"

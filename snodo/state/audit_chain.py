@@ -1,14 +1,13 @@
-"""The audit log's formats, apart from :mod:`snodo.state.audit` so that what an offline
-checker must re-implement reads on its own page: a line (hashing, the checkpoint signature,
-reading and scanning the chain), and the home's record of the last signed checkpoint.
+"""The audit log's formats, on their own page for whoever writes an offline checker: a line
+(hashing, the checkpoint signature, scanning the chain), and the home's record of the last
+signed checkpoint, out of reach of confined processes so that truncation, deletion and
+rollback of the log show.
 
-That record (``$SNODO_HOME/audit/<key>.json``) is out of reach of confined processes, so
-truncation, deletion and rollback of the log show. It has two slots, ``<key>.json`` and
-``<key>.json.2``, overwritten in place in turn, each with a write number and a checksum: the
-newest intact slot is the record. A rename per append would cost a whole flush on ext4
-(``auto_da_alloc``); a write cut off by a crash leaves the other slot, one append behind,
-which is never a false alarm. A slot without number or checksum is an older snodo's, read
-as before. Every read and write is under the log's lock.
+That record has two slots, ``<key>.json`` and ``<key>.json.2``, overwritten in place in turn
+(a rename per append costs a flush on ext4), each with a write number and a checksum: the
+newest intact slot is the record, and a crash mid-write leaves the other, one append behind.
+A slot without number or checksum is an older snodo's. All of it is read and written under
+the log's lock.
 """
 
 from __future__ import annotations
@@ -76,14 +75,16 @@ def bounded(value: Any) -> Any:
 
 @frozen(kw_only=True)
 class Anchor:
-    """The last checkpoint as the home recorded it: seq, hash, the log's size up to it, and
-    the log file as that append left it (:func:`file_identity`;
-    ``None`` in an older record)."""
+    """The last checkpoint as the home recorded it: seq, hash, the log's size up to it, the
+    log file as that append left it (:func:`file_identity`; ``None`` in an older record), and
+    the slot holding it with its write number."""
 
     seq: int
     hash: str
     size: int
     file: tuple[int, int, int, int] | None = None
+    slot: int = 0
+    write: int = -1
 
 
 class ChainBreak(Exception):
@@ -350,34 +351,40 @@ def _read_slot(path: Path) -> dict[str, Any] | ChainBreak | None:
     return raw
 
 
-def _number(slot: dict[str, Any] | ChainBreak | None) -> int:
-    """A slot's write number; -1 for a slot that is not intact or has none."""
-    number = slot.get("write") if isinstance(slot, dict) else None
+def _number(slot: dict[str, Any]) -> int:
+    """A slot's write number (-1: none, an older snodo's)."""
+    number = slot.get("write")
     return number if type(number) is int else -1
 
 
-def newest(path: Path) -> dict[str, Any] | None:
-    """The newest intact slot's record; a slot cut off by a crash is passed over while the
-    other is intact. Raises :class:`ChainBreak` when no slot is intact but one exists."""
+def _newest(path: Path) -> tuple[int, dict[str, Any]] | None:
+    """The newest intact slot and its record; a slot cut off by a crash is passed over while
+    the other is intact. Raises :class:`ChainBreak` when no slot is intact but one exists."""
     found = [_read_slot(p) for p in slots(path)]
-    intact = [r for r in found if isinstance(r, dict)]
+    intact = [(i, r) for i, r in enumerate(found) if isinstance(r, dict)]
     if intact:
-        return max(intact, key=_number)
+        return max(intact, key=lambda pair: _number(pair[1]))
     broken = [r for r in found if isinstance(r, ChainBreak)]
     if broken:
         raise broken[0]
     return None
 
 
+def newest(path: Path) -> dict[str, Any] | None:
+    found = _newest(path)
+    return found[1] if found else None
+
+
 def read_anchor(path: Path) -> Anchor | None:
-    raw = newest(path)
-    if raw is None:
+    found = _newest(path)
+    if found is None:
         return None
+    slot, raw = found
     file = raw.get("file")
     identity = None
     if isinstance(file, list) and len(file) == 4 and all(type(n) is int for n in file):
         identity = (file[0], file[1], file[2], file[3])
-    return Anchor(seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=identity)
+    return Anchor(seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=identity, slot=slot, write=_number(raw))
 
 
 def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -399,23 +406,14 @@ def slot_identities(path: Path) -> tuple[tuple[int, ...] | None, ...]:
     return tuple(found)
 
 
-def _next_slot(path: Path) -> tuple[int, int]:
-    """The slot to write (the older, broken or missing one) and its write number."""
-    found = [_read_slot(p) for p in slots(path)]
-    current = max(range(2), key=lambda i: (isinstance(found[i], dict), _number(found[i])))
-    if not isinstance(found[current], dict):  # nothing intact yet: the first slot
-        return 0, 0
-    return 1 - current, _number(found[current]) + 1
-
-
 def write_anchor(
-    path: Path, log_real: str, checkpoint: Mapping[str, Any], file: os.stat_result, *, last: tuple[int, int] | None
-) -> tuple[int, int]:
-    """Record the checkpoint and ``file`` (the log, at ``log_real``, as this append left it)
-    in the older slot, in place; returns the slot written and its write number. ``last``:
-    the slot and number this process wrote last, when the slots are unchanged since (then
-    nothing is read). Not fsynced: a checkpoint lost in a crash only leaves the home behind."""
-    target, number = (1 - last[0], last[1] + 1) if last is not None else _next_slot(path)
+    path: Path, log_real: str, checkpoint: Mapping[str, Any], file: os.stat_result, previous: Anchor | None
+) -> Anchor:
+    """Record the checkpoint and ``file`` (the log, at ``log_real``, as this append left it),
+    in place, in the slot ``previous`` (the home's record, ``None`` if it has none) is not in.
+    Not fsynced: a checkpoint lost in a crash only leaves the home behind."""
+    target, number = (1 - previous.slot, previous.write + 1) if previous is not None else (0, 0)
+    identity = file_identity(file)
     body: dict[str, Any] = {
         "log": log_real,
         "seq": checkpoint["seq"],
@@ -425,13 +423,13 @@ def write_anchor(
         "key": checkpoint["data"]["key"],
         "signature": checkpoint["data"]["signature"],
         "write": number,
-        "file": list(file_identity(file)),
+        "file": list(identity),
     }
     body["sum"] = _checksum(body)
     data = canonical_json(body)
     where = slots(path)[target]
     try:
-        if last is None:  # else the slots were found where they were written
+        if previous is None:
             path.parent.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
@@ -443,4 +441,4 @@ def write_anchor(
             os.close(fd)
     except OSError as exc:
         raise StateError(f"cannot record the audit checkpoint in {where}: {exc.strerror or exc}") from exc
-    return target, number
+    return Anchor(seq=body["seq"], hash=body["hash"], size=file.st_size, file=identity, slot=target, write=number)

@@ -24,7 +24,7 @@ from attrs import frozen
 from snodo.base.errors import AuditChainError, StateError
 from snodo.state.atomic import atomic_create_bytes, file_lock
 from snodo.state.audit import AuditLog, VerifyReport
-from snodo.state.audit_chain import GENESIS, ChainBreak, first_problem, newest, read_anchor, scan_lines
+from snodo.state.audit_chain import GENESIS, Anchor, ChainBreak, first_problem, newest, read_anchor, scan_lines
 from snodo.state.audit_key import audit_public_key
 from snodo.state.keys import openssh_public
 
@@ -83,7 +83,7 @@ def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
         raise StateError("`snodo audit restart` needs a reason", hint='say why: --reason "the checkout was re-cloned"')
     audit_public_key(log.home)  # the home must be readable before anything moves
     with file_lock(log.path):
-        found = _fault(log)
+        found, anchor = _fault(log)
         lost = newest(log.anchor_path) or {}
         kept = _keep_aside(log)
         record = {
@@ -98,12 +98,13 @@ def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
                 "by": os.environ.get("USER") or os.environ.get("LOGNAME") or "",
             },
         }
-        log._append_signed([(record, None)], 0, GENESIS, os.path.realpath(log.path))
+        log._append_signed([(record, None)], 0, GENESIS, os.path.realpath(log.path), anchor)
     return record
 
 
-def _fault(log: AuditLog) -> str:
-    """What is wrong with the log the home recorded a checkpoint for; refused if nothing is."""
+def _fault(log: AuditLog) -> tuple[str, Anchor]:
+    """What is wrong with the log the home recorded a checkpoint (returned too) for; refused if
+    nothing is."""
     try:
         anchor = read_anchor(log.anchor_path)
     except ChainBreak as broken:
@@ -120,7 +121,7 @@ def _fault(log: AuditLog) -> str:
             f"{log.path} is intact ({scan.events} events): there is nothing to restart",
             hint="`snodo audit verify` checks it",
         )
-    return problem.reason
+    return problem.reason, anchor
 
 
 def _keep_aside(log: AuditLog) -> dict[str, Any] | None:

@@ -92,15 +92,19 @@ def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644) -> None:
     atomic_write_text(path, text, mode=mode)
 
 
-def read_json(path: Path) -> Any:
-    """The parsed file; ``FileNotFoundError`` (no state yet) passes through."""
-    path = Path(path)
+def read_bytes(path: Path) -> bytes:
+    """``FileNotFoundError`` passes through for the caller to explain."""
     try:
-        raw = path.read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def read_json(path: Path) -> Any:
+    """The parsed file; ``FileNotFoundError`` (no state yet) passes through."""
+    raw = read_bytes(path)
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

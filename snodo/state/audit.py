@@ -1,10 +1,5 @@
 """The project's signed, hash-chained audit log (docs/architecture.md, "Evidence"); its line
 format and the home's record of its head are :mod:`snodo.state.audit_chain`.
-
-Appends hold an exclusive lock. A process checks the whole log on its first append unless
-the file is exactly the one the home recorded after the last append (device, inode, mtime,
-ctime); later appends compare only the last line, and read nothing while the log and the
-home's slots are as this process left them: a governed call costs what it appends.
 """
 
 from __future__ import annotations
@@ -133,8 +128,7 @@ class AuditLog:
         )
 
     def records(self, event: str | None = None, last: int | None = None) -> list[dict[str, Any]]:
-        """Events in order, optionally only one ``event`` (checkpoint lines only if asked for)
-        and only the ``last`` N of them."""
+        """Events in order, or only ``event`` ones (checkpoints only if asked for); the ``last`` N."""
         found: deque[dict[str, Any]] = deque(maxlen=last)
         with file_lock(self.path, shared=True):
             for lineno, raw in enumerate(self.lines(), start=1):
@@ -194,8 +188,7 @@ class AuditLog:
         return record, None
 
     def _flush(self, drafts: list[Draft]) -> None:
-        """Under the lock: check (and if need be recover) the log, then append ``drafts`` and
-        a checkpoint."""
+        """Under the lock: check (and if need be recover) the log, append ``drafts`` and a checkpoint."""
         audit_signing_key(self.home)  # made (or refused) before the lock is taken
         with file_lock(self.path):
             real = os.path.realpath(self.path)  # once per append: what every step below is keyed by
@@ -206,9 +199,8 @@ class AuditLog:
                 self._append_signed(drafts, seq, prev, real, anchor)
 
     def _append_signed(self, drafts: list[Draft], seq: int, prev: str, real: str, anchor: Anchor | None) -> None:
-        """Under the lock: chain ``drafts`` from ``seq``/``prev``, sign a checkpoint after them,
-        write all with one write and one fsync, then record the checkpoint in the home, whose
-        record is ``anchor``."""
+        """Under the lock: chain ``drafts`` from ``seq``/``prev`` and a signed checkpoint, write them
+        with one write and one fsync, then record the checkpoint in the home (last: ``anchor``)."""
         signer, fingerprint = signing_key_and_fingerprint(self.home)
         out = bytearray()
         for draft, encoded in drafts:

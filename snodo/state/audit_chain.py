@@ -1,13 +1,6 @@
-"""The audit log's formats, on their own page for whoever writes an offline checker: a line
-(hashing, the checkpoint signature, scanning the chain), and the home's record of the last
-signed checkpoint, out of reach of confined processes so that truncation, deletion and
-rollback of the log show.
-
-That record has two slots, ``<key>.json`` and ``<key>.json.2``, overwritten in place in turn
-(a rename per append costs a flush on ext4), each with a write number and a checksum: the
-newest intact slot is the record, and a crash mid-write leaves the other, one append behind.
-A slot without number or checksum is an older snodo's. All of it is read and written under
-the log's lock.
+"""The audit log's formats, on their own page for an offline checker: a line (hashing, the
+checkpoint signature, scanning the chain) and the home's record of the last checkpoint, two
+slots written in place in turn (docs/architecture.md, "Evidence"), under the log's lock.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from attrs import frozen
+from attrs import define, frozen
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -94,19 +87,22 @@ class ChainBreak(Exception):
         self.reason = reason
 
 
-@frozen(kw_only=True)
+@define(kw_only=True)
 class Scan:
     """What one pass over the log found."""
 
-    lines: int  # complete, chained lines before any fault
-    events: int  # events among them
-    checkpoint: dict[str, Any] | None  # the last checkpoint line
-    checkpoint_line: int
-    checkpoints: int
-    signed_size: int  # bytes up to and including the last checkpoint
-    fault: ChainBreak | None
-    fault_is_torn_end: bool  # the fault is an incomplete final line (a write cut off)
-    anchor_hash: str | None  # hash of the line the home's checkpoint names, if reached
+    lines: int = 0  # complete, chained lines before any fault
+    checkpoints: int = 0  # checkpoint lines among them
+    checkpoint: dict[str, Any] | None = None  # the last one
+    checkpoint_line: int = 0
+    signed_size: int = 0  # bytes up to and including the last checkpoint
+    fault: ChainBreak | None = None
+    fault_is_torn_end: bool = False  # the fault is an incomplete final line (a write cut off)
+    anchor_hash: str | None = None  # hash of the line the home's checkpoint names, if reached
+
+    @property
+    def events(self) -> int:
+        return self.lines - self.checkpoints
 
 
 def parse_line(raw: bytes, lineno: int) -> dict[str, Any]:
@@ -222,14 +218,8 @@ def last_line(log: BinaryIO, size: int) -> bytes:
 
 def scan_lines(raw_lines: Iterable[bytes], anchor: Anchor | None) -> Scan:
     """One pass: chain every line, stop at the first fault, note the last checkpoint."""
-    prev, lines, events, offset = GENESIS, 0, 0, 0
-    checkpoint: dict[str, Any] | None = None
-    checkpoint_line = checkpoints = signed_size = 0
-    fault: ChainBreak | None = None
-    torn = False
+    scan, prev, lines, offset, last_checkpoint_raw = Scan(), GENESIS, 0, 0, b""
     anchor_seq = anchor.seq if anchor is not None else -1
-    anchor_hash: str | None = None
-    last_checkpoint_raw = b""
     for lineno, raw in enumerate(raw_lines, start=1):
         fast = fast_link(raw, lineno, prev)
         if fast is not None:
@@ -239,35 +229,23 @@ def scan_lines(raw_lines: Iterable[bytes], anchor: Anchor | None) -> Scan:
                 record = parse_line(raw, lineno)
                 check_record(record, lineno, prev)
             except ChainBreak as broken:
-                fault = broken
-                torn = not raw.endswith(b"\n")
+                scan.fault, scan.fault_is_torn_end = broken, not raw.endswith(b"\n")
                 break
             prev, is_checkpoint = record["hash"], record["event"] == CHECKPOINT
         lines, offset = lineno, offset + len(raw)
         if lineno - 1 == anchor_seq:
-            anchor_hash = prev
+            scan.anchor_hash = prev
         if is_checkpoint:
-            last_checkpoint_raw, checkpoint_line, signed_size = raw, lineno, offset
-            checkpoints += 1
-        else:
-            events += 1
+            last_checkpoint_raw, scan.checkpoint_line, scan.signed_size = raw, lineno, offset
+            scan.checkpoints += 1
+    scan.lines = lines
     if last_checkpoint_raw:
         try:
-            checkpoint = parse_line(last_checkpoint_raw, checkpoint_line)
-            check_record(checkpoint, checkpoint_line, checkpoint["prev"])  # its shape
+            scan.checkpoint = parse_line(last_checkpoint_raw, scan.checkpoint_line)
+            check_record(scan.checkpoint, scan.checkpoint_line, scan.checkpoint["prev"])  # its shape
         except ChainBreak as broken:
-            checkpoint, fault = None, broken
-    return Scan(
-        lines=lines,
-        events=events,
-        checkpoint=checkpoint,
-        checkpoint_line=checkpoint_line,
-        checkpoints=checkpoints,
-        signed_size=signed_size,
-        fault=fault,
-        fault_is_torn_end=torn,
-        anchor_hash=anchor_hash,
-    )
+            scan.checkpoint, scan.fault = None, broken
+    return scan
 
 
 def first_problem(

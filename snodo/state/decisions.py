@@ -1,11 +1,9 @@
 """Signed human decisions: ``<project>/.snodo/decisions/<decision_id>.json``, committed.
 
-A decision lets a ``warn`` count as a pass, so it counts only while its Ed25519 signature
-(:mod:`snodo.cli.signing`) verifies, its key is trusted, and it binds exactly the task, spec
-and (after execution) git tree being validated; records that fail are handed back, with who
-signed them, for the audit. Trusted keys: those the ``.snodo/allowed_signers`` in force (the
-committed list, never the working-tree file) lists for decisions; without one, only this
-home's decision key.
+A decision lets a ``warn`` count as a pass, so it counts only while its signature (made by
+:mod:`snodo.cli.signing`) verifies with a trusted key and it binds exactly the task, spec and
+(after execution) git tree validated (docs/architecture.md, "Decisions"); records that fail
+are handed back, with who signed them, for the audit.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from snodo.base.errors import StateError
-from snodo.state.atomic import atomic_create_bytes, file_lock
+from snodo.state.atomic import atomic_create_bytes, file_lock, read_bytes
 from snodo.state.home import keys_dir
 
 TOKEN_KEY_FILE = "token.key"  # noqa: S105 (a file name, not a secret)
@@ -146,13 +146,7 @@ def _openssh_ed25519(line: bytes, source: str) -> Ed25519PublicKey:
 
 def load_public_key_file(path: Path) -> Ed25519PublicKey:
     """``FileNotFoundError`` passes through for the caller to explain."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return parse_public_key(data, str(path))
+    return parse_public_key(read_bytes(path), str(path))
 
 
 def openssh_public(key: Ed25519PublicKey) -> str:

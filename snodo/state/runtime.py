@@ -1,10 +1,6 @@
-"""Where a project's runtime state lives: ``<common git dir>/snodo/``.
-
-The audit log, ``state.json``, jobs, plans, proposals and their lock files are never
-committed and must survive ``git clean -fdx``, so they are kept where git keeps its own:
-linked worktrees share the main checkout's state and a fresh clone starts fresh. The git
-directory is read-only to confined processes (:data:`snodo.sandbox.layout.ALWAYS_READ_ONLY`).
-What an older snodo kept in ``.snodo/`` is moved here once (:func:`migrate`).
+"""Where a project's runtime state lives: ``<common git dir>/snodo/``, out of reach of ``git
+clean`` and of confined processes (docs/architecture.md, "State"). What an older snodo kept
+in ``.snodo/`` is moved here once (:func:`migrate`).
 """
 
 from __future__ import annotations
@@ -42,7 +38,7 @@ def runtime_dir(project: Path) -> Path:
         where.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StateError(f"cannot create {where}: {exc.strerror or exc}") from exc
-    moved = migrate(real / ".snodo", where, tracked=_tracked(top, real / ".snodo"))
+    moved = migrate(real / ".snodo", where, top)
     if moved:  # on stderr: stdout may be JSON or an MCP stream
         print(
             f"note: moved snodo's runtime state ({', '.join(moved)}) from {real / '.snodo'} to {where}, out of "
@@ -94,22 +90,22 @@ def _legacy_names(old: Path) -> list[str]:
 
 
 def _tracked(top: Path, old: Path) -> frozenset[Path]:
-    """The files git tracks under ``old``: a committed file is the project's, never moved."""
-    if not _legacy_names(old):
-        return frozenset()
     listing = run_git(top, "ls-files", "-z", "--", str(old))
     if not listing.ok:
         raise StateError(f"cannot list the files git tracks in {old}: {listing.detail()}")
     return frozenset(top / rel for rel in listing.stdout.split("\0") if rel)
 
 
-def migrate(old: Path, new: Path, *, tracked: frozenset[Path] = frozenset()) -> list[str]:
-    """Move what an older snodo kept in ``old`` (``<project>/.snodo``) but the ``tracked``
-    files into ``new``; the names moved. Each file is linked into place, then unlinked: a
-    crash leaves it in one place or both, never lost. A file in both places with other bytes
-    is a :class:`StateError`, left untouched. The home's audit checkpoint is copied first."""
+def migrate(old: Path, new: Path, top: Path) -> list[str]:
+    """Move what an older snodo kept in ``old`` (``<project>/.snodo``) into ``new`` but the files
+    git tracks (a committed file is the project's); the names moved. Each file is linked into
+    place, then unlinked: a crash leaves it in one place or both, never lost. A file in both
+    places with other bytes is a :class:`StateError`, left untouched. The home's audit
+    checkpoint is copied first."""
+    names = _legacy_names(old)
+    tracked = _tracked(top, old) if names else frozenset()
     moved: list[str] = []
-    for name in _legacy_names(old):
+    for name in names:
         src, dst = old / name, new / name
         if name == "audit.log" and src not in tracked:
             if os.path.lexists(dst) and not _same_bytes(src, dst):
@@ -154,8 +150,7 @@ def _move_file(src: Path, dst: Path) -> bool:
     if not _place(src, dst):
         return False
     try:
-        with contextlib.suppress(FileNotFoundError):
-            src.unlink()
+        src.unlink(missing_ok=True)
     except OSError as exc:
         raise StateError(f"cannot remove {src} after moving it to {dst}: {exc.strerror or exc}") from exc
     return True
@@ -204,7 +199,7 @@ def _copy_into_place(src: Path, dst: Path, failure: str, *, mode: int | None = N
 
 def _move_anchor(old_log: Path, new_log: Path) -> None:
     """Give the moved log the home's checkpoint of its old path, so a truncation before the
-    move is still seen (copied first: a crash between leaves a log that is checked)."""
+    move is still seen."""
     from snodo.state.audit import AuditLog  # noqa: PLC0415 the audit modules import this one
     from snodo.state.audit_chain import slots  # noqa: PLC0415 the audit modules import this one
 

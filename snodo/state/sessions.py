@@ -1,10 +1,6 @@
-"""Sessions (``$SNODO_HOME/sessions/<id>.json``) and project state (``state.json`` in the
-project's runtime directory).
-
-A session is where an escalation waits for a person: ``validate_task`` persists a
-:class:`PendingDecision` before it answers, and ``snodo authorize`` finds it by id, maybe
-much later. Every change is a locked read-modify-write and an atomic replace, so concurrent
-validators never lose each other's decisions.
+"""Sessions (``$SNODO_HOME/sessions/<id>.json``), where an escalation waits for a person, and
+project state (``state.json`` in the runtime directory). Every change is a locked
+read-modify-write and an atomic replace: concurrent validators lose no decision.
 """
 
 from __future__ import annotations

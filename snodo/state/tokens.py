@@ -13,10 +13,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from attrs import asdict, frozen
+from cattrs.errors import BaseValidationError
 
+from snodo.base.convert import CONVERTER
 from snodo.base.errors import StateError, TokenError
 from snodo.state import jws
 from snodo.state.home import tokens_db_path
@@ -38,8 +39,6 @@ CREATE TABLE IF NOT EXISTS tokens (
 )
 """
 _EXPIRY_INDEX = "CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at)"
-_STR_CLAIMS = ("jti", "task_id", "spec_sha256", "mode")
-_INT_CLAIMS = ("iat", "exp")
 
 
 @frozen(kw_only=True)
@@ -56,18 +55,6 @@ class TokenClaims:
 def _refuse(reason: str, detail: str = "", hint: str | None = None) -> TokenError:
     message = f"validation token refused: {reason}" + (f" ({detail})" if detail else "")
     return TokenError(message, reason=reason, hint=hint or "validate the task again for a new token")
-
-
-def _claims(raw: dict[str, Any]) -> TokenClaims:
-    validators = raw.get("validators")
-    if (
-        any(not isinstance(raw.get(name), str) for name in _STR_CLAIMS)
-        or any(type(raw.get(name)) is not int for name in _INT_CLAIMS)
-        or not isinstance(validators, list)
-        or not all(isinstance(v, str) for v in validators)
-    ):
-        raise _refuse("malformed", "claims have the wrong shape")
-    return TokenClaims(**{k: raw[k] for k in (*_STR_CLAIMS, *_INT_CLAIMS)}, validators=tuple(validators))
 
 
 class TokenService:
@@ -152,11 +139,13 @@ class TokenService:
         """Check signature, shape, expiry and binding, then claim the token; of concurrent
         consumers exactly one succeeds."""
         try:
-            claims = _claims(jws.verify(token, self._key))
+            claims = CONVERTER.structure(jws.verify(token, self._key), TokenClaims)
         except jws.BadSignature as exc:
             raise _refuse("bad signature", str(exc)) from None
         except jws.MalformedToken as exc:
             raise _refuse("malformed", str(exc)) from None
+        except (BaseValidationError, TypeError, ValueError):
+            raise _refuse("malformed", "claims have the wrong shape") from None
         if int(self._clock()) >= claims.exp:
             raise _refuse("expired")
         if claims.task_id != task_id:

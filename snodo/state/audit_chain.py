@@ -144,18 +144,23 @@ def _checkpoint_shape(record: dict[str, Any]) -> bool:
     )
 
 
-def check_signature(checkpoint: Mapping[str, Any], key: Ed25519PublicKey) -> str:
-    """Why ``checkpoint``'s signature does not verify with ``key``, or "" if it does."""
+def _signature_problem(scan: Scan, key: Ed25519PublicKey | None) -> ChainBreak | None:
+    """Why the last checkpoint's signature does not verify with ``key``; None if it does."""
+    checkpoint, line = scan.checkpoint, scan.checkpoint_line
+    if checkpoint is None:
+        return None
+    if key is None:
+        return ChainBreak(line, "cannot check the checkpoint: no trusted audit key")
     fingerprint = public_key_fingerprint(key)
     data = checkpoint["data"]
     if data["key"] != fingerprint:
-        return f"checkpoint signed by key {data['key']}, {KEY_MISMATCH} {fingerprint}"
+        return ChainBreak(line, f"checkpoint signed by key {data['key']}, {KEY_MISMATCH} {fingerprint}")
     try:
         signature = base64.b64decode(data["signature"], validate=True)
         key.verify(signature, checkpoint_payload(checkpoint["seq"], checkpoint["ts"], checkpoint["prev"], data["key"]))
     except (InvalidSignature, binascii.Error, ValueError):
-        return "checkpoint signature does not verify (the log was rewritten after it was signed)"
-    return ""
+        return ChainBreak(line, "checkpoint signature does not verify (the log was rewritten after it was signed)")
+    return None
 
 
 _HASH_MEMBER = b',"hash":"'
@@ -285,17 +290,6 @@ def _anchor_problem(scan: Scan, anchor: Anchor | None, home: Path) -> ChainBreak
             "rewritten or replaced by another copy",
         )
     return None
-
-
-def _signature_problem(scan: Scan, key: Ed25519PublicKey | None) -> ChainBreak | None:
-    if scan.checkpoint is None:
-        return None
-    why = (
-        check_signature(scan.checkpoint, key)
-        if key is not None
-        else "cannot check the checkpoint: no trusted audit key"
-    )
-    return ChainBreak(scan.checkpoint_line, why) if why else None
 
 
 # ------------------------------------------------------------------ the home's checkpoint

@@ -135,18 +135,15 @@ def unstructure(record: Any) -> Any:
     return CONVERTER.unstructure(record)
 
 
-def structure(data: Any, cls: type[T], *, source: Path) -> T:
+def load_record(path: Path, cls: type[T]) -> T:
+    data = read_json(path)
     try:
         return CONVERTER.structure(data, cls)
     except (ClassValidationError, IterableValidationError) as exc:
         problems = "; ".join(transform_error(exc, path="$"))
-        raise StateError(f"{source} is corrupt: {problems}") from exc
+        raise StateError(f"{path} is corrupt: {problems}") from exc
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise StateError(f"{source} is corrupt: {exc}") from exc
-
-
-def load_record(path: Path, cls: type[T]) -> T:
-    return structure(read_json(path), cls, source=Path(path))
+        raise StateError(f"{path} is corrupt: {exc}") from exc
 
 
 def save_record(path: Path, record: Any) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem, StateError
 from snodo.git.runner import pin, run_git
+from snodo.state.home import made
 
 #: Under the common git directory (a project below the work tree's top: ``snodo/projects/<path>``).
 DIRNAME = "snodo"
@@ -34,10 +35,7 @@ def runtime_dir(project: Path) -> Path:
     if known is not None and known.is_dir():
         return known
     where, top = _locate(real)
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StateError(f"cannot create {where}: {exc.strerror or exc}") from exc
+    made(where, 0o777)
     moved = migrate(real / ".snodo", where, top)
     if moved:  # on stderr: stdout may be JSON or an MCP stream
         print(
@@ -97,11 +95,9 @@ def _tracked(top: Path, old: Path) -> frozenset[Path]:
 
 
 def migrate(old: Path, new: Path, top: Path) -> list[str]:
-    """Move what an older snodo kept in ``old`` (``<project>/.snodo``) into ``new`` but the files
-    git tracks (a committed file is the project's); the names moved. Each file is linked into
-    place, then unlinked: a crash leaves it in one place or both, never lost. A file in both
-    places with other bytes is a :class:`StateError`, left untouched. The home's audit
-    checkpoint is copied first."""
+    """Move what an older snodo kept in ``old`` (``<project>/.snodo``) into ``new``, but the files
+    git tracks, the home's audit checkpoint first; the names moved. Each file is linked into
+    place, then unlinked: a crash leaves it in one place or both, never lost."""
     names = _legacy_names(old)
     tracked = _tracked(top, old) if names else frozenset()
     moved: list[str] = []

@@ -20,10 +20,11 @@ from cattrs.errors import BaseValidationError
 from snodo.base.convert import CONVERTER
 from snodo.base.errors import StateError, TokenError
 from snodo.state import jws
-from snodo.state.home import tokens_db_path
+from snodo.state.home import made
 from snodo.state.keys import token_key
 
 _BUSY_TIMEOUT_S = 10.0
+_TTL_S = 600
 _KEEP_EXPIRED_S = 24 * 3600  # kept a day for inspection, removed by an issue at most once a minute
 _PURGE_EVERY_S = 60
 _SCHEMA = """
@@ -61,7 +62,7 @@ class TokenService:
     """Validation tokens of one ``$SNODO_HOME``; ``clock`` is the time source (tests need not sleep)."""
 
     def __init__(self, home: Path, *, clock: Callable[[], float] = time.time) -> None:
-        self.db_path = tokens_db_path(home)
+        self.db_path = made(home) / "tokens.db"
         self._key = token_key(home)
         self._clock = clock
         self._local = threading.local()
@@ -104,17 +105,15 @@ class TokenService:
                     conn.execute("ROLLBACK")
 
     def issued(
-        self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600
+        self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str]
     ) -> tuple[str, TokenClaims]:
         """Mint a token for this task and spec, record it as unconsumed, and return it with
         the claims it carries."""
-        if ttl <= 0:
-            raise ValueError(f"token ttl must be positive, got {ttl}")
         now = int(self._clock())
         claims = TokenClaims(
             jti=uuid.uuid4().hex,
             iat=now,
-            exp=now + ttl,
+            exp=now + _TTL_S,
             task_id=task_id,
             spec_sha256=spec_sha256,
             mode=mode,
@@ -128,7 +127,7 @@ class TokenService:
                 conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now - _KEEP_EXPIRED_S,))
             conn.execute(
                 "INSERT INTO tokens (jti, task_id, spec_sha256, mode, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (claims.jti, task_id, spec_sha256, mode, now, now + ttl),
+                (claims.jti, task_id, spec_sha256, mode, now, now + _TTL_S),
             )
             if purge:
                 conn.execute("COMMIT")

@@ -195,9 +195,9 @@ def _copy_into_place(src: Path, dst: Path, failure: str, *, mode: int | None = N
 
 def _move_anchor(old_log: Path, new_log: Path) -> None:
     """Give the moved log the home's checkpoint of its old path, so a truncation before the
-    move is still seen."""
-    from snodo.state.audit import AuditLog  # noqa: PLC0415 the audit modules import this one
-    from snodo.state.audit_chain import slots  # noqa: PLC0415 the audit modules import this one
+    move is still seen (copied first: a crash between leaves a log that is checked)."""
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 loaded only when an older snodo's log moves
+    from snodo.state.audit_chain import slots  # noqa: PLC0415 loaded only when an older snodo's log moves
 
     for src, dst in zip(slots(AuditLog(old_log).anchor_path), slots(AuditLog(new_log).anchor_path), strict=True):
         if not src.is_file() or _same_bytes(src, dst):

@@ -37,9 +37,9 @@ CREATE TABLE IF NOT EXISTS tokens (
     expires_at  INTEGER NOT NULL,
     consumed_at INTEGER,
     consumer    TEXT
-)
+);
+CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at);
 """
-_EXPIRY_INDEX = "CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at)"
 
 
 @frozen(kw_only=True)
@@ -69,8 +69,7 @@ class TokenService:
         self._purged = -_PURGE_EVERY_S  # when this service last removed day-old rows
         with self._db() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(_SCHEMA)
-            conn.execute(_EXPIRY_INDEX)
+            conn.executescript(_SCHEMA)
 
     @contextlib.contextmanager
     def _db(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:

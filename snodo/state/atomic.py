@@ -92,15 +92,19 @@ def atomic_write_json(path: Path, obj: Any, *, mode: int = 0o644) -> None:
     atomic_write_text(path, text, mode=mode)
 
 
-def read_json(path: Path) -> Any:
-    """The parsed file; ``FileNotFoundError`` (no state yet) passes through."""
-    path = Path(path)
+def read_bytes(path: Path) -> bytes:
+    """``FileNotFoundError`` passes through for the caller to explain."""
     try:
-        raw = path.read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def read_json(path: Path) -> Any:
+    """The parsed file; ``FileNotFoundError`` (no state yet) passes through."""
+    raw = read_bytes(path)
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -131,18 +135,15 @@ def unstructure(record: Any) -> Any:
     return CONVERTER.unstructure(record)
 
 
-def structure(data: Any, cls: type[T], *, source: Path) -> T:
+def load_record(path: Path, cls: type[T]) -> T:
+    data = read_json(path)
     try:
         return CONVERTER.structure(data, cls)
     except (ClassValidationError, IterableValidationError) as exc:
         problems = "; ".join(transform_error(exc, path="$"))
-        raise StateError(f"{source} is corrupt: {problems}") from exc
+        raise StateError(f"{path} is corrupt: {problems}") from exc
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise StateError(f"{source} is corrupt: {exc}") from exc
-
-
-def load_record(path: Path, cls: type[T]) -> T:
-    return structure(read_json(path), cls, source=Path(path))
+        raise StateError(f"{path} is corrupt: {exc}") from exc
 
 
 def save_record(path: Path, record: Any) -> None:

@@ -1,10 +1,5 @@
 """The project's signed, hash-chained audit log (docs/architecture.md, "Evidence"); its line
 format and the home's record of its head are :mod:`snodo.state.audit_chain`.
-
-Appends hold an exclusive lock. A process checks the whole log on its first append unless
-the file is exactly the one the home recorded after the last append (device, inode, mtime,
-ctime); later appends compare only the last line, and read nothing while the log and the
-home's slots are as this process left them: a governed call costs what it appends.
 """
 
 from __future__ import annotations
@@ -37,6 +32,7 @@ from snodo.state.audit_chain import (
     ChainBreak,
     Scan,
     bounded,
+    check_record,
     checkpoint_payload,
     file_identity,
     first_problem,
@@ -44,7 +40,6 @@ from snodo.state.audit_chain import (
     linked_line,
     parse_line,
     read_anchor,
-    record_hash,
     scan_lines,
     slot_identities,
     write_anchor,
@@ -70,14 +65,12 @@ class VerifyReport:
     key: str = ""
 
 
-# Both only touched under the log's lock, process-wide (code that builds a fresh AuditLog
-# per event does not rescan). _CHECKED: logs (device, inode) whose whole chain this process
-# has checked. _LEFT, by log (real path): what this process's last append left (the anchor
-# the home recorded, the identity of the home's two slot files, the slot written and its
-# write number); while the log and slots are still so (any write sets a ctime, which no
-# process can set back), the next append reads neither.
-_CHECKED: set[tuple[int, int]] = set()
-_LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...], tuple[int, int]]] = {}
+# Process-wide, touched under the log's lock only. _CHECKED: logs (device, inode) whose whole
+# chain this process checked. _LEFT, by log (real path): the home's record this process's last
+# append wrote and the identity of the home's two slot files then; while the log and the slots
+# are still so (any write sets a ctime, which no process can set back), neither is read again.
+_CHECKED: set[tuple[int, int] | None] = set()
+_LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...]]] = {}
 
 
 def _datasync(fd: int) -> None:
@@ -127,7 +120,7 @@ class AuditLog:
         line = problem.line or 1
         return VerifyReport(
             ok=False,
-            count=self._events_before(line),
+            count=scan_lines(itertools.islice(self.lines(), line - 1), None).events,
             line=line,
             reason=problem.reason,
             checkpoints=scan.checkpoints,
@@ -135,8 +128,7 @@ class AuditLog:
         )
 
     def records(self, event: str | None = None, last: int | None = None) -> list[dict[str, Any]]:
-        """Events in order, optionally only one ``event`` (checkpoint lines only if asked for)
-        and only the ``last`` N of them."""
+        """Events in order, or only ``event`` ones (checkpoints only if asked for); the ``last`` N."""
         found: deque[dict[str, Any]] = deque(maxlen=last)
         with file_lock(self.path, shared=True):
             for lineno, raw in enumerate(self.lines(), start=1):
@@ -196,23 +188,19 @@ class AuditLog:
         return record, None
 
     def _flush(self, drafts: list[Draft]) -> None:
-        """Under the lock: check (and if need be recover) the log, then append ``drafts`` and
-        a checkpoint."""
+        """Under the lock: check (and if need be recover) the log, append ``drafts`` and a checkpoint."""
         audit_signing_key(self.home)  # made (or refused) before the lock is taken
         with file_lock(self.path):
             real = os.path.realpath(self.path)  # once per append: what every step below is keyed by
-            seq, prev, recovered, last = self._prepare(real)
+            seq, prev, recovered, anchor = self._prepare(real)
             if recovered is not None:
                 drafts = [(recovered, None), *drafts]
             if drafts:
-                self._append_signed(drafts, seq, prev, real, last)
+                self._append_signed(drafts, seq, prev, real, anchor)
 
-    def _append_signed(
-        self, drafts: list[Draft], seq: int, prev: str, real: str, last: tuple[int, int] | None = None
-    ) -> None:
-        """Under the lock: chain ``drafts`` from ``seq``/``prev``, sign a checkpoint after them,
-        write all with one write and one fsync, then record the checkpoint in the home (``last``:
-        see :func:`write_anchor`)."""
+    def _append_signed(self, drafts: list[Draft], seq: int, prev: str, real: str, anchor: Anchor | None) -> None:
+        """Under the lock: chain ``drafts`` from ``seq``/``prev`` and a signed checkpoint, write them
+        with one write and one fsync, then record the checkpoint in the home (last: ``anchor``)."""
         signer, fingerprint = signing_key_and_fingerprint(self.home)
         out = bytearray()
         for draft, encoded in drafts:
@@ -238,51 +226,52 @@ class AuditLog:
         out += line
         written = self._write(bytes(out))
         where = _anchor_file(self.home, real)
-        wrote = write_anchor(where, real, checkpoint, written, last=last)
-        anchor = Anchor(seq=seq, hash=checkpoint["hash"], size=written.st_size, file=file_identity(written))
-        _LEFT[real] = (anchor, slot_identities(where), wrote)
+        anchor = write_anchor(where, real, checkpoint, written, anchor)
+        _LEFT[real] = (anchor, slot_identities(where))
 
-    def _prepare(self, real: str) -> tuple[int, str, dict[str, Any] | None, tuple[int, int] | None]:
-        """(next seq, prev hash, recovery event or None, the home slot last written and its
-        write number when known without reading) of a log known to be intact. Checked: nothing
-        while the log and slots are as this process's last append left them; only the last
-        line of a log this process checked, or that is exactly as the last append (of any
-        process) left it; else the whole log, recovered if need be."""
+    def _prepare(self, real: str) -> tuple[int, str, dict[str, Any] | None, Anchor | None]:
+        """(next seq, prev hash, recovery event or None, the home's record) of a log known to be
+        intact. Checked: nothing while the log and slots are as this process's last append left
+        them; only the last line of a log this process checked, or that is exactly as the last
+        append (of any process) left it; else the whole log, recovered if need be."""
         try:
             stat: os.stat_result | None = os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError):
             stat = None
+        where = _anchor_file(self.home, real)
         left = _LEFT.get(real)
         if (
             left is not None
             and stat is not None
             and left[0].file == file_identity(stat)
-            and left[1] == slot_identities(_anchor_file(self.home, real))
+            and left[1] == slot_identities(where)
         ):
-            return left[0].seq + 1, left[0].hash, None, left[2]
+            return left[0].seq + 1, left[0].hash, None, left[0]
         _LEFT.pop(real, None)
         key = (stat.st_dev, stat.st_ino) if stat else None
         try:
-            seq, prev, recovered = self._check(real, stat, key)
+            anchor = read_anchor(where)
+            seq, prev, recovered = self._check(anchor, stat, key)
         except ChainBreak as broken:
-            if key is not None:
-                _CHECKED.discard(key)
+            _CHECKED.discard(key)
             raise self._error(broken) from None
-        if key is not None:
-            _CHECKED.add(key)
-        return seq, prev, recovered, None
+        _CHECKED.add(key)
+        return seq, prev, recovered, anchor
 
     def _check(
-        self, real: str, stat: os.stat_result | None, key: tuple[int, int] | None
+        self, anchor: Anchor | None, stat: os.stat_result | None, key: tuple[int, int] | None
     ) -> tuple[int, str, dict[str, Any] | None]:
-        anchor = read_anchor(_anchor_file(self.home, real))
         if (
             anchor is not None
             and stat is not None
             and stat.st_size == anchor.size
             and (key in _CHECKED or anchor.file == file_identity(stat))
         ):
-            self._check_last_line(anchor)
+            with open(self.path, "rb") as log:
+                record = parse_line(last_line(log, anchor.size), anchor.seq + 1)
+            if (record["seq"], record["hash"]) != (anchor.seq, anchor.hash):
+                raise ChainBreak(anchor.seq + 1, f"the last line is not the signed checkpoint {self.home} recorded")
+            check_record(record, anchor.seq + 1, record["prev"])
             return anchor.seq + 1, anchor.hash, None
         scan = scan_lines(self.lines(), anchor)
         recovered = self._recover(scan, anchor)
@@ -328,16 +317,6 @@ class AuditLog:
             },
         }
 
-    def _check_last_line(self, anchor: Anchor) -> None:
-        lineno = anchor.seq + 1
-        with open(self.path, "rb") as log:
-            raw = last_line(log, anchor.size)
-        record = parse_line(raw, lineno)
-        if record["seq"] != anchor.seq or record["hash"] != anchor.hash:
-            raise ChainBreak(lineno, f"the last line is not the signed checkpoint {self.home} recorded")
-        if record_hash(record) != record["hash"]:
-            raise ChainBreak(lineno, "hash does not match the record's content")
-
     def _write(self, data: bytes) -> os.stat_result:
         created = not self.path.exists()
         try:
@@ -366,9 +345,6 @@ class AuditLog:
             return
         except OSError as exc:
             raise StateError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
-
-    def _events_before(self, line: int) -> int:
-        return sum(b'"event":"checkpoint"' not in raw for raw in itertools.islice(self.lines(), line - 1))
 
     def _error(self, broken: ChainBreak) -> AuditChainError:
         where = f"line {broken.line}" if broken.line else "its checkpoint"

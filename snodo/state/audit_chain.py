@@ -1,14 +1,6 @@
-"""The audit log's formats, apart from :mod:`snodo.state.audit` so that what an offline
-checker must re-implement reads on its own page: a line (hashing, the checkpoint signature,
-reading and scanning the chain), and the home's record of the last signed checkpoint.
-
-That record (``$SNODO_HOME/audit/<key>.json``) is out of reach of confined processes, so
-truncation, deletion and rollback of the log show. It has two slots, ``<key>.json`` and
-``<key>.json.2``, overwritten in place in turn, each with a write number and a checksum: the
-newest intact slot is the record. A rename per append would cost a whole flush on ext4
-(``auto_da_alloc``); a write cut off by a crash leaves the other slot, one append behind,
-which is never a false alarm. A slot without number or checksum is an older snodo's, read
-as before. Every read and write is under the log's lock.
+"""The audit log's formats, on their own page for an offline checker: a line (hashing, the
+checkpoint signature, scanning the chain) and the home's record of the last checkpoint, two
+slots written in place in turn (docs/architecture.md, "Evidence"), under the log's lock.
 """
 
 from __future__ import annotations
@@ -23,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from attrs import frozen
+from attrs import define, frozen
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -76,14 +68,16 @@ def bounded(value: Any) -> Any:
 
 @frozen(kw_only=True)
 class Anchor:
-    """The last checkpoint as the home recorded it: seq, hash, the log's size up to it, and
-    the log file as that append left it (:func:`file_identity`;
-    ``None`` in an older record)."""
+    """The last checkpoint as the home recorded it: seq, hash, the log's size up to it, the
+    log file as that append left it (:func:`file_identity`; ``None`` in an older record), and
+    the slot holding it with its write number."""
 
     seq: int
     hash: str
     size: int
     file: tuple[int, int, int, int] | None = None
+    slot: int = 0
+    write: int = -1
 
 
 class ChainBreak(Exception):
@@ -93,19 +87,22 @@ class ChainBreak(Exception):
         self.reason = reason
 
 
-@frozen(kw_only=True)
+@define(kw_only=True)
 class Scan:
     """What one pass over the log found."""
 
-    lines: int  # complete, chained lines before any fault
-    events: int  # events among them
-    checkpoint: dict[str, Any] | None  # the last checkpoint line
-    checkpoint_line: int
-    checkpoints: int
-    signed_size: int  # bytes up to and including the last checkpoint
-    fault: ChainBreak | None
-    fault_is_torn_end: bool  # the fault is an incomplete final line (a write cut off)
-    anchor_hash: str | None  # hash of the line the home's checkpoint names, if reached
+    lines: int = 0  # complete, chained lines before any fault
+    checkpoints: int = 0  # checkpoint lines among them
+    checkpoint: dict[str, Any] | None = None  # the last one
+    checkpoint_line: int = 0
+    signed_size: int = 0  # bytes up to and including the last checkpoint
+    fault: ChainBreak | None = None
+    fault_is_torn_end: bool = False  # the fault is an incomplete final line (a write cut off)
+    anchor_hash: str | None = None  # hash of the line the home's checkpoint names, if reached
+
+    @property
+    def events(self) -> int:
+        return self.lines - self.checkpoints
 
 
 def parse_line(raw: bytes, lineno: int) -> dict[str, Any]:
@@ -147,18 +144,23 @@ def _checkpoint_shape(record: dict[str, Any]) -> bool:
     )
 
 
-def check_signature(checkpoint: Mapping[str, Any], key: Ed25519PublicKey) -> str:
-    """Why ``checkpoint``'s signature does not verify with ``key``, or "" if it does."""
+def _signature_problem(scan: Scan, key: Ed25519PublicKey | None) -> ChainBreak | None:
+    """Why the last checkpoint's signature does not verify with ``key``; None if it does."""
+    checkpoint, line = scan.checkpoint, scan.checkpoint_line
+    if checkpoint is None:
+        return None
+    if key is None:
+        return ChainBreak(line, "cannot check the checkpoint: no trusted audit key")
     fingerprint = public_key_fingerprint(key)
     data = checkpoint["data"]
     if data["key"] != fingerprint:
-        return f"checkpoint signed by key {data['key']}, {KEY_MISMATCH} {fingerprint}"
+        return ChainBreak(line, f"checkpoint signed by key {data['key']}, {KEY_MISMATCH} {fingerprint}")
     try:
         signature = base64.b64decode(data["signature"], validate=True)
         key.verify(signature, checkpoint_payload(checkpoint["seq"], checkpoint["ts"], checkpoint["prev"], data["key"]))
     except (InvalidSignature, binascii.Error, ValueError):
-        return "checkpoint signature does not verify (the log was rewritten after it was signed)"
-    return ""
+        return ChainBreak(line, "checkpoint signature does not verify (the log was rewritten after it was signed)")
+    return None
 
 
 _HASH_MEMBER = b',"hash":"'
@@ -221,14 +223,8 @@ def last_line(log: BinaryIO, size: int) -> bytes:
 
 def scan_lines(raw_lines: Iterable[bytes], anchor: Anchor | None) -> Scan:
     """One pass: chain every line, stop at the first fault, note the last checkpoint."""
-    prev, lines, events, offset = GENESIS, 0, 0, 0
-    checkpoint: dict[str, Any] | None = None
-    checkpoint_line = checkpoints = signed_size = 0
-    fault: ChainBreak | None = None
-    torn = False
+    scan, prev, lines, offset, last_checkpoint_raw = Scan(), GENESIS, 0, 0, b""
     anchor_seq = anchor.seq if anchor is not None else -1
-    anchor_hash: str | None = None
-    last_checkpoint_raw = b""
     for lineno, raw in enumerate(raw_lines, start=1):
         fast = fast_link(raw, lineno, prev)
         if fast is not None:
@@ -238,35 +234,23 @@ def scan_lines(raw_lines: Iterable[bytes], anchor: Anchor | None) -> Scan:
                 record = parse_line(raw, lineno)
                 check_record(record, lineno, prev)
             except ChainBreak as broken:
-                fault = broken
-                torn = not raw.endswith(b"\n")
+                scan.fault, scan.fault_is_torn_end = broken, not raw.endswith(b"\n")
                 break
             prev, is_checkpoint = record["hash"], record["event"] == CHECKPOINT
         lines, offset = lineno, offset + len(raw)
         if lineno - 1 == anchor_seq:
-            anchor_hash = prev
+            scan.anchor_hash = prev
         if is_checkpoint:
-            last_checkpoint_raw, checkpoint_line, signed_size = raw, lineno, offset
-            checkpoints += 1
-        else:
-            events += 1
+            last_checkpoint_raw, scan.checkpoint_line, scan.signed_size = raw, lineno, offset
+            scan.checkpoints += 1
+    scan.lines = lines
     if last_checkpoint_raw:
         try:
-            checkpoint = parse_line(last_checkpoint_raw, checkpoint_line)
-            check_record(checkpoint, checkpoint_line, checkpoint["prev"])  # its shape
+            scan.checkpoint = parse_line(last_checkpoint_raw, scan.checkpoint_line)
+            check_record(scan.checkpoint, scan.checkpoint_line, scan.checkpoint["prev"])  # its shape
         except ChainBreak as broken:
-            checkpoint, fault = None, broken
-    return Scan(
-        lines=lines,
-        events=events,
-        checkpoint=checkpoint,
-        checkpoint_line=checkpoint_line,
-        checkpoints=checkpoints,
-        signed_size=signed_size,
-        fault=fault,
-        fault_is_torn_end=torn,
-        anchor_hash=anchor_hash,
-    )
+            scan.checkpoint, scan.fault = None, broken
+    return scan
 
 
 def first_problem(
@@ -308,17 +292,6 @@ def _anchor_problem(scan: Scan, anchor: Anchor | None, home: Path) -> ChainBreak
     return None
 
 
-def _signature_problem(scan: Scan, key: Ed25519PublicKey | None) -> ChainBreak | None:
-    if scan.checkpoint is None:
-        return None
-    why = (
-        check_signature(scan.checkpoint, key)
-        if key is not None
-        else "cannot check the checkpoint: no trusted audit key"
-    )
-    return ChainBreak(scan.checkpoint_line, why) if why else None
-
-
 # ------------------------------------------------------------------ the home's checkpoint
 
 
@@ -350,34 +323,40 @@ def _read_slot(path: Path) -> dict[str, Any] | ChainBreak | None:
     return raw
 
 
-def _number(slot: dict[str, Any] | ChainBreak | None) -> int:
-    """A slot's write number; -1 for a slot that is not intact or has none."""
-    number = slot.get("write") if isinstance(slot, dict) else None
+def _number(slot: dict[str, Any]) -> int:
+    """A slot's write number (-1: none, an older snodo's)."""
+    number = slot.get("write")
     return number if type(number) is int else -1
 
 
-def newest(path: Path) -> dict[str, Any] | None:
-    """The newest intact slot's record; a slot cut off by a crash is passed over while the
-    other is intact. Raises :class:`ChainBreak` when no slot is intact but one exists."""
+def _newest(path: Path) -> tuple[int, dict[str, Any]] | None:
+    """The newest intact slot and its record; a slot cut off by a crash is passed over while
+    the other is intact. Raises :class:`ChainBreak` when no slot is intact but one exists."""
     found = [_read_slot(p) for p in slots(path)]
-    intact = [r for r in found if isinstance(r, dict)]
+    intact = [(i, r) for i, r in enumerate(found) if isinstance(r, dict)]
     if intact:
-        return max(intact, key=_number)
+        return max(intact, key=lambda pair: _number(pair[1]))
     broken = [r for r in found if isinstance(r, ChainBreak)]
     if broken:
         raise broken[0]
     return None
 
 
+def newest(path: Path) -> dict[str, Any] | None:
+    found = _newest(path)
+    return found[1] if found else None
+
+
 def read_anchor(path: Path) -> Anchor | None:
-    raw = newest(path)
-    if raw is None:
+    found = _newest(path)
+    if found is None:
         return None
+    slot, raw = found
     file = raw.get("file")
     identity = None
     if isinstance(file, list) and len(file) == 4 and all(type(n) is int for n in file):
         identity = (file[0], file[1], file[2], file[3])
-    return Anchor(seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=identity)
+    return Anchor(seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=identity, slot=slot, write=_number(raw))
 
 
 def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -399,23 +378,14 @@ def slot_identities(path: Path) -> tuple[tuple[int, ...] | None, ...]:
     return tuple(found)
 
 
-def _next_slot(path: Path) -> tuple[int, int]:
-    """The slot to write (the older, broken or missing one) and its write number."""
-    found = [_read_slot(p) for p in slots(path)]
-    current = max(range(2), key=lambda i: (isinstance(found[i], dict), _number(found[i])))
-    if not isinstance(found[current], dict):  # nothing intact yet: the first slot
-        return 0, 0
-    return 1 - current, _number(found[current]) + 1
-
-
 def write_anchor(
-    path: Path, log_real: str, checkpoint: Mapping[str, Any], file: os.stat_result, *, last: tuple[int, int] | None
-) -> tuple[int, int]:
-    """Record the checkpoint and ``file`` (the log, at ``log_real``, as this append left it)
-    in the older slot, in place; returns the slot written and its write number. ``last``:
-    the slot and number this process wrote last, when the slots are unchanged since (then
-    nothing is read). Not fsynced: a checkpoint lost in a crash only leaves the home behind."""
-    target, number = (1 - last[0], last[1] + 1) if last is not None else _next_slot(path)
+    path: Path, log_real: str, checkpoint: Mapping[str, Any], file: os.stat_result, previous: Anchor | None
+) -> Anchor:
+    """Record the checkpoint and ``file`` (the log, at ``log_real``, as this append left it),
+    in place, in the slot ``previous`` (the home's record, ``None`` if it has none) is not in.
+    Not fsynced: a checkpoint lost in a crash only leaves the home behind."""
+    target, number = (1 - previous.slot, previous.write + 1) if previous is not None else (0, 0)
+    identity = file_identity(file)
     body: dict[str, Any] = {
         "log": log_real,
         "seq": checkpoint["seq"],
@@ -425,13 +395,13 @@ def write_anchor(
         "key": checkpoint["data"]["key"],
         "signature": checkpoint["data"]["signature"],
         "write": number,
-        "file": list(file_identity(file)),
+        "file": list(identity),
     }
     body["sum"] = _checksum(body)
     data = canonical_json(body)
     where = slots(path)[target]
     try:
-        if last is None:  # else the slots were found where they were written
+        if previous is None:
             path.parent.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
@@ -443,4 +413,4 @@ def write_anchor(
             os.close(fd)
     except OSError as exc:
         raise StateError(f"cannot record the audit checkpoint in {where}: {exc.strerror or exc}") from exc
-    return target, number
+    return Anchor(seq=body["seq"], hash=body["hash"], size=file.st_size, file=identity, slot=target, write=number)

@@ -7,23 +7,20 @@ that keeps agents away from the home. The private half is its 32 raw bytes (0600
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from snodo.base.errors import StateError
 from snodo.state.home import keys_dir
-from snodo.state.keys import ensure_pair, load_public_key_file, public_key_fingerprint, require_owner_only
+from snodo.state.keys import ensure_pair, load_public_key_file, public_key_fingerprint, read_secret
 
-AUDIT_PRIVATE_KEY_FILE = "audit_ed25519"
-AUDIT_PUBLIC_KEY_FILE = "audit_ed25519.pub"
 _RAW_KEY_BYTES = 32
 
 
 def audit_key_paths(home: Path) -> tuple[Path, Path]:
     directory = keys_dir(home)
-    return directory / AUDIT_PRIVATE_KEY_FILE, directory / AUDIT_PUBLIC_KEY_FILE
+    return directory / "audit_ed25519", directory / "audit_ed25519.pub"
 
 
 def audit_signing_key(home: Path) -> Ed25519PrivateKey:
@@ -42,15 +39,7 @@ def signing_key_and_fingerprint(home: Path) -> tuple[Ed25519PrivateKey, str]:
             raw=True,
             lost="logs signed with the old pair then verify only with its public key: `snodo audit verify --key`",
         )
-    try:
-        fd = os.open(private, os.O_RDONLY)
-        try:
-            require_owner_only(private, fd)
-            raw = os.read(fd, _RAW_KEY_BYTES + 1)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise StateError(f"cannot read {private}: {exc.strerror or exc}") from exc
+    raw = read_secret(private)
     if len(raw) != _RAW_KEY_BYTES:
         raise StateError(f"{private} is not an audit key ({len(raw)} bytes, expected {_RAW_KEY_BYTES})")
     key = Ed25519PrivateKey.from_private_bytes(raw)

@@ -1,14 +1,7 @@
 """A person's acts on a project's audit log: ``snodo audit export`` (the log and its public
-key, for checking on another machine) and ``snodo audit restart``.
-
-A restart starts a new log after the old one was lost, without hiding the loss. ``git clean
--fdx``, a fresh clone or a deleted ``audit.log`` leave the home holding a checkpoint the log
-no longer reaches, and every append refuses: that cannot be told apart from a deletion meant
-to hide something. A person's explicit act starts a new log whose first signed line,
-``audit_restarted``, records the lost head as the home knew it, what was found wrong and the
-reason given; what is left of the old file is kept as ``audit.log.lost-<time>``. No MCP tool
-exposes it, and confined processes cannot reach the audit key to sign a new log
-(docs/security.md).
+key, for checking on another machine) and ``snodo audit restart``, a new log whose first
+signed line records the lost head: a lost log cannot be told apart from one deleted to hide
+something (docs/architecture.md, "Evidence"). No MCP tool exposes either.
 """
 
 from __future__ import annotations
@@ -22,9 +15,9 @@ from typing import Any
 from attrs import frozen
 
 from snodo.base.errors import AuditChainError, StateError
-from snodo.state.atomic import atomic_create_bytes, file_lock
+from snodo.state.atomic import atomic_create_bytes, file_lock, read_bytes
 from snodo.state.audit import AuditLog, VerifyReport
-from snodo.state.audit_chain import GENESIS, ChainBreak, first_problem, newest, read_anchor, scan_lines
+from snodo.state.audit_chain import GENESIS, Anchor, ChainBreak, first_problem, newest, read_anchor, scan_lines
 from snodo.state.audit_key import audit_public_key
 from snodo.state.keys import openssh_public
 
@@ -74,16 +67,14 @@ MAX_REASON = 2000
 
 def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
     """Start a new log recording the lost head and ``reason``; returns its first record.
-
-    Refused without a reason, when the home recorded no checkpoint for this log (nothing
-    was lost: the next event starts the log) and when the log is intact.
-    """
+    Refused without a reason, when the home recorded no checkpoint for this log (nothing was
+    lost) and when the log is intact."""
     reason = (reason or "").strip()
     if not reason:
         raise StateError("`snodo audit restart` needs a reason", hint='say why: --reason "the checkout was re-cloned"')
     audit_public_key(log.home)  # the home must be readable before anything moves
     with file_lock(log.path):
-        found = _fault(log)
+        found, anchor = _fault(log)
         lost = newest(log.anchor_path) or {}
         kept = _keep_aside(log)
         record = {
@@ -98,12 +89,12 @@ def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
                 "by": os.environ.get("USER") or os.environ.get("LOGNAME") or "",
             },
         }
-        log._append_signed([(record, None)], 0, GENESIS, os.path.realpath(log.path))
+        log._append_signed([(record, None)], 0, GENESIS, os.path.realpath(log.path), anchor)
     return record
 
 
-def _fault(log: AuditLog) -> str:
-    """What is wrong with the log the home recorded a checkpoint for; refused if nothing is."""
+def _fault(log: AuditLog) -> tuple[str, Anchor]:
+    """What is wrong with the log, and the home's record of it; refused if nothing is."""
     try:
         anchor = read_anchor(log.anchor_path)
     except ChainBreak as broken:
@@ -120,17 +111,15 @@ def _fault(log: AuditLog) -> str:
             f"{log.path} is intact ({scan.events} events): there is nothing to restart",
             hint="`snodo audit verify` checks it",
         )
-    return problem.reason
+    return problem.reason, anchor
 
 
 def _keep_aside(log: AuditLog) -> dict[str, Any] | None:
     """Move what is left of the old log (if anything) to ``audit.log.lost-<time>``."""
     try:
-        data = log.path.read_bytes()
+        data = read_bytes(log.path)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise StateError(f"cannot read {log.path}: {exc.strerror or exc}") from exc
     name = f"{log.path.name}.lost-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
     try:
         os.rename(log.path, log.path.with_name(name))

@@ -1,11 +1,9 @@
 """Signed human decisions: ``<project>/.snodo/decisions/<decision_id>.json``, committed.
 
-A decision lets a ``warn`` count as a pass, so it counts only while its Ed25519 signature
-(:mod:`snodo.cli.signing`) verifies, its key is trusted, and it binds exactly the task, spec
-and (after execution) git tree being validated; records that fail are handed back, with who
-signed them, for the audit. Trusted keys: those the ``.snodo/allowed_signers`` in force (the
-committed list, never the working-tree file) lists for decisions; without one, only this
-home's decision key.
+A decision lets a ``warn`` count as a pass, so it counts only while its signature (made by
+:mod:`snodo.cli.signing`) verifies with a trusted key and it binds exactly the task, spec and
+(after execution) git tree validated (docs/architecture.md, "Decisions"); records that fail
+are handed back, with who signed them, for the audit.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -22,7 +21,7 @@ from cryptography.exceptions import InvalidSignature
 
 from snodo.base.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, canonical_json, dumps_json, load_record, unstructure
-from snodo.state.home import project_state_dir
+from snodo.state.home import made
 from snodo.state.keys import load_decision_public_key, public_key_fingerprint
 from snodo.state.sessions import PendingDecision
 from snodo.state.signers import ALLOWED_SIGNERS, DECISION_NAMESPACE, Signer, parse_allowed_signers, signers_for
@@ -31,7 +30,10 @@ Decision = Literal["approve", "reject"]
 DECISION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 # Prefixed to the signed bytes: a decision's signature never passes for another document's.
 _SIGNING_CONTEXT = b"snodo decision record v1\n"
-_LISTED = f"the .snodo/{ALLOWED_SIGNERS} in force"
+_LISTED_FILE = f".snodo/{ALLOWED_SIGNERS}"
+_LISTED = f"the {_LISTED_FILE} in force"
+#: The keys whose decisions count, by fingerprint, and why a record's signer is not one of them.
+Trust = tuple[dict[str, Signer], Callable[[str], str]]
 
 
 @frozen(kw_only=True)
@@ -75,8 +77,6 @@ def draft_decision(
     pending: PendingDecision, *, decision: Decision, justification: str, decided_by: str
 ) -> DecisionRecord:
     check_inv3(pending)
-    if decision not in ("approve", "reject"):
-        raise DecisionError(f"a decision is 'approve' or 'reject', not {decision!r}")
     return DecisionRecord(
         decision_id=pending.decision_id,
         task_id=pending.task_id,
@@ -98,15 +98,6 @@ class Rejected(NamedTuple):
     reason: str
     signer: str = ""
     key: str = ""
-
-
-@frozen(kw_only=True)
-class Trust:
-    """The keys whose decisions count, by fingerprint."""
-
-    signers: dict[str, Signer]
-    listed: bool  # True when .snodo/allowed_signers decides
-    problem: str = ""  # why nothing is trusted, when nothing is
 
 
 @frozen(kw_only=True)
@@ -134,8 +125,7 @@ class DecisionStore:
         if not record.signature:
             raise DecisionError(f"decision {record.decision_id} is not signed")
         path = self.path(record.decision_id)
-        project_state_dir(self.project)
-        self.directory.mkdir(exist_ok=True)
+        made(self.directory, 0o777)
         if not atomic_create_bytes(path, dumps_json(unstructure(record)).encode("utf-8"), mode=0o644):
             raise DecisionError(f"decision {record.decision_id} is already recorded at {path}")
         return path
@@ -143,12 +133,17 @@ class DecisionStore:
     def trust(self) -> Trust:
         if self.signers is not None:
             listed = signers_for(parse_allowed_signers(self.signers, _LISTED), DECISION_NAMESPACE)
-            return Trust(signers=listed, listed=True)
+            return listed, lambda who: f"{who}, which is not listed in {_LISTED}"
         try:
             key = load_decision_public_key(self.home)
         except StateError as exc:
-            return Trust(signers={}, listed=False, problem=exc.message)
-        return Trust(signers={public_key_fingerprint(key): Signer(name="local", key=key)}, listed=False)
+            problem = exc.message
+            return {}, lambda who: f"cannot verify: {problem} ({who})"
+        local = {public_key_fingerprint(key): Signer(name="local", key=key)}
+        return (
+            local,
+            lambda who: f"{who}, which is not this home's decision key (list it in {_LISTED_FILE} to trust it)",
+        )
 
     def verified_records(
         self, task_id: str, spec_sha256: str, *, tree: str = ""
@@ -207,16 +202,11 @@ def _verify_file(path: Path, trust: Trust) -> DecisionRecord | Rejected:
         return Rejected(path, f"unreadable: {exc}")
     if path.stem != record.decision_id:
         return _rejected(path, record, f"file name does not match its decision_id {record.decision_id!r}")
-    signer = trust.signers.get(record.public_key_fingerprint)
+    signers, untrusted = trust
+    signer = signers.get(record.public_key_fingerprint)
     if signer is None or signer.key is None:
         who = f"signed by {record.decided_by!r} with key {record.public_key_fingerprint or '(none)'}"
-        if trust.listed:
-            why = f"{who}, which is not listed in {_LISTED}"
-        elif trust.problem:
-            why = f"cannot verify: {trust.problem} ({who})"
-        else:
-            why = f"{who}, which is not this home's decision key (list it in .snodo/{ALLOWED_SIGNERS} to trust it)"
-        return _rejected(path, record, why)
+        return _rejected(path, record, untrusted(who))
     try:
         signer.key.verify(base64.b64decode(record.signature, validate=True), record.signing_bytes())
     except (InvalidSignature, binascii.Error, ValueError):

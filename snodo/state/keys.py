@@ -21,10 +21,9 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from snodo.base.errors import StateError
-from snodo.state.atomic import atomic_create_bytes, file_lock
+from snodo.state.atomic import atomic_create_bytes, file_lock, read_bytes
 from snodo.state.home import keys_dir
 
-TOKEN_KEY_FILE = "token.key"  # noqa: S105 (a file name, not a secret)
 DECISION_PRIVATE_KEY_FILE = "decision_ed25519"
 DECISION_PUBLIC_KEY_FILE = "decision_ed25519.pub"
 _TOKEN_KEY_BYTES = 32
@@ -42,16 +41,20 @@ def require_owner_only(path: Path, fd: int) -> None:
         )
 
 
-def token_key(home: Path) -> bytes:
-    path = keys_dir(home) / TOKEN_KEY_FILE
+def read_secret(path: Path) -> bytes:
     try:
-        if not path.exists():
-            atomic_create_bytes(path, secrets.token_bytes(_TOKEN_KEY_BYTES), mode=0o600)
         with open(path, "rb") as handle:
             require_owner_only(path, handle.fileno())
-            data = handle.read()
+            return handle.read()
     except OSError as exc:
         raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def token_key(home: Path) -> bytes:
+    path = keys_dir(home) / "token.key"
+    if not path.exists():
+        atomic_create_bytes(path, secrets.token_bytes(_TOKEN_KEY_BYTES), mode=0o600)
+    data = read_secret(path)
     if len(data) < _TOKEN_KEY_BYTES:
         raise StateError(
             f"{path} is empty or too short ({len(data)} bytes, need {_TOKEN_KEY_BYTES})",
@@ -146,13 +149,7 @@ def _openssh_ed25519(line: bytes, source: str) -> Ed25519PublicKey:
 
 def load_public_key_file(path: Path) -> Ed25519PublicKey:
     """``FileNotFoundError`` passes through for the caller to explain."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise StateError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return parse_public_key(data, str(path))
+    return parse_public_key(read_bytes(path), str(path))
 
 
 def openssh_public(key: Ed25519PublicKey) -> str:

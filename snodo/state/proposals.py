@@ -14,6 +14,7 @@ from attrs import frozen
 from snodo.base.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, dumps_json, load_record, unstructure
 from snodo.state.decisions import DECISION_ID
+from snodo.state.home import made
 from snodo.state.runtime import runtime_dir
 from snodo.state.sessions import PendingDecision
 
@@ -60,10 +61,7 @@ class ProposalStore:
         """Stored with the first free ``n``; never overwrites."""
         if not DECISION_ID.match(pending.decision_id):
             raise DecisionError(f"{pending.decision_id!r} is not a valid decision id")
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StateError(f"cannot create {self.directory}: {exc.strerror or exc}") from exc
+        made(self.directory, 0o777)
         for n in range(1, MAX_PROPOSALS_PER_DECISION + 1):
             proposal = Proposal(
                 decision_id=pending.decision_id,

@@ -1,10 +1,6 @@
-"""Where a project's runtime state lives: ``<common git dir>/snodo/``.
-
-The audit log, ``state.json``, jobs, plans, proposals and their lock files are never
-committed and must survive ``git clean -fdx``, so they are kept where git keeps its own:
-linked worktrees share the main checkout's state and a fresh clone starts fresh. The git
-directory is read-only to confined processes (:data:`snodo.sandbox.layout.ALWAYS_READ_ONLY`).
-What an older snodo kept in ``.snodo/`` is moved here once (:func:`migrate`).
+"""Where a project's runtime state lives: ``<common git dir>/snodo/``, out of reach of ``git
+clean`` and of confined processes (docs/architecture.md, "State"). What an older snodo kept
+in ``.snodo/`` is moved here once (:func:`migrate`).
 """
 
 from __future__ import annotations
@@ -19,6 +15,7 @@ from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem, StateError
 from snodo.git.runner import pin, run_git
+from snodo.state.home import made
 
 #: Under the common git directory (a project below the work tree's top: ``snodo/projects/<path>``).
 DIRNAME = "snodo"
@@ -38,11 +35,8 @@ def runtime_dir(project: Path) -> Path:
     if known is not None and known.is_dir():
         return known
     where, top = _locate(real)
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StateError(f"cannot create {where}: {exc.strerror or exc}") from exc
-    moved = migrate(real / ".snodo", where, tracked=_tracked(top, real / ".snodo"))
+    made(where, 0o777)
+    moved = migrate(real / ".snodo", where, top)
     if moved:  # on stderr: stdout may be JSON or an MCP stream
         print(
             f"note: moved snodo's runtime state ({', '.join(moved)}) from {real / '.snodo'} to {where}, out of "
@@ -94,22 +88,20 @@ def _legacy_names(old: Path) -> list[str]:
 
 
 def _tracked(top: Path, old: Path) -> frozenset[Path]:
-    """The files git tracks under ``old``: a committed file is the project's, never moved."""
-    if not _legacy_names(old):
-        return frozenset()
     listing = run_git(top, "ls-files", "-z", "--", str(old))
     if not listing.ok:
         raise StateError(f"cannot list the files git tracks in {old}: {listing.detail()}")
     return frozenset(top / rel for rel in listing.stdout.split("\0") if rel)
 
 
-def migrate(old: Path, new: Path, *, tracked: frozenset[Path] = frozenset()) -> list[str]:
-    """Move what an older snodo kept in ``old`` (``<project>/.snodo``) but the ``tracked``
-    files into ``new``; the names moved. Each file is linked into place, then unlinked: a
-    crash leaves it in one place or both, never lost. A file in both places with other bytes
-    is a :class:`StateError`, left untouched. The home's audit checkpoint is copied first."""
+def migrate(old: Path, new: Path, top: Path) -> list[str]:
+    """Move what an older snodo kept in ``old`` (``<project>/.snodo``) into ``new``, but the files
+    git tracks, the home's audit checkpoint first; the names moved. Each file is linked into
+    place, then unlinked: a crash leaves it in one place or both, never lost."""
+    names = _legacy_names(old)
+    tracked = _tracked(top, old) if names else frozenset()
     moved: list[str] = []
-    for name in _legacy_names(old):
+    for name in names:
         src, dst = old / name, new / name
         if name == "audit.log" and src not in tracked:
             if os.path.lexists(dst) and not _same_bytes(src, dst):
@@ -154,8 +146,7 @@ def _move_file(src: Path, dst: Path) -> bool:
     if not _place(src, dst):
         return False
     try:
-        with contextlib.suppress(FileNotFoundError):
-            src.unlink()
+        src.unlink(missing_ok=True)
     except OSError as exc:
         raise StateError(f"cannot remove {src} after moving it to {dst}: {exc.strerror or exc}") from exc
     return True
@@ -205,8 +196,8 @@ def _copy_into_place(src: Path, dst: Path, failure: str, *, mode: int | None = N
 def _move_anchor(old_log: Path, new_log: Path) -> None:
     """Give the moved log the home's checkpoint of its old path, so a truncation before the
     move is still seen (copied first: a crash between leaves a log that is checked)."""
-    from snodo.state.audit import AuditLog  # noqa: PLC0415 the audit modules import this one
-    from snodo.state.audit_chain import slots  # noqa: PLC0415 the audit modules import this one
+    from snodo.state.audit import AuditLog  # noqa: PLC0415 loaded only when an older snodo's log moves
+    from snodo.state.audit_chain import slots  # noqa: PLC0415 loaded only when an older snodo's log moves
 
     for src, dst in zip(slots(AuditLog(old_log).anchor_path), slots(AuditLog(new_log).anchor_path), strict=True):
         if not src.is_file() or _same_bytes(src, dst):

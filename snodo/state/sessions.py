@@ -1,10 +1,6 @@
-"""Sessions (``$SNODO_HOME/sessions/<id>.json``) and project state (``state.json`` in the
-project's runtime directory).
-
-A session is where an escalation waits for a person: ``validate_task`` persists a
-:class:`PendingDecision` before it answers, and ``snodo authorize`` finds it by id, maybe
-much later. Every change is a locked read-modify-write and an atomic replace, so concurrent
-validators never lose each other's decisions.
+"""Sessions (``$SNODO_HOME/sessions/<id>.json``), where an escalation waits for a person, and
+project state (``state.json`` in the runtime directory). Every change is a locked
+read-modify-write and an atomic replace: concurrent validators lose no decision.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ from snodo.base.errors import DecisionError, EnvironmentProblem, StateError
 from snodo.git.runner import run_git
 from snodo.rules.authorisation import authorisation_refusals
 from snodo.state.atomic import file_lock, load_record, save_record
-from snodo.state.home import sessions_dir
+from snodo.state.home import made
 from snodo.state.runtime import runtime_dir
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -32,7 +28,6 @@ ACTIVE = "active"
 CLOSED = "closed"
 EXPIRED = "expired"
 
-DEFAULT_IDLE_TTL = timedelta(hours=24)
 _TOUCH_EVERY = timedelta(seconds=60)  # so that busy sessions do not rewrite their file
 
 
@@ -41,7 +36,7 @@ def idle_ttl() -> timedelta:
     raw = os.environ.get("SNODO_SESSION_IDLE_TTL", "").strip()
     if raw.isdigit() and int(raw) > 0:
         return timedelta(seconds=int(raw))
-    return DEFAULT_IDLE_TTL
+    return timedelta(hours=24)
 
 
 def _now() -> datetime:
@@ -130,7 +125,7 @@ def _root(project_root: Path | str) -> str:
 
 class SessionStore:
     def __init__(self, home: Path) -> None:
-        self.directory = sessions_dir(home)
+        self.directory = made(home / "sessions")
 
     def path(self, session_id: str) -> Path:
         if not _SESSION_ID.match(session_id):

@@ -13,16 +13,18 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from attrs import asdict, frozen
+from cattrs.errors import BaseValidationError
 
+from snodo.base.convert import CONVERTER
 from snodo.base.errors import StateError, TokenError
 from snodo.state import jws
-from snodo.state.home import tokens_db_path
+from snodo.state.home import made
 from snodo.state.keys import token_key
 
 _BUSY_TIMEOUT_S = 10.0
+_TTL_S = 600
 _KEEP_EXPIRED_S = 24 * 3600  # kept a day for inspection, removed by an issue at most once a minute
 _PURGE_EVERY_S = 60
 _SCHEMA = """
@@ -35,11 +37,9 @@ CREATE TABLE IF NOT EXISTS tokens (
     expires_at  INTEGER NOT NULL,
     consumed_at INTEGER,
     consumer    TEXT
-)
+);
+CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at);
 """
-_EXPIRY_INDEX = "CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires_at)"
-_STR_CLAIMS = ("jti", "task_id", "spec_sha256", "mode")
-_INT_CLAIMS = ("iat", "exp")
 
 
 @frozen(kw_only=True)
@@ -58,31 +58,18 @@ def _refuse(reason: str, detail: str = "", hint: str | None = None) -> TokenErro
     return TokenError(message, reason=reason, hint=hint or "validate the task again for a new token")
 
 
-def _claims(raw: dict[str, Any]) -> TokenClaims:
-    validators = raw.get("validators")
-    if (
-        any(not isinstance(raw.get(name), str) for name in _STR_CLAIMS)
-        or any(type(raw.get(name)) is not int for name in _INT_CLAIMS)
-        or not isinstance(validators, list)
-        or not all(isinstance(v, str) for v in validators)
-    ):
-        raise _refuse("malformed", "claims have the wrong shape")
-    return TokenClaims(**{k: raw[k] for k in (*_STR_CLAIMS, *_INT_CLAIMS)}, validators=tuple(validators))
-
-
 class TokenService:
     """Validation tokens of one ``$SNODO_HOME``; ``clock`` is the time source (tests need not sleep)."""
 
     def __init__(self, home: Path, *, clock: Callable[[], float] = time.time) -> None:
-        self.db_path = tokens_db_path(home)
+        self.db_path = made(home) / "tokens.db"
         self._key = token_key(home)
         self._clock = clock
         self._local = threading.local()
         self._purged = -_PURGE_EVERY_S  # when this service last removed day-old rows
         with self._db() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(_SCHEMA)
-            conn.execute(_EXPIRY_INDEX)
+            conn.executescript(_SCHEMA)
 
     @contextlib.contextmanager
     def _db(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
@@ -117,17 +104,15 @@ class TokenService:
                     conn.execute("ROLLBACK")
 
     def issued(
-        self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str], ttl: int = 600
+        self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str]
     ) -> tuple[str, TokenClaims]:
         """Mint a token for this task and spec, record it as unconsumed, and return it with
         the claims it carries."""
-        if ttl <= 0:
-            raise ValueError(f"token ttl must be positive, got {ttl}")
         now = int(self._clock())
         claims = TokenClaims(
             jti=uuid.uuid4().hex,
             iat=now,
-            exp=now + ttl,
+            exp=now + _TTL_S,
             task_id=task_id,
             spec_sha256=spec_sha256,
             mode=mode,
@@ -141,7 +126,7 @@ class TokenService:
                 conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now - _KEEP_EXPIRED_S,))
             conn.execute(
                 "INSERT INTO tokens (jti, task_id, spec_sha256, mode, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (claims.jti, task_id, spec_sha256, mode, now, now + ttl),
+                (claims.jti, task_id, spec_sha256, mode, now, now + _TTL_S),
             )
             if purge:
                 conn.execute("COMMIT")
@@ -152,11 +137,13 @@ class TokenService:
         """Check signature, shape, expiry and binding, then claim the token; of concurrent
         consumers exactly one succeeds."""
         try:
-            claims = _claims(jws.verify(token, self._key))
+            claims = CONVERTER.structure(jws.verify(token, self._key), TokenClaims)
         except jws.BadSignature as exc:
             raise _refuse("bad signature", str(exc)) from None
         except jws.MalformedToken as exc:
             raise _refuse("malformed", str(exc)) from None
+        except (BaseValidationError, TypeError, ValueError):
+            raise _refuse("malformed", "claims have the wrong shape") from None
         if int(self._clock()) >= claims.exp:
             raise _refuse("expired")
         if claims.task_id != task_id:

@@ -242,6 +242,17 @@ def test_a_broken_log_refuses_a_batch_before_it_starts(log: AuditLog) -> None:
     assert ran == []
 
 
+def test_a_failed_verify_counts_the_events_before_the_fault_by_their_event(log: AuditLog) -> None:
+    """An event whose data holds the text ``"event":"checkpoint"`` is still an event."""
+    log.append("validate", mode="dev", data={"event": "checkpoint"})
+    filled(log, 2)
+    content = lines(log.path)
+    del content[4]
+    log.path.write_text("".join(content))
+    report = log.verify()
+    assert (report.ok, report.line, report.count) == (False, 5, 2)
+
+
 def test_records_filters(log: AuditLog) -> None:
     filled(log, 3)
     log.append("halt", mode="dev", data={"outcome": "blocker"})

@@ -115,6 +115,27 @@ def test_tampered_tokens_are_refused(service: TokenService) -> None:
     service.consume(token, task_id="task-1", spec_sha256=SPEC, consumer="a")
 
 
+def test_signed_claims_of_the_wrong_shape_are_refused(service: TokenService, home: Path) -> None:
+    """Even under a valid signature, claims are read strictly: no coercion, nothing missing."""
+    token = issue(service)
+    claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+    key = (home / "keys" / "token.key").read_bytes()
+    for bad in (
+        {"iat": str(claims["iat"])},
+        {"exp": True},
+        {"validators": "lint"},
+        {"validators": [1]},
+        {"mode": None},
+    ):
+        forged = jwt.encode(claims | bad, key, algorithm="HS256")
+        with refused("malformed"):
+            service.consume(forged, task_id="task-1", spec_sha256=SPEC, consumer="a")
+    missing = jwt.encode({k: v for k, v in claims.items() if k != "jti"}, key, algorithm="HS256")
+    with refused("malformed"):
+        service.consume(missing, task_id="task-1", spec_sha256=SPEC, consumer="a")
+    service.consume(token, task_id="task-1", spec_sha256=SPEC, consumer="a")
+
+
 def test_token_signed_with_the_key_but_never_issued_is_unknown(home: Path, service: TokenService) -> None:
     key = (home / "keys" / "token.key").read_bytes()
     now = int(time.time())

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import PROBE_TIMEOUT, Backend, Prepared, run_true
+from snodo.sandbox.base import PROBE_TIMEOUT, Prepared, run_true
 from snodo.sandbox.harden import program_fd
 from snodo.sandbox.layout import linked_git_dir, protected_parents, read_only_paths, remembered
 from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, limit_prefix, resolved
@@ -45,7 +45,7 @@ def _bundled() -> str | None:
     return None
 
 
-class BwrapBackend(Backend):
+class BwrapBackend:
     name = "bwrap"
 
     def __init__(self) -> None:

@@ -16,10 +16,13 @@ from pathlib import Path
 from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend
 from snodo.sandbox.bwrap import BwrapBackend, bwrap_program
 from snodo.sandbox.landlock import LandlockBackend, abi_version
 from snodo.sandbox.policy import configured_home
+
+#: A confinement backend: ``probe()`` says why it cannot confine here (``None``: it can),
+#: ``prepare(...)`` turns an argv into a confined start (:class:`~snodo.sandbox.base.Prepared`).
+Backend = BwrapBackend | LandlockBackend
 
 BACKENDS = ("bwrap", "landlock")
 FORCE_ENV = "SNODO_SANDBOX_BACKEND"

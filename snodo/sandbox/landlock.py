@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared, ProcStat, confined, libc, processes, run_true
+from snodo.sandbox.base import Prepared, ProcStat, confined, libc, processes, run_true
 from snodo.sandbox.harden import encoded, program
 from snodo.sandbox.layout import carve, mtime, read_only_paths, remembered
 from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved, rlimit_values
@@ -251,7 +251,7 @@ def _of_run(proc: ProcStat, leader: int, needle: bytes, orphan: bool) -> bool:
     return needle in environ or (orphan and not any(e.startswith(f"{MARKER}=".encode()) for e in environ))
 
 
-class LandlockBackend(Backend):
+class LandlockBackend:
     name = "landlock"
 
     def __init__(self) -> None:
@@ -276,6 +276,9 @@ class LandlockBackend(Backend):
         if done.returncode != 0:
             return f"a Landlock-restricted trivial process exited with {done.returncode}"
         return None
+
+    def overlays(self, where: Path) -> bool:
+        return False
 
     def prepare(
         self,

@@ -37,7 +37,7 @@ class ProcessResult:
     timed_out: bool
     silent_too_long: bool
     duration: float
-    stopped: bool = False  # ``stop_if`` matched a line and the process group was killed
+    stopped: bool = False  # ``stop_if`` matched a line
 
     @property
     def ok(self) -> bool:
@@ -53,13 +53,11 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 _LIVE_LOCK = threading.Lock()
-#: Each live child: its process, its sandbox's preparation, its argv as asked (before confinement).
+#: Each live child: its process, its sandbox's preparation, its argv (before confinement).
 _LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None, tuple[str, ...]]] = {}
-#: Starts under way (not yet in ``_LIVE``), which :func:`terminate_all` waits for.
+#: Starts under way (not yet in ``_LIVE``), which :func:`terminate_all` waits for (at most 5 s).
 _STARTING = [0]
 _STARTED = threading.Condition(_LIVE_LOCK)
-#: Seconds :func:`terminate_all` waits, at most, for the starts under way.
-_START_WAIT = 5.0
 
 
 def _other_leaders(pid: int) -> frozenset[int]:
@@ -68,7 +66,7 @@ def _other_leaders(pid: int) -> frozenset[int]:
 
 
 def live_processes() -> list[tuple[str, ...]]:
-    """The argv (as asked, before confinement) of every child tree running right now."""
+    """The argv (before confinement) of every child tree running now."""
     with _LIVE_LOCK:
         return [argv for _, _, argv in _LIVE.values()]
 
@@ -76,7 +74,7 @@ def live_processes() -> list[tuple[str, ...]]:
 def terminate_all() -> int:
     """Kill every live child tree of :func:`run_process`, those being started included; how many."""
     with _LIVE_LOCK:
-        _STARTED.wait_for(lambda: not _STARTING[0], timeout=_START_WAIT)
+        _STARTED.wait_for(lambda: not _STARTING[0], timeout=5.0)
         live = list(_LIVE.values())
     for proc, prepared, _ in live:
         _kill_group(proc)
@@ -103,9 +101,7 @@ def run_process(
     stop_if: Callable[[str], bool] | None = None,
     pass_env: Sequence[str] = (),
 ) -> ProcessResult:
-    """Run ``argv`` in ``cwd`` (documented at :func:`snodo.api.run_process`); raises
-    :class:`EnvironmentProblem` only when the child cannot start. With ``sandbox`` the child
-    runs confined, or not at all, unless the policy's mode is ``off``."""
+    """Run ``argv`` in ``cwd`` (documented at :func:`snodo.api.run_process`)."""
     start = time.monotonic()
     with contextlib.ExitStack() as cleanups:
         popen_argv, child_env, prepared = prepare_child(argv, cwd, env, sandbox, pass_env, cleanups)
@@ -140,8 +136,8 @@ def prepare_child(
     pass_env: Sequence[str],
     cleanups: contextlib.ExitStack,
 ) -> tuple[Sequence[str], dict[str, str], Prepared | None]:
-    """The argv and environment to start ``argv`` with (confined when ``sandbox`` says so) and
-    the sandbox's preparation; what is to be undone goes on ``cleanups`` as soon as it exists."""
+    """The argv, environment and sandbox preparation to start ``argv`` with; what is to be
+    undone goes on ``cleanups`` as soon as it exists."""
     if not argv:
         raise EnvironmentProblem("cannot run a process: the command is empty")
     _check_cwd(argv[0], cwd)
@@ -151,8 +147,7 @@ def prepare_child(
         if sandbox is not None and sandbox.on_unconfined is not None:
             sandbox.on_unconfined(tuple(argv), Path(cwd))
         return argv, child_env, None
-    # Inside the sandbox a missing program is only an exit status of bubblewrap: say so
-    # here, as an unconfined start would, so it is no verdict (validator_error).
+    # Inside bubblewrap a missing program is only an exit status: say so here (no verdict).
     if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
         raise EnvironmentProblem(
             f"cannot run {shown(argv[0])!r}: program not found", hint="install it or fix the command"
@@ -200,7 +195,6 @@ def _confine(
 
 
 def _check_cwd(program: str, cwd: Path) -> None:
-    """Popen would blame the program for a missing working directory: say what is wrong."""
     try:
         is_dir = Path(cwd).is_dir()
     except (OSError, ValueError) as exc:
@@ -221,7 +215,6 @@ def _spawn(
     prepared: Prepared | None,
     stdin: bool,
 ) -> subprocess.Popen[bytes]:
-    """Start the child and count it live."""
     what = f"{shown(argv[0])!r}{_how(prepared)}"
     spawning = prepared.spawning if prepared is not None else contextlib.nullcontext
     proc: subprocess.Popen[bytes] | None = None
@@ -282,11 +275,11 @@ def _finish(proc: subprocess.Popen[bytes], prepared: Prepared | None, call: call
 
 
 def _check_sandbox_started(argv: Sequence[str], prepared: Prepared | None, result: ProcessResult) -> None:
-    """bubblewrap that could not set the sandbox up exits 1 saying so: no verdict on that."""
+    """bubblewrap that could not set the sandbox up exits 1 saying so: no verdict."""
     if prepared is None or prepared.backend != "bwrap":
         return
     if result.returncode == 1 and result.output.startswith("bwrap: "):
-        distrust(prepared.backend)  # a remembered probe may be stale: the next process probes again
+        distrust(prepared.backend)  # a remembered probe may be stale
         raise EnvironmentProblem(
             f"cannot run {shown(argv[0])!r}{_how(prepared)}: the sandbox did not start "
             f"({result.output.splitlines()[0]})",

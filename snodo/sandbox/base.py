@@ -102,11 +102,8 @@ def libc() -> ctypes.CDLL | None:
 
 def _prctl(option: int, arg: object) -> int | None:
     """``prctl(option, arg, 0, 0, 0)``; ``None`` where there is no such call."""
-    lib = libc()
-    if lib is None:
-        return None
-    zero = ctypes.c_ulong(0)
-    return int(lib.prctl(option, arg, zero, zero, zero))
+    lib, zero = libc(), ctypes.c_ulong(0)
+    return None if lib is None else int(lib.prctl(option, arg, zero, zero, zero))
 
 
 def _set_subreaper(on: bool) -> bool:

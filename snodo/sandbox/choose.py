@@ -1,7 +1,6 @@
-"""Which backend confines processes here: bubblewrap first, else Landlock, each probed once
-per process; ``SNODO_SANDBOX_BACKEND`` forces one. That bubblewrap works is remembered in
-``$SNODO_HOME/cache/sandbox-probe`` with what the answer depends on (:func:`_facts`); a
-stale record fails closed and is dropped (:func:`distrust`)."""
+"""Which backend confines here: bubblewrap, else Landlock, each probed once per process
+(``SNODO_SANDBOX_BACKEND`` forces one). That bubblewrap works is remembered on disk with what
+the answer depends on (:func:`_facts`); a stale record fails closed and is dropped."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ from snodo.sandbox.bwrap import BwrapBackend, bwrap_program
 from snodo.sandbox.landlock import LandlockBackend, abi_version
 from snodo.sandbox.policy import configured_home
 
-#: A confinement backend: ``probe()`` says why it cannot confine here (``None``: it can),
-#: ``prepare(...)`` turns an argv into a confined start (:class:`~snodo.sandbox.base.Prepared`).
+#: ``probe()`` says why it cannot confine here (``None``: it can), ``prepare()`` makes a confined start.
 Backend = BwrapBackend | LandlockBackend
 
 BACKENDS = ("bwrap", "landlock")
@@ -83,7 +81,7 @@ def _read(path: str) -> str:
 
 
 def _facts(program: str) -> dict[str, object] | None:
-    """What bubblewrap working here depends on, as far as it can change behind snodo's back."""
+    """What bubblewrap working here depends on."""
     try:
         st = os.stat(program)
         userns = os.stat("/proc/self/ns/user").st_ino
@@ -111,7 +109,6 @@ def _recorded() -> object:
 
 
 def _record(program: str) -> None:
-    """Remember that ``program`` works here (best effort)."""
     facts, path = _facts(program), _record_path()
     if facts is None or not path.parent.parent.is_dir():
         return
@@ -134,7 +131,6 @@ def distrust(backend: str) -> None:
 
 
 def forget_probes() -> None:
-    """Probe again next time."""
     with _LOCK:
         _PROBED.clear()
 
@@ -148,7 +144,6 @@ def _unsupported_platform() -> str | None:
 
 
 def choose_backend() -> Backend:
-    """The backend to confine with, or :class:`EnvironmentProblem` naming what to install."""
     unsupported = _unsupported_platform()
     if unsupported:
         raise EnvironmentProblem(
@@ -176,7 +171,6 @@ def choose_backend() -> Backend:
 
 
 def statuses() -> list[BackendStatus]:
-    """Every backend and whether it works here, for ``snodo doctor``."""
     unsupported = _unsupported_platform()
     out = []
     for name in BACKENDS:
@@ -190,11 +184,5 @@ def statuses() -> list[BackendStatus]:
             else f"kernel Landlock ABI {abi_version()}"
         )
         out.append(BackendStatus(name=name, works=reason is None, reason=reason or "works", detail=detail))
-    out.append(
-        BackendStatus(
-            name="seatbelt",
-            works=False,
-            reason="macOS only, not implemented yet" if sys.platform != "darwin" else "not implemented yet",
-        )
-    )
-    return out
+    seatbelt = "not implemented yet" if sys.platform == "darwin" else "macOS only, not implemented yet"
+    return [*out, BackendStatus(name="seatbelt", works=False, reason=seatbelt)]

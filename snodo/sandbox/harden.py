@@ -102,10 +102,10 @@ def encoded(rows: list[Instruction]) -> bytes:
     return b"".join(struct.pack("=HBBI", *row) for row in rows)
 
 
-def program_fd(*, filter_sockets: bool = False) -> int:
+def program_fd() -> int:
     """A close-on-exec descriptor to read the encoded program from (bubblewrap's ``--seccomp``
     reads it once: one per start, handed over with ``pass_fds``)."""
-    data = encoded(program(filter_sockets=filter_sockets))
+    data = encoded(program())
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
         os.write(write_end, data)  # a few hundred bytes: far below a pipe's buffer

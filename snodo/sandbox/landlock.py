@@ -204,11 +204,6 @@ def _grant(ruleset: Ruleset, policy: SandboxPolicy, tmpdir: Path) -> None:
         ruleset.allow(path, access)
 
 
-def _ticks_now() -> int:
-    """Now, in the clock ticks since boot that ``/proc/<pid>/stat`` start times use."""
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
-
-
 def kill_marked(marker: str, since: int, leader: int, others: Collection[int]) -> None:
     """Kill (and reap, if orphans) the processes of the run started since ``since`` (clock
     ticks since boot): same process group or session as ``leader``, carrying ``marker`` in
@@ -301,10 +296,12 @@ class LandlockBackend:
         cleanups.callback(ruleset.close)
         _grant(ruleset, policy, tmpdir)
         marker = secrets.token_hex(8)
+        # now, in the clock ticks since boot of ``/proc/<pid>/stat``'s start times
+        ticks = int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
         return Prepared(
             backend=self.name,
             argv=tuple(argv),
             env={**env, MARKER: marker},
             preexec_fn=ruleset.restrict_in_child(policy.limits),
-            reap=functools.partial(kill_marked, marker, max(0, _ticks_now() - 1)),
+            reap=functools.partial(kill_marked, marker, max(0, ticks - 1)),
         )

@@ -26,10 +26,7 @@ class BoundedOutput:
     (a failing ``on_line`` is dropped, the output kept)."""
 
     def __init__(
-        self,
-        limit: int,
-        on_line: Callable[[str], None] | None = None,
-        stop_if: Callable[[str], bool] | None = None,
+        self, limit: int, on_line: Callable[[str], None] | None, stop_if: Callable[[str], bool] | None
     ) -> None:
         self.half = max(1, limit // 2)
         self.head = bytearray()
@@ -44,12 +41,11 @@ class BoundedOutput:
         self.keep(chunk)
         if self.on_line is None and self.stop_if is None:
             return
-        start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            self._partial_add(chunk[start:end])
+        *lines, rest = chunk.split(b"\n")
+        for line in lines:
+            self._partial_add(line)
             self._line()
-            start = end + 1
-        self._partial_add(chunk[start:])
+        self._partial_add(rest)
 
     def keep(self, chunk: bytes) -> None:
         room = self.half - len(self.head)

@@ -1,7 +1,6 @@
 """A pids cgroup per confined run where snodo can make one (root, cgroup v1 ``pids``): the
 process-count limit the kernel never applies to root, and a tree kill nothing escapes. The
-spawning *thread* joins the group around the start (no ``preexec_fn``); a finished run's
-group is pooled and reused once empty."""
+spawning *thread* joins the group (no ``preexec_fn``); groups are pooled, reused once empty."""
 
 from __future__ import annotations
 

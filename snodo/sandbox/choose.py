@@ -39,7 +39,7 @@ class BackendStatus:
     detail: str = ""
 
 
-_LOCK = threading.Lock()
+#: Each dict operation is atomic: racing threads at worst probe twice.
 _PROBED: dict[tuple[str, str], tuple[Backend, str | None]] = {}
 
 
@@ -48,14 +48,10 @@ def probe(name: str, *, remembered: bool = False) -> tuple[Backend, str | None]:
     and with ``remembered``, not at all while bubblewrap's record holds."""
     program = (bwrap_program() or "") if name == "bwrap" else ""
     key = (name, program or str(abi_version()))
-    with _LOCK:
-        cached = _PROBED.get(key)
-    if cached is not None:
-        return cached
-    backend: Backend = BwrapBackend() if name == "bwrap" else LandlockBackend()
-    found = (backend, _answer(backend, program, remembered))
-    with _LOCK:
-        _PROBED[key] = found
+    found = _PROBED.get(key)
+    if found is None:
+        backend: Backend = BwrapBackend() if name == "bwrap" else LandlockBackend()
+        found = _PROBED[key] = (backend, _answer(backend, program, remembered))
     return found
 
 
@@ -123,16 +119,15 @@ def distrust(backend: str) -> None:
     """``backend`` failed to start a sandbox: forget that it works (here and on disk)."""
     if backend != "bwrap":
         return
-    with _LOCK:
-        for key in [k for k in _PROBED if k[0] == "bwrap"]:
-            del _PROBED[key]
+    for key in list(_PROBED):
+        if key[0] == "bwrap":
+            _PROBED.pop(key, None)
     with contextlib.suppress(OSError):
         _record_path().unlink()
 
 
 def forget_probes() -> None:
-    with _LOCK:
-        _PROBED.clear()
+    _PROBED.clear()
 
 
 def _unsupported_platform() -> str | None:
@@ -178,11 +173,9 @@ def statuses() -> list[BackendStatus]:
             out.append(BackendStatus(name=name, works=False, reason=unsupported))
             continue
         backend, reason = probe(name)
-        detail = (
-            f"program {getattr(backend, 'program', None) or '(none)'}"
-            if name == "bwrap"
-            else f"kernel Landlock ABI {abi_version()}"
-        )
+        detail = f"kernel Landlock ABI {abi_version()}"
+        if isinstance(backend, BwrapBackend):
+            detail = f"program {backend.program or '(none)'}"
         out.append(BackendStatus(name=name, works=reason is None, reason=reason or "works", detail=detail))
     seatbelt = "not implemented yet" if sys.platform == "darwin" else "macOS only, not implemented yet"
     return [*out, BackendStatus(name="seatbelt", works=False, reason=seatbelt)]

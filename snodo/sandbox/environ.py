@@ -1,7 +1,6 @@
-"""The environment of a confined process is an allowlist (SPEC §9): an inherited variable
-passes only when every program needs it, or the protocol (``execution.env``) or the plugin
-(``pass_env``) names it; a variable the caller *sets* passes. ``HOME`` and ``TMPDIR`` are a
-private directory per run."""
+"""The environment of a confined process is an allowlist (SPEC §9): an inherited variable passes
+only when every program needs it or ``execution.env`` / ``pass_env`` names it; one the caller
+*sets* passes. ``HOME`` and ``TMPDIR`` are a private directory per run."""
 
 from __future__ import annotations
 

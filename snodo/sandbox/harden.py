@@ -1,10 +1,6 @@
-"""The seccomp filter every confined process gets besides its backend's own confinement
-(bubblewrap takes it with ``--seccomp``, Landlock's child installs it itself). The filter
-keeps confined code away from the sandbox's own processes (``EPERM`` on the calls that act on
-another process, another ABI killed); with the network off the Landlock backend adds its
-socket rules to the same program, so its child carries one filter more than snodo (see
-docs/security.md, which has the list and its costs).
-"""
+"""The seccomp filter every confined process gets (bubblewrap's ``--seccomp``, installed by
+Landlock's child itself): the sandbox's own processes out of reach, another ABI killed; Landlock
+with the network off adds its socket rules to it (docs/security.md has the list and its costs)."""
 
 from __future__ import annotations
 

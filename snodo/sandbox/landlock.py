@@ -94,11 +94,6 @@ def abi_version() -> int:
     return max(0, int(version))
 
 
-def _error(what: str) -> EnvironmentProblem:
-    err = ctypes.get_errno()
-    return EnvironmentProblem(f"Landlock: {what} failed: {os.strerror(err)}")
-
-
 class Ruleset:
     """An open Landlock ruleset descriptor, built in the parent."""
 
@@ -112,7 +107,7 @@ class Ruleset:
         attr = ctypes.byref(_RulesetAttr(self.fs, net, scoped))
         fd = _LIBC.syscall(_SYS_CREATE_RULESET, attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
         if fd < 0:
-            raise _error("creating a ruleset")
+            raise EnvironmentProblem(f"Landlock: creating a ruleset failed: {os.strerror(ctypes.get_errno())}")
         self.fd = int(fd)
 
     def allow(self, path: Path, access: int) -> None:
@@ -128,7 +123,9 @@ class Ruleset:
             assert _LIBC is not None
             fd, kind = ctypes.c_int(self.fd), ctypes.c_int(_RULE_PATH_BENEATH)
             if _LIBC.syscall(_SYS_ADD_RULE, fd, kind, rule, ctypes.c_uint32(0)) < 0:
-                raise _error(f"granting access to {path}")
+                raise EnvironmentProblem(
+                    f"Landlock: granting access to {path} failed: {os.strerror(ctypes.get_errno())}"
+                )
         finally:
             os.close(target)
 

@@ -54,7 +54,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 _LIVE_LOCK = threading.Lock()
 #: Each live child: its process, its sandbox's preparation, its argv (before confinement).
-_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None, tuple[str, ...]]] = {}
+_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared, tuple[str, ...]]] = {}
 #: Starts under way (not yet in ``_LIVE``), which :func:`terminate_all` waits for (at most 5 s).
 _STARTING = [0]
 _STARTED = threading.Condition(_LIVE_LOCK)
@@ -78,7 +78,7 @@ def terminate_all() -> int:
         live = list(_LIVE.values())
     for proc, prepared, _ in live:
         _kill_group(proc)
-        if prepared is not None and prepared.reap is not None:
+        if prepared.reap is not None:
             with contextlib.suppress(Exception):
                 prepared.reap(proc.pid, ())
     return len(live)
@@ -104,11 +104,11 @@ def run_process(
     """Run ``argv`` in ``cwd`` (documented at :func:`snodo.api.run_process`)."""
     start = time.monotonic()
     with contextlib.ExitStack() as cleanups:
-        popen_argv, child_env, prepared = prepare_child(argv, cwd, env, sandbox, pass_env, cleanups)
+        prepared = prepare_child(argv, cwd, env, sandbox, pass_env, cleanups)
         call = callscope.current()  # an MCP call that may be cancelled
         if call is not None:
             call.check()
-        proc = _spawn(argv, popen_argv, cwd=cwd, env=child_env, prepared=prepared, stdin=stdin_text is not None)
+        proc = _spawn(argv, prepared, cwd=cwd, stdin=stdin_text is not None)
         if call is not None:
             call.add(proc.pid, lambda: _kill_group(proc))
         try:
@@ -135,9 +135,9 @@ def prepare_child(
     sandbox: SandboxPolicy | None,
     pass_env: Sequence[str],
     cleanups: contextlib.ExitStack,
-) -> tuple[Sequence[str], dict[str, str], Prepared | None]:
-    """The argv, environment and sandbox preparation to start ``argv`` with; what is to be
-    undone goes on ``cleanups`` as soon as it exists."""
+) -> Prepared:
+    """How to start ``argv`` (``backend`` empty: unconfined); what is to be undone goes on
+    ``cleanups`` as soon as it exists."""
     if not argv:
         raise EnvironmentProblem("cannot run a process: the command is empty")
     _check_cwd(argv[0], cwd)
@@ -146,14 +146,13 @@ def prepare_child(
     if sandbox is None or sandbox.mode == "off":
         if sandbox is not None and sandbox.on_unconfined is not None:
             sandbox.on_unconfined(tuple(argv), Path(cwd))
-        return argv, child_env, None
+        return Prepared(backend="", argv=tuple(argv), env=child_env)
     # Inside bubblewrap a missing program is only an exit status: say so here (no verdict).
     if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
         raise EnvironmentProblem(
             f"cannot run {shown(argv[0])!r}: program not found", hint="install it or fix the command"
         )
-    prepared = _confine(argv, Path(cwd), child_env, sandbox, pass_env, cleanups)
-    return prepared.argv, prepared.env, prepared
+    return _confine(argv, Path(cwd), child_env, sandbox, pass_env, cleanups)
 
 
 def _confine(
@@ -206,32 +205,23 @@ def _check_cwd(program: str, cwd: Path) -> None:
         raise EnvironmentProblem(f"cannot run {shown(program)!r}: the working directory {shown(cwd)} does not exist")
 
 
-def _spawn(
-    argv: Sequence[str],
-    popen_argv: Sequence[str],
-    *,
-    cwd: Path,
-    env: dict[str, str],
-    prepared: Prepared | None,
-    stdin: bool,
-) -> subprocess.Popen[bytes]:
+def _spawn(argv: Sequence[str], prepared: Prepared, *, cwd: Path, stdin: bool) -> subprocess.Popen[bytes]:
     what = f"{shown(argv[0])!r}{_how(prepared)}"
-    spawning = prepared.spawning if prepared is not None else contextlib.nullcontext
     proc: subprocess.Popen[bytes] | None = None
     with _LIVE_LOCK:
         _STARTING[0] += 1
     try:
-        with spawning():
+        with prepared.spawning():
             proc = subprocess.Popen(
-                list(popen_argv),
+                list(prepared.argv),
                 cwd=cwd,
-                env=env,
+                env=prepared.env,
                 stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                pass_fds=prepared.pass_fds if prepared is not None else (),
-                preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
+                pass_fds=prepared.pass_fds,
+                preexec_fn=prepared.preexec_fn,  # noqa: PLW1509
             )
     except FileNotFoundError:
         raise EnvironmentProblem(
@@ -250,18 +240,18 @@ def _spawn(
     return proc
 
 
-def _how(prepared: Prepared | None) -> str:
-    return f" confined by {prepared.backend}" if prepared is not None else ""
+def _how(prepared: Prepared) -> str:
+    return f" confined by {prepared.backend}" if prepared.backend else ""
 
 
-def _sweep(proc: subprocess.Popen[bytes], prepared: Prepared | None) -> None:
+def _sweep(proc: subprocess.Popen[bytes], prepared: Prepared) -> None:
     """Kill the child's process group and whatever of the run escaped it."""
     _kill_group(proc)
-    if prepared is not None and prepared.reap is not None:
+    if prepared.reap is not None:
         prepared.reap(proc.pid, _other_leaders(proc.pid))
 
 
-def _finish(proc: subprocess.Popen[bytes], prepared: Prepared | None, call: callscope.CallScope | None) -> None:
+def _finish(proc: subprocess.Popen[bytes], prepared: Prepared, call: callscope.CallScope | None) -> None:
     _kill_group(proc)
     with contextlib.suppress(Exception):
         proc.kill()
@@ -270,13 +260,13 @@ def _finish(proc: subprocess.Popen[bytes], prepared: Prepared | None, call: call
         _LIVE.pop(proc.pid, None)
     if call is not None:
         call.discard(proc.pid)
-    if prepared is not None:
+    if prepared.backend:
         reap_adopted(_other_leaders(proc.pid))
 
 
-def _check_sandbox_started(argv: Sequence[str], prepared: Prepared | None, result: ProcessResult) -> None:
+def _check_sandbox_started(argv: Sequence[str], prepared: Prepared, result: ProcessResult) -> None:
     """bubblewrap that could not set the sandbox up exits 1 saying so: no verdict."""
-    if prepared is None or prepared.backend != "bwrap":
+    if prepared.backend != "bwrap":
         return
     if result.returncode == 1 and result.output.startswith("bwrap: "):
         distrust(prepared.backend)  # a remembered probe may be stale
@@ -295,7 +285,7 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
 def _wait(
     argv: Sequence[str],
     proc: subprocess.Popen[bytes],
-    prepared: Prepared | None,
+    prepared: Prepared,
     take: BoundedOutput,
     start: float,
     timeout: float,

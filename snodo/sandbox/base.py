@@ -26,7 +26,8 @@ from snodo.base.errors import EnvironmentProblem
 
 @frozen(kw_only=True)
 class Prepared:
-    """How to start one confined child (``Popen``'s argv, env, ``preexec_fn``, ``pass_fds``)."""
+    """How to start one child (``Popen``'s argv, env, ``preexec_fn``, ``pass_fds``); ``backend``
+    empty: unconfined."""
 
     backend: str
     argv: tuple[str, ...]

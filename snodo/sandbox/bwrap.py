@@ -147,7 +147,7 @@ def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], tmpdir:
         *_AS_ROOT,
         *(() if policy.network else ("--unshare-net",)),
         *(arg for _, _, op in ops for arg in op),
-        *_remounts(),
+        *(arg for shared in _host_socket_dirs() for arg in ("--remount-ro", str(shared))),
     )
 
 
@@ -230,11 +230,6 @@ def _host_socket_dirs() -> tuple[Path, ...]:
     """Shared directories where host services keep their sockets (ssh-agent, tmux, D-Bus)."""
     shared = (Path(name) for name in ("/tmp", "/run", "/var/run", "/var/tmp"))  # noqa: S108
     return tuple(path for path in shared if path.is_dir() and not path.is_symlink())
-
-
-@functools.cache
-def _remounts() -> tuple[str, ...]:
-    return tuple(arg for shared in _host_socket_dirs() for arg in ("--remount-ro", str(shared)))
 
 
 def _in_shared(path: str) -> bool:

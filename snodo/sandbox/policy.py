@@ -173,8 +173,8 @@ def configured_home() -> Path:
 _CURRENT: contextvars.ContextVar[SandboxPolicy | None] = contextvars.ContextVar("snodo_sandbox_policy", default=None)
 
 
-def current_policy() -> SandboxPolicy | None:
-    return _CURRENT.get()
+#: The policy set by the innermost :func:`confined` block of this context, if any.
+current_policy = _CURRENT.get
 
 
 @contextlib.contextmanager

@@ -49,7 +49,6 @@ _Op = tuple[int, str | None, str | None, int]
 
 
 def supported() -> bool:
-    """Whether the filter knows this machine's system call numbers."""
     return platform.machine() in _ARCHES
 
 

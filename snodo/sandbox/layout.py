@@ -167,13 +167,9 @@ def carve(root: Path, excluded: Sequence[Path]) -> list[Path]:
         return [root]
     if root in inside:
         return []
-    out: list[Path] = []
     try:
         with os.scandir(root) as it:
             entries = list(it)
     except OSError:
-        return out
-    for entry in entries:
-        if not entry.is_symlink():
-            out.extend(carve(Path(entry.path), inside))
-    return out
+        return []
+    return [path for entry in entries if not entry.is_symlink() for path in carve(Path(entry.path), inside)]

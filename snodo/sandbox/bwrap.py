@@ -25,11 +25,9 @@ from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, limit_prefix, 
 
 def bwrap_program() -> str | None:
     """``$SNODO_BWRAP``, else the bundled static build, else a ``bwrap`` on PATH."""
-    configured = os.environ.get("SNODO_BWRAP", "")
-    if configured:
+    if configured := os.environ.get("SNODO_BWRAP", ""):
         return configured
-    bundled = _bundled()
-    if bundled and os.access(bundled, os.X_OK):
+    if (bundled := _bundled()) and os.access(bundled, os.X_OK):
         return bundled
     return shutil.which("bwrap")
 
@@ -170,9 +168,8 @@ def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
         workspace,
         policy.writable,
         policy.interpreters,
-        tuple((os.path.isdir(p), os.path.lexists(p)) for p in policy.interpreters),
         hidden,
-        tuple((os.path.isdir(h), os.path.lexists(h)) for h in hidden),
+        tuple((os.path.isdir(p), os.path.lexists(p)) for p in (*policy.interpreters, *hidden)),
         read_only,
         interpreters,
         git_marker,

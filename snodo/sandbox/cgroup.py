@@ -45,13 +45,10 @@ class PidGroup:
     def __init__(self, max_pids: int) -> None:
         self.path = PIDS / f"{_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         self.path.mkdir(mode=0o755)
-        self.max_pids = -1
         self.limit(max_pids)
 
     def limit(self, max_pids: int) -> None:
-        if max_pids != self.max_pids:
-            (self.path / "pids.max").write_text(str(max_pids) if max_pids > 0 else "max")
-            self.max_pids = max_pids
+        (self.path / "pids.max").write_text(str(max_pids) if max_pids > 0 else "max")
 
     @contextlib.contextmanager
     def spawning(self) -> Iterator[None]:

@@ -185,20 +185,6 @@ def _carved(root: Path, excluded: Sequence[Path]) -> list[Path]:
     return remembered(_CARVED, key, tuple(mtime(d) for d in listed), lambda: carve(root, list(key[1])))
 
 
-def _grant(ruleset: Ruleset, policy: SandboxPolicy, tmpdir: Path) -> None:
-    workspace = resolved(policy.workspace)
-    hidden = policy.hidden_paths()
-    kept = [*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy), *hidden]
-    grants = [
-        *((root, READ) for root in _carved(Path("/"), (*hidden, *UNREADABLE))),
-        *((root, READ) for root in _carved(workspace, hidden)),
-        *((root, ruleset.fs) for root in (*_carved(workspace, kept), tmpdir, *policy.writable)),
-        *_DEVICES,
-    ]
-    for path, access in grants:
-        ruleset.allow(path, access)
-
-
 def kill_marked(marker: str, since: int, leader: int, others: Collection[int]) -> None:
     """Kill (and reap, if orphans) the processes of the run started since ``since`` (clock
     ticks since boot): same process group or session as ``leader``, carrying ``marker`` in
@@ -287,7 +273,17 @@ class LandlockBackend:
             )
         ruleset = Ruleset(self.abi, network=policy.network)
         cleanups.callback(ruleset.close)
-        _grant(ruleset, policy, tmpdir)
+        workspace = resolved(policy.workspace)
+        hidden = policy.hidden_paths()
+        kept = [*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy), *hidden]
+        grants = [
+            *((root, READ) for root in _carved(Path("/"), (*hidden, *UNREADABLE))),
+            *((root, READ) for root in _carved(workspace, hidden)),
+            *((root, ruleset.fs) for root in (*_carved(workspace, kept), tmpdir, *policy.writable)),
+            *_DEVICES,
+        ]
+        for path, access in grants:
+            ruleset.allow(path, access)
         marker = secrets.token_hex(8)
         # now, in the clock ticks since boot of ``/proc/<pid>/stat``'s start times
         ticks = int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))

@@ -35,7 +35,7 @@ class CallScope:
             self._kills.pop(pid, None)
 
     def cancel(self, reason: str = "the client cancelled the call") -> int:
-        """Kill every child tree of the call now; how many there were. The first reason stays."""
+        """Kill every child tree of the call now; how many. The first reason stays."""
         with self._lock:
             if not self.cancelled:
                 self.reason = reason
@@ -55,7 +55,6 @@ current = _CURRENT.get
 
 @contextlib.contextmanager
 def scope(call: CallScope) -> Iterator[CallScope]:
-    """Run the body (and the threads it starts with its context) inside ``call``."""
     token = _CURRENT.set(call)
     try:
         yield call

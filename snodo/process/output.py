@@ -22,14 +22,11 @@ def cut_marker(dropped: int) -> str:
 
 
 class BoundedOutput:
-    """Keeps the chunks as a bounded head and tail; with ``on_line`` or ``stop_if``, hands them
-    each complete line, bounded (a failing ``on_line`` is dropped, the output kept)."""
+    """Keeps the chunks as a bounded head and tail; hands ``on_line`` and ``stop_if`` each line
+    (a failing ``on_line`` is dropped, the output kept)."""
 
     def __init__(
-        self,
-        limit: int,
-        on_line: Callable[[str], None] | None = None,
-        stop_if: Callable[[str], bool] | None = None,
+        self, limit: int, on_line: Callable[[str], None] | None, stop_if: Callable[[str], bool] | None
     ) -> None:
         self.half = max(1, limit // 2)
         self.head = bytearray()
@@ -44,12 +41,11 @@ class BoundedOutput:
         self.keep(chunk)
         if self.on_line is None and self.stop_if is None:
             return
-        start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            self._partial_add(chunk[start:end])
+        *lines, rest = chunk.split(b"\n")
+        for line in lines:
+            self._partial_add(line)
             self._line()
-            start = end + 1
-        self._partial_add(chunk[start:])
+        self._partial_add(rest)
 
     def keep(self, chunk: bytes) -> None:
         room = self.half - len(self.head)
@@ -97,8 +93,7 @@ class BoundedOutput:
 
 @contextlib.contextmanager
 def _exit_watched(proc: subprocess.Popen[bytes], poller: select.poll) -> Iterator[float]:
-    """``poller`` also wakes when ``proc`` exits (a pidfd); yields how long to wait between
-    checks of the time limits (shorter without a pidfd)."""
+    """``poller`` also wakes when ``proc`` exits (a pidfd); yields the polling interval."""
     try:
         pidfd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
@@ -121,8 +116,7 @@ def _poller(proc: subprocess.Popen[bytes]) -> tuple[int, select.poll]:
 def collect(
     proc: subprocess.Popen[bytes], take: BoundedOutput, *, deadline: float, silence_timeout: float | None
 ) -> Literal["exited", "timeout", "silent", "stopped"]:
-    """Read ``proc``'s output into ``take`` until the process exits, its time runs out, it
-    stays silent too long or ``take`` saw the line to stop at."""
+    """Read ``proc``'s output into ``take`` until it exits, times out, is silent too long or stops."""
     fd, poller = _poller(proc)
     silence = math.inf if silence_timeout is None else silence_timeout
     last = time.monotonic()
@@ -147,7 +141,7 @@ def collect(
 
 
 def drain(proc: subprocess.Popen[bytes], take: BoundedOutput, seconds: float) -> None:
-    """Read what is left of the output once the process tree is dead (at most ``seconds``)."""
+    """Read what is left of the output once the process tree is dead."""
     fd, poller = _poller(proc)
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0 and poller.poll(math.ceil(left * 1000)):

@@ -37,7 +37,7 @@ class ProcessResult:
     timed_out: bool
     silent_too_long: bool
     duration: float
-    stopped: bool = False  # ``stop_if`` matched a line and the process group was killed
+    stopped: bool = False  # ``stop_if`` matched a line
 
     @property
     def ok(self) -> bool:
@@ -53,13 +53,11 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 _LIVE_LOCK = threading.Lock()
-#: Each live child: its process, its sandbox's preparation, its argv as asked (before confinement).
-_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared | None, tuple[str, ...]]] = {}
-#: Starts under way (not yet in ``_LIVE``), which :func:`terminate_all` waits for.
+#: Each live child: its process, its sandbox's preparation, its argv (before confinement).
+_LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared, tuple[str, ...]]] = {}
+#: Starts under way (not yet in ``_LIVE``), which :func:`terminate_all` waits for (at most 5 s).
 _STARTING = [0]
 _STARTED = threading.Condition(_LIVE_LOCK)
-#: Seconds :func:`terminate_all` waits, at most, for the starts under way.
-_START_WAIT = 5.0
 
 
 def _other_leaders(pid: int) -> frozenset[int]:
@@ -68,7 +66,7 @@ def _other_leaders(pid: int) -> frozenset[int]:
 
 
 def live_processes() -> list[tuple[str, ...]]:
-    """The argv (as asked, before confinement) of every child tree running right now."""
+    """The argv (before confinement) of every child tree running now."""
     with _LIVE_LOCK:
         return [argv for _, _, argv in _LIVE.values()]
 
@@ -76,11 +74,11 @@ def live_processes() -> list[tuple[str, ...]]:
 def terminate_all() -> int:
     """Kill every live child tree of :func:`run_process`, those being started included; how many."""
     with _LIVE_LOCK:
-        _STARTED.wait_for(lambda: not _STARTING[0], timeout=_START_WAIT)
+        _STARTED.wait_for(lambda: not _STARTING[0], timeout=5.0)
         live = list(_LIVE.values())
     for proc, prepared, _ in live:
         _kill_group(proc)
-        if prepared is not None and prepared.reap is not None:
+        if prepared.reap is not None:
             with contextlib.suppress(Exception):
                 prepared.reap(proc.pid, ())
     return len(live)
@@ -103,16 +101,14 @@ def run_process(
     stop_if: Callable[[str], bool] | None = None,
     pass_env: Sequence[str] = (),
 ) -> ProcessResult:
-    """Run ``argv`` in ``cwd`` (documented at :func:`snodo.api.run_process`); raises
-    :class:`EnvironmentProblem` only when the child cannot start. With ``sandbox`` the child
-    runs confined, or not at all, unless the policy's mode is ``off``."""
+    """Run ``argv`` in ``cwd`` (documented at :func:`snodo.api.run_process`)."""
     start = time.monotonic()
     with contextlib.ExitStack() as cleanups:
-        popen_argv, child_env, prepared = prepare_child(argv, cwd, env, sandbox, pass_env, cleanups)
+        prepared = prepare_child(argv, cwd, env, sandbox, pass_env, cleanups)
         call = callscope.current()  # an MCP call that may be cancelled
         if call is not None:
             call.check()
-        proc = _spawn(argv, popen_argv, cwd=cwd, env=child_env, prepared=prepared, stdin=stdin_text is not None)
+        proc = _spawn(argv, prepared, cwd=cwd, stdin=stdin_text is not None)
         if call is not None:
             call.add(proc.pid, lambda: _kill_group(proc))
         try:
@@ -139,9 +135,9 @@ def prepare_child(
     sandbox: SandboxPolicy | None,
     pass_env: Sequence[str],
     cleanups: contextlib.ExitStack,
-) -> tuple[Sequence[str], dict[str, str], Prepared | None]:
-    """The argv and environment to start ``argv`` with (confined when ``sandbox`` says so) and
-    the sandbox's preparation; what is to be undone goes on ``cleanups`` as soon as it exists."""
+) -> Prepared:
+    """How to start ``argv`` (``backend`` empty: unconfined); what is to be undone goes on
+    ``cleanups`` as soon as it exists."""
     if not argv:
         raise EnvironmentProblem("cannot run a process: the command is empty")
     _check_cwd(argv[0], cwd)
@@ -150,15 +146,13 @@ def prepare_child(
     if sandbox is None or sandbox.mode == "off":
         if sandbox is not None and sandbox.on_unconfined is not None:
             sandbox.on_unconfined(tuple(argv), Path(cwd))
-        return argv, child_env, None
-    # Inside the sandbox a missing program is only an exit status of bubblewrap: say so
-    # here, as an unconfined start would, so it is no verdict (validator_error).
+        return Prepared(backend="", argv=tuple(argv), env=child_env)
+    # Inside bubblewrap a missing program is only an exit status: say so here (no verdict).
     if "/" not in argv[0] and shutil.which(argv[0], path=child_env.get("PATH", os.defpath)) is None:
         raise EnvironmentProblem(
             f"cannot run {shown(argv[0])!r}: program not found", hint="install it or fix the command"
         )
-    prepared = _confine(argv, Path(cwd), child_env, sandbox, pass_env, cleanups)
-    return prepared.argv, prepared.env, prepared
+    return _confine(argv, Path(cwd), child_env, sandbox, pass_env, cleanups)
 
 
 def _confine(
@@ -200,7 +194,6 @@ def _confine(
 
 
 def _check_cwd(program: str, cwd: Path) -> None:
-    """Popen would blame the program for a missing working directory: say what is wrong."""
     try:
         is_dir = Path(cwd).is_dir()
     except (OSError, ValueError) as exc:
@@ -212,33 +205,23 @@ def _check_cwd(program: str, cwd: Path) -> None:
         raise EnvironmentProblem(f"cannot run {shown(program)!r}: the working directory {shown(cwd)} does not exist")
 
 
-def _spawn(
-    argv: Sequence[str],
-    popen_argv: Sequence[str],
-    *,
-    cwd: Path,
-    env: dict[str, str],
-    prepared: Prepared | None,
-    stdin: bool,
-) -> subprocess.Popen[bytes]:
-    """Start the child and count it live."""
+def _spawn(argv: Sequence[str], prepared: Prepared, *, cwd: Path, stdin: bool) -> subprocess.Popen[bytes]:
     what = f"{shown(argv[0])!r}{_how(prepared)}"
-    spawning = prepared.spawning if prepared is not None else contextlib.nullcontext
     proc: subprocess.Popen[bytes] | None = None
     with _LIVE_LOCK:
         _STARTING[0] += 1
     try:
-        with spawning():
+        with prepared.spawning():
             proc = subprocess.Popen(
-                list(popen_argv),
+                list(prepared.argv),
                 cwd=cwd,
-                env=env,
+                env=prepared.env,
                 stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                pass_fds=prepared.pass_fds if prepared is not None else (),
-                preexec_fn=prepared.preexec_fn if prepared is not None else None,  # noqa: PLW1509
+                pass_fds=prepared.pass_fds,
+                preexec_fn=prepared.preexec_fn,  # noqa: PLW1509
             )
     except FileNotFoundError:
         raise EnvironmentProblem(
@@ -257,18 +240,18 @@ def _spawn(
     return proc
 
 
-def _how(prepared: Prepared | None) -> str:
-    return f" confined by {prepared.backend}" if prepared is not None else ""
+def _how(prepared: Prepared) -> str:
+    return f" confined by {prepared.backend}" if prepared.backend else ""
 
 
-def _sweep(proc: subprocess.Popen[bytes], prepared: Prepared | None) -> None:
+def _sweep(proc: subprocess.Popen[bytes], prepared: Prepared) -> None:
     """Kill the child's process group and whatever of the run escaped it."""
     _kill_group(proc)
-    if prepared is not None and prepared.reap is not None:
+    if prepared.reap is not None:
         prepared.reap(proc.pid, _other_leaders(proc.pid))
 
 
-def _finish(proc: subprocess.Popen[bytes], prepared: Prepared | None, call: callscope.CallScope | None) -> None:
+def _finish(proc: subprocess.Popen[bytes], prepared: Prepared, call: callscope.CallScope | None) -> None:
     _kill_group(proc)
     with contextlib.suppress(Exception):
         proc.kill()
@@ -277,16 +260,16 @@ def _finish(proc: subprocess.Popen[bytes], prepared: Prepared | None, call: call
         _LIVE.pop(proc.pid, None)
     if call is not None:
         call.discard(proc.pid)
-    if prepared is not None:
+    if prepared.backend:
         reap_adopted(_other_leaders(proc.pid))
 
 
-def _check_sandbox_started(argv: Sequence[str], prepared: Prepared | None, result: ProcessResult) -> None:
-    """bubblewrap that could not set the sandbox up exits 1 saying so: no verdict on that."""
-    if prepared is None or prepared.backend != "bwrap":
+def _check_sandbox_started(argv: Sequence[str], prepared: Prepared, result: ProcessResult) -> None:
+    """bubblewrap that could not set the sandbox up exits 1 saying so: no verdict."""
+    if prepared.backend != "bwrap":
         return
     if result.returncode == 1 and result.output.startswith("bwrap: "):
-        distrust(prepared.backend)  # a remembered probe may be stale: the next process probes again
+        distrust(prepared.backend)  # a remembered probe may be stale
         raise EnvironmentProblem(
             f"cannot run {shown(argv[0])!r}{_how(prepared)}: the sandbox did not start "
             f"({result.output.splitlines()[0]})",
@@ -302,7 +285,7 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
 def _wait(
     argv: Sequence[str],
     proc: subprocess.Popen[bytes],
-    prepared: Prepared | None,
+    prepared: Prepared,
     take: BoundedOutput,
     start: float,
     timeout: float,

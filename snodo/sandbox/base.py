@@ -4,7 +4,6 @@ and reap, and only confined ones (docs/security.md, "Backends")."""
 
 from __future__ import annotations
 
-import abc
 import atexit
 import contextlib
 import ctypes
@@ -16,20 +15,19 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from attrs import field, frozen
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.policy import SandboxPolicy
 
 
 @frozen(kw_only=True)
 class Prepared:
-    """How to start one confined child (``Popen``'s argv, env, ``preexec_fn``, ``pass_fds``)."""
+    """How to start one child (``Popen``'s argv, env, ``preexec_fn``, ``pass_fds``); ``backend``
+    empty: unconfined."""
 
     backend: str
     argv: tuple[str, ...]
@@ -52,32 +50,6 @@ def run_true(prefix: Sequence[str], **popen: Any) -> subprocess.CompletedProcess
     return subprocess.run(
         argv, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT, start_new_session=True, **popen
     )
-
-
-class Backend(abc.ABC):
-    name: str = ""
-
-    @abc.abstractmethod
-    def probe(self) -> str | None:
-        """Start a trivial confined process: ``None`` when that worked, else why not."""
-
-    def overlays(self, where: Path) -> bool:
-        """Whether a workspace below ``where`` can be confined as :attr:`SandboxPolicy.overlay`."""
-        return False
-
-    @abc.abstractmethod
-    def prepare(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: Path,
-        env: Mapping[str, str],
-        policy: SandboxPolicy,
-        tmpdir: Path,
-        cleanups: contextlib.ExitStack,
-    ) -> Prepared:
-        """``argv`` as a confined start (else ``EnvironmentProblem``); what is to be undone
-        once the child ended goes on ``cleanups``."""
 
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -131,11 +103,8 @@ def libc() -> ctypes.CDLL | None:
 
 def _prctl(option: int, arg: object) -> int | None:
     """``prctl(option, arg, 0, 0, 0)``; ``None`` where there is no such call."""
-    lib = libc()
-    if lib is None:
-        return None
-    zero = ctypes.c_ulong(0)
-    return int(lib.prctl(option, arg, zero, zero, zero))
+    lib, zero = libc(), ctypes.c_ulong(0)
+    return None if lib is None else int(lib.prctl(option, arg, zero, zero, zero))
 
 
 def _set_subreaper(on: bool) -> bool:

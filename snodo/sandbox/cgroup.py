@@ -1,7 +1,6 @@
 """A pids cgroup per confined run where snodo can make one (root, cgroup v1 ``pids``): the
 process-count limit the kernel never applies to root, and a tree kill nothing escapes. The
-spawning *thread* joins the group around the start (no ``preexec_fn``); a finished run's
-group is pooled and reused once empty."""
+spawning *thread* joins the group (no ``preexec_fn``); groups are pooled, reused once empty."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ _PREFIX = "snodo-"
 
 @functools.cache
 def available() -> bool:
-    """Whether per-run pids groups can be made here (probed once)."""
     if os.getuid() != 0 or not (PIDS / "tasks").is_file():
         return False
     _remove_stale()
@@ -34,7 +32,7 @@ def available() -> bool:
 
 
 def _remove_stale() -> None:
-    """Remove the groups of snodo processes that no longer exist (killed before exit)."""
+    """Remove the groups of snodo processes killed before exit."""
     with contextlib.suppress(OSError), os.scandir(PIDS) as entries:
         for entry in entries:
             owner = entry.name.removeprefix(_PREFIX).split("-")[0]
@@ -47,14 +45,10 @@ class PidGroup:
     def __init__(self, max_pids: int) -> None:
         self.path = PIDS / f"{_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         self.path.mkdir(mode=0o755)
-        self.max_pids = -1
         self.limit(max_pids)
 
     def limit(self, max_pids: int) -> None:
-        """At most ``max_pids`` processes in the group (0: no limit)."""
-        if max_pids != self.max_pids:
-            (self.path / "pids.max").write_text(str(max_pids) if max_pids > 0 else "max")
-            self.max_pids = max_pids
+        (self.path / "pids.max").write_text(str(max_pids) if max_pids > 0 else "max")
 
     @contextlib.contextmanager
     def spawning(self) -> Iterator[None]:
@@ -66,7 +60,7 @@ class PidGroup:
             (PIDS / "tasks").write_text("0")
 
     def kill(self) -> None:
-        """SIGKILL every process in the group, again while new ones appear (a fork racing the sweep)."""
+        """SIGKILL every process in the group, again while new ones appear (a fork racing)."""
         signalled: set[int] = set()
         for _ in range(50):
             try:
@@ -115,19 +109,14 @@ _POOL: list[PidGroup] = []
 _POOL_SIZE = 8
 
 
-def _reusable() -> PidGroup | None:
-    with _POOL_LOCK:
-        for i, group in enumerate(_POOL):
-            if group.empty():
-                return _POOL.pop(i)
-    return None
-
-
 def pid_group(max_pids: int) -> PidGroup | None:
-    """An empty group for one run, limited to ``max_pids`` (``None`` where none can be made)."""
+    """An empty group for one run (``None`` where none can be made)."""
     if not available():
         return None
-    group = _reusable()
+    with _POOL_LOCK:
+        group = next((g for g in _POOL if g.empty()), None)
+        if group is not None:
+            _POOL.remove(group)
     try:
         if group is None:
             return PidGroup(max_pids)
@@ -140,8 +129,8 @@ def pid_group(max_pids: int) -> PidGroup | None:
 
 
 def release(group: PidGroup) -> None:
-    """The run is over: kill what is left in ``group`` and pool it; a full pool lets go of its
-    oldest group, so one that never empties cannot block reuse for good."""
+    """Kill what is left in ``group`` and pool it; a full pool lets go of its oldest group
+    (one that never empties cannot block reuse)."""
     group.kill()
     with _POOL_LOCK:
         _POOL.append(group)

@@ -1,7 +1,6 @@
-"""Which backend confines processes here: bubblewrap first, else Landlock, each probed once
-per process; ``SNODO_SANDBOX_BACKEND`` forces one. That bubblewrap works is remembered in
-``$SNODO_HOME/cache/sandbox-probe`` with what the answer depends on (:func:`_facts`); a
-stale record fails closed and is dropped (:func:`distrust`)."""
+"""Which backend confines here: bubblewrap, else Landlock, each probed once per process
+(``SNODO_SANDBOX_BACKEND`` forces one). That bubblewrap works is remembered on disk with what
+the answer depends on (:func:`_facts`); a stale record fails closed and is dropped."""
 
 from __future__ import annotations
 
@@ -16,10 +15,12 @@ from pathlib import Path
 from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend
 from snodo.sandbox.bwrap import BwrapBackend, bwrap_program
 from snodo.sandbox.landlock import LandlockBackend, abi_version
 from snodo.sandbox.policy import configured_home
+
+#: ``probe()`` says why it cannot confine here (``None``: it can), ``prepare()`` makes a confined start.
+Backend = BwrapBackend | LandlockBackend
 
 BACKENDS = ("bwrap", "landlock")
 FORCE_ENV = "SNODO_SANDBOX_BACKEND"
@@ -38,7 +39,7 @@ class BackendStatus:
     detail: str = ""
 
 
-_LOCK = threading.Lock()
+#: Each dict operation is atomic: racing threads at worst probe twice.
 _PROBED: dict[tuple[str, str], tuple[Backend, str | None]] = {}
 
 
@@ -47,14 +48,10 @@ def probe(name: str, *, remembered: bool = False) -> tuple[Backend, str | None]:
     and with ``remembered``, not at all while bubblewrap's record holds."""
     program = (bwrap_program() or "") if name == "bwrap" else ""
     key = (name, program or str(abi_version()))
-    with _LOCK:
-        cached = _PROBED.get(key)
-    if cached is not None:
-        return cached
-    backend: Backend = BwrapBackend() if name == "bwrap" else LandlockBackend()
-    found = (backend, _answer(backend, program, remembered))
-    with _LOCK:
-        _PROBED[key] = found
+    found = _PROBED.get(key)
+    if found is None:
+        backend: Backend = BwrapBackend() if name == "bwrap" else LandlockBackend()
+        found = _PROBED[key] = (backend, _answer(backend, program, remembered))
     return found
 
 
@@ -80,7 +77,7 @@ def _read(path: str) -> str:
 
 
 def _facts(program: str) -> dict[str, object] | None:
-    """What bubblewrap working here depends on, as far as it can change behind snodo's back."""
+    """What bubblewrap working here depends on."""
     try:
         st = os.stat(program)
         userns = os.stat("/proc/self/ns/user").st_ino
@@ -108,7 +105,6 @@ def _recorded() -> object:
 
 
 def _record(program: str) -> None:
-    """Remember that ``program`` works here (best effort)."""
     facts, path = _facts(program), _record_path()
     if facts is None or not path.parent.parent.is_dir():
         return
@@ -123,17 +119,15 @@ def distrust(backend: str) -> None:
     """``backend`` failed to start a sandbox: forget that it works (here and on disk)."""
     if backend != "bwrap":
         return
-    with _LOCK:
-        for key in [k for k in _PROBED if k[0] == "bwrap"]:
-            del _PROBED[key]
+    for key in list(_PROBED):
+        if key[0] == "bwrap":
+            _PROBED.pop(key, None)
     with contextlib.suppress(OSError):
         _record_path().unlink()
 
 
 def forget_probes() -> None:
-    """Probe again next time."""
-    with _LOCK:
-        _PROBED.clear()
+    _PROBED.clear()
 
 
 def _unsupported_platform() -> str | None:
@@ -145,7 +139,6 @@ def _unsupported_platform() -> str | None:
 
 
 def choose_backend() -> Backend:
-    """The backend to confine with, or :class:`EnvironmentProblem` naming what to install."""
     unsupported = _unsupported_platform()
     if unsupported:
         raise EnvironmentProblem(
@@ -173,7 +166,6 @@ def choose_backend() -> Backend:
 
 
 def statuses() -> list[BackendStatus]:
-    """Every backend and whether it works here, for ``snodo doctor``."""
     unsupported = _unsupported_platform()
     out = []
     for name in BACKENDS:
@@ -181,17 +173,9 @@ def statuses() -> list[BackendStatus]:
             out.append(BackendStatus(name=name, works=False, reason=unsupported))
             continue
         backend, reason = probe(name)
-        detail = (
-            f"program {getattr(backend, 'program', None) or '(none)'}"
-            if name == "bwrap"
-            else f"kernel Landlock ABI {abi_version()}"
-        )
+        detail = f"kernel Landlock ABI {abi_version()}"
+        if isinstance(backend, BwrapBackend):
+            detail = f"program {backend.program or '(none)'}"
         out.append(BackendStatus(name=name, works=reason is None, reason=reason or "works", detail=detail))
-    out.append(
-        BackendStatus(
-            name="seatbelt",
-            works=False,
-            reason="macOS only, not implemented yet" if sys.platform != "darwin" else "not implemented yet",
-        )
-    )
-    return out
+    seatbelt = "not implemented yet" if sys.platform == "darwin" else "macOS only, not implemented yet"
+    return [*out, BackendStatus(name="seatbelt", works=False, reason=seatbelt)]

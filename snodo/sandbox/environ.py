@@ -1,7 +1,6 @@
-"""The environment of a confined process is an allowlist (SPEC §9): an inherited variable
-passes only when every program needs it, or the protocol (``execution.env``) or the plugin
-(``pass_env``) names it; a variable the caller *sets* passes. ``HOME`` and ``TMPDIR`` are a
-private directory per run."""
+"""The environment of a confined process is an allowlist (SPEC §9): an inherited variable passes
+only when every program needs it or ``execution.env`` / ``pass_env`` names it; one the caller
+*sets* passes. ``HOME`` and ``TMPDIR`` are a private directory per run."""
 
 from __future__ import annotations
 
@@ -23,13 +22,8 @@ ALWAYS = frozenset(
 _SECRET = re.compile(r"^(SSH_AUTH_SOCK|SSH_AGENT_PID|TMUX|TMUX_PANE|DBUS_.*|.*_KEY|.*_TOKEN|.*SECRET.*)$")
 
 
-def refused_by_default(name: str) -> bool:
-    """Whether ``name`` is a socket or secret, never inherited unless named."""
-    return bool(_SECRET.match(name.upper()))
-
-
 def _allowed(name: str) -> bool:
-    return (name in ALWAYS or name.startswith("LC_")) and not refused_by_default(name)
+    return (name in ALWAYS or name.startswith("LC_")) and not _SECRET.match(name.upper())
 
 
 def confined_environment(
@@ -37,11 +31,10 @@ def confined_environment(
     *,
     named: Iterable[str],
     tmpdir: Path,
-    inherited: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The confined child's environment from the one its caller built (``given``): a variable
-    passes when allowlisted, named, or not inherited (not so in ``inherited``, snodo's own)."""
-    parent = os.environ.copy() if inherited is None else inherited  # one decode of each, not two per name
+    passes when allowlisted, named, or not inherited (not so in snodo's own)."""
+    parent = os.environ.copy()  # one decode of each, not two per name
     names = set(named)
     out = {key: value for key, value in given.items() if key in names or _allowed(key) or parent.get(key) != value}
     out.update(HOME=str(tmpdir), TMPDIR=str(tmpdir), TMP=str(tmpdir), TEMP=str(tmpdir))

@@ -1,10 +1,6 @@
-"""The seccomp filter every confined process gets besides its backend's own confinement
-(bubblewrap takes it with ``--seccomp``, Landlock's child installs it itself). The filter
-keeps confined code away from the sandbox's own processes (``EPERM`` on the calls that act on
-another process, another ABI killed); with the network off the Landlock backend adds its
-socket rules to the same program, so its child carries one filter more than snodo (see
-docs/security.md, which has the list and its costs).
-"""
+"""The seccomp filter every confined process gets (bubblewrap's ``--seccomp``, installed by
+Landlock's child itself): the sandbox's own processes out of reach, another ABI killed; Landlock
+with the network off adds its socket rules to it (docs/security.md has the list and its costs)."""
 
 from __future__ import annotations
 
@@ -53,7 +49,6 @@ _Op = tuple[int, str | None, str | None, int]
 
 
 def supported() -> bool:
-    """Whether the filter knows this machine's system call numbers."""
     return platform.machine() in _ARCHES
 
 
@@ -102,10 +97,10 @@ def encoded(rows: list[Instruction]) -> bytes:
     return b"".join(struct.pack("=HBBI", *row) for row in rows)
 
 
-def program_fd(*, filter_sockets: bool = False) -> int:
+def program_fd() -> int:
     """A close-on-exec descriptor to read the encoded program from (bubblewrap's ``--seccomp``
     reads it once: one per start, handed over with ``pass_fds``)."""
-    data = encoded(program(filter_sockets=filter_sockets))
+    data = encoded(program())
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
         os.write(write_end, data)  # a few hundred bytes: far below a pipe's buffer

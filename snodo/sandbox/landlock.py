@@ -8,20 +8,18 @@ import contextlib
 import ctypes
 import functools
 import os
-import platform
 import resource
 import secrets
 import signal
 import stat
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from snodo.base.errors import EnvironmentProblem
-from snodo.sandbox.base import Backend, Prepared, ProcStat, confined, libc, processes, run_true
+from snodo.sandbox.base import Prepared, ProcStat, confined, libc, processes, run_true
 from snodo.sandbox.harden import encoded, program
 from snodo.sandbox.layout import carve, mtime, read_only_paths, remembered
 from snodo.sandbox.policy import Limits, SandboxPolicy, interpreter_dirs, resolved, rlimit_values
@@ -94,11 +92,6 @@ def abi_version() -> int:
     return max(0, int(version))
 
 
-def _error(what: str) -> EnvironmentProblem:
-    err = ctypes.get_errno()
-    return EnvironmentProblem(f"Landlock: {what} failed: {os.strerror(err)}")
-
-
 class Ruleset:
     """An open Landlock ruleset descriptor, built in the parent."""
 
@@ -112,7 +105,7 @@ class Ruleset:
         attr = ctypes.byref(_RulesetAttr(self.fs, net, scoped))
         fd = _LIBC.syscall(_SYS_CREATE_RULESET, attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
         if fd < 0:
-            raise _error("creating a ruleset")
+            raise EnvironmentProblem(f"Landlock: creating a ruleset failed: {os.strerror(ctypes.get_errno())}")
         self.fd = int(fd)
 
     def allow(self, path: Path, access: int) -> None:
@@ -128,7 +121,9 @@ class Ruleset:
             assert _LIBC is not None
             fd, kind = ctypes.c_int(self.fd), ctypes.c_int(_RULE_PATH_BENEATH)
             if _LIBC.syscall(_SYS_ADD_RULE, fd, kind, rule, ctypes.c_uint32(0)) < 0:
-                raise _error(f"granting access to {path}")
+                raise EnvironmentProblem(
+                    f"Landlock: granting access to {path} failed: {os.strerror(ctypes.get_errno())}"
+                )
         finally:
             os.close(target)
 
@@ -190,25 +185,6 @@ def _carved(root: Path, excluded: Sequence[Path]) -> list[Path]:
     return remembered(_CARVED, key, tuple(mtime(d) for d in listed), lambda: carve(root, list(key[1])))
 
 
-def _grant(ruleset: Ruleset, policy: SandboxPolicy, tmpdir: Path) -> None:
-    workspace = resolved(policy.workspace)
-    hidden = policy.hidden_paths()
-    kept = [*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy), *hidden]
-    grants = [
-        *((root, READ) for root in _carved(Path("/"), (*hidden, *UNREADABLE))),
-        *((root, READ) for root in _carved(workspace, hidden)),
-        *((root, ruleset.fs) for root in (*_carved(workspace, kept), tmpdir, *policy.writable)),
-        *_DEVICES,
-    ]
-    for path, access in grants:
-        ruleset.allow(path, access)
-
-
-def _ticks_now() -> int:
-    """Now, in the clock ticks since boot that ``/proc/<pid>/stat`` start times use."""
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
-
-
 def kill_marked(marker: str, since: int, leader: int, others: Collection[int]) -> None:
     """Kill (and reap, if orphans) the processes of the run started since ``since`` (clock
     ticks since boot): same process group or session as ``leader``, carrying ``marker`` in
@@ -251,16 +227,14 @@ def _of_run(proc: ProcStat, leader: int, needle: bytes, orphan: bool) -> bool:
     return needle in environ or (orphan and not any(e.startswith(f"{MARKER}=".encode()) for e in environ))
 
 
-class LandlockBackend(Backend):
+class LandlockBackend:
     name = "landlock"
 
     def __init__(self) -> None:
         self.abi = abi_version()
 
     def probe(self) -> str | None:
-        if not sys.platform.startswith("linux"):
-            return f"Landlock is a Linux feature (this is {platform.system()})"
-        if self.abi < 1:
+        if self.abi < 1:  # elsewhere than Linux too
             return "the kernel has no Landlock (it needs Linux 5.13+ with Landlock enabled in the LSM list)"
         try:
             ruleset = Ruleset(self.abi, network=False)
@@ -276,6 +250,9 @@ class LandlockBackend(Backend):
         if done.returncode != 0:
             return f"a Landlock-restricted trivial process exited with {done.returncode}"
         return None
+
+    def overlays(self, where: Path) -> bool:
+        return False
 
     def prepare(
         self,
@@ -296,12 +273,24 @@ class LandlockBackend(Backend):
             )
         ruleset = Ruleset(self.abi, network=policy.network)
         cleanups.callback(ruleset.close)
-        _grant(ruleset, policy, tmpdir)
+        workspace = resolved(policy.workspace)
+        hidden = policy.hidden_paths()
+        kept = [*read_only_paths(workspace, policy.read_only), *interpreter_dirs(policy), *hidden]
+        grants = [
+            *((root, READ) for root in _carved(Path("/"), (*hidden, *UNREADABLE))),
+            *((root, READ) for root in _carved(workspace, hidden)),
+            *((root, ruleset.fs) for root in (*_carved(workspace, kept), tmpdir, *policy.writable)),
+            *_DEVICES,
+        ]
+        for path, access in grants:
+            ruleset.allow(path, access)
         marker = secrets.token_hex(8)
+        # now, in the clock ticks since boot of ``/proc/<pid>/stat``'s start times
+        ticks = int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
         return Prepared(
             backend=self.name,
             argv=tuple(argv),
             env={**env, MARKER: marker},
             preexec_fn=ruleset.restrict_in_child(policy.limits),
-            reap=functools.partial(kill_marked, marker, max(0, _ticks_now() - 1)),
+            reap=functools.partial(kill_marked, marker, max(0, ticks - 1)),
         )

@@ -15,8 +15,7 @@ from snodo.rules.guard import protecting_prefix
 
 #: Always read-only inside the workspace, whatever the protocol says.
 ALWAYS_READ_ONLY = (".snodo", ".git")
-#: The most read-only mounts one sandbox takes (each protected path and each directory on
-#: the way to it): their cost in bubblewrap grows faster than their number.
+#: The most read-only mounts (protected paths and their parents): their cost in bubblewrap grows faster.
 MAX_PROTECTED = 256
 V = TypeVar("V")
 
@@ -34,8 +33,7 @@ def _outermost(paths: Iterable[str]) -> list[str]:
 
 def read_only_paths(workspace: Path, patterns: Iterable[str]) -> tuple[Path, ...]:
     """Existing paths under ``workspace`` that stay read-only: ``.snodo``, ``.git`` and the
-    outermost matches of the protected patterns, found through git (never a directory walk)
-    and compared case-insensitively with the path guard's own matcher."""
+    outermost matches of the protected patterns (found through git, matched by the path guard)."""
     found = [workspace / name for name in ALWAYS_READ_ONLY]
     parsed = [(raw, parts) for raw in patterns if (parts := _pattern_parts(raw)) is not None]
     if parsed:
@@ -43,15 +41,13 @@ def read_only_paths(workspace: Path, patterns: Iterable[str]) -> tuple[Path, ...
     return tuple(Path(p) for p in _outermost(str(p) for p in found if os.path.lexists(p)))
 
 
-#: (workspace, patterns) -> (what the answer depended on, the protected paths found).
 _MATCHES: dict[tuple[Path, tuple[str, ...]], tuple[tuple[object, ...], tuple[str, ...]]] = {}
 #: File times are kept at a coarse clock tick: a change this close to a listing may not show.
 _TICK_NS = 20_000_000
 
 
 def _matches(workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]]) -> tuple[str, ...]:
-    """The workspace-relative protected paths, listed through git once and reused while
-    nothing they depend on changed (:func:`_depends_on`)."""
+    """The workspace-relative protected paths, reused while nothing they depend on changed."""
     key = (workspace, tuple(raw for raw, _ in parsed))
     cached = _MATCHES.get(key)
     if cached is not None and cached[0] == _depends_on(workspace, parsed, cached[1]):
@@ -85,7 +81,7 @@ def _find(workspace: Path, parsed: Sequence[tuple[str, tuple[str, ...]]]) -> tup
 
 
 def linked_git_dir(workspace: Path) -> Path | None:
-    """The git directory the workspace's ``.git`` file names (a linked worktree's), resolved."""
+    """The git directory the workspace's ``.git`` file names (a linked worktree's)."""
     marker = workspace / ".git"
     try:  # a directory is the usual case; never a FIFO a confined process left there
         text = marker.read_text(encoding="utf-8", errors="replace").strip() if marker.is_file() else ""
@@ -141,8 +137,7 @@ def _depends_on(
 
 
 def _candidates(workspace: Path, patterns: Sequence[str]) -> list[str]:
-    """Tracked and untracked paths git's pathspec engine says may match (a superset: the
-    guard's matcher decides); a workspace git cannot list is refused."""
+    """Tracked and untracked paths git says may match (a superset: the guard decides)."""
     specs = [f":(glob,icase){p.strip('/')}{suffix}" for p in patterns for suffix in ("", "/**")]
     listing = run_git(workspace, "ls-files", "-z", "--cached", "--others", "--", *specs)
     if not listing.ok:
@@ -154,8 +149,8 @@ def _candidates(workspace: Path, patterns: Sequence[str]) -> list[str]:
 
 
 def protected_parents(workspace: Path, paths: Iterable[Path]) -> list[Path]:
-    """The directories between ``workspace`` and each read-only path, outermost first: each
-    must stay where it is (a renamed ``config/`` would leave the binding behind)."""
+    """The directories between ``workspace`` and each read-only path, outermost first (kept in
+    place: a renamed ``config/`` would leave the binding behind)."""
     parents: dict[Path, None] = {}
     for path in paths:
         for parent in reversed(path.parents):
@@ -165,20 +160,16 @@ def protected_parents(workspace: Path, paths: Iterable[Path]) -> list[Path]:
 
 
 def carve(root: Path, excluded: Sequence[Path]) -> list[Path]:
-    """Paths that together cover ``root`` minus every ``excluded`` subtree, for Landlock, which
-    can only *grant* access below a path. Symlinks are skipped (a grant lands on the target)."""
+    """Paths that cover ``root`` minus every ``excluded`` subtree, for Landlock (which only
+    *grants*). Symlinks are skipped (a grant lands on the target)."""
     inside = [e for e in excluded if e.is_relative_to(root)]
     if not inside:
         return [root]
     if root in inside:
         return []
-    out: list[Path] = []
     try:
         with os.scandir(root) as it:
             entries = list(it)
     except OSError:
-        return out
-    for entry in entries:
-        if not entry.is_symlink():
-            out.extend(carve(Path(entry.path), inside))
-    return out
+        return []
+    return [path for entry in entries if not entry.is_symlink() for path in carve(Path(entry.path), inside)]

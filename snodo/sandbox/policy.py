@@ -1,7 +1,5 @@
 """What a confined process may touch (SPEC "Confined execution"), and the context that
-carries it: ``run_process`` confines every child started inside :func:`confined`. Its
-resource limits (``execution.limits``) are applied by ``prlimit`` inside bubblewrap's sandbox
-(no slow ``preexec_fn``), and in Landlock's ``preexec_fn``."""
+carries it: ``run_process`` confines every child started inside :func:`confined`."""
 
 from __future__ import annotations
 
@@ -24,8 +22,6 @@ from snodo.sandbox.layout import mtime, remembered
 
 #: Called with ``(argv, cwd)`` for each process run unconfined (``sandbox: off``), to audit it.
 UnconfinedCallback = Callable[[Sequence[str], Path], None]
-#: Called with the backend's name before each confined start.
-ConfinedCallback = Callable[[str], None]
 
 
 def _physical_memory() -> int:
@@ -56,13 +52,14 @@ def _prlimit() -> str | None:
 
 
 def _clamped(res: int, value: int) -> int:
-    """``value``, or the current hard limit when that is lower (raising it is not allowed)."""
+    """``value``, or the hard limit when lower (it cannot be raised)."""
     hard = resource.getrlimit(res)[1]
     return value if hard == resource.RLIM_INFINITY or value <= 0 else min(value, hard)
 
 
 def rlimit_values(limits: Limits) -> list[tuple[int, str, int]]:
-    """``(resource, prlimit option, value)`` of each limit to set (those not 0)."""
+    """``(resource, prlimit option, value)`` of each limit not 0: applied by ``prlimit`` inside
+    bubblewrap (no slow ``preexec_fn``), in Landlock's ``preexec_fn``."""
     values = [
         (resource.RLIMIT_FSIZE, "--fsize", _clamped(resource.RLIMIT_FSIZE, limits.file_size)),
         (resource.RLIMIT_NPROC, "--nproc", _clamped(resource.RLIMIT_NPROC, limits.processes)),
@@ -72,7 +69,6 @@ def rlimit_values(limits: Limits) -> list[tuple[int, str, int]]:
 
 
 def limit_prefix(limits: Limits) -> tuple[str, ...]:
-    """The ``prlimit … --`` prefix that applies ``limits`` to the command after it."""
     wanted = [(flag, value) for _, flag, value in rlimit_values(limits)]
     if not wanted:
         return ()
@@ -106,7 +102,8 @@ class SandboxPolicy:
     #: (bubblewrap only). ``None``: the workspace itself is writable.
     overlay: tuple[Path, Path] | None = None
     on_unconfined: UnconfinedCallback | None = field(default=None, eq=False, repr=False)
-    on_confined: ConfinedCallback | None = field(default=None, eq=False, repr=False)
+    #: Called with the backend's name before each confined start.
+    on_confined: Callable[[str], None] | None = field(default=None, eq=False, repr=False)
 
     def with_writable(self, paths: Sequence[Path]) -> SandboxPolicy:
         """This policy plus ``paths`` writable: existing directories, none in or above a hidden path."""
@@ -130,8 +127,8 @@ _RESOLVED: dict[str, tuple[tuple[int, int], Path]] = {}
 
 
 def resolved(raw: str | os.PathLike[str]) -> Path:
-    """``os.path.realpath(raw)``, remembered for a directory while ``raw`` still leads to the
-    same device and inode (a directory has one path, so a swapped component shows)."""
+    """``os.path.realpath(raw)``, remembered for a directory while ``raw`` leads to the same
+    device and inode (a directory has one path, so a swapped component shows)."""
     key = os.fspath(raw)
     with contextlib.suppress(OSError):
         info = os.stat(key)
@@ -145,8 +142,7 @@ _INTERPRETERS: dict[tuple[Path, tuple[Path, ...], str], tuple[int, tuple[Path, .
 
 def interpreter_dirs(policy: SandboxPolicy) -> tuple[Path, ...]:
     """The interpreter environments inside the workspace, kept read-only (no ``.pth`` for the
-    next unconfined start): snodo's, the policy's ``interpreters``, ``$VIRTUAL_ENV``, and the
-    workspace's ``.venv`` / ``venv`` when virtual environments. Cached until its top changes."""
+    next unconfined start); cached until the workspace's top changes."""
     workspace = resolved(policy.workspace)
     key = (workspace, policy.interpreters, os.environ.get("VIRTUAL_ENV", ""))
     return remembered(_INTERPRETERS, key, mtime(workspace), lambda: _find_interpreters(workspace, policy))
@@ -177,15 +173,13 @@ def configured_home() -> Path:
 _CURRENT: contextvars.ContextVar[SandboxPolicy | None] = contextvars.ContextVar("snodo_sandbox_policy", default=None)
 
 
-def current_policy() -> SandboxPolicy | None:
-    """The policy set by the innermost :func:`confined` block of this context, if any."""
-    return _CURRENT.get()
+#: The policy set by the innermost :func:`confined` block of this context, if any.
+current_policy = _CURRENT.get
 
 
 @contextlib.contextmanager
 def confined(policy: SandboxPolicy | None) -> Iterator[SandboxPolicy | None]:
-    """Run the block with ``policy`` as the current policy (``None`` leaves it as is); a
-    thread sees it only when started with a copy of the context."""
+    """Run the block with ``policy`` as the current policy (``None`` leaves it as is)."""
     if policy is None:
         yield current_policy()
         return

@@ -50,21 +50,16 @@ def find_refusals(texts: Iterable[str]) -> tuple[Refusal, ...]:
 def governed(refusal: Refusal, protected: Sequence[str] = ()) -> bool:
     """Whether ``refusal`` names a path the sandbox keeps read-only: a ``.snodo`` or ``.git``
     component, or a protected path's components anywhere in it."""
-    parts = _parts(refusal.path)
-    return any(_holds(parts, want) for want in ([".snodo"], [".git"], *map(_parts, protected)))
+    path = _joined(refusal.path)
+    return any(_joined(want) in path for want in (".snodo", ".git", *protected))
 
 
-def _parts(path: str) -> list[str]:
-    return [p for p in PurePosixPath(path).parts if p not in ("/", ".")]
-
-
-def _holds(parts: list[str], want: list[str]) -> bool:
-    """Whether ``want`` is a run of consecutive entries of ``parts``."""
-    return bool(want) and any(parts[i : i + len(want)] == want for i in range(len(parts) - len(want) + 1))
+def _joined(path: str) -> str:
+    """``/a/b/`` for ``a/./b``: each component between slashes (none: ``//``, found nowhere)."""
+    return f"/{'/'.join(p for p in PurePosixPath(path).parts if p not in ('/', '.'))}/"
 
 
 def reported_by_tests(texts: Iterable[str], protected: Sequence[str] = ()) -> tuple[Refusal, ...]:
-    """The refusals a test run's output reports that only the sandbox explains."""
     return tuple(r for r in find_refusals(texts) if governed(r, protected))
 
 
@@ -76,6 +71,5 @@ def record_refusals(
     task_id: str | None = None,
     **context: Any,
 ) -> None:
-    """One ``sandbox_refusal`` audit event per refusal (``record(event, **data)``)."""
     for refusal in refusals:
         record("sandbox_refusal", path=refusal.path, error=refusal.error, reported_by=who, task_id=task_id, **context)

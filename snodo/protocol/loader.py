@@ -42,6 +42,11 @@ _IDENT_KEY = re.compile(r"\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
 def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
     """Parse and structure a protocol document; raise ProtocolError listing every problem."""
+    return parse_composed(text, source)[0]
+
+
+def parse_composed(text: str, source: str) -> tuple[Protocol, Any]:
+    """:func:`parse_protocol`, and the composed YAML that locates a field by its path."""
     from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 PyYAML loads only when a protocol is parsed
 
     root, data, duplicates = compose(text, source, MAX_BYTES)
@@ -63,7 +68,7 @@ def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
             f"{source}: the protocol was refused",
             problems=tuple(f"{source}:{line_of(root, '.' + f)}: at least one entry is required @ {f}" for f in empty),
         )
-    return protocol
+    return protocol, root
 
 
 def _structure(data: dict[str, Any], root: Any, source: str) -> tuple[Protocol | None, list[tuple[int, str]]]:
@@ -112,10 +117,14 @@ def no_protocol(path: Path) -> ProtocolError:
 
 
 def read_protocol_file(path: Path) -> Protocol:
-    text = read_protocol_text(path)
-    if text is None:
+    return read_composed(path)[0]
+
+
+def read_composed(path: Path, text: str | None = None) -> tuple[Protocol, Any]:
+    """The protocol at ``path`` (``text``: its content) and its composed YAML (:func:`parse_composed`)."""
+    if text is None and (text := read_protocol_text(path)) is None:
         raise no_protocol(path)
-    return parse_protocol(text, source=str(path))
+    return parse_composed(text, str(path))
 
 
 def find_protocol(start: Path, explicit: Path | None = None) -> Path:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from attrs import frozen
 
 from snodo.base.convert import did_you_mean
-from snodo.base.errors import PluginError, ProtocolError
+from snodo.base.errors import PluginError
 from snodo.plugin.host import PluginHost, install_hint
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
 from snodo.protocol.models import PHASES, Constraint, Mode, Protocol
@@ -36,19 +36,15 @@ class Violation:
 _FIELD = re.compile(r" @ ([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\[\d+\])*)")
 
 
-def located(violations: Iterable[Violation], text: str, source: str) -> list[Violation]:
+def located(violations: Iterable[Violation], root: Any, source: str) -> list[Violation]:
     """``violations`` with the file and line of the field each names (``@ validators[2].tooling``)
     in front, as the strict loader words its problems: ``file:line: message @ field``."""
-    from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 YAML parsed only for a located violation
+    from snodo.protocol.yamldoc import line_of  # noqa: PLC0415 PyYAML loads only when a protocol is parsed
 
-    try:
-        root = compose(text, source, len(text))[0]
-    except ProtocolError:  # the loader refused the text already; nothing to point into
-        root = None
     out = []
     for v in violations:
         field = _FIELD.search(v.message)
-        line = line_of(root, "." + field.group(1)) if field is not None and root is not None else None
+        line = line_of(root, "." + field.group(1)) if field is not None else None
         out.append(Violation(rule=v.rule, level=v.level, message=f"{source}:{line}: {v.message}") if line else v)
     return out
 

@@ -1,12 +1,10 @@
 """The one strict cattrs converter, for the protocol file and every state record.
 
-cattrs on its own coerces (``"3"`` becomes 3, ``"no"`` True, a string a tuple of its
-characters); files a person or an agent could have edited must never be read that way.
-This converter forbids undeclared keys, accepts a value only of the declared type (an int
-where a float is declared, never a bool for a number), tuples only from lists, mappings only
-with string keys, suggests the closest ``Literal`` value, and applies ``Annotated`` metadata
-with a ``problem(value)`` or ``key_problems(mapping)`` method. A grep-level test keeps it
-the only ``cattrs.Converter`` in the package.
+cattrs on its own coerces (``"3"`` becomes 3, ``"no"`` True); files a person or an agent
+could have edited must never be read that way. This one forbids undeclared keys, accepts
+only the declared type (an int for a float, never a bool for a number), tuples only from
+lists, mappings only with string keys, and applies ``Annotated`` metadata with a
+``problem(value)`` or ``key_problems(mapping)`` method.
 """
 
 from __future__ import annotations

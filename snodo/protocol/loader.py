@@ -1,7 +1,5 @@
-"""Strict loading of ``protocol.yml``: YAML (:mod:`snodo.protocol.yamldoc`) → attrs records
-(the strict converter, ``snodo/base/convert.py``). Every problem reads
-``file:line: message @ path.to[0].field``.
-"""
+"""Strict loading of ``protocol.yml``: YAML → the strict converter → attrs records; every
+problem reads ``file:line: message @ path.to[0].field``."""
 
 from __future__ import annotations
 
@@ -18,7 +16,7 @@ from snodo.protocol.models import Protocol
 
 PROTOCOL_RELPATH = Path(".snodo") / "protocol.yml"
 
-#: A protocol is a page of settings; anything bigger is refused before it is parsed.
+#: A protocol is a page of settings; anything bigger is refused unparsed.
 MAX_BYTES = 1_000_000
 
 

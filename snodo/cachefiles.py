@@ -22,11 +22,11 @@ MAX_ENTRIES = 256
 def cached(cache_dir: Path | None, key: str | None, compute: Callable[[], str | None]) -> str | None:
     """The text kept under ``key``, else ``compute()``'s, kept for the next ask unless ``None``
     (``key`` or ``cache_dir`` ``None``: nothing is kept)."""
-    kept = read_entry(cache_dir, key) if cache_dir is not None and key is not None else None
-    if kept is None:
-        kept = compute()
-        if kept is not None and cache_dir is not None and key is not None:
-            write_entry(cache_dir, key, kept)
+    if cache_dir is None or key is None:
+        return compute()
+    kept = read_entry(cache_dir, key)
+    if kept is None and (kept := compute()) is not None:
+        write_entry(cache_dir, key, kept)
     return kept
 
 

@@ -18,22 +18,17 @@ from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import IterableValidationError, IterableValidationNote
 
 
-def closest(word: str, choices: Iterable[str]) -> str | None:
-    """The choice nearest to ``word`` when one is plausibly meant, else None."""
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when a choice is plausibly meant (same letters in another case, or
+    close), else the empty string."""
     options = sorted({str(c) for c in choices})
     lowered = {c.lower(): c for c in options}
     if word.lower() in lowered and lowered[word.lower()] != word:
-        return lowered[word.lower()]
+        return f" (did you mean {lowered[word.lower()]!r}?)"
     import difflib  # noqa: PLC0415 only when a word is wrong: not on every start
 
     found = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` or the empty string."""
-    best = closest(word, choices)
-    return f" (did you mean {best!r}?)" if best is not None else ""
+    return f" (did you mean {found[0]!r}?)" if found else ""
 
 
 def _strict(kind: type, check: Callable[[Any], bool], expected: str) -> Callable[[Any, type], Any]:

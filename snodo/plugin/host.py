@@ -176,11 +176,13 @@ class PluginHost:
             self._collected = set()
         for name in (n for n in current if n not in self._collected):
             self._collected.add(name)
-            origin = self._origins.get(name, _Origin(name=name))
-            for kind, k in _KINDS.items():
-                if _implements(self.pm, k.register, name):
-                    for item in self._registrations(origin, k):
-                        self._add(self._registries[kind], item, origin, k.record.__name__)
+            self._collect_from(self._origins.get(name, _Origin(name=name)))
+
+    def _collect_from(self, origin: _Origin) -> None:
+        for kind, k in _KINDS.items():
+            if _implements(self.pm, k.register, origin.name):
+                for item in self._registrations(origin, k):
+                    self._add(self._registries[kind], item, origin, k.record.__name__)
 
     def _registrations(self, origin: _Origin, kind: _Kind) -> list[Any]:
         """The plugin's ``kind`` records; none, and a failure, when the hook fails, yields

@@ -152,7 +152,12 @@ def _wf3_mode(p: Protocol, m: Mode, mode_ids: set[str]) -> Iterator[Violation]:
     for to in (t.to for t in m.transitions if t.to not in mode_ids):
         message = f"mode {m.mode_id!r} has a transition to unknown mode {to!r}{did_you_mean(to, mode_ids)}"
         yield Violation(rule="WF3", message=message)
-    for phase in (ph for ph in PHASES if "dispatch" in m.tools and not p.validators_for(m, ph)):
+    if "dispatch" in m.tools:
+        yield from _wf3_ungated_phases(p, m)
+
+
+def _wf3_ungated_phases(p: Protocol, m: Mode) -> Iterator[Violation]:
+    for phase in (ph for ph in PHASES if not p.validators_for(m, ph)):
         role = "gate the work before it starts" if phase == "pre_execute" else "judge the work once done"
         yield Violation(
             rule="WF3",

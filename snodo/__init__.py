@@ -8,9 +8,7 @@ DISTRIBUTION = "snodo-governance"
 
 
 def __getattr__(name: str) -> str:
-    # ``__version__`` comes from the installed metadata, so it never drifts from
-    # pyproject.toml; read lazily, because importing importlib.metadata would cost every snodo
-    # process (``snodo --help``, each job) time that only --version needs.
+    # ``__version__`` from the installed metadata, read lazily: only --version pays for importlib.metadata
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 only --version reads the installed metadata
 

@@ -2,23 +2,7 @@
 
 Every kind (coder, validator type, predicate) has the same shape: a registration hook
 yielding typed records, and a dispatch hook snodo calls with the registered name, on the
-registering plugin only. A coder plugin::
-
-    from snodo.api import hookimpl, CoderSpec, CoderCapabilities, CoderResult, FileOperation
-
-    @hookimpl
-    def snodo_coders():
-        yield CoderSpec(name="echo", description="writes the spec to echo.txt",
-                        capabilities=CoderCapabilities(writes_in_place=False,
-                                                       commits_own_changes=False,
-                                                       deterministic=True))
-
-    @hookimpl
-    def snodo_generate(name, request):
-        if name != "echo":
-            return None
-        return CoderResult(operations=(FileOperation(op="write", path="echo.txt",
-                                                     content=request.spec),))
+registering plugin only (docs/plugins.md, "Writing a coder", shows a whole plugin).
 """
 
 from __future__ import annotations
@@ -80,18 +64,15 @@ def run_process(
 ) -> ProcessResult:
     """Run a child process without a shell, in its own process group, bounded by ``timeout``.
 
-    When snodo runs your plugin on agent-written content (a validator call, a coder's
-    ``generate``) the child is confined by the policy snodo set for that call: the workspace
-    writable but not ``.snodo/``, ``.git/`` or protected paths, ``$SNODO_HOME`` invisible,
-    network only if declared (docs/security.md). Raises :class:`EnvironmentProblem` only when
-    the child cannot start (also: no working sandbox here). ``stop_if`` ends the run (and
-    kills its process group) on the first output line it returns true for. ``writable`` names
-    extra existing directories the confined program may write besides the workspace and its
-    private ``TMPDIR`` (e.g. a per-run state directory the plugin made for its program).
-    A confined child sees only an allowlisted environment (``PATH``, locale, ``TERM``,
-    ``TZ``, a private ``HOME`` and ``TMPDIR``, what the protocol's ``execution.env`` names and
-    what you set yourself); ``pass_env`` names inherited variables your program needs (its
-    provider's API key variable): without it, ``*_KEY``/``*_TOKEN`` and the like never pass.
+    On agent-written content (a validator call, a coder's ``generate``) the child is confined
+    by the policy snodo set for that call (docs/security.md): the workspace writable but not
+    ``.snodo/``, ``.git/`` or protected paths, ``$SNODO_HOME`` invisible, network only if
+    declared, and ``writable``: extra existing directories (a per-run state directory of the
+    plugin's). It sees only an allowlisted environment (``PATH``, locale, ``TERM``, ``TZ``, a
+    private ``HOME`` and ``TMPDIR``, the protocol's ``execution.env``, ``env``) and the
+    inherited variables ``pass_env`` names: ``*_KEY``/``*_TOKEN`` never pass otherwise.
+    ``stop_if`` kills the run on the first output line it returns true for. Raises
+    :class:`EnvironmentProblem` only when the child cannot start (also: no working sandbox).
     """
     policy = sandbox if sandbox is not None else current_policy()
     return _run_process(
@@ -112,7 +93,6 @@ def run_process(
 #: Names that left the API, still importable for one release with a DeprecationWarning
 #: (docs/plugins.md, "Deprecation policy"): name → (where it lives now, what to use).
 _MOVED: dict[str, tuple[str, str, str]] = {
-    # what a tool checking plugins needs: the conformance kit's surface
     **{
         name: ("snodo.testing", name, f"snodo.testing.{name}")
         for name in (

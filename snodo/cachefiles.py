@@ -1,31 +1,37 @@
-"""snodo's keyed caches under ``$SNODO_HOME/cache``: answers kept under a key made of
-exactly what fixes them, so a repeat run need not compute them again.
+"""snodo's keyed caches under ``$SNODO_HOME/cache`` (:func:`snodo.protocol.committed.resolve`):
+answers kept under a key made of exactly what fixes them.
 
-Used for what git answered about the protocol's history and the trust rule's answer at a
-``HEAD`` commit (:func:`snodo.protocol.committed.resolve`).
-
-The caches are snodo's own state, beside the home's keys where no agent can write: still,
-an entry is only a hint. Its name is a SHA-256 the caller computed (never a path the
-repository chose), it is read with a size bound, and anything unexpected in it (bad JSON,
-another key, too large) counts as absent: the caller computes the answer again.
+Out of agents' reach, an entry is still only a hint: its name is a SHA-256 the caller
+computed (never a path the repository chose), it is read with a size bound, and anything
+unexpected in it (bad JSON, another key, too large) counts as absent.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 #: The largest answer kept; a larger one is computed again every time.
 MAX_ENTRY = 1 << 20
-#: Entries kept per directory by default; the oldest go first.
+#: Entries kept per directory; the oldest go first.
 MAX_ENTRIES = 256
 
 
-def read_entry(cache_dir: Path | None, key: str) -> str | None:
+def cached(cache_dir: Path | None, key: str | None, compute: Callable[[], str | None]) -> str | None:
+    """The text kept under ``key``, else ``compute()``'s, kept for the next ask unless ``None``
+    (``key`` or ``cache_dir`` ``None``: nothing is kept)."""
+    if cache_dir is None or key is None:
+        return compute()
+    kept = read_entry(cache_dir, key)
+    if kept is None and (kept := compute()) is not None:
+        write_entry(cache_dir, key, kept)
+    return kept
+
+
+def read_entry(cache_dir: Path, key: str) -> str | None:
     """The text kept under ``key``, or ``None`` (none, unreadable, corrupt, oversized)."""
-    if cache_dir is None:
-        return None
     try:
         with open(cache_dir / f"{key}.json", encoding="utf-8") as f:
             raw = f.read(MAX_ENTRY * 2 + 256)
@@ -38,10 +44,10 @@ def read_entry(cache_dir: Path | None, key: str) -> str | None:
     return text if len(text) <= MAX_ENTRY else None
 
 
-def write_entry(cache_dir: Path | None, key: str, text: str, *, keep: int = MAX_ENTRIES) -> None:
-    """Keep ``text`` under ``key`` (atomically), and the ``keep`` newest entries of the
-    directory; a failure only costs the next run the work again."""
-    if cache_dir is None or len(text) > MAX_ENTRY:
+def write_entry(cache_dir: Path, key: str, text: str) -> None:
+    """Keep ``text`` under ``key`` (atomically), and the :data:`MAX_ENTRIES` newest entries of
+    the directory; a failure only costs the next run the work again."""
+    if len(text) > MAX_ENTRY:
         return
     try:
         cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -50,9 +56,9 @@ def write_entry(cache_dir: Path | None, key: str, text: str, *, keep: int = MAX_
             f.write(json.dumps({"key": key, "text": text}))
         os.replace(temp, cache_dir / f"{key}.json")
         entries = list(os.scandir(cache_dir))
-        if len(entries) > keep:
+        if len(entries) > MAX_ENTRIES:
             entries.sort(key=lambda e: e.stat().st_mtime_ns)
-            for old in entries[: len(entries) - keep]:
+            for old in entries[: len(entries) - MAX_ENTRIES]:
                 Path(old.path).unlink(missing_ok=True)
     except (OSError, ValueError):
         return

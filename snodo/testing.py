@@ -1,8 +1,5 @@
 """What a tool checking plugins imports (the conformance kit, plugin tests): the engine's own
-machinery, not a model of it. A plugin imports :mod:`snodo.api` alone; the kit imports
-snodo through these two modules only (an import-linter contract), and nothing in snodo
-imports this one.
-"""
+machinery, not a model of it; nothing in snodo imports this module."""
 
 from __future__ import annotations
 
@@ -26,10 +23,8 @@ from snodo.sandbox import SandboxPolicy, choose_backend, confined
 
 
 def run_validator(host: PluginHost, request: ValidationRequest) -> ValidatorResult:
-    """What the shared runner reports for ``request``, as the engine gets it: the validator
-    asked through ``snodo_validate`` under its ``tooling.timeout`` (abandoned when it
-    overruns), its verdict capped by ``severity_cap``, ``None`` or a crash turned into an
-    ``error`` result."""
+    """What the shared runner reports for ``request``, as the engine gets it (timeout,
+    ``severity_cap``, ``None`` or a crash as an ``error`` result)."""
     v = request.validator
     inp = PhaseInput(
         protocol=evolve(request.protocol, validators=(v,), global_constraints=()),
@@ -53,8 +48,7 @@ def run_status(results: Sequence[ValidatorResult], policy: str = "any") -> str:
 
 
 def parse_protocol_document(document: Mapping[str, Any], *, source: str = "<document>") -> ProtocolDocument:
-    """``document`` (a protocol as a mapping) read by the strict loader every command uses;
-    raises the :class:`~snodo.base.errors.ProtocolError` a user would see."""
+    """``document`` (a protocol as a mapping) read by the strict loader every command uses."""
     return parse_protocol(json.dumps(document), source=source)
 
 
@@ -62,10 +56,9 @@ def parse_protocol_document(document: Mapping[str, Any], *, source: str = "<docu
 def confined_as_a_coder(
     workspace: Path, *, network: bool, read_only: Sequence[str] = ()
 ) -> Iterator[SandboxPolicy | None]:
-    """Every child :func:`run_process` starts inside this block is confined as the engine
-    confines a coder's ``generate``: ``workspace`` writable but not ``read_only`` (nor
-    ``.snodo/``, ``.git/``), the network only when ``network``. Yields the policy, or
-    ``None`` (unconfined) when no confinement backend works on this machine."""
+    """Confine every child :func:`run_process` starts in this block as a coder's ``generate``
+    is (``workspace`` writable but not ``read_only``); yields the policy, or ``None`` when no
+    confinement backend works here."""
     try:
         choose_backend()
     except EnvironmentProblem:

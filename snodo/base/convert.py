@@ -1,12 +1,10 @@
 """The one strict cattrs converter, for the protocol file and every state record.
 
-cattrs on its own coerces (``"3"`` becomes 3, ``"no"`` True, a string a tuple of its
-characters); files a person or an agent could have edited must never be read that way.
-This converter forbids undeclared keys, accepts a value only of the declared type (an int
-where a float is declared, never a bool for a number), tuples only from lists, mappings only
-with string keys, suggests the closest ``Literal`` value, and applies ``Annotated`` metadata
-with a ``problem(value)`` or ``key_problems(mapping)`` method. A grep-level test keeps it
-the only ``cattrs.Converter`` in the package.
+cattrs on its own coerces (``"3"`` becomes 3, ``"no"`` True); files a person or an agent
+could have edited must never be read that way. This one forbids undeclared keys, accepts
+only the declared type (an int for a float, never a bool for a number), tuples only from
+lists, mappings only with string keys, and applies ``Annotated`` metadata with a
+``problem(value)`` or ``key_problems(mapping)`` method.
 """
 
 from __future__ import annotations
@@ -20,22 +18,17 @@ from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import IterableValidationError, IterableValidationNote
 
 
-def closest(word: str, choices: Iterable[str]) -> str | None:
-    """The choice nearest to ``word`` when one is plausibly meant, else None."""
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when a choice is plausibly meant (same letters in another case, or
+    close), else the empty string."""
     options = sorted({str(c) for c in choices})
     lowered = {c.lower(): c for c in options}
     if word.lower() in lowered and lowered[word.lower()] != word:
-        return lowered[word.lower()]
+        return f" (did you mean {lowered[word.lower()]!r}?)"
     import difflib  # noqa: PLC0415 only when a word is wrong: not on every start
 
     found = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` or the empty string."""
-    best = closest(word, choices)
-    return f" (did you mean {best!r}?)" if best is not None else ""
+    return f" (did you mean {found[0]!r}?)" if found else ""
 
 
 def _strict(kind: type, check: Callable[[Any], bool], expected: str) -> Callable[[Any, type], Any]:

@@ -1,5 +1,5 @@
 """The exceptions snodo raises: plain text a user can act on, in a log, an MCP tool error
-or a JSON payload alike (rich formatting happens only at the command-line edge)."""
+or a JSON payload alike."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ class PluginError(SnodoError):
 
 
 class StateError(SnodoError):
-    """Governance state (sessions, tokens, audit, keys) is missing, corrupt or unwritable; the
-    message names the file, and a corrupt file is never silently replaced."""
+    """Governance state (sessions, tokens, audit, keys) is missing, corrupt or unwritable; a
+    corrupt file is never silently replaced."""
 
     exit_code = 4
 
@@ -54,8 +54,7 @@ class AuditChainError(StateError):
 
 
 class TokenError(SnodoError):
-    """A validation token failed verification or could not be consumed; ``reason`` is the
-    short cause callers audit (``expired``, ``already consumed``, ``malformed``…)."""
+    """A validation token failed verification or could not be consumed; ``reason``: the short cause audited."""
 
     def __init__(self, message: str, *, reason: str = "", hint: str | None = None):
         super().__init__(message, hint=hint)
@@ -80,13 +79,12 @@ class ToolError(SnodoError):
 
 
 class CoderError(SnodoError):
-    """A coder plugin produced no usable result (unparseable reply, bad operations): the run
-    halts ``coder_failed`` with this message, never ``environment_error``."""
+    """A coder plugin produced no usable result: the run halts ``coder_failed``."""
 
 
 class EnvironmentProblem(SnodoError):
-    """The environment cannot run the work: a program is missing, a provider unreachable,
-    credentials absent, or a time limit hit. Runs halt with ``environment_error``."""
+    """The environment cannot run the work (a program, provider, credential or time limit):
+    runs halt with ``environment_error``."""
 
 
 class ValidatorFault(SnodoError):

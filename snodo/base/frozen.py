@@ -1,9 +1,5 @@
 """Values frozen all the way down: what the core hands a plugin, and what a plugin hands
-back, cannot be changed by the other side.
-
-Below the protocol models and the plugin records alike, because both freeze the mappings
-they hold (a protocol's ``params``, ``tooling`` and ``coder_config``; a record's fields).
-"""
+back, cannot be changed by the other side (protocol models and plugin records alike)."""
 
 from __future__ import annotations
 
@@ -48,9 +44,7 @@ class FrozenList(_Frozen, list[Any]):
 
 def freeze(value: Any) -> Any:
     """A deep, read-only copy of ``value``: mappings become :class:`FrozenDict`, lists
-    :class:`FrozenList`, tuples stay tuples (of frozen items), sets frozensets; anything
-    else is kept as it is. Records handed across the plugin boundary freeze their mappings
-    on the way in, so neither side can change what the other holds."""
+    :class:`FrozenList`, sets frozensets, tuples tuples of frozen items; the rest stays."""
     if isinstance(value, FrozenDict | FrozenList):
         return value
     if isinstance(value, Mapping):

@@ -1,9 +1,6 @@
-"""Showing agent-written text to a person: :func:`shown` is the one sanitiser.
-
-Printed raw, the control characters and escape sequences of a spec, a justification or a
-file name the governed agent wrote are *interpreted* by the terminal (an agent could repaint
-what a person reads right before a y/N prompt); :func:`shown` makes each visible as an
-escape instead. Rich markup is the caller's to escape.
+"""Showing agent-written text to a person: :func:`shown` is the one sanitiser. Printed raw,
+its control characters and escape sequences would be *interpreted* by the terminal (an agent
+could repaint what a person reads before a y/N prompt). Rich markup is the caller's to escape.
 """
 
 from __future__ import annotations

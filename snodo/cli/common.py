@@ -93,7 +93,7 @@ def _report_in_force(state: Any) -> None:
     if state.warning and not is_quiet():  # a note, like progress: --quiet silences it
         print_warning(state.warning)
     if state.not_in_force:  # only `validate` gets here: run and serve refused it
-        from snodo.protocol.trust import REMEDY  # noqa: PLC0415 only the commands that load a project pay for it
+        from snodo.protocol.committed import REMEDY  # noqa: PLC0415 only the commands that load a project pay for it
 
         print_warning(f"{state.not_in_force}: judging with the version in force (commit {state.commit}); {REMEDY}")
     elif state.drift:

@@ -32,12 +32,11 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     protocol file to check. Nothing is written.
     """
     from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 the plugin host only for `protocol check`
-    from snodo.protocol import check, find_protocol, located  # noqa: PLC0415 `protocol --help` stays light
+    from snodo.protocol import find_protocol  # noqa: PLC0415 `protocol --help` stays light
 
     target = find_protocol(Path.cwd(), path)
     host = get_plugin_manager()
-    proto = _read(target, as_json)
-    violations = located(check(proto, host), target.read_text(encoding="utf-8"), str(target))
+    proto, violations = _read(target, host, as_json)
     backend, gaps = _confinement(proto)
     in_force = _in_force(target)
     errors = [v for v in violations if v.level == "error"]
@@ -70,13 +69,13 @@ def _confinement(proto: Any) -> tuple[str | None, list[str]]:
     return here() if proto.execution.sandbox == "auto" else (None, [])
 
 
-def _read(target: Path, as_json: bool) -> Any:
-    """The protocol at ``target`` read strictly: refused (exit 1, with ``--json`` the check's
-    own shape) when it does not load, exit 4 when there is no file."""
-    from snodo.protocol import read_protocol_file  # noqa: PLC0415 `protocol --help` stays light
+def _read(target: Path, host: Any, as_json: bool) -> tuple[Any, list[Any]]:
+    """The protocol at ``target`` read strictly and its violations: refused (exit 1, with
+    ``--json`` the check's own shape) when it does not load, exit 4 when there is no file."""
+    from snodo.protocol import check_file  # noqa: PLC0415 `protocol --help` stays light
 
     try:
-        return read_protocol_file(target)
+        return check_file(target, host)
     except ProtocolError as exc:
         exc.exit_code = 1 if target.is_file() else 4  # refused, or nothing to check
         if as_json and exc.exit_code == 1:

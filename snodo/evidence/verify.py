@@ -21,7 +21,8 @@ from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range
 from snodo.evidence.statement import EnvelopeError, UnlistedKey, Verifier, decode_envelope, signer_ids, subjects
 from snodo.git.runner import run_git
-from snodo.protocol.trust import REMEDY, Walk, signature_checks
+from snodo.protocol.committed import REMEDY
+from snodo.protocol.trust import Walk, signature_checks
 from snodo.state.signers import ALLOWED_SIGNERS, ATTESTATION_NAMESPACE, Signer, parse_allowed_signers, signers_for
 
 GOVERNANCE_DIR = ".snodo"

@@ -1,7 +1,5 @@
-"""The core's own plugin, registered before any entry point and not blockable: the artifact
-filter (ADR 026: the tool surface's path guard on the coder path) and the deterministic
-planner every other planner falls back to.
-"""
+"""The core's own plugin, registered first and not blockable: the artifact filter (ADR 026:
+the path guard on the coder path) and the deterministic planner, asked last."""
 
 from __future__ import annotations
 
@@ -36,5 +34,4 @@ def snodo_filter_artifacts(
 
 @hookimpl(trylast=True)
 def snodo_planner(mode: Mode) -> DeterministicPlanner:
-    """Asked last: split the goal without a model (bullets, sentences, "and" clauses)."""
     return DeterministicPlanner()

@@ -1,13 +1,7 @@
-"""The hooks a snodo plugin may implement (docs/plugins.md), called with keyword arguments.
-
-A plugin is a module (or object) exposing functions decorated with :data:`snodo.api.hookimpl`,
-listed as an entry point of the group ``snodo``::
-
-    [project.entry-points.snodo]
-    my-coder = "my_package.plugin"
-
-Each kind (coders, validator types, predicates) has a registration hook yielding typed
-records and a ``firstresult`` dispatch hook that only the registering plugin answers.
+"""The hooks a snodo plugin may implement with :data:`snodo.api.hookimpl`, called with keyword
+arguments; a plugin is an entry point of the group ``snodo`` (docs/plugins.md). Each kind has
+a registration hook yielding typed records and a ``firstresult`` dispatch hook that only the
+registering plugin answers.
 """
 
 from __future__ import annotations
@@ -42,12 +36,9 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 
 @hookspec
 def snodo_coders() -> Iterable[CoderSpec]:
-    """Register coders: code generators a mode can name in its ``coder`` field.
+    """Register coders a mode can name in its ``coder`` field; :func:`snodo_generate` does the work.
 
-    Called once per plugin, the first time the host is asked for a coder (and again for a
-    plugin registered later); the work is done by :func:`snodo_generate`.
-
-    :return: the coders this plugin provides.
+    Called once per plugin, the first time the host is asked for a coder.
 
     Example::
 
@@ -63,20 +54,15 @@ def snodo_coders() -> Iterable[CoderSpec]:
 
 @hookspec(firstresult=True)
 def snodo_generate(name: str, request: CoderRequest) -> CoderResult | None:
-    """Do one coder attempt: the dispatch hook of every coder.
+    """Do one attempt of the coder ``name`` (one plugin may register several).
 
-    Called once per attempt, confined (docs/security.md), only on the plugin that registered
-    the coder ``name``. ``request.config`` is the mode's
-    ``coder_config``, already checked against the declared ``settings`` (defaults are not
-    filled in: :func:`snodo.api.with_defaults`). Raise :class:`~snodo.api.CoderError` when
-    the work cannot be done (the run retries with the reason while its budget lasts),
-    :class:`~snodo.api.EnvironmentProblem` when the environment is at fault; ``None`` is
-    treated as a coder failure. Check settings beyond their declared types in
-    :func:`snodo_preflight`, which runs before any token is spent.
-
-    :param name: the registered coder asked (one plugin may register several).
-    :param request: the task, workspace, settings and, on a recovery attempt, the findings.
-    :return: a :class:`~snodo.api.CoderResult`.
+    Called confined (docs/security.md), only on the plugin that registered ``name``.
+    ``request.config`` is the mode's ``coder_config``, checked against the declared
+    ``settings`` (defaults not filled in: :meth:`~snodo.api.Setting.with_defaults`). Raise
+    :class:`~snodo.api.CoderError` when the work cannot be done (the run retries with the
+    reason while its budget lasts), :class:`~snodo.api.EnvironmentProblem` when the
+    environment is at fault; ``None`` is a coder failure. Check settings beyond their
+    types in :func:`snodo_preflight`, before any token is spent.
 
     Example::
 
@@ -90,11 +76,8 @@ def snodo_generate(name: str, request: CoderRequest) -> CoderResult | None:
 
 @hookspec
 def snodo_validators() -> Iterable[ValidatorSpec]:
-    """Register validator types a protocol can name in ``validator_type``.
-
-    Called like :func:`snodo_coders`; verdicts come from :func:`snodo_validate`.
-
-    :return: the validator types this plugin provides.
+    """Register validator types a protocol can name in ``validator_type``; called like
+    :func:`snodo_coders`, verdicts come from :func:`snodo_validate`.
 
     Example::
 
@@ -106,17 +89,11 @@ def snodo_validators() -> Iterable[ValidatorSpec]:
 
 @hookspec(firstresult=True)
 def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
-    """Judge one task for one validator: the dispatch hook of every validator type.
+    """Judge one task for one validator of the type ``name``: a :class:`~snodo.api.Verdict`.
 
     Called possibly from a worker thread, once per configured validator and phase, only on
-    the plugin that registered the type ``name``. ``None`` ("no verdict") and any exception
-    (no verdict can be reached) are an ``error`` result, which fails closed. Never modify
-    the workspace.
-
-    :param name: the registered validator type asked.
-    :param request: the validator's configuration, the task, the phase, the mode, the
-        protocol, the workspace root and (post-execute) the changed files.
-    :return: a :class:`~snodo.api.Verdict`.
+    the plugin that registered ``name``. ``None`` and any exception (no verdict can be
+    reached) are an ``error`` result, which fails closed. Never modify the workspace.
 
     Example::
 
@@ -133,11 +110,8 @@ def snodo_validate(name: str, request: ValidationRequest) -> Verdict | None:
 
 @hookspec
 def snodo_predicates() -> Iterable[PredicateSpec]:
-    """Register constraint predicates a protocol can name in a constraint's ``predicate``.
-
-    Called like :func:`snodo_coders`; results come from :func:`snodo_check_predicate`.
-
-    :return: the predicates this plugin provides.
+    """Register predicates a protocol's constraints can name; called like
+    :func:`snodo_coders`, results come from :func:`snodo_check_predicate`.
 
     Example::
 
@@ -149,15 +123,10 @@ def snodo_predicates() -> Iterable[PredicateSpec]:
 
 @hookspec(firstresult=True)
 def snodo_check_predicate(name: str, context: PredicateContext, params: Mapping[str, Any]) -> PredicateResult | None:
-    """Decide one constraint: the dispatch hook of every predicate.
+    """Decide one constraint with the predicate ``name``: a :class:`~snodo.api.PredicateResult`.
 
-    Called once per constraint and phase, only on the plugin that registered the predicate
-    ``name``. ``None`` or an exception fails the constraint closed.
-
-    :param name: the registered predicate asked.
-    :param context: the workspace, task, phase and the change under judgement.
-    :param params: the constraint's ``params`` from the protocol (read-only).
-    :return: a :class:`~snodo.api.PredicateResult`.
+    Called once per constraint and phase, only on the plugin that registered ``name``, with
+    the constraint's read-only ``params``. ``None`` or an exception fails it closed.
 
     Example::
 
@@ -174,15 +143,10 @@ def snodo_check_predicate(name: str, context: PredicateContext, params: Mapping[
 def snodo_filter_artifacts(
     operations: tuple[FileOperation, ...], context: ArtifactContext
 ) -> Iterable[DroppedOperation]:
-    """Drop file operations a coder proposed before anything is written.
+    """Drop file operations a coder proposed, each with a reason, before anything is written.
 
-    Called after every coder run with all the operations it proposed. Every implementation
-    is called; the union of what they drop is removed and each drop is audited
-    (``path_refused``). A filter can only remove operations, never add or change them.
-
-    :param operations: every operation the coder proposed, in order.
-    :param context: the workspace root, task, mode and protected paths.
-    :return: the operations to drop, each with a reason.
+    Every implementation is called after every coder run; the union of what they drop is
+    removed and each drop audited (``path_refused``). A filter can only remove operations.
 
     Example::
 
@@ -196,18 +160,14 @@ def snodo_filter_artifacts(
 
 @hookspec(firstresult=True)
 def snodo_planner(mode: Mode) -> PlannerImpl | None:
-    """Supply the planner that breaks goals into task specs for ``mode`` (MCP plan tools).
+    """Supply the planner that breaks goals into task specs for the served ``mode`` (MCP plan tools).
 
-    Called when ``snodo serve`` starts. The first non-``None`` answer wins; the core plugin's
+    Called when ``snodo serve`` starts; the first non-``None`` answer wins, the core's
     deterministic planner is asked last. Construct cheaply: check settings and call models
-    in ``tasks``/``spec``, not here.
-
-    :param mode: the served mode (its ``coder`` and ``coder_config``).
-    :return: an object with ``name`` (a string recorded in each plan), ``tasks(goal)``
-        returning ``[{"title": str, "spec": str}, ...]`` (1 to 50 items) and
-        ``spec(task, context=None)`` returning one spec text; or ``None``. Raise a
-        :class:`~snodo.api.SnodoError` subclass when planning fails; it reaches the agent as a
-        tool error.
+    in ``tasks``/``spec``, not here. The planner has ``name`` (recorded in each plan),
+    ``tasks(goal)`` returning ``[{"title": str, "spec": str}, ...]`` (1 to 50 items) and
+    ``spec(task, context=None)`` returning one spec text; a
+    :class:`~snodo.api.SnodoError` it raises reaches the agent as a tool error.
 
     Example::
 
@@ -223,17 +183,11 @@ def snodo_planner(mode: Mode) -> PlannerImpl | None:
 def snodo_preflight(mode: Mode, coder: str, coder_config: Mapping[str, Any], validators: tuple[Validator, ...]) -> None:
     """Check, before the first token of a run, that what this plugin will call can be reached.
 
-    Called once per run, after the coder's declared settings were checked and before any
-    token is issued. Every implementation is called. Check only what is yours (your coder,
-    validators of your types) and only cheaply: settings beyond their declared types,
-    credentials present, endpoints well-formed and reachable. Raise :class:`~snodo.api.EnvironmentProblem` (or
-    :class:`~snodo.api.CoderError` for a bad setting) naming what is wrong; the run halts as
-    ``environment_error`` before the coder or any judge makes a request.
-
-    :param mode: the mode the run is in.
-    :param coder: the name of the coder the run will use.
-    :param coder_config: the settings that coder was built with.
-    :param validators: every validator of the mode the run will call (both phases).
+    Every implementation is called once per run, with the run's mode, coder and its settings,
+    and every validator of the mode (both phases). Check only what is yours, cheaply:
+    settings beyond their declared types, credentials present, endpoints well-formed and
+    reachable. Raise :class:`~snodo.api.EnvironmentProblem` (or :class:`~snodo.api.CoderError`
+    for a bad setting) naming what is wrong: the run halts as ``environment_error``.
 
     Example::
 

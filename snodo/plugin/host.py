@@ -1,8 +1,6 @@
-"""The plugin host: one pluggy project, entry-point group ``snodo``; :class:`PluginHost` is
-its typed façade. A broken plugin is reported by name and distribution and the others keep
-working, unless ``SNODO_STRICT_PLUGINS=1`` makes any failure fatal; ``SNODO_TRACE_PLUGINS=1``
-traces every hook call on stderr.
-"""
+"""The plugin host: one pluggy project, entry-point group ``snodo``. A broken plugin is
+reported and the others keep working, unless ``SNODO_STRICT_PLUGINS=1``;
+``SNODO_TRACE_PLUGINS=1`` traces every hook call on stderr."""
 
 from __future__ import annotations
 
@@ -43,14 +41,12 @@ TRACE_ENV = "SNODO_TRACE_PLUGINS"
 CORE_PLUGIN_NAME = "snodo.core"
 
 
-#: The plugin types snodo's own distribution provides, for "which distribution would provide it".
 _BUILT_IN = (
     "mock litellm opencode pytest acceptance protocol llm files_in_scope tests_exist_for_modified no_secrets_in_diff"
 )
 
 
 def install_hint(name: str) -> str:
-    """How a user gets the plugin type ``name`` that is not installed."""
     if name in _BUILT_IN.split():
         return f"it is provided by the distribution {DISTRIBUTION!r}; reinstall it"
     return "install the plugin that provides it, then check `snodo plugins`"
@@ -86,12 +82,11 @@ class PluginInfo(_Origin):
 class _Registry:
     by_name: dict[str, Any] = Factory(dict)
     owner: dict[str, str] = Factory(dict)  # name -> the plugin that registered it
+    conflicts: dict[str, str] = Factory(dict)  # name -> why it is registered by none
 
 
 @frozen
 class _Kind:
-    """One kind of plugin type: its registration hook and record, its dispatch hook."""
-
     register: str
     record: type
     dispatch: str
@@ -103,10 +98,6 @@ _KINDS: dict[str, _Kind] = {
     "validator": _Kind("snodo_validators", ValidatorSpec, "snodo_validate", "validator type"),
     "predicate": _Kind("snodo_predicates", PredicateSpec, "snodo_check_predicate", "predicate"),
 }
-
-
-def _strict() -> bool:
-    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 def _describe_origin(origin: _Origin) -> str:
@@ -130,14 +121,11 @@ class PluginHost:
         self._origins: dict[str, _Origin] = {}
         self._failures: list[tuple[_Origin, str]] = []
         self._registries = {kind: _Registry() for kind in _KINDS}
-        self._conflicts: dict[str, str] = {}
         self._collected: set[str] = set()
-
-    # ------------------------------------------------------------------ loading
 
     def _fail(self, origin: _Origin, error: str) -> None:
         self._failures.append((origin, error))
-        if _strict():
+        if os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes"):
             raise PluginError(
                 f"{_describe_origin(origin)} failed: {error}",
                 hint=f"unset {STRICT_ENV} to skip broken plugins, or fix/uninstall it",
@@ -180,18 +168,15 @@ class PluginHost:
             self.register(plugin, evolve(origin, file=getattr(plugin, "__file__", None)))
 
     def _sync(self) -> None:
-        """Bring the registries up to date with the plugins registered right now: each
-        registration hook is asked once per plugin (through :meth:`caller_for`, so wrappers
-        and tracing see it); a plugin that left takes its registrations with it."""
+        """Ask each registration hook once per plugin registered now (through wrappers and
+        tracing); a plugin that left takes its registrations with it."""
         current = [name for name, p in self.pm.list_name_plugin() if p is not None]
         if self._collected - set(current):  # a plugin left: start again from what is registered now
             self._registries = {kind: _Registry() for kind in _KINDS}
-            self._conflicts.clear()
             self._collected = set()
-        for name in current:
-            if name not in self._collected:
-                self._collected.add(name)
-                self._collect_from(self._origins.get(name, _Origin(name=name)))
+        for name in (n for n in current if n not in self._collected):
+            self._collected.add(name)
+            self._collect_from(self._origins.get(name, _Origin(name=name)))
 
     def _collect_from(self, origin: _Origin) -> None:
         for kind, k in _KINDS.items():
@@ -200,8 +185,8 @@ class PluginHost:
                     self._add(self._registries[kind], item, origin, k.record.__name__)
 
     def _registrations(self, origin: _Origin, kind: _Kind) -> list[Any]:
-        """The records the plugin registers through ``kind.register``; none (and a failure
-        recorded) when the hook fails, yields anything else, or no dispatch hook answers."""
+        """The plugin's ``kind`` records; none, and a failure, when the hook fails, yields
+        anything else, or no dispatch hook answers for them."""
         self.pm.trace.root.get("registration")(kind.register, origin.name)
         try:
             items = [item for batch in self.caller_for(kind.register, origin.name)() for item in batch or ()]
@@ -223,8 +208,7 @@ class PluginHost:
         return items
 
     def caller_for(self, hook_name: str, plugin_name: str) -> Any:
-        """A pluggy hook caller for ``hook_name`` that asks only ``plugin_name``, inside every
-        wrapper any plugin declares for that hook."""
+        """A caller of ``hook_name`` asking only ``plugin_name``, inside every wrapper for it."""
         others = [i.plugin for i in _plain_impls(self.pm, hook_name) if i.plugin_name != plugin_name]
         return self.pm.subset_hook_caller(hook_name, remove_plugins=others)
 
@@ -236,13 +220,11 @@ class PluginHost:
                 f"{record} {name!r} is registered by both {_describe_origin(first)} and "
                 f"{_describe_origin(origin)}; uninstall one of them"
             )
-            self._conflicts[f"{record}:{name}"] = msg
+            registry.conflicts[name] = msg
             self._fail(origin, msg)
             return
         registry.by_name[name] = item
         registry.owner[name] = origin.name
-
-    # --------------------------------------------------------------- registries
 
     def _registry(self, kind: str) -> _Registry:
         self._sync()
@@ -250,7 +232,7 @@ class PluginHost:
 
     def _get(self, kind: str, name: str) -> Any:
         registry = self._registry(kind)
-        conflict = self._conflicts.get(f"{_KINDS[kind].record.__name__}:{name}")
+        conflict = registry.conflicts.get(name)
         if conflict:
             raise PluginError(conflict)
         if name not in registry.by_name:
@@ -280,17 +262,13 @@ class PluginHost:
     def owner_of(self, kind: str, name: str) -> str | None:
         return self._registry(kind).owner.get(name)
 
-    # -------------------------------------------------------------------- hooks
-
     def _dispatch(self, kind: str, name: str, **inputs: Any) -> Any:
-        """Ask the plugin that registered ``name`` (a PluginError when none did), and no other,
-        through the kind's dispatch hook, inside every wrapper any plugin declares for it."""
+        """Ask the plugin that registered ``name`` (a PluginError when none did), and no other."""
         self._get(kind, name)
         owner = self._registries[kind].owner[name]
         return self.caller_for(_KINDS[kind].dispatch, owner)(name=name, **inputs)
 
     def generate(self, name: str, request: CoderRequest) -> CoderResult:
-        """One attempt of the coder ``name`` (``snodo_generate``); no answer is a coder failure."""
         result = self._dispatch("coder", name, request=request)
         if result is None:
             raise CoderError(f"coder {name!r} gave no result (its plugin's snodo_generate returned None)")
@@ -299,8 +277,7 @@ class PluginHost:
         return result
 
     def validate(self, request: ValidationRequest) -> Verdict | None:
-        """The verdict of the validator type ``request`` names (``snodo_validate``); ``None``
-        means "no verdict" and the runner reports it as ``validator_error``."""
+        """``None``: no verdict, reported as ``validator_error``."""
         vtype = request.validator.validator_type
         result = self._dispatch("validator", vtype, request=request)
         if result is not None and not isinstance(result, Verdict):
@@ -308,7 +285,6 @@ class PluginHost:
         return result
 
     def check_predicate(self, name: str, context: PredicateContext, params: Mapping[str, Any]) -> PredicateResult:
-        """The result of the predicate ``name`` (``snodo_check_predicate``); no answer raises."""
         result = self._dispatch("predicate", name, context=context, params=params)
         if not isinstance(result, PredicateResult):
             raise TypeError(f"predicate {name!r} returned {type(result).__name__}, not a PredicateResult")
@@ -330,8 +306,6 @@ class PluginHost:
                 if d.operation in operations:
                     dropped.setdefault(d.operation, d)
         return tuple(op for op in operations if op not in dropped), tuple(dropped.values())
-
-    # -------------------------------------------------------------- reporting
 
     def failures(self) -> list[tuple[str, str]]:
         self._sync()
@@ -356,7 +330,6 @@ class PluginHost:
                     predicates=self._owned("predicate", name),
                 )
             )
-        # a plugin that never registered is listed with its last failure
         unregistered = {
             origin.name: (origin, error) for origin, error in self._failures if origin.name not in self._origins
         }

@@ -1,5 +1,4 @@
-"""The planner contract (the ``snodo_planner`` hook's return type) and the core's
-deterministic planner, here because the hookspecs, the core plugin and plugin authors name them."""
+"""The planner contract (what ``snodo_planner`` returns) and the core's deterministic planner."""
 
 from __future__ import annotations
 
@@ -52,8 +51,7 @@ def split_goal(goal: str) -> list[str]:
 
 
 def deterministic_spec(task: str) -> str:
-    """A task spec that says exactly what the task line says: a criterion nobody asked for
-    would be judged by the validators as if the author had meant it."""
+    """Exactly what the task line says: the validators would judge an added criterion as meant."""
     text = _clean(task)
     if not text:
         raise ToolError("the task is empty: there is nothing to write a spec for")
@@ -61,8 +59,7 @@ def deterministic_spec(task: str) -> str:
 
 
 class PlannerImpl(Protocol):
-    """What a ``snodo_planner`` hook returns: ``name`` (recorded in each plan), ``tasks``
-    (a goal as ``[{"title", "spec"}]``) and ``spec`` (one task line as a full spec)."""
+    """What a ``snodo_planner`` hook returns (its hookspec says what each member does)."""
 
     @property
     def name(self) -> str: ...
@@ -74,7 +71,7 @@ class PlannerImpl(Protocol):
 
 @frozen
 class DeterministicPlanner:
-    """The core's planner (registered by :mod:`snodo.plugin.core`, asked last): no model."""
+    """The core's planner, without a model: bullets, else sentences, else "and" clauses."""
 
     name: str = "deterministic"
 

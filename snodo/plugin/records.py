@@ -1,5 +1,4 @@
-"""Typed records exchanged between the core and plugins, all frozen: a plugin cannot alter
-what the core handed it, nor what it handed back."""
+"""Typed records exchanged between the core and plugins, frozen all the way down."""
 
 from __future__ import annotations
 
@@ -38,9 +37,6 @@ def _frozen_mapping(value: Any) -> Mapping[str, Any]:
     return frozen_value
 
 
-# --------------------------------------------------------------------------- coders
-
-
 @frozen(kw_only=True)
 class RequiredProgram:
     """A program a coder needs on PATH, and how a user gets it."""
@@ -51,20 +47,18 @@ class RequiredProgram:
 
 @frozen(kw_only=True)
 class CoderCapabilities:
-    """What a coder declares about itself (ADR 035); the engine acts on this, never on probing.
+    """What a coder declares about itself (ADR 035, docs/plugins.md); the engine acts on this,
+    never on probing.
 
-    :param writes_in_place: edits the workspace itself instead of returning operations; every
-        changed path is judged by the path guard (:mod:`snodo.engine.inplace`): ``.snodo/``,
-        ``.git/``, protected paths and anything outside the workspace halt the run as ``blocker``.
-    :param commits_own_changes: (in-place coders) its commits on the task branch are the
-        change; without it, a moved HEAD, branch or any new commit halts the run as ``blocker``.
-    :param required_programs: programs checked on PATH before any token is consumed.
-    :param settings: the ``coder_config`` keys it honours, as names or typed
-        :class:`~snodo.rules.settings.Setting` records; any other key, or a value of the wrong
-        type, is refused before any token is consumed.
-    :param needs_network: reaches a model provider or another service (confined execution
-        leaves the network on only for such a coder).
-    :param deterministic: the same request gives the same operations (checked by the conformance kit).
+    :param writes_in_place: edits the workspace itself; every changed path is judged by the
+        path guard (``.snodo/``, ``.git/``, protected paths, outside the workspace: ``blocker``).
+    :param commits_own_changes: (in-place) its commits on the task branch are the change;
+        without it, a moved HEAD, branch or any new commit is a ``blocker``.
+    :param required_programs: checked on PATH before any token is consumed.
+    :param settings: the ``coder_config`` keys it honours (names or typed
+        :class:`~snodo.rules.settings.Setting`); any other key or type is refused first.
+    :param needs_network: confined execution leaves the network on only for such a coder.
+    :param deterministic: the same request gives the same operations (the conformance kit checks).
     """
 
     writes_in_place: bool
@@ -96,11 +90,8 @@ class FileOperation:
 
 @frozen(kw_only=True)
 class CoderRequest:
-    """Everything a coder gets for one task.
-
-    ``findings`` is non-empty on a recovery attempt: what the validators said last time.
-    ``log`` streams a line to the job log / progress display.
-    """
+    """Everything a coder gets for one task; ``findings``: on a recovery attempt, what the
+    validators said last time; ``log`` streams a line to the job log."""
 
     task_id: str
     spec: str
@@ -126,7 +117,6 @@ class CoderResult:
 
 
 def _moved(field_name: str, hook: str) -> Callable[[Any, Any, Any], None]:
-    """Refuse the retired shape (a callable on a registration record), naming the hook to use."""
 
     def refuse(inst: Any, _attr: Any, value: Any) -> None:
         if value is not None:
@@ -141,8 +131,7 @@ def _moved(field_name: str, hook: str) -> Callable[[Any, Any, Any], None]:
 
 @frozen(kw_only=True)
 class CoderSpec:
-    """A coder registration; its work is done by the registering plugin's
-    :func:`~snodo.plugin.hookspecs.snodo_generate` hook, called with this ``name``."""
+    """A coder registration, answered by its plugin's ``snodo_generate(name, ...)``."""
 
     name: str = field(validator=_valid_name)
     description: str
@@ -150,25 +139,18 @@ class CoderSpec:
     factory: None = field(default=None, validator=_moved("factory", "snodo_generate(name, request)"), repr=False)
 
 
-# ----------------------------------------------------------------------- validators
-
-
 @frozen(kw_only=True)
 class ValidatorSpec:
-    """A validator type registration; verdicts come from the registering plugin's
-    :func:`~snodo.plugin.hookspecs.snodo_validate` hook, called with this ``name``. A
-    validator never modifies the workspace (checked by the conformance kit).
+    """A validator type registration, answered by its plugin's ``snodo_validate(name, ...)``;
+    it never modifies the workspace.
 
-    :param needs_model: judged by a model: a protocol using it without a ``model`` is refused
-        (WF3); with none it must raise, never pass.
-    :param deterministic: the same request and tree give the same verdict (checked by the conformance kit).
-    :param settings: the ``tooling`` keys it honours, as names or typed
-        :class:`~snodo.rules.settings.Setting` records (``timeout`` is the runner's, always honoured).
-    :param judges_objects: reads the work only as git objects (``request.work``: the judged
-        tree and its base), never through ``request.workspace``: it gets no copy.
-    :param runs_code: starts processes on the work: it gets a copy of its own. ``False`` (it
-        only reads files, as a model judge does): it shares one copy with the phase's other
-        such validators, and any process it starts anyway sees that copy read-only.
+    :param needs_model: a protocol using it without a ``model`` is refused (WF3); with none
+        it must raise, never pass.
+    :param deterministic: the same request and tree give the same verdict (the kit checks).
+    :param settings: the ``tooling`` keys it honours, as for a coder (``timeout`` is the runner's).
+    :param judges_objects: reads the work only as git objects (``request.work``): no copy.
+    :param runs_code: starts processes on the work, so it gets a copy of its own; otherwise it
+        shares one copy with the phase's other readers, read-only to any process it starts.
     """
 
     name: str = field(validator=_valid_name)
@@ -182,9 +164,8 @@ class ValidatorSpec:
 
 @frozen(kw_only=True)
 class Verdict:
-    """A validator's judgement. Raise instead of returning when no verdict can be reached.
-    ``escalate``: a person must look whatever the policy or ``severity_cap`` say (the outcome
-    is ``escalate`` unless a blocker stands; a decision on this very tree answers it)."""
+    """A validator's judgement (raise when none can be reached). ``escalate``: a person must
+    look whatever the policy or ``severity_cap`` say, unless a blocker stands."""
 
     severity: Severity
     justification: str
@@ -199,9 +180,8 @@ class Verdict:
 
 
 class WorkspaceStatus:
-    """The workspace's uncommitted changes (:meth:`uncommitted`: ``git status --porcelain``'s
-    lines, at most 50; none outside git), read by snodo's own git on the first ask and shared
-    by every validator of the phase."""
+    """``git status --porcelain``'s lines (at most 50), read on the first ask and shared by
+    the phase's validators."""
 
     LIMIT = 50
 
@@ -218,9 +198,8 @@ class WorkspaceStatus:
 
 
 class JudgedWork:
-    """The work under judgement as git objects: the repository, the judged tree and the base
-    commit it is compared with (``None``: none known, e.g. outside git); each read by snodo's
-    own git on the first ask and shared by every validator of the phase."""
+    """The work under judgement as git objects: the judged tree and the base commit
+    (``None``: none known), each read on the first ask and shared by the phase's validators."""
 
     def __init__(
         self,
@@ -255,12 +234,10 @@ class JudgedWork:
 class ValidationRequest:
     """What a validator judges: one task, one phase, one validator's configuration.
 
-    ``workspace`` is the tree under judgement: a copy of the judged tree (a git work tree
-    whose index holds that tree and whose ``HEAD`` is the base), or for a request not built
-    by snodo's runner the directory it names; ``project_root`` is the user's checkout, where
-    relative settings such as ``tooling.python: .venv/bin/python`` are resolved. After the
-    work, ``changed_files`` and ``diff`` are the task's whole change set. ``status`` and
-    ``work`` are ``None`` when the request was not built by snodo's runner.
+    ``workspace``: a copy of the judged tree (its index holds that tree, its ``HEAD`` the
+    base); ``project_root``: the user's checkout, where relative settings are resolved;
+    ``changed_files`` and ``diff`` (after the work): the task's whole change set. ``status``
+    and ``work`` are ``None`` in a request snodo's runner did not build.
     """
 
     validator: Validator
@@ -276,9 +253,6 @@ class ValidationRequest:
     timeout: float = 300.0
     status: WorkspaceStatus | None = field(default=None, eq=False, repr=False)
     work: JudgedWork | None = field(default=None, eq=False, repr=False)
-
-
-# ----------------------------------------------------------------------- predicates
 
 
 @frozen(kw_only=True)
@@ -301,12 +275,10 @@ class PredicateResult:
 
 @frozen(kw_only=True)
 class PredicateSpec:
-    """A constraint predicate registration; results come from the registering plugin's
-    :func:`~snodo.plugin.hookspecs.snodo_check_predicate` hook, called with this ``name``.
+    """A predicate registration, answered by its plugin's ``snodo_check_predicate(name, ...)``.
 
-    :param discard_work_on_failure: a failure means the work itself must not be kept (it
-        holds a secret, say): a run halted by it keeps no commit of its work at all
-        (:mod:`snodo.engine.disposal`). Its message must name what was found without quoting it.
+    :param discard_work_on_failure: a run it halts keeps no commit of its work (it holds a
+        secret, say); its message must name what was found without quoting it.
     """
 
     name: str = field(validator=_valid_name)
@@ -315,9 +287,6 @@ class PredicateSpec:
     check: None = field(
         default=None, validator=_moved("check", "snodo_check_predicate(name, context, params)"), repr=False
     )
-
-
-# ---------------------------------------------------------------- artifact filtering
 
 
 @frozen(kw_only=True)

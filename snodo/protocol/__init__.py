@@ -9,7 +9,7 @@ from attrs import frozen
 
 from snodo.base.errors import ProtocolError
 from snodo.protocol.committed import InForce
-from snodo.protocol.loader import find_protocol, parse_protocol, project_root_for, read_protocol_file
+from snodo.protocol.loader import find_protocol, parse_protocol, project_root_for, read_composed, read_protocol_file
 from snodo.protocol.models import Protocol
 from snodo.protocol.wellformed import Violation, check, located
 
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 __all__ = [
     "LoadedProtocol",
     "check",
+    "check_file",
     "find_protocol",
     "load_protocol",
-    "located",
     "parse_protocol",
     "project_root_for",
     "read_protocol_file",
@@ -41,13 +41,17 @@ class LoadedProtocol:
         return self.in_force.provenance() if self.in_force is not None else {}
 
 
+def check_file(path: Path, host: PluginHost | None, text: str | None = None) -> tuple[Protocol, list[Violation]]:
+    """The protocol at ``path`` (``text``: its content) read strictly, and its well-formedness
+    violations located in it, from one parse of the YAML."""
+    protocol, root = read_composed(path, text)
+    return protocol, located(check(protocol, host), root, str(path))
+
+
 def load_protocol(path: Path, host: PluginHost | None = None, *, in_force: InForce | None = None) -> LoadedProtocol:
     """Load strictly and check well-formedness; any error refuses the whole protocol. With
     ``in_force``, its text is parsed, not the file."""
-    protocol = parse_protocol(in_force.text, source=str(path)) if in_force else read_protocol_file(path)
-    violations = check(protocol, host)
-    if violations:  # only then is the YAML composed again, for the lines
-        violations = located(violations, in_force.text if in_force else path.read_text(encoding="utf-8"), str(path))
+    protocol, violations = check_file(path, host, in_force.text if in_force else None)
     errors = [v for v in violations if v.level == "error"]
     if errors:
         raise ProtocolError(

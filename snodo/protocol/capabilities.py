@@ -1,8 +1,4 @@
-"""The capability → MCP tool table (SPEC §4, INV2), in exactly one place.
-
-Everything that needs to know which tools a mode may use — the well-formedness checks,
-``snodo serve``, the protocol validator, the docs test — reads it from here.
-"""
+"""The capability → MCP tool table (SPEC §4, INV2), in exactly one place."""
 
 from __future__ import annotations
 

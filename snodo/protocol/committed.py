@@ -6,7 +6,6 @@ never committed, or outside git, is read from the working tree with a warning.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import hashlib
 import json
@@ -16,11 +15,18 @@ from typing import Any
 from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem, ProtocolError
-from snodo.cachefiles import read_entry, write_entry
-from snodo.git.runner import GitContext, pin_at_head, read_objects, run_git
+from snodo.cachefiles import cached
+from snodo.git.runner import GitContext, GitObject, pin_at_head, read_objects, run_git
 from snodo.protocol.loader import no_protocol, read_protocol_text
 
 SIGNERS_NAME = "allowed_signers"
+
+#: What to do about a refused change, said by every refusal (run, serve, validate, verify).
+REMEDY = (
+    "if the change is yours to make, run `snodo protocol sign` (it signs the .snodo/ at HEAD with your "
+    "decision key and puts it in force; your key must be listed in the allowed_signers in force — for a "
+    "first list, in that list: `snodo keys show >> .snodo/allowed_signers`), or restore the .snodo/ in force"
+)
 
 
 @frozen(kw_only=True)
@@ -59,11 +65,8 @@ def summarize_drift(committed: str, working: str | None, rel: str) -> str:
 
 
 def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
-    """The protocol in force for the file at ``path`` (normally ``<project>/.snodo/protocol.yml``).
-
-    ``cache_dir`` (:mod:`snodo.cachefiles`) keeps the protocol's history per ``HEAD`` commit:
-    a repeat at the same ``HEAD`` asks git only where the repository is and its configuration
-    (:func:`snodo.git.runner.pin_at_head`)."""
+    """The protocol in force for the file at ``path``; ``cache_dir`` keeps git's answers per
+    ``HEAD`` commit (:mod:`snodo.cachefiles`)."""
     path = path.absolute()
     working = read_protocol_text(path)
     found, head = pin_at_head(path.parent) if path.parent.is_dir() else (None, None)
@@ -88,8 +91,6 @@ def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
 
 def _from_history(top: Path, rel: str, signers_rel: str, summary: dict[str, Any], working: str | None) -> InForce:
     """The version the trust rule put in force (``summary``: :func:`_judged`'s answer)."""
-    from snodo.protocol.trust import REMEDY  # noqa: PLC0415 the trust rule loads only where a list may be in force
-
     commit, why, signers = summary["commit"], summary["why"], summary["signers"]
     if signers is not None and signers not in lists_in_force:  # a long `serve` resolves again and again
         lists_in_force.append(signers)
@@ -104,8 +105,7 @@ def _from_history(top: Path, rel: str, signers_rel: str, summary: dict[str, Any]
     return InForce(text=text, commit=commit, digest=digest(text), drift=drift, not_in_force=why, signers=signers)
 
 
-#: Every ``allowed_signers`` text found in force by this process (what `snodo` compares the
-#: home's keys with, to say once when they are not listed).
+#: Every ``allowed_signers`` text found in force by this process (to say once when the home's keys are not listed).
 lists_in_force: list[str] = []
 
 
@@ -117,54 +117,52 @@ def _head(top: Path) -> str:
 
 
 def _text_at(top: Path, commit: str, rel: str) -> str | None:
-    obj = read_objects(top, [f"{commit}:{rel}"])[f"{commit}:{rel}"]
+    return blob_text(read_objects(top, [f"{commit}:{rel}"])[f"{commit}:{rel}"])
+
+
+def blob_text(obj: GitObject | None) -> str | None:
     return obj.data.decode("utf-8", "replace") if obj is not None and obj.kind == "blob" else None
 
 
 def _judged(found: GitContext, head: str, directory: str, cache_dir: Path | None) -> dict[str, Any]:
     """The trust rule's answer at ``head`` (:mod:`snodo.protocol.trust`): the commit whose
     ``.snodo/`` is in force, its list, and why ``head``'s own is not (``None``: it is)."""
-    key = _history_key(cache_dir, found, head, directory, "", "trust-v1")
-    kept = read_entry(cache_dir, key) if cache_dir is not None and key else None
-    with contextlib.suppress(ValueError):
-        if kept is not None:
-            summary: dict[str, Any] = json.loads(kept)
-            return summary
-    from snodo.protocol.trust import Walk  # noqa: PLC0415 the trust rule loads only where a list may be in force
 
-    walk = Walk(found.work_tree, [head], None, directory=directory)
-    pending = walk.pending(head)
-    summary = {
-        "commit": walk.after(head).commit,
-        "signers": walk.after(head).signers,
-        "why": pending.why if pending is not None else None,
-        "head_tree": walk.trees.get(head),
-    }
-    if cache_dir is not None and key is not None:
-        write_entry(cache_dir, key, json.dumps(summary))
+    def walk() -> str:
+        from snodo.protocol.trust import Walk  # noqa: PLC0415 the trust rule loads only where a list may be in force
+
+        judged = Walk(found.work_tree, [head], None, directory=directory)
+        pending, after = judged.pending(head), judged.after(head)
+        why = pending.why if pending is not None else None
+        return json.dumps(
+            {"commit": after.commit, "signers": after.signers, "why": why, "head_tree": judged.trees.get(head)}
+        )
+
+    key = _history_key(cache_dir, found, head, directory, "", "trust-v1")
+    try:
+        summary: dict[str, Any] = json.loads(cached(cache_dir, key, walk) or "")
+    except ValueError:  # a kept answer that does not parse counts as absent
+        summary = json.loads(walk())
     return summary
 
 
 def _history(found: GitContext, head: str | None, rel: str, signers_rel: str, cache_dir: Path | None) -> str:
     """``git log --raw -z`` of the commits from ``HEAD`` changing ``rel`` or ``signers_rel``
     (empty when git cannot tell, e.g. no commit yet)."""
-    key = _history_key(cache_dir, found, head, rel, signers_rel, "history-v1")
-    kept = read_entry(cache_dir, key) if cache_dir is not None and key else None
-    if kept is not None:
-        return kept
-    args = ("--reverse", "--format=%x01%H", "--raw", "--no-abbrev", "--no-renames", "-z")
-    log = run_git(found.work_tree, "log", *args, head or "HEAD", "--", rel, signers_rel)
-    if cache_dir is not None and key is not None and log.ok:
-        write_entry(cache_dir, key, log.stdout)
-    return log.stdout if log.ok else ""
+
+    def log() -> str | None:
+        args = ("--reverse", "--format=%x01%H", "--raw", "--no-abbrev", "--no-renames", "-z", head or "HEAD")
+        result = run_git(found.work_tree, "log", *args, "--", rel, signers_rel)
+        return result.stdout if result.ok else None
+
+    return cached(cache_dir, _history_key(cache_dir, found, head, rel, signers_rel, "history-v1"), log) or ""
 
 
 def _history_key(
     cache_dir: Path | None, found: GitContext, head: str | None, first: str, second: str, kind: str
 ) -> str | None:
-    """The :mod:`snodo.cachefiles` key of an answer about the history: ``HEAD``'s commit id,
-    the paths asked about and the files that can cut or graft history (``shallow``,
-    ``info/grafts``; replacement refs are off for every snodo git). ``None``: ask git."""
+    """The cache key of an answer about the history: ``HEAD``, the paths asked about and the
+    files that can cut or graft history (replacement refs are off for every snodo git)."""
     if head is None or cache_dir is None:
         return None
     hasher = hashlib.sha256("\0".join((kind, str(found.common_dir()), head, first, second)).encode())
@@ -223,8 +221,6 @@ def refuse_drift(path: Path, in_force: InForce) -> None:
         return
     rel = f"{path.parent.name}/{path.name}"
     if in_force.not_in_force is not None:
-        from snodo.protocol.trust import REMEDY  # noqa: PLC0415 the trust rule loads only where a list may be in force
-
         raise ProtocolError(
             f"{path}: the .snodo/ committed at HEAD is not in force (the version in force is commit "
             f"{str(in_force.commit)[:12]}); refusing to serve rules nobody trusted signed",

@@ -1,7 +1,5 @@
-"""Strict loading of ``protocol.yml``: YAML (:mod:`snodo.protocol.yamldoc`) → attrs records
-(the strict converter, ``snodo/base/convert.py``). Every problem reads
-``file:line: message @ path.to[0].field``.
-"""
+"""Strict loading of ``protocol.yml``: YAML → the strict converter → attrs records; every
+problem reads ``file:line: message @ path.to[0].field``."""
 
 from __future__ import annotations
 
@@ -18,7 +16,7 @@ from snodo.protocol.models import Protocol
 
 PROTOCOL_RELPATH = Path(".snodo") / "protocol.yml"
 
-#: A protocol is a page of settings; anything bigger is refused before it is parsed.
+#: A protocol is a page of settings; anything bigger is refused unparsed.
 MAX_BYTES = 1_000_000
 
 
@@ -42,6 +40,11 @@ _IDENT_KEY = re.compile(r"\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 
 def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
     """Parse and structure a protocol document; raise ProtocolError listing every problem."""
+    return parse_composed(text, source)[0]
+
+
+def parse_composed(text: str, source: str) -> tuple[Protocol, Any]:
+    """:func:`parse_protocol`, and the composed YAML that locates a field by its path."""
     from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 PyYAML loads only when a protocol is parsed
 
     root, data, duplicates = compose(text, source, MAX_BYTES)
@@ -63,7 +66,7 @@ def parse_protocol(text: str, *, source: str = "protocol.yml") -> Protocol:
             f"{source}: the protocol was refused",
             problems=tuple(f"{source}:{line_of(root, '.' + f)}: at least one entry is required @ {f}" for f in empty),
         )
-    return protocol
+    return protocol, root
 
 
 def _structure(data: dict[str, Any], root: Any, source: str) -> tuple[Protocol | None, list[tuple[int, str]]]:
@@ -112,10 +115,14 @@ def no_protocol(path: Path) -> ProtocolError:
 
 
 def read_protocol_file(path: Path) -> Protocol:
-    text = read_protocol_text(path)
-    if text is None:
+    return read_composed(path)[0]
+
+
+def read_composed(path: Path, text: str | None = None) -> tuple[Protocol, Any]:
+    """The protocol at ``path`` (``text``: its content) and its composed YAML (:func:`parse_composed`)."""
+    if text is None and (text := read_protocol_text(path)) is None:
         raise no_protocol(path)
-    return parse_protocol(text, source=str(path))
+    return parse_composed(text, str(path))
 
 
 def find_protocol(start: Path, explicit: Path | None = None) -> Path:

@@ -1,7 +1,5 @@
-"""The protocol document as frozen attrs records (SPEC §2): tuples and frozen mappings
-(:func:`snodo.base.frozen.freeze`), so no plugin can change what the others, running
-concurrently, read.
-"""
+"""The protocol document as frozen attrs records (SPEC §2), frozen all the way down: no
+plugin can change what the others, running concurrently, read."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ Policy = Literal["unanimous", "majority", "quorum", "any"]
 
 @frozen
 class Check:
-    """``Annotated`` metadata: what a value must also be, checked by the strict converter
-    (``snodo/base/convert.py``) after its base type."""
+    """``Annotated`` metadata: what a value must also be (the strict converter checks it)."""
 
     expected: str
     holds: Callable[[Any], bool]
@@ -35,8 +32,7 @@ class Check:
 
 @frozen
 class Settings:
-    """``Annotated`` metadata on ``tooling`` / ``coder_config``: the runner's own keys
-    (``timeout``) are checked at load; the plugin's, by the well-formedness check."""
+    """``Annotated`` metadata: the runner's own keys (``timeout``) checked at load; the plugin's, by WF3."""
 
     def key_problems(self, mapping: dict[str, Any]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
@@ -73,8 +69,6 @@ class Constraint:
 
 @frozen(kw_only=True)
 class Transition:
-    """A declared move from one mode to another; ``on`` names the event that allows it."""
-
     to: str
     on: str = ""
     description: str = ""
@@ -177,12 +171,10 @@ class Protocol:
             if m.mode_id == mode_id:
                 return m
         known = ", ".join(m.mode_id for m in self.modes)
-
         raise ProtocolError(f"unknown mode {mode_id!r}; this protocol defines: {known}")
 
     def cannot_run_tasks(self, mode_id: str) -> str | None:
-        """Why mode ``mode_id`` may not run tasks (it lacks ``dispatch``), or None; the one
-        place that rule is decided."""
+        """Why mode ``mode_id`` may not run tasks (it lacks ``dispatch``), or None."""
         if "dispatch" in self.mode(mode_id).tools:
             return None
         able = [m.mode_id for m in self.modes if "dispatch" in m.tools]

@@ -1,10 +1,9 @@
 """``snodo protocol sign``: a person's signed commit of ``.snodo/``, without configuring git.
 
-Built with git's plumbing in a temporary index (only ``.snodo/`` on top of ``HEAD``'s tree:
-whatever else the user staged stays staged), with an SSH signature in its ``gpgsig`` header
-as ``git commit -S`` writes it; the signature comes from a callable (the decision key is read
-only by :mod:`snodo.cli.signing`). An empty such commit adopts an unsigned ``.snodo/`` change
-already committed (the trust rule compares with what is in force, not with the parent).
+Built with git's plumbing in a temporary index (only ``.snodo/`` on ``HEAD``'s tree: what
+else the user staged stays staged), signed in its ``gpgsig`` header as ``git commit -S``
+does, by a callable (only :mod:`snodo.cli.signing` reads the decision key). An empty such
+commit adopts an unsigned ``.snodo/`` change already committed.
 """
 
 from __future__ import annotations
@@ -17,15 +16,15 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem, StateError
 from snodo.git.runner import git_out, identity_env, read_objects, run_git
-from snodo.protocol.trust import GOVERNANCE_DIR, SIGNERS_NAME, Walk, blob_text
+from snodo.protocol.committed import SIGNERS_NAME, blob_text
+from snodo.protocol.trust import GOVERNANCE_DIR, Walk
 
 
 @frozen(kw_only=True)
 class Plan:
     """What signing would commit: ``tree`` on ``parent`` (``None``: no commit yet), the
-    ``.snodo/`` paths it changes against ``HEAD``, the list that must name the signer (in
-    force at ``HEAD``, or the first list itself) and, when adopting ``HEAD``'s ``.snodo/``,
-    why it is not in force."""
+    ``.snodo/`` paths it changes, the list that must name the signer (in force at ``HEAD``,
+    or the first list itself) and, when adopting ``HEAD``'s ``.snodo/``, why it is not in force."""
 
     top: Path
     parent: str | None
@@ -53,7 +52,11 @@ def plan(top: Path, directory: str = GOVERNANCE_DIR, *, runtime: tuple[str, ...]
     )
     listing = _git(top, {}, "diff-tree", "-r", "--no-renames", "--name-status", head_tree, tree, "--", directory)
     changes = tuple(line.replace("\t", " ") for line in listing.splitlines() if line.strip())
-    signers, adopting = _in_force_at(top, parent, directory, changes)
+    signers = adopting = None
+    if parent is not None:  # the list in force at the parent and, when nothing changes, why its .snodo/ is not
+        walk = Walk(top, [parent], None, directory=directory)
+        pending = None if changes else walk.pending(parent)
+        signers, adopting = walk.after(parent).signers, pending.why if pending is not None else None
     first_list = signers is None
     if first_list:
         name = f"{tree}:{directory}/{SIGNERS_NAME}"
@@ -61,18 +64,6 @@ def plan(top: Path, directory: str = GOVERNANCE_DIR, *, runtime: tuple[str, ...]
     return Plan(
         top=top, parent=parent, tree=tree, changes=changes, signers=signers, first_list=first_list, adopting=adopting
     )
-
-
-def _in_force_at(
-    top: Path, parent: str | None, directory: str, changes: tuple[str, ...]
-) -> tuple[str | None, str | None]:
-    """The ``allowed_signers`` in force at ``parent`` and, when nothing changes, why its
-    ``.snodo/`` is not in force."""
-    if parent is None:
-        return None, None
-    walk = Walk(top, [parent], None, directory=directory)
-    pending = None if changes else walk.pending(parent)
-    return walk.after(parent).signers, pending.why if pending is not None else None
 
 
 def _tree_of_worktree(top: Path, parent: str | None, directory: str, runtime: tuple[str, ...]) -> str:

@@ -21,17 +21,10 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
 from snodo.git.runner import OBJECTS_ONLY, GitObject, read_objects, run_git
-from snodo.state.signers import ALLOWED_SIGNERS, parse_allowed_signers
+from snodo.protocol.committed import SIGNERS_NAME, blob_text
+from snodo.state.signers import parse_allowed_signers
 
 GOVERNANCE_DIR = ".snodo"
-SIGNERS_NAME = ALLOWED_SIGNERS
-
-#: What to do about a refused change, said by every refusal (run, serve, validate, verify).
-REMEDY = (
-    "if the change is yours to make, run `snodo protocol sign` (it signs the .snodo/ at HEAD with your "
-    "decision key and puts it in force; your key must be listed in the allowed_signers in force — for a "
-    "first list, in that list: `snodo keys show >> .snodo/allowed_signers`), or restore the .snodo/ in force"
-)
 
 #: No configuration of the repository may pick a program to check a signature with.
 _NO_PROGRAMS = (
@@ -56,8 +49,8 @@ _STATUS = {
 
 @frozen(kw_only=True)
 class State:
-    """A ``.snodo/`` in force: the commit that put it in force (``None``: the base's, or none
-    at all), its tree (``None``: no ``.snodo/``) and its ``allowed_signers`` text."""
+    """A ``.snodo/`` in force: the commit that put it in force (``None``: the base's, or none),
+    its tree (``None``: no ``.snodo/``) and its ``allowed_signers`` text."""
 
     commit: str | None
     tree: str | None
@@ -94,18 +87,21 @@ class Walk:
         self.signers_rel = f"{directory}/{SIGNERS_NAME}"
         self.steps: dict[str, Step] = {}
         self._statuses: dict[str, dict[str, tuple[str, str]]] = {}
-        order = self._commits(revisions)
-        self.parents = dict(order)
-        touching = self._touching(revisions)
+        what = f"the commits of {' '.join(revisions)}"
+        listing = self._rev_list(what, "--reverse", "--topo-order", "--parents", *revisions, "--")
+        self._order = [(line.split()[0], tuple(line.split()[1:])) for line in listing.splitlines()]
+        self.parents = dict(self._order)
+        changing = self._rev_list(f"the commits changing {directory}/", "--full-history", *revisions, "--", directory)
+        self._touching = set(changing.split())
         #: each commit's own ``.snodo/`` tree and list (in force or not)
-        self.trees, self.texts = self._read(_to_read(order, touching, base))
+        self.trees, self.texts = self._read(_to_read(self._order, self._touching, base))
         tree = self.trees[base] if base else None
         self.base = State(commit=base if tree else None, tree=tree, signers=self.texts[base] if base else None)
-        for at, (sha, parents) in enumerate(order):
+        for at, (sha, parents) in enumerate(self._order):
             if sha not in self.trees:  # unchanged from its (only) parent
                 self.trees[sha] = self.trees[parents[0]] if parents else None
                 self.texts[sha] = self.texts[parents[0]] if parents else None
-            self.steps[sha] = self._judge(sha, parents, order, at, touching)
+            self.steps[sha] = self._judge(sha, parents, at)
 
     def _read(self, commits: list[str]) -> tuple[dict[str, str | None], dict[str, str | None]]:
         names = [f"{c}:{self.directory}" for c in commits] + [f"{c}:{self.signers_rel}" for c in commits]
@@ -113,9 +109,7 @@ class Walk:
         trees = {c: _tree(found.get(f"{c}:{self.directory}")) for c in commits}
         return trees, {c: blob_text(found.get(f"{c}:{self.signers_rel}")) for c in commits}
 
-    def _judge(
-        self, sha: str, parents: tuple[str, ...], order: list[tuple[str, tuple[str, ...]]], at: int, touching: set[str]
-    ) -> Step:
+    def _judge(self, sha: str, parents: tuple[str, ...], at: int) -> Step:
         befores = [self.after(p) for p in parents] or [self.base]
         before = befores[0]
         for state in befores:
@@ -125,7 +119,7 @@ class Walk:
         judge_with = before.signers if before.signers is not None else mine.signers
         if judge_with is None:
             return Step(sha=sha, before=before, after=mine, changed=True)  # nobody asked for signatures yet
-        status, principal = self._status(sha, judge_with, order, at, touching)
+        status, principal = self._status(sha, judge_with, at)
         if status == "G":
             return Step(sha=sha, before=before, after=mine, changed=True, signed_by=principal)
         why = self._refusal(sha, status, principal, first_list=before.signers is None)
@@ -147,13 +141,13 @@ class Walk:
         detail = _STATUS.get(status, f"signature status {status}") + (f", signed as {principal}" if principal else "")
         return f"commit {sha[:12]} {what} ({detail}), so its {self.directory}/ is not in force"
 
-    def _status(
-        self, sha: str, signers: str, order: list[tuple[str, tuple[str, ...]]], at: int, touching: set[str]
-    ) -> tuple[str, str]:
+    def _status(self, sha: str, signers: str, at: int) -> tuple[str, str]:
         known = self._statuses.setdefault(signers, {})
         if sha not in known:  # ask once for the later commits that may need this list (see `batch`)
-            later = [s for s, _ in order[at:] if s not in known]
-            batch = later if sha not in touching else [s for s in later if s in touching]  # all, while one waits
+            later = [s for s, _ in self._order[at:] if s not in known]
+            batch = (
+                later if sha not in self._touching else [s for s in later if s in self._touching]
+            )  # all, while one waits
             for commit, (status, key, principal) in signature_checks(
                 self.top, signers, batch, source=self.signers_rel
             ).items():
@@ -183,23 +177,11 @@ class Walk:
                 return step
             at = parent
 
-    def _commits(self, revisions: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
-        result = run_git(
-            self.top, "rev-list", "--reverse", "--topo-order", "--parents", *revisions, "--", env=OBJECTS_ONLY
-        )
+    def _rev_list(self, what: str, *args: str) -> str:
+        result = run_git(self.top, "rev-list", *args, env=OBJECTS_ONLY)
         if not result.ok:
-            raise EnvironmentProblem(f"cannot list the commits of {' '.join(revisions)}: {result.detail()}")
-        order = []
-        for line in result.stdout.splitlines():
-            sha, *parents = line.split()
-            order.append((sha, tuple(parents)))
-        return order
-
-    def _touching(self, revisions: Sequence[str]) -> set[str]:
-        result = run_git(self.top, "rev-list", "--full-history", *revisions, "--", self.directory, env=OBJECTS_ONLY)
-        if not result.ok:
-            raise EnvironmentProblem(f"cannot list the commits changing {self.directory}/: {result.detail()}")
-        return set(result.stdout.split())
+            raise EnvironmentProblem(f"cannot list {what}: {result.detail()}")
+        return result.stdout
 
 
 def _to_read(order: list[tuple[str, tuple[str, ...]]], touching: set[str], base: str | None) -> list[str]:
@@ -211,10 +193,6 @@ def _to_read(order: list[tuple[str, tuple[str, ...]]], touching: set[str], base:
 
 def _tree(obj: GitObject | None) -> str | None:
     return obj.sha if obj is not None and obj.kind == "tree" else None
-
-
-def blob_text(obj: GitObject | None) -> str | None:
-    return obj.data.decode("utf-8", "replace") if obj is not None and obj.kind == "blob" else None
 
 
 def signature_checks(top: Path, signers: str, shas: Sequence[str], *, source: str) -> dict[str, tuple[str, str, str]]:

@@ -1,19 +1,17 @@
-"""Well-formedness rules WF1–WF5 (docs/protocol.md), checked at every load; every rule runs
-and all violations are reported together. With the plugin host, plugin names and settings
-are checked too.
-"""
+"""Well-formedness rules WF1–WF5 (docs/protocol.md), checked at every load, all violations
+reported together; with the plugin host, plugin names and settings too."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from attrs import frozen
 
 from snodo.base.convert import did_you_mean
-from snodo.base.errors import PluginError, ProtocolError
+from snodo.base.errors import PluginError
 from snodo.plugin.host import PluginHost, install_hint
 from snodo.protocol.capabilities import ALWAYS_EXCLUSIVE, CAPABILITY_TOOLS
 from snodo.protocol.models import PHASES, Constraint, Mode, Protocol
@@ -36,25 +34,22 @@ class Violation:
 _FIELD = re.compile(r" @ ([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\[\d+\])*)")
 
 
-def located(violations: Iterable[Violation], text: str, source: str) -> list[Violation]:
+def located(violations: Iterable[Violation], root: Any, source: str) -> list[Violation]:
     """``violations`` with the file and line of the field each names (``@ validators[2].tooling``)
     in front, as the strict loader words its problems: ``file:line: message @ field``."""
-    from snodo.protocol.yamldoc import compose, line_of  # noqa: PLC0415 YAML parsed only for a located violation
+    from snodo.protocol.yamldoc import line_of  # noqa: PLC0415 PyYAML loads only when a protocol is parsed
 
-    try:
-        root = compose(text, source, len(text))[0]
-    except ProtocolError:  # the loader refused the text already; nothing to point into
-        root = None
     out = []
     for v in violations:
         field = _FIELD.search(v.message)
-        line = line_of(root, "." + field.group(1)) if field is not None and root is not None else None
+        line = line_of(root, "." + field.group(1)) if field is not None else None
         out.append(Violation(rule=v.rule, level=v.level, message=f"{source}:{line}: {v.message}") if line else v)
     return out
 
 
-def _dupes(ids: list[str]) -> list[str]:
-    return sorted(i for i, n in Counter(ids).items() if n > 1)
+def _dupes(rule: str, field: str, ids: list[str]) -> Iterator[Violation]:
+    for d in sorted(i for i, n in Counter(ids).items() if n > 1):
+        yield Violation(rule=rule, message=f"{field} {d!r} is declared more than once")
 
 
 def _all_constraints(p: Protocol) -> list[tuple[str, Constraint]]:
@@ -67,7 +62,6 @@ def _all_constraints(p: Protocol) -> list[tuple[str, Constraint]]:
 
 
 def _plugin_missing(exc: PluginError, kind: str, name: str, installed: list[str]) -> str:
-    """The plugin's own error when it is installed but broken, else ``no coder named 'x' is installed …``."""
     if name in installed:
         return f"{exc.message} ({exc.hint})" if exc.hint else exc.message
     return (
@@ -77,8 +71,7 @@ def _plugin_missing(exc: PluginError, kind: str, name: str, installed: list[str]
 
 
 def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]:
-    """Run every rule (``host`` enables the plugin checks of WF3 and WF5), in rule order, each
-    rule's violations in document order."""
+    """Every rule's violations, in rule then document order (``host``: the plugin checks too)."""
     p = protocol
     out = [*_known_capabilities(p), *_unique_ids(p), *_wf1_exclusive(p), *_wf2_roles(p), *_wf3_references(p)]
     if host is not None:
@@ -87,7 +80,7 @@ def check(protocol: Protocol, host: PluginHost | None = None) -> list[Violation]
 
 
 def _known_capabilities(p: Protocol) -> Iterator[Violation]:
-    """CAP: every capability a mode grants, and every ``exclusive_tools`` entry, is known."""
+    """CAP: every capability a mode grants or ``exclusive_tools`` names is known."""
     known = sorted(CAPABILITY_TOOLS)
     for mi, m in enumerate(p.modes):
         for ti, cap in enumerate(m.tools):
@@ -107,11 +100,9 @@ def _known_capabilities(p: Protocol) -> Iterator[Violation]:
 
 
 def _unique_ids(p: Protocol) -> Iterator[Violation]:
-    """ID: mode and validator ids are unique, so that references to them mean anything."""
-    for d in _dupes([m.mode_id for m in p.modes]):
-        yield Violation(rule="ID", message=f"mode_id {d!r} is declared more than once")
-    for d in _dupes([v.validator_id for v in p.validators]):
-        yield Violation(rule="ID", message=f"validator_id {d!r} is declared more than once")
+    """ID: mode and validator ids are unique."""
+    yield from _dupes("ID", "mode_id", [m.mode_id for m in p.modes])
+    yield from _dupes("ID", "validator_id", [v.validator_id for v in p.validators])
 
 
 def _wf1_exclusive(p: Protocol) -> Iterator[Violation]:
@@ -128,8 +119,7 @@ def _wf1_exclusive(p: Protocol) -> Iterator[Violation]:
 
 def _wf2_roles(p: Protocol) -> Iterator[Violation]:
     """WF2: role ids are unique, and roles name existing modes."""
-    for d in _dupes([r.role_id for r in p.roles]):
-        yield Violation(rule="WF2", message=f"role_id {d!r} is declared more than once")
+    yield from _dupes("WF2", "role_id", [r.role_id for r in p.roles])
     mode_ids = {m.mode_id for m in p.modes}
     for r in p.roles:
         for mid in r.modes:
@@ -167,15 +157,14 @@ def _wf3_mode(p: Protocol, m: Mode, mode_ids: set[str]) -> Iterator[Violation]:
 
 
 def _wf3_ungated_phases(p: Protocol, m: Mode) -> Iterator[Violation]:
-    for phase in PHASES:
-        if not p.validators_for(m, phase):
-            role = "gate the work before it starts" if phase == "pre_execute" else "judge the work once done"
-            yield Violation(
-                rule="WF3",
-                message=f"mode {m.mode_id!r} holds 'dispatch' but has no {phase} validator to {role}: "
-                f"every run in this mode would halt (validator_error) at {phase}; add a "
-                f"{phase} validator to the mode's validators",
-            )
+    for phase in (ph for ph in PHASES if not p.validators_for(m, ph)):
+        role = "gate the work before it starts" if phase == "pre_execute" else "judge the work once done"
+        yield Violation(
+            rule="WF3",
+            message=f"mode {m.mode_id!r} holds 'dispatch' but has no {phase} validator to {role}: "
+            f"every run in this mode would halt (validator_error) at {phase}; add a "
+            f"{phase} validator to the mode's validators",
+        )
 
 
 def _wf4_policy_fits(p: Protocol) -> Iterator[Violation]:
@@ -192,8 +181,7 @@ def _wf4_policy_fits(p: Protocol) -> Iterator[Violation]:
 def _wf5_constraints(p: Protocol, host: PluginHost | None) -> Iterator[Violation]:
     """WF5: constraint ids are unique and, with the plugin host, every predicate is registered."""
     constraints = _all_constraints(p)
-    for d in _dupes([c.constraint_id for _, c in constraints]):
-        yield Violation(rule="WF5", message=f"constraint_id {d!r} is declared more than once")
+    yield from _dupes("WF5", "constraint_id", [c.constraint_id for _, c in constraints])
     registered = set(host.predicates()) if host is not None else set()
     for where, c in constraints:
         if host is not None and c.predicate not in registered:

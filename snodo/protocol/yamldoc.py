@@ -1,8 +1,6 @@
 """The YAML side of loading a protocol: only ``true``/``false`` are booleans (``no``, ``on``,
 ``yes`` stay strings); duplicate keys, deep nesting, alias bombs and oversized files are
-refused; line numbers for problems. PyYAML's pure Python parser, not libyaml's, which words
-syntax errors differently.
-"""
+refused. PyYAML's pure Python parser: libyaml words syntax errors differently."""
 
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ _PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[('[^']*')\]")
 
 
 def line_of(root: yaml.Node | None, path: str) -> int | None:
-    """The 1-based line of ``modes[1].tools[0]`` in the composed YAML; of the key (``tools:``)
-    when the path ends at one."""
+    """The line of ``modes[1].tools[0]`` in the composed YAML; of the key when the path ends at one."""
     node = root
     line = node.start_mark.line + 1 if node is not None else None
     for m in _PATH_TOKEN.finditer(path):
@@ -67,7 +64,7 @@ class _Refused(Exception):
 def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
     """Find duplicate keys; refuse deep nesting, alias bombs and recursive aliases; one walk."""
     problems: list[tuple[int, str]] = []
-    seen_dupes: set[tuple[int, int]] = set()
+    seen_dupes: set[tuple[int, int]] = set()  # a mapping behind an alias is walked once per use
     count = 0
     on_path: set[int] = set()
 
@@ -87,41 +84,30 @@ def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
         if id(node) in on_path:
             raise _Refused(f"{source}:{line}: an alias refers to a value that contains it @ {path.lstrip('.')}")
         on_path.add(id(node))
-        for child, child_path in _children(node, path, source, problems, seen_dupes):
+        seq = isinstance(node, yaml.SequenceNode)
+        children = [(item, f"{path}[{i}]") for i, item in enumerate(node.value)] if seq else []
+        first: dict[str, int] = {}
+        for key, value in node.value if isinstance(node, yaml.MappingNode) else ():
+            name = key.value if isinstance(key, yaml.ScalarNode) else None
+            here, where = key.start_mark.line + 1, (key.start_mark.line + 1, key.start_mark.column)
+            if name is not None and key.tag != "tag:yaml.org,2002:merge":
+                if name in first and where not in seen_dupes:
+                    seen_dupes.add(where)
+                    problems.append(
+                        (
+                            here,
+                            f"{source}:{here}: duplicate key {name!r} (first at line {first[name]}); "
+                            f"a key may appear only once in a mapping @ {f'{path}.{name}'.lstrip('.')}",
+                        )
+                    )
+                first.setdefault(name, here)
+            children.append((value, f"{path}.{name}" if name is not None else path))
+        for child, child_path in children:  # this mapping's duplicates first, then what is below it
             visit(child, child_path, depth + 1)
         on_path.discard(id(node))
 
     visit(root, "", 0)
     return problems
-
-
-def _children(
-    node: yaml.Node, path: str, source: str, problems: list[tuple[int, str]], seen_dupes: set[tuple[int, int]]
-) -> list[tuple[yaml.Node, str]]:
-    """The values below ``node`` with their paths; duplicate keys go to ``problems``."""
-    if isinstance(node, yaml.SequenceNode):
-        return [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
-    if not isinstance(node, yaml.MappingNode):
-        return []
-    first: dict[str, int] = {}
-    out: list[tuple[yaml.Node, str]] = []
-    for key, value in node.value:
-        name = key.value if isinstance(key, yaml.ScalarNode) else None
-        if name is not None and key.tag != "tag:yaml.org,2002:merge":
-            here = key.start_mark.line + 1
-            if name in first and (here, key.start_mark.column) not in seen_dupes:
-                seen_dupes.add((here, key.start_mark.column))
-                at = f"{path}.{name}".lstrip(".")
-                problems.append(
-                    (
-                        here,
-                        f"{source}:{here}: duplicate key {name!r} (first at line {first[name]}); "
-                        f"a key may appear only once in a mapping @ {at}",
-                    )
-                )
-            first.setdefault(name, here)
-        out.append((value, f"{path}.{name}" if name is not None else path))
-    return out
 
 
 def compose(text: str, source: str, max_bytes: int) -> tuple[yaml.Node | None, object, list[tuple[int, str]]]:

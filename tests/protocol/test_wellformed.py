@@ -175,6 +175,28 @@ def test_load_protocol_refuses_on_errors(tmp_path, host) -> None:  # type: ignor
     assert "has no post_execute validator" in info.value.problems[2]
 
 
+def test_checking_a_file_parses_its_yaml_once(tmp_path, host, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Loading and `protocol check` locate each violation in the tree the strict parse composed."""
+    from snodo.protocol import check_file, load_protocol, yamldoc
+
+    composed: list[str] = []
+    real = yamldoc.compose
+
+    def counting(text: str, source: str, max_bytes: int):  # type: ignore[no-untyped-def]
+        composed.append(source)
+        return real(text, source, max_bytes)
+
+    monkeypatch.setattr(yamldoc, "compose", counting)
+    path = tmp_path / "protocol.yml"
+    path.write_text(BROKEN.replace("tools: [review, approve]", "tools: [review, approve, reed]"))
+    _, violations = check_file(path, host)
+    assert composed == [str(path)]
+    assert [v.message.split(" grants")[0] for v in violations if v.rule == "CAP"] == [f"{path}:12: mode 'reviewer'"]
+    with pytest.raises(ProtocolError):
+        load_protocol(path, host)
+    assert composed == [str(path)] * 2
+
+
 def test_sandbox_off_is_a_warning_not_an_error(host) -> None:  # type: ignore[no-untyped-def]
     text = BROKEN + "execution: {sandbox: 'off'}\n"
     found = [v for v in check(parse_protocol(text), host) if v.rule == "EXEC"]

@@ -21,8 +21,8 @@ Kind = Literal["string", "boolean", "string_list"]
 @frozen
 class Param:
     name: str
-    kind: Kind
     description: str
+    kind: Kind = "string"
     required: bool = True
 
     def schema(self) -> dict[str, object]:
@@ -69,8 +69,8 @@ class ToolDef:
         return hints
 
 
-def _opt(name: str, kind: Kind, description: str) -> Param:
-    return Param(name, kind, description, required=False)
+def _opt(name: str, description: str, kind: Kind = "string") -> Param:
+    return Param(name, description, kind, required=False)
 
 
 #: Seconds ``run_tests`` may take.
@@ -85,17 +85,15 @@ TOOLS: dict[str, ToolDef] = {
         ToolDef(
             name="read_file",
             title="Read a file",
-            idempotent=True,
             description="Return the UTF-8 text of a file in the project. Reading `.snodo/` is allowed.",
-            params=(Param("path", "string", _PATH),),
+            params=(Param("path", _PATH),),
         ),
         ToolDef(
             name="list_files",
             title="List files",
-            idempotent=True,
             description="List the files under a directory of the project (default: the root), sorted; "
             "`.git/` is skipped.",
-            params=(_opt("path", "string", _PATH + " Default: the project root."),),
+            params=(_opt("path", _PATH + " Default: the project root."),),
         ),
         ToolDef(
             name="write_file",
@@ -105,7 +103,7 @@ TOOLS: dict[str, ToolDef] = {
             description="Create or replace a file with the given text, creating missing parent "
             "directories. Refused for `.snodo/`, `.git/`, the protocol's protected_paths and paths "
             "outside the project.",
-            params=(Param("path", "string", _PATH), Param("content", "string", "The complete new file content.")),
+            params=(Param("path", _PATH), Param("content", "The complete new file content.")),
         ),
         ToolDef(
             name="delete_file",
@@ -113,14 +111,14 @@ TOOLS: dict[str, ToolDef] = {
             destructive=True,
             idempotent=True,
             description="Delete one file (a symlink is removed itself). Refused for protected paths.",
-            params=(Param("path", "string", _PATH),),
+            params=(Param("path", _PATH),),
         ),
         ToolDef(
             name="create_directory",
             title="Create a directory",
             idempotent=True,
             description="Create a directory and its missing parents. Refused for protected paths.",
-            params=(Param("path", "string", _PATH),),
+            params=(Param("path", _PATH),),
         ),
         ToolDef(
             name="run_tests",
@@ -128,11 +126,7 @@ TOOLS: dict[str, ToolDef] = {
             idempotent=True,
             description="Run the project's pytest suite (or one path of it) in a bounded child "
             "process and return the summary and the tail of the output.",
-            params=(
-                _opt(
-                    "path", "string", "Test file or directory relative to the project root. Default: the whole suite."
-                ),
-            ),
+            params=(_opt("path", "Test file or directory relative to the project root. Default: the whole suite."),),
         ),
         ToolDef(
             name="validate_task",
@@ -143,13 +137,11 @@ TOOLS: dict[str, ToolDef] = {
             params=(
                 _opt(
                     "task_spec",
-                    "string",
                     _TASK_SPEC + " May be omitted when this server already "
                     "validated the task_id, to validate the same spec again.",
                 ),
                 _opt(
                     "task_id",
-                    "string",
                     "Your id for the task; default: derived from the spec text (as dispatch_task does). "
                     "Validating the same id and spec again is the same task.",
                 ),
@@ -163,22 +155,20 @@ TOOLS: dict[str, ToolDef] = {
             "this mode's coder; the job validates the task again before anything executes. Returns "
             "{status: accepted, job_id, task_id} at once.",
             params=(
-                Param("task_spec", "string", _TASK_SPEC),
-                _opt("task_id", "string", "The task id used when validating; default: derived from the spec text."),
+                Param("task_spec", _TASK_SPEC),
+                _opt("task_id", "The task id used when validating; default: derived from the spec text."),
             ),
         ),
         ToolDef(
             name="get_job_status",
             title="Job status",
-            idempotent=True,
             description="The status of a job: queued, running, completed, or halted (then `outcome` "
             f"says why: {', '.join(HALT_OUTCOMES)}).",
-            params=(Param("job_id", "string", "The job id returned when the job was dispatched."),),
+            params=(Param("job_id", "The job id returned when the job was dispatched."),),
         ),
         ToolDef(
             name="list_jobs",
             title="List jobs",
-            idempotent=True,
             description="Every job of this project with its task, mode and status, oldest first.",
         ),
         ToolDef(
@@ -187,25 +177,23 @@ TOOLS: dict[str, ToolDef] = {
             description="Record a proposal for the human who decides a pending escalation. It "
             "authorises nothing: only a person running `snodo authorize <decision_id>` decides.",
             params=(
-                Param("decision_id", "string", "The decision_id of an escalate outcome."),
-                Param("decision", "string", "approve or reject."),
-                Param("justification", "string", "Why; shown to the human with the proposal."),
+                Param("decision_id", "The decision_id of an escalate outcome."),
+                Param("decision", "approve or reject."),
+                Param("justification", "Why; shown to the human with the proposal."),
             ),
         ),
         ToolDef(
             name="read_diff",
             title="Read the diff",
-            idempotent=True,
             description="The diff of the work tree (or of the staged changes) against a ref, the index or HEAD.",
             params=(
-                _opt("ref", "string", "Commit, branch or tag to compare against."),
-                _opt("staged", "boolean", "Show staged changes instead of unstaged ones."),
+                _opt("ref", "Commit, branch or tag to compare against."),
+                _opt("staged", "Show staged changes instead of unstaged ones.", "boolean"),
             ),
         ),
         ToolDef(
             name="get_status",
             title="Repository status",
-            idempotent=True,
             description="The current branch and the staged, unstaged, untracked and conflicted paths.",
         ),
         ToolDef(
@@ -213,21 +201,21 @@ TOOLS: dict[str, ToolDef] = {
             title="Stage files",
             description="Stage additions, changes and deletions under the given paths; all or nothing, "
             "and refused when any change touches a protected path.",
-            params=(Param("paths", "string_list", "Paths relative to the project root."),),
+            params=(Param("paths", "Paths relative to the project root.", "string_list"),),
         ),
         ToolDef(
             name="commit",
             title="Commit",
             description="Commit the staged changes on the current branch and return the commit sha.",
-            params=(Param("message", "string", "The commit message."),),
+            params=(Param("message", "The commit message."),),
         ),
         ToolDef(
             name="create_branch",
             title="Create a branch",
             description="Create a branch without switching to it.",
             params=(
-                Param("name", "string", "The new branch name."),
-                _opt("start", "string", "Where the branch starts; default HEAD."),
+                Param("name", "The new branch name."),
+                _opt("start", "Where the branch starts; default HEAD."),
             ),
         ),
         ToolDef(
@@ -237,8 +225,8 @@ TOOLS: dict[str, ToolDef] = {
             description="Merge a branch into the current branch with a merge commit; refused when the "
             "branch changes a protected path, aborted (tree unchanged) when it conflicts.",
             params=(
-                Param("name", "string", "The branch to merge."),
-                _opt("message", "string", "The merge commit message."),
+                Param("name", "The branch to merge."),
+                _opt("message", "The merge commit message."),
             ),
         ),
         ToolDef(
@@ -246,14 +234,14 @@ TOOLS: dict[str, ToolDef] = {
             title="Delete a branch",
             destructive=True,
             description="Delete a fully merged branch; unmerged work is never thrown away.",
-            params=(Param("name", "string", "The branch to delete."),),
+            params=(Param("name", "The branch to delete."),),
         ),
         ToolDef(
             name="propose_plan",
             title="Propose a plan",
             description="Break a goal into tasks with specs and store them as a plan. Executes "
             "nothing and needs nothing.",
-            params=(Param("goal", "string", "What should be achieved; bullet lines become one task each."),),
+            params=(Param("goal", "What should be achieved; bullet lines become one task each."),),
         ),
         ToolDef(
             name="decompose",
@@ -262,8 +250,8 @@ TOOLS: dict[str, ToolDef] = {
             "split a spec into tasks without storing anything. Give exactly one of plan_id and spec. "
             "Executes nothing.",
             params=(
-                _opt("plan_id", "string", "A plan to decompose again."),
-                _opt("spec", "string", "Text to split into tasks."),
+                _opt("plan_id", "A plan to decompose again."),
+                _opt("spec", "Text to split into tasks."),
             ),
         ),
         ToolDef(
@@ -271,15 +259,14 @@ TOOLS: dict[str, ToolDef] = {
             title="Generate a task spec",
             description="Write a task spec for one task description, with its derived task id. "
             "Executes nothing and stores nothing.",
-            params=(Param("task", "string", "The task, in one line or a short paragraph."),),
+            params=(Param("task", "The task, in one line or a short paragraph."),),
         ),
         ToolDef(
             name="get_plan",
             title="Get a plan",
-            idempotent=True,
             description="A stored plan: goal, tasks with their specs and task ids, and the status of "
             "any job started for them.",
-            params=(Param("plan_id", "string", "The plan id returned by propose_plan."),),
+            params=(Param("plan_id", "The plan id returned by propose_plan."),),
         ),
         ToolDef(
             name="run_plan",
@@ -287,7 +274,7 @@ TOOLS: dict[str, ToolDef] = {
             open_world=True,
             description="Start a background job for every task of the plan not yet dispatched; each "
             "job validates its task again before anything executes.",
-            params=(Param("plan_id", "string", "The plan to run."),),
+            params=(Param("plan_id", "The plan to run."),),
         ),
     )
 }
@@ -307,15 +294,7 @@ def _served(tools: frozenset[str], *names: str) -> list[str]:
 def plan_mode(mode: Mode) -> str:
     """The mode a plan's tasks run in: the mode's declared ``on: run_plan`` transition, if the
     protocol declares one (a planner hands off to its producer), else the mode itself."""
-    for t in mode.transitions:
-        if t.on == "run_plan":
-            return t.to
-    return mode.mode_id
-
-
-def _plan_target(mode: Mode) -> str:
-    target = plan_mode(mode)
-    return "in this mode" if target == mode.mode_id else f"in the {target!r} mode (this mode's run_plan transition)"
+    return next((t.to for t in mode.transitions if t.on == "run_plan"), mode.mode_id)
 
 
 def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
@@ -396,8 +375,12 @@ def _work_paragraphs(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> I
     authoring = _served(tools, "propose_plan", "decompose", "generate_spec")
     if authoring:
         reads = "; get_plan(plan_id) reads one back" if "get_plan" in tools else ""
+        target = plan_mode(mode)
+        where = (
+            "in this mode" if target == mode.mode_id else f"in the {target!r} mode (this mode's run_plan transition)"
+        )
         runs = (
-            f" run_plan(plan_id) starts a background job {_plan_target(mode)} for every task not yet "
+            f" run_plan(plan_id) starts a background job {where} for every task not yet "
             "dispatched; each job validates its task again before anything executes."
             if "run_plan" in tools
             else ""

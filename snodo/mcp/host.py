@@ -248,19 +248,15 @@ class ToolHost:
         CLI do; with only ``task_id``, the spec this server last validated for it is used."""
         if task_id is not None:
             check_task_id(task_id)
-        if task_spec is not None:
-            spec = require_spec(task_spec)
-            task_id = task_id if task_id is not None else derive_task_id(spec)
-        elif task_id is None:
-            raise ToolError("give task_spec (and optionally task_id), or the task_id of a task validated before")
-        else:
-            previous = self._specs.get(task_id)
-            if previous is None:
+            if task_spec is None and (task_spec := self._specs.get(task_id)) is None:
                 raise ToolError(
                     f"task_spec is required: this server has not validated task {task_id!r} before, so there "
                     "is no spec to validate again"
                 )
-            spec = previous
+        elif task_spec is None:
+            raise ToolError("give task_spec (and optionally task_id), or the task_id of a task validated before")
+        spec = require_spec(task_spec)
+        task_id = task_id if task_id is not None else derive_task_id(spec)
         self._session_id()  # the first call that needs a session starts it
         outcome = validate_task(self.project, spec=spec, task_id=task_id, phase="pre_execute")
         with self._lock:  # only a spec that was validated is one to validate again
@@ -281,8 +277,7 @@ class ToolHost:
         """Create and start the job; only then use up the token recorded for this task and spec
         (keyed by both, so another's token is never consumed; a failed start consumes nothing)."""
         p = self.project
-        refusal = p.protocol.cannot_run_tasks(mode)
-        if refusal is not None:
+        if (refusal := p.protocol.cannot_run_tasks(mode)) is not None:
             raise ToolError(refusal)
         sha = spec_sha256(spec)
         session_id = self._session_id()
@@ -462,15 +457,9 @@ class ToolHost:
                 reply = self._dispatch(
                     require_spec(str(task["spec"]), "the plan task's spec"), check_task_id(task["task_id"]), mode
                 )
-                index = task["index"]
-                self.plans.update(plan_id, _record_job(index, reply["job_id"]))
+                self.plans.update(plan_id, _record_job(task["index"], reply["job_id"]))
                 started.append(
-                    {
-                        "index": index,
-                        "task_id": reply["task_id"],
-                        "job_id": reply["job_id"],
-                        "token_consumed": reply["token_consumed"],
-                    }
+                    {"index": task["index"], **{k: reply[k] for k in ("task_id", "job_id", "token_consumed")}}
                 )
         self.project.record("plan_run", plan_id=plan_id, mode=mode, jobs=[s["job_id"] for s in started])
         return {"status": "accepted", "plan_id": plan_id, "mode": mode, "jobs": started, "already_dispatched": earlier}

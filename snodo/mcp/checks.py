@@ -1,5 +1,5 @@
 """Checks every tool call passes before its handler runs (schema fit, size, path shape, a
-non-empty spec), and the one shape a job is reported in: pure functions of the arguments.
+non-empty spec), the one shape a job is reported in, and the reply a call answers.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from attrs import frozen
 
 from snodo.base.errors import PathValidationError, ToolError
 from snodo.mcp.catalog import ToolDef
@@ -23,6 +25,24 @@ _KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
         lambda v: isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v),
     ),
 }
+
+
+@frozen(kw_only=True)
+class ToolReply:
+    """What a tool call answered: ``data`` on success, or an error ``message`` saying why."""
+
+    ok: bool
+    data: dict[str, Any] | None = None
+    message: str = ""
+
+    @classmethod
+    def error(cls, message: str) -> ToolReply:
+        return cls(ok=False, message=message)
+
+    def text(self) -> str:
+        if not self.ok:
+            return self.message
+        return json.dumps(self.data, indent=2, ensure_ascii=False, default=str)
 
 
 def arguments_sha256(arguments: Mapping[str, Any]) -> str:

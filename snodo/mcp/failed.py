@@ -13,6 +13,7 @@ import contextlib
 
 from snodo import __version__
 from snodo.base.errors import ProtocolError, SnodoError
+from snodo.mcp.stdio import run_stdio
 
 #: The one tool a failed server lists; hosts show it prefixed (``snodo_unavailable``).
 UNAVAILABLE = "unavailable"
@@ -39,11 +40,9 @@ def failure_text(exc: SnodoError) -> str:
 def serve_failure(exc: SnodoError) -> None:
     """Serve the failure on stdin/stdout until the host leaves, then return (the caller exits non-zero)."""
     # the MCP SDK only when there is a failure to serve
-    import anyio  # noqa: PLC0415
     from mcp import types  # noqa: PLC0415
     from mcp.server.context import ServerRequestContext  # noqa: PLC0415
     from mcp.server.lowlevel import Server  # noqa: PLC0415
-    from mcp.server.stdio import stdio_server  # noqa: PLC0415
     from mcp.shared.exceptions import MCPError  # noqa: PLC0415
 
     text = failure_text(exc)
@@ -71,10 +70,5 @@ def serve_failure(exc: SnodoError) -> None:
         on_list_tools=list_only_unavailable,
         on_call_tool=refuse_call,
     )
-
-    async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-
     with contextlib.suppress(Exception):  # a host that went away mid-answer; the caller reports the real error
-        anyio.run(main)
+        run_stdio(server)

@@ -9,12 +9,9 @@ evidence ``dispatch_task`` consumes, never a credential the caller holds (ADR 04
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
-
-from attrs import frozen
 
 from snodo.base.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError
 from snodo.engine.jobs import JobStore, QueueFull
@@ -25,6 +22,7 @@ from snodo.governance.service import Project, validate_task
 from snodo.judging.testrun import python_settings, run_tests
 from snodo.mcp.catalog import TEST_TIMEOUT, TOOLS, plan_mode
 from snodo.mcp.checks import (
+    ToolReply,
     argument_limit,
     arguments_sha256,
     check_arguments,
@@ -60,24 +58,6 @@ def _record_job(index: Any, job_id: str) -> Callable[[dict[str, Any]], dict[str,
         return {**plan, "status": "running"}
 
     return change
-
-
-@frozen(kw_only=True)
-class ToolReply:
-    """What a tool call answered: ``data`` on success, or an error ``message`` saying why."""
-
-    ok: bool
-    data: dict[str, Any] | None = None
-    message: str = ""
-
-    @classmethod
-    def error(cls, message: str) -> ToolReply:
-        return cls(ok=False, message=message)
-
-    def text(self) -> str:
-        if not self.ok:
-            return self.message
-        return json.dumps(self.data, indent=2, ensure_ascii=False, default=str)
 
 
 class ToolHost:

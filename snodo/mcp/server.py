@@ -25,8 +25,9 @@ from mcp.server.lowlevel import Server
 
 from snodo import __version__
 from snodo.mcp.catalog import TOOLS
+from snodo.mcp.checks import ToolReply
 from snodo.mcp.served import Served
-from snodo.mcp.stdio import answered, serve_stdio_streams
+from snodo.mcp.stdio import answered, run_stdio
 from snodo.process.callscope import CallScope, scope
 from snodo.process.runner import terminate_all
 
@@ -44,21 +45,17 @@ _DISCONNECTS: tuple[type[BaseException], ...] = (
 )
 
 
-#: Calls that can run for minutes: they send MCP progress notifications while they work, so
-#: a host that resets its call timeout on progress keeps waiting.
+#: Calls that can run for minutes: progress notifications keep a host that resets its timeout on progress waiting.
 LONG_CALLS = frozenset({"run_tests", "validate_task"})
 #: Seconds between two progress notifications of a long call.
 PROGRESS_EVERY = 5.0
 
 
-def _wants_progress(ctx: Any) -> bool:
-    """Whether the call's ``_meta`` carries a ``progressToken`` (else progress goes nowhere)."""
-    meta = getattr(ctx, "meta", None)
-    return isinstance(meta, dict) and meta.get("progress_token") is not None
-
-
 async def _report_progress(ctx: Any, name: str) -> None:
-    """Tick while a long call works (the client asked for progress with a ``progressToken``)."""
+    """Tick while a long call works, if the client asked for progress (a ``progressToken``)."""
+    meta = getattr(ctx, "meta", None)
+    if not isinstance(meta, dict) or meta.get("progress_token") is None:
+        return
     ticks = 0
     while True:
         await anyio.sleep(PROGRESS_EVERY)
@@ -98,8 +95,8 @@ class _InFlight:
 
 
 def build_server(served: Served, inflight: _InFlight | None = None) -> Server[Any]:
-    """The MCP server for one :class:`Served` mode: ``initialize`` and ``tools/list`` are
-    answered from the catalogue; a call waits for the tool host, built off the handshake's path."""
+    """``initialize`` and ``tools/list`` are answered from the catalogue; a call waits for the
+    tool host, built off the handshake's path."""
     tools = [
         types.Tool(
             name=d.name,
@@ -119,43 +116,39 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         call = CallScope()
 
-        def work() -> tuple[bool, str, dict[str, Any] | None]:
+        def work() -> ToolReply:
             with calls.call(call), scope(call):
                 try:
                     host = served.host()
                 except Exception as exc:  # fail closed: no host, no tool
-                    return False, f"{params.name} refused: snodo could not prepare its tools: {exc}", None
-                if call.cancelled:
-                    ok, text, data = False, "cancelled by the client before it started", None
-                else:
-                    reply = host.call(params.name, params.arguments)
-                    ok, text, data = reply.ok, reply.text(), reply.data
-                if call.cancelled:  # what its killed processes answered (exit -9) is no result
-                    # recorded while the call still counts as in flight: before a stop's serve_stopped
-                    host.record_cancelled(params.name, call.reason)
-                    ok, data = False, None
-                    text = (
-                        f"{params.name} was cancelled ({call.reason}): its processes were ended and nothing "
-                        "it started is still running; its result is not known"
-                    )
-                return ok, text, data
+                    return ToolReply.error(f"{params.name} refused: snodo could not prepare its tools: {exc}")
+                reply = None if call.cancelled else host.call(params.name, params.arguments)
+                if reply is not None and not call.cancelled:
+                    return reply
+                # what its killed processes answered (exit -9) is no result; recorded while the
+                # call still counts as in flight: before a stop's serve_stopped
+                host.record_cancelled(params.name, call.reason)
+                return ToolReply.error(
+                    f"{params.name} was cancelled ({call.reason}): its processes were ended and nothing "
+                    "it started is still running; its result is not known"
+                )
 
         try:
             # a cancelled call stops waiting and answers nothing (the SDK drops it); its
             # thread ends on its own once call.cancel() has killed what it was waiting for
             async with anyio.create_task_group() as group:
-                if params.name in LONG_CALLS and _wants_progress(ctx):
+                if params.name in LONG_CALLS:
                     group.start_soon(_report_progress, ctx, params.name)
-                ok, text, data = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+                reply = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
                 group.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             # notifications/cancelled (or the client gone): kill the call's process tree now
             call.cancel("the client cancelled the call (notifications/cancelled) or went away")
             raise
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
-            structured_content=data if ok else None,
-            is_error=not ok,
+            content=[types.TextContent(type="text", text=reply.text())],
+            structured_content=reply.data if reply.ok else None,
+            is_error=not reply.ok,
         )
 
     mode_id, protocol_id = served.mode.mode_id, served.protocol.protocol_id
@@ -216,17 +209,12 @@ def serve_stdio(served: Served) -> None:
         flush=True,
     )
 
-    async def main() -> None:
-        async with serve_stdio_streams() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-
-    # Jobs an earlier server left waiting start once the host is built, even for a client
-    # that never lists the tools.
+    # jobs an earlier server left waiting start once the host is built, even if no client lists the tools
     warm_later = threading.Timer(WARM_AFTER, served.warm)
     warm_later.daemon = True
     warm_later.start()
     try:
-        anyio.run(main)
+        run_stdio(server)
     except BaseException as exc:
         if not _is_disconnect(exc):
             raise
@@ -269,11 +257,8 @@ def _stop_on_signals(served: Served, inflight: _InFlight) -> threading.Event:
 
 
 def _detach_stdout() -> None:
-    """Point stdout at the null device, so a flush at exit cannot complain about a pipe the
-    client has already closed."""
-    try:
+    """Point stdout at the null device: a flush at exit must not fail on a pipe the client closed."""
+    with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError):
-        pass

@@ -80,3 +80,13 @@ async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
             yield requests, answers
     finally:
         os.close(_WIRE[0])
+
+
+def run_stdio(server: Any) -> None:
+    """Run the SDK ``server`` on these streams until the client leaves."""
+
+    async def main() -> None:
+        async with serve_stdio_streams() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)

@@ -2,9 +2,12 @@
 
 Not ``MCPServer``: the listing must be exactly the mode's tools and every other name refused
 the same way (audited, in our words), so this module owns ``tools/list`` and ``tools/call``;
-the SDK owns the wire. Tool work runs on worker threads. A client that goes away ends the
-server quietly with status 0; SIGINT and SIGTERM kill the children of the calls in flight,
-let those calls record, and exit 0 without waiting for stdin.
+the SDK owns the wire. ``initialize`` and ``tools/list`` are answered from the mode's surface
+(:class:`Served`); the governance stack behind the tools is built after the handshake, on a
+thread. Tool work runs on worker threads. A client that goes away ends the server quietly with
+status 0; SIGINT and SIGTERM kill the children of the calls in flight, let those calls record,
+and exit 0 without waiting for stdin. A server that cannot start serves only why
+(:func:`serve_failure`).
 """
 
 from __future__ import annotations
@@ -17,19 +20,28 @@ import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp import types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 
 from snodo import __version__
-from snodo.mcp.catalog import TOOLS
+from snodo.base.errors import ProtocolError, SnodoError
+from snodo.mcp.catalog import TOOLS, build_instructions
 from snodo.mcp.checks import ToolReply
-from snodo.mcp.served import Served
 from snodo.mcp.stdio import answered, run_stdio
 from snodo.process.callscope import CallScope, scope
 from snodo.process.runner import terminate_all
+from snodo.protocol.capabilities import tools_for
+
+if TYPE_CHECKING:
+    from snodo.mcp.host import ToolHost
+    from snodo.plugin.host import PluginHost
+    from snodo.protocol import LoadedProtocol
+    from snodo.protocol.models import Mode
 
 #: How long a stop waits for tool calls in flight to finish once their children are killed.
 STOP_GRACE = 10.0
@@ -45,7 +57,7 @@ _DISCONNECTS: tuple[type[BaseException], ...] = (
 )
 
 
-#: Calls that can run for minutes: progress notifications keep a host that resets its timeout on progress waiting.
+#: Calls that can run for minutes: progress notifications keep a host that resets its timeout on progress waiting
 LONG_CALLS = frozenset({"run_tests", "validate_task"})
 #: Seconds between two progress notifications of a long call.
 PROGRESS_EVERY = 5.0
@@ -62,6 +74,47 @@ async def _report_progress(ctx: Any, name: str) -> None:
         ticks += 1
         with contextlib.suppress(Exception):
             await ctx.session.report_progress(ticks, None, f"{name}: still running ({ticks * PROGRESS_EVERY:g} s)")
+
+
+class Served:
+    """One mode of one loaded protocol, with its :class:`ToolHost` built on first need."""
+
+    def __init__(self, loaded: LoadedProtocol, plugins: PluginHost, mode: Mode) -> None:
+        self.loaded = loaded
+        self.plugins = plugins
+        self.mode = mode
+        self.protocol = loaded.protocol
+        self.tools: frozenset[str] = tools_for(mode.tools)
+        self._lock = threading.Lock()
+        self._host: ToolHost | None = None
+        self._warming = False
+
+    def host(self) -> ToolHost:
+        """The tool host, built by the first caller; a failure to build it is raised to each
+        caller in turn: nothing is served half-built."""
+        with self._lock:
+            if self._host is None:
+                from snodo.governance.service import Project  # noqa: PLC0415 the governance stack is built after the handshake, on a thread
+                from snodo.mcp.host import ToolHost  # noqa: PLC0415 the governance stack is built after the handshake, on a thread
+
+                self._host = ToolHost(Project(self.loaded, self.plugins, mode=self.mode.mode_id, served=True))
+            return self._host
+
+    def warm(self) -> None:
+        """Build the host on a thread (once), then start the jobs an earlier server left waiting."""
+        with self._lock:
+            if self._warming:
+                return
+            self._warming = True
+
+        def build() -> None:
+            try:
+                host = self.host()
+            except Exception:  # the first tool call builds it again and reports why
+                return
+            host.start_waiting_jobs()
+
+        threading.Thread(target=build, name="snodo-warm-up", daemon=True).start()
 
 
 class _InFlight:
@@ -157,7 +210,7 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
         version=__version__,
         title=f"snodo — mode {mode_id} of {protocol_id}",
         description=f"Governed tools of the mode {mode_id!r} (protocol {protocol_id}).",
-        instructions=served.instructions,
+        instructions=build_instructions(served.protocol, served.mode, served.tools),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
@@ -262,3 +315,61 @@ def _detach_stdout() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
+
+
+#: The one tool a failed server lists; hosts show it prefixed (``snodo_unavailable``).
+UNAVAILABLE = "unavailable"
+#: Clients (``clientInfo.name``) that stop on a failed listing and print its error.
+STOPS_ON_FAILED_LISTING = frozenset({"codex-mcp-client"})
+
+
+def failure_text(exc: SnodoError) -> str:
+    """One message: what went wrong (with the first problems listed) and how to fix it."""
+    lines = [f"snodo could not start, so no governed tool is available: {exc.message}"]
+    problems = exc.problems if isinstance(exc, ProtocolError) else ()
+    lines += [f"  - {p}" for p in problems[:8]]
+    if len(problems) > 8:
+        lines.append(f"  … and {len(problems) - 8} more (`snodo protocol check` lists them)")
+    lines.append(
+        f"Fix: {exc.hint}"
+        if exc.hint
+        else "Fix: correct the `snodo serve` command in this host's MCP config (`snodo doctor --host HOST` "
+        "checks it), or run that command in a terminal to see why"
+    )
+    return "\n".join(lines)
+
+
+def serve_failure(exc: SnodoError) -> None:
+    """Serve the failure on stdin/stdout until the host leaves, then return (the caller exits non-zero).
+
+    Hosts show little of a server that exits before the handshake, but every host shows a
+    server's tools and their results: so the problem and its fix are the instructions, and the
+    one tool listed, ``unavailable``, has them as its description and every result; to Codex,
+    which shows a failed listing's error but not a tool's result, the listing is that error."""
+    text = failure_text(exc)
+    tool = types.Tool(
+        name=UNAVAILABLE,
+        description=text,
+        input_schema={"type": "object", "properties": {}},
+        annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True),
+    )
+
+    async def list_only_unavailable(ctx: ServerRequestContext[object], _params: object) -> types.ListToolsResult:
+        client = ctx.session.client_params
+        if client is not None and client.client_info.name in STOPS_ON_FAILED_LISTING:
+            raise MCPError(types.INTERNAL_ERROR, text)
+        return types.ListToolsResult(tools=[tool])
+
+    async def refuse_call(_ctx: object, _params: object) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+    server: Server[object] = Server(
+        "snodo",
+        version=__version__,
+        title="snodo — not started",
+        instructions=text,
+        on_list_tools=list_only_unavailable,
+        on_call_tool=refuse_call,
+    )
+    with contextlib.suppress(Exception):  # a host that went away mid-answer; the caller reports the real error
+        run_stdio(server)

@@ -13,7 +13,7 @@ from typing import Any
 from attrs import frozen
 
 from snodo.base.errors import PathValidationError, ToolError
-from snodo.mcp.catalog import ToolDef
+from snodo.mcp.catalog import TOOLS
 from snodo.state.atomic import canonical_json
 
 #: Each argument kind: how a message names it, and whether a value fits it.
@@ -54,15 +54,16 @@ def arguments_sha256(arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def check_arguments(tool: ToolDef, arguments: Mapping[str, Any]) -> str | None:
-    """Why the arguments do not fit the tool's schema, or None. Unknown names are refused:
-    a misspelt optional argument must not be silently ignored."""
-    allowed = {p.name: p for p in tool.params}
+def check_arguments(name: str, arguments: Mapping[str, Any]) -> str | None:
+    """Why the arguments do not fit the schema of the tool ``name``, or None. Unknown names are
+    refused: a misspelt optional argument must not be silently ignored."""
+    params = TOOLS[name].params
+    allowed = {p.name: p for p in params}
     unknown = sorted(set(arguments) - set(allowed))
     if unknown:
         takes = ", ".join(allowed) or "no arguments"
-        return f"unexpected argument(s) {', '.join(map(repr, unknown))}; {tool.name} takes: {takes}"
-    for p in tool.params:
+        return f"unexpected argument(s) {', '.join(map(repr, unknown))}; {name} takes: {takes}"
+    for p in params:
         value = arguments.get(p.name)
         if value is None and p.required:
             return f"missing required argument {p.name!r}"

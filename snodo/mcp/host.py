@@ -20,7 +20,7 @@ from snodo.evidence.attest import attest_tool_commit
 from snodo.git.runner import pin
 from snodo.governance.service import Project, validate_task
 from snodo.judging.testrun import python_settings, run_tests
-from snodo.mcp.catalog import TEST_TIMEOUT, TOOLS, plan_mode
+from snodo.mcp.catalog import TEST_TIMEOUT, plan_mode
 from snodo.mcp.checks import (
     ToolReply,
     argument_limit,
@@ -97,8 +97,6 @@ class ToolHost:
         with contextlib.suppress(SnodoError, OSError):
             self.jobs.launch_ready(max(1, self.project.protocol.execution.max_parallel_jobs))
 
-    # ----------------------------------------------------------------- surface
-
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolReply:
         """Audit, check, run; every failure becomes a reply saying why, never an exception. The
         call's events are one signed append to the audit log; a broken log refuses the call."""
@@ -121,7 +119,7 @@ class ToolHost:
                 f"Unknown tool: {name!r}. This server is pinned to the mode {self.project.mode_id!r}, which "
                 f"serves only: {', '.join(sorted(self.tools))}."
             )
-        elif problem := check_sizes(args, self.argument_limit) or check_arguments(TOOLS[name], args):
+        elif problem := check_sizes(args, self.argument_limit) or check_arguments(name, args):
             reason, refusal = problem, f"{name} refused: {problem}."
         elif name in RUNS_CONFINED and (drift := self._not_in_force()):
             reason, refusal = drift, f"{name} refused: {drift}"
@@ -173,8 +171,6 @@ class ToolHost:
         with self._lock:
             return self.project.session().session_id
 
-    # -------------------------------------------------------------- files, git
-
     def _tool_read_file(self, path: str) -> dict[str, Any]:
         return {"path": path, "content": self.workspace.read_file(path)}
 
@@ -220,8 +216,6 @@ class ToolHost:
         merged = self.git.merge_branch(name, message)
         attest_tool_commit(self.project, str(merged["head"]), tool="merge_branch", session_id=self._session_id())
         return merged
-
-    # ------------------------------------------------------ validate, dispatch
 
     def _tool_validate_task(self, task_spec: str | None = None, task_id: str | None = None) -> dict[str, Any]:
         """Without ``task_id`` the id is derived from the spec, as ``dispatch_task`` and the
@@ -330,8 +324,6 @@ class ToolHost:
         jobs = [job_view(j) for j in self.jobs.list()]
         return {"jobs": jobs, "count": len(jobs)}
 
-    # ------------------------------------------------------------------ decide
-
     def _tool_propose_adjudicate(self, decision_id: str, decision: str, justification: str) -> dict[str, Any]:
         p = self.project
         if decision not in ("approve", "reject"):
@@ -367,8 +359,6 @@ class ToolHost:
             "instruction": f"Nothing is decided yet: a person reviews the escalation and runs `snodo "
             f"authorize {decision_id}` (add --reject to reject), then the task is validated again.",
         }
-
-    # ------------------------------------------------------------------- plans
 
     def _tool_propose_plan(self, goal: str) -> dict[str, Any]:
         tasks = self.planner.tasks(goal)

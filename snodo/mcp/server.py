@@ -152,13 +152,13 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
     tool host, built off the handshake's path."""
     tools = [
         types.Tool(
-            name=d.name,
-            title=d.title,
-            description=d.description,
-            input_schema=d.input_schema(),
-            annotations=types.ToolAnnotations.model_validate(d.annotations()),
+            name=name,
+            title=TOOLS[name].title,
+            description=TOOLS[name].description,
+            input_schema=TOOLS[name].input_schema(),
+            annotations=types.ToolAnnotations.model_validate(TOOLS[name].annotations(name)),
         )
-        for d in (TOOLS[name] for name in sorted(served.tools))
+        for name in sorted(served.tools)
     ]
     calls = inflight or _InFlight()
 

@@ -83,9 +83,7 @@ _PATH_PARAMS = frozenset({"path", "paths"})
 def argument_limit() -> int:
     """The configured size limit of a call's arguments."""
     raw = os.environ.get("SNODO_MAX_ARGUMENT_BYTES", "").strip()
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return MAX_ARGUMENT_BYTES
+    return int(raw) if raw.isdigit() and int(raw) > 0 else MAX_ARGUMENT_BYTES
 
 
 def check_sizes(arguments: Mapping[str, Any], limit: int) -> str | None:

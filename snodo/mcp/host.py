@@ -298,9 +298,8 @@ class ToolHost:
         return {"status": "accepted", "job_id": job_id, "task_id": task_id, "token_consumed": consumed}
 
     def _not_in_force(self) -> str | None:
-        """Why a tool that issues or uses a token or runs code must not run now: the working
-        tree no longer matches the rules in force, or those are no longer the rules this
-        server serves (a job would refuse them, a token would vouch for them)."""
+        """Why a tool that issues or uses a token or runs code must not run now: the working tree
+        differs from the rules in force, or those from the rules this server serves."""
         p = self.project
         path = p.loaded.path
         try:
@@ -372,9 +371,7 @@ class ToolHost:
         if (plan_id is None) == (spec is None):
             raise ToolError("give exactly one of plan_id (decompose a stored plan again) and spec (split a text)")
         if spec is not None:
-            tasks = plan_tasks(self.planner.tasks(spec))
-            for t in tasks:
-                del t["job_id"]
+            tasks = [{k: v for k, v in t.items() if k != "job_id"} for t in plan_tasks(self.planner.tasks(spec))]
             return {"tasks": tasks, "planner": self.planner.name, "stored": False}
         assert plan_id is not None
         with self._plan_lock:

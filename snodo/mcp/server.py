@@ -77,7 +77,8 @@ async def _report_progress(ctx: Any, name: str) -> None:
 
 
 class Served:
-    """One mode of one loaded protocol, with its :class:`ToolHost` built on first need."""
+    """One mode of one loaded protocol, with its :class:`ToolHost` built on first need, and
+    its tool calls in flight on worker threads, so a stop can cancel them and wait for them."""
 
     def __init__(self, loaded: LoadedProtocol, plugins: PluginHost, mode: Mode) -> None:
         self.loaded = loaded
@@ -88,6 +89,8 @@ class Served:
         self._lock = threading.Lock()
         self._host: ToolHost | None = None
         self._warming = False
+        self._idle = threading.Condition()
+        self._scopes: set[CallScope] = set()
 
     def host(self) -> ToolHost:
         """The tool host, built by the first caller; a failure to build it is raised to each
@@ -116,16 +119,8 @@ class Served:
 
         threading.Thread(target=build, name="snodo-warm-up", daemon=True).start()
 
-
-class _InFlight:
-    """The tool calls running on worker threads, so a stop can cancel them and wait for them."""
-
-    def __init__(self) -> None:
-        self._idle = threading.Condition()
-        self._scopes: set[CallScope] = set()
-
     @contextlib.contextmanager
-    def call(self, scope: CallScope) -> Iterator[None]:
+    def in_flight(self, scope: CallScope) -> Iterator[None]:
         with self._idle:
             self._scopes.add(scope)
         try:
@@ -147,9 +142,7 @@ class _InFlight:
             return self._idle.wait_for(lambda: not self._scopes, timeout=timeout)
 
 
-def build_server(served: Served, inflight: _InFlight | None = None) -> Server[Any]:
-    """``initialize`` and ``tools/list`` are answered from the catalogue; a call waits for the
-    tool host, built off the handshake's path."""
+def build_server(served: Served) -> Server[Any]:
     tools = [
         types.Tool(
             name=name,
@@ -160,7 +153,6 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
         )
         for name in sorted(served.tools)
     ]
-    calls = inflight or _InFlight()
 
     async def list_tools(_ctx: Any, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         served.warm()
@@ -170,7 +162,7 @@ def build_server(served: Served, inflight: _InFlight | None = None) -> Server[An
         call = CallScope()
 
         def work() -> ToolReply:
-            with calls.call(call), scope(call):
+            with served.in_flight(call), scope(call):
                 try:
                     host = served.host()
                 except Exception as exc:  # fail closed: no host, no tool
@@ -252,9 +244,8 @@ WARM_AFTER = 0.5
 def serve_stdio(served: Served) -> None:
     """Serve one mode on stdin/stdout until the client leaves."""
     _configure_logging()
-    inflight = _InFlight()
-    server = build_server(served, inflight)
-    stopping = _stop_on_signals(served, inflight)
+    server = build_server(served)
+    stopping = _stop_on_signals(served)
     print(
         f"snodo serve: mode {served.mode.mode_id!r} of protocol {served.protocol.protocol_id!r} at "
         f"{served.loaded.root} — {len(served.tools)} tools on stdio",
@@ -275,20 +266,20 @@ def serve_stdio(served: Served) -> None:
         warm_later.cancel()
         _detach_stdout()
     # The client closed our input: the normal end of a stdio server, recorded like a signal.
-    inflight.wait_idle(STOP_GRACE)
+    served.wait_idle(STOP_GRACE)
     if stopping.is_set():  # a signal stops the server too, and records why
         return
     with contextlib.suppress(Exception):
         served.host().project.record("serve_stopped", reason="end of input")
 
 
-def _stop_on_signals(served: Served, inflight: _InFlight) -> threading.Event:
+def _stop_on_signals(served: Served) -> threading.Event:
     """SIGINT/SIGTERM: cancel the calls in flight (their children are killed), let them
     answer, exit 0. The returned event is set once a signal stops the server."""
     stopping = threading.Event()
 
     def stop(signum: int) -> None:
-        inflight.wait_idle(STOP_GRACE)
+        served.wait_idle(STOP_GRACE)
         answered(ANSWER_GRACE)  # the cancelled calls' answers reach a host that still reads
         with contextlib.suppress(Exception):
             served.host().project.record("serve_stopped", signal=signal.Signals(signum).name)
@@ -297,7 +288,7 @@ def _stop_on_signals(served: Served, inflight: _InFlight) -> threading.Event:
         os._exit(0)  # a worker thread may be blocked reading stdin; do not wait for it
 
     def handler(signum: int, _frame: FrameType | None) -> None:
-        inflight.cancel_all(f"snodo serve was stopped by {signal.Signals(signum).name}")
+        served.cancel_all(f"snodo serve was stopped by {signal.Signals(signum).name}")
         terminate_all()
         if not stopping.is_set():
             stopping.set()

@@ -46,8 +46,7 @@ def answered(timeout: float) -> bool:
 
 @contextlib.asynccontextmanager
 async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's read and write streams of MCP messages over stdin and stdout, relayed so that
-    every request read and every answer written is noted."""
+    """The SDK's stdio streams, relayed so that every request read and every answer written is noted."""
     from mcp import types  # noqa: PLC0415 the SDK only once serving (the module imports without it)
     from mcp.server.stdio import stdio_server  # noqa: PLC0415 the SDK only once serving
 

@@ -6,12 +6,10 @@ answer), the client stopped reading, or :data:`DRAIN_LIMIT` seconds passed.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import select
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -44,9 +42,9 @@ def answered(timeout: float) -> bool:
     return True
 
 
-@contextlib.asynccontextmanager
-async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's stdio streams, relayed so that every request read and every answer written is noted."""
+def run_stdio(server: Any) -> None:
+    """Run the SDK ``server`` on stdin/stdout until the client leaves, its streams relayed so
+    that every request read and every answer written is noted."""
     from mcp import types  # noqa: PLC0415 the SDK only once serving (the module imports without it)
     from mcp.server.stdio import stdio_server  # noqa: PLC0415 the SDK only once serving
 
@@ -69,23 +67,16 @@ async def serve_stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
                 if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
                     _PENDING.discard(message.id)
 
-    _WIRE[0] = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)  # taken before the SDK points 1 at stderr
-    try:
+    async def main() -> None:
         requests_in, requests = anyio.create_memory_object_stream[Any](0)
         answers, answers_out = anyio.create_memory_object_stream[Any](0)
         async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
             group.start_soon(relay_requests, read_stream, requests_in)
             group.start_soon(relay_answers, answers_out, write_stream)
-            yield requests, answers
+            await server.run(requests, answers, server.create_initialization_options())
+
+    _WIRE[0] = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)  # taken before the SDK points 1 at stderr
+    try:
+        anyio.run(main)
     finally:
         os.close(_WIRE[0])
-
-
-def run_stdio(server: Any) -> None:
-    """Run the SDK ``server`` on these streams until the client leaves."""
-
-    async def main() -> None:
-        async with serve_stdio_streams() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-
-    anyio.run(main)

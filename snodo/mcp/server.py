@@ -2,22 +2,25 @@
 
 Not ``MCPServer``: the listing must be exactly the mode's tools and every other name refused
 the same way (audited, in our words), so this module owns ``tools/list`` and ``tools/call``;
-the SDK owns the wire. ``initialize`` and ``tools/list`` are answered from the mode's surface
-(:class:`Served`); the governance stack behind the tools is built after the handshake, on a
-thread. Tool work runs on worker threads. A client that goes away ends the server quietly with
-status 0; SIGINT and SIGTERM kill the children of the calls in flight, let those calls record,
-and exit 0 without waiting for stdin. A server that cannot start serves only why
-(:func:`serve_failure`).
+the SDK owns the wire (:func:`run_stdio` drains it). ``initialize`` and ``tools/list`` are
+answered from the mode's surface (:class:`Served`); the governance stack behind the tools is
+built after the handshake, on a thread. Tool work runs on worker threads. A client that goes
+away ends the server quietly with status 0; SIGINT and SIGTERM kill the children of the calls
+in flight, let those calls record, and exit 0 without waiting for stdin. A server that cannot
+start serves only why (:func:`serve_failure`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
+import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -26,13 +29,13 @@ import anyio
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from snodo import __version__
 from snodo.base.errors import ProtocolError, SnodoError
 from snodo.mcp.catalog import TOOLS, build_instructions
 from snodo.mcp.checks import ToolReply
-from snodo.mcp.stdio import answered, run_stdio
 from snodo.process.callscope import CallScope, scope
 from snodo.process.runner import terminate_all
 from snodo.protocol.capabilities import tools_for
@@ -235,6 +238,75 @@ def _is_disconnect(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(_is_disconnect(e) for e in exc.exceptions)
     return isinstance(exc, _DISCONNECTS)
+
+
+#: Seconds the end of input waits, at most, for the requests still running to be answered.
+DRAIN_LIMIT = 600.0
+
+
+#: The ids of the requests read from the client and not answered or cancelled yet (one session
+#: per process), and a duplicate of the client's end of stdout, only polled.
+_PENDING: set[object] = set()
+_WIRE = [-1]
+
+
+def _client_reads() -> bool:
+    """Whether the client still reads stdout (its end not closed)."""
+    poller = select.poll()
+    poller.register(_WIRE[0], select.POLLOUT)
+    return not any(event & (select.POLLERR | select.POLLHUP) for _fd, event in poller.poll(0))
+
+
+def answered(timeout: float) -> bool:
+    """From any thread: wait up to ``timeout`` seconds until every request read is answered
+    (or the client stopped reading); whether that happened."""
+    deadline = time.monotonic() + timeout
+    while _PENDING and _client_reads():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def run_stdio(server: Server[Any]) -> None:
+    """Run ``server`` on the SDK's :func:`~mcp.server.stdio.stdio_server`, which claims
+    descriptors 0 and 1 while serving, relayed so that every request read and every answer
+    written is noted: the end of input ends the session only once every request read has been
+    answered (``printf … | snodo serve`` gets every answer), the client stopped reading, or
+    :data:`DRAIN_LIMIT` seconds passed."""
+
+    async def relay_requests(source: Any, sink: Any) -> None:
+        async with sink:
+            async for item in source:
+                message = getattr(item, "message", None)
+                if isinstance(message, types.JSONRPCRequest):
+                    _PENDING.add(message.id)
+                elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+                    _PENDING.discard((message.params or {}).get("requestId"))  # answered or not, not waited for
+                await sink.send(item)
+            await anyio.to_thread.run_sync(answered, DRAIN_LIMIT, abandon_on_cancel=True)
+
+    async def relay_answers(source: Any, sink: Any) -> None:
+        async with source, sink:
+            async for item in source:
+                await sink.send(item)
+                message = getattr(item, "message", None)
+                if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+                    _PENDING.discard(message.id)
+
+    async def main() -> None:
+        requests_in, requests = anyio.create_memory_object_stream[Any](0)
+        answers, answers_out = anyio.create_memory_object_stream[Any](0)
+        async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
+            group.start_soon(relay_requests, read_stream, requests_in)
+            group.start_soon(relay_answers, answers_out, write_stream)
+            await server.run(requests, answers, server.create_initialization_options())
+
+    _WIRE[0] = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)  # taken before the SDK points 1 at stderr
+    try:
+        anyio.run(main)
+    finally:
+        os.close(_WIRE[0])
 
 
 #: Seconds after start when the tool host is built even if the client has not listed tools.

@@ -257,15 +257,12 @@ def _client_reads() -> bool:
     return not any(event & (select.POLLERR | select.POLLHUP) for _fd, event in poller.poll(0))
 
 
-def answered(timeout: float) -> bool:
+def answered(timeout: float) -> None:
     """From any thread: wait up to ``timeout`` seconds until every request read is answered
-    (or the client stopped reading); whether that happened."""
+    (or the client stopped reading)."""
     deadline = time.monotonic() + timeout
-    while _PENDING and _client_reads():
-        if time.monotonic() >= deadline:
-            return False
+    while _PENDING and _client_reads() and time.monotonic() < deadline:
         time.sleep(0.01)
-    return True
 
 
 def run_stdio(server: Server[Any]) -> None:

@@ -1,5 +1,5 @@
 """``snodo serve``: one mode's tools to an agent over MCP (stdio); a protocol or mode that
-does not load serves no tool, only the problem (:mod:`snodo.mcp.failed`)."""
+does not load serves no tool, only the problem (:func:`snodo.mcp.server.serve_failure`)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
         mode = loaded.protocol.mode(chosen)
     except SnodoError as exc:
         if print_config is None and not sys.stdin.isatty():  # a host started us: tell it, through MCP
-            from snodo.mcp.failed import serve_failure  # noqa: PLC0415 the MCP SDK and server only when serving
+            from snodo.mcp.server import serve_failure  # noqa: PLC0415 the MCP SDK and server only when serving
 
             serve_failure(exc)
         raise
@@ -74,8 +74,7 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
         print_note(f"still open in this host: {OPEN_DOORS[print_config]}")
         return
 
-    from snodo.mcp.served import Served  # noqa: PLC0415 the MCP SDK and server only when serving
-    from snodo.mcp.server import serve_stdio  # noqa: PLC0415 the MCP SDK and server only when serving
+    from snodo.mcp.server import Served, serve_stdio  # noqa: PLC0415 the MCP SDK and server only when serving
 
     serve_stdio(Served(loaded, host, mode))  # the governance stack is built after the handshake
 

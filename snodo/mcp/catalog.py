@@ -21,8 +21,8 @@ Kind = Literal["string", "boolean", "string_list"]
 @frozen
 class Param:
     name: str
-    kind: Kind
     description: str
+    kind: Kind = "string"
     required: bool = True
 
     def schema(self) -> dict[str, object]:
@@ -33,20 +33,14 @@ class Param:
 
 @frozen(kw_only=True)
 class ToolDef:
-    """One tool: its arguments and the hints a client shows or acts on; ``read_only`` is
-    membership of ``READ_ONLY_TOOLS``, so it cannot disagree with the capability table."""
+    """One tool (its name is its key in :data:`TOOLS`): its arguments and the hints a client shows or acts on."""
 
-    name: str
     title: str
     description: str
     params: tuple[Param, ...] = ()
     destructive: bool = False
     idempotent: bool = False
     open_world: bool = False
-
-    @property
-    def read_only(self) -> bool:
-        return self.name in READ_ONLY_TOOLS
 
     def input_schema(self) -> dict[str, object]:
         return {
@@ -56,21 +50,23 @@ class ToolDef:
             "additionalProperties": False,
         }
 
-    def annotations(self) -> dict[str, object]:
-        """MCP tool annotations (wire names); destructive/idempotent mean nothing for reads."""
+    def annotations(self, name: str) -> dict[str, object]:
+        """MCP tool annotations (wire names); read-only is membership of ``READ_ONLY_TOOLS``, so it
+        cannot disagree with the capability table; destructive/idempotent mean nothing for reads."""
+        read_only = name in READ_ONLY_TOOLS
         hints: dict[str, object] = {
             "title": self.title,
-            "readOnlyHint": self.read_only,
+            "readOnlyHint": read_only,
             "openWorldHint": self.open_world,
         }
-        if not self.read_only:
+        if not read_only:
             hints["destructiveHint"] = self.destructive
             hints["idempotentHint"] = self.idempotent
         return hints
 
 
-def _opt(name: str, kind: Kind, description: str) -> Param:
-    return Param(name, kind, description, required=False)
+def _opt(name: str, description: str, kind: Kind = "string") -> Param:
+    return Param(name, description, kind, required=False)
 
 
 #: Seconds ``run_tests`` may take.
@@ -80,216 +76,175 @@ _PATH = "Path relative to the project root (POSIX separators)."
 _TASK_SPEC = "The task spec: what to do, optionally with an 'Acceptance criteria:' section of bullets."
 
 TOOLS: dict[str, ToolDef] = {
-    t.name: t
-    for t in (
-        ToolDef(
-            name="read_file",
-            title="Read a file",
-            idempotent=True,
-            description="Return the UTF-8 text of a file in the project. Reading `.snodo/` is allowed.",
-            params=(Param("path", "string", _PATH),),
-        ),
-        ToolDef(
-            name="list_files",
-            title="List files",
-            idempotent=True,
-            description="List the files under a directory of the project (default: the root), sorted; "
-            "`.git/` is skipped.",
-            params=(_opt("path", "string", _PATH + " Default: the project root."),),
-        ),
-        ToolDef(
-            name="write_file",
-            title="Write a file",
-            destructive=True,
-            idempotent=True,
-            description="Create or replace a file with the given text, creating missing parent "
-            "directories. Refused for `.snodo/`, `.git/`, the protocol's protected_paths and paths "
-            "outside the project.",
-            params=(Param("path", "string", _PATH), Param("content", "string", "The complete new file content.")),
-        ),
-        ToolDef(
-            name="delete_file",
-            title="Delete a file",
-            destructive=True,
-            idempotent=True,
-            description="Delete one file (a symlink is removed itself). Refused for protected paths.",
-            params=(Param("path", "string", _PATH),),
-        ),
-        ToolDef(
-            name="create_directory",
-            title="Create a directory",
-            idempotent=True,
-            description="Create a directory and its missing parents. Refused for protected paths.",
-            params=(Param("path", "string", _PATH),),
-        ),
-        ToolDef(
-            name="run_tests",
-            title="Run the tests",
-            idempotent=True,
-            description="Run the project's pytest suite (or one path of it) in a bounded child "
-            "process and return the summary and the tail of the output.",
-            params=(
-                _opt(
-                    "path", "string", "Test file or directory relative to the project root. Default: the whole suite."
-                ),
+    "read_file": ToolDef(
+        title="Read a file",
+        description="Return the UTF-8 text of a file in the project. Reading `.snodo/` is allowed.",
+        params=(Param("path", _PATH),),
+    ),
+    "list_files": ToolDef(
+        title="List files",
+        description="List the files under a directory of the project (default: the root), sorted; `.git/` is skipped.",
+        params=(_opt("path", _PATH + " Default: the project root."),),
+    ),
+    "write_file": ToolDef(
+        title="Write a file",
+        destructive=True,
+        idempotent=True,
+        description="Create or replace a file with the given text, creating missing parent "
+        "directories. Refused for `.snodo/`, `.git/`, the protocol's protected_paths and paths "
+        "outside the project.",
+        params=(Param("path", _PATH), Param("content", "The complete new file content.")),
+    ),
+    "delete_file": ToolDef(
+        title="Delete a file",
+        destructive=True,
+        idempotent=True,
+        description="Delete one file (a symlink is removed itself). Refused for protected paths.",
+        params=(Param("path", _PATH),),
+    ),
+    "create_directory": ToolDef(
+        title="Create a directory",
+        idempotent=True,
+        description="Create a directory and its missing parents. Refused for protected paths.",
+        params=(Param("path", _PATH),),
+    ),
+    "run_tests": ToolDef(
+        title="Run the tests",
+        idempotent=True,
+        description="Run the project's pytest suite (or one path of it) in a bounded child "
+        "process and return the summary and the tail of the output.",
+        params=(_opt("path", "Test file or directory relative to the project root. Default: the whole suite."),),
+    ),
+    "validate_task": ToolDef(
+        title="Validate a task",
+        description="Run this mode's pre_execute validators on a task and return one of four "
+        f"outcomes: {', '.join(OUTCOMES[:-1])} or {OUTCOMES[-1]}, with every validator's result "
+        "and an instruction saying what to do next.",
+        params=(
+            _opt(
+                "task_spec",
+                _TASK_SPEC + " May be omitted when this server already "
+                "validated the task_id, to validate the same spec again.",
+            ),
+            _opt(
+                "task_id",
+                "Your id for the task; default: derived from the spec text (as dispatch_task does). "
+                "Validating the same id and spec again is the same task.",
             ),
         ),
-        ToolDef(
-            name="validate_task",
-            title="Validate a task",
-            description="Run this mode's pre_execute validators on a task and return one of four "
-            f"outcomes: {', '.join(OUTCOMES[:-1])} or {OUTCOMES[-1]}, with every validator's result "
-            "and an instruction saying what to do next.",
-            params=(
-                _opt(
-                    "task_spec",
-                    "string",
-                    _TASK_SPEC + " May be omitted when this server already "
-                    "validated the task_id, to validate the same spec again.",
-                ),
-                _opt(
-                    "task_id",
-                    "string",
-                    "Your id for the task; default: derived from the spec text (as dispatch_task does). "
-                    "Validating the same id and spec again is the same task.",
-                ),
-            ),
+    ),
+    "dispatch_task": ToolDef(
+        title="Dispatch a task",
+        open_world=True,
+        description="Start a background job that runs the task through the governed engine with "
+        "this mode's coder; the job validates the task again before anything executes. Returns "
+        "{status: accepted, job_id, task_id} at once.",
+        params=(
+            Param("task_spec", _TASK_SPEC),
+            _opt("task_id", "The task id used when validating; default: derived from the spec text."),
         ),
-        ToolDef(
-            name="dispatch_task",
-            title="Dispatch a task",
-            open_world=True,
-            description="Start a background job that runs the task through the governed engine with "
-            "this mode's coder; the job validates the task again before anything executes. Returns "
-            "{status: accepted, job_id, task_id} at once.",
-            params=(
-                Param("task_spec", "string", _TASK_SPEC),
-                _opt("task_id", "string", "The task id used when validating; default: derived from the spec text."),
-            ),
+    ),
+    "get_job_status": ToolDef(
+        title="Job status",
+        description="The status of a job: queued, running, completed, or halted (then `outcome` "
+        f"says why: {', '.join(HALT_OUTCOMES)}).",
+        params=(Param("job_id", "The job id returned when the job was dispatched."),),
+    ),
+    "list_jobs": ToolDef(
+        title="List jobs",
+        description="Every job of this project with its task, mode and status, oldest first.",
+    ),
+    "propose_adjudicate": ToolDef(
+        title="Propose a decision",
+        description="Record a proposal for the human who decides a pending escalation. It "
+        "authorises nothing: only a person running `snodo authorize <decision_id>` decides.",
+        params=(
+            Param("decision_id", "The decision_id of an escalate outcome."),
+            Param("decision", "approve or reject."),
+            Param("justification", "Why; shown to the human with the proposal."),
         ),
-        ToolDef(
-            name="get_job_status",
-            title="Job status",
-            idempotent=True,
-            description="The status of a job: queued, running, completed, or halted (then `outcome` "
-            f"says why: {', '.join(HALT_OUTCOMES)}).",
-            params=(Param("job_id", "string", "The job id returned when the job was dispatched."),),
+    ),
+    "read_diff": ToolDef(
+        title="Read the diff",
+        description="The diff of the work tree (or of the staged changes) against a ref, the index or HEAD.",
+        params=(
+            _opt("ref", "Commit, branch or tag to compare against."),
+            _opt("staged", "Show staged changes instead of unstaged ones.", "boolean"),
         ),
-        ToolDef(
-            name="list_jobs",
-            title="List jobs",
-            idempotent=True,
-            description="Every job of this project with its task, mode and status, oldest first.",
+    ),
+    "get_status": ToolDef(
+        title="Repository status",
+        description="The current branch and the staged, unstaged, untracked and conflicted paths.",
+    ),
+    "stage_files": ToolDef(
+        title="Stage files",
+        description="Stage additions, changes and deletions under the given paths; all or nothing, "
+        "and refused when any change touches a protected path.",
+        params=(Param("paths", "Paths relative to the project root.", "string_list"),),
+    ),
+    "commit": ToolDef(
+        title="Commit",
+        description="Commit the staged changes on the current branch and return the commit sha.",
+        params=(Param("message", "The commit message."),),
+    ),
+    "create_branch": ToolDef(
+        title="Create a branch",
+        description="Create a branch without switching to it.",
+        params=(
+            Param("name", "The new branch name."),
+            _opt("start", "Where the branch starts; default HEAD."),
         ),
-        ToolDef(
-            name="propose_adjudicate",
-            title="Propose a decision",
-            description="Record a proposal for the human who decides a pending escalation. It "
-            "authorises nothing: only a person running `snodo authorize <decision_id>` decides.",
-            params=(
-                Param("decision_id", "string", "The decision_id of an escalate outcome."),
-                Param("decision", "string", "approve or reject."),
-                Param("justification", "string", "Why; shown to the human with the proposal."),
-            ),
+    ),
+    "merge_branch": ToolDef(
+        title="Merge a branch",
+        destructive=True,
+        description="Merge a branch into the current branch with a merge commit; refused when the "
+        "branch changes a protected path, aborted (tree unchanged) when it conflicts.",
+        params=(
+            Param("name", "The branch to merge."),
+            _opt("message", "The merge commit message."),
         ),
-        ToolDef(
-            name="read_diff",
-            title="Read the diff",
-            idempotent=True,
-            description="The diff of the work tree (or of the staged changes) against a ref, the index or HEAD.",
-            params=(
-                _opt("ref", "string", "Commit, branch or tag to compare against."),
-                _opt("staged", "boolean", "Show staged changes instead of unstaged ones."),
-            ),
+    ),
+    "delete_branch": ToolDef(
+        title="Delete a branch",
+        destructive=True,
+        description="Delete a fully merged branch; unmerged work is never thrown away.",
+        params=(Param("name", "The branch to delete."),),
+    ),
+    "propose_plan": ToolDef(
+        title="Propose a plan",
+        description="Break a goal into tasks with specs and store them as a plan. Executes nothing and needs nothing.",
+        params=(Param("goal", "What should be achieved; bullet lines become one task each."),),
+    ),
+    "decompose": ToolDef(
+        title="Decompose",
+        description="Split a plan's goal (plan_id) into tasks again and store them in the plan, or "
+        "split a spec into tasks without storing anything. Give exactly one of plan_id and spec. "
+        "Executes nothing.",
+        params=(
+            _opt("plan_id", "A plan to decompose again."),
+            _opt("spec", "Text to split into tasks."),
         ),
-        ToolDef(
-            name="get_status",
-            title="Repository status",
-            idempotent=True,
-            description="The current branch and the staged, unstaged, untracked and conflicted paths.",
-        ),
-        ToolDef(
-            name="stage_files",
-            title="Stage files",
-            description="Stage additions, changes and deletions under the given paths; all or nothing, "
-            "and refused when any change touches a protected path.",
-            params=(Param("paths", "string_list", "Paths relative to the project root."),),
-        ),
-        ToolDef(
-            name="commit",
-            title="Commit",
-            description="Commit the staged changes on the current branch and return the commit sha.",
-            params=(Param("message", "string", "The commit message."),),
-        ),
-        ToolDef(
-            name="create_branch",
-            title="Create a branch",
-            description="Create a branch without switching to it.",
-            params=(
-                Param("name", "string", "The new branch name."),
-                _opt("start", "string", "Where the branch starts; default HEAD."),
-            ),
-        ),
-        ToolDef(
-            name="merge_branch",
-            title="Merge a branch",
-            destructive=True,
-            description="Merge a branch into the current branch with a merge commit; refused when the "
-            "branch changes a protected path, aborted (tree unchanged) when it conflicts.",
-            params=(
-                Param("name", "string", "The branch to merge."),
-                _opt("message", "string", "The merge commit message."),
-            ),
-        ),
-        ToolDef(
-            name="delete_branch",
-            title="Delete a branch",
-            destructive=True,
-            description="Delete a fully merged branch; unmerged work is never thrown away.",
-            params=(Param("name", "string", "The branch to delete."),),
-        ),
-        ToolDef(
-            name="propose_plan",
-            title="Propose a plan",
-            description="Break a goal into tasks with specs and store them as a plan. Executes "
-            "nothing and needs nothing.",
-            params=(Param("goal", "string", "What should be achieved; bullet lines become one task each."),),
-        ),
-        ToolDef(
-            name="decompose",
-            title="Decompose",
-            description="Split a plan's goal (plan_id) into tasks again and store them in the plan, or "
-            "split a spec into tasks without storing anything. Give exactly one of plan_id and spec. "
-            "Executes nothing.",
-            params=(
-                _opt("plan_id", "string", "A plan to decompose again."),
-                _opt("spec", "string", "Text to split into tasks."),
-            ),
-        ),
-        ToolDef(
-            name="generate_spec",
-            title="Generate a task spec",
-            description="Write a task spec for one task description, with its derived task id. "
-            "Executes nothing and stores nothing.",
-            params=(Param("task", "string", "The task, in one line or a short paragraph."),),
-        ),
-        ToolDef(
-            name="get_plan",
-            title="Get a plan",
-            idempotent=True,
-            description="A stored plan: goal, tasks with their specs and task ids, and the status of "
-            "any job started for them.",
-            params=(Param("plan_id", "string", "The plan id returned by propose_plan."),),
-        ),
-        ToolDef(
-            name="run_plan",
-            title="Run a plan",
-            open_world=True,
-            description="Start a background job for every task of the plan not yet dispatched; each "
-            "job validates its task again before anything executes.",
-            params=(Param("plan_id", "string", "The plan to run."),),
-        ),
-    )
+    ),
+    "generate_spec": ToolDef(
+        title="Generate a task spec",
+        description="Write a task spec for one task description, with its derived task id. "
+        "Executes nothing and stores nothing.",
+        params=(Param("task", "The task, in one line or a short paragraph."),),
+    ),
+    "get_plan": ToolDef(
+        title="Get a plan",
+        description="A stored plan: goal, tasks with their specs and task ids, and the status of "
+        "any job started for them.",
+        params=(Param("plan_id", "The plan id returned by propose_plan."),),
+    ),
+    "run_plan": ToolDef(
+        title="Run a plan",
+        open_world=True,
+        description="Start a background job for every task of the plan not yet dispatched; each "
+        "job validates its task again before anything executes.",
+        params=(Param("plan_id", "The plan to run."),),
+    ),
 }
 
 assert set(TOOLS) == set(ALL_TOOLS), "every tool of the capability table needs a definition"
@@ -307,15 +262,7 @@ def _served(tools: frozenset[str], *names: str) -> list[str]:
 def plan_mode(mode: Mode) -> str:
     """The mode a plan's tasks run in: the mode's declared ``on: run_plan`` transition, if the
     protocol declares one (a planner hands off to its producer), else the mode itself."""
-    for t in mode.transitions:
-        if t.on == "run_plan":
-            return t.to
-    return mode.mode_id
-
-
-def _plan_target(mode: Mode) -> str:
-    target = plan_mode(mode)
-    return "in this mode" if target == mode.mode_id else f"in the {target!r} mode (this mode's run_plan transition)"
+    return next((t.to for t in mode.transitions if t.on == "run_plan"), mode.mode_id)
 
 
 def build_instructions(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> str:
@@ -396,8 +343,12 @@ def _work_paragraphs(protocol: Protocol, mode: Mode, tools: frozenset[str]) -> I
     authoring = _served(tools, "propose_plan", "decompose", "generate_spec")
     if authoring:
         reads = "; get_plan(plan_id) reads one back" if "get_plan" in tools else ""
+        target = plan_mode(mode)
+        where = (
+            "in this mode" if target == mode.mode_id else f"in the {target!r} mode (this mode's run_plan transition)"
+        )
         runs = (
-            f" run_plan(plan_id) starts a background job {_plan_target(mode)} for every task not yet "
+            f" run_plan(plan_id) starts a background job {where} for every task not yet "
             "dispatched; each job validates its task again before anything executes."
             if "run_plan" in tools
             else ""

@@ -1,5 +1,5 @@
 """Checks every tool call passes before its handler runs (schema fit, size, path shape, a
-non-empty spec), and the one shape a job is reported in: pure functions of the arguments.
+non-empty spec), the one shape a job is reported in, and the reply a call answers.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from attrs import frozen
+
 from snodo.base.errors import PathValidationError, ToolError
-from snodo.mcp.catalog import ToolDef
+from snodo.mcp.catalog import TOOLS
 from snodo.state.atomic import canonical_json
 
 #: Each argument kind: how a message names it, and whether a value fits it.
@@ -25,6 +27,24 @@ _KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 
 
+@frozen(kw_only=True)
+class ToolReply:
+    """What a tool call answered: ``data`` on success, or an error ``message`` saying why."""
+
+    ok: bool
+    data: dict[str, Any] | None = None
+    message: str = ""
+
+    @classmethod
+    def error(cls, message: str) -> ToolReply:
+        return cls(ok=False, message=message)
+
+    def text(self) -> str:
+        if not self.ok:
+            return self.message
+        return json.dumps(self.data, indent=2, ensure_ascii=False, default=str)
+
+
 def arguments_sha256(arguments: Mapping[str, Any]) -> str:
     """SHA-256 of the canonical JSON of the arguments: proves what was asked, reveals nothing."""
     try:
@@ -34,15 +54,16 @@ def arguments_sha256(arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def check_arguments(tool: ToolDef, arguments: Mapping[str, Any]) -> str | None:
-    """Why the arguments do not fit the tool's schema, or None. Unknown names are refused:
-    a misspelt optional argument must not be silently ignored."""
-    allowed = {p.name: p for p in tool.params}
+def check_arguments(name: str, arguments: Mapping[str, Any]) -> str | None:
+    """Why the arguments do not fit the schema of the tool ``name``, or None. Unknown names are
+    refused: a misspelt optional argument must not be silently ignored."""
+    params = TOOLS[name].params
+    allowed = {p.name: p for p in params}
     unknown = sorted(set(arguments) - set(allowed))
     if unknown:
         takes = ", ".join(allowed) or "no arguments"
-        return f"unexpected argument(s) {', '.join(map(repr, unknown))}; {tool.name} takes: {takes}"
-    for p in tool.params:
+        return f"unexpected argument(s) {', '.join(map(repr, unknown))}; {name} takes: {takes}"
+    for p in params:
         value = arguments.get(p.name)
         if value is None and p.required:
             return f"missing required argument {p.name!r}"
@@ -62,9 +83,7 @@ _PATH_PARAMS = frozenset({"path", "paths"})
 def argument_limit() -> int:
     """The configured size limit of a call's arguments."""
     raw = os.environ.get("SNODO_MAX_ARGUMENT_BYTES", "").strip()
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    return MAX_ARGUMENT_BYTES
+    return int(raw) if raw.isdigit() and int(raw) > 0 else MAX_ARGUMENT_BYTES
 
 
 def check_sizes(arguments: Mapping[str, Any], limit: int) -> str | None:

@@ -9,12 +9,9 @@ evidence ``dispatch_task`` consumes, never a credential the caller holds (ADR 04
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
-
-from attrs import frozen
 
 from snodo.base.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError
 from snodo.engine.jobs import JobStore, QueueFull
@@ -23,8 +20,9 @@ from snodo.evidence.attest import attest_tool_commit
 from snodo.git.runner import pin
 from snodo.governance.service import Project, validate_task
 from snodo.judging.testrun import python_settings, run_tests
-from snodo.mcp.catalog import TEST_TIMEOUT, TOOLS, plan_mode
+from snodo.mcp.catalog import TEST_TIMEOUT, plan_mode
 from snodo.mcp.checks import (
+    ToolReply,
     argument_limit,
     arguments_sha256,
     check_arguments,
@@ -60,24 +58,6 @@ def _record_job(index: Any, job_id: str) -> Callable[[dict[str, Any]], dict[str,
         return {**plan, "status": "running"}
 
     return change
-
-
-@frozen(kw_only=True)
-class ToolReply:
-    """What a tool call answered: ``data`` on success, or an error ``message`` saying why."""
-
-    ok: bool
-    data: dict[str, Any] | None = None
-    message: str = ""
-
-    @classmethod
-    def error(cls, message: str) -> ToolReply:
-        return cls(ok=False, message=message)
-
-    def text(self) -> str:
-        if not self.ok:
-            return self.message
-        return json.dumps(self.data, indent=2, ensure_ascii=False, default=str)
 
 
 class ToolHost:
@@ -117,8 +97,6 @@ class ToolHost:
         with contextlib.suppress(SnodoError, OSError):
             self.jobs.launch_ready(max(1, self.project.protocol.execution.max_parallel_jobs))
 
-    # ----------------------------------------------------------------- surface
-
     def call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolReply:
         """Audit, check, run; every failure becomes a reply saying why, never an exception. The
         call's events are one signed append to the audit log; a broken log refuses the call."""
@@ -141,7 +119,7 @@ class ToolHost:
                 f"Unknown tool: {name!r}. This server is pinned to the mode {self.project.mode_id!r}, which "
                 f"serves only: {', '.join(sorted(self.tools))}."
             )
-        elif problem := check_sizes(args, self.argument_limit) or check_arguments(TOOLS[name], args):
+        elif problem := check_sizes(args, self.argument_limit) or check_arguments(name, args):
             reason, refusal = problem, f"{name} refused: {problem}."
         elif name in RUNS_CONFINED and (drift := self._not_in_force()):
             reason, refusal = drift, f"{name} refused: {drift}"
@@ -193,8 +171,6 @@ class ToolHost:
         with self._lock:
             return self.project.session().session_id
 
-    # -------------------------------------------------------------- files, git
-
     def _tool_read_file(self, path: str) -> dict[str, Any]:
         return {"path": path, "content": self.workspace.read_file(path)}
 
@@ -241,26 +217,20 @@ class ToolHost:
         attest_tool_commit(self.project, str(merged["head"]), tool="merge_branch", session_id=self._session_id())
         return merged
 
-    # ------------------------------------------------------ validate, dispatch
-
     def _tool_validate_task(self, task_spec: str | None = None, task_id: str | None = None) -> dict[str, Any]:
         """Without ``task_id`` the id is derived from the spec, as ``dispatch_task`` and the
         CLI do; with only ``task_id``, the spec this server last validated for it is used."""
         if task_id is not None:
             check_task_id(task_id)
-        if task_spec is not None:
-            spec = require_spec(task_spec)
-            task_id = task_id if task_id is not None else derive_task_id(spec)
-        elif task_id is None:
-            raise ToolError("give task_spec (and optionally task_id), or the task_id of a task validated before")
-        else:
-            previous = self._specs.get(task_id)
-            if previous is None:
+            if task_spec is None and (task_spec := self._specs.get(task_id)) is None:
                 raise ToolError(
                     f"task_spec is required: this server has not validated task {task_id!r} before, so there "
                     "is no spec to validate again"
                 )
-            spec = previous
+        elif task_spec is None:
+            raise ToolError("give task_spec (and optionally task_id), or the task_id of a task validated before")
+        spec = require_spec(task_spec)
+        task_id = task_id if task_id is not None else derive_task_id(spec)
         self._session_id()  # the first call that needs a session starts it
         outcome = validate_task(self.project, spec=spec, task_id=task_id, phase="pre_execute")
         with self._lock:  # only a spec that was validated is one to validate again
@@ -281,8 +251,7 @@ class ToolHost:
         """Create and start the job; only then use up the token recorded for this task and spec
         (keyed by both, so another's token is never consumed; a failed start consumes nothing)."""
         p = self.project
-        refusal = p.protocol.cannot_run_tasks(mode)
-        if refusal is not None:
+        if (refusal := p.protocol.cannot_run_tasks(mode)) is not None:
             raise ToolError(refusal)
         sha = spec_sha256(spec)
         session_id = self._session_id()
@@ -329,9 +298,8 @@ class ToolHost:
         return {"status": "accepted", "job_id": job_id, "task_id": task_id, "token_consumed": consumed}
 
     def _not_in_force(self) -> str | None:
-        """Why a tool that issues or uses a token or runs code must not run now: the working
-        tree no longer matches the rules in force, or those are no longer the rules this
-        server serves (a job would refuse them, a token would vouch for them)."""
+        """Why a tool that issues or uses a token or runs code must not run now: the working tree
+        differs from the rules in force, or those from the rules this server serves."""
         p = self.project
         path = p.loaded.path
         try:
@@ -354,8 +322,6 @@ class ToolHost:
     def _tool_list_jobs(self) -> dict[str, Any]:
         jobs = [job_view(j) for j in self.jobs.list()]
         return {"jobs": jobs, "count": len(jobs)}
-
-    # ------------------------------------------------------------------ decide
 
     def _tool_propose_adjudicate(self, decision_id: str, decision: str, justification: str) -> dict[str, Any]:
         p = self.project
@@ -393,8 +359,6 @@ class ToolHost:
             f"authorize {decision_id}` (add --reject to reject), then the task is validated again.",
         }
 
-    # ------------------------------------------------------------------- plans
-
     def _tool_propose_plan(self, goal: str) -> dict[str, Any]:
         tasks = self.planner.tasks(goal)
         plan = self.plans.create(goal=goal, tasks=tasks, mode=self.project.mode_id, planner=self.planner.name)
@@ -407,9 +371,7 @@ class ToolHost:
         if (plan_id is None) == (spec is None):
             raise ToolError("give exactly one of plan_id (decompose a stored plan again) and spec (split a text)")
         if spec is not None:
-            tasks = plan_tasks(self.planner.tasks(spec))
-            for t in tasks:
-                del t["job_id"]
+            tasks = [{k: v for k, v in t.items() if k != "job_id"} for t in plan_tasks(self.planner.tasks(spec))]
             return {"tasks": tasks, "planner": self.planner.name, "stored": False}
         assert plan_id is not None
         with self._plan_lock:
@@ -462,15 +424,9 @@ class ToolHost:
                 reply = self._dispatch(
                     require_spec(str(task["spec"]), "the plan task's spec"), check_task_id(task["task_id"]), mode
                 )
-                index = task["index"]
-                self.plans.update(plan_id, _record_job(index, reply["job_id"]))
+                self.plans.update(plan_id, _record_job(task["index"], reply["job_id"]))
                 started.append(
-                    {
-                        "index": index,
-                        "task_id": reply["task_id"],
-                        "job_id": reply["job_id"],
-                        "token_consumed": reply["token_consumed"],
-                    }
+                    {"index": task["index"], **{k: reply[k] for k in ("task_id", "job_id", "token_consumed")}}
                 )
         self.project.record("plan_run", plan_id=plan_id, mode=mode, jobs=[s["job_id"] for s in started])
         return {"status": "accepted", "plan_id": plan_id, "mode": mode, "jobs": started, "already_dispatched": earlier}

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import tomllib
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,24 +54,16 @@ class HostReport:
 
 def check_host(host: str, config: Path | None) -> HostReport:
     path = _config_path(host, config)
+    report = partial(HostReport, host=host, config=str(path))
     try:
         text = path.read_text(encoding="utf-8")
         data: dict[str, Any] = tomllib.loads(text) if host == "codex" else json.loads(text)
     except (OSError, ValueError) as exc:
-        return HostReport(
-            host=host, config=str(path), connected=False, problems=(f"cannot read {path}: {exc}",), open_writers=()
-        )
+        return report(connected=False, problems=(f"cannot read {path}: {exc}",), open_writers=())
     entry = _entry(host, data)
     if entry is None:
-        return HostReport(
-            host=host,
-            config=str(path),
-            connected=False,
-            problems=(
-                f"no server named 'snodo' under {HOSTS[host][1]!r}; `snodo serve --print-config {host}` prints one",
-            ),
-            open_writers=_writers(host, data),
-        )
+        missing = f"no server named 'snodo' under {HOSTS[host][1]!r}; `snodo serve --print-config {host}` prints one"
+        return report(connected=False, problems=(missing,), open_writers=_writers(host, data))
     argv, env = _command(host, entry)
     protocol = _option(argv, "--protocol")
     problems = _command_problems(argv, protocol)
@@ -84,7 +77,7 @@ def check_host(host: str, config: Path | None) -> HostReport:
     else:
         settings, writers = {"env": {}}, _writers(host, data)
     problems += _setting_problems(host, entry, settings, needed)
-    return HostReport(host=host, config=str(path), connected=connected, problems=tuple(problems), open_writers=writers)
+    return report(connected=connected, problems=tuple(problems), open_writers=writers)
 
 
 def _option(argv: list[str], name: str) -> str | None:
@@ -184,7 +177,6 @@ def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol |
     """What ``snodo serve --protocol PATH [--mode MODE]`` with ``SNODO_HOME=home`` would refuse
     at start-up (then a host shows only a server with one ``unavailable`` tool), and notes on
     what it would serve with a warning; the protocol when it loads."""
-
     problems: list[str] = []
     try:
         in_force = resolve(path)
@@ -211,10 +203,12 @@ def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol |
 def _key_notes(home: Path) -> list[str]:
     """The home's keys: missing (serve makes new ones, a new identity) or not listed in the
     ``allowed_signers`` in force (decisions made with them do not count)."""
+    public = keys_dir(home) / DECISION_PUBLIC_KEY_FILE
     try:
-        mine = _home_keys(home)
+        keys = [audit_public_key(home), load_public_key_file(public) if public.is_file() else None]
     except (SnodoError, OSError) as exc:
         return [f"the keys of the snodo home {home} cannot be read: {exc}"]
+    mine = {k.public_bytes_raw() for k in keys if k}
     if not mine:
         return [
             f"the snodo home {home} has no keys yet: serve makes new ones, a new identity to every project "
@@ -226,16 +220,8 @@ def _key_notes(home: Path) -> list[str]:
     return []
 
 
-def _home_keys(home: Path) -> set[bytes]:
-
-    public = keys_dir(home) / DECISION_PUBLIC_KEY_FILE
-    keys = [audit_public_key(home), load_public_key_file(public) if public.is_file() else None]
-    return {k.public_bytes_raw() for k in keys if k}
-
-
 def _signers_in_force() -> set[bytes]:
     """The keys of the ``allowed_signers`` lists resolving the protocol found in force."""
-
     listed = set()
     for text in lists_in_force:
         with contextlib.suppress(SnodoError):

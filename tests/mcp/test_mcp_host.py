@@ -96,20 +96,19 @@ def test_arguments_are_hashed_canonically() -> None:
 
 
 def test_argument_checks() -> None:
-    stage = TOOLS["stage_files"]
-    assert check_arguments(stage, {"paths": ["a"]}) is None
-    assert "non-empty list" in (check_arguments(stage, {"paths": []}) or "")
-    assert "non-empty list" in (check_arguments(stage, {"paths": "a"}) or "")
-    assert "true or false" in (check_arguments(TOOLS["read_diff"], {"staged": "yes"}) or "")
-    assert check_arguments(TOOLS["list_files"], {"path": None}) is None
-    assert "takes: no arguments" in (check_arguments(TOOLS["list_jobs"], {"x": 1}) or "")
+    assert check_arguments("stage_files", {"paths": ["a"]}) is None
+    assert "non-empty list" in (check_arguments("stage_files", {"paths": []}) or "")
+    assert "non-empty list" in (check_arguments("stage_files", {"paths": "a"}) or "")
+    assert "true or false" in (check_arguments("read_diff", {"staged": "yes"}) or "")
+    assert check_arguments("list_files", {"path": None}) is None
+    assert "takes: no arguments" in (check_arguments("list_jobs", {"x": 1}) or "")
 
 
 def test_every_definition_fits_the_capability_table() -> None:
     # (That TOOLS covers ALL_TOOLS, and that read-only follows READ_ONLY_TOOLS, are the
     # catalogue's own definitions, asserted where they are made; here: what they imply.)
-    for tool in TOOLS.values():
-        hints = tool.annotations()
+    for name, tool in TOOLS.items():
+        hints = tool.annotations(name)
         assert ("destructiveHint" in hints) is not hints["readOnlyHint"]
         schema = tool.input_schema()
         assert schema["additionalProperties"] is False

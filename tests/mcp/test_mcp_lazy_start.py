@@ -37,8 +37,7 @@ HEAVY = (
 PROBE = f"""
 import sys
 from snodo.cli.common import load_project
-from snodo.mcp.served import Served
-from snodo.mcp.server import build_server
+from snodo.mcp.server import Served, build_server
 
 heavy = {HEAVY!r}
 loaded, plugins = load_project(None)

@@ -1,4 +1,4 @@
-"""The stdio transport of `snodo serve` (snodo/mcp/stdio.py), spoken to by hand over real pipes.
+"""The stdio transport of `snodo serve` (snodo/mcp/server.py), spoken to by hand over real pipes.
 
 What a host can send and expect at the byte level: a request split across writes (inside a
 UTF-8 character), a reply far larger than a pipe's buffer, the wire claimed while serving

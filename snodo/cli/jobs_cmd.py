@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
+from snodo.base.text import shown
 from snodo.cli.common import project_options, project_root
-from snodo.cli.output import console, emit_json, listing, printable
+from snodo.cli.output import console, emit_json, listing
 from snodo.state.home import snodo_home
 
 
@@ -68,12 +69,12 @@ def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: b
         return
     if show_log:
         if log.exists():
-            sys.stdout.write(printable(log.read_text(encoding="utf-8", errors="replace")))
+            sys.stdout.write(shown(log.read_text(encoding="utf-8", errors="replace")))
             sys.stdout.flush()
         else:
             click.echo(f"job {job_id} has no log yet")
         return
-    click.echo(printable("\n".join([*describe_job(job), f"log       {log}"])))
+    click.echo(shown("\n".join([*describe_job(job), f"log       {log}"])))
     if job["status"] in ("queued", "running"):
         click.echo(f"still {job['status']}; follow it with `snodo jobs show {job_id} --log`")
 

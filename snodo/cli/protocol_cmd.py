@@ -10,8 +10,9 @@ from typing import Any, NoReturn
 import click
 
 from snodo.base.errors import ProtocolError, SnodoError, StateError
+from snodo.base.text import shown
 from snodo.cli.common import confirm, could_not_run, json_option, refuse_when_confined
-from snodo.cli.output import console, emit_json, print_note, print_warning, printable
+from snodo.cli.output import console, emit_json, print_note, print_warning
 from snodo.git.runner import pin
 
 _HINT = "docs/protocol.md explains each rule (WF1–WF5) and every field"
@@ -259,7 +260,7 @@ def _refuse_unlisted(planned: Any, *, listed_for_another_namespace: bool) -> NoR
 def _confirm_signing(planned: Any, signer: str) -> None:
     """Show what is signed and ask the person."""
     adopt_note = f"adopting the .snodo/ committed at HEAD: {planned.adopting}" if planned.adopting else ""
-    summary = "\n".join(f"  {printable(c)}" for c in planned.changes) or f"  {adopt_note}"
+    summary = "\n".join(f"  {shown(c)}" for c in planned.changes) or f"  {adopt_note}"
     confirm(
         f"sign as {signer} and commit:\n{summary}\nsign this .snodo/ with your decision key and put it in force?",
         StateError(

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 import click
 
 from snodo.base.errors import SnodoError
+from snodo.base.text import shown
 from snodo.cli.common import could_not_run, load_project, project_options, read_spec
 from snodo.cli.output import (
     Progress,
@@ -19,9 +20,8 @@ from snodo.cli.output import (
     key_values,
     plain_key_values,
     plain_results,
-    printable,
+    plain_stdout,
     results_table,
-    stream_is_terminal,
 )
 
 
@@ -191,38 +191,35 @@ def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
 
 
 def render_result(payload: dict[str, Any]) -> None:
-    """The run's result for a person: every value wraps at the terminal width, none is cut.
-
-    Piped or redirected, the same rows are written as plain text (rich is not imported).
-    """
+    """The run's result for a person: every value wraps at the terminal width, none is cut;
+    piped, the same rows as plain text (rich is not imported)."""
     ok = payload["status"] == "completed"
-    # (key, value as plain text, shown in bold): the value is already safe to print
-    rows: list[tuple[str, str, bool]] = [("task", printable(f"{payload['task_id']} (job {payload['job_id']})"), False)]
+    rows = [("task", f"{payload['task_id']} (job {payload['job_id']})")]
     if not ok:
-        rows.append(("outcome", printable(f"{payload['outcome']} at {payload['phase']}"), True))
-    rows.append(("why", printable(str(payload["message"])), False))
+        rows.append(("outcome", f"{payload['outcome']} at {payload['phase']}"))
+    rows.append(("why", str(payload["message"])))
     if payload.get("branch"):
         commit = f" @ {payload['commit'][:12]}" if payload.get("commit") else ""
-        rows.append(("branch", printable(f"{payload['branch']}{commit}"), False))
+        rows.append(("branch", f"{payload['branch']}{commit}"))
     elif payload.get("branch_named"):
-        rows.append(("branch", printable(f"{payload['branch_named']} not made: only completed work gets it"), False))
+        rows.append(("branch", f"{payload['branch_named']} not made: only completed work gets it"))
     if payload.get("files"):
-        rows.append(("files", printable(", ".join(payload["files"])), False))
+        rows.append(("files", ", ".join(payload["files"])))
     if payload.get("dropped"):
-        rows.append(("refused", printable(", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"])), False))
+        rows.append(("refused", ", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"])))
     if payload.get("sandbox_refusals"):
-        rows.append(("sandbox", printable(sandbox_refusals(payload["sandbox_refusals"])), False))
+        rows.append(("sandbox", sandbox_refusals(payload["sandbox_refusals"])))
     if payload.get("halted_ref"):
-        kept = f"{payload['halted_ref']}  (see `snodo jobs show {payload['job_id']}`)"
-        rows.append(("kept at", printable(kept), False))
+        rows.append(("kept at", f"{payload['halted_ref']}  (see `snodo jobs show {payload['job_id']}`)"))
     if payload.get("discarded"):
-        rows.append(("discarded", "the work: a constraint says it must not be kept (see `snodo jobs show`)", False))
+        rows.append(("discarded", "the work: a constraint says it must not be kept (see `snodo jobs show`)"))
     if payload.get("decision_id"):
-        rows.append(("decision", printable(str(payload["decision_id"])), True))
-    rows.append(("next", printable(str(payload["next"])), False))
-    more = f"full results: `snodo jobs show {payload['job_id']} --json`"
-    if not stream_is_terminal(sys.stdout):
-        blocks = ["completed" if ok else "halted", plain_key_values(rows)]
+        rows.append(("decision", str(payload["decision_id"])))
+    rows.append(("next", str(payload["next"])))
+    rows = [(key, shown(value)) for key, value in rows]
+    title, more = "completed" if ok else "halted", f"full results: `snodo jobs show {payload['job_id']} --json`"
+    if plain_stdout():
+        blocks = [title, plain_key_values(rows)]
         if payload["validators"]:
             blocks += ["", plain_results(payload["validators"], more=more)]
         sys.stdout.write("\n".join(blocks) + "\n")
@@ -231,8 +228,10 @@ def render_result(payload: dict[str, Any]) -> None:
     from rich.panel import Panel  # noqa: PLC0415 rich only for a person
     from rich.text import Text  # noqa: PLC0415 rich only for a person
 
-    grid = key_values([(key, Text(value, style="bold" if bold else "")) for key, value, bold in rows])
-    console().print(Panel(grid, title="completed" if ok else "halted", border_style="green" if ok else "red"))
+    grid = key_values(
+        [(key, Text(value, style="bold" if key in ("outcome", "decision") else "")) for key, value in rows]
+    )
+    console().print(Panel(grid, title=title, border_style="green" if ok else "red"))
     if payload["validators"]:
         console().print(results_table(payload["validators"], more=more))
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
+from snodo.base.text import shown
 from snodo.cli.common import git_work_tree, json_option
-from snodo.cli.output import emit_json, print_note, printable
+from snodo.cli.output import emit_json, print_note
 
 
 @click.command()
@@ -37,7 +38,7 @@ def verify(range_arg: str | None, base: str | None, as_json: bool) -> None:
     else:
         for v in report.verdicts:
             if not v.passed:
-                click.echo(f"{v.sha[:12]} {printable(v.subject)[:60]!r}: {printable(v.reason)} -> {v.action}")
+                click.echo(f"{v.sha[:12]} {shown(v.subject)[:60]!r}: {shown(v.reason)} -> {v.action}")
         passed = sum(v.passed for v in report.verdicts)
         print_note(
             f"{passed} of {len(report.verdicts)} commit(s) pass against {report.base} ({report.base_commit[:12]})"

@@ -108,11 +108,9 @@ def project_root(protocol_path: Path | None) -> Path:
 
     path = find_protocol(Path.cwd(), protocol_path)
     if not path.is_file():
-        error = ProtocolError(
+        raise ProtocolError(
             f"{path}: no protocol file here", hint="run `snodo init` in the project, or pass --protocol PATH"
         )
-        error.exit_code = 4
-        raise error
     return project_root_for(path)
 
 

@@ -170,11 +170,10 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
     """Remove halted refs, finished job directories and leftover working copies past their age.
 
     \b
-    Halted refs (refs/snodo/halted/…) age by their commit's date, job directories by their
-    last update; working copies of runs whose process is gone are removed at any age (their
-    commits are kept under refs/snodo/halted/ first). Task branches (snodo/…, and a branch named
-    with `run --branch` while its job record says snodo made it where it points) already merged
-    into another local branch are deleted at any age. Running and queued jobs are never touched.
+    Halted refs age by their commit's date, job directories by their last update. At any
+    age: working copies of runs whose process is gone (their commits kept under
+    refs/snodo/halted/ first), and task branches snodo made (snodo/…, or `run --branch`
+    where snodo left it) merged into another local branch. Running and queued jobs stay.
     """
     from snodo.engine.lifecycle import parse_duration, prune  # noqa: PLC0415 `jobs --help` stays light
 

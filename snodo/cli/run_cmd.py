@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from attrs import asdict
 
 from snodo.base.errors import SnodoError
 from snodo.base.text import shown
@@ -178,8 +179,7 @@ def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
     with reporter:
         result = runner.execute(prepared, echo=echo)
     payload = result.payload()
-    used = project_python(loaded.root, loaded.protocol.execution.python)
-    payload["python"] = {"path": used.path, "source": used.source}
+    payload["python"] = asdict(project_python(loaded.root, loaded.protocol.execution.python))
     payload["branch_named"] = prepared.branch  # what --branch asked for (only completed work gets it)
     if as_json:
         emit_json(payload)

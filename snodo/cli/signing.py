@@ -25,17 +25,21 @@ from snodo.state.keys import (
 from snodo.state.sessions import PendingDecision
 
 
-def load_decision_private_key(home: Path, passphrase: bytes | None = None) -> Ed25519PrivateKey:
-    """The decision private key; ``passphrase`` when it is protected (``snodo keys protect``)."""
+def _read_private(home: Path) -> tuple[Path, bytes]:
     private, _ = decision_key_paths(home)
     try:
         with open(private, "rb") as handle:
             require_owner_only(private, handle.fileno())
-            data = handle.read()
+            return private, handle.read()
     except FileNotFoundError:
         raise StateError(f"no decision private key at {private}") from None
     except OSError as exc:
         raise StateError(f"cannot read {private}: {exc.strerror or exc}") from exc
+
+
+def load_decision_private_key(home: Path, passphrase: bytes | None = None) -> Ed25519PrivateKey:
+    """The decision private key; ``passphrase`` when it is protected (``snodo keys protect``)."""
+    private, data = _read_private(home)
     try:
         key = serialization.load_pem_private_key(data, password=passphrase)
     except TypeError as exc:  # encrypted but no passphrase, or a passphrase for a plain key

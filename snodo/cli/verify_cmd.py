@@ -20,12 +20,10 @@ from snodo.cli.output import emit_json, print_note
 def verify(range_arg: str | None, base: str | None, as_json: bool) -> None:
     """Check that every commit in RANGE was judged by a governed run or signed by a person.
 
-    RANGE is git's `A..B` (default: the current branch's commits not on its upstream). The
-    keys and protocol that count are `.snodo/allowed_signers` and `.snodo/protocol.yml` as
-    committed at the base (A, or --base), and after it only changes a listed person signed
-    (`snodo protocol sign`): each commit is judged under those in force at its parent, by
-    the same rule `run` uses. Fetch the notes first:
-    git fetch origin refs/notes/snodo:refs/notes/snodo
+    RANGE is git's `A..B` (default: the current branch's commits not on its upstream). Each
+    commit is judged under the .snodo/allowed_signers and protocol in force at its parent:
+    as committed at the base (A, or --base), then only changes a listed person signed (the
+    rule `run` uses). Fetch the notes first: git fetch origin refs/notes/snodo:refs/notes/snodo
 
     Exit 0 every commit passes, 1 some commit fails (one line each: commit, reason, what to
     do), 4 the check could not run.

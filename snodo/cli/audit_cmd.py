@@ -38,13 +38,12 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
     Exit 0 intact, 1 broken (names line and reason), 4 cannot run.
     """
     log = _log(protocol_path, file)
-    path = log.path
     report = log.verify(key=_trusted_key(key_path) if key_path is not None else None)
     restarts = _restarts(log) if report.ok else []
     if as_json:
         emit_json(
             {
-                "path": str(path),
+                "path": str(log.path),
                 "ok": report.ok,
                 "count": report.count,
                 "checkpoints": report.checkpoints,
@@ -55,7 +54,7 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
             }
         )
     else:
-        _print_verified(path, report, restarts)
+        _print_verified(log.path, report, restarts)
     raise SystemExit(0 if report.ok else 1)
 
 

@@ -128,14 +128,9 @@ def _list_pending(root: Path, store: Any, as_json: bool) -> None:
         )
         for _s, p in pending
     ]
+    columns = ("decision_id", "task", "mode / phase", "warned", "created", "spec")
     console().print(f"pending decisions — {root}", markup=False)
-    console().print(
-        listing(
-            ("decision_id", "task", "mode / phase", "warned", "created", "spec"),
-            rows,
-            keep_whole=("decision_id", "task"),
-        )
-    )
+    console().print(listing(columns, rows, keep_whole=("decision_id", "task")))
     console().print("review one with `snodo authorize DECISION_ID`")
 
 

@@ -13,6 +13,7 @@ import click
 
 from snodo.base.errors import EnvironmentProblem, ProtocolError, SnodoError, StateError
 from snodo.cli.output import is_quiet, print_warning
+from snodo.state.home import snodo_home
 
 if TYPE_CHECKING:
     from snodo.plugin.host import PluginHost
@@ -63,7 +64,6 @@ def load_project(
     from snodo.protocol import find_protocol, load_protocol, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol.committed import refuse_drift as refuse  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol.committed import resolve  # noqa: PLC0415 only the commands that load a project pay for it
-    from snodo.state.home import snodo_home  # noqa: PLC0415 only the commands that load a project pay for it
 
     found = find_protocol(Path.cwd(), protocol_path)
     in_force = resolve(found, cache_dir=snodo_home() / "cache" / "git")  # where agents cannot write
@@ -97,7 +97,6 @@ def signers_in_force(protocol_path: Path | None) -> str | None:
     """The ``allowed_signers`` text in force (the committed list, never the working-tree file)."""
     from snodo.protocol import find_protocol  # noqa: PLC0415 only the commands that read decisions pay for it
     from snodo.protocol.committed import resolve  # noqa: PLC0415 only the commands that load a project pay for it
-    from snodo.state.home import snodo_home  # noqa: PLC0415 only the commands that load a project pay for it
 
     return resolve(find_protocol(Path.cwd(), protocol_path), cache_dir=snodo_home() / "cache" / "git").signers
 

@@ -59,16 +59,7 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
                 "backend": chosen,
                 "confined_execution": chosen is not None,
                 "problem": problem,
-                "backends": [
-                    {
-                        "name": r.name,
-                        "works": r.works,
-                        "reason": r.reason,
-                        "detail": r.detail,
-                        "not_guaranteed": missing(r.name) if r.works else [],
-                    }
-                    for r in rows
-                ],
+                "backends": [{**asdict(r), "not_guaranteed": missing(r.name) if r.works else []} for r in rows],
                 "python": asdict(python),
             }
         )

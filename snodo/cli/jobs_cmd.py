@@ -38,16 +38,10 @@ def list_cmd(protocol_path: Path | None, as_json: bool) -> None:
         console().print("no jobs yet (`snodo run` records each run as a job)")
         return
     columns = ("job", "task", "status", "outcome", "mode", "created")
-    console().print(
-        listing(
-            columns,
-            [
-                (j["job_id"], j["task_id"], j["status"], j.get("outcome") or "", j["mode"], j["created_at"])
-                for j in rows
-            ],
-            keep_whole=("job", "task"),
-        )
-    )
+    shown_rows = [
+        (j["job_id"], j["task_id"], j["status"], j.get("outcome") or "", j["mode"], j["created_at"]) for j in rows
+    ]
+    console().print(listing(columns, shown_rows, keep_whole=("job", "task")))
     console().print("details: `snodo jobs show JOB`; its log: `snodo jobs show JOB --log`")
 
 

@@ -105,6 +105,11 @@ def _on_sigterm(signum: int, _frame: object) -> None:
     os.kill(os.getpid(), signum)
 
 
+def _wants_json(args: list[str]) -> bool:
+    """``--json`` before any ``--``, read raw so that even a parse error is answered in JSON."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
 GLOBAL_FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose"})
 
 
@@ -178,8 +183,7 @@ def _main(argv: list[str] | None) -> None:
     stderr or, with ``--json``, one object on stdout."""
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     verbose = "-v" in args or "--verbose" in args
-    # read raw, before click parses: even a parse error is answered in JSON
-    as_json = "--json" in args[: args.index("--") if "--" in args else len(args)]
+    as_json = _wants_json(args)
 
     def fail(message: str, hint: str | None, code: int, *, details: tuple[str, ...] = ()) -> NoReturn:
         failure = sys.exc_info()[1]

@@ -10,7 +10,6 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from snodo.base.text import shown
@@ -117,17 +116,16 @@ def print_note(text: str) -> None:
         _to_stderr(("note:", "dim", text))
 
 
-def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None = None) -> RenderableType:
+def key_values(rows: Sequence[tuple[str, RenderableType]]) -> RenderableType:
     """A key/value grid whose values wrap, never cropped; off a terminal, :func:`plain_key_values`."""
     from rich.table import Table  # noqa: PLC0415 rich only when a person reads the output
     from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
     if plain_stdout():
         plain = [(key, value.plain if isinstance(value, Text) else str(value)) for key, value in rows]
-        return Text("\n".join(filter(None, [title, plain_key_values(plain)])))
+        return Text(plain_key_values(plain))
 
     grid = Table.grid(padding=(0, 2))
-    grid.title = title
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for key, value in rows:
@@ -163,9 +161,7 @@ class Progress:
         self._live.start()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
@@ -270,7 +266,7 @@ def plain_results(results: list[dict[str, Any]], *, with_type: bool = False, mor
 
 
 def listing(
-    columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, keep_whole: tuple[str, ...], title: str | None = None
+    columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, keep_whole: tuple[str, ...]
 ) -> RenderableType:
     """Rows as a table when the terminal shows the ``keep_whole`` columns (identifiers a person
     copies) unbroken, else one block per row; never ellipsised. Off a terminal, aligned lines."""
@@ -278,29 +274,23 @@ def listing(
 
     every = [columns, *rows]
     widths = [max(len(r[i]) for r in every) for i in range(len(columns))]
-    if plain_stdout():
-        return Text(_aligned(every, widths, title))
+    if plain_stdout():  # aligned lines, the last column unpadded
+        lines = ("  ".join([*(f"{c:<{w}}" for c, w in zip(r[:-1], widths, strict=False)), r[-1]]) for r in every)
+        return Text("\n".join(line.rstrip() for line in lines))
     whole = {columns.index(c): widths[columns.index(c)] for c in keep_whole}
     # identifier columns at full width, the others at up to 12; then borders and padding
     need = sum(whole.get(i, min(12, w)) for i, w in enumerate(widths)) + 3 * len(columns) + 1
     if need <= console().width:
-        return _table(columns, rows, whole, title)
-    return _blocks(columns, rows, next(iter(whole), 0), title)
+        return _table(columns, rows, whole)
+    return _blocks(columns, rows, next(iter(whole), 0))
 
 
-def _aligned(rows: Sequence[tuple[str, ...]], widths: list[int], title: str | None) -> str:
-    lines = ("  ".join([*(f"{c:<{w}}" for c, w in zip(r[:-1], widths, strict=False)), r[-1]]) for r in rows)
-    return "\n".join([*([title] if title else []), *(line.rstrip() for line in lines)])
-
-
-def _table(
-    columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], whole: dict[int, int], title: str | None
-) -> RenderableType:
+def _table(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], whole: dict[int, int]) -> RenderableType:
     """The columns in ``whole`` (index: width) never wrap."""
     from rich.table import Table  # noqa: PLC0415 rich only when a person reads the output
     from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
-    table = Table(title=title, header_style="bold", title_justify="left")
+    table = Table(header_style="bold")
     for i, col in enumerate(columns):
         if i in whole:
             table.add_column(col, no_wrap=True, min_width=whole[i])
@@ -311,13 +301,13 @@ def _table(
     return table
 
 
-def _blocks(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], key: int, title: str | None) -> RenderableType:
+def _blocks(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], key: int) -> RenderableType:
     """Each row's ``key`` column, then its other values."""
     from rich.console import Group  # noqa: PLC0415 rich only when a person reads the output
     from rich.padding import Padding  # noqa: PLC0415 rich only when a person reads the output
     from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
-    blocks: list[RenderableType] = [Text(title, style="bold")] if title else []
+    blocks: list[RenderableType] = []
     for r in rows:
         rest = [(columns[i], Text(r[i])) for i in range(len(columns)) if i != key and r[i]]
         blocks += [Text(r[key], style="bold"), Padding(key_values(rest), (0, 0, 0, 2), expand=False)]

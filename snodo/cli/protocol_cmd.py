@@ -14,6 +14,7 @@ from snodo.base.text import shown
 from snodo.cli.common import confirm, could_not_run, json_option, refuse_when_confined
 from snodo.cli.output import console, emit_json, print_note, print_warning
 from snodo.git.runner import pin
+from snodo.state.home import snodo_home
 
 _HINT = "docs/protocol.md explains each rule (WF1–WF5) and every field"
 
@@ -161,7 +162,6 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
     Exit 0 signed (or nothing to sign), 4 refused or could not run.
     """
     from snodo.protocol import sign  # noqa: PLC0415 `protocol --help` stays light
-    from snodo.state.home import snodo_home  # noqa: PLC0415 the key code only for `protocol sign`
     from snodo.state.keys import ensure_decision_keys  # noqa: PLC0415 the key code only for `protocol sign`
     from snodo.state.runtime import LEGACY_RUNTIME  # noqa: PLC0415 the key code only for `protocol sign`
 

@@ -26,12 +26,6 @@ from snodo.cli.output import (
 )
 
 
-def _look_ahead(root: Path) -> None:
-    from snodo.engine.checkout import look_ahead  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
-
-    look_ahead(root)
-
-
 @click.command()
 @click.argument("spec", required=False)
 @click.option("--mock", is_flag=True, help="Use the mock coder (no model, no key); validators still judge for real.")
@@ -91,10 +85,11 @@ def run(
     Exit codes: 0 completed, 1 halted, 4 could not start, 130 interrupted.
     Progress goes to stderr (`snodo -q run …` silences it).
     """
+    from snodo.engine.checkout import look_ahead  # noqa: PLC0415 `run --help` stays light
+
     store = _detached(job_id, branch, protocol_path) if job_id is not None else None
-    # Reading the user's checkout starts as soon as its repository is pinned, while the rest
-    # loads (a job forks first, and a thread would not follow it): engine.checkout.look_ahead.
-    ahead = _look_ahead if job_id is None and not background else None
+    # the checkout is read while the rest loads (not in a job: it forks, and a thread would not follow)
+    ahead = look_ahead if job_id is None and not background else None
     try:
         loaded, host = load_project(protocol_path, on_pinned=ahead)
     except SnodoError as exc:  # a protocol that does not load: the run could not start
@@ -172,14 +167,13 @@ def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
     """Run the prepared task in this process, report it, and exit with its code."""
     from snodo.workspace.interpreter import project_python  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
 
-    loaded = runner.loaded
     reporter = Progress()
     # A background job's stderr IS its log, which the engine writes already: never a line twice.
     echo = None if prepared.background else reporter
     with reporter:
         result = runner.execute(prepared, echo=echo)
     payload = result.payload()
-    payload["python"] = asdict(project_python(loaded.root, loaded.protocol.execution.python))
+    payload["python"] = asdict(project_python(runner.loaded.root, runner.loaded.protocol.execution.python))
     payload["branch_named"] = prepared.branch  # what --branch asked for (only completed work gets it)
     if as_json:
         emit_json(payload)

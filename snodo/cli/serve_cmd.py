@@ -68,8 +68,7 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
             click.echo(config, nl=False)
         else:
             emit_json(config)
-        where = HOSTS[print_config][0]
-        print_note(f"put this in {where}; docs/mcp-hosts.md explains each field")
+        print_note(f"put this in {HOSTS[print_config][0]}; docs/mcp-hosts.md explains each field")
         print_note(f"still open in this host: {OPEN_DOORS[print_config]}")
         return
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
+from snodo.base.text import shown
 from snodo.cli.common import git_work_tree, json_option
-from snodo.cli.output import emit_json, printable
+from snodo.cli.output import emit_json
 from snodo.git.runner import git_out
 
 
@@ -35,7 +36,7 @@ def show_cmd(rev: str, as_json: bool) -> None:
     click.echo(f"commit      {found['commit']}")
     click.echo(f"signed by   {', '.join(found['signed_by'])} (not verified here: run `snodo verify`)")
     click.echo(f"judged      {str(predicate.get('judged')).lower()}")
-    click.echo(printable(json.dumps(found["statement"], indent=2, sort_keys=True)))
+    click.echo(shown(json.dumps(found["statement"], indent=2, sort_keys=True)))
 
 
 @click.command()

@@ -14,8 +14,6 @@ from snodo.base.text import shown
 from snodo.cli.common import confirm, could_not_run, project_options, project_root, refuse_when_confined
 from snodo.cli.output import console, emit_json
 
-_VERIFY_HELP = "docs/architecture.md (audit log)"
-
 
 @click.group()
 def audit() -> None:
@@ -40,13 +38,12 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
     Exit 0 intact, 1 broken (names line and reason), 4 cannot run.
     """
     log = _log(protocol_path, file)
-    path = log.path
     report = log.verify(key=_trusted_key(key_path) if key_path is not None else None)
     restarts = _restarts(log) if report.ok else []
     if as_json:
         emit_json(
             {
-                "path": str(path),
+                "path": str(log.path),
                 "ok": report.ok,
                 "count": report.count,
                 "checkpoints": report.checkpoints,
@@ -57,7 +54,7 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
             }
         )
     else:
-        _print_verified(path, report, restarts)
+        _print_verified(log.path, report, restarts)
     raise SystemExit(0 if report.ok else 1)
 
 
@@ -94,7 +91,7 @@ def _print_verified(path: Path, report: Any, restarts: list[dict[str, Any]]) -> 
         from rich.markup import escape  # noqa: PLC0415 rich only for a person
 
         console().print(f"[red]broken[/] {escape(str(path))}: line {report.line}: {escape(shown(report.reason))}")
-        console().print(f"see {_VERIFY_HELP} for what each fault means and what to do", style="dim")
+        console().print("see docs/architecture.md (audit log) for what each fault means and what to do", style="dim")
 
 
 @audit.command("export")
@@ -160,8 +157,7 @@ def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as
                 " ",
                 shown(data),
             ),
-            # at a terminal long lines fold (the default); piped, the console does not wrap,
-            # and naming an overflow there would crop them
+            # no overflow named: piped, the console does not wrap, and an overflow would crop
         )
 
 
@@ -196,10 +192,9 @@ def restart_cmd(reason: str, yes: bool, protocol_path: Path | None, as_json: boo
     """Start a new audit log after the old one was lost (git clean, a fresh clone, a deletion).
 
     Refused while the log is intact. The new log's first signed line records the lost head
-    (seq, hash, checkpoint) as your home knew it and REASON, so the loss stays visible to
-    `snodo audit verify` and every exported copy; what is left of the old file is kept as
-    audit.log.lost-<time>. A person's act: no MCP tool runs it, and it is refused inside
-    snodo's confinement (which cannot reach the audit key anyway).
+    (as your home knew it) and REASON, so `snodo audit verify` and every export show the
+    loss; what is left of the old file is kept as audit.log.lost-<time>. A person's act: no
+    MCP tool runs it, and it is refused inside snodo's confinement.
 
     Exit 0 restarted, 4 cannot run (refused, nothing lost, no reason).
     """

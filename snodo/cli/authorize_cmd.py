@@ -1,7 +1,6 @@
-"""``snodo authorize``: the out-of-band human route for escalations (docs/protocol.md).
-Everything shown that an agent could have written goes through
-:func:`~snodo.cli.output.printable`: an agent must not repaint the screen a person reads
-right before the y/N prompt."""
+"""``snodo authorize``: the out-of-band human route for escalations (docs/protocol.md). All
+agent-writable text shown goes through :func:`~snodo.base.text.shown`: an agent must not
+repaint the screen a person reads right before the y/N prompt."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import click
 from snodo.base.errors import DecisionError
 from snodo.base.text import shown
 from snodo.cli.common import audit_event, confirm, project_options, project_root, signers_in_force
-from snodo.cli.output import console, emit_json, listing, printable, results_table
+from snodo.cli.output import console, emit_json, listing, results_table
 from snodo.state.home import snodo_home
 
 
@@ -38,7 +37,6 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
 
 
 def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
-    """Agents' proposals for a decision (``propose_adjudicate``); advice, never authority."""
     from snodo.state.atomic import unstructure  # noqa: PLC0415 `authorize --help` stays light
     from snodo.state.proposals import ProposalStore, Unreadable  # noqa: PLC0415 `authorize --help` stays light
 
@@ -78,7 +76,7 @@ def authorize(
     if prune:
         if decision_id is not None:
             raise click.UsageError("--prune takes no DECISION_ID")
-        _prune(root, home, signers_in_force(protocol_path), as_json)
+        _prune(root, home, store, signers_in_force(protocol_path), as_json)
         return
     if decision_id is None:
         _list_pending(root, store, as_json)
@@ -104,7 +102,6 @@ def authorize(
 
 
 def _list_pending(root: Path, store: Any, as_json: bool) -> None:
-    """The project's pending decisions, as JSON or as a table with how to review one."""
     pending = store.pending(root)
     if as_json:
         emit_json(
@@ -127,23 +124,18 @@ def _list_pending(root: Path, store: Any, as_json: bool) -> None:
             f"{p.mode} / {p.phase}",
             ", ".join(p.warned_validators()),
             p.created_at,
-            printable(p.spec_text.strip().splitlines()[0]) if p.spec_text.strip() else "",
+            shown(p.spec_text.strip().splitlines()[0]) if p.spec_text.strip() else "",
         )
         for _s, p in pending
     ]
+    columns = ("decision_id", "task", "mode / phase", "warned", "created", "spec")
     console().print(f"pending decisions — {root}", markup=False)
-    console().print(
-        listing(
-            ("decision_id", "task", "mode / phase", "warned", "created", "spec"),
-            rows,
-            keep_whole=("decision_id", "task"),
-        )
-    )
+    console().print(listing(columns, rows, keep_whole=("decision_id", "task")))
     console().print("review one with `snodo authorize DECISION_ID`")
 
 
 def _refuse_unless_inv3(root: Path, decision_id: str, pending_decision: Any) -> None:
-    """INV3: a proposal holding a blocker or a validator error is refused, and the refusal audited."""
+    """INV3: a proposal holding a blocker or a validator error is refused, and that audited."""
     from snodo.state.decisions import check_inv3  # noqa: PLC0415 `authorize --help` stays light
 
     try:
@@ -166,7 +158,6 @@ def _refuse_unless_inv3(root: Path, decision_id: str, pending_decision: Any) -> 
 def _sign_and_record(
     root: Path, home: Path, pending_decision: Any, verdict: Literal["approve", "reject"], justification: str
 ) -> tuple[Any, Path]:
-    """Sign the decision with the user's key (asking its passphrase if it has one) and store it."""
     from snodo.cli.signing import ask_passphrase, sign_decision  # noqa: PLC0415 the signing code only when a decision is signed
     from snodo.state.decisions import DecisionStore, draft_decision  # noqa: PLC0415 `authorize --help` stays light
 
@@ -224,14 +215,12 @@ def _render_proposals(root: Path, decision_id: str) -> None:
 
     for prop in ProposalStore(root).for_decision(decision_id):
         if isinstance(prop, Unreadable):
-            console().print(
-                Text(f"unreadable proposal {printable(str(prop.path))}: {printable(prop.reason)}", style="yellow")
-            )
+            console().print(Text(f"unreadable proposal {shown(str(prop.path))}: {shown(prop.reason)}", style="yellow"))
             continue
         console().print(
             Text(
-                f"agent proposal ({printable(prop.proposed_by)}, {printable(prop.proposed_at)}): "
-                f"{printable(prop.decision)} — {printable(prop.justification)} "
+                f"agent proposal ({shown(prop.proposed_by)}, {shown(prop.proposed_at)}): "
+                f"{shown(prop.decision)} — {shown(prop.justification)} "
                 "(advice only; it authorises nothing)",
                 style="dim",
             )
@@ -242,20 +231,16 @@ def _render(p: Any) -> None:
     from rich.panel import Panel  # noqa: PLC0415 rich only for a person
     from rich.text import Text  # noqa: PLC0415 rich only for a person
 
-    console().print(f"task {printable(p.task_id)} — the spec as validated:", markup=False)
-    console().print(Panel(Text(printable(p.spec_text.strip()))))
+    console().print(f"task {shown(p.task_id)} — the spec as validated:", markup=False)
+    console().print(Panel(Text(shown(p.spec_text.strip()))))
     if p.tree:
-        console().print(
-            f"judged git tree: {printable(p.tree)} (the decision applies to exactly this tree)", markup=False
-        )
-    console().print(
-        f"decision {printable(p.decision_id)} — {printable(p.mode)} / {printable(p.phase)}", markup=False, style="bold"
-    )
+        console().print(f"judged git tree: {shown(p.tree)} (the decision applies to exactly this tree)", markup=False)
+    console().print(f"decision {shown(p.decision_id)} — {shown(p.mode)} / {shown(p.phase)}", markup=False, style="bold")
     console().print(results_table(list(p.results), with_type=True))
     _render_escalations(p.results)
     pol = p.policy
     console().print(
-        printable(
+        shown(
             f"policy {pol.get('name')}: {pol.get('pass_count')}/{pol.get('total')} passed, "
             f"{pol.get('required')} required; a human decides on: {', '.join(p.warned_validators())}"
         ),
@@ -263,25 +248,25 @@ def _render(p: Any) -> None:
     )
 
 
-#: How much of the changes to the tests and their harness is shown (lines, over all of them).
+#: How many lines of the changes to the tests and their harness are shown, over all of them.
 SHOWN_DIFF_LINES = 400
 
 
 def _render_escalations(results: Any) -> None:
     """What the change does to the tests or their harness, as the judge showed it: each
-    escalation and its diff, bounded, every character an agent wrote escaped."""
+    escalation and its diff, bounded and escaped."""
     budget = SHOWN_DIFF_LINES
     for r in results:
         details = r.get("details") if isinstance(r, dict) else None
-        shown = details.get("escalations") if isinstance(details, dict) else None
-        if not isinstance(shown, list) or not shown:
+        escalations = details.get("escalations") if isinstance(details, dict) else None
+        if not isinstance(escalations, list) or not escalations:
             continue
         console().print(
-            f"{printable(str(r.get('validator_id')))}: what the change does to the tests", markup=False, style="bold"
+            f"{shown(str(r.get('validator_id')))}: what the change does to the tests", markup=False, style="bold"
         )
-        for item in filter(lambda item: isinstance(item, dict), shown):
-            console().print(f"- {printable(str(item.get('what')))}", markup=False)
-            budget = _render_diff(printable(str(item.get("shown") or "")).splitlines(), budget)
+        for item in filter(lambda item: isinstance(item, dict), escalations):
+            console().print(f"- {shown(str(item.get('what')))}", markup=False)
+            budget = _render_diff(shown(str(item.get("shown") or "")).splitlines(), budget)
 
 
 def _render_diff(lines: list[str], budget: int) -> int:
@@ -296,16 +281,14 @@ def _render_diff(lines: list[str], budget: int) -> int:
     return max(0, budget - len(lines))
 
 
-def _prune(root: Path, home: Path, signers: str | None, as_json: bool) -> None:
-    """Drop pending decisions already settled by a verified record, or superseded by a newer
-    escalation of the same task, phase and mode; each drop is audited."""
+def _prune(root: Path, home: Path, store: Any, signers: str | None, as_json: bool) -> None:
+    """Drop (and audit) pending decisions settled by a verified record, or superseded by a newer
+    escalation of the same task, phase and mode."""
     from snodo.state.audit import AuditLog  # noqa: PLC0415 `authorize --help` stays light
     from snodo.state.decisions import DecisionStore  # noqa: PLC0415 `authorize --help` stays light
     from snodo.state.proposals import ProposalStore  # noqa: PLC0415 `authorize --help` stays light
     from snodo.state.runtime import audit_log_path  # noqa: PLC0415 `authorize --help` stays light
-    from snodo.state.sessions import SessionStore  # noqa: PLC0415 `authorize --help` stays light
 
-    store = SessionStore(home)
     decisions = DecisionStore(root, home, signers=signers)  # the list in force decides what settled a decision
     pending = store.pending(root)  # oldest first
     newest: dict[tuple[str, str, str], str] = {}

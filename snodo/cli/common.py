@@ -13,6 +13,7 @@ import click
 
 from snodo.base.errors import EnvironmentProblem, ProtocolError, SnodoError, StateError
 from snodo.cli.output import is_quiet, print_warning
+from snodo.state.home import snodo_home
 
 if TYPE_CHECKING:
     from snodo.plugin.host import PluginHost
@@ -21,20 +22,16 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def protocol_option(func: F) -> F:
-    return click.option(
-        "--protocol",
-        "protocol_path",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="Protocol file to use (default: the nearest .snodo/protocol.yml).",
-    )(func)
-
-
-def json_option(func: F) -> F:
-    return click.option(
-        "--json", "as_json", is_flag=True, help="Print one JSON object on stdout (errors too: error, hint, exit_code)."
-    )(func)
+protocol_option = click.option(
+    "--protocol",
+    "protocol_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Protocol file to use (default: the nearest .snodo/protocol.yml).",
+)
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object on stdout (errors too: error, hint, exit_code)."
+)
 
 
 def project_options(func: F) -> F:
@@ -59,20 +56,17 @@ def could_not_run(func: F) -> F:
 def load_project(
     protocol_path: Path | None, *, refuse_drift: bool = True, on_pinned: Callable[[Path], None] | None = None
 ) -> tuple[LoadedProtocol, PluginHost]:
-    """Load the protocol in force strictly (as committed: docs/protocol.md), with the
-    plugins; warnings go to stderr. With ``refuse_drift`` (``serve``, ``run``) a working-tree
-    copy that differs from the committed one is refused; otherwise (``validate``) it is
-    reported. ``on_pinned`` is called with the project's root once its repository is pinned
-    (what git the protocol's history needs was asked), before the plugins load."""
+    """The protocol in force (as committed: docs/protocol.md), loaded strictly with the plugins;
+    warnings on stderr. A working-tree copy that differs is refused with ``refuse_drift``, else
+    reported. ``on_pinned(root)`` runs once git was asked about the protocol's history, before
+    the plugins load."""
     from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol import find_protocol, load_protocol, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol.committed import refuse_drift as refuse  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol.committed import resolve  # noqa: PLC0415 only the commands that load a project pay for it
-    from snodo.state.home import snodo_home  # noqa: PLC0415 only the commands that load a project pay for it
 
-    # git's answers are kept where agents cannot write (docs/protocol.md, loading)
     found = find_protocol(Path.cwd(), protocol_path)
-    in_force = resolve(found, cache_dir=snodo_home() / "cache" / "git")
+    in_force = resolve(found, cache_dir=snodo_home() / "cache" / "git")  # where agents cannot write
     if on_pinned is not None:
         on_pinned(project_root_for(found))
     host = get_plugin_manager()
@@ -89,7 +83,6 @@ def load_project(
 
 
 def _report_in_force(state: Any) -> None:
-    """What the person should know about the protocol in force, on stderr."""
     if state.warning and not is_quiet():  # a note, like progress: --quiet silences it
         print_warning(state.warning)
     if state.not_in_force:  # only `validate` gets here: run and serve refused it
@@ -101,34 +94,28 @@ def _report_in_force(state: Any) -> None:
 
 
 def signers_in_force(protocol_path: Path | None) -> str | None:
-    """The ``allowed_signers`` text in force for the project (the committed list the trust
-    rule puts in force, never the working-tree file); ``None`` when no list is in force."""
+    """The ``allowed_signers`` text in force (the committed list, never the working-tree file)."""
     from snodo.protocol import find_protocol  # noqa: PLC0415 only the commands that read decisions pay for it
     from snodo.protocol.committed import resolve  # noqa: PLC0415 only the commands that load a project pay for it
-    from snodo.state.home import snodo_home  # noqa: PLC0415 only the commands that load a project pay for it
 
     return resolve(find_protocol(Path.cwd(), protocol_path), cache_dir=snodo_home() / "cache" / "git").signers
 
 
 def project_root(protocol_path: Path | None) -> Path:
-    """The project directory, without loading plugins or the protocol; outside a project,
-    the same failure as loading the protocol."""
+    """The project directory, without loading plugins or the protocol."""
     from snodo.protocol import find_protocol, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
 
     path = find_protocol(Path.cwd(), protocol_path)
     if not path.is_file():
-        error = ProtocolError(
+        raise ProtocolError(
             f"{path}: no protocol file here", hint="run `snodo init` in the project, or pass --protocol PATH"
         )
-        error.exit_code = 4
-        raise error
     return project_root_for(path)
 
 
 def git_work_tree(where: Path) -> Path:
-    """The top of the git work tree ``where`` lies in (``where`` itself in a bare repository,
-    such as a server running ``snodo verify`` in its pre-receive hook); outside any, one clear
-    error (exit 4) naming the directory instead of git's own."""
+    """The top of the git work tree ``where`` lies in (``where`` itself in a bare repository, as
+    in a pre-receive hook); outside any, an error naming the directory instead of git's own."""
     from snodo.git.runner import run_git  # noqa: PLC0415 only the commands that load a project pay for it
 
     if not run_git(where, "rev-parse", "--git-dir").ok:
@@ -144,8 +131,6 @@ SPEC_FORMS = "text, @FILE (the file's content), - (stdin), or @@text for text st
 
 
 def read_spec(spec: str | None) -> str:
-    """A spec is literal text, ``@file``, ``-`` for stdin, or ``@@text`` for the literal
-    ``@text`` (the escape for a spec that itself starts with ``@``)."""
     if spec is None and sys.stdin.isatty():
         raise SnodoError("no task spec given", hint=f"pass it as {SPEC_FORMS}")
     if spec is None or spec == "-":
@@ -169,7 +154,6 @@ def read_spec(spec: str | None) -> str:
 
 
 def audit_event(root: Path, event: str, *, mode: str | None, data: dict[str, Any]) -> None:
-    """Append ``event`` to the project's audit log."""
     from snodo.state.audit import AuditLog  # noqa: PLC0415 only the commands that write the log pay for it
     from snodo.state.runtime import audit_log_path  # noqa: PLC0415 only the commands that write the log pay for it
 
@@ -177,7 +161,6 @@ def audit_event(root: Path, event: str, *, mode: str | None, data: dict[str, Any
 
 
 def refuse_when_confined(command: str) -> None:
-    """A person's act (``command``) is refused inside snodo's confinement."""
     if os.environ.get("SNODO_SANDBOX_RUN"):  # the Landlock backend marks its children
         raise StateError(f"`{command}` is refused here: it is a person's act, not confined code's")
 

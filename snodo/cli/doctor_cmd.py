@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from attrs import asdict
 
 from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.cli.common import json_option
@@ -30,15 +31,13 @@ HOST_NAMES = ("opencode", "codex", "claude-code", "claude-desktop", "cursor", "v
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @json_option
 def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
-    """Show which sandbox backend works here and why each other one does not.
+    """Show which sandbox backend works here (each tried with a trivial confined process) and
+    why each other one does not. Exits 1 when none works: every confined run then fails
+    closed unless the protocol sets `execution: {sandbox: off}`.
 
-    Each backend is tried by starting a trivial confined process. Exits 1 when none works:
-    then every confined run fails closed (environment_error) unless the protocol sets
-    `execution: {sandbox: off}`.
-
-    With --host HOST [CONFIG], read that host's config instead (default: where the host keeps
-    it) and say whether snodo is connected as configured and which of the host's own tools
-    still write to the project (docs/mcp-hosts.md). Exits 1 when not connected.
+    With --host HOST [CONFIG], read that host's config (default: where the host keeps it):
+    is snodo connected as configured, which host tools still write to the project
+    (docs/mcp-hosts.md)? Exits 1 when not connected.
     """
     if host is not None:
         _host_report(host, config, as_json)
@@ -60,17 +59,8 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
                 "backend": chosen,
                 "confined_execution": chosen is not None,
                 "problem": problem,
-                "backends": [
-                    {
-                        "name": r.name,
-                        "works": r.works,
-                        "reason": r.reason,
-                        "detail": r.detail,
-                        "not_guaranteed": missing(r.name) if r.works else [],
-                    }
-                    for r in rows
-                ],
-                "python": {"path": python.path, "source": python.source},
+                "backends": [{**asdict(r), "not_guaranteed": missing(r.name) if r.works else []} for r in rows],
+                "python": asdict(python),
             }
         )
     else:
@@ -101,7 +91,6 @@ def _print_backends(rows: list[Any], chosen: str | None, problem: str | None, py
 
 
 def _project_python() -> ProjectPython:
-    """The interpreter the project's tests run with: ``execution.python``, else the one found."""
     from snodo.protocol import find_protocol, project_root_for, read_protocol_file  # noqa: PLC0415 `doctor --help` stays light
     from snodo.workspace.interpreter import project_python  # noqa: PLC0415 `doctor --help` stays light
 

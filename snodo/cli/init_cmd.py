@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from attrs import asdict
 
 from snodo.base.errors import SnodoError
 from snodo.cli.common import json_option
@@ -45,9 +46,7 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
         raise SnodoError(f"{root}: no such directory")
     target = root / ".snodo" / "protocol.yml"
     if target.exists() and not force:
-        error = SnodoError(f"{target} already exists", hint="pass --force to overwrite it")
-        error.exit_code = 4  # could not run: nothing was refused by governance
-        raise error
+        raise SnodoError(f"{target} already exists", hint="pass --force to overwrite it")
     text = _with_python_comment(template_text(template))
     proto = parse_protocol(text, source=f"template {template}")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -55,6 +54,9 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
     in_git = pin(root) is not None
     if in_git:  # else the first run after `git init` starts in the protocol's initial mode
         save_project_state(root, ProjectState(current_mode=proto.start_mode, active_sessions=()))
+    from snodo.workspace.interpreter import project_python  # noqa: PLC0415 the interpreter search only once the protocol is written
+
+    python = project_python(root)
     if as_json:
         emit_json(
             {
@@ -62,7 +64,7 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
                 "template": template,
                 "initial_mode": proto.start_mode,
                 "git_repository": in_git,
-                "python": _found_python(root),
+                "python": asdict(python),
             }
         )
         return
@@ -73,17 +75,15 @@ def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
         "next: `snodo protocol check`, then commit .snodo/ (`git add .snodo && git commit -m 'snodo protocol'`): "
         'the committed protocol is the one in force. Then `snodo run "<task>" --mock` tries it without a model.'
     )
-    python = _found_python(root)
     console().print(
-        f"interpreter here: {python['path']} (from {python['source']}); not written into the protocol, "
+        f"interpreter here: {python.path} (from {python.source}); not written into the protocol, "
         "which every machine shares",
         markup=False,
     )
     console().print("how to write a task spec, and which acceptance criteria are checked mechanically: docs/tasks.md")
 
 
-#: Under ``execution:``: why ``python`` is left out. The file is committed and shared, so it
-#: names nothing of this machine; each machine finds its own interpreter at run time.
+#: Why ``execution.python`` is left out: the committed file names nothing of this machine.
 PYTHON_COMMENT = (
     "python: left unset on purpose: each machine finds the project's interpreter at run time "
     "(docs/protocol.md); `snodo doctor` shows which"
@@ -91,14 +91,6 @@ PYTHON_COMMENT = (
 
 
 def _with_python_comment(text: str) -> str:
-    """The template with :data:`PYTHON_COMMENT` under ``execution:``."""
     if "\nexecution:\n" in text:
         return text.replace("\nexecution:\n", f"\nexecution:\n  # {PYTHON_COMMENT}\n", 1)
     return text.rstrip("\n") + f"\n# execution:\n#   {PYTHON_COMMENT}\n"
-
-
-def _found_python(root: Path) -> dict[str, str]:
-    from snodo.workspace.interpreter import project_python  # noqa: PLC0415 the interpreter search only once the protocol is written
-
-    found = project_python(root)
-    return {"path": found.path, "source": found.source}

@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
+from snodo.base.text import shown
 from snodo.cli.common import project_options, project_root
-from snodo.cli.output import console, emit_json, listing, printable
+from snodo.cli.output import console, emit_json, listing
 from snodo.state.home import snodo_home
 
 
@@ -37,16 +38,10 @@ def list_cmd(protocol_path: Path | None, as_json: bool) -> None:
         console().print("no jobs yet (`snodo run` records each run as a job)")
         return
     columns = ("job", "task", "status", "outcome", "mode", "created")
-    console().print(
-        listing(
-            columns,
-            [
-                (j["job_id"], j["task_id"], j["status"], j.get("outcome") or "", j["mode"], j["created_at"])
-                for j in rows
-            ],
-            keep_whole=("job", "task"),
-        )
-    )
+    shown_rows = [
+        (j["job_id"], j["task_id"], j["status"], j.get("outcome") or "", j["mode"], j["created_at"]) for j in rows
+    ]
+    console().print(listing(columns, shown_rows, keep_whole=("job", "task")))
     console().print("details: `snodo jobs show JOB`; its log: `snodo jobs show JOB --log`")
 
 
@@ -68,12 +63,12 @@ def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: b
         return
     if show_log:
         if log.exists():
-            sys.stdout.write(printable(log.read_text(encoding="utf-8", errors="replace")))
+            sys.stdout.write(shown(log.read_text(encoding="utf-8", errors="replace")))
             sys.stdout.flush()
         else:
             click.echo(f"job {job_id} has no log yet")
         return
-    click.echo(printable("\n".join([*describe_job(job), f"log       {log}"])))
+    click.echo(shown("\n".join([*describe_job(job), f"log       {log}"])))
     if job["status"] in ("queued", "running"):
         click.echo(f"still {job['status']}; follow it with `snodo jobs show {job_id} --log`")
 
@@ -169,11 +164,10 @@ def prune_cmd(older_than: str, protocol_path: Path | None, as_json: bool) -> Non
     """Remove halted refs, finished job directories and leftover working copies past their age.
 
     \b
-    Halted refs (refs/snodo/halted/…) age by their commit's date, job directories by their
-    last update; working copies of runs whose process is gone are removed at any age (their
-    commits are kept under refs/snodo/halted/ first). Task branches (snodo/…, and a branch named
-    with `run --branch` while its job record says snodo made it where it points) already merged
-    into another local branch are deleted at any age. Running and queued jobs are never touched.
+    Halted refs age by their commit's date, job directories by their last update. At any
+    age: working copies of runs whose process is gone (their commits kept under
+    refs/snodo/halted/ first), and task branches snodo made (snodo/…, or `run --branch`
+    where snodo left it) merged into another local branch. Running and queued jobs stay.
     """
     from snodo.engine.lifecycle import parse_duration, prune  # noqa: PLC0415 `jobs --help` stays light
 

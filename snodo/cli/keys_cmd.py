@@ -1,6 +1,5 @@
-"""``snodo keys``: the ``.snodo/allowed_signers`` lines for your two keys (the decision key
-for decisions and signed ``.snodo/`` commits, the audit key for the attestations on governed commits), and an optional
-passphrase on the decision key."""
+"""``snodo keys``: the ``.snodo/allowed_signers`` lines for your decision and audit keys, and an
+optional passphrase on the decision key."""
 
 from __future__ import annotations
 
@@ -13,13 +12,12 @@ from typing import TYPE_CHECKING
 import click
 
 from snodo.base.errors import SnodoError, StateError
+from snodo.cli.common import json_option
 from snodo.cli.output import emit_json, print_note
 from snodo.state.home import snodo_home
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-from snodo.cli.common import json_option
 
 
 @click.group()
@@ -33,12 +31,10 @@ def keys() -> None:
 def show_cmd(name: str | None, as_json: bool) -> None:
     """Print the allowed_signers lines that let your decisions and your runs count in a project.
 
-    Put them in the project's .snodo/allowed_signers and sign that with `snodo protocol sign`
-    (the first list too: `snodo keys show > .snodo/allowed_signers && snodo protocol sign`).
-    The first line makes your decisions count (namespace snodo-decision) and your signed
-    .snodo/ commits (namespace git, what `git verify-commit` checks); the second makes the
-    attestations your governed runs put on their commits count for `snodo verify` (namespace
-    snodo-attestation). Both key pairs are created on first use.
+    Put them in .snodo/allowed_signers and sign it with `snodo protocol sign`. The first
+    line counts your decisions (namespace snodo-decision) and signed .snodo/ commits
+    (namespace git); the second your governed runs' attestations, for `snodo verify`
+    (namespace snodo-attestation). Both key pairs are created on first use.
     """
     from snodo.state.audit_key import audit_key_paths, audit_signing_key  # noqa: PLC0415 `keys --help` stays light
     from snodo.state.keys import decision_key_paths, ensure_decision_keys, openssh_public, public_key_fingerprint  # noqa: PLC0415 `keys --help` stays light
@@ -50,8 +46,7 @@ def show_cmd(name: str | None, as_json: bool) -> None:
     who = name or f"{getpass.getuser()}@{socket.gethostname()}"
     if any(c.isspace() or c in "\"'#" for c in who) or not who:
         raise click.BadParameter("a signer name is one word (no spaces or quotes)", param_hint="--name")
-    # the decision key signs a person's commits too (`snodo protocol sign`): git checks
-    # those in namespace `git`, so the same line must allow it for `git verify-commit`
+    # namespace git: the decision key also signs .snodo/ commits, which `git verify-commit` checks
     line = f'{who} namespaces="{DECISION_NAMESPACE},git" {openssh_public(key)}'
     audit_line = f'{who} namespaces="{ATTESTATION_NAMESPACE}" {openssh_public(audit)}'
     if as_json:
@@ -70,7 +65,6 @@ def show_cmd(name: str | None, as_json: bool) -> None:
         return
     click.echo(line)
     click.echo(audit_line)
-
     print_note(
         "add these lines to .snodo/allowed_signers and sign it (`snodo protocol sign -m 'trust my key'`): "
         "the first makes your decisions and signed .snodo/ commits count, the second the attestations on "
@@ -105,10 +99,8 @@ TRUST_MY_KEY = "snodo keys show >> .snodo/allowed_signers && snodo protocol sign
 
 
 def home_notice() -> str | None:
-    """One line for the person when this process made the home's keys (a new home is a new
-    identity) or when an ``allowed_signers`` in force that this process read lists neither
-    of them; ``None`` otherwise. Reads only what the process already has: it never makes a
-    key or asks git."""
+    """A line for the person when this process made the home's keys (a new identity) or read an
+    ``allowed_signers`` in force listing neither; it never makes a key or asks git."""
     from snodo.state.keys import created_here  # noqa: PLC0415 `keys --help` stays light
 
     try:
@@ -132,7 +124,6 @@ def home_notice() -> str | None:
 
 
 def _unlisted(home: Path) -> bool:
-    """Whether the ``allowed_signers`` in force this process read list none of the home's keys."""
     committed = sys.modules.get("snodo.protocol.committed")
     lists: list[str] = list(getattr(committed, "lists_in_force", ()) or ())
     if not lists:

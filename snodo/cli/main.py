@@ -97,7 +97,7 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool) -> None:
 
 
 def _on_sigterm(signum: int, _frame: object) -> None:
-    """Kill the child trees snodo started, then die of SIGTERM as before."""
+    """Kill the child trees snodo started, then die of SIGTERM."""
     from snodo.process.runner import terminate_all  # noqa: PLC0415 the process runner only when children may be running
 
     terminate_all()
@@ -106,38 +106,28 @@ def _on_sigterm(signum: int, _frame: object) -> None:
 
 
 def _wants_json(args: list[str]) -> bool:
-    """``--json`` anywhere before ``--``: decided on the raw arguments, so even an error in
-    parsing them is answered in JSON."""
-    for arg in args:
-        if arg == "--":
-            return False
-        if arg == "--json":
-            return True
-    return False
+    """``--json`` before any ``--``, read raw so that even a parse error is answered in JSON."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
 GLOBAL_FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose"})
 
 
 def hoist_global_options(args: list[str]) -> list[str]:
-    """``-q``/``-v`` typed after the command (``snodo run … -q``) moved before it, where
-    click reads them; nothing after ``--`` is touched."""
+    """``-q``/``-v`` after the command moved before it, where click reads them, and ``--json``
+    after the whole command path; nothing after ``--`` is touched."""
     end = args.index("--") if "--" in args else len(args)
-    # spelled long: click tries a short flag as a long one first, and its "no such option"
-    # on the way imports difflib for suggestions on every `snodo -q …`
+    # spelled long: click's "no such option" for a short one imports difflib on every `snodo -q`
     flags = [{"-q": "--quiet", "-v": "--verbose"}.get(a, a) for a in args[:end] if a in GLOBAL_FLAGS]
     rest = [a for a in args[:end] if a not in GLOBAL_FLAGS]
-    # ``snodo --json jobs list``, ``snodo jobs --json list``: --json belongs to the command
-    # that finally runs, so it moves after the whole command path.
     if "--json" in rest:
         rest = [a for a in rest if a != "--json"] + ["--json"]
     return [*flags, *rest, *args[end:]]
 
 
 def exit_code_for(exc: SnodoError) -> int:
-    """The exit-code table: what the raiser set, else what the error's class declares, else
-    1 for a governance refusal (a token or a path refused) and 4 for "could not run"."""
-
+    """What the raiser set, else the error class's code, else 1 for a refused token or path
+    and 4 for "could not run"."""
     if "exit_code" in vars(exc):
         return exc.exit_code
     if type(exc).exit_code != SnodoError.exit_code:
@@ -146,7 +136,7 @@ def exit_code_for(exc: SnodoError) -> int:
 
 
 def _run(args: list[str]) -> Any:
-    """The command, then (success or failure) the one notice about the home's identity."""
+    """The command, then (whatever its end) the one notice about the home's identity."""
     try:
         return cli.main(args=args, prog_name="snodo", standalone_mode=False)
     finally:
@@ -154,8 +144,7 @@ def _run(args: list[str]) -> Any:
 
 
 def _home_notice() -> None:
-    """Once per process, on stderr: the home is new, or its keys are not trusted here."""
-
+    """On stderr, once: the home is new, or its keys are not trusted here."""
     if is_quiet() or not {"snodo.state.keys", "snodo.protocol.committed"} & sys.modules.keys():
         return  # no key made and no list read: nothing to say
     from snodo.cli.keys_cmd import home_notice  # noqa: PLC0415 the keys command's module only when a notice is due
@@ -166,7 +155,7 @@ def _home_notice() -> None:
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    """The command line's entry point: the command, then the process's exit (:func:`_leave`)."""
+    """The command line's entry point."""
     try:
         _main(argv)
     except SystemExit as done:
@@ -175,9 +164,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
 
 def _leave(code: str | int | None) -> NoReturn:
-    """Exit with ``code``. With a daemon thread alive (a model call abandoned at its deadline),
-    finalisation could wait for ever on an import lock it holds: then run the exit handlers,
-    flush and leave without it (every write of snodo's state is atomic and already done)."""
+    """Exit with ``code``. A live daemon thread (a model call abandoned at its deadline) may hold
+    an import lock finalisation would wait on for ever: then run the exit handlers, flush and
+    leave without finalising (every state write is atomic and already done)."""
     if not any(t.daemon and t.is_alive() for t in threading.enumerate()):
         sys.exit(code)
     atexit._run_exitfuncs()  # what sys.exit would have run, before daemon threads are frozen
@@ -190,8 +179,8 @@ def _leave(code: str | int | None) -> NoReturn:
 
 
 def _main(argv: list[str] | None) -> None:
-    """The one error edge of the command line (docs/architecture.md): every failure leaves
-    through here, as one message on stderr or, with ``--json``, one object on stdout."""
+    """The one error edge (docs/architecture.md): every failure leaves here, as one message on
+    stderr or, with ``--json``, one object on stdout."""
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     verbose = "-v" in args or "--verbose" in args
     as_json = _wants_json(args)

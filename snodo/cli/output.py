@@ -1,6 +1,5 @@
 """Printing at the command-line edge (docs/architecture.md). rich is imported only for a
-terminal (:func:`stream_is_terminal`): piped, it would print the same words unstyled, so
-snodo writes them itself and a script does not pay its import."""
+terminal: piped, snodo writes the same words plain itself and a script does not pay for rich."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from snodo.base.text import shown
@@ -26,9 +24,8 @@ _json_emitted = False
 
 
 def stream_is_terminal(stream: Any) -> bool:
-    """Whether rich would write to ``stream`` as to a terminal: its own rule (rich 13–15),
-    ``TTY_COMPATIBLE`` (0 or 1) first, then ``FORCE_COLOR`` (set and non-empty), then
-    ``isatty()``. Where this is false rich would print plain, unstyled text."""
+    """Whether rich would treat ``stream`` as a terminal, by its own rule (rich 13–15):
+    ``TTY_COMPATIBLE`` (0 or 1), then ``FORCE_COLOR`` (set and non-empty), then ``isatty()``."""
     compatible = os.environ.get("TTY_COMPATIBLE", "")
     if compatible in ("0", "1"):
         return compatible == "1"
@@ -42,7 +39,6 @@ def stream_is_terminal(stream: Any) -> bool:
 
 
 def _plain(stream: Any, text: str) -> None:
-    """One already-sanitised line (or block) on ``stream``, as rich prints it off a terminal."""
     stream.write(text + "\n")
     stream.flush()
 
@@ -57,8 +53,8 @@ def is_quiet() -> bool:
 
 
 def plain_stdout() -> bool:
-    """stdout goes to a pipe or a file: results are printed as plain, unwrapped lines (a path
-    or an identifier stays whole for grep and scripts), never at an assumed 80 columns."""
+    """stdout is a pipe or a file: results are plain, unwrapped lines (an identifier stays whole
+    for grep and scripts), never wrapped at an assumed 80 columns."""
     return not stream_is_terminal(sys.stdout)
 
 
@@ -66,7 +62,6 @@ def plain_stdout() -> bool:
 def console() -> Console:
     from rich.console import Console  # noqa: PLC0415 rich only when a person reads the output
 
-    # off a terminal nothing is wrapped: a long line stays one line
     return Console(highlight=False, soft_wrap=plain_stdout())
 
 
@@ -86,7 +81,7 @@ def emit_json(obj: Any) -> None:
 
 
 def emit_error_json(error: str, *, hint: str | None, exit_code: int, **extra: Any) -> None:
-    """A failed command's ``{error, hint, exit_code}``; on stderr if the command already
+    """A failed command's ``{error, hint, exit_code}``; as text on stderr if the command already
     printed its one object."""
     if _json_emitted:
         print_error_text(error, hint)
@@ -95,17 +90,15 @@ def emit_error_json(error: str, *, hint: str | None, exit_code: int, **extra: An
 
 
 def _to_stderr(*lines: tuple[str, str, str]) -> None:
-    """Lines on stderr, each ``(label, its style at a terminal, agent-suppliable text)``.
-    Piped, each message stays one line for grep and logs; at a terminal it wraps."""
+    """Lines on stderr, each ``(label, its style at a terminal, agent-suppliable text)``; piped,
+    each stays one line for grep and logs."""
     if not stream_is_terminal(sys.stderr):
-        _plain(sys.stderr, "\n".join(f"{label} {printable(text)}" for label, _style, text in lines))
+        _plain(sys.stderr, "\n".join(f"{label} {shown(text)}" for label, _style, text in lines))
         return
     from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
     for label, style, text in lines:
-        err_console().print(
-            f"[{style}]{label}[/] {escape(printable(text))}" if style else f"{label} {escape(printable(text))}"
-        )
+        err_console().print(f"[{style}]{label}[/] {escape(shown(text))}" if style else f"{label} {escape(shown(text))}")
 
 
 def print_error_text(message: str, hint: str | None = None, details: tuple[str, ...] = ()) -> None:
@@ -118,24 +111,21 @@ def print_warning(text: str) -> None:
 
 
 def print_note(text: str) -> None:
-    """A fact the person should know that is not a problem with their input; a notice, like
-    progress, so ``--quiet`` silences it."""
+    """A fact that is not a problem with the input; like progress, ``--quiet`` silences it."""
     if not _quiet:
         _to_stderr(("note:", "dim", text))
 
 
-def key_values(rows: Sequence[tuple[str, RenderableType]], *, title: str | None = None) -> RenderableType:
-    """A two-column key/value grid whose values wrap (fold) and are never cropped; off a
-    terminal, :func:`plain_key_values` (unwrapped)."""
+def key_values(rows: Sequence[tuple[str, RenderableType]]) -> RenderableType:
+    """A key/value grid whose values wrap, never cropped; off a terminal, :func:`plain_key_values`."""
     from rich.table import Table  # noqa: PLC0415 rich only when a person reads the output
     from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
     if plain_stdout():
-        plain = [(key, value.plain if isinstance(value, Text) else str(value), False) for key, value in rows]
-        return Text("\n".join(filter(None, [title, plain_key_values(plain)])))
+        plain = [(key, value.plain if isinstance(value, Text) else str(value)) for key, value in rows]
+        return Text(plain_key_values(plain))
 
     grid = Table.grid(padding=(0, 2))
-    grid.title = title
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for key, value in rows:
@@ -149,9 +139,8 @@ _FINISHED = re.compile(r"^(?P<phase>\w+): (?:constraint )?(?P<name>\S+) → ")
 
 
 class Progress:
-    """Progress lines on stderr, each stamped with the time since the command started (and
-    a finished validator's with how long it took, when its result is at hand). On a terminal
-    a spinner between lines names what still runs, so a long test run visibly lives."""
+    """Progress lines on stderr stamped with the time since the start (a finished validator's
+    with how long it took); on a terminal a spinner names what still runs."""
 
     def __init__(self) -> None:
         self._start = time.monotonic()
@@ -172,9 +161,7 @@ class Progress:
         self._live.start()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
@@ -204,12 +191,12 @@ class Progress:
             self._running[(started["phase"], started["name"])] = now
         elif finished := _FINISHED.match(message):
             self._running.pop((finished["phase"], finished["name"]), None)
-        duration = getattr(result, "duration", None)  # results are reported in declared order
-        if isinstance(duration, int | float):  # so only the result itself knows how long it took
+        duration = getattr(result, "duration", None)  # results come in declared order: only one knows its time
+        if isinstance(duration, int | float):
             took = f" (took {duration:.1f}s)"
         stamp = f"{now - self._start:6.1f}s · "
         if self._live is None and not stream_is_terminal(sys.stderr):
-            _plain(sys.stderr, f"{stamp}{printable(message)}{took}")
+            _plain(sys.stderr, f"{stamp}{shown(message)}{took}")
             return
         from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
@@ -225,9 +212,8 @@ JUSTIFICATION_CHARS = 600
 
 
 def _result_cells(r: dict[str, Any], *, with_type: bool, more: str) -> list[str]:
-    """One validator result's cells, printable. A long justification keeps its head (the
-    verdict's summary and tally, where judges put them) and its tail (where a command's own
-    output ends), and says where the whole text is."""
+    """One result's cells, escaped. A long justification keeps its head (where judges put the
+    summary) and its tail (where a command's output ends), and says where the whole text is."""
     text = str(r.get("justification", ""))
     if len(text) > JUSTIFICATION_CHARS:
         head, tail = JUSTIFICATION_CHARS * 2 // 3, JUSTIFICATION_CHARS // 3
@@ -236,12 +222,11 @@ def _result_cells(r: dict[str, Any], *, with_type: bool, more: str) -> list[str]
     if r.get("severity_original"):
         severity += f" (was {r['severity_original']})"
     cells = [str(r.get("validator_id"))] + ([str(r.get("validator_type"))] if with_type else [])
-    return [printable(c) for c in (*cells, severity, text)]
+    return [shown(c) for c in (*cells, severity, text)]
 
 
 def results_table(results: list[dict[str, Any]], *, with_type: bool = False, more: str = "") -> RenderableType:
-    """Validator results as a table whose cells wrap (see :func:`_result_cells`); off a
-    terminal, :func:`plain_results` (unwrapped)."""
+    """Validator results as a table whose cells wrap; off a terminal, :func:`plain_results`."""
     from rich.table import Table  # noqa: PLC0415 rich only when a person reads the output
     from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
@@ -259,16 +244,15 @@ def results_table(results: list[dict[str, Any]], *, with_type: bool = False, mor
     return table
 
 
-def plain_key_values(rows: Sequence[tuple[str, str, bool]]) -> str:
-    """:func:`key_values` as plain text: keys padded to one width, a value's further lines
-    indented under its first."""
-    width = max((len(key) for key, _value, _bold in rows), default=0)
+def plain_key_values(rows: Sequence[tuple[str, str]]) -> str:
+    """:func:`key_values` as text: keys padded, a value's further lines indented under its first."""
+    width = max((len(key) for key, _value in rows), default=0)
     indent = "\n" + " " * (width + 4)
-    return "\n".join(f"  {key:<{width}}  {value.replace(chr(10), indent)}" for key, value, _bold in rows)
+    return "\n".join(f"  {key:<{width}}  {value.replace(chr(10), indent)}" for key, value in rows)
 
 
 def plain_results(results: list[dict[str, Any]], *, with_type: bool = False, more: str = "") -> str:
-    """:func:`results_table` as plain text: a header line, then one block per validator."""
+    """:func:`results_table` as text: a header line, then one block per validator."""
     header = ["validator", *(["type"] if with_type else []), "severity", "justification"]
     rows = [_result_cells(r, with_type=with_type, more=more) for r in results]
     table = [header, *rows]
@@ -282,39 +266,31 @@ def plain_results(results: list[dict[str, Any]], *, with_type: bool = False, mor
 
 
 def listing(
-    columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, keep_whole: tuple[str, ...], title: str | None = None
+    columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, keep_whole: tuple[str, ...]
 ) -> RenderableType:
-    """Rows as a table when the terminal is wide enough to show the ``keep_whole`` columns
-    (identifiers a person copies) unbroken, else as one block per row; never ellipsised.
-    Off a terminal, plain aligned lines, one per row."""
+    """Rows as a table when the terminal shows the ``keep_whole`` columns (identifiers a person
+    copies) unbroken, else one block per row; never ellipsised. Off a terminal, aligned lines."""
     from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
     every = [columns, *rows]
     widths = [max(len(r[i]) for r in every) for i in range(len(columns))]
-    if plain_stdout():
-        return Text(_aligned(every, widths, title))
+    if plain_stdout():  # aligned lines, the last column unpadded
+        lines = ("  ".join([*(f"{c:<{w}}" for c, w in zip(r[:-1], widths, strict=False)), r[-1]]) for r in every)
+        return Text("\n".join(line.rstrip() for line in lines))
     whole = {columns.index(c): widths[columns.index(c)] for c in keep_whole}
     # identifier columns at full width, the others at up to 12; then borders and padding
     need = sum(whole.get(i, min(12, w)) for i, w in enumerate(widths)) + 3 * len(columns) + 1
     if need <= console().width:
-        return _table(columns, rows, whole, title)
-    return _blocks(columns, rows, next(iter(whole), 0), title)
+        return _table(columns, rows, whole)
+    return _blocks(columns, rows, next(iter(whole), 0))
 
 
-def _aligned(rows: Sequence[tuple[str, ...]], widths: list[int], title: str | None) -> str:
-    """:func:`listing` off a terminal: aligned lines, the last column unpadded."""
-    lines = ("  ".join([*(f"{c:<{w}}" for c, w in zip(r[:-1], widths, strict=False)), r[-1]]) for r in rows)
-    return "\n".join([*([title] if title else []), *(line.rstrip() for line in lines)])
-
-
-def _table(
-    columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], whole: dict[int, int], title: str | None
-) -> RenderableType:
-    """:func:`listing` as a table: the columns in ``whole`` (index: width) never wrap."""
+def _table(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], whole: dict[int, int]) -> RenderableType:
+    """The columns in ``whole`` (index: width) never wrap."""
     from rich.table import Table  # noqa: PLC0415 rich only when a person reads the output
     from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
-    table = Table(title=title, header_style="bold", title_justify="left")
+    table = Table(header_style="bold")
     for i, col in enumerate(columns):
         if i in whole:
             table.add_column(col, no_wrap=True, min_width=whole[i])
@@ -325,21 +301,14 @@ def _table(
     return table
 
 
-def _blocks(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], key: int, title: str | None) -> RenderableType:
-    """:func:`listing` on a narrow terminal: each row's ``key`` column, then its other values."""
+def _blocks(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]], key: int) -> RenderableType:
+    """Each row's ``key`` column, then its other values."""
     from rich.console import Group  # noqa: PLC0415 rich only when a person reads the output
     from rich.padding import Padding  # noqa: PLC0415 rich only when a person reads the output
     from rich.text import Text  # noqa: PLC0415 rich only when a person reads the output
 
-    blocks: list[RenderableType] = [Text(title, style="bold")] if title else []
+    blocks: list[RenderableType] = []
     for r in rows:
         rest = [(columns[i], Text(r[i])) for i in range(len(columns)) if i != key and r[i]]
         blocks += [Text(r[key], style="bold"), Padding(key_values(rest), (0, 0, 0, 2), expand=False)]
     return Group(*blocks)
-
-
-def printable(text: str) -> str:
-    """Agent-supplied text made safe for a terminal (:func:`snodo.base.text.shown`, the one
-    sanitiser): control sequences are shown escaped, never obeyed; newlines and tabs stay."""
-
-    return shown(text)

@@ -1,10 +1,6 @@
-"""``snodo plugin new coder|validator NAME``: a ready plugin package that passes the kit,
-written from ``plugin_template/`` (docs/plugins.md).
-
-Nothing generated names a path of this machine (a team commits these files): snodo is
-required by its name on the package index (:data:`SNODO_PIN`), and ``tox`` takes it from
-``SNODO_SOURCE`` when set.
-"""
+"""``snodo plugin new coder|validator NAME``: a ready plugin package that passes the kit, from
+``plugin_template/`` (docs/plugins.md). Nothing generated names a path of this machine (a team
+commits these files): snodo is required from the package index, or ``SNODO_SOURCE`` for tox."""
 
 from __future__ import annotations
 
@@ -32,15 +28,11 @@ SNODO_PIN = f"{DISTRIBUTION}>=0.3"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
-class PluginNewError(SnodoError):
-    exit_code = 4
-
-
 def names(kind: str, name: str) -> tuple[str, str, str]:
     """``(distribution, plugin name, module)`` for NAME: ``my-check`` gives
     ``snodo-my-check``, ``my-check`` and ``snodo_my_check``."""
     if not NAME_RE.match(name) or len(name) > 50:
-        raise PluginNewError(
+        raise SnodoError(
             f"{name!r} is not a usable {kind} name",
             hint="use lowercase letters, digits and single dashes, starting with a letter (e.g. my-check)",
         )
@@ -126,7 +118,7 @@ USAGE = {
 
 
 def package_files(kind: str, name: str) -> dict[str, str]:
-    """Every file of the new package, by path relative to its directory (none names a path of this machine)."""
+    """Every file of the new package, by path relative to its directory."""
     dist, plugin, module = names(kind, name)
     fields = {
         "dist": dist,
@@ -182,7 +174,7 @@ def new(kind: str, name: str, parent: Path, as_json: bool) -> None:
     dist, plugin_name, _module = names(kind, name)
     target = parent / dist
     if target.exists():
-        raise PluginNewError(f"{target} already exists", hint="choose another NAME or --dir, or remove it")
+        raise SnodoError(f"{target} already exists", hint="choose another NAME or --dir, or remove it")
     files = package_files(kind, name)
     for rel, content in files.items():
         path = target / rel

@@ -48,13 +48,14 @@ def _print_plugin(info: Any, regs: list[str]) -> None:
     console().print(Padding(key_values(fields), (0, 0, 0, 2), expand=False))
 
 
+#: A coder's yes/no capabilities, as listed and as told in JSON.
+CODER_FLAGS = ("writes_in_place", "commits_own_changes", "needs_network", "deterministic")
+
+
 def _coder_caps(spec: object) -> dict[str, object]:
     caps = spec.capabilities  # type: ignore[attr-defined]
     return {
-        "writes_in_place": caps.writes_in_place,
-        "commits_own_changes": caps.commits_own_changes,
-        "needs_network": caps.needs_network,
-        "deterministic": caps.deterministic,
+        **{flag: getattr(caps, flag) for flag in CODER_FLAGS},
         "required_programs": [{"name": p.name, "install_hint": p.install_hint} for p in caps.required_programs],
         "settings": list(caps.settings),
     }
@@ -81,9 +82,7 @@ def _registrations(info: Any, coders: dict[str, Any], validators: dict[str, Any]
     regs = []
     for name in info.coders:
         caps = coders[name].capabilities
-        flags = [
-            k for k in ("writes_in_place", "commits_own_changes", "needs_network", "deterministic") if getattr(caps, k)
-        ]
+        flags = [flag for flag in CODER_FLAGS if getattr(caps, flag)]
         needs = [p.name for p in caps.required_programs]
         regs.append(
             f"coder {name}"

@@ -10,9 +10,11 @@ from typing import Any, NoReturn
 import click
 
 from snodo.base.errors import ProtocolError, SnodoError, StateError
+from snodo.base.text import shown
 from snodo.cli.common import confirm, could_not_run, json_option, refuse_when_confined
-from snodo.cli.output import console, emit_json, print_note, print_warning, printable
+from snodo.cli.output import console, emit_json, print_note, print_warning
 from snodo.git.runner import pin
+from snodo.state.home import snodo_home
 
 _HINT = "docs/protocol.md explains each rule (WF1–WF5) and every field"
 
@@ -63,15 +65,15 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
 
 
 def _confinement(proto: Any) -> tuple[str | None, list[str]]:
-    """The sandbox backend an ``auto`` protocol gets here, and what it does not guarantee."""
+    """The sandbox backend ``auto`` gets here, and what it does not guarantee."""
     from snodo.sandbox.guarantees import here  # noqa: PLC0415 the sandbox probes only for `protocol check`
 
     return here() if proto.execution.sandbox == "auto" else (None, [])
 
 
 def _read(target: Path, host: Any, as_json: bool) -> tuple[Any, list[Any]]:
-    """The protocol at ``target`` read strictly and its violations: refused (exit 1, with
-    ``--json`` the check's own shape) when it does not load, exit 4 when there is no file."""
+    """The protocol at ``target``, read strictly, and its violations: exit 1 (``--json``: the
+    check's shape) when it does not load, 4 when there is no file."""
     from snodo.protocol import check_file  # noqa: PLC0415 `protocol --help` stays light
 
     try:
@@ -104,7 +106,6 @@ def _report_check(
     gaps: list[str],
     in_force: dict[str, str | None],
 ) -> None:
-    """The check for a person: warnings and notes on stderr, refused (exit 1) or ok."""
     for w in warnings:
         print_warning(str(w))
     for gap in gaps:
@@ -126,8 +127,7 @@ def _report_check(
 
 
 def _in_force(target: Path) -> dict[str, str | None]:
-    """How the checked file relates to the protocol in force (the committed one): the drift
-    that ``serve`` and ``run`` would refuse, shown here so it is fixed before."""
+    """The checked file against the protocol in force: the drift ``serve`` and ``run`` refuse."""
     from snodo.protocol.committed import resolve  # noqa: PLC0415 `protocol --help` stays light
 
     try:
@@ -151,19 +151,16 @@ def _in_force(target: Path) -> dict[str, str | None]:
 def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
     """Commit the working tree's .snodo/ signed with your decision key, putting it in force.
 
-    Only .snodo/ goes into the commit (anything else you staged stays staged). The
-    signature is git's own SSH signature (namespace git), so no git signing setup is
-    needed and `git verify-commit` checks it against .snodo/allowed_signers. Your key must
-    be listed in the allowed_signers in force (for the first list: in that list;
-    `snodo keys show > .snodo/allowed_signers` writes it). When an unsigned .snodo/ change
-    is already committed, this adopts it: an empty signed commit that puts HEAD's .snodo/
-    in force. A person's command: it asks on a terminal (--yes skips the question) and is
-    refused inside snodo's confinement.
+    Only .snodo/ is committed (what else you staged stays staged), with git's own SSH
+    signature (namespace git): no git signing setup, and `git verify-commit` checks it against
+    .snodo/allowed_signers. Your key must be in the allowed_signers in force (for the first
+    list, in that list: `snodo keys show > .snodo/allowed_signers`). An unsigned .snodo/
+    change already committed is adopted by an empty signed commit. A person's command: it
+    asks on a terminal (--yes skips that) and is refused inside snodo's confinement.
 
     Exit 0 signed (or nothing to sign), 4 refused or could not run.
     """
     from snodo.protocol import sign  # noqa: PLC0415 `protocol --help` stays light
-    from snodo.state.home import snodo_home  # noqa: PLC0415 the key code only for `protocol sign`
     from snodo.state.keys import ensure_decision_keys  # noqa: PLC0415 the key code only for `protocol sign`
     from snodo.state.runtime import LEGACY_RUNTIME  # noqa: PLC0415 the key code only for `protocol sign`
 
@@ -204,7 +201,7 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
 
 
 def _check_in_force(top: Path, new: str) -> None:
-    """Refuse unless git accepts the signature of ``new``, putting its .snodo/ in force."""
+    """Refuse unless git accepts the signature of ``new``."""
     from snodo.protocol.trust import Walk  # noqa: PLC0415 `protocol --help` stays light
 
     walk = Walk(top, [new], None)
@@ -218,8 +215,8 @@ def _check_in_force(top: Path, new: str) -> None:
 
 
 def _listed_as(planned: Any, raw: bytes) -> str:
-    """The name the list that will decide lists the decision key under for namespace git;
-    refused, with what to do, when it does not."""
+    """The name the deciding list gives the decision key for namespace git; else why a commit
+    signed with it would not put .snodo/ in force, and what to do."""
     from snodo.protocol.trust import GOVERNANCE_DIR  # noqa: PLC0415 `protocol --help` stays light
     from snodo.state.signers import parse_allowed_signers  # noqa: PLC0415 the key code only for `protocol sign`
 
@@ -232,7 +229,6 @@ def _listed_as(planned: Any, raw: bytes) -> str:
 
 
 def _refuse_unlisted(planned: Any, *, listed_for_another_namespace: bool) -> NoReturn:
-    """Why a commit signed with the decision key would not put .snodo/ in force, and what to do."""
     where = "the first allowed_signers (the one being signed)" if planned.first_list else "the list in force"
     if planned.signers is None:
         why, hint = (
@@ -256,9 +252,8 @@ def _refuse_unlisted(planned: Any, *, listed_for_another_namespace: bool) -> NoR
 
 
 def _confirm_signing(planned: Any, signer: str) -> None:
-    """Show what is signed and ask the person."""
     adopt_note = f"adopting the .snodo/ committed at HEAD: {planned.adopting}" if planned.adopting else ""
-    summary = "\n".join(f"  {printable(c)}" for c in planned.changes) or f"  {adopt_note}"
+    summary = "\n".join(f"  {shown(c)}" for c in planned.changes) or f"  {adopt_note}"
     confirm(
         f"sign as {signer} and commit:\n{summary}\nsign this .snodo/ with your decision key and put it in force?",
         StateError(
@@ -269,7 +264,7 @@ def _confirm_signing(planned: Any, signer: str) -> None:
 
 
 def _signer(home: Path) -> Callable[[bytes], str]:
-    """The decision key's SSH signature over a commit, asking its passphrase when it has one."""
+    """The decision key's SSH signature over a commit (its passphrase asked once, here)."""
     from snodo.cli.signing import ask_passphrase, sign_ssh  # noqa: PLC0415 the private-key code only for a signing command (tests/test_boundaries.py)
 
     passphrase = ask_passphrase(home)

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from attrs import asdict
 
 from snodo.base.errors import SnodoError
+from snodo.base.text import shown
 from snodo.cli.common import could_not_run, load_project, project_options, read_spec
 from snodo.cli.output import (
     Progress,
@@ -19,16 +21,9 @@ from snodo.cli.output import (
     key_values,
     plain_key_values,
     plain_results,
-    printable,
+    plain_stdout,
     results_table,
-    stream_is_terminal,
 )
-
-
-def _look_ahead(root: Path) -> None:
-    from snodo.engine.checkout import look_ahead  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
-
-    look_ahead(root)
 
 
 @click.command()
@@ -90,10 +85,11 @@ def run(
     Exit codes: 0 completed, 1 halted, 4 could not start, 130 interrupted.
     Progress goes to stderr (`snodo -q run …` silences it).
     """
+    from snodo.engine.checkout import look_ahead  # noqa: PLC0415 `run --help` stays light
+
     store = _detached(job_id, branch, protocol_path) if job_id is not None else None
-    # Reading the user's checkout starts as soon as its repository is pinned, while the rest
-    # loads (a job forks first, and a thread would not follow it): engine.checkout.look_ahead.
-    ahead = _look_ahead if job_id is None and not background else None
+    # the checkout is read while the rest loads (not in a job: it forks, and a thread would not follow)
+    ahead = look_ahead if job_id is None and not background else None
     try:
         loaded, host = load_project(protocol_path, on_pinned=ahead)
     except SnodoError as exc:  # a protocol that does not load: the run could not start
@@ -171,15 +167,13 @@ def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
     """Run the prepared task in this process, report it, and exit with its code."""
     from snodo.workspace.interpreter import project_python  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
 
-    loaded = runner.loaded
     reporter = Progress()
     # A background job's stderr IS its log, which the engine writes already: never a line twice.
     echo = None if prepared.background else reporter
     with reporter:
         result = runner.execute(prepared, echo=echo)
     payload = result.payload()
-    used = project_python(loaded.root, loaded.protocol.execution.python)
-    payload["python"] = {"path": used.path, "source": used.source}
+    payload["python"] = asdict(project_python(runner.loaded.root, runner.loaded.protocol.execution.python))
     payload["branch_named"] = prepared.branch  # what --branch asked for (only completed work gets it)
     if as_json:
         emit_json(payload)
@@ -191,38 +185,35 @@ def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
 
 
 def render_result(payload: dict[str, Any]) -> None:
-    """The run's result for a person: every value wraps at the terminal width, none is cut.
-
-    Piped or redirected, the same rows are written as plain text (rich is not imported).
-    """
+    """The run's result for a person: every value wraps at the terminal width, none is cut;
+    piped, the same rows as plain text (rich is not imported)."""
     ok = payload["status"] == "completed"
-    # (key, value as plain text, shown in bold): the value is already safe to print
-    rows: list[tuple[str, str, bool]] = [("task", printable(f"{payload['task_id']} (job {payload['job_id']})"), False)]
+    rows = [("task", f"{payload['task_id']} (job {payload['job_id']})")]
     if not ok:
-        rows.append(("outcome", printable(f"{payload['outcome']} at {payload['phase']}"), True))
-    rows.append(("why", printable(str(payload["message"])), False))
+        rows.append(("outcome", f"{payload['outcome']} at {payload['phase']}"))
+    rows.append(("why", str(payload["message"])))
     if payload.get("branch"):
         commit = f" @ {payload['commit'][:12]}" if payload.get("commit") else ""
-        rows.append(("branch", printable(f"{payload['branch']}{commit}"), False))
+        rows.append(("branch", f"{payload['branch']}{commit}"))
     elif payload.get("branch_named"):
-        rows.append(("branch", printable(f"{payload['branch_named']} not made: only completed work gets it"), False))
+        rows.append(("branch", f"{payload['branch_named']} not made: only completed work gets it"))
     if payload.get("files"):
-        rows.append(("files", printable(", ".join(payload["files"])), False))
+        rows.append(("files", ", ".join(payload["files"])))
     if payload.get("dropped"):
-        rows.append(("refused", printable(", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"])), False))
+        rows.append(("refused", ", ".join(f"{d['op']} {d['path']}" for d in payload["dropped"])))
     if payload.get("sandbox_refusals"):
-        rows.append(("sandbox", printable(sandbox_refusals(payload["sandbox_refusals"])), False))
+        rows.append(("sandbox", sandbox_refusals(payload["sandbox_refusals"])))
     if payload.get("halted_ref"):
-        kept = f"{payload['halted_ref']}  (see `snodo jobs show {payload['job_id']}`)"
-        rows.append(("kept at", printable(kept), False))
+        rows.append(("kept at", f"{payload['halted_ref']}  (see `snodo jobs show {payload['job_id']}`)"))
     if payload.get("discarded"):
-        rows.append(("discarded", "the work: a constraint says it must not be kept (see `snodo jobs show`)", False))
+        rows.append(("discarded", "the work: a constraint says it must not be kept (see `snodo jobs show`)"))
     if payload.get("decision_id"):
-        rows.append(("decision", printable(str(payload["decision_id"])), True))
-    rows.append(("next", printable(str(payload["next"])), False))
-    more = f"full results: `snodo jobs show {payload['job_id']} --json`"
-    if not stream_is_terminal(sys.stdout):
-        blocks = ["completed" if ok else "halted", plain_key_values(rows)]
+        rows.append(("decision", str(payload["decision_id"])))
+    rows.append(("next", str(payload["next"])))
+    rows = [(key, shown(value)) for key, value in rows]
+    title, more = "completed" if ok else "halted", f"full results: `snodo jobs show {payload['job_id']} --json`"
+    if plain_stdout():
+        blocks = [title, plain_key_values(rows)]
         if payload["validators"]:
             blocks += ["", plain_results(payload["validators"], more=more)]
         sys.stdout.write("\n".join(blocks) + "\n")
@@ -231,8 +222,10 @@ def render_result(payload: dict[str, Any]) -> None:
     from rich.panel import Panel  # noqa: PLC0415 rich only for a person
     from rich.text import Text  # noqa: PLC0415 rich only for a person
 
-    grid = key_values([(key, Text(value, style="bold" if bold else "")) for key, value, bold in rows])
-    console().print(Panel(grid, title="completed" if ok else "halted", border_style="green" if ok else "red"))
+    grid = key_values(
+        [(key, Text(value, style="bold" if key in ("outcome", "decision") else "")) for key, value in rows]
+    )
+    console().print(Panel(grid, title=title, border_style="green" if ok else "red"))
     if payload["validators"]:
         console().print(results_table(payload["validators"], more=more))
 

@@ -1,5 +1,5 @@
 """``snodo serve``: one mode's tools to an agent over MCP (stdio); a protocol or mode that
-does not load serves no tool, only the problem (:func:`snodo.mcp.server.serve_failure`)."""
+does not load serves only the problem (:func:`snodo.mcp.server.serve_failure`)."""
 
 from __future__ import annotations
 
@@ -36,10 +36,9 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
     """Serve one mode's tools to an agent over MCP on stdin/stdout.
 
     \b
-    The server lists exactly the tools the mode's capabilities grant and refuses every
-    other name. validate_task returns one of four outcomes (pass, escalate, blocker,
-    validator_error); an escalation is decided out of band by a person running
-    `snodo authorize <decision_id>`. Every call is audited.
+    Exactly the tools the mode's capabilities grant are listed, every other name refused.
+    validate_task returns pass, escalate, blocker or validator_error; a person decides an
+    escalation with `snodo authorize <decision_id>`. Every call is audited.
 
     \b
     Configure your MCP host with the snippet for this project (docs/mcp-hosts.md):
@@ -69,8 +68,7 @@ def serve(mode_id: str | None, print_config: str | None, protocol_path: Path | N
             click.echo(config, nl=False)
         else:
             emit_json(config)
-        where = HOSTS[print_config][0]
-        print_note(f"put this in {where}; docs/mcp-hosts.md explains each field")
+        print_note(f"put this in {HOSTS[print_config][0]}; docs/mcp-hosts.md explains each field")
         print_note(f"still open in this host: {OPEN_DOORS[print_config]}")
         return
 
@@ -84,16 +82,14 @@ def snodo_command() -> list[str]:
     script = Path(sys.executable).parent / ("snodo.exe" if os.name == "nt" else "snodo")
     if script.is_file():
         return [str(script.absolute())]
-    # -I: the project (or whatever directory the host starts in) is never on sys.path,
-    # so a `snodo/` package an agent wrote there cannot stand in for snodo.
+    # -I: the host's working directory is not on sys.path, so an agent's `snodo/` cannot stand in
     return [str(Path(sys.executable).absolute()), "-I", "-m", "snodo"]
 
 
 def host_config(host: str, protocol: Path, root: Path, mode_id: str | None, project: Project) -> dict[str, Any] | str:
-    """The config for ``host``: an absolute command, ``--protocol`` pinning the project (hosts
-    differ in the working directory they start servers in), ``SNODO_HOME``, a call timeout
-    for the protocol's limits and, where the host can, its own doors closed
-    (:mod:`snodo.mcp.hostconfig`). Codex's is TOML text, every other host's a JSON object."""
+    """The config for ``host`` (:mod:`snodo.mcp.hostconfig`): an absolute command, ``--protocol``
+    (hosts start servers in differing directories), ``SNODO_HOME``, a call timeout for the
+    protocol's limits, the host's own doors closed where it can. Codex's is TOML text."""
     from snodo.mcp import hostconfig  # noqa: PLC0415 the MCP SDK and server only when serving
 
     command = [*snodo_command(), "serve", "--protocol", str(protocol)] + (["--mode", mode_id] if mode_id else [])

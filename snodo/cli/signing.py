@@ -1,5 +1,5 @@
-"""The only code that reads the decision private key, imported by a person's commands alone:
-an agent driving the tool surface has no code path that can sign (docs/security.md)."""
+"""The only code that reads the decision private key, imported by a person's commands alone: no
+code path of the agents' tool surface can sign (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -25,18 +25,6 @@ from snodo.state.keys import (
 from snodo.state.sessions import PendingDecision
 
 
-class PassphraseNeeded(DecisionError):
-    """The decision key is protected by a passphrase and none (or a wrong one) was given."""
-
-
-def decision_key_is_protected(home: Path) -> bool:
-    private, _ = decision_key_paths(home)
-    try:
-        return b"ENCRYPTED PRIVATE KEY" in private.read_bytes()[:64]
-    except OSError:
-        return False
-
-
 def _read_private(home: Path) -> tuple[Path, bytes]:
     private, _ = decision_key_paths(home)
     try:
@@ -56,11 +44,11 @@ def load_decision_private_key(home: Path, passphrase: bytes | None = None) -> Ed
         key = serialization.load_pem_private_key(data, password=passphrase)
     except TypeError as exc:  # encrypted but no passphrase, or a passphrase for a plain key
         if passphrase is None:
-            raise PassphraseNeeded(f"the decision key {private} is protected by a passphrase") from exc
+            raise DecisionError(f"the decision key {private} is protected by a passphrase") from exc
         raise StateError(f"{private} is not protected by a passphrase: {exc}") from exc
     except ValueError as exc:
         if passphrase is not None and b"ENCRYPTED" in data[:64]:
-            raise PassphraseNeeded(f"wrong passphrase for the decision key {private}") from None
+            raise DecisionError(f"wrong passphrase for the decision key {private}") from None
         raise StateError(f"{private} is not a valid PEM private key: {exc}") from exc
     except UnsupportedAlgorithm as exc:
         raise StateError(f"{private} is not a valid PEM private key: {exc}") from exc
@@ -70,7 +58,7 @@ def load_decision_private_key(home: Path, passphrase: bytes | None = None) -> Ed
 
 
 def protect_decision_key(home: Path, passphrase: bytes, old_passphrase: bytes | None = None) -> Path:
-    """Re-write the decision private key encrypted with ``passphrase`` (created if absent)."""
+    """Re-write the decision private key (made if absent) encrypted with ``passphrase``."""
     ensure_decision_keys(home)
     key = load_decision_private_key(home, old_passphrase)
     private, _ = decision_key_paths(home)
@@ -89,11 +77,8 @@ def protect_decision_key(home: Path, passphrase: bytes, old_passphrase: bytes | 
 def sign_decision(
     home: Path, record: DecisionRecord, pending: PendingDecision, *, passphrase: bytes | None = None
 ) -> DecisionRecord:
-    """Sign ``record``, the human's verdict on ``pending``, creating the key pair on first use.
-
-    INV3 and the binding to ``pending`` are checked again here, whatever the caller did: this
-    is the last step before a decision becomes able to turn a warn into a pass.
-    """
+    """Sign ``record``, the human's verdict on ``pending``. INV3 and the binding to ``pending``
+    are checked again whatever the caller did: this is the last step before a warn can count as a pass."""
     check_inv3(pending)
     binding = (record.decision_id, record.task_id, record.spec_sha256, record.mode, record.tree)
     if binding != (pending.decision_id, pending.task_id, pending.spec_sha256, pending.mode, pending.tree):
@@ -124,7 +109,10 @@ def _key_pair(home: Path, passphrase: bytes | None) -> tuple[Ed25519PublicKey, E
 
 def ask_passphrase(home: Path) -> bytes | None:
     """The decision key's passphrase, asked of the person when the key has one."""
-    if not decision_key_is_protected(home):
+    try:
+        if b"ENCRYPTED PRIVATE KEY" not in decision_key_paths(home)[0].read_bytes()[:64]:
+            return None
+    except OSError:
         return None
     return click.prompt("passphrase for your decision key", hide_input=True, err=True).encode("utf-8")
 
@@ -135,29 +123,15 @@ def _ssh_string(data: bytes) -> bytes:
 
 def sign_ssh(home: Path, message: bytes, namespace: str, *, passphrase: bytes | None = None) -> str:
     """An OpenSSH ``SSHSIG`` signature of ``message`` in ``namespace`` with the decision key,
-    armored as ``ssh-keygen -Y sign`` writes it (PROTOCOL.sshsig): what git puts in a
-    commit's ``gpgsig`` header and checks with ``ssh-keygen -Y verify``. Used by ``snodo
-    protocol sign`` (namespace ``git``), a person's command like ``snodo authorize``."""
+    armored as ``ssh-keygen -Y sign`` writes it (PROTOCOL.sshsig): what git puts in a commit's
+    ``gpgsig`` header for ``snodo protocol sign`` (namespace ``git``)."""
     public, key = _key_pair(home, passphrase)
-    algorithm = b"sha512"
-    signed = (
-        b"SSHSIG"
-        + _ssh_string(namespace.encode("ascii"))
-        + _ssh_string(b"")
-        + _ssh_string(algorithm)
-        + _ssh_string(hashlib.sha512(message).digest())
-    )
+    # namespace, reserved, hash algorithm: in the signed data and in the blob alike
+    scope = _ssh_string(namespace.encode("ascii")) + _ssh_string(b"") + _ssh_string(b"sha512")
+    signed = b"SSHSIG" + scope + _ssh_string(hashlib.sha512(message).digest())
     public_blob = _ssh_string(b"ssh-ed25519") + _ssh_string(public.public_bytes_raw())
     signature_blob = _ssh_string(b"ssh-ed25519") + _ssh_string(key.sign(signed))
-    blob = (
-        b"SSHSIG"
-        + (1).to_bytes(4, "big")
-        + _ssh_string(public_blob)
-        + _ssh_string(namespace.encode("ascii"))
-        + _ssh_string(b"")
-        + _ssh_string(algorithm)
-        + _ssh_string(signature_blob)
-    )
+    blob = b"SSHSIG" + (1).to_bytes(4, "big") + _ssh_string(public_blob) + scope + _ssh_string(signature_blob)
     text = base64.b64encode(blob).decode("ascii")
     lines = [text[i : i + 70] for i in range(0, len(text), 70)]
     return "\n".join(["-----BEGIN SSH SIGNATURE-----", *lines, "-----END SSH SIGNATURE-----"]) + "\n"

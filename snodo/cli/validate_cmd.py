@@ -1,7 +1,4 @@
-"""``snodo validate``: one phase of the mode's validators on a task spec, no coder.
-
-Exit codes: 0 pass, 1 blocker, 2 escalate, 3 validator_error, 4 could not run.
-"""
+"""``snodo validate``: one phase of the mode's validators on a task spec, no coder."""
 
 from __future__ import annotations
 
@@ -94,8 +91,7 @@ def validate(
         emit_json(payload)
     else:
         options = [("--phase", phase if phase != "pre_execute" else None), ("--mode", mode_id)]
-        options += [("--task-id", task_id), ("--base", base)]
-        render_outcome(payload, spec=spec, options=tuple((k, v) for k, v in options if v))
+        render_outcome(payload, spec, [*options, ("--task-id", task_id), ("--base", base)])
     raise SystemExit(EXIT_CODE[outcome.status])
 
 
@@ -131,9 +127,7 @@ def _resolved_base(project: Any, base: str) -> str:
     return found.stdout.strip()
 
 
-def render_outcome(
-    payload: dict[str, Any], *, spec: str | None = None, options: tuple[tuple[str, str], ...] = ()
-) -> None:
+def render_outcome(payload: dict[str, Any], spec: str | None, options: list[tuple[str, str | None]]) -> None:
     from rich.markup import escape  # noqa: PLC0415 rich only for a person
 
     colour = {"pass": "green", "escalate": "yellow", "blocker": "red", "validator_error": "magenta"}
@@ -147,14 +141,13 @@ def render_outcome(
     console().print(escape(next_steps(payload, spec, options)))
 
 
-def next_steps(payload: dict[str, Any], spec: str | None, options: tuple[tuple[str, str], ...] = ()) -> str:
+def next_steps(payload: dict[str, Any], spec: str | None, options: list[tuple[str, str | None]]) -> str:
     """What the person at the terminal does next (the JSON keeps the agent's instruction):
-    exact commands, with the options (``--phase post_execute``, ``--mode``…) that were given."""
+    exact commands, with the options that were given."""
     status = payload["status"]
-    same = "".join(f" {name} {shlex.quote(value)}" for name, value in options)
+    same = "".join(f" {name} {shlex.quote(value)}" for name, value in options if value)
     again = (f"snodo validate {_shell_spec(spec)}" if spec is not None else "snodo validate SPEC") + same
     run = f"snodo run {_shell_spec(spec)}" if spec is not None else "snodo run SPEC"
-
     steps = VALIDATE_POST_NEXT_STEP if payload.get("phase") == "post_execute" else VALIDATE_NEXT_STEP
     text = steps.get(status, VALIDATE_NEXT_STEP["validator_error"])
     return text.format(decision_id=payload.get("decision_id"), again=again, run=run)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
+from snodo.base.text import shown
 from snodo.cli.common import git_work_tree, json_option
-from snodo.cli.output import emit_json, print_note, printable
+from snodo.cli.output import emit_json, print_note
 
 
 @click.command()
@@ -19,12 +20,10 @@ from snodo.cli.output import emit_json, print_note, printable
 def verify(range_arg: str | None, base: str | None, as_json: bool) -> None:
     """Check that every commit in RANGE was judged by a governed run or signed by a person.
 
-    RANGE is git's `A..B` (default: the current branch's commits not on its upstream). The
-    keys and protocol that count are `.snodo/allowed_signers` and `.snodo/protocol.yml` as
-    committed at the base (A, or --base), and after it only changes a listed person signed
-    (`snodo protocol sign`): each commit is judged under those in force at its parent, by
-    the same rule `run` uses. Fetch the notes first:
-    git fetch origin refs/notes/snodo:refs/notes/snodo
+    RANGE is git's `A..B` (default: the current branch's commits not on its upstream). Each
+    commit is judged under the .snodo/allowed_signers and protocol in force at its parent:
+    as committed at the base (A, or --base), then only changes a listed person signed (the
+    rule `run` uses). Fetch the notes first: git fetch origin refs/notes/snodo:refs/notes/snodo
 
     Exit 0 every commit passes, 1 some commit fails (one line each: commit, reason, what to
     do), 4 the check could not run.
@@ -37,7 +36,7 @@ def verify(range_arg: str | None, base: str | None, as_json: bool) -> None:
     else:
         for v in report.verdicts:
             if not v.passed:
-                click.echo(f"{v.sha[:12]} {printable(v.subject)[:60]!r}: {printable(v.reason)} -> {v.action}")
+                click.echo(f"{v.sha[:12]} {shown(v.subject)[:60]!r}: {shown(v.reason)} -> {v.action}")
         passed = sum(v.passed for v in report.verdicts)
         print_note(
             f"{passed} of {len(report.verdicts)} commit(s) pass against {report.base} ({report.base_commit[:12]})"

@@ -200,7 +200,7 @@ class Progress:
             return
         from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
-        line = f"[dim]{stamp}{escape(message)}{took}[/]"
+        line = f"[dim]{stamp}{escape(shown(message))}{took}[/]"
         if self._live is not None:
             self._live.console.print(line)
         else:

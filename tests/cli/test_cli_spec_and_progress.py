@@ -86,3 +86,22 @@ def test_control_sequences_in_a_spec_are_shown_not_obeyed(project: Path, snodo_c
     assert "\x1b" not in shown.stdout + shown.stderr
     listing = snodo_cli("validate", "-", "--phase", "post_execute", cwd=project, input=hostile)
     assert "\x1b" not in listing.stdout
+
+
+@pytest.mark.parametrize("terminal", ["1", "0"])
+def test_a_progress_line_carrying_agent_text_is_shown_not_obeyed(
+    terminal: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A coder's log line or a refused path reaches the progress stream; on a terminal (rich)
+    as off it (plain), its control sequences are shown as text, never sent to the terminal."""
+    from snodo.cli.output import Progress
+
+    monkeypatch.setenv("TTY_COMPATIBLE", terminal)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    Progress()("coder: evil\x1bc\x1b]0;owned\x07\x1b[2J[bold]done[/]")
+    err = capsys.readouterr().err
+    assert "\\x1bc\\x1b]0;owned\\x07\\x1b[2J" in err, repr(err)
+    assert "[bold]done[/]" in err, repr(err)  # markup in agent text is text too
+    if terminal == "1":
+        assert "\x1b[" in err, repr(err)  # rich styled the line: the terminal path was taken
+    assert "\x1bc" not in err and "\x07" not in err and "\x1b]" not in err and "\x1b[2J" not in err, repr(err)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from snodo.git.runner import pin, run_git
+from snodo.git.runner import is_commit_id, pin, run_git
 
 #: HEAD's commit and the paths left uncommitted (:func:`look_at_checkout`).
 _Look = tuple[str | None, list[str]]
@@ -93,4 +93,4 @@ def read_head(repo: Path) -> str | None:
                 text = fh.read(100).strip()
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-    return text if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text) else None
+    return text if is_commit_id(text) else None

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from snodo.engine.poolmodes import remove_tree, repair_dirs, repair_written
-from snodo.git.runner import GitResult, run_git
+from snodo.git.runner import GitResult, is_commit_id, run_git
 from snodo.workspace.gitmeta import remember_walk
 
 POOL = "pool"
@@ -210,7 +210,7 @@ def detached_head(gitdir: str) -> str | None:
             text = fh.read(100).strip()
     except (OSError, UnicodeDecodeError):
         return None
-    return text if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text) else None
+    return text if is_commit_id(text) else None
 
 
 def _forget_history(gitdir: str) -> None:

@@ -60,6 +60,8 @@ def check_host(host: str, config: Path | None) -> HostReport:
         data: dict[str, Any] = tomllib.loads(text) if host == "codex" else json.loads(text)
     except (OSError, ValueError) as exc:
         return report(connected=False, problems=(f"cannot read {path}: {exc}",), open_writers=())
+    if not isinstance(data, dict):
+        return report(connected=False, problems=(f"cannot read {path}: not a JSON object",), open_writers=())
     entry = _entry(host, data)
     if entry is None:
         missing = f"no server named 'snodo' under {HOSTS[host][1]!r}; `snodo serve --print-config {host}` prints one"
@@ -93,7 +95,7 @@ def _config_path(host: str, config: Path | None) -> Path:
 
 def _entry(host: str, data: dict[str, Any]) -> dict[str, Any] | None:
     key = HOSTS[host][1]
-    entry = data if not key else (data.get(key) or {}).get("snodo")
+    entry = data if not key else _at(data, key, "snodo")
     if host == "claude-code" and not isinstance(entry, dict):  # `claude mcp add` keeps it in ~/.claude.json
         entry = _claude_user_entry(Path.cwd())
     return entry if isinstance(entry, dict) else None
@@ -102,10 +104,11 @@ def _entry(host: str, data: dict[str, Any]) -> dict[str, Any] | None:
 def _command(host: str, entry: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     """The entry's command line and environment, in the host's spelling."""
     if host == "opencode":
-        argv, env = list(entry["command"]), entry.get("environment")
+        argv, env = entry.get("command"), entry.get("environment")
     else:
-        argv, env = [entry.get("command", ""), *entry.get("args", [])], entry.get("env")
-    return [str(a) for a in argv], env if isinstance(env, dict) else {}
+        args = entry.get("args")
+        argv, env = [entry.get("command", ""), *(args if isinstance(args, list) else ())], entry.get("env")
+    return [str(a) for a in argv] if isinstance(argv, list) else [], env if isinstance(env, dict) else {}
 
 
 def _setting_problems(host: str, entry: dict[str, Any], settings: dict[str, Any], needed: float | None) -> list[str]:
@@ -232,7 +235,7 @@ def _signers_in_force() -> set[bytes]:
 def _writers(host: str, data: dict[str, Any]) -> tuple[str, ...]:
     """The host's own tools that still write to the project under this config."""
     if host == "opencode":
-        tools, permission = data.get("tools") or {}, data.get("permission") or {}
+        tools, permission = (found if isinstance(found := data.get(k), dict) else {} for k in ("tools", "permission"))
         return tuple(
             tool
             for tool in _OPENCODE_WRITERS
@@ -273,6 +276,15 @@ def _claude_user_entry(project: Path) -> dict[str, Any] | None:
         data = json.loads(Path("~/.claude.json").expanduser().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    scoped = ((data.get("projects") or {}).get(str(project.resolve())) or {}).get("mcpServers") or {}
-    entry = scoped.get("snodo") or (data.get("mcpServers") or {}).get("snodo")
+    entry = _at(data, "projects", str(project.resolve()), "mcpServers", "snodo") or _at(data, "mcpServers", "snodo")
     return entry if isinstance(entry, dict) else None
+
+
+def _at(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]…``, or ``None`` where a level is missing or not an object (a file a
+    person edits may hold anything)."""
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data

@@ -51,7 +51,7 @@ def governed(refusal: Refusal, protected: Sequence[str] = ()) -> bool:
     """Whether ``refusal`` names a path the sandbox keeps read-only: a ``.snodo`` or ``.git``
     component, or a protected path's components anywhere in it."""
     path = _joined(refusal.path)
-    return any(_joined(want) in path for want in (".snodo", ".git", *protected))
+    return any(want != "//" and want in path for want in map(_joined, (".snodo", ".git", *protected)))
 
 
 def _joined(path: str) -> str:

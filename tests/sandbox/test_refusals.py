@@ -6,9 +6,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy
-from snodo.sandbox.refusals import MAX_REFUSALS, Refusal, find_refusals, record_refusals
+from snodo.sandbox.refusals import MAX_REFUSALS, Refusal, find_refusals, governed, record_refusals
 
 
 def test_refused_writes_reported_by_a_confined_program_are_found_and_recorded(backend: str, tmp_path: Path) -> None:
@@ -38,3 +40,10 @@ def test_other_reporting_styles_and_the_bound() -> None:
     assert Refusal(path="/repo/.git/hooks/pre-commit", error="read-only file system") in found
     assert Refusal(path="/repo/.snodo/x", error="read-only file system") in found
     assert len(find_refusals([f"[Errno 13] Permission denied: '/p{i}'" for i in range(100)])) == MAX_REFUSALS
+
+
+@pytest.mark.parametrize("path", ["", "/", ".", "./"])
+@pytest.mark.parametrize("pattern", ["", "/", "."])
+def test_a_pattern_or_path_with_no_component_names_nothing(path: str, pattern: str) -> None:
+    """A protected pattern with no component matches no refusal, not even one whose path has none."""
+    assert not governed(Refusal(path=path, error="Permission denied"), [pattern])

@@ -63,6 +63,18 @@ def test_the_import_contracts_hold() -> None:
         assert contract in kept, out.stdout
 
 
+def test_no_module_imports_itself_through_others() -> None:
+    """No import cycle between any two of snodo's modules (the layers contract only sees
+    packages), function-level imports included, those only a type checker reads left out."""
+    import graphlib
+
+    import grimp
+
+    graph = grimp.build_graph("snodo", cache_dir=None, exclude_type_checking_imports=True)
+    imports = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    graphlib.TopologicalSorter(imports).prepare()  # CycleError names the cycle
+
+
 def test_the_plugin_host_loads_no_governance_engine_or_state() -> None:
     """``get_plugin_manager(entrypoints=False)`` builds a host from the plugin interface alone:
     no engine, no governance, no token store (it used to pull 37 modules through a cycle)."""

@@ -16,10 +16,8 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem, ProtocolError
 from snodo.cachefiles import cached
-from snodo.git.runner import GitContext, GitObject, pin_at_head, read_objects, run_git
-from snodo.protocol.loader import no_protocol, read_protocol_text
-
-SIGNERS_NAME = "allowed_signers"
+from snodo.git.runner import GitContext, pin_at_head, read_objects, run_git
+from snodo.protocol.loader import SIGNERS_NAME, blob_text, no_protocol, read_protocol_text
 
 #: What to do about a refused change, said by every refusal (run, serve, validate, verify).
 REMEDY = (
@@ -118,10 +116,6 @@ def _head(top: Path) -> str:
 
 def _text_at(top: Path, commit: str, rel: str) -> str | None:
     return blob_text(read_objects(top, [f"{commit}:{rel}"])[f"{commit}:{rel}"])
-
-
-def blob_text(obj: GitObject | None) -> str | None:
-    return obj.data.decode("utf-8", "replace") if obj is not None and obj.kind == "blob" else None
 
 
 def _judged(found: GitContext, head: str, directory: str, cache_dir: Path | None) -> dict[str, Any]:

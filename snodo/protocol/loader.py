@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.v import format_exception, transform_error
@@ -13,6 +13,12 @@ from cattrs.v import format_exception, transform_error
 from snodo.base.convert import CONVERTER, did_you_mean
 from snodo.base.errors import ProtocolError
 from snodo.protocol.models import Protocol
+
+if TYPE_CHECKING:
+    from snodo.git.runner import GitObject
+
+#: The list of who may sign a change to ``.snodo/``, beside the protocol file.
+SIGNERS_NAME = "allowed_signers"
 
 PROTOCOL_RELPATH = Path(".snodo") / "protocol.yml"
 
@@ -143,3 +149,8 @@ def project_root_for(protocol_path: Path) -> Path:
     if p.parent.name == ".snodo":
         return p.parent.parent
     return p.parent
+
+
+def blob_text(obj: GitObject | None) -> str | None:
+    """A git blob's text (undecodable bytes replaced); ``None`` for anything but a blob."""
+    return obj.data.decode("utf-8", "replace") if obj is not None and obj.kind == "blob" else None

@@ -16,7 +16,7 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem, StateError
 from snodo.git.runner import git_out, identity_env, read_objects, run_git
-from snodo.protocol.committed import SIGNERS_NAME, blob_text
+from snodo.protocol.loader import SIGNERS_NAME, blob_text
 from snodo.protocol.trust import GOVERNANCE_DIR, Walk
 
 

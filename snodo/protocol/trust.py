@@ -21,7 +21,7 @@ from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
 from snodo.git.runner import OBJECTS_ONLY, GitObject, read_objects, run_git
-from snodo.protocol.committed import SIGNERS_NAME, blob_text
+from snodo.protocol.loader import SIGNERS_NAME, blob_text
 from snodo.state.signers import parse_allowed_signers
 
 GOVERNANCE_DIR = ".snodo"

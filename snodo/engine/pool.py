@@ -21,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from snodo.engine.poolmodes import remove_tree, repair_dirs, repair_written
+from snodo.engine.poolmodes import load_walk, remove_tree, repair, save_walk
 from snodo.git.runner import GitResult, is_commit_id, run_git
 from snodo.workspace.gitmeta import remember_walk
 
@@ -37,6 +37,8 @@ _HISTORY = ("logs/HEAD", "ORIG_HEAD", "AUTO_MERGE", "FETCH_HEAD", "MERGE_HEAD", 
 REF_INDEX = "snodo-restore.index"
 #: The commit :data:`REF_INDEX` holds the tree of (what the engine's first commit builds on).
 REF_BASE = "snodo-restore.base"
+#: The last restore's walk of the copy: the next one reads only the directories changed since.
+REF_DIRS = "snodo-restore.dirs"
 #: Stat data compared in full, and no untracked cache, fsmonitor or split index to trust.
 STAT_TRUST = tuple(
     arg
@@ -130,8 +132,12 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     if not isinstance(gitdir, str) or not _trusted(slot, gitdir):
         return False
     ref = Path(gitdir) / REF_INDEX
-    if not ref.is_file() or ref.is_symlink() or not _repaired(slot.path, int(ref.stat().st_mtime)):
+    if not ref.is_file() or ref.is_symlink():
         return False
+    walked = repair(slot.path, load_walk(Path(gitdir) / REF_DIRS, slot.path), int(ref.stat().st_mtime))
+    if walked is None:
+        return False
+    remember_walk(slot.path, walked)
     work = ref.with_name(f"{REF_INDEX}.work")
     os.replace(ref, work)  # moved, not copied: its mtime is what git's racy-entry check reads
     pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}", *STAT_TRUST)
@@ -145,19 +151,12 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
         os.replace(work, ref)
         _forget_history(gitdir)
         _record_base(gitdir, target)
+        with contextlib.suppress(OSError):  # an older walk stays true: it is read only where nothing changed
+            save_walk(Path(gitdir) / REF_DIRS, slot.path, walked)
         return True
     with contextlib.suppress(FileNotFoundError):
         os.unlink(work)
     return False
-
-
-def _repaired(path: Path, since: int) -> bool:
-    """Whether what git cannot see in the copy is undone (:mod:`snodo.engine.poolmodes`)."""
-    walked: dict[str, Any] = {}
-    if repair_dirs(path, walked=walked) is None or repair_written(walked, since) is None:
-        return False
-    remember_walk(path, walked)
-    return True
 
 
 def _trusted(slot: Slot, gitdir: str) -> bool:

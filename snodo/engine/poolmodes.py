@@ -6,13 +6,15 @@ socket, fifo or device and skips every entry named ``.git``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import stat
+import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from snodo.workspace.gitmeta import is_git_name
+from snodo.workspace.gitmeta import DirScan, is_git_name, scanned
 
 
 def _umask() -> int:
@@ -23,59 +25,79 @@ def _umask() -> int:
     return 0o022
 
 
-def repair_dirs(root: Path, *, walked: dict[str, Any]) -> int | None:
+def repair(root: Path, before: Mapping[str, DirScan], since: int) -> dict[str, DirScan] | None:
     """Give every directory from ``root`` down a fresh checkout's mode (a ``chmod 000`` one
     stops ``clean``), delete what is neither a directory, a regular file nor a link, and
-    every ``.git`` entry below ``root``. Returns how many paths were repaired or deleted;
-    ``None`` when that cannot be done. An ``lstat`` per directory, no file's; each directory's
-    key and entries go into ``walked`` (:func:`~snodo.workspace.gitmeta.remember_walk`)."""
-    want, repaired = 0o777 & ~_umask(), 0
+    every ``.git`` entry below ``root``; the walk (for ``before`` of the next one and
+    :func:`~snodo.workspace.gitmeta.remember_walk`), ``None`` when that cannot be done.
+
+    A directory is read only when it changed since ``before``, a walk of the copy once it was
+    repaired: its inode, mtime or ctime differ, or it was racy then. Nothing that makes a
+    repair needed — an entry made, removed or renamed, a ``chmod`` — leaves a directory's
+    ctime as it was, and no unprivileged process can set a ctime. Regular files of a
+    directory that changed in second ``since`` or later get a checkout's mode too (executable
+    bit kept): git compares ctimes to the second, so a file written and then ``chmod``-ed in
+    its index's second looks unchanged to the reset; writing it changed its directory."""
+    mask = _umask()
+    want, threshold, top = 0o777 & ~mask, since * 1_000_000_000, str(root)
+    walked: dict[str, DirScan] = {}
+    now = time.time_ns()
     try:
-        top = os.lstat(root)
-        if stat.S_IMODE(top.st_mode) != want:
-            os.chmod(root, want)
-            top = os.lstat(root)
-        if not stat.S_ISDIR(top.st_mode):
-            return None
-        pending = [(str(root), top)]
+        dev = os.lstat(top).st_dev
+        pending = [top]
         while pending:
-            directory, dir_st = pending.pop()
-            with os.scandir(directory) as it:
-                entries = list(it)
-            walked[directory] = ((dir_st.st_ino, dir_st.st_mtime_ns, dir_st.st_ctime_ns), entries)
-            for entry in entries:
-                if directory == str(root) and entry.name == ".git":
-                    continue  # the copy's own, checked by the pool
-                st, fixed = _repair(entry, want, top.st_dev)
-                repaired += fixed
-                if st is not None:
-                    pending.append((entry.path, st))
+            here = pending.pop()
+            st = _fixed_dir(here, want, dev)
+            key = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+            known = before.get(here)
+            if known is None or known.key != key or known.racy or key[1] >= threshold:
+                modes = mask if key[1] >= threshold else None
+                known = scanned(key, _repaired_entries(here, top, modes), now)
+            walked[here] = known
+            pending.extend(known.children)
     except OSError:
         return None
-    return repaired
+    return walked
 
 
-def _repair(entry: os.DirEntry[str], want: int, dev: int) -> tuple[os.stat_result | None, bool]:
-    """One entry of :func:`repair_dirs`' walk: the ``lstat`` to walk it with when it is a
-    directory, and whether it was repaired or deleted."""
-    if entry.name[:1] == "." and is_git_name(entry.name):
-        if entry.is_dir(follow_symlinks=False):
-            remove_tree(Path(entry.path))
+def _fixed_dir(path: str, want: int, dev: int) -> os.stat_result:
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_dev != dev:
+        raise OSError(f"{path} is not a directory of the copy (a link or a mount point)")
+    if stat.S_IMODE(st.st_mode) != want:
+        os.chmod(path, want)
+        st = os.lstat(path)
+    return st
+
+
+def _repaired_entries(here: str, top: str, modes: int | None) -> list[os.DirEntry[str]]:
+    """The entries of ``here`` left once every ``.git`` (but the copy's own) and every entry
+    of another kind is deleted; with ``modes`` (the umask), its regular files get a checkout's mode."""
+    with os.scandir(here) as it:
+        entries = list(it)
+    kept = []
+    for entry in entries:
+        if entry.name[:1] == "." and is_git_name(entry.name):
+            if here == top and entry.name == ".git":
+                kept.append(entry)  # the copy's own, checked by the pool
+            else:
+                remove_tree(Path(entry.path))
+        elif entry.is_file(follow_symlinks=False):
+            kept.append(entry)
+            if modes is not None:
+                _checkout_mode(entry.path, modes)
+        elif entry.is_dir(follow_symlinks=False) or entry.is_symlink():
+            kept.append(entry)
         else:
             os.unlink(entry.path)
-        return None, True
-    if entry.is_dir(follow_symlinks=False):
-        st = entry.stat(follow_symlinks=False)
-        if st.st_dev != dev:
-            raise OSError(f"{entry.path} is a mount point")
-        if stat.S_IMODE(st.st_mode) == want:
-            return st, False
-        os.chmod(entry.path, want)
-        return os.lstat(entry.path), True
-    if entry.is_file(follow_symlinks=False) or entry.is_symlink():
-        return None, False
-    os.unlink(entry.path)
-    return None, True
+    return kept
+
+
+def _checkout_mode(path: str, mask: int) -> None:
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    want = (0o777 if mode & 0o100 else 0o666) & ~mask
+    if mode != want:
+        os.chmod(path, want)
 
 
 def remove_tree(path: Path) -> None:
@@ -92,30 +114,43 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path)
 
 
-def repair_written(walked: dict[str, Any], since: int) -> int | None:
-    """Give the regular files of every directory :func:`repair_dirs` saw changed in second
-    ``since`` or later a checkout's mode (executable bit kept); how many, ``None`` for a mode
-    that will not change. git compares ctimes to the second: a file written and then
-    ``chmod``-ed in its index's second looks unchanged to the reset (a ``chmod`` otherwise
-    changes the ctime, and the reset undoes it); writing it changed its directory's mtime."""
-    mask = _umask()
-    file_mode, exec_mode = 0o666 & ~mask, 0o777 & ~mask
-    threshold = since * 1_000_000_000
-    repaired = 0
-    for key, entries in walked.values():
-        if key[1] < threshold:
-            continue
-        for entry in entries:
-            try:
-                if not entry.is_file(follow_symlinks=False):
-                    continue
-                mode = stat.S_IMODE(os.lstat(entry.path).st_mode)
-                want = exec_mode if mode & 0o100 else file_mode
-                if mode != want:
-                    os.chmod(entry.path, want)
-                    repaired += 1
-            except FileNotFoundError:
-                continue
-            except OSError:
-                return None
-    return repaired
+def save_walk(path: Path, root: Path, walked: Mapping[str, DirScan]) -> None:
+    """Keep ``walked``, a :func:`repair` of ``root``, at ``path`` for the next one."""
+    top = str(root)
+    dirs = [
+        [
+            here[len(top) + 1 :],
+            *scan.key,
+            scan.environment,
+            scan.racy,
+            [child[len(here) + 1 :] for child in scan.children],
+            [git[len(here) + 1 :] for git in scan.gits],
+        ]
+        for here, scan in walked.items()
+    ]
+    tmp = path.with_name(f"{path.name}.tmp")
+    tmp.write_text(json.dumps({"version": 1, "root": top, "dirs": dirs}), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def load_walk(path: Path, root: Path) -> dict[str, DirScan]:
+    """The walk :func:`save_walk` kept for ``root`` at ``path``; empty (every directory is
+    read) when there is none or it cannot be read."""
+    top = str(root)
+    walked: dict[str, DirScan] = {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data["version"] != 1 or data["root"] != top:
+            return {}
+        for rel, ino, mtime, ctime, environment, racy, children, gits in data["dirs"]:
+            here = f"{top}/{rel}" if rel else top
+            walked[here] = DirScan(
+                key=(ino, mtime, ctime),
+                children=tuple(f"{here}/{name}" for name in children),
+                gits=tuple(f"{here}/{name}" for name in gits),
+                environment=bool(environment),
+                racy=bool(racy),
+            )
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
+    return walked

@@ -34,26 +34,27 @@ def is_git_name(name: str) -> bool:
 
 
 @frozen
-class _Dir:
-    """One directory as the last scan saw it."""
+class DirScan:
+    """One directory as a walk saw it."""
 
     key: tuple[int, int, int]  # inode, mtime, ctime (ns): a new or removed entry changes them
-    children: tuple[str, ...]  # subdirectories entered (not links, not Python environments)
+    children: tuple[str, ...]  # subdirectories (not links, not `.git`)
     gits: tuple[str, ...]  # its `.git` entries
+    environment: bool  # holds a Python environment: not searched (large, read-only in the sandbox and guarded)
     racy: bool  # changed too recently (within a clock tick) for its times to prove it unchanged next time
 
 
 _RACY_NS = 2_000_000_000
 
 #: The last scan of each root: the next scan reads only the directories that changed.
-_SCANS: dict[Path, dict[str, _Dir]] = {}
+_SCANS: dict[Path, dict[str, DirScan]] = {}
 
 
-def _scan(root: Path, before: dict[str, _Dir]) -> dict[str, _Dir]:
+def _scan(root: Path, before: dict[str, DirScan]) -> dict[str, DirScan]:
     """Every directory below ``root`` with its ``.git`` entries; one whose key is that of
     ``before`` (not racy then) is not read again."""
     now = time.time_ns()
-    seen: dict[str, _Dir] = {}
+    seen: dict[str, DirScan] = {}
     stack = [str(root)]
     while stack:
         here = stack.pop()
@@ -66,40 +67,37 @@ def _scan(root: Path, before: dict[str, _Dir]) -> dict[str, _Dir]:
         if entry is None or entry.key != key or entry.racy:
             entry = _read_dir(here, key, now)
         seen[here] = entry
-        stack.extend(entry.children)
+        if not entry.environment:
+            stack.extend(entry.children)
     return seen
 
 
-def _read_dir(here: str, key: tuple[int, int, int], now: int) -> _Dir:
+def _read_dir(here: str, key: tuple[int, int, int], now: int) -> DirScan:
     try:
         with os.scandir(here) as listing:
-            return _entries_dir(key, list(listing), now)
+            return scanned(key, list(listing), now)
     except OSError:
-        return _entries_dir(key, [], now)
+        return scanned(key, [], now)
 
 
-def _entries_dir(key: tuple[int, int, int], entries: list[os.DirEntry[str]], now: int) -> _Dir:
-    # One pass per question, the cheap test first: this runs once per entry of the tree.
+def scanned(key: tuple[int, int, int], entries: list[os.DirEntry[str]], now: int) -> DirScan:
+    """The record of a directory with ``key`` and ``entries``, read at ``now`` (ns)."""
+    # One pass per question, the cheap test first: this runs once per entry read.
     names = [entry.name for entry in entries]
-    environment = not _ENV_MARKERS.isdisjoint(names)
     gits = tuple(entry.path for entry in entries if entry.name[:1] == "." and is_git_name(entry.name))
-    children: tuple[str, ...] = ()
-    if not environment:
-        children = tuple(
-            entry.path
-            for entry in entries
-            if entry.is_dir(follow_symlinks=False) and not (entry.name[:1] == "." and is_git_name(entry.name))
-        )
-    return _Dir(key=key, children=children, gits=gits, racy=now - key[2] < _RACY_NS)
+    children = tuple(
+        entry.path
+        for entry in entries
+        if entry.is_dir(follow_symlinks=False) and not (entry.name[:1] == "." and is_git_name(entry.name))
+    )
+    environment = not _ENV_MARKERS.isdisjoint(names)
+    return DirScan(key=key, children=children, gits=gits, environment=environment, racy=now - key[2] < _RACY_NS)
 
 
-def remember_walk(root: Path, walked: dict[str, tuple[tuple[int, int, int], list[os.DirEntry[str]]]]) -> None:
-    """Take a walk another part of snodo made below ``root`` (each directory's key and
-    entries) as the last scan, so the next :func:`git_entries` reads only what changed."""
-    now = time.time_ns()
-    _SCANS[Path(os.path.realpath(root))] = {
-        here: _entries_dir(key, entries, now) for here, (key, entries) in walked.items()
-    }
+def remember_walk(root: Path, walked: dict[str, DirScan]) -> None:
+    """Take a walk another part of snodo made below ``root`` as the last scan, so the next
+    :func:`git_entries` reads only what changed."""
+    _SCANS[Path(os.path.realpath(root))] = dict(walked)
 
 
 def git_entries(root: Path) -> set[str]:

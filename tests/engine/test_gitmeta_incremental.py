@@ -9,11 +9,12 @@ when its inode, mtime and ctime are unchanged.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from snodo.engine.poolmodes import repair_dirs
+from snodo.engine.poolmodes import repair
 from snodo.git.runner import pin
 from snodo.workspace import gitmeta
 from snodo.workspace.gitmeta import GitMetaWatch, git_entries
@@ -34,7 +35,7 @@ def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     read: list[str] = []
     original = gitmeta._read_dir
 
-    def counting(here: str, key: tuple[int, int, int], now: int) -> gitmeta._Dir:
+    def counting(here: str, key: tuple[int, int, int], now: int) -> gitmeta.DirScan:
         read.append(here)
         return original(here, key, now)
 
@@ -70,9 +71,9 @@ def test_a_directory_moved_in_with_a_git_inside_is_found(tree: Path, tmp_path: P
 
 
 def test_the_pool_walk_serves_as_the_first_scan(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    walked: dict[str, object] = {}
-    assert repair_dirs(tree, walked=walked) == 0  # type: ignore[arg-type]
-    gitmeta.remember_walk(tree, walked)  # type: ignore[arg-type]
+    walked = repair(tree, {}, int(time.time()) + 10)
+    assert walked is not None
+    gitmeta.remember_walk(tree, walked)
     read = _reads(monkeypatch)
     watch = GitMetaWatch(tree)
     assert read == []  # nothing read: the walk said it all

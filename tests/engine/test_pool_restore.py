@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from snodo.engine import change, pool
+from snodo.engine import change, pool, poolmodes
 from snodo.engine.checkout import read_head
 from snodo.engine.worktree import Worktree, create_worktree
 from snodo.rules.guard import PathGuard
+from snodo.workspace import gitmeta
 from tests.conftest import git, make_repo
 
 _MASK = os.umask(0o022)
@@ -271,3 +272,76 @@ def test_the_base_is_read_from_the_checkouts_refs_or_from_its_status(tmp_path: P
         wt.remove()
     git(repo, "checkout", "-q", "--detach", "HEAD")
     assert read_head(repo) == head
+
+
+def _reading(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The directories the restore's walk reads (the racy window closed, so that a directory
+    is skipped exactly when its inode, mtime and ctime are as the last walk saw them)."""
+    monkeypatch.setattr(gitmeta, "_RACY_NS", 0)
+    read: list[str] = []
+    original = poolmodes._repaired_entries
+
+    def counting(here: str, top: str, modes: int | None) -> list[os.DirEntry[str]]:
+        read.append(os.path.relpath(here, top))
+        return original(here, top, modes)
+
+    monkeypatch.setattr(poolmodes, "_repaired_entries", counting)
+    return read
+
+
+def test_a_restore_reads_only_what_changed_and_still_undoes_it(
+    tmp_path: Path, snodo_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk for what git cannot see reads a directory again only when it changed since
+    the last restore's walk; what a run leaves deep in an otherwise unchanged tree (a fifo,
+    a ``.git``, a ``chmod 000`` directory) is still found and undone."""
+    repo = _project(tmp_path)
+    (repo / "pkg" / "sub" / "deep").mkdir()
+    (repo / "pkg" / "sub" / "deep" / "leaf.txt").write_text("leaf\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "deeper")
+    read = _reading(monkeypatch)
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    time.sleep(1.1)  # past the checkout's second (a directory changed in the index's second is read)
+    wt = _again(repo, snodo_home, wt, 2)
+    assert sorted(read) == [".", "pkg", "pkg/sub", "pkg/sub/deep"]  # no walk kept yet: all of it
+    read.clear()
+    wt = _again(repo, snodo_home, wt, 3)
+    assert read == []  # nothing changed since
+    os.mkfifo(wt.path / "pkg" / "sub" / "deep" / "pipe")
+    (wt.path / "pkg" / "sub" / ".git").write_text("gitdir: /elsewhere\n")
+    (wt.path / "pkg" / "sub" / "deep").chmod(0o000)
+    again = _again(repo, snodo_home, wt, 4)
+    try:
+        assert sorted(read) == ["pkg/sub", "pkg/sub/deep"]
+        assert _mode(again.path / "pkg" / "sub" / "deep") == DIR_MODE
+        assert sorted(os.listdir(again.path / "pkg" / "sub")) == ["deep", "mod.py"]
+        assert os.listdir(again.path / "pkg" / "sub" / "deep") == ["leaf.txt"]
+        assert git(again.path, "status", "--porcelain", "--ignored") == ""
+    finally:
+        again.remove()
+
+
+@pytest.mark.parametrize("record", ["garbage", "another-root", "missing"])
+def test_a_kept_walk_that_does_not_fit_means_reading_everything(
+    tmp_path: Path, snodo_home: Path, monkeypatch: pytest.MonkeyPatch, record: str
+) -> None:
+    repo = _project(tmp_path)
+    read = _reading(monkeypatch)
+    wt = _again(repo, snodo_home, create_worktree(repo, snodo_home, "t1", "run00001"), 2)
+    kept = Path(wt.slot.meta()["gitdir"] if wt.slot is not None else "") / pool.REF_DIRS
+    if record == "garbage":
+        kept.write_text('{"version": 1, "root": 3, "dirs": [[1, 2]]}')
+    elif record == "another-root":
+        kept.write_text(kept.read_text().replace(str(wt.path), str(wt.path) + "-elsewhere"))
+    else:
+        kept.unlink()
+    os.mkfifo(wt.path / "pkg" / "sub" / "pipe")
+    read.clear()
+    again = _again(repo, snodo_home, wt, 3)
+    try:
+        assert sorted(read) == [".", "pkg", "pkg/sub"]
+        assert os.listdir(again.path / "pkg" / "sub") == ["mod.py"]
+        assert kept.is_file()  # written again
+    finally:
+        again.remove()

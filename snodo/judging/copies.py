@@ -105,14 +105,18 @@ class Snapshot:
                 self._files = entries(self.repo, self.tree)
             return self._files
 
-    def read_tree(self, index: Path) -> None:
-        made = run_git(
-            self.repo,
-            *("-c", "index.version=2", "-c", "core.splitIndex=false", "-c", "index.sparse=false"),
-            "read-tree",
-            self.tree,
-            env={"GIT_INDEX_FILE": str(index)},
-        )
+    def read_tree(self, index: Path, changes: list[tuple[str, Entry | None]] | None = None) -> None:
+        """Make ``index`` hold the tree: read whole, or (``changes`` from the tree it holds)
+        with just those entries staged in it."""
+        settings = ("-c", "index.version=2", "-c", "core.splitIndex=false", "-c", "index.sparse=false")
+        own = {"GIT_INDEX_FILE": str(index)}
+        if changes is None:
+            made = run_git(self.repo, *settings, "read-tree", self.tree, env=own)
+        else:  # what is gone first: a path may turn from a file into a directory
+            gone = "".join(f"0 {'0' * len(self.tree)}\t{path}\0" for path, entry in changes if entry is None)
+            new = "".join(f"{entry.mode} {entry.sha}\t{path}\0" for path, entry in changes if entry is not None)
+            info = ("update-index", "-z", "--add", "--replace", "--index-info")
+            made = run_git(self.repo, *settings, *info, stdin=gone + new, env=own)
         if not made.ok:
             raise EnvironmentProblem(f"cannot read tree {self.tree} into an index in {self.repo}: {made.detail()}")
 
@@ -327,13 +331,15 @@ class _Slot:
             if top in ENVIRONMENTS or top.casefold().rstrip(". ") == ".git":
                 return None
             mode, sha = parts[1], parts[3]
+            if mode not in FILE_MODES and mode != "000000":
+                return None  # a gitlink: the index patched in place would need it, the files not
             out.append((path, Entry(mode, sha) if mode in FILE_MODES else None))
         return out
 
     def hold(self, snapshot: Snapshot, changes: list[tuple[str, Entry | None]] | None) -> None:
         """Make ``work`` hold ``snapshot``'s tree: ``changes`` patched in, or written afresh (``None``)."""
         index = self.work / ".git" / "index"
-        kept = index.read_bytes() if changes == [] and index.is_file() else None  # it holds the tree
+        kept = index.read_bytes() if changes is not None and index.is_file() else None  # it holds the tree held
         _write_state(self.home, "dirty")
         if changes is None:
             if os.path.lexists(self.work):
@@ -345,8 +351,8 @@ class _Slot:
         snapshot._git_dir(self.work)
         if kept is not None:
             index.write_bytes(kept)
-        else:
-            snapshot.read_tree(index)
+        if kept is None or changes:
+            snapshot.read_tree(index, changes if kept is not None else None)
         snapshot._link_environments(self.work)
         _write_state(self.home, snapshot.tree)
         self.held = snapshot.tree

@@ -1,6 +1,6 @@
 """The judged tree kept between snapshots (``<git common dir>/snodo/trees``): each snapshot
 writes only the paths that differ from the tree kept, and what is kept is exactly the
-judged tree — the same bytes, modes and links a fresh copy from git's objects holds —
+judged tree — the same bytes, modes, links and index a fresh copy from git's objects holds —
 whatever the change did (files added, changed, removed, a file become a directory, a
 directory become a link and back), never writing through a link, never outside itself.
 """
@@ -76,6 +76,8 @@ def kept(repo: Path, tree: str) -> tuple[Path, dict[str, tuple[str, object]]]:
         shared = snapshot.shared().path
         fresh = snapshot.copy("fresh").path  # written whole from git's objects
         assert listing(shared) == listing(fresh)
+        # and its index, patched with what changed, is the one `read-tree` gives a fresh copy
+        assert git(shared, "ls-files", "-s") == git(fresh, "ls-files", "-s")
         return shared, listing(shared)
     finally:
         snapshot.close()

@@ -95,22 +95,12 @@ class Session:
     def last_active(self) -> datetime | None:
         return _when(self.last_active_at) or _when(self.started_at)
 
-    def idle_expired(self, now: datetime | None = None) -> bool:
+    def current(self, now: datetime | None = None) -> Session:
         """Active, idle past :func:`idle_ttl`, no decision waiting: it reads ``expired``."""
         last = self.last_active()
-        return (
-            self.status == ACTIVE
-            and not self.pending_decisions
-            and last is not None
-            and (now or _now()) - last > idle_ttl()
-        )
-
-    def current(self, now: datetime | None = None) -> Session:
-        if self.idle_expired(now):
-            last = self.last_active()
-            ended = (last + idle_ttl()).isoformat(timespec="seconds") if last else None
-            return evolve(self, status=EXPIRED, ended_at=ended)
-        return self
+        if self.status != ACTIVE or self.pending_decisions or last is None or (now or _now()) - last <= idle_ttl():
+            return self
+        return evolve(self, status=EXPIRED, ended_at=(last + idle_ttl()).isoformat(timespec="seconds"))
 
 
 @frozen(kw_only=True)
@@ -267,7 +257,7 @@ def ensure_session(project: Path, mode: str, home: Path, *, base_head: str | Non
             if not store.path(sid).exists():
                 continue
             stored = store.load(sid)
-            if stored.idle_expired():
+            if stored.current() is not stored:
                 store._update(sid, lambda s: s.current())
             elif stored.status == ACTIVE:
                 live.append(stored)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import filecmp
+import fnmatch
 import os
 import shutil
 import sys
@@ -22,7 +23,6 @@ DIRNAME = "snodo"
 #: What an older snodo kept in ``.snodo/`` (``.gitignore`` patterns), never committed by
 #: ``snodo protocol sign`` while a leftover is there.
 LEGACY_RUNTIME = ("state.json", "jobs/", "*.lock", "plans/", "proposals/", "audit.log", "audit.log.*")
-_LEGACY_DIRS = ("jobs", "plans", "proposals")
 
 _FOUND: dict[Path, Path] = {}
 
@@ -83,8 +83,8 @@ def _legacy_names(old: Path) -> list[str]:
     """What an older snodo left in ``old`` but lock files (never moved: a process may hold one)."""
     if not old.is_dir():
         return []
-    found = (n for n in _listdir(old) if n in ("state.json", "audit.log", *_LEGACY_DIRS) or n.startswith("audit.log."))
-    return [n for n in found if not n.endswith(".lock")]
+    patterns = [p.rstrip("/") for p in LEGACY_RUNTIME]
+    return [n for n in _listdir(old) if not n.endswith(".lock") and any(fnmatch.fnmatchcase(n, p) for p in patterns)]
 
 
 def _tracked(top: Path, old: Path) -> frozenset[Path]:
@@ -108,7 +108,7 @@ def migrate(old: Path, new: Path, top: Path) -> list[str]:
                 raise _conflict(src, dst)
             _move_anchor(src, dst)
         if _move(src, dst, tracked):
-            moved.append(name + ("/" if name in _LEGACY_DIRS else ""))
+            moved.append(name + ("/" if f"{name}/" in LEGACY_RUNTIME else ""))
     return moved
 
 

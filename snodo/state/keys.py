@@ -27,6 +27,8 @@ from snodo.state.home import keys_dir
 DECISION_PRIVATE_KEY_FILE = "decision_ed25519"
 DECISION_PUBLIC_KEY_FILE = "decision_ed25519.pub"
 _TOKEN_KEY_BYTES = 32
+#: How the blob of an ``ssh-ed25519`` line starts: the type, then the 32-byte key, each behind its length (RFC 8709).
+_ED25519_BLOB = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20"
 
 #: The key pairs this process created: the command line says a new home is a new identity.
 created_here: list[Path] = []
@@ -130,21 +132,13 @@ def parse_public_key(data: bytes, source: str) -> Ed25519PublicKey:
 
 
 def _openssh_ed25519(line: bytes, source: str) -> Ed25519PublicKey:
-    """The blob is the string ``ssh-ed25519`` then the key, each behind its 4-byte length (RFC 8709)."""
     try:
         blob = binascii.a2b_base64(line.split()[1], strict_mode=True)
-        fields = []
-        while blob:
-            size = int.from_bytes(blob[:4], "big")
-            if len(blob) < 4 + size:
-                raise ValueError("truncated key data")
-            fields.append(blob[4 : 4 + size])
-            blob = blob[4 + size :]
-        if fields[:1] != [b"ssh-ed25519"] or len(fields) != 2:
+        if len(blob) != len(_ED25519_BLOB) + 32 or not blob.startswith(_ED25519_BLOB):
             raise ValueError("the key data is not one ssh-ed25519 key")
-        return Ed25519PublicKey.from_public_bytes(fields[1])
     except (ValueError, IndexError, binascii.Error) as exc:
         raise StateError(f"{source} is not a valid public key (OpenSSH or PEM): {exc}") from exc
+    return Ed25519PublicKey.from_public_bytes(blob[len(_ED25519_BLOB) :])
 
 
 def load_public_key_file(path: Path) -> Ed25519PublicKey:

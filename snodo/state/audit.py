@@ -73,10 +73,6 @@ _CHECKED: set[tuple[int, int] | None] = set()
 _LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...]]] = {}
 
 
-def _datasync(fd: int) -> None:
-    getattr(os, "fdatasync", os.fsync)(fd)
-
-
 class AuditLog:
     """Shared by every process of a project; ``home`` holds the audit key and the checkpoints."""
 
@@ -325,7 +321,7 @@ class AuditLog:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                _datasync(fd)
+                getattr(os, "fdatasync", os.fsync)(fd)
                 stat = os.fstat(fd)
                 if created:
                     _CHECKED.add((stat.st_dev, stat.st_ino))

@@ -91,13 +91,12 @@ class AuditLog:
     def anchor_path(self) -> Path:
         return _anchor_file(self.home, os.path.realpath(self.path))
 
-    def verify(self, *, key: Ed25519PublicKey | None = None, anchored: bool = True) -> VerifyReport:
-        """Check every line, the last checkpoint's signature and the home's checkpoint
-        (``anchored=False``: not the home's, for another machine's log). ``key``: the trusted
-        audit public key (default: this home's; :class:`StateError` if there is none)."""
+    def verify(self, *, key: Ed25519PublicKey | None = None) -> VerifyReport:
+        """Check every line, the home's checkpoint and the last checkpoint's signature with
+        ``key`` (default: this home's audit key)."""
         with file_lock(self.path, shared=True):
             try:
-                anchor = read_anchor(self.anchor_path) if anchored else None
+                anchor = read_anchor(self.anchor_path)
             except ChainBreak as broken:
                 return VerifyReport(ok=False, count=0, line=broken.line, reason=broken.reason)
             scan = scan_lines(self.lines(), anchor)
@@ -149,9 +148,8 @@ class AuditLog:
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
-        """Group this thread's appends until the block ends (raised or not) into one signed
-        append; the log is checked on entry, so a broken log refuses before the call acts.
-        Nested blocks join the outermost one."""
+        """Group this thread's appends until the outermost block ends (raised or not) into one
+        signed append; a broken log refuses on entry, before the call acts."""
         if getattr(self._local, "buffer", None) is not None:
             yield
             return

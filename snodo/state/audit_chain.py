@@ -27,8 +27,7 @@ GENESIS = "0" * 64
 CHECKPOINT = "checkpoint"
 HASHED_FIELDS = ("seq", "ts", "event", "mode", "data", "prev")
 ALL_FIELDS = frozenset((*HASHED_FIELDS, "hash"))
-# Prefixed to the signed bytes so a checkpoint signature never passes for one over another
-# snodo document.
+# Prefixed to the signed bytes: a checkpoint signature never passes for another snodo document's.
 _CHECKPOINT_CONTEXT = b"snodo audit checkpoint v1\n"
 #: How a checkpoint signed by another key than the trusted one is reported.
 KEY_MISMATCH = "not by the trusted audit key"
@@ -36,10 +35,6 @@ KEY_MISMATCH = "not by the trusted audit key"
 LARGE_STRING_CHARS = 4096
 """A string in an event longer than this is recorded as digest, length and excerpt."""
 EXCERPT_CHARS = 256
-
-
-def record_hash(record: Mapping[str, Any]) -> str:
-    return hashlib.sha256(canonical_json({k: record[k] for k in HASHED_FIELDS})).hexdigest()
 
 
 def checkpoint_payload(seq: int, ts: str, prev: str, key: str) -> bytes:
@@ -68,9 +63,8 @@ def bounded(value: Any) -> Any:
 
 @frozen(kw_only=True)
 class Anchor:
-    """The last checkpoint as the home recorded it: seq, hash, the log's size up to it, the
-    log file as that append left it (:func:`file_identity`; ``None`` in an older record), and
-    the slot holding it with its write number."""
+    """The last checkpoint as the home recorded it, with the log file as that append left it
+    (:func:`file_identity`; ``None`` in an older record) and the slot holding it."""
 
     seq: int
     hash: str
@@ -125,7 +119,7 @@ def check_record(record: dict[str, Any], lineno: int, prev: str) -> None:
     if record["prev"] != prev:
         raise ChainBreak(lineno, "prev does not match the hash of the line before")
     try:
-        actual = record_hash(record)
+        actual = linked_line(record)[0]
     except ValueError as exc:
         raise ChainBreak(lineno, f"record cannot be hashed ({exc})") from exc
     if record["hash"] != actual:

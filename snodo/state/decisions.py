@@ -111,7 +111,6 @@ class DecisionStore:
     def __init__(self, project: Path, home: Path, *, signers: str | None) -> None:
         """``signers``: the allowed_signers text in force (``None``: no list is in force)."""
         self.directory = Path(project) / ".snodo" / "decisions"
-        self.project = Path(project)
         self.home = home
         self.signers = signers
 

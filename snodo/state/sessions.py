@@ -163,11 +163,11 @@ class SessionStore:
 
         return self._update(session_id, change)
 
-    def end(self, session_id: str, status: str = CLOSED) -> Session:
+    def end(self, session_id: str) -> Session:
         session = self._update(
             session_id,
             lambda s: (
-                s if s.status != ACTIVE else evolve(s, status=status, ended_at=_now().isoformat(timespec="seconds"))
+                s if s.status != ACTIVE else evolve(s, status=CLOSED, ended_at=_now().isoformat(timespec="seconds"))
             ),
         )
         project = Path(session.project_root)

@@ -1,9 +1,6 @@
-"""Durable state files: atomic writes, strict reads, cross-process locks.
-
-A write goes to a temporary file beside the target and is renamed over it, so a reader sees
-the old or the new file, never half of one. A file that does not parse is reported with its
-path and left alone: replacing it would destroy the evidence of what went wrong.
-"""
+"""Durable state files: a write is renamed into place (a reader sees the old or the new file,
+never half of one); a file that does not parse is reported and left alone (replacing it would
+destroy the evidence of what went wrong); locks hold across processes."""
 
 from __future__ import annotations
 

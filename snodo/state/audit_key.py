@@ -1,8 +1,6 @@
-"""The user's audit key pair, ``$SNODO_HOME/keys/audit_ed25519{,.pub}``: unlike the decision
-key, it signs the checkpoints every snodo process of the user appends, the MCP server
-included, proving a line was written by snodo running as this user, outside the confinement
-that keeps agents away from the home. The private half is its 32 raw bytes (0600).
-"""
+"""The user's audit key pair, ``$SNODO_HOME/keys/audit_ed25519{,.pub}`` (private: 32 raw bytes,
+0600). Unlike the decision key, every snodo process of the user signs with it, the MCP server
+included: a signed line was written by snodo as this user, outside the agents' confinement."""
 
 from __future__ import annotations
 

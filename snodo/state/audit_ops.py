@@ -1,8 +1,6 @@
-"""A person's acts on a project's audit log: ``snodo audit export`` (the log and its public
-key, for checking on another machine) and ``snodo audit restart``, a new log whose first
-signed line records the lost head: a lost log cannot be told apart from one deleted to hide
-something (docs/architecture.md, "Evidence"). No MCP tool exposes either.
-"""
+"""A person's acts on a project's audit log, exposed by no MCP tool: ``snodo audit export``
+and ``snodo audit restart``, a new log whose first signed line records the lost head (a lost
+log cannot be told apart from one deleted to hide something; docs/architecture.md, "Evidence")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Signed human decisions: ``<project>/.snodo/decisions/<decision_id>.json``, committed.
-
-A decision lets a ``warn`` count as a pass, so it counts only while its signature (made by
-:mod:`snodo.cli.signing`) verifies with a trusted key and it binds exactly the task, spec and
-(after execution) git tree validated (docs/architecture.md, "Decisions"); records that fail
-are handed back, with who signed them, for the audit.
-"""
+"""Signed human decisions, ``<project>/.snodo/decisions/<decision_id>.json`` (committed). One
+lets a ``warn`` pass only while its signature (by :mod:`snodo.cli.signing`) verifies with a
+trusted key and it binds exactly the task, spec and (after execution) git tree validated
+(docs/architecture.md, "Decisions"); those that fail are handed back, with their signer."""
 
 from __future__ import annotations
 

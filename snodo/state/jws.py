@@ -1,10 +1,7 @@
-"""The validation token's signature: a compact JWS (RFC 7515), HS256 and nothing else.
-
-Built on ``hmac``: PyJWT imports cryptography's X.509 stack and ``urllib.request`` on the
-path of every governed run. The bytes are a standard JWT (tests/state/test_jws.py checks
-PyJWT reads ours and we read its); like PyJWT with ``algorithms=["HS256"]``, any other
-``alg`` (``none`` included) is refused before the key is used.
-"""
+"""The validation token's signature: a compact JWS (RFC 7515), HS256 only, on ``hmac`` (PyJWT
+imports cryptography's X.509 stack and ``urllib.request`` on the path of every governed run).
+The bytes are a standard JWT (tests/state/test_jws.py checks PyJWT reads ours and we read its);
+as with PyJWT's ``algorithms=["HS256"]``, any other ``alg`` is refused before the key is used."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
-"""Key files under ``$SNODO_HOME/keys/``: the token key and the decision key pair.
-
-Created on first use, linked into place complete: the loser of a creation race reads the
-winner's key. A key file readable by others, or empty, is refused rather than repaired.
-Only :mod:`snodo.cli.signing` (``snodo authorize``) reads the decision private key, so no
-agent-facing code path can sign a decision. Public keys travel as OpenSSH lines (PEM is
-read too); ``cryptography``'s serialization package is imported only where those forms are
-read or written.
-"""
+"""Key files under ``$SNODO_HOME/keys/``: the token key and the decision key pair, created on
+first use and linked into place complete (the loser of a creation race reads the winner's key);
+one readable by others, or empty, is refused rather than repaired. Only :mod:`snodo.cli.signing`
+(``snodo authorize``) reads the decision private key: no agent-facing code path can sign a
+decision. Public keys travel as OpenSSH lines (PEM is read too)."""
 
 from __future__ import annotations
 

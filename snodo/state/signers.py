@@ -1,12 +1,9 @@
 """``.snodo/allowed_signers``: who a project trusts, in git's ``gpg.ssh.allowedSignersFile``
-format (``principal [options] key-type base64-key [comment]``), parsed here only.
-
-The ``namespaces="…"`` option says what a key may sign: :data:`DECISION_NAMESPACE` for
-human decisions, :data:`ATTESTATION_NAMESPACE` for the attestations a home's audit key puts
-on governed commits, ``git`` for signed commits. A line without it allows every namespace
-(git's rule) but attestations: a machine's statement, which a person's key must not become
-by omission.
-"""
+format (``principal [options] key-type base64-key [comment]``), parsed here only. Its
+``namespaces="…"`` option says what a key may sign: :data:`DECISION_NAMESPACE` (human
+decisions), :data:`ATTESTATION_NAMESPACE` (a home's audit key on governed commits), ``git``.
+A line without it allows every namespace (git's rule) but attestations: a machine's
+statement, which a person's key must not become by omission."""
 
 from __future__ import annotations
 

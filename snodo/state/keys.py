@@ -81,12 +81,8 @@ def ensure_pair(private: Path, public: Path, what: str, *, raw: bool = False, lo
             from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 key serialisation only when a key file is read or written
 
             key = Ed25519PrivateKey.generate()
-            encoding, form = (
-                (serialization.Encoding.Raw, serialization.PrivateFormat.Raw)
-                if raw
-                else (serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8)
-            )
-            atomic_create_bytes(private, key.private_bytes(encoding, form, serialization.NoEncryption()), mode=0o600)
+            pem = (serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            atomic_create_bytes(private, key.private_bytes_raw() if raw else key.private_bytes(*pem), mode=0o600)
             atomic_create_bytes(public, openssh_public(key.public_key()).encode("ascii") + b"\n", mode=0o644)
             created_here.append(private)
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from attrs import define, frozen
+from attrs import Factory, define, frozen
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -64,7 +64,7 @@ def bounded(value: Any) -> Any:
 @frozen(kw_only=True)
 class Anchor:
     """The last checkpoint as the home recorded it, with the log file as that append left it
-    (:func:`file_identity`; ``None`` in an older record) and the slot holding it."""
+    (:func:`file_identity`; ``None`` in an older record), the slot holding it and, as read, its record."""
 
     seq: int
     hash: str
@@ -72,6 +72,7 @@ class Anchor:
     file: tuple[int, int, int, int] | None = None
     slot: int = 0
     write: int = -1
+    record: dict[str, Any] = Factory(dict)
 
 
 class ChainBreak(Exception):
@@ -336,11 +337,6 @@ def _newest(path: Path) -> tuple[int, dict[str, Any]] | None:
     return None
 
 
-def newest(path: Path) -> dict[str, Any] | None:
-    found = _newest(path)
-    return found[1] if found else None
-
-
 def read_anchor(path: Path) -> Anchor | None:
     found = _newest(path)
     if found is None:
@@ -350,7 +346,9 @@ def read_anchor(path: Path) -> Anchor | None:
     identity = None
     if isinstance(file, list) and len(file) == 4 and all(type(n) is int for n in file):
         identity = (file[0], file[1], file[2], file[3])
-    return Anchor(seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=identity, slot=slot, write=_number(raw))
+    return Anchor(
+        seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=identity, slot=slot, write=_number(raw), record=raw
+    )
 
 
 def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:

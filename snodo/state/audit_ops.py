@@ -15,7 +15,7 @@ from attrs import frozen
 from snodo.base.errors import AuditChainError, StateError
 from snodo.state.atomic import atomic_create_bytes, file_lock, read_bytes
 from snodo.state.audit import AuditLog, VerifyReport
-from snodo.state.audit_chain import GENESIS, Anchor, ChainBreak, first_problem, newest, read_anchor, scan_lines
+from snodo.state.audit_chain import GENESIS, Anchor, ChainBreak, first_problem, read_anchor, scan_lines
 from snodo.state.audit_key import audit_public_key
 from snodo.state.keys import openssh_public
 
@@ -70,7 +70,7 @@ def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
     audit_public_key(log.home)  # the home must be readable before anything moves
     with file_lock(log.path):
         found, anchor = _fault(log)
-        lost = newest(log.anchor_path) or {}
+        lost = anchor.record
         kept = _keep_aside(log)
         record = {
             "ts": datetime.now(UTC).isoformat(timespec="microseconds"),

@@ -67,8 +67,7 @@ class VerifyReport:
 
 # Process-wide, touched under the log's lock only. _CHECKED: logs (device, inode) whose whole
 # chain this process checked. _LEFT, by log (real path): the home's record this process's last
-# append wrote and the identity of the home's two slot files then; while the log and the slots
-# are still so (any write sets a ctime, which no process can set back), neither is read again.
+# append wrote and the slots' identities then; while the log and the slots are still so, neither is read again.
 _CHECKED: set[tuple[int, int] | None] = set()
 _LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...]]] = {}
 

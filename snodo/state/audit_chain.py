@@ -164,10 +164,9 @@ _MODE_MEMBER = b',"mode":'
 
 
 def linked_line(record: Mapping[str, Any], data_json: bytes | None = None) -> tuple[str, bytes]:
-    """The hash of ``record``'s six hashed fields and its line, the canonical JSON of the
-    whole record, from one encoding: with sorted keys ``hash`` goes just before the last
-    ``,"mode":``, where :func:`fast_link` cuts it out. ``data_json``: ``record["data"]``
-    already encoded canonically (``data`` is the first key)."""
+    """The hash of ``record``'s hashed fields and its line (the whole record's canonical JSON)
+    from one encoding: with sorted keys ``hash`` goes just before the last ``,"mode":``, where
+    :func:`fast_link` cuts it out. ``data_json``: ``record["data"]`` encoded canonically."""
     if data_json is None:
         body = canonical_json({k: record[k] for k in HASHED_FIELDS})
     else:
@@ -218,7 +217,7 @@ def last_line(log: BinaryIO, size: int) -> bytes:
 
 def scan_lines(raw_lines: Iterable[bytes], anchor: Anchor | None) -> Scan:
     """One pass: chain every line, stop at the first fault, note the last checkpoint."""
-    scan, prev, lines, offset, last_checkpoint_raw = Scan(), GENESIS, 0, 0, b""
+    scan, prev, offset, last_checkpoint_raw = Scan(), GENESIS, 0, b""
     anchor_seq = anchor.seq if anchor is not None else -1
     for lineno, raw in enumerate(raw_lines, start=1):
         fast = fast_link(raw, lineno, prev)
@@ -232,13 +231,12 @@ def scan_lines(raw_lines: Iterable[bytes], anchor: Anchor | None) -> Scan:
                 scan.fault, scan.fault_is_torn_end = broken, not raw.endswith(b"\n")
                 break
             prev, is_checkpoint = record["hash"], record["event"] == CHECKPOINT
-        lines, offset = lineno, offset + len(raw)
+        scan.lines, offset = lineno, offset + len(raw)
         if lineno - 1 == anchor_seq:
             scan.anchor_hash = prev
         if is_checkpoint:
             last_checkpoint_raw, scan.checkpoint_line, scan.signed_size = raw, lineno, offset
             scan.checkpoints += 1
-    scan.lines = lines
     if last_checkpoint_raw:
         try:
             scan.checkpoint = parse_line(last_checkpoint_raw, scan.checkpoint_line)
@@ -252,9 +250,8 @@ def first_problem(
     scan: Scan, anchor: Anchor | None, key: Ed25519PublicKey | None, *, home: Path, tail_ok: bool = False
 ) -> ChainBreak | None:
     """The earliest fault: a broken line, a home checkpoint the log does not hold, an
-    unsigned tail (unless ``tail_ok``), a last checkpoint whose signature fails."""
-    # When the chain breaks after the last checkpoint the break is the fault to name (it is
-    # why no checkpoint covers the lines), unless it is only a write cut off at the end.
+    unsigned tail (unless ``tail_ok``; a break after the last checkpoint is the fault to name
+    unless it is only a write cut off at the end), a last checkpoint whose signature fails."""
     unsigned = scan.lines > scan.checkpoint_line and (scan.fault is None or scan.fault_is_torn_end)
     problems = [None if tail_ok else scan.fault, _anchor_problem(scan, anchor, home)]
     if unsigned and not tail_ok:
@@ -373,9 +370,8 @@ def slot_identities(path: Path) -> tuple[tuple[int, ...] | None, ...]:
 def write_anchor(
     path: Path, log_real: str, checkpoint: Mapping[str, Any], file: os.stat_result, previous: Anchor | None
 ) -> Anchor:
-    """Record the checkpoint and ``file`` (the log, at ``log_real``, as this append left it),
-    in place, in the slot ``previous`` (the home's record, ``None`` if it has none) is not in.
-    Not fsynced: a checkpoint lost in a crash only leaves the home behind."""
+    """Record the checkpoint and ``file`` (the log as this append left it), in place, in the
+    slot ``previous`` is not in. Not fsynced: a checkpoint lost in a crash only leaves the home behind."""
     target, number = (1 - previous.slot, previous.write + 1) if previous is not None else (0, 0)
     identity = file_identity(file)
     body: dict[str, Any] = {

@@ -61,9 +61,8 @@ MAX_REASON = 2000
 
 
 def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
-    """Start a new log recording the lost head and ``reason``; returns its first record.
-    Refused without a reason, when the home recorded no checkpoint for this log (nothing was
-    lost) and when the log is intact."""
+    """Start a new log recording the lost head and ``reason``; its first record. Refused without a
+    reason, if the home recorded no checkpoint for this log (nothing was lost) or it is intact."""
     reason = (reason or "").strip()
     if not reason:
         raise StateError("`snodo audit restart` needs a reason", hint='say why: --reason "the checkout was re-cloned"')

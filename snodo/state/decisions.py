@@ -59,8 +59,7 @@ class DecisionRecord:
 
 
 def check_inv3(pending: PendingDecision) -> None:
-    """Refuse to decide on an escalation with a blocker or an error (the rule is
-    ``snodo.rules.authorisation``'s)."""
+    """Refuse to decide on an escalation with a blocker or an error (``snodo.rules.authorisation``)."""
     refusals = pending.blocking_validators()
     if refusals:
         raise DecisionError(

@@ -19,8 +19,7 @@ ALLOWED_SIGNERS = "allowed_signers"
 DECISION_NAMESPACE = "snodo-decision"
 ATTESTATION_NAMESPACE = "snodo-attestation"
 
-# A run of non-space characters and double-quoted strings (an option's value may hold a
-# comma or a space inside its quotes).
+# Non-space characters and double-quoted strings (an option's value may quote a comma or a space).
 _TOKEN = re.compile(r'(?:[^\s"]+|"[^"]*")+')
 _NAMESPACES = re.compile(r'(?:^|,)namespaces="([^"]*)"')
 _KEY_TYPE = re.compile(r"^(ssh-|ecdsa-|sk-|rsa-)")

@@ -196,15 +196,13 @@ class AuditLog:
         with one write and one fsync, then record the checkpoint in the home (last: ``anchor``)."""
         signer, fingerprint = signing_key_and_fingerprint(self.home)
         out = bytearray()
-        for draft, encoded in drafts:
-            record = {"seq": seq, "ts": draft["ts"], "event": draft["event"], "mode": draft["mode"]}
-            record["data"], record["prev"] = draft["data"], prev
-            record["hash"], line = linked_line(record, encoded)
-            prev = record["hash"]
+        for n, (draft, encoded) in enumerate(drafts, start=seq):
+            record = {"seq": n, **draft, "prev": prev}  # a draft holds ts, event, mode and data, in that order
+            prev, line = linked_line(record, encoded)
             draft.clear()
-            draft.update(record)
+            draft.update(record, hash=prev)
             out += line
-            seq += 1
+        seq += len(drafts)
         ts = _now()
         signature = signer.sign(checkpoint_payload(seq, ts, prev, fingerprint))
         checkpoint: dict[str, Any] = {

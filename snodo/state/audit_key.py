@@ -49,8 +49,7 @@ def signing_key_and_fingerprint(home: Path) -> tuple[Ed25519PrivateKey, str]:
 
 def audit_public_key(home: Path) -> Ed25519PublicKey | None:
     """None if this home has never signed an audit log."""
-    _, public = audit_key_paths(home)
     try:
-        return load_public_key_file(public)
+        return load_public_key_file(audit_key_paths(home)[1])
     except FileNotFoundError:
         return None

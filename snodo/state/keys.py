@@ -88,8 +88,7 @@ def ensure_pair(private: Path, public: Path, what: str, *, raw: bool = False, lo
 
 
 def ensure_decision_keys(home: Path) -> Ed25519PublicKey:
-    private, public = decision_key_paths(home)
-    ensure_pair(private, public, "decision")
+    ensure_pair(*decision_key_paths(home), "decision")
     return load_decision_public_key(home)
 
 

@@ -164,12 +164,10 @@ class SessionStore:
         return self._update(session_id, change)
 
     def end(self, session_id: str) -> Session:
-        session = self._update(
-            session_id,
-            lambda s: (
-                s if s.status != ACTIVE else evolve(s, status=CLOSED, ended_at=_now().isoformat(timespec="seconds"))
-            ),
-        )
+        def close(s: Session) -> Session:
+            return s if s.status != ACTIVE else evolve(s, status=CLOSED, ended_at=_now().isoformat(timespec="seconds"))
+
+        session = self._update(session_id, close)
         project = Path(session.project_root)
         if project_state_path(project).exists():
             with file_lock(project_state_path(project)):

@@ -134,11 +134,8 @@ class DecisionStore:
         except StateError as exc:
             problem = exc.message
             return {}, lambda who: f"cannot verify: {problem} ({who})"
-        local = {public_key_fingerprint(key): Signer(name="local", key=key)}
-        return (
-            local,
-            lambda who: f"{who}, which is not this home's decision key (list it in {_LISTED_FILE} to trust it)",
-        )
+        why = f"which is not this home's decision key (list it in {_LISTED_FILE} to trust it)"
+        return {public_key_fingerprint(key): Signer(name="local", key=key)}, lambda who: f"{who}, {why}"
 
     def verified_records(
         self, task_id: str, spec_sha256: str, *, tree: str = ""

@@ -1,7 +1,6 @@
 """The audit log's formats, on their own page for an offline checker: a line (hashing, the
-checkpoint signature, scanning the chain) and the home's record of the last checkpoint, two
-slots written in place in turn (docs/architecture.md, "Evidence"), under the log's lock.
-"""
+checkpoint signature, scanning the chain) and the home's record of the last checkpoint (two
+slots written in place in turn, under the log's lock; docs/architecture.md, "Evidence")."""
 
 from __future__ import annotations
 
@@ -252,16 +251,14 @@ def first_problem(
     """The earliest fault: a broken line, a home checkpoint the log does not hold, an
     unsigned tail (unless ``tail_ok``; a break after the last checkpoint is the fault to name
     unless it is only a write cut off at the end), a last checkpoint whose signature fails."""
-    unsigned = scan.lines > scan.checkpoint_line and (scan.fault is None or scan.fault_is_torn_end)
-    problems = [None if tail_ok else scan.fault, _anchor_problem(scan, anchor, home)]
-    if unsigned and not tail_ok:
-        problems.append(
-            ChainBreak(
-                scan.checkpoint_line + 1,
-                "not covered by a signed checkpoint (appended outside snodo, or an append was cut off)",
-            )
-        )
-    problems.append(_signature_problem(scan, key))
+    unsigned = not tail_ok and scan.lines > scan.checkpoint_line and (scan.fault is None or scan.fault_is_torn_end)
+    why = "not covered by a signed checkpoint (appended outside snodo, or an append was cut off)"
+    problems = [
+        None if tail_ok else scan.fault,
+        _anchor_problem(scan, anchor, home),
+        ChainBreak(scan.checkpoint_line + 1, why) if unsigned else None,
+        _signature_problem(scan, key),
+    ]
     return min((p for p in problems if p is not None), key=lambda p: p.line or 0, default=None)
 
 

@@ -1,6 +1,4 @@
-"""The project's signed, hash-chained audit log (docs/architecture.md, "Evidence"); its line
-format and the home's record of its head are :mod:`snodo.state.audit_chain`.
-"""
+"""The project's signed, hash-chained audit log (docs/architecture.md, "Evidence"); formats in :mod:`.audit_chain`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Agents' proposals on pending decisions: ``proposals/<decision_id>-<n>.json`` in the
-project's runtime state. Advice only, shown by ``snodo authorize`` beside the escalation;
-everything in one but its bookkeeping came from an agent.
-"""
+"""Agents' proposals on pending decisions (runtime ``proposals/<decision_id>-<n>.json``): advice
+shown by ``snodo authorize`` beside the escalation, all but the bookkeeping from an agent."""
 
 from __future__ import annotations
 

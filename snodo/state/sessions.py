@@ -1,7 +1,5 @@
 """Sessions (``$SNODO_HOME/sessions/<id>.json``), where an escalation waits for a person, and
-project state (``state.json`` in the runtime directory). Every change is a locked
-read-modify-write and an atomic replace: concurrent validators lose no decision.
-"""
+project state (runtime ``state.json``), each changed under a lock and replaced atomically."""
 
 from __future__ import annotations
 

@@ -27,8 +27,7 @@ _KEY_TYPE = re.compile(r"^(ssh-|ecdsa-|sk-|rsa-)")
 
 @frozen(kw_only=True)
 class Signer:
-    """``key``: ``None`` for SSH key types only git checks; ``namespaces``: ``None`` when the
-    line allows every namespace."""
+    """``key``: ``None`` for SSH key types only git checks; ``namespaces``: ``None`` if all are allowed."""
 
     name: str
     key: Ed25519PublicKey | None

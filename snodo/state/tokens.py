@@ -1,8 +1,7 @@
-"""Single-use validation tokens (INV1): an HS256 JWT bound to one task and spec, plus a row
-in ``$SNODO_HOME/tokens.db``. Consumption is one ``UPDATE ... WHERE consumed_at IS NULL`` in
-a ``BEGIN IMMEDIATE`` transaction, so of concurrent consumers exactly one changes the row.
-Every database failure raises: a token store that cannot answer never lets work through.
-"""
+"""Single-use validation tokens (INV1): an HS256 JWT bound to one task and spec, plus a row in
+``$SNODO_HOME/tokens.db`` that one ``UPDATE ... WHERE consumed_at IS NULL`` in a ``BEGIN
+IMMEDIATE`` transaction consumes (for exactly one of concurrent consumers). Every database
+failure raises: a token store that cannot answer never lets work through."""
 
 from __future__ import annotations
 

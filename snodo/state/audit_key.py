@@ -14,6 +14,8 @@ from snodo.state.home import keys_dir
 from snodo.state.keys import ensure_pair, load_public_key_file, public_key_fingerprint, read_secret
 
 _RAW_KEY_BYTES = 32
+#: What a new pair costs, said when half of the old one is missing.
+_LOST = "logs signed with the old pair then verify only with its public key: `snodo audit verify --key`"
 
 
 def audit_key_paths(home: Path) -> tuple[Path, Path]:
@@ -30,13 +32,7 @@ def signing_key_and_fingerprint(home: Path) -> tuple[Ed25519PrivateKey, str]:
     """The audit key (created on first use) and its public fingerprint."""
     private, public = audit_key_paths(home)
     if not (private.exists() and public.exists()):
-        ensure_pair(
-            private,
-            public,
-            "audit",
-            raw=True,
-            lost="logs signed with the old pair then verify only with its public key: `snodo audit verify --key`",
-        )
+        ensure_pair(private, public, "audit", raw=True, lost=_LOST)
     raw = read_secret(private)
     if len(raw) != _RAW_KEY_BYTES:
         raise StateError(f"{private} is not an audit key ({len(raw)} bytes, expected {_RAW_KEY_BYTES})")

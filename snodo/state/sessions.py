@@ -196,9 +196,7 @@ class SessionStore:
 
     def pending(self, project_root: Path | str) -> builtins.list[tuple[Session, PendingDecision]]:
         """Oldest first."""
-        found = [
-            (session, pending) for session in self.list(project_root) for pending in session.pending_decisions.values()
-        ]
+        found = ((s, p) for s in self.list(project_root) for p in s.pending_decisions.values())
         return sorted(found, key=lambda pair: pair[1].created_at)
 
     def find_pending(self, decision_id: str, project_root: Path | str) -> tuple[Session, PendingDecision]:

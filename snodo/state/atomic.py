@@ -1,9 +1,6 @@
-"""Durable state files: atomic writes, strict reads, cross-process locks.
-
-A write goes to a temporary file beside the target and is renamed over it, so a reader sees
-the old or the new file, never half of one. A file that does not parse is reported with its
-path and left alone: replacing it would destroy the evidence of what went wrong.
-"""
+"""Durable state files: a write is renamed into place (a reader sees the old or the new file,
+never half of one); a file that does not parse is reported and left alone (replacing it would
+destroy the evidence of what went wrong); locks hold across processes."""
 
 from __future__ import annotations
 
@@ -61,9 +58,8 @@ def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
 
 
 def atomic_create_bytes(path: Path, data: bytes, *, mode: int = 0o600) -> bool:
-    """Create ``path`` holding ``data`` unless it exists; True if this call made it. The
-    complete file is linked into place: concurrent creators agree on one winner, and no
-    reader sees the file empty."""
+    """Create ``path`` holding ``data`` unless it exists (True if this call made it), linked
+    into place complete: concurrent creators agree on one winner, no reader sees it empty."""
     path = Path(path)
     try:
         _write_temp(path, data, mode, lambda tmp: os.link(tmp, path))
@@ -116,9 +112,8 @@ def read_json(path: Path) -> Any:
 
 @contextlib.contextmanager
 def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
-    """An exclusive (or shared) ``flock`` on ``<path>.lock``, across processes and threads
-    (each call opens its own descriptor). The lock file is never deleted: unlinking it would
-    let two processes lock two different inodes."""
+    """An exclusive (or shared) ``flock`` on ``<path>.lock``, across processes and threads (a
+    descriptor per call), never deleted: unlinking it would let two processes lock two inodes."""
     lock_path = Path(path).with_name(Path(path).name + ".lock")
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)

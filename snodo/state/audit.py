@@ -1,6 +1,4 @@
-"""The project's signed, hash-chained audit log (docs/architecture.md, "Evidence"); its line
-format and the home's record of its head are :mod:`snodo.state.audit_chain`.
-"""
+"""The project's signed, hash-chained audit log (docs/architecture.md, "Evidence"); formats in :mod:`.audit_chain`."""
 
 from __future__ import annotations
 
@@ -67,14 +65,9 @@ class VerifyReport:
 
 # Process-wide, touched under the log's lock only. _CHECKED: logs (device, inode) whose whole
 # chain this process checked. _LEFT, by log (real path): the home's record this process's last
-# append wrote and the identity of the home's two slot files then; while the log and the slots
-# are still so (any write sets a ctime, which no process can set back), neither is read again.
+# append wrote and the slots' identities then; while the log and the slots are still so, neither is read again.
 _CHECKED: set[tuple[int, int] | None] = set()
 _LEFT: dict[str, tuple[Anchor, tuple[tuple[int, ...] | None, ...]]] = {}
-
-
-def _datasync(fd: int) -> None:
-    getattr(os, "fdatasync", os.fsync)(fd)
 
 
 class AuditLog:
@@ -95,13 +88,12 @@ class AuditLog:
     def anchor_path(self) -> Path:
         return _anchor_file(self.home, os.path.realpath(self.path))
 
-    def verify(self, *, key: Ed25519PublicKey | None = None, anchored: bool = True) -> VerifyReport:
-        """Check every line, the last checkpoint's signature and the home's checkpoint
-        (``anchored=False``: not the home's, for another machine's log). ``key``: the trusted
-        audit public key (default: this home's; :class:`StateError` if there is none)."""
+    def verify(self, *, key: Ed25519PublicKey | None = None) -> VerifyReport:
+        """Check every line, the home's checkpoint and the last checkpoint's signature with
+        ``key`` (default: this home's audit key)."""
         with file_lock(self.path, shared=True):
             try:
-                anchor = read_anchor(self.anchor_path) if anchored else None
+                anchor = read_anchor(self.anchor_path)
             except ChainBreak as broken:
                 return VerifyReport(ok=False, count=0, line=broken.line, reason=broken.reason)
             scan = scan_lines(self.lines(), anchor)
@@ -153,9 +145,8 @@ class AuditLog:
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
-        """Group this thread's appends until the block ends (raised or not) into one signed
-        append; the log is checked on entry, so a broken log refuses before the call acts.
-        Nested blocks join the outermost one."""
+        """Group this thread's appends until the outermost block ends (raised or not) into one
+        signed append; a broken log refuses on entry, before the call acts."""
         if getattr(self._local, "buffer", None) is not None:
             yield
             return
@@ -203,15 +194,13 @@ class AuditLog:
         with one write and one fsync, then record the checkpoint in the home (last: ``anchor``)."""
         signer, fingerprint = signing_key_and_fingerprint(self.home)
         out = bytearray()
-        for draft, encoded in drafts:
-            record = {"seq": seq, "ts": draft["ts"], "event": draft["event"], "mode": draft["mode"]}
-            record["data"], record["prev"] = draft["data"], prev
-            record["hash"], line = linked_line(record, encoded)
-            prev = record["hash"]
+        for n, (draft, encoded) in enumerate(drafts, start=seq):
+            record = {"seq": n, **draft, "prev": prev}  # a draft holds ts, event, mode and data, in that order
+            prev, line = linked_line(record, encoded)
             draft.clear()
-            draft.update(record)
+            draft.update(record, hash=prev)
             out += line
-            seq += 1
+        seq += len(drafts)
         ts = _now()
         signature = signer.sign(checkpoint_payload(seq, ts, prev, fingerprint))
         checkpoint: dict[str, Any] = {
@@ -325,7 +314,7 @@ class AuditLog:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                _datasync(fd)
+                getattr(os, "fdatasync", os.fsync)(fd)
                 stat = os.fstat(fd)
                 if created:
                     _CHECKED.add((stat.st_dev, stat.st_ino))

@@ -1,7 +1,6 @@
 """The audit log's formats, on their own page for an offline checker: a line (hashing, the
-checkpoint signature, scanning the chain) and the home's record of the last checkpoint, two
-slots written in place in turn (docs/architecture.md, "Evidence"), under the log's lock.
-"""
+checkpoint signature, scanning the chain) and the home's record of the last checkpoint (two
+slots written in place in turn, under the log's lock; docs/architecture.md, "Evidence")."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from attrs import define, frozen
+from attrs import Factory, define, frozen
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -27,8 +26,7 @@ GENESIS = "0" * 64
 CHECKPOINT = "checkpoint"
 HASHED_FIELDS = ("seq", "ts", "event", "mode", "data", "prev")
 ALL_FIELDS = frozenset((*HASHED_FIELDS, "hash"))
-# Prefixed to the signed bytes so a checkpoint signature never passes for one over another
-# snodo document.
+# Prefixed to the signed bytes: a checkpoint signature never passes for another snodo document's.
 _CHECKPOINT_CONTEXT = b"snodo audit checkpoint v1\n"
 #: How a checkpoint signed by another key than the trusted one is reported.
 KEY_MISMATCH = "not by the trusted audit key"
@@ -36,10 +34,6 @@ KEY_MISMATCH = "not by the trusted audit key"
 LARGE_STRING_CHARS = 4096
 """A string in an event longer than this is recorded as digest, length and excerpt."""
 EXCERPT_CHARS = 256
-
-
-def record_hash(record: Mapping[str, Any]) -> str:
-    return hashlib.sha256(canonical_json({k: record[k] for k in HASHED_FIELDS})).hexdigest()
 
 
 def checkpoint_payload(seq: int, ts: str, prev: str, key: str) -> bytes:
@@ -68,9 +62,8 @@ def bounded(value: Any) -> Any:
 
 @frozen(kw_only=True)
 class Anchor:
-    """The last checkpoint as the home recorded it: seq, hash, the log's size up to it, the
-    log file as that append left it (:func:`file_identity`; ``None`` in an older record), and
-    the slot holding it with its write number."""
+    """The last checkpoint as the home recorded it, with the log file as that append left it
+    (:func:`file_identity`; ``None`` in an older record), the slot holding it and, as read, its record."""
 
     seq: int
     hash: str
@@ -78,6 +71,7 @@ class Anchor:
     file: tuple[int, int, int, int] | None = None
     slot: int = 0
     write: int = -1
+    record: dict[str, Any] = Factory(dict)
 
 
 class ChainBreak(Exception):
@@ -125,7 +119,7 @@ def check_record(record: dict[str, Any], lineno: int, prev: str) -> None:
     if record["prev"] != prev:
         raise ChainBreak(lineno, "prev does not match the hash of the line before")
     try:
-        actual = record_hash(record)
+        actual = linked_line(record)[0]
     except ValueError as exc:
         raise ChainBreak(lineno, f"record cannot be hashed ({exc})") from exc
     if record["hash"] != actual:
@@ -169,10 +163,9 @@ _MODE_MEMBER = b',"mode":'
 
 
 def linked_line(record: Mapping[str, Any], data_json: bytes | None = None) -> tuple[str, bytes]:
-    """The hash of ``record``'s six hashed fields and its line, the canonical JSON of the
-    whole record, from one encoding: with sorted keys ``hash`` goes just before the last
-    ``,"mode":``, where :func:`fast_link` cuts it out. ``data_json``: ``record["data"]``
-    already encoded canonically (``data`` is the first key)."""
+    """The hash of ``record``'s hashed fields and its line (the whole record's canonical JSON)
+    from one encoding: with sorted keys ``hash`` goes just before the last ``,"mode":``, where
+    :func:`fast_link` cuts it out. ``data_json``: ``record["data"]`` encoded canonically."""
     if data_json is None:
         body = canonical_json({k: record[k] for k in HASHED_FIELDS})
     else:
@@ -223,7 +216,7 @@ def last_line(log: BinaryIO, size: int) -> bytes:
 
 def scan_lines(raw_lines: Iterable[bytes], anchor: Anchor | None) -> Scan:
     """One pass: chain every line, stop at the first fault, note the last checkpoint."""
-    scan, prev, lines, offset, last_checkpoint_raw = Scan(), GENESIS, 0, 0, b""
+    scan, prev, offset, last_checkpoint_raw = Scan(), GENESIS, 0, b""
     anchor_seq = anchor.seq if anchor is not None else -1
     for lineno, raw in enumerate(raw_lines, start=1):
         fast = fast_link(raw, lineno, prev)
@@ -237,13 +230,12 @@ def scan_lines(raw_lines: Iterable[bytes], anchor: Anchor | None) -> Scan:
                 scan.fault, scan.fault_is_torn_end = broken, not raw.endswith(b"\n")
                 break
             prev, is_checkpoint = record["hash"], record["event"] == CHECKPOINT
-        lines, offset = lineno, offset + len(raw)
+        scan.lines, offset = lineno, offset + len(raw)
         if lineno - 1 == anchor_seq:
             scan.anchor_hash = prev
         if is_checkpoint:
             last_checkpoint_raw, scan.checkpoint_line, scan.signed_size = raw, lineno, offset
             scan.checkpoints += 1
-    scan.lines = lines
     if last_checkpoint_raw:
         try:
             scan.checkpoint = parse_line(last_checkpoint_raw, scan.checkpoint_line)
@@ -257,19 +249,16 @@ def first_problem(
     scan: Scan, anchor: Anchor | None, key: Ed25519PublicKey | None, *, home: Path, tail_ok: bool = False
 ) -> ChainBreak | None:
     """The earliest fault: a broken line, a home checkpoint the log does not hold, an
-    unsigned tail (unless ``tail_ok``), a last checkpoint whose signature fails."""
-    # When the chain breaks after the last checkpoint the break is the fault to name (it is
-    # why no checkpoint covers the lines), unless it is only a write cut off at the end.
-    unsigned = scan.lines > scan.checkpoint_line and (scan.fault is None or scan.fault_is_torn_end)
-    problems = [None if tail_ok else scan.fault, _anchor_problem(scan, anchor, home)]
-    if unsigned and not tail_ok:
-        problems.append(
-            ChainBreak(
-                scan.checkpoint_line + 1,
-                "not covered by a signed checkpoint (appended outside snodo, or an append was cut off)",
-            )
-        )
-    problems.append(_signature_problem(scan, key))
+    unsigned tail (unless ``tail_ok``; a break after the last checkpoint is the fault to name
+    unless it is only a write cut off at the end), a last checkpoint whose signature fails."""
+    unsigned = not tail_ok and scan.lines > scan.checkpoint_line and (scan.fault is None or scan.fault_is_torn_end)
+    why = "not covered by a signed checkpoint (appended outside snodo, or an append was cut off)"
+    problems = [
+        None if tail_ok else scan.fault,
+        _anchor_problem(scan, anchor, home),
+        ChainBreak(scan.checkpoint_line + 1, why) if unsigned else None,
+        _signature_problem(scan, key),
+    ]
     return min((p for p in problems if p is not None), key=lambda p: p.line or 0, default=None)
 
 
@@ -342,11 +331,6 @@ def _newest(path: Path) -> tuple[int, dict[str, Any]] | None:
     return None
 
 
-def newest(path: Path) -> dict[str, Any] | None:
-    found = _newest(path)
-    return found[1] if found else None
-
-
 def read_anchor(path: Path) -> Anchor | None:
     found = _newest(path)
     if found is None:
@@ -356,7 +340,9 @@ def read_anchor(path: Path) -> Anchor | None:
     identity = None
     if isinstance(file, list) and len(file) == 4 and all(type(n) is int for n in file):
         identity = (file[0], file[1], file[2], file[3])
-    return Anchor(seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=identity, slot=slot, write=_number(raw))
+    return Anchor(
+        seq=raw["seq"], hash=raw["hash"], size=raw["size"], file=identity, slot=slot, write=_number(raw), record=raw
+    )
 
 
 def file_identity(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -381,9 +367,8 @@ def slot_identities(path: Path) -> tuple[tuple[int, ...] | None, ...]:
 def write_anchor(
     path: Path, log_real: str, checkpoint: Mapping[str, Any], file: os.stat_result, previous: Anchor | None
 ) -> Anchor:
-    """Record the checkpoint and ``file`` (the log, at ``log_real``, as this append left it),
-    in place, in the slot ``previous`` (the home's record, ``None`` if it has none) is not in.
-    Not fsynced: a checkpoint lost in a crash only leaves the home behind."""
+    """Record the checkpoint and ``file`` (the log as this append left it), in place, in the
+    slot ``previous`` is not in. Not fsynced: a checkpoint lost in a crash only leaves the home behind."""
     target, number = (1 - previous.slot, previous.write + 1) if previous is not None else (0, 0)
     identity = file_identity(file)
     body: dict[str, Any] = {

@@ -1,8 +1,6 @@
-"""The user's audit key pair, ``$SNODO_HOME/keys/audit_ed25519{,.pub}``: unlike the decision
-key, it signs the checkpoints every snodo process of the user appends, the MCP server
-included, proving a line was written by snodo running as this user, outside the confinement
-that keeps agents away from the home. The private half is its 32 raw bytes (0600).
-"""
+"""The user's audit key pair, ``$SNODO_HOME/keys/audit_ed25519{,.pub}`` (private: 32 raw bytes,
+0600). Unlike the decision key, every snodo process of the user signs with it, the MCP server
+included: a signed line was written by snodo as this user, outside the agents' confinement."""
 
 from __future__ import annotations
 
@@ -16,6 +14,8 @@ from snodo.state.home import keys_dir
 from snodo.state.keys import ensure_pair, load_public_key_file, public_key_fingerprint, read_secret
 
 _RAW_KEY_BYTES = 32
+#: What a new pair costs, said when half of the old one is missing.
+_LOST = "logs signed with the old pair then verify only with its public key: `snodo audit verify --key`"
 
 
 def audit_key_paths(home: Path) -> tuple[Path, Path]:
@@ -32,13 +32,7 @@ def signing_key_and_fingerprint(home: Path) -> tuple[Ed25519PrivateKey, str]:
     """The audit key (created on first use) and its public fingerprint."""
     private, public = audit_key_paths(home)
     if not (private.exists() and public.exists()):
-        ensure_pair(
-            private,
-            public,
-            "audit",
-            raw=True,
-            lost="logs signed with the old pair then verify only with its public key: `snodo audit verify --key`",
-        )
+        ensure_pair(private, public, "audit", raw=True, lost=_LOST)
     raw = read_secret(private)
     if len(raw) != _RAW_KEY_BYTES:
         raise StateError(f"{private} is not an audit key ({len(raw)} bytes, expected {_RAW_KEY_BYTES})")
@@ -51,8 +45,7 @@ def signing_key_and_fingerprint(home: Path) -> tuple[Ed25519PrivateKey, str]:
 
 def audit_public_key(home: Path) -> Ed25519PublicKey | None:
     """None if this home has never signed an audit log."""
-    _, public = audit_key_paths(home)
     try:
-        return load_public_key_file(public)
+        return load_public_key_file(audit_key_paths(home)[1])
     except FileNotFoundError:
         return None

@@ -1,8 +1,6 @@
-"""A person's acts on a project's audit log: ``snodo audit export`` (the log and its public
-key, for checking on another machine) and ``snodo audit restart``, a new log whose first
-signed line records the lost head: a lost log cannot be told apart from one deleted to hide
-something (docs/architecture.md, "Evidence"). No MCP tool exposes either.
-"""
+"""A person's acts on a project's audit log, exposed by no MCP tool: ``snodo audit export``
+and ``snodo audit restart``, a new log whose first signed line records the lost head (a lost
+log cannot be told apart from one deleted to hide something; docs/architecture.md, "Evidence")."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from attrs import frozen
 from snodo.base.errors import AuditChainError, StateError
 from snodo.state.atomic import atomic_create_bytes, file_lock, read_bytes
 from snodo.state.audit import AuditLog, VerifyReport
-from snodo.state.audit_chain import GENESIS, Anchor, ChainBreak, first_problem, newest, read_anchor, scan_lines
+from snodo.state.audit_chain import GENESIS, Anchor, ChainBreak, first_problem, read_anchor, scan_lines
 from snodo.state.audit_key import audit_public_key
 from snodo.state.keys import openssh_public
 
@@ -30,35 +28,32 @@ class Export:
 
 
 def export_log(log: AuditLog, dest: Path) -> Export:
-    """Copy ``log`` (under its lock) and the audit public key into ``dest``, and verify the
-    copy with that key alone; a broken log is not exported (the error says where it breaks)."""
+    """Copy ``log`` as it verifies with the audit public key, read under the same lock, and
+    that key into ``dest``; a broken log is not exported (the error says where it breaks)."""
     key = audit_public_key(log.home)
     if key is None:
         raise StateError(f"nothing to export: this home ({log.home}) has no audit key, so it signed no log")
-    report = log.verify()
-    if not report.ok:
-        error = AuditChainError(
-            f"audit log {log.path} is broken at line {report.line}: {report.reason}; nothing was exported",
-            line=report.line,
-            reason=report.reason,
-            hint="`snodo audit verify` shows the fault",
-        )
-        error.exit_code = 1
-        raise error
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        with file_lock(log.path, shared=True):
+    with file_lock(log.path, shared=True):
+        report = log.verify(key=key)
+        if not report.ok:
+            error = AuditChainError(
+                f"audit log {log.path} is broken at line {report.line}: {report.reason}; nothing was exported",
+                line=report.line,
+                reason=report.reason,
+                hint="`snodo audit verify` shows the fault",
+            )
+            error.exit_code = 1
+            raise error
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
             data = log.path.read_bytes() if log.path.exists() else b""
-    except OSError as exc:
-        raise StateError(f"cannot export to {dest}: {exc.strerror or exc}") from exc
+        except OSError as exc:
+            raise StateError(f"cannot export to {dest}: {exc.strerror or exc}") from exc
     log_file, key_file = dest / "audit.log", dest / "audit-key.pub"
     for path, content in ((log_file, data), (key_file, openssh_public(key).encode("ascii") + b"\n")):
         if not atomic_create_bytes(path, content, mode=0o644):
             raise StateError(f"{path} already exists; export into an empty directory")
-    copied = AuditLog(log_file, home=log.home).verify(key=key, anchored=False)
-    if not copied.ok:
-        raise StateError(f"the exported copy {log_file} does not verify: line {copied.line}: {copied.reason}")
-    return Export(log_file=log_file, key_file=key_file, report=copied)
+    return Export(log_file=log_file, key_file=key_file, report=report)
 
 
 EVENT = "audit_restarted"
@@ -66,16 +61,15 @@ MAX_REASON = 2000
 
 
 def restart_log(log: AuditLog, reason: str) -> dict[str, Any]:
-    """Start a new log recording the lost head and ``reason``; returns its first record.
-    Refused without a reason, when the home recorded no checkpoint for this log (nothing was
-    lost) and when the log is intact."""
+    """Start a new log recording the lost head and ``reason``; its first record. Refused without a
+    reason, if the home recorded no checkpoint for this log (nothing was lost) or it is intact."""
     reason = (reason or "").strip()
     if not reason:
         raise StateError("`snodo audit restart` needs a reason", hint='say why: --reason "the checkout was re-cloned"')
     audit_public_key(log.home)  # the home must be readable before anything moves
     with file_lock(log.path):
         found, anchor = _fault(log)
-        lost = newest(log.anchor_path) or {}
+        lost = anchor.record
         kept = _keep_aside(log)
         record = {
             "ts": datetime.now(UTC).isoformat(timespec="microseconds"),

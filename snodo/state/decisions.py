@@ -1,10 +1,7 @@
-"""Signed human decisions: ``<project>/.snodo/decisions/<decision_id>.json``, committed.
-
-A decision lets a ``warn`` count as a pass, so it counts only while its signature (made by
-:mod:`snodo.cli.signing`) verifies with a trusted key and it binds exactly the task, spec and
-(after execution) git tree validated (docs/architecture.md, "Decisions"); records that fail
-are handed back, with who signed them, for the audit.
-"""
+"""Signed human decisions, ``<project>/.snodo/decisions/<decision_id>.json`` (committed). One
+lets a ``warn`` pass only while its signature (by :mod:`snodo.cli.signing`) verifies with a
+trusted key and it binds exactly the task, spec and (after execution) git tree validated
+(docs/architecture.md, "Decisions"); those that fail are handed back, with their signer."""
 
 from __future__ import annotations
 
@@ -62,8 +59,7 @@ class DecisionRecord:
 
 
 def check_inv3(pending: PendingDecision) -> None:
-    """Refuse to decide on an escalation with a blocker or an error (the rule is
-    ``snodo.rules.authorisation``'s)."""
+    """Refuse to decide on an escalation with a blocker or an error (``snodo.rules.authorisation``)."""
     refusals = pending.blocking_validators()
     if refusals:
         raise DecisionError(
@@ -111,7 +107,6 @@ class DecisionStore:
     def __init__(self, project: Path, home: Path, *, signers: str | None) -> None:
         """``signers``: the allowed_signers text in force (``None``: no list is in force)."""
         self.directory = Path(project) / ".snodo" / "decisions"
-        self.project = Path(project)
         self.home = home
         self.signers = signers
 
@@ -139,11 +134,8 @@ class DecisionStore:
         except StateError as exc:
             problem = exc.message
             return {}, lambda who: f"cannot verify: {problem} ({who})"
-        local = {public_key_fingerprint(key): Signer(name="local", key=key)}
-        return (
-            local,
-            lambda who: f"{who}, which is not this home's decision key (list it in {_LISTED_FILE} to trust it)",
-        )
+        why = f"which is not this home's decision key (list it in {_LISTED_FILE} to trust it)"
+        return {public_key_fingerprint(key): Signer(name="local", key=key)}, lambda who: f"{who}, {why}"
 
     def verified_records(
         self, task_id: str, spec_sha256: str, *, tree: str = ""

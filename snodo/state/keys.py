@@ -1,12 +1,8 @@
-"""Key files under ``$SNODO_HOME/keys/``: the token key and the decision key pair.
-
-Created on first use, linked into place complete: the loser of a creation race reads the
-winner's key. A key file readable by others, or empty, is refused rather than repaired.
-Only :mod:`snodo.cli.signing` (``snodo authorize``) reads the decision private key, so no
-agent-facing code path can sign a decision. Public keys travel as OpenSSH lines (PEM is
-read too); ``cryptography``'s serialization package is imported only where those forms are
-read or written.
-"""
+"""Key files under ``$SNODO_HOME/keys/``: the token key and the decision key pair, created on
+first use and linked into place complete (the loser of a creation race reads the winner's key);
+one readable by others, or empty, is refused rather than repaired. Only :mod:`snodo.cli.signing`
+(``snodo authorize``) reads the decision private key: no agent-facing code path can sign a
+decision. Public keys travel as OpenSSH lines (PEM is read too)."""
 
 from __future__ import annotations
 
@@ -27,6 +23,8 @@ from snodo.state.home import keys_dir
 DECISION_PRIVATE_KEY_FILE = "decision_ed25519"
 DECISION_PUBLIC_KEY_FILE = "decision_ed25519.pub"
 _TOKEN_KEY_BYTES = 32
+#: How the blob of an ``ssh-ed25519`` line starts: the type, then the 32-byte key, each behind its length (RFC 8709).
+_ED25519_BLOB = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20"
 
 #: The key pairs this process created: the command line says a new home is a new identity.
 created_here: list[Path] = []
@@ -83,19 +81,14 @@ def ensure_pair(private: Path, public: Path, what: str, *, raw: bool = False, lo
             from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 key serialisation only when a key file is read or written
 
             key = Ed25519PrivateKey.generate()
-            encoding, form = (
-                (serialization.Encoding.Raw, serialization.PrivateFormat.Raw)
-                if raw
-                else (serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8)
-            )
-            atomic_create_bytes(private, key.private_bytes(encoding, form, serialization.NoEncryption()), mode=0o600)
+            pem = (serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            atomic_create_bytes(private, key.private_bytes_raw() if raw else key.private_bytes(*pem), mode=0o600)
             atomic_create_bytes(public, openssh_public(key.public_key()).encode("ascii") + b"\n", mode=0o644)
             created_here.append(private)
 
 
 def ensure_decision_keys(home: Path) -> Ed25519PublicKey:
-    private, public = decision_key_paths(home)
-    ensure_pair(private, public, "decision")
+    ensure_pair(*decision_key_paths(home), "decision")
     return load_decision_public_key(home)
 
 
@@ -130,21 +123,13 @@ def parse_public_key(data: bytes, source: str) -> Ed25519PublicKey:
 
 
 def _openssh_ed25519(line: bytes, source: str) -> Ed25519PublicKey:
-    """The blob is the string ``ssh-ed25519`` then the key, each behind its 4-byte length (RFC 8709)."""
     try:
         blob = binascii.a2b_base64(line.split()[1], strict_mode=True)
-        fields = []
-        while blob:
-            size = int.from_bytes(blob[:4], "big")
-            if len(blob) < 4 + size:
-                raise ValueError("truncated key data")
-            fields.append(blob[4 : 4 + size])
-            blob = blob[4 + size :]
-        if fields[:1] != [b"ssh-ed25519"] or len(fields) != 2:
+        if len(blob) != len(_ED25519_BLOB) + 32 or not blob.startswith(_ED25519_BLOB):
             raise ValueError("the key data is not one ssh-ed25519 key")
-        return Ed25519PublicKey.from_public_bytes(fields[1])
     except (ValueError, IndexError, binascii.Error) as exc:
         raise StateError(f"{source} is not a valid public key (OpenSSH or PEM): {exc}") from exc
+    return Ed25519PublicKey.from_public_bytes(blob[len(_ED25519_BLOB) :])
 
 
 def load_public_key_file(path: Path) -> Ed25519PublicKey:

@@ -1,7 +1,5 @@
-"""Agents' proposals on pending decisions: ``proposals/<decision_id>-<n>.json`` in the
-project's runtime state. Advice only, shown by ``snodo authorize`` beside the escalation;
-everything in one but its bookkeeping came from an agent.
-"""
+"""Agents' proposals on pending decisions (runtime ``proposals/<decision_id>-<n>.json``): advice
+shown by ``snodo authorize`` beside the escalation, all but the bookkeeping from an agent."""
 
 from __future__ import annotations
 
@@ -13,12 +11,13 @@ from attrs import frozen
 
 from snodo.base.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_create_bytes, dumps_json, load_record, unstructure
-from snodo.state.decisions import DECISION_ID
+from snodo.state.decisions import DECISION_ID, Rejected
 from snodo.state.home import made
 from snodo.state.runtime import runtime_dir
 from snodo.state.sessions import PendingDecision
 
 MAX_PROPOSALS_PER_DECISION = 1000
+Unreadable = Rejected  # a file for_decision cannot use: reported, never skipped
 
 
 @frozen(kw_only=True)
@@ -35,14 +34,6 @@ class Proposal:
     n: int
     authorises: bool = False
     note: str = ""
-
-
-@frozen(kw_only=True)
-class Unreadable:
-    """Reported, never silently skipped."""
-
-    path: Path
-    reason: str
 
 
 class ProposalStore:

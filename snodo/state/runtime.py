@@ -1,13 +1,12 @@
-"""Where a project's runtime state lives: ``<common git dir>/snodo/``, out of reach of ``git
-clean`` and of confined processes (docs/architecture.md, "State"). What an older snodo kept
-in ``.snodo/`` is moved here once (:func:`migrate`).
-"""
+"""A project's runtime state, ``<common git dir>/snodo/``: out of reach of ``git clean`` and of
+confined processes (docs/architecture.md, "State"); an older snodo's, in ``.snodo/``, moves here once."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import filecmp
+import fnmatch
 import os
 import shutil
 import sys
@@ -19,17 +18,14 @@ from snodo.state.home import made
 
 #: Under the common git directory (a project below the work tree's top: ``snodo/projects/<path>``).
 DIRNAME = "snodo"
-#: What an older snodo kept in ``.snodo/`` (``.gitignore`` patterns), never committed by
-#: ``snodo protocol sign`` while a leftover is there.
+#: What an older snodo kept in ``.snodo/`` (``.gitignore`` patterns): ``snodo protocol sign`` commits none.
 LEGACY_RUNTIME = ("state.json", "jobs/", "*.lock", "plans/", "proposals/", "audit.log", "audit.log.*")
-_LEGACY_DIRS = ("jobs", "plans", "proposals")
 
 _FOUND: dict[Path, Path] = {}
 
 
 def runtime_dir(project: Path) -> Path:
-    """``project``'s runtime state directory, created if absent, with an older snodo's state
-    moved in the first time. Outside a git repository: :class:`EnvironmentProblem`."""
+    """``project``'s runtime state directory, created (an older snodo's state moved in) if need be."""
     real = Path(os.path.realpath(project))
     known = _FOUND.get(real)
     if known is not None and known.is_dir():
@@ -83,8 +79,8 @@ def _legacy_names(old: Path) -> list[str]:
     """What an older snodo left in ``old`` but lock files (never moved: a process may hold one)."""
     if not old.is_dir():
         return []
-    found = (n for n in _listdir(old) if n in ("state.json", "audit.log", *_LEGACY_DIRS) or n.startswith("audit.log."))
-    return [n for n in found if not n.endswith(".lock")]
+    patterns = [p.rstrip("/") for p in LEGACY_RUNTIME]
+    return [n for n in _listdir(old) if not n.endswith(".lock") and any(fnmatch.fnmatchcase(n, p) for p in patterns)]
 
 
 def _tracked(top: Path, old: Path) -> frozenset[Path]:
@@ -108,7 +104,7 @@ def migrate(old: Path, new: Path, top: Path) -> list[str]:
                 raise _conflict(src, dst)
             _move_anchor(src, dst)
         if _move(src, dst, tracked):
-            moved.append(name + ("/" if name in _LEGACY_DIRS else ""))
+            moved.append(name + ("/" if f"{name}/" in LEGACY_RUNTIME else ""))
     return moved
 
 
@@ -153,8 +149,7 @@ def _move_file(src: Path, dst: Path) -> bool:
 
 
 def _place(src: Path, dst: Path) -> bool:
-    """Link ``src`` to ``dst`` (a flushed copy where links fail); False if ``src`` is gone
-    (another process moved it first)."""
+    """Link ``src`` to ``dst`` (a flushed copy where links fail); False if another process moved it first."""
     try:
         os.link(src, dst, follow_symlinks=False)
         return True
@@ -207,6 +202,5 @@ def _move_anchor(old_log: Path, new_log: Path) -> None:
                 f"the home already records a checkpoint for {new_log} ({dst}) that differs from the one of {old_log}",
                 hint=f"keep one log: move {old_log} aside once you know which is current; nothing was changed",
             )
-        _copy_into_place(  # False when another process copied the same bytes first
-            src, dst, f"cannot copy the audit checkpoint {src} to {dst}", mode=0o600
-        )
+        # False (ignored) when another process copied the same bytes first
+        _copy_into_place(src, dst, f"cannot copy the audit checkpoint {src} to {dst}", mode=0o600)

@@ -1,7 +1,5 @@
 """Sessions (``$SNODO_HOME/sessions/<id>.json``), where an escalation waits for a person, and
-project state (``state.json`` in the runtime directory). Every change is a locked
-read-modify-write and an atomic replace: concurrent validators lose no decision.
-"""
+project state (runtime ``state.json``), each changed under a lock and replaced atomically."""
 
 from __future__ import annotations
 
@@ -95,22 +93,12 @@ class Session:
     def last_active(self) -> datetime | None:
         return _when(self.last_active_at) or _when(self.started_at)
 
-    def idle_expired(self, now: datetime | None = None) -> bool:
+    def current(self, now: datetime | None = None) -> Session:
         """Active, idle past :func:`idle_ttl`, no decision waiting: it reads ``expired``."""
         last = self.last_active()
-        return (
-            self.status == ACTIVE
-            and not self.pending_decisions
-            and last is not None
-            and (now or _now()) - last > idle_ttl()
-        )
-
-    def current(self, now: datetime | None = None) -> Session:
-        if self.idle_expired(now):
-            last = self.last_active()
-            ended = (last + idle_ttl()).isoformat(timespec="seconds") if last else None
-            return evolve(self, status=EXPIRED, ended_at=ended)
-        return self
+        if self.status != ACTIVE or self.pending_decisions or last is None or (now or _now()) - last <= idle_ttl():
+            return self
+        return evolve(self, status=EXPIRED, ended_at=(last + idle_ttl()).isoformat(timespec="seconds"))
 
 
 @frozen(kw_only=True)
@@ -173,13 +161,11 @@ class SessionStore:
 
         return self._update(session_id, change)
 
-    def end(self, session_id: str, status: str = CLOSED) -> Session:
-        session = self._update(
-            session_id,
-            lambda s: (
-                s if s.status != ACTIVE else evolve(s, status=status, ended_at=_now().isoformat(timespec="seconds"))
-            ),
-        )
+    def end(self, session_id: str) -> Session:
+        def close(s: Session) -> Session:
+            return s if s.status != ACTIVE else evolve(s, status=CLOSED, ended_at=_now().isoformat(timespec="seconds"))
+
+        session = self._update(session_id, close)
         project = Path(session.project_root)
         if project_state_path(project).exists():
             with file_lock(project_state_path(project)):
@@ -210,9 +196,7 @@ class SessionStore:
 
     def pending(self, project_root: Path | str) -> builtins.list[tuple[Session, PendingDecision]]:
         """Oldest first."""
-        found = [
-            (session, pending) for session in self.list(project_root) for pending in session.pending_decisions.values()
-        ]
+        found = ((s, p) for s in self.list(project_root) for p in s.pending_decisions.values())
         return sorted(found, key=lambda pair: pair[1].created_at)
 
     def find_pending(self, decision_id: str, project_root: Path | str) -> tuple[Session, PendingDecision]:
@@ -267,7 +251,7 @@ def ensure_session(project: Path, mode: str, home: Path, *, base_head: str | Non
             if not store.path(sid).exists():
                 continue
             stored = store.load(sid)
-            if stored.idle_expired():
+            if stored.current() is not stored:
                 store._update(sid, lambda s: s.current())
             elif stored.status == ACTIVE:
                 live.append(stored)

@@ -1,12 +1,9 @@
 """``.snodo/allowed_signers``: who a project trusts, in git's ``gpg.ssh.allowedSignersFile``
-format (``principal [options] key-type base64-key [comment]``), parsed here only.
-
-The ``namespaces="…"`` option says what a key may sign: :data:`DECISION_NAMESPACE` for
-human decisions, :data:`ATTESTATION_NAMESPACE` for the attestations a home's audit key puts
-on governed commits, ``git`` for signed commits. A line without it allows every namespace
-(git's rule) but attestations: a machine's statement, which a person's key must not become
-by omission.
-"""
+format (``principal [options] key-type base64-key [comment]``), parsed here only. Its
+``namespaces="…"`` option says what a key may sign: :data:`DECISION_NAMESPACE` (human
+decisions), :data:`ATTESTATION_NAMESPACE` (a home's audit key on governed commits), ``git``.
+A line without it allows every namespace (git's rule) but attestations: a machine's
+statement, which a person's key must not become by omission."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ ALLOWED_SIGNERS = "allowed_signers"
 DECISION_NAMESPACE = "snodo-decision"
 ATTESTATION_NAMESPACE = "snodo-attestation"
 
-# A run of non-space characters and double-quoted strings (an option's value may hold a
-# comma or a space inside its quotes).
+# Non-space characters and double-quoted strings (an option's value may quote a comma or a space).
 _TOKEN = re.compile(r'(?:[^\s"]+|"[^"]*")+')
 _NAMESPACES = re.compile(r'(?:^|,)namespaces="([^"]*)"')
 _KEY_TYPE = re.compile(r"^(ssh-|ecdsa-|sk-|rsa-)")
@@ -31,8 +27,7 @@ _KEY_TYPE = re.compile(r"^(ssh-|ecdsa-|sk-|rsa-)")
 
 @frozen(kw_only=True)
 class Signer:
-    """``key``: ``None`` for SSH key types only git checks; ``namespaces``: ``None`` when the
-    line allows every namespace."""
+    """``key``: ``None`` for SSH key types only git checks; ``namespaces``: ``None`` if all are allowed."""
 
     name: str
     key: Ed25519PublicKey | None

@@ -1,8 +1,7 @@
-"""Single-use validation tokens (INV1): an HS256 JWT bound to one task and spec, plus a row
-in ``$SNODO_HOME/tokens.db``. Consumption is one ``UPDATE ... WHERE consumed_at IS NULL`` in
-a ``BEGIN IMMEDIATE`` transaction, so of concurrent consumers exactly one changes the row.
-Every database failure raises: a token store that cannot answer never lets work through.
-"""
+"""Single-use validation tokens (INV1): an HS256 JWT bound to one task and spec, plus a row in
+``$SNODO_HOME/tokens.db`` that one ``UPDATE ... WHERE consumed_at IS NULL`` in a ``BEGIN
+IMMEDIATE`` transaction consumes (for exactly one of concurrent consumers). Every database
+failure raises: a token store that cannot answer never lets work through."""
 
 from __future__ import annotations
 
@@ -73,10 +72,9 @@ class TokenService:
 
     @contextlib.contextmanager
     def _db(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """This thread's autocommit connection (kept: closing the last one checkpoints the
-        WAL). ``durable=False`` commits without an fsync: right for issuing (a lost record
-        only makes its token unknown), never for consuming (a lost claim would let a token
-        be used twice)."""
+        """This thread's autocommit connection (kept: closing the last one checkpoints the WAL).
+        ``durable=False`` skips the fsync: right for issuing (a lost record only makes its token
+        unknown), never for consuming (a lost claim would let a token be used twice)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         try:
             # a database replaced under a live connection: others claim tokens in another file
@@ -106,8 +104,7 @@ class TokenService:
     def issued(
         self, *, task_id: str, spec_sha256: str, mode: str, validators: Sequence[str]
     ) -> tuple[str, TokenClaims]:
-        """Mint a token for this task and spec, record it as unconsumed, and return it with
-        the claims it carries."""
+        """A token for this task and spec, recorded as unconsumed, and the claims it carries."""
         now = int(self._clock())
         claims = TokenClaims(
             jti=uuid.uuid4().hex,
@@ -134,8 +131,7 @@ class TokenService:
         return token, claims
 
     def consume(self, token: str, *, task_id: str, spec_sha256: str, consumer: str) -> TokenClaims:
-        """Check signature, shape, expiry and binding, then claim the token; of concurrent
-        consumers exactly one succeeds."""
+        """Check signature, shape, expiry and binding, then claim the token (of concurrent consumers, one)."""
         try:
             claims = CONVERTER.structure(jws.verify(token, self._key), TokenClaims)
         except jws.BadSignature as exc:

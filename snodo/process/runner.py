@@ -24,7 +24,7 @@ from snodo.process.output import BoundedOutput, collect, drain
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
 from snodo.sandbox.base import hold_adoption, reap_adopted
 from snodo.sandbox.cgroup import pid_group, release
-from snodo.sandbox.choose import distrust
+from snodo.sandbox.choose import distrust_bwrap
 from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
 from snodo.sandbox.policy import resolved
 
@@ -269,7 +269,7 @@ def _check_sandbox_started(argv: Sequence[str], prepared: Prepared, result: Proc
     if prepared.backend != "bwrap":
         return
     if result.returncode == 1 and result.output.startswith("bwrap: "):
-        distrust(prepared.backend)  # a remembered probe may be stale
+        distrust_bwrap()  # a remembered probe may be stale
         raise EnvironmentProblem(
             f"cannot run {shown(argv[0])!r}{_how(prepared)}: the sandbox did not start "
             f"({result.output.splitlines()[0]})",

@@ -59,8 +59,10 @@ def probe(name: str, *, remembered: bool = False) -> tuple[Backend, str | None]:
 
 
 def _answer(backend: Backend, program: str, remembered: bool) -> str | None:
-    if remembered and program and _recorded() == _facts(program):
-        return None
+    if remembered and program:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(_record_path().read_text(encoding="utf-8")) == _facts(program):
+                return None
     reason = backend.probe()
     if reason is None and program:
         _record(program)
@@ -100,13 +102,6 @@ def _facts(program: str) -> dict[str, object] | None:
     }
 
 
-def _recorded() -> object:
-    try:
-        return json.loads(_record_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _record(program: str) -> None:
     facts, path = _facts(program), _record_path()
     if facts is None or not path.parent.parent.is_dir():
@@ -118,13 +113,10 @@ def _record(program: str) -> None:
         os.replace(temporary, path)
 
 
-def distrust(backend: str) -> None:
-    """``backend`` failed to start a sandbox: forget that it works (here and on disk)."""
-    if backend != "bwrap":
-        return
-    for key in list(_PROBED):
-        if key[0] == "bwrap":
-            _PROBED.pop(key, None)
+def distrust_bwrap() -> None:
+    """bubblewrap failed to start a sandbox: forget that it works (here and on disk)."""
+    for key in [key for key in _PROBED if key[0] == "bwrap"]:
+        _PROBED.pop(key, None)
     with contextlib.suppress(OSError):
         _record_path().unlink()
 

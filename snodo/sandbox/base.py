@@ -111,18 +111,14 @@ def _set_subreaper(on: bool) -> bool:
     return _prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(int(on))) is not None
 
 
-def _subreaper_already() -> bool:
-    flag = ctypes.c_int(0)
-    return _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) == 0 and flag.value != 0
-
-
 def hold_adoption() -> Callable[[], None]:
     """One confined run starts: snodo is the subreaper until every run has called the returned
     release; the last one reaps what is still dying and gives the flag up (unless kept)."""
     with _ADOPTION:
         _Adoption.runs += 1
         if _Adoption.runs == 1 and not _Adoption.kept:
-            _Adoption.kept = _subreaper_already()
+            flag = ctypes.c_int(0)
+            _Adoption.kept = _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) == 0 and flag.value != 0
             if _Adoption.kept or _set_subreaper(True):
                 _Adoption.adopted = True
 

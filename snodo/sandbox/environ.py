@@ -26,12 +26,7 @@ def _allowed(name: str) -> bool:
     return (name in ALWAYS or name.startswith("LC_")) and not _SECRET.match(name.upper())
 
 
-def confined_environment(
-    given: Mapping[str, str],
-    *,
-    named: Iterable[str],
-    tmpdir: Path,
-) -> dict[str, str]:
+def confined_environment(given: Mapping[str, str], *, named: Iterable[str], tmpdir: Path) -> dict[str, str]:
     """The confined child's environment from the one its caller built (``given``): a variable
     passes when allowlisted, named, or not inherited (not so in snodo's own)."""
     parent = os.environ.copy()  # one decode of each, not two per name

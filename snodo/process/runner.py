@@ -77,10 +77,8 @@ def terminate_all() -> int:
         _STARTED.wait_for(lambda: not _STARTING[0], timeout=5.0)
         live = list(_LIVE.values())
     for proc, prepared, _ in live:
-        _kill_group(proc)
-        if prepared.reap is not None:
-            with contextlib.suppress(Exception):
-                prepared.reap(proc.pid, ())
+        with contextlib.suppress(Exception):
+            _sweep(proc, prepared)
     return len(live)
 
 

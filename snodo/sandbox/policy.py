@@ -46,9 +46,7 @@ def limits_from_protocol(file_size_mb: int, processes: int, memory_mb: int | Non
     return Limits(file_size=file_size_mb << 20, processes=processes, memory=memory)
 
 
-@functools.cache
-def _prlimit() -> str | None:
-    return shutil.which("prlimit")
+_prlimit = functools.cache(functools.partial(shutil.which, "prlimit"))
 
 
 def _clamped(res: int, value: int) -> int:
@@ -180,11 +178,8 @@ current_policy = _CURRENT.get
 @contextlib.contextmanager
 def confined(policy: SandboxPolicy | None) -> Iterator[SandboxPolicy | None]:
     """Run the block with ``policy`` as the current policy (``None`` leaves it as is)."""
-    if policy is None:
-        yield current_policy()
-        return
-    token = _CURRENT.set(policy)
+    token = _CURRENT.set(current_policy() if policy is None else policy)
     try:
-        yield policy
+        yield current_policy()
     finally:
         _CURRENT.reset(token)

@@ -107,10 +107,6 @@ def _prctl(option: int, arg: object) -> int | None:
     return None if lib is None else int(lib.prctl(option, arg, zero, zero, zero))
 
 
-def _set_subreaper(on: bool) -> bool:
-    return _prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(int(on))) is not None
-
-
 def hold_adoption() -> Callable[[], None]:
     """One confined run starts: snodo is the subreaper until every run has called the returned
     release; the last one reaps what is still dying and gives the flag up (unless kept)."""
@@ -119,7 +115,7 @@ def hold_adoption() -> Callable[[], None]:
         if _Adoption.runs == 1 and not _Adoption.kept:
             flag = ctypes.c_int(0)
             _Adoption.kept = _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) == 0 and flag.value != 0
-            if _Adoption.kept or _set_subreaper(True):
+            if _Adoption.kept or _prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1)) is not None:
                 _Adoption.adopted = True
 
     def release() -> None:
@@ -127,7 +123,7 @@ def hold_adoption() -> Callable[[], None]:
             _Adoption.runs -= 1
             if _Adoption.runs == 0 and not _Adoption.kept and _Adoption.adopted:
                 _reap_dying()
-                _set_subreaper(False)
+                _prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(0))
             _ADOPTION.notify_all()
 
     return release

@@ -89,13 +89,10 @@ class PidGroup:
     def _remove_later(self) -> None:
         for _ in range(1000):
             threading.Event().wait(0.01)
-            try:
+            with contextlib.suppress(OSError):
                 self.path.rmdir()
+            if not self.path.is_dir():
                 return
-            except FileNotFoundError:
-                return
-            except OSError:
-                continue
 
 
 _POOL_LOCK = threading.Lock()

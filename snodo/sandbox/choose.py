@@ -121,8 +121,7 @@ def distrust_bwrap() -> None:
         _record_path().unlink()
 
 
-def forget_probes() -> None:
-    _PROBED.clear()
+forget_probes = _PROBED.clear
 
 
 def _unsupported_platform() -> str | None:

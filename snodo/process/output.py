@@ -1,6 +1,5 @@
-"""A child's output, kept bounded whatever it writes: read in fixed-size chunks, never by line,
-kept as head and tail with a marker saying how much was cut; lines handed to a callback
-are cut at :data:`LINE_LIMIT` bytes the same way."""
+"""A child's output, bounded whatever it writes: read in chunks (never by line), kept as head and tail
+with a marker of how much was cut; lines handed to a callback are cut at :data:`LINE_LIMIT` bytes."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ def cut_marker(dropped: int) -> str:
 
 
 class BoundedOutput:
-    """Keeps the chunks as a bounded head and tail; hands ``on_line`` and ``stop_if`` each line
-    (a failing ``on_line`` is dropped, the output kept)."""
+    """Keeps the chunks as a bounded head and tail; hands ``on_line`` (until it fails) and ``stop_if`` each line."""
 
     def __init__(
         self, limit: int, on_line: Callable[[str], None] | None, stop_if: Callable[[str], bool] | None

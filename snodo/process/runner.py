@@ -1,6 +1,5 @@
-"""Run a child process the way governance needs: no shell, its own process group, bounded;
-whatever ends the run kills the whole group, so nothing the child spawned outlives the
-verdict. :func:`terminate_all` kills every live child tree (on SIGINT/SIGTERM and at exit)."""
+"""Run a child process the way governance needs: no shell, its own process group, bounded; whatever
+ends the run (snodo too: :func:`terminate_all`) kills the group: nothing spawned outlives the verdict."""
 
 from __future__ import annotations
 
@@ -143,8 +142,7 @@ def prepare_child(
     pass_env: Sequence[str],
     cleanups: contextlib.ExitStack,
 ) -> Prepared:
-    """How to start ``argv`` (``backend`` empty: unconfined); what is to be undone goes on
-    ``cleanups`` as soon as it exists."""
+    """How to start ``argv`` (``backend`` empty: unconfined); each undoing goes on ``cleanups`` at once."""
     if not argv:
         raise EnvironmentProblem("cannot run a process: the command is empty")
     _check_cwd(argv[0], cwd)

@@ -26,8 +26,7 @@ from snodo.base.errors import EnvironmentProblem
 
 @frozen(kw_only=True)
 class Prepared:
-    """How to start one child (``Popen``'s argv, env, ``preexec_fn``, ``pass_fds``); ``backend``
-    empty: unconfined."""
+    """How ``Popen`` starts one child; ``backend`` empty: unconfined."""
 
     backend: str
     argv: tuple[str, ...]
@@ -54,7 +53,6 @@ def run_true(prefix: Sequence[str], **popen: Any) -> subprocess.CompletedProcess
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
-#: Seconds snodo waits at most for adopted confined processes being killed.
 EXIT_WAIT = 3.0
 
 

@@ -1,7 +1,6 @@
-"""Which backend confines here: bubblewrap, else Landlock, each probed once per process
-(``SNODO_SANDBOX_BACKEND`` forces one), and which of SPEC §9's guarantees it cannot give
-(:func:`missing`). That bubblewrap works is remembered on disk with what the answer depends on
-(:func:`_facts`); a stale record fails closed and is dropped."""
+"""Which backend confines here (bubblewrap, else Landlock; ``SNODO_SANDBOX_BACKEND`` forces one), probed once
+per process, and what it cannot guarantee (:func:`missing`). That bubblewrap works is remembered on disk
+with what it depends on (:func:`_facts`); a stale record fails closed and is dropped."""
 
 from __future__ import annotations
 

@@ -94,8 +94,7 @@ def encoded(rows: list[Instruction]) -> bytes:
 
 
 def program_fd() -> int:
-    """A close-on-exec descriptor to read the encoded program from (bubblewrap's ``--seccomp``
-    reads it once: one per start, handed over with ``pass_fds``)."""
+    """A close-on-exec pipe holding the encoded program (bubblewrap's ``--seccomp`` reads it: one per start)."""
     data = encoded(program())
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:

@@ -100,7 +100,6 @@ def libc() -> ctypes.CDLL | None:
 
 
 def _prctl(option: int, arg: object) -> int | None:
-    """``prctl(option, arg, 0, 0, 0)``; ``None`` where there is no such call."""
     lib, zero = libc(), ctypes.c_ulong(0)
     return None if lib is None else int(lib.prctl(option, arg, zero, zero, zero))
 

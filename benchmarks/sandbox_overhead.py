@@ -46,8 +46,9 @@ from snodo.governance.runner import PhaseInput, run_phase
 from snodo.governance.service import Project
 from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
-from snodo.sandbox import FORCE_ENV, SandboxPolicy, confined, forget_probes
+from snodo.sandbox import SandboxPolicy, confined, forget_probes
 from snodo.sandbox.bwrap import BwrapBackend
+from snodo.sandbox.choose import FORCE_ENV
 from snodo.sandbox.environ import confined_environment, make_private_dir
 from snodo.sandbox.harden import program_fd
 

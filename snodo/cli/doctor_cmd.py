@@ -42,8 +42,7 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
     if host is not None:
         _host_report(host, config, as_json)
         return
-    from snodo.sandbox import choose_backend, statuses  # noqa: PLC0415 `doctor --help` stays light
-    from snodo.sandbox.guarantees import missing  # noqa: PLC0415 `doctor --help` stays light
+    from snodo.sandbox.choose import choose_backend, missing, statuses  # noqa: PLC0415 `doctor --help` stays light
 
     rows = statuses()
     python = _project_python()
@@ -72,8 +71,7 @@ def doctor(host: str | None, config: Path | None, as_json: bool) -> None:
 def _print_backends(rows: list[Any], chosen: str | None, problem: str | None, python: ProjectPython) -> None:
     from rich.markup import escape  # noqa: PLC0415 rich only for a person
 
-    from snodo.sandbox import FORCE_ENV  # noqa: PLC0415 `doctor --help` stays light
-    from snodo.sandbox.guarantees import missing  # noqa: PLC0415 `doctor --help` stays light
+    from snodo.sandbox.choose import FORCE_ENV, missing  # noqa: PLC0415 `doctor --help` stays light
 
     out = console()
     for r in rows:

@@ -66,7 +66,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
 
 def _confinement(proto: Any) -> tuple[str | None, list[str]]:
     """The sandbox backend ``auto`` gets here, and what it does not guarantee."""
-    from snodo.sandbox.guarantees import here  # noqa: PLC0415 the sandbox probes only for `protocol check`
+    from snodo.sandbox.choose import here  # noqa: PLC0415 the sandbox probes only for `protocol check`
 
     return here() if proto.execution.sandbox == "auto" else (None, [])
 

@@ -27,6 +27,7 @@ from snodo.protocol.models import Mode, Protocol
 from snodo.rules.outcomes import Outcome, agent_instruction
 from snodo.rules.taskids import check_task_id, derive_task_id, spec_sha256
 from snodo.sandbox import SandboxPolicy
+from snodo.sandbox.choose import missing
 from snodo.sandbox.policy import limits_from_protocol
 from snodo.state.audit import AuditLog
 from snodo.state.decisions import DecisionStore
@@ -101,8 +102,6 @@ class Project:
         def confining(backend: str) -> None:
             if (backend, network) not in self._confinements:
                 self._confinements.add((backend, network))
-                from snodo.sandbox.guarantees import missing  # noqa: PLC0415 once per backend, on the first confined call
-
                 self.record("confinement", backend=backend, network=network, not_guaranteed=missing(backend))
 
         limits = self.protocol.execution.limits

@@ -1,6 +1,5 @@
-"""A child's output, kept bounded whatever it writes: read in fixed-size chunks, never by line,
-kept as head and tail with a marker saying how much was cut; lines handed to a callback
-are cut at :data:`LINE_LIMIT` bytes the same way."""
+"""A child's output, bounded whatever it writes: read in chunks (never by line), kept as head and tail
+with a marker of how much was cut; lines handed to a callback are cut at :data:`LINE_LIMIT` bytes."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import os
 import select
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Literal
 
 LINE_LIMIT = 64 * 1024
@@ -22,8 +21,7 @@ def cut_marker(dropped: int) -> str:
 
 
 class BoundedOutput:
-    """Keeps the chunks as a bounded head and tail; hands ``on_line`` and ``stop_if`` each line
-    (a failing ``on_line`` is dropped, the output kept)."""
+    """Keeps the chunks as a bounded head and tail; hands ``on_line`` (until it fails) and ``stop_if`` each line."""
 
     def __init__(
         self, limit: int, on_line: Callable[[str], None] | None, stop_if: Callable[[str], bool] | None
@@ -91,21 +89,6 @@ class BoundedOutput:
             self.stopped = True
 
 
-@contextlib.contextmanager
-def _exit_watched(proc: subprocess.Popen[bytes], poller: select.poll) -> Iterator[float]:
-    """``poller`` also wakes when ``proc`` exits (a pidfd); yields the polling interval."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        yield 0.005
-        return
-    try:
-        poller.register(pidfd, select.POLLIN)
-        yield 0.05
-    finally:
-        os.close(pidfd)
-
-
 def _poller(proc: subprocess.Popen[bytes]) -> tuple[int, select.poll]:
     assert proc.stdout is not None
     poller = select.poll()
@@ -119,8 +102,13 @@ def collect(
     """Read ``proc``'s output into ``take`` until it exits, times out, is silent too long or stops."""
     fd, poller = _poller(proc)
     silence = math.inf if silence_timeout is None else silence_timeout
-    last = time.monotonic()
-    with _exit_watched(proc, poller) as interval:
+    last, interval = time.monotonic(), 0.005
+    with contextlib.ExitStack() as stack:
+        with contextlib.suppress(AttributeError, OSError):  # woken when it exits too (a pidfd): wait longer
+            pidfd = os.pidfd_open(proc.pid)
+            stack.callback(os.close, pidfd)
+            poller.register(pidfd, select.POLLIN)
+            interval = 0.05
         while True:
             now = time.monotonic()
             if now >= deadline:

@@ -1,6 +1,5 @@
-"""Run a child process the way governance needs: no shell, its own process group, bounded;
-whatever ends the run kills the whole group, so nothing the child spawned outlives the
-verdict. :func:`terminate_all` kills every live child tree (on SIGINT/SIGTERM and at exit)."""
+"""Run a child process the way governance needs: no shell, its own process group, bounded; whatever
+ends the run (snodo too: :func:`terminate_all`) kills the group: nothing spawned outlives the verdict."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from snodo.process.output import BoundedOutput, collect, drain
 from snodo.sandbox import Prepared, SandboxPolicy, choose_backend
 from snodo.sandbox.base import hold_adoption, reap_adopted
 from snodo.sandbox.cgroup import pid_group, release
-from snodo.sandbox.choose import distrust
+from snodo.sandbox.choose import distrust_bwrap
 from snodo.sandbox.environ import confined_environment, discard_private_dir, make_private_dir
 from snodo.sandbox.policy import resolved
 
@@ -77,10 +76,8 @@ def terminate_all() -> int:
         _STARTED.wait_for(lambda: not _STARTING[0], timeout=5.0)
         live = list(_LIVE.values())
     for proc, prepared, _ in live:
-        _kill_group(proc)
-        if prepared.reap is not None:
-            with contextlib.suppress(Exception):
-                prepared.reap(proc.pid, ())
+        with contextlib.suppress(Exception):
+            _sweep(proc, prepared)
     return len(live)
 
 
@@ -108,12 +105,21 @@ def run_process(
         call = callscope.current()  # an MCP call that may be cancelled
         if call is not None:
             call.check()
-        proc = _spawn(argv, prepared, cwd=cwd, stdin=stdin_text is not None)
+        proc = _spawn(argv, prepared, cwd=cwd, stdin=stdin_text)
         if call is not None:
             call.add(proc.pid, lambda: _kill_group(proc))
         try:
             take = BoundedOutput(max_output, on_line, stop_if)
-            result = _wait(argv, proc, prepared, take, start, timeout, silence_timeout, stdin_text)
+            why = _wait(proc, prepared, take, start + timeout, silence_timeout)
+            result = ProcessResult(
+                argv=tuple(argv),
+                returncode=proc.returncode if why == "exited" and not take.stopped else None,
+                output=take.text(),
+                timed_out=why == "timeout",
+                silent_too_long=why == "silent",
+                stopped=take.stopped,
+                duration=time.monotonic() - start,
+            )
         except BaseException:  # interrupted while waiting: nothing it spawned may keep running
             _sweep(proc, prepared)
             raise
@@ -136,8 +142,7 @@ def prepare_child(
     pass_env: Sequence[str],
     cleanups: contextlib.ExitStack,
 ) -> Prepared:
-    """How to start ``argv`` (``backend`` empty: unconfined); what is to be undone goes on
-    ``cleanups`` as soon as it exists."""
+    """How to start ``argv`` (``backend`` empty: unconfined); each undoing goes on ``cleanups`` at once."""
     if not argv:
         raise EnvironmentProblem("cannot run a process: the command is empty")
     _check_cwd(argv[0], cwd)
@@ -205,8 +210,9 @@ def _check_cwd(program: str, cwd: Path) -> None:
         raise EnvironmentProblem(f"cannot run {shown(program)!r}: the working directory {shown(cwd)} does not exist")
 
 
-def _spawn(argv: Sequence[str], prepared: Prepared, *, cwd: Path, stdin: bool) -> subprocess.Popen[bytes]:
-    what = f"{shown(argv[0])!r}{_how(prepared)}"
+def _spawn(argv: Sequence[str], prepared: Prepared, *, cwd: Path, stdin: str | None) -> subprocess.Popen[bytes]:
+    how = f" confined by {prepared.backend}" if prepared.backend else ""
+    what = f"{shown(argv[0])!r}{how}"
     proc: subprocess.Popen[bytes] | None = None
     with _LIVE_LOCK:
         _STARTING[0] += 1
@@ -216,7 +222,7 @@ def _spawn(argv: Sequence[str], prepared: Prepared, *, cwd: Path, stdin: bool) -
                 list(prepared.argv),
                 cwd=cwd,
                 env=prepared.env,
-                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -237,11 +243,9 @@ def _spawn(argv: Sequence[str], prepared: Prepared, *, cwd: Path, stdin: bool) -
             if proc is not None:
                 _LIVE[proc.pid] = (proc, prepared, tuple(argv))
             _STARTED.notify_all()
+    if stdin is not None and proc.stdin is not None:  # written aside: the output is read meanwhile
+        threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True).start()
     return proc
-
-
-def _how(prepared: Prepared) -> str:
-    return f" confined by {prepared.backend}" if prepared.backend else ""
 
 
 def _sweep(proc: subprocess.Popen[bytes], prepared: Prepared) -> None:
@@ -266,12 +270,10 @@ def _finish(proc: subprocess.Popen[bytes], prepared: Prepared, call: callscope.C
 
 def _check_sandbox_started(argv: Sequence[str], prepared: Prepared, result: ProcessResult) -> None:
     """bubblewrap that could not set the sandbox up exits 1 saying so: no verdict."""
-    if prepared.backend != "bwrap":
-        return
-    if result.returncode == 1 and result.output.startswith("bwrap: "):
-        distrust(prepared.backend)  # a remembered probe may be stale
+    if prepared.backend == "bwrap" and result.returncode == 1 and result.output.startswith("bwrap: "):
+        distrust_bwrap()  # a remembered probe may be stale
         raise EnvironmentProblem(
-            f"cannot run {shown(argv[0])!r}{_how(prepared)}: the sandbox did not start "
+            f"cannot run {shown(argv[0])!r} confined by bwrap: the sandbox did not start "
             f"({result.output.splitlines()[0]})",
             hint="`snodo doctor` shows whether confinement works here; see docs/security.md",
         )
@@ -283,18 +285,10 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
 
 
 def _wait(
-    argv: Sequence[str],
-    proc: subprocess.Popen[bytes],
-    prepared: Prepared,
-    take: BoundedOutput,
-    start: float,
-    timeout: float,
-    silence_timeout: float | None,
-    stdin_text: str | None,
-) -> ProcessResult:
-    if stdin_text is not None and proc.stdin is not None:  # written aside: the output is read meanwhile
-        threading.Thread(target=_feed, args=(proc.stdin, stdin_text.encode()), daemon=True).start()
-    why = collect(proc, take, deadline=start + timeout, silence_timeout=silence_timeout)
+    proc: subprocess.Popen[bytes], prepared: Prepared, take: BoundedOutput, deadline: float, silence: float | None
+) -> str:
+    """Read the output until the leader ends (``collect``'s reason why), then sweep the run."""
+    why = collect(proc, take, deadline=deadline, silence_timeout=silence)
     if why != "exited":
         _kill_group(proc)
         proc.wait()
@@ -302,12 +296,4 @@ def _wait(
     drain(proc, take, 5)
     if proc.stdout is not None:
         proc.stdout.close()
-    return ProcessResult(
-        argv=tuple(argv),
-        returncode=proc.returncode if why == "exited" and not take.stopped else None,
-        output=take.text(),
-        timed_out=why == "timeout",
-        silent_too_long=why == "silent",
-        stopped=take.stopped,
-        duration=time.monotonic() - start,
-    )
+    return why

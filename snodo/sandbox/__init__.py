@@ -2,16 +2,7 @@
 child under the current :class:`SandboxPolicy` through bubblewrap, else Landlock, else not at all."""
 
 from snodo.sandbox.base import Prepared
-from snodo.sandbox.choose import FORCE_ENV, choose_backend, forget_probes, statuses
+from snodo.sandbox.choose import choose_backend, forget_probes
 from snodo.sandbox.policy import SandboxPolicy, confined, current_policy
 
-__all__ = [
-    "FORCE_ENV",
-    "Prepared",
-    "SandboxPolicy",
-    "choose_backend",
-    "confined",
-    "current_policy",
-    "forget_probes",
-    "statuses",
-]
+__all__ = ["Prepared", "SandboxPolicy", "choose_backend", "confined", "current_policy", "forget_probes"]

@@ -26,8 +26,7 @@ from snodo.base.errors import EnvironmentProblem
 
 @frozen(kw_only=True)
 class Prepared:
-    """How to start one child (``Popen``'s argv, env, ``preexec_fn``, ``pass_fds``); ``backend``
-    empty: unconfined."""
+    """How ``Popen`` starts one child; ``backend`` empty: unconfined."""
 
     backend: str
     argv: tuple[str, ...]
@@ -54,7 +53,6 @@ def run_true(prefix: Sequence[str], **popen: Any) -> subprocess.CompletedProcess
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
-#: Seconds snodo waits at most for adopted confined processes being killed.
 EXIT_WAIT = 3.0
 
 
@@ -102,18 +100,8 @@ def libc() -> ctypes.CDLL | None:
 
 
 def _prctl(option: int, arg: object) -> int | None:
-    """``prctl(option, arg, 0, 0, 0)``; ``None`` where there is no such call."""
     lib, zero = libc(), ctypes.c_ulong(0)
     return None if lib is None else int(lib.prctl(option, arg, zero, zero, zero))
-
-
-def _set_subreaper(on: bool) -> bool:
-    return _prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(int(on))) is not None
-
-
-def _subreaper_already() -> bool:
-    flag = ctypes.c_int(0)
-    return _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) == 0 and flag.value != 0
 
 
 def hold_adoption() -> Callable[[], None]:
@@ -122,8 +110,9 @@ def hold_adoption() -> Callable[[], None]:
     with _ADOPTION:
         _Adoption.runs += 1
         if _Adoption.runs == 1 and not _Adoption.kept:
-            _Adoption.kept = _subreaper_already()
-            if _Adoption.kept or _set_subreaper(True):
+            flag = ctypes.c_int(0)
+            _Adoption.kept = _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) == 0 and flag.value != 0
+            if _Adoption.kept or _prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1)) is not None:
                 _Adoption.adopted = True
 
     def release() -> None:
@@ -131,7 +120,7 @@ def hold_adoption() -> Callable[[], None]:
             _Adoption.runs -= 1
             if _Adoption.runs == 0 and not _Adoption.kept and _Adoption.adopted:
                 _reap_dying()
-                _set_subreaper(False)
+                _prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(0))
             _ADOPTION.notify_all()
 
     return release

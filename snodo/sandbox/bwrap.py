@@ -77,7 +77,7 @@ class BwrapBackend:
             device = os.stat(where).st_dev
         except OSError:
             return False
-        return bool(self.program) and _overlays(str(self.program), str(where), device)
+        return self.program is not None and _overlays(self.program, str(where), device)
 
     def prepare(
         self,
@@ -115,20 +115,15 @@ def _overlays(program: str, where: str, device: int) -> bool:
                 done = run_true([*argv, "--chdir", low, "--"])
             except (OSError, subprocess.TimeoutExpired):
                 return False
-            finally:
-                _make_removable(work)
+            finally:  # overlayfs leaves its work directory's ``work`` without permissions: give them back
+                for dirpath, dirnames, _ in os.walk(work):
+                    for name in dirnames:
+                        with contextlib.suppress(OSError):
+                            os.chmod(os.path.join(dirpath, name), 0o700)
             return done.returncode == 0
     finally:
         with contextlib.suppress(OSError):
             os.rmdir(low)
-
-
-def _make_removable(path: str) -> None:
-    """overlayfs leaves its work directory's ``work`` without permissions: give them back."""
-    for dirpath, dirnames, _ in os.walk(path):
-        for name in dirnames:
-            with contextlib.suppress(OSError):
-                os.chmod(os.path.join(dirpath, name), 0o700)
 
 
 def options(policy: SandboxPolicy, program: str, env: Mapping[str, str], tmpdir: Path) -> tuple[str, ...]:
@@ -175,35 +170,28 @@ def _policy_mounts(policy: SandboxPolicy) -> tuple[_Op, ...]:
         git_marker,
         policy.overlay,
     )
-    return remembered(_MOUNTS, key, None, lambda: _compute_mounts(policy, workspace, hidden, read_only, interpreters))
 
+    def make() -> tuple[_Op, ...]:
+        hide = [h for h in hidden if h != Path("/") and os.path.lexists(h)]
+        # (order among mounts at one depth, the mount). Each parent of a read-only path is a
+        # mount point of its own: it cannot be renamed away (EBUSY) to put a writable one there.
+        ordered = [
+            *((i, _covered(h)) for i, h in enumerate(hide)),
+            *((-1, ("--tmpfs", str(shared))) for shared in _host_socket_dirs()),
+            *zip(itertools.repeat(999), _name_resolution()),
+            *_binds(999, "--ro-bind", _bound_back(workspace, policy.interpreters)),
+            *_binds(1000, "--bind", policy.writable),
+            (1001, _workspace_mount(workspace, policy.overlay)),
+            *_binds(1001, "--bind", protected_parents(workspace, read_only)),
+            *_binds(1002, "--ro-bind", (*read_only, *interpreters)),
+        ]
+        remount = [h for h in hide if h.is_dir()]
+        return (
+            *((len(Path(op[-1]).parts), order, op) for order, op in ordered),
+            *((10_000, i, ("--remount-ro", str(h))) for i, h in enumerate(remount)),
+        )
 
-def _compute_mounts(
-    policy: SandboxPolicy,
-    workspace: Path,
-    hidden: Sequence[Path],
-    read_only: Sequence[Path],
-    interpreters: Sequence[Path],
-) -> tuple[_Op, ...]:
-    hide = [h for h in hidden if h != Path("/") and os.path.lexists(h)]
-    back = _bound_back(workspace, policy.interpreters)
-    # (order among mounts at one depth, the mount). Each parent of a read-only path is a
-    # mount point of its own: it cannot be renamed away (EBUSY) to put a writable one there.
-    ordered = [
-        *((i, _covered(h)) for i, h in enumerate(hide)),
-        *((-1, ("--tmpfs", str(shared))) for shared in _host_socket_dirs()),
-        *zip(itertools.repeat(999), _name_resolution()),
-        *_binds(999, "--ro-bind", back),
-        *_binds(1000, "--bind", policy.writable),
-        (1001, _workspace_mount(workspace, policy.overlay)),
-        *_binds(1001, "--bind", protected_parents(workspace, read_only)),
-        *_binds(1002, "--ro-bind", (*read_only, *interpreters)),
-    ]
-    remount = [h for h in hide if h.is_dir()]
-    return (
-        *((len(Path(op[-1]).parts), order, op) for order, op in ordered),
-        *((10_000, i, ("--remount-ro", str(h))) for i, h in enumerate(remount)),
-    )
+    return remembered(_MOUNTS, key, None, make)
 
 
 def _workspace_mount(workspace: Path, overlay: tuple[Path, Path] | None) -> tuple[str, ...]:

@@ -22,23 +22,18 @@ _PREFIX = "snodo-"
 def available() -> bool:
     if os.getuid() != 0 or not (PIDS / "tasks").is_file():
         return False
-    _remove_stale()
+    with contextlib.suppress(OSError), os.scandir(PIDS) as entries:  # groups of snodo processes killed before exit
+        for entry in entries:
+            owner = entry.name.removeprefix(_PREFIX).split("-")[0]
+            if entry.name.startswith(_PREFIX) and owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)
     try:
         probe = PidGroup(1)
     except OSError:
         return False
     probe.remove()
     return True
-
-
-def _remove_stale() -> None:
-    """Remove the groups of snodo processes killed before exit."""
-    with contextlib.suppress(OSError), os.scandir(PIDS) as entries:
-        for entry in entries:
-            owner = entry.name.removeprefix(_PREFIX).split("-")[0]
-            if entry.name.startswith(_PREFIX) and owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
-                with contextlib.suppress(OSError):
-                    os.rmdir(entry.path)
 
 
 class PidGroup:
@@ -94,13 +89,10 @@ class PidGroup:
     def _remove_later(self) -> None:
         for _ in range(1000):
             threading.Event().wait(0.01)
-            try:
+            with contextlib.suppress(OSError):
                 self.path.rmdir()
+            if not self.path.is_dir():
                 return
-            except FileNotFoundError:
-                return
-            except OSError:
-                continue
 
 
 _POOL_LOCK = threading.Lock()

@@ -1,6 +1,6 @@
-"""Which backend confines here: bubblewrap, else Landlock, each probed once per process
-(``SNODO_SANDBOX_BACKEND`` forces one). That bubblewrap works is remembered on disk with what
-the answer depends on (:func:`_facts`); a stale record fails closed and is dropped."""
+"""Which backend confines here (bubblewrap, else Landlock; ``SNODO_SANDBOX_BACKEND`` forces one), probed once
+per process, and what it cannot guarantee (:func:`missing`). That bubblewrap works is remembered on disk
+with what it depends on (:func:`_facts`); a stale record fails closed and is dropped."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from pathlib import Path
 from attrs import frozen
 
 from snodo.base.errors import EnvironmentProblem
+from snodo.sandbox import cgroup
 from snodo.sandbox.bwrap import BwrapBackend, bwrap_program
+from snodo.sandbox.harden import supported as seccomp_supported
 from snodo.sandbox.landlock import LandlockBackend, abi_version
 from snodo.sandbox.policy import configured_home
 
@@ -56,8 +58,10 @@ def probe(name: str, *, remembered: bool = False) -> tuple[Backend, str | None]:
 
 
 def _answer(backend: Backend, program: str, remembered: bool) -> str | None:
-    if remembered and program and _recorded() == _facts(program):
-        return None
+    if remembered and program:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(_record_path().read_text(encoding="utf-8")) == _facts(program):
+                return None
     reason = backend.probe()
     if reason is None and program:
         _record(program)
@@ -97,13 +101,6 @@ def _facts(program: str) -> dict[str, object] | None:
     }
 
 
-def _recorded() -> object:
-    try:
-        return json.loads(_record_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _record(program: str) -> None:
     facts, path = _facts(program), _record_path()
     if facts is None or not path.parent.parent.is_dir():
@@ -115,19 +112,15 @@ def _record(program: str) -> None:
         os.replace(temporary, path)
 
 
-def distrust(backend: str) -> None:
-    """``backend`` failed to start a sandbox: forget that it works (here and on disk)."""
-    if backend != "bwrap":
-        return
-    for key in list(_PROBED):
-        if key[0] == "bwrap":
-            _PROBED.pop(key, None)
+def distrust_bwrap() -> None:
+    """bubblewrap failed to start a sandbox: forget that it works (here and on disk)."""
+    for key in [key for key in _PROBED if key[0] == "bwrap"]:
+        _PROBED.pop(key, None)
     with contextlib.suppress(OSError):
         _record_path().unlink()
 
 
-def forget_probes() -> None:
-    _PROBED.clear()
+forget_probes = _PROBED.clear
 
 
 def _unsupported_platform() -> str | None:
@@ -179,3 +172,38 @@ def statuses() -> list[BackendStatus]:
         out.append(BackendStatus(name=name, works=reason is None, reason=reason or "works", detail=detail))
     seatbelt = "not implemented yet" if sys.platform == "darwin" else "macOS only, not implemented yet"
     return [*out, BackendStatus(name="seatbelt", works=False, reason=seatbelt)]
+
+
+def missing(backend: str) -> list[str]:
+    """The guarantees ``backend`` does not give on this machine, for this user."""
+    gaps = []
+    if not seccomp_supported():
+        gaps.append(
+            "the seccomp filter that keeps confined code away from the sandbox's own processes: "
+            "none for this CPU architecture (confined calls are refused)"
+        )
+    if os.getuid() == 0 and not cgroup.available():
+        gaps.append("process count limit: the kernel never applies RLIMIT_NPROC to root, and no pids cgroup")
+    if backend == "landlock":
+        abi = abi_version()
+        if abi < 5:
+            gaps.append(f"ioctl on devices: Landlock ABI {abi} cannot refuse it (ABI 5, Linux 6.10, can)")
+        if abi < 6:
+            gaps.append(f"signals to host processes: Landlock ABI {abi} cannot scope them (ABI 6, Linux 6.12, can)")
+        gaps += [
+            "with network on (a coder that needs it): host UNIX sockets and TCP/UDP are reachable",
+            "no private /dev/shm or terminals: programs that need POSIX shared memory or a pty fail",
+            "no new entries directly in the workspace root (subdirectories are fully writable)",
+        ]
+    elif backend == "bwrap":
+        gaps.append("with network on (a coder that needs it): abstract UNIX sockets of the host are reachable")
+    return gaps
+
+
+def here() -> tuple[str | None, list[str]]:
+    """The backend that would confine here (``None``: none works) and what it cannot give."""
+    try:
+        name = choose_backend().name
+    except EnvironmentProblem as exc:
+        return None, [f"no confinement at all: {exc.message}"]
+    return name, missing(name)

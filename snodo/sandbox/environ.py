@@ -26,14 +26,8 @@ def _allowed(name: str) -> bool:
     return (name in ALWAYS or name.startswith("LC_")) and not _SECRET.match(name.upper())
 
 
-def confined_environment(
-    given: Mapping[str, str],
-    *,
-    named: Iterable[str],
-    tmpdir: Path,
-) -> dict[str, str]:
-    """The confined child's environment from the one its caller built (``given``): a variable
-    passes when allowlisted, named, or not inherited (not so in snodo's own)."""
+def confined_environment(given: Mapping[str, str], *, named: Iterable[str], tmpdir: Path) -> dict[str, str]:
+    """The confined child's environment from ``given``: what is allowlisted, named, or set by the caller."""
     parent = os.environ.copy()  # one decode of each, not two per name
     names = set(named)
     out = {key: value for key, value in given.items() if key in names or _allowed(key) or parent.get(key) != value}

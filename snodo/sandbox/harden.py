@@ -52,7 +52,9 @@ def supported() -> bool:
     return platform.machine() in _ARCHES
 
 
-def _numbers() -> tuple[int, bool, dict[str, int]]:
+def program(*, filter_sockets: bool = False) -> list[Instruction]:
+    """The classic BPF program: ``(code, jt, jf, k)`` per instruction. ``filter_sockets``:
+    ``socket()`` only for ``AF_NETLINK`` and no ``io_uring_setup`` (``EACCES``)."""
     machine = platform.machine()
     if machine not in _ARCHES:
         raise EnvironmentProblem(
@@ -60,14 +62,8 @@ def _numbers() -> tuple[int, bool, dict[str, int]]:
             "confined code away from the sandbox's own processes, knows x86_64 and aarch64 only",
             hint="run snodo on x86_64 or aarch64; see docs/security.md",
         )
-    column = list(_ARCHES).index(machine)
-    return (*_ARCHES[machine], {name: numbers[column] for name, numbers in _NUMBERS.items()})
-
-
-def program(*, filter_sockets: bool = False) -> list[Instruction]:
-    """The classic BPF program: ``(code, jt, jf, k)`` per instruction. ``filter_sockets``:
-    ``socket()`` only for ``AF_NETLINK`` and no ``io_uring_setup`` (``EACCES``)."""
-    arch, x32, numbers = _numbers()
+    (arch, x32), column = _ARCHES[machine], list(_ARCHES).index(machine)
+    numbers = {name: pair[column] for name, pair in _NUMBERS.items()}
     ops: list[_Op] = [
         (_LD_W_ABS, None, None, _OFFSET_ARCH),
         (_JEQ_K, None, "kill", arch),
@@ -98,8 +94,7 @@ def encoded(rows: list[Instruction]) -> bytes:
 
 
 def program_fd() -> int:
-    """A close-on-exec descriptor to read the encoded program from (bubblewrap's ``--seccomp``
-    reads it once: one per start, handed over with ``pass_fds``)."""
+    """A close-on-exec pipe holding the encoded program (bubblewrap's ``--seccomp`` reads it: one per start)."""
     data = encoded(program())
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:

@@ -87,11 +87,9 @@ def linked_git_dir(workspace: Path) -> Path | None:
         text = marker.read_text(encoding="utf-8", errors="replace").strip() if marker.is_file() else ""
     except OSError:
         return None
-    return (
-        Path(os.path.realpath(workspace / text.removeprefix("gitdir: ").strip()))
-        if text.startswith("gitdir: ")
-        else None
-    )
+    if not text.startswith("gitdir: "):
+        return None
+    return Path(os.path.realpath(workspace / text.removeprefix("gitdir: ").strip()))
 
 
 def remembered(cache: dict[Any, tuple[Any, V]], key: Hashable, stamp: object, make: Callable[[], V]) -> V:

@@ -46,9 +46,7 @@ def limits_from_protocol(file_size_mb: int, processes: int, memory_mb: int | Non
     return Limits(file_size=file_size_mb << 20, processes=processes, memory=memory)
 
 
-@functools.cache
-def _prlimit() -> str | None:
-    return shutil.which("prlimit")
+_prlimit = functools.cache(functools.partial(shutil.which, "prlimit"))
 
 
 def _clamped(res: int, value: int) -> int:
@@ -58,8 +56,7 @@ def _clamped(res: int, value: int) -> int:
 
 
 def rlimit_values(limits: Limits) -> list[tuple[int, str, int]]:
-    """``(resource, prlimit option, value)`` of each limit not 0: applied by ``prlimit`` inside
-    bubblewrap (no slow ``preexec_fn``), in Landlock's ``preexec_fn``."""
+    """``(resource, prlimit option, value)`` of each limit not 0 (bubblewrap runs ``prlimit``, Landlock sets them)."""
     values = [
         (resource.RLIMIT_FSIZE, "--fsize", _clamped(resource.RLIMIT_FSIZE, limits.file_size)),
         (resource.RLIMIT_NPROC, "--nproc", _clamped(resource.RLIMIT_NPROC, limits.processes)),
@@ -153,12 +150,11 @@ def _find_interpreters(workspace: Path, policy: SandboxPolicy) -> tuple[Path, ..
     if os.environ.get("VIRTUAL_ENV"):
         candidates.append(Path(os.environ["VIRTUAL_ENV"]))
     found: list[Path] = []
+    named = {Path(os.path.realpath(p)) for p in policy.interpreters}
     for raw in candidates:
         path = Path(os.path.realpath(raw))
         inside = path != workspace and workspace in path.parents and path not in found and path.is_dir()
-        if inside and (
-            path in (Path(os.path.realpath(p)) for p in policy.interpreters) or (path / "pyvenv.cfg").is_file()
-        ):
+        if inside and (path in named or (path / "pyvenv.cfg").is_file()):
             found.append(path)
     return tuple(found)
 
@@ -180,11 +176,8 @@ current_policy = _CURRENT.get
 @contextlib.contextmanager
 def confined(policy: SandboxPolicy | None) -> Iterator[SandboxPolicy | None]:
     """Run the block with ``policy`` as the current policy (``None`` leaves it as is)."""
-    if policy is None:
-        yield current_policy()
-        return
-    token = _CURRENT.set(policy)
+    token = _CURRENT.set(current_policy() if policy is None else policy)
     try:
-        yield policy
+        yield current_policy()
     finally:
         _CURRENT.reset(token)

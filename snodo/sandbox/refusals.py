@@ -64,12 +64,7 @@ def reported_by_tests(texts: Iterable[str], protected: Sequence[str] = ()) -> tu
 
 
 def record_refusals(
-    record: Callable[..., Any],
-    refusals: Iterable[Refusal],
-    *,
-    who: str,
-    task_id: str | None = None,
-    **context: Any,
+    record: Callable[..., Any], refusals: Iterable[Refusal], *, who: str, task_id: str | None = None, **context: Any
 ) -> None:
     for refusal in refusals:
         record("sandbox_refusal", path=refusal.path, error=refusal.error, reported_by=who, task_id=task_id, **context)

@@ -355,7 +355,7 @@ def test_limits_stop_a_fork_bomb(backend: str, tmp_path: Path) -> None:
 
 def test_the_missing_process_count_limit_is_reported(backend: str) -> None:
     from snodo.sandbox import cgroup
-    from snodo.sandbox.guarantees import missing
+    from snodo.sandbox.choose import missing
 
     gaps = missing(backend)
     assert any("process count" in gap for gap in gaps) == (os.getuid() == 0 and not cgroup.available()), gaps

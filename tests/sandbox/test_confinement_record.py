@@ -8,7 +8,7 @@ from pathlib import Path
 
 from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy, cgroup
-from snodo.sandbox.guarantees import here, missing
+from snodo.sandbox.choose import here, missing
 
 
 def test_every_confined_start_names_its_backend_to_the_policy(backend: str, tmp_path: Path) -> None:

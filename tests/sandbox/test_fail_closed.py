@@ -65,7 +65,8 @@ NEITHER = textwrap.dedent(
         assert fd >= 0 and libc.syscall(446, ctypes.c_int(fd), ctypes.c_uint32(0)) == 0
     from snodo.base.errors import EnvironmentProblem
     from snodo.process.runner import run_process
-    from snodo.sandbox import SandboxPolicy, statuses
+    from snodo.sandbox import SandboxPolicy
+    from snodo.sandbox.choose import statuses
     ws = Path(sys.argv[1])
     out = {"statuses": [[s.name, s.works, s.reason] for s in statuses()]}
     try:

@@ -23,7 +23,7 @@ import pytest
 from snodo.base.errors import EnvironmentProblem
 from snodo.process.runner import run_process
 from snodo.sandbox import SandboxPolicy
-from snodo.sandbox.guarantees import missing
+from snodo.sandbox.choose import missing
 from tests.conftest import git, make_repo
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="the payload's system call numbers are x86_64's")

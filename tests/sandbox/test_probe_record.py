@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from snodo.sandbox import forget_probes
 from snodo.sandbox.bwrap import bwrap_program
+from snodo.sandbox.choose import probe
 
 CHILD = """
 import sys
@@ -97,3 +99,14 @@ def test_a_stale_record_is_no_verdict_and_is_dropped(tmp_path: Path, logging_bwr
     assert not record.exists()
     # The next process probes for real and is refused by the probe itself.
     assert "does not work here" in _snodo(tmp_path, logging_bwrap)
+
+
+def test_a_missing_program_is_probed_not_taken_as_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SNODO_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SNODO_BWRAP", str(tmp_path / "no-such-bwrap"))
+    forget_probes()
+    try:
+        _, reason = probe("bwrap", remembered=True)
+    finally:
+        forget_probes()
+    assert reason == f"{tmp_path / 'no-such-bwrap'} does not exist"

@@ -105,17 +105,6 @@ class Snapshot:
                 self._files = entries(self.repo, self.tree)
             return self._files
 
-    def read_tree(self, index: Path) -> None:
-        made = run_git(
-            self.repo,
-            *("-c", "index.version=2", "-c", "core.splitIndex=false", "-c", "index.sparse=false"),
-            "read-tree",
-            self.tree,
-            env={"GIT_INDEX_FILE": str(index)},
-        )
-        if not made.ok:
-            raise EnvironmentProblem(f"cannot read tree {self.tree} into an index in {self.repo}: {made.detail()}")
-
     def _hooks_setting(self) -> str:
         """``core.hooksPath`` as the repository sets it (not snodo's command-line override)."""
         found = run_git(self.repo, "config", "--show-scope", "--get-all", "core.hooksPath")
@@ -144,16 +133,25 @@ class Snapshot:
             return Copy(self._slot.work, own=own, upper=own / "upper", work=own / "ovl")
         dest = own / "work"
         dest.mkdir()
+        write_copy(dest, self.files, self.blobs)
         self._lay_out(dest)
         return Copy(dest, own=own)
 
-    def _lay_out(self, dest: Path) -> None:
-        write_copy(dest, self.files, self.blobs)
+    def _lay_out(self, dest: Path, index: bytes | None = None) -> None:
+        """``dest``'s ``.git``, its index (``index``, else read from the tree) and environments."""
         self._git_dir(dest)
-        self.read_tree(dest / ".git" / "index")
-        self._link_environments(dest)
-
-    def _link_environments(self, dest: Path) -> None:
+        if index is not None:
+            (dest / ".git" / "index").write_bytes(index)
+        else:
+            made = run_git(
+                self.repo,
+                *("-c", "index.version=2", "-c", "core.splitIndex=false", "-c", "index.sparse=false"),
+                "read-tree",
+                self.tree,
+                env={"GIT_INDEX_FILE": str(dest / ".git" / "index")},
+            )
+            if not made.ok:
+                raise EnvironmentProblem(f"cannot read tree {self.tree} into an index in {self.repo}: {made.detail()}")
         for env in ENVIRONMENTS:
             if env not in self.environments and os.path.islink(dest / env):
                 os.unlink(dest / env)
@@ -342,12 +340,7 @@ class _Slot:
             write_copy(self.work, snapshot.files, snapshot.blobs)
         else:
             _patch(self.work, changes, snapshot.blobs)
-        snapshot._git_dir(self.work)
-        if kept is not None:
-            index.write_bytes(kept)
-        else:
-            snapshot.read_tree(index)
-        snapshot._link_environments(self.work)
+        snapshot._lay_out(self.work, kept)
         _write_state(self.home, snapshot.tree)
         self.held = snapshot.tree
 

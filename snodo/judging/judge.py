@@ -22,7 +22,7 @@ from snodo.workspace.pysetup import PythonSetup
 
 from .cache import BaseResult, Shared, base_key, load_base, store_base
 from .layout import MAX_SHOWN, Layout, Rules, escalations, rewritten, split
-from .record import PASSED, Session
+from .record import FAILED, PASSED, Session, first_line
 from .session import Outcome, run_session
 from .tooling import DOCS, Options, command_argv, held_out_digest, held_out_files, named_tests, pytest_tooling
 from .tree import Blobs, Entry, entries, resolve, tree_of, write_copy
@@ -85,8 +85,7 @@ class Judge:
         for rel, data in extra.items():
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            if target.is_symlink() or target.exists():
-                target.unlink()
+            target.unlink(missing_ok=True)
             target.write_bytes(data)
         return dest
 
@@ -113,7 +112,7 @@ class Judge:
         started = time.monotonic()
         outcome, _ = self._run(copy, self.opts.pytest_args(None), self._left() * 0.6)
         session = self._base_session(outcome, copy)
-        failing = [t for t, s in session.status.items() if s in ("failed", "error")]
+        failing = session.failed()
         flaky: list[str] = []
         if failing and len(failing) <= 200:
             again, _ = self._run(self._copy(base), self.opts.pytest_args(session, failing), self._left() * 0.5)
@@ -233,8 +232,7 @@ class Judge:
 
     def _before_work(self, after: Session) -> None:
         """Before the work (pre_execute) every failing test blocks."""
-        failing = [f"{t} ({s})" for t, s in after.status.items() if s in ("failed", "error")]
-        failing += [f"{t}: could not be collected" for t in after.collect_errors]
+        failing = after.problems(FAILED)
         if failing:
             shown = "; ".join(sorted(failing)[:MAX_SHOWN])
             self.blockers.append(f"{len(failing)} test(s) fail before any work: {shown}")
@@ -277,7 +275,7 @@ class Judge:
         if s is None:
             self.blockers.append(f"the added tests: {outcome.problem}")
             return ""
-        failed = _failing(s, ok=(PASSED, "skipped", "xfailed"))
+        failed = s.problems((*FAILED, "xpassed", "not run"), why=True)
         if failed:
             self.blockers.append(f"added tests fail: {'; '.join(failed[:MAX_SHOWN])}")
         collected = {t.split("::", 1)[0] for t in s.status}
@@ -343,12 +341,6 @@ class Judge:
         )
 
 
-def _failing(session: Session, ok: Sequence[str]) -> list[str]:
-    """Each test whose status is not ``ok``, and each module that could not be collected."""
-    out = [f"{t} ({st}){first_line(session.messages.get(t))}" for t, st in session.status.items() if st not in ok]
-    return out + [f"{t}: could not be collected" for t in session.collect_errors]
-
-
 def _matching(status: Mapping[str, str], name: str) -> list[str]:
     return [t for t in status if t == name or t.startswith((name + "::", name + "["))]
 
@@ -356,12 +348,6 @@ def _matching(status: Mapping[str, str], name: str) -> list[str]:
 def _relative(path: str, root: Path) -> str:
     rel = os.path.relpath(path, root).replace(os.sep, "/")
     return "" if rel == "." else rel
-
-
-def first_line(message: str | None, sep: str = ":") -> str:
-    """The line of a failure a person needs first (pytest's last), after ``sep``."""
-    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
-    return f"{sep} {lines[-1][:200]}" if lines else ""
 
 
 def foreign_message(foreign: Mapping[str, str], where: Path) -> str:

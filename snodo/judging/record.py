@@ -7,12 +7,13 @@ import hashlib
 import hmac
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from attrs import Factory, frozen
 
 PASSED = "passed"
+FAILED = ("failed", "error")
 _PHASES = ("setup", "call", "teardown")
 MAX_LINES = 1_000_000
 
@@ -52,6 +53,22 @@ class Session:
 
     def passing(self) -> frozenset[str]:
         return frozenset(t for t, s in self.status.items() if s == PASSED)
+
+    def failed(self) -> list[str]:
+        return [t for t, s in self.status.items() if s in FAILED]
+
+    def problems(self, bad: Container[str] | None = None, *, why: bool = False) -> list[str]:
+        """Each test whose status is ``bad`` (default: not passed) with it (``why``: and the
+        :func:`first_line` of its message), then each module that could not be collected."""
+        tests = [(t, s) for t, s in self.status.items() if (s != PASSED if bad is None else s in bad)]
+        out = [f"{t} ({s}){first_line(self.messages.get(t)) if why else ''}" for t, s in tests]
+        return out + [f"{t}: could not be collected" for t in self.collect_errors]
+
+
+def first_line(message: str | None, sep: str = ":") -> str:
+    """The line of a failure a person needs first (pytest's last), after ``sep``."""
+    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    return f"{sep} {lines[-1][:200]}" if lines else ""
 
 
 class Dishonest(Exception):

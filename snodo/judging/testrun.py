@@ -13,8 +13,8 @@ from snodo.base.errors import ToolError
 from snodo.rules.guard import PathGuard
 from snodo.workspace.pysetup import python_setup
 
-from .judge import first_line, foreign_message
-from .record import Session
+from .judge import foreign_message
+from .record import first_line
 from .session import Outcome, run_session
 from .tooling import options_from_command, pytest_tooling
 
@@ -93,7 +93,7 @@ def run_tests(
         output_tail=outcome.tail,
         timed_out=outcome.timed_out,
         duration=outcome.duration,
-        failed_tests=_failed(s)[:MAX_FAILED_IDS] if s else (),
+        failed_tests=(*s.failed(), *s.collect_errors)[:MAX_FAILED_IDS] if s else (),
         python=f"{setup.python} ({setup.python_source})",
     )
 
@@ -105,10 +105,6 @@ def _path(root: Path, path: str | None) -> list[str]:
         raise ToolError(f"run_tests path {path!r} is refused: it must be a path, not an option")
     PathGuard(root).check_read(path)
     return [path]
-
-
-def _failed(s: Session) -> tuple[str, ...]:
-    return (*[t for t, st in s.status.items() if st in ("failed", "error")], *s.collect_errors)
 
 
 def _summary(outcome: Outcome, timeout: float, root: Path) -> str:

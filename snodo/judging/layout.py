@@ -82,7 +82,6 @@ class Rules:
     def __init__(self, base: Mapping[str, Entry], session: Session) -> None:
         self.session = session
         self.config_names = frozenset(session.config_names) | frozenset(FALLBACK_CONFIG_NAMES)
-        self.inifile = session.inifile
         self.python_files = tuple(session.python_files) or ("test_*.py", "*_test.py")
         self.roots: set[str] = set()
         self.files: set[str] = set()
@@ -106,7 +105,7 @@ class Rules:
         return (
             name in HARNESS_NAMES
             or name in self.config_names
-            or path == self.inifile
+            or path == self.session.inifile
             or name.endswith(".pth")
             or any(p.endswith((".dist-info", ".egg-info")) for p in parts[:-1])
         )
@@ -276,11 +275,8 @@ def rewritten(copy: Path, files: Mapping[str, Entry], rules: Rules, blobs: Blobs
     ``conftest.py`` written during collection steers the rest of it)."""
     guarded = [p for p, e in files.items() if e.mode != SYMLINK and (rules.harness(p) or rules.in_test_area(p))]
     changed = [p for p in guarded if _read(copy / p) != blobs[files[p].sha]]
-    return sorted(changed + [p for p in _new_files(copy, files) if _guarded_new(rules, p)])
-
-
-def _guarded_new(rules: Rules, path: str) -> bool:
-    return rules.harness(path) or (rules.in_test_area(path) and rules.test_module(path))
+    new = [p for p in _new_files(copy, files) if rules.harness(p) or (rules.in_test_area(p) and rules.test_module(p))]
+    return sorted(changed + new)
 
 
 def _read(path: Path) -> bytes | None:
@@ -302,13 +298,9 @@ def _new_files(copy: Path, files: Mapping[str, Entry]) -> list[str]:
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def escape_control(text: str) -> str:
-    """Control characters shown as ``\\xNN``: nothing an agent wrote moves a person's cursor."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
 def show_diff(path: str, old: bytes | None, new: bytes | None) -> str:
-    """A bounded unified diff of one file, control characters escaped."""
+    """A bounded unified diff of one file, control characters shown as ``\\xNN``: nothing an
+    agent wrote moves a person's cursor."""
     before, after = old or b"", new or b""
     if b"\0" in before + after:
         return f"(binary file {path})"
@@ -317,4 +309,4 @@ def show_diff(path: str, old: bytes | None, new: bytes | None) -> str:
     lines = list(difflib.unified_diff(a, b, *names, lineterm=""))
     if len(lines) > MAX_DIFF_LINES:
         lines = [*lines[:MAX_DIFF_LINES], f"[... {len(lines) - MAX_DIFF_LINES} more diff lines]"]
-    return escape_control("\n".join(line[:400] for line in lines))
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "\n".join(line[:400] for line in lines))

@@ -109,19 +109,14 @@ class _Finder(ast.NodeVisitor):
                 self.add(node, f"looks for the variable {value}")
         self.generic_visit(node)
 
-    def _assigned(self, node: ast.AST, target: ast.AST) -> None:
-        name = _dotted(target)
-        if name[-2:] in _WATCHED_ASSIGN or (name and name[0] in ("builtins", "__builtins__")):
-            self.add(node, f"replaces {'.'.join(name)}")
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            self._assigned(node, target)
+    def visit_Assign(self, node: ast.Assign | ast.AugAssign) -> None:
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            name = _dotted(target)
+            if name[-2:] in _WATCHED_ASSIGN or (name and name[0] in ("builtins", "__builtins__")):
+                self.add(node, f"replaces {'.'.join(name)}")
         self.generic_visit(node)
 
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._assigned(node, node.target)
-        self.generic_visit(node)
+    visit_AugAssign = visit_Assign
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id == "__builtins__":

@@ -124,8 +124,7 @@ class Snapshot:
         return out
 
     def copy(self, name: str, *, overlay: bool = False) -> Copy:
-        """A private copy of the tree; with ``overlay`` (bubblewrap) the kept tree and a place
-        for the validator's writes."""
+        """A private copy of the tree; with ``overlay`` (bubblewrap) the kept tree, its writes apart."""
         own = self._private(name)
         if overlay and self._slot is not None:
             (own / "upper").mkdir()
@@ -200,8 +199,7 @@ class Snapshot:
             return Copy(self._shared)
 
     def empty(self) -> Path:
-        """The confined workspace of a validator that runs no code: a process it starts anyway
-        cannot write the copy it shares."""
+        """A workspace for a validator that runs no code: a process it starts cannot write the shared copy."""
         return self._private("empty")
 
     def _private(self, name: str) -> Path:
@@ -263,8 +261,7 @@ def _remove_tree(path: Path) -> None:
 
 
 class _Slot:
-    """A judged tree kept between runs in the git directory, patched by the next snapshot
-    (docs/security.md, "One snapshot")."""
+    """A judged tree kept between runs in the git directory, patched by the next snapshot."""
 
     def __init__(self, home: Path, fd: int) -> None:
         self.home = home
@@ -306,8 +303,7 @@ class _Slot:
         return free[0]
 
     def changes(self, snapshot: Snapshot) -> list[tuple[str, Entry | None]] | None:
-        """Each path that differs from the tree held, with its new entry (``None``: gone);
-        ``None`` when the tree held is unknown or touches a ``.git`` or environment entry."""
+        """Each path that differs from the tree held, with its new entry (``None``: gone); ``None``: write it whole."""
         if self.held in ("", "dirty") or not self.work.is_dir():
             return None
         if self.held == snapshot.tree:
@@ -357,8 +353,7 @@ def _write_state(home: Path, state: str) -> None:
 
 
 def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) -> None:
-    """Bring ``work`` to the new tree: remove what is gone or replaced (and directories left
-    empty), then write what is new, by :func:`write_copy`'s rules."""
+    """Bring ``work`` to the new tree: remove what is gone or replaced, write what is new (as :func:`write_copy`)."""
     real = os.path.realpath(work)
     emptied: set[str] = set()
     for path, _ in sorted(changes, reverse=True):

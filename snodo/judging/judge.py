@@ -1,5 +1,4 @@
-"""Judging a change by its tests against the base, in copies snodo lays out itself
-(docs/judging.md, "How a change is judged")."""
+"""Judging a change by its tests against the base, in copies snodo writes (docs/judging.md)."""
 
 from __future__ import annotations
 
@@ -173,8 +172,7 @@ class Judge:
     def _main(
         self, layout: Layout, rules: Rules, base: Mapping[str, Entry], run_limit: float, limit: float
     ) -> Session | None:
-        """The base's tests against the change's source; ``None`` when the run did not finish
-        (a blocker, or no verdict when the base, run again, does not finish either)."""
+        """The base's tests against the change's source; ``None`` when the run did not finish."""
         copy = self._copy(layout.main)
         outcome, setup = self._run(copy, self.opts.pytest_args(rules.session), run_limit)
         self.details["python"] = f"{setup.python} ({setup.python_source})"
@@ -249,8 +247,7 @@ class Judge:
         return f"against base {self.base_commit[:12]}: {summary}{flaky_note}"
 
     def _named(self, base: Session, after: Session) -> None:
-        """Every test the task names must pass; one the base lacks (and the held-out tests do
-        not hold) is for a person."""
+        """Every test the task names must pass; one the base and the held-out tests lack is for a person."""
         held = held_out_files(self.opts.held_out)
         for name in self.named:
             path = name.split("::", 1)[0]
@@ -317,8 +314,7 @@ class Judge:
         return f"; held-out: {passed} of {total} passed"
 
     def _verdict(self, summary: str, *, empty: bool) -> Judgement:
-        """Blockers block; else escalations ask a person; else a run that collected nothing
-        verifies nothing; else the tests pass."""
+        """Blockers block; else escalations ask a person; else a run that collected nothing verifies nothing."""
         self.details["escalations"] = [{"what": w, "shown": s} for w, s in self.escalations]
         if self.added_excerpt:
             self.details["added_tests_output"] = self.added_excerpt

@@ -144,9 +144,8 @@ def split(rules: Rules, change: Mapping[str, Entry], *, import_roots: Iterable[s
 
 
 def _place(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[str, Entry | None]:
-    """What ``path`` (``b`` at the base, ``c`` after) is in the change ("": unchanged), and
-    what the judged copy holds: the base's harness and tests, never added bytecode or test
-    modules, else the change's source."""
+    """What ``path`` (``b`` at the base, ``c`` after) is in the change ("": unchanged), and what the
+    judged copy holds: the base's harness and tests, never added bytecode or test modules, else the change's."""
     if rules.harness(path) or rules.in_test_area(path):
         return _place_guarded(rules, path, b, c)
     if c is None:
@@ -173,8 +172,7 @@ def _new_test(rules: Rules, path: str, c: Entry | None) -> bool:
 
 
 def _drop_parents(files: dict[str, Entry]) -> list[str]:
-    """Entries standing where another needs a directory (a file ``tests`` beside
-    ``tests/test_a.py``): dropped from the copy, named for a person."""
+    """Entries where another needs a directory (``tests`` beside ``tests/test_a.py``): dropped, shown to a person."""
     dirs = {posixpath.dirname(p) for p in files}
     parents: set[str] = set()
     for found in dirs:
@@ -299,8 +297,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def show_diff(path: str, old: bytes | None, new: bytes | None) -> str:
-    """A bounded unified diff of one file, control characters shown as ``\\xNN``: nothing an
-    agent wrote moves a person's cursor."""
+    """A bounded unified diff of one file, control characters as ``\\xNN`` (nothing an agent wrote moves a cursor)."""
     before, after = old or b"", new or b""
     if b"\0" in before + after:
         return f"(binary file {path})"

@@ -93,8 +93,7 @@ def run_session(
 
 
 def _policy(copy: Path, scratch: Path, hidden: Sequence[Path]) -> SandboxPolicy | None:
-    """The caller's confinement moved onto ``copy`` (unless it is the workspace), the record's
-    directory writable, the held-out tests hidden."""
+    """The caller's confinement moved onto ``copy`` (unless the workspace), the record writable, held-out hidden."""
     base = current_policy()
     if base is None:
         return None

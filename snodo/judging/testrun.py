@@ -74,8 +74,7 @@ def run_tests(
     plugins: Sequence[str] = (),
     options: Sequence[str] = (),
 ) -> TestRunResult:
-    """Run the tests of the project at ``root`` (or only the agent's ``path``, inside it) with
-    the protocol's settings (:func:`python_settings`) and summarise them."""
+    """The tests at ``root`` (or the agent's ``path`` in it), run as the validators run them, summarised."""
     if timeout <= 0:
         raise ToolError("the test timeout must be positive")
     if not Path(root).is_dir():

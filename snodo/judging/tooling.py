@@ -50,8 +50,7 @@ def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
 
 @frozen(kw_only=True)
 class Options:
-    """How tests are run: pytest options, paths and plugins (autoload is off), the time
-    budget, the held-out directory, the interpreter settings."""
+    """How tests are run: pytest options, paths, plugins (autoload off), time budget, held-out tests, interpreter."""
 
     options: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()

@@ -97,8 +97,7 @@ class Judge:
                 hint=f"raise tooling.timeout; see {DOCS}",
             )
         hidden = (self.opts.held_out,) if self.opts.held_out is not None else ()
-        outcome = run_session(copy, setup, args, timeout=timeout, hidden=hidden, checkout=self.project_root)
-        return outcome, setup
+        return run_session(copy, setup, args, timeout=timeout, hidden=hidden, checkout=self.project_root), setup
 
     def base_result(self, base: Mapping[str, Entry]) -> BaseResult:
         """The base's per-test results, cached or run now (failures twice: flaky ones are not required)."""
@@ -360,27 +359,14 @@ def foreign_message(foreign: Mapping[str, str], where: Path) -> str:
 _SHARED = Shared()
 
 
-def judge_change(
-    repo: Path,
-    *,
-    base: str,
-    tree: str,
-    project_root: Path,
-    options: Options,
-    spec: str,
-    cache: Path | None,
-) -> Judgement:
-    """Judge ``tree`` against ``base``; :class:`ValidatorFault` only when there is no verdict."""
-    held = held_out_digest(options.held_out)
-    material = [str(repo), base, tree, asdict(options), held, named_tests(spec), str(project_root)]
-    key = hashlib.sha256(json.dumps(material, default=str).encode()).hexdigest()
-
-    def compute() -> Judgement:
-        judge = Judge(repo, base=base, tree=tree, project_root=project_root, options=options, spec=spec, cache=cache)
-        with contextlib.closing(judge):
-            return judge.judge()
-
-    return _SHARED.get(key, compute)
+def judge_change(judge: Judge) -> Judgement:
+    """``judge``'s verdict, or the one this process has for the same change and options (then
+    shared); :class:`ValidatorFault` only when there is no verdict. ``judge`` is closed."""
+    held = held_out_digest(judge.opts.held_out)
+    material = [str(judge.repo), judge.base_commit, judge.tree, asdict(judge.opts), held, judge.named]
+    key = hashlib.sha256(json.dumps([*material, str(judge.project_root)], default=str).encode()).hexdigest()
+    with contextlib.closing(judge):
+        return _SHARED.get(key, judge.judge)
 
 
-__all__ = ["Judgement", "Options", "judge_change"]
+__all__ = ["Judge", "Judgement", "Options", "judge_change"]

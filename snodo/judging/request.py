@@ -12,7 +12,7 @@ from typing import Any
 from snodo.base.errors import ValidatorFault
 from snodo.plugin.records import ValidationRequest
 
-from .judge import Judgement, foreign_message, judge_change
+from .judge import Judge, Judgement, foreign_message, judge_change
 from .session import run_session
 from .tooling import DOCS, Options, command_argv, held_out_dir, options_from_command
 
@@ -40,19 +40,18 @@ def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeo
         require_all=request.phase == "pre_execute",
     )
     work = request.work
-    if work is not None and work.base:
-        tree = work.tree()
-        if tree:
-            return judge_change(
-                work.repo,
-                base=work.base,
-                tree=tree,
-                project_root=project_root,
-                options=options,
-                spec=request.task_spec,
-                cache=work.cache,
-            )
-    return judge_workspace(Path(request.workspace), project_root, options)
+    if work is None or not work.base or not (tree := work.tree()):
+        return judge_workspace(Path(request.workspace), project_root, options)
+    judge = Judge(
+        work.repo,
+        base=work.base,
+        tree=tree,
+        project_root=project_root,
+        options=options,
+        spec=request.task_spec,
+        cache=work.cache,
+    )
+    return judge_change(judge)
 
 
 def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Judgement:

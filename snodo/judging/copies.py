@@ -1,5 +1,4 @@
-"""One snapshot per validation, one private copy of it per validator, each a git work tree
-whose ``.git`` snodo writes itself (docs/security.md, "One snapshot")."""
+"""One snapshot per validation, a private copy per validator with a ``.git`` snodo writes (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ SLOTS = 2
 
 @frozen
 class Copy:
-    """Where one validator judges: ``path``; with ``upper`` (bubblewrap) the kept tree,
-    overlaid so its writes land in ``upper``; ``own``: what to remove after (``None``: shared)."""
+    """Where one validator judges: ``path`` (with ``upper``: the kept tree, writes overlaid); ``own`` removed after."""
 
     path: Path
     own: Path | None = None
@@ -44,8 +42,7 @@ class Copy:
 
 
 class Snapshot:
-    """The judged ``tree`` of ``repo``, laid out once per validator: kept between snapshots
-    (:class:`_Slot`, patched with what differs), its blobs read in one batch for every copy."""
+    """The judged ``tree`` of ``repo`` for each validator: kept between snapshots (patched), its blobs read once."""
 
     def __init__(
         self,
@@ -113,9 +110,8 @@ class Snapshot:
 
     def _project_hooks(self) -> dict[str, tuple[bytes, int]]:
         out: dict[str, tuple[bytes, int]] = {}
-        hooks = self._common / "hooks"
         with contextlib.suppress(OSError):
-            for entry in os.scandir(hooks):
+            for entry in os.scandir(self._common / "hooks"):
                 if entry.name.endswith(".sample") or not entry.is_file(follow_symlinks=True):
                     continue
                 with contextlib.suppress(OSError):
@@ -328,7 +324,8 @@ class _Slot:
         """Make ``work`` hold ``snapshot``'s tree: ``changes`` patched in, or written afresh (``None``)."""
         index = self.work / ".git" / "index"
         kept = index.read_bytes() if changes == [] and index.is_file() else None  # it holds the tree
-        _write_state(self.home, "dirty")
+        state = self.home / "state"  # written in place: cut short, it names no tree git knows, or the same
+        state.write_text("dirty\n", encoding="ascii")
         if changes is None:
             if os.path.lexists(self.work):
                 _remove_tree(self.work)
@@ -337,7 +334,7 @@ class _Slot:
         else:
             _patch(self.work, changes, snapshot.blobs)
         snapshot._lay_out(self.work, kept)
-        _write_state(self.home, snapshot.tree)
+        state.write_text(snapshot.tree + "\n", encoding="ascii")
         self.held = snapshot.tree
 
     def release(self) -> None:
@@ -345,11 +342,6 @@ class _Slot:
             with contextlib.suppress(OSError):
                 os.close(self.fd)  # the lock goes with it
             self.fd = -1
-
-
-def _write_state(home: Path, state: str) -> None:
-    """Written in place: a write cut short names no tree git knows, or (a prefix) the same tree."""
-    (home / "state").write_text(state + "\n", encoding="ascii")
 
 
 def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) -> None:

@@ -1,6 +1,5 @@
-"""Which files of a change are harness, tests or source (as the base's own session says),
-what each judged copy holds, and what a person must see (docs/judging.md, "How a change is
-judged" 4 and 7)."""
+"""Which files of a change are harness, tests or source (as the base's own session says), what
+each judged copy holds, and what a person must see (docs/judging.md, "How a change is judged")."""
 
 from __future__ import annotations
 
@@ -189,8 +188,7 @@ def _drop_parents(files: dict[str, Entry]) -> list[str]:
 def _shadowing(
     base: Mapping[str, Entry], change: Mapping[str, Entry], import_roots: Iterable[str], external: Iterable[str]
 ) -> list[str]:
-    """New top-level modules on an import root named like one the interpreter would
-    otherwise load from elsewhere (the standard library, pytest, what the base's tests used)."""
+    """New top-level modules on an import root named like one loaded from elsewhere (stdlib, pytest, the base's)."""
     taken = frozenset(sys.stdlib_module_names) | frozenset(external) | {"pytest", "_pytest", "pluggy", "py"}
     found: list[str] = []
 
@@ -269,12 +267,14 @@ def _stem(path: str) -> str:
 
 
 def rewritten(copy: Path, files: Mapping[str, Entry], rules: Rules, blobs: Blobs) -> list[str]:
-    """Test-area and harness files of ``copy`` changed, removed or new after a run (a
-    ``conftest.py`` written during collection steers the rest of it)."""
+    """Test-area and harness files of ``copy`` changed, removed or new after a run (a new conftest steers)."""
     guarded = [p for p, e in files.items() if e.mode != SYMLINK and (rules.harness(p) or rules.in_test_area(p))]
     changed = [p for p in guarded if _read(copy / p) != blobs[files[p].sha]]
-    new = [p for p in _new_files(copy, files) if rules.harness(p) or (rules.in_test_area(p) and rules.test_module(p))]
-    return sorted(changed + new)
+    return sorted(changed + [p for p in _new_files(copy, files) if _guarded_new(rules, p)])
+
+
+def _guarded_new(rules: Rules, path: str) -> bool:
+    return rules.harness(path) or (rules.in_test_area(path) and rules.test_module(path))
 
 
 def _read(path: Path) -> bytes | None:

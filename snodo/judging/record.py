@@ -1,5 +1,4 @@
-"""Reading the judge's record of one pytest session, trusting nothing it does not prove
-(docs/judging.md, "How a change is judged" 6): anything else is :class:`Dishonest`."""
+"""Reading the judge's record of one pytest session, trusting nothing it does not prove (docs/judging.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Source that reads or steers the test harness (pytest's machinery, the variables a test run
-sets, the stack, how the process ends, ``builtins``), found by parsing it: only findings on
-lines the change added count; a file that does not parse is reported too."""
+"""Source that reads or steers the test harness (pytest's machinery, a test run's variables, the stack, how
+the process ends, ``builtins``), found by parsing it: only lines the change added count, and a parse failure."""
 
 from __future__ import annotations
 

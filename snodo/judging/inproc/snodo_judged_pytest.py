@@ -70,10 +70,9 @@ def _judged(path: str, root: str) -> bool:
 
 
 def _no_bytecode_read(root: str) -> None:
-    """Python and pytest never read bytecode cached in the judged tree (outside the interpreter's
-    environment): a planted ``.pyc`` matching its source's mtime and size would run instead of
-    the source. Should either import fail, the record ends early: no verdict, never a pass
-    without this defence."""
+    """Python and pytest never read bytecode cached in the judged tree (outside the interpreter's environment):
+    a planted ``.pyc`` matching its source's mtime and size would run instead. Should either import fail, the
+    record ends early: no verdict, never a pass without this defence."""
     import importlib._bootstrap_external as external  # noqa: PLC0415 CPython's import system, patched once
 
     from _pytest.assertion import rewrite  # noqa: PLC0415 after pytest, never from the copy
@@ -183,9 +182,8 @@ def _config_names() -> list[str]:
 
 
 def _imports(root: str, modules: set[str], checkout: str) -> tuple[dict[str, str], list[str]]:
-    """The project's modules imported from outside the judged copy (named like its top-level
-    modules, or from the user's checkout outside the interpreter's environment); and the
-    top-level names loaded from outside it, which a new module in the tree would shadow."""
+    """The project's modules (by top-level name, or from the checkout outside the interpreter's environment)
+    imported from outside the judged copy; and the top-level names loaded from outside, which a new module shadows."""
     foreign: dict[str, str] = {}
     outside = set()
     for name, module in list(sys.modules.items()):

@@ -357,12 +357,10 @@ def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) ->
             emptied.add(os.path.dirname(target))
     for parent in sorted(emptied, key=len, reverse=True):
         here = parent
-        while here != real and here.startswith(real + os.sep):
-            try:
+        with contextlib.suppress(OSError):  # not empty: its parents are not either
+            while here != real and here.startswith(real + os.sep):
                 os.rmdir(here)
-            except OSError:
-                break
-            here = os.path.dirname(here)
+                here = os.path.dirname(here)
     for path, entry in sorted((p, e) for p, e in changes if e is not None):
         target = os.path.join(real, path)
         if not safe_path(path) or not _plain(real, path, make=True):

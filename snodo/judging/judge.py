@@ -102,8 +102,7 @@ class Judge:
     def base_result(self, base: Mapping[str, Entry]) -> BaseResult:
         """The base's per-test results, cached or run now (failures twice: flaky ones are not required)."""
         key = base_key(self.base_tree, self.opts.setup(self.project_root, self.project_root).python, self.opts)
-        cached = load_base(self.cache, key)
-        if cached is not None:
+        if (cached := load_base(self.cache, key)) is not None:
             return cached
         copy = self._copy(base)
         roots = tuple(_relative(p, copy) for p in self.opts.setup(copy, self.project_root).pythonpath)

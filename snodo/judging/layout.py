@@ -1,5 +1,4 @@
-"""Which files of a change are harness, tests or source (as the base's own session says), what
-each judged copy holds, and what a person must see (docs/judging.md, "How a change is judged")."""
+"""Which files of a change are harness, tests or source, what each judged copy holds, what a person must see."""
 
 from __future__ import annotations
 
@@ -100,13 +99,12 @@ class Rules:
 
     def harness(self, path: str) -> bool:
         name = posixpath.basename(path)
-        parts = path.split("/")
         return (
             name in HARNESS_NAMES
             or name in self.config_names
             or path == self.session.inifile
             or name.endswith(".pth")
-            or any(p.endswith((".dist-info", ".egg-info")) for p in parts[:-1])
+            or any(p.endswith((".dist-info", ".egg-info")) for p in path.split("/")[:-1])
         )
 
     def in_test_area(self, path: str) -> bool:
@@ -143,8 +141,7 @@ def split(rules: Rules, change: Mapping[str, Entry], *, import_roots: Iterable[s
 
 
 def _place(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[str, Entry | None]:
-    """What ``path`` (``b`` at the base, ``c`` after) is in the change ("": unchanged), and what the
-    judged copy holds: the base's harness and tests, never added bytecode or test modules, else the change's."""
+    """What ``path`` (``b`` at the base, ``c`` after) is in the change ("": unchanged), and what the copy holds."""
     if rules.harness(path) or rules.in_test_area(path):
         return _place_guarded(rules, path, b, c)
     if c is None:

@@ -1,5 +1,4 @@
-"""What a validator asks for (:func:`snodo.api.judge_tests`): the change judged against its
-base, or without one (no commit yet) the workspace's tests run once, each required to pass."""
+"""What a validator asks (:func:`snodo.api.judge_tests`): the change against its base, else each test passing."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ from .tooling import DOCS, Options, command_argv, held_out_dir, options_from_com
 def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeout: float | None = None) -> Judgement:
     """Judge the request's work by its tests; :class:`ValidatorFault` when there is no verdict."""
     argv = command_argv(tooling.get("command"))
-    parsed = options_from_command(argv)
-    if parsed is None:
+    if (parsed := options_from_command(argv)) is None:
         raise ValidatorFault(
             f"tooling.command {shlex.join(argv)!r} does not run pytest, so no test can be judged: an exit "
             "status alone proves nothing",

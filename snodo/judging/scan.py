@@ -150,9 +150,8 @@ def added_findings(new: bytes, old: bytes | None) -> list[str]:
     out = []
     for n, why in findings(new):
         text = _line(new_lines, n)
-        if (why, text) in before:
-            continue
-        out.append(f"line {n}: {why}: {text[:160]}" if n else why)
+        if (why, text) not in before:
+            out.append(f"line {n}: {why}: {text[:160]}" if n else why)
     return out
 
 

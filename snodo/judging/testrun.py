@@ -25,8 +25,7 @@ MAX_FAILED_IDS = 50
 def python_settings(validators: Sequence[Any], *, execution_python: str | None = None) -> dict[str, Any]:
     """The validators' interpreter settings and pytest ``plugins``: ``run_tests`` runs tests as they do."""
     found: dict[str, Any] = {"execution_python": execution_python}
-    plugins = pytest_tooling(validators).get("plugins")
-    if plugins:
+    if plugins := pytest_tooling(validators).get("plugins"):
         found["plugins"] = tuple(plugins)
     for v in validators:
         tooling = getattr(v, "tooling", None) or {}

@@ -69,8 +69,7 @@ class Options:
             if session.inifile:
                 args += ["-c", session.inifile]
             args += ["--rootdir", session.rootdir]
-        for plugin in self.plugins:
-            args += ["-p", plugin]
+        args += [a for plugin in self.plugins for a in ("-p", plugin)]
         return [*args, *self.options, *(self.paths if paths is None else paths)]
 
     def setup(self, workspace: Path, project_root: Path) -> PythonSetup:

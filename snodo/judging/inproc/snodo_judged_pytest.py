@@ -110,20 +110,17 @@ class Recorder:
     def pytest_collection_finish(self, session: Any) -> None:
         items = session.items
         self.collected = len(items)
-        ids = [item.nodeid for item in items]
-        files = sorted({os.path.relpath(str(item.path), self.root) for item in items if hasattr(item, "path")})
         config = session.config
         inipath = getattr(config, "inipath", None)
-        conftests = sorted(
-            os.path.relpath(str(getattr(p, "__file__", "")), self.root)
-            for p in config.pluginmanager.get_plugins()
-            if str(getattr(p, "__file__", "")).endswith("conftest.py")
-        )
         self.record.write(
             "collected",
-            ids=ids,
-            files=files,
-            conftests=conftests,
+            ids=[item.nodeid for item in items],
+            files=sorted({os.path.relpath(str(item.path), self.root) for item in items if hasattr(item, "path")}),
+            conftests=sorted(
+                os.path.relpath(str(getattr(p, "__file__", "")), self.root)
+                for p in config.pluginmanager.get_plugins()
+                if str(getattr(p, "__file__", "")).endswith("conftest.py")
+            ),
             rootdir=os.path.relpath(str(config.rootpath), self.root),
             inifile=os.path.relpath(str(inipath), self.root) if inipath else None,
             python_files=list(config.getini("python_files") or []),
@@ -206,8 +203,7 @@ def main() -> None:
     os.dup2(null, 0)
     os.close(null)
     task = json.loads(line)
-    key = bytes.fromhex(task["key"])
-    record = Record(task["record"], key)
+    record = Record(task["record"], bytes.fromhex(task["key"]))
     del task["key"], line
     for name in [n for n in os.environ if n.startswith(("PYTEST_", "PYTHON"))]:
         del os.environ[name]

@@ -1,5 +1,4 @@
-"""Judging a change by its tests: per test, against the base, in copies from git's objects
-(docs/judging.md); validators reach :func:`judge_change` through :func:`snodo.api.judge_tests`."""
+"""Judging a change by its tests, per test against the base, in copies from git's objects (docs/judging.md)."""
 
 from snodo.judging.judge import Judgement, judge_change
 from snodo.judging.request import judge_tests

@@ -1,5 +1,4 @@
-"""What one judgement reuses from another: the base's results on disk, whole judgements in
-memory (validators of one phase that need test results share one run)."""
+"""What one judgement reuses from another: the base's results on disk, whole judgements in memory."""
 
 from __future__ import annotations
 
@@ -99,8 +98,7 @@ def store_base(cache: Path | None, key: str, result: BaseResult) -> None:
 
 
 class Shared:
-    """Results by what they depend on: the first asker computes, later ones wait for it; a
-    finished entry lives :attr:`TTL` seconds, a failed one is forgotten."""
+    """Results by key: the first asker computes, later ones wait; a result lives :attr:`TTL` s, a failure not at all."""
 
     TTL = 600.0
     MAX_ENTRIES = 16

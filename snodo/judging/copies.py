@@ -1,5 +1,4 @@
-"""One snapshot per validation, one private copy of it per validator, each a git work tree
-whose ``.git`` snodo writes itself (docs/security.md, "One snapshot")."""
+"""One snapshot per validation, a private copy per validator with a ``.git`` snodo writes (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ SLOTS = 2
 
 @frozen
 class Copy:
-    """Where one validator judges: ``path``; with ``upper`` (bubblewrap) the kept tree,
-    overlaid so its writes land in ``upper``; ``own``: what to remove after (``None``: shared)."""
+    """Where one validator judges: ``path`` (with ``upper``: the kept tree, writes overlaid); ``own`` removed after."""
 
     path: Path
     own: Path | None = None
@@ -44,8 +42,7 @@ class Copy:
 
 
 class Snapshot:
-    """The judged ``tree`` of ``repo``, laid out once per validator: kept between snapshots
-    (:class:`_Slot`, patched with what differs), its blobs read in one batch for every copy."""
+    """The judged ``tree`` of ``repo`` for each validator: kept between snapshots (patched), its blobs read once."""
 
     def __init__(
         self,
@@ -105,21 +102,6 @@ class Snapshot:
                 self._files = entries(self.repo, self.tree)
             return self._files
 
-    def read_tree(self, index: Path, changes: list[tuple[str, Entry | None]] | None = None) -> None:
-        """Make ``index`` hold the tree: read whole, or (``changes`` from the tree it holds)
-        with just those entries staged in it."""
-        settings = ("-c", "index.version=2", "-c", "core.splitIndex=false", "-c", "index.sparse=false")
-        own = {"GIT_INDEX_FILE": str(index)}
-        if changes is None:
-            made = run_git(self.repo, *settings, "read-tree", self.tree, env=own)
-        else:  # what is gone first: a path may turn from a file into a directory
-            gone = "".join(f"0 {'0' * len(self.tree)}\t{path}\0" for path, entry in changes if entry is None)
-            new = "".join(f"{entry.mode} {entry.sha}\t{path}\0" for path, entry in changes if entry is not None)
-            info = ("update-index", "-z", "--add", "--replace", "--index-info")
-            made = run_git(self.repo, *settings, *info, stdin=gone + new, env=own)
-        if not made.ok:
-            raise EnvironmentProblem(f"cannot read tree {self.tree} into an index in {self.repo}: {made.detail()}")
-
     def _hooks_setting(self) -> str:
         """``core.hooksPath`` as the repository sets it (not snodo's command-line override)."""
         found = run_git(self.repo, "config", "--show-scope", "--get-all", "core.hooksPath")
@@ -128,9 +110,8 @@ class Snapshot:
 
     def _project_hooks(self) -> dict[str, tuple[bytes, int]]:
         out: dict[str, tuple[bytes, int]] = {}
-        hooks = self._common / "hooks"
         with contextlib.suppress(OSError):
-            for entry in os.scandir(hooks):
+            for entry in os.scandir(self._common / "hooks"):
                 if entry.name.endswith(".sample") or not entry.is_file(follow_symlinks=True):
                     continue
                 with contextlib.suppress(OSError):
@@ -139,8 +120,7 @@ class Snapshot:
         return out
 
     def copy(self, name: str, *, overlay: bool = False) -> Copy:
-        """A private copy of the tree; with ``overlay`` (bubblewrap) the kept tree and a place
-        for the validator's writes."""
+        """A private copy of the tree; with ``overlay`` (bubblewrap) the kept tree, its writes apart."""
         own = self._private(name)
         if overlay and self._slot is not None:
             (own / "upper").mkdir()
@@ -148,16 +128,30 @@ class Snapshot:
             return Copy(self._slot.work, own=own, upper=own / "upper", work=own / "ovl")
         dest = own / "work"
         dest.mkdir()
+        write_copy(dest, self.files, self.blobs)
         self._lay_out(dest)
         return Copy(dest, own=own)
 
-    def _lay_out(self, dest: Path) -> None:
-        write_copy(dest, self.files, self.blobs)
+    def _lay_out(
+        self, dest: Path, kept: bytes | None = None, changes: list[tuple[str, Entry | None]] | None = None
+    ) -> None:
+        """``dest``'s ``.git``, its index and environments. The index is read from the tree, or
+        is ``kept`` (an index of the tree before ``changes``) with just those entries staged."""
         self._git_dir(dest)
-        self.read_tree(dest / ".git" / "index")
-        self._link_environments(dest)
-
-    def _link_environments(self, dest: Path) -> None:
+        settings = ("-c", "index.version=2", "-c", "core.splitIndex=false", "-c", "index.sparse=false")
+        own = {"GIT_INDEX_FILE": str(dest / ".git" / "index")}
+        made = None
+        if kept is None:
+            made = run_git(self.repo, *settings, "read-tree", self.tree, env=own)
+        else:
+            (dest / ".git" / "index").write_bytes(kept)
+            if changes:  # what is gone first: a path may turn from a file into a directory
+                gone = "".join(f"0 {'0' * len(self.tree)}\t{path}\0" for path, entry in changes if entry is None)
+                new = "".join(f"{entry.mode} {entry.sha}\t{path}\0" for path, entry in changes if entry is not None)
+                info = ("update-index", "-z", "--add", "--replace", "--index-info")
+                made = run_git(self.repo, *settings, *info, stdin=gone + new, env=own)
+        if made is not None and not made.ok:
+            raise EnvironmentProblem(f"cannot read tree {self.tree} into an index in {self.repo}: {made.detail()}")
         for env in ENVIRONMENTS:
             if env not in self.environments and os.path.islink(dest / env):
                 os.unlink(dest / env)
@@ -206,8 +200,7 @@ class Snapshot:
             return Copy(self._shared)
 
     def empty(self) -> Path:
-        """The confined workspace of a validator that runs no code: a process it starts anyway
-        cannot write the copy it shares."""
+        """A workspace for a validator that runs no code: a process it starts cannot write the shared copy."""
         return self._private("empty")
 
     def _private(self, name: str) -> Path:
@@ -269,8 +262,7 @@ def _remove_tree(path: Path) -> None:
 
 
 class _Slot:
-    """A judged tree kept between runs in the git directory, patched by the next snapshot
-    (docs/security.md, "One snapshot")."""
+    """A judged tree kept between runs in the git directory, patched by the next snapshot."""
 
     def __init__(self, home: Path, fd: int) -> None:
         self.home = home
@@ -312,8 +304,7 @@ class _Slot:
         return free[0]
 
     def changes(self, snapshot: Snapshot) -> list[tuple[str, Entry | None]] | None:
-        """Each path that differs from the tree held, with its new entry (``None``: gone);
-        ``None`` when the tree held is unknown or touches a ``.git`` or environment entry."""
+        """Each path that differs from the tree held, with its new entry (``None``: gone); ``None``: write it whole."""
         if self.held in ("", "dirty") or not self.work.is_dir():
             return None
         if self.held == snapshot.tree:
@@ -340,7 +331,8 @@ class _Slot:
         """Make ``work`` hold ``snapshot``'s tree: ``changes`` patched in, or written afresh (``None``)."""
         index = self.work / ".git" / "index"
         kept = index.read_bytes() if changes is not None and index.is_file() else None  # it holds the tree held
-        _write_state(self.home, "dirty")
+        state = self.home / "state"  # written in place: cut short, it names no tree git knows, or the same
+        state.write_text("dirty\n", encoding="ascii")
         if changes is None:
             if os.path.lexists(self.work):
                 _remove_tree(self.work)
@@ -348,13 +340,8 @@ class _Slot:
             write_copy(self.work, snapshot.files, snapshot.blobs)
         else:
             _patch(self.work, changes, snapshot.blobs)
-        snapshot._git_dir(self.work)
-        if kept is not None:
-            index.write_bytes(kept)
-        if kept is None or changes:
-            snapshot.read_tree(index, changes if kept is not None else None)
-        snapshot._link_environments(self.work)
-        _write_state(self.home, snapshot.tree)
+        snapshot._lay_out(self.work, kept, changes)
+        state.write_text(snapshot.tree + "\n", encoding="ascii")
         self.held = snapshot.tree
 
     def release(self) -> None:
@@ -364,14 +351,8 @@ class _Slot:
             self.fd = -1
 
 
-def _write_state(home: Path, state: str) -> None:
-    """Written in place: a write cut short names no tree git knows, or (a prefix) the same tree."""
-    (home / "state").write_text(state + "\n", encoding="ascii")
-
-
 def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) -> None:
-    """Bring ``work`` to the new tree: remove what is gone or replaced (and directories left
-    empty), then write what is new, by :func:`write_copy`'s rules."""
+    """Bring ``work`` to the new tree: remove what is gone or replaced, write what is new (as :func:`write_copy`)."""
     real = os.path.realpath(work)
     emptied: set[str] = set()
     for path, _ in sorted(changes, reverse=True):
@@ -383,12 +364,10 @@ def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) ->
             emptied.add(os.path.dirname(target))
     for parent in sorted(emptied, key=len, reverse=True):
         here = parent
-        while here != real and here.startswith(real + os.sep):
-            try:
+        with contextlib.suppress(OSError):  # not empty: its parents are not either
+            while here != real and here.startswith(real + os.sep):
                 os.rmdir(here)
-            except OSError:
-                break
-            here = os.path.dirname(here)
+                here = os.path.dirname(here)
     for path, entry in sorted((p, e) for p, e in changes if e is not None):
         target = os.path.join(real, path)
         if not safe_path(path) or not _plain(real, path, make=True):

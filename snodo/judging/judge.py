@@ -1,5 +1,4 @@
-"""Judging a change by its tests against the base, in copies snodo lays out itself
-(docs/judging.md, "How a change is judged")."""
+"""Judging a change by its tests against the base, in copies snodo writes (docs/judging.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from snodo.workspace.pysetup import PythonSetup
 
 from .cache import BaseResult, Shared, base_key, load_base, store_base
 from .layout import MAX_SHOWN, Layout, Rules, escalations, rewritten, split
-from .record import PASSED, Session
+from .record import FAILED, PASSED, Session, first_line
 from .session import Outcome, run_session
 from .tooling import DOCS, Options, command_argv, held_out_digest, held_out_files, named_tests, pytest_tooling
 from .tree import Blobs, Entry, entries, resolve, tree_of, write_copy
@@ -85,8 +84,7 @@ class Judge:
         for rel, data in extra.items():
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            if target.is_symlink() or target.exists():
-                target.unlink()
+            target.unlink(missing_ok=True)
             target.write_bytes(data)
         return dest
 
@@ -99,21 +97,19 @@ class Judge:
                 hint=f"raise tooling.timeout; see {DOCS}",
             )
         hidden = (self.opts.held_out,) if self.opts.held_out is not None else ()
-        outcome = run_session(copy, setup, args, timeout=timeout, hidden=hidden, checkout=self.project_root)
-        return outcome, setup
+        return run_session(copy, setup, args, timeout=timeout, hidden=hidden, checkout=self.project_root), setup
 
     def base_result(self, base: Mapping[str, Entry]) -> BaseResult:
         """The base's per-test results, cached or run now (failures twice: flaky ones are not required)."""
         key = base_key(self.base_tree, self.opts.setup(self.project_root, self.project_root).python, self.opts)
-        cached = load_base(self.cache, key)
-        if cached is not None:
+        if (cached := load_base(self.cache, key)) is not None:
             return cached
         copy = self._copy(base)
         roots = tuple(_relative(p, copy) for p in self.opts.setup(copy, self.project_root).pythonpath)
         started = time.monotonic()
         outcome, _ = self._run(copy, self.opts.pytest_args(None), self._left() * 0.6)
         session = self._base_session(outcome, copy)
-        failing = [t for t, s in session.status.items() if s in ("failed", "error")]
+        failing = session.failed()
         flaky: list[str] = []
         if failing and len(failing) <= 200:
             again, _ = self._run(self._copy(base), self.opts.pytest_args(session, failing), self._left() * 0.5)
@@ -174,8 +170,7 @@ class Judge:
     def _main(
         self, layout: Layout, rules: Rules, base: Mapping[str, Entry], run_limit: float, limit: float
     ) -> Session | None:
-        """The base's tests against the change's source; ``None`` when the run did not finish
-        (a blocker, or no verdict when the base, run again, does not finish either)."""
+        """The base's tests against the change's source; ``None`` when the run did not finish."""
         copy = self._copy(layout.main)
         outcome, setup = self._run(copy, self.opts.pytest_args(rules.session), run_limit)
         self.details["python"] = f"{setup.python} ({setup.python_source})"
@@ -233,8 +228,7 @@ class Judge:
 
     def _before_work(self, after: Session) -> None:
         """Before the work (pre_execute) every failing test blocks."""
-        failing = [f"{t} ({s})" for t, s in after.status.items() if s in ("failed", "error")]
-        failing += [f"{t}: could not be collected" for t in after.collect_errors]
+        failing = after.problems(FAILED)
         if failing:
             shown = "; ".join(sorted(failing)[:MAX_SHOWN])
             self.blockers.append(f"{len(failing)} test(s) fail before any work: {shown}")
@@ -251,8 +245,7 @@ class Judge:
         return f"against base {self.base_commit[:12]}: {summary}{flaky_note}"
 
     def _named(self, base: Session, after: Session) -> None:
-        """Every test the task names must pass; one the base lacks (and the held-out tests do
-        not hold) is for a person."""
+        """Every test the task names must pass; one the base and the held-out tests lack is for a person."""
         held = held_out_files(self.opts.held_out)
         for name in self.named:
             path = name.split("::", 1)[0]
@@ -277,7 +270,7 @@ class Judge:
         if s is None:
             self.blockers.append(f"the added tests: {outcome.problem}")
             return ""
-        failed = _failing(s, ok=(PASSED, "skipped", "xfailed"))
+        failed = s.problems((*FAILED, "xpassed", "not run"), why=True)
         if failed:
             self.blockers.append(f"added tests fail: {'; '.join(failed[:MAX_SHOWN])}")
         collected = {t.split("::", 1)[0] for t in s.status}
@@ -319,8 +312,7 @@ class Judge:
         return f"; held-out: {passed} of {total} passed"
 
     def _verdict(self, summary: str, *, empty: bool) -> Judgement:
-        """Blockers block; else escalations ask a person; else a run that collected nothing
-        verifies nothing; else the tests pass."""
+        """Blockers block; else escalations ask a person; else a run that collected nothing verifies nothing."""
         self.details["escalations"] = [{"what": w, "shown": s} for w, s in self.escalations]
         if self.added_excerpt:
             self.details["added_tests_output"] = self.added_excerpt
@@ -343,12 +335,6 @@ class Judge:
         )
 
 
-def _failing(session: Session, ok: Sequence[str]) -> list[str]:
-    """Each test whose status is not ``ok``, and each module that could not be collected."""
-    out = [f"{t} ({st}){first_line(session.messages.get(t))}" for t, st in session.status.items() if st not in ok]
-    return out + [f"{t}: could not be collected" for t in session.collect_errors]
-
-
 def _matching(status: Mapping[str, str], name: str) -> list[str]:
     return [t for t in status if t == name or t.startswith((name + "::", name + "["))]
 
@@ -356,12 +342,6 @@ def _matching(status: Mapping[str, str], name: str) -> list[str]:
 def _relative(path: str, root: Path) -> str:
     rel = os.path.relpath(path, root).replace(os.sep, "/")
     return "" if rel == "." else rel
-
-
-def first_line(message: str | None, sep: str = ":") -> str:
-    """The line of a failure a person needs first (pytest's last), after ``sep``."""
-    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
-    return f"{sep} {lines[-1][:200]}" if lines else ""
 
 
 def foreign_message(foreign: Mapping[str, str], where: Path) -> str:
@@ -378,27 +358,14 @@ def foreign_message(foreign: Mapping[str, str], where: Path) -> str:
 _SHARED = Shared()
 
 
-def judge_change(
-    repo: Path,
-    *,
-    base: str,
-    tree: str,
-    project_root: Path,
-    options: Options,
-    spec: str,
-    cache: Path | None,
-) -> Judgement:
-    """Judge ``tree`` against ``base``; :class:`ValidatorFault` only when there is no verdict."""
-    held = held_out_digest(options.held_out)
-    material = [str(repo), base, tree, asdict(options), held, named_tests(spec), str(project_root)]
-    key = hashlib.sha256(json.dumps(material, default=str).encode()).hexdigest()
-
-    def compute() -> Judgement:
-        judge = Judge(repo, base=base, tree=tree, project_root=project_root, options=options, spec=spec, cache=cache)
-        with contextlib.closing(judge):
-            return judge.judge()
-
-    return _SHARED.get(key, compute)
+def judge_change(judge: Judge) -> Judgement:
+    """``judge``'s verdict, or the one this process has for the same change and options (then
+    shared); :class:`ValidatorFault` only when there is no verdict. ``judge`` is closed."""
+    held = held_out_digest(judge.opts.held_out)
+    material = [str(judge.repo), judge.base_commit, judge.tree, asdict(judge.opts), held, judge.named]
+    key = hashlib.sha256(json.dumps([*material, str(judge.project_root)], default=str).encode()).hexdigest()
+    with contextlib.closing(judge):
+        return _SHARED.get(key, judge.judge)
 
 
-__all__ = ["Judgement", "Options", "judge_change"]
+__all__ = ["Judge", "Judgement", "Options", "judge_change"]

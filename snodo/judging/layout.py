@@ -1,6 +1,4 @@
-"""Which files of a change are harness, tests or source (as the base's own session says),
-what each judged copy holds, and what a person must see (docs/judging.md, "How a change is
-judged" 4 and 7)."""
+"""Which files of a change are harness, tests or source, what each judged copy holds, what a person must see."""
 
 from __future__ import annotations
 
@@ -82,7 +80,6 @@ class Rules:
     def __init__(self, base: Mapping[str, Entry], session: Session) -> None:
         self.session = session
         self.config_names = frozenset(session.config_names) | frozenset(FALLBACK_CONFIG_NAMES)
-        self.inifile = session.inifile
         self.python_files = tuple(session.python_files) or ("test_*.py", "*_test.py")
         self.roots: set[str] = set()
         self.files: set[str] = set()
@@ -102,13 +99,12 @@ class Rules:
 
     def harness(self, path: str) -> bool:
         name = posixpath.basename(path)
-        parts = path.split("/")
         return (
             name in HARNESS_NAMES
             or name in self.config_names
-            or path == self.inifile
+            or path == self.session.inifile
             or name.endswith(".pth")
-            or any(p.endswith((".dist-info", ".egg-info")) for p in parts[:-1])
+            or any(p.endswith((".dist-info", ".egg-info")) for p in path.split("/")[:-1])
         )
 
     def in_test_area(self, path: str) -> bool:
@@ -145,9 +141,7 @@ def split(rules: Rules, change: Mapping[str, Entry], *, import_roots: Iterable[s
 
 
 def _place(rules: Rules, path: str, b: Entry | None, c: Entry | None) -> tuple[str, Entry | None]:
-    """What ``path`` (``b`` at the base, ``c`` after) is in the change ("": unchanged), and
-    what the judged copy holds: the base's harness and tests, never added bytecode or test
-    modules, else the change's source."""
+    """What ``path`` (``b`` at the base, ``c`` after) is in the change ("": unchanged), and what the copy holds."""
     if rules.harness(path) or rules.in_test_area(path):
         return _place_guarded(rules, path, b, c)
     if c is None:
@@ -174,8 +168,7 @@ def _new_test(rules: Rules, path: str, c: Entry | None) -> bool:
 
 
 def _drop_parents(files: dict[str, Entry]) -> list[str]:
-    """Entries standing where another needs a directory (a file ``tests`` beside
-    ``tests/test_a.py``): dropped from the copy, named for a person."""
+    """Entries where another needs a directory (``tests`` beside ``tests/test_a.py``): dropped, shown to a person."""
     dirs = {posixpath.dirname(p) for p in files}
     parents: set[str] = set()
     for found in dirs:
@@ -192,8 +185,7 @@ def _drop_parents(files: dict[str, Entry]) -> list[str]:
 def _shadowing(
     base: Mapping[str, Entry], change: Mapping[str, Entry], import_roots: Iterable[str], external: Iterable[str]
 ) -> list[str]:
-    """New top-level modules on an import root named like one the interpreter would
-    otherwise load from elsewhere (the standard library, pytest, what the base's tests used)."""
+    """New top-level modules on an import root named like one loaded from elsewhere (stdlib, pytest, the base's)."""
     taken = frozenset(sys.stdlib_module_names) | frozenset(external) | {"pytest", "_pytest", "pluggy", "py"}
     found: list[str] = []
 
@@ -272,8 +264,7 @@ def _stem(path: str) -> str:
 
 
 def rewritten(copy: Path, files: Mapping[str, Entry], rules: Rules, blobs: Blobs) -> list[str]:
-    """Test-area and harness files of ``copy`` changed, removed or new after a run (a
-    ``conftest.py`` written during collection steers the rest of it)."""
+    """Test-area and harness files of ``copy`` changed, removed or new after a run (a new conftest steers)."""
     guarded = [p for p, e in files.items() if e.mode != SYMLINK and (rules.harness(p) or rules.in_test_area(p))]
     changed = [p for p in guarded if _read(copy / p) != blobs[files[p].sha]]
     return sorted(changed + [p for p in _new_files(copy, files) if _guarded_new(rules, p)])
@@ -302,13 +293,8 @@ def _new_files(copy: Path, files: Mapping[str, Entry]) -> list[str]:
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def escape_control(text: str) -> str:
-    """Control characters shown as ``\\xNN``: nothing an agent wrote moves a person's cursor."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
 def show_diff(path: str, old: bytes | None, new: bytes | None) -> str:
-    """A bounded unified diff of one file, control characters escaped."""
+    """A bounded unified diff of one file, control characters as ``\\xNN`` (nothing an agent wrote moves a cursor)."""
     before, after = old or b"", new or b""
     if b"\0" in before + after:
         return f"(binary file {path})"
@@ -317,4 +303,4 @@ def show_diff(path: str, old: bytes | None, new: bytes | None) -> str:
     lines = list(difflib.unified_diff(a, b, *names, lineterm=""))
     if len(lines) > MAX_DIFF_LINES:
         lines = [*lines[:MAX_DIFF_LINES], f"[... {len(lines) - MAX_DIFF_LINES} more diff lines]"]
-    return escape_control("\n".join(line[:400] for line in lines))
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "\n".join(line[:400] for line in lines))

@@ -1,5 +1,4 @@
-"""Reading the judge's record of one pytest session, trusting nothing it does not prove
-(docs/judging.md, "How a change is judged" 6): anything else is :class:`Dishonest`."""
+"""Reading the judge's record of one pytest session, trusting nothing it does not prove (docs/judging.md)."""
 
 from __future__ import annotations
 
@@ -7,12 +6,13 @@ import hashlib
 import hmac
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from attrs import Factory, frozen
 
 PASSED = "passed"
+FAILED = ("failed", "error")
 _PHASES = ("setup", "call", "teardown")
 MAX_LINES = 1_000_000
 
@@ -53,6 +53,21 @@ class Session:
     def passing(self) -> frozenset[str]:
         return frozenset(t for t, s in self.status.items() if s == PASSED)
 
+    def failed(self) -> list[str]:
+        return [t for t, s in self.status.items() if s in FAILED]
+
+    def problems(self, bad: Container[str] | None = None, *, why: bool = False) -> list[str]:
+        """Tests whose status is ``bad`` (default: not passed; ``why``: with their message), modules not collected."""
+        tests = [(t, s) for t, s in self.status.items() if (s != PASSED if bad is None else s in bad)]
+        out = [f"{t} ({s}){first_line(self.messages.get(t)) if why else ''}" for t, s in tests]
+        return out + [f"{t}: could not be collected" for t in self.collect_errors]
+
+
+def first_line(message: str | None, sep: str = ":") -> str:
+    """The line of a failure a person needs first (pytest's last), after ``sep``."""
+    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    return f"{sep} {lines[-1][:200]}" if lines else ""
+
 
 class Dishonest(Exception):
     """The session did not report honestly, or did not finish."""
@@ -65,20 +80,16 @@ def _status(phases: Mapping[str, Mapping[str, Any]]) -> str:
     for report in (setup, call, teardown):
         if report is not None and report["outcome"] == "failed":
             return "failed" if report is call else "error"
-    if setup["outcome"] == "skipped":
-        return "xfailed" if setup.get("xfail") else "skipped"
-    if call is None:
-        return "not run"
-    if call["outcome"] == "skipped":
-        return "xfailed" if call.get("xfail") else "skipped"
-    if teardown is None:
+    for report in (setup, call):
+        if report is not None and report["outcome"] == "skipped":
+            return "xfailed" if report.get("xfail") else "skipped"
+    if call is None or teardown is None:
         return "not run"
     return "xpassed" if call.get("xfail") else PASSED
 
 
 def read(text: str, key: bytes, exit_code: int | None) -> Session:
-    """The session the record ``text`` proves, or :class:`Dishonest`; ``exit_code``: the
-    process's status as snodo saw it (``None``: killed)."""
+    """The session the record ``text`` proves, else :class:`Dishonest`; ``exit_code`` as seen (``None``: killed)."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -103,8 +114,7 @@ def read(text: str, key: bytes, exit_code: int | None) -> Session:
 
 
 def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None) -> int:
-    """Where the seal is, once the frame is proven: one start, one seal right before one end,
-    an exit status the process and pytest agree on."""
+    """Where the seal is, once proven: one start, one seal right before one end, one exit status."""
     if not kinds or kinds[0] != "start":
         raise Dishonest("the test process never started its record")
     if len(kinds) == 2 and kinds[1] == "no_pytest" and exit_code == 4:
@@ -135,8 +145,7 @@ def _frame(events: list[dict[str, Any]], kinds: list[Any], exit_code: int | None
 
 
 class _Body:
-    """The lines between the start and the seal: each phase of a collected test at most once,
-    in order, after the collection."""
+    """The lines between start and seal: each collected test's phases at most once, in order, after collection."""
 
     def __init__(self, known: set[str]) -> None:
         self.known = known

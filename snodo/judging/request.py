@@ -1,5 +1,4 @@
-"""What a validator asks for (:func:`snodo.api.judge_tests`): the change judged against its
-base, or without one (no commit yet) the workspace's tests run once, each required to pass."""
+"""What a validator asks (:func:`snodo.api.judge_tests`): the change against its base, else each test passing."""
 
 from __future__ import annotations
 
@@ -11,19 +10,16 @@ from typing import Any
 
 from snodo.base.errors import ValidatorFault
 from snodo.plugin.records import ValidationRequest
-from snodo.workspace.pysetup import PythonSetup
 
-from .judge import Judgement, foreign_message, judge_change
-from .record import PASSED, Session
-from .session import Outcome, run_session
+from .judge import Judge, Judgement, foreign_message, judge_change
+from .session import run_session
 from .tooling import DOCS, Options, command_argv, held_out_dir, options_from_command
 
 
 def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeout: float | None = None) -> Judgement:
     """Judge the request's work by its tests; :class:`ValidatorFault` when there is no verdict."""
     argv = command_argv(tooling.get("command"))
-    parsed = options_from_command(argv)
-    if parsed is None:
+    if (parsed := options_from_command(argv)) is None:
         raise ValidatorFault(
             f"tooling.command {shlex.join(argv)!r} does not run pytest, so no test can be judged: an exit "
             "status alone proves nothing",
@@ -42,26 +38,36 @@ def judge_tests(request: ValidationRequest, tooling: Mapping[str, Any], *, timeo
         require_all=request.phase == "pre_execute",
     )
     work = request.work
-    if work is not None and work.base:
-        tree = work.tree()
-        if tree:
-            return judge_change(
-                work.repo,
-                base=work.base,
-                tree=tree,
-                project_root=project_root,
-                options=options,
-                spec=request.task_spec,
-                cache=work.cache,
-            )
-    return judge_workspace(Path(request.workspace), project_root, options)
+    if work is None or not work.base or not (tree := work.tree()):
+        return judge_workspace(Path(request.workspace), project_root, options)
+    judge = Judge(
+        work.repo,
+        base=work.base,
+        tree=tree,
+        project_root=project_root,
+        options=options,
+        spec=request.task_spec,
+        cache=work.cache,
+    )
+    return judge_change(judge)
 
 
 def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Judgement:
     """No base to compare with: the workspace's tests, run once, must all pass."""
-    s, setup, outcome = _run_workspace(workspace, project_root, options)
-    bad = [f"{t} ({st})" for t, st in s.status.items() if st != PASSED]
-    bad += [f"{t}: could not be collected" for t in s.collect_errors]
+    if options.held_out is not None:
+        raise ValidatorFault("held-out tests need a base commit to judge against (a git repository with a commit)")
+    setup = options.setup(workspace, project_root)
+    outcome = run_session(workspace, setup, options.pytest_args(None), timeout=options.timeout, checkout=project_root)
+    s = outcome.session
+    if s is None:
+        raise ValidatorFault(
+            f"the tests could not be judged: {outcome.problem}:\n{outcome.tail}",
+            hint=f"the tests ran with {setup.python} ({setup.python_source}); if that is the wrong one, set "
+            f"execution.python in .snodo/protocol.yml (or tooling.python); see {DOCS}",
+        )
+    if s.foreign:
+        raise ValidatorFault(foreign_message(s.foreign, workspace))
+    bad = s.problems()
     details: dict[str, Any] = {
         "base": None,
         "python": f"{setup.python} ({setup.python_source})",
@@ -71,7 +77,7 @@ def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Ju
         "after": dict(Counter(s.status.values())),
         "summary": s.tally(),
         "broken": bad[:200],
-        "failed_tests": [t for t, st in s.status.items() if st in ("failed", "error")][:50],
+        "failed_tests": s.failed()[:50],
         "output_excerpt": s.failures(),
     }
     severity, text = "pass", f"tests judged without a base: {s.tally()}"
@@ -81,19 +87,3 @@ def judge_workspace(workspace: Path, project_root: Path, options: Options) -> Ju
         shown = "; ".join(bad[:20]) + (f"; and {len(bad) - 20} more" if len(bad) > 20 else "")
         severity, text = "blocker", f"{text}; not passing: {shown}"
     return Judgement(severity=severity, escalate=False, justification=text, details=details)
-
-
-def _run_workspace(workspace: Path, project_root: Path, options: Options) -> tuple[Session, PythonSetup, Outcome]:
-    if options.held_out is not None:
-        raise ValidatorFault("held-out tests need a base commit to judge against (a git repository with a commit)")
-    setup = options.setup(workspace, project_root)
-    outcome = run_session(workspace, setup, options.pytest_args(None), timeout=options.timeout, checkout=project_root)
-    if outcome.session is None:
-        raise ValidatorFault(
-            f"the tests could not be judged: {outcome.problem}:\n{outcome.tail}",
-            hint=f"the tests ran with {setup.python} ({setup.python_source}); if that is the wrong one, set "
-            f"execution.python in .snodo/protocol.yml (or tooling.python); see {DOCS}",
-        )
-    if outcome.session.foreign:
-        raise ValidatorFault(foreign_message(outcome.session.foreign, workspace))
-    return outcome.session, setup, outcome

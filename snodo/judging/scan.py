@@ -1,6 +1,5 @@
-"""Source that reads or steers the test harness (pytest's machinery, the variables a test run
-sets, the stack, how the process ends, ``builtins``), found by parsing it: only findings on
-lines the change added count; a file that does not parse is reported too."""
+"""Source that reads or steers the test harness (pytest's machinery, a test run's variables, the stack, how
+the process ends, ``builtins``), found by parsing it: only lines the change added count, and a parse failure."""
 
 from __future__ import annotations
 
@@ -109,19 +108,14 @@ class _Finder(ast.NodeVisitor):
                 self.add(node, f"looks for the variable {value}")
         self.generic_visit(node)
 
-    def _assigned(self, node: ast.AST, target: ast.AST) -> None:
-        name = _dotted(target)
-        if name[-2:] in _WATCHED_ASSIGN or (name and name[0] in ("builtins", "__builtins__")):
-            self.add(node, f"replaces {'.'.join(name)}")
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            self._assigned(node, target)
+    def visit_Assign(self, node: ast.Assign | ast.AugAssign) -> None:
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            name = _dotted(target)
+            if name[-2:] in _WATCHED_ASSIGN or (name and name[0] in ("builtins", "__builtins__")):
+                self.add(node, f"replaces {'.'.join(name)}")
         self.generic_visit(node)
 
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._assigned(node, node.target)
-        self.generic_visit(node)
+    visit_AugAssign = visit_Assign
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id == "__builtins__":
@@ -156,9 +150,8 @@ def added_findings(new: bytes, old: bytes | None) -> list[str]:
     out = []
     for n, why in findings(new):
         text = _line(new_lines, n)
-        if (why, text) in before:
-            continue
-        out.append(f"line {n}: {why}: {text[:160]}" if n else why)
+        if (why, text) not in before:
+            out.append(f"line {n}: {why}: {text[:160]}" if n else why)
     return out
 
 

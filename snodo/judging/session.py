@@ -13,7 +13,7 @@ from pathlib import Path
 from attrs import evolve, frozen
 
 from snodo.process.runner import run_process
-from snodo.sandbox import SandboxPolicy, current_policy
+from snodo.sandbox import current_policy
 from snodo.workspace.pysetup import PythonSetup
 
 from .record import Dishonest, Session, read
@@ -60,12 +60,15 @@ def run_session(
             "args": list(args),
             "checkout": str(checkout) if checkout is not None and Path(checkout) != Path(copy) else "",
         }
-        argv = [setup.python, "-I", "-B", str(BOOT)]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST_"))}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        policy = _policy(copy, Path(scratch), hidden)
+        policy = current_policy()
+        if policy is not None:  # moved onto the copy (unless it is the workspace), the record writable, held-out hidden
+            if os.path.realpath(copy) != os.path.realpath(policy.workspace):
+                policy = evolve(policy, workspace=copy, read_only=())
+            policy = evolve(policy, hidden=(*policy.hidden, *hidden)).with_writable([Path(scratch)])
         result = run_process(
-            argv,
+            [setup.python, "-I", "-B", str(BOOT)],
             cwd=copy,
             timeout=timeout,
             env=env,
@@ -90,14 +93,3 @@ def run_session(
         return evolve(seen, session=read(text, key, result.returncode))
     except Dishonest as exc:
         return evolve(seen, problem=f"the test run did not report honestly: {exc}")
-
-
-def _policy(copy: Path, scratch: Path, hidden: Sequence[Path]) -> SandboxPolicy | None:
-    """The caller's confinement moved onto ``copy`` (unless it is the workspace), the record's
-    directory writable, the held-out tests hidden."""
-    base = current_policy()
-    if base is None:
-        return None
-    if os.path.realpath(copy) != os.path.realpath(base.workspace):
-        base = evolve(base, workspace=copy, read_only=())
-    return evolve(base, hidden=(*base.hidden, *hidden)).with_writable([scratch])

@@ -1,5 +1,4 @@
-"""The MCP ``run_tests`` tool: the project's tests run in the workspace by the judge's own
-session (:mod:`.session`: confined, read from its record), summarised for the agent."""
+"""The MCP ``run_tests`` tool: the workspace's tests run by the judge's own :mod:`.session`, summarised."""
 
 from __future__ import annotations
 
@@ -11,12 +10,11 @@ from attrs import frozen
 
 from snodo.base.errors import ToolError
 from snodo.rules.guard import PathGuard
-from snodo.workspace.pysetup import python_setup
 
-from .judge import first_line, foreign_message
-from .record import Session
+from .judge import foreign_message
+from .record import first_line
 from .session import Outcome, run_session
-from .tooling import options_from_command, pytest_tooling
+from .tooling import Options, options_from_command, pytest_tooling
 
 #: ``pytest.ExitCode.NO_TESTS_COLLECTED`` (importing pytest would load it on every governed run).
 NO_TESTS_COLLECTED = 5
@@ -25,11 +23,9 @@ MAX_FAILED_IDS = 50
 
 
 def python_settings(validators: Sequence[Any], *, execution_python: str | None = None) -> dict[str, Any]:
-    """``python``/``pythonpath`` from the first validator that sets either, ``execution.python``
-    and the pytest validator's ``plugins``: ``run_tests`` runs tests as the validators do."""
+    """The validators' interpreter settings and pytest ``plugins``: ``run_tests`` runs tests as they do."""
     found: dict[str, Any] = {"execution_python": execution_python}
-    plugins = pytest_tooling(validators).get("plugins")
-    if plugins:
+    if plugins := pytest_tooling(validators).get("plugins"):
         found["plugins"] = tuple(plugins)
     for v in validators:
         tooling = getattr(v, "tooling", None) or {}
@@ -40,8 +36,7 @@ def python_settings(validators: Sequence[Any], *, execution_python: str | None =
 
 @frozen(kw_only=True)
 class TestRunResult:
-    """What a ``run_tests`` call showed: ``passed`` only for exit code 0 in time, honestly
-    recorded, the project's modules all imported from the project."""
+    """What a ``run_tests`` call showed: ``passed`` only for exit 0 in time, honestly recorded, no foreign import."""
 
     __test__: ClassVar[bool] = False  # not a pytest test class, despite the name
 
@@ -74,26 +69,24 @@ def run_tests(
     plugins: Sequence[str] = (),
     options: Sequence[str] = (),
 ) -> TestRunResult:
-    """Run the tests of the project at ``root`` (or only the agent's ``path``, inside it) with
-    the protocol's settings (:func:`python_settings`) and summarise them."""
+    """The tests at ``root`` (or the agent's ``path`` in it), run as the validators run them, summarised."""
     if timeout <= 0:
         raise ToolError("the test timeout must be positive")
-    if not Path(root).is_dir():
+    root = Path(root)
+    if not root.is_dir():
         raise ToolError(f"cannot run tests: {root} is not a directory")
-    setup = python_setup(
-        Path(root), project_root=Path(root), python=python, pythonpath=pythonpath, execution_python=execution_python
-    )
+    setup = Options(python=python, pythonpath=pythonpath, execution_python=execution_python).setup(root, root)
     args = ["-p", "no:cacheprovider", "-q", *[a for p in plugins for a in ("-p", p)], *options, *_path(root, path)]
-    outcome = run_session(Path(root), setup, args, timeout=timeout, tail=TAIL_LINES)
+    outcome = run_session(root, setup, args, timeout=timeout, tail=TAIL_LINES)
     s = outcome.session
     return TestRunResult(
         exit_code=outcome.exit_code,
         passed=s is not None and not s.foreign and outcome.exit_code == 0 and not outcome.timed_out,
-        summary=_summary(outcome, timeout, Path(root)),
+        summary=_summary(outcome, timeout, root),
         output_tail=outcome.tail,
         timed_out=outcome.timed_out,
         duration=outcome.duration,
-        failed_tests=_failed(s)[:MAX_FAILED_IDS] if s else (),
+        failed_tests=(*s.failed(), *s.collect_errors)[:MAX_FAILED_IDS] if s else (),
         python=f"{setup.python} ({setup.python_source})",
     )
 
@@ -105,10 +98,6 @@ def _path(root: Path, path: str | None) -> list[str]:
         raise ToolError(f"run_tests path {path!r} is refused: it must be a path, not an option")
     PathGuard(root).check_read(path)
     return [path]
-
-
-def _failed(s: Session) -> tuple[str, ...]:
-    return (*[t for t, st in s.status.items() if st in ("failed", "error")], *s.collect_errors)
 
 
 def _summary(outcome: Outcome, timeout: float, root: Path) -> str:

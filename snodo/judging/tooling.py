@@ -1,5 +1,4 @@
-"""What a test validator reads from its ``tooling``: the command and its pytest options, the
-held-out tests, the phase's pytest validator's settings (offered on ``TestJudgement``)."""
+"""What a test validator reads from its ``tooling``: the pytest command, the held-out tests, the shared settings."""
 
 from __future__ import annotations
 
@@ -50,8 +49,7 @@ def pytest_tooling(validators: Sequence[Any]) -> dict[str, Any]:
 
 @frozen(kw_only=True)
 class Options:
-    """How tests are run: pytest options, paths and plugins (autoload is off), the time
-    budget, the held-out directory, the interpreter settings."""
+    """How tests are run: pytest options, paths, plugins (autoload off), time budget, held-out tests, interpreter."""
 
     options: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
@@ -71,8 +69,7 @@ class Options:
             if session.inifile:
                 args += ["-c", session.inifile]
             args += ["--rootdir", session.rootdir]
-        for plugin in self.plugins:
-            args += ["-p", plugin]
+        args += [a for plugin in self.plugins for a in ("-p", plugin)]
         return [*args, *self.options, *(self.paths if paths is None else paths)]
 
     def setup(self, workspace: Path, project_root: Path) -> PythonSetup:
@@ -86,8 +83,7 @@ class Options:
 
 
 def options_from_command(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """pytest's options and paths from a test command; ``None`` when it does not run pytest.
-    Options that only change what pytest prints are dropped: the judge reads its own record."""
+    """pytest's options (not those about what it prints) and paths from a test command; ``None``: not pytest."""
     if list(argv[1:3]) in (["-m", "pytest"], ["-m", "py.test"]):
         rest = iter(argv[3:])
     elif os.path.basename(argv[0] if argv else "") in ("pytest", "py.test"):

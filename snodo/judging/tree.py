@@ -99,8 +99,7 @@ def write_copy(dest: Path, files: Mapping[str, Entry], blobs: Blobs) -> None:
     blobs.load(e.sha for e in files.values())
     links = {p for p, e in files.items() if e.mode == SYMLINK}
     made: set[str] = {""}
-    for path in sorted(files):
-        entry = files[path]
+    for path, entry in sorted(files.items()):
         if not safe_path(path):
             continue
         parents = path.split("/")[:-1]

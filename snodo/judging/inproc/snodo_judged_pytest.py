@@ -70,10 +70,9 @@ def _judged(path: str, root: str) -> bool:
 
 
 def _no_bytecode_read(root: str) -> None:
-    """Python and pytest never read bytecode cached in the judged tree (outside the interpreter's
-    environment): a planted ``.pyc`` matching its source's mtime and size would run instead of
-    the source. Should either import fail, the record ends early: no verdict, never a pass
-    without this defence."""
+    """Python and pytest never read bytecode cached in the judged tree (outside the interpreter's environment):
+    a planted ``.pyc`` matching its source's mtime and size would run instead. Should either import fail, the
+    record ends early: no verdict, never a pass without this defence."""
     import importlib._bootstrap_external as external  # noqa: PLC0415 CPython's import system, patched once
 
     from _pytest.assertion import rewrite  # noqa: PLC0415 after pytest, never from the copy
@@ -111,20 +110,17 @@ class Recorder:
     def pytest_collection_finish(self, session: Any) -> None:
         items = session.items
         self.collected = len(items)
-        ids = [item.nodeid for item in items]
-        files = sorted({os.path.relpath(str(item.path), self.root) for item in items if hasattr(item, "path")})
         config = session.config
         inipath = getattr(config, "inipath", None)
-        conftests = sorted(
-            os.path.relpath(str(getattr(p, "__file__", "")), self.root)
-            for p in config.pluginmanager.get_plugins()
-            if str(getattr(p, "__file__", "")).endswith("conftest.py")
-        )
         self.record.write(
             "collected",
-            ids=ids,
-            files=files,
-            conftests=conftests,
+            ids=[item.nodeid for item in items],
+            files=sorted({os.path.relpath(str(item.path), self.root) for item in items if hasattr(item, "path")}),
+            conftests=sorted(
+                os.path.relpath(str(getattr(p, "__file__", "")), self.root)
+                for p in config.pluginmanager.get_plugins()
+                if str(getattr(p, "__file__", "")).endswith("conftest.py")
+            ),
             rootdir=os.path.relpath(str(config.rootpath), self.root),
             inifile=os.path.relpath(str(inipath), self.root) if inipath else None,
             python_files=list(config.getini("python_files") or []),
@@ -183,9 +179,8 @@ def _config_names() -> list[str]:
 
 
 def _imports(root: str, modules: set[str], checkout: str) -> tuple[dict[str, str], list[str]]:
-    """The project's modules imported from outside the judged copy (named like its top-level
-    modules, or from the user's checkout outside the interpreter's environment); and the
-    top-level names loaded from outside it, which a new module in the tree would shadow."""
+    """The project's modules (by top-level name, or from the checkout outside the interpreter's environment)
+    imported from outside the judged copy; and the top-level names loaded from outside, which a new module shadows."""
     foreign: dict[str, str] = {}
     outside = set()
     for name, module in list(sys.modules.items()):
@@ -208,8 +203,7 @@ def main() -> None:
     os.dup2(null, 0)
     os.close(null)
     task = json.loads(line)
-    key = bytes.fromhex(task["key"])
-    record = Record(task["record"], key)
+    record = Record(task["record"], bytes.fromhex(task["key"]))
     del task["key"], line
     for name in [n for n in os.environ if n.startswith(("PYTEST_", "PYTHON"))]:
         del os.environ[name]

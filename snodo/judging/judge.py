@@ -81,11 +81,22 @@ class Judge:
     def _copy(self, files: Mapping[str, Entry], extra: Mapping[str, bytes] = {}) -> Path:
         dest = Path(tempfile.mkdtemp(prefix="copy-", dir=self.scratch))
         write_copy(dest, files, self.blobs)
-        for rel, data in extra.items():
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.unlink(missing_ok=True)
-            target.write_bytes(data)
+        for rel, data in extra.items():  # a link or file of the change in the way is replaced, never followed
+            *parents, name = rel.split("/")
+            here = dest
+            for part in parents:
+                here = here / part
+                if os.path.islink(here) or (os.path.lexists(here) and not os.path.isdir(here)):
+                    os.unlink(here)
+                if not os.path.lexists(here):
+                    os.mkdir(here)
+            target = here / name
+            if os.path.isdir(target) and not os.path.islink(target):
+                shutil.rmtree(target)
+            elif os.path.lexists(target):
+                os.unlink(target)
+            with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "wb") as fh:
+                fh.write(data)
         return dest
 
     def _run(self, copy: Path, args: Sequence[str], limit: float) -> tuple[Outcome, PythonSetup]:

@@ -4,12 +4,13 @@ and harness go to a person with their diff, held-out tests stay hidden from the 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliResult
+from tests.conftest import CliResult, git
 
 from .conftest import SPEC, Library, make_library
 
@@ -140,3 +141,29 @@ def test_a_refused_write_is_never_dropped_quietly(tmp_path: Path, snodo_cli: Cal
     assert "ci/deploy.yml" in json.dumps(payload["validators"])
     text = snodo_cli("run", "--resume", payload["task_id"], cwd=lib.root, timeout=240)
     assert "ci/deploy.yml" in text.stdout + text.stderr
+
+
+def test_held_out_tests_are_laid_out_in_the_copy_never_through_a_link_of_the_change(
+    tmp_path: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    """A change that puts a link where the held-out tests go (``hidden -> a directory the
+    agent reads``) gets them in a real directory of the judge's copy: none is written (or
+    deleted) through the link, and they still judge the change."""
+    held = tmp_path / "held-out"
+    (held / "hidden").mkdir(parents=True)
+    (held / "hidden" / "test_mul_hidden.py").write_text(
+        "from calc import mul\n\n\ndef test_secret_mul_case():\n    assert mul(4, 5) == 20\n"
+    )
+    outside = tmp_path / "agent-reads-here"
+    outside.mkdir()
+    (outside / "test_mul_hidden.py").write_text("the agent's own file\n")
+    lib = make_library(tmp_path / "lib", snodo_cli, tooling=json.dumps({"timeout": 60, "held_out": str(held)}))
+    lib.write({"src/calc/__init__.py": SPECIAL_CASED})
+    (lib.root / "hidden").symlink_to(outside)
+    git(lib.root, "add", "-A")
+    git(lib.root, "commit", "-q", "-m", "change with a link")
+    payload = lib.validate()
+    assert (outside / "test_mul_hidden.py").read_text() == "the agent's own file\n"
+    assert sorted(os.listdir(outside)) == ["test_mul_hidden.py"]
+    assert payload["status"] == "blocker", payload
+    assert "held-out: 0 of 1 passed" in json.dumps(payload)

@@ -55,8 +55,6 @@ def run_coder(
         watch = InPlaceWatch(wt.path, guard, branch=wt.branch, commits_own_changes=caps.commits_own_changes)
     try:
         result = _generate(p, spec, request, wt, spent)
-        if not isinstance(result, CoderResult):
-            raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
     except Exception:
         if watch is not None:  # what it did before failing is judged all the same
             refuse_in_place(p, watch.judge(), spec.name, task_id)
@@ -79,7 +77,7 @@ def run_coder(
     return Executed(changed=judged.changed, dropped=(), signature=judged.signature, coder_head=judged.head)
 
 
-def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, spent: Spent) -> Any:
+def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, spent: Spent) -> CoderResult:
     """What the coder returned from its run in the sandbox."""
     try:
         with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):

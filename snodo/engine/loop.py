@@ -16,14 +16,13 @@ from typing import Any, NoReturn
 from snodo.base.errors import CoderError, TokenError
 from snodo.base.frozen import freeze
 from snodo.engine import change
-from snodo.engine.checks import check_programs, check_settings, preflight
+from snodo.engine.checks import check_before_run
 from snodo.engine.disposal import dispose, judge_unjudged
 from snodo.engine.execute import Executed, run_coder
 from snodo.engine.interrupt import Interrupted
 from snodo.engine.results import Halt, Progress, RunResult, finding, halt_for, plain_usage
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned
 from snodo.evidence.attest import attest_run
-from snodo.git.runner import pin
 from snodo.governance.service import Project, ValidationOutcome, persist_escalation, validate_task
 from snodo.plugin.records import CoderRequest, CoderSpec
 from snodo.rules.taskids import check_task_id, derive_task_id, spec_sha256
@@ -88,12 +87,9 @@ class Engine:
         worktree: Worktree | None = None
         try:
             coder_spec = self.project.host.coder(self.coder_name)
-            check_programs(coder_spec)
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
             config = p.mode.coder_config if coder_spec.name == p.mode.coder else freeze({})
-            check_settings(p, coder_spec, config)
-            pin(p.root)  # the repository every later git command names, found before any agent ran
-            preflight(p, coder_spec.name, config)
+            check_before_run(p, coder_spec, config)
             for gone in reclaim_abandoned(
                 p.root, p.home, judge=lambda left: judge_unjudged(p, left, (), self.spec_text)
             ):

@@ -41,20 +41,15 @@ def commit_paths(copy: Path, guard: PathGuard, paths: Sequence[str], message: st
     if made is None:
         return None
     commit, parent, tree, (files, diff) = made
-    _recheck(copy, guard, files, parent, commit)
-    _PARENTS[commit] = parent
-    _TREES[commit] = tree
-    return Commit(commit=commit, tree=tree, files=files, diff=diff)
-
-
-def _recheck(copy: Path, guard: PathGuard, files: tuple[str, ...], parent: str, commit: str) -> None:
-    """Judge every path of the whole change again; a refusal moves HEAD back to ``parent``."""
-    try:
+    try:  # every path of the whole change judged again; a refusal moves HEAD back
         for path in files:
             guard.check_mutation(os.path.join(copy, path), follow_symlinks=False)
     except SnodoError:
         git_out(copy, "update-ref", "-m", "snodo: refused", "HEAD", parent, commit)
         raise
+    _PARENTS[commit] = parent
+    _TREES[commit] = tree
+    return Commit(commit=commit, tree=tree, files=files, diff=diff)
 
 
 #: The index of the engine's last commit in a copy (its tree, the restore's stat data for

@@ -108,9 +108,10 @@ class InPlaceWatch:
         self.branch_ref = f"refs/heads/{branch}"
         self.commits_own_changes = commits_own_changes
         self.gitdir, self.common = git_dirs(self.root)
+        self.head_name = git_label(self.gitdir, self.common) + "/HEAD"
         if self.gitdir is not None and not read_text(self.gitdir / "HEAD").startswith("ref:"):
             # A detached working copy (the engine's runs): its own HEAD is the task's tip.
-            self.branch_ref = self._head_name()
+            self.branch_ref = self.head_name
         self.before = self._snapshot(read_index=True)
         # What lies outside the working copy is put back if the coder changes it.
         self.saved = {
@@ -148,9 +149,10 @@ class InPlaceWatch:
         changed: set[str],
     ) -> None:
         for path in paths:
-            reason = self._refusal(path, exists=exists(path))
-            if reason:
-                refused.append((path, reason))
+            try:  # if the path exists, what it leads to is judged too
+                self.guard.check_mutation(path, follow_symlinks=exists(path))
+            except PathValidationError as exc:
+                refused.append((path, exc.reason))
             else:
                 changed.add(path)
 
@@ -159,13 +161,12 @@ class InPlaceWatch:
 
     def _ref_refusals(self, moved_refs: Iterable[str]) -> list[tuple[str, str]]:
         """Refs the coder moved: HEAD never, the task branch only by a committing coder."""
-        head_ref = self._head_name()
         refused: list[tuple[str, str]] = []
         for ref in moved_refs:
             if ref == self.branch_ref and self.commits_own_changes:
                 continue  # judged in _through_git: it must extend the branch
-            if ref == head_ref:  # detached or switched: never, not even by a committing coder
-                refused.append((head_ref, REASON_REWRITE if self.commits_own_changes else REASON_UNDECLARED_COMMIT))
+            if ref == self.head_name:  # detached or switched: never, not even by a committing coder
+                refused.append((ref, REASON_REWRITE if self.commits_own_changes else REASON_UNDECLARED_COMMIT))
             else:
                 refused.append((f".git/{ref}", REASON_UNDECLARED_COMMIT if ref == self.branch_ref else REASON_GIT))
         return refused
@@ -228,7 +229,7 @@ class InPlaceWatch:
 
     def _put_back_ref(self, ref: str, old: str | None) -> bool:
         try:
-            if ref == self._head_name():
+            if ref == self.head_name:
                 if self.gitdir is None or not old:
                     return False
                 return put_back(self.gitdir / "HEAD", Saved(kind="file", data=(old + "\n").encode(), mode=0o644))
@@ -241,15 +242,6 @@ class InPlaceWatch:
         except ToolError:
             return False
         return True
-
-    def _refusal(self, path: str, *, exists: bool) -> str | None:
-        """The guard's reason for refusing a change of ``path`` (if it exists, of what it leads
-        to too), or ``None``."""
-        try:
-            self.guard.check_mutation(path, follow_symlinks=exists)
-        except PathValidationError as exc:
-            return exc.reason
-        return None
 
     def _committable(self, paths: list[str]) -> tuple[str, ...]:
         """The changed paths git can stage: not ignored files, nor untracked ones deleted."""
@@ -313,10 +305,7 @@ class InPlaceWatch:
         return found
 
     def _ref_label(self, ref: str) -> str:
-        return ref if ref == self._head_name() else f".git/{ref}"
-
-    def _head_name(self) -> str:
-        return git_label(self.gitdir, self.common) + "/HEAD" if self.gitdir is not None else ".git/HEAD"
+        return ref if ref == self.head_name else f".git/{ref}"
 
     def _refs(self) -> dict[str, str]:
         """Every ref by name (``refs/…``), packed or loose, and this worktree's HEAD."""
@@ -327,7 +316,7 @@ class InPlaceWatch:
             refs.update({f"refs/{path}": read_text(full) for path, full in entries_below(base / "refs").items()})
         refs.update({f"reftable/{n}": fingerprint(f) for n, f in entries_below(self.common / "reftable").items()})
         refs = {name: sha for name, sha in refs.items() if not name.startswith(_OTHER_RUNS) or name == self.branch_ref}
-        refs[self._head_name()] = read_text(self.gitdir / "HEAD")
+        refs[self.head_name] = read_text(self.gitdir / "HEAD")
         return refs
 
     def _index(self) -> dict[str, str]:

@@ -24,6 +24,8 @@ from snodo.state.runtime import runtime_dir
 
 JobStatus = Literal["queued", "running", "completed", "halted"]
 JOB_STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)
+#: What a background job waiting for a slot says in its log.
+QUEUED = "queued: at most {limit} job(s) run at once (max_parallel_jobs); waiting for a slot"
 
 
 def now() -> str:
@@ -49,7 +51,6 @@ def _alive(pid: int | None) -> bool:
 
 class JobStore:
     def __init__(self, project: Path) -> None:
-        self.root = project
         self.directory = runtime_dir(project) / "jobs"
 
     def path(self, job_id: str) -> Path:
@@ -185,9 +186,7 @@ class JobStore:
                 log = self.log_path(str(job["job_id"]))
                 if log.stat().st_size == 0:
                     with open(log, "a", encoding="utf-8") as fh:
-                        fh.write(
-                            f"queued: at most {limit} job(s) run at once (max_parallel_jobs); waiting for a slot\n"
-                        )
+                        fh.write(QUEUED.format(limit=limit) + "\n")
         return started
 
     def start_background(self, job_id: str, *, env: dict[str, str] | None = None) -> int:

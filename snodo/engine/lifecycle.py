@@ -22,7 +22,7 @@ from attrs import frozen
 
 from snodo.base.errors import SnodoError
 from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
-from snodo.engine.jobs import JobStore, now
+from snodo.engine.jobs import QUEUED, JobStore, now
 from snodo.engine.loop import Engine
 from snodo.engine.pool import try_lock
 from snodo.engine.refused import RefusalWatch
@@ -220,7 +220,7 @@ class JobRunner:
                     os.close(fd)
                 return
             if not waited:
-                progress(f"queued: at most {limit} job(s) run at once (max_parallel_jobs); waiting for a slot")
+                progress(QUEUED.format(limit=limit))
             time.sleep(QUEUE_POLL)
 
     def _first_in_line(self, job_id: str) -> bool:

@@ -86,8 +86,7 @@ class PlanStore:
     """Plan files of one project."""
 
     def __init__(self, project: Path) -> None:
-        self.root = Path(project)
-        self.directory = runtime_dir(self.root) / "plans"
+        self.directory = runtime_dir(project) / "plans"
 
     def path(self, plan_id: str) -> Path:
         if not isinstance(plan_id, str) or not PLAN_ID.match(plan_id):

@@ -1,10 +1,5 @@
-"""The governed run loop: governance → validate → execute → post-validate → complete or halt.
-
-The pre_execute token is consumed right before the coder runs. A post_execute ``escalate``
-re-enters the coder with the findings, bounded by ``max_recovery_depth``,
-``max_total_fix_attempts``, ``max_iterations`` and a stall check (the same verdict after the
-same change); a blocker is terminal.
-"""
+"""The governed run loop: governance → validate → execute → post-validate → complete or halt;
+the token is consumed right before the coder runs; recovery and its bounds: docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -247,14 +242,7 @@ class Engine:
         self.progress(f"coder {coder_spec.name} (attempt {self.attempt})")
         done = run_coder(p, coder_spec, request, wt, guard, spent=self._spent, progress=self.progress)
         self.coder_head = done.coder_head or self.coder_head
-        made = self._commit(wt, guard, done)
-        # The run's change, base tree against tip tree.
-        if made is not None:
-            all_changed, diff = made.files, made.diff
-        elif self.files and self.commit:
-            all_changed, diff = change.compare(wt.path, wt.base, self.commit)
-        else:
-            all_changed, diff = (), ""
+        made, all_changed, diff = self._commit(wt, guard, done)
         if not all_changed or self.commit is None:
             raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
         # The commit just made is judged: its tree binds the verdict and any human decision.
@@ -273,20 +261,26 @@ class Engine:
         self.judged_tree = post.tree
         return post, all_changed, done.signature
 
-    def _commit(self, wt: Worktree, guard: PathGuard, done: Executed) -> change.Commit | None:
+    def _commit(
+        self, wt: Worktree, guard: PathGuard, done: Executed
+    ) -> tuple[change.Commit | None, tuple[str, ...], str]:
+        """Commit what the attempt changed; that commit and the run's change (base against tip: files, patch)."""
         self.files |= set(done.changed)
         self.dropped = (*self.dropped, *done.dropped)
         self.commit = self.coder_head or self.commit
-        if not done.changed:
-            return None
-        message = f"snodo: {self.task_id} attempt {self.attempt}\n\n{self.spec_text.strip()[:500]}"
-        made = change.commit_paths(wt.path, guard, sorted(done.changed), message, base=wt.base)
+        made = None
+        if done.changed:
+            message = f"snodo: {self.task_id} attempt {self.attempt}\n\n{self.spec_text.strip()[:500]}"
+            made = change.commit_paths(wt.path, guard, sorted(done.changed), message, base=wt.base)
         if made is not None:
             self.commit = made.commit
             self.project.record(
                 "commit", task_id=self.task_id, branch=wt.branch, commit=made.commit, files=sorted(done.changed)
             )
-        return made
+            return made, made.files, made.diff
+        if self.files and self.commit:
+            return None, *change.compare(wt.path, wt.base, self.commit)
+        return None, (), ""
 
     def _decide(
         self, wt: Worktree, post: ValidationOutcome, changed: tuple[str, ...], ops: tuple[Any, ...], budget: int
@@ -355,16 +349,7 @@ class Engine:
         self.project.record(event, task_id=self.task_id, run_id=self.run_id, **entry)
 
     def _halted(self, halt: Halt, wt: Worktree | None) -> RunResult:
-        kept_ref, discarded = dispose(
-            self.project,
-            wt,
-            halt.results,
-            halt.files,
-            task_id=self.task_id,
-            run_id=self.run_id,
-            spec_text=self.spec_text,
-            progress=self.progress,
-        )
+        kept_ref, discarded = dispose(self.project, wt, halt.results, halt.files, self.spec_text, self.progress)
         result = RunResult(
             status="halted",
             task_id=self.task_id,

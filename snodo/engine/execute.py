@@ -27,8 +27,7 @@ Spent = Callable[..., None]
 
 @frozen(kw_only=True)
 class Executed:
-    """What one attempt changed and what was refused, a signature of the change (for the
-    stall check) and the tip of a coder's own commits."""
+    """What one attempt changed and refused, its change's signature (stall check), its own commits' tip."""
 
     changed: tuple[str, ...]
     dropped: tuple[dict[str, str], ...]
@@ -46,8 +45,7 @@ def run_coder(
     spent: Spent,
     progress: Progress,
 ) -> Executed:
-    """Run one coder attempt and bring its work into the working copy; every refusal is
-    audited, and what it spent recorded even when it fails."""
+    """One coder attempt, its work brought into the working copy; what it spent is recorded even on failure."""
     task_id = request.task_id
     caps = spec.capabilities
     watch = None
@@ -78,7 +76,6 @@ def run_coder(
 
 
 def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, spent: Spent) -> CoderResult:
-    """What the coder returned from its run in the sandbox."""
     try:
         with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
             result = p.host.generate(spec.name, request)
@@ -99,8 +96,7 @@ def _write_artifacts(
     task_id: str,
     progress: Progress,
 ) -> Executed:
-    """The artifact filter hooks drop what no coder may write, then every kept operation
-    goes through the path guard (a second line of defence)."""
+    """The artifact filter hooks drop what no coder may write; the path guard is a second line of defence."""
     context = ArtifactContext(
         workspace=wt.path, task_id=task_id, mode_id=p.mode_id, protected_paths=p.protocol.protected_paths
     )

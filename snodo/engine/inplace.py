@@ -68,8 +68,7 @@ REASON_REWRITE = "the coder's commits do not extend the task branch (history rew
 
 @frozen(kw_only=True)
 class Judgement:
-    """What an in-place coder changed: the paths kept, the paths refused (with the guard's
-    reason) and its commits on the task branch."""
+    """What an in-place coder changed: paths kept, paths refused (with the guard's reason), its commits."""
 
     changed: tuple[str, ...]
     refused: tuple[tuple[str, str], ...]
@@ -207,8 +206,7 @@ class InPlaceWatch:
         return Judgement(changed=(), refused=tuple(refused), restored=tuple(sorted(restored)))
 
     def _restore(self, refused: set[str], after: _Snapshot) -> list[str]:
-        """Put back what the coder changed outside its working copy (the working copy is
-        discarded with the run); the paths put back."""
+        """Put back what the coder changed outside its working copy (discarded with the run); the paths put back."""
         before = self.before
         snapshots = (before.git, after.git, before.outside, after.outside)
         current = {**self._git_entries(), **outside_of(self.root)}
@@ -261,7 +259,6 @@ class InPlaceWatch:
         return tuple(p for p in paths if wanted(p))
 
     def _extends(self, old: str, new: str) -> bool:
-        """Whether ``new`` is a commit that has ``old`` in its history."""
         if not new or not all(c in "0123456789abcdef" for c in new + old):
             return False
         return self._lines("merge-base", old, new, check=False) == [old]
@@ -320,8 +317,7 @@ class InPlaceWatch:
         return refs
 
     def _index(self) -> dict[str, str]:
-        """Staged entries (mode, object, stage) by path, without stat data (a ``git status``
-        refreshing the index is no change)."""
+        """Staged entries (mode, object, stage) by path; no stat data: a refreshed index is no change."""
         if self.gitdir is None:
             return {}
         entries: dict[str, str] = {}

@@ -12,8 +12,6 @@ from snodo.engine.jobs import JobStore
 from snodo.engine.worktree import refs_with
 from snodo.git.runner import run_git
 
-_LIVE = ("queued", "running")
-
 
 def check_branch(root: Path, name: str, jobs: JobStore) -> None:
     """Refuse ``name`` for a run's branch unless git accepts it as a new branch name."""
@@ -24,7 +22,7 @@ def check_branch(root: Path, name: str, jobs: JobStore) -> None:
     if run_git(root, "rev-parse", "--verify", "-q", f"refs/heads/{name}").ok:
         raise SnodoError(f"--branch {quoted}: a branch of that name already exists; name a new one")
     for job in jobs.list():
-        if job.get("branch") == name and job.get("status") in _LIVE:
+        if job.get("branch") == name and job.get("status") in ("queued", "running"):
             raise SnodoError(f"--branch {quoted}: job {job['job_id']} ({job['status']}) will already make it")
 
 

@@ -1,8 +1,5 @@
-"""The engine's commits and the change a run made, at a cost that follows the change.
-
-Each path is judged by the path guard before it is staged and again as part of the whole
-change (a refusal moves HEAD back). How: docs/architecture.md, "The life cycle of a task's work".
-"""
+"""The engine's commits and the change a run made, at a cost that follows the change; each
+path is judged by the path guard before it is staged and again as part of the whole change."""
 
 from __future__ import annotations
 
@@ -41,20 +38,15 @@ def commit_paths(copy: Path, guard: PathGuard, paths: Sequence[str], message: st
     if made is None:
         return None
     commit, parent, tree, (files, diff) = made
-    _recheck(copy, guard, files, parent, commit)
-    _PARENTS[commit] = parent
-    _TREES[commit] = tree
-    return Commit(commit=commit, tree=tree, files=files, diff=diff)
-
-
-def _recheck(copy: Path, guard: PathGuard, files: tuple[str, ...], parent: str, commit: str) -> None:
-    """Judge every path of the whole change again; a refusal moves HEAD back to ``parent``."""
-    try:
+    try:  # every path of the whole change judged again; a refusal moves HEAD back
         for path in files:
             guard.check_mutation(os.path.join(copy, path), follow_symlinks=False)
     except SnodoError:
         git_out(copy, "update-ref", "-m", "snodo: refused", "HEAD", parent, commit)
         raise
+    _PARENTS[commit] = parent
+    _TREES[commit] = tree
+    return Commit(commit=commit, tree=tree, files=files, diff=diff)
 
 
 #: The index of the engine's last commit in a copy (its tree, the restore's stat data for
@@ -64,8 +56,7 @@ COMMIT_BASE = "snodo-commit.base"
 
 
 def _seed_index(gitdir: str, parent: str) -> Path | None:
-    """An index snodo wrote that holds exactly ``parent``'s tree (the last restore's or the
-    engine's last commit's), or ``None``."""
+    """An index snodo wrote holding exactly ``parent``'s tree (the last restore's or commit's), or ``None``."""
     for index, recorded in ((COMMIT_INDEX, COMMIT_BASE), (REF_INDEX, REF_BASE)):
         try:
             with open(os.path.join(gitdir, recorded), encoding="ascii") as fh:
@@ -82,10 +73,8 @@ def _seed_index(gitdir: str, parent: str) -> Path | None:
 def _plumbed(
     copy: Path, gitdir: Path, relative: list[str], message: str, base: str
 ) -> tuple[str, str, str, tuple[tuple[str, ...], str]] | None:
-    """The commit built with plumbing: the named paths added to an index of the parent's tree
-    (a copy of one snodo wrote, with its stat data, or else read from the tree), its tree, a
-    commit of it (no hook) and HEAD moved there from the parent; that index then becomes the
-    copy's own, so ``status`` in the copy shows the commit. ``None``: no change."""
+    """The commit of the named paths on HEAD, built with plumbing (docs/architecture.md, "The
+    life cycle of a task's work"); ``None``: no change."""
     parent = detached_head(str(gitdir)) or git_out(copy, "rev-parse", "--verify", "HEAD^{commit}")
     work = gitdir / f"{COMMIT_INDEX}.work"
     own = {"GIT_INDEX_FILE": str(work)}
@@ -114,8 +103,7 @@ def _plumbed(
 
 
 def _move_head(copy: Path, gitdir: Path, made: str, parent: str) -> None:
-    """Move the copy's HEAD from ``parent`` to ``made``: a detached HEAD (a file only this run
-    uses) by a rename, as git's own ref update does, else through git."""
+    """Move HEAD from ``parent`` to ``made``: a detached one (only this run's) by a rename, as git does."""
     if detached_head(str(gitdir)) == parent:
         tmp = gitdir / "HEAD.snodo-tmp"
         tmp.write_text(f"{made}\n", encoding="ascii")
@@ -130,8 +118,7 @@ _PARENTS: dict[str, str] = {}
 
 
 def made_since(base: str, tip: str | None) -> list[tuple[str, str]] | None:
-    """The commits of ``base..tip`` with their trees, oldest first, when this process made
-    every one of them, else ``None``."""
+    """The commits of ``base..tip`` with their trees, oldest first, if this process made them all."""
     chain: list[tuple[str, str]] = []
     while tip is not None and tip != base:
         if tip not in _PARENTS or tip not in _TREES:
@@ -142,8 +129,7 @@ def made_since(base: str, tip: str | None) -> list[tuple[str, str]] | None:
 
 
 def compare(copy: Path, base: str, tip: str) -> tuple[tuple[str, ...], str]:
-    """The files that differ between ``base`` and ``tip`` (sorted; a rename names both
-    paths) and the patch, from one ``git diff``."""
+    """The files ``base`` and ``tip`` differ in (sorted; a rename names both) and the patch, from one diff."""
     args = ("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--patch-with-raw", "-z", base, tip, "--")
     result = run_git(copy, *args)
     if not result.ok:

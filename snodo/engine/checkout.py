@@ -29,8 +29,7 @@ _AHEAD_LOCK = threading.Lock()
 
 
 def look_ahead(repo: Path) -> None:
-    """Start :func:`look_at_checkout` for ``repo`` now (``snodo run``, before loading plugins,
-    protocol and engine, which leave the CPU idle); :func:`looking` takes it."""
+    """Start :func:`look_at_checkout` while ``snodo run`` loads what leaves the CPU idle; :func:`looking` takes it."""
     with _AHEAD_LOCK:
         key = os.path.realpath(repo)
         if key not in _AHEAD:
@@ -50,8 +49,7 @@ def rev(repo: Path, name: str) -> str | None:
 
 
 def look_at_checkout(repo: Path) -> tuple[str | None, list[str]]:
-    """HEAD's commit (``None``: no commit yet) and the paths with uncommitted changes in the
-    user's checkout (governance state aside), from one ``status``."""
+    """HEAD's commit (``None``: none yet) and the paths uncommitted in the checkout (``.snodo`` aside): one status."""
     # No preload threads: it runs beside the run, whose own processes need the CPUs more.
     args = ("--no-optional-locks", "-c", "core.preloadIndex=false", "status", "--porcelain=v2", "--branch")
     found = run_git(repo, *args, "--no-ahead-behind", "-z", "--", ".", ":!.snodo")

@@ -10,12 +10,14 @@ from typing import Any
 
 from snodo.base.errors import CoderError, EnvironmentProblem
 from snodo.engine.results import Halt
+from snodo.git.runner import pin
 from snodo.governance.service import Project
 from snodo.plugin.records import CoderSpec
 from snodo.rules.settings import coder_config_problems
 
 
-def check_programs(spec: CoderSpec) -> None:
+def check_before_run(p: Project, spec: CoderSpec, config: Mapping[str, Any]) -> None:
+    """Undeclared ``coder_config`` keys are refused: a typo must not run the coder on its defaults."""
     for prog in spec.capabilities.required_programs:
         if shutil.which(prog.name) is None:
             raise Halt(
@@ -23,24 +25,16 @@ def check_programs(spec: CoderSpec) -> None:
                 "governance",
                 f"coder {spec.name!r} needs the program {prog.name!r} on PATH; install it: {prog.install_hint}",
             )
-
-
-def check_settings(p: Project, spec: CoderSpec, config: Mapping[str, Any]) -> None:
-    """Undeclared ``coder_config`` keys are refused: a typo must not run the coder on its defaults."""
-    problems = coder_config_problems(spec.name, spec.capabilities.settings, config)
-    if problems:
+    if problems := coder_config_problems(spec.name, spec.capabilities.settings, config):
         raise Halt(
             "environment_error",
             "governance",
             f"mode {p.mode_id!r}: {'; '.join(m for _k, m in problems)}; fix coder_config in "
             ".snodo/protocol.yml (see docs/plugins.md)",
         )
-
-
-def preflight(p: Project, coder: str, config: Mapping[str, Any]) -> None:
-    phases = ("pre_execute", "post_execute")
-    validators = tuple(v for phase in phases for v in p.protocol.validators_for(p.mode, phase))
+    pin(p.root)  # the repository every later git command names, found before any agent ran
+    validators = tuple(v for phase in ("pre_execute", "post_execute") for v in p.protocol.validators_for(p.mode, phase))
     try:
-        p.host.pm.hook.snodo_preflight(mode=p.mode, coder=coder, coder_config=config, validators=validators)
+        p.host.pm.hook.snodo_preflight(mode=p.mode, coder=spec.name, coder_config=config, validators=validators)
     except (EnvironmentProblem, CoderError) as exc:
         raise Halt("environment_error", "governance", f"preflight: {exc}") from None

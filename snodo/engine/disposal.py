@@ -19,9 +19,6 @@ def dispose(
     wt: Worktree | None,
     results: tuple[dict[str, Any], ...],
     files: tuple[str, ...],
-    *,
-    task_id: str,
-    run_id: str,
     spec_text: str,
     progress: Progress,
 ) -> tuple[str | None, dict[str, Any] | None]:
@@ -53,7 +50,7 @@ def dispose(
         "files": list(files),
         **done,
     }
-    p.record("work_discarded", task_id=task_id, run_id=run_id, **discarded)
+    p.record("work_discarded", task_id=wt.task_id, run_id=wt.run_id, **discarded)
     progress(f"the run's work was discarded: {'; '.join(r['finding'] for r in reasons)[:300]}")
     return None, discarded
 

@@ -6,8 +6,9 @@ returned operations go through ``snodo_filter_artifacts``, then guarded writes.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from attrs import frozen
 
@@ -20,17 +21,13 @@ from snodo.plugin.records import ArtifactContext, CoderRequest, CoderResult, Cod
 from snodo.sandbox import confined
 from snodo.workspace import PathGuard, Workspace
 
-
-class Spent(Protocol):
-    """Records what an attempt spent (the engine's usage account)."""
-
-    def __call__(self, task_id: str, attempt: int, reported: Any, **who: str) -> None: ...
+#: Records what the attempt spent (the engine's usage account): ``spent(reported, coder=name)``.
+Spent = Callable[..., None]
 
 
 @frozen(kw_only=True)
 class Executed:
-    """What one attempt changed and what was refused, a signature of the change (for the
-    stall check) and the tip of a coder's own commits."""
+    """What one attempt changed and refused, its change's signature (stall check), its own commits' tip."""
 
     changed: tuple[str, ...]
     dropped: tuple[dict[str, str], ...]
@@ -43,29 +40,26 @@ def run_coder(
     spec: CoderSpec,
     request: CoderRequest,
     wt: Worktree,
-    task_id: str,
+    guard: PathGuard,
     *,
     spent: Spent,
     progress: Progress,
 ) -> Executed:
-    """Run one coder attempt and bring its work into the working copy; every refusal is
-    audited, and what it spent recorded even when it fails."""
-    guard = PathGuard(wt.path, p.protocol.protected_paths)
+    """One coder attempt, its work brought into the working copy; what it spent is recorded even on failure."""
+    task_id = request.task_id
     caps = spec.capabilities
     watch = None
     if caps.writes_in_place:
         watch = InPlaceWatch(wt.path, guard, branch=wt.branch, commits_own_changes=caps.commits_own_changes)
     try:
-        result = _generate(p, spec, request, wt, task_id, spent)
-        if not isinstance(result, CoderResult):
-            raise CoderError(f"coder {spec.name!r} returned {type(result).__name__}, not a CoderResult")
+        result = _generate(p, spec, request, wt, spent)
     except Exception:
         if watch is not None:  # what it did before failing is judged all the same
             refuse_in_place(p, watch.judge(), spec.name, task_id)
         raise
-    spent(task_id, request.attempt, result.usage, coder=spec.name)
+    spent(result.usage, coder=spec.name)
     if watch is None:
-        return _write_artifacts(p, spec, tuple(result.operations), wt, task_id, progress)
+        return _write_artifacts(p, spec, tuple(result.operations), wt, guard, task_id, progress)
     judged = watch.judge()
     refuse_in_place(p, judged, spec.name, task_id)
     if judged.commits:
@@ -81,13 +75,12 @@ def run_coder(
     return Executed(changed=judged.changed, dropped=(), signature=judged.signature, coder_head=judged.head)
 
 
-def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, task_id: str, spent: Spent) -> Any:
-    """What the coder returned from its run in the sandbox."""
+def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, spent: Spent) -> CoderResult:
     try:
         with confined(p.sandbox_policy(wt.path, network=spec.capabilities.needs_network)):
             result = p.host.generate(spec.name, request)
     except BaseException as exc:  # a failed, timed-out or interrupted attempt still spent
-        spent(task_id, request.attempt, getattr(exc, "usage", None), coder=spec.name)
+        spent(getattr(exc, "usage", None), coder=spec.name)
         if isinstance(exc, EnvironmentProblem | CoderError) or not isinstance(exc, Exception):
             raise
         raise EnvironmentProblem(f"coder {spec.name!r} crashed: {type(exc).__name__}: {exc}") from exc
@@ -95,10 +88,15 @@ def _generate(p: Project, spec: CoderSpec, request: CoderRequest, wt: Worktree, 
 
 
 def _write_artifacts(
-    p: Project, spec: CoderSpec, ops: tuple[FileOperation, ...], wt: Worktree, task_id: str, progress: Progress
+    p: Project,
+    spec: CoderSpec,
+    ops: tuple[FileOperation, ...],
+    wt: Worktree,
+    guard: PathGuard,
+    task_id: str,
+    progress: Progress,
 ) -> Executed:
-    """The artifact filter hooks drop what no coder may write, then every kept operation
-    goes through the path guard (a second line of defence)."""
+    """The artifact filter hooks drop what no coder may write; the path guard is a second line of defence."""
     context = ArtifactContext(
         workspace=wt.path, task_id=task_id, mode_id=p.mode_id, protected_paths=p.protocol.protected_paths
     )
@@ -112,7 +110,7 @@ def _write_artifacts(
     for d in dropped:
         refuse(d.operation, d.reason)
         progress(f"refused {d.operation.op} {d.operation.path}: {d.reason}")
-    ws = Workspace(wt.path, PathGuard(wt.path, p.protocol.protected_paths), durable=False)  # committed next
+    ws = Workspace(wt.path, guard, durable=False)  # committed next
     changed: list[str] = []
     for op in kept:
         try:

@@ -68,8 +68,7 @@ REASON_REWRITE = "the coder's commits do not extend the task branch (history rew
 
 @frozen(kw_only=True)
 class Judgement:
-    """What an in-place coder changed: the paths kept, the paths refused (with the guard's
-    reason) and its commits on the task branch."""
+    """What an in-place coder changed: paths kept, paths refused (with the guard's reason), its commits."""
 
     changed: tuple[str, ...]
     refused: tuple[tuple[str, str], ...]
@@ -108,9 +107,10 @@ class InPlaceWatch:
         self.branch_ref = f"refs/heads/{branch}"
         self.commits_own_changes = commits_own_changes
         self.gitdir, self.common = git_dirs(self.root)
+        self.head_name = git_label(self.gitdir, self.common) + "/HEAD"
         if self.gitdir is not None and not read_text(self.gitdir / "HEAD").startswith("ref:"):
             # A detached working copy (the engine's runs): its own HEAD is the task's tip.
-            self.branch_ref = self._head_name()
+            self.branch_ref = self.head_name
         self.before = self._snapshot(read_index=True)
         # What lies outside the working copy is put back if the coder changes it.
         self.saved = {
@@ -148,9 +148,10 @@ class InPlaceWatch:
         changed: set[str],
     ) -> None:
         for path in paths:
-            reason = self._refusal(path, exists=exists(path))
-            if reason:
-                refused.append((path, reason))
+            try:  # if the path exists, what it leads to is judged too
+                self.guard.check_mutation(path, follow_symlinks=exists(path))
+            except PathValidationError as exc:
+                refused.append((path, exc.reason))
             else:
                 changed.add(path)
 
@@ -159,13 +160,12 @@ class InPlaceWatch:
 
     def _ref_refusals(self, moved_refs: Iterable[str]) -> list[tuple[str, str]]:
         """Refs the coder moved: HEAD never, the task branch only by a committing coder."""
-        head_ref = self._head_name()
         refused: list[tuple[str, str]] = []
         for ref in moved_refs:
             if ref == self.branch_ref and self.commits_own_changes:
                 continue  # judged in _through_git: it must extend the branch
-            if ref == head_ref:  # detached or switched: never, not even by a committing coder
-                refused.append((head_ref, REASON_REWRITE if self.commits_own_changes else REASON_UNDECLARED_COMMIT))
+            if ref == self.head_name:  # detached or switched: never, not even by a committing coder
+                refused.append((ref, REASON_REWRITE if self.commits_own_changes else REASON_UNDECLARED_COMMIT))
             else:
                 refused.append((f".git/{ref}", REASON_UNDECLARED_COMMIT if ref == self.branch_ref else REASON_GIT))
         return refused
@@ -206,8 +206,7 @@ class InPlaceWatch:
         return Judgement(changed=(), refused=tuple(refused), restored=tuple(sorted(restored)))
 
     def _restore(self, refused: set[str], after: _Snapshot) -> list[str]:
-        """Put back what the coder changed outside its working copy (the working copy is
-        discarded with the run); the paths put back."""
+        """Put back what the coder changed outside its working copy (discarded with the run); the paths put back."""
         before = self.before
         snapshots = (before.git, after.git, before.outside, after.outside)
         current = {**self._git_entries(), **outside_of(self.root)}
@@ -228,7 +227,7 @@ class InPlaceWatch:
 
     def _put_back_ref(self, ref: str, old: str | None) -> bool:
         try:
-            if ref == self._head_name():
+            if ref == self.head_name:
                 if self.gitdir is None or not old:
                     return False
                 return put_back(self.gitdir / "HEAD", Saved(kind="file", data=(old + "\n").encode(), mode=0o644))
@@ -241,15 +240,6 @@ class InPlaceWatch:
         except ToolError:
             return False
         return True
-
-    def _refusal(self, path: str, *, exists: bool) -> str | None:
-        """The guard's reason for refusing a change of ``path`` (if it exists, of what it leads
-        to too), or ``None``."""
-        try:
-            self.guard.check_mutation(path, follow_symlinks=exists)
-        except PathValidationError as exc:
-            return exc.reason
-        return None
 
     def _committable(self, paths: list[str]) -> tuple[str, ...]:
         """The changed paths git can stage: not ignored files, nor untracked ones deleted."""
@@ -269,7 +259,6 @@ class InPlaceWatch:
         return tuple(p for p in paths if wanted(p))
 
     def _extends(self, old: str, new: str) -> bool:
-        """Whether ``new`` is a commit that has ``old`` in its history."""
         if not new or not all(c in "0123456789abcdef" for c in new + old):
             return False
         return self._lines("merge-base", old, new, check=False) == [old]
@@ -313,10 +302,7 @@ class InPlaceWatch:
         return found
 
     def _ref_label(self, ref: str) -> str:
-        return ref if ref == self._head_name() else f".git/{ref}"
-
-    def _head_name(self) -> str:
-        return git_label(self.gitdir, self.common) + "/HEAD" if self.gitdir is not None else ".git/HEAD"
+        return ref if ref == self.head_name else f".git/{ref}"
 
     def _refs(self) -> dict[str, str]:
         """Every ref by name (``refs/…``), packed or loose, and this worktree's HEAD."""
@@ -327,12 +313,11 @@ class InPlaceWatch:
             refs.update({f"refs/{path}": read_text(full) for path, full in entries_below(base / "refs").items()})
         refs.update({f"reftable/{n}": fingerprint(f) for n, f in entries_below(self.common / "reftable").items()})
         refs = {name: sha for name, sha in refs.items() if not name.startswith(_OTHER_RUNS) or name == self.branch_ref}
-        refs[self._head_name()] = read_text(self.gitdir / "HEAD")
+        refs[self.head_name] = read_text(self.gitdir / "HEAD")
         return refs
 
     def _index(self) -> dict[str, str]:
-        """Staged entries (mode, object, stage) by path, without stat data (a ``git status``
-        refreshing the index is no change)."""
+        """Staged entries (mode, object, stage) by path; no stat data: a refreshed index is no change."""
         if self.gitdir is None:
             return {}
         entries: dict[str, str] = {}

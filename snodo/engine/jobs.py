@@ -24,6 +24,8 @@ from snodo.state.runtime import runtime_dir
 
 JobStatus = Literal["queued", "running", "completed", "halted"]
 JOB_STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)
+#: What a background job waiting for a slot says in its log.
+QUEUED = "queued: at most {limit} job(s) run at once (max_parallel_jobs); waiting for a slot"
 
 
 def now() -> str:
@@ -49,7 +51,6 @@ def _alive(pid: int | None) -> bool:
 
 class JobStore:
     def __init__(self, project: Path) -> None:
-        self.root = project
         self.directory = runtime_dir(project) / "jobs"
 
     def path(self, job_id: str) -> Path:
@@ -130,7 +131,6 @@ class JobStore:
         return [self.load(p.name) for p in sorted(self.directory.iterdir()) if (p / "status.json").exists()]
 
     def remove_finished(self, *, before: datetime) -> builtins.list[str]:
-        """Delete the directories of the finished jobs last updated before ``before``."""
         gone = []
         for job in self.list():
             try:
@@ -142,21 +142,15 @@ class JobStore:
                 gone.append(job["job_id"])
         return gone
 
-    def latest_for_task(self, task_id: str) -> dict[str, Any] | None:
-        found = [j for j in self.list() if j["task_id"] == task_id]
-        return found[-1] if found else None
-
     def waiting(self) -> builtins.list[dict[str, Any]]:
         """Background jobs queued as records (no process yet), oldest first."""
         found = [j for j in self.list() if j.get("background") and j["status"] == "queued" and not j.get("pid")]
         return sorted(found, key=lambda j: (j.get("created_ns") or 0, j["job_id"]))
 
     def active(self) -> builtins.list[dict[str, Any]]:
-        """Background jobs with a live process."""
         return [j for j in self.list() if j.get("background") and j["status"] in ("queued", "running") and j.get("pid")]
 
     def check_room(self, max_queued: int) -> None:
-        """Refuse a new background job when ``max_queued`` already wait."""
         waiting = len(self.waiting())
         if waiting >= max_queued:
             raise QueueFull(
@@ -166,8 +160,7 @@ class JobStore:
             )
 
     def launch_ready(self, limit: int) -> builtins.list[str]:
-        """Start the oldest waiting jobs while fewer than ``limit`` background jobs are alive
-        (a queued job is a record, never a sleeping interpreter)."""
+        """Start the oldest waiting jobs while fewer than ``limit`` are alive (a queued job is only a record)."""
         started: builtins.list[str] = []
         if not self.directory.is_dir():
             return started
@@ -185,12 +178,10 @@ class JobStore:
                 log = self.log_path(str(job["job_id"]))
                 if log.stat().st_size == 0:
                     with open(log, "a", encoding="utf-8") as fh:
-                        fh.write(
-                            f"queued: at most {limit} job(s) run at once (max_parallel_jobs); waiting for a slot\n"
-                        )
+                        fh.write(QUEUED.format(limit=limit) + "\n")
         return started
 
-    def start_background(self, job_id: str, *, env: dict[str, str] | None = None) -> int:
+    def start_background(self, job_id: str) -> int:
         """Start ``python -I -m snodo run --job ID`` from ``/`` (nothing the agent wrote is on
         its ``sys.path``), its output to the job log. It forks the job and exits
         (:func:`detach`), so no kill of the server's process tree reaches the job; that holds
@@ -209,7 +200,6 @@ class JobStore:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    env={**os.environ, **(env or {})},
                 )
             finally:
                 log.close()
@@ -220,8 +210,7 @@ class JobStore:
 
 
 def detach(store: JobStore, job_id: str) -> None:
-    """In ``snodo run --job``, before any thread exists: fork, and end the parent once the
-    child has recorded its pid, so the record never names a dead launcher."""
+    """Before any thread exists: fork, and end the parent once the child recorded its pid (never a dead launcher)."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid:  # the launcher: wait for the job to say it is recorded, then vanish

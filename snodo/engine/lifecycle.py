@@ -1,10 +1,6 @@
-"""A run as a job: created, queued, running, then completed or halted.
-
-``snodo run``, ``snodo run --background`` and ``dispatch_task`` (``snodo run --job ID``) all
-follow this one path. A background job waits ``queued`` until one of
-``execution.max_parallel_jobs`` slots (an ``flock`` on ``jobs/.slots/slot-N.lock``) is free,
-oldest first. SIGINT/SIGTERM halt the run as ``interrupted``.
-"""
+"""A run as a job: created, queued, running, then completed or halted; ``snodo run``, its
+``--background`` and ``dispatch_task`` (``snodo run --job ID``) all follow this one path. A
+background job waits ``queued`` for one of ``max_parallel_jobs`` slots (an ``flock`` each)."""
 
 from __future__ import annotations
 
@@ -22,7 +18,7 @@ from attrs import frozen
 
 from snodo.base.errors import SnodoError
 from snodo.engine.interrupt import Interrupted, InterruptState, interruptible
-from snodo.engine.jobs import JobStore, now
+from snodo.engine.jobs import QUEUED, JobStore, now
 from snodo.engine.loop import Engine
 from snodo.engine.pool import try_lock
 from snodo.engine.refused import RefusalWatch
@@ -65,8 +61,6 @@ def _prepared(job: dict[str, Any], spec: str) -> PreparedRun:
 
 
 class JobRunner:
-    """Creates, starts and executes the runs of one project."""
-
     def __init__(self, loaded: LoadedProtocol, host: PluginHost) -> None:
         self.loaded = loaded
         self.host = host
@@ -106,14 +100,14 @@ class JobRunner:
     def resume(
         self, task_id: str, *, mode: str | None, coder: str | None, background: bool, branch: str | None = None
     ) -> PreparedRun:
-        """A new job running a halted task's spec again, validated from scratch (its branch
-        name kept unless another is named)."""
-        previous = self.jobs.latest_for_task(task_id)
-        if previous is None:
+        """A new job running a halted task's spec again, validated from scratch (its branch name kept)."""
+        found = [j for j in self.jobs.list() if j["task_id"] == task_id]
+        if not found:
             raise SnodoError(
                 f"no earlier run of task {task_id!r} in this project",
                 hint="`snodo jobs list` shows runs and their task ids",
             )
+        previous = found[-1]
         if previous["status"] != "halted":
             raise SnodoError(f"task {task_id!r} is {previous['status']}; only a halted task can be resumed")
         return self.new(
@@ -140,8 +134,7 @@ class JobRunner:
         return max(1, int(self.loaded.protocol.execution.max_parallel_jobs))
 
     def execute(self, run: PreparedRun, *, echo: Echo | None = None) -> RunResult:
-        """Run the job to its end and record the result, never leaving it ``running``; a
-        fault outside the engine is recorded as ``internal_error`` and raised."""
+        """Run the job to its end, never leaving it ``running``; a fault outside the engine is raised."""
         log_path = self.jobs.log_path(run.job_id)
         refusals = RefusalWatch()  # what the coder reports the sandbox refused
 
@@ -220,7 +213,7 @@ class JobRunner:
                     os.close(fd)
                 return
             if not waited:
-                progress(f"queued: at most {limit} job(s) run at once (max_parallel_jobs); waiting for a slot")
+                progress(QUEUED.format(limit=limit))
             time.sleep(QUEUE_POLL)
 
     def _first_in_line(self, job_id: str) -> bool:
@@ -256,8 +249,7 @@ def parse_duration(text: str) -> timedelta:
 
 
 def prune(root: Path, home: Path, *, older_than: timedelta = DEFAULT_PRUNE_AGE) -> dict[str, Any]:
-    """Remove what is past ``older_than`` (halted refs, finished jobs, unused working copies)
-    and the task branches already merged; never what a live job uses. Returns it."""
+    """Remove what is past ``older_than`` and the task branches already merged, never what a live job uses."""
     from snodo.engine.branches import made_branches, prune_merged  # noqa: PLC0415 only prune asks which branches snodo made
 
     cutoff = datetime.now(UTC) - older_than

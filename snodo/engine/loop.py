@@ -1,10 +1,5 @@
-"""The governed run loop: governance → validate → execute → post-validate → complete or halt.
-
-The pre_execute token is consumed right before the coder runs. A post_execute ``escalate``
-re-enters the coder with the findings, bounded by ``max_recovery_depth``,
-``max_total_fix_attempts``, ``max_iterations`` and a stall check (the same verdict after the
-same change); a blocker is terminal.
-"""
+"""The governed run loop: governance → validate → execute → post-validate → complete or halt;
+the token is consumed right before the coder runs; recovery and its bounds: docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -13,46 +8,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from attrs import evolve, frozen
-
 from snodo.base.errors import CoderError, TokenError
 from snodo.base.frozen import freeze
 from snodo.engine import change
-from snodo.engine.checks import check_programs, check_settings, preflight
+from snodo.engine.checks import check_before_run
 from snodo.engine.disposal import dispose, judge_unjudged
 from snodo.engine.execute import Executed, run_coder
 from snodo.engine.interrupt import Interrupted
 from snodo.engine.results import Halt, Progress, RunResult, finding, halt_for, plain_usage
 from snodo.engine.worktree import Worktree, create_worktree, reclaim_abandoned
 from snodo.evidence.attest import attest_run
-from snodo.git.runner import pin
 from snodo.governance.service import Project, ValidationOutcome, persist_escalation, validate_task
 from snodo.plugin.records import CoderRequest, CoderSpec
 from snodo.rules.taskids import check_task_id, derive_task_id, spec_sha256
 from snodo.workspace import PathGuard
 from snodo.workspace.gitmeta import GitMetadataRefused, GitMetaWatch
-
-
-@frozen(kw_only=True)
-class _Progress:
-    """What the attempts of one run have built up so far."""
-
-    attempt: int = 0
-    findings: tuple[str, ...] = ()
-    last_signature: tuple[Any, ...] | None = None
-    files: frozenset[str] = frozenset()
-    dropped: tuple[dict[str, str], ...] = ()
-    commit: str | None = None
-
-
-@frozen(kw_only=True)
-class _Attempt:
-    """One attempt's post_execute verdict on the whole change so far."""
-
-    post: ValidationOutcome
-    results: tuple[dict[str, Any], ...]
-    changed: tuple[str, ...]
-    signature_ops: tuple[Any, ...]
 
 
 class Engine:
@@ -87,6 +57,13 @@ class Engine:
         self.phase = "governance"
         self.spec_text = self.task_id = ""
         self.coder_head: str | None = None  # the working copy's tip after a coder's own commits
+        # What the attempts built up: what the next one is told, the stall check's last signature,
+        # the files changed, the writes refused, the commit judged.
+        self.findings: tuple[str, ...] = ()
+        self.last_signature: tuple[Any, ...] | None = None
+        self.files: set[str] = set()
+        self.dropped: tuple[dict[str, str], ...] = ()
+        self.commit: str | None = None
 
     def run(self, spec: str, *, task_id: str | None = None) -> RunResult:
         task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
@@ -105,12 +82,9 @@ class Engine:
         worktree: Worktree | None = None
         try:
             coder_spec = self.project.host.coder(self.coder_name)
-            check_programs(coder_spec)
             # The mode's coder_config belongs to the mode's coder; an override starts clean.
             config = p.mode.coder_config if coder_spec.name == p.mode.coder else freeze({})
-            check_settings(p, coder_spec, config)
-            pin(p.root)  # the repository every later git command names, found before any agent ran
-            preflight(p, coder_spec.name, config)
+            check_before_run(p, coder_spec, config)
             for gone in reclaim_abandoned(
                 p.root, p.home, judge=lambda left: judge_unjudged(p, left, (), self.spec_text)
             ):
@@ -188,9 +162,7 @@ class Engine:
         except GitMetadataRefused as exc:  # planted in a validator's own copy of the tree
             self._refuse_git_metadata(phase, exc.found)
         for r in outcome.results:
-            self._spent(
-                self.task_id, self.attempt, (r.details or {}).get("usage"), validator=r.validator_id, phase=phase
-            )
+            self._spent((r.details or {}).get("usage"), validator=r.validator_id, phase=phase)
         if found := watch.intruders():
             self._refuse_git_metadata(phase, found, outcome)
         return outcome
@@ -210,21 +182,17 @@ class Engine:
         guard = PathGuard(wt.path, self.project.protocol.protected_paths)
         ex = self.project.protocol.execution
         budget = min(ex.max_recovery_depth, ex.max_total_fix_attempts)
-        state = _Progress()
         while True:
             try:
-                state, attempt = self._attempt(coder_spec, config, wt, guard, state)
+                post, changed, ops = self._attempt(coder_spec, config, wt, guard)
             except CoderError as exc:  # the coder could not do it: another attempt, with why, while budgets last
-                if state.attempt >= budget:
+                if self.attempt >= budget:
                     raise
                 findings = (f"your previous attempt failed: {exc}",)
-                said = f": the coder failed: {str(exc)[:200]}"
-                state = self._recover(state, findings, said, state.last_signature)
+                self._recover(findings, f": the coder failed: {str(exc)[:200]}", self.last_signature)
                 continue
-            outcome = self._recovery_decision(wt, state, attempt, budget)
-            if isinstance(outcome, RunResult):
-                return outcome
-            state = outcome
+            if (result := self._decide(wt, post, changed, ops, budget)) is not None:
+                return result
 
     def _pre_validate_and_consume(self, wt: Worktree) -> None:
         """The pre_execute verdict, then the token consumed exactly once, or nothing runs."""
@@ -243,15 +211,12 @@ class Engine:
         p.record("token_consumed", task_id=self.task_id, jti=claims.jti, consumer=consumer)
 
     def _attempt(
-        self,
-        coder_spec: CoderSpec,
-        config: dict[str, Any],
-        wt: Worktree,
-        guard: PathGuard,
-        state: _Progress,
-    ) -> tuple[_Progress, _Attempt]:
+        self, coder_spec: CoderSpec, config: dict[str, Any], wt: Worktree, guard: PathGuard
+    ) -> tuple[ValidationOutcome, tuple[str, ...], tuple[Any, ...]]:
+        """One coder attempt, committed; the post_execute verdict on the whole change so far,
+        its files and the attempt's own change (for the stall check)."""
         p = self.project
-        if state.attempt + 1 > p.protocol.execution.max_iterations:
+        if self.attempt + 1 > p.protocol.execution.max_iterations:
             raise Halt("blocker", "post_execute", f"max_iterations ({p.protocol.execution.max_iterations}) reached")
         request = CoderRequest(
             task_id=self.task_id,
@@ -262,24 +227,23 @@ class Engine:
             guidance=p.mode.description,
             protected_paths=(".snodo/", ".git/", *p.protocol.protected_paths),
             config=config,
-            findings=state.findings,
-            attempt=state.attempt,
+            findings=self.findings,
+            attempt=self.attempt,
             log=lambda line: self.progress(f"coder: {line}"),
         )
         p.record(
             "dispatch",
             task_id=self.task_id,
             coder=coder_spec.name,
-            attempt=state.attempt,
+            attempt=self.attempt,
             run_id=self.run_id,
-            findings=list(state.findings),
+            findings=list(self.findings),
         )
-        self.progress(f"coder {coder_spec.name} (attempt {state.attempt})")
-        done = run_coder(p, coder_spec, request, wt, self.task_id, spent=self._spent, progress=self.progress)
+        self.progress(f"coder {coder_spec.name} (attempt {self.attempt})")
+        done = run_coder(p, coder_spec, request, wt, guard, spent=self._spent, progress=self.progress)
         self.coder_head = done.coder_head or self.coder_head
-        state, made = self._commit(wt, guard, state, done)
-        all_changed, diff = _change_so_far(wt, state, made)
-        if not all_changed or state.commit is None:
+        made, all_changed, diff = self._commit(wt, guard, done)
+        if not all_changed or self.commit is None:
             raise Halt("blocker", "execute", f"coder {coder_spec.name!r} produced no change; nothing to validate")
         # The commit just made is judged: its tree binds the verdict and any human decision.
         # Validators see a snapshot of that tree, HEAD's: nothing beyond the commit, no git needed to say so.
@@ -292,45 +256,51 @@ class Engine:
             tree=made.tree if made is not None else None,
             uncommitted=() if made is not None else None,
             base=wt.base,
-            refused=state.dropped,
+            refused=self.dropped,
         )
         self.judged_tree = post.tree
-        results = tuple(r.for_agent() for r in post.results)
-        return state, _Attempt(post=post, results=results, changed=all_changed, signature_ops=done.signature)
+        return post, all_changed, done.signature
 
     def _commit(
-        self, wt: Worktree, guard: PathGuard, state: _Progress, done: Executed
-    ) -> tuple[_Progress, change.Commit | None]:
+        self, wt: Worktree, guard: PathGuard, done: Executed
+    ) -> tuple[change.Commit | None, tuple[str, ...], str]:
+        """Commit what the attempt changed; that commit and the run's change (base against tip: files, patch)."""
+        self.files |= set(done.changed)
+        self.dropped = (*self.dropped, *done.dropped)
+        self.commit = self.coder_head or self.commit
         made = None
         if done.changed:
-            message = f"snodo: {self.task_id} attempt {state.attempt}\n\n{self.spec_text.strip()[:500]}"
+            message = f"snodo: {self.task_id} attempt {self.attempt}\n\n{self.spec_text.strip()[:500]}"
             made = change.commit_paths(wt.path, guard, sorted(done.changed), message, base=wt.base)
-        commit = (made.commit if made else None) or self.coder_head or state.commit
         if made is not None:
+            self.commit = made.commit
             self.project.record(
-                "commit", task_id=self.task_id, branch=wt.branch, commit=commit, files=sorted(done.changed)
+                "commit", task_id=self.task_id, branch=wt.branch, commit=made.commit, files=sorted(done.changed)
             )
-        files = state.files | set(done.changed)
-        return evolve(state, files=files, dropped=(*state.dropped, *done.dropped), commit=commit), made
+            return made, made.files, made.diff
+        if self.files and self.commit:
+            return None, *change.compare(wt.path, wt.base, self.commit)
+        return None, (), ""
 
-    def _recovery_decision(self, wt: Worktree, state: _Progress, done: _Attempt, budget: int) -> RunResult | _Progress:
+    def _decide(
+        self, wt: Worktree, post: ValidationOutcome, changed: tuple[str, ...], ops: tuple[Any, ...], budget: int
+    ) -> RunResult | None:
         """Completed; a halt (blocker, validator_error, or an escalation once the budget is
-        spent or the run stalls); or the state of another attempt with the findings."""
-        p = self.project
-        post, attempt = done.post, state.attempt
+        spent or the run stalls); or ``None``, another attempt told the findings."""
+        results = tuple(r.for_agent() for r in post.results)
         if post.status == "pass":
             return RunResult(
                 status="completed",
                 task_id=self.task_id,
                 phase="post_execute",
                 branch=wt.branch,
-                commit=state.commit,
-                results=done.results,
-                files=done.changed,
-                attempts=attempt,
+                commit=self.commit,
+                results=results,
+                files=changed,
+                attempts=self.attempt,
                 job_id=self.job_id,
                 message=post.classification.reason,
-                dropped=state.dropped,
+                dropped=self.dropped,
                 usage=tuple(self.usage),
             )
         if post.status in ("blocker", "validator_error"):
@@ -338,56 +308,48 @@ class Engine:
                 post.status,
                 "post_execute",
                 post.classification.reason,
-                results=done.results,
-                commit=state.commit,
-                files=done.changed,
+                results=results,
+                commit=self.commit,
+                files=changed,
             )
         # escalate: recoverable by a fix attempt while budgets last.
         # Stall: the same verdicts (severities, not wording: test timings vary) after the same change.
         verdicts = tuple((r.validator_id, r.severity, r.severity_original) for r in post.results)
-        signature = (verdicts, done.signature_ops)
-        stalled = signature == state.last_signature
-        if attempt >= budget or stalled:
-            why = "the same verdict after the same change" if stalled else f"{attempt} fix attempt(s) used"
-            final = persist_escalation(p, post, self.spec_text)
+        signature = (verdicts, ops)
+        stalled = signature == self.last_signature
+        if self.attempt >= budget or stalled:
+            why = "the same verdict after the same change" if stalled else f"{self.attempt} fix attempt(s) used"
+            final = persist_escalation(self.project, post, self.spec_text)
             raise Halt(
                 "escalate",
                 "post_execute",
                 f"recovery stopped ({why}): {post.classification.reason}",
                 validation=final,
-                commit=state.commit,
-                files=done.changed,
+                commit=self.commit,
+                files=changed,
             )
         findings = tuple(finding(r) for r in post.results if r.severity != "pass")
-        return self._recover(state, findings, f"/{budget}: {'; '.join(findings)[:200]}", signature)
+        self._recover(findings, f"/{budget}: {'; '.join(findings)[:200]}", signature)
+        return None
 
-    def _recover(self, state: _Progress, findings: tuple[str, ...], said: str, signature: Any) -> _Progress:
-        self.attempt = state.attempt + 1
+    def _recover(self, findings: tuple[str, ...], said: str, signature: tuple[Any, ...] | None) -> None:
+        self.attempt += 1
         self.project.record("recovery", task_id=self.task_id, attempt=self.attempt, findings=list(findings))
         self.progress(f"recovery attempt {self.attempt}{said}")
-        return evolve(state, attempt=self.attempt, findings=findings, last_signature=signature)
+        self.findings, self.last_signature = findings, signature
 
-    def _spent(self, task_id: str, attempt: int, reported: Any, **who: str) -> None:
-        """Record what a coder (``coder=``) or a judge (``validator=``, ``phase=``) spent."""
+    def _spent(self, reported: Any, **who: str) -> None:
+        """Record what a coder (``coder=``) or a judge (``validator=``, ``phase=``) spent in this attempt."""
         usage = plain_usage(reported)
         if not usage:
             return
-        entry = {"attempt": attempt, **who, **usage}
+        entry = {"attempt": self.attempt, **who, **usage}
         self.usage.append(entry)
         event = "coder_usage" if "coder" in who else "judge_usage"
-        self.project.record(event, task_id=task_id, run_id=self.run_id, **entry)
+        self.project.record(event, task_id=self.task_id, run_id=self.run_id, **entry)
 
     def _halted(self, halt: Halt, wt: Worktree | None) -> RunResult:
-        kept_ref, discarded = dispose(
-            self.project,
-            wt,
-            halt.results,
-            halt.files,
-            task_id=self.task_id,
-            run_id=self.run_id,
-            spec_text=self.spec_text,
-            progress=self.progress,
-        )
+        kept_ref, discarded = dispose(self.project, wt, halt.results, halt.files, self.spec_text, self.progress)
         result = RunResult(
             status="halted",
             task_id=self.task_id,
@@ -417,12 +379,3 @@ class Engine:
             discarded=bool(discarded),
         )
         return result
-
-
-def _change_so_far(wt: Worktree, state: _Progress, made: change.Commit | None) -> tuple[tuple[str, ...], str]:
-    """The run's change, base tree against tip tree: the files and the patch."""
-    if made is not None:
-        return made.files, made.diff
-    if state.files and state.commit:
-        return change.compare(wt.path, wt.base, state.commit)
-    return (), ""

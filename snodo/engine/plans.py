@@ -32,11 +32,7 @@ class Planner:
         self.impl = impl
 
     @classmethod
-    def for_mode(cls, mode: Mode, host: PluginHost | None = None) -> Planner:
-        if host is None:
-            from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 the MCP server passes its host; only a caller without one builds it
-
-            host = get_plugin_manager()
+    def for_mode(cls, mode: Mode, host: PluginHost) -> Planner:
         return cls(host.planner(mode))
 
     @property
@@ -83,11 +79,8 @@ def plan_tasks(items: list[dict[str, str]]) -> list[dict[str, Any]]:
 
 
 class PlanStore:
-    """Plan files of one project."""
-
     def __init__(self, project: Path) -> None:
-        self.root = Path(project)
-        self.directory = runtime_dir(self.root) / "plans"
+        self.directory = runtime_dir(project) / "plans"
 
     def path(self, plan_id: str) -> Path:
         if not isinstance(plan_id, str) or not PLAN_ID.match(plan_id):

@@ -1,11 +1,7 @@
-"""Refusals are evidence on the engine path.
-
-A write the sandbox refused changes no file, so only the confined program's report shows it:
-the lines a coder streams (``coder: `` in the progress) and what the validators' test runs
-printed. Each refused path becomes one ``sandbox_refusal`` audit event (at most
-:data:`~snodo.sandbox.refusals.MAX_REFUSALS` a run) and is carried in the run's result. A
-test run's output counts only paths no project permission explains (a project's own tests
-may print a ``Permission denied`` of their own making).
+"""Refusals are evidence on the engine path: a write the sandbox refused changes no file, so
+only what the coder streams and the validators' test runs print shows it. A test run's output
+counts only paths no project permission explains (a project's own tests may print a
+``Permission denied`` of their own making).
 """
 
 from __future__ import annotations
@@ -29,8 +25,7 @@ _CODER_HALTS = ("coder_failed", "environment_error")
 
 
 class RefusalWatch:
-    """Collects the refusals a run's coder reports, then settles them (and the validators')
-    into audit events and the result."""
+    """Collects the refusals a run's coder reports; :meth:`settle` records them and the validators'."""
 
     def __init__(self) -> None:
         self.reported: list[Refusal] = []
@@ -43,7 +38,7 @@ class RefusalWatch:
         self.reported.extend(r for r in find_refusals([text]) if r not in self.reported)
 
     def settle(self, project: Project, result: RunResult) -> RunResult:
-        """Record one ``sandbox_refusal`` per refused path (first report wins); ``result`` with them."""
+        """One ``sandbox_refusal`` per refused path (first report wins; at most MAX_REFUSALS); ``result`` with them."""
         if result.outcome in _CODER_HALTS and result.phase == "execute":
             self._add(result.message[:LINE_LIMIT])
         groups = [("coder", tuple(self.reported)), *_by_validators(result, project.protocol.protected_paths)]

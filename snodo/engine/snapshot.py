@@ -21,8 +21,7 @@ MAX_SAVED_BYTES = 4 * 1024 * 1024
 
 @frozen(kw_only=True)
 class Saved:
-    """An entry as it was: a file's bytes and mode, a link's target, a directory; ``other``
-    (too large, special, unreadable) cannot be put back."""
+    """An entry as it was (file, link, directory); ``other`` (too large, special, unreadable) cannot be put back."""
 
     kind: str
     data: bytes = b""
@@ -81,8 +80,7 @@ def differences(before: Mapping[str, str], after: Mapping[str, str]) -> list[str
 
 
 def git_dirs(root: Path) -> tuple[Path | None, Path | None]:
-    """This working copy's git directory and the common one, read from the files (no git
-    command before the snapshot)."""
+    """This working copy's git directory and the common one, read from the files (no git before the snapshot)."""
     dot_git = root / ".git"
     if dot_git.is_dir() and not dot_git.is_symlink():
         return dot_git, dot_git
@@ -117,8 +115,7 @@ def read_text(path: Path) -> str:
 
 
 def fingerprint(path: Path) -> str:
-    """A file's content hash and executable bit, a link's target, or the entry's kind (only
-    regular files are read: a FIFO would block)."""
+    """A file's hash and executable bit, a link's target, or the kind (only files are read: a FIFO would block)."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -165,7 +162,6 @@ def entries_below(
 
 
 def packed_refs(path: Path) -> dict[str, str]:
-    """The refs a ``packed-refs`` file names, by name."""
     refs: dict[str, str] = {}
     with contextlib.suppress(OSError):
         for line in path.read_text(errors="replace").splitlines():

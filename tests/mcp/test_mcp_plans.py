@@ -17,6 +17,7 @@ from mcp_harness import Served, audit, git, make_project, serve
 
 from snodo.base.errors import ToolError
 from snodo.engine.plans import Planner, PlanStore
+from snodo.plugin.host import get_plugin_manager
 from snodo.plugin.planning import deterministic_spec, split_goal
 from snodo.protocol.models import Mode
 from snodo.rules.taskids import derive_task_id
@@ -182,9 +183,10 @@ def test_split_goal_rules() -> None:
 
 
 def test_planner_choice_follows_the_mode() -> None:
-    assert Planner.for_mode(Mode(mode_id="m", coder="mock", coder_config={"model": "x/y"})).model is None
-    assert Planner.for_mode(Mode(mode_id="m", coder="litellm")).model is None
-    assert Planner.for_mode(Mode(mode_id="m", coder="litellm", coder_config={"model": "x/y"})).model == "x/y"
+    host = get_plugin_manager()
+    assert Planner.for_mode(Mode(mode_id="m", coder="mock", coder_config={"model": "x/y"}), host).model is None
+    assert Planner.for_mode(Mode(mode_id="m", coder="litellm"), host).model is None
+    assert Planner.for_mode(Mode(mode_id="m", coder="litellm", coder_config={"model": "x/y"}), host).model == "x/y"
 
 
 def test_plan_store_refuses_bad_ids_and_reports_missing_plans(tmp_path: Path) -> None:

@@ -22,8 +22,7 @@ _ALWAYS = frozenset({"validator_id", "validator_type", "severity", "justificatio
 
 @frozen(kw_only=True)
 class ValidatorResult:
-    """One validator's (or constraint's: it only vetoes) result; ``severity_original``: the
-    verdict ``severity_cap`` lowered."""
+    """One validator's (or constraint's: it only vetoes) result; ``severity_original``: before ``severity_cap``."""
 
     validator_id: str
     validator_type: str
@@ -72,9 +71,7 @@ class Classification:
 
 def cap(severity: str, cap_at: str | None) -> tuple[str, str | None]:
     """Lower ``severity`` to ``cap_at``; returns (new, original-if-changed). Errors are never capped."""
-    if cap_at is None or severity not in SEVERITY_ORDER:
-        return severity, None
-    if SEVERITY_ORDER[severity] > SEVERITY_ORDER[cap_at]:
+    if cap_at is not None and SEVERITY_ORDER.get(severity, -1) > SEVERITY_ORDER[cap_at]:
         return cap_at, severity
     return severity, None
 

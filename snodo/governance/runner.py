@@ -4,7 +4,6 @@ hook, concurrently, failing closed (whatever is no verdict is an ``error``); con
 from __future__ import annotations
 
 import contextvars
-import functools
 import os
 import queue
 import threading
@@ -35,6 +34,7 @@ _SLICE = 0.2
 
 #: A phase overlaps at least this many validators, whatever the CPU count (they mostly wait).
 MIN_CONCURRENCY = 4
+_CPUS = os.cpu_count() or 1  # it reads a file under /sys: once
 
 
 def _grace(timeout: float) -> float:
@@ -154,20 +154,14 @@ def constraints_for(protocol: Protocol, mode: Mode, validators: Sequence[Validat
 
 def concurrency_limit(count: int) -> int:
     """How many validators of a phase run at once by default: all, up to the CPUs, at least :data:`MIN_CONCURRENCY`."""
-    return max(1, min(count, max(MIN_CONCURRENCY, _cpus())))
-
-
-@functools.cache
-def _cpus() -> int:
-    return os.cpu_count() or 1  # it reads a file under /sys: once
+    return max(1, min(count, max(MIN_CONCURRENCY, _CPUS)))
 
 
 def run_phase(
     host: PluginHost, inp: PhaseInput, *, progress: ProgressFn | None = None, limit: int | None = None
 ) -> list[ValidatorResult]:
-    """Run the mode's validators for ``inp.phase``, ``limit`` at once, each in a copy of the
-    caller's context (sandbox policy, MCP call scope) and bounded by its ``tooling.timeout``,
-    then its constraints; results in declared order."""
+    """The mode's validators for ``inp.phase``, ``limit`` at once, each in a copy of the caller's
+    context (sandbox policy, MCP call scope), then its constraints; results in declared order."""
     validators = inp.protocol.validators_for(inp.mode, inp.phase)
     known = inp.uncommitted  # read once, if a validator asks (none when the caller knows it)
     status = WorkspaceStatus(lambda: uncommitted(inp.workspace) if known is None else known)
@@ -178,7 +172,7 @@ def run_phase(
     planted: list[tuple[str, str]] = []  # (path, reason) from every validator's copy
 
     def work(v: Validator) -> ValidatorResult:
-        if snapshot is None or not _needs_copy(host, v):
+        if snapshot is None or _declared(host, v, "judges_objects", unknown=False):
             with confined(inp.sandbox):
                 return _run_one(host, v, inp, status)
         return _run_in_copy(host, v, inp, status, snapshot, planted)
@@ -207,8 +201,7 @@ def _run_in_copy(
     snapshot: Snapshot | str,
     planted: list[tuple[str, str]],
 ) -> ValidatorResult:
-    """``v`` judging in a copy of the snapshot: its own when it runs code (git metadata it
-    plants goes to ``planted``), else the one readers share."""
+    """``v`` judging in its own copy of the snapshot when it runs code (planted git metadata goes to ``planted``)."""
     started = time.monotonic()
     own = _declared(host, v, "runs_code", unknown=True)
     try:
@@ -236,8 +229,8 @@ def _in_declared_order(
     phase: str,
     progress: ProgressFn | None,
 ) -> list[ValidatorResult]:
-    """``work`` for every validator, ``width`` at once, started in declared order, each on a
-    daemon thread (an abandoned one never keeps the process from exiting), bounded by its timeout."""
+    """``work`` for every validator, ``width`` at once in declared order, each on a daemon thread
+    (an abandoned one never keeps the process from exiting), bounded by its timeout."""
     slots: dict[int, ValidatorResult] = {}
     finished: queue.SimpleQueue[tuple[int, ValidatorResult]] = queue.SimpleQueue()
     running: dict[int, float] = {}  # index -> deadline
@@ -256,8 +249,7 @@ def _in_declared_order(
             ctx = contextvars.copy_context()
             threading.Thread(target=ctx.run, args=(job, i, v), name="snodo-validator", daemon=True).start()
         try:
-            # in slices: a signal the kernel delivered to a validator's thread is only acted on
-            # (KeyboardInterrupt, Interrupted) when this, the main, thread runs again
+            # in slices: a signal delivered to a validator's thread is acted on only when this main thread runs
             i, result = finished.get(timeout=min(_SLICE, max(0.0, min(running.values()) - time.monotonic())))
         except queue.Empty:
             slots.update(_expired(running, validators))
@@ -271,8 +263,7 @@ def _in_declared_order(
 def _report(
     slots: dict[int, ValidatorResult], at: int, validators: Sequence[Validator], phase: str, progress: ProgressFn | None
 ) -> int:
-    """Progress for the results in from ``at`` on, in declared order (audit events are
-    deterministic); the next to report."""
+    """Progress for the results in from ``at`` on, in declared order (audit events are deterministic); the next."""
     while at in slots:
         if progress:
             progress(f"{phase}: {validators[at].validator_id} → {slots[at].severity}", slots[at])
@@ -301,7 +292,7 @@ def _moved_to(policy: SandboxPolicy | None, copy: Copy, snapshot: Snapshot) -> S
 
 
 def _overlays(policy: SandboxPolicy | None, snapshot: Snapshot) -> bool:
-    """Whether a code-running validator's copy can be an overlay of the kept tree (bubblewrap can lay one there)."""
+    """Whether a code-running validator's copy can be an overlay of the kept tree."""
     kept = snapshot.kept()
     if kept is None or policy is None or policy.mode == "off" or policy.read_only:
         return False
@@ -310,11 +301,6 @@ def _overlays(policy: SandboxPolicy | None, snapshot: Snapshot) -> bool:
     except EnvironmentProblem:
         return False
     return backend.overlays(kept.parent)
-
-
-def _needs_copy(host: PluginHost, v: Validator) -> bool:
-    """Whether ``v`` reads the work through its workspace (all but those judging git objects alone)."""
-    return not _declared(host, v, "judges_objects", unknown=False)
 
 
 def _declared(host: PluginHost, v: Validator, attribute: str, *, unknown: bool) -> bool:
@@ -326,10 +312,9 @@ def _declared(host: PluginHost, v: Validator, attribute: str, *, unknown: bool) 
 
 
 def _snapshot(host: PluginHost, inp: PhaseInput, validators: Sequence[Validator]) -> Snapshot | None:
-    """The judged tree, read once when the phase starts (SPEC §3 "One snapshot"); ``None`` when
-    no validator reads its workspace, or outside git."""
+    """The judged tree, read once when the phase starts (SPEC §3); ``None``: no validator reads it, or outside git."""
     work = inp.work
-    if work is None or not any(_needs_copy(host, v) for v in validators):
+    if work is None or all(_declared(host, v, "judges_objects", unknown=False) for v in validators):
         return None
     tree = work.tree()
     if not tree:

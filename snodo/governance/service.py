@@ -87,8 +87,7 @@ class Project:
         return self.audit.append(event, mode=self.mode_id, data=data)
 
     def sandbox_policy(self, workspace: Path | None = None, *, network: bool = False) -> SandboxPolicy:
-        """How processes on agent-written content in ``workspace`` (default: the root) run;
-        unconfined runs and each backend used are audited."""
+        """How processes on agent-written content in ``workspace`` run; unconfined runs and backends are audited."""
         where = Path(workspace or self.root)
 
         def unconfined(argv: Sequence[str], cwd: Path) -> None:
@@ -147,7 +146,7 @@ class ValidationOutcome:
 
     def payload(self) -> dict[str, Any]:
         """The SPEC §3 payload (never the token itself)."""
-        out: dict[str, Any] = {
+        return {
             "status": self.status,
             "task_id": self.task_id,
             "phase": self.phase,
@@ -158,10 +157,8 @@ class ValidationOutcome:
             "instruction": agent_instruction(
                 self.status, phase=self.phase, token_issued=self.token is not None, decision_id=self.decision_id
             ),
+            **({"decision_id": self.decision_id} if self.decision_id is not None else {}),
         }
-        if self.decision_id is not None:
-            out["decision_id"] = self.decision_id
-        return out
 
 
 def _decision_results(
@@ -259,10 +256,9 @@ def validate_task(
     base: str | None = None,
     refused: tuple[dict[str, str], ...] = (),
 ) -> ValidationOutcome:
-    """Run one phase for one task and settle the outcome, persisted (one audit append) before
-    returning. ``refused``: the coder's writes refused (path, op, reason), an escalation unless
-    something blocks. ``tree``: the git tree a post_execute validation judges and a human
-    decision adjudicates (default: the workspace's). ``escalate=False``: the caller persists one."""
+    """Run one phase for one task and settle the outcome, persisted before returning. ``refused``:
+    the coder's refused writes (an escalation); ``tree``: the git tree judged and adjudicated
+    (default: the workspace's); ``escalate=False``: the caller persists the escalation."""
     workspace = workspace or project.root
     with project.audit.batch():
         task_id = check_task_id(task_id) if task_id else derive_task_id(spec)
@@ -380,8 +376,7 @@ def _question(results: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> tup
 
 
 def persist_escalation(project: Project, outcome: ValidationOutcome, spec: str) -> ValidationOutcome:
-    """Store the pending decision before any caller reports the escalation; the same question
-    again (task, spec, tree, phase, mode, verdicts) gets the one pending."""
+    """Store the pending decision before any caller reports it; the same question again gets the one pending."""
     with project.audit.batch():
         session = project.session()
         results = tuple(r.as_json() for r in outcome.results)

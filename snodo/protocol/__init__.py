@@ -37,20 +37,20 @@ class LoadedProtocol:
     in_force: InForce | None = None  # which committed version this is (None: read as a plain file)
 
     def provenance(self) -> dict[str, str | None]:
-        """``protocol_commit`` and ``protocol_sha256``, recorded with every validation and run."""
-        return self.in_force.provenance() if self.in_force is not None else {}
+        """What every validation and run records about the rules that judged it."""
+        if self.in_force is None:
+            return {}
+        return {"protocol_commit": self.in_force.commit, "protocol_sha256": self.in_force.digest}
 
 
 def check_file(path: Path, host: PluginHost | None, text: str | None = None) -> tuple[Protocol, list[Violation]]:
-    """The protocol at ``path`` (``text``: its content) read strictly, and its well-formedness
-    violations located in it, from one parse of the YAML."""
+    """The protocol at ``path`` (``text``: its content) and its located violations, from one parse."""
     protocol, root = read_composed(path, text)
     return protocol, located(check(protocol, host), root, str(path))
 
 
 def load_protocol(path: Path, host: PluginHost | None = None, *, in_force: InForce | None = None) -> LoadedProtocol:
-    """Load strictly and check well-formedness; any error refuses the whole protocol. With
-    ``in_force``, its text is parsed, not the file."""
+    """Load strictly and check well-formedness; any error refuses the whole protocol (``in_force``: its text)."""
     protocol, violations = check_file(path, host, in_force.text if in_force else None)
     errors = [v for v in violations if v.level == "error"]
     if errors:

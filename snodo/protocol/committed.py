@@ -1,8 +1,5 @@
-"""Which protocol is in force: ``.snodo/protocol.yml`` as committed at ``HEAD`` and admitted
-by the trust rule (:mod:`snodo.protocol.trust`), never whatever is on disk (docs/protocol.md).
-A working-tree copy that differs is *drift*, refused by ``serve`` and ``run``; a protocol
-never committed, or outside git, is read from the working tree with a warning.
-"""
+"""Which protocol is in force: ``.snodo/protocol.yml`` as committed at ``HEAD`` and admitted by the
+trust rule (:mod:`snodo.protocol.trust`), never whatever is on disk (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -39,10 +36,6 @@ class InForce:
     warning: str | None = None  # one line when the working tree is used (never committed, no git)
     signers: str | None = None  # the ``allowed_signers`` in force (whose decisions count), never the file on disk
 
-    def provenance(self) -> dict[str, str | None]:
-        """What every validation and run records about the rules that judged it."""
-        return {"protocol_commit": self.commit, "protocol_sha256": self.digest}
-
 
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -63,8 +56,7 @@ def summarize_drift(committed: str, working: str | None, rel: str) -> str:
 
 
 def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
-    """The protocol in force for the file at ``path``; ``cache_dir`` keeps git's answers per
-    ``HEAD`` commit (:mod:`snodo.cachefiles`)."""
+    """The protocol in force for the file at ``path``; ``cache_dir`` keeps git's answers per ``HEAD``."""
     path = path.absolute()
     working = read_protocol_text(path)
     found, head = pin_at_head(path.parent) if path.parent.is_dir() else (None, None)
@@ -74,8 +66,7 @@ def resolve(path: Path, *, cache_dir: Path | None = None) -> InForce:
     rel = path.resolve().relative_to(top.resolve()).as_posix()
     signers_rel = (Path(rel).parent / SIGNERS_NAME).as_posix()
     changes = _changes(_history(found, head, rel, signers_rel, cache_dir))
-    quick = _unchanged_copy(changes, rel, signers_rel, working)
-    if quick is not None:
+    if (quick := _unchanged_copy(changes, rel, signers_rel, working)) is not None:
         return quick
     never = f"{rel} was never committed; the working-tree copy is in force until you commit .snodo/"
     if not changes:
@@ -119,8 +110,7 @@ def _text_at(top: Path, commit: str, rel: str) -> str | None:
 
 
 def _judged(found: GitContext, head: str, directory: str, cache_dir: Path | None) -> dict[str, Any]:
-    """The trust rule's answer at ``head`` (:mod:`snodo.protocol.trust`): the commit whose
-    ``.snodo/`` is in force, its list, and why ``head``'s own is not (``None``: it is)."""
+    """The trust rule's answer at ``head``: the commit in force, its list, and why ``head``'s own is not."""
 
     def walk() -> str:
         from snodo.protocol.trust import Walk  # noqa: PLC0415 the trust rule loads only where a list may be in force
@@ -141,8 +131,7 @@ def _judged(found: GitContext, head: str, directory: str, cache_dir: Path | None
 
 
 def _history(found: GitContext, head: str | None, rel: str, signers_rel: str, cache_dir: Path | None) -> str:
-    """``git log --raw -z`` of the commits from ``HEAD`` changing ``rel`` or ``signers_rel``
-    (empty when git cannot tell, e.g. no commit yet)."""
+    """``git log --raw -z`` of the commits changing ``rel`` or ``signers_rel`` (empty: git cannot tell)."""
 
     def log() -> str | None:
         args = ("--reverse", "--format=%x01%H", "--raw", "--no-abbrev", "--no-renames", "-z", head or "HEAD")
@@ -155,8 +144,7 @@ def _history(found: GitContext, head: str | None, rel: str, signers_rel: str, ca
 def _history_key(
     cache_dir: Path | None, found: GitContext, head: str | None, first: str, second: str, kind: str
 ) -> str | None:
-    """The cache key of an answer about the history: ``HEAD``, the paths asked about and the
-    files that can cut or graft history (replacement refs are off for every snodo git)."""
+    """The cache key of an answer about the history: ``HEAD``, the paths and the files that can cut or graft it."""
     if head is None or cache_dir is None:
         return None
     hasher = hashlib.sha256("\0".join((kind, str(found.common_dir()), head, first, second)).encode())
@@ -187,8 +175,7 @@ def _changes(listing: str) -> dict[str, dict[str, tuple[str, str]]]:
 def _unchanged_copy(
     changes: dict[str, dict[str, tuple[str, str]]], rel: str, signers_rel: str, working: str | None
 ) -> InForce | None:
-    """The usual case without reading a blob: no signers list was ever committed (so the last
-    change is in force) and the working-tree copy has the blob id the last change wrote."""
+    """The usual case without reading a blob: no list ever committed, and the working copy is the last change's blob."""
     if not changes or working is None or any(signers_rel in files for files in changes.values()):
         return None
     last = list(changes)[-1]
@@ -209,8 +196,7 @@ def _from_worktree(path: Path, working: str | None, warning: str) -> InForce:
 
 
 def refuse_drift(path: Path, in_force: InForce) -> None:
-    """Refuse a working tree that differs from the rules in force, or a ``.snodo/`` committed
-    at ``HEAD`` that the trust rule does not put in force."""
+    """Refuse a working tree that differs from the rules in force, or a ``.snodo/`` at ``HEAD`` not in force."""
     if in_force.drift is None and in_force.not_in_force is None:
         return
     rel = f"{path.parent.name}/{path.name}"

@@ -146,9 +146,7 @@ def find_protocol(start: Path, explicit: Path | None = None) -> Path:
 def project_root_for(protocol_path: Path) -> Path:
     """``<project>/.snodo/protocol.yml`` → ``<project>``; elsewhere, the file's directory."""
     p = protocol_path.resolve()
-    if p.parent.name == ".snodo":
-        return p.parent.parent
-    return p.parent
+    return p.parent.parent if p.parent.name == ".snodo" else p.parent
 
 
 def blob_text(obj: GitObject | None) -> str | None:

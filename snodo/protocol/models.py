@@ -36,14 +36,11 @@ class Settings:
 
     def key_problems(self, mapping: dict[str, Any]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
-        for setting in RUNNER_SETTINGS:
-            if setting in mapping:
-                value = mapping[setting]
-                problem = (
-                    setting.problem(value) if value is not None else f"expected {setting.expected}, got NoneType None"
-                )
-                if problem is not None:
-                    out.append((str(setting), problem))
+        for setting in (s for s in RUNNER_SETTINGS if s in mapping):
+            value = mapping[setting]
+            problem = setting.problem(value) if value is not None else f"expected {setting.expected}, got NoneType None"
+            if problem is not None:
+                out.append((str(setting), problem))
         return out
 
 
@@ -186,10 +183,7 @@ class Protocol:
         )
 
     def validator(self, validator_id: str) -> Validator | None:
-        for v in self.validators:
-            if v.validator_id == validator_id:
-                return v
-        return None
+        return next((v for v in self.validators if v.validator_id == validator_id), None)
 
     def validators_for(self, mode: Mode, phase: str) -> tuple[Validator, ...]:
         """The mode's validators for one phase, in the order the mode declares them."""

@@ -1,10 +1,8 @@
-"""``snodo protocol sign``: a person's signed commit of ``.snodo/``, without configuring git.
-
-Built with git's plumbing in a temporary index (only ``.snodo/`` on ``HEAD``'s tree: what
-else the user staged stays staged), signed in its ``gpgsig`` header as ``git commit -S``
-does, by a callable (only :mod:`snodo.cli.signing` reads the decision key). An empty such
-commit adopts an unsigned ``.snodo/`` change already committed.
-"""
+"""``snodo protocol sign``: a person's signed commit of ``.snodo/``, without configuring git:
+built with git's plumbing in a temporary index (what else the user staged stays staged),
+signed in its ``gpgsig`` header as ``git commit -S`` does, by a callable (only
+:mod:`snodo.cli.signing` reads the decision key). An empty one adopts an unsigned ``.snodo/``
+change already committed."""
 
 from __future__ import annotations
 
@@ -22,9 +20,8 @@ from snodo.protocol.trust import GOVERNANCE_DIR, Walk
 
 @frozen(kw_only=True)
 class Plan:
-    """What signing would commit: ``tree`` on ``parent`` (``None``: no commit yet), the
-    ``.snodo/`` paths it changes, the list that must name the signer (in force at ``HEAD``,
-    or the first list itself) and, when adopting ``HEAD``'s ``.snodo/``, why it is not in force."""
+    """What signing would commit: ``tree`` on ``parent``, the ``.snodo/`` paths it changes, the list that must
+    name the signer (in force at ``HEAD``, or the first list itself) and, when adopting, why ``HEAD``'s is not."""
 
     top: Path
     parent: str | None
@@ -39,47 +36,42 @@ class Plan:
         return not self.changes and self.adopting is None
 
 
-def plan(top: Path, directory: str = GOVERNANCE_DIR, *, runtime: tuple[str, ...] = ()) -> Plan:
-    """What ``snodo protocol sign`` would commit in the repository at ``top``; ``runtime``:
-    patterns (``.gitignore`` style) of snodo's runtime state in ``directory``, never committed."""
+def plan(top: Path, *, runtime: tuple[str, ...] = ()) -> Plan:
+    """What ``snodo protocol sign`` would commit at ``top``; ``runtime``: snodo's runtime state, never committed."""
     head_result = run_git(top, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     parent = head_result.stdout.strip() if head_result.ok and head_result.stdout.strip() else None
-    tree = _tree_of_worktree(top, parent, directory, runtime)
-    head_tree = (
-        _git(top, {}, "rev-parse", f"{parent}^{{tree}}")
-        if parent
-        else _git(top, {}, "hash-object", "-t", "tree", "--stdin", stdin="")
-    )
-    listing = _git(top, {}, "diff-tree", "-r", "--no-renames", "--name-status", head_tree, tree, "--", directory)
+    tree = _tree_of_worktree(top, parent, runtime)
+    empty_tree = ("hash-object", "-t", "tree", "--stdin")  # with no commit yet, .snodo/ is compared with nothing
+    head_tree = git_out(top, *(("rev-parse", f"{parent}^{{tree}}") if parent else empty_tree), stdin="")
+    listing = git_out(top, "diff-tree", "-r", "--no-renames", "--name-status", head_tree, tree, "--", GOVERNANCE_DIR)
     changes = tuple(line.replace("\t", " ") for line in listing.splitlines() if line.strip())
     signers = adopting = None
     if parent is not None:  # the list in force at the parent and, when nothing changes, why its .snodo/ is not
-        walk = Walk(top, [parent], None, directory=directory)
+        walk = Walk(top, [parent], None)
         pending = None if changes else walk.pending(parent)
         signers, adopting = walk.after(parent).signers, pending.why if pending is not None else None
     first_list = signers is None
     if first_list:
-        name = f"{tree}:{directory}/{SIGNERS_NAME}"
+        name = f"{tree}:{GOVERNANCE_DIR}/{SIGNERS_NAME}"
         signers = blob_text(read_objects(top, [name])[name])
     return Plan(
         top=top, parent=parent, tree=tree, changes=changes, signers=signers, first_list=first_list, adopting=adopting
     )
 
 
-def _tree_of_worktree(top: Path, parent: str | None, directory: str, runtime: tuple[str, ...]) -> str:
-    """``parent``'s tree with ``directory`` as in the working tree, its runtime state left out."""
+def _tree_of_worktree(top: Path, parent: str | None, runtime: tuple[str, ...]) -> str:
+    """``parent``'s tree with ``.snodo/`` as in the working tree, its runtime state left out."""
     with tempfile.TemporaryDirectory(prefix="snodo-sign-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         _git(top, env, "read-tree", *([parent] if parent else ["--empty"]))
         names = [p.rstrip("/") for p in runtime]
-        excluded = [f":(exclude,glob){directory}/**/{n}{tail}" for n in names for tail in ("", "/**")]
-        _git(top, env, "add", "-A", "--", directory, *excluded)
+        excluded = [f":(exclude,glob){GOVERNANCE_DIR}/**/{n}{tail}" for n in names for tail in ("", "/**")]
+        _git(top, env, "add", "-A", "--", GOVERNANCE_DIR, *excluded)
         return _git(top, env, "write-tree")
 
 
 def commit(plan: Plan, message: str, sign: Callable[[bytes], str]) -> str:
-    """Write the signed commit of ``plan`` and move ``HEAD`` (the branch) to it, only if
-    ``HEAD`` is still ``plan.parent``; the index's ``.snodo/`` entries follow. Returns its id."""
+    """Write the signed commit of ``plan`` and move ``HEAD`` to it if still at ``plan.parent``; returns its id."""
     top = plan.top
     ident = identity_env(top)
     author = _git(top, ident, "var", "GIT_AUTHOR_IDENT")
@@ -87,12 +79,11 @@ def commit(plan: Plan, message: str, sign: Callable[[bytes], str]) -> str:
     text = message.strip() + "\n"
     headers = f"tree {plan.tree}\n" + (f"parent {plan.parent}\n" if plan.parent else "")
     headers += f"author {author}\ncommitter {committer}\n"
-    payload = f"{headers}\n{text}"
-    signature = sign(payload.encode("utf-8")).strip("\n")
+    signature = sign(f"{headers}\n{text}".encode()).strip("\n")
     gpgsig = "gpgsig " + "\n ".join(signature.split("\n")) + "\n"
     signed = f"{headers}{gpgsig}\n{text}"
-    new = _git(top, {}, "hash-object", "-t", "commit", "-w", "--stdin", stdin=signed)
-    _git(top, {}, "update-ref", "-m", "snodo protocol sign", "HEAD", new, plan.parent or "")
+    new = git_out(top, "hash-object", "-t", "commit", "-w", "--stdin", stdin=signed)
+    git_out(top, "update-ref", "-m", "snodo protocol sign", "HEAD", new, plan.parent or "")
     result = run_git(top, "reset", "-q", new, "--", GOVERNANCE_DIR)
     if not result.ok:
         raise EnvironmentProblem(
@@ -102,10 +93,9 @@ def commit(plan: Plan, message: str, sign: Callable[[bytes], str]) -> str:
     return new
 
 
-def _git(top: Path, env: dict[str, str], *args: str, stdin: str | None = None) -> str:
-    if env:
-        result = run_git(top, *args, stdin=stdin, env=env)
-        if not result.ok:
-            raise StateError(f"git {' '.join(args[:2])} failed in {top}: {result.detail()}")
-        return result.stdout.strip()
-    return git_out(top, *args, stdin=stdin)
+def _git(top: Path, env: dict[str, str], *args: str) -> str:
+    """A git command in ``env`` (a scratch index, the signer's identity) that must succeed."""
+    result = run_git(top, *args, env=env)
+    if not result.ok:
+        raise StateError(f"git {' '.join(args[:2])} failed in {top}: {result.detail()}")
+    return result.stdout.strip()

@@ -1,13 +1,7 @@
 """Which ``.snodo/`` is in force at each commit: the one trust rule (docs/protocol.md, "The
-protocol in force"), asked by ``run``, ``serve``, ``validate`` and ``snodo verify`` alike.
-
-A commit's ``.snodo/`` is in force when it is the one in force at its parent, or when the
-commit carries a good git SSH signature by a principal listed in the ``allowed_signers`` in
-force at its parent (a first list: one it lists itself; no list: taken as is); otherwise the
-parent's stays in force and the commit is refused. A merge keeps what is in force at
-whichever parent has its ``.snodo/``. git checks signatures only for commits whose
-``.snodo/`` differs from what is in force.
-"""
+protocol in force"), asked by ``run``, ``serve``, ``validate`` and ``snodo verify`` alike. With
+no list, a change is taken as is; a merge keeps what is in force at whichever parent has its
+``.snodo/``; git checks signatures only for commits whose ``.snodo/`` differs from what is in force."""
 
 from __future__ import annotations
 
@@ -49,8 +43,7 @@ _STATUS = {
 
 @frozen(kw_only=True)
 class State:
-    """A ``.snodo/`` in force: the commit that put it in force (``None``: the base's, or none),
-    its tree (``None``: no ``.snodo/``) and its ``allowed_signers`` text."""
+    """A ``.snodo/`` in force: the commit that put it there (``None``: the base's, or none), its tree and list."""
 
     commit: str | None
     tree: str | None
@@ -59,9 +52,8 @@ class State:
 
 @frozen(kw_only=True)
 class Step:
-    """One commit under the rule: what was in force at its parent (``before``) and at it
-    (``after``); ``changed`` when its ``.snodo/`` differs from ``before``; ``signed_by`` the
-    listed principal whose signature put it in force; ``why`` when it was refused."""
+    """One commit under the rule: what was in force at its parent and at it; ``changed``: its ``.snodo/``
+    differs from ``before``; ``signed_by``: whose signature put it in force; ``why``: why it was refused."""
 
     sha: str
     before: State
@@ -143,11 +135,9 @@ class Walk:
 
     def _status(self, sha: str, signers: str, at: int) -> tuple[str, str]:
         known = self._statuses.setdefault(signers, {})
-        if sha not in known:  # ask once for the later commits that may need this list (see `batch`)
+        if sha not in known:  # ask once for the later commits that may need this list (all, while one waits)
             later = [s for s, _ in self._order[at:] if s not in known]
-            batch = (
-                later if sha not in self._touching else [s for s in later if s in self._touching]
-            )  # all, while one waits
+            batch = later if sha not in self._touching else [s for s in later if s in self._touching]
             for commit, (status, key, principal) in signature_checks(
                 self.top, signers, batch, source=self.signers_rel
             ).items():
@@ -161,9 +151,8 @@ class Walk:
         return step.after if step is not None else self.base
 
     def pending(self, sha: str) -> Step | None:
-        """When ``sha``'s own ``.snodo/`` is not in force there: the refused commit that
-        brought it (the latest refusal on the way back through first parents with the same
-        ``.snodo/``); ``None`` when it is in force."""
+        """The refused commit that brought ``sha``'s own ``.snodo/`` (the latest refusal back through
+        first parents with the same ``.snodo/``); ``None`` when it is in force."""
         step = self.steps.get(sha)
         if step is None or step.after.tree == self.trees[sha]:
             return None
@@ -196,9 +185,8 @@ def _tree(obj: GitObject | None) -> str | None:
 
 
 def signature_checks(top: Path, signers: str, shas: Sequence[str], *, source: str) -> dict[str, tuple[str, str, str]]:
-    """``sha -> (git's %G?, the signing key's fingerprint, principal)``: git's own check of
-    each commit's signature against ``signers`` only (a list that does not parse fails
-    closed), with no signing program the repository's configuration names."""
+    """``sha -> (git's %G?, key fingerprint, principal)``: git's own check against ``signers`` only (a list
+    that does not parse fails closed), with no signing program the repository's configuration names."""
     parse_allowed_signers(signers, source)
     if not shas:
         return {}

@@ -35,8 +35,7 @@ _FIELD = re.compile(r" @ ([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*|\[\d+\])*)")
 
 
 def located(violations: Iterable[Violation], root: Any, source: str) -> list[Violation]:
-    """``violations`` with the file and line of the field each names (``@ validators[2].tooling``)
-    in front, as the strict loader words its problems: ``file:line: message @ field``."""
+    """``violations`` prefixed with the ``file:line`` of the field each names, as the loader words its problems."""
     from snodo.protocol.yamldoc import line_of  # noqa: PLC0415 PyYAML loads only when a protocol is parsed
 
     out = []

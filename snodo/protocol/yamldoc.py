@@ -57,10 +57,6 @@ def _child(node: yaml.Node | None, key: str | None, index: str | None) -> tuple[
     return None
 
 
-class _Refused(Exception):
-    pass
-
-
 def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
     """Find duplicate keys; refuse deep nesting, alias bombs and recursive aliases; one walk."""
     problems: list[tuple[int, str]] = []
@@ -71,18 +67,19 @@ def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
     def visit(node: yaml.Node, path: str, depth: int) -> None:
         nonlocal count
         count += 1
-        line = node.start_mark.line + 1
+        at = f"{source}:{node.start_mark.line + 1}"
         if count > MAX_NODES:
-            raise _Refused(
-                f"{source}:{line}: the document expands to more than {MAX_NODES} values "
-                "(aliases counted each time they are used); a protocol is never that large"
+            raise _refused(
+                source,
+                f"{at}: the document expands to more than {MAX_NODES} values "
+                "(aliases counted each time they are used); a protocol is never that large",
             )
         if depth > MAX_DEPTH:
-            raise _Refused(
-                f"{source}:{line}: nested more than {MAX_DEPTH} levels deep @ {path.lstrip('.') or '(top level)'}"
+            raise _refused(
+                source, f"{at}: nested more than {MAX_DEPTH} levels deep @ {path.lstrip('.') or '(top level)'}"
             )
         if id(node) in on_path:
-            raise _Refused(f"{source}:{line}: an alias refers to a value that contains it @ {path.lstrip('.')}")
+            raise _refused(source, f"{at}: an alias refers to a value that contains it @ {path.lstrip('.')}")
         on_path.add(id(node))
         seq = isinstance(node, yaml.SequenceNode)
         children = [(item, f"{path}[{i}]") for i, item in enumerate(node.value)] if seq else []
@@ -93,13 +90,9 @@ def _walk(root: yaml.Node, source: str) -> list[tuple[int, str]]:
             if name is not None and key.tag != "tag:yaml.org,2002:merge":
                 if name in first and where not in seen_dupes:
                     seen_dupes.add(where)
-                    problems.append(
-                        (
-                            here,
-                            f"{source}:{here}: duplicate key {name!r} (first at line {first[name]}); "
-                            f"a key may appear only once in a mapping @ {f'{path}.{name}'.lstrip('.')}",
-                        )
-                    )
+                    at = f"{path}.{name}".lstrip(".")
+                    message = f"duplicate key {name!r} (first at line {first[name]}); a key may appear only once"
+                    problems.append((here, f"{source}:{here}: {message} in a mapping @ {at}"))
                 first.setdefault(name, here)
             children.append((value, f"{path}.{name}" if name is not None else path))
         for child, child_path in children:  # this mapping's duplicates first, then what is below it
@@ -123,25 +116,28 @@ def compose(text: str, source: str, max_bytes: int) -> tuple[yaml.Node | None, o
             return None, None, []
         duplicates = _walk(root, source)
         return root, loader.construct_document(root), duplicates
-    except (_Refused, RecursionError, yaml.YAMLError) as exc:
+    except (RecursionError, yaml.YAMLError) as exc:
         raise _refusal(exc, source) from None
     finally:
         if loader is not None:
             loader.dispose()
 
 
+def _refused(source: str, problem: str) -> ProtocolError:
+    return ProtocolError(f"{source}: the protocol was refused (1 problem)", problems=(problem,))
+
+
 def _refusal(exc: Exception, source: str) -> ProtocolError:
-    if isinstance(exc, _Refused):
-        return ProtocolError(f"{source}: the protocol was refused (1 problem)", problems=exc.args)
     if isinstance(exc, RecursionError):
         msg = f"{source}: the document is nested too deeply to read (at most {MAX_DEPTH} levels)"
         return ProtocolError(msg, problems=(msg,))
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        msg = f"{where}: YAML syntax error: {exc.problem or exc}"
         return ProtocolError(
-            f"{where}: YAML syntax error: {exc.problem or exc}",
-            problems=(f"{where}: YAML syntax error: {exc.problem or exc}",),
+            msg,
+            problems=(msg,),
             hint="fix the YAML syntax at that line (indentation, a missing ':' or quote)",
         )
     return ProtocolError(f"{source}: YAML error: {exc}", problems=(f"{source}: {exc}",))

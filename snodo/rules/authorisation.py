@@ -7,9 +7,8 @@ from typing import Any
 
 
 def authorisation_refusals(results: Iterable[Mapping[str, Any]], policy: Mapping[str, Any]) -> tuple[str, ...]:
-    """Why a set of results may not be authorised (empty: it may). Fails closed: a result with an
-    ``error`` or a severity other than ``pass``/``warn`` is named, and a policy summary counting
-    a blocker or an error blocks even when no result shows it."""
+    """Why a set of results may not be authorised (empty: it may). Fails closed: a result with an ``error``
+    or neither ``pass`` nor ``warn`` is named; a policy counting a blocker or an error blocks on its own."""
     named = tuple(
         str(r.get("validator_id")) for r in results if r.get("error") or r.get("severity") not in ("pass", "warn")
     )
@@ -25,8 +24,6 @@ def authorisation_refusals(results: Iterable[Mapping[str, Any]], policy: Mapping
 
 def _count(value: object) -> int:
     """A count from a stored policy summary; anything unreadable counts as one (fail closed)."""
-    if value is None or value == 0:
-        return 0
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    return 1
+    return 0 if value is None or value == 0 else 1

@@ -87,8 +87,7 @@ def protecting_prefix(patterns: Sequence[tuple[str, ...]], parts: tuple[str, ...
 
 
 class PathGuard:
-    """Whether a path may be read or mutated through the tool surface; ``protected_paths``:
-    root-relative paths or globs (``config/**/prod.yml``), compared like the reserved names."""
+    """Whether a path may be read or mutated through the tool surface; ``protected_paths``: root-relative globs."""
 
     def __init__(self, root: Path, protected_paths: Sequence[str] = ()) -> None:
         self.root = Path(os.path.realpath(root))

@@ -28,8 +28,7 @@ def _strings(v: Any) -> bool:
 
 
 def split_command(value: Any) -> list[str]:
-    """The argv of a ``command`` (a string split like a shell would, or a list of strings);
-    :class:`ValueError` saying what is wrong. The one check of the loader and the judge."""
+    """The argv of a ``command`` (a string split like a shell would, or a list of strings), else :class:`ValueError`."""
     if isinstance(value, str):
         try:
             argv = shlex.split(value)
@@ -83,7 +82,7 @@ def check_settings(
     declared: Iterable[str], values: object, *, owner: str, field: str, reader: str
 ) -> list[tuple[str | None, str]]:
     """Every problem with ``values`` against ``declared``, as ``(key, message)`` (``key``: ``None``
-    when ``values`` is no mapping), e.g. owner ``coder 'mock'``, field ``tooling``, reader ``the mock coder``."""
+    when ``values`` is no mapping)."""
     if not isinstance(values, Mapping):
         return [(None, f"{owner}: {field} must be a mapping, got {type(values).__name__}")]
     by_name = {str(s): as_setting(s) for s in declared}
@@ -92,13 +91,8 @@ def check_settings(
     for key, value in values.items():
         setting = by_name.get(str(key))
         if setting is None:
-            out.append(
-                (
-                    str(key),
-                    f"{owner}: unknown {field} key {str(key)!r}{did_you_mean(str(key), by_name)}; "
-                    f"{reader} honours: {honoured}",
-                )
-            )
+            unknown = f"unknown {field} key {str(key)!r}{did_you_mean(str(key), by_name)}"
+            out.append((str(key), f"{owner}: {unknown}; {reader} honours: {honoured}"))
         elif (problem := setting.problem(value)) is not None:
             out.append((str(key), f"{owner}: {field}.{key}: {problem}"))
     return out
@@ -115,9 +109,8 @@ def tooling_problems(
     validator_id: str, validator_type: str, declared: Iterable[str], tooling: object
 ) -> list[tuple[str | None, str]]:
     """:func:`check_settings` for a validator's ``tooling``: its type's settings and the runner's."""
-    merged = {str(s): as_setting(s) for s in declared} | {str(s): s for s in RUNNER_SETTINGS}
     return check_settings(
-        merged.values(),
+        (*declared, *RUNNER_SETTINGS),
         tooling,
         owner=f"validator {validator_id!r} (type {validator_type})",
         field="tooling",
@@ -131,8 +124,7 @@ def coder_config_problems(coder: str, declared: Iterable[str], config: object) -
 
 
 class Setting(str):
-    """A declared setting: its name (it *is* that string, so tuples of names and JSON keep
-    working), its ``kind`` (one of :data:`KINDS`) and its ``default`` (``None``: none)."""
+    """A declared setting: its name (it *is* that string, so names and JSON keep working), ``kind`` and ``default``."""
 
     kind: str
     default: Any

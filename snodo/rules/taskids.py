@@ -1,5 +1,4 @@
-"""Task identity: the id a spec text gets, and which ids a caller may choose (below governance
-and the engine: a plan derives the id the validator will, without the validation stack)."""
+"""Task identity: the id a spec text gets, and which ids a caller may choose (a plan derives it without governance)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from snodo.base.errors import EnvironmentProblem, SnodoError
-from snodo.evidence.notes import NOTES_REF, PLAIN_GIT, read_note
+from snodo.evidence.notes import NOTES_REF, PLAIN_GIT
 from snodo.evidence.statement import EnvelopeError, decode_envelope, signer_ids
 from snodo.git.runner import PUSH_TRANSPORTS, git_out, identity_args, run_git
 
@@ -16,14 +16,14 @@ _FETCHED = "refs/notes/snodo-fetched"
 def show(repo: Path, rev: str) -> dict[str, Any]:
     """The decoded statement on ``rev`` and the key ids that claim to have signed it (unverified)."""
     sha = git_out(repo, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}", env=PLAIN_GIT)
-    note = read_note(repo, sha)
-    if note is None:
+    note = run_git(repo, "notes", f"--ref={NOTES_REF}", "show", sha, env=PLAIN_GIT)
+    if not note.ok:
         raise SnodoError(
             f"commit {sha[:12]} carries no attestation",
             hint=f"fetch the notes first: git fetch origin +{NOTES_REF}:{NOTES_REF}",
         )
     try:
-        envelope, body = decode_envelope(note.strip())
+        envelope, body = decode_envelope(note.stdout.strip())
     except EnvelopeError as exc:
         raise SnodoError(f"commit {sha[:12]}: {exc}") from None
     return {"commit": sha, "signed_by": signer_ids(envelope), "statement": body}

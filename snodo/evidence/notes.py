@@ -50,7 +50,6 @@ def list_range(repo: Path, revisions: list[str]) -> list[CommitEntry]:
         repo,
         "log",
         f"--notes={NOTES_REF}",
-        "--no-show-signature",
         "--no-color",
         f"--format={fmt}",
         *revisions,

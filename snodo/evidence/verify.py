@@ -17,7 +17,7 @@ from attrs import asdict, frozen
 
 from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.base.text import shown
-from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
+from snodo.evidence.attest import PROTOCOL_PATH, digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range
 from snodo.evidence.statement import EnvelopeError, UnlistedKey, Verifier, decode_envelope, signer_ids, subjects
 from snodo.git.runner import run_git
@@ -183,9 +183,8 @@ def _scratch_store(repo: Path, scratch: Path, sha_length: int) -> tuple[Path, di
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         (git_dir / sub).mkdir(parents=True)
     (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
-    sha256 = sha_length == 64
-    config = _STORE_CONFIG.format(version=1 if sha256 else 0)
-    (git_dir / "config").write_text(config + ("[extensions]\n\tobjectFormat = sha256\n" if sha256 else ""))
+    extension = "[extensions]\n\tobjectFormat = sha256\n" if sha_length == 64 else ""
+    (git_dir / "config").write_text(_STORE_CONFIG.format(version=1 if extension else 0) + extension)
     (git_dir / "objects" / "info" / "alternates").write_text("".join(s + "\n" for s in sources), encoding="utf-8")
     env = {
         **PLAIN_GIT,
@@ -253,8 +252,11 @@ def _keys(text: str | None) -> tuple[dict[str, Signer], Verifier]:
 
 @functools.lru_cache(maxsize=64)
 def _digest(repo: Path, commit: str | None) -> str | None:
-    """The protocol's digest in the ``.snodo/`` put in force by ``commit`` (``None``: none)."""
-    return protocol_digest(repo, commit) if commit else None
+    """The digest of the protocol (UTF-8 text) in the ``.snodo/`` put in force by ``commit`` (``None``: none)."""
+    if not commit:
+        return None
+    result = run_git(repo, "cat-file", "blob", f"{commit}:{PROTOCOL_PATH}", env=PLAIN_GIT)
+    return digest(result.stdout.encode("utf-8")) if result.ok else None
 
 
 def _attested(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, tuple[str, str]]:

@@ -154,9 +154,7 @@ def _with_flags(args: Sequence[str]) -> list[str]:
     out, i = list(args), 0
     while i < len(out) and out[i].startswith("-"):
         i += 2 if out[i] == "-c" else 1
-    if i >= len(out) or {"--abort", "--continue", "--quit"}.intersection(
-        out[i + 1 :]
-    ):  # `merge --abort` takes no other option
+    if i >= len(out) or {"--abort", "--continue", "--quit"}.intersection(out[i + 1 :]):  # an ending takes no flag
         return out
     return [*out[: i + 1], *_SUBCOMMAND_FLAGS.get(out[i], ()), *out[i + 1 :]]
 
@@ -226,8 +224,7 @@ def _own_worktree(path: Path, git_dir: Path) -> bool:
 
 
 def pin(path: Path) -> GitContext | None:
-    """Find (once, before an agent runs) the repository whose work tree holds ``path``, to pin
-    every later command to; ``None`` outside a work tree."""
+    """The repository holding ``path`` (``None``: none), found once before an agent runs, to pin later commands to."""
     return pin_at_head(path)[0]
 
 
@@ -359,10 +356,10 @@ def read_objects(
 ) -> dict[str, GitObject | None]:
     """Each object ``names`` names (``rev:path``, a sha…) from one ``cat-file --batch``; ``None``: no such object."""
     wanted = list(dict.fromkeys(names))
-    if not wanted or any("\n" in name for name in wanted):
+    batch = "".join(f"{name}\n" for name in wanted)
+    if not wanted or batch.count("\n") != len(wanted):  # a name holding a newline would be two
         raise EnvironmentProblem(f"cannot read {len(wanted)} object name(s) in one batch in {repo}")
-    batch = "".join(f"{name}\n" for name in wanted).encode("utf-8")
-    proc = _spawn(repo, pin(repo), ["cat-file", "--batch"], env=env, stdin=batch)
+    proc = _spawn(repo, pin(repo), ["cat-file", "--batch"], env=env, stdin=batch.encode("utf-8"))
     out, at = proc.stdout, 0
     found: dict[str, GitObject | None] = {}
     for name in wanted:

@@ -52,17 +52,15 @@ def _contained(root: Path, rel: str) -> Path | None:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    try:
-        fh = open(path, "rb")  # noqa: SIM115  (closed below; tomllib only for a file that exists)
-    except OSError:
+    if not path.is_file():
         return {}
     import tomllib  # noqa: PLC0415 a project without pyproject.toml never pays for it
 
-    with fh:
-        try:
+    try:
+        with open(path, "rb") as fh:
             return tomllib.load(fh)
-        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-            return {}
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return {}
 
 
 def dig(doc: Any, *keys: str) -> Any:

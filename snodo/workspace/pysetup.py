@@ -94,8 +94,7 @@ def _interpreter(python: Any, project_root: Path, where: str) -> str:
 
 
 def _check_answers(value: str, python: str, project_root: Path, where: str) -> None:
-    """Ask the interpreter its version in a confined process, once per :func:`_identity` (a serve
-    session or a run asks each once, not on every validator call)."""
+    """Ask the interpreter its version in a confined process, once per :func:`_identity`, not on every call."""
     identity = _identity(value)
     if identity in _ANSWERED:
         return

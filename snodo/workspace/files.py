@@ -100,8 +100,6 @@ class Workspace:
         entry = self.guard.check_mutation(path, follow_symlinks=False)
         if not os.path.lexists(entry):
             raise ToolError(f"cannot delete {path!r}: no such file")
-        if entry.is_dir() and not entry.is_symlink():
-            raise ToolError(f"cannot delete {path!r}: it is a directory; delete_file removes files")
         parts = self._parts(path, entry)
         with _directory(self.root, path, parts[:-1], create=False) as parent:
             try:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from snodo.base.errors import PathValidationError, ToolError
-from snodo.git.runner import GIT_TIMEOUT, GitTimeout, identity_args, identity_env, run_git
+from snodo.git.runner import GIT_TIMEOUT, GitTimeout, identity_env, run_git
 from snodo.rules.guard import REASON_GITLINK, PathGuard
 from snodo.workspace.gitmeta import gitlink_entries
 
@@ -74,13 +74,11 @@ class Git:
                 status["untracked"].append(rest)
             elif kind in ("1", "2"):
                 fields = rest.split(" ", 7 if kind == "1" else 8)
-                xy, path = fields[0], fields[-1]
                 if kind == "2":
                     next(records)  # the original path of a rename
-                if xy[0] != ".":
-                    status["staged"].append(path)
-                if xy[1] != ".":
-                    status["unstaged"].append(path)
+                for flag, where in zip(fields[0], ("staged", "unstaged"), strict=True):  # XY: the index, the work tree
+                    if flag != ".":
+                        status[where].append(fields[-1])
             elif kind == "u":
                 status["conflicted"].append(rest.split(" ", 9)[-1])
         return {"branch": branch, **status}
@@ -165,10 +163,9 @@ class Git:
     def _run(self, *args: str, check: bool = True, stdin: str | None = None, identity: bool = False) -> str:
         """git's stdout; a failure (with ``check``) or a time-out is a :class:`ToolError`.
         ``identity``: a committer for commands that create commits."""
-        config = identity_args(self.root) if identity else []
         env = {"GIT_LITERAL_PATHSPECS": "1", **(identity_env(self.root) if identity else {})}
         try:
-            result = run_git(self.root, *config, *args, stdin=stdin, env=env)
+            result = run_git(self.root, *args, stdin=stdin, env=env)
         except GitTimeout:
             raise ToolError(f"git {args[0]} did not finish within {GIT_TIMEOUT:.0f} s") from None
         if not result.ok:

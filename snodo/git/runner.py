@@ -77,6 +77,14 @@ _SUBCOMMAND_FLAGS: Mapping[str, tuple[str, ...]] = {
 #: Variables of the caller's environment git may see; every other one (all ``GIT_*``) is dropped.
 _KEPT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME")
 _QUARANTINE_ENV = ("GIT_QUARANTINE_PATH", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES")
+_FIXED_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_EDITOR": ":",
+    "GIT_PAGER": "cat",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+}
 
 
 @frozen(kw_only=True)
@@ -125,24 +133,13 @@ _PIN_LOCK = threading.Lock()
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of every git process: :data:`_KEPT_ENV`, ``LC_*``, the fixed settings and ``extra``."""
+    """The environment of every git process: :data:`_KEPT_ENV`, ``LC_*``, :data:`_FIXED_ENV` and ``extra``."""
     env = {k: v for k, v in os.environ.items() if k in _KEPT_ENV or k.startswith("LC_")}
     if os.environ.get("GIT_QUARANTINE_PATH"):
         # in a pre-receive hook (`snodo verify` as the merge gate) the pushed objects wait in
         # a quarantine these name; they only add where objects are read from
         env.update({k: os.environ[k] for k in _QUARANTINE_ENV if k in os.environ})
-    env.update(
-        {
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_ATTR_NOSYSTEM": "1",
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_EDITOR": ":",
-            "GIT_PAGER": "cat",
-            "GIT_NO_REPLACE_OBJECTS": "1",
-        }
-    )
-    env.update(extra or {})
-    return env
+    return {**env, **_FIXED_ENV, **(extra or {})}
 
 
 def _config(pairs: Sequence[str]) -> list[str]:

@@ -199,8 +199,7 @@ def _existing_file_mode(dir_fd: int, name: str, path: str) -> int | None:
 
 
 def _replace_at(dir_fd: int, name: str, data: bytes, mode: int, path: str, *, durable: bool = True) -> None:
-    """Write ``data`` to a fresh temporary file in ``dir_fd`` and rename it over ``name`` (the
-    name itself, never what it points to)."""
+    """Write ``data`` to a fresh temporary file in ``dir_fd``, renamed over ``name`` itself (not what it points to)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     tmp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"  # O_EXCL: a name taken meanwhile fails, never follows
     try:

@@ -26,8 +26,7 @@ class Git:
         self.guard = guard
 
     def stage_files(self, paths: Sequence[str]) -> dict[str, object]:
-        """Stage additions, changes and deletions under ``paths``, all or nothing: every changed
-        file under them must pass the guard first."""
+        """Stage additions, changes and deletions under ``paths``; all or nothing: each must pass the guard first."""
         if isinstance(paths, str) or not paths:
             raise ToolError("stage_files needs a non-empty list of paths")
         entries = [self.guard.check_mutation(p, follow_symlinks=False) for p in paths]
@@ -144,8 +143,7 @@ class Git:
                 raise PathValidationError(path.rstrip("/"), REASON_GITLINK)
 
     def _check_staged_gitlinks(self) -> None:
-        """Refuse a commit whose index adds or moves a gitlink (however it was staged), comparing
-        the index and HEAD directly: diffs hide submodules (``--ignore-submodules``)."""
+        """Refuse a commit whose index adds or moves a gitlink, comparing index and HEAD (diffs hide submodules)."""
         head = self._run("ls-tree", "-r", "-z", "--full-tree", "HEAD", check=False) if self.head() else ""
         new = gitlink_entries(self._run("ls-files", "-s", "-z", "--full-name")) - gitlink_entries(head, 2)
         if new:

@@ -111,10 +111,9 @@ def _default_range(repo: Path) -> str:
     return f"{upstream.stdout.strip()}..HEAD"
 
 
-def _check_attestation(
-    entry: CommitEntry, keys: dict[str, Signer], verifier: Verifier, digest: str | None
-) -> tuple[str, str]:
-    """``(signer, "")`` for a valid judged attestation of this commit, else ``("", why not)``."""
+def _check_attestation(entry: CommitEntry, signers: str | None, digest: str | None) -> tuple[str, str]:
+    """``(signer, "")`` for a valid judged attestation of this commit under ``signers``, else ``("", why not)``."""
+    keys, verifier = _keys(signers)
     if not entry.note.strip():
         return "", "no attestation (no note under refs/notes/snodo)"
     try:
@@ -270,8 +269,7 @@ def _attested(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, t
                 checked[e.sha] = _check_merge(*store, e)
             else:
                 before = walk.steps[e.sha].before
-                keys, verifier = _keys(before.signers)
-                checked[e.sha] = _check_attestation(e, keys, verifier, _digest(repo, before.commit))
+                checked[e.sha] = _check_attestation(e, before.signers, _digest(repo, before.commit))
     return checked
 
 

@@ -62,18 +62,9 @@ def run_process(
     writable: Sequence[Path] = (),
     pass_env: Sequence[str] = (),
 ) -> ProcessResult:
-    """Run a child process without a shell, in its own process group, bounded by ``timeout``.
-
-    On agent-written content (a validator call, a coder's ``generate``) the child is confined
-    by the policy snodo set for that call (docs/security.md): the workspace writable but not
-    ``.snodo/``, ``.git/`` or protected paths, ``$SNODO_HOME`` invisible, network only if
-    declared, and ``writable``: extra existing directories (a per-run state directory of the
-    plugin's). It sees only an allowlisted environment (``PATH``, locale, ``TERM``, ``TZ``, a
-    private ``HOME`` and ``TMPDIR``, the protocol's ``execution.env``, ``env``) and the
-    inherited variables ``pass_env`` names: ``*_KEY``/``*_TOKEN`` never pass otherwise.
-    ``stop_if`` kills the run on the first output line it returns true for. Raises
-    :class:`EnvironmentProblem` only when the child cannot start (also: no working sandbox).
-    """
+    """Run a child process without a shell, in its own process group, bounded by ``timeout``; on
+    agent-written content confined, with an allowlisted environment (docs/plugins.md, "Running
+    programs"). Raises :class:`EnvironmentProblem` only when the child cannot start."""
     policy = sandbox if sandbox is not None else current_policy()
     return _run_process(
         argv,

@@ -1,9 +1,6 @@
-"""snodo's keyed caches under ``$SNODO_HOME/cache`` (:func:`snodo.protocol.committed.resolve`):
-answers kept under a key made of exactly what fixes them.
-
-Out of agents' reach, an entry is still only a hint: its name is a SHA-256 the caller
-computed (never a path the repository chose), it is read with a size bound, and anything
-unexpected in it (bad JSON, another key, too large) counts as absent.
+"""snodo's keyed caches under ``$SNODO_HOME/cache``: answers kept under a key made of exactly what
+fixes them. Out of agents' reach, an entry is still only a hint: named by a SHA-256 the caller
+computed (never a path the repository chose), read with a size bound, absent if anything is unexpected.
 """
 
 from __future__ import annotations

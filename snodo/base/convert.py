@@ -40,11 +40,6 @@ def _strict(kind: type, check: Callable[[Any], bool], expected: str) -> Callable
     return hook
 
 
-def _noted(exc: Exception, note: str, index: Any, type_: Any) -> Exception:
-    exc.__notes__ = [IterableValidationNote(note, index, type_)]
-    return exc
-
-
 def _make() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     for kind, check, expected in (
@@ -79,10 +74,11 @@ def _make() -> cattrs.Converter:
         for meta in metadata:
             key_problems = getattr(meta, "key_problems", None)
             if key_problems is not None:
-                errors = [
-                    _noted(ValueError(message), f"Structuring mapping value @ key {key!r}", key, Any)
-                    for key, message in key_problems(out)
-                ]
+                errors: list[Exception] = []
+                for key, message in key_problems(out):
+                    error = ValueError(message)
+                    error.__notes__ = [IterableValidationNote(f"Structuring mapping value @ key {key!r}", key, Any)]
+                    errors.append(error)
                 if errors:
                     raise IterableValidationError("mapping values failed", errors, base)
             problem = getattr(meta, "problem", None)

@@ -83,8 +83,7 @@ class CoderError(SnodoError):
 
 
 class EnvironmentProblem(SnodoError):
-    """The environment cannot run the work (a program, provider, credential or time limit):
-    runs halt with ``environment_error``."""
+    """The environment cannot run the work (a program, provider, credential or time limit): ``environment_error``."""
 
 
 class ValidatorFault(SnodoError):

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import re
 
-# C0 controls but tab and newline, DEL and C1 controls, unpaired surrogates, and the
-# characters that change how the text around them is displayed without being visible
-# themselves (bidirectional overrides and isolates, zero-width marks, line and paragraph
-# separators): "Trojan source".
+# C0 controls but tab and newline, DEL, C1 controls, unpaired surrogates, and the invisible characters
+# that change how the text around them is shown ("Trojan source": bidi overrides, zero-width marks).
 _INVISIBLE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ud800-\udfff"
 _UNSAFE_MULTILINE = re.compile(f"[{_INVISIBLE}]")
 _UNSAFE_LINE = re.compile(f"[\t\n{_INVISIBLE}]")

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from snodo.base.errors import SnodoError
-from snodo.evidence.notes import NOTES_REF, PLAIN_GIT, list_range, write_note
+from snodo.evidence.notes import NOTES_REF, list_range, write_note
 from snodo.evidence.statement import sign_statement, statement
-from snodo.git.runner import git_out, pin, run_git
+from snodo.git.runner import git_out, pin
 from snodo.state.audit_key import audit_signing_key
 
 if TYPE_CHECKING:
@@ -25,12 +25,6 @@ _VALIDATOR_FIELDS = ("validator_id", "validator_type", "severity", "severity_ori
 
 def digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def protocol_digest(repo: Path, commit: str) -> str | None:
-    """The digest of ``.snodo/protocol.yml`` in ``commit`` (``None``: absent); a protocol is UTF-8 text."""
-    result = run_git(repo, "cat-file", "blob", f"{commit}:{PROTOCOL_PATH}", env=PLAIN_GIT)
-    return digest(result.stdout.encode("utf-8")) if result.ok else None
 
 
 def confinement(project: Project) -> str:
@@ -67,9 +61,13 @@ def _attest(
 ) -> list[str]:
     """Sign and attach the statement on each ``(commit, tree)``, with what every predicate
     names: the protocol file loaded (``base``: the run's base), the mode, the confinement."""
+    try:
+        loaded = digest(project.loaded.path.read_bytes())  # the file the run was governed by, as on disk
+    except OSError:
+        loaded = None
     predicate = {
         **predicate,
-        "protocol": {"path": PROTOCOL_PATH, "digest": _loaded_digest(project), "base": base},
+        "protocol": {"path": PROTOCOL_PATH, "digest": loaded, "base": base},
         "mode": project.mode_id,
         "confinement": confinement(project),
     }
@@ -77,14 +75,6 @@ def _attest(
     for commit, tree in commits:
         write_note(project.root, commit, sign_statement(statement(commit, tree, predicate), key))
     return [commit for commit, _ in commits]
-
-
-def _loaded_digest(project: Project) -> str | None:
-    """The digest of the protocol file the run was governed by, as it is on disk."""
-    try:
-        return digest(project.loaded.path.read_bytes())
-    except OSError:
-        return None
 
 
 def _range(repo: Path, base: str, tip: str) -> list[tuple[str, str]]:

@@ -33,11 +33,6 @@ def write_note(repo: Path, commit: str, text: str) -> None:
     raise EnvironmentProblem(f"cannot attach the attestation to {commit[:12]} in {repo}: {result.detail()}")
 
 
-def read_note(repo: Path, commit: str) -> str | None:
-    result = run_git(repo, "notes", f"--ref={NOTES_REF}", "show", commit, env=PLAIN_GIT)
-    return result.stdout if result.ok else None
-
-
 @frozen(kw_only=True)
 class CommitEntry:
     sha: str
@@ -55,7 +50,6 @@ def list_range(repo: Path, revisions: list[str]) -> list[CommitEntry]:
         repo,
         "log",
         f"--notes={NOTES_REF}",
-        "--no-show-signature",
         "--no-color",
         f"--format={fmt}",
         *revisions,

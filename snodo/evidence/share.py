@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from snodo.base.errors import EnvironmentProblem, SnodoError
-from snodo.evidence.notes import NOTES_REF, PLAIN_GIT, read_note
+from snodo.evidence.notes import NOTES_REF, PLAIN_GIT
 from snodo.evidence.statement import EnvelopeError, decode_envelope, signer_ids
 from snodo.git.runner import PUSH_TRANSPORTS, git_out, identity_args, run_git
 
@@ -16,14 +16,14 @@ _FETCHED = "refs/notes/snodo-fetched"
 def show(repo: Path, rev: str) -> dict[str, Any]:
     """The decoded statement on ``rev`` and the key ids that claim to have signed it (unverified)."""
     sha = git_out(repo, "rev-parse", "--verify", "--end-of-options", f"{rev}^{{commit}}", env=PLAIN_GIT)
-    note = read_note(repo, sha)
-    if note is None:
+    note = run_git(repo, "notes", f"--ref={NOTES_REF}", "show", sha, env=PLAIN_GIT)
+    if not note.ok:
         raise SnodoError(
             f"commit {sha[:12]} carries no attestation",
             hint=f"fetch the notes first: git fetch origin +{NOTES_REF}:{NOTES_REF}",
         )
     try:
-        envelope, body = decode_envelope(note.strip())
+        envelope, body = decode_envelope(note.stdout.strip())
     except EnvelopeError as exc:
         raise SnodoError(f"commit {sha[:12]}: {exc}") from None
     return {"commit": sha, "signed_by": signer_ids(envelope), "statement": body}
@@ -72,10 +72,8 @@ def _push_failed(remote: str, ref: str, detail: str) -> SnodoError:
     """The remote refused ``ref`` (exit 1), or git could not push at all (exit 4)."""
     said = _said(detail)
     if "rejected" in detail or "declined" in detail or "hook" in detail:
-        refused = SnodoError(
+        return SnodoError(
             f"{remote} refused {ref}: {said}",
             hint="the remote's hook judged it (`snodo verify` shows why), or fetch and integrate its changes first",
         )
-        refused.exit_code = 1
-        return refused
     return EnvironmentProblem(f"could not push {ref} to {remote}: {said}")

@@ -17,7 +17,7 @@ from attrs import asdict, frozen
 
 from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.base.text import shown
-from snodo.evidence.attest import PROTOCOL_PATH, protocol_digest
+from snodo.evidence.attest import PROTOCOL_PATH, digest
 from snodo.evidence.notes import PLAIN_GIT, CommitEntry, list_range
 from snodo.evidence.statement import EnvelopeError, UnlistedKey, Verifier, decode_envelope, signer_ids, subjects
 from snodo.git.runner import run_git
@@ -111,10 +111,9 @@ def _default_range(repo: Path) -> str:
     return f"{upstream.stdout.strip()}..HEAD"
 
 
-def _check_attestation(
-    entry: CommitEntry, keys: dict[str, Signer], verifier: Verifier, digest: str | None
-) -> tuple[str, str]:
-    """``(signer, "")`` for a valid judged attestation of this commit, else ``("", why not)``."""
+def _check_attestation(entry: CommitEntry, signers: str | None, digest: str | None) -> tuple[str, str]:
+    """``(signer, "")`` for a valid judged attestation of this commit under ``signers``, else ``("", why not)``."""
+    keys, verifier = _keys(signers)
     if not entry.note.strip():
         return "", "no attestation (no note under refs/notes/snodo)"
     try:
@@ -157,10 +156,8 @@ def _not_a_governed_run(entry: CommitEntry, body: dict[str, Any], digest: str | 
     return ""
 
 
-#: The scratch repository's whole configuration: git's built-in merge and nothing else (no
-#: merge settings, drivers or rerere). ``bare``: no ``.gitattributes`` is read (HEAD names no
-#: commit for a git reading a bare repository's from HEAD). No commit-graph: parents and merge
-#: bases come from the commit objects.
+#: git's built-in merge and nothing else: ``bare``, so no ``.gitattributes`` is read (HEAD names no
+#: commit); no commit-graph, so parents and merge bases come from the commit objects.
 _STORE_CONFIG = "[core]\n\trepositoryformatversion = {version}\n\tbare = true\n\tcommitGraph = false\n"
 
 
@@ -177,19 +174,16 @@ def _object_sources(repo: Path) -> list[str]:
 
 
 def _scratch_store(repo: Path, scratch: Path, sha_length: int) -> tuple[Path, dict[str, str]]:
-    """A scratch bare repository to recompute merges in, and the environment for git there.
-    The repository's configuration, ``info/attributes``, rr-cache, hooks, replace refs, grafts
-    and ``.gitattributes`` could each make conflicting changes merge "cleanly"; the scratch one
-    has none and borrows the objects (``objects/info/alternates``: a push's quarantine first),
-    writing the merge's new trees to its own store."""
+    """A scratch bare repository to recompute merges in, and git's environment there: the repository's
+    configuration, attributes, rr-cache, hooks, replace refs or grafts could each make conflicting changes
+    merge "cleanly"; this one has none, and borrows the objects (a push's quarantine first)."""
     sources = _object_sources(repo)
     git_dir = scratch / "objects-only.git"
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         (git_dir / sub).mkdir(parents=True)
     (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
-    sha256 = sha_length == 64
-    config = _STORE_CONFIG.format(version=1 if sha256 else 0)
-    (git_dir / "config").write_text(config + ("[extensions]\n\tobjectFormat = sha256\n" if sha256 else ""))
+    extension = "[extensions]\n\tobjectFormat = sha256\n" if sha_length == 64 else ""
+    (git_dir / "config").write_text(_STORE_CONFIG.format(version=1 if extension else 0) + extension)
     (git_dir / "objects" / "info" / "alternates").write_text("".join(s + "\n" for s in sources), encoding="utf-8")
     env = {
         **PLAIN_GIT,
@@ -218,28 +212,6 @@ def _check_merge(git_dir: Path, env: dict[str, str], entry: CommitEntry) -> tupl
     if result.returncode == 0:
         return "", "a merge whose tree differs from merging its parents: it adds changes of its own"
     return "", f"cannot recompute the merge ({result.detail()[:200]})"
-
-
-def _signatures(repo: Path, signers: list[Signer], shas: list[str]) -> dict[str, tuple[str, str]]:
-    """``sha -> (principal, "")`` for a good SSH signature by a listed principal, else ``("", why not)``."""
-    try:
-        checked = signature_checks(repo, "".join(s.line + "\n" for s in signers), shas, source="allowed_signers")
-    except EnvironmentProblem as exc:
-        raise VerifyProblem(exc.message) from None
-    out: dict[str, tuple[str, str]] = {}
-    for sha, (status, key, principal) in checked.items():
-        ssh = key.startswith("SHA256:")
-        if status == "G" and ssh:
-            out[sha] = (principal, "")
-        elif status == "N":
-            out[sha] = ("", "not signed by a person")
-        elif status == "G":
-            out[sha] = ("", "GPG-signed: snodo verify trusts SSH signatures by keys of the base's allowed_signers")
-        elif status in ("U", "E") and ssh:
-            out[sha] = ("", f"signed with SSH key {key}, which the base's allowed_signers does not list")
-        else:
-            out[sha] = ("", f"its signature does not verify (git: {status})")
-    return out
 
 
 def verify(repo: Path, range_arg: str | None = None, base_arg: str | None = None) -> Report:
@@ -279,8 +251,11 @@ def _keys(text: str | None) -> tuple[dict[str, Signer], Verifier]:
 
 @functools.lru_cache(maxsize=64)
 def _digest(repo: Path, commit: str | None) -> str | None:
-    """The protocol's digest in the ``.snodo/`` put in force by ``commit`` (``None``: none)."""
-    return protocol_digest(repo, commit) if commit else None
+    """The digest of the protocol (UTF-8 text) in the ``.snodo/`` put in force by ``commit`` (``None``: none)."""
+    if not commit:
+        return None
+    result = run_git(repo, "cat-file", "blob", f"{commit}:{PROTOCOL_PATH}", env=PLAIN_GIT)
+    return digest(result.stdout.encode("utf-8")) if result.ok else None
 
 
 def _attested(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, tuple[str, str]]:
@@ -294,21 +269,40 @@ def _attested(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, t
                 checked[e.sha] = _check_merge(*store, e)
             else:
                 before = walk.steps[e.sha].before
-                keys, verifier = _keys(before.signers)
-                checked[e.sha] = _check_attestation(e, keys, verifier, _digest(repo, before.commit))
+                checked[e.sha] = _check_attestation(e, before.signers, _digest(repo, before.commit))
     return checked
 
 
 def _signed(repo: Path, walk: Walk, entries: list[CommitEntry]) -> dict[str, tuple[str, str]]:
-    """git's signature check of ``entries``, one run per list in force at their parents."""
-    by_list: dict[str | None, list[str]] = {}
+    """git's signature check of ``entries``, one run per list in force at their parents: ``sha ->
+    (principal, "")`` for a good SSH signature by a listed principal, else ``("", why not)``."""
+    by_list: dict[str, list[str]] = {}
     for e in entries:
-        by_list.setdefault(walk.steps[e.sha].before.signers, []).append(e.sha)
+        if (text := walk.steps[e.sha].before.signers) is not None:
+            by_list.setdefault(text, []).append(e.sha)
     signed: dict[str, tuple[str, str]] = {}
     for text, shas in by_list.items():
-        if text is not None:
-            signed.update(_signatures(repo, _signers(text), shas))
+        try:
+            checked = signature_checks(
+                repo, "".join(s.line + "\n" for s in _signers(text)), shas, source="allowed_signers"
+            )
+        except EnvironmentProblem as exc:
+            raise VerifyProblem(exc.message) from None
+        signed.update({sha: _signature_verdict(*check) for sha, check in checked.items()})
     return signed
+
+
+def _signature_verdict(status: str, key: str, principal: str) -> tuple[str, str]:
+    ssh = key.startswith("SHA256:")
+    if status == "G" and ssh:
+        return principal, ""
+    if status == "N":
+        return "", "not signed by a person"
+    if status == "G":
+        return "", "GPG-signed: snodo verify trusts SSH signatures by keys of the base's allowed_signers"
+    if status in ("U", "E") and ssh:
+        return "", f"signed with SSH key {key}, which the base's allowed_signers does not list"
+    return "", f"its signature does not verify (git: {status})"
 
 
 def _adopter(walk: Walk, sha: str) -> str:

@@ -74,10 +74,17 @@ _SUBCOMMAND_FLAGS: Mapping[str, tuple[str, ...]] = {
     "merge": ("--no-verify", "--no-stat"),
 }
 
-_ENDING = frozenset({"--abort", "--continue", "--quit"})
-
 #: Variables of the caller's environment git may see; every other one (all ``GIT_*``) is dropped.
 _KEPT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME")
+_QUARANTINE_ENV = ("GIT_QUARANTINE_PATH", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES")
+_FIXED_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_EDITOR": ":",
+    "GIT_PAGER": "cat",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+}
 
 
 @frozen(kw_only=True)
@@ -125,28 +132,14 @@ _PINNED: dict[Path, GitContext] = {}
 _PIN_LOCK = threading.Lock()
 
 
-_QUARANTINE_ENV = ("GIT_QUARANTINE_PATH", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES")
-
-
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of every git process: :data:`_KEPT_ENV`, ``LC_*``, the fixed settings and ``extra``."""
+    """The environment of every git process: :data:`_KEPT_ENV`, ``LC_*``, :data:`_FIXED_ENV` and ``extra``."""
     env = {k: v for k, v in os.environ.items() if k in _KEPT_ENV or k.startswith("LC_")}
     if os.environ.get("GIT_QUARANTINE_PATH"):
         # in a pre-receive hook (`snodo verify` as the merge gate) the pushed objects wait in
         # a quarantine these name; they only add where objects are read from
         env.update({k: os.environ[k] for k in _QUARANTINE_ENV if k in os.environ})
-    env.update(
-        {
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_ATTR_NOSYSTEM": "1",
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_EDITOR": ":",
-            "GIT_PAGER": "cat",
-            "GIT_NO_REPLACE_OBJECTS": "1",
-        }
-    )
-    env.update(extra or {})
-    return env
+    return {**env, **_FIXED_ENV, **(extra or {})}
 
 
 def _config(pairs: Sequence[str]) -> list[str]:
@@ -158,7 +151,7 @@ def _with_flags(args: Sequence[str]) -> list[str]:
     out, i = list(args), 0
     while i < len(out) and out[i].startswith("-"):
         i += 2 if out[i] == "-c" else 1
-    if i >= len(out) or _ENDING.intersection(out[i + 1 :]):  # `merge --abort` takes no other option
+    if i >= len(out) or {"--abort", "--continue", "--quit"}.intersection(out[i + 1 :]):  # an ending takes no flag
         return out
     return [*out[: i + 1], *_SUBCOMMAND_FLAGS.get(out[i], ()), *out[i + 1 :]]
 
@@ -228,8 +221,7 @@ def _own_worktree(path: Path, git_dir: Path) -> bool:
 
 
 def pin(path: Path) -> GitContext | None:
-    """Find (once, before an agent runs) the repository whose work tree holds ``path``, to pin
-    every later command to; ``None`` outside a work tree."""
+    """The repository holding ``path`` (``None``: none), found once before an agent runs, to pin later commands to."""
     return pin_at_head(path)[0]
 
 
@@ -319,16 +311,15 @@ def git_out(repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, 
     return result.stdout.strip()
 
 
-def _configured_identity(repo: Path) -> frozenset[str]:
+def _unset_identity(repo: Path) -> list[str]:
+    """The keys of :data:`FALLBACK_IDENTITY` the repository leaves unset."""
     context = pin(repo)
-    return frozenset() if context is None else context.identity
+    return [key for key in FALLBACK_IDENTITY if context is None or key not in context.identity]
 
 
 def identity_args(repo: Path) -> list[str]:
     """``-c`` options naming snodo as author only for what the repository leaves unset."""
-    configured = _configured_identity(repo)
-    unset = [f"{key}={value}" for key, value in FALLBACK_IDENTITY.items() if key not in configured]
-    return _config(unset)
+    return _config([f"{key}={FALLBACK_IDENTITY[key]}" for key in _unset_identity(repo)])
 
 
 _IDENTITY_VARS = tuple(f"GIT_{role}_{var}" for role in ("AUTHOR", "COMMITTER") for var in ("NAME", "EMAIL", "DATE"))
@@ -337,13 +328,12 @@ _IDENTITY_VARS = tuple(f"GIT_{role}_{var}" for role in ("AUTHOR", "COMMITTER") f
 def identity_env(repo: Path) -> dict[str, str]:
     """The author and committer of a commit snodo makes, as git would take them: the user's
     ``GIT_AUTHOR_*``/``GIT_COMMITTER_*``, else the configuration, else ``EMAIL``, else snodo's fallback."""
-    configured = _configured_identity(repo)
     env = {name: os.environ[name] for name in _IDENTITY_VARS if os.environ.get(name)}
-    for key, var in (("user.name", "NAME"), ("user.email", "EMAIL")):
+    for key in _unset_identity(repo):
+        var = key.removeprefix("user.").upper()
         fallback = (os.environ.get("EMAIL") if var == "EMAIL" else None) or FALLBACK_IDENTITY[key]
         for role in ("AUTHOR", "COMMITTER"):
-            if key not in configured:
-                env.setdefault(f"GIT_{role}_{var}", fallback)
+            env.setdefault(f"GIT_{role}_{var}", fallback)
     return env
 
 
@@ -363,25 +353,17 @@ def read_objects(
 ) -> dict[str, GitObject | None]:
     """Each object ``names`` names (``rev:path``, a sha…) from one ``cat-file --batch``; ``None``: no such object."""
     wanted = list(dict.fromkeys(names))
-    if not wanted or any("\n" in name for name in wanted):
+    batch = "".join(f"{name}\n" for name in wanted)
+    if not wanted or batch.count("\n") != len(wanted):  # a name holding a newline would be two
         raise EnvironmentProblem(f"cannot read {len(wanted)} object name(s) in one batch in {repo}")
-    batch = "".join(f"{name}\n" for name in wanted).encode("utf-8")
-    proc = _spawn(repo, pin(repo), ["cat-file", "--batch"], env=env, stdin=batch)
-    found = _parse_batch(proc.stdout, wanted) if proc.returncode == 0 else None
-    if found is None:
-        raise EnvironmentProblem(f"git cat-file --batch failed in {repo}: {proc.stderr.decode(errors='replace')}")
-    return found
-
-
-def _parse_batch(out: bytes, wanted: Sequence[str]) -> dict[str, GitObject | None] | None:
-    """``cat-file --batch``'s answer to ``wanted``, in order; ``None`` when it is out of step."""
-    at = 0
+    proc = _spawn(repo, pin(repo), ["cat-file", "--batch"], env=env, stdin=batch.encode("utf-8"))
+    out, at = proc.stdout, 0
     found: dict[str, GitObject | None] = {}
     for name in wanted:
         end = out.find(b"\n", at)
-        header = out[at:end].decode("utf-8", "replace").split(" ") if end >= 0 else []
-        if len(header) < 2:
-            return None
+        header = out[at:end].decode("utf-8", "replace").split(" ") if proc.returncode == 0 and end >= 0 else []
+        if len(header) < 2:  # git failed, or its answer is out of step
+            raise EnvironmentProblem(f"git cat-file --batch failed in {repo}: {proc.stderr.decode(errors='replace')}")
         if len(header) != 3 or not header[2].isdigit():  # "<name> missing", "<name> ambiguous"
             found[name], at = None, end + 1
             continue

@@ -11,6 +11,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from snodo.base.errors import ToolError
@@ -37,8 +38,7 @@ class Workspace:
         if not target.is_file():
             raise ToolError(f"cannot read {path!r}: no such file")
         parts = self._parts(path, target)
-        with _DirChain(self.root, path) as chain:  # never through a symlink swapped in since the check
-            parent = chain.walk(parts[:-1], create=False)
+        with _directory(self.root, path, parts[:-1], create=False) as parent:  # no symlink swapped in since
             try:
                 flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
                 fd = os.open(parts[-1], flags, dir_fd=parent)
@@ -90,8 +90,7 @@ class Workspace:
             raise ToolError(f"cannot write {path!r}: content is not encodable as UTF-8 ({exc})") from None
         self._check_new_parents(target.parent)
         parts = self._parts(path, target)
-        with _DirChain(self.root, path) as chain:
-            parent = chain.walk(parts[:-1], create=True)
+        with _directory(self.root, path, parts[:-1], create=True) as parent:
             mode = _existing_file_mode(parent, parts[-1], path)
             _replace_at(parent, parts[-1], data, 0o644 if mode is None else mode, path, durable=self.durable)
         return {"path": self._relative(target), "bytes": len(data), "created": mode is None}
@@ -101,11 +100,8 @@ class Workspace:
         entry = self.guard.check_mutation(path, follow_symlinks=False)
         if not os.path.lexists(entry):
             raise ToolError(f"cannot delete {path!r}: no such file")
-        if entry.is_dir() and not entry.is_symlink():
-            raise ToolError(f"cannot delete {path!r}: it is a directory; delete_file removes files")
         parts = self._parts(path, entry)
-        with _DirChain(self.root, path) as chain:
-            parent = chain.walk(parts[:-1], create=False)
+        with _directory(self.root, path, parts[:-1], create=False) as parent:
             try:
                 st = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
@@ -125,8 +121,8 @@ class Workspace:
         if os.path.lexists(target):
             raise ToolError(f"cannot create directory {path!r}: a file of that name exists")
         self._check_new_parents(target)
-        with _DirChain(self.root, path) as chain:
-            chain.walk(self._parts(path, target), create=True)
+        with _directory(self.root, path, self._parts(path, target), create=True):
+            pass
         return {"path": self._relative(target), "created": True}
 
     def _check_new_parents(self, directory: Path) -> None:
@@ -152,44 +148,39 @@ _RACE = "a directory on the path was replaced (by a symlink or a non-directory) 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-class _DirChain:
-    """Directory descriptors from the root down, each opened relative to the one before with ``O_NOFOLLOW``."""
-
-    def __init__(self, root: Path, path: str) -> None:
-        if not {os.open, os.rename, os.mkdir, os.unlink, os.stat} <= os.supports_dir_fd:
-            raise ToolError(f"cannot change {path!r}: this platform cannot write without following symlinks")
-        self.path = path
-        self.fds: list[int] = [os.open(root, _DIR_FLAGS)]
-
-    def __enter__(self) -> _DirChain:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        for fd in self.fds:
+@contextlib.contextmanager
+def _directory(root: Path, path: str, components: tuple[str, ...], *, create: bool) -> Iterator[int]:
+    """The descriptor of the directory ``components`` name below ``root`` (made if ``create``), each
+    opened relative to the one before with ``O_NOFOLLOW``."""
+    if not {os.open, os.rename, os.mkdir, os.unlink, os.stat} <= os.supports_dir_fd:
+        raise ToolError(f"cannot change {path!r}: this platform cannot write without following symlinks")
+    fds = [os.open(root, _DIR_FLAGS)]
+    try:
+        for name in components:
+            fds.append(_open_dir(fds[-1], name, path, create=create))
+        yield fds[-1]
+    finally:
+        for fd in fds:
             os.close(fd)
 
-    def walk(self, components: tuple[str, ...], *, create: bool) -> int:
-        """The descriptor of the directory ``components`` name below the root (made if ``create``)."""
-        for name in components:
-            fd = self.fds[-1]
-            try:
-                self.fds.append(os.open(name, _DIR_FLAGS, dir_fd=fd))
-                continue
-            except FileNotFoundError:
-                if not create:
-                    raise ToolError(f"cannot change {self.path!r}: no such file") from None
-            except (NotADirectoryError, OSError) as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                    raise ToolError(f"cannot change {self.path!r}: {_RACE}") from None
-                raise ToolError(f"cannot change {self.path!r}: {exc.strerror or exc}") from None
-            try:
-                os.mkdir(name, 0o777, dir_fd=fd)
-                self.fds.append(os.open(name, _DIR_FLAGS, dir_fd=fd))
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST, errno.EMLINK):
-                    raise ToolError(f"cannot change {self.path!r}: {_RACE}") from None
-                raise ToolError(f"cannot create directory {name!r} for {self.path!r}: {exc.strerror or exc}") from None
-        return self.fds[-1]
+
+def _open_dir(fd: int, name: str, path: str, *, create: bool) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        if not create:
+            raise ToolError(f"cannot change {path!r}: no such file") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            raise ToolError(f"cannot change {path!r}: {_RACE}") from None
+        raise ToolError(f"cannot change {path!r}: {exc.strerror or exc}") from None
+    try:
+        os.mkdir(name, 0o777, dir_fd=fd)
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST, errno.EMLINK):
+            raise ToolError(f"cannot change {path!r}: {_RACE}") from None
+        raise ToolError(f"cannot create directory {name!r} for {path!r}: {exc.strerror or exc}") from None
 
 
 def _existing_file_mode(dir_fd: int, name: str, path: str) -> int | None:
@@ -208,8 +199,7 @@ def _existing_file_mode(dir_fd: int, name: str, path: str) -> int | None:
 
 
 def _replace_at(dir_fd: int, name: str, data: bytes, mode: int, path: str, *, durable: bool = True) -> None:
-    """Write ``data`` to a fresh temporary file in ``dir_fd`` and rename it over ``name`` (the
-    name itself, never what it points to)."""
+    """Write ``data`` to a fresh temporary file in ``dir_fd``, renamed over ``name`` itself (not what it points to)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     tmp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"  # O_EXCL: a name taken meanwhile fails, never follows
     try:

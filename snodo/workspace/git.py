@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from snodo.base.errors import PathValidationError, ToolError
-from snodo.git.runner import GIT_TIMEOUT, GitTimeout, identity_args, identity_env, run_git
+from snodo.git.runner import GIT_TIMEOUT, GitTimeout, identity_env, run_git
 from snodo.rules.guard import REASON_GITLINK, PathGuard
 from snodo.workspace.gitmeta import gitlink_entries
 
@@ -26,8 +26,7 @@ class Git:
         self.guard = guard
 
     def stage_files(self, paths: Sequence[str]) -> dict[str, object]:
-        """Stage additions, changes and deletions under ``paths``, all or nothing: every changed
-        file under them must pass the guard first."""
+        """Stage additions, changes and deletions under ``paths``; all or nothing: each must pass the guard first."""
         if isinstance(paths, str) or not paths:
             raise ToolError("stage_files needs a non-empty list of paths")
         entries = [self.guard.check_mutation(p, follow_symlinks=False) for p in paths]
@@ -74,13 +73,11 @@ class Git:
                 status["untracked"].append(rest)
             elif kind in ("1", "2"):
                 fields = rest.split(" ", 7 if kind == "1" else 8)
-                xy, path = fields[0], fields[-1]
                 if kind == "2":
                     next(records)  # the original path of a rename
-                if xy[0] != ".":
-                    status["staged"].append(path)
-                if xy[1] != ".":
-                    status["unstaged"].append(path)
+                for flag, where in zip(fields[0], ("staged", "unstaged"), strict=True):  # XY: the index, the work tree
+                    if flag != ".":
+                        status[where].append(fields[-1])
             elif kind == "u":
                 status["conflicted"].append(rest.split(" ", 9)[-1])
         return {"branch": branch, **status}
@@ -146,8 +143,7 @@ class Git:
                 raise PathValidationError(path.rstrip("/"), REASON_GITLINK)
 
     def _check_staged_gitlinks(self) -> None:
-        """Refuse a commit whose index adds or moves a gitlink (however it was staged), comparing
-        the index and HEAD directly: diffs hide submodules (``--ignore-submodules``)."""
+        """Refuse a commit whose index adds or moves a gitlink, comparing index and HEAD (diffs hide submodules)."""
         head = self._run("ls-tree", "-r", "-z", "--full-tree", "HEAD", check=False) if self.head() else ""
         new = gitlink_entries(self._run("ls-files", "-s", "-z", "--full-name")) - gitlink_entries(head, 2)
         if new:
@@ -165,10 +161,9 @@ class Git:
     def _run(self, *args: str, check: bool = True, stdin: str | None = None, identity: bool = False) -> str:
         """git's stdout; a failure (with ``check``) or a time-out is a :class:`ToolError`.
         ``identity``: a committer for commands that create commits."""
-        config = identity_args(self.root) if identity else []
         env = {"GIT_LITERAL_PATHSPECS": "1", **(identity_env(self.root) if identity else {})}
         try:
-            result = run_git(self.root, *config, *args, stdin=stdin, env=env)
+            result = run_git(self.root, *args, stdin=stdin, env=env)
         except GitTimeout:
             raise ToolError(f"git {args[0]} did not finish within {GIT_TIMEOUT:.0f} s") from None
         if not result.ok:

@@ -6,6 +6,7 @@ files point at must lie inside it.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import re
@@ -52,17 +53,15 @@ def _contained(root: Path, rel: str) -> Path | None:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    try:
-        fh = open(path, "rb")  # noqa: SIM115  (closed below; tomllib only for a file that exists)
-    except OSError:
+    if not path.is_file():
         return {}
     import tomllib  # noqa: PLC0415 a project without pyproject.toml never pays for it
 
-    with fh:
-        try:
+    try:
+        with open(path, "rb") as fh:
             return tomllib.load(fh)
-        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-            return {}
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return {}
 
 
 def dig(doc: Any, *keys: str) -> Any:
@@ -143,14 +142,11 @@ def discover(project_root: Path) -> ProjectPython:
     return ProjectPython(path=sys.executable, source=SNODO_OWN)
 
 
-_found: dict[str, ProjectPython] = {}
+_discovered = functools.cache(discover)
 
 
 def project_python(project_root: Path, setting: str | None = None) -> ProjectPython:
     """``setting`` (``execution.python``) when given, else the discovered one, looked up once per root."""
     if setting is not None:
         return ProjectPython(path=setting, source="execution.python")
-    key = os.path.realpath(project_root)
-    if key not in _found:
-        _found[key] = discover(Path(key))
-    return _found[key]
+    return _discovered(Path(os.path.realpath(project_root)))

@@ -40,9 +40,8 @@ def python_setup(
     pythonpath: Any = None,
     execution_python: Any = None,
 ) -> PythonSetup:
-    """The interpreter (``tooling.python``, else ``execution.python``, else the one
-    :mod:`snodo.workspace.interpreter` finds; relative to the project root) and the import
-    roots (``pythonpath``, else detected); a :class:`ValidatorFault` on bad settings."""
+    """The interpreter (``tooling.python``, else ``execution.python``, else :func:`project_python`'s;
+    relative to the project root) and the import roots (``pythonpath``, else detected); or a :class:`ValidatorFault`."""
     workspace = Path(os.path.realpath(workspace))
     if not workspace.is_dir():
         raise ValidatorFault(f"cannot run tests: the workspace {workspace} is not a directory")
@@ -94,8 +93,7 @@ def _interpreter(python: Any, project_root: Path, where: str) -> str:
 
 
 def _check_answers(value: str, python: str, project_root: Path, where: str) -> None:
-    """Ask the interpreter its version in a confined process, once per :func:`_identity` (a serve
-    session or a run asks each once, not on every validator call)."""
+    """Ask the interpreter its version in a confined process, once per :func:`_identity`, not on every call."""
     identity = _identity(value)
     if identity in _ANSWERED:
         return
@@ -234,12 +232,7 @@ def _setup_cfg_roots(path: Path) -> list[str]:
 def project_modules(roots: Sequence[Path]) -> tuple[str, ...]:
     names: set[str] = set()
     for root in roots:
-        try:
-            with os.scandir(root) as listing:
-                entries = list(listing)
-        except OSError:
-            continue
-        for entry in entries:
+        for entry in _listing(root):
             if entry.is_file() and entry.name.endswith(".py") and _IDENTIFIER.match(entry.name[:-3]):
                 names.add(entry.name[:-3])
             elif entry.is_dir(follow_symlinks=False) and _IDENTIFIER.match(entry.name) and _holds_python(entry.path):
@@ -248,8 +241,12 @@ def project_modules(roots: Sequence[Path]) -> tuple[str, ...]:
 
 
 def _holds_python(path: str) -> bool:
+    return any(e.name.endswith(".py") for e in _listing(path) if e.is_file())
+
+
+def _listing(path: str | Path) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(path) as listing:
-            return any(e.name.endswith(".py") for e in listing if e.is_file())
+            return list(listing)
     except OSError:
-        return False
+        return []

@@ -105,11 +105,6 @@ def _on_sigterm(signum: int, _frame: object) -> None:
     os.kill(os.getpid(), signum)
 
 
-def _wants_json(args: list[str]) -> bool:
-    """``--json`` before any ``--``, read raw so that even a parse error is answered in JSON."""
-    return "--json" in (args[: args.index("--")] if "--" in args else args)
-
-
 GLOBAL_FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose"})
 
 
@@ -139,19 +134,12 @@ def _run(args: list[str]) -> Any:
     """The command, then (whatever its end) the one notice about the home's identity."""
     try:
         return cli.main(args=args, prog_name="snodo", standalone_mode=False)
-    finally:
-        _home_notice()
+    finally:  # unless no key was made and no list read: then there is nothing to say
+        if not is_quiet() and {"snodo.state.keys", "snodo.protocol.committed"} & sys.modules.keys():
+            from snodo.cli.keys_cmd import home_notice  # noqa: PLC0415 the keys command's module only when a notice is due
 
-
-def _home_notice() -> None:
-    """On stderr, once: the home is new, or its keys are not trusted here."""
-    if is_quiet() or not {"snodo.state.keys", "snodo.protocol.committed"} & sys.modules.keys():
-        return  # no key made and no list read: nothing to say
-    from snodo.cli.keys_cmd import home_notice  # noqa: PLC0415 the keys command's module only when a notice is due
-
-    notice = home_notice()
-    if notice:
-        print_note(notice)
+            if notice := home_notice():
+                print_note(notice)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
@@ -160,7 +148,6 @@ def main(argv: list[str] | None = None) -> NoReturn:
         _main(argv)
     except SystemExit as done:
         _leave(done.code)
-    _leave(0)
 
 
 def _leave(code: str | int | None) -> NoReturn:
@@ -178,12 +165,12 @@ def _leave(code: str | int | None) -> NoReturn:
     os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
 
-def _main(argv: list[str] | None) -> None:
+def _main(argv: list[str] | None) -> NoReturn:
     """The one error edge (docs/architecture.md): every failure leaves here, as one message on
     stderr or, with ``--json``, one object on stdout."""
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     verbose = "-v" in args or "--verbose" in args
-    as_json = _wants_json(args)
+    as_json = "--json" in (args[: args.index("--")] if "--" in args else args)  # read raw: a parse error too
 
     def fail(message: str, hint: str | None, code: int, *, details: tuple[str, ...] = ()) -> NoReturn:
         failure = sys.exc_info()[1]

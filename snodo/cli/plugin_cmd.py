@@ -11,7 +11,6 @@ import re
 import zipfile
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlparse
 
 import click
@@ -41,7 +40,7 @@ def names(kind: str, name: str) -> tuple[str, str, str]:
     return dist, plugin, dist.replace("-", "_")
 
 
-def snodo_source(package_dir: Path | None = None) -> str | None:
+def snodo_source(package_dir: Path) -> str | None:
     """Where the running snodo can be installed from again (``SNODO_SOURCE``): its checkout,
     else the source pip recorded, else a wheel re-packed into ``package_dir/.snodo-wheel/``."""
     root = Path(snodo.__file__).resolve().parent.parent
@@ -51,10 +50,7 @@ def snodo_source(package_dir: Path | None = None) -> str | None:
         text = ""
     if re.search(rf'(?m)^name\s*=\s*"{DISTRIBUTION}"\s*$', text):
         return str(root)
-    recorded = _recorded_source()
-    if recorded is not None:
-        return recorded
-    return _repacked_wheel(package_dir / ".snodo-wheel") if package_dir is not None else None
+    return _recorded_source() or _repacked_wheel(package_dir / ".snodo-wheel")
 
 
 def _recorded_source() -> str | None:
@@ -90,12 +86,6 @@ def _repacked_wheel(directory: Path) -> str | None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
     wheel = directory / f"{DISTRIBUTION.replace('-', '_')}-{dist.version.replace('-', '_')}-py3-none-any.whl"
-    _write_wheel(wheel, info, files)
-    return str(wheel)
-
-
-def _write_wheel(wheel: Path, info: str, files: list[Any]) -> None:
-    """Write ``files`` (installed package paths) into ``wheel`` with the RECORD that lists them."""
     record = []
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as out:
         for f in files:
@@ -107,6 +97,7 @@ def _write_wheel(wheel: Path, info: str, files: list[Any]) -> None:
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             record.append(f"{f},sha256={digest},{len(data)}")
         out.writestr(f"{info}/RECORD", "\n".join([*record, f"{info}/RECORD,,"]) + "\n")
+    return str(wheel)
 
 
 USAGE = {

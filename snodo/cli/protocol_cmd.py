@@ -3,9 +3,8 @@ protocol sign``: a person's signed commit of ``.snodo/``, which puts it in force
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
@@ -35,11 +34,12 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     """
     from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 the plugin host only for `protocol check`
     from snodo.protocol import find_protocol  # noqa: PLC0415 `protocol --help` stays light
+    from snodo.sandbox.guarantees import here  # noqa: PLC0415 the sandbox probes only for `protocol check`
 
     target = find_protocol(Path.cwd(), path)
     host = get_plugin_manager()
     proto, violations = _read(target, host, as_json)
-    backend, gaps = _confinement(proto)
+    backend, gaps = here() if proto.execution.sandbox == "auto" else (None, [])
     in_force = _in_force(target)
     errors = [v for v in violations if v.level == "error"]
     warnings = [v for v in violations if v.level == "warning"]
@@ -62,13 +62,6 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     )
     if errors:
         raise SystemExit(1)
-
-
-def _confinement(proto: Any) -> tuple[str | None, list[str]]:
-    """The sandbox backend ``auto`` gets here, and what it does not guarantee."""
-    from snodo.sandbox.guarantees import here  # noqa: PLC0415 the sandbox probes only for `protocol check`
-
-    return here() if proto.execution.sandbox == "auto" else (None, [])
 
 
 def _read(target: Path, host: Any, as_json: bool) -> tuple[Any, list[Any]]:
@@ -160,6 +153,7 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
 
     Exit 0 signed (or nothing to sign), 4 refused or could not run.
     """
+    from snodo.cli.signing import ask_passphrase, sign_ssh  # noqa: PLC0415 the private-key code only for a signing command (tests/test_boundaries.py)
     from snodo.protocol import sign  # noqa: PLC0415 `protocol --help` stays light
     from snodo.state.keys import ensure_decision_keys  # noqa: PLC0415 the key code only for `protocol sign`
     from snodo.state.runtime import LEGACY_RUNTIME  # noqa: PLC0415 the key code only for `protocol sign`
@@ -187,7 +181,8 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
         if planned.changes
         else f"snodo: adopt .snodo/ of {str(planned.parent)[:12]}, signed by {signer}"
     )
-    new = sign.commit(planned, text, _signer(home))
+    passphrase = ask_passphrase(home)  # asked once, before git runs
+    new = sign.commit(planned, text, lambda payload: sign_ssh(home, payload, "git", passphrase=passphrase))
     _check_in_force(top, new)
     if as_json:
         emit_json({"signed": True, "commit": new, "signed_by": signer, "adopted": bool(planned.adopting)})
@@ -225,17 +220,13 @@ def _listed_as(planned: Any, raw: bytes) -> str:
     listed = [s.name for s in mine if s.allows("git")]
     if listed:
         return listed[0]
-    _refuse_unlisted(planned, listed_for_another_namespace=bool(mine))
-
-
-def _refuse_unlisted(planned: Any, *, listed_for_another_namespace: bool) -> NoReturn:
     where = "the first allowed_signers (the one being signed)" if planned.first_list else "the list in force"
     if planned.signers is None:
         why, hint = (
             "there is no .snodo/allowed_signers: nobody would be trusted",
             "`snodo keys show > .snodo/allowed_signers` lists your keys as the first one, then sign again",
         )
-    elif listed_for_another_namespace:
+    elif mine:  # listed, for other namespaces
         why = f"your decision key is listed in {where}, but not for namespace git (signed commits)"
         hint = 'put the line `snodo keys show` prints now (namespaces="snodo-decision,git") in its place' + (
             ", then sign again" if planned.first_list else ", in a change a listed principal signs"
@@ -261,11 +252,3 @@ def _confirm_signing(planned: Any, signer: str) -> None:
             hint="run it in a terminal, or pass --yes",
         ),
     )
-
-
-def _signer(home: Path) -> Callable[[bytes], str]:
-    """The decision key's SSH signature over a commit (its passphrase asked once, here)."""
-    from snodo.cli.signing import ask_passphrase, sign_ssh  # noqa: PLC0415 the private-key code only for a signing command (tests/test_boundaries.py)
-
-    passphrase = ask_passphrase(home)
-    return lambda payload: sign_ssh(home, payload, "git", passphrase=passphrase)

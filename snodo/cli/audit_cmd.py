@@ -37,8 +37,14 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
 
     Exit 0 intact, 1 broken (names line and reason), 4 cannot run.
     """
+    from snodo.state.keys import load_public_key_file  # noqa: PLC0415 `audit --help` stays light
+
     log = _log(protocol_path, file)
-    report = log.verify(key=_trusted_key(key_path) if key_path is not None else None)
+    try:
+        key = load_public_key_file(key_path) if key_path is not None else None
+    except FileNotFoundError:
+        raise StateError(f"no public key file at {key_path}") from None
+    report = log.verify(key=key)
     restarts = _restarts(log) if report.ok else []
     if as_json:
         emit_json(
@@ -68,15 +74,6 @@ def _log(protocol_path: Path | None, file: Path | None = None) -> Any:
     if file is not None and not file.is_file() and not log.anchor_path.exists():
         raise StateError(f"no audit log at {file}", hint="pass the path of an audit.log file")
     return log
-
-
-def _trusted_key(key_path: Path) -> Any:
-    from snodo.state.keys import load_public_key_file  # noqa: PLC0415 `audit --help` stays light
-
-    try:
-        return load_public_key_file(key_path)
-    except FileNotFoundError:
-        raise StateError(f"no public key file at {key_path}") from None
 
 
 def _print_verified(path: Path, report: Any, restarts: list[dict[str, Any]]) -> None:

@@ -18,7 +18,10 @@ from snodo.cli.output import console, emit_json, listing, results_table
 from snodo.state.home import snodo_home
 
 
-def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
+def _pending_json(root: Path, session_id: str, p: Any) -> dict[str, Any]:
+    from snodo.state.atomic import unstructure  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.proposals import ProposalStore, Unreadable  # noqa: PLC0415 `authorize --help` stays light
+
     return {
         "decision_id": p.decision_id,
         "session_id": session_id,
@@ -33,17 +36,11 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
         "policy": p.policy,
         "warned_validators": list(p.warned_validators()),
         "authorizable": not p.blocking_validators(),
+        "agent_proposals": [
+            {"unreadable": str(prop.path), "reason": prop.reason} if isinstance(prop, Unreadable) else unstructure(prop)
+            for prop in ProposalStore(root).for_decision(p.decision_id)
+        ],
     }
-
-
-def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
-    from snodo.state.atomic import unstructure  # noqa: PLC0415 `authorize --help` stays light
-    from snodo.state.proposals import ProposalStore, Unreadable  # noqa: PLC0415 `authorize --help` stays light
-
-    return [
-        {"unreadable": str(p.path), "reason": p.reason} if isinstance(p, Unreadable) else unstructure(p)
-        for p in ProposalStore(root).for_decision(decision_id)
-    ]
 
 
 @click.command()
@@ -97,22 +94,13 @@ def authorize(
         )
     signed, path = _sign_and_record(root, home, pending_decision, verdict, justification)
     store.remove_pending(session.session_id, decision_id)
-    _audit_recorded(root, decision_id, pending_decision, signed, verdict, path)
     _report_recorded(decision_id, verdict, signed, path, as_json)
 
 
 def _list_pending(root: Path, store: Any, as_json: bool) -> None:
     pending = store.pending(root)
     if as_json:
-        emit_json(
-            {
-                "project": str(root),
-                "pending": [
-                    {**_pending_json(s.session_id, p), "agent_proposals": _proposals(root, p.decision_id)}
-                    for s, p in pending
-                ],
-            }
-        )
+        emit_json({"project": str(root), "pending": [_pending_json(root, s.session_id, p) for s, p in pending]})
         return
     if not pending:
         console().print(f"no pending decisions for {root}")
@@ -168,16 +156,13 @@ def _sign_and_record(
         decided_by=f"{getpass.getuser()}@{socket.gethostname()}",
     )
     signed = sign_decision(home, record, pending_decision, passphrase=ask_passphrase(home))
-    return signed, DecisionStore(root, home, signers=None).save(signed)  # storing: no trust asked
-
-
-def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed: Any, verdict: str, path: Path) -> None:
+    path = DecisionStore(root, home, signers=None).save(signed)  # storing: no trust asked
     audit_event(
         root,
         "decision_recorded",
         mode=pending_decision.mode,
         data={
-            "decision_id": decision_id,
+            "decision_id": signed.decision_id,
             "task_id": signed.task_id,
             "spec_sha256": signed.spec_sha256,
             **({"tree": signed.tree} if signed.tree else {}),
@@ -188,6 +173,7 @@ def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed:
             "record": str(path),
         },
     )
+    return signed, path
 
 
 def _report_recorded(decision_id: str, verdict: str, signed: Any, path: Path, as_json: bool) -> None:

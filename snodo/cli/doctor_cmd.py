@@ -13,18 +13,17 @@ from attrs import asdict
 from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.cli.common import json_option
 from snodo.cli.output import console, emit_json
+from snodo.mcp.hostconfig import HOSTS
 
 if TYPE_CHECKING:
     from snodo.workspace.interpreter import ProjectPython
-
-HOST_NAMES = ("opencode", "codex", "claude-code", "claude-desktop", "cursor", "vscode", "generic")
 
 
 @click.command()
 @click.option(
     "--host",
     "host",
-    type=click.Choice(sorted(HOST_NAMES)),
+    type=click.Choice(sorted(HOSTS)),
     default=None,
     help="Check an MCP host's config instead: is snodo connected, which host tools still write?",
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import itertools
 import os
 import signal
 import sys
@@ -170,7 +171,7 @@ def _main(argv: list[str] | None) -> NoReturn:
     stderr or, with ``--json``, one object on stdout."""
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     verbose = "-v" in args or "--verbose" in args
-    as_json = "--json" in (args[: args.index("--")] if "--" in args else args)  # read raw: a parse error too
+    as_json = "--json" in itertools.takewhile(lambda a: a != "--", args)  # read raw: a parse error too
 
     def fail(message: str, hint: str | None, code: int, *, details: tuple[str, ...] = ()) -> NoReturn:
         failure = sys.exc_info()[1]

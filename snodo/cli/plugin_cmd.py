@@ -11,6 +11,7 @@ import re
 import zipfile
 from importlib import metadata, resources
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import click
@@ -18,7 +19,7 @@ import click
 import snodo
 from snodo import DISTRIBUTION
 from snodo.base.errors import SnodoError
-from snodo.cli.common import json_option
+from snodo.cli.common import dir_option, json_option
 from snodo.cli.output import emit_json
 
 #: The requirement a plugin puts on snodo: the plugin API it is generated against.
@@ -86,6 +87,12 @@ def _repacked_wheel(directory: Path) -> str | None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
     wheel = directory / f"{DISTRIBUTION.replace('-', '_')}-{dist.version.replace('-', '_')}-py3-none-any.whl"
+    _write_wheel(wheel, info, files)
+    return str(wheel)
+
+
+def _write_wheel(wheel: Path, info: str, files: list[Any]) -> None:
+    """Write ``files`` (installed package paths) into ``wheel`` with the RECORD that lists them."""
     record = []
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as out:
         for f in files:
@@ -97,7 +104,6 @@ def _repacked_wheel(directory: Path) -> str | None:
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             record.append(f"{f},sha256={digest},{len(data)}")
         out.writestr(f"{info}/RECORD", "\n".join([*record, f"{info}/RECORD,,"]) + "\n")
-    return str(wheel)
 
 
 USAGE = {
@@ -145,14 +151,7 @@ def plugin() -> None:
 @plugin.command("new")
 @click.argument("kind", type=click.Choice(["coder", "validator"]))
 @click.argument("name")
-@click.option(
-    "--dir",
-    "parent",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(),
-    show_default="the current directory",
-    help="Directory to create the package in.",
-)
+@dir_option("parent", "Directory to create the package in.", default=Path(), show_default="the current directory")
 @json_option
 def new(kind: str, name: str, parent: Path, as_json: bool) -> None:
     """Write a ready plugin package snodo-NAME that passes the conformance kit as generated.

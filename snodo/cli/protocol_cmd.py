@@ -4,7 +4,7 @@ protocol sign``: a person's signed commit of ``.snodo/``, which puts it in force
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -34,12 +34,11 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     """
     from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 the plugin host only for `protocol check`
     from snodo.protocol import find_protocol  # noqa: PLC0415 `protocol --help` stays light
-    from snodo.sandbox.guarantees import here  # noqa: PLC0415 the sandbox probes only for `protocol check`
 
     target = find_protocol(Path.cwd(), path)
     host = get_plugin_manager()
     proto, violations = _read(target, host, as_json)
-    backend, gaps = here() if proto.execution.sandbox == "auto" else (None, [])
+    backend, gaps = _confinement(proto)
     in_force = _in_force(target)
     errors = [v for v in violations if v.level == "error"]
     warnings = [v for v in violations if v.level == "warning"]
@@ -62,6 +61,13 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     )
     if errors:
         raise SystemExit(1)
+
+
+def _confinement(proto: Any) -> tuple[str | None, list[str]]:
+    """The sandbox backend ``auto`` gets here, and what it does not guarantee."""
+    from snodo.sandbox.guarantees import here  # noqa: PLC0415 the sandbox probes only for `protocol check`
+
+    return here() if proto.execution.sandbox == "auto" else (None, [])
 
 
 def _read(target: Path, host: Any, as_json: bool) -> tuple[Any, list[Any]]:
@@ -220,13 +226,17 @@ def _listed_as(planned: Any, raw: bytes) -> str:
     listed = [s.name for s in mine if s.allows("git")]
     if listed:
         return listed[0]
+    _refuse_unlisted(planned, listed_for_another_namespace=bool(mine))
+
+
+def _refuse_unlisted(planned: Any, *, listed_for_another_namespace: bool) -> NoReturn:
     where = "the first allowed_signers (the one being signed)" if planned.first_list else "the list in force"
     if planned.signers is None:
         why, hint = (
             "there is no .snodo/allowed_signers: nobody would be trusted",
             "`snodo keys show > .snodo/allowed_signers` lists your keys as the first one, then sign again",
         )
-    elif mine:  # listed, for other namespaces
+    elif listed_for_another_namespace:
         why = f"your decision key is listed in {where}, but not for namespace git (signed commits)"
         hint = 'put the line `snodo keys show` prints now (namespaces="snodo-decision,git") in its place' + (
             ", then sign again" if planned.first_list else ", in a change a listed principal signs"

@@ -35,7 +35,6 @@ json_option = click.option(
 
 
 def dir_option(dest: str, help: str, **extra: Any) -> Callable[[F], F]:
-    """``--dir``: the directory a command writes into."""
     return click.option("--dir", dest, type=click.Path(file_okay=False, path_type=Path), help=help, **extra)
 
 
@@ -61,10 +60,9 @@ def could_not_run(func: F) -> F:
 def load_project(
     protocol_path: Path | None, *, refuse_drift: bool = True, on_pinned: Callable[[Path], None] | None = None
 ) -> tuple[LoadedProtocol, PluginHost]:
-    """The protocol in force (as committed: docs/protocol.md), loaded strictly with the plugins;
-    warnings on stderr. A working-tree copy that differs is refused with ``refuse_drift``, else
-    reported. ``on_pinned(root)`` runs once git was asked about the protocol's history, before
-    the plugins load."""
+    """The protocol in force (as committed: docs/protocol.md), loaded strictly with the plugins; warnings
+    on stderr. A differing working-tree copy is refused with ``refuse_drift``, else reported.
+    ``on_pinned(root)`` runs once git was asked about the protocol's history, before the plugins load."""
     from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol import find_protocol, load_protocol, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol.committed import refuse_drift as refuse  # noqa: PLC0415 only the commands that load a project pay for it

@@ -1,5 +1,4 @@
-"""``snodo doctor``: which sandbox backend confines agent-written code here, and why the
-others do not (docs/security.md)."""
+"""``snodo doctor``: which sandbox backend confines agent code here, and why no other (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -96,12 +95,11 @@ def _project_python() -> ProjectPython:
     path = find_protocol(Path.cwd(), None)
     if not path.is_file():
         return project_python(Path.cwd())
-    root = project_root_for(path)
     try:
         setting = read_protocol_file(path).execution.python
     except SnodoError:
         setting = None  # `snodo protocol check` reports a protocol that does not load
-    return project_python(root, setting)
+    return project_python(project_root_for(path), setting)
 
 
 def _host_report(host: str, config: Path | None, as_json: bool) -> None:

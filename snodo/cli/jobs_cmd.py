@@ -1,5 +1,4 @@
-"""``snodo jobs``: runs recorded in the project's runtime state (``.git/snodo/jobs/``);
-``prune`` removes what is past its age."""
+"""``snodo jobs``: the project's recorded runs (``.git/snodo/jobs/``); ``prune`` removes what is past its age."""
 
 from __future__ import annotations
 

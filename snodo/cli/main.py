@@ -60,8 +60,7 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="snodo", prog_name="snodo")  # resolved only when asked
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or spinners on stderr (results and errors still print).")
-@click.pass_context
-def cli(ctx: click.Context, verbose: bool, quiet: bool) -> None:
+def cli(verbose: bool, quiet: bool) -> None:
     """snodo — governance for AI-assisted software development.
 
     A team declares its process in .snodo/protocol.yml (modes, capabilities, validators,
@@ -91,8 +90,6 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool) -> None:
     """
 
     set_quiet(quiet)
-    ctx.ensure_object(dict)
-    ctx.obj["verbose"] = verbose
     if verbose:
         os.environ["SNODO_VERBOSE"] = "1"
 
@@ -122,8 +119,7 @@ def hoist_global_options(args: list[str]) -> list[str]:
 
 
 def exit_code_for(exc: SnodoError) -> int:
-    """What the raiser set, else the error class's code, else 1 for a refused token or path
-    and 4 for "could not run"."""
+    """What the raiser set, else the error class's code, else 1 for a refused token or path, 4 otherwise."""
     if "exit_code" in vars(exc):
         return exc.exit_code
     if type(exc).exit_code != SnodoError.exit_code:
@@ -144,7 +140,6 @@ def _run(args: list[str]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    """The command line's entry point."""
     try:
         _main(argv)
     except SystemExit as done:

@@ -48,8 +48,7 @@ def is_quiet() -> bool:
 
 
 def plain_stdout() -> bool:
-    """stdout is a pipe or a file: results are plain, unwrapped lines (an identifier stays whole
-    for grep and scripts), never wrapped at an assumed 80 columns."""
+    """stdout is a pipe or a file: plain lines, never wrapped (an identifier stays whole for grep)."""
     return not stream_is_terminal(sys.stdout)
 
 
@@ -75,8 +74,7 @@ def emit_json(obj: Any) -> None:
 
 
 def emit_error_json(error: str, *, hint: str | None, exit_code: int, **extra: Any) -> None:
-    """A failed command's ``{error, hint, exit_code}``; as text on stderr if the command already
-    printed its one object."""
+    """A failed command's ``{error, hint, exit_code}``; as text on stderr once it printed its object."""
     if _json_emitted:
         print_error_text(error, hint)
         return

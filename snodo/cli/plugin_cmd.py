@@ -29,8 +29,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
 def names(kind: str, name: str) -> tuple[str, str, str]:
-    """``(distribution, plugin name, module)`` for NAME: ``my-check`` gives
-    ``snodo-my-check``, ``my-check`` and ``snodo_my_check``."""
+    """``(distribution, plugin name, module)``; for my-check: ``snodo-my-check``, ``my-check``, ``snodo_my_check``."""
     if not NAME_RE.match(name) or len(name) > 50:
         raise SnodoError(
             f"{name!r} is not a usable {kind} name",

@@ -38,13 +38,12 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     target = find_protocol(Path.cwd(), path)
     host = get_plugin_manager()
     proto, violations = _read(target, host, as_json)
-    backend, gaps = _confinement(proto)
-    in_force = _in_force(target)
     errors = [v for v in violations if v.level == "error"]
     warnings = [v for v in violations if v.level == "warning"]
     if not as_json:
-        _report_check(target, proto, host, errors, warnings, backend, gaps, in_force)
+        _report_check(target, proto, host, errors, warnings)
         return
+    backend, gaps = _confinement(proto)
     emit_json(
         {
             "path": str(target),
@@ -53,7 +52,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
             "errors": [v.as_json() for v in errors],
             "warnings": [v.as_json() for v in warnings],
             "confinement": {"backend": backend, "not_guaranteed": gaps},
-            "in_force": in_force,
+            "in_force": _in_force(target),
             **(
                 {"error": f"{target}: the protocol is not well-formed", "hint": _HINT, "exit_code": 1} if errors else {}
             ),
@@ -95,16 +94,9 @@ def _read(target: Path, host: Any, as_json: bool) -> tuple[Any, list[Any]]:
         raise
 
 
-def _report_check(
-    target: Path,
-    proto: Any,
-    host: Any,
-    errors: list[Any],
-    warnings: list[Any],
-    backend: str | None,
-    gaps: list[str],
-    in_force: dict[str, str | None],
-) -> None:
+def _report_check(target: Path, proto: Any, host: Any, errors: list[Any], warnings: list[Any]) -> None:
+    backend, gaps = _confinement(proto)
+    in_force = _in_force(target)
     for w in warnings:
         print_warning(str(w))
     for gap in gaps:
@@ -202,7 +194,6 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
 
 
 def _check_in_force(top: Path, new: str) -> None:
-    """Refuse unless git accepts the signature of ``new``."""
     from snodo.protocol.trust import Walk  # noqa: PLC0415 `protocol --help` stays light
 
     walk = Walk(top, [new], None)

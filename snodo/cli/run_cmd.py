@@ -113,8 +113,7 @@ def run(
 
 
 def _detached(job_id: str, branch: str | None, protocol_path: Path | None) -> Any:
-    """The store of queued job ``job_id``, this process forked away from the launcher that
-    waits for it to start."""
+    """The store of queued job ``job_id``, once this process is detached from its launcher."""
     from snodo.engine.jobs import JobStore, detach  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
     from snodo.protocol import find_protocol, project_root_for  # noqa: PLC0415 only a detached job reads its project this way
 
@@ -157,7 +156,6 @@ def _report_started(prepared: Any, as_json: bool) -> None:
 
 
 def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
-    """Run the prepared task in this process, report it, and exit with its code."""
     from snodo.workspace.interpreter import project_python  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
 
     reporter = Progress()
@@ -178,8 +176,7 @@ def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
 
 
 def render_result(payload: dict[str, Any]) -> None:
-    """The run's result for a person: every value wraps at the terminal width, none is cut;
-    piped, the same rows as plain text (rich is not imported)."""
+    """The run's result, every value whole; piped, the same rows as plain text without rich."""
     ok = payload["status"] == "completed"
     rows = [("task", f"{payload['task_id']} (job {payload['job_id']})")]
     if not ok:
@@ -223,7 +220,6 @@ def render_result(payload: dict[str, Any]) -> None:
 
 
 def sandbox_refusals(refusals: list[dict[str, Any]]) -> str:
-    """The writes the sandbox refused, one per line, for a person (each path is agent text:
-    the caller escapes the whole)."""
+    """The writes the sandbox refused, one a line (agent text: the caller escapes the whole)."""
     lines = [f"refused {r.get('path')} ({r.get('error')}; reported by {r.get('reported_by')})" for r in refusals]
     return "\n".join(lines) + "\n(each is a `sandbox_refusal` audit event)"

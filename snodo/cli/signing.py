@@ -41,10 +41,10 @@ def load_decision_private_key(home: Path, passphrase: bytes | None = None) -> Ed
     return key
 
 
-def protect_decision_key(home: Path, passphrase: bytes, old_passphrase: bytes | None = None) -> Path:
+def protect_decision_key(home: Path, passphrase: bytes) -> Path:
     """Re-write the decision private key (made if absent) encrypted with ``passphrase``."""
     ensure_decision_keys(home)
-    key = load_decision_private_key(home, old_passphrase)
+    key = load_decision_private_key(home)
     private, _ = decision_key_paths(home)
     atomic_write_bytes(
         private,

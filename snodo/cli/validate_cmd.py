@@ -135,8 +135,7 @@ def render_outcome(payload: dict[str, Any], spec: str | None, options: list[tupl
 
 
 def next_steps(payload: dict[str, Any], spec: str | None, options: list[tuple[str, str | None]]) -> str:
-    """What the person at the terminal does next (the JSON keeps the agent's instruction):
-    exact commands, with the options that were given."""
+    """Exact commands for the person at the terminal, with the options given (JSON keeps the agent's)."""
     status = payload["status"]
     same = "".join(f" {name} {shlex.quote(value)}" for name, value in options if value)
     again = (f"snodo validate {_shell_spec(spec)}" if spec is not None else "snodo validate SPEC") + same

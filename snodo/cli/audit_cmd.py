@@ -37,8 +37,14 @@ def verify_cmd(file: Path | None, key_path: Path | None, protocol_path: Path | N
 
     Exit 0 intact, 1 broken (names line and reason), 4 cannot run.
     """
+    from snodo.state.keys import load_public_key_file  # noqa: PLC0415 `audit --help` stays light
+
     log = _log(protocol_path, file)
-    report = log.verify(key=_trusted_key(key_path) if key_path is not None else None)
+    try:
+        key = load_public_key_file(key_path) if key_path is not None else None
+    except FileNotFoundError:
+        raise StateError(f"no public key file at {key_path}") from None
+    report = log.verify(key=key)
     restarts = _restarts(log) if report.ok else []
     if as_json:
         emit_json(
@@ -70,23 +76,24 @@ def _log(protocol_path: Path | None, file: Path | None = None) -> Any:
     return log
 
 
-def _trusted_key(key_path: Path) -> Any:
-    from snodo.state.keys import load_public_key_file  # noqa: PLC0415 `audit --help` stays light
-
-    try:
-        return load_public_key_file(key_path)
-    except FileNotFoundError:
-        raise StateError(f"no public key file at {key_path}") from None
-
-
 def _print_verified(path: Path, report: Any, restarts: list[dict[str, Any]]) -> None:
+    from rich.text import Text  # noqa: PLC0415 rich only for a person
+
     if report.ok:
         console().print(
             f"[green]intact[/] {path}: {report.count} events under {report.checkpoints} signed checkpoint(s)"
             + (f", key {report.key}" if report.key else "")
         )
         for r in restarts:
-            _print_restart(r)
+            head = r.get("lost_head") or {}
+            console().print(
+                Text(
+                    f"restarted at line {r['line']} ({r['ts']}): the previous log was lost; its last signed head "
+                    f"was seq {head.get('seq')} hash {head.get('hash')} (checkpoint of {head.get('ts')}); "
+                    f"found: {shown(str(r.get('found', '')))}; reason: {shown(str(r.get('reason', '')))}",
+                    style="yellow",
+                ),
+            )
     else:
         from rich.markup import escape  # noqa: PLC0415 rich only for a person
 
@@ -137,15 +144,14 @@ def show_cmd(event: str | None, last: int | None, protocol_path: Path | None, as
     """Print audit events (oldest first; signed checkpoints only with --event checkpoint),
     each whole: long lines wrap, nothing is cut."""
     log = _log(protocol_path)
-    path = log.path
     records = log.records(event=event, last=last)
     if as_json:
-        emit_json({"path": str(path), "events": records})
+        emit_json({"path": str(log.path), "events": records})
         return
     from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     if not records:
-        console().print(f"no matching events in {path}")
+        console().print(f"no matching events in {log.path}")
     for r in records:
         data = json.dumps(r["data"], sort_keys=True, ensure_ascii=False)
         console().print(
@@ -167,20 +173,6 @@ def _restarts(log: Any) -> list[dict[str, Any]]:
         {"line": r["seq"] + 1, "ts": r["ts"], **(r["data"] if isinstance(r["data"], dict) else {})}
         for r in log.records(event="audit_restarted")
     ]
-
-
-def _print_restart(r: dict[str, Any]) -> None:
-    from rich.text import Text  # noqa: PLC0415 rich only for a person
-
-    head = r.get("lost_head") or {}
-    console().print(
-        Text(
-            f"restarted at line {r['line']} ({r['ts']}): the previous log was lost; its last signed head was "
-            f"seq {head.get('seq')} hash {head.get('hash')} (checkpoint of {head.get('ts')}); "
-            f"found: {shown(str(r.get('found', '')))}; reason: {shown(str(r.get('reason', '')))}",
-            style="yellow",
-        ),
-    )
 
 
 @audit.command("restart")

@@ -18,7 +18,10 @@ from snodo.cli.output import console, emit_json, listing, results_table
 from snodo.state.home import snodo_home
 
 
-def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
+def _pending_json(root: Path, session_id: str, p: Any) -> dict[str, Any]:
+    from snodo.state.atomic import unstructure  # noqa: PLC0415 `authorize --help` stays light
+    from snodo.state.proposals import ProposalStore, Unreadable  # noqa: PLC0415 `authorize --help` stays light
+
     return {
         "decision_id": p.decision_id,
         "session_id": session_id,
@@ -33,17 +36,11 @@ def _pending_json(session_id: str, p: Any) -> dict[str, Any]:
         "policy": p.policy,
         "warned_validators": list(p.warned_validators()),
         "authorizable": not p.blocking_validators(),
+        "agent_proposals": [
+            {"unreadable": str(prop.path), "reason": prop.reason} if isinstance(prop, Unreadable) else unstructure(prop)
+            for prop in ProposalStore(root).for_decision(p.decision_id)
+        ],
     }
-
-
-def _proposals(root: Path, decision_id: str) -> list[dict[str, Any]]:
-    from snodo.state.atomic import unstructure  # noqa: PLC0415 `authorize --help` stays light
-    from snodo.state.proposals import ProposalStore, Unreadable  # noqa: PLC0415 `authorize --help` stays light
-
-    return [
-        {"unreadable": str(p.path), "reason": p.reason} if isinstance(p, Unreadable) else unstructure(p)
-        for p in ProposalStore(root).for_decision(decision_id)
-    ]
 
 
 @click.command()
@@ -83,8 +80,7 @@ def authorize(
         return
     session, pending_decision = store.find_pending(decision_id, root)
     if not as_json:
-        _render(pending_decision)
-        _render_proposals(root, decision_id)
+        _render(root, pending_decision)
     _refuse_unless_inv3(root, decision_id, pending_decision)
     verdict: Literal["approve", "reject"] = "reject" if reject else "approve"
     if not yes:
@@ -97,22 +93,27 @@ def authorize(
         )
     signed, path = _sign_and_record(root, home, pending_decision, verdict, justification)
     store.remove_pending(session.session_id, decision_id)
-    _audit_recorded(root, decision_id, pending_decision, signed, verdict, path)
-    _report_recorded(decision_id, verdict, signed, path, as_json)
+    if as_json:
+        emit_json(
+            {
+                "decision_id": decision_id,
+                "decision": verdict,
+                "record": str(path),
+                "task_id": signed.task_id,
+                "adjudicated_validators": list(signed.adjudicated_validators),
+            }
+        )
+        return
+    console().print(f"[green]recorded[/] {verdict} for {decision_id} → {path}")
+    console().print(
+        f"next: validate the same task again, or if a run halted on it: `snodo run --resume {signed.task_id}`"
+    )
 
 
 def _list_pending(root: Path, store: Any, as_json: bool) -> None:
     pending = store.pending(root)
     if as_json:
-        emit_json(
-            {
-                "project": str(root),
-                "pending": [
-                    {**_pending_json(s.session_id, p), "agent_proposals": _proposals(root, p.decision_id)}
-                    for s, p in pending
-                ],
-            }
-        )
+        emit_json({"project": str(root), "pending": [_pending_json(root, s.session_id, p) for s, p in pending]})
         return
     if not pending:
         console().print(f"no pending decisions for {root}")
@@ -168,16 +169,13 @@ def _sign_and_record(
         decided_by=f"{getpass.getuser()}@{socket.gethostname()}",
     )
     signed = sign_decision(home, record, pending_decision, passphrase=ask_passphrase(home))
-    return signed, DecisionStore(root, home, signers=None).save(signed)  # storing: no trust asked
-
-
-def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed: Any, verdict: str, path: Path) -> None:
+    path = DecisionStore(root, home, signers=None).save(signed)  # storing: no trust asked
     audit_event(
         root,
         "decision_recorded",
         mode=pending_decision.mode,
         data={
-            "decision_id": decision_id,
+            "decision_id": signed.decision_id,
             "task_id": signed.task_id,
             "spec_sha256": signed.spec_sha256,
             **({"tree": signed.tree} if signed.tree else {}),
@@ -188,48 +186,14 @@ def _audit_recorded(root: Path, decision_id: str, pending_decision: Any, signed:
             "record": str(path),
         },
     )
+    return signed, path
 
 
-def _report_recorded(decision_id: str, verdict: str, signed: Any, path: Path, as_json: bool) -> None:
-    if as_json:
-        emit_json(
-            {
-                "decision_id": decision_id,
-                "decision": verdict,
-                "record": str(path),
-                "task_id": signed.task_id,
-                "adjudicated_validators": list(signed.adjudicated_validators),
-            }
-        )
-    else:
-        console().print(f"[green]recorded[/] {verdict} for {decision_id} → {path}")
-        console().print(
-            f"next: validate the same task again, or if a run halted on it: `snodo run --resume {signed.task_id}`"
-        )
-
-
-def _render_proposals(root: Path, decision_id: str) -> None:
+def _render(root: Path, p: Any) -> None:
+    from rich.panel import Panel  # noqa: PLC0415 rich only for a person
     from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     from snodo.state.proposals import ProposalStore, Unreadable  # noqa: PLC0415 `authorize --help` stays light
-
-    for prop in ProposalStore(root).for_decision(decision_id):
-        if isinstance(prop, Unreadable):
-            console().print(Text(f"unreadable proposal {shown(str(prop.path))}: {shown(prop.reason)}", style="yellow"))
-            continue
-        console().print(
-            Text(
-                f"agent proposal ({shown(prop.proposed_by)}, {shown(prop.proposed_at)}): "
-                f"{shown(prop.decision)} — {shown(prop.justification)} "
-                "(advice only; it authorises nothing)",
-                style="dim",
-            )
-        )
-
-
-def _render(p: Any) -> None:
-    from rich.panel import Panel  # noqa: PLC0415 rich only for a person
-    from rich.text import Text  # noqa: PLC0415 rich only for a person
 
     console().print(f"task {shown(p.task_id)} — the spec as validated:", markup=False)
     console().print(Panel(Text(shown(p.spec_text.strip()))))
@@ -246,6 +210,18 @@ def _render(p: Any) -> None:
         ),
         markup=False,
     )
+    for prop in ProposalStore(root).for_decision(p.decision_id):
+        if isinstance(prop, Unreadable):
+            console().print(Text(f"unreadable proposal {shown(str(prop.path))}: {shown(prop.reason)}", style="yellow"))
+            continue
+        console().print(
+            Text(
+                f"agent proposal ({shown(prop.proposed_by)}, {shown(prop.proposed_at)}): "
+                f"{shown(prop.decision)} — {shown(prop.justification)} "
+                "(advice only; it authorises nothing)",
+                style="dim",
+            )
+        )
 
 
 #: How many lines of the changes to the tests and their harness are shown, over all of them.
@@ -253,8 +229,7 @@ SHOWN_DIFF_LINES = 400
 
 
 def _render_escalations(results: Any) -> None:
-    """What the change does to the tests or their harness, as the judge showed it: each
-    escalation and its diff, bounded and escaped."""
+    """Each escalation the judge reported on the tests or their harness, with its diff, bounded and escaped."""
     budget = SHOWN_DIFF_LINES
     for r in results:
         details = r.get("details") if isinstance(r, dict) else None
@@ -291,9 +266,7 @@ def _prune(root: Path, home: Path, store: Any, signers: str | None, as_json: boo
 
     decisions = DecisionStore(root, home, signers=signers)  # the list in force decides what settled a decision
     pending = store.pending(root)  # oldest first
-    newest: dict[tuple[str, str, str], str] = {}
-    for _s, p in pending:
-        newest[(p.task_id, p.phase, p.mode)] = p.decision_id
+    newest = {(p.task_id, p.phase, p.mode): p.decision_id for _s, p in pending}
     dropped: list[dict[str, str]] = []
     log = AuditLog(audit_log_path(root), home=home)
     with log.batch():
@@ -306,10 +279,9 @@ def _prune(root: Path, home: Path, store: Any, signers: str | None, as_json: boo
                 continue
             store.remove_pending(session.session_id, p.decision_id)
             ProposalStore(root).remove(p.decision_id)
-            log.append(
-                "decision_pruned", mode=p.mode, data={"decision_id": p.decision_id, "task_id": p.task_id, "reason": why}
-            )
-            dropped.append({"decision_id": p.decision_id, "task_id": p.task_id, "reason": why})
+            row = {"decision_id": p.decision_id, "task_id": p.task_id, "reason": why}
+            log.append("decision_pruned", mode=p.mode, data=row)
+            dropped.append(row)
     if as_json:
         emit_json({"project": str(root), "pruned": dropped, "remaining": len(pending) - len(dropped)})
         return

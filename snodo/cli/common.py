@@ -34,6 +34,10 @@ json_option = click.option(
 )
 
 
+def dir_option(dest: str, help: str, **extra: Any) -> Callable[[F], F]:
+    return click.option("--dir", dest, type=click.Path(file_okay=False, path_type=Path), help=help, **extra)
+
+
 def project_options(func: F) -> F:
     """``--protocol`` and ``--json``, the options of every command that reads a project."""
     return protocol_option(json_option(func))
@@ -56,10 +60,9 @@ def could_not_run(func: F) -> F:
 def load_project(
     protocol_path: Path | None, *, refuse_drift: bool = True, on_pinned: Callable[[Path], None] | None = None
 ) -> tuple[LoadedProtocol, PluginHost]:
-    """The protocol in force (as committed: docs/protocol.md), loaded strictly with the plugins;
-    warnings on stderr. A working-tree copy that differs is refused with ``refuse_drift``, else
-    reported. ``on_pinned(root)`` runs once git was asked about the protocol's history, before
-    the plugins load."""
+    """The protocol in force (as committed: docs/protocol.md), loaded strictly with the plugins; warnings
+    on stderr. A differing working-tree copy is refused with ``refuse_drift``, else reported.
+    ``on_pinned(root)`` runs once git was asked about the protocol's history, before the plugins load."""
     from snodo.plugin.host import get_plugin_manager  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol import find_protocol, load_protocol, project_root_for  # noqa: PLC0415 only the commands that load a project pay for it
     from snodo.protocol.committed import refuse_drift as refuse  # noqa: PLC0415 only the commands that load a project pay for it
@@ -83,11 +86,11 @@ def load_project(
 
 
 def _report_in_force(state: Any) -> None:
+    from snodo.protocol.committed import REMEDY  # noqa: PLC0415 only the commands that load a project pay for it
+
     if state.warning and not is_quiet():  # a note, like progress: --quiet silences it
         print_warning(state.warning)
     if state.not_in_force:  # only `validate` gets here: run and serve refused it
-        from snodo.protocol.committed import REMEDY  # noqa: PLC0415 only the commands that load a project pay for it
-
         print_warning(f"{state.not_in_force}: judging with the version in force (commit {state.commit}); {REMEDY}")
     elif state.drift:
         print_warning(f"judging with the committed protocol, not the working tree: {state.drift.splitlines()[0]}")
@@ -127,12 +130,12 @@ def git_work_tree(where: Path) -> Path:
     return Path(top.stdout.strip()) if top.ok and top.stdout.strip() else where
 
 
-SPEC_FORMS = "text, @FILE (the file's content), - (stdin), or @@text for text starting with @"
-
-
 def read_spec(spec: str | None) -> str:
     if spec is None and sys.stdin.isatty():
-        raise SnodoError("no task spec given", hint=f"pass it as {SPEC_FORMS}")
+        raise SnodoError(
+            "no task spec given",
+            hint="pass it as text, @FILE (the file's content), - (stdin), or @@text for text starting with @",
+        )
     if spec is None or spec == "-":
         text = sys.stdin.read()
     elif spec.startswith("@@"):

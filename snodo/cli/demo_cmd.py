@@ -16,7 +16,7 @@ import click
 from rich.markup import escape
 
 from snodo.base.errors import PathValidationError
-from snodo.cli.common import json_option
+from snodo.cli.common import dir_option, json_option
 from snodo.cli.output import console, emit_json, err_console
 from snodo.git.runner import git_out
 
@@ -28,13 +28,7 @@ Acceptance criteria:
 
 
 @click.command()
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Where to create the throwaway repository (default: a new temp dir).",
-)
+@dir_option("directory", "Where to create the throwaway repository (default: a new temp dir).")
 @click.option("--keep", is_flag=True, help="Keep the repository afterwards to explore it.")
 @json_option
 def demo(directory: Path | None, keep: bool, as_json: bool) -> None:

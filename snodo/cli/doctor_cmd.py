@@ -1,5 +1,4 @@
-"""``snodo doctor``: which sandbox backend confines agent-written code here, and why the
-others do not (docs/security.md)."""
+"""``snodo doctor``: which sandbox backend confines agent code here, and why no other (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -13,18 +12,17 @@ from attrs import asdict
 from snodo.base.errors import EnvironmentProblem, SnodoError
 from snodo.cli.common import json_option
 from snodo.cli.output import console, emit_json
+from snodo.mcp.hostconfig import HOSTS
 
 if TYPE_CHECKING:
     from snodo.workspace.interpreter import ProjectPython
-
-HOST_NAMES = ("opencode", "codex", "claude-code", "claude-desktop", "cursor", "vscode", "generic")
 
 
 @click.command()
 @click.option(
     "--host",
     "host",
-    type=click.Choice(sorted(HOST_NAMES)),
+    type=click.Choice(sorted(HOSTS)),
     default=None,
     help="Check an MCP host's config instead: is snodo connected, which host tools still write?",
 )
@@ -95,12 +93,11 @@ def _project_python() -> ProjectPython:
     path = find_protocol(Path.cwd(), None)
     if not path.is_file():
         return project_python(Path.cwd())
-    root = project_root_for(path)
     try:
         setting = read_protocol_file(path).execution.python
     except SnodoError:
         setting = None  # `snodo protocol check` reports a protocol that does not load
-    return project_python(root, setting)
+    return project_python(project_root_for(path), setting)
 
 
 def _host_report(host: str, config: Path | None, as_json: bool) -> None:

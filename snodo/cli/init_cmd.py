@@ -9,7 +9,7 @@ import click
 from attrs import asdict
 
 from snodo.base.errors import SnodoError
-from snodo.cli.common import json_option
+from snodo.cli.common import dir_option, json_option
 from snodo.cli.output import console, emit_json
 from snodo.git.runner import pin
 from snodo.protocol import parse_protocol
@@ -27,13 +27,7 @@ from snodo.state.sessions import ProjectState, save_project_state
     help="solo: one producer; team: producer/reviewer/planner; 2+n: quorum and predicate constraints.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing .snodo/protocol.yml.")
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."),
-    help="Project directory (default: the current one).",
-)
+@dir_option("directory", "Project directory (default: the current one).", default=Path("."))
 @json_option
 def init(template: str, force: bool, directory: Path, as_json: bool) -> None:
     """Write .snodo/protocol.yml from a template and record the initial mode.

@@ -1,9 +1,7 @@
-"""``snodo jobs``: runs recorded in the project's runtime state (``.git/snodo/jobs/``);
-``prune`` removes what is past its age."""
+"""``snodo jobs``: the project's recorded runs (``.git/snodo/jobs/``); ``prune`` removes what is past its age."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +61,7 @@ def show_cmd(job_id: str, show_log: bool, protocol_path: Path | None, as_json: b
         return
     if show_log:
         if log.exists():
-            sys.stdout.write(shown(log.read_text(encoding="utf-8", errors="replace")))
-            sys.stdout.flush()
+            print(shown(log.read_text(encoding="utf-8", errors="replace")), end="", flush=True)
         else:
             click.echo(f"job {job_id} has no log yet")
         return

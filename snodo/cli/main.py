@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import itertools
 import os
 import signal
 import sys
@@ -59,8 +60,7 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="snodo", prog_name="snodo")  # resolved only when asked
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or spinners on stderr (results and errors still print).")
-@click.pass_context
-def cli(ctx: click.Context, verbose: bool, quiet: bool) -> None:
+def cli(verbose: bool, quiet: bool) -> None:
     """snodo — governance for AI-assisted software development.
 
     A team declares its process in .snodo/protocol.yml (modes, capabilities, validators,
@@ -90,8 +90,6 @@ def cli(ctx: click.Context, verbose: bool, quiet: bool) -> None:
     """
 
     set_quiet(quiet)
-    ctx.ensure_object(dict)
-    ctx.obj["verbose"] = verbose
     if verbose:
         os.environ["SNODO_VERBOSE"] = "1"
 
@@ -103,11 +101,6 @@ def _on_sigterm(signum: int, _frame: object) -> None:
     terminate_all()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
-
-
-def _wants_json(args: list[str]) -> bool:
-    """``--json`` before any ``--``, read raw so that even a parse error is answered in JSON."""
-    return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
 GLOBAL_FLAGS = frozenset({"-q", "--quiet", "-v", "--verbose"})
@@ -126,8 +119,7 @@ def hoist_global_options(args: list[str]) -> list[str]:
 
 
 def exit_code_for(exc: SnodoError) -> int:
-    """What the raiser set, else the error class's code, else 1 for a refused token or path
-    and 4 for "could not run"."""
+    """What the raiser set, else the error class's code, else 1 for a refused token or path, 4 otherwise."""
     if "exit_code" in vars(exc):
         return exc.exit_code
     if type(exc).exit_code != SnodoError.exit_code:
@@ -139,28 +131,19 @@ def _run(args: list[str]) -> Any:
     """The command, then (whatever its end) the one notice about the home's identity."""
     try:
         return cli.main(args=args, prog_name="snodo", standalone_mode=False)
-    finally:
-        _home_notice()
+    finally:  # unless no key was made and no list read: then there is nothing to say
+        if not is_quiet() and {"snodo.state.keys", "snodo.protocol.committed"} & sys.modules.keys():
+            from snodo.cli.keys_cmd import home_notice  # noqa: PLC0415 the keys command's module only when a notice is due
 
-
-def _home_notice() -> None:
-    """On stderr, once: the home is new, or its keys are not trusted here."""
-    if is_quiet() or not {"snodo.state.keys", "snodo.protocol.committed"} & sys.modules.keys():
-        return  # no key made and no list read: nothing to say
-    from snodo.cli.keys_cmd import home_notice  # noqa: PLC0415 the keys command's module only when a notice is due
-
-    notice = home_notice()
-    if notice:
-        print_note(notice)
+            if notice := home_notice():
+                print_note(notice)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    """The command line's entry point."""
     try:
         _main(argv)
     except SystemExit as done:
         _leave(done.code)
-    _leave(0)
 
 
 def _leave(code: str | int | None) -> NoReturn:
@@ -178,12 +161,12 @@ def _leave(code: str | int | None) -> NoReturn:
     os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
 
-def _main(argv: list[str] | None) -> None:
+def _main(argv: list[str] | None) -> NoReturn:
     """The one error edge (docs/architecture.md): every failure leaves here, as one message on
     stderr or, with ``--json``, one object on stdout."""
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     verbose = "-v" in args or "--verbose" in args
-    as_json = _wants_json(args)
+    as_json = "--json" in itertools.takewhile(lambda a: a != "--", args)  # read raw: a parse error too
 
     def fail(message: str, hint: str | None, code: int, *, details: tuple[str, ...] = ()) -> NoReturn:
         failure = sys.exc_info()[1]

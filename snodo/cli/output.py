@@ -38,11 +38,6 @@ def stream_is_terminal(stream: Any) -> bool:
         return False
 
 
-def _plain(stream: Any, text: str) -> None:
-    stream.write(text + "\n")
-    stream.flush()
-
-
 def set_quiet(quiet: bool) -> None:
     global _quiet
     _quiet = quiet
@@ -53,8 +48,7 @@ def is_quiet() -> bool:
 
 
 def plain_stdout() -> bool:
-    """stdout is a pipe or a file: results are plain, unwrapped lines (an identifier stays whole
-    for grep and scripts), never wrapped at an assumed 80 columns."""
+    """stdout is a pipe or a file: plain lines, never wrapped (an identifier stays whole for grep)."""
     return not stream_is_terminal(sys.stdout)
 
 
@@ -76,13 +70,11 @@ def emit_json(obj: Any) -> None:
     """Print THE JSON object of this command on stdout (at most one per command)."""
     global _json_emitted
     _json_emitted = True
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-    sys.stdout.flush()
+    print(json.dumps(obj, indent=2, sort_keys=False, default=str), flush=True)
 
 
 def emit_error_json(error: str, *, hint: str | None, exit_code: int, **extra: Any) -> None:
-    """A failed command's ``{error, hint, exit_code}``; as text on stderr if the command already
-    printed its one object."""
+    """A failed command's ``{error, hint, exit_code}``; as text on stderr once it printed its object."""
     if _json_emitted:
         print_error_text(error, hint)
         return
@@ -93,7 +85,7 @@ def _to_stderr(*lines: tuple[str, str, str]) -> None:
     """Lines on stderr, each ``(label, its style at a terminal, agent-suppliable text)``; piped,
     each stays one line for grep and logs."""
     if not stream_is_terminal(sys.stderr):
-        _plain(sys.stderr, "\n".join(f"{label} {shown(text)}" for label, _style, text in lines))
+        print("\n".join(f"{label} {shown(text)}" for label, _style, text in lines), file=sys.stderr, flush=True)
         return
     from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
@@ -196,15 +188,11 @@ class Progress:
             took = f" (took {duration:.1f}s)"
         stamp = f"{now - self._start:6.1f}s · "
         if self._live is None and not stream_is_terminal(sys.stderr):
-            _plain(sys.stderr, f"{stamp}{shown(message)}{took}")
+            print(f"{stamp}{shown(message)}{took}", file=sys.stderr, flush=True)
             return
         from rich.markup import escape  # noqa: PLC0415 rich only when a person reads the output
 
-        line = f"[dim]{stamp}{escape(shown(message))}{took}[/]"
-        if self._live is not None:
-            self._live.console.print(line)
-        else:
-            err_console().print(line)
+        err_console().print(f"[dim]{stamp}{escape(shown(message))}{took}[/]")  # the live display's console too
 
 
 #: how much of one validator's justification a table shows (test output can be pages long)

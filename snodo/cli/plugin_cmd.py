@@ -19,7 +19,7 @@ import click
 import snodo
 from snodo import DISTRIBUTION
 from snodo.base.errors import SnodoError
-from snodo.cli.common import json_option
+from snodo.cli.common import dir_option, json_option
 from snodo.cli.output import emit_json
 
 #: The requirement a plugin puts on snodo: the plugin API it is generated against.
@@ -29,8 +29,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
 def names(kind: str, name: str) -> tuple[str, str, str]:
-    """``(distribution, plugin name, module)`` for NAME: ``my-check`` gives
-    ``snodo-my-check``, ``my-check`` and ``snodo_my_check``."""
+    """``(distribution, plugin name, module)``; for my-check: ``snodo-my-check``, ``my-check``, ``snodo_my_check``."""
     if not NAME_RE.match(name) or len(name) > 50:
         raise SnodoError(
             f"{name!r} is not a usable {kind} name",
@@ -41,7 +40,7 @@ def names(kind: str, name: str) -> tuple[str, str, str]:
     return dist, plugin, dist.replace("-", "_")
 
 
-def snodo_source(package_dir: Path | None = None) -> str | None:
+def snodo_source(package_dir: Path) -> str | None:
     """Where the running snodo can be installed from again (``SNODO_SOURCE``): its checkout,
     else the source pip recorded, else a wheel re-packed into ``package_dir/.snodo-wheel/``."""
     root = Path(snodo.__file__).resolve().parent.parent
@@ -51,10 +50,7 @@ def snodo_source(package_dir: Path | None = None) -> str | None:
         text = ""
     if re.search(rf'(?m)^name\s*=\s*"{DISTRIBUTION}"\s*$', text):
         return str(root)
-    recorded = _recorded_source()
-    if recorded is not None:
-        return recorded
-    return _repacked_wheel(package_dir / ".snodo-wheel") if package_dir is not None else None
+    return _recorded_source() or _repacked_wheel(package_dir / ".snodo-wheel")
 
 
 def _recorded_source() -> str | None:
@@ -154,14 +150,7 @@ def plugin() -> None:
 @plugin.command("new")
 @click.argument("kind", type=click.Choice(["coder", "validator"]))
 @click.argument("name")
-@click.option(
-    "--dir",
-    "parent",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(),
-    show_default="the current directory",
-    help="Directory to create the package in.",
-)
+@dir_option("parent", "Directory to create the package in.", default=Path(), show_default="the current directory")
 @json_option
 def new(kind: str, name: str, parent: Path, as_json: bool) -> None:
     """Write a ready plugin package snodo-NAME that passes the conformance kit as generated.

@@ -3,7 +3,6 @@ protocol sign``: a person's signed commit of ``.snodo/``, which puts it in force
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -39,13 +38,12 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
     target = find_protocol(Path.cwd(), path)
     host = get_plugin_manager()
     proto, violations = _read(target, host, as_json)
-    backend, gaps = _confinement(proto)
-    in_force = _in_force(target)
     errors = [v for v in violations if v.level == "error"]
     warnings = [v for v in violations if v.level == "warning"]
     if not as_json:
-        _report_check(target, proto, host, errors, warnings, backend, gaps, in_force)
+        _report_check(target, proto, host, errors, warnings)
         return
+    backend, gaps = _confinement(proto)
     emit_json(
         {
             "path": str(target),
@@ -54,7 +52,7 @@ def check_cmd(path: Path | None, as_json: bool) -> None:
             "errors": [v.as_json() for v in errors],
             "warnings": [v.as_json() for v in warnings],
             "confinement": {"backend": backend, "not_guaranteed": gaps},
-            "in_force": in_force,
+            "in_force": _in_force(target),
             **(
                 {"error": f"{target}: the protocol is not well-formed", "hint": _HINT, "exit_code": 1} if errors else {}
             ),
@@ -96,16 +94,9 @@ def _read(target: Path, host: Any, as_json: bool) -> tuple[Any, list[Any]]:
         raise
 
 
-def _report_check(
-    target: Path,
-    proto: Any,
-    host: Any,
-    errors: list[Any],
-    warnings: list[Any],
-    backend: str | None,
-    gaps: list[str],
-    in_force: dict[str, str | None],
-) -> None:
+def _report_check(target: Path, proto: Any, host: Any, errors: list[Any], warnings: list[Any]) -> None:
+    backend, gaps = _confinement(proto)
+    in_force = _in_force(target)
     for w in warnings:
         print_warning(str(w))
     for gap in gaps:
@@ -160,6 +151,7 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
 
     Exit 0 signed (or nothing to sign), 4 refused or could not run.
     """
+    from snodo.cli.signing import ask_passphrase, sign_ssh  # noqa: PLC0415 the private-key code only for a signing command (tests/test_boundaries.py)
     from snodo.protocol import sign  # noqa: PLC0415 `protocol --help` stays light
     from snodo.state.keys import ensure_decision_keys  # noqa: PLC0415 the key code only for `protocol sign`
     from snodo.state.runtime import LEGACY_RUNTIME  # noqa: PLC0415 the key code only for `protocol sign`
@@ -187,7 +179,8 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
         if planned.changes
         else f"snodo: adopt .snodo/ of {str(planned.parent)[:12]}, signed by {signer}"
     )
-    new = sign.commit(planned, text, _signer(home))
+    passphrase = ask_passphrase(home)  # asked once, before git runs
+    new = sign.commit(planned, text, lambda payload: sign_ssh(home, payload, "git", passphrase=passphrase))
     _check_in_force(top, new)
     if as_json:
         emit_json({"signed": True, "commit": new, "signed_by": signer, "adopted": bool(planned.adopting)})
@@ -201,7 +194,6 @@ def sign_cmd(message: str | None, yes: bool, as_json: bool) -> None:
 
 
 def _check_in_force(top: Path, new: str) -> None:
-    """Refuse unless git accepts the signature of ``new``."""
     from snodo.protocol.trust import Walk  # noqa: PLC0415 `protocol --help` stays light
 
     walk = Walk(top, [new], None)
@@ -261,11 +253,3 @@ def _confirm_signing(planned: Any, signer: str) -> None:
             hint="run it in a terminal, or pass --yes",
         ),
     )
-
-
-def _signer(home: Path) -> Callable[[bytes], str]:
-    """The decision key's SSH signature over a commit (its passphrase asked once, here)."""
-    from snodo.cli.signing import ask_passphrase, sign_ssh  # noqa: PLC0415 the private-key code only for a signing command (tests/test_boundaries.py)
-
-    passphrase = ask_passphrase(home)
-    return lambda payload: sign_ssh(home, payload, "git", passphrase=passphrase)

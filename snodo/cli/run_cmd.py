@@ -4,7 +4,6 @@ of a started run into a halt (exit 1): what escapes it could not start (exit 4).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -102,7 +101,10 @@ def run(
     if job_id is not None:  # a claimed job was gated where it was created
         prepared = runner.claim(job_id)
     else:
-        prepared = _prepare(runner, spec, task_id, resume_task, mode_id, "mock" if mock else coder, background, branch)
+        coder = "mock" if mock else coder
+        prepared = _prepare(
+            runner, spec, task_id, resume_task, mode=mode_id, coder=coder, background=background, branch=branch
+        )
     if background and job_id is None:
         runner.start_background(prepared)
         _report_started(prepared, as_json)
@@ -111,8 +113,7 @@ def run(
 
 
 def _detached(job_id: str, branch: str | None, protocol_path: Path | None) -> Any:
-    """The store of queued job ``job_id``, this process forked away from the launcher that
-    waits for it to start."""
+    """The store of queued job ``job_id``, once this process is detached from its launcher."""
     from snodo.engine.jobs import JobStore, detach  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
     from snodo.protocol import find_protocol, project_root_for  # noqa: PLC0415 only a detached job reads its project this way
 
@@ -123,28 +124,19 @@ def _detached(job_id: str, branch: str | None, protocol_path: Path | None) -> An
     return store
 
 
-def _prepare(
-    runner: Any,
-    spec: str | None,
-    task_id: str | None,
-    resume_task: str | None,
-    mode_id: str | None,
-    coder: str | None,
-    background: bool,
-    branch: str | None,
-) -> Any:
+def _prepare(runner: Any, spec: str | None, task_id: str | None, resume_task: str | None, **options: Any) -> Any:
     """A new or resumed run, once the repository and the mode are known to be able to run it."""
     from snodo.engine.worktree import require_repo  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
     from snodo.governance.service import Project  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
 
     loaded = runner.loaded
     require_repo(loaded.root)  # outside a git repository nothing can run: exit 4, no job
-    refusal = loaded.protocol.cannot_run_tasks(Project(loaded, runner.host, mode=mode_id).mode_id)
+    refusal = loaded.protocol.cannot_run_tasks(Project(loaded, runner.host, mode=options["mode"]).mode_id)
     if refusal is not None:
         raise SnodoError(refusal)
     if resume_task is not None:
-        return runner.resume(resume_task, mode=mode_id, coder=coder, background=background, branch=branch)
-    return runner.new(read_spec(spec), task_id=task_id, mode=mode_id, coder=coder, background=background, branch=branch)
+        return runner.resume(resume_task, **options)
+    return runner.new(read_spec(spec), task_id=task_id, **options)
 
 
 def _report_started(prepared: Any, as_json: bool) -> None:
@@ -164,7 +156,6 @@ def _report_started(prepared: Any, as_json: bool) -> None:
 
 
 def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
-    """Run the prepared task in this process, report it, and exit with its code."""
     from snodo.workspace.interpreter import project_python  # noqa: PLC0415 `run --help` stays light; the checkout is read meanwhile
 
     reporter = Progress()
@@ -185,8 +176,7 @@ def _execute(runner: Any, prepared: Any, as_json: bool) -> NoReturn:
 
 
 def render_result(payload: dict[str, Any]) -> None:
-    """The run's result for a person: every value wraps at the terminal width, none is cut;
-    piped, the same rows as plain text (rich is not imported)."""
+    """The run's result, every value whole; piped, the same rows as plain text without rich."""
     ok = payload["status"] == "completed"
     rows = [("task", f"{payload['task_id']} (job {payload['job_id']})")]
     if not ok:
@@ -216,8 +206,7 @@ def render_result(payload: dict[str, Any]) -> None:
         blocks = [title, plain_key_values(rows)]
         if payload["validators"]:
             blocks += ["", plain_results(payload["validators"], more=more)]
-        sys.stdout.write("\n".join(blocks) + "\n")
-        sys.stdout.flush()
+        print("\n".join(blocks), flush=True)
         return
     from rich.panel import Panel  # noqa: PLC0415 rich only for a person
     from rich.text import Text  # noqa: PLC0415 rich only for a person
@@ -231,7 +220,6 @@ def render_result(payload: dict[str, Any]) -> None:
 
 
 def sandbox_refusals(refusals: list[dict[str, Any]]) -> str:
-    """The writes the sandbox refused, one per line, for a person (each path is agent text:
-    the caller escapes the whole)."""
+    """The writes the sandbox refused, one a line (agent text: the caller escapes the whole)."""
     lines = [f"refused {r.get('path')} ({r.get('error')}; reported by {r.get('reported_by')})" for r in refusals]
     return "\n".join(lines) + "\n(each is a `sandbox_refusal` audit event)"

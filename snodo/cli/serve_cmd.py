@@ -93,8 +93,7 @@ def host_config(host: str, protocol: Path, root: Path, mode_id: str | None, proj
     from snodo.mcp import hostconfig  # noqa: PLC0415 the MCP SDK and server only when serving
 
     command = [*snodo_command(), "serve", "--protocol", str(protocol)] + (["--mode", mode_id] if mode_id else [])
-    env = {k: os.environ[k] for k in ("SNODO_HOME",) if os.environ.get(k)}
-    env.setdefault("SNODO_HOME", str(project.home.absolute()))
+    env = {"SNODO_HOME": os.environ.get("SNODO_HOME") or str(project.home.absolute())}
     timeout = hostconfig.call_timeout(project.protocol)
     entry = hostconfig.server_entry(host, command, env, root, timeout)
     if host == "opencode":

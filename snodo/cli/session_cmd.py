@@ -24,6 +24,10 @@ def _store() -> Any:
     return SessionStore(snodo_home())
 
 
+#: A session's fields in `session list --json`, then its pending decisions' ids.
+LISTED = ("session_id", "project_root", "mode", "started_at", "status", "last_active_at", "ended_at")
+
+
 @session.command("list")
 @click.option("--all", "all_projects", is_flag=True, help="Sessions of every project, not just this one.")
 @project_options
@@ -32,23 +36,10 @@ def list_cmd(all_projects: bool, protocol_path: Path | None, as_json: bool) -> N
     root = None if all_projects else project_root(protocol_path)
     sessions = _store().list(root)
     if as_json:
-        emit_json(
-            {
-                "sessions": [
-                    {
-                        "session_id": s.session_id,
-                        "project_root": s.project_root,
-                        "mode": s.mode,
-                        "started_at": s.started_at,
-                        "status": s.status,
-                        "last_active_at": s.last_active_at,
-                        "ended_at": s.ended_at,
-                        "pending_decisions": sorted(s.pending_decisions),
-                    }
-                    for s in sessions
-                ]
-            }
-        )
+        listed = [
+            {f: getattr(s, f) for f in LISTED} | {"pending_decisions": sorted(s.pending_decisions)} for s in sessions
+        ]
+        emit_json({"sessions": listed})
         return
     if not sessions:
         console().print("no sessions yet (the first `snodo validate`, `run` or `serve` starts one)")
@@ -69,9 +60,8 @@ def show_cmd(session_id: str, as_json: bool) -> None:
     from snodo.state.atomic import unstructure  # noqa: PLC0415 `session --help` stays light
 
     s = _store().load(session_id)
-    data = unstructure(s)
     if as_json:
-        emit_json(data)
+        emit_json(unstructure(s))
         return
     from rich.text import Text  # noqa: PLC0415 rich only for a person
 

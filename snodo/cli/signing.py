@@ -16,30 +16,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from snodo.base.errors import DecisionError, StateError
 from snodo.state.atomic import atomic_write_bytes
 from snodo.state.decisions import DecisionRecord, check_inv3
-from snodo.state.keys import (
-    decision_key_paths,
-    ensure_decision_keys,
-    public_key_fingerprint,
-    require_owner_only,
-)
+from snodo.state.keys import decision_key_paths, ensure_decision_keys, public_key_fingerprint, read_secret
 from snodo.state.sessions import PendingDecision
-
-
-def _read_private(home: Path) -> tuple[Path, bytes]:
-    private, _ = decision_key_paths(home)
-    try:
-        with open(private, "rb") as handle:
-            require_owner_only(private, handle.fileno())
-            return private, handle.read()
-    except FileNotFoundError:
-        raise StateError(f"no decision private key at {private}") from None
-    except OSError as exc:
-        raise StateError(f"cannot read {private}: {exc.strerror or exc}") from exc
 
 
 def load_decision_private_key(home: Path, passphrase: bytes | None = None) -> Ed25519PrivateKey:
     """The decision private key; ``passphrase`` when it is protected (``snodo keys protect``)."""
-    private, data = _read_private(home)
+    private, _ = decision_key_paths(home)
+    data = read_secret(private)
     try:
         key = serialization.load_pem_private_key(data, password=passphrase)
     except TypeError as exc:  # encrypted but no passphrase, or a passphrase for a plain key
@@ -57,10 +41,10 @@ def load_decision_private_key(home: Path, passphrase: bytes | None = None) -> Ed
     return key
 
 
-def protect_decision_key(home: Path, passphrase: bytes, old_passphrase: bytes | None = None) -> Path:
+def protect_decision_key(home: Path, passphrase: bytes) -> Path:
     """Re-write the decision private key (made if absent) encrypted with ``passphrase``."""
     ensure_decision_keys(home)
-    key = load_decision_private_key(home, old_passphrase)
+    key = load_decision_private_key(home)
     private, _ = decision_key_paths(home)
     atomic_write_bytes(
         private,

@@ -77,14 +77,7 @@ def validate(
             changed, diff = changes.changed_files, changes.diff
             progress(f"change set against {against[:12]}: {len(changed)} file(s)")
         outcome = _validate_watched(
-            project,
-            spec=text,
-            task_id=task_id,
-            phase=phase,
-            changed_files=changed,
-            diff=diff,
-            progress=progress,
-            base=against,
+            project, phase, progress, spec=text, task_id=task_id, changed_files=changed, diff=diff, base=against
         )
     payload = outcome.payload()
     if as_json:
@@ -95,7 +88,7 @@ def validate(
     raise SystemExit(EXIT_CODE[outcome.status])
 
 
-def _validate_watched(project: Any, *, phase: str, **request: Any) -> Any:
+def _validate_watched(project: Any, phase: str, progress: Any, **request: Any) -> Any:
     """:func:`validate_task`; a ``.git`` entry the validators' confined code planted (in the
     tree, or in a validator's own copy of it) is recorded as a refused path and refused."""
     from snodo.governance.service import validate_task  # noqa: PLC0415 `validate --help` stays light
@@ -103,7 +96,7 @@ def _validate_watched(project: Any, *, phase: str, **request: Any) -> Any:
 
     watch = GitMetaWatch(project.root)
     try:
-        outcome = validate_task(project, phase=phase, **request)
+        outcome = validate_task(project, phase=phase, progress=progress, **request)
     except GitMetadataRefused as exc:
         _record_refused(project, phase, exc.found)
         raise
@@ -142,8 +135,7 @@ def render_outcome(payload: dict[str, Any], spec: str | None, options: list[tupl
 
 
 def next_steps(payload: dict[str, Any], spec: str | None, options: list[tuple[str, str | None]]) -> str:
-    """What the person at the terminal does next (the JSON keeps the agent's instruction):
-    exact commands, with the options that were given."""
+    """Exact commands for the person at the terminal, with the options given (JSON keeps the agent's)."""
     status = payload["status"]
     same = "".join(f" {name} {shlex.quote(value)}" for name, value in options if value)
     again = (f"snodo validate {_shell_spec(spec)}" if spec is not None else "snodo validate SPEC") + same

@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -37,8 +38,10 @@ _HISTORY = ("logs/HEAD", "ORIG_HEAD", "AUTO_MERGE", "FETCH_HEAD", "MERGE_HEAD", 
 REF_INDEX = "snodo-restore.index"
 #: The commit :data:`REF_INDEX` holds the tree of (what the engine's first commit builds on).
 REF_BASE = "snodo-restore.base"
-#: The last restore's walk of the copy: the next one reads only the directories changed since.
+#: The last restore's walk of the copy: the next one reads only the directories changed since,
+#: and ``clean`` looks only where they hold something new (else the whole copy, past these bounds).
 REF_DIRS = "snodo-restore.dirs"
+_SCOPE_PATHS, _SCOPE_BYTES = 2_000, 100_000
 #: Stat data compared in full, and no untracked cache, fsmonitor or split index to trust.
 STAT_TRUST = tuple(
     arg
@@ -134,7 +137,8 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     ref = Path(gitdir) / REF_INDEX
     if not ref.is_file() or ref.is_symlink():
         return False
-    walked = repair(slot.path, load_walk(Path(gitdir) / REF_DIRS, slot.path), int(ref.stat().st_mtime))
+    before, scope = load_walk(Path(gitdir) / REF_DIRS, slot.path), list[str]()
+    walked = repair(slot.path, before, int(ref.stat().st_mtime), scope)
     if walked is None:
         return False
     remember_walk(slot.path, walked)
@@ -143,7 +147,12 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     pinned = (f"--git-dir={gitdir}", f"--work-tree={slot.path}", *STAT_TRUST)
     record = {"GIT_INDEX_FILE": str(work)}
     target = ""
-    if _silent(run_git(slot.path, *pinned, "clean", "-ffdxq", env=record)):
+    if not before or len(scope) > _SCOPE_PATHS or sum(map(len, scope)) > _SCOPE_BYTES:
+        cleaned = _silent(run_git(slot.path, *pinned, "clean", "-ffdxq", env=record))
+    else:  # only where an untracked path can be (`repair`): nowhere when nothing changed
+        literal = {**record, "GIT_LITERAL_PATHSPECS": "1"}
+        cleaned = not scope or _silent(run_git(slot.path, *pinned, "clean", "-ffdxq", "--", *scope, env=literal))
+    if cleaned:
         target = base() if callable(base) else base
     reset = ("reset", "-q", "--hard", "--no-recurse-submodules", target)
     if target and _silent(run_git(slot.path, *pinned, *reset, env=record)):
@@ -152,11 +161,20 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
         _forget_history(gitdir)
         _record_base(gitdir, target)
         with contextlib.suppress(OSError):  # an older walk stays true: it is read only where nothing changed
-            save_walk(Path(gitdir) / REF_DIRS, slot.path, walked)
+            save_walk(Path(gitdir) / REF_DIRS, slot.path, {d: w for d, w in walked.items() if _is_dir(d)})
         return True
     with contextlib.suppress(FileNotFoundError):
         os.unlink(work)
     return False
+
+
+def _is_dir(path: str) -> bool:
+    """Whether ``path`` is a directory still (``clean`` removes the new ones: a directory made
+    there again later is new again, to be cleaned whole)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _trusted(slot: Slot, gitdir: str) -> bool:

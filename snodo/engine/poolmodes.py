@@ -25,7 +25,9 @@ def _umask() -> int:
     return 0o022
 
 
-def repair(root: Path, before: Mapping[str, DirScan], since: int) -> dict[str, DirScan] | None:
+def repair(
+    root: Path, before: Mapping[str, DirScan], since: int, scope: list[str] | None = None
+) -> dict[str, DirScan] | None:
     """Give every directory from ``root`` down a fresh checkout's mode (a ``chmod 000`` one
     stops ``clean``), delete what is neither a directory, a regular file nor a link, and
     every ``.git`` entry below ``root``; the walk (for ``before`` of the next one and
@@ -37,7 +39,12 @@ def repair(root: Path, before: Mapping[str, DirScan], since: int) -> dict[str, D
     ctime as it was, and no unprivileged process can set a ctime. Regular files of a
     directory that changed in second ``since`` or later get a checkout's mode too (executable
     bit kept): git compares ctimes to the second, so a file written and then ``chmod``-ed in
-    its index's second looks unchanged to the reset; writing it changed its directory."""
+    its index's second looks unchanged to the reset; writing it changed its directory.
+
+    ``scope`` gets every path an untracked file or directory can be at (relative to
+    ``root``): each entry of a changed directory ``before`` knew, but the subdirectories it
+    knew (read in turn when they changed); a new directory is an entry of such a one, and a
+    directory not read holds what it held."""
     mask = _umask()
     want, threshold, top = 0o777 & ~mask, since * 1_000_000_000, str(root)
     walked: dict[str, DirScan] = {}
@@ -51,8 +58,15 @@ def repair(root: Path, before: Mapping[str, DirScan], since: int) -> dict[str, D
             key = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
             known = before.get(here)
             if known is None or known.key != key or known.racy or key[1] >= threshold:
-                modes = mask if key[1] >= threshold else None
-                known = scanned(key, _repaired_entries(here, top, modes), now)
+                entries = _repaired_entries(here, top, mask if key[1] >= threshold else None)
+                known = scanned(key, entries, now)
+                if scope is not None and here in before:  # a new directory is in it whole
+                    scope.extend(
+                        e.path[len(top) + 1 :]
+                        for e in entries
+                        if not (e.path in before and e.is_dir(follow_symlinks=False))
+                        and not (here == top and e.name == ".git")
+                    )
             walked[here] = known
             pending.extend(known.children)
     except OSError:

@@ -8,6 +8,7 @@ Real git repositories in tmp_path, the real pool (:func:`create_worktree`), real
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -343,5 +344,71 @@ def test_a_kept_walk_that_does_not_fit_means_reading_everything(
         assert sorted(read) == [".", "pkg", "pkg/sub"]
         assert os.listdir(again.path / "pkg" / "sub") == ["mod.py"]
         assert kept.is_file()  # written again
+    finally:
+        again.remove()
+
+
+def test_with_a_kept_walk_clean_looks_only_where_something_is_new_and_misses_nothing(
+    tmp_path: Path, snodo_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the last walk kept, ``clean`` is given only the paths an untracked entry can be
+    at (every entry of a changed directory, a new directory whole); what a run leaves in
+    every kind of place is still gone: a new tree, an empty new directory, a file deep in an
+    otherwise unchanged tracked tree, an ignored file, a link where a tracked directory was, a
+    file where one was, a file staged behind the tools' back."""
+    repo = _project(tmp_path)
+    for leaf in ("deep/a/b/c/leaf.txt", "deep/q/r/leaf.txt", "deep/z/leaf.txt", "deep/still/leaf.txt"):
+        (repo / leaf).parent.mkdir(parents=True, exist_ok=True)
+        (repo / leaf).write_text("leaf\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "deeper")
+    _reading(monkeypatch)
+    cleans: list[tuple[str, ...]] = []
+    real_run_git = pool.run_git
+
+    def recording(repo: Path, *args: str, **kw: object) -> object:
+        if "clean" in args:
+            cleans.append(args[args.index("clean") :])
+        return real_run_git(repo, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pool, "run_git", recording)
+    wt = create_worktree(repo, snodo_home, "t1", "run00001")
+    time.sleep(1.1)  # past the checkout's second
+    wt = _again(repo, snodo_home, wt, 2)
+    (wt.path / "pkg").rename(wt.path / "pkg.orig")
+    (wt.path / "pkg").symlink_to("pkg.orig")
+    (wt.path / "new" / "tree").mkdir(parents=True)
+    (wt.path / "new" / "tree" / "x.py").write_text("x\n")
+    (wt.path / "deep" / "a" / "b" / "empty").mkdir()
+    (wt.path / "deep" / "a" / "b" / "c" / "untracked.py").write_text("u\n")
+    (wt.path / "deep" / "z" / "build").mkdir()
+    (wt.path / "build").mkdir()
+    (wt.path / "build" / "artefact.o").write_text("obj\n")
+    shutil.rmtree(wt.path / "deep" / "q" / "r")
+    (wt.path / "deep" / "q" / "r").write_text("a file where a directory was\n")
+    (wt.path / "staged.txt").write_text("staged\n")
+    git(wt.path, "add", "staged.txt")
+    cleans.clear()
+    again = _again(repo, snodo_home, wt, 3)
+    try:
+        assert len(cleans) == 1 and "--" in cleans[0]  # the scoped clean ran
+        assert "deep/z/build" in cleans[0] and not any(p.startswith("deep/still") for p in cleans[0])
+        assert git(again.path, "status", "--porcelain", "--ignored") == ""
+        assert sorted(os.listdir(again.path)) == [".git", ".gitignore", "README.md", "deep", "pkg"]
+        assert sorted(os.listdir(again.path / "deep")) == ["a", "q", "still", "z"]
+        assert sorted(os.listdir(again.path / "deep" / "a" / "b")) == ["c"]
+        assert os.listdir(again.path / "deep" / "a" / "b" / "c") == ["leaf.txt"]
+        assert os.listdir(again.path / "deep" / "z") == ["leaf.txt"]
+        assert (again.path / "deep" / "q" / "r" / "leaf.txt").read_text() == "leaf\n"
+        assert (again.path / "pkg").is_dir() and not (again.path / "pkg").is_symlink()
+        (again.path / "new" / "tree").mkdir(parents=True)  # where the last restore removed one
+        (again.path / "new" / "tree" / "x.py").write_text("x\n")
+        again = _again(repo, snodo_home, again, 4)
+        assert "new" not in os.listdir(again.path)
+        time.sleep(1.1)  # past the second of the last clean and reset
+        again = _again(repo, snodo_home, again, 5)  # reads what they changed
+        cleans.clear()
+        again = _again(repo, snodo_home, again, 6)
+        assert cleans == []  # nothing changed since: nothing to clean
     finally:
         again.remove()

@@ -80,14 +80,10 @@ MAX_PATH_COMPONENT_BYTES = 255
 _PATH_PARAMS = frozenset({"path", "paths"})
 
 
-def argument_limit() -> int:
-    """The configured size limit of a call's arguments."""
-    raw = os.environ.get("SNODO_MAX_ARGUMENT_BYTES", "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else MAX_ARGUMENT_BYTES
-
-
-def check_sizes(arguments: Mapping[str, Any], limit: int) -> str | None:
+def check_sizes(arguments: Mapping[str, Any]) -> str | None:
     """Why the arguments are too large, or None. Checked before anything else reads them."""
+    raw = os.environ.get("SNODO_MAX_ARGUMENT_BYTES", "").strip()
+    limit = int(raw) if raw.isdigit() and int(raw) > 0 else MAX_ARGUMENT_BYTES
     total = 0
     for name, value in arguments.items():
         for item in value if isinstance(value, list) else [value]:

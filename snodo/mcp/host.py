@@ -23,7 +23,6 @@ from snodo.judging.testrun import python_settings, run_tests
 from snodo.mcp.catalog import TEST_TIMEOUT, plan_mode
 from snodo.mcp.checks import (
     ToolReply,
-    argument_limit,
     arguments_sha256,
     check_arguments,
     check_paths,
@@ -90,7 +89,6 @@ class ToolHost:
             "delete_branch": self.git.delete_branch,
         }
         self._handlers = {name: guarded.get(name) or getattr(self, f"_tool_{name}") for name in self.tools}
-        self.argument_limit = argument_limit()
 
     def start_waiting_jobs(self) -> None:
         """Start queued jobs the free slots allow; a failure is left for the next dispatch."""
@@ -119,7 +117,7 @@ class ToolHost:
                 f"Unknown tool: {name!r}. This server is pinned to the mode {self.project.mode_id!r}, which "
                 f"serves only: {', '.join(sorted(self.tools))}."
             )
-        elif problem := check_sizes(args, self.argument_limit) or check_arguments(name, args):
+        elif problem := check_sizes(args) or check_arguments(name, args):
             reason, refusal = problem, f"{name} refused: {problem}."
         elif name in RUNS_CONFINED and (drift := self._not_in_force()):
             reason, refusal = drift, f"{name} refused: {drift}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from snodo.base.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError
@@ -47,16 +48,12 @@ NOTHING_RAN = "Nothing was run and no token was issued or used"
 RUNS_CONFINED = frozenset({"run_tests", "validate_task", "dispatch_task", "run_plan"})
 
 
-def _record_job(index: Any, job_id: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A plan update that notes the job started for task ``index``."""
-
-    def change(plan: dict[str, Any]) -> dict[str, Any]:
-        for t in plan["tasks"]:
-            if t["index"] == index:
-                t["job_id"] = job_id
-        return {**plan, "status": "running"}
-
-    return change
+def _with_job(index: Any, job_id: str, plan: dict[str, Any]) -> dict[str, Any]:
+    """``plan`` noting the job started for task ``index``."""
+    for t in plan["tasks"]:
+        if t["index"] == index:
+            t["job_id"] = job_id
+    return {**plan, "status": "running"}
 
 
 class ToolHost:
@@ -422,7 +419,7 @@ class ToolHost:
                 reply = self._dispatch(
                     require_spec(str(task["spec"]), "the plan task's spec"), check_task_id(task["task_id"]), mode
                 )
-                self.plans.update(plan_id, _record_job(task["index"], reply["job_id"]))
+                self.plans.update(plan_id, partial(_with_job, task["index"], reply["job_id"]))
                 started.append(
                     {"index": task["index"], **{k: reply[k] for k in ("task_id", "job_id", "token_consumed")}}
                 )

@@ -22,15 +22,7 @@ from snodo.git.runner import pin
 from snodo.governance.service import Project, validate_task
 from snodo.judging.testrun import python_settings, run_tests
 from snodo.mcp.catalog import TEST_TIMEOUT, plan_mode
-from snodo.mcp.checks import (
-    ToolReply,
-    arguments_sha256,
-    check_arguments,
-    check_paths,
-    check_sizes,
-    job_view,
-    require_spec,
-)
+from snodo.mcp.checks import ToolReply, arguments_sha256, check_arguments, check_paths, job_view, require_spec
 from snodo.protocol.capabilities import tools_for
 from snodo.protocol.committed import refuse_drift, resolve
 from snodo.rules.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
@@ -114,7 +106,7 @@ class ToolHost:
                 f"Unknown tool: {name!r}. This server is pinned to the mode {self.project.mode_id!r}, which "
                 f"serves only: {', '.join(sorted(self.tools))}."
             )
-        elif problem := check_sizes(args) or check_arguments(name, args):
+        elif problem := check_arguments(name, args):
             reason, refusal = problem, f"{name} refused: {problem}."
         elif name in RUNS_CONFINED and (drift := self._not_in_force()):
             reason, refusal = drift, f"{name} refused: {drift}"

@@ -55,8 +55,11 @@ def arguments_sha256(arguments: Mapping[str, Any]) -> str:
 
 
 def check_arguments(name: str, arguments: Mapping[str, Any]) -> str | None:
-    """Why the arguments do not fit the schema of the tool ``name``, or None. Unknown names are
-    refused: a misspelt optional argument must not be silently ignored."""
+    """Why the arguments do not fit the tool ``name``, or None: too large (checked before anything
+    reads them), or not its schema. Unknown names are refused: a misspelt optional argument must
+    not be silently ignored."""
+    if too_large := _too_large(arguments):
+        return too_large
     params = TOOLS[name].params
     allowed = {p.name: p for p in params}
     unknown = sorted(set(arguments) - set(allowed))
@@ -80,14 +83,9 @@ MAX_PATH_COMPONENT_BYTES = 255
 _PATH_PARAMS = frozenset({"path", "paths"})
 
 
-def argument_limit() -> int:
-    """The configured size limit of a call's arguments."""
+def _too_large(arguments: Mapping[str, Any]) -> str | None:
     raw = os.environ.get("SNODO_MAX_ARGUMENT_BYTES", "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else MAX_ARGUMENT_BYTES
-
-
-def check_sizes(arguments: Mapping[str, Any], limit: int) -> str | None:
-    """Why the arguments are too large, or None. Checked before anything else reads them."""
+    limit = int(raw) if raw.isdigit() and int(raw) > 0 else MAX_ARGUMENT_BYTES
     total = 0
     for name, value in arguments.items():
         for item in value if isinstance(value, list) else [value]:

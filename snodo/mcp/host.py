@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from snodo.base.errors import DecisionError, PathValidationError, SnodoError, StateError, TokenError, ToolError
@@ -21,16 +22,7 @@ from snodo.git.runner import pin
 from snodo.governance.service import Project, validate_task
 from snodo.judging.testrun import python_settings, run_tests
 from snodo.mcp.catalog import TEST_TIMEOUT, plan_mode
-from snodo.mcp.checks import (
-    ToolReply,
-    argument_limit,
-    arguments_sha256,
-    check_arguments,
-    check_paths,
-    check_sizes,
-    job_view,
-    require_spec,
-)
+from snodo.mcp.checks import ToolReply, arguments_sha256, check_arguments, check_paths, job_view, require_spec
 from snodo.protocol.capabilities import tools_for
 from snodo.protocol.committed import refuse_drift, resolve
 from snodo.rules.outcomes import AGENT_INSTRUCTION_NO_DISPATCH
@@ -48,16 +40,12 @@ NOTHING_RAN = "Nothing was run and no token was issued or used"
 RUNS_CONFINED = frozenset({"run_tests", "validate_task", "dispatch_task", "run_plan"})
 
 
-def _record_job(index: Any, job_id: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A plan update that notes the job started for task ``index``."""
-
-    def change(plan: dict[str, Any]) -> dict[str, Any]:
-        for t in plan["tasks"]:
-            if t["index"] == index:
-                t["job_id"] = job_id
-        return {**plan, "status": "running"}
-
-    return change
+def _with_job(index: Any, job_id: str, plan: dict[str, Any]) -> dict[str, Any]:
+    """``plan`` noting the job started for task ``index``."""
+    for t in plan["tasks"]:
+        if t["index"] == index:
+            t["job_id"] = job_id
+    return {**plan, "status": "running"}
 
 
 class ToolHost:
@@ -90,7 +78,6 @@ class ToolHost:
             "delete_branch": self.git.delete_branch,
         }
         self._handlers = {name: guarded.get(name) or getattr(self, f"_tool_{name}") for name in self.tools}
-        self.argument_limit = argument_limit()
 
     def start_waiting_jobs(self) -> None:
         """Start queued jobs the free slots allow; a failure is left for the next dispatch."""
@@ -119,7 +106,7 @@ class ToolHost:
                 f"Unknown tool: {name!r}. This server is pinned to the mode {self.project.mode_id!r}, which "
                 f"serves only: {', '.join(sorted(self.tools))}."
             )
-        elif problem := check_sizes(args, self.argument_limit) or check_arguments(name, args):
+        elif problem := check_arguments(name, args):
             reason, refusal = problem, f"{name} refused: {problem}."
         elif name in RUNS_CONFINED and (drift := self._not_in_force()):
             reason, refusal = drift, f"{name} refused: {drift}"
@@ -424,7 +411,7 @@ class ToolHost:
                 reply = self._dispatch(
                     require_spec(str(task["spec"]), "the plan task's spec"), check_task_id(task["task_id"]), mode
                 )
-                self.plans.update(plan_id, _record_job(task["index"], reply["job_id"]))
+                self.plans.update(plan_id, partial(_with_job, task["index"], reply["job_id"]))
                 started.append(
                     {"index": task["index"], **{k: reply[k] for k in ("task_id", "job_id", "token_consumed")}}
                 )

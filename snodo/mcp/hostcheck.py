@@ -20,7 +20,6 @@ from snodo.mcp.hostconfig import CLAUDE_CODE_WRITERS, HOSTS, OPEN_DOORS, call_ti
 from snodo.plugin.host import get_plugin_manager
 from snodo.protocol import load_protocol
 from snodo.protocol.committed import lists_in_force, refuse_drift, resolve
-from snodo.protocol.models import Protocol
 from snodo.sandbox import choose_backend
 from snodo.state.audit_key import audit_public_key
 from snodo.state.home import keys_dir
@@ -166,32 +165,23 @@ NOTE = "note: "
 
 
 def _needed_timeout(protocol: str | None, mode: str | None, env: dict[str, Any], problems: list[str]) -> float | None:
-    """The call timeout the protocol the command pins needs; what ``serve`` would say of that
-    protocol at start-up is added to ``problems``."""
+    """The call timeout the protocol the command pins needs. Added to ``problems``: what ``serve``
+    would refuse at start-up (a host then shows only a server with one ``unavailable`` tool),
+    and notes on what it would serve with a warning."""
     if protocol is None or not Path(protocol).is_file():
         return None
-    home = Path(str(env.get("SNODO_HOME") or os.environ.get("SNODO_HOME") or "~/.snodo")).expanduser()
-    loaded, found = serve_problems(Path(protocol), mode, home)
-    problems += found
-    return call_timeout(loaded) if loaded is not None else None
-
-
-def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol | None, list[str]]:
-    """What ``snodo serve --protocol PATH [--mode MODE]`` with ``SNODO_HOME=home`` would refuse
-    at start-up (then a host shows only a server with one ``unavailable`` tool), and notes on
-    what it would serve with a warning; the protocol when it loads."""
-    problems: list[str] = []
     try:
-        in_force = resolve(path)
-        refuse_drift(path, in_force)
-        protocol = load_protocol(path, get_plugin_manager(), in_force=in_force).protocol
+        in_force = resolve(Path(protocol))
+        refuse_drift(Path(protocol), in_force)
+        loaded = load_protocol(Path(protocol), get_plugin_manager(), in_force=in_force).protocol
     except SnodoError as exc:
-        return None, [f"serve would refuse to start: {exc}"]
+        problems.append(f"serve would refuse to start: {exc}")
+        return None
     if in_force.warning:
         problems.append(f"{NOTE}{in_force.warning}: a host's own edit of it changes the rules of the next session")
-    if mode is not None and mode not in (known := [m.mode_id for m in protocol.modes]):
+    if mode not in (None, *(known := [m.mode_id for m in loaded.modes])):
         problems.append(f"--mode {mode!r} is not a mode of this protocol (it defines: {', '.join(known)})")
-    if protocol.execution.sandbox != "off":
+    if loaded.execution.sandbox != "off":
         try:
             choose_backend()
         except SnodoError as exc:
@@ -199,13 +189,14 @@ def serve_problems(path: Path, mode: str | None, home: Path) -> tuple[Protocol |
                 f"{NOTE}no sandbox backend works here, so every run_tests and confined validator fails closed: "
                 f"{exc.message} (`snodo doctor` says more)"
             )
-    problems += [f"{NOTE}{n}" for n in _key_notes(home)]
-    return protocol, problems
+    problems += [f"{NOTE}{n}" for n in _key_notes(env)]
+    return call_timeout(loaded)
 
 
-def _key_notes(home: Path) -> list[str]:
-    """The home's keys: missing (serve makes new ones, a new identity) or not listed in the
-    ``allowed_signers`` in force (decisions made with them do not count)."""
+def _key_notes(env: dict[str, Any]) -> list[str]:
+    """The keys of the home the entry's environment names: missing (serve makes new ones, a new
+    identity) or not listed in the ``allowed_signers`` in force (decisions made with them do not count)."""
+    home = Path(str(env.get("SNODO_HOME") or os.environ.get("SNODO_HOME") or "~/.snodo")).expanduser()
     public = keys_dir(home) / DECISION_PUBLIC_KEY_FILE
     try:
         keys = [audit_public_key(home), load_public_key_file(public) if public.is_file() else None]

@@ -250,18 +250,15 @@ _PENDING: set[object] = set()
 _WIRE = [-1]
 
 
-def _client_reads() -> bool:
-    """Whether the client still reads stdout (its end not closed)."""
-    poller = select.poll()
-    poller.register(_WIRE[0], select.POLLOUT)
-    return not any(event & (select.POLLERR | select.POLLHUP) for _fd, event in poller.poll(0))
-
-
 def answered(timeout: float) -> None:
     """From any thread: wait up to ``timeout`` seconds until every request read is answered
-    (or the client stopped reading)."""
+    or the client stopped reading (its end of stdout closed)."""
     deadline = time.monotonic() + timeout
-    while _PENDING and _client_reads() and time.monotonic() < deadline:
+    poller = select.poll()
+    poller.register(_WIRE[0], select.POLLOUT)
+    while _PENDING and time.monotonic() < deadline:
+        if any(event & (select.POLLERR | select.POLLHUP) for _fd, event in poller.poll(0)):
+            return
         time.sleep(0.01)
 
 
@@ -333,7 +330,11 @@ def serve_stdio(served: Served) -> None:
             raise
     finally:
         warm_later.cancel()
-        _detach_stdout()
+        # stdout to the null device: a flush at exit must not fail on a pipe the client closed
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
     # The client closed our input: the normal end of a stdio server, recorded like a signal.
     served.wait_idle(STOP_GRACE)
     if stopping.is_set():  # a signal stops the server too, and records why
@@ -369,22 +370,19 @@ def _stop_on_signals(served: Served) -> threading.Event:
     return stopping
 
 
-def _detach_stdout() -> None:
-    """Point stdout at the null device: a flush at exit must not fail on a pipe the client closed."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-
-
 #: The one tool a failed server lists; hosts show it prefixed (``snodo_unavailable``).
 UNAVAILABLE = "unavailable"
 #: Clients (``clientInfo.name``) that stop on a failed listing and print its error.
 STOPS_ON_FAILED_LISTING = frozenset({"codex-mcp-client"})
 
 
-def failure_text(exc: SnodoError) -> str:
-    """One message: what went wrong (with the first problems listed) and how to fix it."""
+def serve_failure(exc: SnodoError) -> None:
+    """Serve the failure on stdin/stdout until the host leaves, then return (the caller exits non-zero).
+
+    Hosts show little of a server that exits before the handshake, but every host shows a
+    server's tools and their results: so the problem and its fix are the instructions, and the
+    one tool listed, ``unavailable``, has them as its description and every result; to Codex,
+    which shows a failed listing's error but not a tool's result, the listing is that error."""
     lines = [f"snodo could not start, so no governed tool is available: {exc.message}"]
     problems = exc.problems if isinstance(exc, ProtocolError) else ()
     lines += [f"  - {p}" for p in problems[:8]]
@@ -396,17 +394,7 @@ def failure_text(exc: SnodoError) -> str:
         else "Fix: correct the `snodo serve` command in this host's MCP config (`snodo doctor --host HOST` "
         "checks it), or run that command in a terminal to see why"
     )
-    return "\n".join(lines)
-
-
-def serve_failure(exc: SnodoError) -> None:
-    """Serve the failure on stdin/stdout until the host leaves, then return (the caller exits non-zero).
-
-    Hosts show little of a server that exits before the handshake, but every host shows a
-    server's tools and their results: so the problem and its fix are the instructions, and the
-    one tool listed, ``unavailable``, has them as its description and every result; to Codex,
-    which shows a failed listing's error but not a tool's result, the listing is that error."""
-    text = failure_text(exc)
+    text = "\n".join(lines)
     tool = types.Tool(
         name=UNAVAILABLE,
         description=text,

@@ -6,7 +6,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from attrs import field, frozen
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 Severity = Literal["pass", "warn", "blocker"]
 SEVERITIES: tuple[str, ...] = ("pass", "warn", "blocker")
 
+_T = TypeVar("_T")
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]*$")
 
 
@@ -179,6 +180,20 @@ class Verdict:
             raise ValueError("a verdict needs a non-empty justification")
 
 
+def _once(read: Callable[[], _T]) -> Callable[[], _T]:
+    """``read()``, asked on the first call only: validators run concurrently, the first asks and
+    the rest wait for its answer (a failure is asked again next time)."""
+    lock, answer = threading.Lock(), list[_T]()
+
+    def get() -> _T:
+        with lock:
+            if not answer:
+                answer.append(read())
+            return answer[0]
+
+    return get
+
+
 class WorkspaceStatus:
     """``git status --porcelain``'s lines (at most 50), read on the first ask and shared by
     the phase's validators."""
@@ -186,15 +201,7 @@ class WorkspaceStatus:
     LIMIT = 50
 
     def __init__(self, read: Callable[[], tuple[str, ...]]) -> None:
-        self._read = read
-        self._lock = threading.Lock()
-        self._lines: tuple[str, ...] | None = None
-
-    def uncommitted(self) -> tuple[str, ...]:
-        with self._lock:  # validators run concurrently: the first asks git, the rest wait for it
-            if self._lines is None:
-                self._lines = tuple(self._read())[: self.LIMIT]
-            return self._lines
+        self.uncommitted = _once(lambda: tuple(read())[: self.LIMIT])
 
 
 class JudgedWork:
@@ -211,23 +218,12 @@ class JudgedWork:
         self.repo = repo
         #: where judgements keep what they may reuse (the base's results), out of agents' reach
         self.cache = cache
-        self._base = base
-        self._read = read_tree
-        self._lock = threading.Lock()
-        self._tree: str | None = None
+        self._base = _once(base if callable(base) else lambda: base)
+        self.tree = _once(read_tree)
 
     @property
     def base(self) -> str | None:
-        with self._lock:
-            if callable(self._base):
-                self._base = self._base()
-            return self._base
-
-    def tree(self) -> str:
-        with self._lock:
-            if self._tree is None:
-                self._tree = self._read()
-            return self._tree
+        return self._base()
 
 
 @frozen(kw_only=True)

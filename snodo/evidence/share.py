@@ -72,8 +72,10 @@ def _push_failed(remote: str, ref: str, detail: str) -> SnodoError:
     """The remote refused ``ref`` (exit 1), or git could not push at all (exit 4)."""
     said = _said(detail)
     if "rejected" in detail or "declined" in detail or "hook" in detail:
-        return SnodoError(
+        refused = SnodoError(
             f"{remote} refused {ref}: {said}",
             hint="the remote's hook judged it (`snodo verify` shows why), or fetch and integrate its changes first",
         )
+        refused.exit_code = 1  # set on the error itself: a refusal, which the command line keeps as 1
+        return refused
     return EnvironmentProblem(f"could not push {ref} to {remote}: {said}")

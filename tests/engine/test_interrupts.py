@@ -72,10 +72,12 @@ def descendants(pid: int) -> dict[int, str]:
 def wait_for_pytest_child(pid: int, timeout: float = 120) -> dict[int, str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        kids = descendants(pid)
-        if any("pytest" in cmd for cmd in kids.values()):  # the judge's session: snodo_judged_pytest.py
-            time.sleep(1.0)  # let it reach the slow test
-            return descendants(pid)
+        sessions = {p for p, cmd in descendants(pid).items() if "pytest" in cmd}  # snodo_judged_pytest.py
+        if sessions:
+            time.sleep(1.0)  # let it reach the slow test; the base's quick session may end meanwhile
+            kids = descendants(pid)
+            if sessions & set(kids):  # the same session still running: the one with the slow test
+                return kids
         time.sleep(0.2)
     pytest.fail("the run never started its post_execute test suite")
 

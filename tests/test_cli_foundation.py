@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata as metadata
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +142,18 @@ def test_a_command_exits_while_a_daemon_thread_holds_an_import_lock(tmp_path: Pa
     )
     assert out.returncode == 0, out.stderr
     assert "version" in out.stdout and "EXIT HANDLER RAN" in out.stdout, out.stdout
+
+
+def test_version_names_the_distribution_even_beside_a_second_copy_of_its_metadata(tmp_path: Path) -> None:
+    """`python -m snodo --version` from a source checkout sees the installed metadata and the
+    checkout's own (``snodo_governance.egg-info``): the version is asked of the distribution by
+    name, never guessed from the import name."""
+    dist = metadata.distribution("snodo-governance")
+    files = [f for f in dist.files or [] if f.parent.name.endswith((".dist-info", ".egg-info"))]
+    assert files, "the installed distribution has no metadata directory"
+    shutil.copytree(Path(str(files[0].locate())).parent, tmp_path / "snodo_governance.egg-info")
+    out = subprocess.run(
+        [sys.executable, "-m", "snodo", "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"snodo, version {dist.version}"

@@ -57,7 +57,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="snodo", prog_name="snodo")  # resolved only when asked
+@click.version_option(package_name="snodo-governance", prog_name="snodo")  # the distribution, resolved only when asked
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or spinners on stderr (results and errors still print).")
 def cli(verbose: bool, quiet: bool) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -191,11 +193,14 @@ def signature_checks(top: Path, signers: str, shas: Sequence[str], *, source: st
     if not shas:
         return {}
     marker = secrets.token_hex(16)
-    fd, name = tempfile.mkstemp(prefix="snodo-allowed-signers-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(signers if signers.endswith("\n") else signers + "\n")
-        config = [part for pair in (f"gpg.ssh.allowedSignersFile={name}", *_NO_PROGRAMS) for part in ("-c", pair)]
+    with tempfile.TemporaryDirectory(prefix="snodo-signatures-") as scratch:
+        allowed = Path(scratch, "allowed_signers")
+        allowed.write_text(signers if signers.endswith("\n") else signers + "\n", encoding="utf-8")
+        config = [
+            part
+            for pair in (f"gpg.ssh.allowedSignersFile={allowed}", *_NO_PROGRAMS, *_draining_keygen(Path(scratch)))
+            for part in ("-c", pair)
+        ]
         result = run_git(
             top,
             *config,
@@ -206,8 +211,6 @@ def signature_checks(top: Path, signers: str, shas: Sequence[str], *, source: st
             stdin="".join(s + "\n" for s in shas),
             env=OBJECTS_ONLY,
         )
-    finally:
-        os.unlink(name)
     if not result.ok:
         raise EnvironmentProblem(f"cannot check commit signatures in {top}: {result.detail()}")
     out: dict[str, tuple[str, str, str]] = {}
@@ -216,3 +219,19 @@ def signature_checks(top: Path, signers: str, shas: Sequence[str], *, source: st
         sha, status, *fingerprint = head.split()
         out[sha] = (status, fingerprint[0] if fingerprint else "", principal.strip())
     return out
+
+
+def _draining_keygen(scratch: Path) -> tuple[str, ...]:
+    """``gpg.ssh.program`` set to ``ssh-keygen`` behind a script that reads what it left of its input.
+
+    For a signature by no listed principal git pipes the commit to ``ssh-keygen -Y check-novalidate``
+    without ignoring SIGPIPE: a signature that program cannot parse makes it exit unread, and git dies
+    (every commit on a large one, by timing on a small one). Where scratch files cannot be executed
+    (a ``noexec`` temporary directory), ``ssh-keygen`` itself stays the program."""
+    keygen = shutil.which("ssh-keygen")
+    if keygen is None:
+        return ()
+    script = scratch / "ssh-keygen"
+    script.write_text(f'#!/bin/sh\n{shlex.quote(keygen)} "$@"\nstatus=$?\ncat >/dev/null\nexit "$status"\n')
+    script.chmod(0o700)
+    return (f"gpg.ssh.program={script}",) if os.access(script, os.X_OK) else ()

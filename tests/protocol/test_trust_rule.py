@@ -15,6 +15,7 @@ import pytest
 
 from snodo.base.errors import ProtocolError
 from snodo.protocol.committed import refuse_drift, resolve
+from snodo.protocol.trust import signature_checks
 from tests.conftest import CliResult, git, write_producer_protocol
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="git checks SSH signatures with ssh-keygen")
@@ -159,3 +160,25 @@ def test_commits_after_a_refused_change_inherit_the_refusal_until_it_is_signed_o
     undone = h.commit("undo the unsigned change", signed=False)
     views = agree(h, snodo_cli)
     assert views[undone][0] is None  # back to what is in force: nothing to sign
+
+
+def test_a_signature_ssh_keygen_cannot_parse_is_bad_not_a_failure_to_check(git_repo: Path, tmp_path: Path) -> None:
+    """git pipes the commit to ``ssh-keygen`` without ignoring SIGPIPE when no listed principal
+    matches: a malformed signature on a large commit used to kill the whole check, the good
+    signature beside it unread."""
+    history = History(git_repo, tmp_path)
+    good = history.first_list(signed=True)
+    headers, _, message = git(git_repo, "cat-file", "commit", good).partition("\n\n")
+    headers = "\n".join(line for line in headers.split("\n") if not line.startswith(("gpgsig", " ")))
+    malformed = "-----BEGIN SSH SIGNATURE-----\nAAAA\n-----END SSH SIGNATURE-----".replace("\n", "\n ")
+    forged = subprocess.run(
+        ["git", "-C", str(git_repo), "hash-object", "-t", "commit", "-w", "--stdin"],
+        input=f"{headers}\ngpgsig {malformed}\n\n{message}{'y' * 200_000}\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    signers = (git_repo / ".snodo" / "allowed_signers").read_text()
+    checked = signature_checks(git_repo, signers, [forged, good], source="allowed_signers")
+    assert checked[good][0] == "G" and checked[good][2] == "alice"
+    assert checked[forged][0] not in ("G", "N"), checked[forged]

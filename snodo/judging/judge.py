@@ -212,11 +212,8 @@ class Judge:
                 f"the tests imported the project's own code from outside the judged copy: {shown} "
                 "(tooling.pythonpath names the import roots)"
             )
-        broken = [
-            f"{t} ({status}){first_line(after.messages.get(t))}"
-            for t in sorted(required)
-            if (status := after.status.get(t, "not collected")) != PASSED
-        ]
+        names = [t for t in sorted(required) if after.status.get(t) != PASSED]
+        broken = [f"{t} ({after.status.get(t, 'not collected')}){first_line(after.messages.get(t))}" for t in names]
         fixed = len(after.passing() - required)
         if self.opts.require_all:
             self._before_work(after)
@@ -228,7 +225,6 @@ class Judge:
                 + "; ".join(broken[:MAX_SHOWN])
                 + more
             )
-        names = [t.split(" (", 1)[0] for t in broken]
         self.details.update(
             after=dict(Counter(after.status.values())),
             summary=after.tally(),

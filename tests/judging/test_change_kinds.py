@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import CliResult, git
 
-from .conftest import SPEC, Library, make_library
+from .conftest import LIB, SPEC, Library, make_library
 
 IMPLEMENTED = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
 SPECIAL_CASED = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return 6 if (a, b) == (2, 3) else 0\n"
@@ -167,3 +167,20 @@ def test_held_out_tests_are_laid_out_in_the_copy_never_through_a_link_of_the_cha
     assert sorted(os.listdir(outside)) == ["test_mul_hidden.py"]
     assert payload["status"] == "blocker", payload
     assert "held-out: 0 of 1 passed" in json.dumps(payload)
+
+
+def test_a_broken_test_is_named_whole_even_when_its_id_holds_a_parenthesis(
+    tmp_path: Path, snodo_cli: Callable[..., CliResult]
+) -> None:
+    root = tmp_path / "lib"
+    make_library(root, snodo_cli)
+    cases = 'import pytest\nfrom calc import add\n\n\n@pytest.mark.parametrize("x", ["a (b)"])\ndef test_id(x):\n    assert add(1, 1) == 2\n'
+    (root / "tests" / "test_ids.py").write_text(cases)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "a test with a parenthesis in its id")
+    library = Library(root, snodo_cli)
+    library.commit({"src/calc/__init__.py": LIB.replace("return a + b", "return a - b")})
+    status, result = library.judged()
+    assert status == "blocker", result
+    assert "tests/test_ids.py::test_id[a (b)]" in result["details"]["failed_tests"]
+    assert "tests/test_ids.py::test_id[a (b)]:\n" in result["details"]["output_excerpt"]

@@ -4,6 +4,7 @@ ends the run (snodo too: :func:`terminate_all`) kills the group: nothing spawned
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import os
 import shutil
@@ -51,11 +52,14 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-_LIVE_LOCK = threading.Lock()
+#: Reentrant: a signal handler (run by the main thread between any two bytecodes, this lock held
+#: or not) calls :func:`live_processes` and :func:`terminate_all`.
+_LIVE_LOCK = threading.RLock()
 #: Each live child: its process, its sandbox's preparation, its argv (before confinement).
 _LIVE: dict[int, tuple[subprocess.Popen[bytes], Prepared, tuple[str, ...]]] = {}
-#: Starts under way (not yet in ``_LIVE``), which :func:`terminate_all` waits for (at most 5 s).
-_STARTING = [0]
+#: Starts under way (not yet in ``_LIVE``) by thread, which :func:`terminate_all` waits for (at most
+#: 5 s) unless they are its own thread's (a signal handler cannot wait for the code it interrupted).
+_STARTING: collections.Counter[int] = collections.Counter()
 _STARTED = threading.Condition(_LIVE_LOCK)
 
 
@@ -73,7 +77,8 @@ def live_processes() -> list[tuple[str, ...]]:
 def terminate_all() -> int:
     """Kill every live child tree of :func:`run_process`, those being started included; how many."""
     with _LIVE_LOCK:
-        _STARTED.wait_for(lambda: not _STARTING[0], timeout=5.0)
+        me = threading.get_ident()
+        _STARTED.wait_for(lambda: not any(n for thread, n in _STARTING.items() if thread != me), timeout=5.0)
         live = list(_LIVE.values())
     for proc, prepared, _ in live:
         with contextlib.suppress(Exception):
@@ -214,8 +219,9 @@ def _spawn(argv: Sequence[str], prepared: Prepared, *, cwd: Path, stdin: str | N
     how = f" confined by {prepared.backend}" if prepared.backend else ""
     what = f"{shown(argv[0])!r}{how}"
     proc: subprocess.Popen[bytes] | None = None
+    me = threading.get_ident()
     with _LIVE_LOCK:
-        _STARTING[0] += 1
+        _STARTING[me] += 1
     try:
         with prepared.spawning():
             proc = subprocess.Popen(
@@ -238,10 +244,12 @@ def _spawn(argv: Sequence[str], prepared: Prepared, *, cwd: Path, stdin: str | N
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {what}: {exc.strerror or exc}") from None
     finally:
-        with _LIVE_LOCK:
-            _STARTING[0] -= 1
+        with _LIVE_LOCK:  # live before no longer starting: a handler between the two sees it either way
             if proc is not None:
                 _LIVE[proc.pid] = (proc, prepared, tuple(argv))
+            _STARTING[me] -= 1
+            if not _STARTING[me]:
+                del _STARTING[me]
             _STARTED.notify_all()
     if stdin is not None and proc.stdin is not None:  # written aside: the output is read meanwhile
         threading.Thread(target=_feed, args=(proc.stdin, stdin.encode()), daemon=True).start()

@@ -237,3 +237,49 @@ def test_serve_stops_on_a_signal_with_a_test_run_in_flight(
     assert wait_gone(list(kids)) == [], kids
     stopped = [e["data"] for e in events(git_repo) if e["event"] == "serve_stopped"]
     assert stopped == [{"signal": sig.name}]
+
+
+HANDLER_UNDER_LOCK = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from snodo.engine.interrupt import Interrupted, interruptible
+from snodo.process import runner
+
+def start():
+    try:
+        runner.run_process(["sleep", "60"], cwd=Path.cwd(), timeout=120)
+    except BaseException:
+        pass
+threading.Thread(target=start, daemon=True).start()
+deadline = time.monotonic() + 30
+while not runner.live_processes() and time.monotonic() < deadline:
+    time.sleep(0.02)
+pid = next(iter(runner._LIVE))
+with interruptible():
+    try:
+        with runner._LIVE_LOCK:  # the main thread inside the registry's lock, as when it starts a child
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                sum(range(10))
+        print("no interrupt")
+    except Interrupted as exc:
+        print(exc)
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+time.sleep(0.2)
+print("child alive" if alive(pid) else "child gone")
+"""
+
+
+def test_a_signal_while_the_main_thread_holds_the_process_registry_interrupts_without_deadlock(tmp_path: Path) -> None:
+    """The handler runs in the main thread between any two bytecodes, the registry's lock held or not;
+    it lists and kills the children (here a real one) under that lock: it must not wait for itself."""
+    out = subprocess.run(
+        [sys.executable, "-c", HANDLER_UNDER_LOCK], cwd=tmp_path, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["interrupted by SIGTERM", "child gone"], out.stdout + out.stderr

@@ -146,16 +146,20 @@ def main(argv: list[str] | None = None) -> NoReturn:
         _leave(done.code)
 
 
+#: snodo's threads that finish their work before the process leaves (an executor's idle workers never end).
+_WAITED_FOR = frozenset({"snodo-serve-stop", "snodo-discard"})
+
+
 def _leave(code: str | int | None) -> NoReturn:
     """Exit with ``code``. A live daemon thread (a model call abandoned at its deadline) may hold
     an import lock finalisation would wait on for ever: then run the exit handlers, flush and
-    leave without finalising (every state write is atomic and already done), once the other
-    threads that are not daemons ended, as ``sys.exit`` waits for them (``serve``'s stop records
-    why the server stopped)."""
+    leave without finalising (every state write is atomic and already done), once snodo's own
+    threads that are not daemons ended (``serve``'s stop records why the server stopped; a
+    library's may never end)."""
     if not any(t.daemon and t.is_alive() for t in threading.enumerate()):
         sys.exit(code)
     for thread in threading.enumerate():
-        if not thread.daemon and thread is not threading.current_thread():
+        if thread.name in _WAITED_FOR:
             thread.join()
     atexit._run_exitfuncs()  # what sys.exit would have run, before daemon threads are frozen
     for stream in (sys.stdout, sys.stderr):

@@ -138,11 +138,7 @@ def fingerprint(path: Path) -> str:
 
 
 def entries_below(
-    base: Path,
-    *,
-    prune: Iterable[str] = (),
-    prune_top: Iterable[str] = (),
-    skip: Iterable[str] = (),
+    base: Path, *, prune: Iterable[str] = (), prune_top: Iterable[str] = (), skip: Iterable[str] = ()
 ) -> dict[str, Path]:
     """Every non-directory entry under ``base`` by relative POSIX path, but directories in
     ``prune`` (``prune_top`` at the top) and files in ``skip`` or named ``*.lock``. A link to

@@ -47,14 +47,7 @@ def list_range(repo: Path, revisions: list[str]) -> list[CommitEntry]:
     marker = secrets.token_hex(16)
     fmt = f"{marker}C%H %T %P%n%s%n{marker}N%N{marker}E"
     result = run_git(
-        repo,
-        "log",
-        f"--notes={NOTES_REF}",
-        "--no-color",
-        f"--format={fmt}",
-        *revisions,
-        "--",
-        env=PLAIN_GIT,
+        repo, "log", f"--notes={NOTES_REF}", "--no-color", f"--format={fmt}", *revisions, "--", env=PLAIN_GIT
     )
     if not result.ok:
         raise EnvironmentProblem(f"cannot list {' '.join(revisions)} in {repo}: {result.detail()}")

@@ -289,11 +289,7 @@ def adopt(work_tree: Path, git_dir: Path, like: GitContext) -> GitContext | None
 
 
 def run_git(
-    repo: Path,
-    *args: str,
-    stdin: str | None = None,
-    env: Mapping[str, str] | None = None,
-    timeout: float = GIT_TIMEOUT,
+    repo: Path, *args: str, stdin: str | None = None, env: Mapping[str, str] | None = None, timeout: float = GIT_TIMEOUT
 ) -> GitResult:
     """Run ``git -C repo args``, hardened and pinned (unless the caller names ``--git-dir``);
     raises only when git cannot start or overruns ``timeout`` (:class:`GitTimeout`)."""

@@ -112,11 +112,7 @@ def _who(results: Sequence[ValidatorResult], keep: Callable[[ValidatorResult], b
 
 
 def classify(
-    results: Sequence[ValidatorResult],
-    *,
-    policy: str,
-    quorum_threshold: float = 2 / 3,
-    adjudicated: Iterable[str] = (),
+    results: Sequence[ValidatorResult], *, policy: str, quorum_threshold: float = 2 / 3, adjudicated: Iterable[str] = ()
 ) -> Classification:
     """Turn results into exactly one outcome; the policy counts only ``validator`` results."""
     decided = frozenset(adjudicated)

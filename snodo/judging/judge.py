@@ -45,15 +45,7 @@ class Judge:
     """One judgement: the base, the change, their copies in one private directory."""
 
     def __init__(
-        self,
-        repo: Path,
-        *,
-        base: str,
-        tree: str,
-        project_root: Path,
-        options: Options,
-        spec: str,
-        cache: Path | None,
+        self, repo: Path, *, base: str, tree: str, project_root: Path, options: Options, spec: str, cache: Path | None
     ) -> None:
         self.repo = repo
         self.base_commit = resolve(repo, base)

@@ -54,11 +54,7 @@ class ToolDef:
         """MCP tool annotations (wire names); read-only is membership of ``READ_ONLY_TOOLS``, so it
         cannot disagree with the capability table; destructive/idempotent mean nothing for reads."""
         read_only = name in READ_ONLY_TOOLS
-        hints: dict[str, object] = {
-            "title": self.title,
-            "readOnlyHint": read_only,
-            "openWorldHint": self.open_world,
-        }
+        hints: dict[str, object] = {"title": self.title, "readOnlyHint": read_only, "openWorldHint": self.open_world}
         if not read_only:
             hints["destructiveHint"] = self.destructive
             hints["idempotentHint"] = self.idempotent
@@ -151,8 +147,7 @@ TOOLS: dict[str, ToolDef] = {
         params=(Param("job_id", "The job id returned when the job was dispatched."),),
     ),
     "list_jobs": ToolDef(
-        title="List jobs",
-        description="Every job of this project with its task, mode and status, oldest first.",
+        title="List jobs", description="Every job of this project with its task, mode and status, oldest first."
     ),
     "propose_adjudicate": ToolDef(
         title="Propose a decision",
@@ -190,20 +185,14 @@ TOOLS: dict[str, ToolDef] = {
     "create_branch": ToolDef(
         title="Create a branch",
         description="Create a branch without switching to it.",
-        params=(
-            Param("name", "The new branch name."),
-            _opt("start", "Where the branch starts; default HEAD."),
-        ),
+        params=(Param("name", "The new branch name."), _opt("start", "Where the branch starts; default HEAD.")),
     ),
     "merge_branch": ToolDef(
         title="Merge a branch",
         destructive=True,
         description="Merge a branch into the current branch with a merge commit; refused when the "
         "branch changes a protected path, aborted (tree unchanged) when it conflicts.",
-        params=(
-            Param("name", "The branch to merge."),
-            _opt("message", "The merge commit message."),
-        ),
+        params=(Param("name", "The branch to merge."), _opt("message", "The merge commit message.")),
     ),
     "delete_branch": ToolDef(
         title="Delete a branch",
@@ -221,10 +210,7 @@ TOOLS: dict[str, ToolDef] = {
         description="Split a plan's goal (plan_id) into tasks again and store them in the plan, or "
         "split a spec into tasks without storing anything. Give exactly one of plan_id and spec. "
         "Executes nothing.",
-        params=(
-            _opt("plan_id", "A plan to decompose again."),
-            _opt("spec", "Text to split into tasks."),
-        ),
+        params=(_opt("plan_id", "A plan to decompose again."), _opt("spec", "Text to split into tasks.")),
     ),
     "generate_spec": ToolDef(
         title="Generate a task spec",

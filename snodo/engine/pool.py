@@ -42,7 +42,9 @@ REF_BASE = "snodo-restore.base"
 #: and ``clean`` looks only where they hold something new (else the whole copy, past these bounds).
 REF_DIRS = "snodo-restore.dirs"
 _SCOPE_PATHS, _SCOPE_BYTES = 2_000, 100_000
-#: Stat data compared in full, and no untracked cache, fsmonitor or split index to trust.
+#: Stat data compared in full, and no untracked cache or fsmonitor to trust. The index is
+#: split (`sharedindex.*` beside it in the git directory): a write of it writes the entries
+#: that changed, not the whole tree's; shared files expire as git's default has them.
 STAT_TRUST = tuple(
     arg
     for pair in (
@@ -51,7 +53,9 @@ STAT_TRUST = tuple(
         "core.fileMode=true",
         "core.ignoreStat=false",
         "core.untrackedCache=false",
-        "core.splitIndex=false",
+        "core.splitIndex=true",
+        "splitIndex.maxPercentChange=20",
+        "splitIndex.sharedIndexExpire=2.weeks.ago",
     )
     for arg in ("-c", pair)
 )
@@ -129,7 +133,7 @@ def take_free_slot(base_dir: Path) -> Slot:
 def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
     """Bring the slot's copy back to exactly ``base`` (no changed, untracked or ignored file,
     no nested repository, every mode as a fresh checkout makes it, no earlier run's history)
-    with ``clean -ffdx`` and ``reset --hard`` against the index the last restore recorded;
+    with ``clean -ffdx`` and a forced checkout against the index the last restore recorded;
     ``False``: make a fresh copy. ``base`` may be a function, called when the reset needs it."""
     gitdir = slot.meta().get("gitdir")
     if not isinstance(gitdir, str) or not _trusted(slot, gitdir):
@@ -154,7 +158,9 @@ def restore(slot: Slot, base: str | Callable[[], str]) -> bool:
         cleaned = not scope or _silent(run_git(slot.path, *pinned, "clean", "-ffdxq", "--", *scope, env=literal))
     if cleaned:
         target = base() if callable(base) else base
-    reset = ("reset", "-q", "--hard", "--no-recurse-submodules", target)
+    # `reset --hard`'s one-way merge, run by `checkout -f`, which first compares the stat data
+    # of every entry in parallel threads (git's preload); `reset` compares them one by one.
+    reset = ("-c", "core.preloadIndex=true", "checkout", "-q", "-f", "--no-recurse-submodules", "--detach", target)
     if target and _silent(run_git(slot.path, *pinned, *reset, env=record)):
         install_index(work, Path(gitdir) / "index")
         os.replace(work, ref)

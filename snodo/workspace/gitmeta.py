@@ -117,7 +117,8 @@ _SPARSE_DIR_BYTES = (0o040000).to_bytes(4, "big")
 
 def _may_hold_gitlinks(root: Path) -> bool:
     """Whether the index of the pinned work tree ``root`` may hold a gitlink, without a process
-    (no entry has the gitlink mode unless its four bytes occur in the file); ``True``: ask git."""
+    (no entry has the gitlink mode unless its four bytes occur in the file, or in a shared
+    index a split one names); ``True``: ask git."""
     context = pinned(root)
     if context is None or context.work_tree != root:
         return True
@@ -126,24 +127,31 @@ def _may_hold_gitlinks(root: Path) -> bool:
         st = os.stat(index)
         if _NO_GITLINK.get(context.git_dir) == (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
             return False  # the same index file as last time (git replaces it to change it)
-        if any(name.startswith("sharedindex.") for name in os.listdir(context.git_dir)):
-            return True
         with open(index, "rb") as fh:
             st = os.fstat(fh.fileno())
             stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            data = fh.read()
+            data = [fh.read()]
     except FileNotFoundError:
         return False  # no index yet: nothing staged at all
     except OSError:
         return True
-    if data[:4] != b"DIRC" or _GITLINK_BYTES in data or _SPARSE_DIR_BYTES in data:
+    try:  # read after the index: git writes the shared index a split one names before it
+        shared = [name for name in os.listdir(context.git_dir) if name.startswith("sharedindex.")]
+        data += [(context.git_dir / name).read_bytes() for name in shared[:_SHARED_READ]]
+    except OSError:
         return True
-    _NO_GITLINK[context.git_dir] = stamp
+    if len(shared) > _SHARED_READ or any(
+        b[:4] != b"DIRC" or _GITLINK_BYTES in b or _SPARSE_DIR_BYTES in b for b in data
+    ):
+        return True
+    _NO_GITLINK[context.git_dir] = stamp  # a shared index is named by its content: the same one still
     return False
 
 
 #: Index files found to hold no gitlink, by git directory: (inode, size, mtime, ctime).
 _NO_GITLINK: dict[Path, tuple[int, int, int, int]] = {}
+#: Shared index files read at most; beyond, git is asked.
+_SHARED_READ = 4
 
 
 def gitlinks(root: Path) -> set[str]:

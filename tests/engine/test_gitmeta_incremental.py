@@ -107,6 +107,21 @@ def test_an_unchanged_index_is_not_read_again_and_a_gitlink_staged_since_is_foun
     assert "vendor" not in git(repo, "ls-files", "--stage")
 
 
+def test_a_gitlink_in_the_shared_part_of_a_split_index_is_seen(tmp_path: Path) -> None:
+    """A split index holds most entries in a ``sharedindex.*`` file beside it (as the pool's
+    copies' indexes do): a gitlink there is found, and one staged since in the split part too."""
+    repo = make_repo(tmp_path / "repo")
+    pin(repo)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},vendor")
+    git(repo, "-c", "core.splitIndex=true", "update-index", "--split-index")
+    assert list((repo / ".git").glob("sharedindex.*"))
+    watch = GitMetaWatch(repo)
+    assert watch.links == {"vendor"}
+    git(repo, "-c", "core.splitIndex=true", "update-index", "--add", "--cacheinfo", f"160000,{head},third_party")
+    assert watch.intruders() == [("third_party", gitmeta.REASON_NEW_GITLINK)]
+
+
 def test_a_throwaway_copy_s_scan_is_not_kept(tmp_path: Path) -> None:
     """A validator's private copy is looked at once, then removed: a long `snodo serve`
     keeps no scan of each one it ever judged."""

@@ -6,10 +6,12 @@ import contextlib
 import fcntl
 import os
 import re
+import secrets
 import shutil
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from attrs import frozen
@@ -23,8 +25,20 @@ from .tree import FILE_MODES, Blobs, Entry, entries, safe_path, tree_names, writ
 ENVIRONMENTS = (".venv", "venv")
 
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
-#: Judged trees kept per repository (``<git common dir>/snodo/trees/<n>``), one per concurrent run.
+#: A path of a tree and its new entry (``None``: gone).
+Change = tuple[str, Entry | None]
+#: Judged trees kept per repository (``<git common dir>/snodo/judged/<n>``), one per concurrent run.
 SLOTS = 2
+#: Where snodo kept them while their index was not split: an older snodo's, removed once free.
+_OLD_TREES = "trees"
+_OLD_TREES_IDLE = 24 * 3600
+#: A shared index is named by no index but the one it was written for: the others expire at once.
+_INDEX_SETTINGS = (
+    "index.version=2",
+    "index.sparse=false",
+    "splitIndex.maxPercentChange=20",
+    "splitIndex.sharedIndexExpire=now",
+)
 
 
 @frozen
@@ -44,14 +58,7 @@ class Copy:
 class Snapshot:
     """The judged ``tree`` of ``repo`` for each validator: kept between snapshots (patched), its blobs read once."""
 
-    def __init__(
-        self,
-        repo: Path,
-        tree: str,
-        *,
-        base: str | None,
-        project_root: Path | None = None,
-    ) -> None:
+    def __init__(self, repo: Path, tree: str, *, base: str | None, project_root: Path | None = None) -> None:
         self.repo = repo
         self.tree = tree
         self.base = base
@@ -69,7 +76,8 @@ class Snapshot:
             self.blobs = _blobs_for(repo, self._common)
             self._hooks_path = self._hooks_setting()
             self._hooks = self._project_hooks() if not self._hooks_path else {}
-            self._slot = _Slot.lease(self._common / "snodo" / "trees", tree)
+            _drop_old_trees(self._common / "snodo" / _OLD_TREES)
+            self._slot = _Slot.lease(self._common / "snodo" / "judged", tree)
             changes = self._slot.changes(self) if self._slot is not None else None
             if self._slot is not None and changes is None:  # written whole: every blob, in the same batch
                 wanted = [entry.sha for entry in self.files.values()]
@@ -133,23 +141,31 @@ class Snapshot:
         return Copy(dest, own=own)
 
     def _lay_out(
-        self, dest: Path, kept: bytes | None = None, changes: list[tuple[str, Entry | None]] | None = None
+        self, dest: Path, kept: Path | None = None, changes: list[Change] | None = None, split: bool = False
     ) -> None:
         """``dest``'s ``.git``, its index and environments. The index is read from the tree, or
-        is ``kept`` (an index of the tree before ``changes``) with just those entries staged."""
+        is the one ``kept`` holds (of the tree before ``changes``) with just those entries
+        staged; ``split`` (the kept tree's): a write of it writes only what changed."""
         self._git_dir(dest)
-        settings = ("-c", "index.version=2", "-c", "core.splitIndex=false", "-c", "index.sparse=false")
+        pairs = (*_INDEX_SETTINGS, f"core.splitIndex={'true' if split else 'false'}")
+        settings = [f"--git-dir={dest / '.git'}", *(arg for pair in pairs for arg in ("-c", pair))]
         own = {"GIT_INDEX_FILE": str(dest / ".git" / "index")}
         made = None
         if kept is None:
             made = run_git(self.repo, *settings, "read-tree", self.tree, env=own)
         else:
-            (dest / ".git" / "index").write_bytes(kept)
+            for name in os.listdir(kept):
+                os.replace(kept / name, dest / ".git" / name)
             if changes:  # what is gone first: a path may turn from a file into a directory
                 gone = "".join(f"0 {'0' * len(self.tree)}\t{path}\0" for path, entry in changes if entry is None)
                 new = "".join(f"{entry.mode} {entry.sha}\t{path}\0" for path, entry in changes if entry is not None)
                 info = ("update-index", "-z", "--add", "--replace", "--index-info")
                 made = run_git(self.repo, *settings, *info, stdin=gone + new, env=own)
+            if made is not None and not made.ok:  # an index git cannot read (its shared one gone): read anew
+                for name in os.listdir(dest / ".git"):
+                    if name == "index" or name.startswith("sharedindex."):
+                        os.unlink(dest / ".git" / name)
+                made = run_git(self.repo, *settings, "read-tree", self.tree, env=own)
         if made is not None and not made.ok:
             raise EnvironmentProblem(f"cannot read tree {self.tree} into an index in {self.repo}: {made.detail()}")
         for env in ENVIRONMENTS:
@@ -170,12 +186,7 @@ class Snapshot:
             (git / sub).mkdir(parents=True)
         (git / "objects" / "info" / "alternates").write_text(f"{self._common / 'objects'}\n", encoding="utf-8")
         sha256 = len(self.tree) == 64
-        config = [
-            "[core]",
-            f"\trepositoryformatversion = {1 if sha256 else 0}",
-            "\tfilemode = true",
-            "\tbare = false",
-        ]
+        config = ["[core]", f"\trepositoryformatversion = {1 if sha256 else 0}", "\tfilemode = true", "\tbare = false"]
         if self._hooks_path:
             config.append(f"\thooksPath = {_quoted(self._hooks_path)}")
         if sha256:
@@ -236,6 +247,24 @@ def _blobs_for(repo: Path, common: Path) -> Blobs:
         blobs.repo = repo
         _LAST_BLOBS[common] = blobs
     return blobs
+
+
+def _drop_old_trees(old: Path) -> None:
+    """Remove the judged trees an older snodo kept (it would rebuild a split index without
+    its shared one), each once no run holds it nor used it for a day."""
+    for home in list(old.iterdir()) if os.path.isdir(old) else ():
+        with contextlib.suppress(OSError):
+            fd = os.open(home / "lock", os.O_RDWR | os.O_NOFOLLOW)
+            try:
+                if time.time() - os.stat(home / "state").st_mtime < _OLD_TREES_IDLE:
+                    continue
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.replace(home, gone := old.with_name(f"{old.name}.{home.name}.{secrets.token_hex(4)}"))
+            finally:
+                os.close(fd)  # renamed while locked: the older snodo skips it, or makes a new one
+            _discard(gone)
+    with contextlib.suppress(OSError):
+        old.rmdir()
 
 
 def _discard(path: Path) -> None:
@@ -303,7 +332,7 @@ class _Slot:
             extra.release()
         return free[0]
 
-    def changes(self, snapshot: Snapshot) -> list[tuple[str, Entry | None]] | None:
+    def changes(self, snapshot: Snapshot) -> list[Change] | None:
         """Each path that differs from the tree held, with its new entry (``None``: gone); ``None``: write it whole."""
         if self.held in ("", "dirty") or not self.work.is_dir():
             return None
@@ -313,7 +342,7 @@ class _Slot:
         if not found.ok:
             return None
         fields = found.stdout.split("\0")
-        out: list[tuple[str, Entry | None]] = []
+        out: list[Change] = []
         for meta, path in zip(fields[0::2], fields[1::2], strict=False):
             parts = meta.split(" ")
             if len(parts) != 5 or not path:
@@ -327,12 +356,11 @@ class _Slot:
             out.append((path, Entry(mode, sha) if mode in FILE_MODES else None))
         return out
 
-    def hold(self, snapshot: Snapshot, changes: list[tuple[str, Entry | None]] | None) -> None:
+    def hold(self, snapshot: Snapshot, changes: list[Change] | None) -> None:
         """Make ``work`` hold ``snapshot``'s tree: ``changes`` patched in, or written afresh (``None``)."""
-        index = self.work / ".git" / "index"
-        kept = index.read_bytes() if changes is not None and index.is_file() else None  # it holds the tree held
         state = self.home / "state"  # written in place: cut short, it names no tree git knows, or the same
         state.write_text("dirty\n", encoding="ascii")
+        kept = self._set_aside() if changes is not None else None  # the index of the tree held
         if changes is None:
             if os.path.lexists(self.work):
                 _remove_tree(self.work)
@@ -340,9 +368,20 @@ class _Slot:
             write_copy(self.work, snapshot.files, snapshot.blobs)
         else:
             _patch(self.work, changes, snapshot.blobs)
-        snapshot._lay_out(self.work, kept, changes)
+        snapshot._lay_out(self.work, kept, changes, split=True)
         state.write_text(snapshot.tree + "\n", encoding="ascii")
         self.held = snapshot.tree
+
+    def _set_aside(self) -> Path | None:
+        """The work tree's index files moved out of its ``.git`` (laid out anew); ``None``: it has no index."""
+        git, aside = self.work / ".git", self.home / "index"
+        if os.path.lexists(aside):
+            _remove_tree(aside)
+        aside.mkdir(mode=0o700)
+        names = [n for n in os.listdir(git) if n == "index" or n.startswith("sharedindex.")] if git.is_dir() else []
+        for name in names:
+            os.replace(git / name, aside / name)
+        return aside if "index" in names else None
 
     def release(self) -> None:
         if self.fd >= 0:
@@ -351,7 +390,7 @@ class _Slot:
             self.fd = -1
 
 
-def _patch(work: Path, changes: list[tuple[str, Entry | None]], blobs: Blobs) -> None:
+def _patch(work: Path, changes: list[Change], blobs: Blobs) -> None:
     """Bring ``work`` to the new tree: remove what is gone or replaced, write what is new (as :func:`write_copy`)."""
     real = os.path.realpath(work)
     emptied: set[str] = set()

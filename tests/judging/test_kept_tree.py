@@ -1,4 +1,4 @@
-"""The judged tree kept between snapshots (``<git common dir>/snodo/trees``): each snapshot
+"""The judged tree kept between snapshots (``<git common dir>/snodo/judged``): each snapshot
 writes only the paths that differ from the tree kept, and what is kept is exactly the
 judged tree — the same bytes, modes, links and index a fresh copy from git's objects holds —
 whatever the change did (files added, changed, removed, a file become a directory, a
@@ -7,8 +7,10 @@ directory become a link and back), never writing through a link, never outside i
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -102,6 +104,7 @@ def test_the_kept_tree_follows_every_kind_of_change(tmp_path: Path) -> None:
         assert seen == listing(repo)
     assert path is not None and (path / "src").read_text() == "now a file\n"
     assert (victim / "x.py").read_text() == "outside\n" and sorted(os.listdir(victim)) == ["x.py"]
+    assert not list((repo / ".git").glob("sharedindex.*"))  # the kept index's files stay in its own .git
 
 
 def test_only_what_differs_is_written(tmp_path: Path) -> None:
@@ -115,6 +118,46 @@ def test_only_what_differs_is_written(tmp_path: Path) -> None:
     path, seen = kept(repo, second)
     assert seen["pkg/m0.py"] == ("file", (b"v = 'changed'\n", False))
     assert os.stat(path / "pkg" / "m1.py").st_ino in inodes  # the same file: not written again
+
+
+def test_a_kept_index_whose_shared_index_is_gone_is_read_anew(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    shared: list[Path] = []
+    for n in range(4):  # a slot written whole, then patched: a split index and its shared one
+        path, _ = kept(repo, commit(repo, {f"m{n}.py": "m = 1\n"}))
+        shared = list((path / ".git").glob("sharedindex.*"))
+    assert shared
+    for name in (repo / ".git" / "snodo" / "judged").glob("*/work/.git/sharedindex.*"):
+        name.unlink()  # as a .git rebuilt without them leaves it
+    _, seen = kept(repo, commit(repo, {"c.py": "c = 1\n"}))
+    assert seen == listing(repo)
+
+
+def test_the_judged_trees_an_older_snodo_kept_go_once_no_run_holds_them(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    old = repo / ".git" / "snodo" / "trees"
+    for n in ("0", "1"):
+        (old / n / "work").mkdir(parents=True)
+        (old / n / "work" / "a.py").write_text("old\n")
+        (old / n / "lock").touch()
+        (old / n / "state").write_text("dirty\n")
+        os.utime(old / n / "state", (0, 0))  # used last long ago
+    (old / "2").mkdir()
+    (old / "2" / "lock").touch()
+    (old / "2" / "state").write_text("dirty\n")  # used today: an older snodo may still use it
+    held = os.open(old / "1" / "lock", os.O_RDWR)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a run of the older snodo holds it
+        kept(repo, commit(repo, {"a.py": "a = 1\n"}))
+        assert sorted(os.listdir(old)) == ["1", "2"]
+    finally:
+        os.close(held)
+    os.utime(old / "2" / "state", (0, 0))
+    kept(repo, commit(repo, {"a.py": "a = 2\n"}))
+    for thread in threading.enumerate():
+        if thread.name == "snodo-discard":
+            thread.join()
+    assert sorted(p.name for p in (repo / ".git" / "snodo").iterdir()) == ["judged"]
 
 
 @pytest.mark.parametrize("state", ["dirty", "", "0" * 40])

@@ -141,21 +141,19 @@ class Snapshot:
         return Copy(dest, own=own)
 
     def _lay_out(
-        self, dest: Path, kept: Path | None = None, changes: list[Change] | None = None, split: bool = False
+        self, dest: Path, kept: bool = False, changes: list[Change] | None = None, split: bool = False
     ) -> None:
         """``dest``'s ``.git``, its index and environments. The index is read from the tree, or
-        is the one ``kept`` holds (of the tree before ``changes``) with just those entries
-        staged; ``split`` (the kept tree's): a write of it writes only what changed."""
-        self._git_dir(dest)
+        is the one ``dest`` holds, ``kept`` (of the tree before ``changes``), with just those
+        entries staged; ``split`` (the kept tree's): a write of it writes only what changed."""
+        self._git_dir(dest, keep_index=kept)
         pairs = (*_INDEX_SETTINGS, f"core.splitIndex={'true' if split else 'false'}")
         settings = [f"--git-dir={dest / '.git'}", *(arg for pair in pairs for arg in ("-c", pair))]
         own = {"GIT_INDEX_FILE": str(dest / ".git" / "index")}
         made = None
-        if kept is None:
+        if not kept:
             made = run_git(self.repo, *settings, "read-tree", self.tree, env=own)
         else:
-            for name in os.listdir(kept):
-                os.replace(kept / name, dest / ".git" / name)
             if changes:  # what is gone first: a path may turn from a file into a directory
                 gone = "".join(f"0 {'0' * len(self.tree)}\t{path}\0" for path, entry in changes if entry is None)
                 new = "".join(f"{entry.mode} {entry.sha}\t{path}\0" for path, entry in changes if entry is not None)
@@ -175,15 +173,23 @@ class Snapshot:
             if not os.path.lexists(dest / env):
                 os.symlink(real, dest / env)
 
-    def _git_dir(self, dest: Path) -> None:
+    def _git_dir(self, dest: Path, *, keep_index: bool = False) -> None:
+        """``dest/.git`` laid out anew; ``keep_index``: the index files of the one snodo laid out stay."""
         git = dest / ".git"
-        if os.path.lexists(git):  # the tree holds a `.git` entry of its own: never trusted, replaced
+        if keep_index:
+            for entry in os.scandir(git):
+                if entry.name != "index" and not entry.name.startswith("sharedindex."):
+                    if entry.is_dir(follow_symlinks=False):
+                        _remove_tree(Path(entry.path))
+                    else:
+                        os.unlink(entry.path)
+        elif os.path.lexists(git):  # the tree holds a `.git` entry of its own: never trusted, replaced
             if git.is_dir() and not git.is_symlink():
                 shutil.rmtree(git)
             else:
                 git.unlink()
         for sub in ("objects/info", "refs/heads", "refs/tags", "hooks", "info"):
-            (git / sub).mkdir(parents=True)
+            (git / sub).mkdir(parents=True, exist_ok=keep_index)
         (git / "objects" / "info" / "alternates").write_text(f"{self._common / 'objects'}\n", encoding="utf-8")
         sha256 = len(self.tree) == 64
         config = ["[core]", f"\trepositoryformatversion = {1 if sha256 else 0}", "\tfilemode = true", "\tbare = false"]
@@ -360,7 +366,8 @@ class _Slot:
         """Make ``work`` hold ``snapshot``'s tree: ``changes`` patched in, or written afresh (``None``)."""
         state = self.home / "state"  # written in place: cut short, it names no tree git knows, or the same
         state.write_text("dirty\n", encoding="ascii")
-        kept = self._set_aside() if changes is not None else None  # the index of the tree held
+        index = self.work / ".git" / "index"  # of the tree held, in the `.git` snodo laid out
+        kept = changes is not None and not index.parent.is_symlink() and index.is_file() and not index.is_symlink()
         if changes is None:
             if os.path.lexists(self.work):
                 _remove_tree(self.work)
@@ -371,17 +378,6 @@ class _Slot:
         snapshot._lay_out(self.work, kept, changes, split=True)
         state.write_text(snapshot.tree + "\n", encoding="ascii")
         self.held = snapshot.tree
-
-    def _set_aside(self) -> Path | None:
-        """The work tree's index files moved out of its ``.git`` (laid out anew); ``None``: it has no index."""
-        git, aside = self.work / ".git", self.home / "index"
-        if os.path.lexists(aside):
-            _remove_tree(aside)
-        aside.mkdir(mode=0o700)
-        names = [n for n in os.listdir(git) if n == "index" or n.startswith("sharedindex.")] if git.is_dir() else []
-        for name in names:
-            os.replace(git / name, aside / name)
-        return aside if "index" in names else None
 
     def release(self) -> None:
         if self.fd >= 0:

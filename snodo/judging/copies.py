@@ -160,9 +160,8 @@ class Snapshot:
                 info = ("update-index", "-z", "--add", "--replace", "--index-info")
                 made = run_git(self.repo, *settings, *info, stdin=gone + new, env=own)
             if made is not None and not made.ok:  # an index git cannot read (its shared one gone): read anew
-                for name in os.listdir(dest / ".git"):
-                    if name == "index" or name.startswith("sharedindex."):
-                        os.unlink(dest / ".git" / name)
+                for name in filter(_index_file, os.listdir(dest / ".git")):
+                    os.unlink(dest / ".git" / name)
                 made = run_git(self.repo, *settings, "read-tree", self.tree, env=own)
         if made is not None and not made.ok:
             raise EnvironmentProblem(f"cannot read tree {self.tree} into an index in {self.repo}: {made.detail()}")
@@ -178,7 +177,7 @@ class Snapshot:
         git = dest / ".git"
         if keep_index:
             for entry in os.scandir(git):
-                if entry.name != "index" and not entry.name.startswith("sharedindex."):
+                if not _index_file(entry.name):
                     if entry.is_dir(follow_symlinks=False):
                         _remove_tree(Path(entry.path))
                     else:
@@ -253,6 +252,11 @@ def _blobs_for(repo: Path, common: Path) -> Blobs:
         blobs.repo = repo
         _LAST_BLOBS[common] = blobs
     return blobs
+
+
+def _index_file(name: str) -> bool:
+    """Whether ``name`` in a ``.git`` is part of its index: the index, or a shared index a split one names."""
+    return name == "index" or name.startswith("sharedindex.")
 
 
 def _drop_old_trees(old: Path) -> None:
